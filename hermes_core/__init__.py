@@ -1,0 +1,102 @@
+"""hermes-core: a plugin kernel for LLM agents' memory and context.
+
+The public surface is listed in ``__all__``. Attributes load on first use, so ``import hermes_core``
+stays cheap (the CLI's ``--help`` and ``--version`` never pay for pydantic or the plugins).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from ._markers import hookimpl
+from ._version import __version__
+
+if TYPE_CHECKING:
+    from .errors import (
+        ConfigError,
+        HermesCoreError,
+        PluginError,
+        PluginLoadError,
+        RegistryError,
+        ToolError,
+        UnknownNameError,
+    )
+    from .host import HookOutcome, PluginHost, create_plugin_manager
+    from .kinds import ContextEngine, MemoryProvider, NoConfig, Platform, PluginContext, Tool
+    from .types import (
+        CompressionResult,
+        Dispatcher,
+        EndReason,
+        IncomingMessage,
+        MemoryWrite,
+        Message,
+        Session,
+        SwitchReason,
+        ToolCall,
+        ToolContext,
+        Usage,
+    )
+
+__all__ = [
+    "CompressionResult",
+    "ConfigError",
+    "ContextEngine",
+    "Dispatcher",
+    "EndReason",
+    "HermesCoreError",
+    "HookOutcome",
+    "IncomingMessage",
+    "MemoryProvider",
+    "MemoryWrite",
+    "Message",
+    "NoConfig",
+    "Platform",
+    "PluginContext",
+    "PluginError",
+    "PluginHost",
+    "PluginLoadError",
+    "RegistryError",
+    "Session",
+    "SwitchReason",
+    "Tool",
+    "ToolCall",
+    "ToolContext",
+    "ToolError",
+    "UnknownNameError",
+    "Usage",
+    "__version__",
+    "create_plugin_manager",
+    "hookimpl",
+]
+
+_LAZY = {
+    **dict.fromkeys(
+        ["ConfigError", "HermesCoreError", "PluginError", "PluginLoadError", "RegistryError",
+         "ToolError", "UnknownNameError"],
+        "errors",
+    ),
+    **dict.fromkeys(["HookOutcome", "PluginHost", "create_plugin_manager"], "host"),
+    **dict.fromkeys(
+        ["ContextEngine", "MemoryProvider", "NoConfig", "Platform", "PluginContext", "Tool"],
+        "kinds",
+    ),
+    **dict.fromkeys(
+        ["CompressionResult", "Dispatcher", "EndReason", "IncomingMessage", "MemoryWrite",
+         "Message", "Session", "SwitchReason", "ToolCall", "ToolContext", "Usage"],
+        "types",
+    ),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'hermes_core' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,147 @@
+"""``hermes-core config``: show, get, set, unset, validate, path."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+import yaml
+
+from ._common import echo_json, load_host, warn
+
+__all__ = ["config"]
+
+
+@click.group()
+def config() -> None:
+    """Read, change and check config.yaml."""
+
+
+def _effective(host: Any) -> dict[str, Any]:
+    from ..config import effective_dict, redacted
+
+    defaults = []
+    for section, (_name, _model, _plugin) in host.registries.config_owners().items():
+        if section not in host.config.raw:
+            try:
+                defaults.append((section, host._section_model(section, host.config, None)))
+            except Exception:  # a model that needs values has no defaults to show
+                continue
+    return redacted(_plain(effective_dict(host.config, defaults)))
+
+
+def _plain(value: Any) -> Any:
+    """Pydantic values (SecretStr, nested models) to plain data, secrets kept as SecretStr."""
+    from pydantic import BaseModel, SecretStr
+
+    if isinstance(value, SecretStr):
+        return value
+    if isinstance(value, BaseModel):
+        return {k: _plain(v) for k, v in value}
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+@config.command("path")
+def path() -> None:
+    """Print where config.yaml is."""
+    from ..paths import config_path
+
+    click.echo(str(config_path()))
+
+
+@config.command("show")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of YAML.")
+def show(as_json: bool) -> None:
+    """Show the effective config (defaults filled in, secrets redacted)."""
+    data = _effective(load_host())
+    if as_json:
+        echo_json(data)
+    else:
+        click.echo(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), nl=False)
+
+
+@config.command("get")
+@click.argument("key")
+@click.option("--json", "as_json", is_flag=True, help="Print the value as JSON.")
+def get(key: str, as_json: bool) -> None:
+    """Print one value, by dotted key (e.g. context.engine)."""
+    from ..config import get_dotted
+
+    data = _effective(load_host())
+    try:
+        value = get_dotted(data, key)
+    except KeyError as exc:
+        raise click.ClickException(
+            f"no key {key!r} in the config (missing part: {exc.args[0]!r}); "
+            "see 'hermes-core config show' for what exists"
+        ) from None
+    if as_json or isinstance(value, (dict, list)):
+        echo_json(value)
+    else:
+        click.echo("null" if value is None else str(value))
+
+
+def _validator(host: Any) -> Any:
+    def validate(loaded: Any) -> None:
+        host.validate_change(host.config, loaded)
+
+    return validate
+
+
+@config.command("set")
+@click.argument("key")
+@click.argument("value")
+def set_(key: str, value: str) -> None:
+    """Set KEY to VALUE (parsed as YAML: 3, true, [a, b]); refused changes leave the file as is."""
+    from ..config import parse_cli_value, set_config_value
+
+    host = load_host()
+    set_config_value(host.config.path, key, parse_cli_value(value), validate=_validator(host))
+    click.echo(f"Set {key} in {host.config.path}.")
+
+
+@config.command("unset")
+@click.argument("key")
+def unset(key: str) -> None:
+    """Remove KEY from config.yaml so its default applies again."""
+    from ..config import set_config_value
+
+    host = load_host()
+    set_config_value(host.config.path, key, None, unset=True, validate=_validator(host))
+    click.echo(f"Unset {key} in {host.config.path}.")
+
+
+@config.command("validate")
+@click.option("--json", "as_json", is_flag=True, help="Print {valid, errors, plugin_errors}.")
+def validate(as_json: bool) -> None:
+    """Check config.yaml against the core and every plugin's model; exit 1 if invalid."""
+    from ..config import load_config
+    from ..errors import ConfigError
+    from ..paths import config_path
+
+    errors: list[str] = []
+    plugin_errors: list[str] = []
+    try:
+        loaded = load_config()
+        host = load_host()
+        host.validate_config(loaded)
+        plugin_errors = [f"{r.name}: {r.error}" for r in host.records.values() if r.error]
+    except ConfigError as exc:
+        errors = str(exc).splitlines()
+    if as_json:
+        echo_json({"valid": not errors, "path": str(config_path()), "errors": errors,
+                   "plugin_errors": plugin_errors})
+    else:
+        for line in plugin_errors:
+            warn(f"plugin {line}")
+        if errors:
+            for line in errors:
+                click.echo(line, err=True)
+        else:
+            click.echo(f"{config_path()} is valid.")
+    if errors:
+        raise SystemExit(1)

@@ -1,0 +1,104 @@
+"""``hermes-core doctor``: what is set up, what is broken, and how to fix it."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from typing import Any
+
+import click
+
+from ._common import echo_json, load_host
+
+__all__ = ["doctor", "run_checks"]
+
+
+def _check_state_db(path: Any) -> dict[str, Any]:
+    if not path.exists():
+        return {"name": "state.db", "ok": True, "detail": f"{path} not created yet"}
+    try:
+        # Read-only: doctor must never modify, let alone overwrite, a damaged database.
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+        try:
+            result = con.execute("PRAGMA quick_check").fetchone()[0]
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as exc:
+        return {
+            "name": "state.db",
+            "ok": False,
+            "detail": f"{path} cannot be read as SQLite ({exc}). It was left untouched: move it "
+            "aside (it is your session history) and hermes-core will start a new one",
+        }
+    ok = result == "ok"
+    detail = f"{path}: integrity ok" if ok else f"{path}: integrity check failed: {result}"
+    return {"name": "state.db", "ok": ok, "detail": detail}
+
+
+def run_checks() -> list[dict[str, Any]]:
+    """Each check: name, ok (bool), detail, and 'warning' for problems that do not block."""
+    from ..config import load_config
+    from ..errors import HermesCoreError
+    from ..paths import home_dir
+
+    checks: list[dict[str, Any]] = []
+    home = home_dir()
+    writable = home.exists() and os.access(home, os.W_OK)
+    checks.append({
+        "name": "home",
+        "ok": writable or not home.exists(),
+        "detail": f"{home} ({'writable' if writable else 'will be created on first use' if not home.exists() else 'NOT writable'})",
+    })
+    config_ok = True
+    try:
+        loaded = load_config()
+        checks.append({"name": "config", "ok": True,
+                       "detail": f"{loaded.path}" + ("" if loaded.exists else " (absent: defaults)")})
+    except HermesCoreError as exc:
+        config_ok = False
+        checks.append({"name": "config", "ok": False, "detail": str(exc)})
+    host = load_host(tolerate_bad_config=True)
+    broken = [r for r in host.records.values() if r.error]
+    checks.append({
+        "name": "plugins",
+        "ok": True,
+        "warning": bool(broken),
+        "detail": f"{sum(r.enabled and not r.error for r in host.records.values())} loaded, "
+        f"{sum(not r.enabled for r in host.records.values())} disabled, {len(broken)} with errors"
+        + "".join(f"\n  {r.name}: {r.error}" for r in broken),
+    })
+    if config_ok:
+        try:
+            host.validate_config()
+            checks.append({"name": "selections", "ok": True, "detail":
+                           f"context.engine={host.config.core.context.engine}, memory.providers="
+                           f"{host.config.core.memory.providers}"})
+        except HermesCoreError as exc:
+            checks.append({"name": "selections", "ok": False, "detail": str(exc)})
+    checks.append(_check_state_db(home / "state.db"))
+    key_set = bool(host.config.core.llm.api_key)
+    checks.append({
+        "name": "api key",
+        "ok": True,
+        "warning": not key_set,
+        "detail": "ANTHROPIC_API_KEY is set" if key_set else
+        "no key: set ANTHROPIC_API_KEY (or llm.api_key); 'hermes-core replay' works without one",
+    })
+    return checks
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
+def doctor(as_json: bool) -> None:
+    """Check the home folder, config, plugins, state.db and the API key."""
+    checks = run_checks()
+    if as_json:
+        echo_json(checks)
+    else:
+        for c in checks:
+            mark = click.style("ok  ", fg="green") if c["ok"] else click.style("FAIL", fg="red")
+            if c["ok"] and c.get("warning"):
+                mark = click.style("warn", fg="yellow")
+            click.echo(f"[{mark}] {c['name']}: {c['detail']}")
+    if not all(c["ok"] for c in checks):
+        raise SystemExit(1)

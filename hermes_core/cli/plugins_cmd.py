@@ -1,0 +1,180 @@
+"""``hermes-core plugins``: list, install, uninstall, enable, disable."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+
+from ._common import echo_json, load_host, warn
+
+__all__ = ["plugins"]
+
+
+@click.group()
+def plugins() -> None:
+    """List, install and switch plugins."""
+
+
+@plugins.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array, one object per plugin.")
+def list_plugins(as_json: bool) -> None:
+    """List every plugin: built-in, installed (entry points) and directory plugins."""
+    host = load_host(tolerate_bad_config=True)
+    records = [r.as_dict() for r in host.records.values()]
+    if as_json:
+        echo_json(records)
+        return
+    if not records:
+        click.echo("No plugins found.")
+        return
+    width = max(len(str(r["name"])) for r in records)
+    for r in records:
+        status = "enabled" if r["enabled"] else "disabled"
+        if r["error"]:
+            status = click.style("error", fg="red")
+        version = f" {r['version']}" if r["version"] else ""
+        dist = f" ({r['distribution']}{version})" if r["distribution"] else ""
+        kinds = ", ".join(r["registers"]) or "-"  # type: ignore[arg-type]
+        click.echo(f"{str(r['name']):<{width}}  {r['source']:<11}  {status:<8}  {kinds}{dist}")
+        if r["error"]:
+            click.echo(f"{'':<{width}}  {r['error']}")
+
+
+def _installer_hint(specs: tuple[str, ...], verb: str) -> str | None:
+    """When hermes-core runs from pipx or a uv tool, pip into it would be undone: say what to run."""
+    prefix = Path(sys.prefix).as_posix()
+    joined = " ".join(specs)
+    if "/pipx/venvs/" in prefix:
+        if verb == "install":
+            return f"hermes-core was installed with pipx: run 'pipx inject hermes-core {joined}'"
+        return f"hermes-core was installed with pipx: run 'pipx uninject hermes-core {joined}'"
+    if "/uv/tools/" in prefix:
+        withs = " ".join(f"--with {s}" for s in specs)
+        if verb == "install":
+            return (
+                "hermes-core was installed with 'uv tool': run "
+                f"'uv tool install --reinstall hermes-core {withs}'"
+            )
+        return "hermes-core was installed with 'uv tool': reinstall it without those --with packages"
+    return None
+
+
+def _pip(args: list[str]) -> int:
+    probe = subprocess.run(
+        [sys.executable, "-m", "pip", "--version"], capture_output=True, text=True, check=False
+    )
+    if probe.returncode != 0:
+        raise click.ClickException(
+            f"pip is not available in the interpreter hermes-core runs in ({sys.executable}). "
+            f"Run 'uv pip {' '.join(args)} --python {sys.executable}' or install pip there."
+        )
+    return subprocess.run([sys.executable, "-m", "pip", *args], check=False).returncode
+
+
+@plugins.command("install")
+@click.argument("specs", nargs=-1, required=True)
+@click.option("-U", "--upgrade", is_flag=True, help="Upgrade if already installed.")
+@click.option("-e", "--editable", is_flag=True, help="Install a local path in editable mode.")
+def install(specs: tuple[str, ...], upgrade: bool, editable: bool) -> None:
+    """Install plugin distributions (PyPI names or local paths) with pip.
+
+    They go into the interpreter hermes-core itself runs in, so they are found at once.
+    """
+    hint = _installer_hint(specs, "install")
+    if hint:
+        raise click.ClickException(hint)
+    args = ["install"]
+    if upgrade:
+        args.append("--upgrade")
+    for spec in specs:
+        if editable:
+            args.append("-e")
+        # A path that exists is passed absolute so pip never mistakes it for a PyPI name.
+        args.append(str(Path(spec).resolve()) if os.path.exists(spec) else spec)
+    code = _pip(args)
+    if code != 0:
+        raise click.ClickException(f"pip install failed (exit {code}); nothing was changed")
+    click.echo("Installed. Run 'hermes-core plugins list' to see what they provide.")
+
+
+@plugins.command("uninstall")
+@click.argument("names", nargs=-1, required=True)
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
+def uninstall(names: tuple[str, ...], yes: bool) -> None:
+    """Uninstall plugins by plugin name or distribution name (imports no plugin)."""
+    from ..loader import BUILTIN_PLUGINS, entry_points
+
+    dists: list[str] = []
+    by_plugin = {ep.name: ep.dist.metadata["Name"] for ep in entry_points() if ep.dist is not None}
+    for name in names:
+        if name in BUILTIN_PLUGINS:
+            raise click.ClickException(
+                f"{name!r} is a built-in plugin, part of hermes-core; "
+                f"disable it instead: hermes-core plugins disable {name}"
+            )
+        dists.append(by_plugin.get(name, name))
+    hint = _installer_hint(tuple(dists), "uninstall")
+    if hint:
+        raise click.ClickException(hint)
+    code = _pip(["uninstall", *(["-y"] if yes else []), *dists])
+    if code != 0:
+        raise click.ClickException(f"pip uninstall failed (exit {code})")
+
+
+def _known_names() -> set[str]:
+    """Plugin and distribution names, found without importing any plugin."""
+    from ..loader import discover
+    from ..paths import plugins_dir
+
+    names: set[str] = set()
+    for c in discover(plugins_dir()):
+        names.add(c.name)
+        if c.distribution:
+            names.add(c.distribution)
+    return names
+
+
+def _set_disabled(name: str, disabled: bool) -> None:
+    from ..config import load_config, set_config_value
+    from ..loader import DISABLE_ENV, blocked_names
+
+    loaded = load_config()
+    current = list(loaded.core.plugins.disabled)
+    if disabled:
+        if name in current:
+            click.echo(f"{name} is already disabled.")
+            return
+        new = [*current, name]
+    else:
+        if name not in current:
+            if name.lower() in blocked_names([]):
+                warn(f"{name} is blocked by ${DISABLE_ENV}; unset it there to enable it")
+            else:
+                click.echo(f"{name} is not disabled.")
+            return
+        new = [n for n in current if n != name]
+    set_config_value(loaded.path, "plugins.disabled", new, validate=lambda _loaded: None)
+    click.echo(f"{'Disabled' if disabled else 'Enabled'} {name} (in {loaded.path}).")
+
+
+@plugins.command("disable")
+@click.argument("name")
+def disable(name: str) -> None:
+    """Stop loading a plugin: it is not even imported from now on."""
+    known = _known_names()
+    if name not in known:
+        raise click.ClickException(
+            f"no plugin named {name!r}. Known: {', '.join(sorted(known)) or 'none'}"
+        )
+    _set_disabled(name, True)
+
+
+@plugins.command("enable")
+@click.argument("name")
+def enable(name: str) -> None:
+    """Load a disabled plugin again."""
+    _set_disabled(name, False)

@@ -1,0 +1,397 @@
+"""config.yaml: the core sections, per-plugin sections, validation, editing and redaction.
+
+The file has core sections (``memory``, ``context``, ``llm``, ``plugins``) validated here, and one
+section per plugin class, validated by that class's ``Config`` model once the plugins are known
+(:func:`validate_plugin_sections`). Every model refuses unknown keys. Errors name the file, the key,
+the line where known, the plugin, and what is allowed.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+from .errors import ConfigError
+from .paths import config_path
+
+__all__ = [
+    "CORE_SECTIONS",
+    "ContextSection",
+    "CoreConfig",
+    "LLMSection",
+    "LoadedConfig",
+    "MemorySection",
+    "PluginsSection",
+    "format_validation_error",
+    "load_config",
+    "parse_config_text",
+    "redacted",
+    "set_config_value",
+]
+
+REDACTED = "**********"
+#: a key is secret when one of its ``_``/``-`` separated words is one of these
+_SECRET_WORDS = frozenset(
+    {"key", "apikey", "secret", "token", "password", "passwd", "credential", "credentials", "dsn"}
+)
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class MemorySection(StrictModel):
+    #: memory providers to activate, in order; each is a name registered by a plugin
+    providers: list[str] = Field(default_factory=list)
+    #: per-provider deadline for ``prefetch``, in seconds
+    prefetch_timeout: float = Field(default=0.3, gt=0, le=30)
+
+    @field_validator("providers")
+    @classmethod
+    def _no_duplicates(cls, value: list[str]) -> list[str]:
+        seen = [name for i, name in enumerate(value) if name in value[:i]]
+        if seen:
+            raise ValueError(f"provider {seen[0]!r} is listed twice; list each provider once")
+        return value
+
+
+class ContextSection(StrictModel):
+    #: the one context engine; a name registered by a plugin
+    engine: str = "compressor"
+
+
+class LLMSection(StrictModel):
+    model: str = "claude-sonnet-4-5"
+    #: the model for summaries and reviews; defaults to ``model``
+    auxiliary_model: str | None = None
+    #: a Messages-API-compatible endpoint; env ANTHROPIC_BASE_URL
+    base_url: str | None = Field(default=None, json_schema_extra={"env": "ANTHROPIC_BASE_URL"})
+    #: env ANTHROPIC_API_KEY; prefer the environment to writing it here
+    api_key: SecretStr | None = Field(default=None, json_schema_extra={"env": "ANTHROPIC_API_KEY"})
+    max_tokens: int = Field(default=4096, gt=0)
+    #: the model's context window in tokens; ``None`` means the kernel's table for known models
+    context_window: int | None = Field(default=None, gt=0)
+    timeout: float = Field(default=600.0, gt=0)
+    max_retries: int = Field(default=2, ge=0, le=10)
+    cache_ttl: Literal["5m", "1h"] = "5m"
+
+
+class PluginsSection(StrictModel):
+    #: plugin names (or distribution names) never imported
+    disabled: list[str] = Field(default_factory=list)
+
+
+class CoreConfig(StrictModel):
+    memory: MemorySection = Field(default_factory=MemorySection)
+    context: ContextSection = Field(default_factory=ContextSection)
+    llm: LLMSection = Field(default_factory=LLMSection)
+    plugins: PluginsSection = Field(default_factory=PluginsSection)
+
+
+CORE_SECTIONS: tuple[str, ...] = tuple(CoreConfig.model_fields)
+
+
+@dataclass
+class LoadedConfig:
+    """A parsed and core-validated config file."""
+
+    path: Path
+    core: CoreConfig
+    #: the raw mapping as read (after environment overrides), core sections included
+    raw: dict[str, Any]
+    #: line numbers (1-based) of keys, by dotted path
+    lines: dict[str, int] = field(default_factory=dict)
+    exists: bool = True
+
+    @property
+    def plugin_sections(self) -> dict[str, Any]:
+        return {k: v for k, v in self.raw.items() if k not in CORE_SECTIONS}
+
+    def where(self, dotted: str) -> str:
+        """``config.yaml line 4`` style location of a key, or just the file."""
+        parts = dotted.split(".")
+        while parts:
+            line = self.lines.get(".".join(parts))
+            if line is not None:
+                return f"{self.path}, line {line}"
+            parts.pop()
+        return str(self.path)
+
+
+def _key_lines(node: yaml.Node | None, prefix: str = "") -> dict[str, int]:
+    """Map each mapping key's dotted path to its 1-based line."""
+    lines: dict[str, int] = {}
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key = f"{prefix}{key_node.value}"
+            lines[key] = key_node.start_mark.line + 1
+            lines.update(_key_lines(value_node, key + "."))
+    return lines
+
+
+def _env_overrides(model: type[BaseModel], data: dict[str, Any]) -> dict[str, Any]:
+    """Apply environment variables declared on fields (``json_schema_extra={"env": NAME}``)."""
+    out = dict(data)
+    for fname, finfo in model.model_fields.items():
+        extra = finfo.json_schema_extra
+        env = extra.get("env") if isinstance(extra, dict) else None
+        if isinstance(env, str) and os.environ.get(env):
+            out[fname] = os.environ[env]
+    return out
+
+
+def apply_env(model: type[BaseModel], data: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``data`` with the model's environment overrides applied (also for plugin sections)."""
+    return _env_overrides(model, dict(data or {}))
+
+
+def format_validation_error(
+    exc: ValidationError,
+    *,
+    section: str | None,
+    where: LoadedConfig | None,
+    plugin: str | None = None,
+) -> str:
+    """Render a pydantic error as lines naming file, key, line, plugin and the allowed values."""
+    out = []
+    for err in exc.errors():
+        loc = [str(p) for p in err["loc"]]
+        dotted = ".".join(([section] if section else []) + loc)
+        place = where.where(dotted) if where else "config"
+        owner = f" (plugin {plugin!r})" if plugin else ""
+        if err["type"] == "extra_forbidden":
+            parent_model = _model_at(exc, err["loc"][:-1])
+            allowed = ", ".join(parent_model) if parent_model else "none"
+            msg = f"unknown key {dotted!r}{owner}; allowed keys here: {allowed}"
+        else:
+            msg = f"{dotted}{owner}: {err['msg']}"
+            if "input" in err and err["type"] != "missing" and not _looks_secret(dotted):
+                msg += f" (got {err['input']!r})"
+        out.append(f"{place}: {msg}")
+    return "\n".join(out)
+
+
+def _model_at(exc: ValidationError, loc: tuple[Any, ...]) -> list[str]:
+    """Field names of the model at ``loc`` within the model that raised ``exc``."""
+    model = _MODELS_BY_TITLE.get(exc.title)
+    for part in loc:
+        if model is None:
+            return []
+        finfo = model.model_fields.get(str(part))
+        ann = finfo.annotation if finfo else None
+        model = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+    return list(model.model_fields) if model else []
+
+
+_MODELS_BY_TITLE: dict[str, type[BaseModel]] = {}
+
+
+def remember_model(model: type[BaseModel]) -> None:
+    """Let error messages list the allowed keys of ``model`` (plugin config models)."""
+    _MODELS_BY_TITLE[model.__name__] = model
+
+
+remember_model(CoreConfig)
+
+
+def _looks_secret(dotted: str) -> bool:
+    last = dotted.rsplit(".", 1)[-1].lower()
+    return not _SECRET_WORDS.isdisjoint(re.split(r"[_\-\s]+", last))
+
+
+def parse_config_text(text: str, path: Path) -> LoadedConfig:
+    """Parse and validate the core sections of config text; raise :class:`ConfigError`."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(
+            f"{path}{line}: malformed YAML: {problem}. Fix the syntax "
+            f"(or run 'hermes-core config validate' to recheck)."
+        ) from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{path}: the top level must be a mapping of sections (memory:, context:, llm:, ...), "
+            f"not a {type(data).__name__}"
+        )
+    bad_keys = [k for k in data if not isinstance(k, str)]
+    if bad_keys:
+        raise ConfigError(f"{path}: top-level key {bad_keys[0]!r} is not a string")
+    loaded = LoadedConfig(path=path, core=CoreConfig(), raw=data, lines=_key_lines(node))
+    core_raw: dict[str, Any] = {}
+    for name in CORE_SECTIONS:
+        section = data.get(name)
+        if section is not None and not isinstance(section, dict):
+            raise ConfigError(
+                f"{loaded.where(name)}: section {name!r} must be a mapping, "
+                f"not {type(section).__name__}"
+            )
+        model = CoreConfig.model_fields[name].annotation
+        assert isinstance(model, type) and issubclass(model, BaseModel)
+        core_raw[name] = apply_env(model, section)
+    try:
+        loaded.core = CoreConfig.model_validate(core_raw)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, section=None, where=loaded)) from None
+    return loaded
+
+
+def load_config(home: Path | None = None, *, path: Path | None = None) -> LoadedConfig:
+    """Read ``config.yaml`` (a missing file means all defaults)."""
+    path = path or config_path(home)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        loaded = parse_config_text("", path)
+        loaded.exists = False
+        return loaded
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read the config file: {exc}") from None
+    return parse_config_text(text, path)
+
+
+def redacted(data: Any, key: str = "") -> Any:
+    """A copy of ``data`` with secret-looking values replaced, for printing."""
+    if isinstance(data, SecretStr):
+        return REDACTED
+    if isinstance(data, dict):
+        return {k: redacted(v, str(k)) for k, v in data.items()}
+    if isinstance(data, list):
+        return [redacted(v, key) for v in data]
+    if data not in (None, "") and _looks_secret(key):
+        return REDACTED
+    return data
+
+
+# --------------------------------------------------------------------------------------------------
+# Editing
+# --------------------------------------------------------------------------------------------------
+
+
+def parse_cli_value(text: str) -> Any:
+    """A ``config set`` value: YAML (so ``true``, ``3``, ``[a, b]`` work), else the plain string."""
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+    return text if value is None and text.strip() not in ("null", "~") else value
+
+
+def _roundtrip() -> Any:
+    from ruamel.yaml import YAML  # only config edits pay for the round-trip parser
+
+    rt = YAML()
+    rt.preserve_quotes = True
+    rt.indent(mapping=2, sequence=4, offset=2)
+    return rt
+
+
+def edit_config_text(text: str, path: Path, key: str, value: Any, *, unset: bool = False) -> str:
+    """Return ``text`` with ``key`` (dotted) set to ``value``, keeping comments and order."""
+    from ruamel.yaml import YAMLError
+    from ruamel.yaml.comments import CommentedMap
+
+    rt = _roundtrip()
+    try:
+        doc = rt.load(text) if text.strip() else CommentedMap()
+    except YAMLError as exc:
+        raise ConfigError(f"{path}: malformed YAML, fix it before editing: {exc}") from None
+    if doc is None:
+        doc = CommentedMap()
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of sections")
+    parts = key.split(".")
+    if any(not p for p in parts):
+        raise ConfigError(f"invalid key {key!r}: use dotted names like 'context.engine'")
+    node = doc
+    for part in parts[:-1]:
+        child = node.get(part)
+        if child is None:
+            if unset:
+                return text
+            child = node[part] = CommentedMap()
+        if not isinstance(child, dict):
+            raise ConfigError(f"{path}: {part!r} is not a section, so {key!r} cannot be set")
+        node = child
+    if unset:
+        node.pop(parts[-1], None)
+    else:
+        node[parts[-1]] = value
+    buf = io.StringIO()
+    rt.dump(doc, buf)
+    return buf.getvalue()
+
+
+def write_config_text(path: Path, text: str) -> None:
+    """Replace ``path`` atomically: a reader sees the old or the new file, never a partial one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".config.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def set_config_value(
+    path: Path,
+    key: str,
+    value: Any,
+    *,
+    validate: Any,
+    unset: bool = False,
+) -> LoadedConfig:
+    """Set ``key`` in the file at ``path`` if the result validates; otherwise change nothing.
+
+    ``validate`` receives the would-be :class:`LoadedConfig` and raises :class:`ConfigError` to
+    refuse; only then is the file replaced (atomically).
+    """
+    try:
+        old = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        old = ""
+    new = edit_config_text(old, path, key, value, unset=unset)
+    loaded = parse_config_text(new, path)
+    validate(loaded)
+    write_config_text(path, new)
+    return loaded
+
+
+def get_dotted(data: Any, key: str) -> Any:
+    """The value at dotted ``key`` in nested mappings; ``KeyError`` names the missing part."""
+    node = data
+    for part in key.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            raise KeyError(part)
+        node = node[part]
+    return node
+
+
+def effective_dict(loaded: LoadedConfig, plugin_defaults: Iterable[tuple[str, BaseModel]] = ()) -> dict:
+    """The config as the kernel sees it: defaults filled in, secrets still as SecretStr."""
+    out: dict[str, Any] = {}
+    for name in CORE_SECTIONS:
+        out[name] = dict(getattr(loaded.core, name))
+    for section, model in plugin_defaults:
+        out[section] = dict(model)
+    for section, raw in loaded.plugin_sections.items():
+        out.setdefault(section, raw)
+    return out

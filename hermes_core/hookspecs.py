@@ -1,0 +1,311 @@
+"""Every hook of hermes-core, in one place.
+
+There are two families:
+
+* **Registry hooks** (``register_*``) are implemented by plugin *modules*. The kernel calls each of
+  them once per plugin manager, handing a ``register`` callable; the plugin calls it with the classes
+  (or, for tools, the :class:`~hermes_core.kinds.Tool` objects) it offers. The config then decides
+  which registered classes are instantiated.
+* **Instance hooks** are implemented by the *objects* the kernel instantiates from those classes:
+  memory providers, the one context engine, platform adapters. The kernel registers each instance
+  with the plugin manager, so a method marked ``@hookimpl`` takes part in the hook.
+
+The kernel never lets one plugin's failure spoil a hook for the others: it calls instance hooks one
+implementation at a time, catches what each raises, logs it with the plugin's name and moves on.
+Results therefore arrive as a list in call order unless a hook says "first result wins".
+
+Implementations may accept fewer arguments than the spec lists (pluggy's "opt-in arguments"): take
+only what you use, and your plugin keeps working when later versions add arguments.
+
+The reference for plugin authors, one section per hook with a runnable example, is ``docs/hooks.md``;
+a test fails when a hook below has no section there or no test exercising it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ._markers import hookspec
+
+if TYPE_CHECKING:
+    from .kinds import Tool
+    from .types import (
+        CompressionResult,
+        Dispatcher,
+        EndReason,
+        Message,
+        MemoryWrite,
+        Session,
+        SwitchReason,
+        Usage,
+    )
+
+__all__ = [
+    "compress",
+    "connect",
+    "disconnect",
+    "get_tools",
+    "on_memory_write",
+    "on_message",
+    "on_pre_compress",
+    "on_session_end",
+    "on_session_switch",
+    "prefetch",
+    "queue_prefetch",
+    "register_context_engines",
+    "register_memory_providers",
+    "register_platforms",
+    "register_tools",
+    "send",
+    "should_compress",
+    "shutdown",
+    "sync_turn",
+    "system_prompt_block",
+    "update_from_response",
+]
+
+#: The hook names of each family; used by the kernel and by the docs meta-test.
+REGISTRY_HOOKS = (
+    "register_memory_providers",
+    "register_context_engines",
+    "register_tools",
+    "register_platforms",
+)
+MEMORY_HOOKS = (
+    "on_message",
+    "system_prompt_block",
+    "prefetch",
+    "queue_prefetch",
+    "sync_turn",
+    "on_pre_compress",
+    "on_session_switch",
+    "on_session_end",
+    "on_memory_write",
+    "shutdown",
+)
+CONTEXT_ENGINE_HOOKS = ("should_compress", "compress", "update_from_response")
+TOOL_HOOKS = ("get_tools",)
+PLATFORM_HOOKS = ("connect", "disconnect", "send")
+
+
+# --------------------------------------------------------------------------------------------------
+# Registry hooks: implemented by plugin modules
+# --------------------------------------------------------------------------------------------------
+
+
+@hookspec
+def register_memory_providers(register: Callable[[type], None]) -> None:
+    """Offer memory-provider classes.
+
+    Called once when the plugin manager is built. Call ``register(cls)`` for each class; ``cls``
+    must carry ``name`` (unique among memory providers, used in ``memory.providers``) and may carry
+    ``Config``, a pydantic model for its config section. Providers listed in ``memory.providers``
+    are instantiated as ``cls(config=<validated Config>, context=<PluginContext>)``.
+
+    Returns nothing. Two plugins registering one name is an error naming both.
+    """
+
+
+@hookspec
+def register_context_engines(register: Callable[[type], None]) -> None:
+    """Offer context-engine classes.
+
+    Called once when the plugin manager is built. Same contract as
+    :func:`register_memory_providers`; exactly one engine, the one named by ``context.engine``
+    (default ``compressor``), is instantiated.
+    """
+
+
+@hookspec
+def register_tools(register: Callable[[Tool], None]) -> None:
+    """Offer stand-alone tools.
+
+    Called once when the plugin manager is built. Call ``register(tool)`` with a
+    :class:`~hermes_core.kinds.Tool`: name, description, JSON schema (or a pydantic input model),
+    handler and parallel-safe flag. Tools that need a provider's state are offered by the provider
+    instance through :func:`get_tools` instead. Two plugins registering one tool name is an error
+    naming both.
+    """
+
+
+@hookspec
+def register_platforms(register: Callable[[type], None]) -> None:
+    """Offer platform-adapter classes (CLI chat, webhook, chat services).
+
+    Called once when the plugin manager is built. Same contract as
+    :func:`register_memory_providers`; an adapter is instantiated when its front end is started.
+    """
+
+
+# --------------------------------------------------------------------------------------------------
+# Memory lifecycle: implemented by memory-provider instances
+# --------------------------------------------------------------------------------------------------
+
+
+@hookspec
+def system_prompt_block(session: Session) -> str | None:
+    """Return text for the system prompt, or ``None``.
+
+    Called once when a session's system prompt is assembled (session start, and once after each
+    compaction). The kernel labels each block with the provider's name. The prompt then stays
+    byte-identical for the session, so return a frozen snapshot, not live state.
+    """
+
+
+@hookspec
+def prefetch(query: str, session: Session) -> str | None:
+    """Return recalled context for the user message ``query``, or ``None``.
+
+    Called once per user turn, before the first LLM call, on a worker thread under a per-provider
+    deadline (``memory.prefetch_timeout``, default 0.3 s). Serve what :func:`queue_prefetch`
+    prepared; do no slow I/O here. A provider that misses the deadline contributes its previous
+    result or nothing. The kernel fences the results in ``<memory-context>``, labelled per provider,
+    and adds them to the API copy of the user message only.
+    """
+
+
+@hookspec
+def queue_prefetch(query: str, session: Session) -> None:
+    """Prepare the recall for the next turn in the background.
+
+    Called after each completed turn on the session's background worker (FIFO, after
+    :func:`sync_turn`). May take as long as it needs; it never holds a turn.
+    """
+
+
+@hookspec
+def on_message(message: Message, session: Session) -> None:
+    """Record a message the moment it joins the session's history.
+
+    Called synchronously, in order, on the turn's thread: the user message as soon as it arrives
+    (before prefetch), then each assistant and tool message as it is produced. This is how the
+    session archive stores every message at once; keep it to fast local I/O, and use
+    :func:`sync_turn` for anything slow. The message is the one the user sent, never the API copy
+    with recalled ``<memory-context>`` added.
+    """
+
+
+@hookspec
+def sync_turn(
+    user_message: Message, assistant_message: Message, session: Session, messages: list[Message]
+) -> None:
+    """Store a completed turn.
+
+    Called after each completed turn on the session's background worker, in turn order.
+    ``messages`` is the session's whole history up to and including the turn.
+    """
+
+
+@hookspec
+def on_pre_compress(messages: list[Message], session: Session) -> str | None:
+    """Return what a compaction summary should keep, or ``None``.
+
+    Called just before the context engine compresses ``messages``; the returned texts are given to
+    the summariser.
+    """
+
+
+@hookspec
+def on_session_switch(
+    new_session: Session, old_session: Session | None, reason: SwitchReason
+) -> None:
+    """Follow the agent to another session.
+
+    Called on the session's background worker (ordered with pending syncs) when the active session
+    changes: ``reason`` is ``new``, ``resume``, ``compression``, ``branch`` or ``reset``. A
+    compaction is a switch to a child session (``new_session.parent_session_id`` is the old id), not
+    an end: :func:`on_session_end` is not called for it.
+    """
+
+
+@hookspec
+def on_session_end(session: Session, messages: list[Message], reason: EndReason) -> None:
+    """The session really ended (exit, ``/new``, expiry, shutdown): extract or flush what you keep.
+
+    Called once per session, with its whole history; never for a compaction.
+    """
+
+
+@hookspec
+def on_memory_write(write: MemoryWrite) -> None:
+    """Mirror a successful write to another provider's store.
+
+    Called on every active provider except the one that wrote, after the write reached disk.
+    """
+
+
+@hookspec
+def shutdown() -> None:
+    """Release resources: called once, in reverse activation order, after the worker drained."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Tools offered by instances (memory providers, the context engine)
+# --------------------------------------------------------------------------------------------------
+
+
+@hookspec
+def get_tools() -> list[Tool]:
+    """Return the tools this instance offers the model (may be empty).
+
+    Called when a session's tool list is built. Tool names are global: a name offered twice, by
+    this hook or by :func:`register_tools`, is an error naming both plugins.
+    """
+
+
+# --------------------------------------------------------------------------------------------------
+# Context engine: implemented by the one active engine instance
+# --------------------------------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def should_compress(messages: list[Message], prompt_tokens: int | None) -> bool | None:
+    """Return whether the history must be compacted before the next LLM call.
+
+    Called before each LLM call. ``prompt_tokens`` is the last prompt size the API reported for
+    this session, or ``None`` before the first call. First result wins (there is one engine).
+    """
+
+
+@hookspec(firstresult=True)
+def compress(
+    messages: list[Message], focus_topic: str | None, memory_context: str
+) -> CompressionResult | None:
+    """Return the compacted history.
+
+    Called when :func:`should_compress` said so, or on ``/compress [focus]``. ``focus_topic`` steers
+    the summary; ``memory_context`` is what the providers' :func:`on_pre_compress` returned. The
+    returned history must keep user/assistant alternation and never split a tool call from its
+    result. First result wins.
+    """
+
+
+@hookspec
+def update_from_response(usage: Usage) -> None:
+    """Record the token usage the LLM reported for one API call."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Platform adapters: implemented by adapter instances
+# --------------------------------------------------------------------------------------------------
+
+
+@hookspec
+def connect(dispatcher: Dispatcher) -> None:
+    """Start receiving messages.
+
+    Called when the front end starts. Hand each incoming message to ``dispatcher.handle`` (or
+    ``dispatcher.stream``) and deliver the reply; return once listening (run servers on your own
+    thread).
+    """
+
+
+@hookspec
+def disconnect() -> None:
+    """Stop receiving messages and release resources; called once at shutdown."""
+
+
+@hookspec
+def send(conversation_key: str, text: str) -> Any:
+    """Deliver a message the agent initiates (not a reply) to ``conversation_key``."""

@@ -1,0 +1,424 @@
+"""The plugin host: one pluggy PluginManager, the plugins loaded into it, and isolated hook calls.
+
+There is no module-global manager: :meth:`PluginHost.load` builds a fresh one (tests build as many
+as they like). Loading never raises for a plugin's fault unless strict mode is on; every failure is
+kept in :attr:`PluginHost.records` and shown by ``hermes-core plugins list`` and ``doctor``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pluggy
+
+from . import hookspecs
+from ._markers import PROJECT_NAME
+from .config import (
+    CORE_SECTIONS,
+    LoadedConfig,
+    apply_env,
+    format_validation_error,
+    load_config,
+    remember_model,
+)
+from .errors import ConfigError, HermesCoreError, PluginError, PluginLoadError, RegistryError
+from .kinds import PluginContext, Tool
+from .loader import (
+    Candidate,
+    ImportFailure,
+    PluginRecord,
+    blocked_names,
+    discover,
+    import_candidate,
+    is_blocked,
+    strict_mode,
+)
+from .paths import home_dir, plugins_dir
+from .registry import KINDS, Registries
+from .types import MemoryWrite
+
+__all__ = ["HookOutcome", "PluginHost", "create_plugin_manager"]
+
+log = logging.getLogger("hermes_core")
+
+
+def create_plugin_manager() -> pluggy.PluginManager:
+    """A new PluginManager with every hermes-core hookspec added and nothing registered."""
+    pm = pluggy.PluginManager(PROJECT_NAME)
+    pm.add_hookspecs(hookspecs)
+    return pm
+
+
+@dataclass(slots=True)
+class HookOutcome:
+    """The result of one implementation of one hook call."""
+
+    plugin: str
+    value: Any = None
+    error: BaseException | None = None
+    seconds: float = 0.0
+
+
+class PluginHost:
+    """Plugins loaded into a PluginManager, their registries, and the instances in use."""
+
+    def __init__(self, pm: pluggy.PluginManager, home: Path, config: LoadedConfig) -> None:
+        self.pm = pm
+        self.home = home
+        self.config = config
+        self.records: dict[str, PluginRecord] = {}
+        self.registries = Registries()
+        #: activated instances, by their manager name ("memory-provider:file_memory", ...)
+        self.instances: dict[str, object] = {}
+
+    # ---------------------------------------------------------------------------------- loading
+
+    @classmethod
+    def load(
+        cls,
+        home: Path | None = None,
+        *,
+        config: LoadedConfig | None = None,
+        builtins: bool = True,
+        entry_points: bool = True,
+        directories: bool = True,
+        plugins: Iterable[tuple[str, object]] = (),
+    ) -> PluginHost:
+        """Discover, import and register plugins; collect their registrations.
+
+        ``plugins`` registers extra in-memory plugins (name, object) after the others — how tests
+        add throwaway plugins. Disabled names are applied before anything is imported.
+        """
+        home = home or home_dir()
+        config = config if config is not None else load_config(home)
+        host = cls(create_plugin_manager(), home, config)
+        blocked = blocked_names(config.core.plugins.disabled)
+        candidates = discover(
+            plugins_dir(home) if directories else None, builtins=builtins, entry_point=entry_points
+        )
+        for candidate in candidates:
+            host._load_candidate(candidate, blocked)
+        for name, obj in plugins:
+            record = PluginRecord(name=name, source="builtin", module=getattr(obj, "__name__", None))
+            host._register(record, obj)
+        host._check_pending()
+        host._collect_registrations()
+        return host
+
+    def _load_candidate(self, candidate: Candidate, blocked: set[str]) -> None:
+        record = PluginRecord(
+            name=candidate.name,
+            source=candidate.source,
+            distribution=candidate.distribution,
+            version=candidate.version,
+            module=candidate.module,
+            path=str(candidate.path) if candidate.path else None,
+        )
+        if candidate.name in self.records:
+            first = self.records[candidate.name]
+            record.enabled = False
+            where = candidate.distribution or record.path or candidate.module
+            record.fail(
+                f"plugin name {candidate.name!r} is already taken by the {first.source} plugin "
+                f"from {first.distribution or first.path or first.module}; this {candidate.source} "
+                f"plugin ({where}) was not loaded. Rename it or remove one of them"
+            )
+            self.records[f"{candidate.name} ({candidate.source})"] = record
+            self._failed(record)
+            return
+        self.records[candidate.name] = record
+        if is_blocked(candidate, blocked):
+            record.enabled = False
+            self.pm.set_blocked(candidate.name)
+            return
+        try:
+            obj = import_candidate(candidate)
+        except ImportFailure as exc:
+            record.fail(str(exc))
+            self._failed(record, exc)
+            return
+        self._register(record, obj)
+
+    def _register(self, record: PluginRecord, obj: object) -> None:
+        self.records.setdefault(record.name, record)
+        try:
+            self.pm.register(obj, name=record.name)
+        except (pluggy.PluginValidationError, ValueError) as exc:
+            record.fail(f"plugin {record.name!r} cannot be registered: {exc}")
+            self._failed(record, exc)
+            return
+        record.hooks = sorted(
+            caller.name for caller in self.pm.get_hookcallers(obj) or () if caller.name
+        )
+
+    def _check_pending(self) -> None:
+        """Catch misspelled hook names, attributing each to its plugin."""
+        while True:
+            try:
+                self.pm.check_pending()
+                return
+            except pluggy.PluginValidationError as exc:
+                name = self.pm.get_name(exc.plugin) or "?"
+                record = self.records.get(name)
+                self.pm.unregister(exc.plugin)
+                if record is None:  # pragma: no cover - every registered object has a record
+                    raise
+                record.fail(
+                    f"{exc}. Check the spelling against hermes_core.hookspecs, or mark the "
+                    "function @hookimpl(optionalhook=True) if the hook is meant to be optional"
+                )
+                self._failed(record, exc)
+
+    def _collect_registrations(self) -> None:
+        for kind, (hook_name, _label) in KINDS.items():
+            registry = self.registries.by_kind(kind)
+            caller = getattr(self.pm.hook, hook_name)
+            for impl in caller.get_hookimpls():
+                record = self.records[impl.plugin_name]
+
+                def register(obj: Any, *, _record: PluginRecord = record, _kind: str = kind) -> None:
+                    self.registries.by_kind(_kind).add(obj, _record.name)
+                    name = obj.name
+                    if _kind not in _record.kinds:
+                        _record.kinds.append(_kind)
+                    _record.registers.append(f"{_kind}:{name}")
+
+                kwargs = {"register": register} if "register" in impl.argnames else {}
+                try:
+                    impl.function(**kwargs)
+                except Exception as exc:
+                    record.fail(
+                        str(exc)
+                        if isinstance(exc, RegistryError)
+                        else f"plugin {record.name!r} raised {type(exc).__name__} in "
+                        f"{hook_name}: {exc}"
+                    )
+                    self._failed(record, exc)
+        # A disabled plugin was never imported, so what it would register is unknown. Plugins
+        # usually register a class named like themselves: when the config asks for such a name,
+        # the "unknown name" error suggests enabling the plugin.
+        for record in self.records.values():
+            if not record.enabled:
+                for registry in (
+                    self.registries.memory_providers,
+                    self.registries.context_engines,
+                    self.registries.platforms,
+                ):
+                    registry.disabled_hint.setdefault(record.name, record.name)
+
+    def _failed(self, record: PluginRecord, exc: BaseException | None = None) -> None:
+        log.warning("plugin %s: %s", record.name, record.error)
+        if strict_mode():
+            raise PluginLoadError(
+                f"{record.error} (HERMES_CORE_STRICT_PLUGINS is set, so this is fatal; unset it "
+                "to list the failure and keep going)"
+            ) from exc
+
+    # ----------------------------------------------------------------------------------- config
+
+    def config_problems(self, config: LoadedConfig | None = None) -> list[tuple[str, str]]:
+        """(key, message) for each problem of plugin sections and selections; empty when valid."""
+        config = config or self.config
+        owners = self.registries.config_owners()
+        problems: list[tuple[str, str]] = []
+        for section, raw in config.plugin_sections.items():
+            if section not in owners:
+                allowed = ", ".join([*CORE_SECTIONS, *sorted(owners)])
+                problems.append((section, (
+                    f"{config.where(section)}: unknown top-level key {section!r}: no loaded "
+                    f"plugin uses it (is its plugin disabled or not installed?). "
+                    f"Allowed: {allowed}"
+                )))
+                continue
+            try:
+                self._section_model(section, config, raw)
+            except ConfigError as exc:
+                problems.append((section, str(exc)))
+        core = config.core
+        selections = [("context.engine", self.registries.context_engines, core.context.engine)]
+        selections += [
+            (f"memory.providers[{i}]", self.registries.memory_providers, name)
+            for i, name in enumerate(core.memory.providers)
+        ]
+        for key, registry, name in selections:
+            try:
+                registry.resolve(name, config_key=f"{config.where(key.split('[')[0])}: {key}")
+            except HermesCoreError as exc:  # unknown or conflicting name
+                problems.append((f"{key}={name}", str(exc)))
+        return problems
+
+    def validate_config(self, config: LoadedConfig | None = None) -> None:
+        """Check plugin sections and selections against what is loaded; raise ConfigError."""
+        problems = self.config_problems(config)
+        if problems:
+            raise ConfigError("\n".join(message for _key, message in problems))
+
+    def validate_change(self, before: LoadedConfig, after: LoadedConfig) -> None:
+        """Refuse ``after`` if it has a problem ``before`` did not have.
+
+        Problems that were already there (say, the default engine's plugin is not installed) do not
+        block an unrelated change; they are reported by ``config validate`` and ``doctor``.
+        """
+        known = {key for key, _msg in self.config_problems(before)}
+        new = [msg for key, msg in self.config_problems(after) if key not in known]
+        if new:
+            raise ConfigError("\n".join(new) + "\nconfig.yaml was not changed.")
+
+    def _section_model(self, section: str, config: LoadedConfig, raw: Any) -> Any:
+        owners = self.registries.config_owners()
+        name, model, plugin = owners[section]
+        remember_model(model)
+        if raw is not None and not isinstance(raw, dict):
+            raise ConfigError(
+                f"{config.where(section)}: section {section!r} (plugin {plugin!r}) must be a "
+                f"mapping, not {type(raw).__name__}"
+            )
+        from pydantic import ValidationError
+
+        try:
+            return model.model_validate(apply_env(model, raw))
+        except ValidationError as exc:
+            raise ConfigError(
+                format_validation_error(exc, section=section, where=config, plugin=plugin)
+            ) from None
+
+    def plugin_config(self, cls: type) -> Any:
+        """The validated config for a registered class (its defaults when its section is absent)."""
+        section = getattr(cls, "config_section", None) or cls.name  # type: ignore[attr-defined]
+        return self._section_model(section, self.config, self.config.raw.get(section))
+
+    # ------------------------------------------------------------------------------- activation
+
+    def activate(self, kind: str, name: str, *, config_key: str) -> object:
+        """Instantiate the registered class ``name`` of ``kind`` and register the instance.
+
+        The instance's ``@hookimpl`` methods then take part in the hooks. Returns the instance;
+        raises :class:`~hermes_core.errors.PluginError` naming the plugin when the class cannot be
+        built.
+        """
+        reg = self.registries.by_kind(kind).resolve(name, config_key=config_key)
+        cls = reg.obj
+        context = PluginContext(
+            plugin_name=reg.plugin,
+            home=self.home,
+            config=self.config.core,
+            logger=logging.getLogger(f"hermes_core.plugins.{reg.plugin}"),
+            notify_memory_write=lambda write, _src=name: self.notify_memory_write(write, _src),
+        )
+        try:
+            instance = cls(config=self.plugin_config(cls), context=context)
+        except ConfigError:
+            raise
+        except Exception as exc:
+            raise PluginError(
+                f"plugin {reg.plugin!r}: {KINDS[kind][1]} {name!r} failed to start: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        key = f"{kind}:{name}"
+        try:
+            self.pm.register(instance, name=key)
+        except (pluggy.PluginValidationError, ValueError) as exc:
+            raise PluginError(
+                f"plugin {reg.plugin!r}: {KINDS[kind][1]} {name!r} has invalid hook "
+                f"implementations: {exc}"
+            ) from exc
+        self.instances[key] = instance
+        return instance
+
+    def activate_memory_providers(self) -> list[object]:
+        """Activate ``memory.providers`` in order; a provider that fails to start is skipped."""
+        out = []
+        for i, name in enumerate(self.config.core.memory.providers):
+            try:
+                out.append(
+                    self.activate("memory-provider", name, config_key=f"memory.providers[{i}]")
+                )
+            except PluginError as exc:
+                log.error("%s; continuing without it", exc)
+                if strict_mode():
+                    raise
+        return out
+
+    def deactivate(self, instance: object) -> None:
+        key = self.pm.get_name(instance)
+        if key is not None:
+            self.pm.unregister(instance)
+            self.instances.pop(key, None)
+
+    # ------------------------------------------------------------------------------------ calls
+
+    def call_each(
+        self,
+        hook_name: str,
+        *,
+        only: Callable[[str], bool] | None = None,
+        **kwargs: Any,
+    ) -> list[HookOutcome]:
+        """Call every implementation of ``hook_name`` in registration order, each isolated.
+
+        An implementation that raises is logged with its plugin's name and the hook, and its
+        outcome carries the error; the others still run. ``only`` filters by manager name.
+        """
+        caller = getattr(self.pm.hook, hook_name)
+        outcomes = []
+        for impl in caller.get_hookimpls():
+            name = impl.plugin_name
+            if only is not None and not only(name):
+                continue
+            args = {k: kwargs[k] for k in impl.argnames if k in kwargs}
+            start = time.perf_counter()
+            try:
+                value = impl.function(**args)
+            except Exception as exc:
+                log.error(
+                    "plugin %s raised %s in hook %s: %s", name, type(exc).__name__, hook_name, exc,
+                    exc_info=log.isEnabledFor(logging.DEBUG),
+                )
+                outcomes.append(HookOutcome(name, error=exc, seconds=time.perf_counter() - start))
+                continue
+            outcomes.append(HookOutcome(name, value, seconds=time.perf_counter() - start))
+        return outcomes
+
+    def notify_memory_write(self, write: MemoryWrite, source: str | None = None) -> None:
+        """Mirror a write to every active memory provider except the one that made it."""
+        own = f"memory-provider:{source or write.provider}"
+        self.call_each(
+            "on_memory_write",
+            only=lambda name: name.startswith("memory-provider:") and name != own,
+            write=write,
+        )
+
+    def tools(self) -> dict[str, tuple[Tool, str]]:
+        """Every tool by name -> (tool, plugin): registered ones and those of active instances.
+
+        Raises :class:`RegistryError` naming both plugins when two offer one name.
+        """
+        out: dict[str, tuple[Tool, str]] = {}
+        for name, reg in self.registries.tools.entries.items():
+            out[name] = (reg.obj, reg.plugin)
+        for outcome in self.call_each("get_tools"):
+            if outcome.error is not None:
+                continue
+            for tool in outcome.value or ():
+                if not isinstance(tool, Tool):
+                    log.error("plugin %s: get_tools returned %r, not a Tool", outcome.plugin, tool)
+                    continue
+                if tool.name in out:
+                    raise RegistryError(
+                        f"tool {tool.name!r} is offered by both {out[tool.name][1]!r} and "
+                        f"{outcome.plugin!r}; disable one of them"
+                    )
+                out[tool.name] = (tool, outcome.plugin)
+        return out
+
+    def shutdown(self) -> None:
+        """Call ``shutdown`` on active instances in reverse activation order, each isolated."""
+        for key in reversed(list(self.instances)):
+            self.call_each("shutdown", only=lambda name, _k=key: name == _k)
+        for instance in list(self.instances.values()):
+            self.deactivate(instance)

@@ -1,0 +1,246 @@
+"""Finding and importing plugins.
+
+Three sources, tried in this order — which is also the precedence rule for plugin names:
+
+1. **builtin**: the first-party plugins shipped inside hermes-core (:data:`BUILTIN_PLUGINS`);
+2. **entry-point**: distributions declaring the ``hermes_core.plugins`` entry-point group (the
+   plugin's name is the entry point's name), sorted by distribution then name;
+3. **directory**: packages in ``$HERMES_CORE_HOME/plugins/<name>/`` (the name is the folder's).
+
+A name already taken by an earlier source is never silently shadowed: the later plugin is not
+imported and is listed with an error naming both. Blocked names (``plugins.disabled`` and
+``HERMES_CORE_DISABLE_PLUGINS``) are never imported. A plugin that fails to import is recorded and
+reported; with ``HERMES_CORE_STRICT_PLUGINS=1`` it raises instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from types import ModuleType
+from typing import Literal
+
+__all__ = [
+    "BUILTIN_PLUGINS",
+    "ENTRY_POINT_GROUP",
+    "Candidate",
+    "PluginRecord",
+    "blocked_names",
+    "discover",
+    "entry_points",
+    "import_candidate",
+    "strict_mode",
+]
+
+ENTRY_POINT_GROUP = "hermes_core.plugins"
+DISABLE_ENV = "HERMES_CORE_DISABLE_PLUGINS"
+STRICT_ENV = "HERMES_CORE_STRICT_PLUGINS"
+#: parent package name for directory plugins (so their relative imports work)
+DIRECTORY_PACKAGE = "hermes_core_directory_plugins"
+
+#: name -> module of every first-party plugin, in load order
+BUILTIN_PLUGINS: dict[str, str] = {}
+
+Source = Literal["builtin", "entry-point", "directory"]
+
+
+@dataclass
+class Candidate:
+    """A plugin found by discovery, not yet imported."""
+
+    name: str
+    source: Source
+    module: str | None = None  #: import path (builtin, entry point's module part)
+    attr: str | None = None  #: the entry point's attribute part, if any
+    path: Path | None = None  #: the package folder (directory plugins)
+    distribution: str | None = None
+    version: str | None = None
+
+
+@dataclass
+class PluginRecord:
+    """What ``plugins list`` shows for one plugin."""
+
+    name: str
+    source: Source
+    distribution: str | None = None
+    version: str | None = None
+    module: str | None = None
+    path: str | None = None
+    enabled: bool = True
+    #: kinds it registered: memory-provider, context-engine, tool, platform
+    kinds: list[str] = field(default_factory=list)
+    #: "kind:name" pairs it registered
+    registers: list[str] = field(default_factory=list)
+    hooks: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "source": self.source,
+            "distribution": self.distribution,
+            "version": self.version,
+            "kinds": sorted(self.kinds),
+            "registers": sorted(self.registers),
+            "hooks": sorted(self.hooks),
+            "enabled": self.enabled,
+            "error": self.error,
+            "module": self.module,
+            "path": self.path,
+        }
+
+    def fail(self, message: str) -> None:
+        self.error = message if self.error is None else f"{self.error}; {message}"
+
+
+def strict_mode() -> bool:
+    return os.environ.get(STRICT_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _normalise(name: str) -> str:
+    """PEP 503 normalisation, so 'Hermes_Core-Foo' and 'hermes-core-foo' block alike."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def blocked_names(configured: list[str] | tuple[str, ...] = ()) -> set[str]:
+    """Normalised names blocked by the config list and ``HERMES_CORE_DISABLE_PLUGINS``."""
+    env = [part.strip() for part in os.environ.get(DISABLE_ENV, "").split(",")]
+    return {_normalise(n) for n in [*configured, *env] if n}
+
+
+def is_blocked(candidate: Candidate, blocked: set[str]) -> bool:
+    if _normalise(candidate.name) in blocked:
+        return True
+    return candidate.distribution is not None and _normalise(candidate.distribution) in blocked
+
+
+@functools.cache
+def entry_points() -> tuple[metadata.EntryPoint, ...]:
+    """The ``hermes_core.plugins`` entry points, read once per process."""
+    return tuple(metadata.entry_points(group=ENTRY_POINT_GROUP))
+
+
+def _entry_point_candidates() -> list[Candidate]:
+    out = []
+    for ep in entry_points():
+        dist = getattr(ep, "dist", None)
+        out.append(
+            Candidate(
+                name=ep.name,
+                source="entry-point",
+                module=ep.module,
+                attr=ep.attr or None,
+                distribution=dist.metadata["Name"] if dist is not None else None,
+                version=dist.version if dist is not None else None,
+            )
+        )
+    out.sort(key=lambda c: ((c.distribution or "").lower(), c.name))
+    return out
+
+
+def _directory_candidates(plugins_dir: Path) -> list[Candidate]:
+    try:
+        children = sorted(p for p in plugins_dir.iterdir() if p.is_dir())
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return [
+        Candidate(name=child.name, source="directory", path=child)
+        for child in children
+        if not child.name.startswith((".", "_"))
+    ]
+
+
+def discover(plugins_dir: Path | None, *, builtins: bool = True, entry_point: bool = True) -> list[Candidate]:
+    """Every plugin candidate, in precedence order, without importing any."""
+    found: list[Candidate] = []
+    if builtins:
+        found += [Candidate(name=n, source="builtin", module=m) for n, m in BUILTIN_PLUGINS.items()]
+    if entry_point:
+        found += _entry_point_candidates()
+    if plugins_dir is not None:
+        found += _directory_candidates(plugins_dir)
+    return found
+
+
+class ImportFailure(Exception):
+    """A candidate could not be imported; ``str()`` is the message for the record."""
+
+
+def import_candidate(candidate: Candidate) -> object:
+    """Import a candidate and return the object holding its hookimpls.
+
+    Raises :class:`ImportFailure` with a message that says what is wrong and how to fix it.
+    """
+    if candidate.source == "directory":
+        return _import_directory(candidate)
+    assert candidate.module is not None
+    where = (
+        f"entry point {candidate.name!r} of distribution {candidate.distribution!r}"
+        if candidate.source == "entry-point"
+        else f"built-in plugin {candidate.name!r}"
+    )
+    try:
+        obj: object = importlib.import_module(candidate.module)
+        for part in (candidate.attr or "").split("."):
+            if part:
+                obj = getattr(obj, part)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or "?"
+        if candidate.module == missing or candidate.module.startswith(missing + "."):
+            raise ImportFailure(
+                f"{where} names module {candidate.module!r}, which does not exist; reinstall "
+                f"{candidate.distribution or 'hermes-core'} or uninstall it"
+            ) from exc
+        raise ImportFailure(
+            f"{where} failed to import: it needs module {missing!r}, which is not installed; "
+            f"install it or reinstall {candidate.distribution or 'the plugin'}"
+        ) from exc
+    except AttributeError as exc:
+        raise ImportFailure(
+            f"{where} names {candidate.module}:{candidate.attr}, which does not exist ({exc})"
+        ) from exc
+    except (Exception, SystemExit) as exc:  # a plugin must never take the host down
+        raise ImportFailure(
+            f"{where} raised {type(exc).__name__} while importing: {exc}"
+        ) from exc
+    return obj
+
+
+def _import_directory(candidate: Candidate) -> ModuleType:
+    assert candidate.path is not None
+    init = candidate.path / "__init__.py"
+    if not init.is_file():
+        raise ImportFailure(
+            f"directory plugin {candidate.name!r} at {candidate.path} has no __init__.py; a "
+            "directory plugin is a package: add __init__.py holding its @hookimpl functions"
+        )
+    if DIRECTORY_PACKAGE not in sys.modules:
+        parent = ModuleType(DIRECTORY_PACKAGE)
+        parent.__path__ = []
+        sys.modules[DIRECTORY_PACKAGE] = parent
+    mod_name = f"{DIRECTORY_PACKAGE}.{re.sub(r'[^0-9a-zA-Z_]', '_', candidate.name)}"
+    if mod_name in sys.modules:
+        return sys.modules[mod_name]
+    spec = importlib.util.spec_from_file_location(
+        mod_name, init, submodule_search_locations=[str(candidate.path)]
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except (Exception, SystemExit) as exc:
+        sys.modules.pop(mod_name, None)
+        raise ImportFailure(
+            f"directory plugin {candidate.name!r} ({init}) raised {type(exc).__name__} "
+            f"while importing: {exc}"
+        ) from exc
+    return module

@@ -1,0 +1,149 @@
+"""Registries: the named classes (and tools) that plugins hand the kernel.
+
+One :class:`Registry` per kind. A name registered twice is never silently shadowed: the first
+registration stays listed, the name is marked as conflicting, the later plugin gets an error naming
+both, and selecting the name in the config fails until one of the plugins is disabled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel
+
+from .errors import RegistryError, UnknownNameError
+from .kinds import KIND_NAME_RE, NoConfig, Tool
+
+__all__ = ["KINDS", "Registration", "Registry", "Registries"]
+
+T = TypeVar("T")
+
+#: kind -> (registry hook, human label)
+KINDS: dict[str, tuple[str, str]] = {
+    "memory-provider": ("register_memory_providers", "memory provider"),
+    "context-engine": ("register_context_engines", "context engine"),
+    "tool": ("register_tools", "tool"),
+    "platform": ("register_platforms", "platform"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Registration(Generic[T]):
+    name: str
+    obj: T
+    plugin: str
+
+
+@dataclass
+class Registry(Generic[T]):
+    """Named objects of one kind, each remembered with the plugin that registered it."""
+
+    kind: str
+    entries: dict[str, Registration[T]] = field(default_factory=dict)
+    #: names registered more than once -> every plugin that registered them, in order
+    conflicts: dict[str, list[str]] = field(default_factory=dict)
+    #: names registered by plugins that were disabled, for "is it disabled?" hints
+    disabled_hint: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return KINDS[self.kind][1]
+
+    def add(self, obj: T, plugin: str) -> None:
+        name = self._validate(obj, plugin)
+        existing = self.entries.get(name)
+        if existing is not None:
+            owners = self.conflicts.setdefault(name, [existing.plugin])
+            owners.append(plugin)
+            raise RegistryError(
+                f"{self.label} {name!r} is registered by both plugin {existing.plugin!r} and "
+                f"plugin {plugin!r}; disable one of them "
+                f"(hermes-core plugins disable {plugin})"
+            )
+        self.entries[name] = Registration(name, obj, plugin)
+
+    def _validate(self, obj: Any, plugin: str) -> str:
+        if self.kind == "tool":
+            if not isinstance(obj, Tool):
+                raise RegistryError(
+                    f"plugin {plugin!r}: register_tools must register hermes_core.Tool objects, "
+                    f"got {type(obj).__name__}"
+                )
+            return obj.name
+        hook = KINDS[self.kind][0]
+        if not isinstance(obj, type):
+            raise RegistryError(
+                f"plugin {plugin!r}: {hook} must register classes, got an instance of "
+                f"{type(obj).__name__}; pass the class itself"
+            )
+        name = getattr(obj, "name", None)
+        if not isinstance(name, str) or not KIND_NAME_RE.match(name):
+            raise RegistryError(
+                f"plugin {plugin!r}: {hook} registered {obj.__qualname__} whose 'name' is "
+                f"{name!r}; set a class attribute name = 'lowercase_name' (letters, digits, _ or -)"
+            )
+        config = getattr(obj, "Config", NoConfig)
+        if not (isinstance(config, type) and issubclass(config, BaseModel)):
+            raise RegistryError(
+                f"plugin {plugin!r}: {obj.__qualname__}.Config must be a pydantic BaseModel "
+                f"subclass, got {config!r}"
+            )
+        return name
+
+    def names(self) -> list[str]:
+        return sorted(self.entries)
+
+    def resolve(self, name: str, *, config_key: str) -> Registration[T]:
+        """The registration for ``name``; errors list the alternatives and name both owners."""
+        if name in self.conflicts:
+            owners = " and ".join(repr(p) for p in self.conflicts[name])
+            raise RegistryError(
+                f"{config_key}: {self.label} {name!r} is registered by {owners}; "
+                "disable all but one of them with 'hermes-core plugins disable NAME'"
+            )
+        reg = self.entries.get(name)
+        if reg is None:
+            available = ", ".join(self.names()) or "none"
+            hint = ""
+            if name in self.disabled_hint:
+                hint = (
+                    f" Plugin {self.disabled_hint[name]!r} provides it but is disabled: "
+                    f"run 'hermes-core plugins enable {self.disabled_hint[name]}'."
+                )
+            raise UnknownNameError(
+                f"{config_key}: unknown {self.label} {name!r}. Available: {available}. "
+                f"The plugin that provides it may not be installed "
+                f"(hermes-core plugins install ...).{hint}"
+            )
+        return reg
+
+
+@dataclass
+class Registries:
+    memory_providers: Registry[type] = field(default_factory=lambda: Registry("memory-provider"))
+    context_engines: Registry[type] = field(default_factory=lambda: Registry("context-engine"))
+    tools: Registry[Tool] = field(default_factory=lambda: Registry("tool"))
+    platforms: Registry[type] = field(default_factory=lambda: Registry("platform"))
+
+    def by_kind(self, kind: str) -> Registry[Any]:
+        return {
+            "memory-provider": self.memory_providers,
+            "context-engine": self.context_engines,
+            "tool": self.tools,
+            "platform": self.platforms,
+        }[kind]
+
+    def config_owners(self) -> dict[str, tuple[str, type[BaseModel], str]]:
+        """config section -> (class name, Config model, plugin) for every registered class."""
+        out: dict[str, tuple[str, type[BaseModel], str]] = {}
+        for registry in (self.memory_providers, self.context_engines, self.platforms):
+            for reg in registry.entries.values():
+                cls = reg.obj
+                section = getattr(cls, "config_section", None) or reg.name
+                out.setdefault(section, (reg.name, getattr(cls, "Config", NoConfig), reg.plugin))
+        return out
+
+
+RegisterFn = Callable[[Any], None]

@@ -1,0 +1,171 @@
+"""The kernel's own data types, shared by every hook.
+
+They are provider-neutral: nothing here knows about Anthropic, Honcho or SQLite. They are plain
+slotted dataclasses rather than pydantic models because they sit on the hot path (a compaction walks
+thousands of messages) and because importing them must stay cheap.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from dataclasses import dataclass, field
+from collections.abc import Iterator
+from typing import Any, Literal, Protocol
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+__all__ = [
+    "CompressionResult",
+    "Dispatcher",
+    "EndReason",
+    "IncomingMessage",
+    "MemoryWrite",
+    "Message",
+    "Role",
+    "Session",
+    "SwitchReason",
+    "ToolCall",
+    "ToolContext",
+    "Usage",
+]
+
+
+class SwitchReason(enum.StrEnum):
+    """Why the active session changed (the ``reason`` of ``on_session_switch``)."""
+
+    NEW = "new"  #: the user started a fresh session (``/new``)
+    RESUME = "resume"  #: an earlier session was reopened (``chat --continue``, a webhook conversation)
+    COMPRESSION = "compression"  #: a compaction opened a child session; the conversation goes on
+    BRANCH = "branch"  #: a copy of the conversation continues under a new id
+    RESET = "reset"  #: the same conversation key was wiped and restarted
+
+
+class EndReason(enum.StrEnum):
+    """Why a session ended (the ``reason`` of ``on_session_end`` and the archive's end reason)."""
+
+    USER_EXIT = "user_exit"
+    NEW_SESSION = "new_session"
+    COMPRESSION = "compression"  #: recorded in the archive only; providers get a switch, not an end
+    EXPIRED = "expired"
+    SHUTDOWN = "shutdown"
+    ERROR = "error"
+
+
+@dataclass(slots=True)
+class ToolCall:
+    """One tool invocation requested by the model."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Message:
+    """One message of a conversation.
+
+    ``tool`` messages carry the result of the call named by ``tool_call_id``; ``assistant`` messages
+    may carry ``tool_calls``. ``meta`` is for plugins' bookkeeping and is never sent to the model.
+    """
+
+    role: Role
+    content: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    timestamp: float = field(default_factory=time.time)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Session:
+    """The identity of one session, as hooks see it."""
+
+    id: str
+    platform: str = "cli"
+    model: str | None = None
+    title: str | None = None
+    parent_session_id: str | None = None
+    started_at: float = field(default_factory=time.time)
+    #: free-form, platform-provided identifiers (user id, chat id, conversation key, ...)
+    attributes: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Usage:
+    """Token accounting reported by the LLM for one API call."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    model: str | None = None
+
+    @property
+    def prompt_tokens(self) -> int:
+        """Everything the model read: fresh input plus cache reads and writes."""
+        return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+
+
+@dataclass(slots=True)
+class MemoryWrite:
+    """A successful write to a memory store, mirrored to the other providers."""
+
+    action: Literal["add", "replace", "remove"]
+    target: str
+    content: str
+    old_text: str | None = None
+    origin: str = "assistant_tool"  #: who wrote: assistant_tool, user_cli, background_review, ...
+    session_id: str | None = None
+    provider: str | None = None  #: the provider that owns the store written to
+
+
+@dataclass(slots=True)
+class IncomingMessage:
+    """A message a platform adapter hands to the kernel."""
+
+    platform: str
+    conversation_key: str
+    text: str
+    user_id: str | None = None
+    attributes: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class ToolContext:
+    """What a tool handler knows about the call it serves."""
+
+    session: Session | None = None
+    tool_call_id: str | None = None
+    #: the name of the plugin that registered the tool (set by the kernel)
+    plugin_name: str | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class CompressionResult:
+    """What a context engine's ``compress`` returns."""
+
+    #: the new history, ready to send (system prompt excluded, as in the input)
+    messages: list[Message]
+    #: the summary text the engine produced, if any (kept for the next compaction to update)
+    summary: str | None = None
+    #: things the user should be told, e.g. that a fallback summary replaced a failed LLM summary
+    notices: list[str] = field(default_factory=list)
+
+
+class Dispatcher(Protocol):
+    """How a platform adapter hands incoming messages to the kernel.
+
+    The kernel passes one to the adapter's ``connect`` hook. Both methods may block while the turn
+    runs; calls for the same ``conversation_key`` are served in order, different keys in parallel.
+    """
+
+    def handle(self, message: IncomingMessage) -> str:
+        """Run one turn and return the agent's reply."""
+        ...
+
+    def stream(self, message: IncomingMessage) -> Iterator[str]:
+        """Run one turn and yield the reply's text as it is produced."""
+        ...

@@ -1,0 +1,1 @@
+"""First-party plugins shipped inside hermes-core (imported as hermes_core.plugins)."""

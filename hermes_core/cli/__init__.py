@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-import sys
 from typing import Any
 
 import click
@@ -42,6 +41,18 @@ class LazyGroup(click.Group):
         assert isinstance(command, click.Command)
         return command
 
+    def invoke(self, ctx: click.Context) -> Any:
+        # User errors from the library become click errors: a message and exit 1, no traceback
+        # (unless --debug, which re-raises so the traceback shows).
+        from ..errors import HermesCoreError
+
+        try:
+            return super().invoke(ctx)
+        except HermesCoreError as exc:
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            raise click.ClickException(str(exc)) from exc
+
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="hermes-core")
@@ -69,22 +80,5 @@ def cli(ctx: click.Context, debug: bool, home: str | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> Any:
-    """Console-script entry point: user errors print a message, not a traceback."""
-    from ..errors import HermesCoreError
-
-    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
-    try:
-        return cli.main(args=argv, prog_name="hermes-core", standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("Aborted.", err=True)
-        sys.exit(1)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    except HermesCoreError as exc:
-        if debug:
-            raise
-        click.echo(f"Error: {exc}", err=True)
-        sys.exit(1)
+    """Console-script entry point."""
+    return cli.main(args=argv, prog_name="hermes-core")

@@ -1,0 +1,76 @@
+"""Shared fixtures: an isolated home, and factories for throwaway plugins.
+
+The kernel's tests never depend on what happens to be installed: every host they build has entry
+points either off or pointed at distributions the test itself wrote.
+"""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from hermes_core import loader
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh $HERMES_CORE_HOME with no config, and no plugin-related environment."""
+    path = tmp_path / "home"
+    path.mkdir()
+    monkeypatch.setenv("HERMES_CORE_HOME", str(path))
+    for var in ("HERMES_CORE_DISABLE_PLUGINS", "HERMES_CORE_STRICT_PLUGINS", "ANTHROPIC_API_KEY",
+                "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    return path
+
+
+@pytest.fixture
+def dir_plugin(home: Path) -> Callable[[str, str], Path]:
+    """Write ``$HERMES_CORE_HOME/plugins/<name>/__init__.py`` with the given source."""
+
+    def make(name: str, source: str) -> Path:
+        folder = home / "plugins" / name
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "__init__.py").write_text(textwrap.dedent(source), encoding="utf-8")
+        return folder
+
+    yield make
+    for mod in [m for m in sys.modules if m.startswith(loader.DIRECTORY_PACKAGE)]:
+        del sys.modules[mod]
+
+
+@pytest.fixture
+def fake_dist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., str]]:
+    """Write a real distribution (dist-info with entry points) onto sys.path.
+
+    importlib.metadata finds it exactly as it finds a pip-installed one, so discovery goes through
+    the same code path; the subprocess install tests cover pip itself.
+    """
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.syspath_prepend(str(site))
+    loader.entry_points.cache_clear()
+    modules: list[str] = []
+
+    def make(dist: str, version: str, entry_points: dict[str, str], modules_src: dict[str, str]) -> str:
+        for module, src in modules_src.items():
+            (site / f"{module}.py").write_text(textwrap.dedent(src), encoding="utf-8")
+            modules.append(module)
+        info = site / f"{dist.replace('-', '_')}-{version}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n", encoding="utf-8"
+        )
+        eps = "\n".join(f"{k} = {v}" for k, v in entry_points.items())
+        (info / "entry_points.txt").write_text(f"[hermes_core.plugins]\n{eps}\n", encoding="utf-8")
+        loader.entry_points.cache_clear()
+        return dist
+
+    yield make
+    loader.entry_points.cache_clear()
+    for module in modules:
+        sys.modules.pop(module, None)

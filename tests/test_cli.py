@@ -1,0 +1,194 @@
+"""The hermes-core command: listings, JSON shapes, edits, exit codes, and what stays lazy."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from hermes_core.cli import cli
+
+ENGINE = """
+from hermes_core import ContextEngine, hookimpl
+
+class Engine(ContextEngine):
+    name = "{name}"
+
+@hookimpl
+def register_context_engines(register):
+    register(Engine)
+"""
+
+
+@pytest.fixture
+def run(home):
+    runner = CliRunner()
+
+    def invoke(*args: str):
+        return runner.invoke(cli, list(args), catch_exceptions=False)
+
+    return invoke
+
+
+def test_plugins_list_json_fields(run, fake_dist, dir_plugin):
+    fake_dist("hermes-core-x", "2.0", {"xplug": "xplug_mod"}, {"xplug_mod": ENGINE.format(name="x")})
+    fake_dist("broken-dist", "0.1", {"broken": "broken_mod"}, {"broken_mod": "raise ImportError('nope')"})
+    dir_plugin("local", ENGINE.format(name="local_engine"))
+    result = run("plugins", "list", "--json")
+    assert result.exit_code == 0, result.output
+    data = {p["name"]: p for p in json.loads(result.output)}
+    for record in data.values():
+        assert {"name", "source", "distribution", "version", "kinds", "enabled", "error"} <= set(record)
+    assert data["xplug"]["distribution"] == "hermes-core-x" and data["xplug"]["version"] == "2.0"
+    assert data["xplug"]["kinds"] == ["context-engine"] and data["xplug"]["error"] is None
+    assert data["broken"]["error"] and "ImportError" in data["broken"]["error"]
+    assert data["local"]["source"] == "directory"
+
+
+def test_plugins_list_human(run, dir_plugin):
+    dir_plugin("local", ENGINE.format(name="local_engine"))
+    result = run("plugins", "list")
+    assert result.exit_code == 0
+    assert "local" in result.output and "context-engine:local_engine" in result.output
+
+
+def test_disable_then_enable(run, home, dir_plugin, tmp_path):
+    marker = tmp_path / "m"
+    dir_plugin("side", f"import pathlib; pathlib.Path({str(marker)!r}).write_text('x')\n")
+    result = run("plugins", "disable", "side")
+    assert result.exit_code == 0, result.output
+    assert not marker.exists()  # disabling imports nothing
+    listed = {p["name"]: p for p in json.loads(run("plugins", "list", "--json").output)}
+    assert listed["side"]["enabled"] is False and not marker.exists()
+    assert run("plugins", "enable", "side").exit_code == 0
+    listed = {p["name"]: p for p in json.loads(run("plugins", "list", "--json").output)}
+    assert listed["side"]["enabled"] is True and marker.exists()
+
+
+def test_disable_unknown_name_lists_known(run, dir_plugin):
+    dir_plugin("local", ENGINE.format(name="e"))
+    result = run("plugins", "disable", "nosuch")
+    assert result.exit_code == 1
+    assert "no plugin named 'nosuch'" in result.output and "local" in result.output
+
+
+def test_config_set_unknown_engine_refused_and_lists_available(run, home, dir_plugin):
+    dir_plugin("one", ENGINE.format(name="alpha"))
+    (home / "config.yaml").write_text("context:\n  engine: alpha\n")
+    result = run("config", "set", "context.engine", "no-such-engine")
+    assert result.exit_code == 1
+    assert "unknown context engine 'no-such-engine'" in result.output
+    assert "Available: alpha" in result.output and "may not be installed" in result.output
+    assert (home / "config.yaml").read_text() == "context:\n  engine: alpha\n"
+    assert run("config", "set", "context.engine", "alpha").exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("bogus_section: 1\n", "unknown top-level key 'bogus_section'"),
+        ("llm:\n  max_tokens: lots\n", "llm.max_tokens"),
+        ("llm:\n  model: [unclosed\n", "malformed YAML"),
+    ],
+)
+def test_config_validate_fails_naming_key_or_line(run, home, dir_plugin, text, fragment):
+    dir_plugin("one", ENGINE.format(name="compressor"))
+    (home / "config.yaml").write_text(text)
+    result = run("config", "validate")
+    assert result.exit_code == 1
+    assert fragment in result.output and "line" in result.output
+
+
+def test_config_validate_ok_and_json(run, home, dir_plugin):
+    dir_plugin("one", ENGINE.format(name="compressor"))
+    assert run("config", "validate").exit_code == 0
+    data = json.loads(run("config", "validate", "--json").output)
+    assert data["valid"] is True and data["errors"] == []
+
+
+def test_config_show_redacts_and_get(run, home, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-very-secret")
+    shown = run("config", "show", "--json")
+    assert "sk-very-secret" not in shown.output
+    assert json.loads(shown.output)["llm"]["api_key"] == "**********"
+    assert run("config", "get", "llm.api_key").output.strip() == "**********"
+    assert run("config", "get", "memory.prefetch_timeout").output.strip() == "0.3"
+    missing = run("config", "get", "llm.nope")
+    assert missing.exit_code == 1 and "no key 'llm.nope'" in missing.output
+
+
+def test_config_unset(run, home):
+    (home / "config.yaml").write_text("llm:\n  max_tokens: 5\n")
+    assert run("config", "unset", "llm.max_tokens").exit_code == 0
+    assert run("config", "get", "llm.max_tokens").output.strip() == "4096"
+
+
+def test_commands_work_with_a_broken_plugin(run, fake_dist):
+    fake_dist("broken-dist", "0.1", {"broken": "broken_mod2"}, {"broken_mod2": "1/0"})
+    for args in (["plugins", "list"], ["plugins", "list", "--json"], ["config", "show"],
+                 ["plugins", "disable", "broken"]):
+        result = run(*args)
+        assert result.exit_code == 0, (args, result.output)
+
+
+def test_doctor_reports(run, home, dir_plugin):
+    dir_plugin("one", ENGINE.format(name="compressor"))
+    (home / "plugins" / "nofile").mkdir()
+    result = run("doctor", "--json")
+    checks = {c["name"]: c for c in json.loads(result.output)}
+    assert checks["plugins"]["warning"] and "nofile" in checks["plugins"]["detail"]
+    assert checks["api key"]["warning"] is True
+    assert result.exit_code == 0
+    (home / "state.db").write_bytes(b"this is not sqlite" * 100)
+    result = run("doctor")
+    assert result.exit_code == 1 and "cannot be read as SQLite" in result.output
+    assert (home / "state.db").read_bytes() == b"this is not sqlite" * 100
+
+
+def test_uninstall_builtin_is_refused(run, monkeypatch):
+    from hermes_core import loader
+
+    monkeypatch.setitem(loader.BUILTIN_PLUGINS, "core_thing", "json")
+    result = run("plugins", "uninstall", "core_thing")
+    assert result.exit_code == 1 and "plugins disable core_thing" in result.output
+
+
+def _imports_after(args: list[str], home) -> set[str]:
+    """Run the CLI in a fresh interpreter and return the modules it imported."""
+    code = (
+        "import sys\nfrom hermes_core.cli import main\n"
+        "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+        "print('MODULES=' + ','.join(sorted(sys.modules)))\n"
+    )
+    env = {**os.environ, "HERMES_CORE_HOME": str(home)}
+    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                         env=env, check=True).stdout
+    return set(out.rsplit("MODULES=", 1)[1].strip().split(","))
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["plugins", "disable", "lazyplug"]])
+def test_help_version_disable_import_no_plugin(args, home, tmp_path):
+    folder = home / "plugins" / "lazyplug"
+    folder.mkdir(parents=True)
+    marker = tmp_path / "imported"
+    (folder / "__init__.py").write_text(f"import pathlib; pathlib.Path({str(marker)!r}).touch()\n")
+    modules = _imports_after(args, home)
+    assert not marker.exists()
+    assert not any(m.startswith("hermes_core_directory_plugins") for m in modules)
+    if args != ["plugins", "disable", "lazyplug"]:
+        assert "pydantic" not in modules and "hermes_core.host" not in modules
+
+
+def test_debug_shows_traceback(home):
+    (home / "config.yaml").write_text("llm: [\n")
+    plain = subprocess.run([sys.executable, "-m", "hermes_core", "config", "show"],
+                           capture_output=True, text=True, env={**os.environ})
+    assert plain.returncode == 1 and "Traceback" not in plain.stderr
+    assert "malformed YAML" in plain.stderr
+    debug = subprocess.run([sys.executable, "-m", "hermes_core", "--debug", "config", "show"],
+                           capture_output=True, text=True, env={**os.environ})
+    assert debug.returncode == 1 and "Traceback" in debug.stderr

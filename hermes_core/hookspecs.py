@@ -283,7 +283,11 @@ def compress(
 
 @hookspec
 def update_from_response(usage: Usage) -> None:
-    """Record the token usage the LLM reported for one API call."""
+    """Record the token usage the LLM reported for one API call.
+
+    Called after every LLM call of a turn (tool-loop iterations included), with input, output and
+    cache read/write token counts; engines use it to decide from real counts, not estimates.
+    """
 
 
 # --------------------------------------------------------------------------------------------------

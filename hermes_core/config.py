@@ -15,13 +15,15 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from .errors import ConfigError
 from .paths import config_path
+
+if TYPE_CHECKING:
+    import yaml
 
 __all__ = [
     "CORE_SECTIONS",
@@ -46,7 +48,9 @@ _SECRET_WORDS = frozenset(
 
 
 class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # defer_build: the validators are built on first use, not at import, which keeps
+    # `import hermes_core.host` cheap for commands that never read the config.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class MemorySection(StrictModel):
@@ -129,6 +133,8 @@ class LoadedConfig:
 
 def _key_lines(node: yaml.Node | None, prefix: str = "") -> dict[str, int]:
     """Map each mapping key's dotted path to its 1-based line."""
+    import yaml
+
     lines: dict[str, int] = {}
     if isinstance(node, yaml.MappingNode):
         for key_node, value_node in node.value:
@@ -210,6 +216,8 @@ def _looks_secret(dotted: str) -> bool:
 
 def parse_config_text(text: str, path: Path) -> LoadedConfig:
     """Parse and validate the core sections of config text; raise :class:`ConfigError`."""
+    import yaml
+
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
@@ -284,6 +292,8 @@ def redacted(data: Any, key: str = "") -> Any:
 
 def parse_cli_value(text: str) -> Any:
     """A ``config set`` value: YAML (so ``true``, ``3``, ``[a, b]`` work), else the plain string."""
+    import yaml
+
     try:
         value = yaml.safe_load(text)
     except yaml.YAMLError:

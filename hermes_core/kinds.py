@@ -42,7 +42,7 @@ KIND_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
 class NoConfig(BaseModel):
     """The config model of a plugin that takes no settings: any key is refused."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 @dataclass(slots=True)

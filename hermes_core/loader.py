@@ -22,10 +22,12 @@ import os
 import re
 import sys
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from types import ModuleType
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from importlib import metadata
 
 __all__ = [
     "BUILTIN_PLUGINS",
@@ -125,6 +127,8 @@ def is_blocked(candidate: Candidate, blocked: set[str]) -> bool:
 @functools.cache
 def entry_points() -> tuple[metadata.EntryPoint, ...]:
     """The ``hermes_core.plugins`` entry points, read once per process."""
+    from importlib import metadata  # 10+ ms: only paid by commands that look for plugins
+
     return tuple(metadata.entry_points(group=ENTRY_POINT_GROUP))
 
 

@@ -186,8 +186,9 @@ def test_entry_points_are_read_once_per_process(home, fake_dist, monkeypatch):
     from hermes_core import loader
 
     calls = []
-    real = loader.metadata.entry_points
-    monkeypatch.setattr(loader.metadata, "entry_points",
+    import importlib.metadata as md
+    real = md.entry_points
+    monkeypatch.setattr(md, "entry_points",
                         lambda **kw: calls.append(kw) or real(**kw))
     loader.entry_points.cache_clear()
     load(home)

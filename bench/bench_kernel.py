@@ -58,8 +58,15 @@ def time_command(cmd: list[str], env: dict[str, str], runs: int) -> float:
 
 def turn_overhead(providers: int, turns: int = 2000) -> float:
     """Median microseconds of one turn's kernel hook calls with no-I/O providers."""
-    from hermes_core import (ContextEngine, Message, MemoryProvider, PluginHost, Session, Usage,
-                             hookimpl)
+    from hermes_core import (
+        ContextEngine,
+        MemoryProvider,
+        Message,
+        PluginHost,
+        Session,
+        Usage,
+        hookimpl,
+    )
 
     class Quiet(MemoryProvider):
         @hookimpl

@@ -312,7 +312,7 @@ def _roundtrip() -> Any:
 
 def edit_config_text(text: str, path: Path, key: str, value: Any, *, unset: bool = False) -> str:
     """Return ``text`` with ``key`` (dotted) set to ``value``, keeping comments and order."""
-    from ruamel.yaml import YAMLError
+    from ruamel.yaml.error import YAMLError
     from ruamel.yaml.comments import CommentedMap
 
     rt = _roundtrip()
@@ -395,7 +395,9 @@ def get_dotted(data: Any, key: str) -> Any:
     return node
 
 
-def effective_dict(loaded: LoadedConfig, plugin_defaults: Iterable[tuple[str, BaseModel]] = ()) -> dict:
+def effective_dict(
+    loaded: LoadedConfig, plugin_defaults: Iterable[tuple[str, BaseModel]] = ()
+) -> dict[str, Any]:
     """The config as the kernel sees it: defaults filled in, secrets still as SecretStr."""
     out: dict[str, Any] = {}
     for name in CORE_SECTIONS:

@@ -34,8 +34,8 @@ if TYPE_CHECKING:
         CompressionResult,
         Dispatcher,
         EndReason,
-        Message,
         MemoryWrite,
+        Message,
         Session,
         SwitchReason,
         Usage,
@@ -252,6 +252,7 @@ def get_tools() -> list[Tool]:
     Called when a session's tool list is built. Tool names are global: a name offered twice, by
     this hook or by :func:`register_tools`, is an error naming both plugins.
     """
+    return []  # never run: pluggy calls implementations, not the spec
 
 
 # --------------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ kept in :attr:`PluginHost.records` and shown by ``hermes-core plugins list`` and
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -271,7 +272,7 @@ class PluginHost:
 
     def _section_model(self, section: str, config: LoadedConfig, raw: Any) -> Any:
         owners = self.registries.config_owners()
-        name, model, plugin = owners[section]
+        _name, model, plugin = owners[section]
         remember_model(model)
         if raw is not None and not isinstance(raw, dict):
             raise ConfigError(
@@ -308,7 +309,7 @@ class PluginHost:
             home=self.home,
             config=self.config.core,
             logger=logging.getLogger(f"hermes_core.plugins.{reg.plugin}"),
-            notify_memory_write=lambda write, _src=name: self.notify_memory_write(write, _src),
+            notify_memory_write=functools.partial(self.notify_memory_write, source=name),
         )
         try:
             instance = cls(config=self.plugin_config(cls), context=context)
@@ -419,6 +420,6 @@ class PluginHost:
     def shutdown(self) -> None:
         """Call ``shutdown`` on active instances in reverse activation order, each isolated."""
         for key in reversed(list(self.instances)):
-            self.call_each("shutdown", only=lambda name, _k=key: name == _k)
+            self.call_each("shutdown", only=key.__eq__)
         for instance in list(self.instances.values()):
             self.deactivate(instance)

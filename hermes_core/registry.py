@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from .errors import RegistryError, UnknownNameError
 from .kinds import KIND_NAME_RE, NoConfig, Tool
 
-__all__ = ["KINDS", "Registration", "Registry", "Registries"]
+__all__ = ["KINDS", "Registration", "Registries", "Registry"]
 
 T = TypeVar("T")
 
@@ -128,12 +128,13 @@ class Registries:
     platforms: Registry[type] = field(default_factory=lambda: Registry("platform"))
 
     def by_kind(self, kind: str) -> Registry[Any]:
-        return {
+        registries: dict[str, Registry[Any]] = {
             "memory-provider": self.memory_providers,
             "context-engine": self.context_engines,
             "tool": self.tools,
             "platform": self.platforms,
-        }[kind]
+        }
+        return registries[kind]
 
     def config_owners(self) -> dict[str, tuple[str, type[BaseModel], str]]:
         """config section -> (class name, Config model, plugin) for every registered class."""

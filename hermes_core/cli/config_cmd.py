@@ -27,7 +27,8 @@ def _effective(host: Any) -> dict[str, Any]:
                 defaults.append((section, host._section_model(section, host.config, None)))
             except Exception:  # a model that needs values has no defaults to show
                 continue
-    return redacted(_plain(effective_dict(host.config, defaults)))
+    data: dict[str, Any] = redacted(_plain(effective_dict(host.config, defaults)))
+    return data
 
 
 def _plain(value: Any) -> Any:

@@ -44,11 +44,11 @@ def run_checks() -> list[dict[str, Any]]:
     checks: list[dict[str, Any]] = []
     home = home_dir()
     writable = home.exists() and os.access(home, os.W_OK)
-    checks.append({
-        "name": "home",
-        "ok": writable or not home.exists(),
-        "detail": f"{home} ({'writable' if writable else 'will be created on first use' if not home.exists() else 'NOT writable'})",
-    })
+    if not home.exists():
+        state = "will be created on first use"
+    else:
+        state = "writable" if writable else "NOT writable: fix its permissions"
+    checks.append({"name": "home", "ok": writable or not home.exists(), "detail": f"{home} ({state})"})
     config_ok = True
     try:
         loaded = load_config()

@@ -39,7 +39,7 @@ def list_plugins(as_json: bool) -> None:
         version = f" {r['version']}" if r["version"] else ""
         dist = f" ({r['distribution']}{version})" if r["distribution"] else ""
         kinds = ", ".join(r["registers"]) or "-"  # type: ignore[arg-type]
-        click.echo(f"{str(r['name']):<{width}}  {r['source']:<11}  {status:<8}  {kinds}{dist}")
+        click.echo(f"{r['name']!s:<{width}}  {r['source']:<11}  {status:<8}  {kinds}{dist}")
         if r["error"]:
             click.echo(f"{'':<{width}}  {r['error']}")
 

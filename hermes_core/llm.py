@@ -1,0 +1,489 @@
+"""The kernel's LLM interface, and its Anthropic implementation.
+
+:class:`LLM` is the small protocol everything else depends on (the compressor's summariser, later
+the agent loop): ``complete`` returns text, ``respond`` returns text, tool calls and usage. Tests
+inject their own implementation or point :class:`AnthropicLLM` at the loopback server in
+:mod:`hermes_core.testing.messages_api`.
+
+Failures are classified structurally into :class:`LLMFailure` from the SDK's exception types and
+HTTP status codes (never by matching message text), so callers can decide per class: the
+compressor falls back to a deterministic summary for every class, the agent loop may retry only
+transient ones.
+
+The anthropic SDK is imported on the first request, not at import time: it costs close to a
+second of start-up, which ``--help`` and the compressor's no-key path never pay.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+from .errors import HermesCoreError
+from .types import Message, ToolCall, Usage
+
+if TYPE_CHECKING:
+    from .config import CoreConfig
+
+__all__ = [
+    "LLM",
+    "AnthropicLLM",
+    "LLMError",
+    "LLMFailure",
+    "LLMResponse",
+    "apply_cache_breakpoints",
+    "build_request",
+    "cache_marker",
+    "classify_exception",
+    "to_anthropic_messages",
+]
+
+CacheTTL = Literal["5m", "1h"]
+#: Anthropic accepts at most four cache_control breakpoints per request
+MAX_CACHE_BREAKPOINTS = 4
+#: block types that may not carry cache_control
+_UNCACHEABLE_BLOCKS = frozenset({"thinking", "redacted_thinking"})
+
+
+class LLMFailure(enum.StrEnum):
+    """Why an LLM call failed; decided from exception types and status codes."""
+
+    RATE_LIMITED = "rate_limited"  #: HTTP 429
+    OVERLOADED = "overloaded"  #: HTTP 529
+    SERVER_ERROR = "server_error"  #: other HTTP 5xx
+    TIMEOUT = "timeout"  #: the client's deadline passed, or HTTP 408
+    CONNECTION = "connection"  #: the endpoint could not be reached
+    AUTH = "auth"  #: HTTP 401/403: a missing, wrong or unauthorised key
+    BILLING = "billing"  #: HTTP 402
+    BAD_REQUEST = "bad_request"  #: HTTP 400/404/413/422: the request itself is wrong
+    EMPTY = "empty"  #: HTTP 200 with no text where text was required
+    NOT_CONFIGURED = "not_configured"  #: no API key, so no call was made
+    WINDOW_TOO_SMALL = "window_too_small"  #: the input cannot fit the model's window
+    OTHER = "other"
+
+    @property
+    def transient(self) -> bool:
+        """Whether the same call may succeed a little later."""
+        return self in _TRANSIENT
+
+
+_TRANSIENT = frozenset(
+    {
+        LLMFailure.RATE_LIMITED,
+        LLMFailure.OVERLOADED,
+        LLMFailure.SERVER_ERROR,
+        LLMFailure.TIMEOUT,
+        LLMFailure.CONNECTION,
+        LLMFailure.EMPTY,
+    }
+)
+
+
+class LLMError(HermesCoreError):
+    """An LLM call failed; ``failure`` says how, ``status`` is the HTTP status if there was one."""
+
+    def __init__(self, message: str, *, failure: LLMFailure, status: int | None = None) -> None:
+        super().__init__(message)
+        self.failure = failure
+        self.status = status
+
+    @property
+    def transient(self) -> bool:
+        return self.failure.transient
+
+
+@dataclass(slots=True)
+class LLMResponse:
+    """One model response, provider-neutral."""
+
+    text: str
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    stop_reason: str | None = None
+    model: str | None = None
+
+    def as_message(self) -> Message:
+        """The response as the assistant message to append to a history."""
+        return Message(role="assistant", content=self.text, tool_calls=list(self.tool_calls))
+
+
+@runtime_checkable
+class LLM(Protocol):
+    """What the kernel needs from a language model."""
+
+    def complete(
+        self,
+        *,
+        system: str,
+        messages: list[Message],
+        max_tokens: int,
+        model: str | None = None,
+        timeout: float | None = None,
+    ) -> str:
+        """Return the model's text answer; raise :class:`LLMError` on failure or empty text."""
+        ...
+
+
+# --------------------------------------------------------------------------------------------------
+# Message conversion and prompt caching
+# --------------------------------------------------------------------------------------------------
+
+
+def _text_block(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def to_anthropic_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """Convert hermes messages to Messages-API ``messages``.
+
+    Tool results become ``tool_result`` blocks in a user turn, assistant tool calls become
+    ``tool_use`` blocks, and consecutive turns of one API role are merged (the API wants them
+    alternating; a tool result followed by a user message is one user turn). Empty texts get a
+    short placeholder because the API rejects empty text blocks. A ``system`` message here is an
+    error: the system prompt is passed separately and must not change mid-session.
+    """
+    out: list[dict[str, Any]] = []
+    for index, msg in enumerate(messages):
+        if msg.role == "system":
+            raise ValueError(
+                f"message {index} has role 'system': pass the system prompt as 'system=' "
+                "(it must stay byte-identical for the session), not inside the messages"
+            )
+        blocks: list[dict[str, Any]]
+        if msg.role == "tool":
+            if not msg.tool_call_id:
+                raise ValueError(
+                    f"message {index} is a tool result without tool_call_id; set it to the id of "
+                    "the tool call it answers"
+                )
+            result: dict[str, Any] = {
+                "type": "tool_result",
+                "tool_use_id": msg.tool_call_id,
+                "content": msg.content or "(empty result)",
+            }
+            if msg.meta.get("is_error"):
+                result["is_error"] = True
+            blocks, role = [result], "user"
+        elif msg.role == "assistant":
+            blocks = [_text_block(msg.content)] if msg.content.strip() else []
+            blocks += [
+                {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
+                for call in msg.tool_calls
+            ]
+            if not blocks:
+                blocks = [_text_block("(no content)")]
+            role = "assistant"
+        elif msg.role == "user":
+            blocks = [_text_block(msg.content if msg.content.strip() else "(empty message)")]
+            role = "user"
+        else:
+            raise ValueError(f"message {index} has unknown role {msg.role!r}")
+        if out and out[-1]["role"] == role:
+            prev = out[-1]["content"]
+            # tool_result blocks must open a user turn: keep them ahead of any text
+            if role == "user" and blocks[0]["type"] == "tool_result":
+                text_blocks = [b for b in prev if b["type"] != "tool_result"]
+                prev[:] = [b for b in prev if b["type"] == "tool_result"] + blocks + text_blocks
+            else:
+                prev.extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+    return out
+
+
+def cache_marker(ttl: CacheTTL = "5m") -> dict[str, str]:
+    """The ``cache_control`` value for ``ttl`` ("5m" is the API default, so it is left implicit)."""
+    if ttl not in ("5m", "1h"):
+        raise ValueError(f"cache TTL must be '5m' or '1h', got {ttl!r}")
+    return {"type": "ephemeral", "ttl": "1h"} if ttl == "1h" else {"type": "ephemeral"}
+
+
+def apply_cache_breakpoints(
+    system: str | list[dict[str, Any]] | None,
+    messages: Sequence[dict[str, Any]],
+    ttl: CacheTTL = "5m",
+) -> tuple[list[dict[str, Any]] | None, list[dict[str, Any]]]:
+    """Place the ``system_and_3`` prompt-cache breakpoints; the inputs are not modified.
+
+    One breakpoint on the system prompt (its last block), and one on the last block of each of the
+    last three messages (fewer than four breakpoints when there is no system prompt is fine: the
+    unused one is given to a fourth message, as the API allows four in all). Because the API caches
+    the prefix up to each breakpoint, a stable system prompt plus these markers lets each call reuse
+    everything but the newest turn.
+
+    Returns ``(system_blocks, messages)`` ready for the request body.
+    """
+    marker = cache_marker(ttl)
+    sys_blocks: list[dict[str, Any]] | None
+    if isinstance(system, str):
+        sys_blocks = [_text_block(system)] if system else None
+    elif system:
+        sys_blocks = [dict(block) for block in system]
+    else:
+        sys_blocks = None
+    used = 0
+    if sys_blocks:
+        sys_blocks[-1]["cache_control"] = dict(marker)
+        used = 1
+    out = [dict(message) for message in messages]
+    remaining = MAX_CACHE_BREAKPOINTS - used
+    for message in reversed(out):
+        if remaining == 0:
+            break
+        content = message.get("content")
+        blocks = [_text_block(content)] if isinstance(content, str) else list(content or [])
+        for pos in range(len(blocks) - 1, -1, -1):
+            if blocks[pos].get("type") not in _UNCACHEABLE_BLOCKS:
+                blocks[pos] = {**blocks[pos], "cache_control": dict(marker)}
+                message["content"] = blocks
+                remaining -= 1
+                break
+    return sys_blocks, out
+
+
+def build_request(
+    *,
+    system: str,
+    messages: Sequence[Message],
+    model: str,
+    max_tokens: int,
+    tools: Sequence[dict[str, Any]] | None = None,
+    cache_ttl: CacheTTL | None = "5m",
+) -> dict[str, Any]:
+    """The keyword arguments of ``client.messages.create`` for one call.
+
+    ``tools`` are provider-neutral schemas (``Tool.schema()``: name, description, input_schema).
+    ``cache_ttl=None`` sends no cache breakpoints.
+    """
+    if max_tokens <= 0:
+        raise ValueError(f"max_tokens must be positive, got {max_tokens}")
+    api_messages = to_anthropic_messages(messages)
+    if not api_messages:
+        raise ValueError("a request needs at least one message")
+    sys_param: Any
+    if cache_ttl is None:
+        sys_param = system or None
+    else:
+        sys_param, api_messages = apply_cache_breakpoints(system, api_messages, cache_ttl)
+    request: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "messages": api_messages}
+    if sys_param:
+        request["system"] = sys_param
+    if tools:
+        request["tools"] = [dict(tool) for tool in tools]
+    return request
+
+
+# --------------------------------------------------------------------------------------------------
+# Failure classification
+# --------------------------------------------------------------------------------------------------
+
+_STATUS_FAILURES: dict[int, LLMFailure] = {
+    400: LLMFailure.BAD_REQUEST,
+    401: LLMFailure.AUTH,
+    402: LLMFailure.BILLING,
+    403: LLMFailure.AUTH,
+    404: LLMFailure.BAD_REQUEST,
+    408: LLMFailure.TIMEOUT,
+    413: LLMFailure.BAD_REQUEST,
+    422: LLMFailure.BAD_REQUEST,
+    429: LLMFailure.RATE_LIMITED,
+    529: LLMFailure.OVERLOADED,
+}
+
+
+def failure_for_status(status: int) -> LLMFailure:
+    """The failure class of an HTTP status code."""
+    if status in _STATUS_FAILURES:
+        return _STATUS_FAILURES[status]
+    return LLMFailure.SERVER_ERROR if status >= 500 else LLMFailure.OTHER
+
+
+def classify_exception(exc: BaseException) -> LLMError:
+    """Turn what the SDK (or transport) raised into an :class:`LLMError`, by type and status."""
+    if isinstance(exc, LLMError):
+        return exc
+    import anthropic  # already imported: the exception came from it (or the call never ran)
+
+    if isinstance(exc, anthropic.APITimeoutError):
+        return LLMError(f"the LLM request timed out: {exc}", failure=LLMFailure.TIMEOUT)
+    if isinstance(exc, anthropic.APIConnectionError):
+        return LLMError(f"the LLM endpoint could not be reached: {exc}", failure=LLMFailure.CONNECTION)
+    if isinstance(exc, anthropic.APIStatusError):
+        status = int(exc.status_code)
+        failure = failure_for_status(status)
+        return LLMError(f"the LLM returned HTTP {status}: {exc.message}", failure=failure, status=status)
+    if isinstance(exc, TimeoutError):
+        return LLMError(f"the LLM request timed out: {exc}", failure=LLMFailure.TIMEOUT)
+    return LLMError(f"the LLM call failed: {type(exc).__name__}: {exc}", failure=LLMFailure.OTHER)
+
+
+# --------------------------------------------------------------------------------------------------
+# The Anthropic implementation
+# --------------------------------------------------------------------------------------------------
+
+
+class AnthropicLLM:
+    """:class:`LLM` on the anthropic SDK (any Messages-API-compatible endpoint).
+
+    Retries are the SDK's own (``max_retries``, honouring ``retry-after``). The client is built on
+    the first call; ``client=`` injects one (tests, custom transports).
+    """
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None,
+        model: str = "claude-sonnet-4-5",
+        base_url: str | None = None,
+        max_retries: int = 2,
+        timeout: float = 600.0,
+        cache_ttl: CacheTTL | None = "5m",
+        client: Any = None,
+    ) -> None:
+        self.api_key = api_key
+        self.model = model
+        self.base_url = base_url
+        self.max_retries = max_retries
+        self.timeout = timeout
+        self.cache_ttl = cache_ttl
+        self._client = client
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_config(cls, config: CoreConfig, *, model: str | None = None) -> AnthropicLLM:
+        """Built from ``llm.*``; ``model`` overrides ``llm.model`` (e.g. the auxiliary model)."""
+        llm = config.llm
+        key = llm.api_key.get_secret_value() if llm.api_key is not None else None
+        return cls(
+            api_key=key,
+            model=model or llm.model,
+            base_url=llm.base_url,
+            max_retries=llm.max_retries,
+            timeout=llm.timeout,
+            cache_ttl=llm.cache_ttl,
+        )
+
+    @property
+    def client(self) -> Any:
+        """The ``anthropic.Anthropic`` client, created on first use."""
+        if self._client is None:
+            with self._lock:
+                if self._client is None:
+                    if not self.api_key:
+                        raise LLMError(
+                            "no API key for the LLM: set llm.api_key in config.yaml or the "
+                            "ANTHROPIC_API_KEY environment variable",
+                            failure=LLMFailure.NOT_CONFIGURED,
+                        )
+                    import anthropic
+
+                    self._client = anthropic.Anthropic(
+                        api_key=self.api_key,
+                        base_url=self.base_url,
+                        max_retries=self.max_retries,
+                        timeout=self.timeout,
+                    )
+        return self._client
+
+    def build_request(
+        self,
+        *,
+        system: str,
+        messages: Sequence[Message],
+        max_tokens: int,
+        model: str | None = None,
+        tools: Sequence[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """The body this instance would send (see :func:`build_request`)."""
+        return build_request(
+            system=system,
+            messages=messages,
+            model=model or self.model,
+            max_tokens=max_tokens,
+            tools=tools,
+            cache_ttl=self.cache_ttl,
+        )
+
+    def respond(
+        self,
+        *,
+        system: str,
+        messages: Sequence[Message],
+        max_tokens: int,
+        model: str | None = None,
+        timeout: float | None = None,
+        tools: Sequence[dict[str, Any]] | None = None,
+        on_text: Callable[[str], None] | None = None,
+    ) -> LLMResponse:
+        """One Messages-API call; streams when ``on_text`` is given (called with each text delta).
+
+        Raises :class:`LLMError` (classified) for every failure of the call itself.
+        """
+        request = self.build_request(
+            system=system, messages=messages, max_tokens=max_tokens, model=model, tools=tools
+        )
+        client = self.client
+        options: dict[str, Any] = {"timeout": timeout} if timeout is not None else {}
+        try:
+            if on_text is not None:
+                with client.messages.stream(**request, **options) as stream:
+                    for delta in stream.text_stream:
+                        on_text(delta)
+                    message = stream.get_final_message()
+            else:
+                message = client.messages.create(**request, **options)
+        except LLMError:
+            raise
+        except Exception as exc:
+            raise classify_exception(exc) from exc
+        return _to_response(message)
+
+    def complete(
+        self,
+        *,
+        system: str,
+        messages: list[Message],
+        max_tokens: int,
+        model: str | None = None,
+        timeout: float | None = None,
+    ) -> str:
+        """The text of one response; an empty or whitespace-only answer is an ``EMPTY`` failure."""
+        response = self.respond(
+            system=system, messages=messages, max_tokens=max_tokens, model=model, timeout=timeout
+        )
+        if not response.text.strip():
+            raise LLMError(
+                f"the LLM answered with no text (stop_reason={response.stop_reason!r})",
+                failure=LLMFailure.EMPTY,
+            )
+        return response.text
+
+
+def _to_response(message: Any) -> LLMResponse:
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    for block in getattr(message, "content", None) or ():
+        kind = getattr(block, "type", None)
+        if kind == "text":
+            texts.append(block.text)
+        elif kind == "tool_use":
+            args = block.input if isinstance(block.input, dict) else {"input": block.input}
+            calls.append(ToolCall(id=block.id, name=block.name, arguments=dict(args)))
+    raw_usage = getattr(message, "usage", None)
+    usage = Usage(
+        input_tokens=int(getattr(raw_usage, "input_tokens", 0) or 0),
+        output_tokens=int(getattr(raw_usage, "output_tokens", 0) or 0),
+        cache_read_tokens=int(getattr(raw_usage, "cache_read_input_tokens", 0) or 0),
+        cache_write_tokens=int(getattr(raw_usage, "cache_creation_input_tokens", 0) or 0),
+        model=getattr(message, "model", None),
+    )
+    return LLMResponse(
+        text="".join(texts),
+        tool_calls=calls,
+        usage=usage,
+        stop_reason=getattr(message, "stop_reason", None),
+        model=getattr(message, "model", None),
+    )

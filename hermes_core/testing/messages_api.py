@@ -1,0 +1,420 @@
+"""A loopback Anthropic Messages API server for tests.
+
+It is a real HTTP server on 127.0.0.1 (``http.server`` on a thread) that speaks ``POST
+/v1/messages`` in JSON and, when the request says ``"stream": true``, in server-sent events, so the
+real anthropic SDK (and anything built on it) can be tested end to end. Only the model's words are
+fake: they come from a *script* of canned items or from a callable that sees each request body.
+
+Script items:
+
+* a ``str``: a text answer;
+* :class:`Reply`: text and/or tool calls, stop reason, usage, an optional delay (a slow response);
+* :class:`Failure`: an HTTP error in the API's error shape (429, 500, 529, ...), optionally slow.
+
+Every request is recorded (:attr:`MessagesAPIServer.requests`), including those answered with an
+error. By default the server also checks the body like the real API does for the mistakes an
+adapter can make (missing fields, a tool_result that answers no tool_use of the turn before, more
+than four cache_control breakpoints) and answers 400 ``invalid_request_error`` naming the problem.
+
+Example::
+
+    with MessagesAPIServer(["Hello!", Failure(429)]) as api:
+        client = anthropic.Anthropic(api_key="test", base_url=api.base_url, max_retries=0)
+        client.messages.create(model="m", max_tokens=10, messages=[...])
+        assert api.requests[0].body["model"] == "m"
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = ["Failure", "MessagesAPIServer", "RecordedRequest", "Reply", "ScriptItem"]
+
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "not_found_error",
+    408: "timeout_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    529: "overloaded_error",
+}
+
+
+@dataclass
+class Reply:
+    """A successful answer.
+
+    ``tool_calls`` items are ``{"name": ..., "input": {...}}`` (an ``"id"`` is generated when
+    missing). ``Reply()`` with no text and no tool calls is an *empty* answer (``content: []``),
+    the case proxies produce and summarisers must treat as a failure. ``delay`` makes it slow.
+    """
+
+    text: str = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    stop_reason: str | None = None
+    usage: dict[str, int] | None = None
+    delay: float = 0.0
+    #: how many characters each streamed text delta carries
+    chunk_size: int = 16
+
+
+@dataclass
+class Failure:
+    """An HTTP error answer in the API's error shape.
+
+    ``retry_after_ms`` is sent as the ``retry-after-ms`` header so the SDK's retries wait only that
+    long (tests stay fast); ``None`` sends no header (the SDK then uses its own back-off).
+    """
+
+    status: int
+    message: str = ""
+    error_type: str | None = None
+    retry_after_ms: int | None = 1
+    delay: float = 0.0
+
+
+ScriptItem = str | Reply | Failure
+Responder = Callable[[dict[str, Any]], ScriptItem]
+
+
+@dataclass
+class RecordedRequest:
+    """One request the server received."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    #: the parsed JSON body (``None`` if it was not JSON)
+    body: dict[str, Any] | None
+    #: the status code the server answered with
+    status: int = 0
+
+
+class MessagesAPIServer:
+    """The server; use it as a context manager (or call :meth:`start` / :meth:`stop`)."""
+
+    def __init__(
+        self,
+        script: Iterable[ScriptItem] | Responder = (),
+        *,
+        default: ScriptItem | None = None,
+        validate: bool = True,
+        model: str = "claude-test",
+    ) -> None:
+        self._responder: Responder | None = script if callable(script) else None
+        self._script: deque[ScriptItem] = deque() if callable(script) else deque(script)
+        self.default = default
+        self.validate = validate
+        self.model = model
+        self.requests: list[RecordedRequest] = []
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._ids = itertools.count(1)
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # ------------------------------------------------------------------------------ lifecycle
+
+    def start(self) -> MessagesAPIServer:
+        if self._server is not None:
+            return self
+        handler = type("_Handler", (_Handler,), {"api": self})
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server.daemon_threads = True
+        self._stopping.clear()
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="messages-api-server", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving; slow responses still waiting are cut short."""
+        self._stopping.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._server = None
+        self._thread = None
+
+    def __enter__(self) -> MessagesAPIServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError("the server is not running: use it in a 'with' block or call start()")
+        return int(self._server.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        """The URL to give the SDK as ``base_url``."""
+        return f"http://127.0.0.1:{self.port}"
+
+    # --------------------------------------------------------------------------------- script
+
+    def enqueue(self, *items: ScriptItem) -> None:
+        """Add answers to the end of the script."""
+        with self._lock:
+            self._script.extend(items)
+
+    @property
+    def bodies(self) -> list[dict[str, Any]]:
+        """The JSON bodies of every ``/v1/messages`` request, in arrival order."""
+        return [r.body for r in self.requests if r.path == "/v1/messages" and r.body is not None]
+
+    def _next_item(self, body: dict[str, Any]) -> ScriptItem:
+        if self._responder is not None:
+            return self._responder(body)
+        with self._lock:
+            if self._script:
+                return self._script.popleft()
+        if self.default is not None:
+            return self.default
+        return Failure(
+            500,
+            "MessagesAPIServer: the script is exhausted; enqueue more answers or pass default=",
+            retry_after_ms=None,
+        )
+
+    def _wait(self, seconds: float) -> bool:
+        """Sleep ``seconds`` unless the server stops first; True if it is still running."""
+        return not self._stopping.wait(seconds) if seconds > 0 else True
+
+    def _message_id(self) -> str:
+        return f"msg_test_{next(self._ids):06d}"
+
+
+def _problem(body: Any) -> str | None:
+    """What the real API would reject in ``body``, or ``None``."""
+    if not isinstance(body, dict):
+        return "the request body must be a JSON object"
+    for key in ("model", "max_tokens", "messages"):
+        if key not in body:
+            return f"{key}: Field required"
+    if not isinstance(body["max_tokens"], int) or body["max_tokens"] < 1:
+        return "max_tokens: must be a positive integer"
+    messages = body["messages"]
+    if not isinstance(messages, list) or not messages:
+        return "messages: at least one message is required"
+    breakpoints = 0
+    system = body.get("system")
+    if isinstance(system, list):
+        breakpoints += sum(1 for b in system if isinstance(b, dict) and "cache_control" in b)
+    previous_tool_uses: set[str] = set()
+    for i, msg in enumerate(messages):
+        if not isinstance(msg, dict) or msg.get("role") not in ("user", "assistant"):
+            return f"messages.{i}.role: must be 'user' or 'assistant'"
+        content = msg.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        if not isinstance(blocks, list):
+            return f"messages.{i}.content: must be a string or a list of blocks"
+        tool_uses: set[str] = set()
+        for j, block in enumerate(blocks):
+            if not isinstance(block, dict):
+                return f"messages.{i}.content.{j}: must be an object"
+            if "cache_control" in block:
+                breakpoints += 1
+            kind = block.get("type")
+            if kind == "text" and not block.get("text"):
+                return f"messages.{i}.content.{j}: text content blocks must be non-empty"
+            if kind == "tool_use":
+                tool_uses.add(str(block.get("id")))
+            if kind == "tool_result" and block.get("tool_use_id") not in previous_tool_uses:
+                return (
+                    f"messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` "
+                    "blocks: each tool_result must answer a tool_use of the previous message"
+                )
+        previous_tool_uses = tool_uses if msg["role"] == "assistant" else set()
+    if breakpoints > 4:
+        return f"A maximum of 4 blocks with cache_control may be provided. Found {breakpoints}."
+    return None
+
+
+def _usage(body: dict[str, Any], reply: Reply) -> dict[str, int]:
+    if reply.usage is not None:
+        return {"input_tokens": 0, "output_tokens": 0, **reply.usage}
+    # a rough, deterministic count: enough for code that reads usage, not a tokenizer
+    size = len(json.dumps(body.get("messages", []))) + len(json.dumps(body.get("system", "")))
+    produced = len(reply.text) + sum(len(json.dumps(c.get("input", {}))) for c in reply.tool_calls)
+    return {"input_tokens": max(1, size // 4), "output_tokens": max(1, produced // 4)}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    api: MessagesAPIServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
+        return
+
+    def do_GET(self) -> None:
+        self._record(None)
+        self._send_json(404, _error_body(404, f"no route for GET {self.path}"))
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = None
+        record = self._record(body)
+        path = self.path.split("?", 1)[0]
+        if path != "/v1/messages":
+            record.status = 404
+            self._send_json(404, _error_body(404, f"no route for POST {path}"))
+            return
+        problem = _problem(body) if self.api.validate else None
+        if problem is not None or body is None:
+            record.status = 400
+            self._send_json(400, _error_body(400, problem or "the body is not valid JSON"))
+            return
+        item = self.api._next_item(body)
+        if isinstance(item, str):
+            item = Reply(text=item)
+        if not self.api._wait(item.delay):
+            return  # stopping: drop the connection
+        if isinstance(item, Failure):
+            record.status = item.status
+            headers = {}
+            if item.retry_after_ms is not None:
+                headers["retry-after-ms"] = str(item.retry_after_ms)
+            message = item.message or f"simulated HTTP {item.status}"
+            self._send_json(item.status, _error_body(item.status, message, item.error_type), headers)
+            return
+        record.status = 200
+        if body.get("stream"):
+            self._stream(body, item)
+        else:
+            self._send_json(200, self._message(body, item))
+
+    # ------------------------------------------------------------------------------- helpers
+
+    def _record(self, body: dict[str, Any] | None) -> RecordedRequest:
+        record = RecordedRequest(
+            method=self.command,
+            path=self.path.split("?", 1)[0],
+            headers={k.lower(): v for k, v in self.headers.items()},
+            body=body,
+        )
+        with self.api._lock:
+            self.api.requests.append(record)
+        return record
+
+    def _content(self, reply: Reply) -> list[dict[str, Any]]:
+        content: list[dict[str, Any]] = []
+        if reply.text:
+            content.append({"type": "text", "text": reply.text})
+        for n, call in enumerate(reply.tool_calls):
+            content.append(
+                {
+                    "type": "tool_use",
+                    "id": call.get("id") or f"toolu_test_{next(self.api._ids):06d}_{n}",
+                    "name": call["name"],
+                    "input": call.get("input", {}),
+                }
+            )
+        return content
+
+    def _stop_reason(self, reply: Reply) -> str:
+        return reply.stop_reason or ("tool_use" if reply.tool_calls else "end_turn")
+
+    def _message(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+        return {
+            "id": self.api._message_id(),
+            "type": "message",
+            "role": "assistant",
+            "model": body.get("model") or self.api.model,
+            "content": self._content(reply),
+            "stop_reason": self._stop_reason(reply),
+            "stop_sequence": None,
+            "usage": _usage(body, reply),
+        }
+
+    def _send_json(
+        self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.send_header("request-id", f"req_test_{next(self.api._ids):06d}")
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _stream(self, body: dict[str, Any], reply: Reply) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        usage = _usage(body, reply)
+        start = self._message(body, reply)
+        start.update(content=[], stop_reason=None, usage={**usage, "output_tokens": 1})
+        events: list[tuple[str, dict[str, Any]]] = [
+            ("message_start", {"type": "message_start", "message": start}),
+            ("ping", {"type": "ping"}),
+        ]
+        for index, block in enumerate(self._content(reply)):
+            if block["type"] == "text":
+                events.append(_block_start(index, {"type": "text", "text": ""}))
+                size = max(1, reply.chunk_size)
+                for pos in range(0, len(block["text"]), size):
+                    delta = {"type": "text_delta", "text": block["text"][pos : pos + size]}
+                    events.append(_block_delta(index, delta))
+            else:
+                events.append(_block_start(index, {**block, "input": {}}))
+                delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+                events.append(_block_delta(index, delta))
+            events.append(
+                ("content_block_stop", {"type": "content_block_stop", "index": index})
+            )
+        events.append(
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": self._stop_reason(reply), "stop_sequence": None},
+                    "usage": {"output_tokens": usage["output_tokens"]},
+                },
+            )
+        )
+        events.append(("message_stop", {"type": "message_stop"}))
+        for name, data in events:
+            self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+        self.wfile.flush()
+
+
+def _block_start(index: int, block: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    return (
+        "content_block_start",
+        {"type": "content_block_start", "index": index, "content_block": block},
+    )
+
+
+def _block_delta(index: int, delta: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    return ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
+
+
+def _error_body(status: int, message: str, error_type: str | None = None) -> dict[str, Any]:
+    kind = error_type or _ERROR_TYPES.get(status) or ("api_error" if status >= 500 else "error")
+    return {"type": "error", "error": {"type": kind, "message": message}}

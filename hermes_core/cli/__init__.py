@@ -22,6 +22,7 @@ __all__ = ["cli", "main"]
 COMMANDS: dict[str, str] = {
     "config": "hermes_core.cli.config_cmd:config",
     "doctor": "hermes_core.cli.doctor_cmd:doctor",
+    "memory": "hermes_core.cli.memory_cmd:memory",
     "plugins": "hermes_core.cli.plugins_cmd:plugins",
 }
 

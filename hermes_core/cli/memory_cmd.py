@@ -1,0 +1,226 @@
+"""``hermes-core memory``: show and change MEMORY.md / USER.md from the shell.
+
+A thin layer over the file memory's store (``hermes_core.plugins.memory.file_memory``): the same
+limits (from the ``file_memory`` config section), the same validation and threat scan, the same
+locking as the ``memory`` tool. A refusal exits non-zero with the reason.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from ._common import echo_json, warn
+
+if TYPE_CHECKING:
+    from ..plugins.memory.file_memory import FileMemoryConfig, MemoryStore
+    from ..plugins.memory.file_memory.store import WriteResult
+
+__all__ = ["memory"]
+
+PLUGIN = "file_memory"
+_TARGET = click.option(
+    "--target",
+    type=click.Choice(["memory", "user"]),
+    default="memory",
+    show_default=True,
+    help="memory = the agent's notes (MEMORY.md), user = the user's profile (USER.md).",
+)
+
+
+def _open_store() -> tuple[MemoryStore, FileMemoryConfig]:
+    """The store with the configured limits; refuses when the plugin is disabled."""
+    from pydantic import ValidationError
+
+    from ..config import apply_env, format_validation_error, load_config
+    from ..errors import ConfigError
+    from ..loader import BUILTIN_PLUGINS, Candidate, blocked_names, is_blocked
+    from ..paths import home_dir
+
+    config = load_config()
+    candidate = Candidate(name=PLUGIN, source="builtin", module=BUILTIN_PLUGINS.get(PLUGIN))
+    if is_blocked(candidate, blocked_names(config.core.plugins.disabled)):
+        raise click.ClickException(
+            f"the {PLUGIN} plugin is disabled (plugins.disabled in {config.path} or "
+            f"HERMES_CORE_DISABLE_PLUGINS), so its memory files are not in use. Enable it with "
+            f"'hermes-core plugins enable {PLUGIN}' first."
+        )
+    from ..plugins.memory.file_memory import FileMemoryConfig, MemoryStore
+
+    raw = config.raw.get(PLUGIN)
+    if raw is not None and not isinstance(raw, dict):
+        raise ConfigError(f"{config.where(PLUGIN)}: section {PLUGIN!r} must be a mapping")
+    try:
+        settings = FileMemoryConfig.model_validate(apply_env(FileMemoryConfig, raw))
+    except ValidationError as exc:
+        raise ConfigError(
+            format_validation_error(exc, section=PLUGIN, where=config, plugin=PLUGIN)
+        ) from None
+    store = MemoryStore(
+        home_dir() / "memories",
+        memory_limit=settings.memory_char_limit,
+        user_limit=settings.user_char_limit,
+    )
+    return store, settings
+
+
+def _run(action: Any) -> WriteResult:
+    """Call ``action``; turn a refusal into a ClickException carrying its reason."""
+    from ..plugins.memory.file_memory.errors import AmbiguousMatch, MemoryRefused
+
+    try:
+        result: WriteResult = action()
+    except MemoryRefused as exc:
+        message = exc.message
+        if isinstance(exc, AmbiguousMatch):
+            message += "\nMatching entries:\n" + "\n".join(f"  - {m}" for m in exc.matches)
+        raise click.ClickException(message) from None
+    return result
+
+
+def _count(n: int) -> str:
+    return f"{n} entry" if n == 1 else f"{n} entries"
+
+
+def _report(result: WriteResult, store: MemoryStore, done: str) -> None:
+    name = store.path(result.target).name
+    if not result.written:
+        click.echo(f"{name}: entry already stored; nothing changed [{result.usage} chars].")
+        return
+    click.echo(f"{name}: {done} [{result.usage} chars, {_count(len(result.entries))}].")
+    if result.backup is not None:
+        warn(
+            f"{name} had been edited outside hermes-core; its previous text was saved to "
+            f"{result.backup} before it was rewritten"
+        )
+
+
+@click.group()
+def memory() -> None:
+    """Show and change the built-in file memory (MEMORY.md and USER.md).
+
+    Changes take effect in the system prompt from the next session; running sessions keep
+    their frozen snapshot.
+    """
+
+
+@memory.command("show")
+@click.option(
+    "--target",
+    type=click.Choice(["memory", "user"]),
+    default=None,
+    help="Show one store only (default: both).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON object keyed by target.")
+def show(target: str | None, as_json: bool) -> None:
+    """Print the entries of MEMORY.md and USER.md with their usage."""
+    from ..plugins.memory.file_memory.entries import joined_size, percent, usage_label
+
+    store, _settings = _open_store()
+    out: dict[str, Any] = {}
+    for name in [target] if target else ["memory", "user"]:
+        state = store.read(name)
+        size, limit = joined_size(state.entries), store.limit(name)
+        out[name] = {
+            "path": str(store.path(name)),
+            "entries": state.entries,
+            "entry_count": len(state.entries),
+            "chars": size,
+            "limit": limit,
+            "percent": percent(size, limit),
+            "usage": usage_label(size, limit),
+            "edited_outside": state.edited,
+            "problem": state.problem,
+        }
+    if as_json:
+        echo_json(out)
+        return
+    for name, info in out.items():
+        if info["problem"]:
+            warn(f"{info['problem']}; it is treated as empty and writes to it are refused")
+        click.echo(f"{info['path']}  [{info['usage']} chars, {_count(info['entry_count'])}]")
+        if not info["entries"]:
+            click.echo("  (empty)")
+        for number, entry in enumerate(info["entries"], start=1):
+            lines = entry.split("\n")
+            click.echo(f"  {number:>2}. {lines[0]}")
+            for line in lines[1:]:
+                click.echo(f"      {line}")
+        if name == "memory" and len(out) > 1:
+            click.echo("")
+
+
+@memory.command("add")
+@_TARGET
+@click.argument("text")
+def add(target: str, text: str) -> None:
+    """Add TEXT as a new entry."""
+    store, _settings = _open_store()
+    _report(_run(lambda: store.add(target, text)), store, "entry added")
+
+
+@memory.command("replace")
+@_TARGET
+@click.argument("old_text")
+@click.argument("new_text")
+def replace(target: str, old_text: str, new_text: str) -> None:
+    """Replace the entry containing OLD_TEXT (a short unique part of it) by NEW_TEXT."""
+    store, _settings = _open_store()
+    _report(_run(lambda: store.replace(target, old_text, new_text)), store, "entry replaced")
+
+
+@memory.command("remove")
+@_TARGET
+@click.argument("old_text")
+def remove(target: str, old_text: str) -> None:
+    """Remove the entry containing OLD_TEXT (a short unique part of it)."""
+    store, _settings = _open_store()
+    _report(_run(lambda: store.remove(target, old_text)), store, "entry removed")
+
+
+@memory.command("edit")
+@_TARGET
+def edit(target: str) -> None:
+    """Edit a store in $EDITOR; it is checked before it is saved.
+
+    Entries are separated by a line holding only '§'. The same rules as the memory tool apply
+    (size limit, threat scan); a rejected edit is kept in a file next to the store so no typing
+    is lost.
+    """
+    from ..plugins.memory.file_memory.entries import canonical_text, parse_entries
+    from ..plugins.memory.file_memory.ops import check_entries
+
+    store, _settings = _open_store()
+    path = store.path(target)
+    state = store.read(target)
+    if state.problem is not None:
+        raise click.ClickException(
+            f"{state.problem}. Fix or move the file by hand (a text editor shows its raw bytes); "
+            "it was not changed."
+        )
+    before = canonical_text(state.entries)
+    edited = click.edit(before + "\n" if before else "", extension=".md", require_save=True)
+    if edited is None:
+        click.echo("No changes (the editor was closed without saving).")
+        return
+    entries = parse_entries(edited)
+    if entries == state.entries and not state.edited:
+        click.echo(f"{path.name}: no changes.")
+        return
+    problems = check_entries(entries, limit=store.limit(target))
+    if problems:
+        rescue = path.with_name(f"{path.name}.{time.strftime('%Y%m%d-%H%M%S')}.rejected")
+        kept = ""
+        try:
+            rescue.write_text(edited, encoding="utf-8")
+            kept = f"\nYour edited text was kept in {rescue}."
+        except OSError as exc:
+            kept = f"\n(Your edited text could not be kept: {exc.strerror or exc}.)"
+        raise click.ClickException(
+            f"{path.name} was not changed:\n" + "\n".join(f"  - {p}" for p in problems) + kept
+        )
+    _report(
+        _run(lambda: store.overwrite(target, entries, expected=state.raw)), store, "saved"
+    )

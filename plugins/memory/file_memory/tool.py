@@ -1,0 +1,285 @@
+"""The ``memory`` tool: how the model adds, replaces and removes entries.
+
+Results are JSON objects. A success says ``done: true`` and deliberately does not echo the entries
+(echoing them invites the model to "fix" what it just wrote, again and again). A refusal carries
+``error`` and, when the model needs them to retry, the current entries and usage.
+
+Retry loops are capped per turn: each refusal that asks the model to consolidate (the store is full,
+or no entry matched) counts one failure; the refusal that reaches
+``max_consolidation_failures`` (default 3) tells the model to stop calling the tool and answer the
+user, and so do later ones in the same turn. A success resets the count, and so does the next user
+message (the provider calls :meth:`FailureCounter.reset` from ``on_message``). Counts are kept per
+session id, under a lock, so a background reviewer working under its own session never eats into
+the foreground turn's allowance.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from hermes_core.kinds import Tool
+from hermes_core.types import MemoryWrite, ToolContext
+
+from .entries import joined_size, usage_label
+from .errors import AmbiguousMatch, InvalidRequest, MemoryRefused
+from .ops import ACTIONS, Action, Operation
+from .store import TARGETS, MemoryStore, WriteResult, check_target
+
+__all__ = [
+    "TOOL_DESCRIPTION",
+    "FailureCounter",
+    "MemoryOperationInput",
+    "MemoryToolHandler",
+    "MemoryToolInput",
+    "build_tool",
+]
+
+TOOL_DESCRIPTION = """\
+Save durable facts to your persistent memory, which is shown in the system prompt of every \
+future session. Two stores: target "memory" for your own notes (environment facts, project \
+conventions, lessons learned) and target "user" for who the user is (name, role, preferences, \
+how they like to work).
+
+WHEN: the user states a preference or corrects you, you learn a stable fact about their \
+environment, or something took effort to find out and will matter again.
+SKIP: task progress, one-off details, anything that will be stale within a week, secrets, and \
+things already in memory.
+HOW: one call per update. add stores a new entry. replace and remove find the entry by old_text, \
+a short part of it that no other entry contains. Several changes at once go in "operations" \
+(applied all-or-nothing; only the final size must fit).
+IF FULL: the error lists the entries: merge related ones with replace or remove stale ones, in \
+one batched call, then add.
+A success is final: do not repeat it. Writes are saved at once but the prompt's memory section \
+only shows them from the next session."""
+
+
+def _check_action(value: Any) -> Any:
+    if value is not None and value not in ACTIONS:
+        raise ValueError(f"unknown action {value!r}; use one of: add, replace, remove")
+    return value
+
+
+class MemoryOperationInput(BaseModel):
+    """One operation of a batch."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    action: Action
+    content: str | None = Field(default=None, description="The entry text (add, replace).")
+    old_text: str | None = Field(
+        default=None, description="A short unique part of the entry to change (replace, remove)."
+    )
+
+    _action = field_validator("action", mode="before")(_check_action)
+
+
+class MemoryToolInput(BaseModel):
+    """The arguments of the ``memory`` tool."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    action: Action | None = Field(
+        default=None, description="add, replace or remove (omit when giving operations)."
+    )
+    target: Literal["memory", "user"] = Field(
+        default="memory", description='"memory" (your notes) or "user" (the user\'s profile).'
+    )
+    content: str | None = Field(default=None, description="The entry text (add, replace).")
+    old_text: str | None = Field(
+        default=None, description="A short unique part of the entry to change (replace, remove)."
+    )
+    operations: list[MemoryOperationInput] | None = Field(
+        default=None, description="Several operations on one target, applied all-or-nothing."
+    )
+
+    _action = field_validator("action", mode="before")(_check_action)
+
+    @field_validator("target", mode="before")
+    @classmethod
+    def _target(cls, value: Any) -> Any:
+        if value is None:
+            return "memory"
+        if value not in TARGETS:
+            raise ValueError(f"unknown target {value!r}; use 'memory' or 'user'")
+        return value
+
+
+class FailureCounter:
+    """Failed consolidation attempts in the current turn, per session id."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[str | None, int] = {}
+
+    def fail(self, session_id: str | None) -> int:
+        with self._lock:
+            count = self._counts.get(session_id, 0) + 1
+            self._counts[session_id] = count
+            return count
+
+    def reset(self, session_id: str | None) -> None:
+        with self._lock:
+            self._counts.pop(session_id, None)
+
+    def count(self, session_id: str | None) -> int:
+        with self._lock:
+            return self._counts.get(session_id, 0)
+
+
+_MESSAGES = {
+    "add": "Entry added.",
+    "replace": "Entry replaced.",
+    "remove": "Entry removed.",
+}
+
+
+class MemoryToolHandler:
+    """Runs tool calls against a store; see the module docstring for the result shapes."""
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        *,
+        enabled: Callable[[str], bool],
+        max_failures: int,
+        notify: Callable[[MemoryWrite], None],
+        provider: str = "file_memory",
+    ) -> None:
+        self.store = store
+        self.enabled = enabled
+        self.max_failures = max_failures
+        self.notify = notify
+        self.provider = provider
+        self.failures = FailureCounter()
+
+    def __call__(self, args: MemoryToolInput, context: ToolContext) -> dict[str, Any]:
+        session_id = context.session.id if context.session is not None else None
+        target = args.target
+        try:
+            check_target(target)
+            if not self.enabled(target):
+                key = "memory_enabled" if target == "memory" else "user_profile_enabled"
+                raise InvalidRequest(
+                    f"The {target!r} store is turned off in config (file_memory.{key}: false); "
+                    "do not write to it.",
+                    target=target,
+                )
+            ops = self._operations(args)
+            result = self.store.apply(target, ops)
+        except MemoryRefused as exc:
+            return self._refusal(exc, args, session_id)
+        self.failures.reset(session_id)
+        self._mirror(result, origin_session=session_id)
+        return self._success(result)
+
+    # -------------------------------------------------------------------------------- parts
+
+    @staticmethod
+    def _operations(args: MemoryToolInput) -> list[Operation]:
+        if args.operations is not None:
+            if args.action is not None:
+                raise InvalidRequest(
+                    "Give either action (one operation) or operations (a batch), not both.",
+                    target=args.target,
+                )
+            if not args.operations:
+                raise InvalidRequest(
+                    "operations is empty; give at least one add, replace or remove.",
+                    target=args.target,
+                )
+            return [Operation(o.action, o.content, o.old_text) for o in args.operations]
+        if args.action is None:
+            raise InvalidRequest(
+                "action is required: add, replace or remove (or give operations for a batch).",
+                target=args.target,
+            )
+        return [Operation(args.action, args.content, args.old_text)]
+
+    def _mirror(self, result: WriteResult, *, origin_session: str | None) -> None:
+        for applied in result.applied:
+            if applied.duplicate:
+                continue
+            self.notify(
+                MemoryWrite(
+                    action=applied.action,
+                    target=result.target,
+                    content=applied.content,
+                    old_text=applied.old_text,
+                    origin="assistant_tool",
+                    session_id=origin_session,
+                    provider=self.provider,
+                )
+            )
+
+    def _success(self, result: WriteResult) -> dict[str, Any]:
+        real = [a for a in result.applied if not a.duplicate]
+        if not real:
+            message = "Entry already exists (nothing added)."
+        elif len(result.applied) == 1:
+            message = _MESSAGES[real[0].action]
+        else:
+            skipped = len(result.applied) - len(real)
+            message = f"Applied {len(real)} operation(s)."
+            if skipped:
+                message += f" Skipped {skipped} add(s) already stored."
+        out: dict[str, Any] = {
+            "success": True,
+            "done": True,
+            "target": result.target,
+            "usage": f"{result.usage} chars",
+            "entry_count": len(result.entries),
+            "message": message,
+            "note": "Saved. This update is complete; do not repeat it.",
+        }
+        if result.backup is not None:
+            out["backup"] = str(result.backup)
+            out["message"] += (
+                f" The file had been edited outside the memory tool; its previous text was "
+                f"copied to {result.backup} before it was rewritten."
+            )
+        return out
+
+    def _refusal(
+        self, exc: MemoryRefused, args: MemoryToolInput, session_id: str | None
+    ) -> dict[str, Any]:
+        out: dict[str, Any] = {"success": False, "error": exc.message}
+        if exc.consolidation:
+            count = self.failures.fail(session_id)
+            if count >= self.max_failures:
+                out["done"] = True
+                out["error"] = (
+                    f"{exc.message} This is failed memory attempt {count} in this turn: stop "
+                    "calling the memory tool now and continue with your reply to the user. The "
+                    "memory was not changed; you can consolidate it in a later turn."
+                )
+                return out
+            out["attempts_left"] = self.max_failures - count
+        if isinstance(exc, AmbiguousMatch):
+            out["matches"] = exc.matches
+        entries, usage = exc.entries, exc.usage
+        target = exc.target or args.target
+        if entries is None and exc.show_entries and target in TARGETS:
+            entries = self.store.read(target).entries
+        if entries is not None:
+            out["current_entries"] = entries
+            if usage is None:
+                usage = usage_label(joined_size(entries), self.store.limit(target))
+            out["usage"] = f"{usage} chars"
+        if exc.operation is not None:
+            out["operation"] = exc.operation
+        return out
+
+
+def build_tool(handler: MemoryToolHandler) -> Tool:
+    """The ``memory`` Tool object served by ``get_tools``."""
+    return Tool(
+        name="memory",
+        description=TOOL_DESCRIPTION,
+        handler=handler,
+        input_model=MemoryToolInput,
+        parallel_safe=False,  # writes to one file: order matters and the lock serialises anyway
+    )

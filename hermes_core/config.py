@@ -55,7 +55,7 @@ class StrictModel(BaseModel):
 
 class MemorySection(StrictModel):
     #: memory providers to activate, in order; each is a name registered by a plugin
-    providers: list[str] = Field(default_factory=list)
+    providers: list[str] = Field(default_factory=lambda: ["file_memory"])
     #: per-provider deadline for ``prefetch``, in seconds
     prefetch_timeout: float = Field(default=0.3, gt=0, le=30)
 

@@ -48,7 +48,9 @@ STRICT_ENV = "HERMES_CORE_STRICT_PLUGINS"
 DIRECTORY_PACKAGE = "hermes_core_directory_plugins"
 
 #: name -> module of every first-party plugin, in load order
-BUILTIN_PLUGINS: dict[str, str] = {}
+BUILTIN_PLUGINS: dict[str, str] = {
+    "file_memory": "hermes_core.plugins.memory.file_memory",
+}
 
 Source = Literal["builtin", "entry-point", "directory"]
 

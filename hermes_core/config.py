@@ -312,8 +312,8 @@ def _roundtrip() -> Any:
 
 def edit_config_text(text: str, path: Path, key: str, value: Any, *, unset: bool = False) -> str:
     """Return ``text`` with ``key`` (dotted) set to ``value``, keeping comments and order."""
-    from ruamel.yaml.error import YAMLError
     from ruamel.yaml.comments import CommentedMap
+    from ruamel.yaml.error import YAMLError
 
     rt = _roundtrip()
     try:

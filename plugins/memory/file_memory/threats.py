@@ -93,8 +93,9 @@ _SECRET_VAR = r"\$\{?\w*(?:key|token|secret|passw(?:or)?d|credential|api)\w*"
 
 #: (pattern id, category, triggers, regular expression). A pattern's expression runs only when one
 #: of its triggers occurs in the lower-cased text: a trigger made of word characters must be a whole
-#: word, any other trigger a substring. Running ~30 expressions over a full store costs milliseconds;
-#: the trigger check is a set lookup, so clean text (nearly all of it) never pays for the regexes.
+#: word; one ending in "*" (a prefix) or holding other characters is looked for as a substring.
+#: Running ~30 expressions over a full store costs milliseconds; the trigger check is a set lookup,
+#: so clean text (nearly all of it) never pays for the regexes.
 _PATTERNS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
     # -- classic prompt injection ------------------------------------------------------------
     ("ignore_instructions", "prompt_injection", ("ignore", "forget", "disregard", "override", "skip"),
@@ -203,7 +204,7 @@ _PATTERNS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
      r"\b(?:api[_-]?key|access[_-]?token|auth[_-]?token|secret(?:[_-]?key)?|password|passwd|token)"
      r"\b\s*[=:]\s*[\"'][^\"'\s]{20,}[\"']"),
     ("known_token_format", "hardcoded_secret",
-     ("sk-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "akia", "xox"),
+     ("sk-", "ghp_*", "gho_*", "ghu_*", "ghs_*", "ghr_*", "akia*", "xox*"),
      r"(?-i:\bsk-(?:ant-)?[A-Za-z0-9_-]{20,}|\bgh[pousr]_[A-Za-z0-9]{30,}|\bAKIA[0-9A-Z]{16}\b"
      r"|\bxox[baprs]-[A-Za-z0-9-]{10,})"),
 )
@@ -222,7 +223,7 @@ class _Pattern:
 
 def _compile(pid: str, category: str, triggers: tuple[str, ...], rx: str) -> _Pattern:
     words = frozenset(t for t in triggers if _WORD.fullmatch(t))
-    subs = tuple(t for t in triggers if t not in words)
+    subs = tuple(t.rstrip("*") for t in triggers if t not in words)
     return _Pattern(pid, category, words, subs, re.compile(rx, re.IGNORECASE))
 
 

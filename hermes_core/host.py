@@ -176,18 +176,42 @@ class PluginHost:
                 self._failed(record, exc)
 
     def _collect_registrations(self) -> None:
-        for kind, (hook_name, _label) in KINDS.items():
-            registry = self.registries.by_kind(kind)
-            caller = getattr(self.pm.hook, hook_name)
-            for impl in caller.get_hookimpls():
-                record = self.records[impl.plugin_name]
+        for impl_plugin in self._registering_plugins():
+            self._collect_from(impl_plugin)
+        # A disabled plugin was never imported, so what it would register is unknown. Plugins
+        # usually register a class named like themselves: when the config asks for such a name,
+        # the "unknown name" error suggests enabling the plugin.
+        for record in self.records.values():
+            if not record.enabled:
+                for registry in (
+                    self.registries.memory_providers,
+                    self.registries.context_engines,
+                    self.registries.platforms,
+                ):
+                    registry.disabled_hint.setdefault(record.name, record.name)
 
-                def register(obj: Any, *, _record: PluginRecord = record, _kind: str = kind) -> None:
-                    self.registries.by_kind(_kind).add(obj, _record.name)
-                    name = obj.name
-                    if _kind not in _record.kinds:
-                        _record.kinds.append(_kind)
-                    _record.registers.append(f"{_kind}:{name}")
+    def _registering_plugins(self) -> list[str]:
+        """Names of plugins implementing a registry hook, in registration order."""
+        names: list[str] = []
+        for hook_name, _label in KINDS.values():
+            for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
+                if impl.plugin_name not in names:
+                    names.append(impl.plugin_name)
+        return [n for n in self.records if n in names]
+
+    def _collect_from(self, plugin_name: str) -> None:
+        """Call one plugin's registry hooks and file what it registers."""
+        record = self.records[plugin_name]
+        for kind, (hook_name, _label) in KINDS.items():
+            for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
+                if impl.plugin_name != plugin_name:
+                    continue
+
+                def register(obj: Any, *, _kind: str = kind) -> None:
+                    self.registries.by_kind(_kind).add(obj, record.name)
+                    if _kind not in record.kinds:
+                        record.kinds.append(_kind)
+                    record.registers.append(f"{_kind}:{obj.name}")
 
                 kwargs = {"register": register} if "register" in impl.argnames else {}
                 try:
@@ -200,17 +224,32 @@ class PluginHost:
                         f"{hook_name}: {exc}"
                     )
                     self._failed(record, exc)
-        # A disabled plugin was never imported, so what it would register is unknown. Plugins
-        # usually register a class named like themselves: when the config asks for such a name,
-        # the "unknown name" error suggests enabling the plugin.
-        for record in self.records.values():
-            if not record.enabled:
-                for registry in (
-                    self.registries.memory_providers,
-                    self.registries.context_engines,
-                    self.registries.platforms,
-                ):
-                    registry.disabled_hint.setdefault(record.name, record.name)
+
+    def register_plugin(self, name: str, obj: object) -> PluginRecord:
+        """Register one more plugin object on a loaded host and collect its registrations.
+
+        How tests and tools add a throwaway plugin; undo with :meth:`unregister_plugin`.
+        """
+        if name in self.records:
+            raise PluginError(f"a plugin named {name!r} is already loaded; pick another name")
+        record = PluginRecord(name=name, source="builtin", module=getattr(obj, "__name__", None))
+        self.records[name] = record
+        self._register(record, obj)
+        if record.error is None:
+            self._collect_from(name)
+        return record
+
+    def unregister_plugin(self, name: str) -> None:
+        """Remove a plugin and everything it registered (instances already built stay)."""
+        record = self.records.pop(name, None)
+        if record is None:
+            return
+        if self.pm.get_plugin(name) is not None:
+            self.pm.unregister(name=name)
+        for kind in KINDS:
+            registry = self.registries.by_kind(kind)
+            for key in [k for k, reg in registry.entries.items() if reg.plugin == name]:
+                del registry.entries[key]
 
     def _failed(self, record: PluginRecord, exc: BaseException | None = None) -> None:
         log.warning("plugin %s: %s", record.name, record.error)

@@ -1,11 +1,46 @@
 """The kit for plugin authors' tests.
 
-For now it holds :class:`MessagesAPIServer`, a loopback Anthropic Messages API server that the
-real anthropic SDK can talk to, answering from a script (see :mod:`.messages_api`).
+* :class:`MessagesAPIServer`: a loopback Anthropic Messages API server that the real anthropic SDK
+  can talk to, answering from a script (see :mod:`.messages_api`);
+* :func:`isolated_home`, :func:`make_host`, :func:`registered_plugin`, :func:`make_instance`:
+  building blocks that work with or without pytest (see :mod:`.harness`);
+* :class:`MemoryProviderConformance`, :class:`ContextEngineConformance`: the contract suites to
+  subclass in your tests (see :mod:`.conformance`; they need pytest and jsonschema);
+* the pytest plugin :mod:`.pytest_plugin` (fixtures ``hermes_home``, ``hermes_host``,
+  ``hermes_messages_api``), registered through the ``pytest11`` entry point.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from .harness import isolated_home, make_host, make_instance, registered_plugin
 from .messages_api import Failure, MessagesAPIServer, RecordedRequest, Reply, ScriptItem
 
-__all__ = ["Failure", "MessagesAPIServer", "RecordedRequest", "Reply", "ScriptItem"]
+__all__ = [
+    "ContextEngineConformance",
+    "Failure",
+    "MemoryProviderConformance",
+    "MessagesAPIServer",
+    "RecordedRequest",
+    "Reply",
+    "ScriptItem",
+    "assert_well_formed",
+    "build_conversation",
+    "isolated_home",
+    "make_host",
+    "make_instance",
+    "registered_plugin",
+]
+
+_CONFORMANCE = {"ContextEngineConformance", "MemoryProviderConformance", "assert_well_formed",
+                "build_conversation"}
+
+
+def __getattr__(name: str) -> Any:
+    # The suites import pytest; load them only when asked, so the rest works without pytest.
+    if name in _CONFORMANCE:
+        from . import conformance
+
+        return getattr(conformance, name)
+    raise AttributeError(f"module 'hermes_core.testing' has no attribute {name!r}")

@@ -1,0 +1,322 @@
+"""Conformance suites: the contract every memory provider and context engine must keep.
+
+Subclass a suite in your test module, override its one factory fixture, and declare what your
+plugin supports with class attributes; pytest runs every check against your plugin::
+
+    import pytest
+    from hermes_core.testing import MemoryProviderConformance, make_instance
+
+    class TestNotes(MemoryProviderConformance):
+        @pytest.fixture
+        def provider(self, hermes_home):
+            return make_instance(Notes, "memory-provider", hermes_home)
+
+The checks are black-box: they call your instance through a plugin manager, exactly as the kernel
+does, so a hook whose arguments do not match the spec fails here too. A capability you declare
+``False`` skips its checks instead of failing them. New checks are added with a capability flag that
+defaults to off, so upgrading hermes-core does not break a plugin's CI.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Iterator
+from typing import Any, ClassVar
+
+import pluggy
+import pytest
+
+from ..host import create_plugin_manager
+from ..kinds import Tool
+from ..types import (
+    CompressionResult,
+    EndReason,
+    MemoryWrite,
+    Message,
+    Session,
+    SwitchReason,
+    ToolCall,
+    ToolContext,
+    Usage,
+)
+
+__all__ = [
+    "ContextEngineConformance",
+    "MemoryProviderConformance",
+    "assert_well_formed",
+    "build_conversation",
+]
+
+ODD_INPUTS = {
+    "empty": "",
+    "unicode": "naïve café — 東京で会いましょう 🚀 \u202edesrever\u202c \u200b zero-width",
+    "huge": "lorem ipsum dolor sit amet " * 40_000,  # about 1 MB
+}
+
+
+def _manager(instance: object) -> pluggy.PluginManager:
+    pm = create_plugin_manager()
+    pm.register(instance, name="under-test")
+    pm.check_pending()
+    return pm
+
+
+def _only(results: list[Any]) -> Any:
+    assert len(results) <= 1, f"expected at most one result, got {results!r}"
+    return results[0] if results else None
+
+
+def _check_tools(tools: Any, examples: dict[str, dict[str, Any]]) -> None:
+    import jsonschema
+
+    assert isinstance(tools, list), f"get_tools must return a list, got {type(tools).__name__}"
+    names = [t.name for t in tools]
+    assert len(names) == len(set(names)), f"duplicate tool names: {names}"
+    for tool in tools:
+        assert isinstance(tool, Tool), f"get_tools returned {tool!r}, not a hermes_core.Tool"
+        schema = tool.input_schema()
+        jsonschema.Draft202012Validator.check_schema(schema)
+        assert schema.get("type") == "object", f"{tool.name}: the input schema must be an object"
+        assert tool.description.strip(), f"{tool.name}: the model needs a description"
+    for name, args in examples.items():
+        tool = next((t for t in tools if t.name == name), None)
+        assert tool is not None, f"tool_examples names {name!r}, which get_tools does not offer"
+        out = tool.invoke(args, ToolContext(session=Session(id="conformance")))
+        json.loads(out)  # handlers answer JSON
+
+
+def build_conversation(turns: int, *, tool_every: int = 3, size: int = 400) -> list[Message]:
+    """A user/assistant conversation with tool calls and results, for engine checks."""
+    out: list[Message] = []
+    for i in range(turns):
+        out.append(Message("user", f"request {i}: please look at file src/mod_{i}.py " + "x" * size))
+        if i % tool_every == 0:
+            call = ToolCall(id=f"call_{i}", name="read_file", arguments={"path": f"src/mod_{i}.py"})
+            out.append(Message("assistant", "", tool_calls=[call]))
+            out.append(Message("tool", "def f():\n    return 1\n" * (size // 20),
+                               tool_call_id=call.id, tool_name="read_file"))
+        out.append(Message("assistant", f"answer {i}: done " + "y" * size))
+    return out
+
+
+def assert_well_formed(messages: list[Message]) -> None:
+    """User/assistant alternate (tool results count as the user side) and tool calls pair up."""
+    roles: list[str] = []
+    pending: set[str] = set()
+    for i, msg in enumerate(messages):
+        assert msg.role in ("user", "assistant", "tool"), f"message {i}: role {msg.role!r}"
+        if msg.role == "tool":
+            assert msg.tool_call_id in pending, (
+                f"message {i}: tool result {msg.tool_call_id!r} answers no open tool call")
+            pending.discard(msg.tool_call_id)
+            side = "user"
+        else:
+            assert not pending, f"message {i}: tool calls {sorted(pending)} got no result"
+            side = msg.role
+            if msg.role == "assistant":
+                pending = {c.id for c in msg.tool_calls}
+        if roles and roles[-1] == side and not (side == "user" and msg.role == "tool"
+                                                 and messages[i - 1].role == "tool"):
+            raise AssertionError(f"message {i}: two {side} turns in a row")
+        roles.append(side)
+    assert not pending, f"tool calls {sorted(pending)} got no result"
+
+
+class MemoryProviderConformance:
+    """The memory-provider contract. Override :meth:`provider`; set the flags that apply."""
+
+    #: the deadline prefetch must meet (the kernel's default ``memory.prefetch_timeout``)
+    prefetch_deadline: ClassVar[float] = 0.3
+    #: arguments for tools whose handlers the suite may call: {tool name: {arg: value}}
+    tool_examples: ClassVar[dict[str, dict[str, Any]]] = {}
+    #: the provider can recall a stored turn in a later session (checked through prefetch)
+    recalls_across_sessions: ClassVar[bool] = False
+
+    @pytest.fixture
+    def provider(self) -> Any:
+        raise NotImplementedError(
+            "override the 'provider' fixture to return an instance of your provider, e.g. "
+            "make_instance(MyProvider, 'memory-provider', hermes_home)")
+
+    @pytest.fixture
+    def pm(self, provider: Any) -> Iterator[pluggy.PluginManager]:
+        pm = _manager(provider)
+        yield pm
+        pm.hook.shutdown()
+
+    @pytest.fixture
+    def session(self, pm: pluggy.PluginManager) -> Session:
+        session = Session(id="conformance-1", platform="test")
+        pm.hook.on_session_switch(new_session=session, old_session=None, reason=SwitchReason.NEW)
+        return session
+
+    def test_implements_lifecycle_hooks(self, provider: Any) -> None:
+        from ..hookspecs import MEMORY_HOOKS, TOOL_HOOKS
+
+        pm = _manager(provider)
+        implemented = {c.name for c in pm.get_hookcallers(provider) or ()}
+        assert implemented & set(MEMORY_HOOKS + TOOL_HOOKS), "implements no memory hook"
+        assert isinstance(getattr(type(provider), "name", None), str)
+
+    def test_system_prompt_block_is_text_and_stable(self, pm: pluggy.PluginManager,
+                                                    session: Session) -> None:
+        first = _only(pm.hook.system_prompt_block(session=session))
+        assert first is None or isinstance(first, str)
+        pm.hook.on_message(message=Message("user", "remember that I like tea"), session=session)
+        again = _only(pm.hook.system_prompt_block(session=session))
+        assert again == first, "the block must be a frozen snapshot within a session"
+
+    @pytest.mark.parametrize("kind", sorted(ODD_INPUTS))
+    def test_prefetch_odd_input(self, pm: pluggy.PluginManager, session: Session, kind: str) -> None:
+        value = _only(pm.hook.prefetch(query=ODD_INPUTS[kind], session=session))
+        assert value is None or isinstance(value, str)
+
+    def test_prefetch_within_deadline(self, pm: pluggy.PluginManager, session: Session) -> None:
+        pm.hook.queue_prefetch(query="what do I like to drink?", session=session)
+        samples = []
+        for _ in range(5):
+            start = time.perf_counter()
+            pm.hook.prefetch(query="what do I like to drink?", session=session)
+            samples.append(time.perf_counter() - start)
+        assert statistics.median(samples) < self.prefetch_deadline, (
+            f"prefetch took {statistics.median(samples):.3f} s (median); serve what "
+            "queue_prefetch prepared instead of doing I/O")
+
+    @pytest.mark.parametrize("kind", sorted(ODD_INPUTS))
+    def test_turn_hooks_odd_input(self, pm: pluggy.PluginManager, session: Session,
+                                  kind: str) -> None:
+        user = Message("user", ODD_INPUTS[kind])
+        assistant = Message("assistant", ODD_INPUTS[kind])
+        pm.hook.on_message(message=user, session=session)
+        pm.hook.on_message(message=assistant, session=session)
+        pm.hook.sync_turn(user_message=user, assistant_message=assistant, session=session,
+                          messages=[user, assistant])
+        pm.hook.queue_prefetch(query=user.content, session=session)
+        texts = pm.hook.on_pre_compress(messages=[user, assistant], session=session)
+        assert all(t is None or isinstance(t, str) for t in texts)
+
+    def test_session_switch_and_end(self, pm: pluggy.PluginManager, session: Session) -> None:
+        user, assistant = Message("user", "my name is Ada"), Message("assistant", "hello Ada")
+        pm.hook.on_message(message=user, session=session)
+        pm.hook.on_message(message=assistant, session=session)
+        pm.hook.sync_turn(user_message=user, assistant_message=assistant, session=session,
+                          messages=[user, assistant])
+        child = Session(id="conformance-2", platform="test", parent_session_id=session.id)
+        pm.hook.on_session_switch(new_session=child, old_session=session,
+                                  reason=SwitchReason.COMPRESSION)
+        pm.hook.on_session_end(session=child, messages=[user, assistant],
+                               reason=EndReason.USER_EXIT)
+        fresh = Session(id="conformance-3", platform="test")
+        pm.hook.on_session_switch(new_session=fresh, old_session=child, reason=SwitchReason.NEW)
+        block = _only(pm.hook.system_prompt_block(session=fresh))
+        assert block is None or isinstance(block, str)
+
+    def test_recall_across_sessions(self, pm: pluggy.PluginManager, session: Session) -> None:
+        if not self.recalls_across_sessions:
+            pytest.skip("recalls_across_sessions is not declared")
+        user = Message("user", "I fixed the database hang by raising the pool size to 40")
+        assistant = Message("assistant", "Noted: pool size 40 fixed the hang.")
+        pm.hook.on_message(message=user, session=session)
+        pm.hook.on_message(message=assistant, session=session)
+        pm.hook.sync_turn(user_message=user, assistant_message=assistant, session=session,
+                          messages=[user, assistant])
+        pm.hook.on_session_end(session=session, messages=[user, assistant],
+                               reason=EndReason.USER_EXIT)
+        later = Session(id="conformance-later", platform="test")
+        pm.hook.on_session_switch(new_session=later, old_session=session, reason=SwitchReason.NEW)
+        pm.hook.queue_prefetch(query="database hang pool size", session=later)
+        recalled = _only(pm.hook.prefetch(query="database hang pool size", session=later)) or ""
+        assert "pool" in recalled.lower(), f"nothing recalled: {recalled!r}"
+
+    @pytest.mark.parametrize("action", ["add", "replace", "remove"])
+    def test_on_memory_write(self, pm: pluggy.PluginManager, session: Session, action: str) -> None:
+        pm.hook.on_memory_write(write=MemoryWrite(action, "user", "prefers tea", old_text="tea",  # type: ignore[arg-type]
+                                                  session_id=session.id, provider="someone-else"))
+
+    def test_tools_are_valid(self, pm: pluggy.PluginManager, session: Session) -> None:
+        tools = [t for batch in pm.hook.get_tools() for t in (batch or [])]
+        _check_tools(tools, self.tool_examples)
+
+
+class ContextEngineConformance:
+    """The context-engine contract. Override :meth:`engine`; set the flags that apply."""
+
+    #: the prompt size (tokens) at which should_compress must turn True; None skips that check
+    threshold_tokens: ClassVar[int | None] = None
+    #: the engine shrinks a long history (a lossless engine may still shrink the live context)
+    shrinks_history: ClassVar[bool] = True
+
+    @pytest.fixture
+    def engine(self) -> Any:
+        raise NotImplementedError(
+            "override the 'engine' fixture to return an instance of your engine, e.g. "
+            "make_instance(MyEngine, 'context-engine', hermes_home)")
+
+    @pytest.fixture
+    def pm(self, engine: Any) -> pluggy.PluginManager:
+        return _manager(engine)
+
+    def _compress(self, pm: pluggy.PluginManager, messages: list[Message],
+                  focus: str | None = None) -> CompressionResult:
+        result = pm.hook.compress(messages=messages, focus_topic=focus, memory_context="")
+        assert isinstance(result, CompressionResult), f"compress returned {result!r}"
+        assert all(isinstance(m, Message) for m in result.messages)
+        assert all(isinstance(n, str) for n in result.notices)
+        return result
+
+    def test_implements_engine_hooks(self, engine: Any) -> None:
+        implemented = {c.name for c in _manager(engine).get_hookcallers(engine) or ()}
+        assert {"should_compress", "compress"} <= implemented
+
+    def test_short_history_needs_no_compression(self, pm: pluggy.PluginManager) -> None:
+        messages = [Message("user", "hi"), Message("assistant", "hello")]
+        assert pm.hook.should_compress(messages=messages, prompt_tokens=None) in (False, None)
+        assert pm.hook.should_compress(messages=messages, prompt_tokens=10) in (False, None)
+
+    def test_should_compress_agrees_with_threshold(self, pm: pluggy.PluginManager) -> None:
+        if self.threshold_tokens is None:
+            pytest.skip("threshold_tokens is not declared")
+        messages = build_conversation(4)
+        below = pm.hook.should_compress(messages=messages, prompt_tokens=self.threshold_tokens - 1)
+        above = pm.hook.should_compress(messages=messages, prompt_tokens=self.threshold_tokens + 1)
+        assert (bool(below), bool(above)) == (False, True)
+
+    @pytest.mark.parametrize("turns", [60, 300])
+    def test_compress_keeps_alternation_and_tool_pairs(self, pm: pluggy.PluginManager,
+                                                       turns: int) -> None:
+        history = build_conversation(turns)
+        result = self._compress(pm, history, focus="the database")
+        assert_well_formed(result.messages)
+        assert result.messages, "compress returned an empty history"
+        last_user = next(m for m in reversed(history) if m.role == "user")
+        assert any(last_user.content in m.content for m in result.messages if m.role == "user"), (
+            "the latest user request must survive a compaction")
+        if self.shrinks_history and turns >= 300:
+            before = sum(len(m.content) for m in history)
+            assert sum(len(m.content) for m in result.messages) < before
+
+    def test_compress_repairs_broken_tool_pairs(self, pm: pluggy.PluginManager) -> None:
+        history = build_conversation(40)
+        orphan = Message("tool", "orphaned result", tool_call_id="nobody", tool_name="x")
+        history.insert(5, orphan)
+        dangling = Message("assistant", "", tool_calls=[ToolCall("lost", "read_file", {})])
+        history.insert(-1, dangling)
+        result = self._compress(pm, history)
+        assert_well_formed(result.messages)
+
+    @pytest.mark.parametrize("kind", ["empty", "unicode", "huge"])
+    def test_compress_odd_input(self, pm: pluggy.PluginManager, kind: str) -> None:
+        history = [] if kind == "empty" else [Message("user", ODD_INPUTS[kind]),
+                                              Message("assistant", ODD_INPUTS[kind])]
+        self._compress(pm, history)
+        assert pm.hook.should_compress(messages=history, prompt_tokens=None) in (True, False, None)
+
+    def test_update_from_response(self, pm: pluggy.PluginManager) -> None:
+        pm.hook.update_from_response(usage=Usage(input_tokens=1000, output_tokens=50,
+                                                 cache_read_tokens=200, cache_write_tokens=10))
+
+    def test_tools_are_valid(self, pm: pluggy.PluginManager) -> None:
+        tools = [t for batch in pm.hook.get_tools() for t in (batch or [])]
+        _check_tools(tools, {})

@@ -1,0 +1,170 @@
+"""Prefetch under a deadline: every provider's ``prefetch`` at once, none allowed to hold the turn.
+
+Hermes joined each provider's prefetch thread for up to 8 s on the turn's critical path and left
+the thread running when it timed out. Here each provider has one *lane*: a daemon thread, created
+on first use, that runs that provider's calls one at a time. A turn hands the query to every idle
+lane and waits until all have answered or the deadline (``memory.prefetch_timeout``, 0.3 s by
+default) passes, whichever comes first. Then:
+
+* a provider that answered in time contributes its answer (``fresh``);
+* a provider that is late, or still busy with an earlier call, contributes the last answer it
+  gave, if any (``stale``); its lane is not given a second call while one is outstanding, so a hung
+  provider costs one stuck daemon thread, never a pile of them, and never more than the deadline;
+* a provider that raised contributes nothing (``error``); the error is logged with its name.
+
+A late answer is not lost: it becomes that provider's "last answer" for the next turn.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from .fence import provider_label, provider_text
+
+if TYPE_CHECKING:
+    from .host import PluginHost
+    from .types import Session
+
+__all__ = ["PrefetchResult", "PrefetchRunner", "Status"]
+
+Status = Literal["fresh", "stale", "error"]
+
+
+@dataclass(slots=True)
+class PrefetchResult:
+    """What one provider contributed to one turn."""
+
+    provider: str  #: the provider's name (``file_memory``)
+    plugin: str  #: its plugin-manager name (``memory-provider:file_memory``)
+    status: Status
+    text: str = ""  #: sanitised, bounded text; ``""`` when it had nothing
+    seconds: float | None = None  #: how long the call took, when it finished in time
+    error: str | None = None
+
+
+class _Batch:
+    """The answers of one turn's prefetch, filled in by the lanes."""
+
+    __slots__ = ("done", "lock", "pending", "results")
+
+    def __init__(self, pending: int) -> None:
+        self.lock = threading.Lock()
+        self.pending = pending
+        self.done = threading.Event()
+        self.results: dict[str, tuple[str, float, str | None]] = {}
+
+    def deliver(self, plugin: str, text: str, seconds: float, error: str | None) -> None:
+        with self.lock:
+            self.results[plugin] = (text, seconds, error)
+            self.pending -= 1
+            if self.pending == 0:
+                self.done.set()
+
+
+class _Lane:
+    """One provider's daemon thread and its last answer."""
+
+    def __init__(self, runner: PrefetchRunner, plugin: str) -> None:
+        self.plugin = plugin
+        self.last = ""
+        self.busy = False
+        self._runner = runner
+        self._jobs: queue.SimpleQueue[tuple[str, Session, _Batch] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(
+            target=self._loop, name=f"hermes-prefetch-{provider_label(plugin)}", daemon=True
+        )
+        self._thread.start()
+
+    def submit(self, query: str, session: Session, batch: _Batch) -> None:
+        self.busy = True
+        self._jobs.put((query, session, batch))
+
+    def stop(self) -> None:
+        self._jobs.put(None)
+
+    def _loop(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            query, session, batch = job
+            start = time.perf_counter()
+            outcomes = self._runner.host.call_each(
+                "prefetch", only=self.plugin.__eq__, query=query, session=session
+            )
+            seconds = time.perf_counter() - start
+            text, error = "", None
+            for outcome in outcomes:  # exactly one: this lane's provider
+                if outcome.error is not None:
+                    error = f"{type(outcome.error).__name__}: {outcome.error}"
+                else:
+                    text = provider_text(outcome.value, plugin=self.plugin, hook="prefetch")
+            with self._runner.lock:
+                if error is None:
+                    self.last = text
+                self.busy = False
+            batch.deliver(self.plugin, text, seconds, error)
+
+
+class PrefetchRunner:
+    """Runs ``prefetch`` on every implementing provider under one deadline per turn."""
+
+    def __init__(self, host: PluginHost, *, timeout: float) -> None:
+        if timeout <= 0:
+            raise ValueError(f"prefetch timeout must be positive, got {timeout}")
+        self.host = host
+        self.timeout = timeout
+        self.lock = threading.Lock()
+        self._lanes: dict[str, _Lane] = {}
+
+    def run(self, query: str, session: Session) -> list[PrefetchResult]:
+        """One turn's prefetch; returns one result per implementing provider, in activation order.
+
+        Returns after at most ``timeout`` seconds (plus scheduling jitter), whatever the providers do.
+        """
+        plugins = [impl.plugin_name for impl in self.host.pm.hook.prefetch.get_hookimpls()]
+        if not plugins:
+            return []
+        idle: list[_Lane] = []
+        with self.lock:
+            for plugin in plugins:
+                lane = self._lanes.get(plugin)
+                if lane is None:
+                    lane = self._lanes[plugin] = _Lane(self, plugin)
+                if not lane.busy:
+                    idle.append(lane)
+        batch = _Batch(len(idle))
+        deadline = time.perf_counter() + self.timeout
+        for lane in idle:
+            lane.submit(query, session, batch)
+        if idle:
+            batch.done.wait(max(0.0, deadline - time.perf_counter()))
+        out: list[PrefetchResult] = []
+        with batch.lock, self.lock:
+            for plugin in plugins:
+                label = provider_label(plugin)
+                answer = batch.results.get(plugin)
+                if answer is None:  # late, or busy with an earlier turn's call
+                    out.append(PrefetchResult(label, plugin, "stale", self._lanes[plugin].last))
+                    continue
+                text, seconds, error = answer
+                status: Status = "error" if error is not None else "fresh"
+                out.append(PrefetchResult(label, plugin, status, text, seconds, error))
+        return out
+
+    def forget(self) -> None:
+        """Drop every provider's last answer (a new conversation must not see the old recall)."""
+        with self.lock:
+            for lane in self._lanes.values():
+                lane.last = ""
+
+    def close(self) -> None:
+        """Stop the lanes; a lane stuck in a provider stays stuck but is a daemon thread."""
+        with self.lock:
+            lanes, self._lanes = list(self._lanes.values()), {}
+        for lane in lanes:
+            lane.stop()

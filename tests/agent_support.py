@@ -1,0 +1,129 @@
+"""Helpers for the agent-loop tests: a host built from classes defined inside each test.
+
+Nothing here is a fake of hermes-core: hosts are real PluginHosts with a real pluggy manager, and
+the classes the tests pass are throwaway plugins. The only fakes are LLM words (ScriptLLM below and
+the loopback Messages API server's scripts).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from hermes_core import ContextEngine, MemoryProvider, PluginHost, Tool, hookimpl
+from hermes_core.config import parse_config_text
+from hermes_core.llm import LLMResponse
+from hermes_core.types import Message, ToolCall, Usage
+
+__all__ = ["CallLog", "ScriptLLM", "make_host", "reply", "tool_reply"]
+
+
+class CallLog:
+    """A thread-safe list of (thread kind, event) pairs, shared by a test's plugins."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.events: list[tuple[str, str]] = []
+
+    def add(self, event: str) -> None:
+        kind = "turn" if threading.current_thread() is threading.main_thread() else (
+            threading.current_thread().name
+        )
+        with self.lock:
+            self.events.append((kind, event))
+
+    def names(self) -> list[str]:
+        with self.lock:
+            return [event for _kind, event in self.events]
+
+    def on(self, prefix: str) -> list[str]:
+        """Events whose thread name starts with ``prefix`` (``turn`` for the test's thread)."""
+        with self.lock:
+            return [e for k, e in self.events if k.startswith(prefix)]
+
+
+def make_host(
+    home: Path,
+    *,
+    providers: Sequence[type[MemoryProvider]] = (),
+    engine: type[ContextEngine] | None = None,
+    tools: Sequence[Tool] = (),
+    config_text: str = "",
+    extra_plugins: Sequence[tuple[str, object]] = (),
+) -> PluginHost:
+    """A host whose only plugins are the given classes, all activated in order."""
+    provider_names = [cls.name for cls in providers]
+    names = ", ".join(provider_names)
+    engine_name = engine.name if engine is not None else "none"
+    text = f"memory:\n  providers: [{names}]\ncontext:\n  engine: {engine_name}\n" + config_text
+    config = parse_config_text(text, home / "config.yaml")
+
+    class Registrar:
+        @hookimpl
+        def register_memory_providers(self, register: Callable[[type], None]) -> None:
+            for cls in providers:
+                register(cls)
+
+        @hookimpl
+        def register_context_engines(self, register: Callable[[type], None]) -> None:
+            if engine is not None:
+                register(engine)
+
+        @hookimpl
+        def register_tools(self, register: Callable[[Tool], None]) -> None:
+            for tool in tools:
+                register(tool)
+
+    host = PluginHost.load(
+        home, config=config, builtins=False, entry_points=False, directories=False,
+        plugins=[("test_plugins", Registrar()), *extra_plugins],
+    )
+    host.activate_memory_providers()
+    if engine is not None:
+        host.activate("context-engine", engine.name, config_key="context.engine")
+    return host
+
+
+def reply(text: str, usage: Usage | None = None) -> LLMResponse:
+    return LLMResponse(text=text, usage=usage or Usage(input_tokens=100, output_tokens=10),
+                       stop_reason="end_turn")
+
+
+def tool_reply(*calls: tuple[str, dict[str, Any]], text: str = "") -> LLMResponse:
+    return LLMResponse(
+        text=text,
+        tool_calls=[ToolCall(id=f"call_{i}_{name}", name=name, arguments=args)
+                    for i, (name, args) in enumerate(calls)],
+        usage=Usage(input_tokens=100, output_tokens=10),
+        stop_reason="tool_use",
+    )
+
+
+class ScriptLLM:
+    """An in-process LLM whose words come from a list (the only fake in the agent tests)."""
+
+    def __init__(self, script: Sequence[LLMResponse] | Callable[[list[Message]], LLMResponse]):
+        self._script = script if callable(script) else list(script)
+        self.calls: list[dict[str, Any]] = []
+
+    def respond(self, *, system: str, messages: Sequence[Message], max_tokens: int,
+                model: str | None = None, timeout: float | None = None,
+                tools: Sequence[dict[str, Any]] | None = None,
+                on_text: Callable[[str], None] | None = None) -> LLMResponse:
+        self.calls.append({"system": system, "messages": list(messages), "tools": tools})
+        if callable(self._script):
+            response = self._script(list(messages))
+        else:
+            if not self._script:
+                raise AssertionError("ScriptLLM: the script is exhausted")
+            response = self._script.pop(0)
+        if on_text is not None and response.text:
+            for i in range(0, len(response.text), 7):
+                on_text(response.text[i:i + 7])
+        return response
+
+    def complete(self, *, system: str, messages: list[Message], max_tokens: int,
+                 model: str | None = None, timeout: float | None = None) -> str:
+        return self.respond(system=system, messages=messages, max_tokens=max_tokens).text

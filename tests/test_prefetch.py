@@ -1,0 +1,155 @@
+"""The prefetch deadline runner (hermes_core.prefetch) with real hosts and throwaway providers."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import pytest
+from agent_support import make_host
+
+from hermes_core import MemoryProvider, Session, hookimpl
+from hermes_core.prefetch import PrefetchRunner
+
+SESSION = Session(id="s1")
+
+
+class Fast(MemoryProvider):
+    name = "fast"
+
+    @hookimpl
+    def prefetch(self, query, session):
+        return f"fast knows {query}"
+
+
+class Quiet(MemoryProvider):
+    name = "quiet"
+
+    @hookimpl
+    def prefetch(self, query):
+        return None
+
+
+@pytest.fixture
+def release():
+    """An event the blocking providers wait on; set at teardown so no thread outlives the test."""
+    event = threading.Event()
+    yield event
+    event.set()
+
+
+def test_every_provider_answers_in_activation_order(home):
+    host = make_host(home, providers=[Quiet, Fast])
+    runner = PrefetchRunner(host, timeout=1.0)
+    results = runner.run("tea", SESSION)
+    assert [(r.provider, r.status, r.text) for r in results] == [
+        ("quiet", "fresh", ""),
+        ("fast", "fresh", "fast knows tea"),
+    ]
+    assert all(r.seconds is not None and r.seconds < 1.0 for r in results)
+    runner.close()
+
+
+def test_no_providers_means_no_threads(home):
+    host = make_host(home)
+    before = threading.active_count()
+    assert PrefetchRunner(host, timeout=0.3).run("x", SESSION) == []
+    assert threading.active_count() == before
+
+
+def test_a_hung_provider_costs_at_most_the_deadline_and_gets_one_call(home, release):
+    calls = []
+
+    class Hung(MemoryProvider):
+        name = "hung"
+
+        @hookimpl
+        def prefetch(self, query):
+            calls.append(query)
+            release.wait(10)
+            return "too late"
+
+    host = make_host(home, providers=[Hung, Fast])
+    runner = PrefetchRunner(host, timeout=0.1)
+    for turn in range(3):
+        start = time.perf_counter()
+        results = runner.run(f"q{turn}", SESSION)
+        elapsed = time.perf_counter() - start
+        assert elapsed < 0.1 + 0.05, f"turn {turn} took {elapsed:.3f}s"
+        assert [(r.provider, r.status, r.text) for r in results] == [
+            ("hung", "stale", ""),
+            ("fast", "fresh", f"fast knows q{turn}"),
+        ]
+    assert calls == ["q0"]  # never a second outstanding call on the hung provider
+    hung_threads = [t for t in threading.enumerate() if t.name == "hermes-prefetch-hung"]
+    assert len(hung_threads) == 1
+    runner.close()
+
+
+def test_a_late_answer_serves_the_next_turn(home, release):
+    gate = threading.Event()
+    answered = threading.Event()
+
+    class Slow(MemoryProvider):
+        name = "slow"
+        n = 0
+
+        @hookimpl
+        def prefetch(self, query):
+            Slow.n += 1
+            if Slow.n == 2:
+                gate.wait(5)  # the second call is late
+                answered.set()
+                return "second answer"
+            if Slow.n == 3:
+                release.wait(10)  # the third hangs
+            return f"answer {Slow.n}"
+
+    host = make_host(home, providers=[Slow])
+    runner = PrefetchRunner(host, timeout=0.05)
+    assert runner.run("a", SESSION)[0].text == "answer 1"
+    late = runner.run("b", SESSION)[0]
+    assert (late.status, late.text) == ("stale", "answer 1")  # the last answer it gave
+    gate.set()
+    assert answered.wait(2)
+    time.sleep(0.02)
+    hung = runner.run("c", SESSION)[0]
+    assert (hung.status, hung.text) == ("stale", "second answer")  # the late answer was kept
+    runner.forget()
+    assert runner.run("d", SESSION)[0].text == ""  # still hung, and forgotten
+    runner.close()
+
+
+def test_a_provider_that_raises_contributes_nothing_and_is_logged(home, caplog):
+    caplog.set_level(logging.ERROR, logger="hermes_core")
+
+    class Broken(MemoryProvider):
+        name = "broken"
+
+        @hookimpl
+        def prefetch(self, query):
+            raise RuntimeError("index corrupt")
+
+    class Weird(MemoryProvider):
+        name = "weird"
+
+        @hookimpl
+        def prefetch(self, query):
+            return {"not": "text"}
+
+    host = make_host(home, providers=[Broken, Weird, Fast])
+    results = PrefetchRunner(host, timeout=1.0).run("x", SESSION)
+    assert [(r.provider, r.status, r.text) for r in results] == [
+        ("broken", "error", ""),
+        ("weird", "fresh", ""),
+        ("fast", "fresh", "fast knows x"),
+    ]
+    assert "index corrupt" in (results[0].error or "")
+    assert "memory-provider:broken" in caplog.text and "prefetch" in caplog.text
+    assert "memory-provider:weird" in caplog.text and "dict" in caplog.text
+
+
+def test_timeout_must_be_positive(home):
+    with pytest.raises(ValueError, match="positive"):
+        PrefetchRunner(make_host(home), timeout=0)

@@ -1,0 +1,401 @@
+"""The ``compressor`` context engine: Hermes' compaction algorithm with its weaknesses fixed.
+
+One compaction (:meth:`Compressor.compact`):
+
+1. plan the cut (:mod:`.boundaries`): protected head, protected tail, pinned latest request and
+   reply, no tool group split;
+2. pass 1 (:mod:`.prune`): clear old tool outputs; if that alone brings the history well under
+   the threshold, stop there (no LLM call, nothing summarised);
+3. pass 2 (:mod:`.summary`): summarise the middle with the summary model, updating the previous
+   summary; on any failure use the deterministic extractive summary (:mod:`.fallback`) and say so;
+4. assemble (:mod:`.assemble`) and repair (:mod:`.repair`) the result.
+
+The input list and its messages are never modified.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from hermes_core import hookimpl
+from hermes_core.kinds import PluginContext
+from hermes_core.llm import LLM, AnthropicLLM, LLMError, LLMFailure
+from hermes_core.models import context_window
+from hermes_core.types import CompressionResult, Message
+
+from .assemble import assemble
+from .boundaries import Plan, plan_compaction
+from .config import CompressorConfig
+from .errors import ContextInputError, ContextOverflowError
+from .fallback import extractive_summary
+from .markers import CLEARED_TOOL_OUTPUT, is_summary_message, original_content, summary_body
+from .policy import CompactionReport, PolicyEngine
+from .prune import clear_old_tool_outputs
+from .redact import redact
+from .repair import merge_adjacent_roles, repair_tool_pairs
+from .summary import SUMMARY_SYSTEM, build_prompt, serialize_turns, summary_budget
+from .tokens import MESSAGE_OVERHEAD, estimate_messages, estimate_text, message_token_list
+
+__all__ = ["Compressor", "check_history"]
+
+_DEFAULT: Any = object()
+#: tokens the summary prompt's fixed text (instructions, template) takes, rounded up
+_PROMPT_OVERHEAD = 1_500
+#: below this many tokens of room for the turns, a summary call is not worth making
+_MIN_TURNS_INPUT = 1_000
+#: the longest pause after consecutive summary failures
+_MAX_COOLDOWN = 900.0
+_OVERSIZE_MARK = (
+    "\n[... {cut} characters of this tool output cut: it alone exceeded the context window ...]\n"
+)
+
+
+def check_history(messages: object) -> list[Message]:
+    """``messages`` as a list of Message, or a :class:`ContextInputError` naming the bad item."""
+    if not isinstance(messages, (list, tuple)):
+        raise ContextInputError(
+            f"the history must be a list of hermes_core.types.Message, got {type(messages).__name__}"
+        )
+    for index, item in enumerate(messages):
+        if not isinstance(item, Message):
+            raise ContextInputError(
+                f"history item {index} is a {type(item).__name__}, not a hermes_core.types.Message; "
+                "build messages with Message(role=..., content=...)"
+            )
+    return list(messages)
+
+
+class Compressor(PolicyEngine):
+    """Summarises the middle of a long history; see the module docstring."""
+
+    name = "compressor"
+    config_section = "compression"
+    description = "Clears old tool outputs and summarises the middle of long histories"
+    Config = CompressorConfig
+
+    def __init__(
+        self,
+        config: CompressorConfig,
+        context: PluginContext,
+        *,
+        llm: LLM | None = _DEFAULT,
+        window: int | None = None,
+    ) -> None:
+        super().__init__(config, context, window=window)
+        self.settings = config
+        core = context.config
+        self.summary_model = config.summary_model or core.llm.auxiliary_model or core.llm.model
+        self.summary_window = context_window(core, model=self.summary_model)
+        if llm is _DEFAULT:
+            # Built lazily: the SDK is imported on the first summary, never at start-up.
+            llm = AnthropicLLM.from_config(core, model=self.summary_model) if core.llm.api_key else None
+        self.llm = llm
+        self.tail_budget = max(1, int(self.threshold_tokens * config.target_ratio))
+        self._failures = 0
+        self._cooldown_until = 0.0
+        self._last_failure: LLMError | None = None
+
+    # ------------------------------------------------------------------------------- hooks
+
+    @hookimpl
+    def compress(
+        self, messages: list[Message], focus_topic: str | None, memory_context: str
+    ) -> CompressionResult:
+        return self.compact(messages, focus_topic=focus_topic, memory_context=memory_context or "")
+
+    # ---------------------------------------------------------------------------- planning
+
+    def plan(self, messages: Sequence[Message]) -> Plan:
+        """Where a compaction of ``messages`` would cut (no side effects)."""
+        history = check_history(messages)
+        s = self.settings
+        return plan_compaction(
+            history,
+            message_token_list(history),
+            protect_first_n=s.protect_first_n,
+            protect_last_n=s.protect_last_n,
+            tail_budget=self.tail_budget,
+        )
+
+    def _fit_oversized(self, messages: list[Message], plan: Plan) -> list[str]:
+        """Cut kept tool outputs larger than the window; refuse other oversized messages."""
+        notices = []
+        limit = self.window
+        middle = set(plan.middle)
+        for i, cost in enumerate(plan.tokens):
+            if cost <= limit or i in middle:
+                continue
+            message = messages[i]
+            if message.role != "tool" or plan.head_end <= i < plan.tail_start:
+                if message.role == "tool":
+                    continue  # pass 1 clears it
+                raise ContextOverflowError(
+                    f"message {i} ({message.role}, about {cost} tokens) is larger than the whole "
+                    f"context window ({limit} tokens), so no compaction can make room for it. "
+                    "Shorten it or split it into smaller messages (or set llm.context_window if "
+                    "the model's window is larger); the stored history was not changed."
+                )
+            keep = max(400, self.tail_budget * 4)
+            text = message.content
+            head, tail = keep * 2 // 3, keep // 3
+            mark = _OVERSIZE_MARK.format(cut=len(text) - head - tail)
+            messages[i] = dataclasses.replace(
+                message,
+                content=text[:head] + mark + text[-tail:],
+                meta={**message.meta, "truncated_chars": len(text)},
+            )
+            plan.tokens[i] = estimate_text(messages[i].content) + 4
+            notices.append(
+                f"tool output {i} ({message.tool_name or 'tool'}) alone exceeded the context "
+                f"window; only its first and last {keep} characters are kept in context"
+            )
+        return notices
+
+    # --------------------------------------------------------------------------- compaction
+
+    def compact(
+        self,
+        messages: list[Message],
+        *,
+        focus_topic: str | None = None,
+        memory_context: str = "",
+    ) -> CompressionResult:
+        """Compact ``messages``; see the module docstring. Never modifies the input."""
+        started = time.perf_counter()
+        history = check_history(messages)
+        self.policy.record_attempt()
+        if not history or all(m.role == "system" for m in history):
+            what = "empty" if not history else "only the system prompt"
+            notice = f"Context compaction: nothing to compact, the history is {what}."
+            return self._finish(history, history, "none", started, [notice], summary=None)
+
+        plan = self.plan(history)
+        notices = self._fit_oversized(history, plan)
+        pruned, cleared = clear_old_tool_outputs(
+            history, plan.tail_start, min_chars=self.settings.prune_min_chars
+        )
+        summary: str | None = None
+        source = "prune-only" if cleared else "none"
+        failure: LLMError | None = None
+        if plan.reason is not None:
+            notices.append(f"nothing old enough to summarise: {plan.reason}")
+        elif not self._prune_is_enough(plan, cleared):
+            previous = self._previous_summary(history, plan)
+            turns = [m for i in plan.middle if (m := history[i]) and not _standalone_summary(m)]
+            summary, source, failure = self._summarise(
+                turns,
+                previous=previous,
+                focus_topic=focus_topic,
+                memory_context=memory_context,
+                middle_tokens=plan.tokens_of(plan.middle),
+                pinned=bool(plan.pinned),
+            )
+            if failure is not None:
+                notices.append(self._failure_notice(failure, len(turns), source))
+            if summary is None:  # on_summary_failure: abort
+                return self._finish(history, history, "aborted", started, notices, summary=None)
+
+        meta = {
+            "source": source,
+            "compacted_messages": len(plan.middle),
+            "count": self.policy.compactions_total,
+        }
+        out = assemble(plan, pruned, summary, summary_meta=meta)
+        out, report = repair_tool_pairs(out)
+        out, report.turns_merged = merge_adjacent_roles(out)
+        notices.extend(report.notices())
+        if cleared:
+            notices.append(f"cleared {len(cleared)} old tool output(s) (pass 1)")
+        result = self._finish(
+            history, out, source, started, notices, summary=summary, plan=plan, cleared=len(cleared)
+        )
+        if failure is not None and self.last_report is not None:
+            self.last_report.failure = f"{failure.failure}: {failure}"
+        return result
+
+    def _prune_is_enough(self, plan: Plan, cleared: list[int]) -> bool:
+        ratio = self.settings.prune_only_below
+        if ratio <= 0:
+            return False
+        marker = estimate_text(CLEARED_TOOL_OUTPUT) + MESSAGE_OVERHEAD
+        size = sum(plan.tokens) - sum(plan.tokens[i] - marker for i in cleared)
+        return size + self.policy.overhead_tokens <= ratio * self.threshold_tokens
+
+    def _previous_summary(self, history: list[Message], plan: Plan) -> str | None:
+        bodies = [summary_body(history[i]) for i in plan.summaries]
+        texts = [b for b in bodies if b]
+        return "\n\n".join(texts) if texts else None
+
+    def _finish(
+        self,
+        before: list[Message],
+        after: list[Message],
+        source: str,
+        started: float,
+        notices: list[str],
+        *,
+        summary: str | None,
+        plan: Plan | None = None,
+        cleared: int = 0,
+    ) -> CompressionResult:
+        raw_before = sum(plan.tokens) if plan is not None else estimate_messages(before)
+        tokens_before = raw_before + self.policy.overhead_tokens
+        tokens_after = estimate_messages(after) + self.policy.overhead_tokens
+        if source != "aborted" and after:
+            extra = self.policy.record_result(tokens_after)
+            if extra is not None and tokens_before >= self.threshold_tokens:
+                if plan is not None:
+                    extra += (
+                        f" (the protected tail alone holds {plan.tail_tokens} tokens in "
+                        f"{plan.n - plan.tail_start} messages; lower compression.protect_last_n or "
+                        "compression.target_ratio to let compaction reach further)"
+                    )
+                notices.append(extra)
+        notices = [n if n.startswith("Context compaction") else f"Context compaction: {n}." for n in notices]
+        self.last_report = CompactionReport(
+            tokens_before=tokens_before,
+            tokens_after=tokens_after,
+            messages_before=len(before),
+            messages_after=len(after),
+            source=source,
+            summarised=len(plan.middle) if plan is not None and summary is not None else 0,
+            pinned=len(plan.pinned) if plan is not None and summary is not None else 0,
+            cleared_tool_outputs=cleared,
+            seconds=time.perf_counter() - started,
+            notices=list(notices),
+        )
+        return CompressionResult(messages=list(after), summary=summary, notices=notices)
+
+    # ----------------------------------------------------------------------------- summary
+
+    def _summarise(
+        self,
+        turns: list[Message],
+        *,
+        previous: str | None,
+        focus_topic: str | None,
+        memory_context: str,
+        middle_tokens: int,
+        pinned: bool,
+    ) -> tuple[str | None, str, LLMError | None]:
+        """``(summary, source, failure)``; summary is ``None`` only when configured to abort."""
+        s = self.settings
+        budget = summary_budget(
+            middle_tokens,
+            self.window,
+            ratio=s.summary_ratio,
+            minimum=s.summary_min_tokens,
+            maximum=s.summary_max_tokens,
+            window_fraction=s.summary_window_fraction,
+        )
+        failure = self._precheck()
+        if failure is None:
+            text, failure = self._call_model(
+                turns, budget, previous, focus_topic, memory_context, pinned
+            )
+            if text is not None:
+                self._failures = 0
+                self._cooldown_until = 0.0
+                return text, "llm", None
+            if failure.failure != LLMFailure.WINDOW_TOO_SMALL:
+                # a real call failed: do not hammer the endpoint on the next compaction
+                self._failures += 1
+                pause = min(_MAX_COOLDOWN, s.failure_cooldown_seconds * 2 ** (self._failures - 1))
+                self._cooldown_until = time.monotonic() + pause
+                self._last_failure = failure
+        if s.on_summary_failure == "abort":
+            return None, "aborted", failure
+        body = extractive_summary(
+            turns,
+            reason=f"the summary model was unavailable ({failure.failure})",
+            previous_summary=previous,
+            focus_topic=focus_topic,
+            max_chars=max(2_000, budget * 4),
+        )
+        return body, "extractive", failure
+
+    def _precheck(self) -> LLMError | None:
+        """Why no summary call should be made now (no model, cooling down), or ``None``."""
+        if self.llm is None:
+            return LLMError(
+                "no summary model is configured (set llm.api_key in config.yaml or the "
+                "ANTHROPIC_API_KEY environment variable)",
+                failure=LLMFailure.NOT_CONFIGURED,
+            )
+        if time.monotonic() < self._cooldown_until and self._last_failure is not None:
+            left = self._cooldown_until - time.monotonic()
+            return LLMError(
+                f"the summary model failed recently ({self._last_failure}); it is not asked again "
+                f"for {left:.0f} s",
+                failure=self._last_failure.failure,
+            )
+        return None
+
+    def _call_model(
+        self,
+        turns: list[Message],
+        budget: int,
+        previous: str | None,
+        focus_topic: str | None,
+        memory_context: str,
+        pinned: bool,
+    ) -> tuple[str | None, LLMError | None]:
+        s = self.settings
+        assert self.llm is not None
+        out_tokens = int(budget * 1.25) + 200
+        room = min(s.summary_input_max_tokens, self.summary_window - out_tokens - _PROMPT_OVERHEAD)
+        room -= estimate_text(previous or "") + min(estimate_text(memory_context), 2_000)
+        if room < _MIN_TURNS_INPUT:
+            return None, LLMError(
+                f"the summary model's window ({self.summary_window} tokens) is too small for a "
+                f"{budget}-token summary plus its input",
+                failure=LLMFailure.WINDOW_TOO_SMALL,
+            )
+        serialized = serialize_turns(
+            turns, max_input_tokens=room, per_message_tokens=s.summary_message_max_tokens
+        )
+        prompt = build_prompt(
+            serialized,
+            budget=budget,
+            previous_summary=previous,
+            memory_context=memory_context,
+            focus_topic=focus_topic,
+            pinned=pinned,
+        )
+        try:
+            text = self.llm.complete(
+                system=SUMMARY_SYSTEM,
+                messages=[Message(role="user", content=prompt)],
+                max_tokens=out_tokens,
+                model=self.summary_model,
+                timeout=s.summary_timeout,
+            )
+        except LLMError as exc:
+            return None, exc
+        except Exception as exc:  # an injected LLM may raise anything; never lose the middle
+            return None, LLMError(
+                f"the summary model raised {type(exc).__name__}: {exc}", failure=LLMFailure.OTHER
+            )
+        if not isinstance(text, str) or not text.strip():
+            return None, LLMError("the summary model answered with no text", failure=LLMFailure.EMPTY)
+        return redact(text.strip()), None
+
+    def _failure_notice(self, failure: LLMError, count: int, source: str) -> str:
+        if source == "aborted":
+            return (
+                f"the summary model failed ({failure.failure}: {failure}); compaction was aborted "
+                "and the history left unchanged (compression.on_summary_failure is 'abort')"
+            )
+        return (
+            f"the summary model failed ({failure.failure}: {failure}); {count} earlier message(s) "
+            "were replaced by a deterministic extractive summary instead (user requests, "
+            "decisions, files, commands, errors, values). Nothing was dropped without a summary"
+        )
+
+
+def _standalone_summary(message: Message) -> bool:
+    return is_summary_message(message) and original_content(message) is None
+

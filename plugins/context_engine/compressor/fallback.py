@@ -1,0 +1,255 @@
+"""The deterministic summary used when the summary model cannot be used.
+
+It is extractive: it copies out what a continuation most needs — the user's requests, stated
+constraints and decisions, file paths, commands run, errors seen and concrete values (URLs,
+``key=value`` settings, backticked names) — under the same headings as the LLM summary, with the
+previous summary carried over, so the middle of a conversation is never dropped without a record.
+It is bounded (``max_chars``) and costs a few regex passes over the compacted messages.
+
+:func:`extract_facts` is also used on its own to describe messages that did not fit the summary
+model's input bound.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from hermes_core.types import Message
+
+from .markers import is_summary_message, original_content
+from .redact import redact
+
+__all__ = ["Facts", "extract_facts", "extractive_summary", "render_facts"]
+
+_PATH_KEYS = ("path", "file", "file_path", "filename", "filepath", "output_path", "target", "dir",
+              "directory", "workdir", "cwd", "src", "dest")
+_COMMAND_KEYS = ("command", "cmd", "script", "shell")
+_PATH = re.compile(
+    r"(?<![\w/.:-])((?:~|\.{1,2})?/?(?:[\w.@+-]+/)+[\w.@+-]+|[\w-]+\.(?:py|pyi|js|mjs|ts|tsx|jsx"
+    r"|md|rst|json|jsonl|yaml|yml|toml|txt|go|rs|java|kt|c|h|cc|cpp|hpp|rb|php|sh|sql|html|css"
+    r"|cfg|ini|lock|csv|xml|proto|tf|ipynb))(?![\w/-])"
+)
+_URL = re.compile(r"https?://[^\s)\]>'\"`]+")
+_BACKTICK = re.compile(r"`([^`\n]{2,60})`")
+_ASSIGN = re.compile(r"\b([A-Za-z_][\w.-]{0,40})\s*=\s*([^\s,;]{1,60})")
+_SHELL_LINE = re.compile(r"^\s*\$ (.{2,200})$", re.MULTILINE)
+_ERROR = re.compile(
+    r"\b(?:error|exception|traceback|failed|failure|fatal|denied|refused|not found|timed out"
+    r"|cannot|can't)\b",
+    re.IGNORECASE,
+)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+_CONSTRAINT = re.compile(
+    r"\b(?:must|never|always|don't|do not|avoid|prefer|make sure|only use|without)\b", re.IGNORECASE
+)
+_DECISION = re.compile(
+    r"\b(?:decided|decide to|we'll use|will use|i'll use|chose|choose|instead of|going with"
+    r"|switch(?:ed)? to|settled on|the plan is|approach)\b",
+    re.IGNORECASE,
+)
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text[: limit * 2].split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _add(items: list[str], seen: set[str], value: str, limit: int) -> None:
+    if value and value not in seen and len(items) < limit:
+        seen.add(value)
+        items.append(value)
+
+
+@dataclass
+class Facts:
+    """What :func:`extract_facts` found, newest last within each list."""
+
+    requests: list[str] = field(default_factory=list)
+    constraints: list[str] = field(default_factory=list)
+    decisions: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    commands: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    values: list[str] = field(default_factory=list)
+    tools: dict[str, int] = field(default_factory=dict)
+    last_reply: str = ""
+    messages: int = 0
+
+
+def _text_of(message: Message) -> str:
+    if is_summary_message(message):
+        return original_content(message) or ""
+    return message.content
+
+
+def _error_line(text: str) -> str | None:
+    match = _ERROR.search(text)
+    if match is None:
+        return None
+    start = text.rfind("\n", 0, match.start()) + 1
+    end = text.find("\n", match.end())
+    return text[start : end if end >= 0 else len(text)]
+
+
+def extract_facts(
+    messages: Sequence[Message], *, limit: int = 12, scan_chars: int = 300_000
+) -> Facts:
+    """Scan ``messages``, newest first, so the freshest facts win the limited slots.
+
+    Text is searched with regular expressions until ``scan_chars`` characters have been read;
+    older messages then contribute only what costs no text scan (their requests, tool names, and
+    the paths and commands in tool arguments). That bounds the cost on very long histories.
+    """
+    facts = Facts(messages=len(messages))
+    seen: set[str] = set()
+    requests: list[str] = []
+    budget = scan_chars
+    for message in reversed(messages):
+        text = _text_of(message)
+        scan = budget > 0
+        if scan:
+            text_sample = text if len(text) <= 20_000 else text[:10_000] + "\n" + text[-10_000:]
+            budget -= len(text_sample)
+        if message.role == "user":
+            _add(requests, seen, _clip(text, 300), limit)
+            if scan:
+                for sentence in _SENTENCE_END.split(text_sample)[:40]:
+                    if _CONSTRAINT.search(sentence):
+                        _add(facts.constraints, seen, _clip(sentence, 200), 8)
+        elif message.role == "assistant":
+            if not facts.last_reply and text.strip():
+                facts.last_reply = _clip(text, 400)
+            for call in message.tool_calls:
+                facts.tools[call.name] = facts.tools.get(call.name, 0) + 1
+                _scan_arguments(call.arguments, facts, seen, limit)
+            if scan:
+                for sentence in _SENTENCE_END.split(text_sample)[:40]:
+                    if _DECISION.search(sentence):
+                        _add(facts.decisions, seen, _clip(sentence, 200), 8)
+        elif message.role == "tool" and scan and len(facts.errors) < 6:
+            line = _error_line(text_sample)
+            if line is not None:
+                _add(facts.errors, seen, f"[{message.tool_name or 'tool'}] {_clip(line, 200)}", 6)
+        if not scan:
+            continue
+        if message.role != "tool" or len(facts.files) < limit:
+            for match in _PATH.finditer(text_sample):
+                _add(facts.files, seen, match[1], limit * 2)
+        if message.role != "tool":
+            for match in _URL.finditer(text_sample):
+                _add(facts.values, seen, match[0], limit)
+            for match in _BACKTICK.finditer(text_sample):
+                _add(facts.values, seen, f"`{match[1]}`", limit)
+            for match in _ASSIGN.finditer(text_sample):
+                _add(facts.values, seen, f"{match[1]}={match[2]}", limit)
+            for match in _SHELL_LINE.finditer(text_sample):
+                _add(facts.commands, seen, _clip(match[1], 200), limit)
+    facts.requests = list(reversed(requests))
+    # the first request usually states the overall goal: keep it even when newer ones fill the list
+    for message in messages:
+        if message.role == "user" and _text_of(message).strip():
+            first = _clip(_text_of(message), 300)
+            if first not in facts.requests:
+                facts.requests.insert(0, first)
+            break
+    for name in ("constraints", "decisions", "files", "commands", "errors", "values"):
+        setattr(facts, name, list(reversed(getattr(facts, name))))
+    return facts
+
+
+def _scan_arguments(arguments: object, facts: Facts, seen: set[str], limit: int) -> None:
+    if not isinstance(arguments, dict):
+        return
+    for key, value in arguments.items():
+        if not isinstance(value, str):
+            continue
+        lowered = str(key).lower()
+        if lowered in _PATH_KEYS:
+            _add(facts.files, seen, _clip(value, 200), limit * 2)
+        elif lowered in _COMMAND_KEYS:
+            _add(facts.commands, seen, _clip(value, 200), limit)
+
+
+def _bullets(items: Iterable[str], empty: str = "- (none found)") -> str:
+    lines = [f"- {item}" for item in items]
+    return "\n".join(lines) if lines else empty
+
+
+def _sublist(title: str, items: Sequence[str]) -> str:
+    if not items:
+        return ""
+    return f"- {title}:\n" + "".join(f"  - {item}\n" for item in items)
+
+
+def render_facts(facts: Facts) -> str:
+    """A compact digest of ``facts`` (used for messages left out of the summariser's input)."""
+    parts = [f"{facts.messages} message(s)."]
+    if facts.requests:
+        parts.append("User requests: " + " | ".join(facts.requests[-6:]))
+    if facts.files:
+        parts.append("Files: " + ", ".join(facts.files[-20:]))
+    if facts.commands:
+        parts.append("Commands: " + " | ".join(facts.commands[-6:]))
+    if facts.errors:
+        parts.append("Errors: " + " | ".join(facts.errors[-4:]))
+    if facts.decisions:
+        parts.append("Decisions: " + " | ".join(facts.decisions[-4:]))
+    if facts.tools:
+        parts.append("Tools used: " + ", ".join(f"{k} x{v}" for k, v in sorted(facts.tools.items())))
+    return redact("\n".join(parts))
+
+
+def extractive_summary(
+    messages: Sequence[Message],
+    *,
+    reason: str,
+    previous_summary: str | None = None,
+    focus_topic: str | None = None,
+    max_chars: int = 8_000,
+) -> str:
+    """A summary of ``messages`` built without a model; at most ``max_chars`` characters."""
+    facts = extract_facts(messages)
+    first = facts.requests[0] if facts.requests else "(no user request in the compacted turns)"
+    latest = facts.requests[-1] if facts.requests else None
+    goal = f"- First request in the compacted turns: {first}"
+    if latest and latest != first:
+        goal += f"\n- Latest request in the compacted turns: {latest}"
+    if focus_topic:
+        goal += f"\n- Requested focus for this compaction: {_clip(focus_topic, 200)}"
+    tools = ", ".join(f"{name} x{count}" for name, count in sorted(facts.tools.items()))
+    done = f"- Tool calls made: {tools}" if tools else "- (no tool calls in the compacted turns)"
+    doing = f"- Last reply in the compacted turns: {facts.last_reply}" if facts.last_reply else "- (unknown)"
+    critical = _sublist("User requests, oldest first", facts.requests)
+    critical += _sublist("Commands run", facts.commands) + _sublist("Values mentioned", facts.values)
+    critical += (
+        f"- This summary was extracted mechanically from {facts.messages} message(s) because "
+        f"{reason}. Details not listed here are in the session archive."
+    )
+    sections = [
+        ("## Goal", goal),
+        ("## Constraints & Preferences", _bullets(facts.constraints)),
+        (
+            "## Progress",
+            f"### Done\n{done}\n### In Progress\n{doing}\n### Blocked\n"
+            + _bullets(facts.errors, "- (no errors seen)"),
+        ),
+        ("## Key Decisions", _bullets(facts.decisions)),
+        ("## Relevant Files", _bullets(facts.files)),
+        ("## Next Steps", "- Continue from the latest user message after this summary."),
+        ("## Critical Context", critical),
+    ]
+    text = redact("\n\n".join(f"{title}\n{body}" for title, body in sections))
+    carried = ""
+    if previous_summary:
+        # the earlier summary keeps up to half the space: it is the only record of older turns
+        budget = max(1_000, max_chars // 2)
+        kept = redact(previous_summary.strip())
+        if len(kept) > budget:
+            kept = kept[: budget - 40].rstrip() + "\n[... earlier summary shortened ...]"
+        carried = f"\n\n## Earlier Summary (carried over)\n{kept}"
+    room = max_chars - len(carried)
+    if len(text) > room:
+        text = text[: max(0, room - 40)].rstrip() + "\n[... fallback summary truncated ...]"
+    return text + carried

@@ -1,0 +1,285 @@
+"""When to compact, how often, and when to stop trying: shared by both first-party engines.
+
+:class:`CompactionPolicy` holds the counters; :class:`PolicyEngine` is a
+:class:`~hermes_core.kinds.ContextEngine` base that implements ``should_compress`` and
+``update_from_response`` with it and gives the agent loop plain methods: :meth:`begin_turn`,
+:meth:`preflight` and :meth:`compact`.
+
+The loop guards fix Hermes' compaction loops (a history that fits the tail, or a system prompt
+and tool list too big to compact away, re-triggered compaction every turn):
+
+* at most ``max_per_turn`` compactions per turn;
+* a compaction that leaves the history over the threshold arms a *back-off*: no automatic
+  compaction until the history has grown by a margin (4,096 tokens or 5% of the threshold,
+  doubling per consecutive ineffective compaction). The next real usage report confirms or
+  clears it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from hermes_core import hookimpl
+from hermes_core.kinds import ContextEngine, PluginContext
+from hermes_core.models import context_window
+from hermes_core.types import CompressionResult, Message, Session, SwitchReason, Usage
+
+from .tokens import estimate_messages
+
+__all__ = ["CompactionPolicy", "CompactionReport", "MemoryContext", "PolicyEngine"]
+
+log = logging.getLogger(__name__)
+
+#: what ``preflight`` accepts as memory context: the text, or a function of the history
+MemoryContext = str | Callable[[list[Message]], str]
+
+
+@dataclass(slots=True)
+class CompactionReport:
+    """What the last compaction did (for the kernel's status line and the CLI)."""
+
+    tokens_before: int
+    tokens_after: int
+    messages_before: int
+    messages_after: int
+    #: ``llm``, ``extractive``, ``prune-only``, ``archived``, ``none`` or ``aborted``
+    source: str
+    summarised: int = 0
+    pinned: int = 0
+    cleared_tool_outputs: int = 0
+    failure: str | None = None
+    seconds: float = 0.0
+    notices: list[str] = field(default_factory=list)
+
+
+class CompactionPolicy:
+    """Thresholds and loop guards; knows nothing about how a history is compacted."""
+
+    def __init__(
+        self, *, window: int, threshold: float, max_per_turn: int, enabled: bool = True
+    ) -> None:
+        self.window = window
+        self.threshold = threshold
+        self.threshold_tokens = max(1, int(window * threshold))
+        self.max_per_turn = max_per_turn
+        self.enabled = enabled
+        #: tokens the kernel adds around the history (system prompt, tool schemas); set by it
+        self.overhead_tokens = 0
+        self.compactions_this_turn = 0
+        self.compactions_total = 0
+        self.ineffective = 0
+        #: while armed, automatic compaction waits until the history reaches this size
+        self.backoff_until: int | None = None
+        self.last_usage: Usage | None = None
+        #: a compaction happened after the last usage report, so that report is stale
+        self.usage_stale = False
+
+    def begin_turn(self) -> None:
+        self.compactions_this_turn = 0
+
+    def reset(self) -> None:
+        """Forget everything about the previous session."""
+        self.compactions_this_turn = 0
+        self.compactions_total = 0
+        self.ineffective = 0
+        self.backoff_until = None
+        self.last_usage = None
+        self.usage_stale = False
+
+    def tokens(self, messages: list[Message], prompt_tokens: int | None = None) -> int:
+        """The best available size of the next prompt."""
+        estimate = estimate_messages(messages) + self.overhead_tokens
+        if prompt_tokens and not self.usage_stale:
+            return max(int(prompt_tokens), estimate)
+        return estimate
+
+    def blocked_reason(self, tokens: int) -> str | None:
+        """Why an automatic compaction must not run now, or ``None``."""
+        if self.compactions_this_turn >= self.max_per_turn:
+            return f"already compacted {self.compactions_this_turn} time(s) this turn"
+        if self.backoff_until is not None and tokens < self.backoff_until:
+            return (
+                f"backing off after an ineffective compaction until the history reaches "
+                f"{self.backoff_until} tokens"
+            )
+        return None
+
+    def should_compress(self, messages: list[Message], prompt_tokens: int | None) -> bool:
+        if not self.enabled or not messages:
+            return False
+        tokens = self.tokens(messages, prompt_tokens)
+        if tokens < self.threshold_tokens:
+            return False
+        reason = self.blocked_reason(tokens)
+        if reason is not None:
+            log.info("compaction skipped (%d tokens >= %d): %s", tokens, self.threshold_tokens, reason)
+            return False
+        return True
+
+    def record_attempt(self) -> None:
+        self.compactions_this_turn += 1
+        self.compactions_total += 1
+        self.usage_stale = True
+
+    def margin(self) -> int:
+        base = max(4_096, self.threshold_tokens // 20)
+        return base * 2 ** max(0, self.ineffective - 1)
+
+    def record_result(self, tokens_after: int) -> str | None:
+        """Arm or clear the back-off; returns a notice when the compaction was not enough."""
+        if tokens_after < self.threshold_tokens:
+            self.ineffective = 0
+            self.backoff_until = None
+            return None
+        self.ineffective += 1
+        self.backoff_until = tokens_after + self.margin()
+        return (
+            f"the compacted history is still about {tokens_after} tokens, over the "
+            f"{self.threshold_tokens}-token threshold; automatic compaction pauses until it "
+            f"grows past {self.backoff_until} tokens"
+        )
+
+    def record_usage(self, usage: Usage) -> None:
+        self.last_usage = usage
+        prompt = usage.prompt_tokens
+        if prompt <= 0:
+            return  # the provider reported no usage: keep the estimate-based verdict
+        if prompt < self.threshold_tokens:
+            self.ineffective = 0
+            self.backoff_until = None
+        elif self.usage_stale and self.backoff_until is None:
+            # the first real reading after a compaction is still over: the floor (system prompt,
+            # tools, protected tail) cannot be compacted away, so do not retry at once
+            self.ineffective += 1
+            self.backoff_until = prompt + self.margin()
+        self.usage_stale = False
+
+
+class PolicyEngine(ContextEngine):
+    """A context engine base: the policy hooks and the agent loop's plain methods.
+
+    Subclasses implement :meth:`compact` (and mark a ``compress`` hookimpl that calls it).
+    ``window`` overrides the context window (default: :func:`hermes_core.models.context_window`
+    of the kernel config).
+    """
+
+    def __init__(self, config: BaseModel, context: PluginContext, *, window: int | None = None) -> None:
+        super().__init__(config, context)
+        self.log = context.logger
+        self.window = int(window or context_window(context.config))
+        settings: Any = config
+        self.policy = CompactionPolicy(
+            window=self.window,
+            threshold=float(settings.threshold),
+            max_per_turn=int(getattr(settings, "max_per_turn", 3)),
+            enabled=bool(getattr(settings, "enabled", True)),
+        )
+        self.max_passes = int(getattr(settings, "max_passes", 3))
+        self.last_report: CompactionReport | None = None
+
+    # ----------------------------------------------------------------------- properties
+
+    @property
+    def threshold_tokens(self) -> int:
+        return self.policy.threshold_tokens
+
+    @property
+    def overhead_tokens(self) -> int:
+        return self.policy.overhead_tokens
+
+    @overhead_tokens.setter
+    def overhead_tokens(self, value: int) -> None:
+        """The kernel sets the size of what surrounds the history (system prompt, tools)."""
+        self.policy.overhead_tokens = max(0, int(value))
+
+    # ------------------------------------------------------------------------------- hooks
+
+    @hookimpl
+    def should_compress(self, messages: list[Message], prompt_tokens: int | None) -> bool:
+        return self.policy.should_compress(messages, prompt_tokens)
+
+    @hookimpl
+    def update_from_response(self, usage: Usage) -> None:
+        self.policy.record_usage(usage)
+
+    @hookimpl
+    def on_session_switch(
+        self, new_session: Session, old_session: Session | None, reason: SwitchReason
+    ) -> None:
+        # A compaction's child session continues the same conversation: keep the counters.
+        if reason != SwitchReason.COMPRESSION:
+            self.reset()
+
+    # -------------------------------------------------------------------- the loop's methods
+
+    def compact(
+        self,
+        messages: list[Message],
+        *,
+        focus_topic: str | None = None,
+        memory_context: str = "",
+    ) -> CompressionResult:
+        raise NotImplementedError
+
+    def begin_turn(self) -> None:
+        """Call at the start of every user turn: resets the per-turn compaction count."""
+        self.policy.begin_turn()
+
+    def reset(self) -> None:
+        """Forget the previous session's counters and back-off (``/new``, ``/reset``)."""
+        self.policy.reset()
+
+    def status(self, messages: list[Message]) -> dict[str, Any]:
+        tokens = self.policy.tokens(messages)
+        return {
+            "engine": self.name,
+            "tokens": tokens,
+            "threshold_tokens": self.threshold_tokens,
+            "context_window": self.window,
+            "usage_percent": round(min(100.0, 100.0 * tokens / self.window), 1),
+            "compactions_total": self.policy.compactions_total,
+            "compactions_this_turn": self.policy.compactions_this_turn,
+            "backoff_until": self.policy.backoff_until,
+        }
+
+    def preflight(
+        self,
+        messages: list[Message],
+        *,
+        memory_context: MemoryContext = "",
+        focus_topic: str | None = None,
+    ) -> CompressionResult | None:
+        """Compact before a turn whose history is already over the threshold.
+
+        Up to ``max_passes`` passes, stopping as soon as the history is under the threshold, a
+        pass does not shrink it, or a guard blocks. ``memory_context`` may be a function of the
+        history (the kernel's ``on_pre_compress`` fan-out), called once per pass. Returns the
+        last successful result (notices of every pass included) or ``None`` when nothing changed.
+        """
+        current = list(messages)
+        result: CompressionResult | None = None
+        notices: list[str] = []
+        started = time.perf_counter()
+        for _ in range(self.max_passes):
+            if not self.policy.should_compress(current, None):
+                break
+            before = estimate_messages(current)
+            context = memory_context(current) if callable(memory_context) else memory_context
+            attempt = self.compact(current, focus_topic=focus_topic, memory_context=context)
+            notices.extend(n for n in attempt.notices if n not in notices)
+            if estimate_messages(attempt.messages) >= before:
+                break  # no progress: another pass would do the same
+            current = attempt.messages
+            result = attempt
+        if result is None:
+            for notice in notices:
+                self.log.warning("%s", notice)
+            return None
+        self.log.info("pre-flight compaction took %.1f ms", 1000 * (time.perf_counter() - started))
+        return CompressionResult(messages=current, summary=result.summary, notices=notices)

@@ -1,0 +1,199 @@
+"""Running the model's tool calls: routing, parallel batches, errors as results, the budget notes.
+
+* **Routing.** Every call goes to the plugin that offered the tool (``register_tools`` or an
+  instance's ``get_tools``). Two plugins offering one name is an error naming both, raised when the
+  session's tool list is built; the kernel never picks one silently (Hermes let a provider tool
+  named like a core tool hijack dispatch).
+* **Parallel batches.** The calls of one response run concurrently, on at most
+  :data:`MAX_PARALLEL` threads, only when every one is ``parallel_safe`` and no two touch
+  overlapping paths (``path_arguments``: the same file, or a file inside a folder another call
+  names). Otherwise they run one after the other, in the model's order. Results always come back
+  in the model's order.
+* **Errors are results.** An unknown tool, invalid arguments, :class:`~hermes_core.errors.ToolError`
+  or any other exception becomes an error result the model reads (``is_error``); the loop goes on.
+  Unexpected exceptions are logged with the plugin's name.
+* **Budget.** :class:`IterationBudget` counts LLM calls per turn (``llm.max_iterations``, 90 by
+  default). From 70 % of the budget a "wrap up" note, from 90 % a "respond now" note, is appended
+  to the batch's last tool result: inside the conversation, never in the system prompt, so the
+  prompt cache is untouched.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .errors import RegistryError, ToolError
+from .types import ToolCall, ToolContext
+
+if TYPE_CHECKING:
+    from .host import PluginHost
+    from .kinds import Tool
+    from .types import Session
+
+__all__ = ["MAX_PARALLEL", "IterationBudget", "ToolOutcome", "ToolRouter", "paths_overlap"]
+
+log = logging.getLogger("hermes_core.tools")
+
+#: the most tool calls of one response that run at the same time
+MAX_PARALLEL = 8
+
+
+@dataclass(slots=True)
+class ToolOutcome:
+    """The result of one tool call, as the model will read it."""
+
+    call: ToolCall
+    plugin: str | None  #: the plugin that owns the tool; ``None`` for an unknown tool
+    content: str
+    is_error: bool = False
+    seconds: float = 0.0
+    parallel: bool = False  #: whether it ran in a parallel batch
+
+
+def _norm(path: str) -> str:
+    return os.path.normcase(os.path.normpath(os.path.abspath(os.path.expanduser(path))))
+
+
+def _paths(tool: Tool, arguments: dict[str, Any]) -> list[str]:
+    out = []
+    for name in tool.path_arguments:
+        value = arguments.get(name)
+        values = value if isinstance(value, list | tuple) else [value]
+        out += [_norm(v) for v in values if isinstance(v, str) and v]
+    return out
+
+
+def paths_overlap(a: Sequence[str], b: Sequence[str]) -> bool:
+    """Whether any path of ``a`` equals, contains or lies inside a path of ``b`` (normalised)."""
+    for p in a:
+        for q in b:
+            if p == q or q.startswith(p.rstrip(os.sep) + os.sep) or p.startswith(q.rstrip(os.sep) + os.sep):
+                return True
+    return False
+
+
+class ToolRouter:
+    """The session's tools by name, and how to run a response's calls."""
+
+    def __init__(self, tools: dict[str, tuple[Tool, str]]) -> None:
+        self.tools = dict(tools)
+        # computed once per session: pydantic schema generation is slow, and a stable tool list
+        # keeps the request prefix (and so the prompt cache) identical from call to call
+        self._schemas = [tool.schema() for tool, _plugin in self.tools.values()]
+
+    @classmethod
+    def from_host(cls, host: PluginHost) -> ToolRouter:
+        """Every tool of the host's plugins; :class:`RegistryError` naming both on a collision."""
+        conflicts = host.registries.tools.conflicts
+        if conflicts:
+            name, owners = next(iter(conflicts.items()))
+            raise RegistryError(
+                f"tool {name!r} is registered by {' and '.join(repr(p) for p in owners)}; "
+                f"disable all but one of them ('hermes-core plugins disable NAME')"
+            )
+        return cls(host.tools())
+
+    def schemas(self) -> list[dict[str, Any]]:
+        """The provider-neutral tool schemas to send with each request."""
+        return list(self._schemas)
+
+    def names(self) -> list[str]:
+        return list(self.tools)
+
+    def parallel_batch(self, calls: Sequence[ToolCall]) -> bool:
+        """Whether ``calls`` may run concurrently (see the module docstring)."""
+        if len(calls) < 2:
+            return False
+        seen: list[list[str]] = []
+        for call in calls:
+            entry = self.tools.get(call.name)
+            if entry is None or not entry[0].parallel_safe:
+                return False
+            paths = _paths(entry[0], call.arguments)
+            if any(paths_overlap(paths, other) for other in seen):
+                return False
+            seen.append(paths)
+        return True
+
+    def run(self, calls: Sequence[ToolCall], session: Session | None) -> list[ToolOutcome]:
+        """Run ``calls`` (parallel when allowed); one outcome per call, in the model's order."""
+        if self.parallel_batch(calls):
+            with ThreadPoolExecutor(
+                max_workers=min(MAX_PARALLEL, len(calls)), thread_name_prefix="hermes-tool"
+            ) as pool:
+                outcomes = list(pool.map(lambda c: self.run_one(c, session, parallel=True), calls))
+            return outcomes
+        return [self.run_one(call, session) for call in calls]
+
+    def run_one(self, call: ToolCall, session: Session | None, *, parallel: bool = False) -> ToolOutcome:
+        """Run one call; never raises for the tool's fault."""
+        entry = self.tools.get(call.name)
+        if entry is None:
+            available = ", ".join(sorted(self.tools)) or "none"
+            return ToolOutcome(
+                call, None, f"Error: there is no tool named {call.name!r}. Available tools: {available}.",
+                is_error=True,
+            )
+        tool, plugin = entry
+        start = time.perf_counter()
+        try:
+            content = tool.invoke(
+                call.arguments, ToolContext(session=session, tool_call_id=call.id, plugin_name=plugin)
+            )
+            is_error = False
+        except ToolError as exc:
+            content, is_error = f"Error: {exc}", True
+        except Exception as exc:
+            log.error(
+                "plugin %s: tool %s raised %s: %s", plugin, call.name, type(exc).__name__, exc,
+                exc_info=log.isEnabledFor(logging.DEBUG),
+            )
+            content = f"Error: tool {call.name!r} failed: {type(exc).__name__}: {exc}"
+            is_error = True
+        return ToolOutcome(call, plugin, content, is_error, time.perf_counter() - start, parallel)
+
+
+class IterationBudget:
+    """LLM calls allowed in one turn, and the notes that tell the model the budget is running out."""
+
+    WRAP_UP = 0.7
+    RESPOND_NOW = 0.9
+
+    def __init__(self, limit: int = 90) -> None:
+        if limit < 1:
+            raise ValueError(f"the iteration budget must be at least 1, got {limit}")
+        self.limit = limit
+        self.used = 0
+
+    def spend(self) -> None:
+        """Count one LLM call."""
+        self.used += 1
+
+    @property
+    def exhausted(self) -> bool:
+        return self.used >= self.limit
+
+    def note(self) -> str | None:
+        """The note for the tool results that follow the current call, or ``None``."""
+        if self.used >= self.limit:
+            return (
+                f"[Budget: all {self.limit} model calls of this turn are used. No more tools "
+                "will run; the turn ends here.]"
+            )
+        if self.used >= round(self.limit * self.RESPOND_NOW):
+            return (
+                f"[Budget: {self.used} of {self.limit} model calls of this turn used. Respond now: "
+                "stop calling tools and give the user your answer with what you have.]"
+            )
+        if self.used >= round(self.limit * self.WRAP_UP):
+            return (
+                f"[Budget: {self.used} of {self.limit} model calls of this turn used. Wrap up: "
+                "finish the current step and answer soon; avoid starting new work.]"
+            )
+        return None

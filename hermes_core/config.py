@@ -58,6 +58,8 @@ class MemorySection(StrictModel):
     providers: list[str] = Field(default_factory=lambda: ["file_memory"])
     #: per-provider deadline for ``prefetch``, in seconds
     prefetch_timeout: float = Field(default=0.3, gt=0, le=30)
+    #: seconds the background memory worker may take to finish queued writes at shutdown
+    worker_drain_timeout: float = Field(default=10.0, ge=0, le=600)
 
     @field_validator("providers")
     @classmethod
@@ -87,6 +89,8 @@ class LLMSection(StrictModel):
     timeout: float = Field(default=600.0, gt=0)
     max_retries: int = Field(default=2, ge=0, le=10)
     cache_ttl: Literal["5m", "1h"] = "5m"
+    #: LLM calls one user turn may make (tool-loop iterations included)
+    max_iterations: int = Field(default=90, ge=1, le=1000)
 
 
 class PluginsSection(StrictModel):

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "LLM",
     "AnthropicLLM",
+    "ChatLLM",
     "LLMError",
     "LLMFailure",
     "LLMResponse",
@@ -124,6 +125,29 @@ class LLM(Protocol):
         timeout: float | None = None,
     ) -> str:
         """Return the model's text answer; raise :class:`LLMError` on failure or empty text."""
+        ...
+
+
+@runtime_checkable
+class ChatLLM(LLM, Protocol):
+    """What the agent loop needs: :meth:`respond`, one call with tools and optional streaming.
+
+    :class:`AnthropicLLM` implements it against the Messages API; ``hermes_core.replay.ReplayLLM``
+    answers from a recorded transcript.
+    """
+
+    def respond(
+        self,
+        *,
+        system: str,
+        messages: Sequence[Message],
+        max_tokens: int,
+        model: str | None = None,
+        timeout: float | None = None,
+        tools: Sequence[dict[str, Any]] | None = None,
+        on_text: Callable[[str], None] | None = None,
+    ) -> LLMResponse:
+        """One model call; ``on_text`` (when given) receives each streamed text delta."""
         ...
 
 

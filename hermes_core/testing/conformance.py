@@ -131,8 +131,13 @@ class MemoryProviderConformance:
     prefetch_deadline: ClassVar[float] = 0.3
     #: arguments for tools whose handlers the suite may call: {tool name: {arg: value}}
     tool_examples: ClassVar[dict[str, dict[str, Any]]] = {}
-    #: the provider can recall a stored turn in a later session (checked through prefetch)
+    #: the provider can recall a stored turn in a later session (checked through prefetch):
+    #: after a turn whose user message is ``recall_statement``, a later session's prefetch for
+    #: ``recall_query`` must contain ``recall_expect`` (case-insensitive)
     recalls_across_sessions: ClassVar[bool] = False
+    recall_statement: ClassVar[str] = "I fixed the database hang by raising the pool size to 40"
+    recall_query: ClassVar[str] = "database hang pool size"
+    recall_expect: ClassVar[str] = "pool"
 
     @pytest.fixture
     def provider(self) -> Any:
@@ -216,8 +221,8 @@ class MemoryProviderConformance:
     def test_recall_across_sessions(self, pm: pluggy.PluginManager, session: Session) -> None:
         if not self.recalls_across_sessions:
             pytest.skip("recalls_across_sessions is not declared")
-        user = Message("user", "I fixed the database hang by raising the pool size to 40")
-        assistant = Message("assistant", "Noted: pool size 40 fixed the hang.")
+        user = Message("user", self.recall_statement)
+        assistant = Message("assistant", "Noted.")
         pm.hook.on_message(message=user, session=session)
         pm.hook.on_message(message=assistant, session=session)
         pm.hook.sync_turn(user_message=user, assistant_message=assistant, session=session,
@@ -226,9 +231,9 @@ class MemoryProviderConformance:
                                reason=EndReason.USER_EXIT)
         later = Session(id="conformance-later", platform="test")
         pm.hook.on_session_switch(new_session=later, old_session=session, reason=SwitchReason.NEW)
-        pm.hook.queue_prefetch(query="database hang pool size", session=later)
-        recalled = _only(pm.hook.prefetch(query="database hang pool size", session=later)) or ""
-        assert "pool" in recalled.lower(), f"nothing recalled: {recalled!r}"
+        pm.hook.queue_prefetch(query=self.recall_query, session=later)
+        recalled = _only(pm.hook.prefetch(query=self.recall_query, session=later)) or ""
+        assert self.recall_expect.lower() in recalled.lower(), f"not recalled: {recalled!r}"
 
     @pytest.mark.parametrize("action", ["add", "replace", "remove"])
     def test_on_memory_write(self, pm: pluggy.PluginManager, session: Session, action: str) -> None:

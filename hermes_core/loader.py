@@ -51,6 +51,7 @@ DIRECTORY_PACKAGE = "hermes_core_directory_plugins"
 BUILTIN_PLUGINS: dict[str, str] = {
     "file_memory": "hermes_core.plugins.memory.file_memory",
     "compressor": "hermes_core.plugins.context_engine.compressor",
+    "lossless": "hermes_core.plugins.context_engine.lossless",
 }
 
 Source = Literal["builtin", "entry-point", "directory"]

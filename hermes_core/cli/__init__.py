@@ -21,6 +21,7 @@ __all__ = ["cli", "main"]
 #: command name -> "module:attribute" of its click command, imported on first use
 COMMANDS: dict[str, str] = {
     "config": "hermes_core.cli.config_cmd:config",
+    "context": "hermes_core.cli.context_cmd:context",
     "doctor": "hermes_core.cli.doctor_cmd:doctor",
     "memory": "hermes_core.cli.memory_cmd:memory",
     "plugins": "hermes_core.cli.plugins_cmd:plugins",

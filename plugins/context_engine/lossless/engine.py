@@ -1,0 +1,343 @@
+"""The ``lossless`` context engine: compacted turns stay retrievable instead of summarised away.
+
+The idea is that of lossless context management (LCM): when the history must shrink, the middle
+is moved verbatim into an archive (:mod:`.store`) and replaced in the live context by an *index*
+message listing the archived spans with a mechanical digest of each. The model gets two tools,
+``context_search`` (full-text search over the archived turns of this conversation) and
+``context_expand`` (read a span's messages verbatim, page by page), so nothing it once saw is out
+of reach. No LLM is called, so a compaction never fails for a model's sake and costs
+milliseconds.
+
+It shares the cut (head, tail, pinned latest request/reply, tool groups), the repair pass and the
+loop guards with the ``compressor`` engine; only what happens to the middle differs, which is the
+point of the contract: an engine decides what the middle becomes.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from hermes_core import hookimpl
+from hermes_core.errors import ToolError
+from hermes_core.kinds import PluginContext, Tool
+from hermes_core.plugins.context_engine.compressor.assemble import assemble, without_summary
+from hermes_core.plugins.context_engine.compressor.boundaries import plan_compaction
+from hermes_core.plugins.context_engine.compressor.config import check_fraction
+from hermes_core.plugins.context_engine.compressor.engine import check_history
+from hermes_core.plugins.context_engine.compressor.fallback import extract_facts, render_facts
+from hermes_core.plugins.context_engine.compressor.policy import CompactionReport, PolicyEngine
+from hermes_core.plugins.context_engine.compressor.repair import (
+    merge_adjacent_roles,
+    repair_tool_pairs,
+)
+from hermes_core.plugins.context_engine.compressor.tokens import (
+    estimate_messages,
+    message_token_list,
+)
+from hermes_core.types import CompressionResult, Message, Session, SwitchReason, ToolContext
+
+from .store import Span, SpanStore
+
+__all__ = ["LosslessConfig", "LosslessEngine"]
+
+_INDEX_INTRO = (
+    "Older turns of this conversation are archived verbatim, not lost. The spans below list what "
+    "each holds. To recover details, call context_search with words you remember (it searches "
+    "every archived span of this conversation), then context_expand with a span id to read its "
+    "messages exactly as they were."
+)
+
+
+class LosslessConfig(BaseModel):
+    """The ``lossless:`` section of config.yaml."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    threshold: float = 0.50
+    target_ratio: float = 0.20
+    protect_first_n: int = Field(default=3, ge=0, le=1_000)
+    protect_last_n: int = Field(default=20, ge=1, le=10_000)
+    max_passes: int = Field(default=3, ge=1, le=10)
+    max_per_turn: int = Field(default=3, ge=1, le=20)
+    #: the archive file; default $HERMES_CORE_HOME/context.db
+    db_path: str | None = None
+    #: spans listed in the index message (all stay searchable)
+    index_spans: int = Field(default=12, ge=1, le=200)
+    #: the most characters one context_expand call returns
+    expand_max_chars: int = Field(default=20_000, ge=1_000, le=200_000)
+    #: the most hits one context_search call returns
+    search_limit: int = Field(default=8, ge=1, le=50)
+
+    @field_validator("threshold")
+    @classmethod
+    def _threshold(cls, value: float) -> float:
+        return check_fraction(value, "lossless.threshold", "0.5 to compact at half the window")
+
+    @field_validator("target_ratio")
+    @classmethod
+    def _target_ratio(cls, value: float) -> float:
+        return check_fraction(value, "lossless.target_ratio", "0.2")
+
+
+class SearchInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    query: str = Field(min_length=1, max_length=1_000, description="words to look for")
+    limit: int | None = Field(default=None, ge=1, le=50, description="the most hits to return")
+
+
+class ExpandInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    span_id: int = Field(ge=1, description="a span id from the index or from context_search")
+    start: int = Field(default=0, ge=0, description="the first message (seq) to return")
+    count: int = Field(default=20, ge=1, le=200, description="how many messages to return")
+
+
+def _day(ts: float | None) -> str:
+    if not ts:
+        return "?"
+    return _dt.datetime.fromtimestamp(ts, tz=_dt.UTC).strftime("%Y-%m-%d %H:%M")
+
+
+class LosslessEngine(PolicyEngine):
+    """Archives compacted turns and lets the model search and expand them."""
+
+    name = "lossless"
+    description = "Archives compacted turns verbatim; the model searches and expands them by tool"
+    Config = LosslessConfig
+
+    def __init__(
+        self,
+        config: LosslessConfig,
+        context: PluginContext,
+        *,
+        window: int | None = None,
+        store: SpanStore | None = None,
+    ) -> None:
+        super().__init__(config, context, window=window)
+        self.settings = config
+        path = context.home / "context.db" if config.db_path is None else context.home / config.db_path
+        self.store = store if store is not None else SpanStore(path)
+        self.tail_budget = max(1, int(self.threshold_tokens * config.target_ratio))
+        #: the conversation served when no session was given (one per engine instance)
+        self.conversation = f"instance-{id(self):x}"
+
+    # ------------------------------------------------------------------------------ sessions
+
+    def conversation_of(self, session: Session | None) -> str:
+        """The conversation (lineage root) of ``session``; the engine's own one without it."""
+        if session is None:
+            return self.conversation
+        root = self.store.root_of(session.id)
+        if root is None and session.parent_session_id:
+            root = self.store.root_of(session.parent_session_id)
+        return root or session.id
+
+    def bind_session(self, session: Session) -> None:
+        """Serve ``session`` from now on (the kernel calls this, or ``on_session_switch`` does)."""
+        root = self.conversation_of(session)
+        self.store.link(session.id, root)
+        self.conversation = root
+
+    @hookimpl
+    def on_session_switch(
+        self, new_session: Session, old_session: Session | None, reason: SwitchReason
+    ) -> None:
+        if reason == SwitchReason.COMPRESSION:
+            # the child session continues the parent's conversation and sees its spans
+            anchor = old_session if old_session is not None else new_session
+            root = self.conversation_of(anchor)
+            self.store.link(anchor.id, root)
+            self.store.link(new_session.id, root)
+            self.conversation = root
+            return
+        self.reset()
+        self.bind_session(new_session)
+
+    @hookimpl
+    def shutdown(self) -> None:
+        self.store.close()
+
+    # ------------------------------------------------------------------------------ hooks
+
+    @hookimpl
+    def compress(
+        self, messages: list[Message], focus_topic: str | None, memory_context: str
+    ) -> CompressionResult:
+        return self.compact(messages, focus_topic=focus_topic, memory_context=memory_context or "")
+
+    @hookimpl
+    def get_tools(self) -> list[Tool]:
+        return [
+            Tool(
+                name="context_search",
+                description=(
+                    "Search the archived (compacted) turns of this conversation by words. Returns "
+                    "span ids and message positions with a snippet; read them with context_expand."
+                ),
+                handler=self._search_tool,
+                input_model=SearchInput,
+                parallel_safe=True,
+            ),
+            Tool(
+                name="context_expand",
+                description=(
+                    "Read archived messages of one span verbatim, page by page: give the span id "
+                    "(from the index message or context_search) and optionally start and count."
+                ),
+                handler=self._expand_tool,
+                input_model=ExpandInput,
+                parallel_safe=True,
+            ),
+        ]
+
+    # ---------------------------------------------------------------------------- compaction
+
+    def compact(
+        self,
+        messages: list[Message],
+        *,
+        focus_topic: str | None = None,
+        memory_context: str = "",
+        session: Session | None = None,
+    ) -> CompressionResult:
+        """Archive the middle of ``messages`` and put an index in its place."""
+        history = check_history(messages)
+        self.policy.record_attempt()
+        conversation = self.conversation_of(session) if session is not None else self.conversation
+        if not history or all(m.role == "system" for m in history):
+            what = "empty" if not history else "only the system prompt"
+            return self._result(history, history, None, [f"nothing to compact, the history is {what}"])
+        tokens = message_token_list(history)
+        s = self.settings
+        plan = plan_compaction(
+            history,
+            tokens,
+            protect_first_n=s.protect_first_n,
+            protect_last_n=s.protect_last_n,
+            tail_budget=self.tail_budget,
+        )
+        if plan.reason is not None:
+            return self._result(history, history, None, [f"nothing old enough to archive: {plan.reason}"])
+        archived = [kept for i in plan.middle if (kept := without_summary(history[i])) is not None]
+        try:
+            span = self.store.add_span(conversation, archived, render_facts(extract_facts(archived)))
+        except Exception as exc:  # never drop turns that could not be archived
+            self.log.error("lossless: archiving %d messages failed: %s", len(archived), exc)
+            return self._result(
+                history,
+                history,
+                None,
+                [f"archiving the compacted turns failed ({type(exc).__name__}: {exc}); the history "
+                 "was left unchanged"],
+                aborted=True,
+            )
+        index = self._index(conversation)
+        meta = {"source": "archived", "span_id": span.id, "compacted_messages": len(archived)}
+        out = assemble(plan, history, index, summary_meta=meta)
+        out, report = repair_tool_pairs(out)
+        out, report.turns_merged = merge_adjacent_roles(out)
+        notices = [
+            f"archived {len(archived)} message(s) as span {span.id}; they stay searchable with "
+            "context_search and readable with context_expand",
+            *report.notices(),
+        ]
+        return self._result(history, out, index, notices)
+
+    def _index(self, conversation: str) -> str:
+        spans = self.store.spans(conversation, limit=self.settings.index_spans)
+        total = self.store.count_spans(conversation)
+        lines = [_INDEX_INTRO, ""]
+        if total > len(spans):
+            lines.append(f"({total - len(spans)} older span(s) are not listed; search covers them.)")
+        for span in spans:
+            lines.append(self._describe(span))
+        return "\n".join(lines)
+
+    def _describe(self, span: Span) -> str:
+        digest = span.digest.replace("\n", "\n  ")
+        return (
+            f"- span {span.id}: {span.n_messages} message(s), {_day(span.first_ts)} to "
+            f"{_day(span.last_ts)} UTC\n  {digest}"
+        )
+
+    def _result(
+        self,
+        before: list[Message],
+        after: list[Message],
+        index: str | None,
+        notices: list[str],
+        *,
+        aborted: bool = False,
+    ) -> CompressionResult:
+        tokens_before = estimate_messages(before) + self.policy.overhead_tokens
+        tokens_after = estimate_messages(after) + self.policy.overhead_tokens
+        if not aborted and index is not None:
+            extra = self.policy.record_result(tokens_after)
+            if extra is not None:
+                notices.append(extra)
+        notices = [f"Context compaction: {n}." for n in notices]
+        self.last_report = CompactionReport(
+            tokens_before=tokens_before,
+            tokens_after=tokens_after,
+            messages_before=len(before),
+            messages_after=len(after),
+            source="aborted" if aborted else ("archived" if index is not None else "none"),
+            summarised=len(before) - len(after) if index is not None else 0,
+            notices=list(notices),
+        )
+        return CompressionResult(messages=list(after), summary=index, notices=notices)
+
+    # --------------------------------------------------------------------------------- tools
+
+    def _search_tool(self, args: SearchInput, context: ToolContext) -> dict[str, Any]:
+        conversation = self.conversation_of(context.session)
+        limit = args.limit or self.settings.search_limit
+        hits = self.store.search(conversation, args.query, limit=limit)
+        return {
+            "query": args.query,
+            "hits": [
+                {"span_id": h.span_id, "seq": h.seq, "role": h.role, "when": _day(h.timestamp),
+                 "snippet": h.snippet}
+                for h in hits
+            ],
+            "note": None if hits else "no archived message matches; try other or fewer words",
+        }
+
+    def _expand_tool(self, args: ExpandInput, context: ToolContext) -> dict[str, Any]:
+        conversation = self.conversation_of(context.session)
+        span = self.store.span(args.span_id)
+        if span is None or span.conversation != conversation:
+            raise ToolError(
+                f"span {args.span_id} is not an archived span of this conversation; use an id "
+                "from the index message or from context_search"
+            )
+        rows = self.store.messages(span.id, args.start, args.count)
+        out: list[dict[str, Any]] = []
+        used = 0
+        for row in rows:
+            m = row.message
+            item: dict[str, Any] = {"seq": row.seq, "role": m.role, "content": m.content}
+            if m.tool_calls:
+                item["tool_calls"] = [{"name": c.name, "arguments": c.arguments} for c in m.tool_calls]
+            if m.tool_name:
+                item["tool_name"] = m.tool_name
+            size = len(m.content) + 200
+            if out and used + size > self.settings.expand_max_chars:
+                break
+            if size > self.settings.expand_max_chars:
+                keep = self.settings.expand_max_chars - 200
+                item["content"] = m.content[:keep] + f"\n[... {len(m.content) - keep} more characters ...]"
+            out.append(item)
+            used += size
+        last = out[-1]["seq"] if out else args.start - 1
+        more = last + 1 < span.n_messages
+        return {
+            "span_id": span.id,
+            "messages": out,
+            "total_messages": span.n_messages,
+            "next_start": last + 1 if more else None,
+        }

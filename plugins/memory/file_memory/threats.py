@@ -9,11 +9,12 @@ The scan has two stages:
 1. invisible and bidirectional-control characters are looked for in the raw text (they hide
    instructions from a human reviewer while the model still reads them);
 2. the text is NFKC-normalised, common Cyrillic/Greek look-alike letters are folded to Latin, and
-   one combined case-insensitive regular expression is run over it. Each alternative is a named
-   group, so a single pass reports the pattern id; every id belongs to one category.
+   the case-insensitive pattern expressions are run over it, each only when one of its trigger
+   words occurs in the text (see ``_PATTERNS``). Every pattern id belongs to one category.
 
-Filler between keywords is bounded (at most a handful of words), which keeps the expression linear
-on adversarial input. Patterns are English-only: a payload written in another language passes.
+Filler between keywords is bounded (at most a handful of words), which keeps every expression
+linear on adversarial input, so the whole text is scanned: nothing hides past a length cut-off.
+Patterns are English-only: a payload written in another language passes.
 """
 
 from __future__ import annotations
@@ -24,14 +25,10 @@ from dataclasses import dataclass
 
 __all__ = [
     "CATEGORIES",
-    "MAX_SCAN_CHARS",
     "ThreatFinding",
     "describe",
     "scan",
 ]
-
-#: Longer input is scanned up to this many characters (a memory store is a few KB at most).
-MAX_SCAN_CHARS = 65_536
 
 #: category -> what it means, for refusal messages and the docs.
 CATEGORIES: dict[str, str] = {
@@ -119,7 +116,7 @@ _PATTERNS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
      r"\s+the\s+user\b"),
     # -- instructions hidden from human readers ---------------------------------------------
     ("html_comment_injection", "hidden_instruction", ("<!--",),
-     r"<!--(?:(?!-->)[\s\S]){0,2000}?"
+     r"<!--(?:(?!-->)[\s\S]){0,400}?"
      r"\b(?:ignore|override|system|secret|hidden|instructions?|assistant)\b"),
     ("hidden_markup", "hidden_instruction", ("style",),
      r"<\w+[^>]{0,200}?style\s*=\s*[\"'][^\"']{0,200}?"
@@ -230,6 +227,31 @@ def _compile(pid: str, category: str, triggers: tuple[str, ...], rx: str) -> _Pa
 _COMPILED: tuple[_Pattern, ...] = tuple(_compile(*spec) for spec in _PATTERNS)
 
 
+def _index() -> tuple[dict[str, tuple[int, ...]], dict[str, tuple[int, ...]], re.Pattern[str]]:
+    """Trigger -> indexes of the patterns it wakes, for words and for substrings.
+
+    Looking up the text's words in one dict is cheaper than asking each pattern in turn; the
+    substring triggers are found in one pass by a zero-width lookahead, which also reports
+    overlapping occurrences.
+    """
+    words: dict[str, list[int]] = {}
+    subs: dict[str, list[int]] = {}
+    for i, pattern in enumerate(_COMPILED):
+        for word in pattern.words:
+            words.setdefault(word, []).append(i)
+        for sub in pattern.substrings:
+            subs.setdefault(sub, []).append(i)
+    alternatives = "|".join(re.escape(s) for s in sorted(subs, key=len, reverse=True))
+    return (
+        {k: tuple(v) for k, v in words.items()},
+        {k: tuple(v) for k, v in subs.items()},
+        re.compile(f"(?=({alternatives}))"),
+    )
+
+
+_BY_WORD, _BY_SUBSTRING, _SUBSTRINGS = _index()
+
+
 @dataclass(frozen=True, slots=True)
 class ThreatFinding:
     """The first threat found in a text."""
@@ -256,7 +278,6 @@ class ThreatFinding:
 
 def scan(text: str) -> ThreatFinding | None:
     """The first threat in ``text`` (invisible characters first), or ``None`` when clean."""
-    text = text[:MAX_SCAN_CHARS]
     hit = _INVISIBLE.search(text)
     if hit is not None:
         code = f"U+{ord(hit.group()):04X}"
@@ -265,10 +286,15 @@ def scan(text: str) -> ThreatFinding | None:
     ascii_only = text.isascii()
     normal = text if ascii_only else unicodedata.normalize("NFKC", text).translate(_CONFUSABLES)
     lowered = normal.lower()
-    words = set(_WORD.findall(lowered))
-    for pattern in _COMPILED:
-        if words.isdisjoint(pattern.words) and not any(s in lowered for s in pattern.substrings):
-            continue
+    woken: set[int] = set()
+    for word in _WORD.findall(lowered):
+        hit = _BY_WORD.get(word)
+        if hit is not None:
+            woken.update(hit)
+    for sub in _SUBSTRINGS.findall(lowered):
+        woken.update(_BY_SUBSTRING[sub])
+    for i in sorted(woken):  # pattern order decides which of several findings is reported
+        pattern = _COMPILED[i]
         match = pattern.regex.search(normal)
         if match is not None:
             return _finding(pattern, match.group())

@@ -1,0 +1,162 @@
+"""File memory benchmark: add / replace / remove throughput and snapshot load time.
+
+Method (the one of reference/perf-baseline.md section 2, so the figures compare):
+
+* operations go through the ``memory`` tool's entry point (``Tool.invoke``: argument validation,
+  threat scan, lock, re-read, atomic write with fsync, JSON result), 70-character entries, a raised
+  limit so that 200 entries fit; each repetition starts from an empty directory and runs 200 adds,
+  then 200 replaces (unique substring), then 200 removes; ops/s = 200 / elapsed; the figure is the
+  median over the repetitions;
+* snapshot load: both stores full at the default limits (28 memory entries, 17 user entries),
+  read from disk, deduplicated, threat-scanned and rendered, as at session start; p50 and p95.
+
+Ratios compare with Hermes on this machine kind (640 ops/s, 1.4 ms): ratio >= 1.0 means at least
+as good as Hermes. Nothing here asserts: the machine is shared and noisy, so read the figures.
+
+    python bench/bench_file_memory.py [--reps 5] [--ops 200] [--loads 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import random
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from hermes_core.config import CoreConfig
+from hermes_core.kinds import PluginContext
+from hermes_core.plugins.memory.file_memory import FileMemory, FileMemoryConfig
+from hermes_core.plugins.memory.file_memory.entries import joined_size
+from hermes_core.plugins.memory.file_memory.snapshot import load_snapshot
+from hermes_core.types import Session, ToolContext
+
+HERMES_OPS_PER_S = 640.0
+HERMES_LOAD_MS = 1.4
+
+# Words of the kind memory notes are made of, trigger words of the threat scan included
+# ("now", "must", "key", "system", "config", "token", ...), so the scan does real work.
+_WORDS = """
+user prefers concise answers project uses pytest deploys happen fridays build takes minutes cache
+key lives in workflow file name is works on payments team remote timezone lisbon vim keybindings
+tabs width four config stored under home directory api returns rate limit back off seconds must
+run lint before pushing now uses postgres sixteen docker compose for local services system prompt
+should stay short check logs first token expiry one hour network proxy blocks outbound traffic
+context window large chat history kept ten days env file holds database url never commit it
+"""
+VOCAB = _WORDS.split()
+
+
+def entry(rng: random.Random, n: int, width: int = 70) -> str:
+    words = [f"[{n:04d}]"]
+    while len(" ".join(words)) < width:
+        words.append(rng.choice(VOCAB))
+    return " ".join(words)[:width].rstrip()
+
+
+def make_provider(home: Path, memory_limit: int = 2200) -> FileMemory:
+    config = FileMemoryConfig(memory_char_limit=memory_limit)
+    context = PluginContext(
+        plugin_name="file_memory", home=home, config=CoreConfig(),
+        logger=logging.getLogger("bench"),
+    )
+    return FileMemory(config=config, context=context)
+
+
+def percentile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered) + 0.5) - 1))]
+
+
+def bench_ops(reps: int, ops: int) -> dict[str, list[float]]:
+    rates: dict[str, list[float]] = {"add": [], "replace": [], "remove": []}
+    latencies: dict[str, list[float]] = {"add": [], "replace": [], "remove": []}
+    session = ToolContext(session=Session(id="bench"))
+    for rep in range(reps):
+        rng = random.Random(rep)
+        with tempfile.TemporaryDirectory(prefix="bench-fm-") as tmp:
+            provider = make_provider(Path(tmp), memory_limit=80 * ops + 100)
+            tool = provider.get_tools()[0]
+            texts = [entry(rng, n) for n in range(ops)]
+            plans = {
+                "add": [{"action": "add", "content": t} for t in texts],
+                "replace": [
+                    {"action": "replace", "old_text": f"[{n:04d}]", "content": entry(rng, n)}
+                    for n in range(ops)
+                ],
+                "remove": [{"action": "remove", "old_text": f"[{n:04d}]"} for n in range(ops)],
+            }
+            for action, calls in plans.items():
+                start = time.perf_counter()
+                for args in calls:
+                    t0 = time.perf_counter()
+                    result = tool.invoke(args, session)
+                    latencies[action].append(time.perf_counter() - t0)
+                    if '"success": true' not in result:
+                        raise SystemExit(f"{action} failed: {result}")
+                rates[action].append(ops / (time.perf_counter() - start))
+    return {**rates, **{f"{k}_lat": v for k, v in latencies.items()}}
+
+
+def fill(provider: FileMemory, rng: random.Random) -> None:
+    store = provider.store
+    n = 0
+    while joined_size(store.read("memory").entries) < 2100:
+        store.add("memory", entry(rng, n, width=rng.randint(60, 85)))
+        n += 1
+    while joined_size(store.read("user").entries) < 1300:
+        store.add("user", entry(rng, n, width=rng.randint(60, 85)))
+        n += 1
+
+
+def bench_load(loads: int) -> tuple[list[float], int, int, int]:
+    with tempfile.TemporaryDirectory(prefix="bench-fm-") as tmp:
+        provider = make_provider(Path(tmp))
+        fill(provider, random.Random(42))
+        mem = len(provider.store.read("memory").entries)
+        usr = len(provider.store.read("user").entries)
+        samples = []
+        rendered = 0
+        for _ in range(loads):
+            start = time.perf_counter()
+            snap = load_snapshot(provider.store)
+            samples.append(time.perf_counter() - start)
+            rendered = len(snap.text() or "")
+        return samples, mem, usr, rendered
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--ops", type=int, default=200)
+    parser.add_argument("--loads", type=int, default=300)
+    args = parser.parse_args()
+
+    results = bench_ops(args.reps, args.ops)
+    print(f"memory tool, {args.reps} reps x {args.ops} ops, 70-char entries (median ops/s)")
+    for action in ("add", "replace", "remove"):
+        rate = statistics.median(results[action])
+        lat = results[f"{action}_lat"]
+        print(
+            f"  {action:<8} {rate:8.0f} ops/s   p50 {percentile(lat, 0.5) * 1e3:.2f} ms  "
+            f"p95 {percentile(lat, 0.95) * 1e3:.2f} ms   "
+            f"ratio vs Hermes {HERMES_OPS_PER_S:.0f} ops/s: {rate / HERMES_OPS_PER_S:.2f}x   "
+            f"(reps: {', '.join(f'{r:.0f}' for r in results[action])})"
+        )
+    samples, mem, usr, rendered = bench_load(args.loads)
+    p50 = percentile(samples, 0.5) * 1e3
+    p95 = percentile(samples, 0.95) * 1e3
+    print(
+        f"snapshot load ({mem} memory + {usr} user entries, scan + render, {rendered} chars), "
+        f"{args.loads} loads"
+    )
+    print(
+        f"  p50 {p50:.3f} ms   p95 {p95:.3f} ms   "
+        f"ratio vs Hermes {HERMES_LOAD_MS} ms: {HERMES_LOAD_MS / p50:.2f}x faster"
+    )
+
+
+if __name__ == "__main__":
+    main()

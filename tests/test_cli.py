@@ -96,15 +96,21 @@ def test_config_set_unknown_engine_refused_and_lists_available(run, home, dir_pl
     ],
 )
 def test_config_validate_fails_naming_key_or_line(run, home, dir_plugin, text, fragment):
-    dir_plugin("one", ENGINE.format(name="compressor"))
+    dir_plugin("one", ENGINE.format(name="alpha"))
     (home / "config.yaml").write_text(text)
     result = run("config", "validate")
     assert result.exit_code == 1
     assert fragment in result.output and "line" in result.output
 
 
+# A config that selects only the throwaway engine, so these tests do not depend on which
+# built-in plugins exist.
+ONLY_ALPHA = "memory:\n  providers: []\ncontext:\n  engine: alpha\n"
+
+
 def test_config_validate_ok_and_json(run, home, dir_plugin):
-    dir_plugin("one", ENGINE.format(name="compressor"))
+    dir_plugin("one", ENGINE.format(name="alpha"))
+    (home / "config.yaml").write_text(ONLY_ALPHA)
     assert run("config", "validate").exit_code == 0
     data = json.loads(run("config", "validate", "--json").output)
     assert data["valid"] is True and data["errors"] == []
@@ -136,7 +142,8 @@ def test_commands_work_with_a_broken_plugin(run, fake_dist):
 
 
 def test_doctor_reports(run, home, dir_plugin):
-    dir_plugin("one", ENGINE.format(name="compressor"))
+    dir_plugin("one", ENGINE.format(name="alpha"))
+    (home / "config.yaml").write_text(ONLY_ALPHA)
     (home / "plugins" / "nofile").mkdir()
     result = run("doctor", "--json")
     checks = {c["name"]: c for c in json.loads(result.output)}

@@ -127,6 +127,35 @@ def bench_load(loads: int) -> tuple[list[float], int, int, int]:
         return samples, mem, usr, rendered
 
 
+def disk_floor(runs: int = 200) -> tuple[float, float]:
+    """p50 (ms) of a bare 14 KB write + fsync + rename, and of the same plus a directory fsync.
+
+    The floor any durable atomic write pays on this disk at this moment; printed so that a slow
+    run caused by other processes' I/O can be told from a slow store.
+    """
+    import os
+
+    with tempfile.TemporaryDirectory(prefix="bench-fm-") as tmp:
+        target = os.path.join(tmp, "f")
+        data = b"x" * 14_000
+        plain, with_dir = [], []
+        for i in range(runs):
+            start = time.perf_counter()
+            fd, path = tempfile.mkstemp(dir=tmp)
+            os.write(fd, data)
+            os.fsync(fd)
+            os.close(fd)
+            os.replace(path, target)
+            if i % 2:
+                dfd = os.open(tmp, os.O_RDONLY)
+                os.fsync(dfd)
+                os.close(dfd)
+                with_dir.append(time.perf_counter() - start)
+            else:
+                plain.append(time.perf_counter() - start)
+    return percentile(plain, 0.5) * 1e3, percentile(with_dir, 0.5) * 1e3
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--reps", type=int, default=5)
@@ -134,6 +163,11 @@ def main() -> None:
     parser.add_argument("--loads", type=int, default=300)
     args = parser.parse_args()
 
+    floor, floor_dir = disk_floor()
+    print(
+        f"disk floor now: write+fsync+rename p50 {floor:.2f} ms, plus directory fsync "
+        f"{floor_dir:.2f} ms (the store pays the second)"
+    )
     results = bench_ops(args.reps, args.ops)
     print(f"memory tool, {args.reps} reps x {args.ops} ops, 70-char entries (median ops/s)")
     for action in ("add", "replace", "remove"):

@@ -278,13 +278,12 @@ class ThreatFinding:
 
 def scan(text: str) -> ThreatFinding | None:
     """The first threat in ``text`` (invisible characters first), or ``None`` when clean."""
-    hit = _INVISIBLE.search(text)
-    if hit is not None:
-        code = f"U+{ord(hit.group()):04X}"
+    invisible = _INVISIBLE.search(text)
+    if invisible is not None:
+        code = f"U+{ord(invisible.group()):04X}"
         return ThreatFinding("invisible_unicode", f"invisible_unicode_{code}", code)
     # NFKC and the look-alike fold change nothing in ASCII text, the common case.
-    ascii_only = text.isascii()
-    normal = text if ascii_only else unicodedata.normalize("NFKC", text).translate(_CONFUSABLES)
+    normal = text if text.isascii() else unicodedata.normalize("NFKC", text).translate(_CONFUSABLES)
     lowered = normal.lower()
     woken: set[int] = set()
     for word in _WORD.findall(lowered):

@@ -1,0 +1,213 @@
+"""``hermes-core sessions``: list, show, search, export and import the session archive.
+
+A thin layer over :class:`hermes_core.plugins.memory.session_archive.SessionArchive` (the archive
+at ``session_archive.path`` or ``$HERMES_CORE_HOME/state.db``). Read-only commands never create
+the file; a corrupt file is reported (see ``hermes-core doctor``) and never modified.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from ._common import echo_json
+
+if TYPE_CHECKING:
+    from ..plugins.memory.session_archive import SessionArchive
+
+__all__ = ["sessions"]
+
+PLUGIN = "session_archive"
+
+
+def _path() -> tuple[Path, Any]:
+    from pydantic import ValidationError
+
+    from ..config import apply_env, format_validation_error, load_config
+    from ..errors import ConfigError
+    from ..paths import home_dir
+    from ..plugins.memory.session_archive import SessionArchiveConfig, archive_path
+
+    config = load_config()
+    raw = config.raw.get(PLUGIN)
+    if raw is not None and not isinstance(raw, dict):
+        raise ConfigError(f"{config.where(PLUGIN)}: section {PLUGIN!r} must be a mapping")
+    try:
+        settings = SessionArchiveConfig.model_validate(apply_env(SessionArchiveConfig, raw))
+    except ValidationError as exc:
+        raise ConfigError(
+            format_validation_error(exc, section=PLUGIN, where=config, plugin=PLUGIN)
+        ) from None
+    return archive_path(settings, home_dir()), settings
+
+
+@contextmanager
+def _archive(*, create: bool = False) -> Iterator[SessionArchive | None]:
+    """The archive, or None when it does not exist yet and ``create`` is off."""
+    from ..plugins.memory.session_archive import SessionArchive
+
+    path, settings = _path()
+    if not create and not path.exists():
+        yield None
+        return
+    archive = SessionArchive(path, busy_timeout=settings.busy_timeout,
+                             synchronous=settings.synchronous, background_checkpoints=False)
+    try:
+        yield archive
+    finally:
+        archive.close()
+
+
+def _when(ts: float | None) -> str:
+    if ts is None:
+        return "-"
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def _one_line(text: str | None, width: int) -> str:
+    flat = " ".join((text or "").split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+@click.group()
+def sessions() -> None:
+    """The session archive (state.db): list, show, search, export, import."""
+
+
+@sessions.command("list")
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 10_000))
+@click.option("--all", "every", is_flag=True,
+              help="List every session, not one line per compaction chain.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def list_cmd(limit: int, every: bool, as_json: bool) -> None:
+    """Sessions by last activity; a compaction chain shows as its newest session."""
+    with _archive() as archive:
+        records = [] if archive is None else archive.list_sessions(limit=limit, chains=not every)
+    if as_json:
+        echo_json([r.to_dict() for r in records])
+        return
+    if not records:
+        click.echo("No sessions yet.")
+        return
+    for r in records:
+        chain = f" (+{r.chain_length - 1} compacted)" if r.chain_length > 1 and not every else ""
+        click.echo(f"{r.id}  {_when(r.updated_at)}  {r.platform:<8} "
+                   f"{r.chain_messages if not every else r.message_count:>5} msgs  "
+                   f"{_one_line(r.title or r.preview or '', 60)}{chain}")
+
+
+@sessions.command("show")
+@click.argument("session_id")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def show_cmd(session_id: str, as_json: bool) -> None:
+    """A session's details and messages."""
+    with _archive() as archive:
+        if archive is None:
+            raise click.ClickException(f"no session {session_id!r}: the archive is empty")
+        data = archive.show(session_id)
+    if as_json:
+        echo_json(data)
+        return
+    s = data["session"]
+    click.echo(f"session {s['id']}  {s['title'] or '(untitled)'}")
+    click.echo(f"  platform {s['platform']}  model {s['model'] or '-'}  started "
+               f"{_when(s['started_at'])}  ended {_when(s['ended_at'])} "
+               f"({s['end_reason'] or 'open'})")
+    if s["parent_session_id"]:
+        click.echo(f"  parent {s['parent_session_id']} ({s['origin']})")
+    if data["children"]:
+        click.echo(f"  children {', '.join(data['children'])}")
+    click.echo(f"  tokens in {s['input_tokens']} out {s['output_tokens']} cache read "
+               f"{s['cache_read_tokens']} write {s['cache_write_tokens']}  cost "
+               f"${s['cost_usd']:.4f}")
+    for m in data["messages"]:
+        extra = f" [{m['tool_name']}]" if m.get("tool_name") else ""
+        calls = "".join(f" -> {c.get('name')}({c.get('arguments')})"
+                        for c in m.get("tool_calls", []))
+        click.echo(f"\n#{m['id']} {m['role']}{extra}{_one_line(calls, 200)}")
+        if m["content"]:
+            click.echo(m["content"])
+
+
+@sessions.command("search")
+@click.argument("query")
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 500))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def search_cmd(query: str, limit: int, as_json: bool) -> None:
+    """Messages matching QUERY, best first, with a message of context either side."""
+    from ..plugins.memory.session_archive import search_messages
+
+    with _archive() as archive:
+        result = None if archive is None else search_messages(archive, query, limit=limit)
+    hits = result.hits if result is not None else []
+    if as_json:
+        echo_json({"query": query, "matched": result.matched if result else "all",
+                   "hits": [h.to_dict() for h in hits]})
+        return
+    if not hits:
+        click.echo("No matching messages.")
+        return
+    if result is not None and result.matched == "any":
+        click.echo("(no message has every word; showing messages with any of them)")
+    for h in hits:
+        click.echo(f"{h.session_id}  #{h.message_id} {h.role}  {_when(h.timestamp)}  "
+                   f"{_one_line(h.session_title, 40)}")
+        click.echo(f"    {_one_line(h.snippet, 160)}")
+
+
+@sessions.command("export")
+@click.argument("session_ids", nargs=-1, required=True)
+@click.option("--chain", is_flag=True, help="Include every session of each compaction chain.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True),
+              help="Write to this file instead of standard output.")
+def export_cmd(session_ids: tuple[str, ...], chain: bool, output: str | None) -> None:
+    """Write sessions as JSON Lines (one session line, then its messages)."""
+    from ..plugins.memory.session_archive.transfer import export_session
+
+    with _archive() as archive:
+        if archive is None:
+            raise click.ClickException("the archive is empty: nothing to export")
+        ids: list[str] = []
+        for sid in session_ids:
+            for member in (archive.chain_of(sid) if chain else [sid]):
+                if member not in ids:
+                    ids.append(member)
+        for sid in ids:
+            archive.get_session(sid)  # a clear error before anything is written
+        if output:
+            tmp = f"{output}.part"
+            with open(tmp, "w", encoding="utf-8", errors="surrogatepass") as fh:
+                n = export_session(archive, ids, fh)
+            os.replace(tmp, output)
+            click.echo(f"wrote {n} lines ({len(ids)} session(s)) to {output}", err=True)
+        else:
+            export_session(archive, ids, sys.stdout)
+
+
+@sessions.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, readable=True))
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def import_cmd(file: str, as_json: bool) -> None:
+    """Import a JSON Lines file written by 'sessions export'; existing sessions are skipped."""
+    from ..plugins.memory.session_archive.transfer import import_jsonl
+
+    size = os.path.getsize(file)
+    with _archive(create=True) as archive:
+        assert archive is not None
+        if size > 1_000_000 and not as_json:
+            with click.progressbar(length=size, label="importing", file=sys.stderr) as bar:
+                report = import_jsonl(archive, file, progress=bar.update)
+        else:
+            report = import_jsonl(archive, file)
+    if as_json:
+        echo_json(report.__dict__)
+        return
+    click.echo(f"imported {report.sessions_imported} session(s), {report.messages_imported} "
+               f"message(s); skipped {report.sessions_skipped} already present")

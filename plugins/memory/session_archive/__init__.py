@@ -1,0 +1,132 @@
+"""The built-in session archive: every session and message in ``state.db``, searchable.
+
+Plugs into a turn through the memory hooks: ``on_message`` appends each message the moment it
+joins the history, ``on_session_switch`` opens the next session (a compaction's child joins its
+parent's chain), ``on_session_end`` records the end, and ``get_tools`` offers ``session_search``.
+Token and cost counters are kept by :meth:`SessionArchiveProvider.record_usage`, which the agent
+loop calls after each API response (``update_from_response`` belongs to the context engine).
+
+The library API is :class:`~.store.SessionArchive`; the CLI is ``hermes-core sessions``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hermes_core import hookimpl
+from hermes_core.kinds import MemoryProvider, PluginContext, Tool
+from hermes_core.types import EndReason, Message, Session, SwitchReason, Usage
+
+from .config import SessionArchiveConfig
+from .errors import (
+    ArchiveBusyError,
+    ArchiveCorruptError,
+    ArchiveError,
+    ArchiveVersionError,
+    ImportFormatError,
+    QueryError,
+    SessionNotFoundError,
+)
+from .search import search_messages
+from .store import SessionArchive
+from .summarise import summarise_results
+from .tool import make_tool, session_search
+
+__all__ = [
+    "ArchiveBusyError",
+    "ArchiveCorruptError",
+    "ArchiveError",
+    "ArchiveVersionError",
+    "ImportFormatError",
+    "QueryError",
+    "SessionArchive",
+    "SessionArchiveConfig",
+    "SessionArchiveProvider",
+    "SessionNotFoundError",
+    "archive_path",
+    "register_memory_providers",
+    "search_messages",
+    "session_search",
+]
+
+
+def archive_path(config: SessionArchiveConfig, home: Path) -> Path:
+    """Where the archive lives: ``session_archive.path`` or ``<home>/state.db``."""
+    return Path(config.path).expanduser() if config.path else Path(home) / "state.db"
+
+
+class SessionArchiveProvider(MemoryProvider):
+    """Stores every message in state.db and offers the session_search tool."""
+
+    name = "session_archive"
+    Config = SessionArchiveConfig
+    description = "every session and message in state.db, with FTS5 search (session_search)"
+
+    def __init__(self, config: SessionArchiveConfig, context: PluginContext) -> None:
+        super().__init__(config, context)
+        self.settings: SessionArchiveConfig = config
+        # Opening raises a clear error for a corrupt or foreign file, and never modifies it.
+        self.archive = SessionArchive(
+            archive_path(config, context.home), busy_timeout=config.busy_timeout,
+            synchronous=config.synchronous,
+        )
+        self._tool = make_tool(lambda: self.archive, self._search_settings)
+
+    def _search_settings(self) -> dict[str, Any]:
+        c = self.settings
+        summarise: Callable[[list[dict[str, Any]], str], str | None] | None = None
+        if c.summaries:
+            llm = self.context.config.llm
+
+            def summarise(results: list[dict[str, Any]], query: str) -> str | None:
+                return summarise_results(results, query, llm, timeout=c.summary_timeout,
+                                         concurrency=c.summary_concurrency,
+                                         max_tokens=c.summary_max_tokens)
+
+        return {"window_chars": c.window_chars, "candidates": c.candidates,
+                "demote_platforms": tuple(c.demote_platforms), "summarise": summarise,
+                "limit_default": c.max_sessions}
+
+    # ---------------------------------------------------------------------------------- hooks
+
+    @hookimpl
+    def on_message(self, message: Message, session: Session) -> None:
+        self.archive.append_message(session, message)
+
+    @hookimpl
+    def on_session_switch(
+        self, new_session: Session, old_session: Session | None, reason: SwitchReason
+    ) -> None:
+        origin = str(reason.value if isinstance(reason, SwitchReason) else reason)
+        created = self.archive.open_session(new_session, origin=origin)
+        if not created and origin == SwitchReason.RESUME.value:
+            self.archive.reopen_session(new_session.id)
+        if origin == SwitchReason.COMPRESSION.value and old_session is not None:
+            self.archive.open_session(old_session)
+            self.archive.end_session(old_session.id, EndReason.COMPRESSION.value)
+
+    @hookimpl
+    def on_session_end(self, session: Session, reason: EndReason) -> None:
+        self.archive.open_session(session)
+        self.archive.end_session(session.id, str(getattr(reason, "value", reason)))
+
+    @hookimpl
+    def get_tools(self) -> list[Tool]:
+        return [self._tool]
+
+    @hookimpl
+    def shutdown(self) -> None:
+        self.archive.close()
+
+    # ------------------------------------------------------------------------------- library
+
+    def record_usage(self, session_id: str, usage: Usage, *, cost_usd: float = 0.0) -> None:
+        """Add one API call's tokens (and cost) to the session's counters."""
+        self.archive.record_usage(session_id, usage, cost_usd=cost_usd)
+
+
+@hookimpl
+def register_memory_providers(register: Callable[[type], None]) -> None:
+    register(SessionArchiveProvider)

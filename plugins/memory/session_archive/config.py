@@ -1,0 +1,35 @@
+"""The ``session_archive:`` section of config.yaml."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["SessionArchiveConfig"]
+
+
+class SessionArchiveConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    #: the database file; default ``$HERMES_CORE_HOME/state.db``
+    path: str | None = None
+    #: "normal": an append does not wait for the disk (WAL; a crash of the process loses nothing,
+    #: a power cut may lose the last seconds). "full": every append is on disk before it returns
+    #: (about 0.3 ms more per append on a virtio disk).
+    synchronous: Literal["normal", "full"] = "normal"
+    #: how long a write waits for another process's lock before failing, in seconds
+    busy_timeout: float = Field(default=30.0, gt=0, le=600)
+    #: sessions session_search returns when the model does not say (at most 5)
+    max_sessions: int = Field(default=3, ge=1, le=5)
+    #: characters of conversation session_search shows, shared by the sessions it returns
+    window_chars: int = Field(default=100_000, ge=2_000, le=1_000_000)
+    #: matches ranked per search; a query with more is ranked among its newest matches
+    candidates: int = Field(default=1000, ge=50, le=50_000)
+    #: platforms whose sessions are listed after all others in search results
+    demote_platforms: list[str] = Field(default_factory=lambda: ["cron"])
+    #: summarise each found session with llm.auxiliary_model (or llm.model)
+    summaries: bool = False
+    summary_timeout: float = Field(default=30.0, gt=0, le=600)
+    summary_concurrency: int = Field(default=3, ge=1, le=8)
+    summary_max_tokens: int = Field(default=600, ge=50, le=8192)

@@ -1,0 +1,43 @@
+"""The errors of the session archive; each says what is wrong and what to do about it."""
+
+from __future__ import annotations
+
+from hermes_core.errors import HermesCoreError
+
+__all__ = [
+    "ArchiveBusyError",
+    "ArchiveCorruptError",
+    "ArchiveError",
+    "ArchiveVersionError",
+    "ImportFormatError",
+    "QueryError",
+    "SessionNotFoundError",
+]
+
+
+class ArchiveError(HermesCoreError):
+    """Base class of the session archive's errors."""
+
+
+class ArchiveCorruptError(ArchiveError):
+    """state.db exists but cannot be used; it is never modified or overwritten."""
+
+
+class ArchiveVersionError(ArchiveError):
+    """state.db was written by a newer hermes-core (its schema version is unknown here)."""
+
+
+class ArchiveBusyError(ArchiveError):
+    """Another process held the write lock longer than the configured busy timeout."""
+
+
+class SessionNotFoundError(ArchiveError):
+    """No session has the given id."""
+
+
+class QueryError(ArchiveError):
+    """A search query cannot be run; the message says how to rephrase it."""
+
+
+class ImportFormatError(ArchiveError):
+    """A JSONL import file has a malformed line; the message names the line."""

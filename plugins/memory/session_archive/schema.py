@@ -1,0 +1,219 @@
+"""The state.db schema, its version, and the forward migrations that bring an older file up to it.
+
+Layout (version 1):
+
+* ``sessions``: one row per session. ``num`` is a small integer key the messages refer to (it
+  keeps every message row and index entry ~30 bytes smaller than a text id would); ``id`` is the
+  kernel's session id. ``chain`` is the ``num`` of the first session of its compaction chain and
+  ``superseded`` marks a session a compaction continued in a child, so listings can show each chain
+  once, as its newest session, with one indexed query.
+* ``messages``: one row per message, in insertion order (``id``). Tool calls are a JSON array.
+* ``messages_fts``: FTS5 over content, tool name and tool-call argument values, with *external
+  content*: it reads the text from the ``messages_search`` view instead of keeping a copy, so the
+  text is stored once. Tool-call ids are left out of the index (random strings no one searches for,
+  and at a million messages they would be most of the vocabulary).
+* ``messages_cjk`` (trigram) and ``messages_cjk_grams`` (unigrams and bigrams, rowids only):
+  contentless FTS5 tables over the CJK runs of the few messages that have any; see cjk.py.
+* ``meta``: key/value pairs; ``schema_version`` mirrors ``PRAGMA user_version`` for humans.
+
+Triggers keep every index in sync with ``messages``. The CJK triggers call two SQL functions the
+archive registers on its connections (``hc_cjk_runs``, ``hc_cjk_grams``): a connection without them
+cannot write messages at all, which is better than writing them unindexed.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+
+from .cjk import cjk_grams, cjk_runs
+
+__all__ = [
+    "APPLICATION_ID",
+    "LATEST_VERSION",
+    "MIGRATIONS",
+    "Migration",
+    "migrate",
+    "register_functions",
+]
+
+#: ``PRAGMA application_id`` of a hermes-core state.db ("HCSA"), so a foreign SQLite file is
+#: recognised and refused instead of being filled with our tables.
+APPLICATION_ID = 0x48435341
+
+# The text FTS5 indexes for tool calls: every string or number value except the calls' own ids
+# (a call's id sits at path "$[N]", argument values deeper).
+_TOOL_ARGS = """(SELECT group_concat(j.atom, ' ') FROM json_tree({col}) AS j
+    WHERE j.type IN ('text', 'integer', 'real') AND NOT (j.key = 'id' AND j.path NOT LIKE '%.%'))"""
+
+
+def _args(row: str) -> str:
+    return _TOOL_ARGS.format(col=f"{row}.tool_calls")
+
+
+_V1: list[str] = [
+    """CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID""",
+    """CREATE TABLE sessions (
+        num INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        platform TEXT NOT NULL DEFAULT 'cli',
+        model TEXT,
+        title TEXT,
+        started_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        ended_at REAL,
+        end_reason TEXT,
+        parent_session_id TEXT,
+        origin TEXT,
+        chain INTEGER NOT NULL,
+        superseded INTEGER NOT NULL DEFAULT 0,
+        message_count INTEGER NOT NULL DEFAULT 0,
+        input_tokens INTEGER NOT NULL DEFAULT 0,
+        output_tokens INTEGER NOT NULL DEFAULT 0,
+        cache_read_tokens INTEGER NOT NULL DEFAULT 0,
+        cache_write_tokens INTEGER NOT NULL DEFAULT 0,
+        api_calls INTEGER NOT NULL DEFAULT 0,
+        cost_usd REAL NOT NULL DEFAULT 0,
+        attributes TEXT
+    )""",
+    "CREATE INDEX sessions_parent ON sessions(parent_session_id) "
+    "WHERE parent_session_id IS NOT NULL",
+    "CREATE INDEX sessions_chain ON sessions(chain)",
+    "CREATE INDEX sessions_recent ON sessions(updated_at) WHERE superseded = 0",
+    """CREATE TABLE messages (
+        id INTEGER PRIMARY KEY,
+        session INTEGER NOT NULL REFERENCES sessions(num),
+        role TEXT NOT NULL,
+        content TEXT NOT NULL,
+        tool_name TEXT,
+        tool_call_id TEXT,
+        tool_calls TEXT CHECK (tool_calls IS NULL OR json_valid(tool_calls)),
+        timestamp REAL NOT NULL,
+        meta TEXT
+    )""",
+    # (session) alone: index entries end with the rowid, so a session's messages come out in
+    # insertion order without storing the id twice.
+    "CREATE INDEX messages_session ON messages(session)",
+    f"""CREATE VIEW messages_search (id, content, tool_name, tool_args) AS
+        SELECT m.id, m.content, m.tool_name, {_args('m')} FROM messages AS m""",
+    """CREATE VIRTUAL TABLE messages_fts USING fts5(
+        content, tool_name, tool_args,
+        content='messages_search', content_rowid='id',
+        tokenize='porter unicode61 remove_diacritics 2')""",
+    """CREATE VIRTUAL TABLE messages_cjk USING fts5(runs, content='', tokenize='trigram')""",
+    """CREATE VIRTUAL TABLE messages_cjk_grams USING fts5(
+        grams, content='', detail='none', columnsize=0,
+        tokenize='unicode61 remove_diacritics 0')""",
+    f"""CREATE TRIGGER messages_ai AFTER INSERT ON messages BEGIN
+        INSERT INTO messages_fts(rowid, content, tool_name, tool_args)
+            VALUES (new.id, new.content, new.tool_name, {_args('new')});
+        UPDATE sessions SET message_count = message_count + 1,
+            updated_at = max(updated_at, new.timestamp) WHERE num = new.session;
+    END""",
+    f"""CREATE TRIGGER messages_ad AFTER DELETE ON messages BEGIN
+        INSERT INTO messages_fts(messages_fts, rowid, content, tool_name, tool_args)
+            VALUES ('delete', old.id, old.content, old.tool_name, {_args('old')});
+        UPDATE sessions SET message_count = message_count - 1 WHERE num = old.session;
+    END""",
+    f"""CREATE TRIGGER messages_au AFTER UPDATE OF content, tool_name, tool_calls ON messages BEGIN
+        INSERT INTO messages_fts(messages_fts, rowid, content, tool_name, tool_args)
+            VALUES ('delete', old.id, old.content, old.tool_name, {_args('old')});
+        INSERT INTO messages_fts(rowid, content, tool_name, tool_args)
+            VALUES (new.id, new.content, new.tool_name, {_args('new')});
+    END""",
+    """CREATE TRIGGER messages_cjk_ai AFTER INSERT ON messages
+        WHEN hc_cjk_runs(new.content, new.tool_calls) IS NOT NULL BEGIN
+        INSERT INTO messages_cjk(rowid, runs)
+            VALUES (new.id, hc_cjk_runs(new.content, new.tool_calls));
+        INSERT INTO messages_cjk_grams(rowid, grams)
+            VALUES (new.id, hc_cjk_grams(new.content, new.tool_calls));
+    END""",
+    """CREATE TRIGGER messages_cjk_ad AFTER DELETE ON messages
+        WHEN hc_cjk_runs(old.content, old.tool_calls) IS NOT NULL BEGIN
+        INSERT INTO messages_cjk(messages_cjk, rowid, runs)
+            VALUES ('delete', old.id, hc_cjk_runs(old.content, old.tool_calls));
+        INSERT INTO messages_cjk_grams(messages_cjk_grams, rowid, grams)
+            VALUES ('delete', old.id, hc_cjk_grams(old.content, old.tool_calls));
+    END""",
+    """CREATE TRIGGER messages_cjk_au AFTER UPDATE OF content, tool_calls ON messages BEGIN
+        INSERT INTO messages_cjk(messages_cjk, rowid, runs)
+            SELECT 'delete', old.id, hc_cjk_runs(old.content, old.tool_calls)
+            WHERE hc_cjk_runs(old.content, old.tool_calls) IS NOT NULL;
+        INSERT INTO messages_cjk_grams(messages_cjk_grams, rowid, grams)
+            SELECT 'delete', old.id, hc_cjk_grams(old.content, old.tool_calls)
+            WHERE hc_cjk_grams(old.content, old.tool_calls) IS NOT NULL;
+        INSERT INTO messages_cjk(rowid, runs)
+            SELECT new.id, hc_cjk_runs(new.content, new.tool_calls)
+            WHERE hc_cjk_runs(new.content, new.tool_calls) IS NOT NULL;
+        INSERT INTO messages_cjk_grams(rowid, grams)
+            SELECT new.id, hc_cjk_grams(new.content, new.tool_calls)
+            WHERE hc_cjk_grams(new.content, new.tool_calls) IS NOT NULL;
+    END""",
+]
+
+Migration = tuple[int, str, Callable[[sqlite3.Connection], None] | Sequence[str]]
+
+#: (version, what it does, statements or a function of the connection), in order. A migration
+#: runs inside one write transaction together with the version bump, so a crash leaves the file at
+#: the old version or the new one, never in between. Never edit a released entry: add a new one.
+MIGRATIONS: list[Migration] = [
+    (1, "initial schema: sessions, messages, FTS5 (external content), CJK indexes, meta", _V1),
+]
+
+LATEST_VERSION = MIGRATIONS[-1][0]
+
+
+def register_functions(con: sqlite3.Connection) -> None:
+    """The SQL functions the CJK triggers call; needed on every connection that writes."""
+    con.create_function("hc_cjk_runs", 2, cjk_runs, deterministic=True)
+    con.create_function("hc_cjk_grams", 2, cjk_grams, deterministic=True)
+
+
+def migrate(
+    con: sqlite3.Connection,
+    begin: Callable[[], None],
+    migrations: Sequence[Migration] | None = None,
+) -> list[int]:
+    """Apply the migrations newer than the file's version; return the versions applied.
+
+    ``begin`` opens a write transaction (with the archive's busy handling). The version is read
+    again inside it, so two processes opening an old file at once migrate it once.
+    """
+    migrations = MIGRATIONS if migrations is None else migrations
+    latest = migrations[-1][0]
+    applied: list[int] = []
+    if con.execute("PRAGMA user_version").fetchone()[0] >= latest:
+        return applied
+    begin()
+    try:
+        current = con.execute("PRAGMA user_version").fetchone()[0]
+        for version, description, step in migrations:
+            if version <= current:
+                continue
+            if callable(step):
+                step(con)
+            else:
+                for statement in step:
+                    con.execute(statement)
+            con.execute(f"PRAGMA user_version = {int(version)}")
+            applied.append(version)
+            _set_meta(con, "schema_version", str(version))
+            _set_meta(con, f"migration_{version}", f"{time.time():.3f} {description}")
+        if current == 0:
+            con.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            _set_meta(con, "created_at", f"{time.time():.3f}")
+        con.execute("COMMIT")
+    except BaseException:
+        if con.in_transaction:
+            con.execute("ROLLBACK")
+        raise
+    return applied
+
+
+def _set_meta(con: sqlite3.Connection, key: str, value: str) -> None:
+    con.execute(
+        "INSERT INTO meta(key, value) VALUES (?, ?) "
+        "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        (key, value),
+    )

@@ -1,0 +1,385 @@
+"""SessionArchive: the library API over state.db (sessions, messages, lineage, listings).
+
+Search lives in search.py and import/export in transfer.py; both work on a SessionArchive.
+Every write is one short transaction (an append is one INSERT whose triggers update the indexes
+and the session's counters), so several processes can share one archive.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from hermes_core.types import Message, Session, Usage
+
+from .db import Database
+from .errors import SessionNotFoundError
+from .records import SessionRecord, StoredMessage, _json, clean_text, encode_message
+
+__all__ = ["LINEAGE_CTE", "LINEAGE_SQL", "SessionArchive", "base_title"]
+
+log = logging.getLogger("hermes_core.plugins.session_archive")
+
+_INSERT_MESSAGE = (
+    "INSERT INTO messages(session, role, content, tool_name, tool_call_id, tool_calls, "
+    "timestamp, meta) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_TITLE_NUMBER = re.compile(r"\s+#\d+$")
+
+#: The session nums of a session's whole lineage: its ancestors (parent_session_id chain up) and
+#: its descendants (down), in one recursive query. UNION (not UNION ALL) makes a cycle harmless.
+LINEAGE_CTE = """
+WITH RECURSIVE
+  up(id, parent) AS (
+    SELECT id, parent_session_id FROM sessions WHERE id = :sid
+    UNION SELECT s.id, s.parent_session_id FROM sessions AS s JOIN up ON s.id = up.parent),
+  down(id) AS (
+    SELECT :sid
+    UNION SELECT s.id FROM sessions AS s JOIN down ON s.parent_session_id = down.id),
+  lineage(num) AS (
+    SELECT num FROM sessions WHERE id IN (SELECT id FROM up UNION SELECT id FROM down))
+"""
+LINEAGE_SQL = LINEAGE_CTE + "SELECT s.num, s.id FROM lineage JOIN sessions AS s USING (num)"
+
+
+def base_title(title: str) -> str:
+    """``"Deploy notes #3"`` -> ``"Deploy notes"``."""
+    return _TITLE_NUMBER.sub("", title)
+
+
+class SessionArchive:
+    """The session archive in one state.db file."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        busy_timeout: float = 30.0,
+        synchronous: Literal["normal", "full"] = "full",
+        background_checkpoints: bool = True,
+    ) -> None:
+        self.path = Path(path)
+        self.db = Database(
+            self.path, busy_timeout=busy_timeout, synchronous=synchronous,
+            background_checkpoints=background_checkpoints,
+        )
+        self._nums: dict[str, int] = {}
+
+    @classmethod
+    def in_home(cls, home: Path, **kwargs: Any) -> SessionArchive:
+        """The archive at ``<home>/state.db``."""
+        return cls(Path(home) / "state.db", **kwargs)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> SessionArchive:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------------------- sessions
+
+    def _num(self, con: sqlite3.Connection, session_id: str) -> int | None:
+        num = self._nums.get(session_id)
+        if num is None:
+            row = con.execute("SELECT num FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            if row is None:
+                return None
+            num = self._nums[session_id] = row[0]
+        return num
+
+    def _create(
+        self,
+        con: sqlite3.Connection,
+        session_id: str,
+        *,
+        platform: str = "cli",
+        model: str | None = None,
+        title: str | None = None,
+        parent_session_id: str | None = None,
+        origin: str = "new",
+        started_at: float | None = None,
+        attributes: dict[str, Any] | None = None,
+    ) -> int:
+        started = time.time() if started_at is None else float(started_at)
+        chain: int | None = None
+        if parent_session_id and origin == "compression":
+            parent = con.execute(
+                "SELECT num, chain, title FROM sessions WHERE id = ?", (parent_session_id,)
+            ).fetchone()
+            if parent is not None:
+                chain = parent[1]
+                con.execute("UPDATE sessions SET superseded = 1 WHERE num = ?", (parent[0],))
+                position = con.execute(
+                    "SELECT count(*) FROM sessions WHERE chain = ?", (chain,)
+                ).fetchone()[0] + 1
+                name = title or parent[2]
+                title = f"{base_title(name)} #{position}" if name else None
+        attrs = _json(attributes) if attributes else None
+        cur = con.execute(
+            "INSERT INTO sessions(id, platform, model, title, started_at, updated_at, "
+            "parent_session_id, origin, chain, attributes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
+            (session_id, platform, model, title, started, started, parent_session_id, origin,
+             attrs),
+        )
+        num = int(cur.lastrowid or 0)
+        con.execute("UPDATE sessions SET chain = ? WHERE num = ?", (chain or num, num))
+        self._nums[session_id] = num
+        return num
+
+    def open_session(
+        self,
+        session: Session | str,
+        *,
+        origin: str = "new",
+        platform: str | None = None,
+        model: str | None = None,
+        title: str | None = None,
+        parent_session_id: str | None = None,
+        started_at: float | None = None,
+    ) -> bool:
+        """Create the session's row if it does not exist; return whether it was created.
+
+        A session opened with ``origin="compression"`` joins its parent's compaction chain: the
+        parent is marked superseded and the title is numbered ("Title #2", "#3", ...).
+        """
+        if isinstance(session, Session):
+            sid = session.id
+            platform = platform or session.platform
+            model = model or session.model
+            title = title or session.title
+            parent_session_id = parent_session_id or session.parent_session_id
+            started_at = session.started_at if started_at is None else started_at
+            attributes = session.attributes
+        else:
+            sid, attributes = session, None
+
+        def tx(con: sqlite3.Connection) -> bool:
+            if self._num(con, sid) is not None:
+                return False
+            self._create(con, sid, platform=platform or "cli", model=model, title=title,
+                         parent_session_id=parent_session_id, origin=origin,
+                         started_at=started_at, attributes=attributes)
+            return True
+
+        return self.db.write(tx)
+
+    def end_session(self, session_id: str, reason: str, *, ended_at: float | None = None) -> None:
+        """Record when and why a session ended (a missing session is an error)."""
+        when = time.time() if ended_at is None else ended_at
+        self._update(session_id, "ended_at = ?, end_reason = ?", (when, str(reason)))
+
+    def reopen_session(self, session_id: str) -> None:
+        """A resumed session is live again: clear its end."""
+        self._update(session_id, "ended_at = NULL, end_reason = NULL", ())
+
+    def set_title(self, session_id: str, title: str) -> None:
+        """Title a session's whole compaction chain: "Title", "Title #2", "Title #3", ..."""
+        title, _ = clean_text(base_title(title.strip()))
+
+        def tx(con: sqlite3.Connection) -> None:
+            num = self._num(con, session_id)
+            if num is None:
+                raise self._missing(session_id)
+            chain = con.execute("SELECT chain FROM sessions WHERE num = ?", (num,)).fetchone()[0]
+            members = con.execute(
+                "SELECT num FROM sessions WHERE chain = ? ORDER BY num", (chain,)
+            ).fetchall()
+            for i, (member,) in enumerate(members, 1):
+                con.execute("UPDATE sessions SET title = ? WHERE num = ?",
+                            (title if i == 1 else f"{title} #{i}", member))
+
+        self.db.write(tx)
+
+    def record_usage(
+        self, session_id: str, usage: Usage | None = None, *, cost_usd: float = 0.0,
+        api_calls: int = 1,
+    ) -> None:
+        """Add one API call's token counts (and its cost, if known) to the session's counters."""
+        u = usage or Usage()
+        self._update(
+            session_id,
+            "input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, "
+            "cache_read_tokens = cache_read_tokens + ?, cache_write_tokens = cache_write_tokens"
+            " + ?, api_calls = api_calls + ?, cost_usd = cost_usd + ?, "
+            "model = coalesce(model, ?)",
+            (u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens,
+             api_calls, float(cost_usd), u.model),
+        )
+
+    def _update(self, session_id: str, assignments: str, params: tuple[Any, ...]) -> None:
+        def tx(con: sqlite3.Connection) -> None:
+            num = self._num(con, session_id)
+            if num is None:
+                raise self._missing(session_id)
+            con.execute(f"UPDATE sessions SET {assignments} WHERE num = ?", (*params, num))
+
+        self.db.write(tx)
+
+    def _missing(self, session_id: str) -> SessionNotFoundError:
+        return SessionNotFoundError(
+            f"no session {session_id!r} in {self.path}; 'hermes-core sessions list' shows the ids"
+        )
+
+    # ------------------------------------------------------------------------------- messages
+
+    def append_message(
+        self, session: Session | str, message: Message
+    ) -> int:
+        """Store one message at the end of a session (created if new); return its id."""
+        row, repairs = encode_message(message)
+        if repairs:
+            log.warning("message repaired before storing (%d lone surrogates replaced)", repairs)
+        sid = session.id if isinstance(session, Session) else session
+
+        def tx(con: sqlite3.Connection) -> int:
+            num = self._num(con, sid)
+            if num is None:
+                num = self._create_from(con, session)
+            return int(con.execute(_INSERT_MESSAGE, (num, *row)).lastrowid or 0)
+
+        return self.db.write(tx)
+
+    def append_messages(self, session: Session | str, messages: Iterable[Message]) -> list[int]:
+        """Store several messages in one transaction; return their ids."""
+        rows = [encode_message(m)[0] for m in messages]
+        sid = session.id if isinstance(session, Session) else session
+
+        def tx(con: sqlite3.Connection) -> list[int]:
+            num = self._num(con, sid)
+            if num is None:
+                num = self._create_from(con, session)
+            return [int(con.execute(_INSERT_MESSAGE, (num, *r)).lastrowid or 0) for r in rows]
+
+        return self.db.write(tx)
+
+    def _create_from(self, con: sqlite3.Connection, session: Session | str) -> int:
+        if isinstance(session, Session):
+            return self._create(
+                con, session.id, platform=session.platform, model=session.model,
+                title=session.title, parent_session_id=session.parent_session_id,
+                origin="compression" if session.parent_session_id else "new",
+                started_at=session.started_at, attributes=session.attributes,
+            )
+        return self._create(con, session)
+
+    # -------------------------------------------------------------------------------- reading
+
+    def get_session(self, session_id: str) -> SessionRecord:
+        rows = self.db.read(
+            f"SELECT {SessionRecord.COLUMNS}, s.chain FROM sessions AS s WHERE s.id = ?",
+            (session_id,),
+        )
+        if not rows:
+            raise self._missing(session_id)
+        rec = SessionRecord.from_row(rows[0])
+        self._chain_figures([rec], [rows[0][-1]])
+        return rec
+
+    def has_session(self, session_id: str) -> bool:
+        return bool(self.db.read("SELECT 1 FROM sessions WHERE id = ?", (session_id,)))
+
+    def messages(
+        self, session_id: str, *, limit: int | None = None, offset: int = 0
+    ) -> list[StoredMessage]:
+        """A session's messages in order (``limit``/``offset`` page through them)."""
+        if not self.has_session(session_id):
+            raise self._missing(session_id)
+        rows = self.db.read(
+            f"SELECT {StoredMessage.COLUMNS} FROM messages AS m JOIN sessions AS s "
+            "ON s.num = m.session WHERE s.id = ? ORDER BY m.id LIMIT ? OFFSET ?",
+            (session_id, -1 if limit is None else limit, offset),
+        )
+        return [StoredMessage.from_row(r) for r in rows]
+
+    def messages_by_id(self, ids: Sequence[int]) -> dict[int, StoredMessage]:
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        rows = self.db.read(
+            f"SELECT {StoredMessage.COLUMNS} FROM messages AS m JOIN sessions AS s "
+            f"ON s.num = m.session WHERE m.id IN ({marks})", tuple(ids),
+        )
+        return {r[0]: StoredMessage.from_row(r) for r in rows}
+
+    def lineage(self, session_id: str) -> list[str]:
+        """The ids of the session's ancestors and descendants, itself included."""
+        return [r[1] for r in self.db.read(LINEAGE_SQL, {"sid": session_id})]
+
+    def count_messages(self) -> int:
+        return int(self.db.read("SELECT count(*) FROM messages")[0][0])
+
+    def list_sessions(
+        self,
+        *,
+        limit: int = 20,
+        offset: int = 0,
+        chains: bool = True,
+        exclude_lineage_of: str | None = None,
+    ) -> list[SessionRecord]:
+        """Sessions by last activity, newest first.
+
+        With ``chains`` (the default) a compaction chain is one entry: its newest session, with
+        the chain's first start, total messages, length and the preview of its first user message.
+        """
+        where = ["s.superseded = 0"] if chains else []
+        params: dict[str, Any] = {"limit": limit, "offset": offset}
+        prefix = ""
+        if exclude_lineage_of:
+            prefix = LINEAGE_CTE
+            where.append("s.num NOT IN (SELECT num FROM lineage)")
+            params["sid"] = exclude_lineage_of
+        clause = f"WHERE {' AND '.join(where)}" if where else ""
+        order = "s.updated_at DESC" if chains else "s.started_at DESC"
+        rows = self.db.read(
+            f"{prefix} SELECT {SessionRecord.COLUMNS}, s.chain FROM sessions AS s {clause} "
+            f"ORDER BY {order}, s.num DESC LIMIT :limit OFFSET :offset",
+            params,
+        )
+        records = [SessionRecord.from_row(r) for r in rows]
+        self._chain_figures(records, [r[-1] for r in rows])
+        return records
+
+    def _chain_figures(self, records: list[SessionRecord], chains: list[int]) -> None:
+        if not records:
+            return
+        marks = ",".join("?" * len(set(chains)))
+        figures = {
+            row[0]: row[1:]
+            for row in self.db.read(
+                f"SELECT c.chain, count(*), sum(c.message_count), min(c.started_at), "
+                f"(SELECT id FROM sessions WHERE num = c.chain), "
+                f"(SELECT substr(m.content, 1, 160) FROM messages AS m WHERE m.session = c.chain"
+                f" AND m.role = 'user' ORDER BY m.id LIMIT 1) "
+                f"FROM sessions AS c WHERE c.chain IN ({marks}) GROUP BY c.chain",
+                tuple(set(chains)),
+            )
+        }
+        for rec, chain in zip(records, chains, strict=True):
+            length, total, started, root, preview = figures[chain]
+            rec.chain_length, rec.chain_messages = length, total
+            rec.chain_started_at, rec.chain_root, rec.preview = started, root, preview
+
+    def chain_of(self, session_id: str) -> list[str]:
+        """The ids of the session's compaction chain, oldest first."""
+        return [r[0] for r in self.db.read(
+            "SELECT c.id FROM sessions AS s JOIN sessions AS c ON c.chain = s.chain "
+            "WHERE s.id = ? ORDER BY c.num", (session_id,))]
+
+    def show(self, session_id: str) -> dict[str, Any]:
+        """A session's record and its messages, as plain data."""
+        record = self.get_session(session_id)
+        children = [r[0] for r in self.db.read(
+            "SELECT id FROM sessions WHERE parent_session_id = ? ORDER BY num", (session_id,))]
+        return {
+            "session": record.to_dict(),
+            "children": children,
+            "messages": [m.to_dict() for m in self.messages(session_id)],
+        }

@@ -1,0 +1,101 @@
+"""Optional per-session summaries of search results, by an auxiliary model (anthropic SDK).
+
+Bounded on every side: at most ``concurrency`` requests in flight, one overall deadline for the
+whole batch, no SDK retries (the deadline is the retry budget). A session whose summary fails,
+times out or comes back empty keeps its raw excerpt; so does every session when no key or model is
+configured. The fallback is the normal result, never an error.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
+from typing import Any
+
+from hermes_core.config import LLMSection
+
+__all__ = ["SYSTEM_PROMPT", "summarise_results"]
+
+log = logging.getLogger("hermes_core.plugins.session_archive")
+
+SYSTEM_PROMPT = (
+    "You condense excerpts of an AI agent's past conversations. The agent searched its history "
+    "and will read your summary instead of the excerpt. Keep what bears on the search query: "
+    "decisions, facts, names, commands, file paths, numbers and outcomes. Write plain prose, at "
+    "most about 150 words. If the excerpt has nothing relevant, say so in one sentence."
+)
+
+
+def _transcript(result: dict[str, Any], limit: int = 60_000) -> str:
+    lines: list[str] = []
+    for m in result.get("window", {}).get("messages", []):
+        text = m.get("content") or ""
+        if m.get("tool_calls"):
+            text += " " + " ".join(f"[calls {c.get('name')}({c.get('arguments')})]"
+                                   for c in m["tool_calls"])
+        lines.append(f"{m.get('role')}: {text}")
+    return "\n".join(lines)[:limit]
+
+
+def _one(client: Any, model: str, query: str, result: dict[str, Any], max_tokens: int) -> str:
+    title = result.get("title") or "untitled"
+    prompt = (
+        f"Search query: {query}\n\nExcerpt of the session \"{title}\" "
+        f"({result.get('started_at', '')}):\n\n{_transcript(result)}"
+    )
+    response = client.messages.create(
+        model=model, max_tokens=max_tokens, system=SYSTEM_PROMPT,
+        messages=[{"role": "user", "content": prompt}],
+    )
+    text = "".join(getattr(b, "text", "") for b in response.content if b.type == "text").strip()
+    if not text:
+        raise ValueError("the model returned no text")
+    return text
+
+
+def summarise_results(
+    results: Sequence[dict[str, Any]],
+    query: str,
+    llm: LLMSection,
+    *,
+    timeout: float = 30.0,
+    concurrency: int = 3,
+    max_tokens: int = 600,
+) -> str | None:
+    """Put a ``summary`` on each result that got one (its ``window`` is then dropped).
+
+    Returns a note for the caller when some or all summaries are missing, else None.
+    """
+    if not results:
+        return None
+    key = llm.api_key.get_secret_value() if llm.api_key is not None else None
+    model = llm.auxiliary_model or llm.model
+    if not key or not model:
+        return "summaries are off: no API key or model configured, so excerpts are shown"
+    import anthropic  # only summaries pay for the SDK import
+
+    client = anthropic.Anthropic(api_key=key, base_url=llm.base_url, timeout=timeout,
+                                 max_retries=0)
+    pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="archive-summary")
+    started = time.monotonic()
+    futures = {pool.submit(_one, client, model, query, r, max_tokens): r for r in results}
+    done, pending = wait(futures, timeout=timeout)
+    pool.shutdown(wait=False, cancel_futures=True)
+    errors: list[str] = []
+    for future in done:
+        result = futures[future]
+        try:
+            result["summary"] = future.result()
+            result.pop("window", None)
+        except Exception as exc:  # any failure: this session keeps its excerpt
+            errors.append(f"{type(exc).__name__}: {exc}"[:200])
+    if pending:
+        errors.append(f"{len(pending)} timed out after {time.monotonic() - started:.1f}s")
+    failures = len(results) - sum("summary" in r for r in results)
+    if failures:
+        log.warning("session summaries incomplete: %s", "; ".join(errors))
+        return (f"{failures} of {len(results)} summaries failed ({errors[0]}); "
+                "those sessions show excerpts")
+    return None

@@ -1,0 +1,205 @@
+"""Export and import of sessions as JSON Lines.
+
+One line per record: a ``session`` line, then that session's ``message`` lines, in order::
+
+    {"type": "session", "format": "hermes-core-session/1", "id": "...", "title": ..., ...}
+    {"type": "message", "session_id": "...", "role": "user", "content": "...", ...}
+
+Import is resumable: each session is written in one transaction, a session whose id already exists
+is skipped, and a malformed line stops the import with its line number before anything of that
+session is written. Running the same import again after fixing the file finishes the job.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from hermes_core.types import Message, ToolCall
+
+from .errors import ImportFormatError
+from .records import ROLES, encode_message
+from .store import _INSERT_MESSAGE, SessionArchive
+
+__all__ = ["FORMAT", "ImportReport", "export_lines", "export_session", "import_jsonl"]
+
+FORMAT = "hermes-core-session/1"
+_SESSION_FIELDS = (
+    "platform", "model", "title", "started_at", "updated_at", "ended_at", "end_reason",
+    "parent_session_id", "origin", "input_tokens", "output_tokens", "cache_read_tokens",
+    "cache_write_tokens", "api_calls", "cost_usd", "attributes",
+)
+_COUNTERS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
+             "api_calls", "cost_usd")
+
+
+def export_lines(archive: SessionArchive, session_id: str) -> Iterator[str]:
+    """The JSONL lines (without newlines) of one session."""
+    record = archive.get_session(session_id).to_dict()
+    head: dict[str, Any] = {"type": "session", "format": FORMAT, "id": record["id"]}
+    head.update({k: record[k] for k in _SESSION_FIELDS})
+    yield json.dumps(head, ensure_ascii=False)
+    offset = 0
+    while True:
+        page = archive.messages(session_id, limit=1000, offset=offset)
+        for m in page:
+            yield json.dumps({
+                "type": "message", "session_id": session_id, "role": m.role,
+                "content": m.content, "tool_name": m.tool_name, "tool_call_id": m.tool_call_id,
+                "tool_calls": m.tool_calls, "timestamp": m.timestamp, "meta": m.meta,
+            }, ensure_ascii=False)
+        if len(page) < 1000:
+            break
+        offset += 1000
+
+
+def export_session(
+    archive: SessionArchive, session_ids: list[str], out: IO[str]
+) -> int:
+    """Write the sessions as JSONL to ``out``; return the number of lines written."""
+    n = 0
+    for sid in session_ids:
+        for line in export_lines(archive, sid):
+            out.write(line + "\n")
+            n += 1
+    return n
+
+
+@dataclass
+class ImportReport:
+    sessions_imported: int = 0
+    sessions_skipped: int = 0
+    messages_imported: int = 0
+    skipped_ids: list[str] = field(default_factory=list)
+
+
+def _fail(path: Path, lineno: int, what: str, report: ImportReport) -> ImportFormatError:
+    return ImportFormatError(
+        f"{path}, line {lineno}: {what}. Nothing of that line's session was imported; "
+        f"{report.sessions_imported} session(s) before it were. Fix the line and import the file "
+        "again: sessions already imported are skipped"
+    )
+
+
+def _message(obj: dict[str, Any], where: Callable[[str], ImportFormatError]) -> Message:
+    role = obj.get("role")
+    if role not in ROLES:
+        raise where(f"'role' must be one of {', '.join(ROLES)}, got {role!r}")
+    content = obj.get("content", "")
+    if content is None:
+        content = ""
+    if not isinstance(content, str):
+        raise where(f"'content' must be a string, got {type(content).__name__}")
+    calls_raw = obj.get("tool_calls") or []
+    if not isinstance(calls_raw, list) or not all(isinstance(c, dict) for c in calls_raw):
+        raise where("'tool_calls' must be a list of objects with id, name and arguments")
+    calls = [ToolCall(id=str(c.get("id") or ""), name=str(c.get("name") or ""),
+                      arguments=c.get("arguments", {})) for c in calls_raw]
+    ts = obj.get("timestamp", 0.0)
+    if not isinstance(ts, int | float):
+        raise where(f"'timestamp' must be a number (seconds since 1970), got {ts!r}")
+    meta = obj.get("meta") or {}
+    if not isinstance(meta, dict):
+        raise where("'meta' must be an object")
+    return Message(role=role, content=content, tool_calls=calls,
+                   tool_call_id=obj.get("tool_call_id"), tool_name=obj.get("tool_name"),
+                   timestamp=float(ts), meta=meta)
+
+
+def import_jsonl(
+    archive: SessionArchive,
+    path: str | Path,
+    *,
+    progress: Callable[[int], None] | None = None,
+) -> ImportReport:
+    """Import a JSONL file written by :func:`export_session` (or by hand in that format).
+
+    ``progress`` is called with the number of bytes read after each line.
+    """
+    path = Path(path)
+    report = ImportReport()
+    head: dict[str, Any] | None = None
+    pending: list[Message] = []
+
+    def flush() -> None:
+        nonlocal head, pending
+        if head is not None:
+            _write_session(archive, head, pending, report)
+        head, pending = None, []
+
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            if progress is not None:
+                progress(len(raw))
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw.decode("utf-8", "surrogateescape"))
+            except ValueError as exc:
+                raise _fail(path, lineno, f"not valid JSON ({exc})", report) from None
+            if not isinstance(obj, dict) or obj.get("type") not in ("session", "message"):
+                raise _fail(path, lineno, "expected an object with \"type\": \"session\" or "
+                            "\"message\"", report)
+
+            def where(what: str, _n: int = lineno) -> ImportFormatError:
+                return _fail(path, _n, what, report)
+
+            if obj["type"] == "session":
+                flush()
+                if not isinstance(obj.get("id"), str) or not obj["id"]:
+                    raise where("a session line needs a non-empty string 'id'")
+                if not isinstance(obj.get("started_at", 0), int | float):
+                    raise where("'started_at' must be a number")
+                head = obj
+                continue
+            if head is None:
+                raise where("a message line comes before any session line")
+            if obj.get("session_id", head["id"]) != head["id"]:
+                raise where(f"message of session {obj.get('session_id')!r} inside session "
+                            f"{head['id']!r}; each session's messages must follow its line")
+            pending.append(_message(obj, where))
+        flush()
+    return report
+
+
+def _write_session(
+    archive: SessionArchive, head: dict[str, Any], messages: list[Message], report: ImportReport
+) -> None:
+    sid = head["id"]
+    rows = [encode_message(m)[0] for m in messages]
+
+    def tx(con: sqlite3.Connection) -> bool:
+        if archive._num(con, sid) is not None:
+            return False
+        num = archive._create(
+            con, sid, platform=str(head.get("platform") or "cli"), model=head.get("model"),
+            title=head.get("title"), parent_session_id=head.get("parent_session_id"),
+            origin=str(head.get("origin") or "new"), started_at=head.get("started_at"),
+            attributes=head.get("attributes") or None,
+        )
+        counters = {k: head.get(k) or 0 for k in _COUNTERS}
+        con.execute(
+            "UPDATE sessions SET title = ?, ended_at = ?, end_reason = ?, input_tokens = ?, "
+            "output_tokens = ?, cache_read_tokens = ?, cache_write_tokens = ?, api_calls = ?, "
+            "cost_usd = ? WHERE num = ?",
+            (head.get("title"), head.get("ended_at"), head.get("end_reason"),
+             *counters.values(), num),
+        )
+        con.executemany(_INSERT_MESSAGE, [(num, *r) for r in rows])
+        if head.get("updated_at") is not None:
+            con.execute("UPDATE sessions SET updated_at = max(updated_at, ?) WHERE num = ?",
+                        (head["updated_at"], num))
+        return True
+
+    if archive.db.write(tx):
+        report.sessions_imported += 1
+        report.messages_imported += len(rows)
+    else:
+        report.sessions_skipped += 1
+        report.skipped_ids.append(sid)
+
+

@@ -133,8 +133,12 @@ class MessagesAPIServer:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
         self._stopping.clear()
+        # a short poll interval keeps stop() (and so every test using the server) fast
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name="messages-api-server", daemon=True
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.02},
+            name="messages-api-server",
+            daemon=True,
         )
         self._thread.start()
         return self
@@ -289,7 +293,8 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(item, str):
             item = Reply(text=item)
         if not self.api._wait(item.delay):
-            return  # stopping: drop the connection
+            self.close_connection = True  # stopping: drop the connection, answer nothing
+            return
         if isinstance(item, Failure):
             record.status = item.status
             headers = {}

@@ -181,9 +181,8 @@ def test_respond_returns_tool_calls_usage_and_streams() -> None:
 def test_failures_are_classified_by_type_and_status(
     item: Failure | Reply, failure: LLMFailure, status: int | None
 ) -> None:
-    with MessagesAPIServer([item]) as api:
-        with pytest.raises(LLMError) as info:
-            llm_for(api).complete(system="s", messages=[Message("user", "x")], max_tokens=10)
+    with MessagesAPIServer([item]) as api, pytest.raises(LLMError) as info:
+        llm_for(api).complete(system="s", messages=[Message("user", "x")], max_tokens=10)
     assert info.value.failure == failure
     assert info.value.status == status
     assert info.value.transient == (failure in {LLMFailure.RATE_LIMITED, LLMFailure.SERVER_ERROR,

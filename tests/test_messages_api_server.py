@@ -66,9 +66,8 @@ def test_streaming_text_and_tool_use() -> None:
     ],
 )
 def test_failures_reach_the_sdk_as_its_exceptions(status: int, error: type[Exception]) -> None:
-    with MessagesAPIServer([Failure(status, "nope")]) as api:
-        with pytest.raises(error) as info:
-            client(api).messages.create(model=MODEL, max_tokens=5, messages=USER)
+    with MessagesAPIServer([Failure(status, "nope")]) as api, pytest.raises(error) as info:
+        client(api).messages.create(model=MODEL, max_tokens=5, messages=USER)
     assert getattr(info.value, "status_code", None) == status
     assert "nope" in str(info.value)
     assert api.requests[0].status == status

@@ -391,3 +391,28 @@ def test_external_edit_is_backed_up_through_the_tool(home):
     assert result["success"] and "backup" in result
     assert Path(result["backup"]).read_bytes() == original
     assert provider(host).live_entries("memory") == ["hand", "written", "by the tool"]
+
+
+def test_threads_sharing_one_provider_lose_nothing(home):
+    import threading
+
+    host = make_host(home, {"memory_char_limit": 100_000})
+    tool, plugin = host.tools()["memory"]
+    results: list[dict[str, Any]] = []
+    lock = threading.Lock()
+
+    def work(worker: int) -> None:
+        ctx = ToolContext(session=Session(id=f"t{worker}"), plugin_name=plugin)
+        for n in range(25):
+            out = json.loads(tool.invoke({"action": "add", "content": f"[t{worker}:{n}]"}, ctx))
+            with lock:
+                results.append(out)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(r["success"] for r in results) and len(results) == 100
+    assert len(provider(host).live_entries("memory")) == 100
+    assert len(spy(host).writes) == 100

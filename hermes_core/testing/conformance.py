@@ -311,12 +311,24 @@ class ContextEngineConformance:
         result = self._compress(pm, history)
         assert_well_formed(result.messages)
 
-    @pytest.mark.parametrize("kind", ["empty", "unicode", "huge"])
+    @pytest.mark.parametrize("kind", ["empty", "unicode", "large"])
     def test_compress_odd_input(self, pm: pluggy.PluginManager, kind: str) -> None:
-        history = [] if kind == "empty" else [Message("user", ODD_INPUTS[kind]),
-                                              Message("assistant", ODD_INPUTS[kind])]
+        # "large" is about 50k tokens: big, but inside any real context window
+        text = {"empty": "", "unicode": ODD_INPUTS["unicode"], "large": "lorem ipsum " * 17_000}
+        history = [] if kind == "empty" else [Message("user", text[kind]),
+                                              Message("assistant", text[kind])]
         self._compress(pm, history)
         assert pm.hook.should_compress(messages=history, prompt_tokens=None) in (True, False, None)
+
+    def test_message_larger_than_any_window(self, pm: pluggy.PluginManager) -> None:
+        """A single message no compaction can fit: a result, or an error that says so."""
+        from ..errors import HermesCoreError
+
+        history = [Message("user", ODD_INPUTS["huge"] * 4), Message("assistant", "ok")]
+        try:
+            self._compress(pm, history)
+        except HermesCoreError as exc:
+            assert str(exc), "the error must say what is wrong"
 
     def test_update_from_response(self, pm: pluggy.PluginManager) -> None:
         pm.hook.update_from_response(usage=Usage(input_tokens=1000, output_tokens=50,

@@ -221,7 +221,12 @@ class LosslessEngine(PolicyEngine):
             tail_budget=self.tail_budget,
         )
         if plan.reason is not None:
-            return self._result(history, history, None, [f"nothing old enough to archive: {plan.reason}"])
+            # Nothing to archive, but the history handed in may still be broken (a crash
+            # mid-turn): return it repaired, as the contract asks of every compress.
+            repaired, report = repair_tool_pairs(history)
+            repaired, report.turns_merged = merge_adjacent_roles(repaired)
+            notices = [f"nothing old enough to archive: {plan.reason}", *report.notices()]
+            return self._result(history, repaired, None, notices)
         archived = [kept for i in plan.middle if (kept := without_summary(history[i])) is not None]
         try:
             span = self.store.add_span(conversation, archived, render_facts(extract_facts(archived)))

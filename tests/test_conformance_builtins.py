@@ -1,0 +1,43 @@
+"""The conformance suites of hermes_core.testing, run against the built-in plugins.
+
+The same suites third-party authors subclass; if a built-in breaks the contract, this fails.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from hermes_core.config import CoreConfig
+from hermes_core.models import context_window
+from hermes_core.plugins.context_engine.compressor.engine import Compressor
+from hermes_core.plugins.context_engine.lossless.engine import LosslessEngine
+from hermes_core.plugins.memory.file_memory import FileMemory
+from hermes_core.testing import ContextEngineConformance, MemoryProviderConformance, make_instance
+
+#: compression.threshold defaults to 0.50 of the default model's window
+DEFAULT_THRESHOLD = int(context_window(CoreConfig()) * 0.5)
+
+
+class TestFileMemoryConformance(MemoryProviderConformance):
+    tool_examples = {"memory": {"action": "add", "target": "memory", "content": "likes tea"}}
+
+    @pytest.fixture
+    def provider(self, hermes_home):
+        return make_instance(FileMemory, "memory-provider", hermes_home)
+
+
+class TestCompressorConformance(ContextEngineConformance):
+    threshold_tokens = DEFAULT_THRESHOLD
+
+    @pytest.fixture
+    def engine(self, hermes_home):
+        # no API key in the isolated home: summaries take the deterministic fallback
+        return make_instance(Compressor, "context-engine", hermes_home)
+
+
+class TestLosslessConformance(ContextEngineConformance):
+    threshold_tokens = DEFAULT_THRESHOLD
+
+    @pytest.fixture
+    def engine(self, hermes_home):
+        return make_instance(LosslessEngine, "context-engine", hermes_home)

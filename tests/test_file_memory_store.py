@@ -351,3 +351,20 @@ def test_orphaned_temp_files_are_swept(store):
 def test_files_are_private(store):
     store.add("memory", "x")
     assert os.stat(store.path("memory")).st_mode & 0o077 == 0
+
+
+def test_failed_backup_refuses_the_rewrite(store, monkeypatch):
+    store.directory.mkdir(parents=True)
+    original = b"hand edited\n\xc2\xa7\n\n\xc2\xa7\nfile"
+    store.path("memory").write_bytes(original)
+
+    def broken(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(store_mod.os, "fsync", broken)
+    with pytest.raises(WriteFailed, match="back up the hand-edited"):
+        store.add("memory", "new")
+    monkeypatch.undo()
+    assert disk(store) == original
+    assert [p.name for p in store.directory.iterdir() if not p.name.endswith(".lock")] == [
+        "MEMORY.md"]

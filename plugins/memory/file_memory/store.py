@@ -325,16 +325,18 @@ class MemoryStore:
             if new == state.entries and not (force_write and state.edited):
                 return WriteResult(target, applied, state.entries, limit, written=False)
             backup = None
+            step = "write the"
             try:
                 if state.edited and state.raw is not None:
+                    step = "back up the hand-edited"
                     backup = _backup_path(path)
                     atomic_write(backup, state.raw)
+                    step = "write the"
                 text = canonical_text(new)
                 atomic_write(path, (text + "\n").encode() if text else b"")
             except OSError as exc:
-                what = "back up the hand-edited" if backup and not backup.exists() else "write the"
                 raise WriteFailed(
-                    f"Failed to {what} memory file {path}: {exc.strerror or exc}. The file was "
+                    f"Failed to {step} memory file {path}: {exc.strerror or exc}. The file was "
                     "not changed; check free disk space and permissions, then retry.",
                     target=target,
                 ) from None

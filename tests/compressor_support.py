@@ -12,16 +12,17 @@ from typing import Any
 
 from hermes_core.config import CoreConfig, LLMSection
 from hermes_core.kinds import PluginContext
-from hermes_core.llm import LLMError
+from hermes_core.llm import LLMError, LLMFailure
 from hermes_core.types import Message, ToolCall
 
 __all__ = ["ScriptedLLM", "build_history", "make_context"]
 
 _TOOLS = ("read_file", "terminal", "write_file", "search_files")
-_WORDS = (
-    "parser cache index migration schema handler retry timeout config deploy build test fixture "
-    "module import latency queue worker session budget summary archive"
-).split()
+_WORDS = [
+    "parser", "cache", "index", "migration", "schema", "handler", "retry", "timeout", "config",
+    "deploy", "build", "test", "fixture", "module", "import", "latency", "queue", "worker",
+    "session", "budget", "summary", "archive",
+]
 
 
 def make_context(home: Path, *, window: int | None = None, **llm: Any) -> PluginContext:
@@ -88,7 +89,7 @@ class ScriptedLLM:
         )
         item: str | BaseException | None = self.answers.pop(0) if self.answers else self.default
         if item is None:
-            raise LLMError("ScriptedLLM has no answer left", failure=__import__("hermes_core.llm").llm.LLMFailure.OTHER)
+            raise LLMError("ScriptedLLM has no answer left", failure=LLMFailure.OTHER)
         if isinstance(item, BaseException):
             raise item
         return item

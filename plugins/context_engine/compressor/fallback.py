@@ -187,7 +187,9 @@ def render_facts(facts: Facts) -> str:
     """A compact digest of ``facts`` (used for messages left out of the summariser's input)."""
     parts = [f"{facts.messages} message(s)."]
     if facts.requests:
-        parts.append("User requests: " + " | ".join(facts.requests[-6:]))
+        if len(facts.requests) > 6:
+            parts.append(f"First user request: {facts.requests[0]}")
+        parts.append("Latest user requests: " + " | ".join(facts.requests[-6:]))
     if facts.files:
         parts.append("Files: " + ", ".join(facts.files[-20:]))
     if facts.commands:

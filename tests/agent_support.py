@@ -52,6 +52,8 @@ def make_host(
     tools: Sequence[Tool] = (),
     config_text: str = "",
     extra_plugins: Sequence[tuple[str, object]] = (),
+    host_cls: type[PluginHost] = PluginHost,
+    activate: bool = True,
 ) -> PluginHost:
     """A host whose only plugins are the given classes, all activated in order."""
     provider_names = [cls.name for cls in providers]
@@ -76,10 +78,12 @@ def make_host(
             for tool in tools:
                 register(tool)
 
-    host = PluginHost.load(
+    host = host_cls.load(
         home, config=config, builtins=False, entry_points=False, directories=False,
         plugins=[("test_plugins", Registrar()), *extra_plugins],
     )
+    if not activate:
+        return host
     host.activate_memory_providers()
     if engine is not None:
         host.activate("context-engine", engine.name, config_key="context.engine")

@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "doctor": "hermes_core.cli.doctor_cmd:doctor",
     "memory": "hermes_core.cli.memory_cmd:memory",
     "plugins": "hermes_core.cli.plugins_cmd:plugins",
+    "replay": "hermes_core.cli.replay_cmd:replay",
 }
 
 

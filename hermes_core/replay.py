@@ -1,0 +1,498 @@
+"""Offline replay: run a recorded conversation through the plugin stack with no API key.
+
+A transcript is a JSONL file, one JSON object per line (blank lines are skipped):
+
+* ``{"meta": {...}}`` (optional, first line): free-form description (``title``, ``description``).
+* ``{"role": "user", "content": "..."}`` starts a turn.
+* ``{"role": "assistant", "content": "...", "tool_calls": [...], "usage": {...}}`` is one model
+  response of the current turn. ``tool_calls`` items are ``{"name": ..., "arguments": {...}}``
+  with an optional ``"id"``; ``usage`` (optional) holds recorded token counts
+  (``input_tokens``, ``output_tokens``, ``cache_read_tokens``, ``cache_write_tokens``). A
+  response with tool calls must be followed by another assistant line in the same turn; the last
+  response of a turn has no tool calls.
+* ``{"role": "tool", "tool_call_id": "...", "content": "..."}`` (optional) is what a tool
+  returned when the conversation was recorded. Tools are *run* during a replay, through the
+  plugins that offer them; recorded results are only compared with the real ones.
+* ``{"event": "new_session"}`` ends the session and starts a new one (like ``/new``).
+
+The model's words come from the file (:class:`ReplayLLM`): that is the only fake part. Memory
+providers, the context engine and tools are the configured plugins, doing real work. Token usage
+is the recorded one when the line has it, otherwise the kernel's 4-characters-per-token estimate
+of the request actually sent, so a long transcript reaches the engine's threshold as it would live.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .agent import Agent, TurnResult, estimate_tokens
+from .errors import HermesCoreError
+from .host import PluginHost
+from .kinds import TOOL_NAME_RE
+from .llm import LLMError, LLMFailure, LLMResponse
+from .types import MemoryWrite, Message, ToolCall, Usage
+
+if TYPE_CHECKING:
+    from .config import LoadedConfig
+
+__all__ = [
+    "RecordingHost",
+    "ReplayError",
+    "ReplayLLM",
+    "ReplayReport",
+    "Transcript",
+    "TranscriptTurn",
+    "load_transcript",
+    "parse_transcript",
+    "replay",
+]
+
+_USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+_KEYS = {
+    "user": {"role", "content", "timestamp"},
+    "assistant": {"role", "content", "tool_calls", "usage", "timestamp"},
+    "tool": {"role", "tool_call_id", "content", "name", "timestamp"},
+}
+
+
+class ReplayError(HermesCoreError):
+    """A transcript cannot be replayed; the message names the file and line and how to fix it."""
+
+
+# --------------------------------------------------------------------------------------------------
+# The transcript
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class RecordedResponse:
+    line: int
+    text: str
+    tool_calls: list[ToolCall]
+    usage: Usage | None = None
+    #: tool_call_id -> the result recorded with the conversation
+    results: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class TranscriptTurn:
+    line: int
+    user: str
+    responses: list[RecordedResponse] = field(default_factory=list)
+    #: a ``new_session`` event came right before this turn
+    new_session: bool = False
+
+
+@dataclass(slots=True)
+class Transcript:
+    path: str
+    meta: dict[str, Any]
+    turns: list[TranscriptTurn]
+
+
+def load_transcript(path: str | Path) -> Transcript:
+    """Read and check a transcript file; :class:`ReplayError` names the line of any problem."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ReplayError(f"{p}: no such file; give the path of a .jsonl transcript") from None
+    except UnicodeDecodeError as exc:
+        raise ReplayError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise ReplayError(f"{p}: cannot read it: {exc}") from None
+    return parse_transcript(text.splitlines(), name=str(p))
+
+
+def parse_transcript(lines: Sequence[str], *, name: str = "<transcript>") -> Transcript:
+    """Parse transcript lines (see the module docstring for the format)."""
+    meta: dict[str, Any] = {}
+    turns: list[TranscriptTurn] = []
+    pending_new = False
+    seen_any = False
+
+    def fail(line: int, message: str) -> ReplayError:
+        return ReplayError(f"{name}, line {line}: {message}")
+
+    def open_calls(turn: TranscriptTurn) -> RecordedResponse | None:
+        last = turn.responses[-1] if turn.responses else None
+        return last if last is not None and last.tool_calls else None
+
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise fail(number, f"not valid JSON ({exc.msg} at column {exc.colno}); each line must "
+                               "be one JSON object") from None
+        if not isinstance(obj, dict):
+            raise fail(number, f"expected a JSON object, got {type(obj).__name__}")
+        if "meta" in obj:
+            if seen_any or set(obj) != {"meta"} or not isinstance(obj["meta"], dict):
+                raise fail(number, 'a {"meta": {...}} line may only be the first line, on its own')
+            meta = obj["meta"]
+            seen_any = True
+            continue
+        seen_any = True
+        if "event" in obj:
+            if obj != {"event": "new_session"}:
+                raise fail(number, f"unknown event line {raw.strip()[:80]}; the only event is "
+                                   '{"event": "new_session"}')
+            if turns and open_calls(turns[-1]):
+                raise fail(number, "a session cannot end while tool calls wait for a response")
+            pending_new = True
+            continue
+        role = obj.get("role")
+        if role not in _KEYS:
+            raise fail(number, f"'role' must be 'user', 'assistant' or 'tool', got {role!r}")
+        unknown = set(obj) - _KEYS[role]
+        if unknown:
+            raise fail(number, f"unknown key {sorted(unknown)[0]!r} for a {role} line; allowed: "
+                               f"{', '.join(sorted(_KEYS[role]))}")
+        content = obj.get("content", "")
+        if not isinstance(content, str):
+            raise fail(number, f"'content' must be a string, got {type(content).__name__}")
+        if role == "user":
+            if not content.strip():
+                raise fail(number, "a user line needs non-empty 'content'")
+            if turns and not turns[-1].responses:
+                raise fail(number, f"the turn starting on line {turns[-1].line} has no assistant "
+                                   "response; add an assistant line before this user line")
+            if turns and (pending := open_calls(turns[-1])) is not None:
+                raise fail(number, f"the tool calls on line {pending.line} are never followed by "
+                                   "an assistant response; add one before this user line")
+            turns.append(TranscriptTurn(number, content, new_session=pending_new))
+            pending_new = False
+            continue
+        if not turns:
+            raise fail(number, f"the transcript must start with a user line, not {role}")
+        turn = turns[-1]
+        if role == "tool":
+            pending = open_calls(turn)
+            call_id = obj.get("tool_call_id")
+            ids = [c.id for c in pending.tool_calls] if pending else []
+            if call_id not in ids:
+                where = f"; the open calls are {', '.join(ids)}" if ids else (
+                    "; no assistant tool call is waiting for a result")
+                raise fail(number, f"'tool_call_id' {call_id!r} answers no tool call{where}")
+            assert pending is not None
+            pending.results[call_id] = content
+            continue
+        if turn.responses and not turn.responses[-1].tool_calls:
+            raise fail(number, f"the response on line {turn.responses[-1].line} had no tool calls, "
+                               "so the model's turn was over; start a new turn with a user line")
+        calls = _tool_calls(obj.get("tool_calls", []), number, fail)
+        if not calls and not content.strip():
+            raise fail(number, "an assistant line needs 'content' text or 'tool_calls'")
+        turn.responses.append(RecordedResponse(number, content, calls, _usage(obj, number, fail)))
+    if not turns:
+        raise ReplayError(f"{name}: no turns found; a transcript needs at least one user line "
+                          "followed by an assistant line")
+    last = turns[-1]
+    if not last.responses:
+        raise fail(last.line, "the last turn has no assistant response")
+    if (pending := open_calls(last)) is not None:
+        raise fail(pending.line, "these tool calls are never followed by an assistant response")
+    if pending_new:
+        raise ReplayError(f"{name}: the file ends with a new_session event and no turn after it")
+    return Transcript(name, meta, turns)
+
+
+def _tool_calls(value: Any, line: int, fail: Callable[[int, str], ReplayError]) -> list[ToolCall]:
+    if not isinstance(value, list):
+        raise fail(line, "'tool_calls' must be a list of {\"name\": ..., \"arguments\": {...}}")
+    calls = []
+    for i, item in enumerate(value):
+        if not isinstance(item, dict) or set(item) - {"id", "name", "arguments"}:
+            raise fail(line, f"tool_calls[{i}] must be an object with 'name', 'arguments' and "
+                             "optionally 'id'")
+        name, args = item.get("name"), item.get("arguments", {})
+        if not isinstance(name, str) or not TOOL_NAME_RE.match(name):
+            raise fail(line, f"tool_calls[{i}].name {name!r} is not a valid tool name")
+        if not isinstance(args, dict):
+            raise fail(line, f"tool_calls[{i}].arguments must be a JSON object")
+        call_id = item.get("id") or f"toolu_l{line}_{i}"
+        if not isinstance(call_id, str):
+            raise fail(line, f"tool_calls[{i}].id must be a string")
+        calls.append(ToolCall(call_id, name, dict(args)))
+    ids = [c.id for c in calls]
+    if len(set(ids)) != len(ids):
+        raise fail(line, "two tool calls share one id")
+    return calls
+
+
+def _usage(obj: dict[str, Any], line: int, fail: Callable[[int, str], ReplayError]) -> Usage | None:
+    raw = obj.get("usage")
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or set(raw) - set(_USAGE_KEYS) or not all(
+        isinstance(v, int) and v >= 0 for v in raw.values()
+    ):
+        raise fail(line, f"'usage' must map some of {', '.join(_USAGE_KEYS)} to whole numbers ≥ 0")
+    return Usage(**raw)
+
+
+# --------------------------------------------------------------------------------------------------
+# The LLM side: answers come from the transcript
+# --------------------------------------------------------------------------------------------------
+
+
+class ReplayLLM:
+    """A :class:`~hermes_core.llm.ChatLLM` that returns a turn's recorded responses in order."""
+
+    def __init__(self, *, model: str = "replay", chunk_size: int = 24) -> None:
+        self.model = model
+        self.chunk_size = chunk_size
+        self._queue: list[RecordedResponse] = []
+        self.calls = 0
+
+    def load_turn(self, turn: TranscriptTurn) -> None:
+        self._queue = list(turn.responses)
+
+    @property
+    def unused(self) -> list[RecordedResponse]:
+        return list(self._queue)
+
+    def respond(self, *, system: str, messages: Sequence[Message], max_tokens: int,
+                model: str | None = None, timeout: float | None = None,
+                tools: Sequence[dict[str, Any]] | None = None,
+                on_text: Callable[[str], None] | None = None) -> LLMResponse:
+        if not self._queue:
+            raise LLMError("the transcript has no more recorded responses for this turn",
+                           failure=LLMFailure.OTHER)
+        recorded = self._queue.pop(0)
+        self.calls += 1
+        usage = recorded.usage or Usage(
+            input_tokens=estimate_tokens(list(messages), system, list(tools or [])),
+            output_tokens=estimate_tokens([Message("assistant", recorded.text,
+                                                   tool_calls=recorded.tool_calls)]),
+            model=self.model,
+        )
+        if on_text is not None:
+            for i in range(0, len(recorded.text), self.chunk_size):
+                on_text(recorded.text[i:i + self.chunk_size])
+        return LLMResponse(text=recorded.text, tool_calls=list(recorded.tool_calls), usage=usage,
+                           stop_reason="tool_use" if recorded.tool_calls else "end_turn",
+                           model=self.model)
+
+    def complete(self, *, system: str, messages: list[Message], max_tokens: int,
+                 model: str | None = None, timeout: float | None = None) -> str:
+        return self.respond(system=system, messages=messages, max_tokens=max_tokens).text
+
+
+# --------------------------------------------------------------------------------------------------
+# The driver and its report
+# --------------------------------------------------------------------------------------------------
+
+
+class RecordingHost(PluginHost):
+    """A PluginHost that also keeps every memory write the providers report (for the report)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.writes: list[MemoryWrite] = []
+
+    def notify_memory_write(self, write: MemoryWrite, source: str | None = None) -> None:
+        self.writes.append(write)
+        super().notify_memory_write(write, source)
+
+
+class _LogTap(logging.Handler):
+    """Collects the kernel's and plugins' warnings and errors during one turn."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(f"{record.levelname} {record.name}: {record.getMessage()}")
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+@dataclass
+class ReplayReport:
+    """The whole replay: per-turn records and totals (``as_dict`` is the ``--json`` output)."""
+
+    transcript: str
+    meta: dict[str, Any]
+    providers: list[str]
+    engine: str | None
+    tools: list[str]
+    model: str
+    context_window: int | None
+    home: str
+    turns: list[dict[str, Any]] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _turn_record(index: int, turn: TranscriptTurn, result: TurnResult, writes: list[MemoryWrite],
+                 previous_prompt: str | None, rebuilds: int, log_lines: list[str],
+                 unused: list[RecordedResponse]) -> dict[str, Any]:
+    recorded = {cid: text for r in turn.responses for cid, text in r.results.items()}
+    prompts = result.system_prompts
+    changes = sum(1 for a, b in zip([previous_prompt, *prompts], prompts, strict=False)
+                  if a is not None and a != b)
+    return {
+        "turn": index,
+        "line": turn.line,
+        "session_id": result.session_id,
+        "new_session": turn.new_session,
+        "user": turn.user,
+        "reply": result.reply,
+        "llm_calls": len(result.usage),
+        "prefetch": [
+            {"provider": r.provider, "status": r.status, "chars": len(r.text), "text": r.text,
+             "ms": round(r.seconds * 1000, 2) if r.seconds is not None else None, "error": r.error}
+            for r in result.prefetch
+        ],
+        "recall_chars": len(result.recall_block),
+        "memory_writes": [
+            {"provider": w.provider, "action": w.action, "target": w.target, "content": w.content,
+             "old_text": w.old_text, "origin": w.origin}
+            for w in writes
+        ],
+        "tool_calls": [
+            {"name": o.call.name, "plugin": o.plugin, "arguments": o.call.arguments,
+             "ok": not o.is_error, "result": o.content, "ms": round(o.seconds * 1000, 2),
+             "parallel": o.parallel, "recorded_result": recorded.get(o.call.id),
+             "matches_recording": (recorded[o.call.id] == o.content) if o.call.id in recorded
+             else None}
+            for o in result.tools
+        ],
+        "compactions": [
+            {"trigger": c.trigger, "old_session_id": c.old_session_id,
+             "new_session_id": c.new_session_id, "messages_before": c.messages_before,
+             "messages_after": c.messages_after, "tokens_before": c.tokens_before,
+             "tokens_after": c.tokens_after, "engine": c.engine, "notices": c.notices,
+             "summary_chars": len(c.summary or ""), "memory_context_chars": len(c.memory_context),
+             "engine_report": c.engine_report, "ms": round(c.seconds * 1000, 2)}
+            for c in result.compactions
+        ],
+        "tokens": {
+            "prompt_first_call": result.usage[0].prompt_tokens if result.usage else None,
+            "prompt_last_call": result.usage[-1].prompt_tokens if result.usage else None,
+            "output": sum(u.output_tokens for u in result.usage),
+        },
+        "system_prompt": {
+            "sha256": _sha(prompts[-1]) if prompts else None,
+            #: how often the bytes sent differed from the previous call's
+            "changes": changes,
+            #: how often the kernel assembled the prompt (compaction, new session)
+            "rebuilds": rebuilds,
+            # bytes may change only where a compaction or a new session rebuilt the prompt
+            "stable": changes <= rebuilds,
+        },
+        "iterations": result.iterations,
+        "budget_exhausted": result.budget_exhausted,
+        "unused_recorded_responses": [r.line for r in unused],
+        "log": log_lines,
+        "ms": round(result.seconds * 1000, 2),
+    }
+
+
+def iter_replay(transcript: Transcript, agent: Agent, llm: ReplayLLM,
+                writes: list[MemoryWrite]) -> Iterator[dict[str, Any]]:
+    """Run each turn and yield its record (the agent is not closed)."""
+    previous_prompt: str | None = None
+    tap = _LogTap()
+    root = logging.getLogger("hermes_core")
+    for index, turn in enumerate(transcript.turns, start=1):
+        builds = agent.prompt_builds
+        if turn.new_session and index > 1:
+            agent.new_session()
+        llm.load_turn(turn)
+        tap.lines = []
+        root.addHandler(tap)
+        before = len(writes)
+        try:
+            result = agent.run_turn(turn.user)
+        finally:
+            root.removeHandler(tap)
+        record = _turn_record(index, turn, result, writes[before:], previous_prompt,
+                              agent.prompt_builds - builds, tap.lines, llm.unused)
+        previous_prompt = result.system_prompts[-1] if result.system_prompts else previous_prompt
+        yield record
+
+
+def replay(
+    transcript: Transcript,
+    host: RecordingHost,
+    *,
+    on_turn: Callable[[dict[str, Any]], None] | None = None,
+) -> ReplayReport:
+    """Replay ``transcript`` on ``host`` (activating what its config selects) and report.
+
+    The host is shut down at the end (after the memory worker drained).
+    """
+    from .models import context_window
+
+    llm = ReplayLLM()
+    agent = Agent.create(host, llm)
+    core = host.config.core
+    agent.start()
+    report = ReplayReport(
+        transcript=transcript.path, meta=transcript.meta,
+        providers=[k.split(":", 1)[1] for k in host.instances if k.startswith("memory-provider:")],
+        engine=next((k.split(":", 1)[1] for k in host.instances if k.startswith("context-engine:")),
+                    None),
+        tools=agent.router.names(), model=core.llm.model, context_window=context_window(core),
+        home=str(host.home),
+    )
+    started = time.perf_counter()
+    try:
+        for record in iter_replay(transcript, agent, llm, host.writes):
+            report.turns.append(record)
+            if on_turn is not None:
+                on_turn(record)
+    finally:
+        drain = agent.close()
+    seconds = time.perf_counter() - started
+    turns = report.turns
+    report.summary = {
+        "turns": len(turns),
+        "sessions": len({t["session_id"] for t in turns} | {c["old_session_id"] for t in turns
+                                                           for c in t["compactions"]}),
+        "llm_calls": sum(t["llm_calls"] for t in turns),
+        "tool_calls": sum(len(t["tool_calls"]) for t in turns),
+        "tool_errors": sum(1 for t in turns for c in t["tool_calls"] if not c["ok"]),
+        "memory_writes": sum(len(t["memory_writes"]) for t in turns),
+        "compactions": sum(len(t["compactions"]) for t in turns),
+        "prefetch_fresh": sum(1 for t in turns for p in t["prefetch"] if p["status"] == "fresh"),
+        "prefetch_late": sum(1 for t in turns for p in t["prefetch"] if p["status"] == "stale"),
+        "system_prompt_stable": all(t["system_prompt"]["stable"] for t in turns),
+        "logged_problems": sum(len(t["log"]) for t in turns),
+        "seconds": round(seconds, 3),
+        "turns_per_second": round(len(turns) / seconds, 1) if seconds > 0 else None,
+        "worker_drain": {"status": drain.status, "abandoned": drain.abandoned},
+    }
+    return report
+
+
+def build_host(config: LoadedConfig, home: Path, *, providers: list[str] | None = None,
+               keep_key: bool = False) -> RecordingHost:
+    """A :class:`RecordingHost` for ``home`` with the config's plugins (entry points, home plugins).
+
+    ``providers`` replaces ``memory.providers``. Unless ``keep_key``, the API key is removed from
+    the config, so plugins that call the LLM themselves (the compressor's summariser) fall back to
+    their offline paths and a replay never spends tokens.
+    """
+    core = config.core
+    if providers is not None:
+        core.memory.providers = list(providers)
+    if not keep_key:
+        core.llm.api_key = None
+    return RecordingHost.load(home, config=config)

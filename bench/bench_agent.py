@@ -1,0 +1,176 @@
+"""Agent-loop benchmarks: kernel overhead per turn, and replay speed on the long example.
+
+Prints medians and their ratio to the targets of issue 6 (ratio < 1.0 means the target is met).
+Nothing here asserts: the machine is shared and noisy, so read the figures.
+
+    python bench/bench_agent.py [--turns 2000] [--runs 5]
+
+* **Kernel overhead per turn**: ``Agent.run_turn`` with N memory providers that do no I/O
+  (``system_prompt_block``, ``on_message``, ``prefetch``, ``sync_turn``, ``queue_prefetch``), a
+  context engine that never compacts, and a stub LLM that answers at once. What is timed is the
+  kernel: archiving fan-out, prefetch on the providers' lanes under the deadline, fencing, the
+  engine's hooks, queuing the turn's sync on the worker. The worker's own run of ``sync_turn`` /
+  ``queue_prefetch`` happens off the turn; it is flushed between turns, outside the timing, and
+  reported separately as the sustained figure (turns back to back, worker competing for the GIL).
+* **Replay**: ``hermes-core replay examples/long-incident.jsonl`` through the library with the
+  built-in stack (file memory, compressor), in a fresh scratch home per run; turns per second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from hermes_core import ContextEngine, MemoryProvider, PluginHost, hookimpl
+from hermes_core.agent import Agent
+from hermes_core.config import load_config, parse_config_text
+from hermes_core.llm import LLMResponse
+from hermes_core.types import Usage
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET_OVERHEAD_MS = 1.0  # with 10 providers
+
+
+class StubLLM:
+    """Answers at once; the only fake."""
+
+    def __init__(self) -> None:
+        self.response = LLMResponse(text="ok", usage=Usage(input_tokens=1000, output_tokens=5))
+
+    def respond(self, **kwargs: Any) -> LLMResponse:
+        return self.response
+
+    def complete(self, **kwargs: Any) -> str:
+        return "ok"
+
+
+class Quiet(MemoryProvider):
+    @hookimpl
+    def system_prompt_block(self, session):
+        return f"{self.name}: a frozen block"
+
+    @hookimpl
+    def on_message(self, message, session):
+        return None
+
+    @hookimpl
+    def prefetch(self, query, session):
+        return f"{self.name} recalls something about the query"
+
+    @hookimpl
+    def sync_turn(self, user_message, assistant_message, session, messages):
+        return None
+
+    @hookimpl
+    def queue_prefetch(self, query, session):
+        return None
+
+
+class Never(ContextEngine):
+    name = "bench_engine"
+
+    @hookimpl
+    def should_compress(self, messages, prompt_tokens):
+        return False
+
+    @hookimpl
+    def update_from_response(self, usage):
+        return None
+
+
+def make_agent(home: Path, providers: int) -> Agent:
+    classes = [type(f"Q{i}", (Quiet,), {"name": f"q{i}"}) for i in range(providers)]
+
+    class Reg:
+        @hookimpl
+        def register_memory_providers(self, register):
+            for cls in classes:
+                register(cls)
+
+        @hookimpl
+        def register_context_engines(self, register):
+            register(Never)
+
+    names = ", ".join(c.name for c in classes)
+    config = parse_config_text(f"memory:\n  providers: [{names}]\ncontext:\n  engine: bench_engine\n",
+                               home / "config.yaml")
+    host = PluginHost.load(home, config=config, builtins=False, entry_points=False,
+                           directories=False, plugins=[("bench", Reg())])
+    return Agent.create(host, StubLLM())
+
+
+def turn_overhead(providers: int, turns: int) -> tuple[float, float, float]:
+    """(median ms per turn, p95 ms, sustained ms per turn) for ``providers`` no-I/O providers."""
+    with tempfile.TemporaryDirectory() as tmp:
+        agent = make_agent(Path(tmp), providers)
+        for _ in range(50):  # warm up: lanes, worker thread, caches
+            agent.run_turn("warm up")
+            agent.worker.flush(5)
+        samples = []
+        for i in range(turns):
+            # a fresh history every 100 turns keeps the history copy per call from growing
+            if i % 100 == 0:
+                agent.history.clear()
+            start = time.perf_counter()
+            agent.run_turn("what did we decide about the depot indexes?")
+            samples.append((time.perf_counter() - start) * 1000)
+            agent.worker.flush(5)
+        agent.history.clear()
+        start = time.perf_counter()
+        for i in range(turns):
+            if i % 100 == 0:
+                agent.history.clear()
+            agent.run_turn("what did we decide about the depot indexes?")
+        agent.worker.flush(30)
+        sustained = (time.perf_counter() - start) * 1000 / turns
+        agent.close()
+    samples.sort()
+    return statistics.median(samples), samples[int(len(samples) * 0.95)], sustained
+
+
+def replay_speed(runs: int) -> tuple[float, int, int]:
+    """(median turns/s, turns, compactions) replaying the long example with the built-in stack."""
+    from hermes_core.replay import build_host, load_transcript, replay
+
+    transcript = load_transcript(ROOT / "examples" / "long-incident.jsonl")
+    rates, compactions = [], 0
+    logging.getLogger("hermes_core").setLevel(logging.ERROR)  # the compaction notice is expected
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory() as tmp:
+            home = Path(tmp)
+            host = build_host(load_config(home), home)
+            report = replay(transcript, host)
+            rates.append(report.summary["turns"] / report.summary["seconds"])
+            compactions = report.summary["compactions"]
+    return statistics.median(rates), len(transcript.turns), compactions
+
+
+def report(label: str, value: float, unit: str, target: float | None = None) -> None:
+    ratio = f"  ratio to target {value / target:.2f} (target < {target:g} {unit})" if target else ""
+    print(f"{label:<58} {value:9.3f} {unit}{ratio}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--turns", type=int, default=2000)
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    print(f"{args.turns} turns per figure (medians), {args.runs} replay runs")
+    for n in (0, 1, 10):
+        median, p95, sustained = turn_overhead(n, args.turns)
+        target = TARGET_OVERHEAD_MS if n == 10 else None
+        report(f"kernel overhead per turn, {n:2d} providers (median)", median, "ms", target)
+        report(f"  p95", p95, "ms")
+        report(f"  sustained, worker running alongside (mean)", sustained, "ms")
+    rate, turns, compactions = replay_speed(args.runs)
+    report(f"replay examples/long-incident.jsonl ({turns} turns, {compactions} compaction)",
+           rate, "turns/s")
+
+
+if __name__ == "__main__":
+    main()

@@ -165,8 +165,8 @@ def main() -> None:
         median, p95, sustained = turn_overhead(n, args.turns)
         target = TARGET_OVERHEAD_MS if n == 10 else None
         report(f"kernel overhead per turn, {n:2d} providers (median)", median, "ms", target)
-        report(f"  p95", p95, "ms")
-        report(f"  sustained, worker running alongside (mean)", sustained, "ms")
+        report("  p95", p95, "ms")
+        report("  sustained, worker running alongside (mean)", sustained, "ms")
     rate, turns, compactions = replay_speed(args.runs)
     report(f"replay examples/long-incident.jsonl ({turns} turns, {compactions} compaction)",
            rate, "turns/s")

@@ -31,13 +31,15 @@ _PATH = re.compile(
     r"|md|rst|json|jsonl|yaml|yml|toml|txt|go|rs|java|kt|c|h|cc|cpp|hpp|rb|php|sh|sql|html|css"
     r"|cfg|ini|lock|csv|xml|proto|tf|ipynb))(?![\w/-])"
 )
+#: tool names that change files: their paths matter most to a continuation
+_WRITING_TOOL = re.compile(r"write|edit|create|patch|apply|replace|move|rename|delete|remove", re.I)
 _URL = re.compile(r"https?://[^\s)\]>'\"`]+")
 _BACKTICK = re.compile(r"`([^`\n]{2,60})`")
 _ASSIGN = re.compile(r"\b([A-Za-z_][\w.-]{0,40})\s*=\s*([^\s,;]{1,60})")
 _SHELL_LINE = re.compile(r"^\s*\$ (.{2,200})$", re.MULTILINE)
 _ERROR = re.compile(
-    r"\b(?:error|exception|traceback|failed|failure|fatal|denied|refused|not found|timed out"
-    r"|cannot|can't)\b",
+    r"\b(?:\w*error|\w*exception|traceback|failed|failure|fatal|denied|refused|not found"
+    r"|timed out|cannot|can't)\b",
     re.IGNORECASE,
 )
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -70,6 +72,8 @@ class Facts:
     constraints: list[str] = field(default_factory=list)
     decisions: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
+    #: paths given to tools that change files (write, edit, create, ...): listed first
+    written: list[str] = field(default_factory=list)
     commands: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     values: list[str] = field(default_factory=list)
@@ -85,7 +89,10 @@ def _text_of(message: Message) -> str:
 
 
 def _error_line(text: str) -> str | None:
-    match = _ERROR.search(text)
+    """The last line mentioning an error: in a traceback, the exception itself."""
+    match = None
+    for match in _ERROR.finditer(text):  # noqa: B007 - the last match is the one wanted
+        pass
     if match is None:
         return None
     start = text.rfind("\n", 0, match.start()) + 1
@@ -106,6 +113,17 @@ def extract_facts(
     seen: set[str] = set()
     requests: list[str] = []
     budget = scan_chars
+    # an error is most useful next to the command that caused it
+    command_of: dict[str, str] = {}
+    error_lines: set[str] = set()
+    for message in messages:
+        for call in message.tool_calls:
+            if isinstance(call.arguments, dict):
+                for key in _COMMAND_KEYS:
+                    value = call.arguments.get(key)
+                    if isinstance(value, str):
+                        command_of[call.id] = _clip(value, 120)
+                        break
     for message in reversed(messages):
         text = _text_of(message)
         scan = budget > 0
@@ -123,15 +141,22 @@ def extract_facts(
                 facts.last_reply = _clip(text, 400)
             for call in message.tool_calls:
                 facts.tools[call.name] = facts.tools.get(call.name, 0) + 1
-                _scan_arguments(call.arguments, facts, seen, limit)
+                writes = _WRITING_TOOL.search(call.name) is not None
+                _scan_arguments(call.arguments, facts, seen, limit, writes=writes)
             if scan:
                 for sentence in _SENTENCE_END.split(text_sample)[:40]:
                     if _DECISION.search(sentence):
                         _add(facts.decisions, seen, _clip(sentence, 200), 8)
         elif message.role == "tool" and scan and len(facts.errors) < 6:
             line = _error_line(text_sample)
-            if line is not None:
-                _add(facts.errors, seen, f"[{message.tool_name or 'tool'}] {_clip(line, 200)}", 6)
+            key = _clip(line, 200) if line is not None else ""
+            # the same error repeated is one fact: dedupe on the line, not on the command
+            if line is not None and key not in error_lines:
+                error_lines.add(key)
+                command = command_of.get(message.tool_call_id or "")
+                name = message.tool_name or "tool"
+                where = f"{name}: {command}" if command else name
+                _add(facts.errors, seen, f"[{where}] {key}", 6)
         if not scan:
             continue
         if message.role != "tool" or len(facts.files) < limit:
@@ -154,12 +179,14 @@ def extract_facts(
             if first not in facts.requests:
                 facts.requests.insert(0, first)
             break
-    for name in ("constraints", "decisions", "files", "commands", "errors", "values"):
+    for name in ("constraints", "decisions", "files", "written", "commands", "errors", "values"):
         setattr(facts, name, list(reversed(getattr(facts, name))))
     return facts
 
 
-def _scan_arguments(arguments: object, facts: Facts, seen: set[str], limit: int) -> None:
+def _scan_arguments(
+    arguments: object, facts: Facts, seen: set[str], limit: int, *, writes: bool = False
+) -> None:
     if not isinstance(arguments, dict):
         return
     for key, value in arguments.items():
@@ -167,7 +194,10 @@ def _scan_arguments(arguments: object, facts: Facts, seen: set[str], limit: int)
             continue
         lowered = str(key).lower()
         if lowered in _PATH_KEYS:
-            _add(facts.files, seen, _clip(value, 200), limit * 2)
+            if writes:
+                _add(facts.written, seen, _clip(value, 200), limit * 2)
+            else:
+                _add(facts.files, seen, _clip(value, 200), limit * 2)
         elif lowered in _COMMAND_KEYS:
             _add(facts.commands, seen, _clip(value, 200), limit)
 
@@ -190,8 +220,10 @@ def render_facts(facts: Facts) -> str:
         if len(facts.requests) > 6:
             parts.append(f"First user request: {facts.requests[0]}")
         parts.append("Latest user requests: " + " | ".join(facts.requests[-6:]))
+    if facts.written:
+        parts.append("Files changed: " + ", ".join(facts.written[-20:]))
     if facts.files:
-        parts.append("Files: " + ", ".join(facts.files[-20:]))
+        parts.append("Files read or mentioned: " + ", ".join(facts.files[-20:]))
     if facts.commands:
         parts.append("Commands: " + " | ".join(facts.commands[-6:]))
     if facts.errors:
@@ -238,7 +270,7 @@ def extractive_summary(
             + _bullets(facts.errors, "- (no errors seen)"),
         ),
         ("## Key Decisions", _bullets(facts.decisions)),
-        ("## Relevant Files", _bullets(facts.files)),
+        ("## Relevant Files", _bullets([*(f"{p} (changed)" for p in facts.written), *facts.files])),
         ("## Next Steps", "- Continue from the latest user message after this summary."),
         ("## Critical Context", critical),
     ]

@@ -1,6 +1,6 @@
 """Writes examples/long-incident.jsonl: a long, realistic incident investigation for ``replay``.
 
-The conversation is long enough (about 130,000 tokens by the kernel's estimate) to cross the
+The conversation is long enough (about 135,000 tokens by the kernel's estimate) to cross the
 compressor's default threshold for the default model (50 % of a 200,000-token window), so a
 replay shows a real compaction. The user pastes logs, query plans and code the way people do in a
 long debugging session; the assistant's answers are computed from what was pasted (counts,

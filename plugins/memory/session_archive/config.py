@@ -25,7 +25,7 @@ class SessionArchiveConfig(BaseModel):
     #: characters of conversation session_search shows, shared by the sessions it returns
     window_chars: int = Field(default=100_000, ge=2_000, le=1_000_000)
     #: matches ranked per search; a query with more is ranked among its newest matches
-    candidates: int = Field(default=1000, ge=50, le=50_000)
+    candidates: int = Field(default=500, ge=50, le=50_000)
     #: platforms whose sessions are listed after all others in search results
     demote_platforms: list[str] = Field(default_factory=lambda: ["cron"])
     #: summarise each found session with llm.auxiliary_model (or llm.model)

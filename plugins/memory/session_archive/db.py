@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from .errors import ArchiveBusyError, ArchiveCorruptError, ArchiveVersionError
+from .errors import ArchiveBusyError, ArchiveCorruptError, ArchiveError, ArchiveVersionError
 from .schema import APPLICATION_ID, LATEST_VERSION, migrate, register_functions
 
 __all__ = ["Database"]
@@ -74,17 +74,25 @@ class Database:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.con = self._connect()
         try:
+            self._check_identity()  # before anything that writes, such as the journal mode
             self._configure(synchronous, background_checkpoints)
-            self._check_identity()
+        except sqlite3.DatabaseError as exc:
+            self.con.close()
+            raise self._translate(exc) from exc
+        except BaseException:
+            self.con.close()
+            raise
+        try:
             migrate(self.con, self._begin)
         except sqlite3.DatabaseError as exc:
             self.con.close()
-            if _is_busy(exc):
-                raise ArchiveBusyError(
-                    f"{self.path} stayed locked by another process for {busy_timeout:.0f}s while "
-                    "opening it; retry, or raise session_archive.busy_timeout"
-                ) from exc
-            raise _corrupt(self.path, exc) from exc
+            error = self._translate(exc)
+            if isinstance(error, ArchiveError):
+                raise error from exc
+            raise ArchiveError(
+                f"upgrading {self.path} to schema version {LATEST_VERSION} failed ({exc}); the "
+                "upgrade was rolled back and the file is as it was. Report this with the message"
+            ) from exc
         except BaseException:
             self.con.close()
             raise
@@ -235,6 +243,7 @@ class Database:
                     self.con.execute("COMMIT")
 
     def _translate(self, exc: sqlite3.DatabaseError) -> Exception:
+        """The archive error for an SQLite error; other errors are returned as they are."""
         text = str(exc).lower()
         if "malformed" in text or "not a database" in text or "corrupt" in text:
             return _corrupt(self.path, exc)
@@ -243,6 +252,9 @@ class Database:
                 f"{self.path} stayed locked by another process for {self.busy_timeout:.0f}s; "
                 "retry, or raise session_archive.busy_timeout"
             )
+        if "unable to open" in text or "readonly" in text or "disk i/o" in text:
+            return ArchiveError(f"cannot use {self.path}: {exc}. Check the file's permissions "
+                                "and the disk")
         return exc
 
     def _ensure_open(self) -> None:

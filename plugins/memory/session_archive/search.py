@@ -2,7 +2,7 @@
 
 Ranking is FTS5's BM25. A query matching a huge number of messages ("error", "file") would make
 BM25 score every match (Hermes: ~90 ms at a million messages), so the candidates are the newest
-``candidates`` matches (default 1,000), read in rowid order straight from the index, and BM25 ranks
+``candidates`` matches (default 500), read in rowid order straight from the index, and BM25 ranks
 those. A query with fewer matches than that is ranked exactly; a broader one is ranked among its
 most recent matches, which is what someone searching a history usually wants anyway.
 
@@ -22,9 +22,18 @@ from .errors import QueryError
 from .query import SearchPlan, build_query, quote
 from .store import LINEAGE_CTE, SessionArchive
 
-__all__ = ["Candidate", "Hit", "SearchResult", "candidates", "make_snippet", "search_messages"]
+__all__ = [
+    "Candidate",
+    "Hit",
+    "SearchResult",
+    "attach_chains",
+    "candidates",
+    "full_content",
+    "make_snippet",
+    "search_messages",
+]
 
-DEFAULT_CANDIDATES = 1000
+DEFAULT_CANDIDATES = 500
 CONTEXT_CHARS = 200
 SNIPPET_CHARS = 240
 #: column weights for BM25: content, tool name, tool-call argument values
@@ -35,8 +44,8 @@ _WEIGHTS = "1.0, 0.5, 0.6"
 class Candidate:
     id: int
     score: float
-    session_num: int
-    chain: int
+    #: the compaction chain of the message's session (filled by :func:`attach_chains`)
+    chain: int = 0
 
 
 @dataclass(slots=True)
@@ -130,16 +139,17 @@ def candidates(
         params[f"f{i}"] = fexpr
     prefix = ""
     if exclude_lineage_of:
+        # A set of message ids computed once, probed per match: cheaper than joining messages.
         prefix = LINEAGE_CTE
         params["sid"] = exclude_lineage_of
-        where.append("m.session NOT IN (SELECT num FROM lineage)")
+        where.append("d.rowid NOT IN (SELECT id FROM messages WHERE session IN "
+                     "(SELECT num FROM lineage))")
     if roles:
         marks = ", ".join(f":r{i}" for i in range(len(roles)))
-        where.append(f"m.role IN ({marks})")
+        where.append(f"(SELECT role FROM messages WHERE id = d.rowid) IN ({marks})")
         params.update({f"r{i}": r for i, r in enumerate(roles)})
     sql = (
-        f"{prefix} SELECT d.rowid, {score}, m.session, s.chain FROM {table} AS d "
-        "JOIN messages AS m ON m.id = d.rowid JOIN sessions AS s ON s.num = m.session "
+        f"{prefix} SELECT d.rowid, {score} FROM {table} AS d "
         f"WHERE {' AND '.join(where)} ORDER BY d.rowid DESC LIMIT :limit"
     )
     try:
@@ -150,9 +160,20 @@ def candidates(
             f"the search index rejected the query {plan.text[:80]!r} ({exc}); this is a bug in "
             "hermes-core's query builder, please report it with the query"
         ) from exc
-    found = [Candidate(r[0], float(r[1]), r[2], r[3]) for r in rows]
+    found = [Candidate(r[0], float(r[1])) for r in rows]
     found.sort(key=lambda c: (c.score, -c.id))
     return found
+
+
+def attach_chains(archive: SessionArchive, found: list[Candidate]) -> None:
+    """Fill in each candidate's compaction chain (one query)."""
+    for i in range(0, len(found), 900):
+        part = found[i : i + 900]
+        chains = dict(archive.db.read(
+            "SELECT m.id, s.chain FROM messages AS m JOIN sessions AS s ON s.num = m.session "
+            f"WHERE m.id IN ({','.join('?' * len(part))})", tuple(c.id for c in part)))
+        for c in part:
+            c.chain = chains.get(c.id, 0)
 
 
 def run_plan(
@@ -223,6 +244,11 @@ def _short(row: tuple[Any, ...] | None) -> dict[str, Any] | None:
     return out
 
 
+def full_content(archive: SessionArchive, message_id: int) -> str:
+    rows = archive.db.read("SELECT content FROM messages WHERE id = ?", (message_id,))
+    return str(rows[0][0]) if rows else ""
+
+
 def hits_for(
     archive: SessionArchive, found: list[Candidate], plan: SearchPlan, *, context: bool = True
 ) -> list[Hit]:
@@ -233,7 +259,7 @@ def hits_for(
     marks = ",".join("?" * len(ids))
     rows = archive.db.read(
         "SELECT m.id, s.id, m.role, substr(m.content, 1, 200000), m.tool_name, m.timestamp, "
-        "s.title, s.platform, m.tool_calls, "
+        "s.title, s.platform, m.tool_calls, length(m.content) > 200000, "
         "(SELECT p.id FROM messages AS p WHERE p.session = m.session AND p.id < m.id "
         " ORDER BY p.id DESC LIMIT 1), "
         "(SELECT n.id FROM messages AS n WHERE n.session = m.session AND n.id > m.id "
@@ -244,7 +270,7 @@ def hits_for(
     by_id = {r[0]: r for r in rows}
     near: dict[int, tuple[Any, ...]] = {}
     if context:
-        wanted = {x for r in rows for x in (r[9], r[10]) if x is not None}
+        wanted = {x for r in rows for x in (r[10], r[11]) if x is not None}
         if wanted:
             marks = ",".join("?" * len(wanted))
             near = {r[0]: r for r in archive.db.read(
@@ -256,14 +282,16 @@ def hits_for(
         if r is None:
             continue
         text = r[3] or ""
+        if r[9] and plan.needles and find_match(text, plan.needles) == -1:
+            text = full_content(archive, r[0])  # a huge message matched beyond its start
         if plan.needles and find_match(text, plan.needles) == -1 and r[8]:
             text = f"{text} {r[8]}"  # the match is in the tool call
         hits.append(Hit(
             message_id=r[0], session_id=r[1], role=r[2],
             snippet=make_snippet(text, plan.needles), timestamp=r[5], score=c.score,
             tool_name=r[4], session_title=r[6], platform=r[7],
-            context_before=_short(near.get(r[9])) if context and r[9] else None,
-            context_after=_short(near.get(r[10])) if context and r[10] else None,
+            context_before=_short(near.get(r[10])) if context and r[10] else None,
+            context_after=_short(near.get(r[11])) if context and r[11] else None,
         ))
     return hits
 

@@ -23,7 +23,7 @@ from hermes_core.types import ToolContext
 
 from .errors import QueryError
 from .query import SearchPlan, build_query
-from .search import Candidate, find_match, hits_for, run_plan
+from .search import Candidate, attach_chains, find_match, full_content, hits_for, run_plan
 from .store import SessionArchive
 from .window import place_window, share_budget
 
@@ -127,7 +127,8 @@ def _window(
     for i in range(0, len(ids), 500):
         part = ids[i : i + 500]
         rows.update({r[0]: r for r in archive.db.read(
-            "SELECT id, role, substr(content, 1, 400000), tool_name, tool_calls, timestamp "
+            "SELECT id, role, substr(content, 1, 400000), tool_name, tool_calls, "
+            "length(content) > 400000 "
             f"FROM messages WHERE id IN ({','.join('?' * len(part))})", tuple(part))})
     messages = []
     for mid in ids:
@@ -135,6 +136,9 @@ def _window(
         content = r[2] or ""
         is_hit = mid in hit_set
         around = find_match(content, plan.needles) if is_hit else -1
+        if is_hit and around == -1 and r[5]:
+            content = full_content(archive, mid)  # a huge message matched beyond its start
+            around = find_match(content, plan.needles)
         item: dict[str, Any] = {"id": mid, "role": r[1],
                                 "content": _cap(content, HIT_CHARS if is_hit else MESSAGE_CHARS,
                                                 around)}
@@ -158,7 +162,7 @@ def session_search(
     limit: int | None = None,
     roles: tuple[str, ...] | None = None,
     window_chars: int = 100_000,
-    candidates: int = 1000,
+    candidates: int = 500,
     demote_platforms: tuple[str, ...] = ("cron",),
     summarise: Callable[[list[dict[str, Any]], str], str | None] | None = None,
     limit_default: int = 3,
@@ -176,6 +180,7 @@ def session_search(
         out.update(results=[], count=0, note="No earlier session matches. Try other words, or an "
                    "empty query to list recent sessions.")
         return out
+    attach_chains(archive, found)
     groups: dict[int, list[Candidate]] = {}
     for c in found:  # best first, so each group is ordered best first too
         groups.setdefault(c.chain, []).append(c)

@@ -229,7 +229,7 @@ class FakeMessagesAPI:
             def log_message(self, *args: Any) -> None:
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["content-length"])))
                 with api.lock:
                     api.requests.append(body)

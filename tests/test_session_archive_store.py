@@ -4,7 +4,6 @@ or foreign state.db (never modified), export/import, and several writer processe
 from __future__ import annotations
 
 import hashlib
-import json
 import sqlite3
 import subprocess
 import sys
@@ -20,10 +19,10 @@ from hermes_core.plugins.memory.session_archive import (
     ImportFormatError,
     SessionArchive,
     SessionNotFoundError,
+    schema,
     search_messages,
 )
 from hermes_core.plugins.memory.session_archive import db as db_module
-from hermes_core.plugins.memory.session_archive import schema
 from hermes_core.plugins.memory.session_archive.transfer import export_session, import_jsonl
 from hermes_core.types import Message, Session, ToolCall, Usage
 
@@ -109,7 +108,7 @@ def test_a_file_that_is_not_sqlite_is_refused_and_never_overwritten(tmp_path: Pa
     path = tmp_path / "state.db"
     path.write_bytes(b"this is my diary, not a database\n" * 100)
     before = digest(path)
-    with pytest.raises(ArchiveCorruptError, match="left untouched.*doctor"):
+    with pytest.raises(ArchiveCorruptError, match=r"left untouched.*doctor"):
         SessionArchive(path)
     assert digest(path) == before
     assert not Path(f"{path}-wal").exists()

@@ -133,6 +133,8 @@ class TurnResult:
     system_prompts: list[str] = field(default_factory=list)
     iterations: int = 0
     budget_exhausted: bool = False
+    #: characters passed to ``on_text`` (after scrubbing)
+    streamed_chars: int = 0
     seconds: float = 0.0
 
 
@@ -203,12 +205,12 @@ class Agent:
                 return
             if self._closed:
                 raise RuntimeError("this agent is closed; create a new one")
-            self._started = True
+            self._assemble()  # first: a tool-name collision must stop the session before it starts
             reason = SwitchReason.RESUME if self.resumed else SwitchReason.NEW
             self._on_worker("boundary", f"on_session_switch -> {self.session.id} ({reason})",
                             "on_session_switch", new_session=self.session, old_session=None,
                             reason=reason)
-            self._assemble()
+            self._started = True
 
     def _assemble(self) -> None:
         """Build the tool list and the system prompt; kept byte-identical until the next compaction."""
@@ -326,10 +328,16 @@ class Agent:
         stream: Callable[[str], None] | None = None
         if on_text is not None:
             sink = on_text
+            # text of an earlier tool-loop iteration was shown: separate this call's text from it
+            pending_break = [result.streamed_chars > 0]
 
             def stream(delta: str) -> None:
                 shown = scrubber.feed(delta)
                 if shown:
+                    if pending_break[0]:
+                        pending_break[0] = False
+                        sink("\n\n")
+                    result.streamed_chars += len(shown)
                     sink(shown)
 
         result.system_prompts.append(self.system_prompt)
@@ -340,6 +348,7 @@ class Agent:
         if on_text is not None:
             tail = scrubber.flush()
             if tail:
+                result.streamed_chars += len(tail)
                 on_text(tail)
         result.usage.append(response.usage)
         return response

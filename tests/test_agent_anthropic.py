@@ -80,7 +80,7 @@ def test_streamed_turn_with_tools_caching_and_usage(home):
     assert saved == ["cat: Miso", "likes tea"]
     assert all(o.parallel for o in result.tools)
     # the user saw the reply without the echoed block, while it streamed
-    assert "".join(shown) == "Saving that.Noted.  Anything else?"
+    assert "".join(shown) == "Saving that.\n\nNoted.  Anything else?"
     assert result.reply == "Noted.  Anything else?"
     assert len(bodies) == 2 and all(b["stream"] for b in bodies)
     first, second = bodies

@@ -511,3 +511,26 @@ def test_user_message_must_be_text(home):
     with pytest.raises(TypeError, match="must be a str"):
         agent.run_turn(b"bytes")  # type: ignore[arg-type]
     agent.close()
+
+
+def test_a_tool_name_collision_stops_the_session_before_it_starts(home):
+    from hermes_core.errors import RegistryError
+
+    log = CallLog()
+
+    class Clash(MemoryProvider):
+        name = "clash"
+
+        @hookimpl
+        def get_tools(self):
+            return [Tool(name="echo", description="d", parameters={"type": "object"},
+                         handler=lambda a, c: "clash")]
+
+    echo = Tool(name="echo", description="d", parameters={"type": "object"}, handler=lambda a, c: "x")
+    host = make_host(home, providers=[recorder(log), Clash], tools=[echo])
+    agent = Agent(host, ScriptLLM([reply("never")]))
+    with pytest.raises(RegistryError, match="'echo' is offered by both 'test_plugins' and "
+                                            "'memory-provider:clash'"):
+        agent.run_turn("hi")
+    agent.close()
+    assert not any(e.startswith(("on_message", "on_session_switch")) for e in log.names())

@@ -175,3 +175,45 @@ def test_turns_from_two_threads_are_serialised(home):
         agent.close()
     roles = [m.role for m in agent.history]
     assert roles == ["user", "assistant"] * 3
+
+
+def test_hook_order_through_the_sdk(home):
+    from test_agent_turn import engine_class, recorder
+
+    log = CallLog()
+    host = make_host(home, providers=[recorder(log)], engine=engine_class(log))
+    with MessagesAPIServer([Reply(text="Hello!", usage={"input_tokens": 50, "output_tokens": 3})]) as api:
+        agent = Agent(host, llm_for(api))
+        result = agent.run_turn("hi there", on_text=lambda _d: log.add("text"))
+        assert agent.worker.flush(2)
+        agent.close()
+    sid = result.session_id
+    turn = [e for e in log.on("turn") if e != "text"]
+    assert turn == [f"system_prompt_block {sid}", "on_message user", "should_compress 1 None",
+                    "update_from_response 50", "on_message assistant", "shutdown"]
+    names = log.names()
+    assert names.index("prefetch hi there") < names.index("should_compress 1 None")
+    assert names.index("text") < names.index("update_from_response 50")  # streamed before usage
+    assert log.on("hermes-memory") == [
+        f"on_session_switch None -> {sid} new", "sync_turn hi there -> Hello! (2 messages)",
+        "queue_prefetch hi there", f"on_session_end {sid} user_exit (2 messages)"]
+
+
+def test_budget_notes_reach_the_model_inside_tool_results(home):
+    saved: list[str] = []
+    host = make_host(home, tools=[note_tool(saved)], config_text="llm:\n  max_iterations: 10\n")
+    loop = Reply(tool_calls=[{"name": "note", "input": {"text": "again"}}])
+    with MessagesAPIServer(default=loop) as api:
+        agent = Agent(host, llm_for(api))
+        result = agent.run_turn("keep going")
+        agent.close()
+        bodies = api.bodies
+    assert len(bodies) == 10 and result.budget_exhausted and len(saved) == 9
+
+    def last_result(body):
+        return body["messages"][-1]["content"][-1]["content"]
+
+    assert "Budget" not in last_result(bodies[6])  # the results of call 6
+    assert "Wrap up" in last_result(bodies[7])  # call 7 is 70 % of 10
+    assert "Respond now" in last_result(bodies[9])
+    assert all(b["system"] == bodies[0]["system"] for b in bodies)  # notes never touch the prompt

@@ -495,4 +495,6 @@ def build_host(config: LoadedConfig, home: Path, *, providers: list[str] | None 
         core.memory.providers = list(providers)
     if not keep_key:
         core.llm.api_key = None
-    return RecordingHost.load(home, config=config)
+    host = RecordingHost.load(home, config=config)
+    assert isinstance(host, RecordingHost)  # load() builds an instance of the class it is called on
+    return host

@@ -33,7 +33,7 @@ from .errors import ContextInputError, ContextOverflowError
 from .fallback import extractive_summary
 from .markers import CLEARED_TOOL_OUTPUT, is_summary_message, original_content, summary_body
 from .policy import CompactionReport, PolicyEngine
-from .prune import clear_old_tool_outputs
+from .prune import clear, prunable
 from .redact import redact
 from .repair import merge_adjacent_roles, repair_tool_pairs
 from .summary import SUMMARY_SYSTEM, build_prompt, serialize_turns, summary_budget
@@ -174,9 +174,7 @@ class Compressor(PolicyEngine):
 
         plan = self.plan(history)
         notices = self._fit_oversized(history, plan)
-        pruned, cleared = clear_old_tool_outputs(
-            history, plan.tail_start, min_chars=self.settings.prune_min_chars
-        )
+        cleared = prunable(history, plan.tail_start, min_chars=self.settings.prune_min_chars)
         summary: str | None = None
         source = "prune-only" if cleared else "none"
         failure: LLMError | None = None
@@ -198,6 +196,11 @@ class Compressor(PolicyEngine):
             if summary is None:  # on_summary_failure: abort
                 return self._finish(history, history, "aborted", started, notices, summary=None)
 
+        if summary is not None:
+            # the middle is summarised from its original text: only kept messages need clearing
+            keep = set(range(plan.head_end)) | set(plan.pinned)
+            cleared = [i for i in cleared if i in keep]
+        pruned = clear(history, cleared)
         meta = {
             "source": source,
             "compacted_messages": len(plan.middle),

@@ -2,20 +2,54 @@
 
 Tool results older than the protected tail and longer than ``min_chars`` characters are replaced by
 :data:`~.markers.CLEARED_TOOL_OUTPUT`. The tool call that produced them stays, so the model still
-sees what it did; the output itself stays in the session archive. The input list and its messages
-are never modified: changed messages are new objects.
+sees what it did; the output itself stays wherever the history is stored. The input list and its
+messages are never modified: changed messages are new objects.
+
+Choosing (:func:`prunable`) is separate from rewriting (:func:`clear`) because a compaction that
+summarises the middle only needs the head and the pinned messages rewritten.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from hermes_core.types import Message
 
 from .markers import CLEARED_TOOL_OUTPUT
 
-__all__ = ["clear_old_tool_outputs"]
+__all__ = ["clear", "clear_old_tool_outputs", "prunable"]
+
+
+def prunable(messages: Sequence[Message], end: int, *, min_chars: int = 200) -> list[int]:
+    """Indices of tool results in ``messages[:end]`` that pass 1 clears."""
+    return [
+        i
+        for i in range(min(end, len(messages)))
+        if messages[i].role == "tool"
+        and len(messages[i].content) > min_chars
+        and messages[i].content != CLEARED_TOOL_OUTPUT
+    ]
+
+
+def cleared_copy(message: Message) -> Message:
+    """``message`` with its output cleared (built directly: ``dataclasses.replace`` is slower)."""
+    return Message(
+        role=message.role,
+        content=CLEARED_TOOL_OUTPUT,
+        tool_calls=message.tool_calls,
+        tool_call_id=message.tool_call_id,
+        tool_name=message.tool_name,
+        timestamp=message.timestamp,
+        meta={**message.meta, "cleared_chars": len(message.content)},
+    )
+
+
+def clear(messages: Sequence[Message], indices: Iterable[int]) -> list[Message]:
+    """A copy of ``messages`` with the outputs at ``indices`` cleared."""
+    out = list(messages)
+    for i in indices:
+        out[i] = cleared_copy(out[i])
+    return out
 
 
 def clear_old_tool_outputs(
@@ -25,15 +59,5 @@ def clear_old_tool_outputs(
 
     Returns the new list and the indices that were cleared.
     """
-    out = list(messages)
-    cleared: list[int] = []
-    for i in range(min(end, len(out))):
-        message = out[i]
-        if message.role != "tool" or len(message.content) <= min_chars:
-            continue
-        if message.content == CLEARED_TOOL_OUTPUT:
-            continue
-        meta = {**message.meta, "cleared_chars": len(message.content)}
-        out[i] = dataclasses.replace(message, content=CLEARED_TOOL_OUTPUT, meta=meta)
-        cleared.append(i)
-    return out, cleared
+    indices = prunable(messages, end, min_chars=min_chars)
+    return clear(messages, indices), indices

@@ -38,8 +38,10 @@ TOOL_CALL_OVERHEAD = 12
 
 # Hiragana/katakana, CJK unified ideographs (+ extension A), compatibility ideographs, hangul
 # syllables, CJK punctuation and full-width forms.
+# Runs (``+``) rather than single characters: removing whole runs is ~20x faster than counting
+# matches one by one.
 _WIDE = re.compile(
-    "[\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]"
+    "[\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]+"
 )
 
 
@@ -51,7 +53,7 @@ def estimate_text(text: str) -> int:
     if text.isascii():
         return (n + 3) // 4
     ascii_chars = len(text.encode("ascii", "ignore"))
-    wide = len(_WIDE.findall(text))
+    wide = n - len(_WIDE.sub("", text))
     other = n - ascii_chars - wide
     return (ascii_chars + 3) // 4 + wide + (other + 1) // 2
 

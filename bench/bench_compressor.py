@@ -40,11 +40,13 @@ HERMES_MS = {500: 10.4, 2_000: 72.7}
 HERMES_P95_MS = {500: 20.6, 2_000: 105.0}
 HERMES_ESTIMATE_MS = {500: 1.8, 2_000: 7.5}
 
-WORDS = (
-    "the a to of and in is it for on that with as this be are was by at or from parser cache "
-    "index migration schema handler retry timeout config deploy build test fixture module import "
-    "latency queue worker session budget summary archive function return value error file path"
-).split()
+WORDS = [
+    "the", "a", "to", "of", "and", "in", "is", "it", "for", "on", "that", "with", "as", "this",
+    "be", "are", "was", "by", "at", "or", "from", "parser", "cache", "index", "migration", "schema",
+    "handler", "retry", "timeout", "config", "deploy", "build", "test", "fixture", "module",
+    "import", "latency", "queue", "worker", "session", "budget", "summary", "archive", "function",
+    "return", "value", "error", "file", "path",
+]
 CJK = "数据库迁移失败需要重新运行测试并检查配置文件中的超时设置"
 
 
@@ -93,7 +95,7 @@ def conversation(n_messages: int, seed: int = 1) -> list[Message]:
             out.append(Message("assistant", text(rng, 20, 300), tool_calls=[ToolCall(cid, name, args)]))
             out.append(Message("tool", text(rng, 300, 8_000), tool_call_id=cid, tool_name=name))
         out.append(Message("assistant", text(rng, 50, 2_000)))
-    return out[:n_messages] if out[n_messages - 1].role != "assistant" or True else out
+    return out[:n_messages]
 
 
 def trimmed(history: list[Message]) -> list[Message]:

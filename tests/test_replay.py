@@ -230,3 +230,19 @@ def test_the_long_example_compacts_at_default_settings(home):
     first = compactions[0]
     assert first["tokens_before"] > data["context_window"] // 2 > first["tokens_after"]
     assert data["summary"]["system_prompt_stable"]
+
+
+def test_the_returning_user_example_finds_the_first_session(home):
+    result = _run_cli(home, str(EXAMPLES / "returning-user.jsonl"), "--json",
+                      "--provider", "file_memory", "--provider", "session_archive")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    first_session = data["turns"][0]["session_id"]
+    (search,) = data["turns"][3]["tool_calls"]
+    assert search["name"] == "session_search" and search["ok"]
+    assert search["plugin"] == "memory-provider:session_archive"
+    found = json.loads(search["result"])
+    assert found["results"][0]["session_id"] == first_session
+    assert "SQS FIFO" in search["result"]
+    # the preference saved in session 1 is in session 2's prompt (via the file memory snapshot)
+    assert data["turns"][3]["system_prompt"]["changes"] == 1

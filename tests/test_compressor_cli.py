@@ -92,3 +92,31 @@ def test_bad_threshold_in_config_is_reported(
         main(["context", "estimate", str(path)])
     err = capsys.readouterr().err
     assert "compression.threshold" in err and "strictly between 0 and 1" in err
+
+
+def test_show_reads_a_stored_session(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from hermes_core.plugins.memory.session_archive.store import SessionArchive
+
+    history = build_history(150)
+    with SessionArchive(home / "state.db") as archive:
+        archive.open_session("sess-1")
+        for message in history:
+            archive.append_message("sess-1", message)
+    code, out = run("context", "show", "sess-1", "--json")
+    assert code == 0, out
+    data = json.loads(out)
+    assert data["session_id"] == "sess-1" and data["messages"] == len(history)
+    assert data["compaction"]["tail"]["last"] == len(history) - 1
+    with pytest.raises(SystemExit):
+        main(["context", "show", "no-such-session"])
+    assert "no session 'no-such-session'" in capsys.readouterr().err
+
+
+def test_show_without_an_archive_says_how_to_get_one(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["context", "show", "sess-1"])
+    err = capsys.readouterr().err
+    assert "no session archive" in err and "memory.providers" in err
+    assert not (home / "state.db").exists()

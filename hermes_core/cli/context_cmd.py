@@ -1,8 +1,9 @@
 """``hermes-core context``: what the context engine sees and would do.
 
-``estimate FILE.jsonl`` reads a history (one message per line) and prints its token estimate,
-the compaction threshold and what a compaction would keep, using the ``compression:`` settings
-of config.yaml. No LLM is called and nothing is written.
+``estimate FILE.jsonl`` reads a history (one message per line) and ``show SESSION_ID`` reads a
+stored session from the session archive (``state.db``); both print the token estimate, the
+compaction threshold and what a compaction would keep, using the ``compression:`` settings of
+config.yaml. No LLM is called and nothing is written.
 """
 
 from __future__ import annotations
@@ -59,15 +60,7 @@ def _line(label: str, part: dict[str, Any]) -> str:
     )
 
 
-@context.command("estimate")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def estimate(file: Path, as_json: bool) -> None:
-    """Token estimate of FILE (JSONL, one message per line) and what a compaction would keep."""
-    from ..plugins.context_engine.compressor.estimate import describe_compaction, read_jsonl
-
-    messages = read_jsonl(file)
-    report = describe_compaction(_compressor(), messages)
+def _report(report: dict[str, Any], as_json: bool) -> None:
     if as_json:
         echo_json(report)
         return
@@ -96,3 +89,46 @@ def estimate(file: Path, as_json: bool) -> None:
         f"{c['summary_budget_tokens']} tokens, clearing {c['old_tool_outputs_cleared']} old tool "
         f"output(s): about {c['tokens_after_estimate']} tokens after"
     )
+
+
+@context.command("show")
+@click.argument("session_id")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def show(session_id: str, as_json: bool) -> None:
+    """Token estimate of a stored session and what a compaction would keep."""
+    from ..paths import home_dir
+    from ..plugins.context_engine.compressor.estimate import describe_compaction, message_from_dict
+
+    path = home_dir() / "state.db"
+    if not path.is_file():
+        raise click.ClickException(
+            f"no session archive at {path}: sessions are stored by the session_archive memory "
+            "provider (add it to memory.providers), or use 'hermes-core context estimate FILE.jsonl'"
+        )
+    from ..plugins.memory.session_archive.store import SessionArchive
+
+    with SessionArchive(path) as archive:
+        stored = archive.messages(session_id)
+    messages = [
+        message_from_dict(
+            {"role": m.role, "content": m.content, "tool_calls": m.tool_calls,
+             "tool_call_id": m.tool_call_id, "tool_name": m.tool_name,
+             "timestamp": m.timestamp, "meta": m.meta},
+            f"session {session_id}, message {m.id}",
+        )
+        for m in stored
+    ]
+    report = describe_compaction(_compressor(), messages)
+    report["session_id"] = session_id
+    _report(report, as_json)
+
+
+@context.command("estimate")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def estimate(file: Path, as_json: bool) -> None:
+    """Token estimate of FILE (JSONL, one message per line) and what a compaction would keep."""
+    from ..plugins.context_engine.compressor.estimate import describe_compaction, read_jsonl
+
+    messages = read_jsonl(file)
+    _report(describe_compaction(_compressor(), messages), as_json)

@@ -64,6 +64,7 @@ def message_from_dict(raw: Any, where: str = "message") -> Message:
     if not isinstance(calls, list):
         raise ContextInputError(f"{where}: 'tool_calls' must be a list")
     timestamp = raw.get("timestamp")
+    meta = raw.get("meta")
     return Message(
         role=role,
         content=content,
@@ -71,6 +72,7 @@ def message_from_dict(raw: Any, where: str = "message") -> Message:
         tool_call_id=raw.get("tool_call_id"),
         tool_name=raw.get("tool_name") or raw.get("name"),
         timestamp=float(timestamp) if isinstance(timestamp, (int, float)) else 0.0,
+        meta=dict(meta) if isinstance(meta, dict) else {},
     )
 
 

@@ -303,6 +303,8 @@ class Compressor(PolicyEngine):
                 self._failures = 0
                 self._cooldown_until = 0.0
                 return text, "llm", None
+            if failure is None:  # pragma: no cover - _call_model returns text or a failure
+                failure = LLMError("the summary model returned nothing", failure=LLMFailure.OTHER)
             if failure.failure != LLMFailure.WINDOW_TOO_SMALL:
                 # a real call failed: do not hammer the endpoint on the next compaction
                 self._failures += 1

@@ -129,7 +129,7 @@ class CompactionPolicy:
 
     def margin(self) -> int:
         base = max(4_096, self.threshold_tokens // 20)
-        return base * 2 ** max(0, self.ineffective - 1)
+        return int(base * 2 ** max(0, self.ineffective - 1))
 
     def record_result(self, tokens_after: int) -> str | None:
         """Arm or clear the back-off; returns a notice when the compaction was not enough."""

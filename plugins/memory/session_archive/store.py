@@ -11,9 +11,9 @@ import logging
 import re
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from hermes_core.types import Message, Session, Usage
 
@@ -24,6 +24,7 @@ from .records import SessionRecord, StoredMessage, _json, clean_text, encode_mes
 __all__ = ["LINEAGE_CTE", "LINEAGE_SQL", "SessionArchive", "base_title"]
 
 log = logging.getLogger("hermes_core.plugins.session_archive")
+T = TypeVar("T")
 
 _INSERT_MESSAGE = (
     "INSERT INTO messages(session, role, content, tool_name, tool_call_id, tool_calls, "
@@ -68,7 +69,10 @@ class SessionArchive:
             self.path, busy_timeout=busy_timeout, synchronous=synchronous,
             background_checkpoints=background_checkpoints,
         )
+        #: session id -> num, filled as sessions are seen (nums never change)
         self._nums: dict[str, int] = {}
+        #: ids created by the transaction in progress, forgotten again if it rolls back
+        self._created: list[str] = []
 
     @classmethod
     def in_home(cls, home: Path, **kwargs: Any) -> SessionArchive:
@@ -132,7 +136,19 @@ class SessionArchive:
         num = int(cur.lastrowid or 0)
         con.execute("UPDATE sessions SET chain = ? WHERE num = ?", (chain or num, num))
         self._nums[session_id] = num
+        self._created.append(session_id)
         return num
+
+    def _write(self, tx: Callable[[sqlite3.Connection], T]) -> T:
+        """``db.write`` that keeps the id cache true when the transaction rolls back."""
+        try:
+            return self.db.write(tx)
+        except BaseException:
+            for sid in self._created:
+                self._nums.pop(sid, None)
+            raise
+        finally:
+            self._created.clear()
 
     def open_session(
         self,
@@ -169,7 +185,7 @@ class SessionArchive:
                          started_at=started_at, attributes=attributes)
             return True
 
-        return self.db.write(tx)
+        return self._write(tx)
 
     def end_session(self, session_id: str, reason: str, *, ended_at: float | None = None) -> None:
         """Record when and why a session ended (a missing session is an error)."""
@@ -196,7 +212,7 @@ class SessionArchive:
                 con.execute("UPDATE sessions SET title = ? WHERE num = ?",
                             (title if i == 1 else f"{title} #{i}", member))
 
-        self.db.write(tx)
+        self._write(tx)
 
     def record_usage(
         self, session_id: str, usage: Usage | None = None, *, cost_usd: float = 0.0,
@@ -221,7 +237,7 @@ class SessionArchive:
                 raise self._missing(session_id)
             con.execute(f"UPDATE sessions SET {assignments} WHERE num = ?", (*params, num))
 
-        self.db.write(tx)
+        self._write(tx)
 
     def _missing(self, session_id: str) -> SessionNotFoundError:
         return SessionNotFoundError(
@@ -238,6 +254,9 @@ class SessionArchive:
         if repairs:
             log.warning("message repaired before storing (%d lone surrogates replaced)", repairs)
         sid = session.id if isinstance(session, Session) else session
+        num = self._nums.get(sid)
+        if num is not None:  # the common case: one autocommit INSERT
+            return self.db.write_one(_INSERT_MESSAGE, (num, *row))
 
         def tx(con: sqlite3.Connection) -> int:
             num = self._num(con, sid)
@@ -245,7 +264,7 @@ class SessionArchive:
                 num = self._create_from(con, session)
             return int(con.execute(_INSERT_MESSAGE, (num, *row)).lastrowid or 0)
 
-        return self.db.write(tx)
+        return self._write(tx)
 
     def append_messages(self, session: Session | str, messages: Iterable[Message]) -> list[int]:
         """Store several messages in one transaction; return their ids."""
@@ -258,7 +277,7 @@ class SessionArchive:
                 num = self._create_from(con, session)
             return [int(con.execute(_INSERT_MESSAGE, (num, *r)).lastrowid or 0) for r in rows]
 
-        return self.db.write(tx)
+        return self._write(tx)
 
     def _create_from(self, con: sqlite3.Connection, session: Session | str) -> int:
         if isinstance(session, Session):

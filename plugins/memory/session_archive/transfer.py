@@ -195,7 +195,7 @@ def _write_session(
                         (head["updated_at"], num))
         return True
 
-    if archive.db.write(tx):
+    if archive._write(tx):
         report.sessions_imported += 1
         report.messages_imported += len(rows)
     else:

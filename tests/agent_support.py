@@ -12,12 +12,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from hermes_core import ContextEngine, MemoryProvider, PluginHost, Tool, hookimpl
+from hermes_core import CompressionResult, ContextEngine, MemoryProvider, PluginHost, Tool, hookimpl
 from hermes_core.config import parse_config_text
 from hermes_core.llm import LLMResponse
 from hermes_core.types import Message, ToolCall, Usage
 
-__all__ = ["CallLog", "ScriptLLM", "make_host", "reply", "tool_reply"]
+__all__ = ["CallLog", "ScriptLLM", "engine_class", "make_host", "recorder", "reply", "tool_reply"]
 
 
 class CallLog:
@@ -131,3 +131,76 @@ class ScriptLLM:
     def complete(self, *, system: str, messages: list[Message], max_tokens: int,
                  model: str | None = None, timeout: float | None = None) -> str:
         return self.respond(system=system, messages=messages, max_tokens=max_tokens).text
+
+
+# --------------------------------------------------------------------------------------------------
+# Throwaway plugins that record what the kernel calls
+# --------------------------------------------------------------------------------------------------
+
+
+def recorder(log: CallLog, name: str = "rec", recall: str | None = "likes green tea"):
+    class Recorder(MemoryProvider):
+        @hookimpl
+        def system_prompt_block(self, session):
+            log.add(f"system_prompt_block {session.id}")
+            return f"{name} frozen block"
+
+        @hookimpl
+        def on_message(self, message, session):
+            log.add(f"on_message {message.role}")
+
+        @hookimpl
+        def prefetch(self, query, session):
+            log.add(f"prefetch {query}")
+            return recall
+
+        @hookimpl
+        def queue_prefetch(self, query, session):
+            log.add(f"queue_prefetch {query}")
+
+        @hookimpl
+        def sync_turn(self, user_message, assistant_message, session, messages):
+            log.add(f"sync_turn {user_message.content} -> {assistant_message.content} "
+                    f"({len(messages)} messages)")
+
+        @hookimpl
+        def on_session_switch(self, new_session, old_session, reason):
+            log.add(f"on_session_switch {old_session.id if old_session else None} -> "
+                    f"{new_session.id} {reason}")
+
+        @hookimpl
+        def on_session_end(self, session, messages, reason):
+            log.add(f"on_session_end {session.id} {reason} ({len(messages)} messages)")
+
+        @hookimpl
+        def shutdown(self):
+            log.add("shutdown")
+
+    Recorder.name = name
+    return Recorder
+
+
+def engine_class(log: CallLog, *, compress_when=lambda messages: False, keep=2):
+    class Engine(ContextEngine):
+        name = "test_engine"
+
+        @hookimpl
+        def should_compress(self, messages, prompt_tokens):
+            log.add(f"should_compress {len(messages)} {prompt_tokens}")
+            return compress_when(messages)
+
+        @hookimpl
+        def compress(self, messages, focus_topic, memory_context):
+            log.add(f"compress {len(messages)} focus={focus_topic} memory={memory_context!r}")
+            summary = Message("user", f"[summary of {len(messages) - keep} messages]")
+            tail = messages[-keep:]
+            if tail and tail[0].role == "user":  # merge, so two user turns never follow each other
+                tail = [Message("user", summary.content + "\n\n" + tail[0].content), *tail[1:]]
+                return CompressionResult(messages=tail, summary="S", notices=["test notice"])
+            return CompressionResult(messages=[summary, *tail], summary="S")
+
+        @hookimpl
+        def update_from_response(self, usage):
+            log.add(f"update_from_response {usage.prompt_tokens}")
+
+    return Engine

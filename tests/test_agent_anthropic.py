@@ -10,7 +10,7 @@ import threading
 import time
 
 import pytest
-from agent_support import CallLog, make_host
+from agent_support import CallLog, engine_class, make_host, recorder
 
 from hermes_core import ContextEngine, MemoryProvider, Tool, hookimpl
 from hermes_core.agent import Agent
@@ -178,8 +178,6 @@ def test_turns_from_two_threads_are_serialised(home):
 
 
 def test_hook_order_through_the_sdk(home):
-    from test_agent_turn import engine_class, recorder
-
     log = CallLog()
     host = make_host(home, providers=[recorder(log)], engine=engine_class(log))
     with MessagesAPIServer([Reply(text="Hello!", usage={"input_tokens": 50, "output_tokens": 3})]) as api:

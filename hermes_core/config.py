@@ -55,7 +55,7 @@ class StrictModel(BaseModel):
 
 class MemorySection(StrictModel):
     #: memory providers to activate, in order; each is a name registered by a plugin
-    providers: list[str] = Field(default_factory=lambda: ["file_memory"])
+    providers: list[str] = Field(default_factory=lambda: ["file_memory", "session_archive"])
     #: per-provider deadline for ``prefetch``, in seconds
     prefetch_timeout: float = Field(default=0.3, gt=0, le=30)
     #: seconds the background memory worker may take to finish queued writes at shutdown

@@ -50,6 +50,7 @@ DIRECTORY_PACKAGE = "hermes_core_directory_plugins"
 #: name -> module of every first-party plugin, in load order
 BUILTIN_PLUGINS: dict[str, str] = {
     "file_memory": "hermes_core.plugins.memory.file_memory",
+    "session_archive": "hermes_core.plugins.memory.session_archive",
     "compressor": "hermes_core.plugins.context_engine.compressor",
     "lossless": "hermes_core.plugins.context_engine.lossless",
 }

@@ -93,7 +93,7 @@ S2 = Session(id="s2")
 
 def test_file_memory_is_the_default_provider(home):
     config = parse_config_text("", home / "config.yaml")
-    assert config.core.memory.providers == ["file_memory"]
+    assert config.core.memory.providers[0] == "file_memory"
 
 
 def test_it_is_a_builtin_plugin():

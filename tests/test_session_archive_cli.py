@@ -143,3 +143,33 @@ def test_a_corrupt_state_db_is_explained_without_a_traceback(home: Path) -> None
                             capture_output=True, text=True, env=env, timeout=60)
     assert "state.db" in doctor.stdout and "left untouched" in doctor.stdout
     assert db.read_bytes() == b"\x00garbage" * 512
+
+
+def doctor_state_db() -> dict[str, object]:
+    from hermes_core.cli.doctor_cmd import run_checks
+
+    return next(c for c in run_checks() if c["name"] == "state.db")
+
+
+def test_doctor_reports_a_sound_archive(home: Path, filled: Path) -> None:
+    check = doctor_state_db()
+    assert check["ok"] and "session archive schema 1, 3 sessions" in str(check["detail"])
+
+
+def test_doctor_explains_a_foreign_or_newer_file(home: Path) -> None:
+    import sqlite3
+
+    db = home / "state.db"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE recipes (name TEXT)")
+    con.commit()
+    con.close()
+    check = doctor_state_db()
+    assert not check["ok"] and "another application" in str(check["detail"])
+    db.unlink()
+    SessionArchive(db).close()
+    con = sqlite3.connect(db)
+    con.execute("PRAGMA user_version = 42")
+    con.close()
+    check = doctor_state_db()
+    assert not check["ok"] and "newer hermes-core" in str(check["detail"])

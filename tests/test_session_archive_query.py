@@ -79,6 +79,22 @@ def test_any_string_is_a_query_or_a_clear_error(archive: SessionArchive, text: s
     assert result.matched in ("all", "any", "expression")
 
 
+PIECES = ["nginx", "timeout", "AND", "OR", "NOT", "(", ")", '"', "*", "?", "-", ".", ":", "'s",
+          "部署", "部", "数据库服务器", "データ", "서버", "$", "%", "/", "NEAR", "^", "+", "{", "}",
+          "\u00e9t\u00e9", "\u0301", "\U0001f600", " ", ",", "nginx*", "ab*"]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.sampled_from(PIECES), max_size=12).map("".join))
+def test_operator_and_cjk_soup_is_a_query_or_a_clear_error(
+    archive: SessionArchive, text: str
+) -> None:
+    try:
+        search_messages(archive, text, limit=3)
+    except QueryError as exc:
+        assert "query" in str(exc)
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3, unique=True),

@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "memory": "hermes_core.cli.memory_cmd:memory",
     "plugins": "hermes_core.cli.plugins_cmd:plugins",
     "replay": "hermes_core.cli.replay_cmd:replay",
+    "sessions": "hermes_core.cli.sessions_cmd:sessions",
 }
 
 

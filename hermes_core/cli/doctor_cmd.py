@@ -32,7 +32,36 @@ def _check_state_db(path: Any) -> dict[str, Any]:
         }
     ok = result == "ok"
     detail = f"{path}: integrity ok" if ok else f"{path}: integrity check failed: {result}"
+    if ok:
+        ok, detail = _check_archive_identity(path, detail)
     return {"name": "state.db", "ok": ok, "detail": detail}
+
+
+def _check_archive_identity(path: Any, detail: str) -> tuple[bool, str]:
+    """Is the (sound) file a session archive this version can open? Read-only, like the rest."""
+    from ..plugins.memory.session_archive.schema import APPLICATION_ID, LATEST_VERSION
+
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+    try:
+        app_id = con.execute("PRAGMA application_id").fetchone()[0]
+        version = con.execute("PRAGMA user_version").fetchone()[0]
+        tables = con.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        if app_id == APPLICATION_ID and version <= LATEST_VERSION:
+            sessions = con.execute("SELECT count(*) FROM sessions").fetchone()[0]
+            return True, f"{detail}; session archive schema {version}, {sessions} sessions"
+    except sqlite3.DatabaseError as exc:
+        return False, f"{detail}, but it cannot be read as a session archive ({exc})"
+    finally:
+        con.close()
+    if app_id not in (0, APPLICATION_ID) or (app_id == 0 and tables):
+        return False, (f"{path} is an SQLite file of another application, not a hermes-core "
+                       "session archive; it was left untouched. Move it aside or set "
+                       "session_archive.path to another file")
+    if version > LATEST_VERSION:
+        return False, (f"{path} has schema version {version}, written by a newer hermes-core "
+                       f"(this one knows {LATEST_VERSION}); upgrade hermes-core. It was left "
+                       "untouched")
+    return True, f"{detail} (empty)"
 
 
 def run_checks() -> list[dict[str, Any]]:

@@ -46,7 +46,7 @@ def _is_busy(exc: BaseException) -> bool:
     return "locked" in text or "busy" in text
 
 
-def _corrupt(path: Path, exc: BaseException) -> ArchiveCorruptError:
+def _corrupt(path: Path, exc: BaseException | str) -> ArchiveCorruptError:
     return ArchiveCorruptError(
         f"{path} is not a usable session archive ({exc}). The file was left untouched. Run "
         f"'hermes-core doctor' for details; to start a new archive, move the file aside (it holds "

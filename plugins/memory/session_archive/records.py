@@ -120,11 +120,14 @@ class StoredMessage:
         )
 
     def to_message(self) -> Message:
-        calls = [
-            ToolCall(id=str(c.get("id") or ""), name=str(c.get("name") or ""),
-                     arguments=c.get("arguments") if isinstance(c.get("arguments"), dict) else {})
-            for c in self.tool_calls
-        ]
+        calls = []
+        for c in self.tool_calls:
+            args = c.get("arguments")
+            # arguments that were not a JSON object (malformed JSON kept verbatim) stay reachable
+            arguments: dict[str, Any] = args if isinstance(args, dict) else (
+                {} if args is None else {"_raw": args})
+            calls.append(ToolCall(id=str(c.get("id") or ""), name=str(c.get("name") or ""),
+                                  arguments=arguments))
         return Message(role=self.role, content=self.content, tool_calls=calls,  # type: ignore[arg-type]
                        tool_call_id=self.tool_call_id, tool_name=self.tool_name,
                        timestamp=self.timestamp, meta=dict(self.meta))

@@ -375,7 +375,7 @@ class Agent:
         if len(result.compactions) >= MAX_COMPACTIONS_PER_TURN:
             return
         decision = None
-        for outcome in self.host.call_each("should_compress", messages=self.history,
+        for outcome in self.host.call_each("should_compress", session=self.session, messages=self.history,
                                            prompt_tokens=self.last_prompt_tokens):
             if outcome.error is None and outcome.value is not None:
                 decision = outcome.value
@@ -405,7 +405,8 @@ class Agent:
         memory_context = "\n\n".join(pieces)
         compressed: CompressionResult | None = None
         engine_name = None
-        for outcome in self.host.call_each("compress", messages=before, focus_topic=focus_topic,
+        for outcome in self.host.call_each("compress", session=self.session, messages=before,
+                                           focus_topic=focus_topic,
                                            memory_context=memory_context):
             if outcome.error is not None or outcome.value is None:
                 continue

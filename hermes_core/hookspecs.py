@@ -261,24 +261,29 @@ def get_tools() -> list[Tool]:
 
 
 @hookspec(firstresult=True)
-def should_compress(messages: list[Message], prompt_tokens: int | None) -> bool | None:
+def should_compress(
+    messages: list[Message], prompt_tokens: int | None, session: Session | None
+) -> bool | None:
     """Return whether the history must be compacted before the next LLM call.
 
     Called before each LLM call. ``prompt_tokens`` is the last prompt size the API reported for
-    this session, or ``None`` before the first call. First result wins (there is one engine).
+    this session, or ``None`` before the first call; ``session`` is the session the history belongs
+    to (``None`` outside a session, e.g. ``context estimate``). First result wins (there is one
+    engine).
     """
 
 
 @hookspec(firstresult=True)
 def compress(
-    messages: list[Message], focus_topic: str | None, memory_context: str
+    messages: list[Message], focus_topic: str | None, memory_context: str, session: Session | None
 ) -> CompressionResult | None:
     """Return the compacted history.
 
     Called when :func:`should_compress` said so, or on ``/compress [focus]``. ``focus_topic`` steers
-    the summary; ``memory_context`` is what the providers' :func:`on_pre_compress` returned. The
-    returned history must keep user/assistant alternation and never split a tool call from its
-    result. First result wins.
+    the summary; ``memory_context`` is what the providers' :func:`on_pre_compress` returned;
+    ``session`` is the session being compacted (the kernel then opens its child), so an engine that
+    keeps state per conversation knows where the history belongs. The returned history must keep
+    user/assistant alternation and never split a tool call from its result. First result wins.
     """
 
 

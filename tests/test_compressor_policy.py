@@ -174,8 +174,9 @@ def test_context_engine_selects_exactly_one_engine(home: Path) -> None:
     assert [k for k in host.instances if k.startswith("context-engine:")] == ["context-engine:lossless"]
     # its hooks answer for the manager: should_compress and compress
     history = build_history(150)
-    assert host.pm.hook.should_compress(messages=history, prompt_tokens=None) is True
-    result = host.pm.hook.compress(messages=history, focus_topic=None, memory_context="")
+    assert host.pm.hook.should_compress(messages=history, prompt_tokens=None, session=None) is True
+    result = host.pm.hook.compress(messages=history, focus_topic=None, memory_context="",
+                                   session=None)
     assert isinstance(result, CompressionResult) and len(result.messages) < len(history)
     host.shutdown()
 
@@ -186,7 +187,8 @@ def test_default_engine_is_the_compressor_with_its_section(home: Path) -> None:
     assert isinstance(engine, Compressor)
     assert engine.settings.threshold == 0.3 and engine.settings.protect_last_n == 8
     assert engine.llm is None  # no key in this home: the extractive summary will be used
-    result = host.pm.hook.compress(messages=build_history(200), focus_topic="tests", memory_context="")
+    result = host.pm.hook.compress(messages=build_history(200), focus_topic="tests",
+                                   memory_context="", session=None)
     assert "not_configured" in " ".join(result.notices)
 
 

@@ -262,15 +262,16 @@ def test_hook_get_tools(home):
 def test_hook_should_compress(home):
     host = make_host(home)
     host.activate("context-engine", "counting", config_key="context.engine")
-    assert host.pm.hook.should_compress(messages=[], prompt_tokens=101) is True
-    assert host.pm.hook.should_compress(messages=[], prompt_tokens=None) is False
+    assert host.pm.hook.should_compress(messages=[], prompt_tokens=101, session=SESSION) is True
+    assert host.pm.hook.should_compress(messages=[], prompt_tokens=None, session=None) is False
 
 
 def test_hook_compress(home):
     host = make_host(home)
     host.activate("context-engine", "counting", config_key="context.engine")
     history = [Message("user", "a"), Message("assistant", "b"), Message("user", "c")]
-    result = host.pm.hook.compress(messages=history, focus_topic="db", memory_context="likes tea")
+    result = host.pm.hook.compress(messages=history, focus_topic="db", memory_context="likes tea",
+                                   session=SESSION)
     assert result.summary == "summary of 3 (db; likes tea)"
     assert [m.content for m in result.messages][1] == "c"
 

@@ -56,6 +56,10 @@ ODD_INPUTS = {
 }
 
 
+#: the session the engine suite compacts
+CONFORMANCE_SESSION = Session(id="conformance-engine", platform="test")
+
+
 def _manager(instance: object) -> pluggy.PluginManager:
     pm = create_plugin_manager()
     pm.register(instance, name="under-test")
@@ -265,7 +269,8 @@ class ContextEngineConformance:
 
     def _compress(self, pm: pluggy.PluginManager, messages: list[Message],
                   focus: str | None = None) -> CompressionResult:
-        result = pm.hook.compress(messages=messages, focus_topic=focus, memory_context="")
+        result = pm.hook.compress(messages=messages, focus_topic=focus, memory_context="",
+                                 session=CONFORMANCE_SESSION)
         assert isinstance(result, CompressionResult), f"compress returned {result!r}"
         assert all(isinstance(m, Message) for m in result.messages)
         assert all(isinstance(n, str) for n in result.notices)
@@ -277,15 +282,17 @@ class ContextEngineConformance:
 
     def test_short_history_needs_no_compression(self, pm: pluggy.PluginManager) -> None:
         messages = [Message("user", "hi"), Message("assistant", "hello")]
-        assert pm.hook.should_compress(messages=messages, prompt_tokens=None) in (False, None)
-        assert pm.hook.should_compress(messages=messages, prompt_tokens=10) in (False, None)
+        assert pm.hook.should_compress(messages=messages, prompt_tokens=None, session=None) in (False, None)
+        assert pm.hook.should_compress(messages=messages, prompt_tokens=10, session=None) in (False, None)
 
     def test_should_compress_agrees_with_threshold(self, pm: pluggy.PluginManager) -> None:
         if self.threshold_tokens is None:
             pytest.skip("threshold_tokens is not declared")
         messages = build_conversation(4)
-        below = pm.hook.should_compress(messages=messages, prompt_tokens=self.threshold_tokens - 1)
-        above = pm.hook.should_compress(messages=messages, prompt_tokens=self.threshold_tokens + 1)
+        below = pm.hook.should_compress(messages=messages, prompt_tokens=self.threshold_tokens - 1,
+                                        session=None)
+        above = pm.hook.should_compress(messages=messages, prompt_tokens=self.threshold_tokens + 1,
+                                        session=None)
         assert (bool(below), bool(above)) == (False, True)
 
     @pytest.mark.parametrize("turns", [60, 300])
@@ -318,7 +325,8 @@ class ContextEngineConformance:
         history = [] if kind == "empty" else [Message("user", text[kind]),
                                               Message("assistant", text[kind])]
         self._compress(pm, history)
-        assert pm.hook.should_compress(messages=history, prompt_tokens=None) in (True, False, None)
+        assert pm.hook.should_compress(messages=history, prompt_tokens=None,
+                                       session=None) in (True, False, None)
 
     def test_message_larger_than_any_window(self, pm: pluggy.PluginManager) -> None:
         """A single message no compaction can fit: a result, or an error that says so."""

@@ -165,9 +165,17 @@ class LosslessEngine(PolicyEngine):
 
     @hookimpl
     def compress(
-        self, messages: list[Message], focus_topic: str | None, memory_context: str
+        self,
+        messages: list[Message],
+        focus_topic: str | None,
+        memory_context: str,
+        session: Session | None,
     ) -> CompressionResult:
-        return self.compact(messages, focus_topic=focus_topic, memory_context=memory_context or "")
+        # The session the kernel hands over scopes the archive to its conversation. No default
+        # on `session`: pluggy passes only arguments that have none.
+        return self.compact(
+            messages, focus_topic=focus_topic, memory_context=memory_context or "", session=session
+        )
 
     @hookimpl
     def get_tools(self) -> list[Tool]:

@@ -187,6 +187,13 @@ def test_cjk_and_words_together(archive: SessionArchive) -> None:
     assert result.matched == "any" and len(result.hits) >= 2
 
 
+def test_the_or_fallback_spans_both_cjk_indexes(archive: SessionArchive) -> None:
+    result = search_messages(archive, "数据库服务器 猫")  # 3+ characters, and 1 that is nowhere
+    assert result.matched == "any" and CJK_TEXT in result.hits[0].snippet
+    result = search_messages(archive, "猫狗鸟 容器")
+    assert result.matched == "any" and "容器" in result.hits[0].snippet
+
+
 def test_a_cjk_query_that_matches_nothing_is_empty(archive: SessionArchive) -> None:
     assert run(archive, "猫") == []
     assert run(archive, "猫狗") == []

@@ -175,6 +175,35 @@ def test_compaction_chain_titles_listing_and_lineage(archive: SessionArchive) ->
     assert archive.chain_of("c") == ["a", "b", "c"]
 
 
+def test_a_child_created_by_its_first_message_follows_the_later_switch(
+    archive: SessionArchive,
+) -> None:
+    # on_message runs on the turn's thread; on_session_switch arrives later from the worker
+    archive.open_session(Session(id="p", title="Plan"))
+    archive.append_message(Session(id="k", parent_session_id="p"), Message("user", "hi"))
+    assert archive.get_session("k").title == "Plan #2" and archive.get_session("p").superseded
+    assert not archive.open_session(Session(id="k", parent_session_id="p"), origin="compression")
+    assert archive.get_session("k").origin == "compression"
+    archive.append_message(Session(id="b", parent_session_id="p"), Message("user", "fork"))
+    archive.open_session(Session(id="b", parent_session_id="p"), origin="branch")
+    b = archive.get_session("b")
+    assert (b.origin, b.title, b.chain_root) == ("branch", "Plan", "b")
+    assert archive.get_session("p").superseded  # still continued by k
+    assert {r.id for r in archive.list_sessions()} == {"k", "b"}
+
+
+def test_carried_over_copies_are_stored_but_found_once(archive: SessionArchive) -> None:
+    archive.open_session(Session(id="old"))
+    archive.append_message("old", Message("user", "the walrus plan"))
+    child = Session(id="new", parent_session_id="old")
+    archive.append_message(child, Message("user", "summary of earlier turns"))
+    archive.append_message(child, Message("user", "the walrus plan", meta={"carried_over": "old"}))
+    assert [m.content for m in archive.messages("new")][-1] == "the walrus plan"
+    hits = search_messages(archive, "walrus").hits
+    assert [h.session_id for h in hits] == ["old"]
+    archive.db.read("INSERT INTO messages_fts(messages_fts) VALUES ('integrity-check')")
+
+
 def test_lineage_survives_a_cycle(archive: SessionArchive) -> None:
     archive.open_session(Session(id="x", parent_session_id="y"))
     archive.open_session(Session(id="y", parent_session_id="x"))

@@ -16,13 +16,11 @@ writer only copies the remainder, which keeps that stall short and the WAL bound
 from __future__ import annotations
 
 import logging
-import os
 import random
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -250,20 +248,6 @@ class Database:
             except sqlite3.DatabaseError as exc:
                 raise self._translate(exc) from exc
 
-    @contextmanager
-    def reading(self) -> Iterator[sqlite3.Connection]:
-        """Hold the connection for several queries that must see one snapshot."""
-        with self.lock:
-            self._ensure_open()
-            self.con.execute("BEGIN")
-            try:
-                yield self.con
-            except sqlite3.OperationalError as exc:
-                raise self._translate(exc) from exc
-            finally:
-                if self.con.in_transaction:
-                    self.con.execute("COMMIT")
-
     def _translate(self, exc: sqlite3.DatabaseError) -> Exception:
         """The archive error for an SQLite error; other errors are returned as they are."""
         text = str(exc).lower()
@@ -304,11 +288,6 @@ class Database:
             if con is not None:
                 con.close()
 
-    def checkpoint(self, mode: Literal["PASSIVE", "TRUNCATE"] = "PASSIVE") -> None:
-        with self.lock:
-            self._ensure_open()
-            self.con.execute(f"PRAGMA wal_checkpoint({mode})").fetchall()
-
     def close(self) -> None:
         """Checkpoint and truncate the WAL (best effort) and close; idempotent."""
         if self._closed:
@@ -324,10 +303,3 @@ class Database:
             except sqlite3.Error as exc:  # another process is reading: its close will do it
                 log.debug("closing checkpoint skipped: %s", exc)
             self.con.close()
-
-    def file_size(self) -> int:
-        return sum(
-            os.path.getsize(p)
-            for p in (self.path, Path(f"{self.path}-wal"))
-            if os.path.exists(p)
-        )

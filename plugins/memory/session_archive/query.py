@@ -223,9 +223,9 @@ def build_query(text: str) -> SearchPlan:
         if plan.strict is None:
             raise QueryError(f"the query {text[:80]!r} has operators but nothing to search for")
         return plan
-    unique: dict[str, _Tok] = {}
+    unique: dict[tuple[str, str, bool], _Tok] = {}
     for t in terms:
-        unique.setdefault((t.kind, _normal(t.text), t.prefix).__repr__(), t)
+        unique.setdefault((t.kind, _normal(t.text), t.prefix), t)
     words = list(unique.values())
     content = [t for t in words if t.kind == "phrase" or t.prefix or _normal(t.text) not in STOPWORDS]
     if content or plan.cjk:

@@ -16,9 +16,11 @@ Layout (version 1):
   contentless FTS5 tables over the CJK runs of the few messages that have any; see cjk.py.
 * ``meta``: key/value pairs; ``schema_version`` mirrors ``PRAGMA user_version`` for humans.
 
-Triggers keep every index in sync with ``messages``. The CJK triggers call two SQL functions the
-archive registers on its connections (``hc_cjk_runs``, ``hc_cjk_grams``): a connection without them
-cannot write messages at all, which is better than writing them unindexed.
+Triggers keep every index in sync with ``messages``; copies of messages a compaction carried into a
+child session (``meta.carried_over``) are stored but not indexed, so a search finds each once.
+The CJK triggers call two SQL functions the archive registers on its connections
+(``hc_cjk_runs``, ``hc_cjk_grams``): a connection without them cannot write messages at all,
+which is better than writing them unindexed.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from .cjk import cjk_grams, cjk_runs
 
 __all__ = [
     "APPLICATION_ID",
+    "INDEXED_SQL",
     "LATEST_VERSION",
     "MIGRATIONS",
     "Migration",
@@ -50,6 +53,16 @@ _TOOL_ARGS = """(SELECT group_concat(j.atom, ' ') FROM json_tree({col}) AS j
 
 def _args(row: str) -> str:
     return _TOOL_ARGS.format(col=f"{row}.tool_calls")
+
+
+def _indexed(row: str) -> str:
+    """Whether a message is searchable: not a copy a compaction carried into a child session.
+
+    After a compaction the agent re-emits the kept messages into the child session, marked
+    ``meta.carried_over``; they are stored (the child's history stays complete) but not indexed,
+    because the original in the parent already is: a search finds each message once.
+    """
+    return f"({row}.meta IS NULL OR json_extract({row}.meta, '$.carried_over') IS NULL)"
 
 
 _V1: list[str] = [
@@ -96,7 +109,8 @@ _V1: list[str] = [
     # insertion order without storing the id twice.
     "CREATE INDEX messages_session ON messages(session)",
     f"""CREATE VIEW messages_search (id, content, tool_name, tool_args) AS
-        SELECT m.id, m.content, m.tool_name, {_args('m')} FROM messages AS m""",
+        SELECT m.id, m.content, m.tool_name, {_args('m')} FROM messages AS m
+        WHERE {_indexed('m')}""",
     """CREATE VIRTUAL TABLE messages_fts USING fts5(
         content, tool_name, tool_args,
         content='messages_search', content_rowid='id',
@@ -107,50 +121,56 @@ _V1: list[str] = [
         tokenize='unicode61 remove_diacritics 0')""",
     f"""CREATE TRIGGER messages_ai AFTER INSERT ON messages BEGIN
         INSERT INTO messages_fts(rowid, content, tool_name, tool_args)
-            VALUES (new.id, new.content, new.tool_name, {_args('new')});
+            SELECT new.id, new.content, new.tool_name, {_args('new')} WHERE {_indexed('new')};
         UPDATE sessions SET message_count = message_count + 1,
             updated_at = max(updated_at, new.timestamp) WHERE num = new.session;
     END""",
     f"""CREATE TRIGGER messages_ad AFTER DELETE ON messages BEGIN
         INSERT INTO messages_fts(messages_fts, rowid, content, tool_name, tool_args)
-            VALUES ('delete', old.id, old.content, old.tool_name, {_args('old')});
+            SELECT 'delete', old.id, old.content, old.tool_name, {_args('old')}
+            WHERE {_indexed('old')};
         UPDATE sessions SET message_count = message_count - 1 WHERE num = old.session;
     END""",
-    f"""CREATE TRIGGER messages_au AFTER UPDATE OF content, tool_name, tool_calls ON messages BEGIN
+    f"""CREATE TRIGGER messages_au AFTER UPDATE OF content, tool_name, tool_calls, meta
+        ON messages BEGIN
         INSERT INTO messages_fts(messages_fts, rowid, content, tool_name, tool_args)
-            VALUES ('delete', old.id, old.content, old.tool_name, {_args('old')});
+            SELECT 'delete', old.id, old.content, old.tool_name, {_args('old')}
+            WHERE {_indexed('old')};
         INSERT INTO messages_fts(rowid, content, tool_name, tool_args)
-            VALUES (new.id, new.content, new.tool_name, {_args('new')});
+            SELECT new.id, new.content, new.tool_name, {_args('new')} WHERE {_indexed('new')};
     END""",
-    """CREATE TRIGGER messages_cjk_ai AFTER INSERT ON messages
-        WHEN hc_cjk_runs(new.content, new.tool_calls) IS NOT NULL BEGIN
+    f"""CREATE TRIGGER messages_cjk_ai AFTER INSERT ON messages
+        WHEN {_indexed('new')} AND hc_cjk_runs(new.content, new.tool_calls) IS NOT NULL BEGIN
         INSERT INTO messages_cjk(rowid, runs)
             VALUES (new.id, hc_cjk_runs(new.content, new.tool_calls));
         INSERT INTO messages_cjk_grams(rowid, grams)
             VALUES (new.id, hc_cjk_grams(new.content, new.tool_calls));
     END""",
-    """CREATE TRIGGER messages_cjk_ad AFTER DELETE ON messages
-        WHEN hc_cjk_runs(old.content, old.tool_calls) IS NOT NULL BEGIN
+    f"""CREATE TRIGGER messages_cjk_ad AFTER DELETE ON messages
+        WHEN {_indexed('old')} AND hc_cjk_runs(old.content, old.tool_calls) IS NOT NULL BEGIN
         INSERT INTO messages_cjk(messages_cjk, rowid, runs)
             VALUES ('delete', old.id, hc_cjk_runs(old.content, old.tool_calls));
         INSERT INTO messages_cjk_grams(messages_cjk_grams, rowid, grams)
             VALUES ('delete', old.id, hc_cjk_grams(old.content, old.tool_calls));
     END""",
-    """CREATE TRIGGER messages_cjk_au AFTER UPDATE OF content, tool_calls ON messages BEGIN
+    f"""CREATE TRIGGER messages_cjk_au AFTER UPDATE OF content, tool_calls, meta ON messages BEGIN
         INSERT INTO messages_cjk(messages_cjk, rowid, runs)
             SELECT 'delete', old.id, hc_cjk_runs(old.content, old.tool_calls)
-            WHERE hc_cjk_runs(old.content, old.tool_calls) IS NOT NULL;
+            WHERE {_indexed('old')} AND hc_cjk_runs(old.content, old.tool_calls) IS NOT NULL;
         INSERT INTO messages_cjk_grams(messages_cjk_grams, rowid, grams)
             SELECT 'delete', old.id, hc_cjk_grams(old.content, old.tool_calls)
-            WHERE hc_cjk_grams(old.content, old.tool_calls) IS NOT NULL;
+            WHERE {_indexed('old')} AND hc_cjk_grams(old.content, old.tool_calls) IS NOT NULL;
         INSERT INTO messages_cjk(rowid, runs)
             SELECT new.id, hc_cjk_runs(new.content, new.tool_calls)
-            WHERE hc_cjk_runs(new.content, new.tool_calls) IS NOT NULL;
+            WHERE {_indexed('new')} AND hc_cjk_runs(new.content, new.tool_calls) IS NOT NULL;
         INSERT INTO messages_cjk_grams(rowid, grams)
             SELECT new.id, hc_cjk_grams(new.content, new.tool_calls)
-            WHERE hc_cjk_grams(new.content, new.tool_calls) IS NOT NULL;
+            WHERE {_indexed('new')} AND hc_cjk_grams(new.content, new.tool_calls) IS NOT NULL;
     END""",
 ]
+
+#: the SQL condition (on alias ``m``) of a message that is searchable and shown in windows
+INDEXED_SQL = _indexed("m")
 
 Migration = tuple[int, str, Callable[[sqlite3.Connection], None] | Sequence[str]]
 

@@ -95,15 +95,15 @@ def candidates(
     op = "OR" if fallback else "AND"
     text_expr = plan.fallback if fallback else plan.strict
     longs, shorts = plan.cjk_long, plan.cjk_short
-    if fallback and (longs or shorts) and text_expr:
-        # OR across kinds: run each kind alone and merge.
+    if fallback and sum(map(bool, (text_expr, longs, shorts))) > 1:
+        # OR across kinds of index: run each kind alone and merge.
         parts: list[Candidate] = []
         for sub in (
-            SearchPlan(plan.text, strict=text_expr),
+            SearchPlan(plan.text, strict=text_expr) if text_expr else None,
             SearchPlan(plan.text, cjk=longs) if longs else None,
             SearchPlan(plan.text, cjk=shorts) if shorts else None,
         ):
-            if sub is not None and (sub.strict or sub.cjk):
+            if sub is not None:
                 parts += candidates(archive, sub, fallback=len(sub.cjk) > 1,
                                     exclude_lineage_of=exclude_lineage_of, roles=roles,
                                     limit=limit)
@@ -128,8 +128,6 @@ def candidates(
         table, expr, score = "messages_fts", text_expr, f"bm25(messages_fts, {_WEIGHTS})"
     else:
         return []
-    if fallback and (longs or shorts) and not text_expr and filters:
-        filters = []  # OR of CJK runs of both lengths was handled above
     where = [f"{table} MATCH :expr"]
     params: dict[str, Any] = {"expr": expr, "limit": limit}
     for i, (ftable, fexpr) in enumerate(filters):

@@ -154,7 +154,7 @@ class SessionArchive:
         self,
         session: Session | str,
         *,
-        origin: str = "new",
+        origin: str | None = None,
         platform: str | None = None,
         model: str | None = None,
         title: str | None = None,
@@ -164,7 +164,10 @@ class SessionArchive:
         """Create the session's row if it does not exist; return whether it was created.
 
         A session opened with ``origin="compression"`` joins its parent's compaction chain: the
-        parent is marked superseded and the title is numbered ("Title #2", "#3", ...).
+        parent is marked superseded and the title is numbered ("Title #2", "#3", ...). Without
+        ``origin``, a session with a parent is taken for a compaction's child (what the agent
+        opens mid-conversation); an explicit ``new``, ``branch`` or ``reset`` corrects that guess
+        for a session that already exists.
         """
         if isinstance(session, Session):
             sid = session.id
@@ -178,14 +181,35 @@ class SessionArchive:
             sid, attributes = session, None
 
         def tx(con: sqlite3.Connection) -> bool:
-            if self._num(con, sid) is not None:
+            num = self._num(con, sid)
+            if num is not None:
+                if origin in ("new", "branch", "reset"):
+                    self._detach(con, num, origin)
                 return False
+            guess = "compression" if parent_session_id else "new"
             self._create(con, sid, platform=platform or "cli", model=model, title=title,
-                         parent_session_id=parent_session_id, origin=origin,
+                         parent_session_id=parent_session_id, origin=origin or guess,
                          started_at=started_at, attributes=attributes)
             return True
 
         return self._write(tx)
+
+    def _detach(self, con: sqlite3.Connection, num: int, origin: str) -> None:
+        """Undo a guess: a session created by its first message (which arrives on the turn's
+        thread, before the switch reaches the worker) looked like a compaction's child because it
+        had a parent; the switch now says it is a branch or a new start, so it leaves the chain."""
+        row = con.execute(
+            "SELECT origin, chain, parent_session_id, title FROM sessions WHERE num = ?", (num,)
+        ).fetchone()
+        if row is None or row[0] != "compression" or row[1] == num:
+            return
+        con.execute("UPDATE sessions SET origin = ?, chain = ?, title = ? WHERE num = ?",
+                    (origin, num, base_title(row[3]) if row[3] else None, num))
+        con.execute(
+            "UPDATE sessions SET superseded = EXISTS (SELECT 1 FROM sessions AS c WHERE "
+            "c.parent_session_id = sessions.id AND c.origin = 'compression') WHERE id = ?",
+            (row[2],),
+        )
 
     def end_session(self, session_id: str, reason: str, *, ended_at: float | None = None) -> None:
         """Record when and why a session ended (a missing session is an error)."""

@@ -23,6 +23,7 @@ from hermes_core.types import ToolContext
 
 from .errors import QueryError
 from .query import SearchPlan, build_query
+from .schema import INDEXED_SQL
 from .search import Candidate, attach_chains, find_match, full_content, hits_for, run_plan
 from .store import SessionArchive
 from .window import place_window, share_budget
@@ -198,7 +199,7 @@ def session_search(
         skeletons[ch] = [(r[0], r[1], r[2]) for r in archive.db.read(
             "SELECT m.id, m.role, length(m.content) + coalesce(length(m.tool_calls), 0) "
             "FROM sessions AS s JOIN messages AS m ON m.session = s.num WHERE s.chain = ? "
-            "ORDER BY m.id", (ch,))]
+            f"AND {INDEXED_SQL} ORDER BY m.id", (ch,))]
     needs = [sum(min(n, HIT_CHARS) + OVERHEAD for _i, _r, n in skeletons[ch]) for ch in chosen]
     budgets = share_budget(needs, window_chars)
     results = []

@@ -388,3 +388,53 @@ def test_four_writer_processes_lose_nothing(tmp_path: Path) -> None:
             assert a.get_session(f"writer-{n}").message_count == 1000
             assert search_messages(a, f"w{n}x999").hits[0].session_id == f"writer-{n}"
         a.db.read("INSERT INTO messages_fts(messages_fts) VALUES ('integrity-check')")
+
+
+def test_threads_append_and_search_at_once(archive: SessionArchive) -> None:
+    import threading
+
+    errors: list[BaseException] = []
+
+    def writer(n: int) -> None:
+        try:
+            for i in range(200):
+                archive.append_message(f"t{n}", Message("user", f"thread{n} item{i} heron"))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    def reader() -> None:
+        try:
+            for _ in range(50):
+                search_messages(archive, "heron")
+                archive.list_sessions()
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    threads += [threading.Thread(target=reader) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert archive.count_messages() == 800
+
+
+def test_a_lock_held_too_long_is_a_clear_error_and_writes_nothing(tmp_path: Path) -> None:
+    from hermes_core.plugins.memory.session_archive import ArchiveBusyError
+
+    path = tmp_path / "state.db"
+    with SessionArchive(path, busy_timeout=0.3) as a:
+        a.append_message("s", Message("user", "first"))
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # another process holding the write lock
+        with pytest.raises(ArchiveBusyError, match=r"(?i)nothing was written.*busy_timeout|"
+                                                   r"busy_timeout.*nothing was written"):
+            a.append_message("s", Message("user", "second"))
+        with pytest.raises(ArchiveBusyError, match="nothing was written"):
+            a.append_message("new-session", Message("user", "third"))
+        other.execute("ROLLBACK")
+        other.close()
+        a.append_message("s", Message("user", "after"))
+        assert [m.content for m in a.messages("s")] == ["first", "after"]
+        assert not a.has_session("new-session")

@@ -141,14 +141,15 @@ class SessionArchive:
 
     def _write(self, tx: Callable[[sqlite3.Connection], T]) -> T:
         """``db.write`` that keeps the id cache true when the transaction rolls back."""
-        try:
-            return self.db.write(tx)
-        except BaseException:
-            for sid in self._created:
-                self._nums.pop(sid, None)
-            raise
-        finally:
-            self._created.clear()
+        with self.db.lock:  # re-entrant: db.write takes it again; _created stays this call's
+            try:
+                return self.db.write(tx)
+            except BaseException:
+                for sid in self._created:
+                    self._nums.pop(sid, None)
+                raise
+            finally:
+                self._created.clear()
 
     def open_session(
         self,

@@ -238,12 +238,9 @@ def build_query(text: str) -> SearchPlan:
     quoted = [quote(t.text, t.prefix) for t in words]
     if quoted:
         plan.strict = " AND ".join(quoted)
-        if len(quoted) + len(plan.cjk) > 1:
-            plan.fallback = " OR ".join(quoted)
-    elif plan.cjk and len(plan.cjk) > 1:
-        plan.fallback = ""  # CJK-only: the fallback ORs the runs
-    if plan.fallback is None and len(plan.cjk) > 1:
-        plan.fallback = ""
+    if len(quoted) + len(plan.cjk) > 1:
+        # "" when there are only CJK runs: the search ORs those itself
+        plan.fallback = " OR ".join(quoted)
     return plan
 
 

@@ -200,7 +200,11 @@ def session_search(
             "SELECT m.id, m.role, length(m.content) + coalesce(length(m.tool_calls), 0) "
             "FROM sessions AS s JOIN messages AS m ON m.session = s.num WHERE s.chain = ? "
             f"AND {INDEXED_SQL} ORDER BY m.id", (ch,))]
-    needs = [sum(min(n, HIT_CHARS) + OVERHEAD for _i, _r, n in skeletons[ch]) for ch in chosen]
+    needs = []
+    for ch in chosen:
+        hit_ids = {c.id for c in groups[ch]}
+        needs.append(sum(min(n, HIT_CHARS if mid in hit_ids else MESSAGE_CHARS) + OVERHEAD
+                         for mid, _r, n in skeletons[ch]))
     budgets = share_budget(needs, window_chars)
     results = []
     for ch, budget in zip(chosen, budgets, strict=True):

@@ -415,3 +415,17 @@ class TestSessionArchiveConformance(MemoryProviderConformance):
     @pytest.fixture
     def provider(self, hermes_home: Path) -> Any:
         return make_instance(plugin.SessionArchiveProvider, "memory-provider", hermes_home)
+
+
+def test_a_title_matches_its_conversation_first(archive: SessionArchive) -> None:
+    for query in ("Gateway work", "gateway WORK", '"Gateway work #2"', "`gateway work`"):
+        result = session_search(archive, query, current_session_id="s0")
+        first = result["results"][0]
+        assert first["session_id"] == "a2" and first.get("title_match"), query
+    titled = session_search(archive, "nightly", current_session_id="s0")
+    first = titled["results"][0]  # a cron session, but asked for by its title
+    assert first["session_id"] == "cron1" and first["hits"] == []  # no message says "nightly"
+    assert first["window"]["messages"][0]["content"].startswith("gateway gateway")
+    # the current lineage is never offered, even by title
+    mine = session_search(archive, "Gateway work", current_session_id="a3")
+    assert "a2" not in ids(mine)

@@ -31,7 +31,6 @@ from .errors import (
 )
 from .search import search_messages
 from .store import SessionArchive
-from .summarise import summarise_results
 from .tool import make_tool, session_search
 
 __all__ = [
@@ -81,6 +80,8 @@ class SessionArchiveProvider(MemoryProvider):
             llm = self.context.config.llm
 
             def summarise(results: list[dict[str, Any]], query: str) -> str | None:
+                from .summarise import summarise_results  # only summaries pay for this import
+
                 return summarise_results(results, query, llm, timeout=c.summary_timeout,
                                          concurrency=c.summary_concurrency,
                                          max_tokens=c.summary_max_tokens)

@@ -94,6 +94,7 @@ _V1: list[str] = [
     "WHERE parent_session_id IS NOT NULL",
     "CREATE INDEX sessions_chain ON sessions(chain)",
     "CREATE INDEX sessions_recent ON sessions(updated_at) WHERE superseded = 0",
+    "CREATE INDEX sessions_title ON sessions(title COLLATE NOCASE) WHERE title IS NOT NULL",
     """CREATE TABLE messages (
         id INTEGER PRIMARY KEY,
         session INTEGER NOT NULL REFERENCES sessions(num),

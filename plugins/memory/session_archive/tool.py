@@ -25,7 +25,7 @@ from .errors import QueryError
 from .query import SearchPlan, build_query
 from .schema import INDEXED_SQL
 from .search import Candidate, attach_chains, find_match, full_content, hits_for, run_plan
-from .store import SessionArchive
+from .store import LINEAGE_CTE, SessionArchive
 from .window import place_window, share_budget
 
 __all__ = ["SessionSearchInput", "make_tool", "session_search"]
@@ -114,6 +114,27 @@ def _recent(archive: SessionArchive, current: str | None, limit: int) -> dict[st
                     "Search with a query to see their content."}
 
 
+def _title_chains(archive: SessionArchive, query: str, current: str | None) -> list[int]:
+    """Chains with a session titled exactly ``query`` (quotes stripped, case-insensitive).
+
+    One rule for every form of a title: "Deploy notes" and "deploy notes #2" each match the
+    session carrying that title, and both lead to the same chain (Hermes preferred any "#N"
+    variant by recency and compared case-sensitively only on exact titles).
+    """
+    title = query.strip().strip("\"'`").strip()
+    if not title:
+        return []
+    prefix, exclude = "", ""
+    params: dict[str, Any] = {"title": title}
+    if current:
+        prefix, exclude = LINEAGE_CTE, "AND num NOT IN (SELECT num FROM lineage)"
+        params["sid"] = current
+    rows = archive.db.read(
+        f"{prefix} SELECT DISTINCT chain FROM sessions WHERE title = :title COLLATE NOCASE "
+        f"{exclude} ORDER BY updated_at DESC LIMIT 5", params)
+    return [r[0] for r in rows]
+
+
 def _window(
     archive: SessionArchive, hit_ids: list[int], plan: SearchPlan, budget: int,
     skeleton: list[tuple[int, str, int]],
@@ -177,12 +198,13 @@ def session_search(
     out: dict[str, Any] = {"mode": "search", "query": query,
                            "matched": {"all": "all words", "any": "any word (no message had all)",
                                        "expression": "the expression as written"}[matched]}
-    if not found:
+    titled = _title_chains(archive, query, current_session_id)
+    if not found and not titled:
         out.update(results=[], count=0, note="No earlier session matches. Try other words, or an "
                    "empty query to list recent sessions.")
         return out
     attach_chains(archive, found)
-    groups: dict[int, list[Candidate]] = {}
+    groups: dict[int, list[Candidate]] = {ch: [] for ch in titled}  # a title match comes first
     for c in found:  # best first, so each group is ordered best first too
         groups.setdefault(c.chain, []).append(c)
     chains = list(groups)
@@ -192,7 +214,8 @@ def session_search(
         f"FROM sessions AS c WHERE c.chain IN ({','.join('?' * len(chains))}) "
         "AND c.superseded = 0 ORDER BY c.num", tuple(chains))}
     demoted = set(demote_platforms)
-    chains.sort(key=lambda ch: heads.get(ch, (0, 0, 0, ""))[3] in demoted)  # stable
+    # stable: best first, demoted platforms last (unless asked for by title)
+    chains.sort(key=lambda ch: ch not in titled and heads.get(ch, (0, 0, 0, ""))[3] in demoted)
     chosen = chains[: limit or limit_default]
     skeletons = {}
     for ch in chosen:
@@ -212,13 +235,14 @@ def session_search(
         head = heads.get(ch)
         hits = hits_for(archive, group[:HITS_PER_SESSION], plan)
         result: dict[str, Any] = {
-            "session_id": head[1] if head else hits[0].session_id,
+            "session_id": head[1] if head else (hits[0].session_id if hits else None),
             "title": head[2] if head else None,
             "platform": head[3] if head else None,
             "model": head[4] if head else None,
             "started_at": _when(head[6]) if head else None,
             "last_active": _when(head[5]) if head else None,
             "matches": len(group),
+            **({"title_match": True} if ch in titled else {}),
             "hits": [h.to_dict() | {"timestamp": _when(h.timestamp)} for h in hits],
             "window": _window(archive, [c.id for c in group], plan, budget, skeletons[ch]),
         }

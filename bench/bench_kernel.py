@@ -123,7 +123,7 @@ def turn_overhead(providers: int, turns: int = 2000) -> float:
             start = time.perf_counter()
             host.call_each("on_message", message=user, session=session)
             host.call_each("prefetch", query=user.content, session=session)
-            host.pm.hook.should_compress(messages=history, prompt_tokens=None)
+            host.pm.hook.should_compress(messages=history, prompt_tokens=None, session=session)
             host.call_each("on_message", message=assistant, session=session)
             host.call_each("update_from_response", usage=usage)
             host.call_each("sync_turn", user_message=user, assistant_message=assistant,

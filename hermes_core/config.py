@@ -38,6 +38,7 @@ __all__ = [
     "parse_config_text",
     "redacted",
     "set_config_value",
+    "validate_section",
 ]
 
 REDACTED = "**********"
@@ -162,6 +163,28 @@ def _env_overrides(model: type[BaseModel], data: dict[str, Any]) -> dict[str, An
 def apply_env(model: type[BaseModel], data: Mapping[str, Any] | None) -> dict[str, Any]:
     """``data`` with the model's environment overrides applied (also for plugin sections)."""
     return _env_overrides(model, dict(data or {}))
+
+
+def validate_section(
+    config: LoadedConfig, section: str, model: type[BaseModel], *, plugin: str
+) -> Any:
+    """Validate one plugin section of ``config`` with ``model`` (its defaults when absent).
+
+    Environment overrides declared on the model apply; errors name the file, key, line and plugin.
+    """
+    remember_model(model)
+    raw = config.raw.get(section)
+    if raw is not None and not isinstance(raw, dict):
+        raise ConfigError(
+            f"{config.where(section)}: section {section!r} (plugin {plugin!r}) must be a "
+            f"mapping, not {type(raw).__name__}"
+        )
+    try:
+        return model.model_validate(apply_env(model, raw))
+    except ValidationError as exc:
+        raise ConfigError(
+            format_validation_error(exc, section=section, where=config, plugin=plugin)
+        ) from None
 
 
 def format_validation_error(

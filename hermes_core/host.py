@@ -22,10 +22,8 @@ from ._markers import PROJECT_NAME
 from .config import (
     CORE_SECTIONS,
     LoadedConfig,
-    apply_env,
-    format_validation_error,
     load_config,
-    remember_model,
+    validate_section,
 )
 from .errors import ConfigError, HermesCoreError, PluginError, PluginLoadError, RegistryError
 from .kinds import PluginContext, Tool
@@ -266,7 +264,7 @@ class PluginHost:
         config = config or self.config
         owners = self.registries.config_owners()
         problems: list[tuple[str, str]] = []
-        for section, raw in config.plugin_sections.items():
+        for section in config.plugin_sections:
             if section not in owners:
                 allowed = ", ".join([*CORE_SECTIONS, *sorted(owners)])
                 problems.append((section, (
@@ -276,7 +274,7 @@ class PluginHost:
                 )))
                 continue
             try:
-                self._section_model(section, config, raw)
+                self._section_model(section, config)
             except ConfigError as exc:
                 problems.append((section, str(exc)))
         core = config.core
@@ -309,28 +307,14 @@ class PluginHost:
         if new:
             raise ConfigError("\n".join(new) + "\nconfig.yaml was not changed.")
 
-    def _section_model(self, section: str, config: LoadedConfig, raw: Any) -> Any:
-        owners = self.registries.config_owners()
-        _name, model, plugin = owners[section]
-        remember_model(model)
-        if raw is not None and not isinstance(raw, dict):
-            raise ConfigError(
-                f"{config.where(section)}: section {section!r} (plugin {plugin!r}) must be a "
-                f"mapping, not {type(raw).__name__}"
-            )
-        from pydantic import ValidationError
-
-        try:
-            return model.model_validate(apply_env(model, raw))
-        except ValidationError as exc:
-            raise ConfigError(
-                format_validation_error(exc, section=section, where=config, plugin=plugin)
-            ) from None
+    def _section_model(self, section: str, config: LoadedConfig) -> Any:
+        _name, model, plugin = self.registries.config_owners()[section]
+        return validate_section(config, section, model, plugin=plugin)
 
     def plugin_config(self, cls: type) -> Any:
         """The validated config for a registered class (its defaults when its section is absent)."""
         section = getattr(cls, "config_section", None) or cls.name  # type: ignore[attr-defined]
-        return self._section_model(section, self.config, self.config.raw.get(section))
+        return self._section_model(section, self.config)
 
     # ------------------------------------------------------------------------------- activation
 

@@ -24,7 +24,7 @@ def _effective(host: Any) -> dict[str, Any]:
     for section, (_name, _model, _plugin) in host.registries.config_owners().items():
         if section not in host.config.raw:
             try:
-                defaults.append((section, host._section_model(section, host.config, None)))
+                defaults.append((section, host._section_model(section, host.config)))
             except Exception:  # a model that needs values has no defaults to show
                 continue
     data: dict[str, Any] = redacted(_plain(effective_dict(host.config, defaults)))

@@ -32,10 +32,7 @@ _TARGET = click.option(
 
 def _open_store() -> tuple[MemoryStore, FileMemoryConfig]:
     """The store with the configured limits; refuses when the plugin is disabled."""
-    from pydantic import ValidationError
-
-    from ..config import apply_env, format_validation_error, load_config
-    from ..errors import ConfigError
+    from ..config import load_config, validate_section
     from ..loader import BUILTIN_PLUGINS, Candidate, blocked_names, is_blocked
     from ..paths import home_dir
 
@@ -49,15 +46,7 @@ def _open_store() -> tuple[MemoryStore, FileMemoryConfig]:
         )
     from ..plugins.memory.file_memory import FileMemoryConfig, MemoryStore
 
-    raw = config.raw.get(PLUGIN)
-    if raw is not None and not isinstance(raw, dict):
-        raise ConfigError(f"{config.where(PLUGIN)}: section {PLUGIN!r} must be a mapping")
-    try:
-        settings = FileMemoryConfig.model_validate(apply_env(FileMemoryConfig, raw))
-    except ValidationError as exc:
-        raise ConfigError(
-            format_validation_error(exc, section=PLUGIN, where=config, plugin=PLUGIN)
-        ) from None
+    settings = validate_section(config, PLUGIN, FileMemoryConfig, plugin=PLUGIN)
     store = MemoryStore(
         home_dir() / "memories",
         memory_limit=settings.memory_char_limit,

@@ -28,23 +28,12 @@ PLUGIN = "session_archive"
 
 
 def _path() -> tuple[Path, Any]:
-    from pydantic import ValidationError
-
-    from ..config import apply_env, format_validation_error, load_config
-    from ..errors import ConfigError
+    from ..config import load_config, validate_section
     from ..paths import home_dir
     from ..plugins.memory.session_archive import SessionArchiveConfig, archive_path
 
     config = load_config()
-    raw = config.raw.get(PLUGIN)
-    if raw is not None and not isinstance(raw, dict):
-        raise ConfigError(f"{config.where(PLUGIN)}: section {PLUGIN!r} must be a mapping")
-    try:
-        settings = SessionArchiveConfig.model_validate(apply_env(SessionArchiveConfig, raw))
-    except ValidationError as exc:
-        raise ConfigError(
-            format_validation_error(exc, section=PLUGIN, where=config, plugin=PLUGIN)
-        ) from None
+    settings = validate_section(config, PLUGIN, SessionArchiveConfig, plugin=PLUGIN)
     return archive_path(settings, home_dir()), settings
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -19,10 +19,12 @@ def check_fraction(value: float, key: str, example: str) -> float:
     )
 
 
-class CompressorConfig(BaseModel):
-    """Settings of the ``compressor`` engine; every key has one meaning."""
+class CompactionSettings(BaseModel):
+    """When to compact and what to protect: the keys every engine built on the same cut shares."""
 
     model_config = ConfigDict(extra="forbid")
+    #: the config section, for error messages
+    section: ClassVar[str] = "compression"
 
     #: compact automatically; ``false`` leaves only manual ``/compress``
     enabled: bool = True
@@ -34,6 +36,25 @@ class CompressorConfig(BaseModel):
     protect_first_n: int = Field(default=3, ge=0, le=1_000)
     #: the protected tail never has fewer messages than this
     protect_last_n: int = Field(default=20, ge=1, le=10_000)
+    #: pre-flight compaction passes before one turn, at most
+    max_passes: int = Field(default=3, ge=1, le=10)
+    #: compactions per turn, at most (pre-flight passes included)
+    max_per_turn: int = Field(default=3, ge=1, le=20)
+
+    @field_validator("threshold")
+    @classmethod
+    def _threshold(cls, value: float) -> float:
+        return check_fraction(value, f"{cls.section}.threshold", "0.5 to compact at half the window")
+
+    @field_validator("target_ratio")
+    @classmethod
+    def _target_ratio(cls, value: float) -> float:
+        return check_fraction(value, f"{cls.section}.target_ratio", "0.2")
+
+
+class CompressorConfig(CompactionSettings):
+    """Settings of the ``compressor`` engine; every key has one meaning."""
+
     #: pass 1 clears older tool results longer than this many characters
     prune_min_chars: int = Field(default=200, ge=0)
     #: when pass 1 alone brings the history under this fraction of the threshold, no summary is
@@ -60,20 +81,6 @@ class CompressorConfig(BaseModel):
     #: after a failed summary call the model is not asked again for this long (doubling per
     #: consecutive failure, at most 15 minutes); the extractive summary is used meanwhile
     failure_cooldown_seconds: float = Field(default=60.0, ge=0)
-    #: pre-flight compaction passes before one turn, at most
-    max_passes: int = Field(default=3, ge=1, le=10)
-    #: compactions per turn, at most (pre-flight passes included)
-    max_per_turn: int = Field(default=3, ge=1, le=20)
-
-    @field_validator("threshold")
-    @classmethod
-    def _threshold(cls, value: float) -> float:
-        return check_fraction(value, "compression.threshold", "0.5 to compact at half the window")
-
-    @field_validator("target_ratio")
-    @classmethod
-    def _target_ratio(cls, value: float) -> float:
-        return check_fraction(value, "compression.target_ratio", "0.2")
 
     @model_validator(mode="after")
     def _summary_bounds(self) -> CompressorConfig:

@@ -16,16 +16,16 @@ point of the contract: an engine decides what the middle becomes.
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from hermes_core import hookimpl
 from hermes_core.errors import ToolError
 from hermes_core.kinds import PluginContext, Tool
 from hermes_core.plugins.context_engine.compressor.assemble import assemble, without_summary
 from hermes_core.plugins.context_engine.compressor.boundaries import plan_compaction
-from hermes_core.plugins.context_engine.compressor.config import check_fraction
+from hermes_core.plugins.context_engine.compressor.config import CompactionSettings
 from hermes_core.plugins.context_engine.compressor.engine import check_history
 from hermes_core.plugins.context_engine.compressor.fallback import extract_facts, render_facts
 from hermes_core.plugins.context_engine.compressor.policy import CompactionReport, PolicyEngine
@@ -51,18 +51,11 @@ _INDEX_INTRO = (
 )
 
 
-class LosslessConfig(BaseModel):
+class LosslessConfig(CompactionSettings):
     """The ``lossless:`` section of config.yaml."""
 
-    model_config = ConfigDict(extra="forbid")
+    section: ClassVar[str] = "lossless"
 
-    enabled: bool = True
-    threshold: float = 0.50
-    target_ratio: float = 0.20
-    protect_first_n: int = Field(default=3, ge=0, le=1_000)
-    protect_last_n: int = Field(default=20, ge=1, le=10_000)
-    max_passes: int = Field(default=3, ge=1, le=10)
-    max_per_turn: int = Field(default=3, ge=1, le=20)
     #: the archive file; default $HERMES_CORE_HOME/context.db
     db_path: str | None = None
     #: spans listed in the index message (all stay searchable)
@@ -71,16 +64,6 @@ class LosslessConfig(BaseModel):
     expand_max_chars: int = Field(default=20_000, ge=1_000, le=200_000)
     #: the most hits one context_search call returns
     search_limit: int = Field(default=8, ge=1, le=50)
-
-    @field_validator("threshold")
-    @classmethod
-    def _threshold(cls, value: float) -> float:
-        return check_fraction(value, "lossless.threshold", "0.5 to compact at half the window")
-
-    @field_validator("target_ratio")
-    @classmethod
-    def _target_ratio(cls, value: float) -> float:
-        return check_fraction(value, "lossless.target_ratio", "0.2")
 
 
 class SearchInput(BaseModel):

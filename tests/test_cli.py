@@ -127,6 +127,10 @@ def test_config_show_redacts_and_get(run, home, monkeypatch):
     assert missing.exit_code == 1 and "no key 'llm.nope'" in missing.output
 
 
+def test_config_path(run, home):
+    assert run("config", "path").output.strip() == str(home / "config.yaml")
+
+
 def test_config_unset(run, home):
     (home / "config.yaml").write_text("llm:\n  max_tokens: 5\n")
     assert run("config", "unset", "llm.max_tokens").exit_code == 0

@@ -149,6 +149,15 @@ class MemoryProviderConformance:
             "override the 'provider' fixture to return an instance of your provider, e.g. "
             "make_instance(MyProvider, 'memory-provider', hermes_home)")
 
+    def settle(self, provider: Any) -> None:
+        """Wait until background work started by the last hook has finished.
+
+        The kernel runs ``sync_turn`` and ``queue_prefetch`` on a worker and never waits for
+        them; a provider that hands work to its own threads or to a server overrides this to
+        wait for it (with a bound), so the recall check sees the stored turn. The default does
+        nothing: a synchronous provider is settled when its hook returns.
+        """
+
     @pytest.fixture
     def pm(self, provider: Any) -> Iterator[pluggy.PluginManager]:
         pm = _manager(provider)
@@ -222,7 +231,8 @@ class MemoryProviderConformance:
         block = _only(pm.hook.system_prompt_block(session=fresh))
         assert block is None or isinstance(block, str)
 
-    def test_recall_across_sessions(self, pm: pluggy.PluginManager, session: Session) -> None:
+    def test_recall_across_sessions(self, provider: Any, pm: pluggy.PluginManager,
+                                    session: Session) -> None:
         if not self.recalls_across_sessions:
             pytest.skip("recalls_across_sessions is not declared")
         user = Message("user", self.recall_statement)
@@ -233,9 +243,11 @@ class MemoryProviderConformance:
                           messages=[user, assistant])
         pm.hook.on_session_end(session=session, messages=[user, assistant],
                                reason=EndReason.USER_EXIT)
+        self.settle(provider)
         later = Session(id="conformance-later", platform="test")
         pm.hook.on_session_switch(new_session=later, old_session=session, reason=SwitchReason.NEW)
         pm.hook.queue_prefetch(query=self.recall_query, session=later)
+        self.settle(provider)
         recalled = _only(pm.hook.prefetch(query=self.recall_query, session=later)) or ""
         assert self.recall_expect.lower() in recalled.lower(), f"not recalled: {recalled!r}"
 

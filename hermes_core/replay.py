@@ -405,8 +405,13 @@ def _turn_record(index: int, turn: TranscriptTurn, result: TurnResult, writes: l
 
 
 def iter_replay(transcript: Transcript, agent: Agent, llm: ReplayLLM,
-                writes: list[MemoryWrite]) -> Iterator[dict[str, Any]]:
-    """Run each turn and yield its record (the agent is not closed)."""
+                writes: list[MemoryWrite], *, settle: bool = True) -> Iterator[dict[str, Any]]:
+    """Run each turn and yield its record (the agent is not closed).
+
+    With ``settle`` (the default) the session's background worker finishes the turn's
+    ``sync_turn`` and ``queue_prefetch`` before the next turn starts, as it would while a person
+    types the next message; without it, a replay races the worker and recall varies run to run.
+    """
     previous_prompt: str | None = None
     tap = _LogTap()
     root = logging.getLogger("hermes_core")
@@ -422,6 +427,8 @@ def iter_replay(transcript: Transcript, agent: Agent, llm: ReplayLLM,
             result = agent.run_turn(turn.user)
         finally:
             root.removeHandler(tap)
+        if settle:  # bounded: a hung provider must not hang a replay
+            agent.worker.flush(agent.worker.drain_timeout)
         record = _turn_record(index, turn, result, writes[before:], previous_prompt,
                               agent.prompt_builds - builds, tap.lines, llm.unused)
         previous_prompt = result.system_prompts[-1] if result.system_prompts else previous_prompt
@@ -433,10 +440,12 @@ def replay(
     host: RecordingHost,
     *,
     on_turn: Callable[[dict[str, Any]], None] | None = None,
+    settle: bool = True,
 ) -> ReplayReport:
     """Replay ``transcript`` on ``host`` (activating what its config selects) and report.
 
-    The host is shut down at the end (after the memory worker drained).
+    The host is shut down at the end (after the memory worker drained). ``settle``: see
+    :func:`iter_replay`.
     """
     from .models import context_window
 
@@ -454,7 +463,7 @@ def replay(
     )
     started = time.perf_counter()
     try:
-        for record in iter_replay(transcript, agent, llm, host.writes):
+        for record in iter_replay(transcript, agent, llm, host.writes, settle=settle):
             report.turns.append(record)
             if on_turn is not None:
                 on_turn(record)

@@ -1,5 +1,6 @@
-"""Every snippet of the tutorials runs: the Python blocks of each page, in order, as one test
-module (so the conformance suites they define really run), and the TOML blocks parse."""
+"""Every snippet of the tutorials (and of docs/testing.md, the test-kit guide) runs: the Python
+blocks of each page, in order, as one test module (so the conformance suites they define really
+run), and the TOML blocks parse."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
-TUTORIALS = sorted((Path(__file__).resolve().parents[1] / "docs" / "tutorials").glob("*.md"))
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+TUTORIALS = [*sorted((DOCS / "tutorials").glob("*.md")), DOCS / "testing.md"]
 
 
 def blocks(page: Path, lang: str) -> list[str]:

@@ -6,8 +6,10 @@
   building blocks that work with or without pytest (see :mod:`.harness`);
 * :class:`MemoryProviderConformance`, :class:`ContextEngineConformance`: the contract suites to
   subclass in your tests (see :mod:`.conformance`; they need pytest and jsonschema);
+* :func:`run_replay`: run a scripted conversation through real plugins and get the replay
+  report (see :mod:`.replaying`);
 * the pytest plugin :mod:`.pytest_plugin` (fixtures ``hermes_home``, ``hermes_host``,
-  ``hermes_messages_api``), registered through the ``pytest11`` entry point.
+  ``hermes_messages_api``, ``hermes_replay``), registered through the ``pytest11`` entry point.
 """
 
 from __future__ import annotations
@@ -31,10 +33,13 @@ __all__ = [
     "make_host",
     "make_instance",
     "registered_plugin",
+    "run_replay",
+    "transcript_from",
 ]
 
 _CONFORMANCE = {"ContextEngineConformance", "MemoryProviderConformance", "assert_well_formed",
                 "build_conversation"}
+_REPLAYING = {"run_replay", "transcript_from"}
 
 
 def __getattr__(name: str) -> Any:
@@ -43,4 +48,8 @@ def __getattr__(name: str) -> Any:
         from . import conformance
 
         return getattr(conformance, name)
+    if name in _REPLAYING:  # the agent loop is loaded only by tests that replay
+        from . import replaying
+
+        return getattr(replaying, name)
     raise AttributeError(f"module 'hermes_core.testing' has no attribute {name!r}")

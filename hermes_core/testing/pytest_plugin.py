@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["hermes_home", "hermes_host", "hermes_messages_api"]
+__all__ = ["hermes_home", "hermes_host", "hermes_messages_api", "hermes_replay"]
 
 
 @pytest.fixture
@@ -41,3 +41,14 @@ def hermes_messages_api():  # type: ignore[no-untyped-def]
 
     with MessagesAPIServer() as server:
         yield server
+
+
+@pytest.fixture
+def hermes_replay(hermes_home: Path):  # type: ignore[no-untyped-def]
+    """:func:`~hermes_core.testing.replaying.run_replay` bound to ``hermes_home``:
+    ``hermes_replay(transcript, plugins=[...], providers=[...])`` returns the replay report."""
+    import functools
+
+    from .replaying import run_replay
+
+    return functools.partial(run_replay, hermes_home)

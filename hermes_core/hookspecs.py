@@ -46,6 +46,7 @@ __all__ = [
     "connect",
     "disconnect",
     "get_tools",
+    "load_session",
     "on_memory_write",
     "on_message",
     "on_pre_compress",
@@ -83,6 +84,7 @@ MEMORY_HOOKS = (
     "on_session_end",
     "on_memory_write",
     "shutdown",
+    "load_session",
 )
 CONTEXT_ENGINE_HOOKS = ("should_compress", "compress", "update_from_response")
 TOOL_HOOKS = ("get_tools",)
@@ -238,6 +240,23 @@ def on_memory_write(write: MemoryWrite) -> None:
 @hookspec
 def shutdown() -> None:
     """Release resources: called once, in reverse activation order, after the worker drained."""
+
+
+@hookspec(firstresult=True)
+def load_session(
+    platform: str, conversation_key: str | None, session_id: str | None
+) -> tuple[Session, list[Message]] | None:
+    """Return a stored session to resume and its history, or ``None`` when there is none.
+
+    Called by the dispatcher the first time it serves a conversation key since the process
+    started (and by ``hermes-core chat --continue``), before the agent is built. Which session:
+    the one named by ``session_id`` when it is given; else the newest session on ``platform``
+    whose ``attributes["conversation_key"]`` equals ``conversation_key``; else, when
+    ``conversation_key`` is ``None``, the newest session on ``platform``. Follow it to the newest
+    session of its compaction chain and return that :class:`Session` (with its ``attributes``)
+    and its messages in order, ready to be the agent's history. An archive answers; other
+    providers leave the hook alone. First result wins.
+    """
 
 
 # --------------------------------------------------------------------------------------------------

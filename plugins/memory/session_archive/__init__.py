@@ -2,7 +2,8 @@
 
 Plugs into a turn through the memory hooks: ``on_message`` appends each message the moment it
 joins the history, ``on_session_switch`` opens the next session (a compaction's child joins its
-parent's chain), ``on_session_end`` records the end, and ``get_tools`` offers ``session_search``.
+parent's chain), ``on_session_end`` records the end, ``get_tools`` offers ``session_search``, and
+``load_session`` hands a stored conversation back to be resumed.
 Token and cost counters are kept by :meth:`SessionArchiveProvider.record_usage`, which the agent
 loop calls after each API response (``update_from_response`` belongs to the context engine).
 
@@ -112,6 +113,21 @@ class SessionArchiveProvider(MemoryProvider):
     def on_session_end(self, session: Session, reason: EndReason) -> None:
         self.archive.open_session(session)
         self.archive.end_session(session.id, str(getattr(reason, "value", reason)))
+
+    @hookimpl
+    def load_session(
+        self, platform: str, conversation_key: str | None, session_id: str | None
+    ) -> tuple[Session, list[Message]] | None:
+        found = self.archive.resumable(platform, conversation_key, session_id)
+        if found is None:
+            return None
+        record, stored = found
+        session = Session(
+            id=record.id, platform=record.platform, model=record.model, title=record.title,
+            parent_session_id=record.parent_session_id, started_at=record.started_at,
+            attributes=dict(record.attributes),
+        )
+        return session, [m.to_message() for m in stored]
 
     @hookimpl
     def get_tools(self) -> list[Tool]:

@@ -417,6 +417,35 @@ class SessionArchive:
             "SELECT c.id FROM sessions AS s JOIN sessions AS c ON c.chain = s.chain "
             "WHERE s.id = ? ORDER BY c.num", (session_id,))]
 
+    def resumable(
+        self, platform: str, conversation_key: str | None = None, session_id: str | None = None
+    ) -> tuple[SessionRecord, list[StoredMessage]] | None:
+        """The session a conversation resumes in, and its messages; ``None`` when there is none.
+
+        Which session: ``session_id`` when given (any platform); else the newest session on
+        ``platform`` whose ``attributes["conversation_key"]`` is ``conversation_key``; else, with
+        no key, the session on ``platform`` used last. Then the newest session of its compaction
+        chain, because a compaction's child holds the history the conversation goes on from.
+        """
+        if session_id is not None:
+            rows = self.db.read("SELECT chain FROM sessions WHERE id = ?", (session_id,))
+        elif conversation_key is not None:
+            # json_valid first: json_extract raises on a malformed value written by another tool
+            rows = self.db.read(
+                "SELECT chain FROM sessions WHERE platform = ? AND CASE WHEN json_valid(attributes)"
+                " THEN json_extract(attributes, '$.conversation_key') END = ? "
+                "ORDER BY num DESC LIMIT 1", (platform, conversation_key))
+        else:
+            rows = self.db.read(
+                "SELECT chain FROM sessions WHERE platform = ? AND superseded = 0 "
+                "ORDER BY updated_at DESC, num DESC LIMIT 1", (platform,))
+        if not rows:
+            return None
+        newest = self.db.read(
+            "SELECT id FROM sessions WHERE chain = ? ORDER BY num DESC LIMIT 1", (rows[0][0],))
+        record = self.get_session(newest[0][0])
+        return record, self.messages(record.id)
+
     def show(self, session_id: str) -> dict[str, Any]:
         """A session's record and its messages, as plain data."""
         record = self.get_session(session_id)

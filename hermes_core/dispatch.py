@@ -1,0 +1,397 @@
+"""The kernel's :class:`~hermes_core.types.Dispatcher`: conversation keys to agents.
+
+A platform adapter (the terminal, the webhook, a chat service) hands every incoming message to a
+:class:`ConversationDispatcher`. Each ``(platform, conversation_key)`` is one conversation, served
+by one :class:`~hermes_core.agent.Agent` over the shared :class:`~hermes_core.host.PluginHost`:
+
+* **Resume.** The first time a key is seen in this process, the dispatcher asks the memory
+  providers for the stored conversation (the ``load_session`` hook, answered by the session
+  archive) and builds the agent from it, so a conversation survives restarts. A new conversation
+  stores its key in ``Session.attributes["conversation_key"]``, which is what the next lookup finds.
+* **Order.** Turns of one conversation run one at a time in arrival order (a ticket queue, because
+  a plain lock wakes waiters in no particular order); different conversations run in parallel.
+* **Bounded.** At most ``max_agents`` agents stay live. When another is needed, the conversation
+  idle longest is closed (``on_session_end`` with reason ``expired``; its worker drained); it is
+  resumed from the archive when it speaks again. ``sweep`` closes those idle past ``idle_seconds``.
+* **Failures stay inside.** A turn that cannot produce a reply (the LLM is down, the stored
+  conversation cannot be read) raises :class:`TurnFailed`, a clear message for the platform to pass
+  on; the dispatcher and the other conversations are unaffected.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .agent import Agent, TurnResult
+from .errors import HermesCoreError
+from .types import EndReason, IncomingMessage, Message, Session
+
+if TYPE_CHECKING:
+    from .host import PluginHost
+    from .llm import ChatLLM
+
+__all__ = ["DEFAULT_MAX_AGENTS", "ConversationDispatcher", "TurnFailed", "load_stored_session"]
+
+log = logging.getLogger("hermes_core.dispatch")
+T = TypeVar("T")
+
+#: live agents a dispatcher keeps by default; each holds a worker thread and its history in memory
+DEFAULT_MAX_AGENTS = 64
+#: how long ``close`` waits for one conversation's running turn before leaving it
+CLOSE_WAIT_SECONDS = 30.0
+
+
+class TurnFailed(HermesCoreError):
+    """A turn produced no reply. ``failure`` classifies it (an :class:`~hermes_core.llm.LLMFailure`
+    value, ``"load"``, ``"closed"`` or ``"internal"``); ``transient`` says a retry may succeed."""
+
+    def __init__(self, message: str, *, conversation_key: str, failure: str,
+                 transient: bool = False, status: int | None = None) -> None:
+        super().__init__(message)
+        self.conversation_key = conversation_key
+        self.failure = failure
+        self.transient = transient
+        self.status = status
+
+
+@dataclass(eq=False)
+class _Slot:
+    """One conversation: its agent (when live) and the ticket queue that orders its turns."""
+
+    platform: str
+    key: str
+    agent: Agent | None = None
+    #: callers holding or waiting for a ticket; a slot in use is never evicted or dropped
+    users: int = 0
+    last_used: float = field(default_factory=time.monotonic)
+    next_ticket: int = 0
+    serving: int = 0
+    abandoned: set[int] = field(default_factory=set)
+    cond: threading.Condition = field(default_factory=threading.Condition)
+
+    def wait_turn(self, ticket: int, timeout: float | None = None) -> bool:
+        """Block until ``ticket`` is served; False (the ticket given up) when ``timeout`` passes."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self.cond:
+            while self.serving != ticket:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    self.abandoned.add(ticket)
+                    return False
+                self.cond.wait(left)
+            return True
+
+    def done(self) -> None:
+        """Serve the next ticket, skipping those whose callers gave up."""
+        with self.cond:
+            self.serving += 1
+            while self.serving in self.abandoned:
+                self.abandoned.discard(self.serving)
+                self.serving += 1
+            self.cond.notify_all()
+
+
+def load_stored_session(host: PluginHost, platform: str, conversation_key: str | None,
+                        session_id: str | None = None) -> tuple[Session, list[Message]] | None:
+    """Ask the providers for a stored session (``load_session``); the first valid answer wins.
+
+    Raises :class:`TurnFailed` when a provider fails or answers nonsense: starting afresh instead
+    would fork the conversation, and its stored history would silently stop being used.
+    """
+    for outcome in host.call_each("load_session", platform=platform,
+                                  conversation_key=conversation_key, session_id=session_id):
+        what = conversation_key or session_id or f"the latest {platform} session"
+        if outcome.error is not None:
+            raise TurnFailed(
+                f"cannot load the stored conversation {what!r}: plugin {outcome.plugin} raised "
+                f"{type(outcome.error).__name__}: {outcome.error}. Nothing was changed; fix the "
+                "archive ('hermes-core doctor') and retry",
+                conversation_key=conversation_key or "", failure="load")
+        value = outcome.value
+        if value is None:
+            continue
+        if not (isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], Session)
+                and isinstance(value[1], list) and all(isinstance(m, Message) for m in value[1])):
+            raise TurnFailed(
+                f"plugin {outcome.plugin}: load_session returned {type(value).__name__}, not "
+                "(Session, list[Message]); the conversation was not started",
+                conversation_key=conversation_key or "", failure="load")
+        return value[0], list(value[1])
+    return None
+
+
+class ConversationDispatcher:
+    """Serves conversations over one host; see the module docstring.
+
+    ``llm`` is shared by every conversation (the anthropic client is thread-safe). Build one with
+    :meth:`open`, which also activates the configured memory providers and context engine.
+    """
+
+    def __init__(self, host: PluginHost, llm: ChatLLM, *, max_agents: int = DEFAULT_MAX_AGENTS,
+                 idle_seconds: float | None = None) -> None:
+        if max_agents < 1:
+            raise ValueError(f"max_agents must be at least 1, got {max_agents}")
+        self.host = host
+        self.llm = llm
+        self.max_agents = max_agents
+        self.idle_seconds = idle_seconds
+        self._lock = threading.Lock()
+        self._slots: dict[tuple[str, str], _Slot] = {}
+        self._closed = False
+        #: agents closed to make room or because they idled (for tests and ``stats``)
+        self.evictions = 0
+
+    @classmethod
+    def open(cls, host: PluginHost, llm: ChatLLM | None = None, **kwargs: Any) -> ConversationDispatcher:
+        """Activate what the config selects (once per host) and build a dispatcher; ``llm``
+        defaults to :class:`~hermes_core.llm.AnthropicLLM` from ``llm.*``."""
+        core = host.config.core
+        if not any(k.startswith("memory-provider:") for k in host.instances):
+            host.activate_memory_providers()
+        if not any(k.startswith("context-engine:") for k in host.instances):
+            host.activate("context-engine", core.context.engine, config_key="context.engine")
+        if llm is None:
+            from .llm import AnthropicLLM
+
+            llm = AnthropicLLM.from_config(core)
+        return cls(host, llm, **kwargs)
+
+    # ------------------------------------------------------------------------ the Dispatcher
+
+    def handle(self, message: IncomingMessage) -> str:
+        """Run one turn of ``message``'s conversation and return the reply."""
+        return self.run(message).reply
+
+    def stream(self, message: IncomingMessage) -> Iterator[str]:
+        """Run one turn and yield the reply's text as the model produces it.
+
+        The turn takes its place in the conversation's queue now (not on the first ``next``) and
+        runs on its own thread; a consumer that stops early does not stop the turn, whose reply is
+        archived all the same. A failure is raised as :class:`TurnFailed` from the iterator.
+        """
+        slot, ticket = self._checkout(message.platform, message.conversation_key)
+        items: queue.Queue[str | TurnResult | BaseException] = queue.Queue()
+
+        def work() -> None:
+            try:
+                items.put(self._serve(slot, ticket, message, items.put))
+            except BaseException as exc:  # handed to the consumer, raised there
+                items.put(exc)
+
+        threading.Thread(target=work, name=f"dispatch:{message.conversation_key[:32]}",
+                         daemon=True).start()
+        return self._drain(items)
+
+    @staticmethod
+    def _drain(items: queue.Queue[str | TurnResult | BaseException]) -> Iterator[str]:
+        while True:
+            item = items.get()
+            if isinstance(item, str):
+                yield item
+            elif isinstance(item, TurnResult):
+                if item.streamed_chars == 0 and item.reply:
+                    yield item.reply  # nothing streamed (e.g. the budget note): send it whole
+                return
+            else:
+                raise item
+
+    # ------------------------------------------------------------------------- library API
+
+    def run(self, message: IncomingMessage,
+            on_text: Callable[[str], None] | None = None) -> TurnResult:
+        """Run one turn and return everything it did (``handle`` is this, reply only)."""
+        slot, ticket = self._checkout(message.platform, message.conversation_key)
+        return self._serve(slot, ticket, message, on_text)
+
+    def call(self, platform: str, conversation_key: str, fn: Callable[[Agent], T]) -> T:
+        """Run ``fn(agent)`` in the conversation's place in line: how a front end runs
+        ``/compress`` or ``/new`` without racing the conversation's turns."""
+        slot, ticket = self._checkout(platform, conversation_key)
+        try:
+            slot.wait_turn(ticket)
+            return fn(self._agent(slot, IncomingMessage(platform, conversation_key, "")))
+        finally:
+            self._checkin(slot)
+
+    def resume_latest(self, platform: str) -> str | None:
+        """Bind the session used last on ``platform`` to its conversation key and return the key
+        (``chat --continue``); ``None`` when the platform has no stored session."""
+        loaded = load_stored_session(self.host, platform, None)
+        if loaded is None:
+            return None
+        session, history = loaded
+        key = str(session.attributes.get("conversation_key") or f"session:{session.id}")
+        slot, ticket = self._checkout(platform, key)
+        try:
+            slot.wait_turn(ticket)
+            if slot.agent is None:
+                self._make_room()
+                slot.agent = self._build(platform, key, loaded=(session, history))
+        finally:
+            self._checkin(slot)
+        return key
+
+    def agent_of(self, platform: str, conversation_key: str) -> Agent | None:
+        """The live agent of a conversation, if any (read-only use: it may be mid-turn)."""
+        with self._lock:
+            slot = self._slots.get((platform, conversation_key))
+            return slot.agent if slot is not None else None
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            live = sum(1 for s in self._slots.values() if s.agent is not None)
+            busy = sum(1 for s in self._slots.values() if s.users)
+            return {"live_agents": live, "busy_conversations": busy, "evictions": self.evictions,
+                    "max_agents": self.max_agents}
+
+    def sweep(self, now: float | None = None) -> int:
+        """Close agents idle for more than ``idle_seconds``; returns how many were closed."""
+        if self.idle_seconds is None:
+            return 0
+        cutoff = (time.monotonic() if now is None else now) - self.idle_seconds
+        with self._lock:
+            victims = [s for s in self._slots.values()
+                       if s.agent is not None and not s.users and s.last_used < cutoff]
+            claimed = [(s, self._claim(s)) for s in victims]
+        for slot, ticket in claimed:
+            self._evict(slot, ticket)
+        return len(claimed)
+
+    def close(self, reason: EndReason = EndReason.SHUTDOWN, *,
+              wait: float = CLOSE_WAIT_SECONDS) -> None:
+        """Refuse new turns, let running ones finish (up to ``wait`` seconds each), close every
+        agent (``on_session_end``, workers drained). The host is left to its owner."""
+        with self._lock:
+            self._closed = True
+            claimed = [(s, self._claim(s)) for s in self._slots.values()]
+        for slot, ticket in claimed:
+            if not slot.wait_turn(ticket, timeout=wait):
+                log.warning("conversation %r still busy after %.0f s; closing without it",
+                            slot.key, wait)
+                self._release(slot)
+                continue
+            try:
+                if slot.agent is not None:
+                    slot.agent.close(reason, shutdown_host=False)
+                    slot.agent = None
+            except Exception as exc:  # one conversation's failure must not stop the others
+                log.error("closing conversation %r: %s: %s", slot.key, type(exc).__name__, exc)
+            finally:
+                slot.done()
+                self._release(slot)
+
+    # ---------------------------------------------------------------------------- plumbing
+
+    def _checkout(self, platform: str, key: str) -> tuple[_Slot, int]:
+        """Take a ticket in the conversation's queue (creating its slot)."""
+        if not isinstance(key, str) or not key:
+            raise TurnFailed("a conversation key must be a non-empty string", conversation_key="",
+                             failure="bad_request")
+        with self._lock:
+            if self._closed:
+                raise TurnFailed("the dispatcher is shutting down; retry in a moment",
+                                 conversation_key=key, failure="closed", transient=True)
+            slot = self._slots.get((platform, key))
+            if slot is None:
+                slot = self._slots[(platform, key)] = _Slot(platform, key)
+            return slot, self._claim(slot)
+
+    def _claim(self, slot: _Slot) -> int:
+        # called with self._lock held
+        slot.users += 1
+        ticket = slot.next_ticket
+        slot.next_ticket += 1
+        return ticket
+
+    def _checkin(self, slot: _Slot) -> None:
+        slot.last_used = time.monotonic()
+        slot.done()
+        self._release(slot)
+
+    def _release(self, slot: _Slot) -> None:
+        with self._lock:
+            slot.users -= 1
+            if not slot.users and slot.agent is None:
+                self._slots.pop((slot.platform, slot.key), None)
+
+    def _serve(self, slot: _Slot, ticket: int, message: IncomingMessage,
+               on_text: Callable[[str], None] | None) -> TurnResult:
+        from .llm import LLMError
+
+        key = message.conversation_key
+        try:
+            slot.wait_turn(ticket)
+            try:
+                agent = self._agent(slot, message)
+                return agent.run_turn(message.text, on_text=on_text)
+            except LLMError as exc:
+                raise TurnFailed(f"the model call failed ({exc.failure.value}): {exc}",
+                                 conversation_key=key, failure=exc.failure.value,
+                                 transient=exc.transient, status=exc.status) from exc
+            except TurnFailed:
+                raise
+            except Exception as exc:
+                log.error("conversation %r: the turn raised %s: %s", key, type(exc).__name__, exc,
+                          exc_info=True)
+                raise TurnFailed(f"the turn failed: {type(exc).__name__}: {exc}",
+                                 conversation_key=key, failure="internal") from exc
+        finally:
+            self._checkin(slot)
+
+    def _agent(self, slot: _Slot, message: IncomingMessage) -> Agent:
+        """The slot's agent, built (resumed from the archive when stored) on first use."""
+        if slot.agent is None:
+            self._make_room()
+            loaded = load_stored_session(self.host, slot.platform, slot.key)
+            slot.agent = self._build(slot.platform, slot.key, loaded=loaded, message=message)
+        return slot.agent
+
+    def _build(self, platform: str, key: str, *, loaded: tuple[Session, list[Message]] | None,
+               message: IncomingMessage | None = None) -> Agent:
+        if loaded is not None:
+            session, history = loaded
+            session.attributes.setdefault("conversation_key", key)
+            return Agent(self.host, self.llm, session=session, history=history, platform=platform)
+        agent = Agent(self.host, self.llm, platform=platform)
+        # Set before the first turn: the archive stores the attributes with the session's row.
+        attributes = agent.session.attributes
+        if message is not None:
+            attributes.update(message.attributes)
+            if message.user_id is not None:
+                attributes["user_id"] = message.user_id
+        attributes["conversation_key"] = key
+        return agent
+
+    def _make_room(self) -> None:
+        """Close the least recently used idle agents until one more fits."""
+        with self._lock:
+            live = [s for s in self._slots.values() if s.agent is not None]
+            excess = len(live) + 1 - self.max_agents
+            idle = sorted((s for s in live if not s.users), key=lambda s: s.last_used)
+            claimed = [(s, self._claim(s)) for s in idle[:max(0, excess)]]
+        if excess > len(claimed):
+            log.warning("%d conversations are busy; running over max_agents=%d for now",
+                        len(live), self.max_agents)
+        for slot, ticket in claimed:
+            self._evict(slot, ticket)
+
+    def _evict(self, slot: _Slot, ticket: int) -> None:
+        slot.wait_turn(ticket)
+        try:
+            if slot.agent is not None:
+                slot.agent.close(EndReason.EXPIRED, shutdown_host=False)
+                slot.agent = None
+                with self._lock:
+                    self.evictions += 1
+        except Exception as exc:
+            log.error("closing idle conversation %r: %s: %s", slot.key, type(exc).__name__, exc)
+            slot.agent = None
+        finally:
+            slot.done()
+            self._release(slot)

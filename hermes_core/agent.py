@@ -2,8 +2,9 @@
 
 Read :meth:`Agent.run_turn` top to bottom; each step names the hook it calls. The helpers it uses
 live in role-named modules: :mod:`.fence` (recall fencing, the stream scrubber),
-:mod:`.prefetch` (the deadline runner), :mod:`.toolrun` (routing, parallel batches, budget) and
-:mod:`.worker` (the background FIFO worker).
+:mod:`.prefetch` (the deadline runner), :mod:`.toolrun` (routing, parallel batches, budget),
+:mod:`.worker` (the background FIFO worker) and :mod:`.curation` (the background memory review,
+the pre-compaction flush, the skill nudge).
 
 A conversation is a chain of sessions: a compaction continues it in a child session
 (``parent_session_id`` = the old id), so the :class:`Agent` outlives its sessions. The kernel only
@@ -30,7 +31,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from .curation import CurationJob, CurationReport, Curator, make_job, place_note
 from .fence import StreamScrubber, build_block, provider_label, provider_text, scrub
+from .models import context_window
 from .prefetch import PrefetchResult, PrefetchRunner
 from .toolrun import IterationBudget, ToolOutcome, ToolRouter
 from .types import CompressionResult, EndReason, Message, Session, SwitchReason, Usage
@@ -74,6 +77,8 @@ _GUIDANCE_SEARCH = (
 )
 #: automatic compactions one turn may trigger (a guard on top of the engine's own)
 MAX_COMPACTIONS_PER_TURN = 3
+#: a resumed history above this share of the model's window is compacted before the first turn
+HYGIENE_RATIO = 0.85
 
 
 def new_session_id() -> str:
@@ -88,12 +93,15 @@ def _rough_tokens(text_chars: int) -> int:
 def estimate_tokens(
     messages: list[Message], system: str = "", tools: list[dict[str, Any]] | None = None
 ) -> int:
-    """A cheap request-size estimate (4 characters per token) for reports and engine hints."""
+    """A cheap request-size estimate (4 characters per token) for reports and engine hints.
+
+    Framing per message (4 tokens) and per tool call (12 tokens) matches the default compressor's
+    estimator, so a compaction it triggers is never reported as below its threshold."""
     chars = len(system) + (len(json.dumps(tools)) if tools else 0)
     for m in messages:
         chars += len(m.content) + 16
         for call in m.tool_calls:
-            chars += len(call.name) + len(json.dumps(call.arguments, ensure_ascii=False)) + 24
+            chars += len(call.name) + len(json.dumps(call.arguments, ensure_ascii=False)) + 48
     return _rough_tokens(chars)
 
 
@@ -101,7 +109,7 @@ def estimate_tokens(
 class CompactionRecord:
     """What one compaction did."""
 
-    trigger: Literal["auto", "manual"]
+    trigger: Literal["auto", "manual", "hygiene"]
     old_session_id: str
     new_session_id: str
     messages_before: int
@@ -114,6 +122,10 @@ class CompactionRecord:
     memory_context: str = ""  #: what the providers' on_pre_compress gave the engine
     engine_report: dict[str, Any] | None = None
     seconds: float = 0.0
+    #: the pre-compaction memory flush, when one ran
+    flush: CurationReport | None = None
+    #: the note the plugins' on_post_compress added to the compacted history (e.g. open todos)
+    carried_note: str | None = None
 
 
 @dataclass(slots=True)
@@ -136,6 +148,11 @@ class TurnResult:
     #: characters passed to ``on_text`` (after scrubbing)
     streamed_chars: int = 0
     seconds: float = 0.0
+    #: things to show the user that happened since the previous turn's result, e.g.
+    #: "memory updated: ..." from a background review or a pre-compaction flush
+    notices: list[str] = field(default_factory=list)
+    #: whether this turn started a background memory review
+    review_started: bool = False
 
 
 class Agent:
@@ -144,6 +161,13 @@ class Agent:
     The host's memory providers and context engine must already be activated (see
     :meth:`create`). ``session`` and ``history`` resume an earlier session; otherwise a new one
     starts. Turns are serialised: one at a time per agent.
+
+    ``last_prompt_tokens`` is the prompt size the API last reported for a resumed session, if the
+    caller stored it; it makes the pre-turn hygiene check exact (else the history is estimated).
+    ``on_notice`` receives each notice ("memory updated: ...") as it happens, possibly on a
+    background thread; the same notices are also attached to the next :class:`TurnResult`.
+    ``aux_llm`` serves the memory review and flush (default: built from ``llm.*`` with
+    ``llm.auxiliary_model``, see :class:`~hermes_core.curation.Curator`).
     """
 
     def __init__(
@@ -154,6 +178,9 @@ class Agent:
         session: Session | None = None,
         history: list[Message] | None = None,
         platform: str = "cli",
+        last_prompt_tokens: int | None = None,
+        on_notice: Callable[[str], None] | None = None,
+        aux_llm: ChatLLM | None = None,
     ) -> None:
         core = host.config.core
         self.host = host
@@ -166,11 +193,14 @@ class Agent:
         self.system_prompt = ""
         self.router = ToolRouter({})
         self.tool_schemas: list[dict[str, Any]] = []
-        self.last_prompt_tokens: int | None = None
+        self.last_prompt_tokens: int | None = last_prompt_tokens
         self.turns = 0
         self.prompt_builds = 0
         self._prefetch = PrefetchRunner(host, timeout=core.memory.prefetch_timeout)
         self.worker = SessionWorker(drain_timeout=core.memory.worker_drain_timeout)
+        self.curator = Curator(host, aux_llm, on_notice=on_notice,
+                               prior_user_turns=sum(1 for m in self.history if m.role == "user"))
+        self._hygiene_due = self.resumed and bool(self.history)
         self._lock = threading.RLock()
         self._started = False
         self._closed = False
@@ -187,6 +217,15 @@ class Agent:
 
             llm = AnthropicLLM.from_config(core)
         return cls(host, llm, **kwargs)
+
+    @property
+    def on_notice(self) -> Callable[[str], None] | None:
+        """The callback receiving notices as they happen (settable, e.g. by a chat front end)."""
+        return self.curator.on_notice
+
+    @on_notice.setter
+    def on_notice(self, callback: Callable[[str], None] | None) -> None:
+        self.curator.on_notice = callback
 
     @property
     def engine(self) -> object | None:
@@ -252,7 +291,10 @@ class Agent:
         with self._lock:
             self.start()
             started = time.perf_counter()
+            # 0. Hygiene: a resumed history that outgrew the window is compacted before anything.
+            hygiene = self._hygiene()
             self.turns += 1
+            self.curator.begin_turn()
             self._engine_call("begin_turn")
 
             # 1. The user message joins the history and is archived at once (on_message).
@@ -265,6 +307,8 @@ class Agent:
             block = build_block([(r.provider, r.text) for r in recall])
 
             result = TurnResult("", self.session.id, user, user, prefetch=recall, recall_block=block)
+            if hygiene is not None:
+                result.compactions.append(hygiene)
             budget = IterationBudget(self.max_iterations)
             scrubber = StreamScrubber()
             while True:
@@ -281,14 +325,16 @@ class Agent:
                 result.assistant = assistant
                 if not response.tool_calls:
                     break
-                # 5. Tools: routed to their plugins; the budget's note rides on the last result.
+                # 5. Tools: routed to their plugins; the budget's note and the skill nudge ride on
+                #    the batch's last result (never in the system prompt).
                 if budget.exhausted:
                     outcomes = [self._refused(call) for call in response.tool_calls]
                 else:
                     outcomes = self.router.run(response.tool_calls, self.session)
-                note = budget.note()
-                if note:
-                    outcomes[-1].content = f"{outcomes[-1].content}\n\n{note}"
+                notes = [n for n in (budget.note(),
+                                     self.curator.skill_nudge(self.router, response.tool_calls)) if n]
+                if notes:
+                    outcomes[-1].content = "\n\n".join([outcomes[-1].content, *notes])
                 for outcome in outcomes:
                     message = Message("tool", outcome.content, tool_call_id=outcome.call.id,
                                       tool_name=outcome.call.name,
@@ -314,6 +360,11 @@ class Agent:
                                 "budget were used before a final answer.)")
             result.session_id = self.session.id
             result.iterations = budget.used
+            # 7. Curation: a background memory review when one is due (on its own thread, after
+            #    this result is returned; it touches no hook but the memory tool's own).
+            result.review_started = self.curator.end_turn(
+                result.tools, lambda: self._curation_job(snapshot))
+            result.notices = self.curator.take_notices()
             result.seconds = time.perf_counter() - started
             return result
 
@@ -392,11 +443,14 @@ class Agent:
             return self._compact(focus_topic, "manual")
 
     def _compact(
-        self, focus_topic: str | None, trigger: Literal["auto", "manual"]
+        self, focus_topic: str | None, trigger: Literal["auto", "manual", "hygiene"]
     ) -> CompactionRecord | None:
-        """on_pre_compress -> compress -> child session -> on_session_switch (worker) -> new prompt."""
+        """flush -> on_pre_compress -> compress -> on_post_compress -> child session ->
+        on_session_switch (worker) -> new prompt."""
         started = time.perf_counter()
         before = list(self.history)
+        # The model saves what the summary could lose; the exchange never joins the history.
+        flush = self.curator.flush(self._curation_job(before))
         pieces = []
         for outcome in self.host.call_each("on_pre_compress", messages=before, session=self.session):
             text = provider_text(outcome.value, plugin=outcome.plugin, hook="on_pre_compress")
@@ -426,6 +480,13 @@ class Agent:
         after = list(compressed.messages)
         if len(after) == len(before) and all(a is b for a, b in zip(after, before, strict=True)):
             return None  # no progress: keep the session and the prompt as they are
+        # Working state a summary may blur (open todo items) follows as a user message.
+        carried = [provider_text(o.value, plugin=o.plugin, hook="on_post_compress")
+                   for o in self.host.call_each("on_post_compress", messages=after,
+                                                session=self.session) if o.error is None]
+        carried_note = "\n\n".join(t for t in carried if t) or None
+        if carried_note:
+            after = place_note(after, carried_note)
 
         old = self.session
         self.session = Session(
@@ -453,11 +514,28 @@ class Agent:
             tokens_before=estimate_tokens(before, old_prompt, old_tools),
             tokens_after=estimate_tokens(after, self.system_prompt, self.tool_schemas),
             engine=engine_name, summary=compressed.summary, notices=notices,
-            memory_context=memory_context,
+            memory_context=memory_context, flush=flush, carried_note=carried_note,
             engine_report=dataclasses.asdict(report) if dataclasses.is_dataclass(report)
             and not isinstance(report, type) else None,
             seconds=time.perf_counter() - started,
         )
+
+    def _hygiene(self) -> CompactionRecord | None:
+        """Compact a resumed history above :data:`HYGIENE_RATIO` of the window (once per agent)."""
+        if not self._hygiene_due:
+            return None
+        self._hygiene_due = False
+        tokens = self.last_prompt_tokens or estimate_tokens(self.history, self.system_prompt,
+                                                            self.tool_schemas)
+        window = context_window(self.host.config.core)
+        if tokens <= HYGIENE_RATIO * window:
+            return None
+        log.info("resumed session %s holds ~%d tokens of a %d-token window; compacting it before "
+                 "the turn", self.session.id, tokens, window)
+        return self._compact(None, "hygiene")
+
+    def _curation_job(self, messages: list[Message]) -> CurationJob | None:
+        return make_job(self.host, self.router, self.session, messages, self.system_prompt)
 
     # ------------------------------------------------------------------------- session changes
 
@@ -473,6 +551,7 @@ class Agent:
             self.history = []
             self.last_prompt_tokens = None
             self._prefetch.forget()
+            self.curator.reset()
             self._on_worker("boundary", f"on_session_switch {old.id} -> {self.session.id} ({reason})",
                             "on_session_switch", new_session=self.session, old_session=old,
                             reason=reason)
@@ -489,6 +568,7 @@ class Agent:
                 session, snapshot = self.session, list(self.history)
                 self._on_worker("boundary", f"on_session_end {session.id} ({reason})",
                                 "on_session_end", session=session, messages=snapshot, reason=reason)
+            self.curator.close()  # a running review gets its own bound, then writes nothing more
             report = self.worker.drain()
             self._prefetch.close()
             if shutdown_host:

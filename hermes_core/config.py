@@ -56,11 +56,27 @@ class StrictModel(BaseModel):
 
 class MemorySection(StrictModel):
     #: memory providers to activate, in order; each is a name registered by a plugin
-    providers: list[str] = Field(default_factory=lambda: ["file_memory", "session_archive"])
+    providers: list[str] = Field(
+        default_factory=lambda: ["file_memory", "session_archive", "skills"]
+    )
     #: per-provider deadline for ``prefetch``, in seconds
     prefetch_timeout: float = Field(default=0.3, gt=0, le=30)
     #: seconds the background memory worker may take to finish queued writes at shutdown
     worker_drain_timeout: float = Field(default=10.0, ge=0, le=600)
+    #: a background memory review runs after every this many user turns (0: never)
+    nudge_interval: int = Field(default=10, ge=0, le=10_000)
+    #: no review and no pre-compaction flush before the conversation has this many user turns
+    flush_min_turns: int = Field(default=6, ge=0, le=10_000)
+    #: ask the model to save what is worth keeping before each compaction
+    flush_before_compaction: bool = True
+    #: wall-clock bound of one review or flush, in seconds (a late answer is discarded)
+    review_timeout: float = Field(default=60.0, gt=0, le=600)
+    #: model calls one review may make (a flush always makes one)
+    review_max_calls: int = Field(default=3, ge=1, le=16)
+    #: output tokens allowed per review or flush call
+    review_max_tokens: int = Field(default=1024, ge=64, le=32_000)
+    #: estimated tokens of conversation a review or flush reads (older messages are left out)
+    review_input_tokens: int = Field(default=24_000, ge=1_000, le=1_000_000)
 
     @field_validator("providers")
     @classmethod

@@ -49,6 +49,7 @@ __all__ = [
     "load_session",
     "on_memory_write",
     "on_message",
+    "on_post_compress",
     "on_pre_compress",
     "on_session_end",
     "on_session_switch",
@@ -87,7 +88,7 @@ MEMORY_HOOKS = (
     "load_session",
 )
 CONTEXT_ENGINE_HOOKS = ("should_compress", "compress", "update_from_response")
-TOOL_HOOKS = ("get_tools",)
+TOOL_HOOKS = ("get_tools", "on_post_compress")
 PLATFORM_HOOKS = ("connect", "disconnect", "send")
 
 
@@ -272,6 +273,21 @@ def get_tools() -> list[Tool]:
     this hook or by :func:`register_tools`, is an error naming both plugins.
     """
     return []  # never run: pluggy calls implementations, not the spec
+
+
+@hookspec
+def on_post_compress(messages: list[Message], session: Session) -> str | None:
+    """Return a note to append to a freshly compacted history, or ``None``.
+
+    Called right after the context engine's :func:`compress`, before the conversation moves to
+    the child session, with the compacted ``messages`` and the ``session`` that was compacted.
+    Meant for working state a summary may blur, such as the open items of a task list (the
+    ``todo`` tool implements it). Any plugin may implement it: a tool plugin's module, a
+    provider or an engine instance. The kernel joins the notes (blank line between) and merges
+    them into the user side of the compacted history: onto its final tool result when it ends
+    with one, else at the start of its last user message, so alternation and tool pairs stay
+    intact.
+    """
 
 
 # --------------------------------------------------------------------------------------------------

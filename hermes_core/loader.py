@@ -53,6 +53,8 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "session_archive": "hermes_core.plugins.memory.session_archive",
     "compressor": "hermes_core.plugins.context_engine.compressor",
     "lossless": "hermes_core.plugins.context_engine.lossless",
+    "skills": "hermes_core.plugins.memory.skills",
+    "todo": "hermes_core.plugins.tools.todo",
 }
 
 Source = Literal["builtin", "entry-point", "directory"]

@@ -1,0 +1,454 @@
+"""Memory curation: the background review, the pre-compaction flush and the skill nudge.
+
+The agent loop (:mod:`.agent`) calls into this module at four points: when a turn starts
+(:meth:`Curator.begin_turn`), after each tool batch (:meth:`Curator.skill_nudge`), before each
+compaction (:meth:`Curator.flush`) and when a turn has produced its reply
+(:meth:`Curator.end_turn`, which may start a review).
+
+**Background review.** Every ``memory.nudge_interval`` user turns (never before
+``memory.flush_min_turns``) a review reads the conversation with the auxiliary model and may call
+the ``memory`` tool. It runs on its own thread after ``run_turn`` has returned, so it never delays
+a reply. What it may touch is deliberately narrow, each point a fix of a Hermes incident:
+
+* it calls the *session's own* ``memory`` tool, the one the model uses: the same handler, store
+  and lock, never a second store over the same files (duplicate extraction), under a session id
+  of its own (``<session>:review``) so its refused attempts never count against the
+  foreground turn's retry allowance (shared state across threads);
+* none of its messages reach any plugin: no ``on_message`` (nothing in the archive), no
+  ``sync_turn`` or ``prefetch`` (nothing leaks into external memory), no engine hook (it can never
+  trigger or race a compaction);
+* it is bounded: ``memory.review_timeout`` wall-clock seconds (an answer arriving later is thrown
+  away, its tool calls unapplied), ``memory.review_max_calls`` model calls of at most
+  ``memory.review_max_tokens`` tokens, over at most ``memory.review_input_tokens`` of history.
+
+Writes it makes are mirrored to the other providers by the memory tool itself
+(``on_memory_write``) and announced as notices: ``memory updated: ...``.
+
+**Pre-compaction flush.** Before a compaction, one model call offering only the ``memory`` tool
+asks the model to save what the summary could lose; its tool calls are applied and the exchange is
+then dropped (it is never part of the history, the archive or any hook's messages).
+
+**Skill nudge.** Every ``skills.creation_nudge_interval`` tool-loop iterations without a
+``skill_manage`` call, a reminder that a reusable procedure can be saved rides on the batch's last
+tool result, like the iteration budget's notes (the system prompt is never touched).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from .toolrun import ToolOutcome, ToolRouter
+from .types import Message, Session, ToolCall
+
+if TYPE_CHECKING:
+    from .host import PluginHost
+    from .kinds import Tool
+    from .llm import ChatLLM
+
+__all__ = [
+    "FLUSH_PROMPT",
+    "REVIEW_PROMPT",
+    "REVIEW_SYSTEM",
+    "SKILL_NUDGE",
+    "CurationJob",
+    "CurationReport",
+    "Curator",
+    "fit_history",
+    "make_job",
+    "place_note",
+]
+
+log = logging.getLogger("hermes_core.curation")
+
+REVIEW_PROMPT = (
+    "[Memory review — a maintenance pass, not a message from the user.] Look back over the "
+    "conversation above and decide what belongs in long-term memory. In order of priority: the "
+    "user's preferences and their corrections of how you work; lasting facts about the user and "
+    "their environment; recurring patterns or lessons. Task details only if they will matter "
+    "again. Use the memory tool: target \"user\" for who the user is, \"memory\" for your own "
+    "notes. When the conversation shows an entry to be wrong or stale, replace or remove it "
+    "rather than adding a near-duplicate, and skip what is already stored. If nothing is worth "
+    "saving, answer \"Nothing to save.\" Do not continue the conversation; the memory tool is "
+    "the only tool available."
+)
+FLUSH_PROMPT = (
+    "[Before compaction — a maintenance step, not a message from the user.] The earlier part of "
+    "this conversation is about to be replaced by a summary, and its details will be gone from "
+    "your context. Save now, with the memory tool, anything worth keeping beyond this "
+    "conversation: first the user's preferences, corrections and recurring patterns, then task "
+    "details that will matter again. Skip what is already stored. If nothing needs saving, "
+    "answer \"Nothing to save.\" The memory tool is the only tool available."
+)
+#: the system prompt of a review run outside a live agent (``hermes-core memory review``)
+REVIEW_SYSTEM = (
+    "You maintain an assistant's long-term memory: short, durable entries about the user and "
+    "their work that the assistant sees at the start of every conversation."
+)
+SKILL_NUDGE = (
+    "[Reminder: if the work so far took several steps, trial and error or a correction from the "
+    "user, and is likely to come up again, consider saving the procedure with skill_manage "
+    "once the task is done.]"
+)
+#: tool results longer than this are shortened in what a review or flush reads
+_RESULT_CHARS = 2000
+_FILES = {"memory": "MEMORY.md", "user": "USER.md"}
+_DEFAULT_SKILL_NUDGE = 15
+
+
+@dataclass(slots=True)
+class CurationJob:
+    """What a review or flush works on: a snapshot taken on the agent's thread."""
+
+    session: Session
+    messages: list[Message]
+    system: str
+    memory_tool: tuple[Tool, str]  #: the session's own ``memory`` tool and its plugin
+    #: reads the live entries by target (the file memory's ``live_entries``), if available
+    entries: Callable[[str], list[str]] | None = None
+
+
+@dataclass(slots=True)
+class CurationReport:
+    """What one review or flush did."""
+
+    kind: Literal["review", "flush"]
+    session_id: str
+    calls: int = 0  #: model calls made
+    writes: list[str] = field(default_factory=list)  #: the successful changes, described
+    tools: list[ToolOutcome] = field(default_factory=list)
+    error: str | None = None  #: why the model could not be used, if it could not
+    timed_out: bool = False  #: the bound passed; a late answer was discarded unapplied
+    omitted_messages: int = 0  #: messages left out to fit ``memory.review_input_tokens``
+    seconds: float = 0.0
+
+    @property
+    def notice(self) -> str | None:
+        """``memory updated: ...`` when something was written."""
+        return "memory updated: " + "; ".join(self.writes) if self.writes else None
+
+
+def make_job(host: PluginHost, router: ToolRouter, session: Session, messages: list[Message],
+             system: str) -> CurationJob | None:
+    """A job over the session's own ``memory`` tool; ``None`` when no plugin offers one."""
+    entry = router.tools.get("memory")
+    if entry is None:
+        return None
+    owner = host.instances.get(entry[1])
+    live = getattr(owner, "live_entries", None)
+    return CurationJob(session, list(messages), system, entry,
+                       live if callable(live) else None)
+
+
+def _estimate(message: Message) -> int:
+    chars = len(message.content) + 16
+    for call in message.tool_calls:
+        chars += len(call.name) + len(json.dumps(call.arguments, ensure_ascii=False)) + 24
+    return (chars + 3) // 4
+
+
+def fit_history(messages: Sequence[Message], budget: int) -> tuple[list[Message], int]:
+    """The newest part of ``messages`` that fits ``budget`` estimated tokens, and how many were
+    left out. Long tool results are shortened first; the kept part starts at a user message so
+    the request stays well-formed (no tool result without its call)."""
+    shortened = [
+        Message(m.role, m.content[:_RESULT_CHARS] + f"\n[... {len(m.content) - _RESULT_CHARS} "
+                "characters not shown]", tool_call_id=m.tool_call_id, tool_name=m.tool_name,
+                meta=m.meta)
+        if m.role == "tool" and len(m.content) > _RESULT_CHARS else m
+        for m in messages
+    ]
+    suffix = 0
+    starts: list[int] = []  # user-message indexes whose suffix fits, newest first
+    last_user = None
+    for index in range(len(shortened) - 1, -1, -1):
+        suffix += _estimate(shortened[index])
+        if shortened[index].role == "user":
+            last_user = index if last_user is None else last_user
+            if suffix <= budget:
+                starts.append(index)
+    if starts:
+        cut = starts[-1]
+    elif last_user is not None:
+        cut = last_user  # even the last exchange is over budget: send it anyway, shortened
+    else:
+        return [], len(shortened)
+    return shortened[cut:], cut
+
+
+def place_note(messages: list[Message], note: str) -> list[Message]:
+    """``messages`` with ``note`` merged into a user-side message, so roles still alternate.
+
+    A history ending with a tool result gets the note on that result (like the iteration
+    budget's notes); otherwise the note opens the last user message (the real request stays
+    last). Only the copy in the returned list changes. With no user message at all, the note
+    becomes the first message."""
+    out = list(messages)
+    if out and out[-1].role == "tool":
+        last = out[-1]
+        out[-1] = dataclasses.replace(last, content=f"{last.content}\n\n{note}",
+                                      meta={**last.meta, "carry_over_note": True})
+        return out
+    for index in range(len(out) - 1, -1, -1):
+        if out[index].role == "user":
+            original = out[index]
+            out[index] = dataclasses.replace(original, content=f"{note}\n\n{original.content}",
+                                             meta={**original.meta, "carry_over_note": True})
+            return out
+    return [Message("user", note, meta={"carry_over_note": True}), *out]
+
+
+def _describe(call: ToolCall, outcome: ToolOutcome) -> list[str]:
+    """Human descriptions of the changes a successful memory call made."""
+    try:
+        result = json.loads(outcome.content)
+    except ValueError:
+        return []
+    if outcome.is_error or not isinstance(result, dict) or result.get("success") is not True:
+        return []
+    if str(result.get("message", "")).startswith("Entry already exists"):
+        return []
+    args = call.arguments
+    name = _FILES.get(str(args.get("target") or "memory"), "MEMORY.md")
+    ops = args.get("operations") or [args]
+    out = []
+    for op in ops if isinstance(ops, list) else []:
+        if not isinstance(op, dict):
+            continue
+        action, content, old = op.get("action"), op.get("content"), op.get("old_text")
+        if action == "add":
+            out.append(f"added to {name}: {_short(content)}")
+        elif action == "replace":
+            out.append(f"replaced in {name}: {_short(old)} -> {_short(content)}")
+        elif action == "remove":
+            out.append(f"removed from {name}: {_short(old)}")
+    return out
+
+
+def _short(text: object, limit: int = 80) -> str:
+    flat = " ".join(str(text or "").split())
+    return f'"{flat}"' if len(flat) <= limit else f'"{flat[:limit - 1]}…"'
+
+
+class Curator:
+    """One conversation's curation state: nudge counters, the review thread, notices."""
+
+    def __init__(self, host: PluginHost, llm: ChatLLM | None = None, *, prior_user_turns: int = 0,
+                 on_notice: Callable[[str], None] | None = None) -> None:
+        core = host.config.core
+        memory = core.memory
+        self.host = host
+        self._llm = llm
+        self.on_notice = on_notice
+        self.interval = memory.nudge_interval
+        self.min_turns = memory.flush_min_turns
+        self.flush_enabled = memory.flush_before_compaction
+        self.timeout = memory.review_timeout
+        self.max_calls = memory.review_max_calls
+        self.max_tokens = memory.review_max_tokens
+        self.input_tokens = memory.review_input_tokens
+        self.model = core.llm.auxiliary_model or core.llm.model
+        #: user turns of the conversation so far (a resumed history's included)
+        self.user_turns = prior_user_turns
+        # A resumed conversation keeps its place in the review cycle (Hermes restarted it at 0).
+        self.since_review = prior_user_turns % self.interval if self.interval else 0
+        self.tool_iterations = 0  #: since the last skill_manage call or nudge
+        self.reports: deque[CurationReport] = deque(maxlen=32)
+        self._notices: list[str] = []
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._cancel = threading.Event()
+
+    @property
+    def llm(self) -> ChatLLM:
+        """The LLM reviews and flushes use: the one given, else :class:`AnthropicLLM` built from
+        ``llm.*`` on first use. Not the agent's own by default, on purpose: like the compressor's
+        summariser, curation is an auxiliary job, and a replayed transcript (whose LLM serves
+        only the recorded turn responses) must not feed it."""
+        if self._llm is None:
+            from .llm import AnthropicLLM
+
+            self._llm = AnthropicLLM.from_config(self.host.config.core, model=self.model)
+        return self._llm
+
+    # ------------------------------------------------------------------------- turn points
+
+    def begin_turn(self) -> None:
+        self.user_turns += 1
+
+    def end_turn(self, outcomes: Sequence[ToolOutcome], job: Callable[[], CurationJob | None]) -> bool:
+        """Count the finished turn; start a review when one is due. True if one started."""
+        if self.interval == 0:
+            return False
+        if any(o.call.name == "memory" and not o.is_error for o in outcomes):
+            self.since_review = 0  # the model is curating by itself: start the count afresh
+            return False
+        self.since_review += 1
+        if self.since_review < self.interval or self.user_turns < self.min_turns:
+            return False
+        if self.busy:
+            return False  # still due: retried at the end of the next turn
+        snapshot = job()
+        if snapshot is None:
+            return False
+        self.since_review = 0
+        self._cancel.clear()
+        self._thread = threading.Thread(target=self._background, args=(snapshot,),
+                                        name="hermes-review", daemon=True)
+        self._thread.start()
+        return True
+
+    def skill_nudge(self, router: ToolRouter, calls: Sequence[ToolCall]) -> str | None:
+        """The reminder to append to this batch's last tool result, or ``None``."""
+        entry = router.tools.get("skill_manage")
+        if entry is None:
+            return None
+        if any(call.name == "skill_manage" for call in calls):
+            self.tool_iterations = 0
+            return None
+        interval = getattr(self.host.instances.get(entry[1]), "creation_nudge_interval",
+                           _DEFAULT_SKILL_NUDGE)
+        if not isinstance(interval, int) or interval <= 0:
+            return None
+        self.tool_iterations += 1
+        if self.tool_iterations < interval:
+            return None
+        self.tool_iterations = 0
+        return SKILL_NUDGE
+
+    def flush(self, job: CurationJob | None) -> CurationReport | None:
+        """The pre-compaction flush (on the caller's thread); ``None`` when it does not apply."""
+        if job is None or not self.flush_enabled or self.user_turns < self.min_turns:
+            return None
+        return self.run("flush", job)
+
+    def reset(self) -> None:
+        """A new conversation (``/new``): counters start again."""
+        self.user_turns = self.since_review = self.tool_iterations = 0
+
+    # --------------------------------------------------------------------------- reviewing
+
+    def _background(self, job: CurationJob) -> None:
+        try:
+            self.run("review", job)
+        except Exception:  # never let a review thread die with a traceback on stderr
+            log.exception("memory review of session %s failed", job.session.id)
+
+    def run(self, kind: Literal["review", "flush"], job: CurationJob) -> CurationReport:
+        """Run a review or flush to the end, within its bounds; never raises for the model."""
+        started = time.monotonic()
+        deadline = started + self.timeout
+        history, omitted = fit_history(job.messages, self.input_tokens)
+        report = CurationReport(kind, job.session.id, omitted_messages=omitted)
+        prompt = REVIEW_PROMPT if kind == "review" else FLUSH_PROMPT
+        if omitted:
+            prompt += f"\n(The {omitted} earliest messages of the conversation are not shown.)"
+        prompt += self._entries_text(job)
+        messages = [*history, Message("user", prompt)]
+        router = ToolRouter({"memory": job.memory_tool})
+        # The memory tool keys its per-turn retry allowance by session id: a session id of its
+        # own keeps the review's refusals away from the foreground turn's count.
+        tool_session = Session(id=f"{job.session.id}:{kind}", platform=job.session.platform,
+                               model=self.model, parent_session_id=job.session.id,
+                               attributes={"origin": f"memory_{kind}"})
+        for _ in range(self.max_calls if kind == "review" else 1):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or self._cancel.is_set():
+                report.timed_out = True
+                break
+            try:
+                response = self.llm.respond(system=job.system, messages=messages,
+                                            max_tokens=self.max_tokens, model=self.model,
+                                            timeout=remaining, tools=router.schemas())
+            except Exception as exc:  # LLMError, or a ChatLLM that raises something else
+                report.error = f"{type(exc).__name__}: {exc}"
+                # no key configured is a setup choice (e.g. a replay), not an incident
+                level = (logging.INFO if str(getattr(exc, "failure", "")) == "not_configured"
+                         else logging.WARNING)
+                log.log(level, "memory %s of session %s: the model failed (%s); nothing was "
+                        "written", kind, job.session.id, report.error)
+                break
+            report.calls += 1
+            if time.monotonic() > deadline or self._cancel.is_set():
+                report.timed_out = True  # too late: applying it now could outlive the agent
+                break
+            if not response.tool_calls:
+                break
+            outcomes = [router.run_one(call, tool_session) for call in response.tool_calls]
+            report.tools.extend(outcomes)
+            for call, outcome in zip(response.tool_calls, outcomes, strict=True):
+                report.writes.extend(_describe(call, outcome))
+            messages.append(Message("assistant", response.text, tool_calls=list(response.tool_calls)))
+            messages += [Message("tool", o.content, tool_call_id=o.call.id, tool_name=o.call.name,
+                                 meta={"is_error": True} if o.is_error else {}) for o in outcomes]
+        if report.timed_out:
+            log.warning("memory %s of session %s passed its %.0f s bound; a late answer was "
+                        "discarded", kind, job.session.id, self.timeout)
+        report.seconds = time.monotonic() - started
+        self.reports.append(report)
+        if report.notice:
+            self._notify(report.notice)
+        return report
+
+    def _entries_text(self, job: CurationJob) -> str:
+        if job.entries is None:
+            return ""
+        parts = []
+        for target, name in _FILES.items():
+            try:
+                entries = job.entries(target)
+            except Exception as exc:  # plugin code: a failure only costs the listing
+                log.warning("cannot list %s entries for the memory review: %s", name, exc)
+                continue
+            listed = "\n".join(f"- {e}" for e in entries) or "(empty)"
+            parts.append(f"{name} (target \"{target}\") now holds:\n{listed}")
+        return "\n\n" + "\n\n".join(parts) if parts else ""
+
+    # ----------------------------------------------------------------------------- notices
+
+    def _notify(self, text: str) -> None:
+        with self._lock:
+            self._notices.append(text)
+        callback = self.on_notice
+        if callback is not None:
+            try:
+                callback(text)
+            except Exception as exc:  # a front end's printing problem must not stop curation
+                log.error("on_notice callback raised %s: %s", type(exc).__name__, exc)
+
+    def take_notices(self) -> list[str]:
+        """The notices produced since the last call (for the next TurnResult)."""
+        with self._lock:
+            out, self._notices = self._notices, []
+        return out
+
+    # ---------------------------------------------------------------------------- lifecycle
+
+    @property
+    def busy(self) -> bool:
+        """Whether a background review is running."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for a running review; True when none is running any more."""
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+        return not self.busy
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Give a running review up to ``timeout`` (default: its own bound), then cancel it: a
+        cancelled review applies nothing more. True when it finished in time."""
+        finished = self.wait(self.timeout if timeout is None else timeout)
+        if not finished:
+            self._cancel.set()
+            log.warning("a memory review was still running at shutdown; it was cancelled and "
+                        "will write nothing more")
+        return finished

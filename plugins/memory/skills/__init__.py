@@ -1,0 +1,106 @@
+"""Skills: procedural memory in ``$HERMES_CORE_HOME/skills/<name>.md``.
+
+A memory provider (on by default: it is in the default ``memory.providers``) because that is the
+kind whose ``system_prompt_block`` the kernel puts into the prompt, frozen for the session, and
+whose instance offers tools through ``get_tools``. The block lists each usable skill's name and
+description; the provider freezes it per session id, exactly like the file memory's snapshot, so a
+skill created mid-session shows up from the next session (or the next compaction) on and the
+prompt stays byte-identical meanwhile.
+
+The kernel reads :attr:`SkillsProvider.creation_nudge_interval` (duck-typed, optional) to remind
+the model, every that many tool-loop iterations, that it can save a procedure with
+``skill_manage``.
+
+User documentation: ``docs/skills.md``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from hermes_core import hookimpl
+from hermes_core.kinds import MemoryProvider, PluginContext, Tool
+from hermes_core.types import Session
+
+from .library import Skill, SkillError, SkillLibrary
+from .tools import build_tools
+
+__all__ = ["Skill", "SkillError", "SkillLibrary", "SkillsConfig", "SkillsProvider",
+           "register_memory_providers", "render_block"]
+
+
+class SkillsConfig(BaseModel):
+    """The ``skills`` section of config.yaml."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: remind the model it can save a procedure after this many tool-loop iterations without
+    #: using ``skill_manage`` (0: never)
+    creation_nudge_interval: int = Field(default=15, ge=0, le=10_000)
+    #: the largest skill file, in characters
+    max_chars: int = Field(default=20_000, ge=200, le=1_000_000)
+
+
+_HEADER = (
+    "Skills are procedures you saved earlier. Before a task one of them covers, load it with "
+    "skill_view and follow it; after a task worth repeating, save or improve one with "
+    "skill_manage."
+)
+
+
+def render_block(skills: list[Skill]) -> str | None:
+    """The prompt block for the usable ``skills`` (``None`` when there are none)."""
+    usable = [s for s in skills if s.error is None]
+    if not usable:
+        return None
+    lines = [f"- {s.name}: {s.description}" for s in usable]
+    return _HEADER + "\n" + "\n".join(lines)
+
+
+class SkillsProvider(MemoryProvider):
+    """Lists the skills in the system prompt and offers the skill tools."""
+
+    name = "skills"
+    Config = SkillsConfig
+    description = "procedures saved as skills/<name>.md, listed in the prompt, skill tools"
+
+    config: SkillsConfig
+
+    def __init__(self, config: SkillsConfig, context: PluginContext) -> None:
+        super().__init__(config, context)
+        self.library = SkillLibrary(context.home / "skills", max_chars=config.max_chars)
+        self._tools = build_tools(self.library)
+        self._lock = threading.Lock()
+        self._frozen: tuple[str, str | None] | None = None  # (session id, block)
+
+    @property
+    def creation_nudge_interval(self) -> int:
+        return self.config.creation_nudge_interval
+
+    @hookimpl
+    def system_prompt_block(self, session: Session) -> str | None:
+        with self._lock:
+            if self._frozen is None or self._frozen[0] != session.id:
+                try:
+                    skills = self.library.all()
+                except SkillError as exc:
+                    self.context.logger.warning("skills: %s", exc)
+                    skills = []
+                for skill in skills:
+                    if skill.error is not None:
+                        self.context.logger.warning("skills: %s left out of the prompt: %s",
+                                                    skill.path.name, skill.error)
+                self._frozen = (session.id, render_block(skills))
+            return self._frozen[1]
+
+    @hookimpl
+    def get_tools(self) -> list[Tool]:
+        return list(self._tools)
+
+
+@hookimpl
+def register_memory_providers(register: Callable[[type], None]) -> None:
+    register(SkillsProvider)

@@ -1,0 +1,281 @@
+"""Skill files on disk: ``$HERMES_CORE_HOME/skills/<name>.md``, parsed, checked, created, patched.
+
+A skill is a Markdown file whose front matter names it and says when it applies::
+
+    ---
+    name: deploy-staging
+    description: Deploy the web app to the staging cluster and check it came up
+    ---
+    1. ...
+
+Everything a skill holds reaches the model (the description through the system prompt, the body
+through ``skill_view``), so the same rules as the file memory apply: new text is threat-scanned
+before it is written, files edited by hand are scanned again when read, and every write goes
+through the file memory's atomic-write helper under its lock (a reader sees the old file or the
+new one, never a mix; two writers never interleave).
+
+A file that cannot be used (unreadable, broken front matter, a name that does not match the file,
+a blocked pattern) is reported as a :class:`Skill` with ``error`` set: listings show it with the
+reason, prompt assembly leaves it out, and nothing raises.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hermes_core.errors import HermesCoreError
+
+# Reused on purpose, not copied: the same scanner and the same durable write as MEMORY.md.
+from ..file_memory import threats
+from ..file_memory.store import _locked, atomic_write
+
+__all__ = [
+    "DESCRIPTION_LIMIT",
+    "NAME_RE",
+    "Skill",
+    "SkillError",
+    "SkillLibrary",
+    "parse_skill",
+    "render_skill",
+]
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+#: the longest description kept; the prompt lists every skill, so descriptions must stay short
+DESCRIPTION_LIMIT = 300
+_FENCE = "---"
+
+
+class SkillError(HermesCoreError):
+    """A skill request was refused; the message says why and what to do."""
+
+
+@dataclass(slots=True)
+class Skill:
+    """One skill file, parsed (or the reason it could not be)."""
+
+    name: str  #: from the front matter, or the file stem when the front matter is unusable
+    path: Path
+    description: str = ""
+    body: str = ""
+    error: str | None = None
+    #: other front-matter keys, kept as written
+    extra: dict[str, Any] | None = None
+
+    def to_dict(self, *, body: bool = False) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "description": self.description,
+                               "path": str(self.path)}
+        if self.error:
+            out["error"] = self.error
+        if body:
+            out["body"] = self.body
+        return out
+
+
+def _check_name(name: object) -> str:
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise SkillError(
+            f"invalid skill name {name!r}: use 1-64 lowercase letters, digits, '-' or '_', "
+            "starting with a letter or digit (it is also the file name)"
+        )
+    return name
+
+
+def _scan(label: str, text: str) -> None:
+    finding = threats.scan(text)
+    if finding is not None:
+        raise SkillError(f"{label}: {finding.message()}")
+
+
+def _split(text: str) -> tuple[str, str]:
+    """(front matter, body) of a skill file; SkillError when there is no closed front matter."""
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    lines = text.split("\n")
+    if not lines or lines[0].strip() != _FENCE:
+        raise SkillError("no front matter: the file must start with a '---' line")
+    for index in range(1, len(lines)):
+        if lines[index].strip() == _FENCE:
+            return "\n".join(lines[1:index]), "\n".join(lines[index + 1:]).strip("\n")
+    raise SkillError("the front matter is not closed: add a '---' line after it")
+
+
+def parse_skill(text: str, path: Path) -> Skill:
+    """Parse a skill file's text; problems are reported in ``error``, never raised."""
+    import yaml
+
+    stem = path.stem
+    try:
+        head, body = _split(text)
+        try:
+            meta = yaml.safe_load(head) if head.strip() else None
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" (line {mark.line + 2})" if mark else ""
+            raise SkillError(f"the front matter is not valid YAML{where}: "
+                             f"{getattr(exc, 'problem', None) or exc}") from None
+        if not isinstance(meta, dict):
+            raise SkillError("the front matter must be a mapping with 'name' and 'description'")
+        name, description = meta.get("name"), meta.get("description")
+        if not isinstance(name, str) or not name.strip():
+            raise SkillError("the front matter has no 'name'")
+        name = name.strip()
+        _check_name(name)
+        if name != stem:
+            raise SkillError(f"the front matter names {name!r} but the file is {path.name}; "
+                             f"rename one so they match")
+        if not isinstance(description, str) or not description.strip():
+            raise SkillError("the front matter has no 'description' (one line: when to use it)")
+        description = " ".join(description.split())
+        extra = {str(k): v for k, v in meta.items() if k not in ("name", "description")}
+        # a hand-edited file is scanned again: it is headed for the prompt and the conversation
+        _scan("description", description)
+        _scan("body", body)
+    except SkillError as exc:
+        return Skill(stem, path, error=str(exc))
+    return Skill(name, path, description[:DESCRIPTION_LIMIT], body, extra=extra or None)
+
+
+def render_skill(name: str, description: str, body: str, extra: dict[str, Any] | None = None) -> str:
+    """The text of a skill file."""
+    import yaml
+
+    meta: dict[str, Any] = {"name": name, "description": description, **(extra or {})}
+    head = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, width=10_000).strip()
+    return f"{_FENCE}\n{head}\n{_FENCE}\n{body.strip()}\n"
+
+
+class SkillLibrary:
+    """The skills folder. Reads take no lock (writes replace files atomically)."""
+
+    def __init__(self, directory: Path, *, max_chars: int = 20_000) -> None:
+        self.directory = Path(directory)
+        self.max_chars = max_chars
+        # path -> (mtime_ns, size, parsed): prompt assembly re-reads only files that changed
+        self._cache: dict[Path, tuple[int, int, Skill]] = {}
+        self._cache_lock = threading.Lock()
+
+    def path(self, name: str) -> Path:
+        return self.directory / f"{_check_name(name)}.md"
+
+    # ------------------------------------------------------------------------------- reading
+
+    def load(self, path: Path) -> Skill:
+        """One file, parsed; unreadable files become a Skill with ``error``."""
+        try:
+            stat = path.stat()
+        except OSError as exc:
+            return Skill(path.stem, path, error=f"cannot read {path.name}: {exc.strerror or exc}")
+        with self._cache_lock:
+            cached = self._cache.get(path)
+        if cached is not None and cached[0] == stat.st_mtime_ns and cached[1] == stat.st_size:
+            return cached[2]
+        try:
+            text = path.read_bytes().decode("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            skill = Skill(path.stem, path, error=f"cannot read {path.name}: {exc}")
+        else:
+            skill = parse_skill(text, path)
+            if skill.error is None and len(text) > self.max_chars:
+                skill.error = (f"{path.name} has {len(text)} characters, over the limit of "
+                               f"{self.max_chars} (skills.max_chars); shorten it")
+        with self._cache_lock:
+            self._cache[path] = (stat.st_mtime_ns, stat.st_size, skill)
+        return skill
+
+    def all(self) -> list[Skill]:
+        """Every ``*.md`` file of the folder, by name; broken ones carry ``error``."""
+        try:
+            entries = sorted(e.path for e in os.scandir(self.directory)
+                             if e.name.endswith(".md") and not e.name.startswith(".") and e.is_file())
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise SkillError(f"cannot list {self.directory}: {exc.strerror or exc}") from None
+        return [self.load(Path(p)) for p in entries]
+
+    def get(self, name: str) -> Skill:
+        """The skill ``name``; SkillError when it does not exist or cannot be used."""
+        path = self.path(name)
+        if not path.exists():
+            known = ", ".join(s.name for s in self.all() if s.error is None) or "none"
+            raise SkillError(f"there is no skill named {name!r}. Known skills: {known}")
+        skill = self.load(path)
+        if skill.error is not None:
+            raise SkillError(f"skill {name!r} cannot be used: {skill.error}")
+        return skill
+
+    # ------------------------------------------------------------------------------ writing
+
+    def create(self, name: str, description: str, body: str) -> Skill:
+        """Write a new skill; refuses an existing name, bad input and blocked content."""
+        name = _check_name(name)
+        description = " ".join((description or "").split())
+        if not description:
+            raise SkillError("'description' is required: one line saying when to use the skill")
+        if len(description) > DESCRIPTION_LIMIT:
+            raise SkillError(f"the description has {len(description)} characters; keep it under "
+                             f"{DESCRIPTION_LIMIT} (it is listed in every system prompt)")
+        if not (body or "").strip():
+            raise SkillError("'body' is required: the steps of the procedure")
+        _scan("description", description)
+        _scan("body", body)
+        text = render_skill(name, description, body)
+        self._check_size(text)
+        path = self.path(name)
+        with self._write_lock():
+            if path.exists():
+                raise SkillError(f"a skill named {name!r} already exists; use action 'patch' to "
+                                 "change it, or pick another name")
+            self._write(path, text)
+        return self.load(path)
+
+    def patch(self, name: str, old_text: str, new_text: str) -> Skill:
+        """Replace the one occurrence of ``old_text`` in the skill's file by ``new_text``."""
+        if not old_text:
+            raise SkillError("'old_text' is required: a part of the skill, quoted exactly, that "
+                             "occurs once")
+        path = self.path(name)
+        with self._write_lock():
+            current = self.get(name)  # under the lock: a write made a moment ago is the base
+            text = path.read_text(encoding="utf-8")
+            count = text.count(old_text)
+            if count != 1:
+                where = "does not occur" if count == 0 else f"occurs {count} times"
+                raise SkillError(f"old_text {where} in skill {name!r}; quote a part that occurs "
+                                 "exactly once (see skill_view)")
+            new = text.replace(old_text, new_text, 1)
+            _scan("new_text", new_text)
+            parsed = parse_skill(new, path)
+            if parsed.error is not None:
+                raise SkillError(f"the patched skill would be broken ({parsed.error}); nothing "
+                                 "was changed")
+            if parsed.name != current.name:
+                raise SkillError("a patch cannot rename a skill; create a new one instead")
+            self._check_size(new)
+            self._write(path, new)
+        return self.load(path)
+
+    def _check_size(self, text: str) -> None:
+        if len(text) > self.max_chars:
+            raise SkillError(f"the skill would have {len(text)} characters, over the limit of "
+                             f"{self.max_chars}; keep procedures short or split them")
+
+    def _write_lock(self) -> Any:
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SkillError(f"cannot create {self.directory}: {exc.strerror or exc}") from None
+        # One lock for the folder (a hidden ".skills.lock"), the file memory's lock helper.
+        return _locked(self.directory / ".skills")
+
+    def _write(self, path: Path, text: str) -> None:
+        try:
+            atomic_write(path, text.encode("utf-8"), mode=0o644)
+        except OSError as exc:
+            raise SkillError(f"cannot write {path}: {exc.strerror or exc}; nothing was "
+                             "changed") from None

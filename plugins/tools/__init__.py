@@ -1,0 +1,1 @@
+"""First-party tool plugins shipped inside hermes-core (imported as hermes_core.plugins.tools)."""

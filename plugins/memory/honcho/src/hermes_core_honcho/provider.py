@@ -1,0 +1,357 @@
+"""The Honcho memory provider: the kernel's memory hooks mapped onto the Honcho v3 API.
+
+Mapping: one Honcho *workspace* (``honcho.workspace``); the user and the agent are two *peers*
+(``user_peer``, ``ai_peer``), the agent observing the user; every hermes-core session is one Honcho
+*session* with the same id (sanitised if needed), created with its lineage in its metadata
+(``parent_session_id``, ``switch_reason``), so a compaction's child session is a new Honcho session
+that says where it came from.
+
+Nothing here touches the network on the turn's thread except the tools the model calls:
+
+* ``sync_turn`` and ``on_memory_write`` queue jobs for the writer thread (:mod:`.writer`);
+* ``queue_prefetch`` asks the refresher thread for new recall (:mod:`.recall`), and ``prefetch``
+  returns what it prepared. Only the first prefetch of a session, which has nothing prepared yet,
+  waits for it, at most ``first_turn_wait`` seconds and always less than the kernel's
+  ``memory.prefetch_timeout``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from hermes_core import hookimpl
+from hermes_core.kinds import MemoryProvider, PluginContext, Tool
+from hermes_core.types import MemoryWrite, Message, Session, SwitchReason
+
+from .chunking import split_message
+from .client import HonchoClient, HonchoError
+from .config import HonchoConfig, session_id_for
+from .recall import Layer, RecallState, base_text, is_trivial, render
+from .writer import Job, Outbox, Writer
+
+__all__ = ["HonchoProvider"]
+
+log = logging.getLogger("hermes_core.plugins.honcho")
+
+
+def _iso(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).isoformat()
+
+
+class HonchoProvider(MemoryProvider):
+    """Recall of the user from Honcho, turn storage, profile mirroring and the honcho_* tools."""
+
+    name = "honcho"
+    Config = HonchoConfig
+    description = "Honcho (v3) user modelling: cross-session recall, turn storage, honcho_* tools"
+
+    config: HonchoConfig
+
+    def __init__(self, config: HonchoConfig, context: PluginContext) -> None:
+        super().__init__(config, context)
+        self.user, self.ai = config.user_peer, config.ai_peer
+        self.client = HonchoClient(config.base_url, workspace=config.workspace,
+                                   api_key=config.api_key_value(), timeout=config.timeout)
+        # The first prefetch must answer inside the kernel's deadline, whatever the config says.
+        self.first_turn_wait = min(config.first_turn_wait, 0.8 * context.config.memory.prefetch_timeout)
+        self._lock = threading.Lock()
+        self._states: dict[str, RecallState] = {}
+        self._meta: dict[str, dict[str, Any]] = {}
+        self._ready: set[str] = set()  # Honcho sessions known to exist
+        self._peers_ready = False
+        self._current: str | None = None
+        folder = context.home / "honcho"
+        self.writer = Writer(self._perform, Outbox(folder / "outbox.jsonl"),
+                             Outbox(folder / "rejected.jsonl"), retry_delay=config.retry_delay)
+        self._refresh_cond = threading.Condition()
+        self._pending: dict[str, Any] | None = None
+        self._refreshing: str | None = None  # the Honcho session being refreshed
+        self._stopped = False
+        self._reads_down_since: float | None = None
+        self._refresher = threading.Thread(target=self._refresh_loop, name="honcho-refresher",
+                                           daemon=True)
+        self._refresher.start()
+        self.writer.resend_outbox()
+        from .tools import build_tools
+
+        self._tools = build_tools(self) if config.recall_mode != "context" else []
+
+    # ------------------------------------------------------------------------------ sessions
+
+    def session_id(self, session: Session | str) -> str:
+        """The Honcho session id of a hermes-core session (or session id)."""
+        raw = session if isinstance(session, str) else session.id
+        return session_id_for(raw, self.config.session_prefix)
+
+    def _remember(self, session: Session, reason: str | None = None) -> str:
+        sid = self.session_id(session)
+        with self._lock:
+            meta = self._meta.setdefault(sid, {"hermes_session_id": session.id,
+                                               "platform": session.platform})
+            if session.parent_session_id:
+                meta["parent_session_id"] = session.parent_session_id
+                meta["parent_honcho_session_id"] = self.session_id(session.parent_session_id)
+            if reason:
+                meta["switch_reason"] = reason
+        return sid
+
+    def _state(self, sid: str) -> RecallState:
+        with self._lock:
+            state = self._states.get(sid)
+            if state is None:
+                cfg = self.config
+                state = self._states[sid] = RecallState(
+                    Layer(cfg.context_cadence, cfg.max_backoff),
+                    Layer(cfg.dialectic_cadence, cfg.max_backoff))
+            return state
+
+    def ensure_session(self, sid: str, *, timeout: float | None = None) -> None:
+        """Get-or-create the workspace, both peers (once) and the session ``sid`` (once)."""
+        if sid in self._ready:
+            return
+        self.ensure_peers()
+        with self._lock:
+            meta = dict(self._meta.get(sid) or {})
+        self.client.ensure_session(sid, metadata=meta, peers={
+            self.user: {"observe_me": True, "observe_others": False},
+            self.ai: {"observe_me": False, "observe_others": True},
+        })
+        self._ready.add(sid)
+
+    # ---------------------------------------------------------------------------- the writer
+
+    def _perform(self, job: Job) -> None:
+        kind = job.get("kind")
+        sid = job.get("session")
+        if isinstance(sid, str):
+            with self._lock:
+                for key, value in (job.get("meta") or {}).items():
+                    self._meta.setdefault(sid, {}).setdefault(key, value)
+            self.ensure_session(sid)
+        if kind == "session":
+            return
+        if kind == "messages":
+            assert isinstance(sid, str)
+            messages = job["messages"]
+            while messages:  # stored batches leave the job, so a retry never sends them twice
+                self.client.add_messages(sid, messages[:100])
+                del messages[:100]
+        elif kind == "conclude":
+            self.ensure_peers()
+            self.client.create_conclusions([{"content": job["content"], "observer_id": self.ai,
+                                             "observed_id": self.user,
+                                             **({"session_id": sid} if sid else {})}])
+        elif kind == "forget":
+            self.ensure_peers()
+            for conclusion_id in self._find_conclusions(job["content"]):
+                self.client.delete_conclusion(conclusion_id)
+        else:
+            raise ValueError(f"unknown job kind {kind!r}")
+
+    def ensure_peers(self) -> None:
+        """Get-or-create the workspace and both peers, once per provider."""
+        if not self._peers_ready:
+            self.client.ensure_workspace()
+            self.client.ensure_peer(self.user, {"role": "user"})
+            self.client.ensure_peer(self.ai, {"role": "agent"})
+            self._peers_ready = True
+
+    def _find_conclusions(self, content: str) -> list[str]:
+        found, page = [], 1
+        while True:
+            result = self.client.list_conclusions(observer=self.ai, observed=self.user, page=page,
+                                                  size=100)
+            found += [c.id for c in result.items if c.content.strip() == content.strip()]
+            if page >= result.pages:
+                return found
+            page += 1
+
+    # ------------------------------------------------------------------------- the refresher
+
+    def _request_refresh(self, sid: str, query: str, turn: int, base: bool, dialectic: bool) -> None:
+        with self._refresh_cond:
+            pending = self._pending
+            if pending is not None and pending["sid"] == sid:  # coalesce: one refresh, newest query
+                base, dialectic = base or pending["base"], dialectic or pending["dialectic"]
+            self._pending = {"sid": sid, "query": query, "turn": turn, "base": base,
+                             "dialectic": dialectic, "after": self.writer.wait_target()}
+            self._refresh_cond.notify_all()
+
+    def _refresh_loop(self) -> None:
+        while True:
+            with self._refresh_cond:
+                while self._pending is None and not self._stopped:
+                    self._refresh_cond.wait()
+                if self._stopped:
+                    return
+                job, self._pending = self._pending, None
+                self._refreshing = job["sid"]
+            try:
+                assert job is not None
+                # Read after this turn's messages were written (bounded): the dialectic sees them.
+                self.writer.wait(job["after"], timeout=self.config.timeout)
+                self._refresh(job)
+            except Exception:  # never let the thread die: recall just stays as it was
+                log.exception("honcho: recall refresh failed unexpectedly")
+            finally:
+                with self._refresh_cond:
+                    self._refreshing = None
+                    self._refresh_cond.notify_all()
+
+    def _refresh(self, job: dict[str, Any]) -> None:
+        sid, query, turn = job["sid"], job["query"], job["turn"]
+        state = self._state(sid)
+        cfg = self.config
+        try:
+            self.ensure_session(sid)
+            if job["base"]:
+                ctx = self.client.session_context(sid, peer_target=self.user,
+                                                  peer_perspective=self.ai, search_query=query,
+                                                  tokens=max(1, cfg.context_chars // 4))
+                state.base.record(turn, base_text(
+                    summary=ctx.summary.content if ctx.summary else None,
+                    representation=ctx.peer_representation, card=ctx.peer_card,
+                    user=self.user, ai=self.ai))
+            if job["dialectic"]:
+                answer = self.client.chat(self.ai, query, target=self.user,
+                                          reasoning_level=cfg.reasoning_level)
+                state.dialectic.record(turn, (answer or "").strip()[: cfg.dialectic_max_chars])
+            state.query = query
+            if self._reads_down_since is not None:
+                log.info("honcho: recall works again")
+                self._reads_down_since = None
+        except HonchoError as exc:
+            # Fail open: the previous recall stays in place; the next turn tries again.
+            level = logging.WARNING if self._reads_down_since is None else logging.DEBUG
+            self._reads_down_since = self._reads_down_since or time.time()
+            log.log(level, "honcho: could not refresh the recall for session %s: %s", sid, exc)
+        finally:
+            state.ready.set()
+
+    def wait_idle(self, timeout: float = 10.0) -> bool:
+        """Wait (bounded) until queued writes and recall refreshes are done: for tests and benchmarks."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if not self.writer.wait(timeout=max(0.0, deadline - time.monotonic())):
+                return False
+            with self._refresh_cond:
+                done = self._refresh_cond.wait_for(
+                    lambda: self._pending is None and self._refreshing is None,
+                    max(0.0, deadline - time.monotonic()))
+            if not done:
+                return False
+            if self.writer.idle:
+                return True
+
+    # -------------------------------------------------------------------------------- hooks
+
+    @hookimpl
+    def system_prompt_block(self, session: Session) -> str | None:
+        mode = self.config.recall_mode
+        text = (f"Honcho keeps a model of the user (peer '{self.user}') built from your "
+                f"conversations with them, across sessions; you are peer '{self.ai}'.")
+        if mode != "tools":
+            text += " What it recalls for a message is added to that message in <memory-context>."
+        if mode != "context":
+            text += (" Use honcho_search (what was said), honcho_context and honcho_profile (what "
+                     "is known), honcho_reasoning (a question about the user) and honcho_conclude "
+                     "(record or remove a durable fact about the user).")
+        return text
+
+    @hookimpl
+    def prefetch(self, query: str, session: Session) -> str | None:
+        if self.config.recall_mode == "tools":
+            return None
+        sid = self._remember(session)
+        state = self._state(sid)
+        if not state.ready.is_set():
+            if is_trivial(query):
+                return None
+            with self._refresh_cond:
+                underway = self._refreshing == sid or (self._pending or {}).get("sid") == sid
+            if not underway:
+                self._request_refresh(sid, query, state.turn, True, state.dialectic.cadence > 0)
+            state.ready.wait(self.first_turn_wait)
+        return render(state, user=self.user, ai=self.ai, limit=self.config.context_chars) or None
+
+    @hookimpl
+    def queue_prefetch(self, query: str, session: Session) -> None:
+        if self.config.recall_mode == "tools" or is_trivial(query):
+            return
+        sid = self._remember(session)
+        state = self._state(sid)
+        with self._lock:
+            state.turn += 1
+            turn = state.turn
+            base, dialectic = state.base.due(turn), state.dialectic.due(turn)
+        if base or dialectic:
+            self._request_refresh(sid, query, turn, base, dialectic)
+
+    @hookimpl
+    def sync_turn(self, user_message: Message, assistant_message: Message, session: Session) -> None:
+        sid = self._remember(session)
+        limit = self.config.message_max_chars
+        items: list[dict[str, Any]] = []
+        for message, peer in ((user_message, self.user), (assistant_message, self.ai)):
+            if not message.content.strip():
+                continue
+            pieces = split_message(message.content, limit)
+            for i, piece in enumerate(pieces):
+                meta: dict[str, Any] = {"hermes_session_id": session.id, "role": message.role}
+                if len(pieces) > 1:
+                    meta["part"] = f"{i + 1}/{len(pieces)}"
+                items.append({"content": piece, "peer_id": peer, "metadata": meta,
+                              "created_at": _iso(message.timestamp)})
+        if items:
+            with self._lock:
+                meta = dict(self._meta.get(sid) or {})
+            self.writer.submit({"kind": "messages", "session": sid, "meta": meta, "messages": items})
+
+    @hookimpl
+    def on_session_switch(self, new_session: Session, old_session: Session | None,
+                          reason: SwitchReason) -> None:
+        sid = self._remember(new_session, str(reason))
+        with self._lock:
+            self._current = sid
+            meta = dict(self._meta[sid])
+        if old_session is not None and reason in (SwitchReason.COMPRESSION, SwitchReason.BRANCH):
+            parent = self._states.get(self.session_id(old_session))
+            if parent is not None:
+                self._state(sid).inherit(parent)
+        self.writer.submit({"kind": "session", "session": sid, "meta": meta})
+
+    @hookimpl
+    def on_memory_write(self, write: MemoryWrite) -> None:
+        if not self.config.mirror_memory_writes or write.target != "user":
+            return
+        sid = self.session_id(write.session_id) if write.session_id else self._current
+        if write.action in ("add", "replace") and write.content.strip():
+            self.writer.submit({"kind": "conclude", "content": write.content.strip(),
+                                **({"session": sid} if sid else {})})
+        if write.action in ("replace", "remove") and write.old_text:
+            self.writer.submit({"kind": "forget", "content": write.old_text})
+
+    @hookimpl
+    def on_pre_compress(self, messages: list[Message], session: Session) -> str | None:
+        state = self._states.get(self.session_id(session))
+        if state is None or not state.base.text:
+            return None
+        return (f"Honcho's model of {self.user} (durable across sessions; keep what matters for "
+                f"the task):\n{state.base.text}")
+
+    @hookimpl
+    def get_tools(self) -> list[Tool]:
+        return list(self._tools)
+
+    @hookimpl
+    def shutdown(self) -> None:
+        with self._refresh_cond:
+            self._stopped = True
+            self._refresh_cond.notify_all()
+        self.writer.close(self.config.shutdown_timeout)
+        self._refresher.join(1.0)
+        self.client.close()

@@ -36,7 +36,14 @@ if TYPE_CHECKING:
     from .host import PluginHost
     from .llm import ChatLLM
 
-__all__ = ["DEFAULT_MAX_AGENTS", "ConversationDispatcher", "TurnFailed", "load_stored_session"]
+__all__ = [
+    "DEFAULT_MAX_AGENTS",
+    "ConversationDispatcher",
+    "TurnFailed",
+    "connect_platform",
+    "disconnect_platform",
+    "load_stored_session",
+]
 
 log = logging.getLogger("hermes_core.dispatch")
 T = TypeVar("T")
@@ -134,9 +141,11 @@ class ConversationDispatcher:
     """
 
     def __init__(self, host: PluginHost, llm: ChatLLM, *, max_agents: int = DEFAULT_MAX_AGENTS,
-                 idle_seconds: float | None = None) -> None:
+                 idle_seconds: float | None = None, max_concurrent_turns: int | None = None) -> None:
         if max_agents < 1:
             raise ValueError(f"max_agents must be at least 1, got {max_agents}")
+        if max_concurrent_turns is not None and max_concurrent_turns < 1:
+            raise ValueError(f"max_concurrent_turns must be at least 1, got {max_concurrent_turns}")
         self.host = host
         self.llm = llm
         self.max_agents = max_agents
@@ -144,6 +153,10 @@ class ConversationDispatcher:
         self._lock = threading.Lock()
         self._slots: dict[tuple[str, str], _Slot] = {}
         self._closed = False
+        # Bounds the turns running at once (LLM calls, tools); taken after the conversation's
+        # ticket, so a conversation waiting for capacity keeps its place in line.
+        self._running = (threading.BoundedSemaphore(max_concurrent_turns)
+                         if max_concurrent_turns else None)
         #: agents closed to make room or because they idled (for tests and ``stats``)
         self.evictions = 0
 
@@ -243,6 +256,12 @@ class ConversationDispatcher:
             slot = self._slots.get((platform, conversation_key))
             return slot.agent if slot is not None else None
 
+    def pending(self, platform: str, conversation_key: str) -> int:
+        """Turns of a conversation running or waiting (a front end may refuse more)."""
+        with self._lock:
+            slot = self._slots.get((platform, conversation_key))
+            return slot.users if slot is not None else 0
+
     def stats(self) -> dict[str, int]:
         with self._lock:
             live = sum(1 for s in self._slots.values() if s.agent is not None)
@@ -327,6 +346,8 @@ class ConversationDispatcher:
         key = message.conversation_key
         try:
             slot.wait_turn(ticket)
+            if self._running is not None:
+                self._running.acquire()
             try:
                 agent = self._agent(slot, message)
                 return agent.run_turn(message.text, on_text=on_text)
@@ -341,6 +362,9 @@ class ConversationDispatcher:
                           exc_info=True)
                 raise TurnFailed(f"the turn failed: {type(exc).__name__}: {exc}",
                                  conversation_key=key, failure="internal") from exc
+            finally:
+                if self._running is not None:
+                    self._running.release()
         finally:
             self._checkin(slot)
 
@@ -395,3 +419,45 @@ class ConversationDispatcher:
         finally:
             slot.done()
             self._release(slot)
+
+
+# ------------------------------------------------------------------------------- front ends
+
+
+def connect_platform(host: PluginHost, name: str, *, llm: ChatLLM | None = None,
+                     configure: Callable[[Any], None] | None = None) -> tuple[Any, ConversationDispatcher]:
+    """Start platform ``name``: activate it, build the dispatcher, call its ``connect``.
+
+    ``configure(instance)`` runs before ``connect`` (command-line overrides). An adapter may offer
+    ``dispatcher_options()`` returning :class:`ConversationDispatcher` keyword arguments. A
+    ``connect`` that raises is re-raised here (a :class:`~hermes_core.errors.HermesCoreError` as
+    it is, anything else as a :class:`~hermes_core.errors.PluginError` naming the plugin), after
+    the dispatcher is closed, so a front end that fails to start leaves nothing running.
+    """
+    from .errors import PluginError
+
+    instance = host.activate("platform", name, config_key=name)
+    if configure is not None:
+        configure(instance)
+    options = getattr(instance, "dispatcher_options", None)
+    dispatcher = ConversationDispatcher.open(host, llm, **(options() if callable(options) else {}))
+    key = host.pm.get_name(instance) or f"platform:{name}"
+    for outcome in host.call_each("connect", only=key.__eq__, dispatcher=dispatcher):
+        if outcome.error is not None:
+            dispatcher.close(wait=0)
+            host.deactivate(instance)
+            if isinstance(outcome.error, HermesCoreError):
+                raise outcome.error
+            raise PluginError(f"platform {name!r} failed to start: {type(outcome.error).__name__}: "
+                              f"{outcome.error}") from outcome.error
+    return instance, dispatcher
+
+
+def disconnect_platform(host: PluginHost, instance: Any, dispatcher: ConversationDispatcher,
+                        reason: EndReason = EndReason.SHUTDOWN) -> None:
+    """Stop a platform started by :func:`connect_platform`: ``disconnect`` (in-flight requests
+    finish), then close every conversation; the host itself is left to its owner."""
+    key = host.pm.get_name(instance)
+    if key is not None:
+        host.call_each("disconnect", only=key.__eq__)
+    dispatcher.close(reason)

@@ -55,6 +55,8 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "lossless": "hermes_core.plugins.context_engine.lossless",
     "skills": "hermes_core.plugins.memory.skills",
     "todo": "hermes_core.plugins.tools.todo",
+    "cli": "hermes_core.plugins.platforms.cli",
+    "webhook": "hermes_core.plugins.platforms.webhook",
 }
 
 Source = Literal["builtin", "entry-point", "directory"]

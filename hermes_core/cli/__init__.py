@@ -20,12 +20,14 @@ __all__ = ["cli", "main"]
 
 #: command name -> "module:attribute" of its click command, imported on first use
 COMMANDS: dict[str, str] = {
+    "chat": "hermes_core.cli.chat_cmd:chat",
     "config": "hermes_core.cli.config_cmd:config",
     "context": "hermes_core.cli.context_cmd:context",
     "doctor": "hermes_core.cli.doctor_cmd:doctor",
     "memory": "hermes_core.cli.memory_cmd:memory",
     "plugins": "hermes_core.cli.plugins_cmd:plugins",
     "replay": "hermes_core.cli.replay_cmd:replay",
+    "serve": "hermes_core.cli.serve_cmd:serve",
     "sessions": "hermes_core.cli.sessions_cmd:sessions",
 }
 

@@ -1,0 +1,107 @@
+"""The interactive loop of ``hermes-core chat``: read a line, stream the reply, repeat.
+
+A line starting with ``/`` is a command (:mod:`.commands`); anything else is a message for the
+agent, sent through the kernel's dispatcher like any platform's, so the terminal conversation is
+archived, resumable (``--continue``) and searchable like the others.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
+
+import click
+
+from hermes_core.dispatch import TurnFailed
+from hermes_core.types import IncomingMessage
+
+from .commands import run_command
+
+if TYPE_CHECKING:
+    from hermes_core.agent import Agent
+    from hermes_core.dispatch import ConversationDispatcher
+    from hermes_core.host import PluginHost
+
+    from .config import CliConfig
+
+__all__ = ["PLATFORM", "Chat"]
+
+PLATFORM = "cli"
+T = TypeVar("T")
+_STYLES: dict[str, dict[str, Any]] = {
+    "info": {"fg": "cyan"}, "warn": {"fg": "yellow"}, "error": {"fg": "red"},
+    "dim": {"dim": True}, "reply": {"fg": "green", "bold": True},
+}
+
+
+class Chat:
+    """One terminal conversation over a dispatcher."""
+
+    def __init__(self, host: PluginHost, dispatcher: ConversationDispatcher, settings: CliConfig,
+                 key: str, *, read: Callable[[str], str] = input, out: TextIO | None = None) -> None:
+        self.host = host
+        self.dispatcher = dispatcher
+        self.settings = settings
+        self.key = key
+        self.read = read
+        self.out = out or sys.stdout
+        self.running = True
+        self.color = settings.color and "NO_COLOR" not in os.environ and self.out.isatty()
+
+    # ------------------------------------------------------------------------------ output
+
+    def write(self, text: str, style: str | None = None) -> None:
+        if style and self.color:
+            text = click.style(text, **_STYLES[style])
+        self.out.write(text)
+        self.out.flush()
+
+    def say(self, line: str, style: str | None = None) -> None:
+        self.write(line, style)
+        self.write("\n")
+
+    # ---------------------------------------------------------------------------- the loop
+
+    def with_agent(self, fn: Callable[[Agent], T]) -> T:
+        """Run ``fn`` on the conversation's agent, in line with its turns."""
+        return self.dispatcher.call(PLATFORM, self.key, fn)
+
+    def loop(self) -> None:
+        """Read and answer until /quit, end of input (Ctrl-D) or ``running`` turns false."""
+        with contextlib.suppress(ImportError):  # not on every platform (e.g. Windows)
+            import readline  # noqa: F401  (line editing and history for input())
+        while self.running:
+            try:
+                line = self.read(self.settings.prompt)
+            except EOFError:
+                self.write("\n")
+                break
+            except KeyboardInterrupt:
+                self.say("\n(Ctrl-D or /quit leaves)", style="dim")
+                continue
+            line = line.strip()
+            if not line:
+                continue
+            if line.startswith("/"):
+                run_command(self, line)
+            else:
+                self.turn(line)
+
+    def turn(self, text: str) -> None:
+        """Send one message and stream the reply."""
+        self.write(self.settings.reply_label, style="reply")
+        try:
+            for piece in self.dispatcher.stream(IncomingMessage(PLATFORM, self.key, text)):
+                self.write(piece)
+            self.write("\n")
+        except TurnFailed as exc:
+            self.write("\n")
+            self.say(f"error: {exc}", style="error")
+            if exc.failure in ("auth", "not_configured"):
+                self.say("Check ANTHROPIC_API_KEY (or llm.api_key) and llm.base_url.", style="warn")
+        except KeyboardInterrupt:
+            # The turn runs on the dispatcher's thread: it finishes and is archived regardless.
+            self.say("\n(interrupted: the reply is still being produced and stored)", style="dim")

@@ -1,0 +1,161 @@
+"""The built-in HTTP webhook: ``hermes-core serve``.
+
+``POST /messages`` with a signed JSON body ``{"conversation_key": ..., "text": ...}`` runs one turn
+and answers ``{"reply": ...}``; ``POST /messages/stream`` answers with server-sent events as the
+reply is produced. Each conversation key is one session, kept across requests and restarts (the
+kernel's dispatcher resumes it from the archive). The signature scheme is in :mod:`.signing`; the
+routes and their checks in :mod:`.app`; the uvicorn thread in :mod:`.server`.
+
+Importing this module is cheap: starlette and uvicorn are imported when the server starts, so
+``hermes-core --help`` and ``plugins list`` never pay for them.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from hermes_core import hookimpl
+from hermes_core.errors import HermesCoreError
+from hermes_core.kinds import Platform, PluginContext
+
+from .config import SECRET_ENV, WebhookConfig
+from .server import WebhookStartError, is_loopback
+from .signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, SignatureError, sign, signed_headers, verify
+
+if TYPE_CHECKING:
+    from hermes_core.dispatch import ConversationDispatcher
+
+    from .server import WebhookServer
+
+__all__ = [
+    "MIN_SECRET_CHARS",
+    "SECRET_ENV",
+    "SIGNATURE_HEADER",
+    "TIMESTAMP_HEADER",
+    "SignatureError",
+    "WebhookConfig",
+    "WebhookPlatform",
+    "WebhookSendError",
+    "WebhookStartError",
+    "is_loopback",
+    "register_platforms",
+    "sign",
+    "signed_headers",
+    "verify",
+]
+
+#: a shorter secret is refused: it could be guessed
+MIN_SECRET_CHARS = 16
+
+
+class WebhookSendError(HermesCoreError):
+    """``send`` could not deliver: no ``webhook.outbound_url``, or the receiver failed."""
+
+
+class WebhookPlatform(Platform):
+    """Serves the dispatcher over signed HTTP (see the module docstring)."""
+
+    name = "webhook"
+    Config = WebhookConfig
+    description = "signed HTTP webhook: POST a message, get the reply (hermes-core serve)"
+
+    def __init__(self, config: WebhookConfig, context: PluginContext) -> None:
+        super().__init__(config, context)
+        self.settings: WebhookConfig = config
+        self.server: WebhookServer | None = None
+        self._stop_sweeping = threading.Event()
+
+    def listen_on(self, host: str | None = None, port: int | None = None) -> None:
+        """Override ``webhook.host`` / ``webhook.port`` (``serve --host/--port``)."""
+        update: dict[str, Any] = {}
+        if host is not None:
+            update["host"] = host
+        if port is not None:
+            update["port"] = port
+        self.settings = WebhookConfig.model_validate({**self.settings.model_dump(), **update})
+
+    def secret(self) -> str:
+        """The signing secret, or a :class:`WebhookStartError` saying how to set one."""
+        value = self.settings.secret.get_secret_value() if self.settings.secret else ""
+        if not value:
+            raise WebhookStartError(
+                f"the webhook needs a signing secret and none is set: export {SECRET_ENV}=... "
+                "(or set webhook.secret in config.yaml). Make one with: python -c "
+                "'import secrets; print(secrets.token_hex(32))'"
+            )
+        if len(value) < MIN_SECRET_CHARS:
+            raise WebhookStartError(
+                f"the webhook secret ({SECRET_ENV} or webhook.secret) is {len(value)} characters; "
+                f"use at least {MIN_SECRET_CHARS} random ones"
+            )
+        return value
+
+    def dispatcher_options(self) -> dict[str, Any]:
+        """How the front end should size the dispatcher for this platform."""
+        return {"max_agents": self.settings.max_live_conversations,
+                "idle_seconds": self.settings.idle_minutes * 60,
+                "max_concurrent_turns": self.settings.max_concurrent_turns}
+
+    @property
+    def url(self) -> str | None:
+        return self.server.url if self.server is not None else None
+
+    # --------------------------------------------------------------------------------- hooks
+
+    @hookimpl
+    def connect(self, dispatcher: ConversationDispatcher) -> None:
+        secret = self.secret()  # before anything starts: no secret, no server
+        from .app import build_app  # starlette: only when serving
+        from .server import WebhookServer
+
+        app = build_app(dispatcher, self.settings, secret)
+        server = WebhookServer(app, self.settings.host, self.settings.port,
+                               shutdown_seconds=self.settings.shutdown_seconds)
+        server.start()
+        self.server = server
+        self._stop_sweeping.clear()
+        interval = max(1.0, min(60.0, self.settings.idle_minutes * 15))  # a quarter of the idle time
+        threading.Thread(target=self._sweep, args=(dispatcher.sweep, interval),
+                         name="webhook-sweeper", daemon=True).start()
+
+    def _sweep(self, sweep: Callable[[], int], interval: float) -> None:
+        while not self._stop_sweeping.wait(interval):
+            try:
+                sweep()
+            except Exception as exc:  # never let the sweeper die silently
+                self.context.logger.error("closing idle conversations failed: %s", exc)
+
+    @hookimpl
+    def disconnect(self) -> None:
+        self._stop_sweeping.set()
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+    @hookimpl
+    def send(self, conversation_key: str, text: str) -> dict[str, Any]:
+        """POST ``{"conversation_key", "text"}`` to ``webhook.outbound_url``, signed like requests."""
+        url = self.settings.outbound_url
+        if not url:
+            raise WebhookSendError("the webhook cannot start a conversation by itself: set "
+                                   "webhook.outbound_url to the URL that should receive the message")
+        import httpx
+
+        body = json.dumps({"conversation_key": conversation_key, "text": text},
+                          ensure_ascii=False).encode("utf-8")
+        headers = {"Content-Type": "application/json", **signed_headers(self.secret(), body)}
+        try:
+            response = httpx.post(url, content=body, headers=headers, timeout=10.0)
+        except httpx.HTTPError as exc:
+            raise WebhookSendError(f"delivering to {url} failed: {type(exc).__name__}: {exc}") from None
+        if response.status_code >= 300:
+            raise WebhookSendError(f"{url} answered {response.status_code}: {response.text[:200]}")
+        return {"status": response.status_code}
+
+
+@hookimpl
+def register_platforms(register: Callable[[type], None]) -> None:
+    register(WebhookPlatform)

@@ -1,0 +1,191 @@
+"""The webhook's HTTP application (Starlette): routes, checks in order, replies.
+
+Every POST goes through the same gate, cheapest check first: the declared size (413, body unread),
+the signature headers' presence (401, body unread), the body read with a hard cap (413), the
+signature and timestamp (401), a replay (401), JSON (400), the fields (422), the conversation's
+queue (429). Only then does a turn run, so a refused request stores nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from hermes_core.dispatch import TurnFailed
+from hermes_core.types import IncomingMessage
+
+from .config import WebhookConfig
+from .signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, ReplayGuard, SignatureError, verify
+
+if TYPE_CHECKING:
+    from hermes_core.dispatch import ConversationDispatcher
+
+__all__ = ["PLATFORM", "TurnRequest", "build_app"]
+
+log = logging.getLogger("hermes_core.plugins.webhook")
+
+#: the platform name sessions opened through the webhook carry
+PLATFORM = "webhook"
+#: LLM failures that are the server's configuration, not the model provider's mood
+_CONFIG_FAILURES = {"auth", "billing", "not_configured"}
+
+
+class TurnRequest(BaseModel):
+    """The JSON body of ``POST /messages`` and ``POST /messages/stream``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: one conversation (one session, kept across requests and restarts): printable, no controls
+    conversation_key: str = Field(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f\x7f]+$")
+    text: str = Field(min_length=1)
+    user_id: str | None = Field(default=None, max_length=256)
+    #: stored with a new conversation's session (chat id, channel, ...)
+    attributes: dict[str, str | int | float | bool | None] = Field(default_factory=dict)
+
+
+class _Refused(Exception):
+    def __init__(self, status: int, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.status = status
+        self.extra = extra
+
+    def response(self) -> JSONResponse:
+        headers = {"WWW-Authenticate": "HMAC-SHA256"} if self.status == 401 else None
+        return JSONResponse({"error": str(self), **self.extra}, status_code=self.status,
+                            headers=headers)
+
+
+def _failure_status(exc: TurnFailed) -> int:
+    if exc.failure == "closed":
+        return 503
+    if exc.failure in ("load", "internal"):
+        return 500
+    return 502  # the model provider failed (or refused our key): a bad gateway for the client
+
+
+def build_app(dispatcher: ConversationDispatcher, config: WebhookConfig, secret: str) -> Starlette:
+    """The application serving ``dispatcher``; ``secret`` is the shared signing key."""
+    replays = ReplayGuard(config.max_skew_seconds)
+    # Threads for requests that block: running turns (bounded by the dispatcher's
+    # max_concurrent_turns) and those waiting in their conversation's line (bounded by
+    # max_pending_per_conversation). Kept apart from anyio's default pool of 40.
+    limiter = anyio.CapacityLimiter(max(256, 2 * config.max_concurrent_turns))
+
+    async def read_checked(request: Request) -> IncomingMessage:
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > config.max_body_bytes:
+            raise _Refused(413, f"the body is {declared} bytes; the limit is {config.max_body_bytes}"
+                           " (webhook.max_body_bytes)")
+        timestamp = request.headers.get(TIMESTAMP_HEADER)
+        signature = request.headers.get(SIGNATURE_HEADER)
+        if not timestamp or not signature:
+            try:
+                verify(secret, timestamp, signature, b"", max_skew=config.max_skew_seconds)
+            except SignatureError as exc:
+                raise _Refused(401, str(exc)) from None
+        body = bytearray()
+        async for chunk in request.stream():  # a chunked body has no length to check up front
+            body += chunk
+            if len(body) > config.max_body_bytes:
+                raise _Refused(413, f"the body exceeds the limit of {config.max_body_bytes} bytes"
+                               " (webhook.max_body_bytes)")
+        try:
+            verify(secret, timestamp, signature, bytes(body), max_skew=config.max_skew_seconds)
+            replays.check(str(signature))
+        except SignatureError as exc:
+            raise _Refused(401, str(exc)) from None
+        try:
+            data = json.loads(body)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise _Refused(400, f"the body is not valid JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise _Refused(400, f"the body must be a JSON object, got {type(data).__name__}")
+        try:
+            turn = TurnRequest.model_validate(data)
+        except ValidationError as exc:
+            problems = [f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}"
+                        for e in exc.errors()]
+            fields = sorted({str(e["loc"][0]) for e in exc.errors() if e["loc"]})
+            raise _Refused(422, "invalid request: " + "; ".join(problems), fields=fields) from None
+        waiting = dispatcher.pending(PLATFORM, turn.conversation_key)
+        if waiting >= config.max_pending_per_conversation:
+            raise _Refused(429, f"conversation {turn.conversation_key!r} already has {waiting} "
+                           "messages in line; wait for their replies",
+                           conversation_key=turn.conversation_key)
+        return IncomingMessage(PLATFORM, turn.conversation_key, turn.text, user_id=turn.user_id,
+                               attributes=dict(turn.attributes))
+
+    def failed(exc: TurnFailed, key: str) -> JSONResponse:
+        if exc.failure in _CONFIG_FAILURES:
+            log.error("conversation %r: %s", key, exc)
+        return JSONResponse({"error": str(exc), "failure": exc.failure, "transient": exc.transient,
+                             "conversation_key": key}, status_code=_failure_status(exc))
+
+    async def message(request: Request) -> Response:
+        try:
+            incoming = await read_checked(request)
+        except _Refused as refused:
+            return refused.response()
+        key = incoming.conversation_key
+        try:
+            result = await anyio.to_thread.run_sync(dispatcher.run, incoming, limiter=limiter)
+        except TurnFailed as exc:
+            return failed(exc, key)
+        return JSONResponse({"reply": result.reply, "conversation_key": key,
+                             "session_id": result.session_id})
+
+    async def message_stream(request: Request) -> Response:
+        try:
+            incoming = await read_checked(request)
+        except _Refused as refused:
+            return refused.response()
+        key = incoming.conversation_key
+        try:
+            chunks = dispatcher.stream(incoming)
+            # The first piece decides the status: a turn that fails before any text is an
+            # ordinary error response, not a 200 carrying an error event.
+            first = await anyio.to_thread.run_sync(next, chunks, None, limiter=limiter)
+        except TurnFailed as exc:
+            return failed(exc, key)
+        return StreamingResponse(_events(first, chunks, key, limiter),
+                                 media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache"})
+
+    async def health(request: Request) -> Response:
+        return JSONResponse({"status": "ok", **dispatcher.stats()})
+
+    return Starlette(routes=[
+        Route("/messages", message, methods=["POST"]),
+        Route("/messages/stream", message_stream, methods=["POST"]),
+        Route("/health", health, methods=["GET"]),
+    ])
+
+
+def _event(name: str, data: dict[str, Any]) -> str:
+    return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+async def _events(first: str | None, chunks: Iterator[str], key: str,
+                  limiter: anyio.CapacityLimiter) -> AsyncIterator[str]:
+    """Server-sent events: ``delta`` per piece of text, then ``done`` (or ``error``)."""
+    parts: list[str] = []
+    piece = first
+    try:
+        while piece is not None:
+            parts.append(piece)
+            yield _event("delta", {"text": piece})
+            piece = await anyio.to_thread.run_sync(next, chunks, None, limiter=limiter)
+    except TurnFailed as exc:
+        yield _event("error", {"error": str(exc), "failure": exc.failure,
+                               "transient": exc.transient, "conversation_key": key})
+        return
+    yield _event("done", {"reply": "".join(parts), "conversation_key": key})

@@ -295,10 +295,10 @@ class Curator:
             return False
         if self.busy:
             return False  # still due: retried at the end of the next turn
+        self.since_review = 0
         snapshot = job()
         if snapshot is None:
-            return False
-        self.since_review = 0
+            return False  # no memory tool in this session: nothing a review could do
         self._cancel.clear()
         self._thread = threading.Thread(target=self._background, args=(snapshot,),
                                         name="hermes-review", daemon=True)

@@ -1,0 +1,304 @@
+"""The ``hindsight`` memory provider: the hooks, wired to the client, the writer and the prefetcher.
+
+Data path of a turn (see docs in README.md):
+
+* ``sync_turn`` builds one retain *job* for the turn (``User: ...`` / ``Assistant: ...`` text,
+  session, lineage and platform tags, string metadata) and hands it to the background writer: the
+  kernel's worker is never held by the network;
+* the writer sends it to ``POST /banks/{bank}/memories`` under the document id of the session with
+  ``update_mode="append"`` when the server's ``/version`` is 0.5.0 or later (older servers get one
+  document per turn);
+* ``queue_prefetch`` starts a recall in the background; ``prefetch`` serves it (see :mod:`.recall`);
+* ``on_session_switch`` and ``on_session_end`` wait (bounded) until the session's turns are sent;
+  ``shutdown`` waits (bounded) and keeps what is left in the spool file.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from hermes_core import hookimpl
+from hermes_core.kinds import MemoryProvider, PluginContext, Tool
+from hermes_core.types import EndReason, MemoryWrite, Message, Session, SwitchReason
+
+from .client import (
+    HindsightClient,
+    HindsightRejected,
+    HindsightUnavailable,
+    Memory,
+    ServerInfo,
+)
+from .config import FACT_TYPES, FactType, HindsightConfig
+from .recall import Prefetcher, render
+from .spool import Spool
+from .tools import build_tools
+from .writer import RetainWriter
+
+__all__ = ["HindsightMemory"]
+
+#: seconds before a failed ``/version`` probe is tried again
+PROBE_RETRY = 5.0
+#: how long ``/version`` may take: it is tiny and asked at most once per PROBE_RETRY
+PROBE_TIMEOUT = 2.0
+#: at most this share of ``memory.prefetch_timeout`` is spent waiting for a live recall
+LIVE_WAIT_SHARE = 0.6
+
+
+def _iso(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, tz=UTC).isoformat()
+
+
+def _refused(exc: BaseException) -> bool:
+    """A retain error that retrying cannot fix (the request itself is wrong)."""
+    return isinstance(exc, HindsightRejected) and exc.status not in (401, 403, 404, 408, 409)
+
+
+class HindsightMemory(MemoryProvider):
+    """Long-term semantic memory in a Hindsight server."""
+
+    name = "hindsight"
+    Config = HindsightConfig
+    description = "long-term semantic memory in a Hindsight server (retain, recall, reflect)"
+
+    config: HindsightConfig
+
+    def __init__(self, config: HindsightConfig, context: PluginContext,
+                 *, client: HindsightClient | None = None) -> None:
+        super().__init__(config, context)
+        self.log = context.logger
+        self.client = client or HindsightClient(
+            config.base_url, api_key=config.bearer(), connect_timeout=config.connect_timeout,
+            timeout=config.recall_timeout)
+        self._lock = threading.Lock()
+        self._info: ServerInfo | None = None
+        self._probe_after = 0.0
+        self._warned_types = False
+        self._lineage: dict[str, str] = {}
+        deadline = context.config.memory.prefetch_timeout
+        self.live_wait = min(config.prefetch_live_wait, LIVE_WAIT_SHARE * deadline)
+        self.writer = RetainWriter(
+            self._send, Spool(context.home / "hindsight", config.bank), refused=_refused,
+            logger=self.log, attempts=config.retain_attempts, max_queued=config.max_queued_turns)
+        self.prefetcher = Prefetcher(self._recall_for_prefetch, logger=self.log)
+        self._tools = build_tools(self)
+        self._closed = False
+
+    # ----------------------------------------------------------------------------- the server
+
+    def server_info(self) -> ServerInfo | None:
+        """``/version`` of the server, asked once (again after a failure, at most every 5 s)."""
+        with self._lock:
+            if self._info is not None or time.monotonic() < self._probe_after:
+                return self._info
+        try:
+            info = self.client.version(timeout=PROBE_TIMEOUT)
+        except HindsightUnavailable as exc:
+            with self._lock:
+                self._probe_after = time.monotonic() + PROBE_RETRY
+            self.log.info("hindsight: %s", exc)
+            return None
+        with self._lock:
+            self._info = info
+        return info
+
+    def recall_types(self) -> list[str]:
+        """The fact types to recall, following what the server has.
+
+        Without an LLM the server consolidates no observations, so asking only for them would
+        always come back empty: observations are requested only when ``/version`` says they exist,
+        and a configured list that contains nothing else falls back to world and experience facts.
+        """
+        info = self.server_info()
+        observations = bool(info and info.observations)
+        wanted: list[FactType] = list(self.config.recall_types or FACT_TYPES)
+        usable = [t for t in wanted if t != "observation" or observations]
+        if self.config.recall_types and usable != wanted and not self._warned_types:
+            self._warned_types = True
+            self.log.warning("hindsight: the server has no observations (no LLM); recalling %s "
+                             "instead of %s", usable or ["world", "experience"], wanted)
+        return list(usable or ["world", "experience"])
+
+    def _send(self, job: dict[str, Any]) -> None:
+        """Send one retain job (the writer's ``send``)."""
+        info = self.server_info()
+        if info is None:
+            raise HindsightUnavailable(f"Hindsight at {self.config.base_url} is not answering")
+        items = []
+        for item in job["items"]:
+            item = dict(item)
+            session_id = job.get("session_id")
+            if session_id:
+                if info.supports_append:
+                    item["document_id"] = session_id
+                    item["update_mode"] = "append"
+                else:
+                    item["document_id"] = f"{session_id}#turn-{job.get('turn', 0)}"
+            items.append(item)
+        self.client.retain(job.get("bank", self.config.bank), items,
+                           async_=self.config.retain_async, timeout=self.config.retain_timeout)
+
+    def _recall_for_prefetch(self, query: str, session: Session) -> list[Memory]:
+        limit = self.config.prefetch_max_results * 3  # room for skipped current-session memories
+        memories = self.client.recall(
+            self.config.bank, query[:2000], types=self.recall_types(),
+            budget=self.config.recall_budget, max_tokens=self.config.recall_max_tokens,
+            timeout=self.config.recall_timeout)
+        return memories[:limit]
+
+    # ------------------------------------------------------------------------------- sessions
+
+    def lineage_root(self, session: Session) -> str:
+        """The first session of a chain of compactions (the session itself when it has no parent)."""
+        parent = session.parent_session_id
+        if not parent:
+            return session.id
+        with self._lock:
+            return self._lineage.get(parent, parent)
+
+    def session_tags(self, session: Session | None) -> list[str]:
+        """Tags of everything retained for ``session``: session, lineage, parent, platform."""
+        tags = list(self.config.tags)
+        if session is None:
+            return tags
+        tags += [f"session:{session.id}", f"lineage:{self.lineage_root(session)}",
+                 f"platform:{session.platform}"]
+        if session.parent_session_id:
+            tags.append(f"parent:{session.parent_session_id}")
+        return tags
+
+    def turn_job(self, user: Message, assistant: Message, session: Session,
+                 messages: list[Message]) -> dict[str, Any] | None:
+        """The retain job of one completed turn, or ``None`` when it has no text."""
+        tools = sorted({c.name for m in messages[-40:] if m.role == "assistant"
+                        and m.timestamp >= user.timestamp for c in m.tool_calls})
+        parts = []
+        if user.content.strip():
+            parts.append(f"User: {user.content.strip()}")
+        if assistant.content.strip():
+            parts.append(f"Assistant: {assistant.content.strip()}")
+        if not parts:
+            return None
+        if tools:
+            parts.append(f"(tools used: {', '.join(tools)})")
+        text = "\n".join(parts)
+        turn = sum(1 for m in messages if m.role == "user") or 1
+        metadata = {"session_id": session.id, "turn": str(turn), "platform": session.platform,
+                    "source": "hermes-core"}
+        if session.parent_session_id:
+            metadata["parent_session_id"] = session.parent_session_id
+        size = self.config.retain_item_chars
+        items = [{
+            "content": text[start:start + size],
+            "timestamp": _iso(user.timestamp),
+            "context": "conversation turn" if start == 0 else "conversation turn (continued)",
+            "metadata": metadata,
+            "tags": self.session_tags(session),
+        } for start in range(0, len(text), size)]
+        return {"bank": self.config.bank, "session_id": session.id, "turn": turn,
+                "items": items, "label": f"turn {turn} of session {session.id}"}
+
+    # ---------------------------------------------------------------------------------- hooks
+
+    @hookimpl
+    def system_prompt_block(self, session: Session) -> str | None:
+        # Built from the config only, so it is the same bytes all session long.
+        lines = [f"Long-term memory (Hindsight, bank {self.config.bank!r}) is active."]
+        if self.config.auto_retain:
+            lines.append("Every turn of this conversation is retained in it automatically.")
+        if self.config.auto_recall:
+            lines.append("Memories relevant to the user's message may appear in the "
+                         "memory-context block; they come from earlier conversations.")
+        lines.append("Use hindsight_recall to search it, hindsight_retain to store a fact "
+                     "explicitly, hindsight_reflect for a reasoned answer over everything stored.")
+        return " ".join(lines)
+
+    @hookimpl
+    def on_session_switch(self, new_session: Session, old_session: Session | None,
+                          reason: SwitchReason) -> None:
+        if new_session.parent_session_id:
+            root = self.lineage_root(new_session)
+            with self._lock:
+                self._lineage[new_session.id] = root
+        if old_session is not None:
+            if not self.writer.flush(self.config.switch_flush_timeout):
+                self.log.info("hindsight: turns of session %s are still being sent after %.1f s; "
+                              "they will follow", old_session.id, self.config.switch_flush_timeout)
+            self.prefetcher.drop(old_session.id)
+
+    @hookimpl
+    def sync_turn(self, user_message: Message, assistant_message: Message, session: Session,
+                  messages: list[Message]) -> None:
+        if not self.config.auto_retain or self._closed:
+            return
+        job = self.turn_job(user_message, assistant_message, session, messages)
+        if job is not None:
+            self.writer.submit(job)
+
+    @hookimpl
+    def queue_prefetch(self, query: str, session: Session) -> None:
+        if self.config.auto_recall and not self._closed:
+            self.prefetcher.queue(query, session)
+
+    @hookimpl
+    def prefetch(self, query: str, session: Session) -> str | None:
+        if not self.config.auto_recall or self._closed:
+            return None
+        memories = self.prefetcher.get(query, session, wait=self.live_wait)
+        skip = session.id if self.config.recall_skip_current_session else None
+        return render(memories, bank=self.config.bank, max_results=self.config.prefetch_max_results,
+                      max_chars=self.config.prefetch_max_chars, skip_session=skip)
+
+    @hookimpl
+    def on_session_end(self, session: Session, messages: list[Message], reason: EndReason) -> None:
+        self.writer.flush(self.config.switch_flush_timeout)
+        self.prefetcher.drop(session.id)
+
+    @hookimpl
+    def on_memory_write(self, write: MemoryWrite) -> None:
+        # A note saved in another store (MEMORY.md / USER.md) is a durable fact: keep it here too,
+        # so it can be recalled by meaning. Removals cannot be mirrored: Hindsight has no handle
+        # on the fact a note became.
+        if write.action == "remove" or not write.content.strip() or self._closed:
+            return
+        tags = [*self.config.tags, f"source:{write.provider or 'memory'}",
+                f"target:{write.target}"]
+        if write.session_id:
+            tags.append(f"session:{write.session_id}")
+        item = {"content": write.content.strip(), "context": f"saved to {write.target} notes",
+                "metadata": {"source": "memory-write", "target": write.target,
+                             "origin": write.origin}, "tags": tags}
+        self.writer.submit({"bank": self.config.bank, "items": [item],
+                            "label": f"{write.action} of a {write.target} note"})
+
+    @hookimpl
+    def get_tools(self) -> list[Tool]:
+        return list(self._tools)
+
+    @hookimpl
+    def shutdown(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.writer.close(self.config.shutdown_timeout)
+        self.prefetcher.close()
+        self.client.close()
+
+    # ------------------------------------------------------------------------------ for tests
+
+    def settle(self, timeout: float = 30.0) -> bool:
+        """Wait until queued turns are sent, recalls finished and the server's own queue of
+        retains and consolidations is empty; ``False`` if that took longer than ``timeout``."""
+        end = time.monotonic() + timeout
+        if not self.writer.flush(timeout) or not self.prefetcher.idle(max(0.0, end - time.monotonic())):
+            return False
+        while time.monotonic() < end:
+            try:
+                if self.client.pending_operations(self.config.bank, timeout=2.0) == 0:
+                    return True
+            except HindsightUnavailable:
+                return False
+            time.sleep(0.1)
+        return False

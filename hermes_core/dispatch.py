@@ -141,7 +141,8 @@ class ConversationDispatcher:
     """
 
     def __init__(self, host: PluginHost, llm: ChatLLM, *, max_agents: int = DEFAULT_MAX_AGENTS,
-                 idle_seconds: float | None = None, max_concurrent_turns: int | None = None) -> None:
+                 idle_seconds: float | None = None, max_concurrent_turns: int | None = None,
+                 agent_options: dict[str, Any] | None = None) -> None:
         if max_agents < 1:
             raise ValueError(f"max_agents must be at least 1, got {max_agents}")
         if max_concurrent_turns is not None and max_concurrent_turns < 1:
@@ -150,6 +151,8 @@ class ConversationDispatcher:
         self.llm = llm
         self.max_agents = max_agents
         self.idle_seconds = idle_seconds
+        #: extra keyword arguments for every Agent (e.g. ``on_notice`` from a terminal front end)
+        self.agent_options = dict(agent_options or {})
         self._lock = threading.Lock()
         self._slots: dict[tuple[str, str], _Slot] = {}
         self._closed = False
@@ -381,8 +384,9 @@ class ConversationDispatcher:
         if loaded is not None:
             session, history = loaded
             session.attributes.setdefault("conversation_key", key)
-            return Agent(self.host, self.llm, session=session, history=history, platform=platform)
-        agent = Agent(self.host, self.llm, platform=platform)
+            return Agent(self.host, self.llm, session=session, history=history, platform=platform,
+                         **self.agent_options)
+        agent = Agent(self.host, self.llm, platform=platform, **self.agent_options)
         # Set before the first turn: the archive stores the attributes with the session's row.
         attributes = agent.session.attributes
         if message is not None:

@@ -24,16 +24,18 @@ __all__ = [
 ]
 
 
-def platform_config(api: MessagesAPIServer | None, extra: str = "") -> str:
-    """config.yaml text: the session archive only, the compressor, the loopback API."""
+def platform_config(api: MessagesAPIServer | None, extra: str = "",
+                    providers: str = "session_archive", llm_extra: str = "") -> str:
+    """config.yaml text: the session archive (by default only), the compressor, the loopback API."""
     llm = (f"llm:\n  base_url: {api.base_url}\n  api_key: test-key\n  model: claude-test\n"
-           "  max_retries: 0\n  timeout: 20\n") if api is not None else ""
-    return f"memory:\n  providers: [session_archive]\ncontext:\n  engine: compressor\n{llm}{extra}"
+           f"  max_retries: 0\n  timeout: 20\n{llm_extra}") if api is not None else ""
+    return f"memory:\n  providers: [{providers}]\ncontext:\n  engine: compressor\n{llm}{extra}"
 
 
-def host_for(home: Path, api: MessagesAPIServer | None, extra: str = "") -> PluginHost:
+def host_for(home: Path, api: MessagesAPIServer | None, extra: str = "",
+             providers: str = "session_archive", llm_extra: str = "") -> PluginHost:
     """A host over ``home``: built-ins only (no entry points, no directory plugins)."""
-    return make_host(home, config=platform_config(api, extra))
+    return make_host(home, config=platform_config(api, extra, providers, llm_extra))
 
 
 def _texts(content: Any) -> list[str]:

@@ -41,6 +41,14 @@ class CliPlatform(Platform):
         self.dispatcher: ConversationDispatcher | None = None
         self.chat: Chat | None = None
 
+    def dispatcher_options(self) -> dict[str, Any]:
+        """Notices from the agent ("memory updated: ...") are shown in the terminal."""
+        return {"agent_options": {"on_notice": self._notice}}
+
+    def _notice(self, text: str) -> None:
+        if self.chat is not None:
+            self.chat.say(f"[{text}]", style="dim")
+
     @hookimpl
     def connect(self, dispatcher: ConversationDispatcher) -> None:
         self.dispatcher = dispatcher  # the terminal is served by run(), on the caller's thread

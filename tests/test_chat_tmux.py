@@ -1,0 +1,97 @@
+"""``hermes-core chat`` in a real terminal: tmux types, the pane is read back.
+
+The chat runs as its own process in a tmux pane (a real pty, readline, terminal width), talking
+to the loopback Messages API of this test process through the real anthropic SDK. Skipped when
+tmux is not installed. The tmux server uses a private socket and is killed at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+from platform_support import EchoModel, archived, platform_config, user_texts
+
+from hermes_core.testing import MessagesAPIServer
+
+TMUX = shutil.which("tmux")
+pytestmark = pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
+
+
+class Pane:
+    def __init__(self, socket: str, name: str) -> None:
+        self.socket, self.name = socket, name
+
+    def tmux(self, *args: str) -> str:
+        return subprocess.run([TMUX, "-L", self.socket, *args], check=True, capture_output=True,
+                              text=True, timeout=10).stdout
+
+    def type(self, text: str) -> None:
+        self.tmux("send-keys", "-t", self.name, "-l", text)
+        self.tmux("send-keys", "-t", self.name, "Enter")
+
+    def screen(self) -> str:
+        return self.tmux("capture-pane", "-p", "-J", "-t", self.name, "-S", "-200")
+
+    def wait_for(self, text: str, timeout: float = 20.0) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            screen = self.screen()
+            if text in screen:
+                return screen
+            time.sleep(0.1)
+        raise AssertionError(f"{text!r} did not appear; the pane shows:\n{self.screen()}")
+
+
+@pytest.fixture
+def tmux_socket():
+    socket = f"hermes-core-test-{uuid.uuid4().hex[:8]}"
+    yield socket
+    subprocess.run([TMUX, "-L", socket, "kill-server"], capture_output=True, timeout=10)
+
+
+def start_chat(socket: str, home, *args: str) -> Pane:
+    name = f"chat-{uuid.uuid4().hex[:6]}"
+    env = {"HERMES_CORE_HOME": str(home), "NO_COLOR": "1", "TERM": "xterm-256color"}
+    command = " ".join([*(f"{k}={shlex.quote(v)}" for k, v in env.items()),
+                        shlex.quote(sys.executable), "-m", "hermes_core", "chat", *args,
+                        "; echo EXIT=$?; sleep 30"])
+    subprocess.run([TMUX, "-L", socket, "new-session", "-d", "-s", name, "-x", "160", "-y", "50",
+                    command], check=True, timeout=10, env={**os.environ, "TMUX": ""})
+    return Pane(socket, name)
+
+
+def test_chat_in_a_real_terminal_streams_replies_runs_commands_and_continues(home, tmux_socket):
+    with MessagesAPIServer(EchoModel()) as api:
+        (home / "config.yaml").write_text(platform_config(api), encoding="utf-8")
+        pane = start_chat(tmux_socket, home)
+        pane.wait_for("Type a message")
+        pane.type("my name is Ada")
+        pane.wait_for("hermes> re: my name is Ada (1)")
+        pane.type("/plugins")
+        pane.wait_for("active: context-engine:compressor")
+        pane.type("/quit")
+        pane.wait_for("EXIT=0")
+
+        again = start_chat(tmux_socket, home, "--continue")
+        again.wait_for("Resumed session")
+        again.type("what is my name?")
+        again.wait_for("hermes> re: what is my name? (2)")
+        seen = user_texts(api.bodies[-1])
+        again.tmux("send-keys", "-t", again.name, "C-d")  # end of input leaves too
+        again.wait_for("EXIT=0")
+    assert seen == ["my name is Ada", "what is my name?"]
+    assert len({sid for sid, *_ in archived(home)}) == 1
+
+
+def test_chat_in_a_terminal_without_a_key_says_so_and_exits_3(home, tmux_socket):
+    (home / "config.yaml").write_text(platform_config(None), encoding="utf-8")
+    pane = start_chat(tmux_socket, home)
+    screen = pane.wait_for("EXIT=3")
+    assert "no API key is configured" in screen and "hermes-core replay" in screen

@@ -350,8 +350,10 @@ class HonchoProvider(MemoryProvider):
     @hookimpl
     def shutdown(self) -> None:
         with self._refresh_cond:
+            if self._stopped:
+                return
             self._stopped = True
             self._refresh_cond.notify_all()
         self.writer.close(self.config.shutdown_timeout)
-        self._refresher.join(1.0)
+        self._refresher.join(0.2)  # a refresh stuck in a request is a daemon thread
         self.client.close()

@@ -165,12 +165,14 @@ class Writer:
                     return
                 job = self._running = self._queue.popleft()
             stored = self._run(job)
+            # Queue the outbox before this job counts as finished, so whoever waits for the queue
+            # to drain also waits for what Honcho's return made sendable again.
+            if stored and not job.get("from_outbox") and len(self.outbox):
+                self.resend_outbox()
             with self._cond:
                 self._running = None
                 self._finished += 1
                 self._cond.notify_all()
-            if stored and not job.get("from_outbox") and len(self.outbox):
-                self.resend_outbox()
 
     def _run(self, job: Job) -> bool:
         for attempt in (1, 2):

@@ -160,6 +160,7 @@ class HonchoStore:
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")  # a test server: speed over power-loss safety
         self._db.executescript(_SCHEMA)
 
     def close(self) -> None:

@@ -64,6 +64,7 @@ __all__ = [
     "fit_history",
     "make_job",
     "place_note",
+    "review_session",
 ]
 
 log = logging.getLogger("hermes_core.curation")
@@ -452,3 +453,22 @@ class Curator:
             log.warning("a memory review was still running at shutdown; it was cancelled and "
                         "will write nothing more")
         return finished
+
+
+def review_session(host: PluginHost, session: Session, messages: list[Message], *,
+                   llm: ChatLLM | None = None) -> CurationReport:
+    """Run a memory review now over a stored conversation (``hermes-core memory review``).
+
+    ``host`` must have its memory providers activated: the review calls their ``memory`` tool,
+    whose writes are mirrored to the others as usual. Raises
+    :class:`~hermes_core.errors.HermesCoreError` when no active plugin offers a ``memory`` tool.
+    """
+    from .errors import HermesCoreError
+
+    job = make_job(host, ToolRouter.from_host(host), session, messages, REVIEW_SYSTEM)
+    if job is None:
+        raise HermesCoreError(
+            "no active memory provider offers the 'memory' tool, so there is nothing to review "
+            "into; add file_memory to memory.providers (hermes-core config set ...)"
+        )
+    return Curator(host, llm).run("review", job)

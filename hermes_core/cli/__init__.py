@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "replay": "hermes_core.cli.replay_cmd:replay",
     "serve": "hermes_core.cli.serve_cmd:serve",
     "sessions": "hermes_core.cli.sessions_cmd:sessions",
+    "skills": "hermes_core.cli.skills_cmd:skills",
 }
 
 

@@ -2,7 +2,9 @@
 
 A thin layer over the file memory's store (``hermes_core.plugins.memory.file_memory``): the same
 limits (from the ``file_memory`` config section), the same validation and threat scan, the same
-locking as the ``memory`` tool. A refusal exits non-zero with the reason.
+locking as the ``memory`` tool. A refusal exits non-zero with the reason. ``memory review`` runs
+the background memory review (:func:`hermes_core.curation.review_session`) over a session read
+from the session archive.
 """
 
 from __future__ import annotations
@@ -213,3 +215,60 @@ def edit(target: str) -> None:
     _report(
         _run(lambda: store.overwrite(target, entries, expected=state.raw)), store, "saved"
     )
+
+
+@memory.command("review")
+@click.argument("session_id", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print the review's report as JSON.")
+def review(session_id: str | None, as_json: bool) -> None:
+    """Run the memory review now over a stored session (default: the newest one).
+
+    The auxiliary model (llm.auxiliary_model, else llm.model) reads the session's messages and
+    may add, replace or remove entries of MEMORY.md / USER.md through the memory tool, with the
+    same limits, threat scan and locking as in a chat.
+    """
+    from ..config import validate_section
+    from ..curation import review_session
+    from ..plugins.memory.session_archive import SessionArchiveConfig, archive_path
+    from ..plugins.memory.session_archive.store import SessionArchive
+    from ..types import Session
+    from ._common import load_host
+
+    host = load_host()
+    try:
+        settings = validate_section(host.config, "session_archive", SessionArchiveConfig,
+                                    plugin="session_archive")
+        path = archive_path(settings, host.home)
+        if not path.exists():
+            raise click.ClickException(f"there is no session archive at {path} yet: nothing to "
+                                       "review")
+        with SessionArchive(path) as archive:
+            if session_id is None:
+                newest = archive.list_sessions(limit=1)
+                if not newest:
+                    raise click.ClickException(f"{path} holds no session yet: nothing to review")
+                session_id = newest[0].id
+            record = archive.get_session(session_id)  # a clear error for an unknown id
+            messages = [m.to_message() for m in archive.messages(session_id)]
+        if not any(m.role == "user" for m in messages):
+            raise click.ClickException(f"session {session_id} has no user message to review")
+        host.activate_memory_providers()
+        session = Session(id=record.id, platform=record.platform, model=record.model,
+                          title=record.title, attributes=dict(record.attributes))
+        report = review_session(host, session, messages)
+    finally:
+        host.shutdown()
+    if as_json:
+        echo_json({"session_id": report.session_id, "calls": report.calls,
+                   "writes": report.writes, "error": report.error,
+                   "timed_out": report.timed_out, "omitted_messages": report.omitted_messages,
+                   "seconds": round(report.seconds, 3)})
+    elif report.error:
+        raise click.ClickException(f"the review model failed: {report.error}. Nothing was written.")
+    elif report.writes:
+        click.echo(report.notice)
+    else:
+        click.echo(f"memory review of {report.session_id}: nothing to save"
+                   + (" (it ran out of time)" if report.timed_out else "") + ".")
+    if as_json and report.error:
+        raise SystemExit(1)

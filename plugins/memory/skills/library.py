@@ -241,7 +241,7 @@ class SkillLibrary:
                              "occurs once")
         path = self.path(name)
         with self._write_lock():
-            current = self.get(name)  # under the lock: a write made a moment ago is the base
+            self.get(name)  # exists and is usable; read under the lock, so no write is lost
             text = path.read_text(encoding="utf-8")
             count = text.count(old_text)
             if count != 1:
@@ -251,11 +251,9 @@ class SkillLibrary:
             new = text.replace(old_text, new_text, 1)
             _scan("new_text", new_text)
             parsed = parse_skill(new, path)
-            if parsed.error is not None:
+            if parsed.error is not None:  # a changed name is caught here: it must match the file
                 raise SkillError(f"the patched skill would be broken ({parsed.error}); nothing "
                                  "was changed")
-            if parsed.name != current.name:
-                raise SkillError("a patch cannot rename a skill; create a new one instead")
             self._check_size(new)
             self._write(path, new)
         return self.load(path)

@@ -1,0 +1,72 @@
+"""``hermes-core memory review [SESSION_ID]``: a real state.db, the loopback Messages API."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+from test_curation_review import FACT, MARK, _ends_with_tool_result, _text
+
+from hermes_core.cli import cli
+from hermes_core.plugins.memory.session_archive.store import SessionArchive
+from hermes_core.testing import Failure, MessagesAPIServer, Reply
+from hermes_core.types import Message, Session
+
+
+def _answer(body):
+    assert MARK in _text(body), "only review requests are expected"
+    if _ends_with_tool_result(body):
+        return "Saved."
+    return Reply(tool_calls=[{"name": "memory", "input": {
+        "action": "add", "target": "user", "content": FACT}}])
+
+
+def _setup(home, api, sessions: dict[str, list[str]]) -> None:
+    (home / "config.yaml").write_text(
+        f"llm:\n  base_url: {api.base_url}\n  api_key: k\n  max_retries: 0\n", encoding="utf-8")
+    with SessionArchive(home / "state.db") as archive:
+        for sid, texts in sessions.items():
+            session = Session(id=sid)
+            for i, text in enumerate(texts):
+                archive.append_message(session, Message("user" if i % 2 == 0 else "assistant", text))
+
+
+def test_review_of_the_newest_session(home):
+    with MessagesAPIServer(_answer) as api:
+        _setup(home, api, {"20250101_000000_aaaaaa": ["old talk", "ok"],
+                           "20250102_000000_bbbbbb": ["use km please", "noted"]})
+        result = CliRunner().invoke(cli, ["memory", "review"])
+    assert result.exit_code == 0, result.output
+    assert f'memory updated: added to USER.md: "{FACT}"' in result.output
+    assert "use km please" in _text(api.bodies[0]) and "old talk" not in _text(api.bodies[0])
+    assert (home / "memories" / "USER.md").read_text(encoding="utf-8") == f"{FACT}\n"
+    with SessionArchive(home / "state.db") as archive:  # the review added nothing to the archive
+        assert archive.count_messages() == 4
+
+
+def test_review_of_a_named_session_as_json(home):
+    with MessagesAPIServer(_answer) as api:
+        _setup(home, api, {"20250101_000000_aaaaaa": ["old talk", "ok"],
+                           "20250102_000000_bbbbbb": ["new talk", "ok"]})
+        result = CliRunner().invoke(cli, ["memory", "review", "20250101_000000_aaaaaa", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["session_id"] == "20250101_000000_aaaaaa" and report["calls"] == 2
+    assert report["writes"] == [f'added to USER.md: "{FACT}"'] and report["error"] is None
+    assert "old talk" in _text(api.bodies[0])
+
+
+def test_review_errors_are_clear(home):
+    with MessagesAPIServer(lambda body: Failure(500, "down")) as api:
+        runner = CliRunner()
+        (home / "config.yaml").write_text(f"llm:\n  base_url: {api.base_url}\n  api_key: k\n"
+                                          "  max_retries: 0\n", encoding="utf-8")
+        empty = runner.invoke(cli, ["memory", "review"])
+        assert empty.exit_code == 1 and "no session archive" in empty.output
+        _setup(home, api, {"20250101_000000_aaaaaa": ["hello", "hi"]})
+        unknown = runner.invoke(cli, ["memory", "review", "nope"])
+        assert unknown.exit_code == 1 and "nope" in unknown.output
+        failed = runner.invoke(cli, ["memory", "review"])
+        assert failed.exit_code == 1 and "the review model failed" in failed.output
+        assert "Nothing was written" in failed.output and "Traceback" not in failed.output
+    assert not (home / "memories" / "USER.md").exists()

@@ -1,4 +1,4 @@
-"""``hermes-core serve``: the signed HTTP webhook (the ``webhook`` platform plugin)."""
+"""``hermes-core serve``: run a listening platform; by default the signed HTTP webhook."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ __all__ = ["serve"]
                    "makes the agent reachable from the network.")
 @click.option("--port", type=click.IntRange(0, 65535), default=None,
               help="Port (default webhook.port, 8787; 0 picks a free one).")
-def serve(bind_host: str | None, port: int | None) -> None:
+@click.option("--platform", "platform_name", default="webhook", show_default=True, metavar="NAME",
+              help="The platform plugin to run (a chat-service adapter installed as a plugin).")
+def serve(bind_host: str | None, port: int | None, platform_name: str) -> None:
     """Serve the agent over HTTP: POST a signed JSON message, get the reply.
 
     POST /messages and /messages/stream take {"conversation_key": ..., "text": ...}; each key is
@@ -34,16 +36,27 @@ def serve(bind_host: str | None, port: int | None) -> None:
     stop = threading.Event()
 
     def configure(platform: Any) -> None:
-        platform.listen_on(bind_host, port)
-        platform.secret()  # no secret: refuse before anything starts
+        listen_on = getattr(platform, "listen_on", None)
+        if callable(listen_on):
+            listen_on(bind_host, port)
+        elif bind_host is not None or port is not None:
+            raise click.UsageError(f"--host/--port do not apply to the {platform_name!r} platform, "
+                                   "which does not listen on a port; leave them out")
+        secret = getattr(platform, "secret", None)
+        if callable(secret):
+            secret()  # a signing platform without its secret: refuse before anything starts
         require_api_key(host, "serve")
 
     try:
         platform: Any
-        platform, dispatcher = connect_platform(host, "webhook", configure=configure)
+        platform, dispatcher = connect_platform(host, platform_name, configure=configure)
         previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        click.echo(f"hermes-core webhook listening on {platform.url} "
-                   "(POST /messages, POST /messages/stream, GET /health); Ctrl-C stops.")
+        url = getattr(platform, "url", None)
+        if url:
+            click.echo(f"hermes-core {platform_name} listening on {url} "
+                       "(POST /messages, POST /messages/stream, GET /health); Ctrl-C stops.")
+        else:
+            click.echo(f"hermes-core {platform_name} connected; Ctrl-C stops.")
         try:
             while not stop.wait(0.5):
                 pass

@@ -105,7 +105,7 @@ class PageOut(_Wire):
 
 
 class CardOut(_Wire):
-    peer_card: list[str] | None = None
+    peer_card: list[str] | None  # required: the key is always there, null when there is no card
 
 
 class _ChatOut(_Wire):

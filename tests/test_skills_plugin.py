@@ -19,7 +19,7 @@ from hermes_core.cli import cli as main
 from hermes_core.curation import SKILL_NUDGE
 from hermes_core.llm import AnthropicLLM
 from hermes_core.plugins.memory.skills import SkillError, SkillLibrary, SkillsProvider, render_block
-from hermes_core.testing import MessagesAPIServer, Reply
+from hermes_core.testing import MemoryProviderConformance, MessagesAPIServer, Reply, make_instance
 from hermes_core.types import Session, ToolContext
 
 DEPLOY = """---
@@ -204,3 +204,17 @@ def test_cli_list_and_show(home):
     missing = runner.invoke(main, ["skills", "show", "nope"])
     assert missing.exit_code == 1 and "no skill named 'nope'" in missing.output
     assert "Traceback" not in missing.output
+
+
+class TestSkillsConformance(MemoryProviderConformance):
+    """The memory-provider contract suite, run against the skills provider."""
+
+    tool_examples = {
+        "skills_list": {},
+        "skill_manage": {"action": "create", "name": "tea", "description": "Make tea",
+                         "body": "1. Boil water."},
+    }
+
+    @pytest.fixture
+    def provider(self, hermes_home):
+        return make_instance(SkillsProvider, "memory-provider", hermes_home)

@@ -112,7 +112,9 @@ def parse_skill(text: str, path: Path) -> Skill:
     try:
         head, body = _split(text)
         try:
-            meta = yaml.safe_load(head) if head.strip() else None
+            # libyaml's loader when PyYAML has it: ~10x faster, and a prompt lists every skill
+            loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+            meta = yaml.load(head, Loader=loader) if head.strip() else None  # a safe loader
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" (line {mark.line + 2})" if mark else ""

@@ -53,7 +53,7 @@ def test_replay_lands_turn_by_turn_and_a_later_session_recalls_it(
     assert [n for sid, n in landed if sid == sessions[0]] == [2, 4, 6, 8]
     assert [n for sid, n in landed if sid == sessions[1]] == [2, 4]
     second = honcho_server.store.session_json(WS, sessions[1])["metadata"]
-    assert second["switch_reason"] == "new" and second["hermes_session_id"] == sessions[1]
+    assert second["hermes_session_id"] == sessions[1] and "parent_session_id" not in second
     # the file memory's user-profile writes were mirrored as conclusions
     conclusions = honcho_server.store.list_conclusions(WS, {"observed_id": "user"}, 1, 50)["items"]
     assert any("Rotterdam" in c["content"] for c in conclusions)

@@ -178,7 +178,7 @@ def test_recall_modes(make_provider, honcho_server) -> None:  # type: ignore[no-
     context_only = make_provider("  recall_mode: context\n")
     assert context_only.get_tools() == []
     block = context_only.system_prompt_block(session=Session(id="m2"))
-    assert "<memory-context>" in block and "honcho_search" not in block
+    assert "recalled memory context" in block and "honcho_search" not in block
 
 
 # ------------------------------------------------------------------------- failures and the outbox

@@ -255,7 +255,8 @@ class HonchoProvider(MemoryProvider):
         text = (f"Honcho keeps a model of the user (peer '{self.user}') built from your "
                 f"conversations with them, across sessions; you are peer '{self.ai}'.")
         if mode != "tools":
-            text += " What it recalls for a message is added to that message in <memory-context>."
+            text += (" What it recalls for a message is added to that message as recalled memory "
+                     "context.")
         if mode != "context":
             text += (" Use honcho_search (what was said), honcho_context and honcho_profile (what "
                      "is known), honcho_reasoning (a question about the user) and honcho_conclude "

@@ -238,6 +238,8 @@ def describe(job: Job) -> str:
     kind = job.get("kind")
     if kind == "messages":
         return f"storing {len(job.get('messages', []))} message(s) of session {job.get('session')}"
+    if kind == "session":
+        return f"creating session {job.get('session')}"
     if kind == "conclude":
         return "storing a conclusion"
     if kind == "forget":

@@ -253,7 +253,7 @@ def load_session(
     started (and by ``hermes-core chat --continue``), before the agent is built. Which session:
     the one named by ``session_id`` when it is given; else the newest session on ``platform``
     whose ``attributes["conversation_key"]`` equals ``conversation_key``; else, when
-    ``conversation_key`` is ``None``, the newest session on ``platform``. Follow it to the newest
+    ``conversation_key`` is ``None``, the session on ``platform`` used last. Follow it to the newest
     session of its compaction chain and return that :class:`Session` (with its ``attributes``)
     and its messages in order, ready to be the agent's history. An archive answers; other
     providers leave the hook alone. First result wins.

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from .curation import CurationJob, CurationReport, Curator, make_job, place_note
+from .curation import CurationJob, CurationReport, Curator, carry_over, make_job
 from .fence import StreamScrubber, build_block, provider_label, provider_text, scrub
 from .models import context_window
 from .prefetch import PrefetchResult, PrefetchRunner
@@ -480,13 +480,8 @@ class Agent:
         after = list(compressed.messages)
         if len(after) == len(before) and all(a is b for a, b in zip(after, before, strict=True)):
             return None  # no progress: keep the session and the prompt as they are
-        # Working state a summary may blur (open todo items) follows as a user message.
-        carried = [provider_text(o.value, plugin=o.plugin, hook="on_post_compress")
-                   for o in self.host.call_each("on_post_compress", messages=after,
-                                                session=self.session) if o.error is None]
-        carried_note = "\n\n".join(t for t in carried if t) or None
-        if carried_note:
-            after = place_note(after, carried_note)
+        # Working state a summary may blur (open todo items) joins the user side (on_post_compress).
+        after, carried_note = carry_over(self.host, after, self.session)
 
         old = self.session
         self.session = Session(

@@ -45,6 +45,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from .fence import provider_text
 from .toolrun import ToolOutcome, ToolRouter
 from .types import Message, Session, ToolCall
 
@@ -61,6 +62,7 @@ __all__ = [
     "CurationJob",
     "CurationReport",
     "Curator",
+    "carry_over",
     "fit_history",
     "make_job",
     "place_note",
@@ -204,6 +206,17 @@ def place_note(messages: list[Message], note: str) -> list[Message]:
                                              meta={**original.meta, "carry_over_note": True})
             return out
     return [Message("user", note, meta={"carry_over_note": True}), *out]
+
+
+def carry_over(host: PluginHost, messages: list[Message],
+               session: Session) -> tuple[list[Message], str | None]:
+    """Ask every ``on_post_compress`` implementation for its note; return the compacted history
+    with the joined notes merged in (:func:`place_note`), and the notes (``None`` if none)."""
+    texts = [provider_text(o.value, plugin=o.plugin, hook="on_post_compress")
+             for o in host.call_each("on_post_compress", messages=messages, session=session)
+             if o.error is None]
+    note = "\n\n".join(t for t in texts if t) or None
+    return (place_note(messages, note) if note else messages), note
 
 
 def _describe(call: ToolCall, outcome: ToolOutcome) -> list[str]:

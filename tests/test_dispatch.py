@@ -84,7 +84,6 @@ def test_a_broken_load_session_fails_the_turn_and_starts_nothing(home):
         def load_session(self, platform, conversation_key, session_id):
             raise RuntimeError("disk on fire")
 
-    host = host_for(home, None)
     with MessagesAPIServer(default=Reply(text="never")) as api:
         host = host_for(home, api)
         host.register_plugin("broken_plugin", Broken(None, None))

@@ -69,6 +69,8 @@ def _failure_status(exc: TurnFailed) -> int:
         return 503
     if exc.failure in ("load", "internal"):
         return 500
+    if exc.failure == "bad_request":
+        return 400
     return 502  # the model provider failed (or refused our key): a bad gateway for the client
 
 

@@ -279,6 +279,7 @@ class Curator:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._cancel = threading.Event()
+        self._deadline = 0.0  #: time.monotonic() at which the running review's bound passes
 
     @property
     def llm(self) -> ChatLLM:
@@ -314,6 +315,7 @@ class Curator:
         if snapshot is None:
             return False  # no memory tool in this session: nothing a review could do
         self._cancel.clear()
+        self._deadline = time.monotonic() + self.timeout
         self._thread = threading.Thread(target=self._background, args=(snapshot,),
                                         name="hermes-review", daemon=True)
         self._thread.start()
@@ -458,9 +460,12 @@ class Curator:
         return not self.busy
 
     def close(self, timeout: float | None = None) -> bool:
-        """Give a running review up to ``timeout`` (default: its own bound), then cancel it: a
-        cancelled review applies nothing more. True when it finished in time."""
-        finished = self.wait(self.timeout if timeout is None else timeout)
+        """Give a running review up to ``timeout`` (default: what is left of its own bound, plus
+        a second to apply an answer that came in time), then cancel it: a cancelled review
+        applies nothing more. True when it finished in time."""
+        if timeout is None:
+            timeout = max(0.0, self._deadline - time.monotonic()) + 1.0
+        finished = self.wait(timeout)
         if not finished:
             self._cancel.set()
             log.warning("a memory review was still running at shutdown; it was cancelled and "

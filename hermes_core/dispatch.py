@@ -56,7 +56,8 @@ CLOSE_WAIT_SECONDS = 30.0
 
 class TurnFailed(HermesCoreError):
     """A turn produced no reply. ``failure`` classifies it (an :class:`~hermes_core.llm.LLMFailure`
-    value, ``"load"``, ``"closed"`` or ``"internal"``); ``transient`` says a retry may succeed."""
+    value, ``"load"``, ``"closed"``, ``"invalid_key"`` or
+    ``"internal"``); ``transient`` says a retry may succeed."""
 
     def __init__(self, message: str, *, conversation_key: str, failure: str,
                  transient: bool = False, status: int | None = None) -> None:
@@ -314,7 +315,7 @@ class ConversationDispatcher:
         """Take a ticket in the conversation's queue (creating its slot)."""
         if not isinstance(key, str) or not key:
             raise TurnFailed("a conversation key must be a non-empty string", conversation_key="",
-                             failure="bad_request")
+                             failure="invalid_key")
         with self._lock:
             if self._closed:
                 raise TurnFailed("the dispatcher is shutting down; retry in a moment",

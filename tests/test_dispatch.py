@@ -248,3 +248,12 @@ def test_call_runs_in_line_and_close_refuses_new_turns(home):
             dispatcher.handle(msg("k", "late"))
         assert info.value.transient
         dispatcher.host.shutdown()
+
+
+def test_an_empty_conversation_key_is_refused(home):
+    dispatcher = ConversationDispatcher.open(host_for(home, None))
+    with pytest.raises(TurnFailed, match="non-empty") as info:
+        dispatcher.handle(msg("", "hello"))
+    assert info.value.failure == "invalid_key"
+    shut(dispatcher)
+    assert archived(home) == []

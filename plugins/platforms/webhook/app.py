@@ -69,7 +69,7 @@ def _failure_status(exc: TurnFailed) -> int:
         return 503
     if exc.failure in ("load", "internal"):
         return 500
-    if exc.failure == "bad_request":
+    if exc.failure == "invalid_key":
         return 400
     return 502  # the model provider failed (or refused our key): a bad gateway for the client
 

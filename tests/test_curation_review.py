@@ -293,3 +293,13 @@ def test_the_nudge_interval_min_turns_and_memory_use(home):
     assert _due_turns(curator("  nudge_interval: 3\n  flush_min_turns: 0\n"), 9, (2,)) == [5, 8]
     # a resumed conversation of 7 turns keeps its place in the cycle (the next review at 10)
     assert _due_turns(curator("  flush_min_turns: 0\n", prior=7), 5) == [3]
+
+
+def test_a_raising_notice_callback_is_logged_and_the_notice_kept(home, caplog):
+    def broken(text: str) -> None:
+        raise RuntimeError("the terminal is gone")
+
+    curator = Curator(make_host(home), on_notice=broken)
+    curator._notify("memory updated: x")
+    assert curator.take_notices() == ["memory updated: x"] and curator.take_notices() == []
+    assert "on_notice callback raised RuntimeError" in caplog.text

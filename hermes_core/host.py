@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -25,7 +26,14 @@ from .config import (
     load_config,
     validate_section,
 )
-from .errors import ConfigError, HermesCoreError, PluginError, PluginLoadError, RegistryError
+from .errors import (
+    ConfigError,
+    HermesCoreError,
+    PluginError,
+    PluginLoadError,
+    RegistryError,
+    UnknownNameError,
+)
 from .kinds import PluginContext, Tool
 from .loader import (
     Candidate,
@@ -357,11 +365,20 @@ class PluginHost:
     def activate_memory_providers(self) -> list[object]:
         """Activate ``memory.providers`` in order; a provider that fails to start is skipped."""
         out = []
+        blocked = blocked_names(self.config.core.plugins.disabled)
         for i, name in enumerate(self.config.core.memory.providers):
             try:
                 out.append(
                     self.activate("memory-provider", name, config_key=f"memory.providers[{i}]")
                 )
+            except UnknownNameError:
+                # Disabling a plugin whose provider is selected (the defaults select three) must
+                # switch it off, not break every command; a name that is simply unknown still fails.
+                if re.sub(r"[-_.]+", "-", name).lower() not in blocked or strict_mode():
+                    raise
+                log.warning("memory provider %r is selected in memory.providers but its plugin is "
+                            "disabled; continuing without it (remove it from memory.providers to "
+                            "silence this)", name)
             except PluginError as exc:
                 log.error("%s; continuing without it", exc)
                 if strict_mode():

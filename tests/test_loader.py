@@ -194,3 +194,30 @@ def test_entry_points_are_read_once_per_process(home, fake_dist, monkeypatch):
     load(home)
     load(home)
     assert calls == [{"group": "hermes_core.plugins"}]
+
+
+def test_disabling_a_selected_default_provider_switches_it_off(home, monkeypatch, caplog):
+    # skills is one of the default memory.providers; disabling its plugin must not break loading
+    monkeypatch.setenv("HERMES_CORE_DISABLE_PLUGINS", "skills")
+    from hermes_core.testing import make_host
+
+    host = make_host(home)
+    try:
+        active = host.activate_memory_providers()
+        names = {type(p).name for p in active}
+        assert "skills" not in names and "file_memory" in names
+        assert "its plugin is disabled" in caplog.text
+    finally:
+        host.shutdown()
+
+
+def test_an_unknown_selected_provider_still_fails(home):
+    from hermes_core.errors import UnknownNameError
+    from hermes_core.testing import make_host
+
+    host = make_host(home, config="memory:\n  providers: [file_memory, no_such_thing]\n")
+    try:
+        with pytest.raises(UnknownNameError, match="no_such_thing"):
+            host.activate_memory_providers()
+    finally:
+        host.shutdown()

@@ -13,7 +13,7 @@ answer that is not Honcho's raises :class:`HonchoProtocolError` naming the endpo
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
@@ -33,9 +33,6 @@ __all__ = [
     "MessageOut",
     "SessionContextOut",
 ]
-
-M = TypeVar("M")
-
 
 class HonchoError(HermesCoreError):
     """A Honcho request failed; the message says which, where and why."""
@@ -118,6 +115,9 @@ class _RepresentationOut(_Wire):
 
 class _IdOut(_Wire):
     id: str
+
+
+_ADAPTERS: dict[Any, TypeAdapter[Any]] = {}
 
 
 def _detail(response: httpx.Response) -> str:
@@ -203,8 +203,11 @@ class HonchoClient:
                 f"JSON: {response.text[:120]!r}; is honcho.base_url a Honcho server?") from None
 
     def _parse(self, model: Any, data: Any, where: str) -> Any:
+        adapter = _ADAPTERS.get(model)
+        if adapter is None:  # building an adapter costs more than using one
+            adapter = _ADAPTERS[model] = TypeAdapter(model)
         try:
-            return TypeAdapter(model).validate_python(data)
+            return adapter.validate_python(data)
         except ValidationError as exc:
             first = exc.errors()[0]
             raise HonchoProtocolError(

@@ -82,6 +82,11 @@ class HonchoProvider(MemoryProvider):
 
     # ------------------------------------------------------------------------------ sessions
 
+    @property
+    def current_session(self) -> str | None:
+        """The Honcho session of the last session switch, if any."""
+        return self._current
+
     def session_id(self, session: Session | str) -> str:
         """The Honcho session id of a hermes-core session (or session id)."""
         raw = session if isinstance(session, str) else session.id
@@ -189,9 +194,9 @@ class HonchoProvider(MemoryProvider):
                 if self._stopped:
                     return
                 job, self._pending = self._pending, None
+                assert job is not None
                 self._refreshing = job["sid"]
             try:
-                assert job is not None
                 # Read after this turn's messages were written (bounded): the dialectic sees them.
                 self.writer.wait(job["after"], timeout=self.config.timeout)
                 self._refresh(job)

@@ -112,7 +112,7 @@ class _Handlers:
 
     def session(self, context: ToolContext) -> str | None:
         sid = self.p.session_id(context.session) if context.session is not None else None
-        return sid or self.p._current
+        return sid or self.p.current_session
 
     # ----------------------------------------------------------------------------- handlers
 

@@ -378,7 +378,7 @@ class HonchoTestServer:
     @property
     def url(self) -> str:
         host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{host!s}:{port}"
 
     def start(self) -> HonchoTestServer:
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,),
@@ -468,11 +468,12 @@ def _make_handler(server: HonchoTestServer) -> type[BaseHTTPRequestHandler]:
             record = RecordedRequest(method, split.path, query, None if body is _INVALID else body,
                                      headers={"authorization": self.headers.get("Authorization", ""),
                                               "x-honcho-host": self.headers.get("X-Honcho-Host", "")})
+            self._record = record  # _send fills in the status before the answer leaves
             server.record(record)
             if server.latency:
                 time.sleep(server.latency)
             if split.path.startswith("/_control/"):
-                record.status = self._control(method, split.path, body)
+                self._control(method, split.path, body)
                 return
             fault = server.fault_for(split.path)
             if fault is not None and fault.kind == "drop":
@@ -480,15 +481,13 @@ def _make_handler(server: HonchoTestServer) -> type[BaseHTTPRequestHandler]:
                 self.close_connection = True
                 return  # nothing is written: the client sees the connection close
             if fault is not None and fault.kind == "junk":
-                record.status = 200
                 self._send(200, {"unexpected": "this is not a Honcho response"})
                 return
             if fault is not None:
-                record.status = fault.status
                 headers = {"Retry-After": f"{fault.retry_after:g}"} if fault.retry_after else {}
                 self._send(fault.status, {"detail": f"injected failure ({fault.status})"}, headers)
                 return
-            record.status = self._dispatch(method, split.path, query, body, raw, content_type)
+            self._dispatch(method, split.path, query, body, raw, content_type)
 
         def _authorized(self) -> bool:
             if server.api_key is None:
@@ -542,6 +541,9 @@ def _make_handler(server: HonchoTestServer) -> type[BaseHTTPRequestHandler]:
 
         def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> int:
             data = b"" if status == 204 or payload is None else json.dumps(payload).encode()
+            record = getattr(self, "_record", None)
+            if record is not None:
+                record.status = status
             self.send_response(status)
             if data:
                 self.send_header("Content-Type", "application/json")

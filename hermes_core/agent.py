@@ -162,8 +162,10 @@ class Agent:
     :meth:`create`). ``session`` and ``history`` resume an earlier session; otherwise a new one
     starts. Turns are serialised: one at a time per agent.
 
-    ``last_prompt_tokens`` is the prompt size the API last reported for a resumed session, if the
-    caller stored it; it makes the pre-turn hygiene check exact (else the history is estimated).
+    ``last_prompt_tokens`` is the prompt size the API last reported for a resumed session; by
+    default it is read from the ``meta["usage"]`` of the history's last assistant message (the
+    agent stores each call's usage there). It makes the pre-turn hygiene check exact (else the
+    history is estimated).
     ``on_notice`` receives each notice ("memory updated: ...") as it happens, possibly on a
     background thread; the same notices are also attached to the next :class:`TurnResult`.
     ``aux_llm`` serves the memory review and flush (default: built from ``llm.*`` with
@@ -193,7 +195,8 @@ class Agent:
         self.system_prompt = ""
         self.router = ToolRouter({})
         self.tool_schemas: list[dict[str, Any]] = []
-        self.last_prompt_tokens: int | None = last_prompt_tokens
+        self.last_prompt_tokens: int | None = (
+            last_prompt_tokens if last_prompt_tokens is not None else _reported_prompt_tokens(self.history))
         self.turns = 0
         self.prompt_builds = 0
         self._prefetch = PrefetchRunner(host, timeout=core.memory.prefetch_timeout)
@@ -319,7 +322,8 @@ class Agent:
                 budget.spend()
                 self.host.call_each("update_from_response", usage=response.usage)
                 self.last_prompt_tokens = response.usage.prompt_tokens or None
-                assistant = Message("assistant", scrub(response.text), tool_calls=list(response.tool_calls))
+                assistant = Message("assistant", scrub(response.text), tool_calls=list(response.tool_calls),
+                                    meta={"usage": response.usage.as_meta()})
                 self.history.append(assistant)
                 self._emit(assistant)
                 result.assistant = assistant
@@ -604,3 +608,18 @@ def _valid_result(value: object) -> bool:
         and bool(value.messages)
         and all(isinstance(m, Message) for m in value.messages)
     )
+
+
+def _reported_prompt_tokens(history: list[Message]) -> int | None:
+    """The prompt size of the last model call recorded in ``history`` (its usage meta), if any.
+
+    Messages a compaction carried over keep the usage of a call made before the compaction,
+    which says nothing about the compacted history: they end the search.
+    """
+    for message in reversed(history):
+        if message.role == "assistant":
+            if "carried_over" in message.meta:
+                return None
+            usage = Usage.from_meta(message.meta.get("usage"))
+            return (usage.prompt_tokens or None) if usage is not None else None
+    return None

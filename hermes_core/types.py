@@ -107,6 +107,26 @@ class Usage:
         """Everything the model read: fresh input plus cache reads and writes."""
         return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
 
+    def as_meta(self) -> dict[str, Any]:
+        """The counts as plain data, as the agent stores them in an assistant message's
+        ``meta["usage"]`` (so an archive can total them and a resumed session knows its size)."""
+        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+                "cache_read_tokens": self.cache_read_tokens,
+                "cache_write_tokens": self.cache_write_tokens, "model": self.model}
+
+    @classmethod
+    def from_meta(cls, value: object) -> Usage | None:
+        """The inverse of :meth:`as_meta`; ``None`` for anything that is not such a mapping."""
+        if not isinstance(value, dict):
+            return None
+        try:
+            counts = [int(value.get(k) or 0) for k in ("input_tokens", "output_tokens",
+                                                        "cache_read_tokens", "cache_write_tokens")]
+        except (TypeError, ValueError):
+            return None
+        model = value.get("model")
+        return cls(*counts, model=model if isinstance(model, str) else None)
+
 
 @dataclass(slots=True)
 class MemoryWrite:

@@ -4,8 +4,8 @@ Plugs into a turn through the memory hooks: ``on_message`` appends each message 
 joins the history, ``on_session_switch`` opens the next session (a compaction's child joins its
 parent's chain), ``on_session_end`` records the end, ``get_tools`` offers ``session_search``, and
 ``load_session`` hands a stored conversation back to be resumed.
-Token and cost counters are kept by :meth:`SessionArchiveProvider.record_usage`, which the agent
-loop calls after each API response (``update_from_response`` belongs to the context engine).
+Token counters are added up from the ``meta["usage"]`` the agent loop puts on each assistant
+message (one model call each); :meth:`SessionArchiveProvider.record_usage` adds other calls.
 
 The library API is :class:`~.store.SessionArchive`; the CLI is ``hermes-core sessions``.
 """
@@ -96,6 +96,11 @@ class SessionArchiveProvider(MemoryProvider):
     @hookimpl
     def on_message(self, message: Message, session: Session) -> None:
         self.archive.append_message(session, message)
+        # The agent puts each model call's usage on the assistant message it produced; a copy
+        # carried over by a compaction was counted in its own session already.
+        usage = Usage.from_meta(message.meta.get("usage")) if message.role == "assistant" else None
+        if usage is not None and "carried_over" not in message.meta:
+            self.archive.record_usage(session.id, usage)
 
     @hookimpl
     def on_session_switch(

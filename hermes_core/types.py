@@ -119,13 +119,13 @@ class Usage:
         """The inverse of :meth:`as_meta`; ``None`` for anything that is not such a mapping."""
         if not isinstance(value, dict):
             return None
+        keys = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
         try:
-            counts = [int(value.get(k) or 0) for k in ("input_tokens", "output_tokens",
-                                                        "cache_read_tokens", "cache_write_tokens")]
+            counts = {k: int(value.get(k) or 0) for k in keys}
         except (TypeError, ValueError):
             return None
         model = value.get("model")
-        return cls(*counts, model=model if isinstance(model, str) else None)
+        return cls(**counts, model=model if isinstance(model, str) else None)
 
 
 @dataclass(slots=True)

@@ -93,7 +93,7 @@ class ContextSection(StrictModel):
 
 
 class LLMSection(StrictModel):
-    model: str = "claude-sonnet-4-5"
+    model: str = "claude-sonnet-4-6"
     #: the model for summaries and reviews; defaults to ``model``
     auxiliary_model: str | None = None
     #: a Messages-API-compatible endpoint; env ANTHROPIC_BASE_URL

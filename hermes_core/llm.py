@@ -360,7 +360,7 @@ class AnthropicLLM:
         self,
         *,
         api_key: str | None,
-        model: str = "claude-sonnet-4-5",
+        model: str = "claude-sonnet-4-6",
         base_url: str | None = None,
         max_retries: int = 2,
         timeout: float = 600.0,

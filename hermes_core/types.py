@@ -136,7 +136,7 @@ class MemoryWrite:
     target: str
     content: str
     old_text: str | None = None
-    origin: str = "assistant_tool"  #: who wrote: assistant_tool, user_cli, background_review, ...
+    origin: str = "assistant_tool"  #: who wrote: assistant_tool, memory_review, memory_flush, ...
     session_id: str | None = None
     provider: str | None = None  #: the provider that owns the store written to
 

@@ -167,7 +167,8 @@ def test_twelve_turns_trigger_exactly_one_review_after_turn_ten(home):
     assert notices == [expected]
     assert results[10].notices == [expected] and results[11].notices == []
     # mirrored to the other providers through on_memory_write, once
-    assert [(w.action, w.target, w.content) for w in recording.writes] == [("add", "user", FACT)]
+    assert [(w.action, w.target, w.content, w.origin) for w in recording.writes] == [
+        ("add", "user", FACT, "memory_review")]  # labelled: other providers can tell it apart
     # no trace of the review in any provider's hooks or in state.db
     assert not [s for s in recording.seen if MARK in s or FACT in s]
     with sqlite3.connect(home / "state.db") as con:

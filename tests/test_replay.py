@@ -224,7 +224,7 @@ def test_the_long_example_compacts_at_default_settings(home):
     result = _run_cli(home, str(EXAMPLES / "long-incident.jsonl"), "--json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert data["model"] == "claude-sonnet-4-5" and data["engine"] == "compressor"
+    assert data["model"] == "claude-sonnet-4-6" and data["engine"] == "compressor"
     compactions = [c for t in data["turns"] for c in t["compactions"]]
     assert len(compactions) >= 1
     first = compactions[0]

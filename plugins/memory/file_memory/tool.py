@@ -173,7 +173,11 @@ class MemoryToolHandler:
         except MemoryRefused as exc:
             return self._refusal(exc, args, session_id)
         self.failures.reset(session_id)
-        self._mirror(result, origin_session=session_id)
+        # A background review or pre-compaction flush calls this tool in a session of its own
+        # whose attributes say so; other providers see that origin on the mirrored write.
+        origin = context.session.attributes.get("origin") if context.session is not None else None
+        self._mirror(result, origin_session=session_id,
+                     origin=origin if isinstance(origin, str) and origin else "assistant_tool")
         return self._success(result)
 
     # -------------------------------------------------------------------------------- parts
@@ -199,7 +203,7 @@ class MemoryToolHandler:
             )
         return [Operation(args.action, args.content, args.old_text)]
 
-    def _mirror(self, result: WriteResult, *, origin_session: str | None) -> None:
+    def _mirror(self, result: WriteResult, *, origin_session: str | None, origin: str) -> None:
         for applied in result.applied:
             if applied.duplicate:
                 continue
@@ -209,7 +213,7 @@ class MemoryToolHandler:
                     target=result.target,
                     content=applied.content,
                     old_text=applied.old_text,
-                    origin="assistant_tool",
+                    origin=origin,
                     session_id=origin_session,
                     provider=self.provider,
                 )

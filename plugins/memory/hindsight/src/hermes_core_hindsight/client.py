@@ -223,9 +223,15 @@ class HindsightClient:
         return data if isinstance(data, dict) else {"status": str(data)}
 
     def retain(self, bank: str, items: list[dict[str, Any]], *, async_: bool = False,
-               timeout: float | None = None) -> dict[str, Any]:
-        """``POST /banks/{bank}/memories``: store ``items`` (see the API's MemoryItem)."""
-        body = {"items": items, "async": async_}
+               operation_id: str | None = None, timeout: float | None = None) -> dict[str, Any]:
+        """``POST /banks/{bank}/memories``: store ``items`` (see the API's MemoryItem).
+
+        With ``async_`` the server queues the work in its database and answers at once; an
+        ``operation_id`` (a UUID) makes a re-sent request a no-op instead of a duplicate.
+        """
+        body: dict[str, Any] = {"items": items, "async": async_}
+        if async_ and operation_id:
+            body["operation_id"] = operation_id
         data = self._request("POST", f"{_PREFIX}/{bank}/memories", json=body, timeout=timeout)
         if not isinstance(data, dict) or data.get("success") is False:
             raise HindsightUnavailable(f"Hindsight did not confirm the retain: {data!r}")
@@ -243,8 +249,13 @@ class HindsightClient:
         if tags:
             body["tags"] = list(tags)
             body["tags_match"] = tags_match
-        data = self._request("POST", f"{_PREFIX}/{bank}/memories/recall", json=body,
-                             timeout=timeout)
+        try:
+            data = self._request("POST", f"{_PREFIX}/{bank}/memories/recall", json=body,
+                                 timeout=timeout)
+        except HindsightRejected as exc:
+            if exc.status == 404:  # the bank is created by its first retain: nothing stored yet
+                return []
+            raise
         results = data.get("results") if isinstance(data, dict) else None
         if not isinstance(results, list):
             raise HindsightUnavailable(f"unexpected recall answer from {self.base_url}: {data!r}")

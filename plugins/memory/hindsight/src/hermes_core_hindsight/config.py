@@ -44,13 +44,18 @@ class HindsightConfig(BaseModel):
     auto_retain: bool = True
     #: prepare a recall after each turn and add it to the next user message
     auto_recall: bool = True
-    #: ask the server to process retains in its own queue (``async``); off by default, so the
-    #: writer knows a turn is stored when the request returns
-    retain_async: bool = False
+    #: hand retains to the server's own queue (``async``, kept in its database) instead of waiting
+    #: while it extracts facts; each turn carries an operation id, so a retry after a lost answer
+    #: is a no-op on the server rather than a duplicate
+    retain_async: bool = True
     #: extra tags on every retained turn (besides session, lineage and platform tags)
     tags: list[str] = Field(default_factory=list, max_length=32)
     #: a turn longer than this (characters) is sent as several items of the same document
     retain_item_chars: int = Field(default=20_000, ge=1_000, le=1_000_000)
+    #: a turn longer than this (characters) is retained with its middle cut out (a pasted log of a
+    #: megabyte costs the server minutes of embedding and is of little use to recall; the whole
+    #: turn stays in the session archive)
+    retain_max_chars: int = Field(default=60_000, ge=1_000, le=10_000_000)
     #: attempts per retain before it is set aside in the spool file (retried later)
     retain_attempts: int = Field(default=3, ge=1, le=10)
     #: turns waiting for the writer; beyond this, new turns go straight to the spool file

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -49,6 +50,15 @@ LIVE_WAIT_SHARE = 0.6
 
 def _iso(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, tz=UTC).isoformat()
+
+
+def _shorten(text: str, limit: int) -> str:
+    """``text`` with its middle replaced by a note when it is longer than ``limit``."""
+    if len(text) <= limit:
+        return text
+    head = limit * 2 // 3
+    tail = limit - head
+    return f"{text[:head]}\n[... {len(text) - head - tail} characters left out ...]\n{text[-tail:]}"
 
 
 def _refused(exc: BaseException) -> bool:
@@ -138,7 +148,8 @@ class HindsightMemory(MemoryProvider):
                     item["document_id"] = f"{session_id}#turn-{job.get('turn', 0)}"
             items.append(item)
         self.client.retain(job.get("bank", self.config.bank), items,
-                           async_=self.config.retain_async, timeout=self.config.retain_timeout)
+                           async_=self.config.retain_async, operation_id=job.get("operation_id"),
+                           timeout=self.config.retain_timeout)
 
     def _recall_for_prefetch(self, query: str, session: Session) -> list[Memory]:
         limit = self.config.prefetch_max_results * 3  # room for skipped current-session memories
@@ -183,7 +194,7 @@ class HindsightMemory(MemoryProvider):
             return None
         if tools:
             parts.append(f"(tools used: {', '.join(tools)})")
-        text = "\n".join(parts)
+        text = _shorten("\n".join(parts), self.config.retain_max_chars)
         turn = sum(1 for m in messages if m.role == "user") or 1
         metadata = {"session_id": session.id, "turn": str(turn), "platform": session.platform,
                     "source": "hermes-core"}
@@ -198,7 +209,8 @@ class HindsightMemory(MemoryProvider):
             "tags": self.session_tags(session),
         } for start in range(0, len(text), size)]
         return {"bank": self.config.bank, "session_id": session.id, "turn": turn,
-                "items": items, "label": f"turn {turn} of session {session.id}"}
+                "items": items, "label": f"turn {turn} of session {session.id}",
+                "operation_id": str(uuid.uuid4())}
 
     # ---------------------------------------------------------------------------------- hooks
 
@@ -271,7 +283,8 @@ class HindsightMemory(MemoryProvider):
                 "metadata": {"source": "memory-write", "target": write.target,
                              "origin": write.origin}, "tags": tags}
         self.writer.submit({"bank": self.config.bank, "items": [item],
-                            "label": f"{write.action} of a {write.target} note"})
+                            "label": f"{write.action} of a {write.target} note",
+                            "operation_id": str(uuid.uuid4())})
 
     @hookimpl
     def get_tools(self) -> list[Tool]:

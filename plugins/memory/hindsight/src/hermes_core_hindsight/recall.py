@@ -91,6 +91,8 @@ class Prefetcher:
                 return
             if isinstance(error, HindsightUnavailable):
                 self._outage_until = time.monotonic() + OUTAGE_COOLDOWN
+            if self._closed:
+                return  # shutting down: a recall cut short is expected, not news
         # Unreachable servers are expected (laptop offline): info, not a warning per turn.
         level = logging.INFO if isinstance(error, HindsightUnavailable) else logging.WARNING
         self._log.log(level, "hindsight: recall failed: %s", error)

@@ -7,6 +7,7 @@ the model can act on; the kernel turns that into an error result. Successes are 
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -84,7 +85,7 @@ def build_tools(provider: HindsightMemory) -> list[Tool]:
             item["context"] = args.context
         try:
             provider.client.retain(config.bank, [item], async_=config.retain_async,
-                                   timeout=config.retain_timeout)
+                                   operation_id=str(uuid.uuid4()), timeout=config.retain_timeout)
         except HindsightError as exc:
             raise _failed("hindsight_retain", exc) from None
         return {"stored": True, "bank": config.bank}

@@ -96,3 +96,8 @@ def test_not_json_is_unavailable():
 def test_version_tuple():
     assert version_tuple("1.1.0") == (1, 1, 0)
     assert version_tuple("0.5.0rc1") >= (0, 5, 0) > version_tuple("0.4.9")
+
+
+def test_recall_from_a_bank_not_created_yet_is_empty():
+    client = client_for(lambda r: httpx.Response(404, json={"detail": "Bank 'new' not found"}))
+    assert client.recall("new", "anything") == []

@@ -31,7 +31,9 @@ def test_turn_is_retained_as_append_to_the_session_document(provider, fake):
     turn(provider, root, "and the cache is Redis 7", history=history)
     assert provider.writer.flush(5)
     bodies = fake.calls("/memories")
-    assert len(bodies) == 2 and all(b["async"] is False for b in bodies)
+    assert len(bodies) == 2 and all(b["async"] is True for b in bodies)
+    # one operation id per turn: a re-send after a lost answer is a no-op on the server
+    assert len({b["operation_id"] for b in bodies}) == 2
     first, second = bodies[0]["items"][0], bodies[1]["items"][0]
     assert first["document_id"] == "s-root" and first["update_mode"] == "append"
     assert first["content"] == ("User: I fixed the database hang by raising the pool size to 40\n"
@@ -75,6 +77,26 @@ def test_long_turn_is_split_into_items_of_one_document(hermes_home, fake):
     items = fake.calls("/memories")[0]["items"]
     assert len(items) == 3 and {i["document_id"] for i in items} == {"s-long"}
     assert "".join(i["content"] for i in items).startswith("User: word word")
+    provider.shutdown()
+
+
+def test_huge_turn_keeps_its_head_and_tail(hermes_home, fake):
+    provider = build_provider(hermes_home, fake, "hindsight:\n  retain_max_chars: 3000\n")
+    turn(provider, Session(id="s-huge"), "START " + "x" * 1_000_000 + " END")
+    assert provider.writer.flush(5)
+    text = "".join(i["content"] for i in fake.calls("/memories")[0]["items"])
+    assert len(text) < 3100 and text.startswith("User: START") and "characters left out" in text
+    assert "Assistant: Noted." in text
+    provider.shutdown()
+
+
+def test_retry_after_a_lost_answer_reuses_the_operation_id(hermes_home, fake):
+    provider = build_provider(hermes_home, fake)
+    fake.retain_status = 503
+    turn(provider, Session(id="s-retry"), "try again")
+    assert provider.writer.flush(10)
+    ids = {b["operation_id"] for b in fake.calls("/memories")}
+    assert len(fake.calls("/memories")) == 3 and len(ids) == 1
     provider.shutdown()
 
 

@@ -24,29 +24,14 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 from hermes_core import ContextEngine, MemoryProvider, PluginHost, hookimpl
 from hermes_core.agent import Agent
 from hermes_core.config import load_config, parse_config_text
-from hermes_core.llm import LLMResponse
-from hermes_core.types import Usage
+from hermes_core.testing import CannedLLM
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_OVERHEAD_MS = 1.0  # with 10 providers
-
-
-class StubLLM:
-    """Answers at once; the only fake."""
-
-    def __init__(self) -> None:
-        self.response = LLMResponse(text="ok", usage=Usage(input_tokens=1000, output_tokens=5))
-
-    def respond(self, **kwargs: Any) -> LLMResponse:
-        return self.response
-
-    def complete(self, **kwargs: Any) -> str:
-        return "ok"
 
 
 class Quiet(MemoryProvider):
@@ -101,7 +86,7 @@ def make_agent(home: Path, providers: int) -> Agent:
                                home / "config.yaml")
     host = PluginHost.load(home, config=config, builtins=False, entry_points=False,
                            directories=False, plugins=[("bench", Reg())])
-    return Agent.create(host, StubLLM())
+    return Agent.create(host, CannedLLM())  # answers at once; the only fake
 
 
 def turn_overhead(providers: int, turns: int) -> tuple[float, float, float]:

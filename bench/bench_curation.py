@@ -29,27 +29,14 @@ from hermes_core.agent import Agent
 from hermes_core.config import parse_config_text
 from hermes_core.curation import Curator
 from hermes_core.kinds import PluginContext
-from hermes_core.llm import LLMResponse
 from hermes_core.plugins.memory.skills import SkillsConfig, SkillsProvider
+from hermes_core.testing import CannedLLM
 from hermes_core.toolrun import ToolOutcome, ToolRouter
-from hermes_core.types import Session, ToolCall, Usage
+from hermes_core.types import Session, ToolCall
 
 TARGET_CURATION_US = 20.0  # 2 % of bench_agent's 1 ms kernel-overhead target
 TARGET_COLD_MS = 25.0  # a new session with 100 skills on disk
 TARGET_WARM_MS = 2.0  # the same, files unchanged (the parse cache serves them)
-
-
-class StubLLM:
-    """Answers at once; the only fake."""
-
-    def __init__(self) -> None:
-        self.response = LLMResponse(text="ok", usage=Usage(input_tokens=1000, output_tokens=5))
-
-    def respond(self, **kwargs: Any) -> LLMResponse:
-        return self.response
-
-    def complete(self, **kwargs: Any) -> str:
-        return "ok"
 
 
 class Tools(MemoryProvider):
@@ -102,7 +89,7 @@ def curator_overhead(turns: int) -> float:
 def turn_time(memory: str, turns: int) -> float:
     """Median ms of a whole run_turn."""
     with tempfile.TemporaryDirectory() as tmp:
-        agent = Agent(_host(Path(tmp), memory), StubLLM())
+        agent = Agent(_host(Path(tmp), memory), CannedLLM())  # answers at once; the only fake
         for _ in range(50):
             agent.run_turn("warm up")
         samples = []
@@ -148,7 +135,7 @@ def skills_assembly(count: int, runs: int) -> tuple[float, float, float, int]:
                                    home / "config.yaml")
         host = PluginHost.load(home, config=config, entry_points=False, directories=False)
         host.activate_memory_providers()
-        agent = Agent(host, StubLLM())
+        agent = Agent(host, CannedLLM())  # answers at once; the only fake
         agent.start()
         for _ in range(runs):
             agent.session = Session(id=f"s-{time.perf_counter_ns()}")  # force a fresh freeze

@@ -26,7 +26,6 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import hermes_core_honcho.plugin as honcho_plugin
 from hermes_core_honcho import HonchoProvider
@@ -35,26 +34,12 @@ from hermes_core_honcho.testing import HonchoTestServer
 from hermes_core.agent import Agent
 from hermes_core.config import parse_config_text
 from hermes_core.host import PluginHost
-from hermes_core.llm import LLMResponse
-from hermes_core.testing import make_instance
-from hermes_core.types import Message, Session, Usage
+from hermes_core.testing import CannedLLM, make_instance
+from hermes_core.types import Message, Session
 
 DEADLINE_MS = 300.0
 TARGET_PREFETCH_MS = 1.0
 TARGET_OVERHEAD_MS = 1.0
-
-
-class StubLLM:
-    """Answers at once; the only fake."""
-
-    def __init__(self) -> None:
-        self.response = LLMResponse(text="Noted.", usage=Usage(input_tokens=1000, output_tokens=5))
-
-    def respond(self, **kwargs: Any) -> LLMResponse:
-        return self.response
-
-    def complete(self, **kwargs: Any) -> str:
-        return "ok"
 
 
 def section(server: HonchoTestServer) -> str:
@@ -97,7 +82,7 @@ def turn_ms(server: HonchoTestServer, home: Path, providers: list[str], turns: i
     host = PluginHost.load(home, config=parse_config_text(text, home / "config.yaml"),
                            entry_points=False, directories=False,
                            plugins=[("honcho", honcho_plugin)])
-    agent = Agent.create(host, StubLLM())
+    agent = Agent.create(host, CannedLLM("Noted."))  # answers at once; the only fake
     honcho = host.instances.get("memory-provider:honcho")
     samples = []
     try:

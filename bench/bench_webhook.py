@@ -36,30 +36,12 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 SECRET = "bench-secret-0123456789abcdef0123"
 TARGETS = {"p95_1": 50.0, "rps_20": 100.0, "p95_20": 250.0}
 REPLY = "Noted: that is a fine plan, and I will remember the details you gave me."
-
-
-class StubLLM:
-    """The only fake: answers at once with canned words, streamed in small pieces when asked."""
-
-    def respond(self, *, on_text: Callable[[str], None] | None = None, **kwargs: Any) -> Any:
-        from hermes_core.llm import LLMResponse
-        from hermes_core.types import Usage
-
-        if on_text is not None:
-            for i in range(0, len(REPLY), 16):
-                on_text(REPLY[i:i + 16])
-        return LLMResponse(text=REPLY, usage=Usage(input_tokens=1200, output_tokens=20),
-                           stop_reason="end_turn")
-
-    def complete(self, **kwargs: Any) -> str:
-        return REPLY
 
 
 # ------------------------------------------------------------------------------------ client
@@ -116,7 +98,12 @@ def start_server(home: Path) -> tuple[Any, Any, Any]:
             "  max_live_conversations: 64\n")
     config = parse_config_text(text, home / "config.yaml")
     host = PluginHost.load(home, config=config, entry_points=False, directories=False)
-    platform, dispatcher = connect_platform(host, "webhook", llm=StubLLM())
+    from hermes_core.testing import CannedLLM
+    from hermes_core.types import Usage
+
+    # the only fake: the model's words, at once, streamed in small pieces when asked
+    llm = CannedLLM(REPLY, usage=Usage(input_tokens=1200, output_tokens=20))
+    platform, dispatcher = connect_platform(host, "webhook", llm=llm)
     return host, platform, dispatcher
 
 

@@ -92,3 +92,20 @@ def test_bad_inline_turns_name_the_turn(bad, message):
 def test_bad_transcript_line_is_a_replay_error():
     with pytest.raises(ReplayError, match="line"):
         transcript_from([{"role": "assistant", "content": "no user turn before me"}])
+
+
+def test_canned_llm_drives_an_agent_and_streams(hermes_home):
+    from hermes_core.agent import Agent
+    from hermes_core.testing import CannedLLM, make_host
+    from hermes_core.types import Usage
+
+    llm = CannedLLM("a fixed answer", usage=Usage(input_tokens=7), chunk=4)
+    agent = Agent.create(make_host(hermes_home), llm)
+    pieces: list[str] = []
+    try:
+        result = agent.run_turn("hello", on_text=pieces.append)
+    finally:
+        agent.close()
+    assert result.reply == "a fixed answer" and "".join(pieces) == "a fixed answer"
+    assert len(pieces) == 4 and llm.calls == 1
+    assert result.usage[0].input_tokens == 7

@@ -6,6 +6,7 @@
   building blocks that work with or without pytest (see :mod:`.harness`);
 * :class:`MemoryProviderConformance`, :class:`ContextEngineConformance`: the contract suites to
   subclass in your tests (see :mod:`.conformance`; they need pytest and jsonschema);
+* :class:`CannedLLM`: an in-process model answering at once with fixed words (benchmarks);
 * :func:`run_replay`: run a scripted conversation through real plugins and get the replay
   report (see :mod:`.replaying`);
 * the pytest plugin :mod:`.pytest_plugin` (fixtures ``hermes_home``, ``hermes_host``,
@@ -20,6 +21,7 @@ from .harness import isolated_home, make_host, make_instance, registered_plugin
 from .messages_api import Failure, MessagesAPIServer, RecordedRequest, Reply, ScriptItem
 
 __all__ = [
+    "CannedLLM",
     "ContextEngineConformance",
     "Failure",
     "MemoryProviderConformance",
@@ -52,4 +54,8 @@ def __getattr__(name: str) -> Any:
         from . import replaying
 
         return getattr(replaying, name)
+    if name == "CannedLLM":
+        from .canned_llm import CannedLLM
+
+        return CannedLLM
     raise AttributeError(f"module 'hermes_core.testing' has no attribute {name!r}")

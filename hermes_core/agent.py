@@ -13,8 +13,10 @@ has ``begin_turn()`` is told when a turn starts, one with an ``overhead_tokens``
 the size of the system prompt and tool list, and one with ``last_report`` gets it copied into the
 compaction record. Engines without them work through the hooks alone.
 
-Every plugin call is isolated (``PluginHost.call_each``): a hook that raises is logged with the
-plugin's name and the turn goes on. Only the LLM call itself can fail a turn
+Every hook call goes through the host's typed facade (``host.hooks``, :mod:`hermes_core.hooks`):
+pluggy's order, ``firstresult`` and wrappers, each implementation isolated and bounded by its
+deadline. A hook that raises, is late or returns the wrong type is recorded with the plugin's name
+(on :attr:`TurnResult.problems` and in the log) and the turn goes on. Only the LLM call itself can fail a turn
 (:class:`~hermes_core.llm.LLMError`); the user message is archived by then and stays in the history.
 """
 
@@ -36,10 +38,11 @@ from .fence import StreamScrubber, build_block, provider_label, provider_text, s
 from .models import context_window
 from .prefetch import PrefetchResult, PrefetchRunner
 from .toolrun import IterationBudget, ToolOutcome, ToolRouter
-from .types import CompressionResult, EndReason, Message, Session, SwitchReason, Usage
+from .types import EndReason, Message, Session, SwitchReason, Usage
 from .worker import DrainReport, SessionWorker
 
 if TYPE_CHECKING:
+    from .hooks import HookProblem
     from .host import PluginHost
     from .llm import ChatLLM, LLMResponse
 
@@ -153,6 +156,9 @@ class TurnResult:
     notices: list[str] = field(default_factory=list)
     #: whether this turn started a background memory review
     review_started: bool = False
+    #: hook implementations that raised, were late or answered the wrong type during this turn,
+    #: and background ones (sync_turn, queue_prefetch, ...) of this conversation since the last
+    problems: list[HookProblem] = field(default_factory=list)
 
 
 class Agent:
@@ -207,6 +213,11 @@ class Agent:
         self._lock = threading.RLock()
         self._started = False
         self._closed = False
+        self._session_ids = {self.session.id}
+        self._turn_thread: int | None = None
+        self._problems: list[HookProblem] = []
+        self._problem_lock = threading.Lock()
+        self._unsubscribe = host.hooks.subscribe(self._on_problem)
 
     @classmethod
     def create(cls, host: PluginHost, llm: ChatLLM | None = None, **kwargs: Any) -> Agent:
@@ -233,10 +244,21 @@ class Agent:
     @property
     def engine(self) -> object | None:
         """The active context engine instance, if any."""
-        for key, instance in self.host.instances.items():
-            if key.startswith("context-engine:"):
-                return instance
-        return None
+        return self.host.engine
+
+    def _on_problem(self, problem: HookProblem) -> None:
+        """Keep the hook problems of this conversation for the next :class:`TurnResult`."""
+        mine = (problem.session_id in self._session_ids if problem.session_id is not None
+                else threading.get_ident() == self._turn_thread)
+        if mine:
+            with self._problem_lock:
+                self._problems.append(problem)
+
+    def take_problems(self) -> list[HookProblem]:
+        """The hook problems recorded since the last call (a turn's result takes them too)."""
+        with self._problem_lock:
+            out, self._problems = self._problems, []
+        return out
 
     # ----------------------------------------------------------------------------- the session
 
@@ -250,8 +272,8 @@ class Agent:
             self._assemble()  # first: a tool-name collision must stop the session before it starts
             reason = SwitchReason.RESUME if self.resumed else SwitchReason.NEW
             self._on_worker("boundary", f"on_session_switch -> {self.session.id} ({reason})",
-                            "on_session_switch", new_session=self.session, old_session=None,
-                            reason=reason)
+                            self.host.hooks.on_session_switch, new_session=self.session,
+                            old_session=None, reason=reason)
             self._started = True
 
     def _assemble(self) -> None:
@@ -272,9 +294,9 @@ class Agent:
         if "session_search" in self.router.tools:
             guidance.append(_GUIDANCE_SEARCH)
         parts = [identity, "\n\n".join(guidance)]
-        for outcome in self.host.call_each("system_prompt_block", session=self.session):
+        for outcome in self.host.hooks.system_prompt_block(session=self.session):
             text = provider_text(outcome.value, plugin=outcome.plugin, hook="system_prompt_block")
-            if text and outcome.error is None:
+            if text and outcome.ok:
                 parts.append(f"# Memory: {provider_label(outcome.plugin)}\n{text}")
         self.system_prompt = "\n\n".join(parts)
         self.prompt_builds += 1
@@ -292,6 +314,7 @@ class Agent:
         if not isinstance(text, str):
             raise TypeError(f"a user message must be a str, got {type(text).__name__}")
         with self._lock:
+            self._turn_thread = threading.get_ident()
             self.start()
             started = time.perf_counter()
             # 0. Hygiene: a resumed history that outgrew the window is compacted before anything.
@@ -320,7 +343,7 @@ class Agent:
                 # 4. The LLM call, then update_from_response with its usage.
                 response = self._call_llm(user, block, scrubber, on_text, result)
                 budget.spend()
-                self.host.call_each("update_from_response", usage=response.usage)
+                self.host.hooks.update_from_response(usage=response.usage)
                 self.last_prompt_tokens = response.usage.prompt_tokens or None
                 assistant = Message("assistant", scrub(response.text), tool_calls=list(response.tool_calls),
                                     meta={"usage": response.usage.as_meta()})
@@ -352,11 +375,11 @@ class Agent:
 
             # 6. Turn end: sync_turn, then queue_prefetch, on the worker (FIFO, never awaited here).
             session, snapshot = self.session, list(self.history)
-            self._on_worker("write", f"sync_turn {session.id} turn {self.turns}", "sync_turn",
-                            user_message=user, assistant_message=result.assistant, session=session,
-                            messages=snapshot)
+            self._on_worker("write", f"sync_turn {session.id} turn {self.turns}",
+                            self.host.hooks.sync_turn, user_message=user,
+                            assistant_message=result.assistant, session=session, messages=snapshot)
             self._on_worker("prefetch", f"queue_prefetch {session.id} turn {self.turns}",
-                            "queue_prefetch", query=text, session=session)
+                            self.host.hooks.queue_prefetch, query=text, session=session)
 
             result.reply = result.assistant.content
             if result.budget_exhausted and not result.reply.strip():
@@ -369,6 +392,7 @@ class Agent:
             result.review_started = self.curator.end_turn(
                 result.tools, lambda: self._curation_job(snapshot))
             result.notices = self.curator.take_notices()
+            result.problems = self.take_problems()
             result.seconds = time.perf_counter() - started
             return result
 
@@ -429,12 +453,8 @@ class Agent:
     def _maybe_compact(self, result: TurnResult) -> None:
         if len(result.compactions) >= MAX_COMPACTIONS_PER_TURN:
             return
-        decision = None
-        for outcome in self.host.call_each("should_compress", session=self.session, messages=self.history,
-                                           prompt_tokens=self.last_prompt_tokens):
-            if outcome.error is None and outcome.value is not None:
-                decision = outcome.value
-                break
+        decision = self.host.hooks.should_compress(session=self.session, messages=self.history,
+                                                   prompt_tokens=self.last_prompt_tokens)
         if decision:
             record = self._compact(None, "auto")
             if record is not None:
@@ -456,28 +476,19 @@ class Agent:
         # The model saves what the summary could lose; the exchange never joins the history.
         flush = self.curator.flush(self._curation_job(before))
         pieces = []
-        for outcome in self.host.call_each("on_pre_compress", messages=before, session=self.session):
+        for outcome in self.host.hooks.on_pre_compress(messages=before, session=self.session):
             text = provider_text(outcome.value, plugin=outcome.plugin, hook="on_pre_compress")
-            if text and outcome.error is None:
+            if text and outcome.ok:
                 pieces.append(f"## {provider_label(outcome.plugin)}\n{text}")
         memory_context = "\n\n".join(pieces)
-        compressed: CompressionResult | None = None
-        engine_name = None
-        for outcome in self.host.call_each("compress", session=self.session, messages=before,
-                                           focus_topic=focus_topic,
-                                           memory_context=memory_context):
-            if outcome.error is not None or outcome.value is None:
-                continue
-            engine_name = outcome.plugin
-            if not _valid_result(outcome.value):
-                log.error("plugin %s: compress returned %r, not a CompressionResult with a non-empty "
-                          "list of Message; the history was kept as it was", outcome.plugin,
-                          type(outcome.value).__name__)
-                return None
-            compressed = outcome.value
-            break
+        compressed = self.host.hooks.compress(session=self.session, messages=before,
+                                              focus_topic=focus_topic, memory_context=memory_context)
         if compressed is None:
+            return None  # no engine answered (or it failed: recorded as a problem of the turn)
+        if not compressed.messages:
+            log.error("the context engine's compress returned an empty history; it was kept as it was")
             return None
+        engine_name = self.host.pm.get_name(self.engine) if self.engine is not None else None
         notices = list(compressed.notices)
         for notice in notices:
             log.warning("compaction: %s", notice)
@@ -492,11 +503,12 @@ class Agent:
             id=new_session_id(), platform=old.platform, model=old.model, title=old.title,
             parent_session_id=old.id, attributes=dict(old.attributes),
         )
+        self._session_ids.add(self.session.id)
         self.history = after
         self.last_prompt_tokens = None
         self._on_worker("boundary", f"on_session_switch {old.id} -> {self.session.id} (compression)",
-                        "on_session_switch", new_session=self.session, old_session=old,
-                        reason=SwitchReason.COMPRESSION)
+                        self.host.hooks.on_session_switch, new_session=self.session,
+                        old_session=old, reason=SwitchReason.COMPRESSION)
         # The child session's history starts with the compacted messages; messages carried over
         # unchanged are marked so an archive can tell them from new ones.
         kept = {id(m) for m in before}
@@ -543,17 +555,19 @@ class Agent:
         with self._lock:
             self.start()
             old, snapshot = self.session, list(self.history)
-            self._on_worker("boundary", f"on_session_end {old.id} (new_session)", "on_session_end",
-                            session=old, messages=snapshot, reason=EndReason.NEW_SESSION)
+            self._on_worker("boundary", f"on_session_end {old.id} (new_session)",
+                            self.host.hooks.on_session_end, session=old, messages=snapshot,
+                            reason=EndReason.NEW_SESSION)
             self.session = Session(id=new_session_id(), platform=old.platform, model=old.model,
                                    attributes=dict(old.attributes))
+            self._session_ids.add(self.session.id)
             self.history = []
             self.last_prompt_tokens = None
             self._prefetch.forget()
             self.curator.reset()
             self._on_worker("boundary", f"on_session_switch {old.id} -> {self.session.id} ({reason})",
-                            "on_session_switch", new_session=self.session, old_session=old,
-                            reason=reason)
+                            self.host.hooks.on_session_switch, new_session=self.session,
+                            old_session=old, reason=reason)
             self._assemble()
             return self.session
 
@@ -566,12 +580,16 @@ class Agent:
             if self._started:
                 session, snapshot = self.session, list(self.history)
                 self._on_worker("boundary", f"on_session_end {session.id} ({reason})",
-                                "on_session_end", session=session, messages=snapshot, reason=reason)
+                                self.host.hooks.on_session_end, session=session,
+                                messages=snapshot, reason=reason)
             self.curator.close()  # a running review gets its own bound, then writes nothing more
             report = self.worker.drain()
             self._prefetch.close()
             if shutdown_host:
-                self.host.shutdown()
+                # late plugin calls still on their lanes share what is left of the drain bound
+                left = max(0.0, self.worker.drain_timeout - report.seconds)
+                report.abandoned.extend(self.host.shutdown(drain_timeout=left))
+            self._unsubscribe()
             return report
 
     def __enter__(self) -> Agent:
@@ -583,14 +601,15 @@ class Agent:
     # ------------------------------------------------------------------------------- plumbing
 
     def _emit(self, message: Message) -> None:
-        self.host.call_each("on_message", message=message, session=self.session)
+        self.host.hooks.on_message(message=message, session=self.session)
 
-    def _on_worker(self, kind: Literal["write", "prefetch", "boundary"], label: str, hook: str,
-                   **kwargs: Any) -> None:
-        """Queue one isolated fan-out of ``hook`` on the worker; skipped when nothing implements it."""
-        if not getattr(self.host.pm.hook, hook).get_hookimpls():
+    def _on_worker(self, kind: Literal["write", "prefetch", "boundary"], label: str,
+                   hook: Callable[..., Any], **kwargs: Any) -> None:
+        """Queue one call of a facade method on the worker (FIFO); skipped when no plugin of the
+        receiving kind implements the hook."""
+        if not self.host.hooks.implemented(getattr(self.host.pm.hook, hook.__name__)):
             return
-        self.worker.submit(label, functools.partial(self.host.call_each, hook, **kwargs), kind=kind)
+        self.worker.submit(label, functools.partial(hook, **kwargs), kind=kind)
 
     def _engine_call(self, method: str) -> None:
         fn = getattr(self.engine, method, None)
@@ -599,15 +618,6 @@ class Agent:
                 fn()
             except Exception as exc:
                 log.error("context engine %s() raised %s: %s", method, type(exc).__name__, exc)
-
-
-def _valid_result(value: object) -> bool:
-    return (
-        isinstance(value, CompressionResult)
-        and isinstance(value.messages, list)
-        and bool(value.messages)
-        and all(isinstance(m, Message) for m in value.messages)
-    )
 
 
 def _reported_prompt_tokens(history: list[Message]) -> int | None:

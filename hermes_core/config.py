@@ -27,8 +27,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CORE_SECTIONS",
+    "DEFAULT_HOOK_TIMEOUTS",
     "ContextSection",
     "CoreConfig",
+    "HooksSection",
     "LLMSection",
     "LoadedConfig",
     "MemorySection",
@@ -110,6 +112,58 @@ class LLMSection(StrictModel):
     max_iterations: int = Field(default=90, ge=1, le=1000)
 
 
+#: default deadline of each bounded hook, in seconds (``hooks.timeouts`` overrides per hook)
+DEFAULT_HOOK_TIMEOUTS: dict[str, float] = {
+    # on the turn's path
+    "on_message": 2.0,
+    "system_prompt_block": 2.0,
+    "should_compress": 1.0,
+    "update_from_response": 1.0,
+    "on_pre_compress": 10.0,
+    "compress": 180.0,
+    "on_post_compress": 5.0,
+    "get_tools": 5.0,
+    "load_session": 10.0,
+    # on the background worker (a late provider delays only its own later calls)
+    "sync_turn": 5.0,
+    "queue_prefetch": 5.0,
+    "on_session_switch": 5.0,
+    "on_session_end": 5.0,
+    "on_memory_write": 5.0,
+    "forget": 30.0,
+    # front ends and shutdown
+    "connect": 30.0,
+    "disconnect": 10.0,
+    "send": 10.0,
+    "shutdown": 5.0,
+}
+
+
+class HooksSection(StrictModel):
+    #: per-hook deadline in seconds, e.g. ``{on_message: 1.5}``; see DEFAULT_HOOK_TIMEOUTS
+    timeouts: dict[str, float] = Field(default_factory=dict)
+    #: deadline of one tool call, in seconds (the model gets a tool error when it passes)
+    tool_timeout: float = Field(default=120.0, gt=0, le=3600)
+
+    @field_validator("timeouts")
+    @classmethod
+    def _known_hooks(cls, value: dict[str, float]) -> dict[str, float]:
+        import difflib
+
+        for name, seconds in value.items():
+            if name not in DEFAULT_HOOK_TIMEOUTS:
+                close = difflib.get_close_matches(name, list(DEFAULT_HOOK_TIMEOUTS), n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                raise ValueError(f"{name!r} is not a bounded hook; {hint}"
+                                 f"bounded hooks: {', '.join(sorted(DEFAULT_HOOK_TIMEOUTS))}")
+            if not 0 < seconds <= 3600:
+                raise ValueError(f"timeouts.{name} must be > 0 and <= 3600 seconds, got {seconds}")
+        return value
+
+    def timeout(self, hook: str) -> float:
+        return self.timeouts.get(hook, DEFAULT_HOOK_TIMEOUTS.get(hook, 10.0))
+
+
 class PluginsSection(StrictModel):
     #: plugin names (or distribution names) never imported
     disabled: list[str] = Field(default_factory=list)
@@ -120,6 +174,7 @@ class CoreConfig(StrictModel):
     context: ContextSection = Field(default_factory=ContextSection)
     llm: LLMSection = Field(default_factory=LLMSection)
     plugins: PluginsSection = Field(default_factory=PluginsSection)
+    hooks: HooksSection = Field(default_factory=HooksSection)
 
 
 CORE_SECTIONS: tuple[str, ...] = tuple(CoreConfig.model_fields)

@@ -213,8 +213,8 @@ def carry_over(host: PluginHost, messages: list[Message],
     """Ask every ``on_post_compress`` implementation for its note; return the compacted history
     with the joined notes merged in (:func:`place_note`), and the notes (``None`` if none)."""
     texts = [provider_text(o.value, plugin=o.plugin, hook="on_post_compress")
-             for o in host.call_each("on_post_compress", messages=messages, session=session)
-             if o.error is None]
+             for o in host.hooks.on_post_compress(messages=messages, session=session)
+             if o.ok and o.value is not None]
     note = "\n\n".join(t for t in texts if t) or None
     return (place_note(messages, note) if note else messages), note
 

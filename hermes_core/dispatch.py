@@ -112,26 +112,25 @@ def load_stored_session(host: PluginHost, platform: str, conversation_key: str |
     Raises :class:`TurnFailed` when a provider fails or answers nonsense: starting afresh instead
     would fork the conversation, and its stored history would silently stop being used.
     """
-    for outcome in host.call_each("load_session", platform=platform,
-                                  conversation_key=conversation_key, session_id=session_id):
-        what = conversation_key or session_id or f"the latest {platform} session"
-        if outcome.error is not None:
+    value, outcomes = host.hooks.load_session(platform=platform, conversation_key=conversation_key,
+                                              session_id=session_id)
+    what = conversation_key or session_id or f"the latest {platform} session"
+    for outcome in outcomes:
+        if outcome.status == "bad_return":
             raise TurnFailed(
-                f"cannot load the stored conversation {what!r}: plugin {outcome.plugin} raised "
-                f"{type(outcome.error).__name__}: {outcome.error}. Nothing was changed; fix the "
-                "archive ('hermes-core doctor') and retry",
-                conversation_key=conversation_key or "", failure="load")
-        value = outcome.value
-        if value is None:
-            continue
-        if not (isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], Session)
-                and isinstance(value[1], list) and all(isinstance(m, Message) for m in value[1])):
+                f"plugin {outcome.plugin}: load_session {outcome.error}; the conversation was not "
+                "started", conversation_key=conversation_key or "", failure="load")
+        if not outcome.ok:
+            cause = (f"raised {type(outcome.error).__name__}: {outcome.error}"
+                     if outcome.error is not None else "did not answer within its deadline "
+                     "(hooks.timeouts.load_session)")
             raise TurnFailed(
-                f"plugin {outcome.plugin}: load_session returned {type(value).__name__}, not "
-                "(Session, list[Message]); the conversation was not started",
+                f"cannot load the stored conversation {what!r}: plugin {outcome.plugin} {cause}. "
+                "Nothing was changed; fix the archive ('hermes-core doctor') and retry",
                 conversation_key=conversation_key or "", failure="load")
-        return value[0], list(value[1])
-    return None
+    if value is None:
+        return None
+    return value[0], list(value[1])
 
 
 class ConversationDispatcher:
@@ -447,14 +446,15 @@ def connect_platform(host: PluginHost, name: str, *, llm: ChatLLM | None = None,
     options = getattr(instance, "dispatcher_options", None)
     dispatcher = ConversationDispatcher.open(host, llm, **(options() if callable(options) else {}))
     key = host.pm.get_name(instance) or f"platform:{name}"
-    for outcome in host.call_each("connect", only=key.__eq__, dispatcher=dispatcher):
-        if outcome.error is not None:
+    for outcome in host.hooks.connect(dispatcher=dispatcher, only=key):
+        if not outcome.ok:
             dispatcher.close(wait=0)
             host.deactivate(instance)
             if isinstance(outcome.error, HermesCoreError):
                 raise outcome.error
-            raise PluginError(f"platform {name!r} failed to start: {type(outcome.error).__name__}: "
-                              f"{outcome.error}") from outcome.error
+            cause = (f"{type(outcome.error).__name__}: {outcome.error}" if outcome.error is not None
+                     else "connect did not return within hooks.timeouts.connect")
+            raise PluginError(f"platform {name!r} failed to start: {cause}") from outcome.error
     return instance, dispatcher
 
 
@@ -464,5 +464,5 @@ def disconnect_platform(host: PluginHost, instance: Any, dispatcher: Conversatio
     finish), then close every conversation; the host itself is left to its owner."""
     key = host.pm.get_name(instance)
     if key is not None:
-        host.call_each("disconnect", only=key.__eq__)
+        host.hooks.disconnect(only=key)
     dispatcher.close(reason)

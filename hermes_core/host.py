@@ -10,15 +10,14 @@ from __future__ import annotations
 import functools
 import logging
 import re
-import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import pluggy
 
 from . import hookspecs
+from ._checks import HookCheck, check_hooks
 from ._markers import PROJECT_NAME
 from .config import (
     CORE_SECTIONS,
@@ -34,6 +33,7 @@ from .errors import (
     RegistryError,
     UnknownNameError,
 )
+from .hooks import ENGINE, MEMORY, MODULE, PLATFORM, HookOutcome, Hooks
 from .kinds import PluginContext, Tool
 from .loader import (
     Candidate,
@@ -61,16 +61,6 @@ def create_plugin_manager() -> pluggy.PluginManager:
     return pm
 
 
-@dataclass(slots=True)
-class HookOutcome:
-    """The result of one implementation of one hook call."""
-
-    plugin: str
-    value: Any = None
-    error: BaseException | None = None
-    seconds: float = 0.0
-
-
 class PluginHost:
     """Plugins loaded into a PluginManager, their registries, and the instances in use."""
 
@@ -82,6 +72,30 @@ class PluginHost:
         self.registries = Registries()
         #: activated instances, by their manager name ("memory-provider:file_memory", ...)
         self.instances: dict[str, object] = {}
+        #: the kind of each registered instance, by manager name (modules are not listed)
+        self._kinds: dict[str, str] = {}
+        #: every kernel call of a hook goes through this typed facade
+        self.hooks = Hooks(pm, kind_of=self.kind_of, timeout_of=config.core.hooks.timeout)
+
+    def kind_of(self, manager_name: str) -> str:
+        """``memory-provider``, ``context-engine``, ``platform``, or ``module`` for plugin modules."""
+        return self._kinds.get(manager_name, MODULE)
+
+    @property
+    def engine(self) -> object | None:
+        """The active context engine instance, if any."""
+        for key, kind in self._kinds.items():
+            if kind == ENGINE:
+                return self.instances.get(key)
+        return None
+
+    def providers(self) -> dict[str, object]:
+        """Active memory providers by their manager name, in activation order."""
+        return {k: v for k, v in self.instances.items() if self._kinds.get(k) == MEMORY}
+
+    def platforms(self) -> dict[str, object]:
+        """Active platform adapters by their manager name."""
+        return {k: v for k, v in self.instances.items() if self._kinds.get(k) == PLATFORM}
 
     # ---------------------------------------------------------------------------------- loading
 
@@ -153,6 +167,13 @@ class PluginHost:
 
     def _register(self, record: PluginRecord, obj: object) -> None:
         self.records.setdefault(record.name, record)
+        checks = check_hooks(obj, MODULE, self.pm, label=f"plugin {record.name!r}")
+        record.warnings.extend(c.message for c in checks if c.severity == "warning")
+        errors = [c.message for c in checks if c.severity == "error"]
+        if errors:
+            record.fail("; ".join(errors))
+            self._failed(record)
+            return
         try:
             self.pm.register(obj, name=record.name)
         except (pluggy.PluginValidationError, ValueError) as exc:
@@ -181,9 +202,14 @@ class PluginHost:
                 )
                 self._failed(record, exc)
 
-    def _collect_registrations(self) -> None:
-        for impl_plugin in self._registering_plugins():
-            self._collect_from(impl_plugin)
+    def _collect_registrations(self, only: str | None = None) -> None:
+        """Call the registry hooks (one plugin at a time, in load order) and file what they offer."""
+        names = [only] if only is not None else list(self.records)
+        for name in names:
+            if self.pm.get_plugin(name) is not None:
+                self._collect_from(name)
+        if only is not None:
+            return
         # A disabled plugin was never imported, so what it would register is unknown. Plugins
         # usually register a class named like themselves: when the config asks for such a name,
         # the "unknown name" error suggests enabling the plugin.
@@ -196,40 +222,31 @@ class PluginHost:
                 ):
                     registry.disabled_hint.setdefault(record.name, record.name)
 
-    def _registering_plugins(self) -> list[str]:
-        """Names of plugins implementing a registry hook, in registration order."""
-        names: list[str] = []
-        for hook_name, _label in KINDS.values():
-            for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
-                if impl.plugin_name not in names:
-                    names.append(impl.plugin_name)
-        return [n for n in self.records if n in names]
-
     def _collect_from(self, plugin_name: str) -> None:
         """Call one plugin's registry hooks and file what it registers."""
         record = self.records[plugin_name]
-        for kind, (hook_name, _label) in KINDS.items():
-            for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
-                if impl.plugin_name != plugin_name:
+        calls = {
+            "memory-provider": self.hooks.register_memory_providers,
+            "context-engine": self.hooks.register_context_engines,
+            "tool": self.hooks.register_tools,
+            "platform": self.hooks.register_platforms,
+        }
+        for kind, call in calls.items():
+            def register(obj: Any, *, _kind: str = kind) -> None:
+                self.registries.by_kind(_kind).add(obj, record.name)
+                if _kind not in record.kinds:
+                    record.kinds.append(_kind)
+                record.registers.append(f"{_kind}:{obj.name}")
+
+            for outcome in call(register=register, only=plugin_name):
+                if outcome.error is None:
                     continue
-
-                def register(obj: Any, *, _kind: str = kind) -> None:
-                    self.registries.by_kind(_kind).add(obj, record.name)
-                    if _kind not in record.kinds:
-                        record.kinds.append(_kind)
-                    record.registers.append(f"{_kind}:{obj.name}")
-
-                kwargs = {"register": register} if "register" in impl.argnames else {}
-                try:
-                    impl.function(**kwargs)
-                except Exception as exc:
-                    record.fail(
-                        str(exc)
-                        if isinstance(exc, RegistryError)
-                        else f"plugin {record.name!r} raised {type(exc).__name__} in "
-                        f"{hook_name}: {exc}"
-                    )
-                    self._failed(record, exc)
+                exc = outcome.error
+                record.fail(
+                    str(exc) if isinstance(exc, RegistryError)
+                    else f"plugin {record.name!r} raised {type(exc).__name__} in "
+                    f"{KINDS[kind][0]}: {exc}")
+                self._failed(record, exc)
 
     def register_plugin(self, name: str, obj: object) -> PluginRecord:
         """Register one more plugin object on a loaded host and collect its registrations.
@@ -242,7 +259,7 @@ class PluginHost:
         self.records[name] = record
         self._register(record, obj)
         if record.error is None:
-            self._collect_from(name)
+            self._collect_registrations(only=name)
         return record
 
     def unregister_plugin(self, name: str) -> None:
@@ -329,15 +346,44 @@ class PluginHost:
     def activate(self, kind: str, name: str, *, config_key: str) -> object:
         """Instantiate the registered class ``name`` of ``kind`` and register the instance.
 
-        The instance's ``@hookimpl`` methods then take part in the hooks. Returns the instance;
-        raises :class:`~hermes_core.errors.PluginError` naming the plugin when the class cannot be
-        built.
+        The instance's ``@hookimpl`` methods then take part in the hooks of its kind. Returns the
+        instance; raises :class:`~hermes_core.errors.PluginError` naming the plugin when the class
+        cannot be built or its hook implementations do not match the specs (every problem is
+        listed, and recorded on the plugin for ``plugins list``).
         """
+        instance, _key, reg_plugin = self._build(kind, name, config_key=config_key, home=self.home)
+        return self.add_instance(instance, kind=kind, name=name, plugin=reg_plugin)
+
+    def add_instance(self, instance: object, *, kind: str, name: str, plugin: str | None = None
+                     ) -> object:
+        """Register an instance built elsewhere as the ``kind`` named ``name`` (tests, embedding):
+        its hooks are checked first, exactly as for an activated one."""
+        if kind not in (MEMORY, ENGINE, PLATFORM):
+            raise PluginError(f"kind {kind!r} has no instances; use {MEMORY}, {ENGINE} or {PLATFORM}")
+        key = f"{kind}:{name}"
+        problems = self._instance_checks(instance, kind, name, plugin or name)
+        if problems:
+            self._shutdown_quietly(instance)
+            raise PluginError("\n".join(problems))
+        try:
+            self.pm.register(instance, name=key)
+        except (pluggy.PluginValidationError, ValueError) as exc:
+            raise PluginError(
+                f"plugin {plugin or name!r}: {KINDS[kind][1]} {name!r} has invalid hook "
+                f"implementations: {exc}"
+            ) from exc
+        self._kinds[key] = kind
+        self.instances[key] = instance
+        return instance
+
+    def _build(self, kind: str, name: str, *, config_key: str, home: Path
+               ) -> tuple[object, str, str]:
+        """Construct (not register) the class ``name`` of ``kind``: (instance, manager name, plugin)."""
         reg = self.registries.by_kind(kind).resolve(name, config_key=config_key)
         cls = reg.obj
         context = PluginContext(
             plugin_name=reg.plugin,
-            home=self.home,
+            home=home,
             config=self.config.core,
             logger=logging.getLogger(f"hermes_core.plugins.{reg.plugin}"),
             notify_memory_write=functools.partial(self.notify_memory_write, source=name),
@@ -351,26 +397,44 @@ class PluginHost:
                 f"plugin {reg.plugin!r}: {KINDS[kind][1]} {name!r} failed to start: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
-        key = f"{kind}:{name}"
-        try:
-            self.pm.register(instance, name=key)
-        except (pluggy.PluginValidationError, ValueError) as exc:
-            raise PluginError(
-                f"plugin {reg.plugin!r}: {KINDS[kind][1]} {name!r} has invalid hook "
-                f"implementations: {exc}"
-            ) from exc
-        self.instances[key] = instance
-        return instance
+        return instance, f"{kind}:{name}", reg.plugin
+
+    def _instance_checks(self, instance: object, kind: str, name: str, plugin: str) -> list[str]:
+        label = f"plugin {plugin!r}: {KINDS[kind][1]} {name!r}"
+        checks: list[HookCheck] = check_hooks(instance, kind, self.pm, label=label)
+        record = self.records.get(plugin)
+        errors = [c.message for c in checks if c.severity == "error"]
+        for check in checks:
+            if check.severity == "warning":
+                log.warning("%s", check.message)
+                if record is not None and check.message not in record.warnings:
+                    record.warnings.append(check.message)
+        if errors and record is not None:
+            record.fail("; ".join(errors))
+        return errors
+
+    @staticmethod
+    def _shutdown_quietly(instance: object) -> None:
+        fn = getattr(instance, "shutdown", None)
+        if callable(fn):
+            try:
+                fn()
+            except Exception:
+                log.debug("shutdown of a refused instance raised", exc_info=True)
 
     def activate_memory_providers(self) -> list[object]:
-        """Activate ``memory.providers`` in order; a provider that fails to start is skipped."""
-        out = []
+        """Activate ``memory.providers``; a provider that fails to start is skipped (and logged).
+
+        pluggy calls the last registered implementation first, so the providers are registered in
+        reverse: their hooks then run in ``memory.providers`` order (``tryfirst``/``trylast`` still
+        move an implementation). ``instances`` keeps the config order; shutdown runs in reverse.
+        """
+        built: dict[int, object] = {}
         blocked = blocked_names(self.config.core.plugins.disabled)
-        for i, name in enumerate(self.config.core.memory.providers):
+        selected = list(enumerate(self.config.core.memory.providers))
+        for i, name in reversed(selected):
             try:
-                out.append(
-                    self.activate("memory-provider", name, config_key=f"memory.providers[{i}]")
-                )
+                built[i] = self.activate("memory-provider", name, config_key=f"memory.providers[{i}]")
             except UnknownNameError:
                 # Disabling a plugin whose provider is selected (the defaults select three) must
                 # switch it off, not break every command; a name that is simply unknown still fails.
@@ -383,6 +447,10 @@ class PluginHost:
                 log.error("%s; continuing without it", exc)
                 if strict_mode():
                     raise
+        out = [built[i] for i in sorted(built)]
+        keys = [self.pm.get_name(instance) for instance in out]
+        others = {k: v for k, v in self.instances.items() if k not in keys}
+        self.instances = {**others, **{k: v for k, v in zip(keys, out, strict=True) if k}}
         return out
 
     def deactivate(self, instance: object) -> None:
@@ -390,49 +458,13 @@ class PluginHost:
         if key is not None:
             self.pm.unregister(instance)
             self.instances.pop(key, None)
+            self._kinds.pop(key, None)
 
     # ------------------------------------------------------------------------------------ calls
 
-    def call_each(
-        self,
-        hook_name: str,
-        *,
-        only: Callable[[str], bool] | None = None,
-        **kwargs: Any,
-    ) -> list[HookOutcome]:
-        """Call every implementation of ``hook_name`` in registration order, each isolated.
-
-        An implementation that raises is logged with its plugin's name and the hook, and its
-        outcome carries the error; the others still run. ``only`` filters by manager name.
-        """
-        caller = getattr(self.pm.hook, hook_name)
-        outcomes = []
-        for impl in caller.get_hookimpls():
-            name = impl.plugin_name
-            if only is not None and not only(name):
-                continue
-            args = {k: kwargs[k] for k in impl.argnames if k in kwargs}
-            start = time.perf_counter()
-            try:
-                value = impl.function(**args)
-            except Exception as exc:
-                log.error(
-                    "plugin %s raised %s in hook %s: %s", name, type(exc).__name__, hook_name, exc,
-                    exc_info=log.isEnabledFor(logging.DEBUG),
-                )
-                outcomes.append(HookOutcome(name, error=exc, seconds=time.perf_counter() - start))
-                continue
-            outcomes.append(HookOutcome(name, value, seconds=time.perf_counter() - start))
-        return outcomes
-
     def notify_memory_write(self, write: MemoryWrite, source: str | None = None) -> None:
         """Mirror a write to every active memory provider except the one that made it."""
-        own = f"memory-provider:{source or write.provider}"
-        self.call_each(
-            "on_memory_write",
-            only=lambda name: name.startswith("memory-provider:") and name != own,
-            write=write,
-        )
+        self.hooks.on_memory_write(write=write, exclude=f"{MEMORY}:{source or write.provider}")
 
     def tools(self) -> dict[str, tuple[Tool, str]]:
         """Every tool by name -> (tool, plugin): registered ones and those of active instances.
@@ -442,13 +474,8 @@ class PluginHost:
         out: dict[str, tuple[Tool, str]] = {}
         for name, reg in self.registries.tools.entries.items():
             out[name] = (reg.obj, reg.plugin)
-        for outcome in self.call_each("get_tools"):
-            if outcome.error is not None:
-                continue
+        for outcome in self.hooks.get_tools():
             for tool in outcome.value or ():
-                if not isinstance(tool, Tool):
-                    log.error("plugin %s: get_tools returned %r, not a Tool", outcome.plugin, tool)
-                    continue
                 if tool.name in out:
                     raise RegistryError(
                         f"tool {tool.name!r} is offered by both {out[tool.name][1]!r} and "
@@ -457,9 +484,18 @@ class PluginHost:
                 out[tool.name] = (tool, outcome.plugin)
         return out
 
-    def shutdown(self) -> None:
-        """Call ``shutdown`` on active instances in reverse activation order, each isolated."""
+    def shutdown(self, drain_timeout: float | None = None) -> list[str]:
+        """Wait (within ``memory.worker_drain_timeout``) for late calls still running in plugins,
+        then call ``shutdown`` on active instances in reverse activation order, each isolated and
+        bounded. Returns the lanes that were still busy (also logged)."""
+        bound = self.config.core.memory.worker_drain_timeout if drain_timeout is None else drain_timeout
+        busy = self.hooks.drain(bound)
+        if busy:
+            log.error("plugin calls still running after the %.1f s shutdown bound; their work may "
+                      "be lost: %s", bound, "; ".join(busy))
         for key in reversed(list(self.instances)):
-            self.call_each("shutdown", only=key.__eq__)
+            self.hooks.shutdown(only=key)
         for instance in list(self.instances.values()):
             self.deactivate(instance)
+        self.hooks.close()
+        return busy

@@ -92,6 +92,8 @@ class PluginRecord:
     registers: list[str] = field(default_factory=list)
     hooks: list[str] = field(default_factory=list)
     error: str | None = None
+    #: things that work but are probably a mistake (e.g. a hook-named method without @hookimpl)
+    warnings: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -104,6 +106,7 @@ class PluginRecord:
             "hooks": sorted(self.hooks),
             "enabled": self.enabled,
             "error": self.error,
+            "warnings": list(self.warnings),
             "module": self.module,
             "path": self.path,
         }

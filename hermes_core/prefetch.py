@@ -93,15 +93,14 @@ class _Lane:
                 return
             query, session, batch = job
             start = time.perf_counter()
-            outcomes = self._runner.host.call_each(
-                "prefetch", only=self.plugin.__eq__, query=query, session=session
-            )
+            outcomes = self._runner.host.hooks.prefetch(query=query, session=session,
+                                                        only=self.plugin)
             seconds = time.perf_counter() - start
             text, error = "", None
-            for outcome in outcomes:  # exactly one: this lane's provider
+            for outcome in outcomes:  # this lane's provider (more than one if it has wrappers)
                 if outcome.error is not None:
                     error = f"{type(outcome.error).__name__}: {outcome.error}"
-                else:
+                elif outcome.value is not None:
                     text = provider_text(outcome.value, plugin=self.plugin, hook="prefetch")
             with self._runner.lock:
                 if error is None:
@@ -126,7 +125,7 @@ class PrefetchRunner:
 
         Returns after at most ``timeout`` seconds (plus scheduling jitter), whatever the providers do.
         """
-        plugins = [impl.plugin_name for impl in self.host.pm.hook.prefetch.get_hookimpls()]
+        plugins = self.host.hooks.implemented(self.host.pm.hook.prefetch)
         if not plugins:
             return []
         idle: list[_Lane] = []

@@ -28,9 +28,15 @@ class CallLog:
         self.events: list[tuple[str, str]] = []
 
     def add(self, event: str) -> None:
-        kind = "turn" if threading.current_thread() is threading.main_thread() else (
-            threading.current_thread().name
-        )
+        # Hooks run on their plugin's lane: "turn" lanes on behalf of the turn, "background"
+        # lanes on behalf of the memory worker.
+        name = threading.current_thread().name
+        if threading.current_thread() is threading.main_thread() or name.startswith("hermes-lane-turn-"):
+            kind = "turn"
+        elif name.startswith("hermes-lane-background-"):
+            kind = "hermes-memory (lane)"
+        else:
+            kind = name
         with self.lock:
             self.events.append((kind, event))
 

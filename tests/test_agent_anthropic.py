@@ -188,13 +188,14 @@ def test_hook_order_through_the_sdk(home):
     sid = result.session_id
     turn = [e for e in log.on("turn") if e != "text"]
     assert turn == [f"system_prompt_block {sid}", "on_message user", "should_compress 1 None",
-                    "update_from_response 50", "on_message assistant", "shutdown"]
+                    "update_from_response 50", "on_message assistant"]
     names = log.names()
     assert names.index("prefetch hi there") < names.index("should_compress 1 None")
     assert names.index("text") < names.index("update_from_response 50")  # streamed before usage
     assert log.on("hermes-memory") == [
         f"on_session_switch None -> {sid} new", "sync_turn hi there -> Hello! (2 messages)",
-        "queue_prefetch hi there", f"on_session_end {sid} user_exit (2 messages)"]
+        "queue_prefetch hi there", f"on_session_end {sid} user_exit (2 messages)",
+        "shutdown"]  # shutdown runs on the provider's background lane, after its queued work
 
 
 def test_budget_notes_reach_the_model_inside_tool_results(home):

@@ -86,7 +86,7 @@ def test_a_broken_load_session_fails_the_turn_and_starts_nothing(home):
 
     with MessagesAPIServer(default=Reply(text="never")) as api:
         host = host_for(home, api)
-        host.register_plugin("broken_plugin", Broken(None, None))
+        host.add_instance(Broken(None, None), kind="memory-provider", name="broken")
         dispatcher = ConversationDispatcher.open(host)
         with pytest.raises(TurnFailed, match="disk on fire") as info:
             dispatcher.handle(msg("alice", "hello"))
@@ -105,8 +105,8 @@ def test_load_stored_session_rejects_nonsense(home):
             return ["not", "a", "session"]
 
     host = host_for(home, None)
-    host.register_plugin("wrong_plugin", Wrong(None, None))
-    with pytest.raises(TurnFailed, match=r"not \(Session, list\[Message\]\)"):
+    host.add_instance(Wrong(None, None), kind="memory-provider", name="wrong")
+    with pytest.raises(TurnFailed, match=r"load_session .*\(Session, list\[Message\]\) or None, not list"):
         load_stored_session(host, "webhook", "alice")
 
 

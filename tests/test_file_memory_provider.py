@@ -67,7 +67,7 @@ def spy(host: PluginHost) -> Spy:
 
 
 def block(host: PluginHost, session: Session) -> str | None:
-    [outcome] = host.call_each("system_prompt_block", session=session)
+    [outcome] = host.hooks.system_prompt_block(session=session)
     assert outcome.error is None
     return outcome.value  # type: ignore[no-any-return]
 
@@ -79,12 +79,12 @@ def call(host: PluginHost, session: Session | None = None, **args: Any) -> dict[
 
 
 def switch(host: PluginHost, new: Session, old: Session | None, reason: SwitchReason) -> None:
-    outcomes = host.call_each("on_session_switch", new_session=new, old_session=old, reason=reason)
+    outcomes = host.hooks.on_session_switch(new_session=new, old_session=old, reason=reason)
     assert all(o.error is None for o in outcomes)
 
 
 def user_turn(host: PluginHost, session: Session) -> None:
-    host.call_each("on_message", message=Message(role="user", content="hi"), session=session)
+    host.hooks.on_message(message=Message(role="user", content="hi"), session=session)
 
 
 S1 = Session(id="s1")

@@ -192,49 +192,48 @@ def test_hook_register_platforms(home):
 
 
 def test_hook_system_prompt_block(home):
-    outcomes = make_host(home).call_each("system_prompt_block", session=SESSION)
+    outcomes = make_host(home).hooks.system_prompt_block(session=SESSION)
     assert [(o.plugin, o.value) for o in outcomes] == [("memory-provider:recorder", "block for s1")]
 
 
 def test_hook_prefetch(home):
-    outcomes = make_host(home).call_each("prefetch", query="cats", session=SESSION)
-    assert outcomes[0].value == "recalled about cats"
-    assert outcomes[1].plugin == "memory-provider:broken"
-    assert isinstance(outcomes[1].error, RuntimeError)  # isolated: the first still answered
+    outcomes = {o.plugin: o for o in make_host(home).hooks.prefetch(query="cats", session=SESSION)}
+    assert outcomes["memory-provider:recorder"].value == "recalled about cats"
+    assert isinstance(outcomes["memory-provider:broken"].error, RuntimeError)  # isolated
 
 
 def test_hook_queue_prefetch(home):
-    make_host(home).call_each("queue_prefetch", query="q", session=SESSION)
+    make_host(home).hooks.queue_prefetch(query="q", session=SESSION)
     assert CALLS == [("queue_prefetch", ("q", "s1"))]
 
 
 def test_hook_on_message(home):
-    make_host(home).call_each("on_message", message=Message("user", "hello"), session=SESSION)
+    make_host(home).hooks.on_message(message=Message("user", "hello"), session=SESSION)
     assert CALLS == [("on_message", ("user", "hello", "s1"))]
 
 
 def test_hook_sync_turn(home):
     history = [Message("user", "u"), Message("assistant", "a")]
-    make_host(home).call_each("sync_turn", user_message=history[0], assistant_message=history[1],
+    make_host(home).hooks.sync_turn(user_message=history[0], assistant_message=history[1],
                               session=SESSION, messages=history)
     assert CALLS == [("sync_turn", ("u", "a", 2))]
 
 
 def test_hook_on_pre_compress(home):
-    outcomes = make_host(home).call_each("on_pre_compress", messages=[Message("user", "x")],
+    outcomes = make_host(home).hooks.on_pre_compress(messages=[Message("user", "x")],
                                          session=SESSION)
     assert [o.value for o in outcomes] == ["keep 1 facts"]
 
 
 def test_hook_on_session_switch(home):
     child = Session(id="s2", parent_session_id="s1")
-    make_host(home).call_each("on_session_switch", new_session=child, old_session=SESSION,
+    make_host(home).hooks.on_session_switch(new_session=child, old_session=SESSION,
                               reason=SwitchReason.COMPRESSION)
     assert CALLS == [("switch", ("s2", "s1", SwitchReason.COMPRESSION))]
 
 
 def test_hook_on_session_end(home):
-    make_host(home).call_each("on_session_end", session=SESSION, messages=[],
+    make_host(home).hooks.on_session_end(session=SESSION, messages=[],
                               reason=EndReason.USER_EXIT)
     assert CALLS == [("end", ("s1", 0, EndReason.USER_EXIT))]
 
@@ -262,16 +261,16 @@ def test_hook_get_tools(home):
 def test_hook_should_compress(home):
     host = make_host(home)
     host.activate("context-engine", "counting", config_key="context.engine")
-    assert host.pm.hook.should_compress(messages=[], prompt_tokens=101, session=SESSION) is True
-    assert host.pm.hook.should_compress(messages=[], prompt_tokens=None, session=None) is False
+    assert host.hooks.should_compress(messages=[], prompt_tokens=101, session=SESSION) is True
+    assert host.hooks.should_compress(messages=[], prompt_tokens=None, session=None) is False
 
 
 def test_hook_compress(home):
     host = make_host(home)
     host.activate("context-engine", "counting", config_key="context.engine")
     history = [Message("user", "a"), Message("assistant", "b"), Message("user", "c")]
-    result = host.pm.hook.compress(messages=history, focus_topic="db", memory_context="likes tea",
-                                   session=SESSION)
+    result = host.hooks.compress(messages=history, focus_topic="db", memory_context="likes tea",
+                                 session=SESSION)
     assert result.summary == "summary of 3 (db; likes tea)"
     assert [m.content for m in result.messages][1] == "c"
 
@@ -279,7 +278,7 @@ def test_hook_compress(home):
 def test_hook_update_from_response(home):
     host = make_host(home)
     engine = host.activate("context-engine", "counting", config_key="context.engine")
-    host.call_each("update_from_response", usage=Usage(input_tokens=7, cache_read_tokens=3))
+    host.hooks.update_from_response(usage=Usage(input_tokens=7, cache_read_tokens=3))
     assert engine.usage[0].prompt_tokens == 10
 
 
@@ -294,14 +293,14 @@ class Dispatcher:
 def test_hook_connect(home):
     host = make_host(home)
     platform = host.activate("platform", "echo", config_key="platform")
-    host.call_each("connect", only=lambda n: n == "platform:echo", dispatcher=Dispatcher())
+    host.hooks.connect(only="platform:echo", dispatcher=Dispatcher())
     assert platform.replies == ["reply to hi"]
 
 
 def test_hook_disconnect(home):
     host = make_host(home)
     host.activate("platform", "echo", config_key="platform")
-    host.call_each("disconnect")
+    host.hooks.disconnect()
     assert CALLS == [("disconnect", "echo")]
 
 

@@ -359,15 +359,15 @@ def test_the_provider_follows_a_turn_and_a_compaction(home: Path) -> None:
     host = host_with_archive(home)
     (provider,) = host.instances.values()
     s1 = Session(id="t1", title="Weekend plans", platform="cli")
-    host.call_each("on_session_switch", new_session=s1, old_session=None, reason=SwitchReason.NEW)
+    host.hooks.on_session_switch(new_session=s1, old_session=None, reason=SwitchReason.NEW)
     for m in (Message("user", "book a table at Luigi's"), Message("assistant", "Booked for 8pm")):
-        assert not any(o.error for o in host.call_each("on_message", message=m, session=s1))
+        assert not any(o.error for o in host.hooks.on_message(message=m, session=s1))
     s2 = Session(id="t2", parent_session_id="t1")
-    host.call_each("on_session_switch", new_session=s2, old_session=s1,
+    host.hooks.on_session_switch(new_session=s2, old_session=s1,
                    reason=SwitchReason.COMPRESSION)
-    host.call_each("on_message", message=Message("user", "and a taxi"), session=s2)
+    host.hooks.on_message(message=Message("user", "and a taxi"), session=s2)
     provider.record_usage("t2", Usage(input_tokens=50, output_tokens=7), cost_usd=0.01)
-    host.call_each("on_session_end", session=s2, messages=[], reason=EndReason.USER_EXIT)
+    host.hooks.on_session_end(session=s2, messages=[], reason=EndReason.USER_EXIT)
     archive = provider.archive
     t1, t2 = archive.get_session("t1"), archive.get_session("t2")
     assert (t1.end_reason, t1.superseded) == ("compression", True)

@@ -347,7 +347,7 @@ def test_send_posts_signed_messages_to_the_outbound_url(home):
         host = host_for(home, None, f"webhook:\n  secret: {SECRET}\n  outbound_url: "
                                     f"http://127.0.0.1:{server.server_address[1]}/in\n")
         platform = host.activate("platform", "webhook", config_key="webhook")
-        outcome = host.call_each("send", conversation_key="alice", text="reminder: tea")
+        outcome = host.hooks.send(conversation_key="alice", text="reminder: tea")
         assert [o.value for o in outcome] == [{"status": 204}]
         payload, headers, raw = received[0]
         assert payload == {"conversation_key": "alice", "text": "reminder: tea"}
@@ -362,6 +362,6 @@ def test_send_posts_signed_messages_to_the_outbound_url(home):
 def test_send_without_an_outbound_url_is_a_clear_error(home):
     host = host_for(home, None, f"webhook:\n  secret: {SECRET}\n")
     host.activate("platform", "webhook", config_key="webhook")
-    outcome = host.call_each("send", conversation_key="alice", text="hi")
+    outcome = host.hooks.send(conversation_key="alice", text="hi")
     assert "webhook.outbound_url" in str(outcome[0].error)
     host.shutdown()

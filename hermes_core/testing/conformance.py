@@ -25,9 +25,11 @@ import time
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
-import pluggy
 import pytest
 
+from .._checks import check_hooks
+from ..config import HooksSection
+from ..hooks import ENGINE, MEMORY, MODULE, HookOutcome, HookProblem, Hooks, values
 from ..host import create_plugin_manager
 from ..kinds import Tool
 from ..types import (
@@ -60,11 +62,35 @@ ODD_INPUTS = {
 CONFORMANCE_SESSION = Session(id="conformance-engine", platform="test")
 
 
-def _manager(instance: object) -> pluggy.PluginManager:
-    pm = create_plugin_manager()
-    pm.register(instance, name="under-test")
-    pm.check_pending()
-    return pm
+class CheckedHooks(Hooks):
+    """The kernel's facade over one instance under test; :meth:`raise_problems` fails the test
+    with what an implementation raised, was late with, or returned wrongly."""
+
+    def __init__(self, instance: object, kind: str) -> None:
+        pm = create_plugin_manager()
+        self.name = f"{kind}:under-test"
+        errors = [c.message for c in check_hooks(instance, kind, pm, label="the plugin under test")
+                  if c.severity == "error"]
+        assert not errors, "\n".join(errors)
+        pm.register(instance, name=self.name)
+        super().__init__(pm, kind_of=lambda n: kind if n == self.name else MODULE,
+                         timeout_of=HooksSection().timeout)
+        self.seen: list[HookProblem] = []
+        self.subscribe(self.seen.append)
+        self.implemented_hooks = {c.name for c in pm.get_hookcallers(instance) or ()}
+
+    def raise_problems(self) -> None:
+        problems, self.seen[:] = list(self.seen), []
+        for problem in problems:
+            if problem.error is not None:
+                raise problem.error
+        if problems:
+            raise AssertionError(problems[0].message)
+
+
+def _ok(hooks: CheckedHooks, outcomes: list[HookOutcome]) -> list[Any]:
+    hooks.raise_problems()
+    return values(outcomes)
 
 
 def _only(results: list[Any]) -> Any:
@@ -159,105 +185,107 @@ class MemoryProviderConformance:
         """
 
     @pytest.fixture
-    def pm(self, provider: Any) -> Iterator[pluggy.PluginManager]:
-        pm = _manager(provider)
-        yield pm
-        pm.hook.shutdown()
+    def hooks(self, provider: Any) -> Iterator[CheckedHooks]:
+        hooks = CheckedHooks(provider, MEMORY)
+        yield hooks
+        hooks.shutdown(only=hooks.name)
+        hooks.close()
+        hooks.raise_problems()
 
     @pytest.fixture
-    def session(self, pm: pluggy.PluginManager) -> Session:
+    def session(self, hooks: CheckedHooks) -> Session:
         session = Session(id="conformance-1", platform="test")
-        pm.hook.on_session_switch(new_session=session, old_session=None, reason=SwitchReason.NEW)
+        _ok(hooks, hooks.on_session_switch(new_session=session, old_session=None,
+                                           reason=SwitchReason.NEW))
         return session
 
     def test_implements_lifecycle_hooks(self, provider: Any) -> None:
         from ..hookspecs import MEMORY_HOOKS, TOOL_HOOKS
 
-        pm = _manager(provider)
-        implemented = {c.name for c in pm.get_hookcallers(provider) or ()}
+        implemented = CheckedHooks(provider, MEMORY).implemented_hooks
         assert implemented & set(MEMORY_HOOKS + TOOL_HOOKS), "implements no memory hook"
         assert isinstance(getattr(type(provider), "name", None), str)
 
-    def test_system_prompt_block_is_text_and_stable(self, pm: pluggy.PluginManager,
+    def test_system_prompt_block_is_text_and_stable(self, hooks: CheckedHooks,
                                                     session: Session) -> None:
-        first = _only(pm.hook.system_prompt_block(session=session))
+        first = _only(_ok(hooks, hooks.system_prompt_block(session=session)))
         assert first is None or isinstance(first, str)
-        pm.hook.on_message(message=Message("user", "remember that I like tea"), session=session)
-        again = _only(pm.hook.system_prompt_block(session=session))
+        _ok(hooks, hooks.on_message(message=Message("user", "remember that I like tea"), session=session))
+        again = _only(_ok(hooks, hooks.system_prompt_block(session=session)))
         assert again == first, "the block must be a frozen snapshot within a session"
 
     @pytest.mark.parametrize("kind", sorted(ODD_INPUTS))
-    def test_prefetch_odd_input(self, pm: pluggy.PluginManager, session: Session, kind: str) -> None:
-        value = _only(pm.hook.prefetch(query=ODD_INPUTS[kind], session=session))
+    def test_prefetch_odd_input(self, hooks: CheckedHooks, session: Session, kind: str) -> None:
+        value = _only(_ok(hooks, hooks.prefetch(query=ODD_INPUTS[kind], session=session)))
         assert value is None or isinstance(value, str)
 
-    def test_prefetch_within_deadline(self, pm: pluggy.PluginManager, session: Session) -> None:
-        pm.hook.queue_prefetch(query="what do I like to drink?", session=session)
+    def test_prefetch_within_deadline(self, hooks: CheckedHooks, session: Session) -> None:
+        _ok(hooks, hooks.queue_prefetch(query="what do I like to drink?", session=session))
         samples = []
         for _ in range(5):
             start = time.perf_counter()
-            pm.hook.prefetch(query="what do I like to drink?", session=session)
+            _ok(hooks, hooks.prefetch(query="what do I like to drink?", session=session))
             samples.append(time.perf_counter() - start)
         assert statistics.median(samples) < self.prefetch_deadline, (
             f"prefetch took {statistics.median(samples):.3f} s (median); serve what "
             "queue_prefetch prepared instead of doing I/O")
 
     @pytest.mark.parametrize("kind", sorted(ODD_INPUTS))
-    def test_turn_hooks_odd_input(self, pm: pluggy.PluginManager, session: Session,
+    def test_turn_hooks_odd_input(self, hooks: CheckedHooks, session: Session,
                                   kind: str) -> None:
         user = Message("user", ODD_INPUTS[kind])
         assistant = Message("assistant", ODD_INPUTS[kind])
-        pm.hook.on_message(message=user, session=session)
-        pm.hook.on_message(message=assistant, session=session)
-        pm.hook.sync_turn(user_message=user, assistant_message=assistant, session=session,
-                          messages=[user, assistant])
-        pm.hook.queue_prefetch(query=user.content, session=session)
-        texts = pm.hook.on_pre_compress(messages=[user, assistant], session=session)
+        _ok(hooks, hooks.on_message(message=user, session=session))
+        _ok(hooks, hooks.on_message(message=assistant, session=session))
+        _ok(hooks, hooks.sync_turn(user_message=user, assistant_message=assistant, session=session,
+                          messages=[user, assistant]))
+        _ok(hooks, hooks.queue_prefetch(query=user.content, session=session))
+        texts = _ok(hooks, hooks.on_pre_compress(messages=[user, assistant], session=session))
         assert all(t is None or isinstance(t, str) for t in texts)
 
-    def test_session_switch_and_end(self, pm: pluggy.PluginManager, session: Session) -> None:
+    def test_session_switch_and_end(self, hooks: CheckedHooks, session: Session) -> None:
         user, assistant = Message("user", "my name is Ada"), Message("assistant", "hello Ada")
-        pm.hook.on_message(message=user, session=session)
-        pm.hook.on_message(message=assistant, session=session)
-        pm.hook.sync_turn(user_message=user, assistant_message=assistant, session=session,
-                          messages=[user, assistant])
+        _ok(hooks, hooks.on_message(message=user, session=session))
+        _ok(hooks, hooks.on_message(message=assistant, session=session))
+        _ok(hooks, hooks.sync_turn(user_message=user, assistant_message=assistant, session=session,
+                          messages=[user, assistant]))
         child = Session(id="conformance-2", platform="test", parent_session_id=session.id)
-        pm.hook.on_session_switch(new_session=child, old_session=session,
-                                  reason=SwitchReason.COMPRESSION)
-        pm.hook.on_session_end(session=child, messages=[user, assistant],
-                               reason=EndReason.USER_EXIT)
+        _ok(hooks, hooks.on_session_switch(new_session=child, old_session=session,
+                                  reason=SwitchReason.COMPRESSION))
+        _ok(hooks, hooks.on_session_end(session=child, messages=[user, assistant],
+                               reason=EndReason.USER_EXIT))
         fresh = Session(id="conformance-3", platform="test")
-        pm.hook.on_session_switch(new_session=fresh, old_session=child, reason=SwitchReason.NEW)
-        block = _only(pm.hook.system_prompt_block(session=fresh))
+        _ok(hooks, hooks.on_session_switch(new_session=fresh, old_session=child, reason=SwitchReason.NEW))
+        block = _only(_ok(hooks, hooks.system_prompt_block(session=fresh)))
         assert block is None or isinstance(block, str)
 
-    def test_recall_across_sessions(self, provider: Any, pm: pluggy.PluginManager,
+    def test_recall_across_sessions(self, provider: Any, hooks: CheckedHooks,
                                     session: Session) -> None:
         if not self.recalls_across_sessions:
             pytest.skip("recalls_across_sessions is not declared")
         user = Message("user", self.recall_statement)
         assistant = Message("assistant", "Noted.")
-        pm.hook.on_message(message=user, session=session)
-        pm.hook.on_message(message=assistant, session=session)
-        pm.hook.sync_turn(user_message=user, assistant_message=assistant, session=session,
-                          messages=[user, assistant])
-        pm.hook.on_session_end(session=session, messages=[user, assistant],
-                               reason=EndReason.USER_EXIT)
+        _ok(hooks, hooks.on_message(message=user, session=session))
+        _ok(hooks, hooks.on_message(message=assistant, session=session))
+        _ok(hooks, hooks.sync_turn(user_message=user, assistant_message=assistant, session=session,
+                          messages=[user, assistant]))
+        _ok(hooks, hooks.on_session_end(session=session, messages=[user, assistant],
+                               reason=EndReason.USER_EXIT))
         self.settle(provider)
         later = Session(id="conformance-later", platform="test")
-        pm.hook.on_session_switch(new_session=later, old_session=session, reason=SwitchReason.NEW)
-        pm.hook.queue_prefetch(query=self.recall_query, session=later)
+        _ok(hooks, hooks.on_session_switch(new_session=later, old_session=session, reason=SwitchReason.NEW))
+        _ok(hooks, hooks.queue_prefetch(query=self.recall_query, session=later))
         self.settle(provider)
-        recalled = _only(pm.hook.prefetch(query=self.recall_query, session=later)) or ""
+        recalled = _only(_ok(hooks, hooks.prefetch(query=self.recall_query, session=later))) or ""
         assert self.recall_expect.lower() in recalled.lower(), f"not recalled: {recalled!r}"
 
     @pytest.mark.parametrize("action", ["add", "replace", "remove"])
-    def test_on_memory_write(self, pm: pluggy.PluginManager, session: Session, action: str) -> None:
-        pm.hook.on_memory_write(write=MemoryWrite(action, "user", "prefers tea", old_text="tea",  # type: ignore[arg-type]
-                                                  session_id=session.id, provider="someone-else"))
+    def test_on_memory_write(self, hooks: CheckedHooks, session: Session, action: str) -> None:
+        _ok(hooks, hooks.on_memory_write(write=MemoryWrite(action, "user", "prefers tea", old_text="tea",  # type: ignore[arg-type]
+                                                  session_id=session.id, provider="someone-else")))
 
-    def test_tools_are_valid(self, pm: pluggy.PluginManager, session: Session) -> None:
-        tools = [t for batch in pm.hook.get_tools() for t in (batch or [])]
+    def test_tools_are_valid(self, hooks: CheckedHooks, session: Session) -> None:
+        tools = [t for batch in _ok(hooks, hooks.get_tools()) for t in (batch or [])]
         _check_tools(tools, self.tool_examples)
 
 
@@ -276,42 +304,46 @@ class ContextEngineConformance:
             "make_instance(MyEngine, 'context-engine', hermes_home)")
 
     @pytest.fixture
-    def pm(self, engine: Any) -> pluggy.PluginManager:
-        return _manager(engine)
+    def hooks(self, engine: Any) -> Iterator[CheckedHooks]:
+        hooks = CheckedHooks(engine, ENGINE)
+        yield hooks
+        hooks.close()
+        hooks.raise_problems()
 
-    def _compress(self, pm: pluggy.PluginManager, messages: list[Message],
+    def _compress(self, hooks: CheckedHooks, messages: list[Message],
                   focus: str | None = None) -> CompressionResult:
-        result = pm.hook.compress(messages=messages, focus_topic=focus, memory_context="",
-                                 session=CONFORMANCE_SESSION)
+        result = hooks.compress(messages=messages, focus_topic=focus, memory_context="",
+                                session=CONFORMANCE_SESSION)
+        hooks.raise_problems()
         assert isinstance(result, CompressionResult), f"compress returned {result!r}"
         assert all(isinstance(m, Message) for m in result.messages)
         assert all(isinstance(n, str) for n in result.notices)
         return result
 
     def test_implements_engine_hooks(self, engine: Any) -> None:
-        implemented = {c.name for c in _manager(engine).get_hookcallers(engine) or ()}
+        implemented = CheckedHooks(engine, ENGINE).implemented_hooks
         assert {"should_compress", "compress"} <= implemented
 
-    def test_short_history_needs_no_compression(self, pm: pluggy.PluginManager) -> None:
+    def test_short_history_needs_no_compression(self, hooks: CheckedHooks) -> None:
         messages = [Message("user", "hi"), Message("assistant", "hello")]
-        assert pm.hook.should_compress(messages=messages, prompt_tokens=None, session=None) in (False, None)
-        assert pm.hook.should_compress(messages=messages, prompt_tokens=10, session=None) in (False, None)
+        assert hooks.should_compress(messages=messages, prompt_tokens=None, session=None) in (False, None)
+        assert hooks.should_compress(messages=messages, prompt_tokens=10, session=None) in (False, None)
 
-    def test_should_compress_agrees_with_threshold(self, pm: pluggy.PluginManager) -> None:
+    def test_should_compress_agrees_with_threshold(self, hooks: CheckedHooks) -> None:
         if self.threshold_tokens is None:
             pytest.skip("threshold_tokens is not declared")
         messages = build_conversation(4)
-        below = pm.hook.should_compress(messages=messages, prompt_tokens=self.threshold_tokens - 1,
+        below = hooks.should_compress(messages=messages, prompt_tokens=self.threshold_tokens - 1,
                                         session=None)
-        above = pm.hook.should_compress(messages=messages, prompt_tokens=self.threshold_tokens + 1,
+        above = hooks.should_compress(messages=messages, prompt_tokens=self.threshold_tokens + 1,
                                         session=None)
         assert (bool(below), bool(above)) == (False, True)
 
     @pytest.mark.parametrize("turns", [60, 300])
-    def test_compress_keeps_alternation_and_tool_pairs(self, pm: pluggy.PluginManager,
+    def test_compress_keeps_alternation_and_tool_pairs(self, hooks: CheckedHooks,
                                                        turns: int) -> None:
         history = build_conversation(turns)
-        result = self._compress(pm, history, focus="the database")
+        result = self._compress(hooks, history, focus="the database")
         assert_well_formed(result.messages)
         assert result.messages, "compress returned an empty history"
         last_user = next(m for m in reversed(history) if m.role == "user")
@@ -321,39 +353,39 @@ class ContextEngineConformance:
             before = sum(len(m.content) for m in history)
             assert sum(len(m.content) for m in result.messages) < before
 
-    def test_compress_repairs_broken_tool_pairs(self, pm: pluggy.PluginManager) -> None:
+    def test_compress_repairs_broken_tool_pairs(self, hooks: CheckedHooks) -> None:
         history = build_conversation(40)
         orphan = Message("tool", "orphaned result", tool_call_id="nobody", tool_name="x")
         history.insert(5, orphan)
         dangling = Message("assistant", "", tool_calls=[ToolCall("lost", "read_file", {})])
         history.insert(-1, dangling)
-        result = self._compress(pm, history)
+        result = self._compress(hooks, history)
         assert_well_formed(result.messages)
 
     @pytest.mark.parametrize("kind", ["empty", "unicode", "large"])
-    def test_compress_odd_input(self, pm: pluggy.PluginManager, kind: str) -> None:
+    def test_compress_odd_input(self, hooks: CheckedHooks, kind: str) -> None:
         # "large" is about 50k tokens: big, but inside any real context window
         text = {"empty": "", "unicode": ODD_INPUTS["unicode"], "large": "lorem ipsum " * 17_000}
         history = [] if kind == "empty" else [Message("user", text[kind]),
                                               Message("assistant", text[kind])]
-        self._compress(pm, history)
-        assert pm.hook.should_compress(messages=history, prompt_tokens=None,
+        self._compress(hooks, history)
+        assert hooks.should_compress(messages=history, prompt_tokens=None,
                                        session=None) in (True, False, None)
 
-    def test_message_larger_than_any_window(self, pm: pluggy.PluginManager) -> None:
+    def test_message_larger_than_any_window(self, hooks: CheckedHooks) -> None:
         """A single message no compaction can fit: a result, or an error that says so."""
         from ..errors import HermesCoreError
 
         history = [Message("user", ODD_INPUTS["huge"] * 4), Message("assistant", "ok")]
         try:
-            self._compress(pm, history)
+            self._compress(hooks, history)
         except HermesCoreError as exc:
             assert str(exc), "the error must say what is wrong"
 
-    def test_update_from_response(self, pm: pluggy.PluginManager) -> None:
-        pm.hook.update_from_response(usage=Usage(input_tokens=1000, output_tokens=50,
-                                                 cache_read_tokens=200, cache_write_tokens=10))
+    def test_update_from_response(self, hooks: CheckedHooks) -> None:
+        _ok(hooks, hooks.update_from_response(usage=Usage(input_tokens=1000, output_tokens=50,
+                                                 cache_read_tokens=200, cache_write_tokens=10)))
 
-    def test_tools_are_valid(self, pm: pluggy.PluginManager) -> None:
-        tools = [t for batch in pm.hook.get_tools() for t in (batch or [])]
+    def test_tools_are_valid(self, hooks: CheckedHooks) -> None:
+        tools = [t for batch in _ok(hooks, hooks.get_tools()) for t in (batch or [])]
         _check_tools(tools, {})

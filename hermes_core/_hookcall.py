@@ -1,0 +1,307 @@
+"""How one hook call runs: pluggy's own ``_multicall`` over guarded copies of the implementations.
+
+pluggy decides the call order (``tryfirst``/``trylast``, last registered first), stops a
+``firstresult`` hook at the first non-``None`` value and runs ``wrapper=True`` and
+``hookwrapper=True`` implementations around the rest. The kernel keeps all of that by handing
+pluggy's executor (through ``PluginManager._hookexec``, so ``add_hookcall_monitoring`` sees every
+call) a list of implementations it has *guarded*: the same plugin, name and options, and a function
+that adds what pluggy does not do:
+
+* **kind scoping**: only the implementations of the receiving kinds are in the list (a plugin module
+  implementing ``compress`` does not take part in the engine's hook);
+* **isolation**: an implementation that raises, or returns the wrong type, is recorded with plugin
+  and hook and contributes ``None``; the others still run;
+* **a deadline**: a bounded implementation runs on its plugin's lane (:mod:`._lanes`); when it is
+  late the call goes on without it, recorded as ``timed_out`` (``queued`` while an earlier late call
+  still runs), and its side effects land later, in order;
+* **wrappers that misbehave** (raise, never yield, yield twice) are recorded and then behave as a
+  transparent wrapper instead of breaking the call;
+* **tracing**: with ``HERMES_CORE_TRACE_PLUGINS=1`` every implementation call is printed to stderr
+  (hook, plugin, milliseconds, outcome).
+
+Wrappers run on the calling thread without a deadline: keep their code quick.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import pluggy
+
+from ._lanes import CallResult, LaneSet
+
+__all__ = ["HookCallEngine", "HookOutcome", "HookProblem", "OutcomeStatus"]
+
+OutcomeStatus = Literal["ok", "error", "timed_out", "queued", "bad_return"]
+
+@dataclass(slots=True)
+class HookOutcome:
+    """What one implementation did in one hook call."""
+
+    plugin: str  #: the plugin-manager name (``memory-provider:file_memory``, a module plugin's name)
+    value: Any = None
+    error: BaseException | None = None
+    seconds: float = 0.0
+    status: OutcomeStatus = "ok"
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass(slots=True, frozen=True)
+class HookProblem:
+    """An implementation that raised, was late, or returned the wrong type."""
+
+    hook: str
+    plugin: str
+    status: OutcomeStatus
+    message: str
+    session_id: str | None = None
+    #: what the implementation raised (or the TypeError describing a wrong return)
+    error: BaseException | None = None
+
+
+Check = Callable[[Any], str | None]
+
+
+class HookCallEngine:
+    """Runs hook calls for one plugin manager (see the module doc)."""
+
+    def __init__(
+        self,
+        pm: pluggy.PluginManager,
+        *,
+        kind_of: Callable[[str], str],
+        timeout_of: Callable[[str], float],
+        lanes: LaneSet | None = None,
+    ) -> None:
+        self.pm = pm
+        self._kind_of = kind_of
+        self._timeout_of = timeout_of
+        self.lanes = lanes or LaneSet()
+        self._guarded: dict[tuple[Any, ...], list[pluggy.HookImpl]] = {}
+        self._local = threading.local()
+        self._plock = threading.Lock()
+        #: the most recent problems, oldest first (bounded); ``problem_count`` counts them all
+        self.problems: deque[HookProblem] = deque(maxlen=1000)
+        self.problem_count = 0
+        self._listeners: list[Callable[[HookProblem], None]] = []
+        self.trace = os.environ.get("HERMES_CORE_TRACE_PLUGINS", "") not in ("", "0")
+
+    # ------------------------------------------------------------------------------ the call
+
+    def call(
+        self,
+        caller: pluggy.HookCaller,
+        kwargs: Mapping[str, Any],
+        *,
+        receivers: frozenset[str],
+        lane: str | None,
+        check: Check | None = None,
+        only: str | None = None,
+        exclude: str | None = None,
+    ) -> tuple[Any, list[HookOutcome]]:
+        """Call the hook; return pluggy's result (a list, or one value for ``firstresult`` hooks)
+        and one :class:`HookOutcome` per implementation that ran, in call order."""
+        impls = caller.get_hookimpls()
+        key = (caller.name, receivers, lane, only, exclude, *map(id, impls))
+        guarded = self._guarded.get(key)
+        if guarded is None:
+            guarded = [self._guard(caller.name, impl, lane, check)
+                       for impl in impls
+                       if (only is None or impl.plugin_name == only)
+                       and impl.plugin_name != exclude
+                       and self._kind_of(impl.plugin_name) in receivers]
+            if len(self._guarded) > 4096:  # registrations churned (tests): start over
+                self._guarded.clear()
+            self._guarded[key] = guarded
+        if not guarded:
+            return (None if _firstresult(caller) else []), []
+        stack: list[tuple[list[HookOutcome], Mapping[str, Any]]] | None = getattr(
+            self._local, "stack", None)
+        if stack is None:
+            stack = self._local.stack = []
+        record: list[HookOutcome] = []
+        stack.append((record, kwargs))
+        try:
+            result = self.pm._hookexec(caller.name, guarded, kwargs, _firstresult(caller))
+        finally:
+            stack.pop()
+        return result, record
+
+    def current_plugin(self) -> str | None:
+        """The plugin whose implementation runs on this thread now (inline calls only)."""
+        return getattr(self._local, "plugin", None)
+
+    # ------------------------------------------------------------------------------ guarding
+
+    def _guard(self, hook: str, impl: pluggy.HookImpl, lane: str | None,
+               check: Check | None) -> pluggy.HookImpl:
+        if impl.wrapper:
+            function: Callable[..., Any] = self._guard_wrapper(hook, impl, old_style=False)
+        elif impl.hookwrapper:
+            function = self._guard_wrapper(hook, impl, old_style=True)
+        else:
+            function = self._guard_plain(hook, impl, lane, check)
+        clone = pluggy.HookImpl(impl.plugin, impl.plugin_name, impl.function, impl.opts)
+        setattr(clone, "function", function)  # noqa: B010 - Final for type checkers only
+        return clone
+
+    def _guard_plain(self, hook: str, impl: pluggy.HookImpl, lane: str | None,
+                     check: Check | None) -> Callable[..., Any]:
+        fn, plugin = impl.function, impl.plugin_name
+
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            record, call_kwargs = self._local.stack[-1]
+
+            def run() -> Any:
+                previous = getattr(self._local, "plugin", None)
+                self._local.plugin = plugin
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    self._local.plugin = previous
+
+            the_lane = self.lanes.get(plugin, lane) if lane is not None else None
+            if the_lane is None or the_lane.owns_current_thread():
+                start = time.perf_counter()
+                try:
+                    result = CallResult("ok", run(), seconds=time.perf_counter() - start)
+                except Exception as exc:
+                    result = CallResult("error", error=exc, seconds=time.perf_counter() - start)
+            else:
+                result = the_lane.call(run, self._timeout_of(hook), label=hook)
+            outcome = HookOutcome(plugin, result.value, result.error, result.seconds, result.status)
+            if outcome.status == "ok" and outcome.value is not None and check is not None:
+                wrong = check(outcome.value)
+                if wrong is not None:
+                    outcome.status, outcome.value = "bad_return", None
+                    outcome.error = TypeError(wrong)
+            record.append(outcome)
+            if outcome.status != "ok":
+                self._report(hook, plugin, outcome, call_kwargs)
+            if self.trace:
+                self._trace(hook, plugin, outcome.seconds, outcome.status)
+            return outcome.value if outcome.status == "ok" else None
+
+        return guarded
+
+    def _guard_wrapper(self, hook: str, impl: pluggy.HookImpl, *, old_style: bool
+                       ) -> Callable[..., Generator[Any, Any, Any]]:
+        fn, plugin = impl.function, impl.plugin_name
+        fix = ("a wrapper must yield exactly once; "
+               + ("the yield receives a pluggy.Result" if old_style else
+                  "`result = yield` receives the inner result and the wrapper returns it"))
+
+        def fail(stage: str, exc: BaseException | None, kwargs: Mapping[str, Any]) -> None:
+            detail = f"{type(exc).__name__}: {exc}" if exc is not None else stage
+            outcome = HookOutcome(plugin, error=exc or RuntimeError(stage), status="error")
+            self._report(hook, plugin, outcome, kwargs,
+                         message=f"the wrapper {stage} ({detail}); it was treated as transparent "
+                                 f"({fix})")
+
+        def guarded(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
+            call_kwargs = self._local.stack[-1][1]
+            start = time.perf_counter()
+            try:
+                gen: Generator[Any, Any, Any] = fn(*args, **kwargs)  # type: ignore[assignment]
+                next(gen)
+            except StopIteration:
+                fail("did not yield", None, call_kwargs)
+                return (yield)
+            except Exception as exc:
+                fail("raised before its yield", exc, call_kwargs)
+                return (yield)
+            inner = yield
+            try:
+                if old_style:
+                    gen.send(pluggy.Result(inner, None))
+                else:
+                    gen.send(inner)
+            except StopIteration as stop:
+                if self.trace:
+                    self._trace(hook, plugin, time.perf_counter() - start, "ok")
+                return inner if old_style else stop.value
+            except Exception as exc:
+                fail("raised after its yield", exc, call_kwargs)
+                return inner
+            gen.close()
+            fail("yielded a second time", None, call_kwargs)
+            return inner
+
+        return guarded
+
+    # ------------------------------------------------------------------------------ problems
+
+    def subscribe(self, listener: Callable[[HookProblem], None]) -> Callable[[], None]:
+        """Call ``listener`` with every problem from now on (on the thread that saw it)."""
+        with self._plock:
+            self._listeners.append(listener)
+
+        def undo() -> None:
+            with self._plock:
+                if listener in self._listeners:
+                    self._listeners.remove(listener)
+
+        return undo
+
+    def _report(self, hook: str, plugin: str, outcome: HookOutcome, kwargs: Mapping[str, Any],
+                message: str | None = None) -> None:
+        import logging
+
+        if message is not None:
+            text = f"plugin {plugin} in hook {hook}: {message}"
+        elif outcome.status == "error":
+            text = (f"plugin {plugin} raised {type(outcome.error).__name__} in hook {hook}: "
+                    f"{outcome.error}")
+        elif outcome.status == "bad_return":
+            text = f"plugin {plugin}: hook {hook} returned the wrong type: {outcome.error}"
+        elif outcome.status == "timed_out":
+            text = (f"plugin {plugin} did not answer hook {hook} within its deadline "
+                    f"({self._timeout_of(hook):g} s; raise hooks.timeouts.{hook} if it needs "
+                    "longer); the caller went on without it, and the call still runs")
+        else:
+            text = (f"plugin {plugin} is still busy with an earlier late call; hook {hook} was "
+                    "queued behind it and the caller did not wait")
+        problem = HookProblem(hook, plugin, outcome.status, text, _session_id(kwargs), outcome.error)
+        level = logging.WARNING if outcome.status in ("timed_out", "queued") else logging.ERROR
+        logging.getLogger("hermes_core.hooks").log(
+            level, "%s", problem.message,
+            exc_info=(outcome.error if outcome.error is not None
+                      and logging.getLogger("hermes_core").isEnabledFor(logging.DEBUG) else None))
+        with self._plock:
+            self.problems.append(problem)
+            self.problem_count += 1
+            listeners = list(self._listeners)
+        for listener in listeners:
+            try:
+                listener(problem)
+            except Exception:  # pragma: no cover - kernel listeners are simple appends
+                logging.getLogger("hermes_core.hooks").exception("problem listener failed")
+
+    def _trace(self, hook: str, plugin: str, seconds: float, status: str) -> None:
+        print(f"hermes-core trace: {hook} {plugin} {seconds * 1000:.3f} ms {status}",
+              file=sys.stderr, flush=True)
+
+
+def _firstresult(caller: pluggy.HookCaller) -> bool:
+    spec = caller.spec
+    return bool(spec is not None and spec.opts.get("firstresult"))
+
+
+def _session_id(kwargs: Mapping[str, Any]) -> str | None:
+    session = kwargs.get("session") or kwargs.get("new_session")
+    return getattr(session, "id", None)
+
+
+def outcomes_values(outcomes: Sequence[HookOutcome]) -> list[Any]:
+    """The values of the implementations that answered, in call order."""
+    return [o.value for o in outcomes if o.status == "ok" and o.value is not None]

@@ -1,0 +1,204 @@
+"""Lanes: one daemon thread per plugin and purpose, so a plugin call can be bounded by a deadline.
+
+Python cannot stop a function that hangs; it can only stop *waiting* for it. A lane is a FIFO of
+calls into one plugin served by its own daemon thread. The caller hands a call to the lane and
+waits at most the deadline:
+
+* the call finishes in time: its value (or the exception it raised) comes back;
+* the deadline passes: the caller goes on with ``timed_out``; the call keeps running on the lane and
+  its side effects still land (an archive write is late, never lost);
+* the lane is still busy with an earlier late call: the new call is queued behind it and the caller
+  does not wait at all (``queued``). A hung plugin so costs a caller one deadline, not one per call,
+  and its calls still run in the order they were made.
+
+Late results are discarded (their errors are logged). :meth:`LaneSet.drain` waits for every lane's
+backlog within a bound at shutdown and reports what did not finish.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+__all__ = ["CallResult", "Lane", "LaneSet", "Status", "run_bounded"]
+
+log = logging.getLogger("hermes_core.lanes")
+
+Status = Literal["ok", "error", "timed_out", "queued"]
+
+@dataclass(slots=True)
+class CallResult:
+    """How one call on a lane went."""
+
+    status: Status
+    value: Any = None
+    error: BaseException | None = None
+    seconds: float = 0.0
+
+
+class _Job:
+    __slots__ = ("abandoned", "fn", "label", "reply")
+
+    def __init__(self, fn: Callable[[], Any], label: str, wait: bool) -> None:
+        self.fn = fn
+        self.label = label
+        self.reply: queue.SimpleQueue[CallResult] | None = queue.SimpleQueue() if wait else None
+        self.abandoned = not wait  # nobody reads the result
+
+
+class Lane:
+    """A FIFO of calls served by one daemon thread, started on first use."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._backlog = 0  # calls submitted and not finished
+        self._late = False  # the caller stopped waiting for a call still on the lane
+        self._thread: threading.Thread | None = None
+        self._running: str | None = None
+        self._stopped = False
+        self._ident: int | None = None
+
+    @property
+    def backlog(self) -> int:
+        return self._backlog
+
+    def running(self) -> str | None:
+        """The label of the call on the lane now, if any."""
+        return self._running
+
+    def _start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
+        self._thread.start()
+
+    def call(self, fn: Callable[[], Any], timeout: float, label: str = "") -> CallResult:
+        """Run ``fn`` on the lane; wait at most ``timeout`` seconds for it (see the module doc)."""
+        with self._lock:
+            if self._stopped:
+                return CallResult("error", error=RuntimeError(f"{self.name} is closed"))
+            if self._thread is None:
+                self._start()
+            behind_late = self._late and self._backlog > 0
+            self._backlog += 1
+            job = _Job(fn, label, wait=not behind_late)
+            self._jobs.put(job)
+        if job.reply is None:
+            return CallResult("queued")
+        try:
+            return job.reply.get(True, timeout)
+        except queue.Empty:
+            with self._lock:  # the lane puts the result under this lock: no race
+                try:
+                    return job.reply.get_nowait()  # it finished just now
+                except queue.Empty:
+                    job.abandoned = True
+                    self._late = True
+            return CallResult("timed_out", seconds=timeout)
+
+    def owns_current_thread(self) -> bool:
+        """Whether the caller runs on this lane (a call from there must run inline)."""
+        return self._ident == threading.get_ident()
+
+    def _loop(self) -> None:
+        self._ident = threading.get_ident()
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            self._running = job.label
+            start = time.perf_counter()
+            try:
+                result = CallResult("ok", job.fn(), seconds=time.perf_counter() - start)
+            except Exception as exc:
+                result = CallResult("error", error=exc, seconds=time.perf_counter() - start)
+            self._running = None
+            with self._lock:
+                if job.reply is not None:
+                    job.reply.put(result)
+                abandoned = job.abandoned
+                self._backlog -= 1
+                if self._backlog == 0:
+                    self._late = False
+                    self._idle.notify_all()
+            if abandoned:
+                if result.error is not None:
+                    log.error("%s: %s raised %s after its caller stopped waiting: %s", self.name,
+                              job.label, type(result.error).__name__, result.error)
+                else:
+                    log.info("%s: %s finished late (%.2f s)", self.name, job.label, result.seconds)
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until nothing is queued or running; False if ``timeout`` passed first."""
+        with self._lock:
+            return self._idle.wait_for(lambda: self._backlog == 0, timeout)
+
+    def stop(self) -> None:
+        """Let the thread end after the calls queued so far (a hung call keeps it, as a daemon)."""
+        with self._lock:
+            if self._thread is not None and not self._stopped:
+                self._jobs.put(None)
+            self._stopped = True
+
+
+class LaneSet:
+    """Lanes by key (plugin and purpose), created on first use."""
+
+    def __init__(self, prefix: str = "hermes-lane") -> None:
+        self._prefix = prefix
+        self._lanes: dict[tuple[str, str], Lane] = {}
+        self._lock = threading.Lock()
+
+    def get(self, plugin: str, purpose: str) -> Lane:
+        key = (plugin, purpose)
+        lane = self._lanes.get(key)
+        if lane is None:
+            with self._lock:
+                lane = self._lanes.get(key)
+                if lane is None:
+                    lane = self._lanes[key] = Lane(f"{self._prefix}-{purpose}-{plugin}")
+        return lane
+
+    def busy(self) -> list[str]:
+        """Labels of lanes with calls queued or running."""
+        return [f"{lane.name} ({lane.running() or 'queued'}, {lane.backlog} call(s))"
+                for lane in list(self._lanes.values()) if lane.backlog]
+
+    def drain(self, timeout: float) -> list[str]:
+        """Wait up to ``timeout`` seconds in all for every lane to finish; return what did not."""
+        deadline = time.monotonic() + timeout
+        for lane in list(self._lanes.values()):
+            lane.wait_idle(max(0.0, deadline - time.monotonic()))
+        return self.busy()
+
+    def close(self) -> None:
+        with self._lock:
+            lanes, self._lanes = list(self._lanes.values()), {}
+        for lane in lanes:
+            lane.stop()
+
+
+def run_bounded(fn: Callable[[], Any], timeout: float, name: str) -> CallResult:
+    """Run ``fn`` on a fresh daemon thread and wait at most ``timeout`` seconds (for slow, rare calls
+    such as tool handlers, where a thread per call costs nothing next to the call)."""
+    box: list[CallResult] = []
+    done = threading.Event()
+
+    def target() -> None:
+        start = time.perf_counter()
+        try:
+            box.append(CallResult("ok", fn(), seconds=time.perf_counter() - start))
+        except Exception as exc:
+            box.append(CallResult("error", error=exc, seconds=time.perf_counter() - start))
+        done.set()
+
+    threading.Thread(target=target, name=name, daemon=True).start()
+    if done.wait(timeout):
+        return box[0]
+    return CallResult("timed_out", seconds=timeout)

@@ -1,0 +1,303 @@
+"""The one way the kernel calls a hook: :class:`Hooks`, one typed method per hookspec.
+
+``host.hooks.on_message(message=m, session=s)`` reads like the spec it calls, mypy checks it, and a
+reader can follow a turn from :mod:`hermes_core.agent` into the plugins. Every method runs through
+:class:`~hermes_core._hookcall.HookCallEngine`, so every call has pluggy's semantics (order,
+``firstresult``, wrappers, monitoring) plus the kernel's: kind scoping, isolation, a deadline, and
+tracing. What each hook's receivers, deadline and expected return are is written once, below.
+
+Results: a plain hook returns one :class:`HookOutcome` per implementation that ran, in call order
+(``outcome.value`` is ``None`` unless ``outcome.ok``); a ``firstresult`` hook returns the first
+answer or ``None``. Problems (raised, late, wrong type) are also kept on :attr:`Hooks.problems` and
+passed to :meth:`Hooks.subscribe` listeners.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+from ._hookcall import Check, HookCallEngine, HookOutcome, HookProblem, OutcomeStatus
+from ._lanes import LaneSet
+from .types import CompressionResult, Message, Session
+
+if TYPE_CHECKING:
+    from collections import deque
+
+    from .kinds import Tool
+    from .types import Dispatcher, EndReason, MemoryWrite, SwitchReason, Usage
+
+__all__ = [
+    "ENGINE",
+    "MEMORY",
+    "MODULE",
+    "PLATFORM",
+    "HookOutcome",
+    "HookProblem",
+    "Hooks",
+    "OutcomeStatus",
+    "values",
+]
+
+#: the kinds of plugin object the kernel registers (an instance's kind is fixed at activation)
+MEMORY = "memory-provider"
+ENGINE = "context-engine"
+PLATFORM = "platform"
+MODULE = "module"
+
+_MEMORY = frozenset({MEMORY})
+_ENGINE = frozenset({ENGINE})
+_PLATFORM = frozenset({PLATFORM})
+_MODULE = frozenset({MODULE})
+_LIFECYCLE = frozenset({MEMORY, ENGINE})
+_INSTANCES = frozenset({MEMORY, ENGINE, PLATFORM})
+_ANY = frozenset({MEMORY, ENGINE, PLATFORM, MODULE})
+
+#: lanes: "turn" for the hooks on a turn's path, "background" for the worker's hooks
+TURN = "turn"
+BACKGROUND = "background"
+
+
+def _text(value: Any) -> str | None:
+    return None if isinstance(value, str) else f"return a str or None, not {type(value).__name__}"
+
+
+def _bool(value: Any) -> str | None:
+    return None if isinstance(value, bool) else f"return True, False or None, not {type(value).__name__}"
+
+
+def _tools(value: Any) -> str | None:
+    from .kinds import Tool
+
+    if not isinstance(value, list | tuple):
+        return f"return a list of hermes_core.Tool, not {type(value).__name__}"
+    for item in value:
+        if not isinstance(item, Tool):
+            return f"return a list of hermes_core.Tool; it held a {type(item).__name__}"
+    return None
+
+
+def _compression(value: Any) -> str | None:
+    if (isinstance(value, CompressionResult) and isinstance(value.messages, list)
+            and all(isinstance(m, Message) for m in value.messages)):
+        return None
+    return ("return a CompressionResult whose messages are a list of Message (the history was "
+            f"kept as it was), not {type(value).__name__}")
+
+
+def _loaded(value: Any) -> str | None:
+    if (isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], Session)
+            and isinstance(value[1], list) and all(isinstance(m, Message) for m in value[1])):
+        return None
+    return f"return (Session, list[Message]) or None, not {type(value).__name__}"
+
+
+def _nothing(value: Any) -> str | None:
+    return f"return None (the kernel ignores the value), not {type(value).__name__}"
+
+
+#: which kinds receive each hook: the one table the kernel and the plugin checks share
+RECEIVERS: dict[str, frozenset[str]] = {
+    "register_memory_providers": _MODULE,
+    "register_context_engines": _MODULE,
+    "register_tools": _MODULE,
+    "register_platforms": _MODULE,
+    "system_prompt_block": _MEMORY,
+    "prefetch": _MEMORY,
+    "queue_prefetch": _MEMORY,
+    "on_message": _MEMORY,
+    "sync_turn": _MEMORY,
+    "on_pre_compress": _MEMORY,
+    "on_memory_write": _MEMORY,
+    "load_session": _MEMORY,
+    "on_session_switch": _LIFECYCLE,
+    "on_session_end": _LIFECYCLE,
+    "shutdown": _INSTANCES,
+    "get_tools": _LIFECYCLE,
+    "on_post_compress": _ANY,
+    "should_compress": _ENGINE,
+    "compress": _ENGINE,
+    "update_from_response": _ENGINE,
+    "connect": _PLATFORM,
+    "disconnect": _PLATFORM,
+    "send": _PLATFORM,
+}
+
+
+def values(outcomes: Sequence[HookOutcome]) -> list[Any]:
+    """The answers of the implementations that answered, in call order."""
+    return [o.value for o in outcomes if o.status == "ok" and o.value is not None]
+
+
+class Hooks:
+    """The typed facade over one plugin manager's hooks (``host.hooks``)."""
+
+    def __init__(self, pm: pluggy.PluginManager, *, kind_of: Callable[[str], str],
+                 timeout_of: Callable[[str], float]) -> None:
+        self._pm = pm
+        self._relay = pm.hook
+        self.engine = HookCallEngine(pm, kind_of=kind_of, timeout_of=timeout_of, lanes=LaneSet())
+
+    # -------------------------------------------------------------------------------- plumbing
+
+    def _all(self, caller: pluggy.HookCaller, lane: str | None, check: Check | None, *,
+             only: str | None = None, exclude: str | None = None, **kwargs: Any
+             ) -> list[HookOutcome]:
+        _result, outcomes = self.engine.call(caller, kwargs, receivers=RECEIVERS[caller.name],
+                                             lane=lane, check=check, only=only, exclude=exclude)
+        return outcomes
+
+    def _first(self, caller: pluggy.HookCaller, lane: str | None, check: Check | None,
+               **kwargs: Any) -> Any:
+        result, _outcomes = self.engine.call(caller, kwargs, receivers=RECEIVERS[caller.name],
+                                             lane=lane, check=check)
+        return result
+
+    @property
+    def problems(self) -> deque[HookProblem]:
+        """The most recent problems (bounded), oldest first."""
+        return self.engine.problems
+
+    @property
+    def problem_count(self) -> int:
+        """How many problems were recorded since the host was built."""
+        return self.engine.problem_count
+
+    def subscribe(self, listener: Callable[[HookProblem], None]) -> Callable[[], None]:
+        """Receive every later problem; returns the function that unsubscribes."""
+        return self.engine.subscribe(listener)
+
+    def current_plugin(self) -> str | None:
+        """The plugin whose implementation is running on this thread (for registry callbacks)."""
+        return self.engine.current_plugin()
+
+    def implemented(self, caller: pluggy.HookCaller, *, only: str | None = None) -> list[str]:
+        """Names of the plugins of the receiving kinds that implement a hook, in call order."""
+        receivers = RECEIVERS[caller.name]
+        kind_of = self.engine._kind_of
+        names = [impl.plugin_name for impl in reversed(caller.get_hookimpls())
+                 if kind_of(impl.plugin_name) in receivers and not (impl.wrapper or impl.hookwrapper)]
+        return [n for n in names if only is None or n == only]
+
+    def drain(self, timeout: float) -> list[str]:
+        """Wait for late calls still on the plugins' lanes; return the lanes still busy."""
+        return self.engine.lanes.drain(timeout)
+
+    def close(self) -> None:
+        self.engine.lanes.close()
+
+    # ---------------------------------------------------------------------------- registries
+
+    def register_memory_providers(self, *, register: Callable[[type], None], only: str | None = None
+                     ) -> list[HookOutcome]:
+        return self._all(self._relay.register_memory_providers, None, None, only=only, register=register)
+
+    def register_context_engines(self, *, register: Callable[[type], None], only: str | None = None
+                     ) -> list[HookOutcome]:
+        return self._all(self._relay.register_context_engines, None, None, only=only, register=register)
+
+    def register_tools(self, *, register: Callable[[Tool], None], only: str | None = None
+                     ) -> list[HookOutcome]:
+        return self._all(self._relay.register_tools, None, None, only=only, register=register)
+
+    def register_platforms(self, *, register: Callable[[type], None], only: str | None = None
+                     ) -> list[HookOutcome]:
+        return self._all(self._relay.register_platforms, None, None, only=only, register=register)
+
+    # ------------------------------------------------------------------------ memory lifecycle
+
+    def system_prompt_block(self, *, session: Session) -> list[HookOutcome]:
+        return self._all(self._relay.system_prompt_block, TURN, _text, session=session)
+
+    def prefetch(self, *, query: str, session: Session, only: str | None = None) -> list[HookOutcome]:
+        """Run inline: the prefetch runner calls it on each provider's own lane, under its deadline."""
+        return self._all(self._relay.prefetch, None, _text, only=only, query=query, session=session)
+
+    def queue_prefetch(self, *, query: str, session: Session) -> list[HookOutcome]:
+        return self._all(self._relay.queue_prefetch, BACKGROUND, _nothing, query=query,
+                         session=session)
+
+    def on_message(self, *, message: Message, session: Session) -> list[HookOutcome]:
+        return self._all(self._relay.on_message, TURN, _nothing, message=message, session=session)
+
+    def sync_turn(self, *, user_message: Message, assistant_message: Message, session: Session,
+                  messages: list[Message]) -> list[HookOutcome]:
+        return self._all(self._relay.sync_turn, BACKGROUND, _nothing, user_message=user_message,
+                         assistant_message=assistant_message, session=session, messages=messages)
+
+    def on_pre_compress(self, *, messages: list[Message], session: Session) -> list[HookOutcome]:
+        return self._all(self._relay.on_pre_compress, TURN, _text, messages=messages,
+                         session=session)
+
+    def on_session_switch(self, *, new_session: Session, old_session: Session | None,
+                          reason: SwitchReason) -> list[HookOutcome]:
+        return self._all(self._relay.on_session_switch, BACKGROUND, _nothing,
+                         new_session=new_session, old_session=old_session, reason=reason)
+
+    def on_session_end(self, *, session: Session, messages: list[Message], reason: EndReason
+                       ) -> list[HookOutcome]:
+        return self._all(self._relay.on_session_end, BACKGROUND, _nothing, session=session,
+                         messages=messages, reason=reason)
+
+    def on_memory_write(self, *, write: MemoryWrite, exclude: str | None = None
+                        ) -> list[HookOutcome]:
+        """Every provider but ``exclude`` (the plugin-manager name of the one that wrote)."""
+        return self._all(self._relay.on_memory_write, BACKGROUND, _nothing, exclude=exclude,
+                         write=write)
+
+    def shutdown(self, *, only: str) -> list[HookOutcome]:
+        """One instance at a time: the host calls them in reverse activation order."""
+        return self._all(self._relay.shutdown, BACKGROUND, _nothing, only=only)
+
+    def load_session(self, *, platform: str, conversation_key: str | None, session_id: str | None
+                     ) -> tuple[tuple[Session, list[Message]] | None, list[HookOutcome]]:
+        """The first answer, and the outcomes up to it: a caller must not start afresh when an
+        implementation failed before answering (that would fork the stored conversation)."""
+        result, outcomes = self.engine.call(
+            self._relay.load_session, {"platform": platform, "conversation_key": conversation_key,
+                                       "session_id": session_id},
+            receivers=RECEIVERS["load_session"], lane=TURN, check=_loaded)
+        return result, outcomes
+
+    # ------------------------------------------------------------------------------------ tools
+
+    def get_tools(self) -> list[HookOutcome]:
+        return self._all(self._relay.get_tools, TURN, _tools)
+
+    def on_post_compress(self, *, messages: list[Message], session: Session) -> list[HookOutcome]:
+        return self._all(self._relay.on_post_compress, TURN, _text, messages=messages,
+                         session=session)
+
+    # ---------------------------------------------------------------------------- the engine
+
+    def should_compress(self, *, messages: list[Message], prompt_tokens: int | None,
+                        session: Session | None) -> bool | None:
+        result: bool | None = self._first(self._relay.should_compress, TURN, _bool,
+                                          messages=messages, prompt_tokens=prompt_tokens,
+                                          session=session)
+        return result
+
+    def compress(self, *, messages: list[Message], focus_topic: str | None, memory_context: str,
+                 session: Session | None) -> CompressionResult | None:
+        result: CompressionResult | None = self._first(
+            self._relay.compress, TURN, _compression, messages=messages, focus_topic=focus_topic,
+            memory_context=memory_context, session=session)
+        return result
+
+    def update_from_response(self, *, usage: Usage) -> list[HookOutcome]:
+        return self._all(self._relay.update_from_response, TURN, _nothing, usage=usage)
+
+    # ------------------------------------------------------------------------------ platforms
+
+    def connect(self, *, dispatcher: Dispatcher, only: str | None = None) -> list[HookOutcome]:
+        return self._all(self._relay.connect, TURN, _nothing, only=only, dispatcher=dispatcher)
+
+    def disconnect(self, *, only: str | None = None) -> list[HookOutcome]:
+        return self._all(self._relay.disconnect, TURN, _nothing, only=only)
+
+    def send(self, *, conversation_key: str, text: str, only: str | None = None
+             ) -> list[HookOutcome]:
+        return self._all(self._relay.send, TURN, None, only=only,
+                         conversation_key=conversation_key, text=text)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import logging
 import re
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -353,6 +354,65 @@ class PluginHost:
         """
         instance, _key, reg_plugin = self._build(kind, name, config_key=config_key, home=self.home)
         return self.add_instance(instance, kind=kind, name=name, plugin=reg_plugin)
+
+    def dry_activation(self) -> tuple[list[str], list[str]]:
+        """Build every selected provider, the engine and the tools in a scratch home, as a session
+        would, and report (errors, warnings): constructors that raise, hook implementations that do
+        not match the specs, tool names offered twice. Nothing is registered on this host and
+        nothing is written to the real home; every problem is listed, not only the first."""
+        from .errors import HermesCoreError
+
+        errors: list[str] = []
+        warnings: list[str] = []
+        core = self.config.core
+        wanted = [(MEMORY, name, f"memory.providers[{i}]")
+                  for i, name in enumerate(core.memory.providers)]
+        wanted.append((ENGINE, core.context.engine, "context.engine"))
+        scratch_pm = create_plugin_manager()
+        kinds: dict[str, str] = {}
+        built: list[tuple[str, object]] = []
+        with tempfile.TemporaryDirectory(prefix="hermes-core-dry-") as tmp:
+            for kind, name, key in wanted:
+                try:
+                    instance, manager_name, plugin = self._build(kind, name, config_key=key,
+                                                                 home=Path(tmp))
+                except HermesCoreError as exc:
+                    errors.append(str(exc))
+                    continue
+                label = f"plugin {plugin!r}: {KINDS[kind][1]} {name!r}"
+                checks = check_hooks(instance, kind, scratch_pm, label=label)
+                errors += [c.message for c in checks if c.severity == "error"]
+                warnings += [c.message for c in checks if c.severity == "warning"]
+                if any(c.severity == "error" for c in checks):
+                    self._shutdown_quietly(instance)
+                    continue
+                try:
+                    scratch_pm.register(instance, name=manager_name)
+                except (pluggy.PluginValidationError, ValueError) as exc:
+                    errors.append(f"{label}: {exc}")
+                    continue
+                kinds[manager_name] = kind
+                built.append((manager_name, instance))
+            scratch = Hooks(scratch_pm, kind_of=lambda n: kinds.get(n, MODULE),
+                            timeout_of=core.hooks.timeout)
+            owners: dict[str, list[str]] = {}
+            for tool_name, reg in self.registries.tools.entries.items():
+                owners.setdefault(tool_name, []).append(reg.plugin)
+            for outcome in scratch.get_tools():
+                if not outcome.ok:
+                    errors.append(f"{outcome.plugin}: get_tools failed: {outcome.error}")
+                for tool in outcome.value or ():
+                    owners.setdefault(tool.name, []).append(outcome.plugin)
+            for tool_name, plugins in sorted(owners.items()):
+                if len(plugins) > 1:
+                    errors.append(f"tool {tool_name!r} is offered by {' and '.join(map(repr, plugins))}: "
+                                  "a session would refuse to start; disable one of them or remove "
+                                  "one from memory.providers")
+            for manager_name, _instance in reversed(built):
+                scratch.shutdown(only=manager_name)
+            scratch.drain(1.0)
+            scratch.close()
+        return errors, warnings
 
     def add_instance(self, instance: object, *, kind: str, name: str, plugin: str | None = None
                      ) -> object:

@@ -400,6 +400,10 @@ def _turn_record(index: int, turn: TranscriptTurn, result: TurnResult, writes: l
         "budget_exhausted": result.budget_exhausted,
         "unused_recorded_responses": [r.line for r in unused],
         "log": log_lines,
+        #: hook implementations that raised, were late or answered wrongly (this turn's, and the
+        #: background hooks' of this conversation since the previous turn)
+        "hook_problems": [{"hook": p.hook, "plugin": p.plugin, "status": p.status,
+                           "message": p.message} for p in result.problems],
         "ms": round(result.seconds * 1000, 2),
     }
 
@@ -484,6 +488,9 @@ def replay(
         "prefetch_late": sum(1 for t in turns for p in t["prefetch"] if p["status"] == "stale"),
         "system_prompt_stable": all(t["system_prompt"]["stable"] for t in turns),
         "logged_problems": sum(len(t["log"]) for t in turns),
+        # every hook problem of the run, the background hooks' and those at shutdown included
+        "hook_problems": host.hooks.problem_count,
+        "hooks_timed_out": sum(1 for p in host.hooks.problems if p.status in ("timed_out", "queued")),
         "seconds": round(seconds, 3),
         "turns_per_second": round(len(turns) / seconds, 1) if seconds > 0 else None,
         "worker_drain": {"status": drain.status, "abandoned": drain.abandoned},

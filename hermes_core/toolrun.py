@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ._lanes import run_bounded
 from .errors import RegistryError, ToolError
 from .types import ToolCall, ToolContext
 
@@ -81,8 +82,10 @@ def paths_overlap(a: Sequence[str], b: Sequence[str]) -> bool:
 class ToolRouter:
     """The session's tools by name, and how to run a response's calls."""
 
-    def __init__(self, tools: dict[str, tuple[Tool, str]]) -> None:
+    def __init__(self, tools: dict[str, tuple[Tool, str]], *, timeout: float = 120.0) -> None:
         self.tools = dict(tools)
+        #: the deadline of one call (``hooks.tool_timeout``); the model gets an error result after it
+        self.timeout = timeout
         # computed once per session: pydantic schema generation is slow, and a stable tool list
         # keeps the request prefix (and so the prompt cache) identical from call to call
         self._schemas = [tool.schema() for tool, _plugin in self.tools.values()]
@@ -97,7 +100,7 @@ class ToolRouter:
                 f"tool {name!r} is registered by {' and '.join(repr(p) for p in owners)}; "
                 f"disable all but one of them ('hermes-core plugins disable NAME')"
             )
-        return cls(host.tools())
+        return cls(host.tools(), timeout=host.config.core.hooks.tool_timeout)
 
     def schemas(self) -> list[dict[str, Any]]:
         """The provider-neutral tool schemas to send with each request."""
@@ -142,17 +145,24 @@ class ToolRouter:
             )
         tool, plugin = entry
         start = time.perf_counter()
-        try:
-            content = tool.invoke(
-                call.arguments, ToolContext(session=session, tool_call_id=call.id, plugin_name=plugin)
-            )
-            is_error = False
-        except ToolError as exc:
+        context = ToolContext(session=session, tool_call_id=call.id, plugin_name=plugin)
+        result = run_bounded(lambda: tool.invoke(call.arguments, context), self.timeout,
+                             name=f"hermes-tool-{call.name}")
+        exc = result.error
+        if result.status == "ok":
+            content, is_error = result.value, False
+        elif result.status == "timed_out":
+            log.error("plugin %s: tool %s did not finish within %g s (hooks.tool_timeout); the turn "
+                      "went on without its result", plugin, call.name, self.timeout)
+            content = (f"Error: tool {call.name!r} did not finish within {self.timeout:g} s and was "
+                       "abandoned; it may still complete in the background. Do not assume it ran.")
+            is_error = True
+        elif isinstance(exc, ToolError):
             content, is_error = f"Error: {exc}", True
-        except Exception as exc:
+        else:
             log.error(
                 "plugin %s: tool %s raised %s: %s", plugin, call.name, type(exc).__name__, exc,
-                exc_info=log.isEnabledFor(logging.DEBUG),
+                exc_info=exc if log.isEnabledFor(logging.DEBUG) else None,
             )
             content = f"Error: tool {call.name!r} failed: {type(exc).__name__}: {exc}"
             is_error = True

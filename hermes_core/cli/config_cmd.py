@@ -129,8 +129,12 @@ def validate(as_json: bool) -> None:
     try:
         loaded = load_config()
         host = load_host()
-        host.validate_config(loaded)
         plugin_errors = [f"{r.name}: {r.error}" for r in host.records.values() if r.error]
+        errors = [message for _key, message in host.config_problems(loaded)]
+        if not errors:  # build what a session would, in a scratch home: every problem, named
+            activation_errors, warnings = host.dry_activation()
+            errors += activation_errors
+            plugin_errors += warnings
     except ConfigError as exc:
         errors = str(exc).splitlines()
     if as_json:

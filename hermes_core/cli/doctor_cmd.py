@@ -104,6 +104,13 @@ def run_checks() -> list[dict[str, Any]]:
                            f"{host.config.core.memory.providers}"})
         except HermesCoreError as exc:
             checks.append({"name": "selections", "ok": False, "detail": str(exc)})
+        else:
+            errors, warnings = host.dry_activation()
+            lines = [f"\n  {m}" for m in errors] + [f"\n  warning: {m}" for m in warnings]
+            checks.append({"name": "activation", "ok": not errors, "warning": bool(warnings),
+                           "detail": ("every selected provider, the engine and the tools start"
+                                      if not errors else f"{len(errors)} problem(s) a session "
+                                      "would hit") + "".join(lines)})
     checks.append(_check_state_db(home / "state.db"))
     key_set = bool(host.config.core.llm.api_key)
     checks.append({

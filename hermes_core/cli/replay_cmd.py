@@ -71,6 +71,10 @@ def _print_turn(t: dict[str, Any]) -> None:
     click.echo(f"  reply     {_short(t['reply'])}")
     for line in t["log"]:
         click.echo(click.style(f"  log       {_short(line, _WIDTH)}", fg="yellow"))
+    logged = "\n".join(t["log"])
+    for problem in t["hook_problems"]:
+        if problem["message"] not in logged:  # background problems arrive after their turn's log
+            click.echo(click.style(f"  plugin    {_short(problem['message'], _WIDTH)}", fg="yellow"))
 
 
 @click.command("replay")
@@ -123,5 +127,9 @@ def replay(file: Path, as_json: bool, providers: tuple[str, ...], in_place: bool
     stable = "yes" if s["system_prompt_stable"] else click.style("NO", fg="red")
     click.echo(f"  prompt    byte-identical except at compactions and new sessions: {stable}")
     click.echo(f"  speed     {s['turns_per_second']} turns/s ({s['seconds']} s)")
+    if s["hook_problems"]:
+        click.echo(click.style(
+            f"  plugins   {s['hook_problems']} hook problem(s) ({s['hooks_timed_out']} late); "
+            "see the log lines above, or --json", fg="yellow"))
     if not in_place and keep_home:
         click.echo(f"  home      {home} (kept)")

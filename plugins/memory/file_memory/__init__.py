@@ -53,6 +53,7 @@ class FileMemory(MemoryProvider):
             context.home / "memories",
             memory_limit=config.memory_char_limit,
             user_limit=config.user_char_limit,
+            history_limit=config.history_limit,
         )
         self._lock = threading.Lock()
         self._snapshot: Snapshot | None = None

@@ -52,7 +52,8 @@ def test_cli_and_tool_writes_are_four_versions_and_rollback_is_byte_for_byte(run
     agent.run_turn("I moved to Lisbon.")
     session_id = agent.session.id
     agent.close()
-    assert run("memory", "remove", "--target", "user", "Name: Ana").exit_code == 0
+    removed = run("memory", "remove", "--target", "user", "Name: Ana")
+    assert removed.exit_code == 0, removed.output
 
     versions = history(run)
     assert [v["version"] for v in versions] == [1, 2, 3, 4]

@@ -235,7 +235,7 @@ class History:
         line = (json.dumps(version.to_dict(), ensure_ascii=False, separators=(",", ":"))
                 + "\n").encode("utf-8")
         self.directory.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             size = os.fstat(fd).st_size
             if size and os.pread(fd, 1, size - 1) != b"\n":
@@ -250,7 +250,10 @@ class History:
     def undo(self, size: int) -> None:
         """Cut the file back to ``size`` bytes (with :meth:`locked` held)."""
         with contextlib.suppress(OSError):
-            os.truncate(self.path, size)
+            if size == 0:
+                os.unlink(self.path)  # the append created the file: leave no trace
+            else:
+                os.truncate(self.path, size)
         self._cache = None
 
     def prune(self) -> int:

@@ -119,6 +119,8 @@ _KINDS: list[tuple[str, str, re.Pattern[str]]] = [
         r"\b(?:name is|is called|goes by|prefers to be called)\b", re.I)),
     ("timezone", "{s}'s time zone", re.compile(r"\b(?:time ?zone is|is in time ?zone)\b", re.I)),
 ]
+#: word overlap from which two entries are listed as related (merge candidates for the model)
+RELATED = 0.5
 _KEY = re.compile(r"^([A-Za-z][\w '\-/]{0,38}?):\s+\S")
 
 
@@ -191,9 +193,9 @@ def propose(store: MemoryStore, target: str, *, target_ratio: float = 0.8,
             if not wa or not wb:
                 continue
             overlap = len(wa & wb) / len(wa | wb)
-            if overlap < near_duplicate:
+            if overlap < min(near_duplicate, RELATED):
                 continue
-            if wa <= wb or wb <= wa:
+            if overlap >= near_duplicate and (wa <= wb or wb <= wa):
                 small, big = (a, b) if len(wa) < len(wb) or (wa == wb and a < b) else (b, a)
                 if entries[small] in pins:
                     continue

@@ -100,10 +100,10 @@ class Proposal:
 
 # ------------------------------------------------------------------------------ deterministic
 
-_STOP = frozenset(
-    "a an the and or of to in on at for with is are was were be been has have had it its this "
-    "that as by from their there they he she his her our we you your i my me".split()
-)
+_STOP_WORDS = ("a an the and or of to in on at for with is are was were be been has have had "
+               "it its this that as by from their there they he she his her our we you your "
+               "i my me")
+_STOP = frozenset(_STOP_WORDS.split(" "))
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 # Kinds of single-valued facts: a later statement of the same kind about the same subject

@@ -438,9 +438,13 @@ def describe_changes(
     """The ``changes`` of a version: one item per entry added, replaced or removed."""
     real = [a for a in applied if not a.duplicate]
     if real:
-        return [{"target": target, "action": a.action, "old": a.old_text,
-                 "new": a.content or None} for a in real]
+        listed: list[dict[str, object]] = [
+            {"target": target, "action": a.action, "old": a.old_text, "new": a.content or None}
+            for a in real]
+        return listed
     gone = [e for e in before if e not in after]
     added = [e for e in after if e not in before]
-    return ([{"target": target, "action": "remove", "old": e, "new": None} for e in gone]
-            + [{"target": target, "action": "add", "old": None, "new": e} for e in added])
+    out: list[dict[str, object]] = []
+    out += [{"target": target, "action": "remove", "old": e, "new": None} for e in gone]
+    out += [{"target": target, "action": "add", "old": None, "new": e} for e in added]
+    return out

@@ -49,6 +49,10 @@ class ForgetResult:
         return sum(len(v) for v in self.matched.values())
 
 
+def _decode(raw: bytes | None) -> str | None:
+    return None if raw is None else raw.decode("utf-8")
+
+
 def _encode(text: str | None) -> bytes | None:
     return None if text is None else text.encode("utf-8")
 
@@ -89,7 +93,7 @@ def write_stores(
                     after_write()
             return None
         stores = {
-            t: {"before": states[t].raw.decode("utf-8") if states[t].raw is not None else None,
+            t: {"before": _decode(states[t].raw),
                 "after": d.decode("utf-8") if d is not None else None}
             for t, d in new.items()
         }

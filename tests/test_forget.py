@@ -135,8 +135,8 @@ def test_a_provider_whose_forget_raises_is_reported_and_the_others_still_delete(
 
 def test_hook_forget(home):
     """The hook through a real host: every built-in answers with a ForgetReport."""
-    from hermes_core.cli.forget_cmd import _forget_hook
     from hermes_core.cli._common import load_host
+    from hermes_core.cli.forget_cmd import _forget_hook
 
     seed_everything(home)
     host = load_host()

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["HonchoForget", "MESSAGES_NOTE", "find_and_delete"]
+__all__ = ["MESSAGES_NOTE", "HonchoForget", "find_and_delete"]
 
 MESSAGES_NOTE = (
     "Honcho's API has no call to delete messages: messages already sent to the Honcho server "

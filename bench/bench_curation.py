@@ -282,7 +282,7 @@ def memory_part(runs: int, messages: int) -> None:
     direct, mean, with_h, without = history_cost(400)
     report("history append per write (direct: build, append, prune check)", direct, "ms",
            TARGET_HISTORY_MS)
-    report("  mean, with the prune rewrite every 20 writes (limit 200)", mean, "ms",
+    report("  mean, with the prune rewrite every 100 writes (limit 200)", mean, "ms",
            TARGET_HISTORY_MS)
     report("durable replace of a full store, history on", with_h, "ms")
     report("durable replace of a full store, history off", without, "ms")

@@ -109,11 +109,11 @@ def test_review_and_flush_writes_carry_their_origin_and_the_conversation(home):
 
 def test_rollback_to_unknown_or_pruned_versions_is_refused_and_changes_nothing(home):
     store = MemoryStore(home / "memories", history_limit=3)
-    for n in range(6):
+    for n in range(20):
         store.add("memory", f"fact number {n}")
     before = store.path("memory").read_bytes()
     held = [v.version for v in store.history.read()]
-    assert held[-1] == 6 and len(held) <= 3 + 1  # bounded: limit plus a tenth of slack (>= 1)
+    assert held[-1] == 20 and len(held) <= 3 + 10  # bounded: the limit plus slack (at least 10)
     with pytest.raises(InvalidRequest, match="was pruned"):
         rollback(store, 1)
     with pytest.raises(InvalidRequest, match="there is no version 99"):
@@ -212,3 +212,31 @@ def test_provenance_defaults_to_the_cli(home):
     store.add("memory", "abc", by=Provenance("curator"))
     store.add("memory", "def")
     assert [v.origin for v in store.history.read()] == ["curator", "cli"]
+
+
+def test_rollback_to_the_oldest_kept_version_after_pruning(home):
+    store = MemoryStore(home / "memories", history_limit=5)
+    states = {}
+    for n in range(40):
+        store.add("memory", f"fact number {n}")
+        states[n + 1] = store.path("memory").read_bytes()
+    oldest = store.history.read()[0]
+    assert oldest.version > 1
+    # the oldest kept version knows the text before it (restored from the pruned one)
+    assert oldest.stores["memory"]["before"] == states[oldest.version - 1].decode()
+    rollback(store, oldest.version)
+    assert store.path("memory").read_bytes() == states[oldest.version]
+
+
+def test_before_is_kept_only_when_it_differs_from_the_previous_after(home):
+    store = MemoryStore(home / "memories")
+    store.add("memory", "one")
+    store.add("memory", "two")
+    store.path("memory").write_text("one\n§\ntwo\n§\nhand edit\n")
+    store.add("memory", "three")
+    first, second, third = store.history.read()
+    assert first.stores["memory"]["before"] is None
+    assert "before" not in second.stores["memory"]
+    assert third.stores["memory"]["before"] == "one\n§\ntwo\n§\nhand edit\n"
+    rollback(store, 2)
+    assert store.path("memory").read_text() == "one\n§\ntwo\n"

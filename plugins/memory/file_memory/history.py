@@ -12,11 +12,13 @@ records:
 * ``session_id`` and ``message_id`` (the id of the tool call in the assistant message that made
   the write) when the write came from a conversation;
 * ``changes``: one item per entry touched, with its old and new text;
-* ``stores``: for each store touched, its exact text before and after (``null`` when the file did
-  not exist). :meth:`History.state_at` rebuilds both stores at any version from these.
+* ``stores``: for each store touched, its exact text after the change and, when it differs from
+  the previous version's ``after`` of that store (the first version, or a hand edit in between),
+  before it (``null`` when the file did not exist). :meth:`History.state_at` rebuilds both stores
+  at any version from these.
 
-The file is bounded: past ``limit`` versions (plus a tenth of slack, so the rewrite is rare) the
-oldest are dropped in one atomic rewrite. A torn last line (a crash mid-append) is skipped on
+The file is bounded: past ``limit`` versions (plus half as many again of slack, at least 10, so
+the rewrite is rare) the oldest are dropped in one atomic rewrite. A torn last line (a crash mid-append) is skipped on
 read. Nothing here ever reaches the system prompt: only the store files do.
 
 :meth:`History.redact` is what ``forget`` uses: it removes every entry matching the subject from
@@ -144,6 +146,9 @@ class History:
         #: (st_ino, st_size, st_mtime_ns) -> (last version, line count): skips re-reading the
         #: file when no other process appended since this object last did
         self._cache: tuple[tuple[int, int, int], int, int] | None = None
+        #: the newest ``after`` of each store (valid while ``_cache`` is): a version whose
+        #: ``before`` equals it leaves ``before`` out, which halves what most writes append
+        self._last_after: dict[str, str | None] = {}
 
     # -------------------------------------------------------------------------------- reading
 
@@ -198,8 +203,8 @@ class History:
                 out[target] = upto[-1].stores[target].get("after")
                 continue
             later = [v for v in versions if v.version > number and target in v.stores]
-            if later:
-                out[target] = later[0].stores[target].get("before")
+            if later and "before" in later[0].stores[target]:
+                out[target] = later[0].stores[target]["before"]
         return out
 
     # -------------------------------------------------------------------------------- writing
@@ -221,6 +226,10 @@ class History:
         versions = self.read()
         last = versions[-1].version if versions else 0
         self._cache = (key, last, len(versions))
+        self._last_after = {}
+        for item in versions:
+            for target, store in item.stores.items():
+                self._last_after[target] = store.get("after")
         return last, len(versions)
 
     def append(self, build: Callable[[int], Version]) -> tuple[Version, int]:
@@ -232,6 +241,10 @@ class History:
         """
         last, count = self._tail()
         version = build(last + 1)
+        for target, store in version.stores.items():
+            if ("before" in store and target in self._last_after
+                    and store["before"] == self._last_after[target]):
+                del store["before"]  # the previous version's "after": see state_at
         line = (json.dumps(version.to_dict(), ensure_ascii=False, separators=(",", ":"))
                 + "\n").encode("utf-8")
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -245,10 +258,13 @@ class History:
         finally:
             os.close(fd)
         self._cache = ((st.st_ino, st.st_size, st.st_mtime_ns), version.version, count + 1)
+        for target, store in version.stores.items():
+            self._last_after[target] = store.get("after")
         return version, size
 
     def undo(self, size: int) -> None:
         """Cut the file back to ``size`` bytes (with :meth:`locked` held)."""
+        self._last_after = {}
         with contextlib.suppress(OSError):
             if size == 0:
                 os.unlink(self.path)  # the append created the file: leave no trace
@@ -259,15 +275,27 @@ class History:
     def prune(self) -> int:
         """Drop the oldest versions past the limit (with :meth:`locked` held); return how many.
 
-        Runs only once the file holds a tenth more than the limit, so the rewrite is rare.
+        Runs only once the file holds half as many again as the limit (at least 10 more), so
+        the rewrite is rare. The first kept version of each store gets its ``before`` back,
+        taken from the dropped version it referred to.
         """
         _last, count = self._tail()
-        if count <= self.limit + max(1, self.limit // 10):
+        if count <= self.limit + max(10, self.limit // 2):
             return 0
         versions = self.read()
-        keep = versions[-self.limit:]
+        dropped, keep = versions[:-self.limit], versions[-self.limit:]
+        last_after: dict[str, str | None] = {}
+        for item in dropped:
+            for target, store in item.stores.items():
+                last_after[target] = store.get("after")
+        seen: set[str] = set()
+        for item in keep:
+            for target, store in item.stores.items():
+                if target not in seen and "before" not in store and target in last_after:
+                    store["before"] = last_after[target]
+                seen.add(target)
         self._rewrite(keep)
-        return len(versions) - len(keep)
+        return len(dropped)
 
     def _rewrite(self, versions: list[Version]) -> None:
         from .store import atomic_write  # the store's durable replace; no import cycle at load

@@ -240,3 +240,29 @@ def test_before_is_kept_only_when_it_differs_from_the_previous_after(home):
     assert third.stores["memory"]["before"] == "one\n§\ntwo\n§\nhand edit\n"
     rollback(store, 2)
     assert store.path("memory").read_text() == "one\n§\ntwo\n"
+
+
+def test_a_rollback_that_fails_half_way_puts_the_first_store_back(home, monkeypatch):
+    from hermes_core.plugins.memory.file_memory import versions
+
+    store = MemoryStore(home / "memories")
+    store.add("memory", "m1")
+    store.add("user", "u1")
+    store.add("memory", "m2")
+    store.add("user", "u2")
+    memory_before = store.path("memory").read_bytes()
+    user_before = store.path("user").read_bytes()
+    real = versions.atomic_write
+
+    def fail_on_user(path: Path, data: bytes, *, mode: int = 0o600) -> None:
+        if path.name == "USER.md":
+            raise OSError(5, "Input/output error")
+        real(path, data, mode=mode)
+
+    monkeypatch.setattr(versions, "atomic_write", fail_on_user)
+    with pytest.raises(WriteFailed, match="cannot write .*USER.md: Input/output error"):
+        rollback(store, 2)
+    monkeypatch.undo()
+    assert store.path("memory").read_bytes() == memory_before
+    assert store.path("user").read_bytes() == user_before
+    assert store.history.read()[-1].version == 4

@@ -111,8 +111,10 @@ def write_stores(
                     raise WriteFailed(f"cannot record the change in {history.path}: "
                                       f"{exc.strerror or exc}; nothing was changed") from None
             written: list[str] = []
+            failing = ""
             try:
                 for target, data in new.items():
+                    failing = target
                     path = store.path(target)
                     if data is None:
                         with contextlib.suppress(FileNotFoundError):
@@ -121,19 +123,19 @@ def write_stores(
                         atomic_write(path, data)
                     written.append(target)
             except OSError as exc:
-                for target in written:  # put back what was already replaced
+                for done in written:  # put back what was already replaced
                     with contextlib.suppress(OSError):
-                        old = states[target].raw
+                        old = states[done].raw
                         if old is None:
-                            os.unlink(store.path(target))
+                            os.unlink(store.path(done))
                         else:
-                            atomic_write(store.path(target), old)
+                            atomic_write(store.path(done), old)
                 if history is not None:
                     history.undo(size)
                 raise WriteFailed(
-                    f"cannot write {store.path(target)}: {exc.strerror or exc}. Nothing was "
+                    f"cannot write {store.path(failing)}: {exc.strerror or exc}. Nothing was "
                     "changed; check free disk space and permissions, then retry.",
-                    target=target,
+                    target=failing,
                 ) from None
             if after_write is not None:
                 after_write()

@@ -209,3 +209,21 @@ def test_background_run_above_the_fill_ratio_with_auto_apply(home):
     # below the trigger now: the next session end does nothing
     assert maybe_curate(store, CuratorConfig(fill_trigger=0.8, auto_apply=True),
                         _Context()) == []
+
+
+def test_model_changes_are_numbered_like_the_store_after_offline_drops(home):
+    seed(home, ["Likes tea", "Likes tea", "Likes hiking in the Alps",
+                "Likes hiking in the Dolomites"])
+    answer = json.dumps({"changes": [{"kind": "merge", "entries": [2, 3],
+                                      "new": "Likes hiking in the Alps and Dolomites",
+                                      "reason": "one hobby"}]})
+    with MessagesAPIServer([answer]) as api:
+        _config(home, api)
+        result = curate("--target", "user", "--model", "--json")
+    assert result.exit_code == 0, result.output
+    changes = json.loads(result.output)["user"]["changes"]
+    # offline: entry 2 is an exact duplicate; the model saw 3 entries and merged its 2 and 3,
+    # which are entries 3 and 4 of the store as read
+    assert [(c["kind"], c["entries"]) for c in changes] == [("drop", [2]), ("merge", [3, 4])]
+    assert json.loads(result.output)["user"]["after"] == [
+        "Likes tea", "Likes hiking in the Alps and Dolomites"]

@@ -292,6 +292,12 @@ def model_changes(proposal: Proposal, llm: Any, *, model: str | None = None,
                         messages=[Message("user", prompt)], max_tokens=2000, model=model,
                         timeout=timeout)
     raw = _parse_model(text)
+    # the model numbers the entries left after the offline changes; a change reports positions
+    # in the store as read, like the offline ones
+    gone = {n for c in proposal.changes for n in c.entries}
+    position = [n for n in range(1, len(proposal.before) + 1) if n not in gone]
+    if len(position) != len(current):  # a proposal that already merged: number as given
+        position = list(range(1, len(current) + 1))
     used: set[int] = set()
     replacement: dict[int, str | None] = {}
     extra: list[Change] = []
@@ -326,7 +332,8 @@ def model_changes(proposal: Proposal, llm: Any, *, model: str | None = None,
                                    f"{finding.message()} Nothing was proposed.")
         for pos, i in enumerate(idx):
             replacement[i] = new if pos == 0 else None
-        extra.append(Change(kind, [i + 1 for i in idx], [current[i] for i in idx], new, reason))
+        extra.append(Change(kind, [position[i] for i in idx], [current[i] for i in idx], new,
+                            reason))
     after = []
     for i, entry in enumerate(current):
         if i in replacement:
@@ -339,12 +346,8 @@ def model_changes(proposal: Proposal, llm: Any, *, model: str | None = None,
         raise CuratorError(f"the model's proposal would leave the store at {size:,} characters, "
                            f"over its limit of {proposal.limit:,}; it was refused and nothing "
                            "was changed", target=proposal.target)
-    note = ("the model's entry numbers refer to the store after the offline changes above"
-            if proposal.changes and extra else None)
     out = Proposal(proposal.target, proposal.before, after, proposal.changes + extra,
                    proposal.limit, proposal.target_ratio, proposal.base, related=[])
-    if note:
-        out.notes.append(note)
     _headroom_note(out)
     return out
 

@@ -260,7 +260,7 @@ def test_a_rollback_that_fails_half_way_puts_the_first_store_back(home, monkeypa
         real(path, data, mode=mode)
 
     monkeypatch.setattr(versions, "atomic_write", fail_on_user)
-    with pytest.raises(WriteFailed, match="cannot write .*USER.md: Input/output error"):
+    with pytest.raises(WriteFailed, match=r"cannot write .*USER\.md: Input/output error"):
         rollback(store, 2)
     monkeypatch.undo()
     assert store.path("memory").read_bytes() == memory_before

@@ -18,8 +18,9 @@ records:
   at any version from these.
 
 The file is bounded: past ``limit`` versions (plus half as many again of slack, at least 10, so
-the rewrite is rare) the oldest are dropped in one atomic rewrite. A torn last line (a crash mid-append) is skipped on
-read. Nothing here ever reaches the system prompt: only the store files do.
+the rewrite is rare) the oldest are dropped in one atomic rewrite. A torn last line (a crash
+mid-append) is skipped on read. Nothing here ever reaches the system prompt: only the store files
+do.
 
 :meth:`History.redact` is what ``forget`` uses: it removes every entry matching the subject from
 every stored version, so a forgotten fact cannot come back through the history or a rollback.

@@ -266,3 +266,29 @@ def test_a_rollback_that_fails_half_way_puts_the_first_store_back(home, monkeypa
     assert store.path("memory").read_bytes() == memory_before
     assert store.path("user").read_bytes() == user_before
     assert store.history.read()[-1].version == 4
+
+
+def test_history_text_output_and_target_filter(run, home):
+    run("memory", "add", "Deploys on Fridays")
+    run("memory", "add", "--target", "user", "Name: Ana")
+    run("memory", "replace", "Fridays", "Deploys on Mondays")
+    text = run("memory", "history").output
+    assert "add  memory  by cli" in text and "- Deploys on Fridays" in text
+    assert "+ Deploys on Mondays" in text
+    only_user = json.loads(run("memory", "history", "--target", "user", "--json").output)
+    assert [v["version"] for v in only_user] == [2]
+    newest = json.loads(run("memory", "history", "--limit", "1", "--json").output)
+    assert [v["version"] for v in newest] == [3]
+
+
+def test_pin_unpin_and_bad_pins(run, home):
+    run("memory", "add", "Likes green tea")
+    run("memory", "add", "Likes black tea")
+    ambiguous = run("memory", "pin", "tea")
+    assert ambiguous.exit_code == 1 and "several entries" in ambiguous.output
+    assert run("memory", "pin", "nothing like it").exit_code == 1
+    assert run("memory", "pin", "green").exit_code == 0
+    run("memory", "replace", "green", "Likes jasmine tea")
+    assert "[stale: the entry changed]" in run("memory", "pins").output
+    assert "Unpinned: Likes green tea" in run("memory", "unpin", "green").output
+    assert run("memory", "pins").output.strip() == "No pinned entries."

@@ -1,9 +1,10 @@
 """Curation benchmarks: what the review/flush/nudge machinery costs a turn, and skills in the prompt.
 
-Prints medians and their ratio to the targets of issue 11 (ratio < 1.0 means the target is met).
-Nothing here asserts: the machine is shared and noisy, so read the figures.
+Prints medians and their ratio to the targets of issues 11 and 21 (ratio < 1.0 means the target
+is met). Nothing here asserts: the machine is shared and noisy, so read the figures.
 
-    python bench/bench_curation.py [--turns 2000] [--runs 7]
+    python bench/bench_curation.py [--turns 2000] [--runs 7] [--part all|turns|memory]
+    python bench/bench_curation.py --part memory [--messages 100000]
 
 * **Turn overhead when no review is due**: the curator's per-turn work (``begin_turn``, the skill
   nudge check after a tool batch, ``end_turn``'s counting, ``take_notices``), timed directly, in
@@ -13,6 +14,19 @@ Nothing here asserts: the machine is shared and noisy, so read the figures.
 * **Prompt assembly with 100 skills**: the skills provider's ``system_prompt_block`` for a new
   session id, cold (a fresh library: every file read and parsed) and warm (files unchanged since
   the last session: served from the parse cache), and the agent's whole prompt assembly.
+
+Issue 21 (``--part memory``):
+
+* **Offline curation of a full MEMORY.md** (2,200 characters, 30 entries with duplicates, near
+  duplicates and superseded facts): ``curator.propose``, file read included. Target <= 50 ms.
+* **History append per memory write**: the version log's own work for one write of a full store
+  (build the version with both store texts, append the line, the prune check), timed directly; and,
+  side by side in one run, whole durable ``replace`` writes with the history on and off (their
+  difference is mostly fsync noise on a shared disk, so the direct figure carries the ratio).
+  Target <= 0.2 ms.
+* **forget over a 100k-message archive**: the seeded corpus of bench_session_archive, plus 20
+  messages naming a rare subject; the dry run and the real deletion (FTS5 index kept in step), and
+  for scale a common word that matches thousands of messages. Target <= 1 s.
 """
 
 from __future__ import annotations
@@ -151,11 +165,145 @@ def report(label: str, value: float, unit: str, target: float | None = None) -> 
     print(f"{label:<62} {value:9.3f} {unit}{ratio}")
 
 
+TARGET_CURATE_MS = 50.0
+TARGET_HISTORY_MS = 0.2
+TARGET_FORGET_S = 1.0
+
+
+def _full_store(directory: Path, history_limit: int = 200) -> Any:
+    from hermes_core.plugins.memory.file_memory import MemoryStore
+    from hermes_core.plugins.memory.file_memory.entries import canonical_text, joined_size
+
+    entries = [f"Project note {n}: the build of service {n} uses cache layer {n % 7} and "
+               f"port {8000 + n}" for n in range(22)]
+    entries += [entries[3], entries[5].upper(), entries[7] + " daily",
+                "User lives in Berlin", "User moved to Lisbon in 2025", "Editor: vim",
+                "Editor: helix"]
+    while joined_size(entries) > 2200:
+        entries.pop(0)
+    room = 2200 - joined_size(entries) - 3
+    if room > 20:  # fill the store to its limit exactly
+        entries.append(("Reminder: the release checklist lives in docs/release.md and is "
+                        "reviewed every quarter by the platform team " * 3)[:room].strip())
+    store = MemoryStore(directory, memory_limit=2200, history_limit=history_limit)
+    directory.mkdir(parents=True, exist_ok=True)
+    store.path("memory").write_text(canonical_text(entries) + "\n", encoding="utf-8")
+    return store
+
+
+def curate_time(runs: int) -> tuple[float, int, int]:
+    """(median ms of an offline proposal for a full store, its changes, store chars)."""
+    from hermes_core.plugins.memory.file_memory.curator import propose
+
+    with tempfile.TemporaryDirectory() as tmp:
+        store = _full_store(Path(tmp) / "memories")
+        samples = []
+        proposal = None
+        for _ in range(max(runs, 20)):
+            start = time.perf_counter()
+            proposal = propose(store, "memory")
+            samples.append((time.perf_counter() - start) * 1000)
+        assert proposal is not None
+        return statistics.median(samples), len(proposal.changes), proposal.size_before
+
+
+def history_cost(writes: int) -> tuple[float, float, float, float]:
+    """(median and mean ms of the history's own work per write (the mean includes the periodic
+    prune rewrite); median ms per durable replace with history; without)."""
+    from hermes_core.plugins.memory.file_memory.history import Version, now
+
+    with tempfile.TemporaryDirectory() as tmp:
+        store = _full_store(Path(tmp) / "on")
+        history = store.history
+        text = store.path("memory").read_text(encoding="utf-8")
+        direct = []
+        for n in range(writes):
+            start = time.perf_counter()
+            with history.locked():
+                history.append(lambda v, n=n: Version(
+                    v, now(), "replace", "assistant_tool",
+                    [{"target": "memory", "action": "replace", "old": "Project note 9",
+                      "new": f"Project note 9 rev {n}"}],
+                    {"memory": {"before": text, "after": text}}, session_id="s", message_id="c"))
+                history.prune()
+            direct.append((time.perf_counter() - start) * 1000)
+        on = _full_store(Path(tmp) / "w-on")
+        off = _full_store(Path(tmp) / "w-off", history_limit=0)
+        with_h, without = [], []
+        for n in range(writes // 4):
+            for target_store, bucket in ((on, with_h), (off, without)):
+                start = time.perf_counter()
+                target_store.replace("memory", "Project note 10:", "Project note 10: the build of "
+                                     f"service 10 uses cache layer 3 and port {8010 + n % 2}")
+                bucket.append((time.perf_counter() - start) * 1000)
+        return (statistics.median(direct), statistics.fmean(direct), statistics.median(with_h),
+                statistics.median(without))
+
+
+def forget_time(messages: int) -> list[tuple[str, float, int]]:
+    """[(label, seconds, matched)] for forget over an archive of ``messages`` messages."""
+    from session_corpus import Corpus
+
+    from hermes_core.plugins.memory.session_archive import SessionArchive
+    from hermes_core.plugins.memory.session_archive.forget import forget_messages
+    from hermes_core.types import Message
+
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "state.db"
+        corpus = Corpus()
+        done = 0
+        with SessionArchive(path, synchronous="normal") as archive:
+            for sid, msgs in corpus.sessions():
+                if done >= messages:
+                    break
+                msgs = msgs[: messages - done]
+                archive.append_messages(sid, msgs)
+                done += len(msgs)
+            archive.append_messages("rare-subject", [
+                Message("user", f"note {n}: the Zanzibarquay office opens at {n}")
+                for n in range(20)])
+            total = archive.count_messages()
+            for label, subject, dry in (("dry run, rare subject (20 matches)", "Zanzibarquay", True),
+                                        ("delete, rare subject (20 matches)", "Zanzibarquay", False),
+                                        ("dry run, common word 'deploy'", "deploy", True),
+                                        ("delete, common word 'deploy'", "deploy", False)):
+                start = time.perf_counter()
+                found = forget_messages(archive, subject, dry_run=dry)
+                out.append((f"{label} in {total:,} messages", time.perf_counter() - start,
+                            found.matched))
+    return out
+
+
+def memory_part(runs: int, messages: int) -> None:
+    ms, changes, chars = curate_time(runs)
+    report(f"curate a {chars:,}-char MEMORY.md offline ({changes} changes)", ms, "ms",
+           TARGET_CURATE_MS)
+    direct, mean, with_h, without = history_cost(400)
+    report("history append per write (direct: build, append, prune check)", direct, "ms",
+           TARGET_HISTORY_MS)
+    report("  mean, with the prune rewrite every 100 writes (limit 200)", mean, "ms",
+           TARGET_HISTORY_MS)
+    report("durable replace of a full store, history on", with_h, "ms")
+    report("durable replace of a full store, history off", without, "ms")
+    report("  difference (fsync noise dominates)", with_h - without, "ms")
+    for label, seconds, matched in forget_time(messages):
+        report(f"forget: {label} ({matched:,} matched)", seconds, "s",
+               TARGET_FORGET_S if "rare" in label else None)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--turns", type=int, default=2000)
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--part", choices=["all", "turns", "memory"], default="all")
+    parser.add_argument("--messages", type=int, default=100_000,
+                        help="archive size for the forget figure (default 100000)")
     args = parser.parse_args()
+    if args.part in ("all", "memory"):
+        memory_part(args.runs, args.messages)
+    if args.part == "memory":
+        return
     print(f"{args.turns} turns per figure, {args.runs} runs for prompt assembly (medians)")
     report("curation work per turn, no review due", curator_overhead(args.turns), "us",
            TARGET_CURATION_US)

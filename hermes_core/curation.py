@@ -373,7 +373,8 @@ class Curator:
         # own keeps the review's refusals away from the foreground turn's count.
         tool_session = Session(id=f"{job.session.id}:{kind}", platform=job.session.platform,
                                model=self.model, parent_session_id=job.session.id,
-                               attributes={"origin": f"memory_{kind}"})
+                               attributes={"origin": f"memory_{kind}",
+                                           "origin_session_id": job.session.id})
         for _ in range(self.max_calls if kind == "review" else 1):
             remaining = deadline - time.monotonic()
             if remaining <= 0 or self._cancel.is_set():

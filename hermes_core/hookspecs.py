@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         CompressionResult,
         Dispatcher,
         EndReason,
+        ForgetReport,
         MemoryWrite,
         Message,
         Session,
@@ -45,6 +46,7 @@ __all__ = [
     "compress",
     "connect",
     "disconnect",
+    "forget",
     "get_tools",
     "load_session",
     "on_memory_write",
@@ -86,6 +88,7 @@ MEMORY_HOOKS = (
     "on_memory_write",
     "shutdown",
     "load_session",
+    "forget",
 )
 CONTEXT_ENGINE_HOOKS = ("should_compress", "compress", "update_from_response")
 TOOL_HOOKS = ("get_tools", "on_post_compress")
@@ -354,3 +357,34 @@ def disconnect() -> None:
 @hookspec
 def send(conversation_key: str, text: str) -> Any:
     """Deliver a message the agent initiates (not a reply) to ``conversation_key``."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Forgetting: implemented by memory providers (and any plugin instance that keeps user data)
+# --------------------------------------------------------------------------------------------------
+
+
+@hookspec
+def forget(subject: str, scope: str, dry_run: bool) -> ForgetReport | None:
+    """Delete everything this plugin keeps that mentions ``subject``.
+
+    Called by ``hermes-core forget TEXT`` (and any front end offering "forget this"), once with
+    ``dry_run=True`` to show what each provider would delete, then with ``dry_run=False`` to
+    delete it. Not called during a turn.
+
+    ``subject`` is the text to forget, stripped, at least three characters; match it without
+    regard to case and runs of whitespace (what "mentions" means beyond that - whole entries,
+    whole messages - is the provider's choice and belongs in its docs). ``scope`` is ``"all"``
+    (everything the provider keeps, for every user) or ``"user:<key>"`` (only what it keeps for
+    that user, under ``memory.scope: user``); a provider that cannot tell users apart deletes
+    nothing for a user scope and says so in ``cannot_delete``.
+
+    Return a :class:`~hermes_core.types.ForgetReport`: ``matched`` and ``deleted`` counts,
+    ``items`` (one short line each), ``dry_run`` echoed, and ``cannot_delete`` when the backend
+    offers no way to delete some of what matched (then say what the user can do instead). After a
+    real run nothing that mentions the subject may be recalled any more: not by ``prefetch``, not
+    by the provider's tools or search. Deleting must be all-or-nothing per provider: raise (with a
+    message naming what went wrong) rather than leave half of it deleted. Return ``None`` when
+    the provider keeps nothing that could match. A version history that keeps old texts must
+    drop the forgotten text too.
+    """

@@ -19,6 +19,7 @@ __all__ = [
     "CompressionResult",
     "Dispatcher",
     "EndReason",
+    "ForgetReport",
     "IncomingMessage",
     "MemoryWrite",
     "Message",
@@ -139,6 +140,25 @@ class MemoryWrite:
     origin: str = "assistant_tool"  #: who wrote: assistant_tool, memory_review, memory_flush, ...
     session_id: str | None = None
     provider: str | None = None  #: the provider that owns the store written to
+
+
+@dataclass(slots=True)
+class ForgetReport:
+    """What one provider's ``forget`` found and deleted (or would delete, on a dry run)."""
+
+    provider: str
+    #: items that mention the subject (entries, messages, files, remote records)
+    matched: int = 0
+    #: items actually deleted (0 on a dry run)
+    deleted: int = 0
+    dry_run: bool = False
+    #: one short line per matched item, for the user to check ("USER.md: Lives in Lisbon")
+    items: list[str] = field(default_factory=list)
+    #: why this provider cannot delete (some or all of) what it holds, e.g. an API without a
+    #: delete call; ``None`` when it could delete everything that matched
+    cannot_delete: str | None = None
+    #: anything else the user should know (e.g. history versions redacted)
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)

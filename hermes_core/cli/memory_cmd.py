@@ -53,6 +53,7 @@ def _open_store() -> tuple[MemoryStore, FileMemoryConfig]:
         home_dir() / "memories",
         memory_limit=settings.memory_char_limit,
         user_limit=settings.user_char_limit,
+        history_limit=settings.history_limit,
     )
     return store, settings
 
@@ -272,3 +273,14 @@ def review(session_id: str | None, as_json: bool) -> None:
                    + (" (it ran out of time)" if report.timed_out else "") + ".")
     if as_json and report.error:
         raise SystemExit(1)
+
+
+def _register_more() -> None:
+    # history, rollback, curate, pin: in their own module to keep this one small
+    from .memory_history_cmd import COMMANDS
+
+    for command in COMMANDS:
+        memory.add_command(command)
+
+
+_register_more()

@@ -200,3 +200,24 @@ def import_cmd(file: str, as_json: bool) -> None:
         return
     click.echo(f"imported {report.sessions_imported} session(s), {report.messages_imported} "
                f"message(s); skipped {report.sessions_skipped} already present")
+
+
+@sessions.command("delete")
+@click.argument("session_id")
+@click.option("--chain", is_flag=True,
+              help="Also delete the rest of its compaction chain (parents and children).")
+@click.option("--json", "as_json", is_flag=True, help="Print what was deleted as JSON.")
+def delete_cmd(session_id: str, chain: bool, as_json: bool) -> None:
+    """Delete a session and its messages from the archive and its search index."""
+    from ..plugins.memory.session_archive.forget import delete_sessions
+
+    with _archive() as archive:
+        if archive is None:
+            raise click.ClickException(f"there is no session archive at {_path()[0]}; nothing "
+                                       "to delete")
+        done = delete_sessions(archive, session_id, chain=chain)
+    if as_json:
+        echo_json({"sessions": done.sessions, "messages": done.messages})
+        return
+    click.echo(f"Deleted {len(done.sessions)} session(s) ({', '.join(done.sessions)}) and "
+               f"{done.messages} message(s).")

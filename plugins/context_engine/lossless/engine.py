@@ -37,7 +37,14 @@ from hermes_core.plugins.context_engine.compressor.tokens import (
     estimate_messages,
     message_token_list,
 )
-from hermes_core.types import CompressionResult, Message, Session, SwitchReason, ToolContext
+from hermes_core.types import (
+    CompressionResult,
+    ForgetReport,
+    Message,
+    Session,
+    SwitchReason,
+    ToolContext,
+)
 
 from .store import Span, SpanStore
 
@@ -143,6 +150,20 @@ class LosslessEngine(PolicyEngine):
     @hookimpl
     def shutdown(self) -> None:
         self.store.close()
+
+    @hookimpl
+    def forget(self, subject: str, scope: str, dry_run: bool) -> ForgetReport:
+        """Delete archived (compacted) messages that mention ``subject``."""
+        if scope != "all":
+            return ForgetReport(self.name, dry_run=dry_run, cannot_delete=(
+                "the lossless archive is kept per conversation, not per user; forget with "
+                "scope 'all'"))
+        hits, digests = self.store.forget(subject, dry_run=dry_run)
+        items = [f"message {seq} of span {span}" for span, seq in hits]
+        items += [f"{digests} span digest(s)"] if digests else []
+        matched = len(hits) + digests
+        return ForgetReport(self.name, matched=matched, deleted=0 if dry_run else matched,
+                            dry_run=dry_run, items=items)
 
     # ------------------------------------------------------------------------------ hooks
 

@@ -258,6 +258,50 @@ class SpanStore:
             for span, seq, role, content, calls, ts in rows
         ]
 
+    # ----------------------------------------------------------------------------- forget
+
+    def forget(self, subject: str, *, dry_run: bool = False) -> tuple[list[tuple[int, int]], int]:
+        """Delete archived messages mentioning ``subject`` (case and whitespace ignored).
+
+        Returns ((span id, seq) of each match, digests cleared). In one transaction: each row
+        leaves ``span_messages`` and the contentless index (which needs the indexed text back,
+        rebuilt exactly as :meth:`add_span` built it); a span digest that mentions the subject is
+        replaced by a neutral note.
+        """
+        needle = " ".join(subject.split()).casefold()
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, span_id, seq, content, tool_calls FROM span_messages").fetchall()
+            hits = [r for r in rows
+                    if needle in " ".join((r[3] + " " + (r[4] or "")).split()).casefold()]
+            digests = [d[0] for d in self._db.execute("SELECT id, digest FROM spans")
+                       if needle in " ".join(d[1].split()).casefold()]
+            if dry_run or (not hits and not digests):
+                return [(r[1], r[2]) for r in hits], len(digests)
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                for rowid, _span, _seq, content, calls in hits:
+                    text = content
+                    parsed = json.loads(calls) if calls else []
+                    if parsed:
+                        text += " " + " ".join(
+                            f"{c['name']} "
+                            f"{json.dumps(c.get('arguments') or {}, ensure_ascii=False, default=str)}"
+                            for c in parsed
+                        )
+                    self._db.execute("INSERT INTO span_fts(span_fts, rowid, text) "
+                                     "VALUES ('delete', ?, ?)", (rowid, text))
+                    self._db.execute("DELETE FROM span_messages WHERE id = ?", (rowid,))
+                for span_id in digests:
+                    self._db.execute("UPDATE spans SET digest = ? WHERE id = ?",
+                                     ("(digest removed: it mentioned a forgotten subject)",
+                                      span_id))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return [(r[1], r[2]) for r in hits], len(digests)
+
 
 def _calls_json(message: Message) -> str:
     calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls]

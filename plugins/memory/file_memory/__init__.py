@@ -17,12 +17,13 @@ from typing import Any
 
 from hermes_core import hookimpl
 from hermes_core.kinds import MemoryProvider, PluginContext, Tool
-from hermes_core.types import Message, Session, SwitchReason
+from hermes_core.types import ForgetReport, Message, Session, SwitchReason
 
 from .config import FileMemoryConfig
 from .errors import MemoryRefused
+from .history import Provenance
 from .snapshot import Snapshot, load_snapshot
-from .store import TARGETS, MemoryStore
+from .store import FILENAMES, TARGETS, MemoryStore
 from .tool import MemoryToolHandler, build_tool
 
 __all__ = [
@@ -53,6 +54,7 @@ class FileMemory(MemoryProvider):
             context.home / "memories",
             memory_limit=config.memory_char_limit,
             user_limit=config.user_char_limit,
+            history_limit=config.history_limit,
         )
         self._lock = threading.Lock()
         self._snapshot: Snapshot | None = None
@@ -140,6 +142,36 @@ class FileMemory(MemoryProvider):
     @hookimpl
     def get_tools(self) -> list[Tool]:
         return [self._tool]
+
+    @hookimpl
+    def forget(self, subject: str, scope: str, dry_run: bool) -> ForgetReport:
+        """Delete every entry of MEMORY.md / USER.md mentioning ``subject`` (whole entries),
+        and remove those entries from every version of the history."""
+        from .versions import forget_entries
+
+        if scope != "all":
+            return ForgetReport(self.name, dry_run=dry_run, cannot_delete=(
+                "MEMORY.md and USER.md are shared by every user of this home; forget with "
+                "scope 'all' to delete from them"))
+        result = forget_entries(self.store, subject, dry_run=dry_run, by=Provenance("cli"))
+        report = ForgetReport(
+            self.name, matched=result.count, deleted=result.deleted, dry_run=dry_run,
+            items=[f"{FILENAMES[t]}: {e if len(e) <= 100 else e[:97] + '...'}"
+                   for t, entries in result.matched.items() for e in entries],
+        )
+        if result.version is not None:
+            report.notes.append(f"recorded as memory version {result.version}")
+        if result.history_redacted:
+            report.notes.append(f"removed from {result.history_redacted} older version(s) of "
+                                "the memory history")
+        return report
+
+    @hookimpl
+    def on_session_end(self, session: Session) -> None:
+        """The optional background curator (``file_memory.curator``)."""
+        from .background import maybe_curate
+
+        maybe_curate(self.store, self.config.curator, self.context)
 
 
 @hookimpl

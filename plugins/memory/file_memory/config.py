@@ -4,7 +4,27 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["FileMemoryConfig"]
+__all__ = ["CuratorConfig", "FileMemoryConfig"]
+
+
+class CuratorConfig(BaseModel):
+    """``file_memory.curator``: when the curator runs on its own, and what it aims for."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: run the offline curator after every N-th session end (0: never on a session count)
+    every_sessions: int = Field(default=0, ge=0, le=10_000)
+    #: run it at a session end when a store is fuller than this share of its limit (0: never)
+    fill_trigger: float = Field(default=0.0, ge=0.0, le=1.0)
+    #: a proposal aims to leave each store at most this full (headroom for new facts)
+    target_ratio: float = Field(default=0.8, gt=0.0, le=1.0)
+    #: apply a background proposal at once (one version, which ``memory rollback`` undoes);
+    #: when false it is only saved to memories/curation-proposal.json and logged
+    auto_apply: bool = False
+    #: token overlap (Jaccard, 0..1) from which two entries count as near duplicates
+    near_duplicate: float = Field(default=0.8, gt=0.0, le=1.0)
+    #: let the background run also ask the auxiliary model to merge and rewrite entries
+    use_model: bool = False
 
 
 class FileMemoryConfig(BaseModel):
@@ -24,3 +44,8 @@ class FileMemoryConfig(BaseModel):
     #: failed consolidation attempts (over the limit, nothing matched) allowed in one turn; the
     #: reply to the last of them tells the model to stop retrying and answer the user
     max_consolidation_failures: int = Field(default=3, ge=1, le=50)
+    #: versions of the two stores kept in memories/history.jsonl (0: keep no history; rollback
+    #: is then unavailable)
+    history_limit: int = Field(default=200, ge=0, le=100_000)
+    #: the curator (``hermes-core memory curate``) and its optional background run
+    curator: CuratorConfig = Field(default_factory=CuratorConfig)

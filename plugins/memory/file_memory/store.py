@@ -31,6 +31,7 @@ from pathlib import Path
 
 from .entries import canonical_text, dedupe, joined_size, parse_entries, usage_label
 from .errors import InvalidRequest, MemoryRefused, StoreUnreadable, WriteFailed
+from .history import History, Provenance, Version, now
 from .ops import Applied, Operation, apply, validate
 
 try:  # POSIX
@@ -45,6 +46,7 @@ __all__ = [
     "MemoryStore",
     "WriteResult",
     "check_target",
+    "describe_changes",
 ]
 
 TARGETS: tuple[str, ...] = ("memory", "user")
@@ -213,10 +215,16 @@ class MemoryStore:
     every call reads the disk, so writes made elsewhere are always seen.
     """
 
-    def __init__(self, directory: Path, *, memory_limit: int = 2200, user_limit: int = 1375):
+    def __init__(self, directory: Path, *, memory_limit: int = 2200, user_limit: int = 1375,
+                 history_limit: int = 200):
         self.directory = Path(directory)
         self.limits = {"memory": memory_limit, "user": user_limit}
         self._swept: set[str] = set()
+        #: the version log (``None`` when ``history_limit`` is 0: no versions are kept)
+        self.history: History | None = (
+            History(self.directory, limit=history_limit, locker=_locked)
+            if history_limit > 0 else None
+        )
 
     # ------------------------------------------------------------------------------- reading
 
@@ -236,17 +244,23 @@ class MemoryStore:
 
     # ------------------------------------------------------------------------------ mutating
 
-    def add(self, target: str, content: str) -> WriteResult:
-        return self.apply(target, [Operation("add", content=content)])
+    def add(self, target: str, content: str, *, by: Provenance | None = None) -> WriteResult:
+        return self.apply(target, [Operation("add", content=content)], by=by)
 
-    def replace(self, target: str, old_text: str, content: str) -> WriteResult:
-        return self.apply(target, [Operation("replace", content=content, old_text=old_text)])
+    def replace(self, target: str, old_text: str, content: str, *,
+                by: Provenance | None = None) -> WriteResult:
+        return self.apply(target, [Operation("replace", content=content, old_text=old_text)],
+                          by=by)
 
-    def remove(self, target: str, old_text: str) -> WriteResult:
-        return self.apply(target, [Operation("remove", old_text=old_text)])
+    def remove(self, target: str, old_text: str, *, by: Provenance | None = None) -> WriteResult:
+        return self.apply(target, [Operation("remove", old_text=old_text)], by=by)
 
-    def apply(self, target: str, ops: Sequence[Operation]) -> WriteResult:
-        """Apply ``ops`` all-or-nothing; raise a :class:`MemoryRefused` subclass when refused."""
+    def apply(self, target: str, ops: Sequence[Operation], *,
+              by: Provenance | None = None) -> WriteResult:
+        """Apply ``ops`` all-or-nothing; raise a :class:`MemoryRefused` subclass when refused.
+
+        ``by`` says who asked (recorded in the version the change makes; default: the CLI).
+        """
         target = check_target(target)
         limit = self.limits[target]
         if not ops:
@@ -271,10 +285,13 @@ class MemoryStore:
         def change(entries: list[str]) -> tuple[list[str], list[Applied]]:
             return apply(entries, checked, limit=limit, target=target)
 
-        return self._transact(target, change)
+        action = ops[0].action if len(ops) == 1 else "batch"
+        return self._transact(target, change, by=by, action=str(action))
 
     def overwrite(
-        self, target: str, entries: list[str], *, expected: bytes | None
+        self, target: str, entries: list[str], *, expected: bytes | None,
+        by: Provenance | None = None, action: str = "edit",
+        changes: list[dict[str, object]] | None = None,
     ) -> WriteResult:
         """Replace every entry at once (``memory edit``), if the file still holds ``expected``.
 
@@ -294,7 +311,8 @@ class MemoryStore:
                 )
             return list(entries), []
 
-        return self._transact(target, change, force_write=True)
+        return self._transact(target, change, force_write=True, by=by, action=action,
+                              changes=changes)
 
     def _transact(
         self,
@@ -302,6 +320,9 @@ class MemoryStore:
         change: Callable[[list[str]], tuple[list[str], list[Applied]]],
         *,
         force_write: bool = False,
+        by: Provenance | None = None,
+        action: str = "edit",
+        changes: list[dict[str, object]] | None = None,
     ) -> WriteResult:
         path = self.path(target)
         limit = self.limits[target]
@@ -326,21 +347,73 @@ class MemoryStore:
                 return WriteResult(target, applied, state.entries, limit, written=False)
             backup = None
             step = "write the"
+            text = canonical_text(new)
+            data = (text + "\n").encode() if text else b""
+            with self._versioned(target, state, new, data, applied, by, action, changes) as undo:
+                try:
+                    if state.edited and state.raw is not None:
+                        step = "back up the hand-edited"
+                        backup = _backup_path(path)
+                        atomic_write(backup, state.raw)
+                        step = "write the"
+                    atomic_write(path, data)
+                except OSError as exc:
+                    undo()
+                    raise WriteFailed(
+                        f"Failed to {step} memory file {path}: {exc.strerror or exc}. The file "
+                        "was not changed; check free disk space and permissions, then retry.",
+                        target=target,
+                    ) from None
+        return WriteResult(target, applied, new, limit, written=True, backup=backup)
+
+    @contextlib.contextmanager
+    def _versioned(
+        self, target: str, state: FileState, new: list[str], data: bytes,
+        applied: list[Applied], by: Provenance | None, action: str,
+        changes: list[dict[str, object]] | None,
+    ) -> Iterator[Callable[[], None]]:
+        """Record the write about to happen as a version; yield an undo for a failed write.
+
+        Runs under the store's lock; takes the history's own lock after it (fixed order). The
+        version is appended before the file is replaced: if the replace fails the append is cut
+        off again, so the history never shows a change that did not happen.
+        """
+        history = self.history
+        if history is None:
+            yield lambda: None
+            return
+        who = by or Provenance()
+        if changes is None:
+            changes = describe_changes(target, state.entries, new, applied)
+        before = state.raw.decode("utf-8") if state.raw is not None else None
+        stores: dict[str, dict[str, str | None]] = {
+            target: {"before": before, "after": data.decode("utf-8")}
+        }
+
+        def build(number: int) -> Version:
+            return Version(number, now(), action, who.origin, list(changes or []), stores,
+                           session_id=who.session_id, message_id=who.message_id)
+
+        with history.locked():
             try:
-                if state.edited and state.raw is not None:
-                    step = "back up the hand-edited"
-                    backup = _backup_path(path)
-                    atomic_write(backup, state.raw)
-                    step = "write the"
-                text = canonical_text(new)
-                atomic_write(path, (text + "\n").encode() if text else b"")
+                _version, size = history.append(build)
             except OSError as exc:
                 raise WriteFailed(
-                    f"Failed to {step} memory file {path}: {exc.strerror or exc}. The file was "
-                    "not changed; check free disk space and permissions, then retry.",
+                    f"cannot record the change in {history.path}: {exc.strerror or exc}. The "
+                    "memory file was not changed; check free disk space and permissions.",
                     target=target,
                 ) from None
-        return WriteResult(target, applied, new, limit, written=True, backup=backup)
+            undone = False
+
+            def undo() -> None:
+                nonlocal undone
+                undone = True
+                history.undo(size)
+
+            yield undo
+            if not undone:
+                with contextlib.suppress(OSError):  # pruning is housekeeping; the write stands
+                    history.prune()
 
     def _sweep_orphans(self, path: Path) -> None:
         """Delete temporary files left by a writer that was killed mid-write.
@@ -357,3 +430,21 @@ class MemoryStore:
                 if item.name.startswith(prefix) and item.name.endswith(".tmp"):
                     with contextlib.suppress(OSError):
                         os.unlink(item.path)
+
+
+def describe_changes(
+    target: str, before: list[str], after: list[str], applied: Sequence[Applied] = ()
+) -> list[dict[str, object]]:
+    """The ``changes`` of a version: one item per entry added, replaced or removed."""
+    real = [a for a in applied if not a.duplicate]
+    if real:
+        listed: list[dict[str, object]] = [
+            {"target": target, "action": a.action, "old": a.old_text, "new": a.content or None}
+            for a in real]
+        return listed
+    gone = [e for e in before if e not in after]
+    added = [e for e in after if e not in before]
+    out: list[dict[str, object]] = []
+    out += [{"target": target, "action": "remove", "old": e, "new": None} for e in gone]
+    out += [{"target": target, "action": "add", "old": None, "new": e} for e in added]
+    return out

@@ -26,6 +26,7 @@ from hermes_core.types import MemoryWrite, ToolContext
 
 from .entries import joined_size, usage_label
 from .errors import AmbiguousMatch, InvalidRequest, MemoryRefused
+from .history import Provenance
 from .ops import ACTIONS, Action, Operation
 from .store import TARGETS, MemoryStore, WriteResult, check_target
 
@@ -36,6 +37,7 @@ __all__ = [
     "MemoryToolHandler",
     "MemoryToolInput",
     "build_tool",
+    "provenance",
 ]
 
 TOOL_DESCRIPTION = """\
@@ -108,6 +110,24 @@ class MemoryToolInput(BaseModel):
         return value
 
 
+def provenance(context: ToolContext) -> Provenance:
+    """Who is writing, from the tool call's context.
+
+    A background review or pre-compaction flush calls the tool in a session of its own whose
+    attributes carry ``origin`` (``memory_review``, ``memory_flush``) and, as
+    ``origin_session_id`` (or else its parent), the conversation it works for; a call from the
+    conversation itself is ``assistant_tool``. The message id is the tool call's id.
+    """
+    session = context.session
+    if session is None:
+        return Provenance("assistant_tool", None, context.tool_call_id)
+    origin = session.attributes.get("origin")
+    if not isinstance(origin, str) or not origin:
+        return Provenance("assistant_tool", session.id, context.tool_call_id)
+    owner = session.attributes.get("origin_session_id") or session.parent_session_id or session.id
+    return Provenance(origin, str(owner), context.tool_call_id)
+
+
 class FailureCounter:
     """Failed consolidation attempts in the current turn, per session id."""
 
@@ -169,15 +189,12 @@ class MemoryToolHandler:
                     target=target,
                 )
             ops = self._operations(args)
-            result = self.store.apply(target, ops)
+            by = provenance(context)
+            result = self.store.apply(target, ops, by=by)
         except MemoryRefused as exc:
             return self._refusal(exc, args, session_id)
         self.failures.reset(session_id)
-        # A background review or pre-compaction flush calls this tool in a session of its own
-        # whose attributes say so; other providers see that origin on the mirrored write.
-        origin = context.session.attributes.get("origin") if context.session is not None else None
-        self._mirror(result, origin_session=session_id,
-                     origin=origin if isinstance(origin, str) and origin else "assistant_tool")
+        self._mirror(result, origin_session=session_id, origin=by.origin)
         return self._success(result)
 
     # -------------------------------------------------------------------------------- parts

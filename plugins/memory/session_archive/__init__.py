@@ -18,7 +18,7 @@ from typing import Any
 
 from hermes_core import hookimpl
 from hermes_core.kinds import MemoryProvider, PluginContext, Tool
-from hermes_core.types import EndReason, Message, Session, SwitchReason, Usage
+from hermes_core.types import EndReason, ForgetReport, Message, Session, SwitchReason, Usage
 
 from .config import SessionArchiveConfig
 from .errors import (
@@ -141,6 +141,21 @@ class SessionArchiveProvider(MemoryProvider):
     @hookimpl
     def shutdown(self) -> None:
         self.archive.close()
+
+    @hookimpl
+    def forget(self, subject: str, scope: str, dry_run: bool) -> ForgetReport:
+        """Delete every stored message mentioning ``subject`` (and clear such titles); the
+        FTS5 index follows through the schema's triggers. See :mod:`.forget`."""
+        from .forget import forget_messages
+
+        found = forget_messages(self.archive, subject, scope=scope, dry_run=dry_run)
+        items = [f"message {mid} ({role}) of session {sid}: {preview}"
+                 for mid, sid, role, preview in found.messages[:50]]
+        if len(found.messages) > 50:
+            items.append(f"... and {len(found.messages) - 50} more messages")
+        items += [f"title of session {sid}" for sid in found.titles]
+        return ForgetReport(self.name, matched=found.matched, deleted=found.deleted,
+                            dry_run=dry_run, items=items)
 
     # ------------------------------------------------------------------------------- library
 

@@ -16,14 +16,16 @@ User documentation: ``docs/skills.md``.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from hermes_core import hookimpl
 from hermes_core.kinds import MemoryProvider, PluginContext, Tool
-from hermes_core.types import Session
+from hermes_core.types import ForgetReport, Session
 
 from .library import Skill, SkillError, SkillLibrary
 from .tools import build_tools
@@ -99,6 +101,47 @@ class SkillsProvider(MemoryProvider):
     @hookimpl
     def get_tools(self) -> list[Tool]:
         return list(self._tools)
+
+    @hookimpl
+    def forget(self, subject: str, scope: str, dry_run: bool) -> ForgetReport:
+        """Delete every skill file whose text mentions ``subject`` (the whole skill)."""
+        if scope != "all":
+            return ForgetReport(self.name, dry_run=dry_run, cannot_delete=(
+                "skills are shared by every user of this home; forget with scope 'all'"))
+        paths = forget_skills(self.library, subject, dry_run=dry_run)
+        return ForgetReport(self.name, matched=len(paths), deleted=0 if dry_run else len(paths),
+                            dry_run=dry_run, items=[f"skill {p.stem} ({p.name})" for p in paths])
+
+
+def forget_skills(library: SkillLibrary, subject: str, *, dry_run: bool) -> list[Path]:
+    """The skill files mentioning ``subject`` (case and whitespace ignored), deleted unless
+    ``dry_run``: all of them or none (each is first renamed aside, then unlinked)."""
+    needle = " ".join(subject.split()).casefold()
+    with library._write_lock():
+        found = []
+        for skill in library.all():
+            try:
+                text = skill.path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            if needle and needle in " ".join(text.split()).casefold():
+                found.append(skill.path)
+        if dry_run or not found:
+            return found
+        moved: list[tuple[Path, Path]] = []
+        try:
+            for path in found:
+                aside = path.with_name(f".{path.name}.forget")
+                os.replace(path, aside)
+                moved.append((path, aside))
+        except OSError as exc:
+            for path, aside in moved:
+                os.replace(aside, path)
+            raise SkillError(f"cannot delete {path.name}: {exc.strerror or exc}; no skill was "
+                             "deleted") from None
+        for _path, aside in moved:
+            aside.unlink()
+        return found
 
 
 @hookimpl

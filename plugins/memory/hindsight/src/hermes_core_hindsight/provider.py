@@ -23,7 +23,14 @@ from typing import Any
 
 from hermes_core import hookimpl
 from hermes_core.kinds import MemoryProvider, PluginContext, Tool
-from hermes_core.types import EndReason, MemoryWrite, Message, Session, SwitchReason
+from hermes_core.types import (
+    EndReason,
+    ForgetReport,
+    MemoryWrite,
+    Message,
+    Session,
+    SwitchReason,
+)
 
 from .client import (
     HindsightClient,
@@ -289,6 +296,35 @@ class HindsightMemory(MemoryProvider):
     @hookimpl
     def get_tools(self) -> list[Tool]:
         return list(self._tools)
+
+    @hookimpl
+    def forget(self, subject: str, scope: str, dry_run: bool) -> ForgetReport:
+        """List the bank's memories that mention ``subject``; delete none (see ``cannot_delete``).
+
+        Hindsight's API deletes a whole *document* (here: a whole retained session, with every
+        memory drawn from it) or a whole bank, not one memory; deleting documents to forget one
+        fact would silently lose everything else those sessions taught. So this provider reports
+        what matches and which documents hold it, and leaves the choice to the user.
+        """
+        needle = " ".join(subject.split()).casefold()
+        self.writer.flush(10.0)  # queued turns first: they may mention it too
+        found = self.client.recall(self.config.bank, subject, types=self.recall_types(),
+                                   budget="high", max_tokens=8192,
+                                   timeout=self.config.recall_timeout)
+        hits = [m for m in found if needle in " ".join(m.text.split()).casefold()]
+        documents = sorted({m.document_id for m in hits if m.document_id})
+        items = [f"memory {m.id} (document {m.document_id or '-'}): {m.text[:80]}" for m in hits]
+        reason = None
+        if hits:
+            reason = (
+                "Hindsight's API deletes whole documents (a retained session and every memory "
+                f"drawn from it), not single memories. The {len(hits)} matching memories are in "
+                f"document(s) {', '.join(documents) or '(none named)'} of bank "
+                f"{self.config.bank!r}; to remove them, delete those documents on the server "
+                "(DELETE /v1/default/banks/<bank>/documents/<id>), accepting that the rest of "
+                "those sessions is forgotten too.")
+        return ForgetReport(self.name, matched=len(hits), deleted=0, dry_run=dry_run,
+                            items=items, cannot_delete=reason)
 
     @hookimpl
     def shutdown(self) -> None:

@@ -25,7 +25,7 @@ from typing import Any
 
 from hermes_core import hookimpl
 from hermes_core.kinds import MemoryProvider, PluginContext, Tool
-from hermes_core.types import MemoryWrite, Message, Session, SwitchReason
+from hermes_core.types import ForgetReport, MemoryWrite, Message, Session, SwitchReason
 
 from .chunking import split_message
 from .client import HonchoClient, HonchoError
@@ -352,6 +352,27 @@ class HonchoProvider(MemoryProvider):
     @hookimpl
     def get_tools(self) -> list[Tool]:
         return list(self._tools)
+
+    @hookimpl
+    def forget(self, subject: str, scope: str, dry_run: bool) -> ForgetReport:
+        """Delete the conclusions and card lines about the user that mention ``subject``;
+        messages cannot be deleted through Honcho's API (said in ``cannot_delete``)."""
+        from .forget import MESSAGES_NOTE, find_and_delete
+
+        if scope not in ("all", f"user:{self.user}"):
+            return ForgetReport(self.name, dry_run=dry_run, cannot_delete=(
+                f"this provider keeps one user peer ({self.user!r}); forget with scope 'all'"))
+        self.wait_idle(10.0)  # queued writes first, so nothing mentioning it lands afterwards
+        self.ensure_peers()
+        found = find_and_delete(self.client, observer=self.ai, observed=self.user,
+                                subject=subject, dry_run=dry_run)
+        if not dry_run:
+            with self._lock:  # cached recall may quote it: the next prefetch asks afresh
+                self._states.clear()
+        items = [f"conclusion {cid}: {text[:80]}" for cid, text in found.conclusions]
+        items += [f"peer card line: {line[:80]}" for line in found.card_lines]
+        return ForgetReport(self.name, matched=len(items), deleted=found.deleted,
+                            dry_run=dry_run, items=items, cannot_delete=MESSAGES_NOTE)
 
     @hookimpl
     def shutdown(self) -> None:

@@ -1,0 +1,347 @@
+"""Versions of MEMORY.md and USER.md: who changed what, when, and the stores' text after it.
+
+Every change the store makes is one *version*, appended as one JSON line to
+``memories/history.jsonl`` while the store's lock is held (the history has a lock of its own,
+always taken after the stores' locks, so the order is fixed and nothing deadlocks). A version
+records:
+
+* ``version`` (a number that only grows), ``time`` (Unix seconds);
+* ``action``: ``add``, ``replace``, ``remove``, ``batch``, ``edit``, ``curate``, ``rollback``,
+  ``forget``;
+* ``origin``: ``assistant_tool``, ``memory_review``, ``memory_flush``, ``cli``, ``curator``;
+* ``session_id`` and ``message_id`` (the id of the tool call in the assistant message that made
+  the write) when the write came from a conversation;
+* ``changes``: one item per entry touched, with its old and new text;
+* ``stores``: for each store touched, its exact text after the change and, when it differs from
+  the previous version's ``after`` of that store (the first version, or a hand edit in between),
+  before it (``null`` when the file did not exist). :meth:`History.state_at` rebuilds both stores
+  at any version from these.
+
+The file is bounded: past ``limit`` versions (plus half as many again of slack, at least 10, so
+the rewrite is rare) the oldest are dropped in one atomic rewrite. A torn last line (a crash
+mid-append) is skipped on read. Nothing here ever reaches the system prompt: only the store files
+do.
+
+:meth:`History.redact` is what ``forget`` uses: it removes every entry matching the subject from
+every stored version, so a forgotten fact cannot come back through the history or a rollback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .entries import canonical_text, parse_entries
+
+__all__ = [
+    "HISTORY_FILE",
+    "ORIGINS",
+    "History",
+    "Provenance",
+    "UnknownVersion",
+    "Version",
+    "matches_subject",
+    "store_bytes",
+]
+
+HISTORY_FILE = "history.jsonl"
+ORIGINS: tuple[str, ...] = ("assistant_tool", "memory_review", "memory_flush", "cli", "curator")
+#: what a forgotten entry's text is replaced by in a version's ``changes``
+FORGOTTEN = "[forgotten]"
+
+
+class UnknownVersion(LookupError):
+    """A version number the history does not hold (never existed, or pruned)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Provenance:
+    """Who asked for a change: recorded with the version it makes."""
+
+    origin: str = "cli"
+    session_id: str | None = None
+    #: the id of the tool call (in the assistant message) that made the write
+    message_id: str | None = None
+
+
+@dataclass(slots=True)
+class Version:
+    """One recorded change (see the module docstring for the fields)."""
+
+    version: int
+    time: float
+    action: str
+    origin: str
+    changes: list[dict[str, Any]]
+    #: target -> {"before": str | None, "after": str | None}
+    stores: dict[str, dict[str, str | None]]
+    session_id: str | None = None
+    message_id: str | None = None
+    #: for a rollback, the version it restored
+    restores: int | None = None
+    #: entries were removed from this version by a later ``forget``
+    redacted: bool = False
+    note: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def targets(self) -> list[str]:
+        return sorted(self.stores)
+
+    def to_dict(self, *, stores: bool = True) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "version": self.version, "time": self.time, "action": self.action,
+            "origin": self.origin, "session_id": self.session_id,
+            "message_id": self.message_id, "targets": self.targets, "changes": self.changes,
+        }
+        if self.restores is not None:
+            out["restores"] = self.restores
+        if self.redacted:
+            out["redacted"] = True
+        if self.note:
+            out["note"] = self.note
+        if stores:
+            out["stores"] = self.stores
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Version:
+        return cls(
+            version=int(data["version"]), time=float(data["time"]), action=str(data["action"]),
+            origin=str(data["origin"]), changes=list(data.get("changes") or []),
+            stores=dict(data.get("stores") or {}), session_id=data.get("session_id"),
+            message_id=data.get("message_id"), restores=data.get("restores"),
+            redacted=bool(data.get("redacted")), note=data.get("note"),
+        )
+
+
+def store_bytes(text: str | None) -> bytes | None:
+    return None if text is None else text.encode("utf-8")
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def matches_subject(entry: str, subject: str) -> bool:
+    """Whether ``entry`` mentions ``subject`` (case and runs of whitespace ignored)."""
+    needle = _squash(subject)
+    return bool(needle) and needle in _squash(entry)
+
+
+class History:
+    """The append-only, bounded version log of one memory directory."""
+
+    def __init__(self, directory: Path, *, limit: int = 200,
+                 locker: Callable[[Path], contextlib.AbstractContextManager[None]]) -> None:
+        self.directory = Path(directory)
+        self.path = self.directory / HISTORY_FILE
+        self.limit = max(1, int(limit))
+        self._locked = locker
+        #: (st_ino, st_size, st_mtime_ns) -> (last version, line count): skips re-reading the
+        #: file when no other process appended since this object last did
+        self._cache: tuple[tuple[int, int, int], int, int] | None = None
+        #: the newest ``after`` of each store (valid while ``_cache`` is): a version whose
+        #: ``before`` equals it leaves ``before`` out, which halves what most writes append
+        self._last_after: dict[str, str | None] = {}
+
+    # -------------------------------------------------------------------------------- reading
+
+    def read(self) -> list[Version]:
+        """Every retained version, oldest first (a torn or foreign line is skipped)."""
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return []
+        out = []
+        for line in raw.splitlines():
+            if not line.strip():
+                continue
+            try:
+                out.append(Version.from_dict(json.loads(line)))
+            except (ValueError, KeyError, TypeError):
+                continue
+        return out
+
+    def get(self, number: int) -> Version:
+        """The version ``number``; :class:`UnknownVersion` explains why when it is not held."""
+        versions = self.read()
+        for item in versions:
+            if item.version == number:
+                return item
+        raise UnknownVersion(self._unknown_message(number, versions))
+
+    def _unknown_message(self, number: int, versions: list[Version]) -> str:
+        if not versions:
+            return (f"there is no version {number}: the memory history is empty (no change has "
+                    "been recorded yet)")
+        first, last = versions[0].version, versions[-1].version
+        if 0 < number < first:
+            return (f"version {number} was pruned: the history keeps the last {self.limit} "
+                    f"versions (file_memory.history_limit) and now holds {first}..{last}; "
+                    "pick one of those")
+        return (f"there is no version {number}: the history holds versions {first}..{last}; "
+                "'hermes-core memory history' lists them")
+
+    def state_at(self, number: int, targets: tuple[str, ...]) -> dict[str, str | None]:
+        """The text of each store right after version ``number`` (``None``: no file).
+
+        A store that no retained version touched is left out (its file has not changed since).
+        """
+        versions = self.read()
+        if not any(v.version == number for v in versions):
+            raise UnknownVersion(self._unknown_message(number, versions))
+        out: dict[str, str | None] = {}
+        for target in targets:
+            upto = [v for v in versions if v.version <= number and target in v.stores]
+            if upto:
+                out[target] = upto[-1].stores[target].get("after")
+                continue
+            later = [v for v in versions if v.version > number and target in v.stores]
+            if later and "before" in later[0].stores[target]:
+                out[target] = later[0].stores[target]["before"]
+        return out
+
+    # -------------------------------------------------------------------------------- writing
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        with self._locked(self.path):
+            yield
+
+    def _tail(self) -> tuple[int, int]:
+        """(last version, line count); reads the file only when it changed behind our back."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return 0, 0
+        key = (st.st_ino, st.st_size, st.st_mtime_ns)
+        if self._cache is not None and self._cache[0] == key:
+            return self._cache[1], self._cache[2]
+        versions = self.read()
+        last = versions[-1].version if versions else 0
+        self._cache = (key, last, len(versions))
+        self._last_after = {}
+        for item in versions:
+            for target, store in item.stores.items():
+                self._last_after[target] = store.get("after")
+        return last, len(versions)
+
+    def append(self, build: Callable[[int], Version]) -> tuple[Version, int]:
+        """Append the version ``build(next_number)``; return it and the file's previous size.
+
+        Call with :meth:`locked` held. The previous size lets the caller :meth:`undo` the append
+        when the store write that follows fails, so a version never describes a change that did
+        not happen.
+        """
+        last, count = self._tail()
+        version = build(last + 1)
+        for target, store in version.stores.items():
+            if ("before" in store and target in self._last_after
+                    and store["before"] == self._last_after[target]):
+                del store["before"]  # the previous version's "after": see state_at
+        line = (json.dumps(version.to_dict(), ensure_ascii=False, separators=(",", ":"))
+                + "\n").encode("utf-8")
+        self.directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                line = b"\n" + line  # a crash tore the last line: start on a fresh one
+            os.write(fd, line)
+            st = os.fstat(fd)
+        finally:
+            os.close(fd)
+        self._cache = ((st.st_ino, st.st_size, st.st_mtime_ns), version.version, count + 1)
+        for target, store in version.stores.items():
+            self._last_after[target] = store.get("after")
+        return version, size
+
+    def undo(self, size: int) -> None:
+        """Cut the file back to ``size`` bytes (with :meth:`locked` held)."""
+        self._last_after = {}
+        with contextlib.suppress(OSError):
+            if size == 0:
+                os.unlink(self.path)  # the append created the file: leave no trace
+            else:
+                os.truncate(self.path, size)
+        self._cache = None
+
+    def prune(self) -> int:
+        """Drop the oldest versions past the limit (with :meth:`locked` held); return how many.
+
+        Runs only once the file holds half as many again as the limit (at least 10 more), so
+        the rewrite is rare. The first kept version of each store gets its ``before`` back,
+        taken from the dropped version it referred to.
+        """
+        _last, count = self._tail()
+        if count <= self.limit + max(10, self.limit // 2):
+            return 0
+        versions = self.read()
+        dropped, keep = versions[:-self.limit], versions[-self.limit:]
+        last_after: dict[str, str | None] = {}
+        for item in dropped:
+            for target, store in item.stores.items():
+                last_after[target] = store.get("after")
+        seen: set[str] = set()
+        for item in keep:
+            for target, store in item.stores.items():
+                if target not in seen and "before" not in store and target in last_after:
+                    store["before"] = last_after[target]
+                seen.add(target)
+        self._rewrite(keep)
+        return len(dropped)
+
+    def _rewrite(self, versions: list[Version]) -> None:
+        from .store import atomic_write  # the store's durable replace; no import cycle at load
+
+        data = b"".join(
+            (json.dumps(v.to_dict(), ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+            for v in versions
+        )
+        atomic_write(self.path, data)
+        self._cache = None
+
+    def redact(self, subject: str) -> int:
+        """Remove every entry mentioning ``subject`` from every version; return versions changed.
+
+        Call with :meth:`locked` held. The store texts lose the matching entries; a change whose
+        old or new text matched keeps its place with the text replaced by ``[forgotten]``.
+        """
+        versions = self.read()
+        changed = 0
+        for item in versions:
+            touched = False
+            for store in item.stores.values():
+                for key in ("before", "after"):
+                    text = store.get(key)
+                    if text is None:
+                        continue
+                    entries = parse_entries(text)
+                    kept = [e for e in entries if not matches_subject(e, subject)]
+                    if len(kept) != len(entries):
+                        body = canonical_text(kept)
+                        store[key] = body + "\n" if body else ""
+                        touched = True
+            for change in item.changes:
+                for key in ("old", "new"):
+                    value = change.get(key)
+                    if isinstance(value, str) and matches_subject(value, subject):
+                        change[key] = FORGOTTEN
+                        touched = True
+            if touched:
+                item.redacted = True
+                changed += 1
+        if changed:
+            self._rewrite(versions)
+        return changed
+
+
+def now() -> float:
+    return round(time.time(), 3)

@@ -1,0 +1,98 @@
+"""Pinned entries: facts the user asked to keep, which the curator never drops or rewrites.
+
+``hermes-core memory pin TEXT`` finds the one entry containing TEXT (the same matching as
+``memory remove``) and records its whole text in ``memories/pinned.json``. A pin is a note *about*
+an entry, kept beside the stores, so it costs nothing in the system prompt. When the entry is
+replaced or removed, its pin no longer matches anything and ``memory pins`` shows it as stale.
+``forget`` removes the pins of what it forgets.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .entries import find_matches
+from .errors import AmbiguousMatch, NoMatch
+from .store import MemoryStore, _locked, atomic_write, check_target
+
+__all__ = ["PINS_FILE", "pin", "pinned_entries", "pins_path", "read_pins", "unpin"]
+
+PINS_FILE = "pinned.json"
+
+
+def pins_path(store: MemoryStore) -> Path:
+    return store.directory / PINS_FILE
+
+
+def read_pins(store: MemoryStore) -> dict[str, list[str]]:
+    """target -> pinned entry texts (empty when there is no file or it is unreadable)."""
+    try:
+        data = json.loads(pins_path(store).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {str(k): [str(x) for x in v] for k, v in data.items() if isinstance(v, list)}
+
+
+def pinned_entries(store: MemoryStore, target: str) -> set[str]:
+    return set(read_pins(store).get(target, []))
+
+
+def _save(store: MemoryStore, pins: dict[str, list[str]]) -> None:
+    store.directory.mkdir(parents=True, exist_ok=True)
+    body = json.dumps({k: v for k, v in pins.items() if v}, ensure_ascii=False, indent=1)
+    atomic_write(pins_path(store), (body + "\n").encode("utf-8"))
+
+
+def pin(store: MemoryStore, target: str, text: str) -> str:
+    """Pin the one entry of ``target`` containing ``text``; return its whole text."""
+    target = check_target(target)
+    entries = store.read(target).entries
+    found = find_matches(entries, text.strip()) if text.strip() else []
+    if not found:
+        raise NoMatch(f"no entry of {store.path(target).name} contains {text!r}; "
+                      "'hermes-core memory show' lists them", target=target)
+    if len({entries[i] for i in found}) > 1:
+        raise AmbiguousMatch(f"{text!r} matches several entries; quote more of the one to pin",
+                             matches=[entries[i][:80] for i in found], target=target)
+    entry = entries[found[0]]
+    with _locked(pins_path(store)):
+        pins = read_pins(store)
+        listed = pins.setdefault(target, [])
+        if entry not in listed:
+            listed.append(entry)
+            _save(store, pins)
+    return entry
+
+
+def unpin(store: MemoryStore, target: str, text: str) -> list[str]:
+    """Remove the pins of ``target`` containing ``text``; return the texts unpinned."""
+    target = check_target(target)
+    with _locked(pins_path(store)):
+        pins = read_pins(store)
+        listed = pins.get(target, [])
+        gone = [p for p in listed if text.strip() and text.strip().casefold() in p.casefold()]
+        if not gone:
+            raise NoMatch(f"no pinned entry of {store.path(target).name} contains {text!r}",
+                          target=target)
+        pins[target] = [p for p in listed if p not in gone]
+        _save(store, pins)
+    return gone
+
+
+def drop_pins(store: MemoryStore, matches: dict[str, list[str]]) -> None:
+    """Forget the pins of entries that were deleted (``forget``)."""
+    if not pins_path(store).exists():
+        return
+    with _locked(pins_path(store)):
+        pins = read_pins(store)
+        changed = False
+        for target, entries in matches.items():
+            kept = [p for p in pins.get(target, []) if p not in entries]
+            if len(kept) != len(pins.get(target, [])):
+                pins[target] = kept
+                changed = True
+        if changed:
+            _save(store, pins)

@@ -1,0 +1,254 @@
+"""Changes that rewrite both stores at once: rollback to a version, and forget.
+
+Both lock MEMORY.md then USER.md (always in that order), re-read them, record one version and
+write the files; if a write fails, the files already written are put back and the version is cut
+from the history, so nothing is ever half-applied.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .entries import canonical_text, joined_size, parse_entries
+from .errors import InvalidRequest, MemoryRefused, StoreUnreadable, WriteFailed
+from .history import Provenance, UnknownVersion, Version, matches_subject, now
+from .ops import check_entries
+from .store import TARGETS, FileState, MemoryStore, _locked, atomic_write, read_state
+
+__all__ = ["ForgetResult", "RollbackResult", "forget_entries", "rollback", "write_stores"]
+
+#: the shortest subject ``forget`` accepts: shorter ones match far too much
+MIN_SUBJECT = 3
+
+
+@dataclass(slots=True)
+class RollbackResult:
+    restored: int
+    #: the version the rollback recorded (``None`` when the stores were already in that state)
+    version: int | None
+    targets: list[str]
+    redacted: bool = False
+
+
+@dataclass(slots=True)
+class ForgetResult:
+    #: target -> the entries that mention the subject
+    matched: dict[str, list[str]] = field(default_factory=dict)
+    deleted: int = 0
+    version: int | None = None
+    #: versions of the history from which matching entries were removed
+    history_redacted: int = 0
+    dry_run: bool = False
+
+    @property
+    def count(self) -> int:
+        return sum(len(v) for v in self.matched.values())
+
+
+def _decode(raw: bytes | None) -> str | None:
+    return None if raw is None else raw.decode("utf-8")
+
+
+def _encode(text: str | None) -> bytes | None:
+    return None if text is None else text.encode("utf-8")
+
+
+def write_stores(
+    store: MemoryStore,
+    compute: Callable[[dict[str, FileState]], dict[str, bytes | None]],
+    *,
+    by: Provenance,
+    action: str,
+    changes: Callable[[dict[str, FileState], dict[str, bytes | None]], list[dict[str, Any]]],
+    restores: int | None = None,
+    after_write: Callable[[], None] | None = None,
+) -> Version | None:
+    """Lock both stores, compute their new bytes from what is on disk, record and write them.
+
+    ``compute`` returns target -> new bytes (``None`` deletes the file) for the stores that
+    change; an empty answer writes nothing and records nothing. ``after_write`` runs with every
+    lock still held once the files are written (``forget`` redacts the history there).
+    """
+    store.directory.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as stack:
+        for target in TARGETS:
+            stack.enter_context(_locked(store.path(target)))
+        states = {t: read_state(store.path(t)) for t in TARGETS}
+        for target, state in states.items():
+            if state.problem is not None:
+                raise StoreUnreadable(
+                    f"{state.problem}. Nothing was changed. Fix it or move it aside, then retry.",
+                    target=target,
+                )
+        new = compute(states)
+        new = {t: d for t, d in new.items() if d != states[t].raw}
+        if not new:
+            if after_write is not None:
+                history = store.history
+                with history.locked() if history is not None else contextlib.nullcontext():
+                    after_write()
+            return None
+        stores = {
+            t: {"before": _decode(states[t].raw),
+                "after": d.decode("utf-8") if d is not None else None}
+            for t, d in new.items()
+        }
+        listed = changes(states, new)
+        history = store.history
+        version: Version | None = None
+        with history.locked() if history is not None else contextlib.nullcontext():
+            size = 0
+            if history is not None:
+                try:
+                    version, size = history.append(lambda n: Version(
+                        n, now(), action, by.origin, listed, stores, session_id=by.session_id,
+                        message_id=by.message_id, restores=restores))
+                except OSError as exc:
+                    raise WriteFailed(f"cannot record the change in {history.path}: "
+                                      f"{exc.strerror or exc}; nothing was changed") from None
+            written: list[str] = []
+            failing = ""
+            try:
+                for target, data in new.items():
+                    failing = target
+                    path = store.path(target)
+                    if data is None:
+                        with contextlib.suppress(FileNotFoundError):
+                            os.unlink(path)
+                    else:
+                        atomic_write(path, data)
+                    written.append(target)
+            except OSError as exc:
+                for done in written:  # put back what was already replaced
+                    with contextlib.suppress(OSError):
+                        old = states[done].raw
+                        if old is None:
+                            os.unlink(store.path(done))
+                        else:
+                            atomic_write(store.path(done), old)
+                if history is not None:
+                    history.undo(size)
+                raise WriteFailed(
+                    f"cannot write {store.path(failing)}: {exc.strerror or exc}. Nothing was "
+                    "changed; check free disk space and permissions, then retry.",
+                    target=failing,
+                ) from None
+            if after_write is not None:
+                after_write()
+            if history is not None:
+                with contextlib.suppress(OSError):
+                    history.prune()
+        return version
+
+
+def rollback(store: MemoryStore, number: int, *, by: Provenance | None = None) -> RollbackResult:
+    """Put both stores back exactly as they were right after version ``number``.
+
+    The restored text must still fit today's limits and pass the threat scan (a limit may have
+    been lowered, the scanner may know new patterns); otherwise nothing changes and the reasons
+    are listed. The rollback is itself a new version, so it can be rolled back too.
+    """
+    history = store.history
+    if history is None:
+        raise InvalidRequest("the memory history is turned off (file_memory.history_limit: 0); "
+                             "there is nothing to roll back to")
+    try:
+        source = history.get(number)
+        wanted = history.state_at(number, TARGETS)
+    except UnknownVersion as exc:
+        raise InvalidRequest(str(exc)) from None
+    problems = []
+    for target, text in wanted.items():
+        entries = parse_entries(text or "")
+        for problem in check_entries(entries, limit=store.limit(target)):
+            problems.append(f"{store.path(target).name}: {problem}")
+    if problems:
+        raise MemoryRefused(
+            f"cannot roll back to version {number}; nothing was changed:\n"
+            + "\n".join(f"  - {p}" for p in problems)
+        )
+
+    def compute(states: dict[str, FileState]) -> dict[str, bytes | None]:
+        return {t: _encode(text) for t, text in wanted.items()}
+
+    def changes(states: dict[str, FileState],
+                new: dict[str, bytes | None]) -> list[dict[str, Any]]:
+        from .store import describe_changes
+
+        out: list[dict[str, Any]] = []
+        for target, data in new.items():
+            after = parse_entries(data.decode("utf-8")) if data is not None else []
+            out += describe_changes(target, states[target].entries, after)
+        return out
+
+    version = write_stores(store, compute, by=by or Provenance(), action="rollback",
+                           changes=changes, restores=number)
+    return RollbackResult(number, version.version if version else None,
+                          sorted(wanted), redacted=source.redacted)
+
+
+def check_subject(subject: object) -> str:
+    """The stripped subject, or :class:`InvalidRequest` saying what is wrong with it."""
+    if not isinstance(subject, str) or not subject.strip():
+        raise InvalidRequest("the text to forget is empty; give a word or phrase, e.g. "
+                             "hermes-core forget \"Lisbon\"")
+    text = subject.strip()
+    if len(text) < MIN_SUBJECT:
+        raise InvalidRequest(f"{text!r} is too short to forget safely (it would match almost "
+                             f"everything); give at least {MIN_SUBJECT} characters")
+    return text
+
+
+def forget_entries(store: MemoryStore, subject: str, *, dry_run: bool = False,
+                   by: Provenance | None = None) -> ForgetResult:
+    """Delete every entry of both stores that mentions ``subject``, and scrub it from history.
+
+    The version recorded says how many entries were deleted but not their text, and every older
+    version loses the matching entries too, so the forgotten text is nowhere in the memory folder
+    afterwards (``.bak`` copies of hand-edited files excepted: they are the user's own files).
+    """
+    subject = check_subject(subject)
+    result = ForgetResult(dry_run=dry_run)
+    for target in TARGETS:
+        found = [e for e in store.read(target).entries if matches_subject(e, subject)]
+        if found:
+            result.matched[target] = found
+    if dry_run:
+        return result
+    result.matched = {}
+
+    def compute(states: dict[str, FileState]) -> dict[str, bytes | None]:
+        out: dict[str, bytes | None] = {}
+        for target, state in states.items():
+            kept = [e for e in state.entries if not matches_subject(e, subject)]
+            if len(kept) != len(state.entries):
+                result.matched[target] = [e for e in state.entries if e not in kept]
+                text = canonical_text(kept)
+                out[target] = (text + "\n").encode() if text else b""
+        return out
+
+    def changes(states: dict[str, FileState],
+                new: dict[str, bytes | None]) -> list[dict[str, Any]]:
+        return [{"target": t, "action": "forget", "old": None, "new": None,
+                 "entries": len(result.matched.get(t, [])),
+                 "chars_freed": joined_size(states[t].entries)
+                 - joined_size(parse_entries((d or b"").decode("utf-8")))}
+                for t, d in new.items()]
+
+    def scrub() -> None:
+        if store.history is not None:
+            result.history_redacted = store.history.redact(subject)
+
+    version = write_stores(store, compute, by=by or Provenance(), action="forget",
+                           changes=changes, after_write=scrub)
+    result.deleted = result.count
+    if result.matched:
+        from .pins import drop_pins
+
+        drop_pins(store, result.matched)
+    result.version = version.version if version else None
+    return result

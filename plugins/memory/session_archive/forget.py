@@ -1,0 +1,154 @@
+"""Deleting from the archive: ``forget`` (messages mentioning a subject) and ``sessions delete``.
+
+Both run in one write transaction: a crash or an error leaves the archive as it was. Deleting a
+message row fires the schema's delete triggers, which take it out of the FTS5 index (and the CJK
+indexes) and lower its session's message count, so a deleted message can no longer be found by
+``session_search`` or ``sessions search``.
+
+Matching (``forget``): a message mentions the subject when its text or its tool-call arguments
+contain it, ignoring case and runs of whitespace. The whole message is deleted (a tool call whose
+result is deleted is repaired away when the session is resumed, as after any gap). Session titles
+that mention it are cleared. The scan prefilters rows in SQL on the subject's longest ASCII word
+and checks each candidate exactly in Python, so it stays well under a second at 100k messages.
+
+Kept small and apart from the store on purpose: the functions take a
+:class:`~.store.SessionArchive` and use its one write path.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+from typing import Any
+
+from .store import SessionArchive
+
+__all__ = ["ArchiveForget", "DeletedSessions", "delete_sessions", "forget_messages"]
+
+_CHUNK = 500
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+@dataclass(slots=True)
+class ArchiveForget:
+    #: (message id, session id, role, a short preview) of each matching message
+    messages: list[tuple[int, str, str, str]] = field(default_factory=list)
+    #: ids of sessions whose title mentions the subject
+    titles: list[str] = field(default_factory=list)
+    deleted: int = 0
+    dry_run: bool = False
+
+    @property
+    def matched(self) -> int:
+        return len(self.messages) + len(self.titles)
+
+
+@dataclass(slots=True)
+class DeletedSessions:
+    sessions: list[str]
+    messages: int
+
+
+def _scope_sql(scope: str) -> tuple[str, tuple[Any, ...]]:
+    if scope == "all":
+        return "", ()
+    if scope.startswith("user:") and scope[5:]:
+        return (" AND CASE WHEN json_valid(s.attributes) THEN "
+                "json_extract(s.attributes, '$.user_id') END = ?", (scope[5:],))
+    raise ValueError(f"unknown scope {scope!r}: use 'all' or 'user:<key>'")
+
+
+def _find(con: sqlite3.Connection, subject: str, scope: str) -> ArchiveForget:
+    needle = _squash(subject)
+    where, params = _scope_sql(scope)
+    words = [w for w in needle.split() if w.isascii()]
+    sql = ("SELECT m.id, s.id, m.role, m.content, m.tool_calls FROM messages AS m "
+           "JOIN sessions AS s ON s.num = m.session WHERE 1" + where)
+    args: tuple[Any, ...] = params
+    if words:  # a cheap SQL prefilter on the longest ASCII word; the exact check follows
+        word = max(words, key=len)
+        sql += " AND (instr(lower(m.content), ?) > 0 OR instr(lower(m.tool_calls), ?) > 0)"
+        args = (*params, word, word)
+    found = ArchiveForget()
+    for mid, sid, role, content, calls in con.execute(sql, args):
+        if needle in _squash(content) or (calls and needle in _squash(calls)):
+            preview = " ".join(content.split())
+            found.messages.append((mid, sid, role, preview[:100]))
+    for sid, title in con.execute(
+            "SELECT s.id, s.title FROM sessions AS s WHERE s.title IS NOT NULL" + where, params):
+        if needle in _squash(title):
+            found.titles.append(sid)
+    return found
+
+
+def forget_messages(archive: SessionArchive, subject: str, *, scope: str = "all",
+                    dry_run: bool = False) -> ArchiveForget:
+    """Delete every message (and clear every title) mentioning ``subject``; see the module doc."""
+    _scope_sql(scope)  # a bad scope fails before anything is read
+
+    def tx(con: sqlite3.Connection) -> ArchiveForget:
+        found = _find(con, subject, scope)
+        found.dry_run = dry_run
+        if dry_run:
+            return found
+        ids = [m[0] for m in found.messages]
+        for start in range(0, len(ids), _CHUNK):
+            chunk = ids[start:start + _CHUNK]
+            con.execute(f"DELETE FROM messages WHERE id IN ({','.join('?' * len(chunk))})",
+                        chunk)
+        for sid in found.titles:
+            con.execute("UPDATE sessions SET title = NULL WHERE id = ?", (sid,))
+        found.deleted = found.matched
+        return found
+
+    if dry_run:
+        with archive.db.lock:
+            return tx(archive.db.con)
+    return archive._write(tx)
+
+
+def delete_sessions(archive: SessionArchive, session_id: str, *,
+                    chain: bool = False) -> DeletedSessions:
+    """Delete a session (with ``chain``: its whole compaction chain) and all its messages.
+
+    Raises :class:`~.errors.SessionNotFoundError` for an unknown id. Sessions left in a chain stay
+    consistent: a chain whose first session is deleted is renumbered to its next one, and a parent
+    whose compaction child is deleted becomes the chain's visible end again.
+    """
+
+    def tx(con: sqlite3.Connection) -> DeletedSessions:
+        row = con.execute("SELECT num, chain, parent_session_id FROM sessions WHERE id = ?",
+                          (session_id,)).fetchone()
+        if row is None:
+            raise archive._missing(session_id)
+        num, chain_num, parent = row
+        if chain:
+            victims = con.execute("SELECT num, id FROM sessions WHERE chain = ?",
+                                  (chain_num,)).fetchall()
+        else:
+            victims = [(num, session_id)]
+        nums = [v[0] for v in victims]
+        marks = ",".join("?" * len(nums))
+        count = con.execute(f"SELECT count(*) FROM messages WHERE session IN ({marks})",
+                            nums).fetchone()[0]
+        con.execute(f"DELETE FROM messages WHERE session IN ({marks})", nums)
+        con.execute(f"DELETE FROM sessions WHERE num IN ({marks})", nums)
+        if not chain:
+            rest = con.execute("SELECT num FROM sessions WHERE chain = ? ORDER BY num",
+                               (chain_num,)).fetchall()
+            if rest and chain_num == num:
+                con.execute("UPDATE sessions SET chain = ? WHERE chain = ?",
+                            (rest[0][0], chain_num))
+            if parent:
+                con.execute(
+                    "UPDATE sessions SET superseded = EXISTS (SELECT 1 FROM sessions AS c "
+                    "WHERE c.parent_session_id = sessions.id AND c.origin = 'compression') "
+                    "WHERE id = ?", (parent,))
+        for _num, sid in victims:
+            archive._nums.pop(sid, None)
+        return DeletedSessions([v[1] for v in victims], int(count))
+
+    return archive._write(tx)

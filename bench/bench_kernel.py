@@ -89,8 +89,57 @@ def main() -> None:
                    time_command([exe, "--help"], env, args.runs), "ms", 150 if count else None)
             report(f"hermes-core plugins list, {count} plugins installed",
                    time_command([exe, "plugins", "list"], env, args.runs), "ms", None)
+    facade_overhead(args.runs)
     print("per-turn kernel overhead (hook calls of a whole turn, 1 and 10 providers): "
           "python bench/bench_agent.py")
+
+
+def facade_overhead(runs: int, calls: int = 2000) -> None:
+    """One ``on_message`` call to 1 and 10 no-op providers: ``host.hooks`` against a bare
+    ``pm.hook.on_message`` over the same instances, alternated (A B A B) in one process."""
+    import statistics
+    import time
+
+    from hermes_core import MemoryProvider, PluginHost, hookimpl
+    from hermes_core.config import parse_config_text
+    from hermes_core.types import Message, Session
+
+    class NoOp(MemoryProvider):
+        @hookimpl
+        def on_message(self, message, session):
+            return None
+
+    message, session = Message("user", "hello"), Session(id="bench")
+    for count in (1, 10):
+        classes = [type(f"N{i}", (NoOp,), {"name": f"n{i}"}) for i in range(count)]
+
+        class Reg:
+            @hookimpl
+            def register_memory_providers(self, register):
+                for cls in classes:
+                    register(cls)
+
+        with tempfile.TemporaryDirectory() as tmp:
+            names = ", ".join(c.name for c in classes)
+            config = parse_config_text(f"memory:\n  providers: [{names}]\n", Path(tmp) / "c.yaml")
+            host = PluginHost.load(Path(tmp), config=config, builtins=False, entry_points=False,
+                                   directories=False, plugins=[("bench", Reg())])
+            host.activate_memory_providers()
+            bare, facade = [], []
+            for _ in range(runs):
+                start = time.perf_counter()
+                for _ in range(calls):
+                    host.pm.hook.on_message(message=message, session=session)
+                bare.append((time.perf_counter() - start) / calls * 1e6)
+                start = time.perf_counter()
+                for _ in range(calls):
+                    host.hooks.on_message(message=message, session=session)
+                facade.append((time.perf_counter() - start) / calls * 1e6)
+            host.shutdown()
+        b, f = statistics.median(bare), statistics.median(facade)
+        print(f"on_message, {count:>2} provider(s): bare pm.hook {b:8.1f} us, host.hooks {f:8.1f} us "
+              f"(+{f - b:.1f} us per call, {(f - b) / count:.1f} us per implementation: "
+              "isolation, deadline lane, tracing check)")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,11 @@ waits at most the deadline:
   its side effects still land (an archive write is late, never lost);
 * the lane is still busy with an earlier late call: the new call is queued behind it and the caller
   does not wait at all (``queued``). A hung plugin so costs a caller one deadline, not one per call,
-  and its calls still run in the order they were made.
+  and its calls still run in the order they were made;
+* the lane was late before and is idle again: the caller waits only a short probe
+  (:data:`PROBE_SECONDS`, or 5 % of the deadline); a call that answers within it makes the lane
+  trusted again (full deadlines), so a plugin that is slow every time costs one deadline, not one
+  per call.
 
 Late results are discarded (their errors are logged). :meth:`LaneSet.drain` waits for every lane's
 backlog within a bound at shutdown and reports what did not finish.
@@ -39,6 +43,10 @@ class CallResult:
     value: Any = None
     error: BaseException | None = None
     seconds: float = 0.0
+
+
+#: how long a caller waits for a lane that was late before, until it answers in time again
+PROBE_SECONDS = 0.05
 
 
 class _Job:
@@ -86,13 +94,19 @@ class Lane:
             if self._thread is None:
                 self._start()
             behind_late = self._late and self._backlog > 0
+            # once late, the lane is only probed (a short wait) until a call answers in time again
+            wait = min(timeout, max(PROBE_SECONDS, timeout * 0.05)) if self._late else timeout
             self._backlog += 1
             job = _Job(fn, label, wait=not behind_late)
             self._jobs.put(job)
         if job.reply is None:
             return CallResult("queued")
         try:
-            return job.reply.get(True, timeout)
+            result = job.reply.get(True, wait)
+            if self._late:
+                with self._lock:
+                    self._late = False  # it answered in time: trust it again
+            return result
         except queue.Empty:
             with self._lock:  # the lane puts the result under this lock: no race
                 try:
@@ -100,7 +114,7 @@ class Lane:
                 except queue.Empty:
                     job.abandoned = True
                     self._late = True
-            return CallResult("timed_out", seconds=timeout)
+            return CallResult("timed_out", seconds=wait)
 
     def owns_current_thread(self) -> bool:
         """Whether the caller runs on this lane (a call from there must run inline)."""
@@ -125,7 +139,6 @@ class Lane:
                 abandoned = job.abandoned
                 self._backlog -= 1
                 if self._backlog == 0:
-                    self._late = False
                     self._idle.notify_all()
             if abandoned:
                 if result.error is not None:

@@ -94,6 +94,13 @@ def _loaded(value: Any) -> str | None:
     return f"return (Session, list[Message]) or None, not {type(value).__name__}"
 
 
+def _forget_report(value: Any) -> str | None:
+    from .types import ForgetReport
+
+    return None if isinstance(value, ForgetReport) else (
+        f"return a hermes_core.ForgetReport or None, not {type(value).__name__}")
+
+
 def _nothing(value: Any) -> str | None:
     return f"return None (the kernel ignores the value), not {type(value).__name__}"
 
@@ -120,6 +127,7 @@ RECEIVERS: dict[str, frozenset[str]] = {
     "should_compress": _ENGINE,
     "compress": _ENGINE,
     "update_from_response": _ENGINE,
+    "forget": _LIFECYCLE,
     "connect": _PLATFORM,
     "disconnect": _PLATFORM,
     "send": _PLATFORM,
@@ -260,6 +268,11 @@ class Hooks:
                                        "session_id": session_id},
             receivers=RECEIVERS["load_session"], lane=TURN, check=_loaded)
         return result, outcomes
+
+    def forget(self, *, subject: str, scope: str, dry_run: bool) -> list[HookOutcome]:
+        """Every provider and the engine; each answers a ForgetReport (see the spec)."""
+        return self._all(self._relay.forget, TURN, _forget_report, subject=subject, scope=scope,
+                         dry_run=dry_run)
 
     # ------------------------------------------------------------------------------------ tools
 

@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
-from agent_support import make_host, reply
+from agent_support import make_host
 from click.testing import CliRunner
 
-from hermes_core import ContextEngine, MemoryProvider, hookimpl
+from hermes_core import MemoryProvider, hookimpl
 from hermes_core.agent import Agent
 from hermes_core.cli import cli
 from hermes_core.errors import PluginError

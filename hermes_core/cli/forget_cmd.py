@@ -22,8 +22,7 @@ __all__ = ["forget"]
 
 
 def _forget_hook(host: PluginHost, subject: str, scope: str, dry_run: bool) -> list[Any]:
-    # dispatcher: convert to host.hooks.forget
-    return host.call_each("forget", subject=subject, scope=scope, dry_run=dry_run)
+    return host.hooks.forget(subject=subject, scope=scope, dry_run=dry_run)
 
 
 def _rows(outcomes: list[Any], dry_run: bool) -> list[dict[str, Any]]:

@@ -24,6 +24,7 @@ __all__ = [
     "CannedLLM",
     "ContextEngineConformance",
     "Failure",
+    "ForgetConformance",
     "MemoryProviderConformance",
     "MessagesAPIServer",
     "RecordedRequest",
@@ -50,6 +51,10 @@ def __getattr__(name: str) -> Any:
         from . import conformance
 
         return getattr(conformance, name)
+    if name == "ForgetConformance":
+        from .forget_suite import ForgetConformance
+
+        return ForgetConformance
     if name in _REPLAYING:  # the agent loop is loaded only by tests that replay
         from . import replaying
 

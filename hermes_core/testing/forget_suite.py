@@ -35,25 +35,20 @@ import json
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
-import pluggy
 import pytest
 
-from ..host import create_plugin_manager
+from ..hooks import MEMORY
 from ..types import EndReason, ForgetReport, Message, Session, SwitchReason, ToolContext
+from .conformance import CheckedHooks, _ok
 
 __all__ = ["ForgetConformance"]
-
-
-def _manager(instance: object) -> pluggy.PluginManager:
-    pm = create_plugin_manager()
-    pm.register(instance, name="under-test")
-    pm.check_pending()
-    return pm
 
 
 class ForgetConformance:
     """The ``forget`` contract. Override :meth:`provider`; set ``forgets = True``."""
 
+    #: the kind under test: a memory provider, or a context engine (``ENGINE``) keeping messages
+    kind: ClassVar[str] = MEMORY
     #: the provider implements ``forget`` (the checks are skipped otherwise)
     forgets: ClassVar[bool] = False
     #: the backend can delete what matched (``False``: it reports ``cannot_delete`` instead)
@@ -73,49 +68,50 @@ class ForgetConformance:
     def settle(self, provider: Any) -> None:
         """Wait for background work of the last hook (see MemoryProviderConformance.settle)."""
 
-    def remember(self, provider: Any, pm: pluggy.PluginManager, session: Session) -> None:
+    def remember(self, provider: Any, hooks: CheckedHooks, session: Session) -> None:
         """Store :attr:`forget_statement` the way a conversation would."""
         user = Message("user", self.forget_statement)
         assistant = Message("assistant", "Noted.")
-        pm.hook.on_message(message=user, session=session)
-        pm.hook.on_message(message=assistant, session=session)
-        pm.hook.sync_turn(user_message=user, assistant_message=assistant, session=session,
-                          messages=[user, assistant])
-        pm.hook.on_session_end(session=session, messages=[user, assistant],
-                               reason=EndReason.USER_EXIT)
+        _ok(hooks, hooks.on_message(message=user, session=session))
+        _ok(hooks, hooks.on_message(message=assistant, session=session))
+        _ok(hooks, hooks.sync_turn(user_message=user, assistant_message=assistant, session=session,
+                          messages=[user, assistant]))
+        _ok(hooks, hooks.on_session_end(session=session, messages=[user, assistant],
+                               reason=EndReason.USER_EXIT))
         self.settle(provider)
 
-    def recalled(self, provider: Any, pm: pluggy.PluginManager, previous: Session,
+    def recalled(self, provider: Any, hooks: CheckedHooks, previous: Session,
                  number: int) -> str:
         """Everything a later session gets back for :attr:`forget_query`, as one text."""
         later = Session(id=f"forget-later-{number}", platform="test")
-        pm.hook.on_session_switch(new_session=later, old_session=previous,
-                                  reason=SwitchReason.NEW)
-        pm.hook.queue_prefetch(query=self.forget_query, session=later)
+        _ok(hooks, hooks.on_session_switch(new_session=later, old_session=previous,
+                                  reason=SwitchReason.NEW))
+        _ok(hooks, hooks.queue_prefetch(query=self.forget_query, session=later))
         self.settle(provider)
-        parts = [p for p in pm.hook.prefetch(query=self.forget_query, session=later) if p]
-        parts += [p for p in pm.hook.system_prompt_block(session=later) if p]
+        parts = [p for p in _ok(hooks, hooks.prefetch(query=self.forget_query, session=later)) if p]
+        parts += [p for p in _ok(hooks, hooks.system_prompt_block(session=later)) if p]
         if self.forget_search_tool is not None:
             name, args = self.forget_search_tool
-            tools = {t.name: t for batch in pm.hook.get_tools() for t in (batch or [])}
+            tools = {t.name: t for batch in _ok(hooks, hooks.get_tools()) for t in (batch or [])}
             parts.append(tools[name].invoke(dict(args), ToolContext(session=later)))
         return "\n".join(str(p) for p in parts)
 
     @pytest.fixture
-    def pm(self, provider: Any) -> Iterator[pluggy.PluginManager]:
-        pm = _manager(provider)
-        yield pm
-        pm.hook.shutdown()
+    def hooks(self, provider: Any) -> Iterator[CheckedHooks]:
+        hooks = CheckedHooks(provider, self.kind)
+        yield hooks
+        hooks.shutdown(only=hooks.name)
+        hooks.close()
 
     @pytest.fixture
-    def session(self, pm: pluggy.PluginManager) -> Session:
+    def session(self, hooks: CheckedHooks) -> Session:
         session = Session(id="forget-1", platform="test")
-        pm.hook.on_session_switch(new_session=session, old_session=None, reason=SwitchReason.NEW)
+        _ok(hooks, hooks.on_session_switch(new_session=session, old_session=None, reason=SwitchReason.NEW))
         return session
 
-    def _forget(self, pm: pluggy.PluginManager, subject: str, scope: str,
+    def _forget(self, hooks: CheckedHooks, subject: str, scope: str,
                 dry_run: bool) -> ForgetReport | None:
-        results = pm.hook.forget(subject=subject, scope=scope, dry_run=dry_run)
+        results = _ok(hooks, hooks.forget(subject=subject, scope=scope, dry_run=dry_run))
         assert len(results) <= 1, f"expected at most one report, got {results!r}"
         report = results[0] if results else None
         assert report is None or isinstance(report, ForgetReport), (
@@ -126,36 +122,36 @@ class ForgetConformance:
         if not self.forgets:
             pytest.skip("forgets is not declared")
 
-    def test_forget_dry_run_then_real_run(self, provider: Any, pm: pluggy.PluginManager,
+    def test_forget_dry_run_then_real_run(self, provider: Any, hooks: CheckedHooks,
                                           session: Session) -> None:
         self._skip_unless_declared()
-        self.remember(provider, pm, session)
+        self.remember(provider, hooks, session)
         needle = self.forget_subject.casefold()
-        assert needle in self.recalled(provider, pm, session, 1).casefold(), (
+        assert needle in self.recalled(provider, hooks, session, 1).casefold(), (
             "the fact was not recalled before forget; adjust remember/forget_query")
-        plan = self._forget(pm, self.forget_subject, "all", True)
+        plan = self._forget(hooks, self.forget_subject, "all", True)
         assert plan is not None and plan.matched >= 1 and plan.deleted == 0 and plan.dry_run
-        assert needle in self.recalled(provider, pm, session, 2).casefold(), (
+        assert needle in self.recalled(provider, hooks, session, 2).casefold(), (
             "a dry run deleted something")
-        done = self._forget(pm, self.forget_subject, "all", False)
+        done = self._forget(hooks, self.forget_subject, "all", False)
         assert done is not None and not done.dry_run
         if not self.deletes:
             assert done.cannot_delete, "a provider that cannot delete must say why"
             return
         assert done.deleted >= 1
         self.settle(provider)
-        left = self.recalled(provider, pm, session, 3)
+        left = self.recalled(provider, hooks, session, 3)
         assert needle not in left.casefold(), f"still recalled after forget: {left[:300]!r}"
 
-    def test_forget_nothing_matched(self, provider: Any, pm: pluggy.PluginManager,
+    def test_forget_nothing_matched(self, provider: Any, hooks: CheckedHooks,
                                     session: Session) -> None:
         self._skip_unless_declared()
-        report = self._forget(pm, "no-such-subject-qz7", "all", False)
+        report = self._forget(hooks, "no-such-subject-qz7", "all", False)
         assert report is None or (report.matched == 0 and report.deleted == 0)
 
-    def test_forget_user_scope_never_raises(self, provider: Any, pm: pluggy.PluginManager,
+    def test_forget_user_scope_never_raises(self, provider: Any, hooks: CheckedHooks,
                                             session: Session) -> None:
         self._skip_unless_declared()
-        report = self._forget(pm, self.forget_subject, "user:conformance-user", True)
+        report = self._forget(hooks, self.forget_subject, "user:conformance-user", True)
         assert report is None or isinstance(report, ForgetReport)
         json.dumps([] if report is None else report.items)  # items are plain text

@@ -114,16 +114,19 @@ def facade_overhead(runs: int, calls: int = 2000) -> None:
         classes = [type(f"N{i}", (NoOp,), {"name": f"n{i}"}) for i in range(count)]
 
         class Reg:
+            def __init__(self, offered: list[type]) -> None:
+                self.offered = offered
+
             @hookimpl
             def register_memory_providers(self, register):
-                for cls in classes:
+                for cls in self.offered:
                     register(cls)
 
         with tempfile.TemporaryDirectory() as tmp:
             names = ", ".join(c.name for c in classes)
             config = parse_config_text(f"memory:\n  providers: [{names}]\n", Path(tmp) / "c.yaml")
             host = PluginHost.load(Path(tmp), config=config, builtins=False, entry_points=False,
-                                   directories=False, plugins=[("bench", Reg())])
+                                   directories=False, plugins=[("bench", Reg(classes))])
             host.activate_memory_providers()
             bare, facade = [], []
             for _ in range(runs):

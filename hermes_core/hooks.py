@@ -111,6 +111,7 @@ RECEIVERS: dict[str, frozenset[str]] = {
     "register_context_engines": _MODULE,
     "register_tools": _MODULE,
     "register_platforms": _MODULE,
+    "register_commands": _MODULE,
     "system_prompt_block": _MEMORY,
     "prefetch": _MEMORY,
     "queue_prefetch": _MEMORY,
@@ -213,6 +214,10 @@ class Hooks:
     def register_platforms(self, *, register: Callable[[type], None], only: str | None = None
                      ) -> list[HookOutcome]:
         return self._all(self._relay.register_platforms, None, None, only=only, register=register)
+
+    def register_commands(self, *, register: Callable[[Any], None], only: str | None = None
+                          ) -> list[HookOutcome]:
+        return self._all(self._relay.register_commands, None, None, only=only, register=register)
 
     # ------------------------------------------------------------------------ memory lifecycle
 

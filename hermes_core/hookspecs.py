@@ -57,6 +57,7 @@ __all__ = [
     "on_session_switch",
     "prefetch",
     "queue_prefetch",
+    "register_commands",
     "register_context_engines",
     "register_memory_providers",
     "register_platforms",
@@ -75,6 +76,7 @@ REGISTRY_HOOKS = (
     "register_context_engines",
     "register_tools",
     "register_platforms",
+    "register_commands",
 )
 MEMORY_HOOKS = (
     "on_message",
@@ -141,6 +143,22 @@ def register_platforms(register: Callable[[type], None]) -> None:
 
     Called once when the plugin manager is built. Same contract as
     :func:`register_memory_providers`; an adapter is instantiated when its front end is started.
+    """
+
+
+@hookspec
+def register_commands(register: Callable[[Any], None]) -> None:
+    """Offer ``hermes-core`` sub-commands.
+
+    Called when the command line needs the plugin commands (``--help``, or a command that is not
+    the kernel's). Call ``register(command)`` with a :class:`click.Command` or :class:`click.Group`;
+    its name is the sub-command's name (``hermes-core NAME ...``). The kernel's own commands
+    (``plugins``, ``config``, ``doctor``, ``replay``, ...) cannot be taken; two plugins registering
+    one name is an error naming both, and the first keeps it. A disabled plugin's commands are
+    gone, and invoking one says which plugin provides it and how to enable it. The built-in
+    plugins register theirs (``memory``, ``sessions``, ``skills``, ``context``) the same way.
+
+    Inside a command, ``hermes_core.commands.load_host()`` gives a loaded host.
     """
 
 

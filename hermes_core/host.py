@@ -50,7 +50,11 @@ from .paths import home_dir, plugins_dir
 from .registry import KINDS, Registries
 from .types import MemoryWrite
 
-__all__ = ["HookOutcome", "PluginHost", "create_plugin_manager"]
+__all__ = ["RESERVED_COMMANDS", "HookOutcome", "PluginHost", "create_plugin_manager"]
+
+#: the kernel's own sub-commands, which no plugin may register
+RESERVED_COMMANDS = frozenset({"chat", "config", "doctor", "eval", "forget", "plugins", "replay",
+                               "serve", "storage"})
 
 log = logging.getLogger("hermes_core")
 
@@ -73,6 +77,8 @@ class PluginHost:
         self.registries = Registries()
         #: activated instances, by their manager name ("memory-provider:file_memory", ...)
         self.instances: dict[str, object] = {}
+        #: CLI commands offered by plugins: name -> (click command, plugin)
+        self.commands: dict[str, tuple[Any, str]] = {}
         #: the kind of each registered instance, by manager name (modules are not listed)
         self._kinds: dict[str, str] = {}
         #: every kernel call of a hook goes through this typed facade
@@ -232,6 +238,7 @@ class PluginHost:
             "tool": self.hooks.register_tools,
             "platform": self.hooks.register_platforms,
         }
+        self._collect_commands(record)
         for kind, call in calls.items():
             def register(obj: Any, *, _kind: str = kind) -> None:
                 self.registries.by_kind(_kind).add(obj, record.name)
@@ -247,6 +254,36 @@ class PluginHost:
                     str(exc) if isinstance(exc, RegistryError)
                     else f"plugin {record.name!r} raised {type(exc).__name__} in "
                     f"{KINDS[kind][0]}: {exc}")
+                self._failed(record, exc)
+
+    def _collect_commands(self, record: PluginRecord) -> None:
+        """File the click commands a plugin offers through ``register_commands``."""
+        def register(command: Any) -> None:
+            import click
+
+            if not isinstance(command, click.Command) or not command.name:
+                raise RegistryError(
+                    f"plugin {record.name!r}: register_commands got {command!r}; register a "
+                    "click.Command or click.Group that has a name")
+            name = command.name
+            if name in RESERVED_COMMANDS:
+                raise RegistryError(
+                    f"plugin {record.name!r} registers the command {name!r}, which is the "
+                    "kernel's own; rename the plugin's command")
+            owner = self.commands.get(name)
+            if owner is not None:
+                raise RegistryError(
+                    f"command {name!r} is registered by both {owner[1]!r} and {record.name!r}; "
+                    f"{owner[1]!r} keeps it. Disable one of them or rename one command")
+            self.commands[name] = (command, record.name)
+            record.registers.append(f"command:{name}")
+
+        for outcome in self.hooks.register_commands(register=register, only=record.name):
+            if outcome.error is not None:
+                exc = outcome.error
+                record.fail(str(exc) if isinstance(exc, RegistryError) else
+                            f"plugin {record.name!r} raised {type(exc).__name__} in "
+                            f"register_commands: {exc}")
                 self._failed(record, exc)
 
     def register_plugin(self, name: str, obj: object) -> PluginRecord:
@@ -268,6 +305,7 @@ class PluginHost:
         record = self.records.pop(name, None)
         if record is None:
             return
+        self.commands = {k: v for k, v in self.commands.items() if v[1] != name}
         if self.pm.get_plugin(name) is not None:
             self.pm.unregister(name=name)
         for kind in KINDS:

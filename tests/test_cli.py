@@ -187,6 +187,11 @@ def test_help_version_disable_import_no_plugin(args, home, tmp_path):
     folder.mkdir(parents=True)
     marker = tmp_path / "imported"
     (folder / "__init__.py").write_text(f"import pathlib; pathlib.Path({str(marker)!r}).touch()\n")
+    if args == ["--help"]:
+        # The first --help builds the index of plugin commands from the built-in plugins (they
+        # ship with the kernel); third-party plugins are never imported for it.
+        _imports_after(args, home)
+        assert not marker.exists()
     modules = _imports_after(args, home)
     assert not marker.exists()
     assert not any(m.startswith("hermes_core_directory_plugins") for m in modules)

@@ -35,7 +35,7 @@ def test_review_of_the_newest_session(home):
     with MessagesAPIServer(_answer) as api:
         _setup(home, api, {"20250101_000000_aaaaaa": ["old talk", "ok"],
                            "20250102_000000_bbbbbb": ["use km please", "noted"]})
-        result = CliRunner().invoke(cli, ["memory", "review"])
+        result = CliRunner().invoke(cli, ["sessions", "review"])
     assert result.exit_code == 0, result.output
     assert f'memory updated: added to USER.md: "{FACT}"' in result.output
     assert "use km please" in _text(api.bodies[0]) and "old talk" not in _text(api.bodies[0])
@@ -48,7 +48,7 @@ def test_review_of_a_named_session_as_json(home):
     with MessagesAPIServer(_answer) as api:
         _setup(home, api, {"20250101_000000_aaaaaa": ["old talk", "ok"],
                            "20250102_000000_bbbbbb": ["new talk", "ok"]})
-        result = CliRunner().invoke(cli, ["memory", "review", "20250101_000000_aaaaaa", "--json"])
+        result = CliRunner().invoke(cli, ["sessions", "review", "20250101_000000_aaaaaa", "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["session_id"] == "20250101_000000_aaaaaa" and report["calls"] == 2
@@ -61,12 +61,12 @@ def test_review_errors_are_clear(home):
         runner = CliRunner()
         (home / "config.yaml").write_text(f"llm:\n  base_url: {api.base_url}\n  api_key: k\n"
                                           "  max_retries: 0\n", encoding="utf-8")
-        empty = runner.invoke(cli, ["memory", "review"])
+        empty = runner.invoke(cli, ["sessions", "review"])
         assert empty.exit_code == 1 and "no session archive" in empty.output
         _setup(home, api, {"20250101_000000_aaaaaa": ["hello", "hi"]})
-        unknown = runner.invoke(cli, ["memory", "review", "nope"])
+        unknown = runner.invoke(cli, ["sessions", "review", "nope"])
         assert unknown.exit_code == 1 and "nope" in unknown.output
-        failed = runner.invoke(cli, ["memory", "review"])
+        failed = runner.invoke(cli, ["sessions", "review"])
         assert failed.exit_code == 1 and "the review model failed" in failed.output
         assert "Nothing was written" in failed.output and "Traceback" not in failed.output
     assert not (home / "memories" / "USER.md").exists()

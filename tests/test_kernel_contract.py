@@ -356,3 +356,73 @@ def test_slow_provider_in_every_turn_hook_replay_keeps_every_message(home: Path)
     assert stored == [t.user for t in transcript.turns]
     assert time.perf_counter() - start < 120  # a guard against a hang, not a speed target
     json.dumps(report.as_dict())
+
+
+def test_hook_register_commands(home: Path, monkeypatch) -> None:
+    """A directory plugin's command: listed by --help, run by name, gone when disabled."""
+    plugin_dir = home / "plugins" / "cmdprobe"
+    plugin_dir.mkdir(parents=True)
+    (plugin_dir / "__init__.py").write_text(
+        "import click\n"
+        "from hermes_core import hookimpl\n"
+        "@click.command('cmdprobe-hello')\n"
+        "@click.argument('name')\n"
+        "def hello(name):\n"
+        "    '''Say hello to NAME.'''\n"
+        "    click.echo(f'hello {name}')\n"
+        "@hookimpl\n"
+        "def register_commands(register):\n"
+        "    register(hello)\n")
+    monkeypatch.setenv("HERMES_CORE_HOME", str(home))
+    runner = CliRunner()
+    run = runner.invoke(cli, ["cmdprobe-hello", "world"])
+    assert run.exit_code == 0 and run.output == "hello world\n"
+    listed = runner.invoke(cli, ["--help"])
+    assert "cmdprobe-hello" in listed.output and "Say hello to NAME." in listed.output
+    assert runner.invoke(cli, ["plugins", "disable", "cmdprobe"]).exit_code == 0
+    assert "cmdprobe-hello" not in runner.invoke(cli, ["--help"]).output
+    gone = runner.invoke(cli, ["cmdprobe-hello", "world"])
+    assert gone.exit_code != 0
+    assert "provided by the plugin 'cmdprobe', which is disabled" in gone.output
+    assert "hermes-core plugins enable cmdprobe" in gone.output
+
+
+@pytest.mark.parametrize(("body", "expect"), [
+    ("register('not a command')", "register a click.Command"),
+    ("register(click.command('plugins')(lambda: None))", "the kernel's own"),
+])
+def test_bad_command_registrations_are_named(home: Path, body: str, expect: str) -> None:
+    class Bad:
+        @hookimpl
+        def register_commands(self, register):
+            exec(body, {"click": __import__("click"), "register": register})
+
+    host = make_host(home, extra_plugins=[("badcmd", Bad())], activate=False)
+    assert expect in (host.records["badcmd"].error or "")
+
+
+def test_two_plugins_one_command_name_names_both(home: Path) -> None:
+    import click
+
+    def offering(text: str) -> object:
+        class Offer:
+            @hookimpl
+            def register_commands(self, register):
+                register(click.command("dup")(lambda: click.echo(text)))
+
+        return Offer()
+
+    host = make_host(home, extra_plugins=[("first_p", offering("a")), ("second_p", offering("b"))],
+                     activate=False)
+    assert host.commands["dup"][1] == "first_p"
+    error = host.records["second_p"].error or ""
+    assert "'first_p'" in error and "'second_p'" in error
+
+
+def test_with_file_memory_disabled_memory_names_it(home: Path, monkeypatch) -> None:
+    monkeypatch.setenv("HERMES_CORE_HOME", str(home))
+    runner = CliRunner()
+    assert runner.invoke(cli, ["memory", "show"]).exit_code == 0  # the index learns who owns it
+    assert runner.invoke(cli, ["plugins", "disable", "file_memory"]).exit_code == 0
+    result = runner.invoke(cli, ["memory", "show"])
+    assert result.exit_code != 0 and "file_memory" in result.output

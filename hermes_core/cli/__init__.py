@@ -25,29 +25,54 @@ COMMANDS: dict[str, str] = {
     "context": "hermes_core.cli.context_cmd:context",
     "doctor": "hermes_core.cli.doctor_cmd:doctor",
     "forget": "hermes_core.cli.forget_cmd:forget",
-    "memory": "hermes_core.cli.memory_cmd:memory",
     "plugins": "hermes_core.cli.plugins_cmd:plugins",
     "replay": "hermes_core.cli.replay_cmd:replay",
     "serve": "hermes_core.cli.serve_cmd:serve",
-    "sessions": "hermes_core.cli.sessions_cmd:sessions",
-    "skills": "hermes_core.cli.skills_cmd:skills",
 }
 
 
 class LazyGroup(click.Group):
+    """The kernel's commands, imported on first use, and the plugins' (``register_commands``)."""
+
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*COMMANDS, *self.commands})
+        from ._plugin_commands import command_index
+
+        plugin = [name for name, entry in command_index().items() if entry.enabled]
+        return sorted({*COMMANDS, *self.commands, *plugin})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in self.commands:
             return self.commands[cmd_name]
         target = COMMANDS.get(cmd_name)
         if target is None:
-            return None
+            from ._plugin_commands import load_plugin_command
+
+            return load_plugin_command(cmd_name)
         module, attr = target.split(":")
         command = getattr(importlib.import_module(module), attr)
         assert isinstance(command, click.Command)
         return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # Plugin commands are listed from the index: --help imports no plugin.
+        from ._plugin_commands import command_index
+
+        index = command_index()
+        rows = []
+        width = formatter.width - 6 - max((len(n) for n in [*COMMANDS, *index]), default=0)
+        for name in self.list_commands(ctx):
+            entry = index.get(name)
+            if name in COMMANDS or name in self.commands or entry is None:
+                command = self.get_command(ctx, name)
+                if command is None or command.hidden:
+                    continue
+                text = command.get_short_help_str(width)
+            else:
+                text = entry.help
+            rows.append((name, text))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context) -> Any:
         # User errors from the library become click errors: a message and exit 1, no traceback

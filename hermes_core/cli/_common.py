@@ -39,14 +39,15 @@ def load_config_or_defaults() -> tuple[LoadedConfig, str | None]:
         return parse_config_text("", config_path()), str(exc)
 
 
-def load_host(*, tolerate_bad_config: bool = False, quiet: bool = True) -> PluginHost:
+def load_host(*, tolerate_bad_config: bool = False, quiet: bool = True,
+              warn_config: bool = True) -> PluginHost:
     """Load every plugin; plugin failures are kept in the records, not logged to the terminal."""
     from ..config import load_config
     from ..host import PluginHost
 
     if tolerate_bad_config:
         config, error = load_config_or_defaults()
-        if error:
+        if error and warn_config:
             warn(f"config ignored: {error}")
     else:
         config = load_config()
@@ -55,9 +56,13 @@ def load_host(*, tolerate_bad_config: bool = False, quiet: bool = True) -> Plugi
     if quiet and not logger.isEnabledFor(logging.DEBUG):
         logger.setLevel(logging.ERROR + 10)  # failures are shown as records, not as log lines
     try:
-        return PluginHost.load(config=config)
+        host = PluginHost.load(config=config)
     finally:
         logger.setLevel(level)
+    from ._plugin_commands import remember_commands
+
+    remember_commands(host)  # keeps --help's list of plugin commands current
+    return host
 
 
 def exit_code(ok: bool) -> None:

@@ -177,3 +177,11 @@ class FileMemory(MemoryProvider):
 @hookimpl
 def register_memory_providers(register: Any) -> None:
     register(FileMemory)
+
+
+@hookimpl
+def register_commands(register: Any) -> None:
+    """``hermes-core memory ...``: this plugin's commands (see :mod:`.commands`)."""
+    from .commands import memory
+
+    register(memory)

@@ -167,3 +167,11 @@ class SessionArchiveProvider(MemoryProvider):
 @hookimpl
 def register_memory_providers(register: Callable[[type], None]) -> None:
     register(SessionArchiveProvider)
+
+
+@hookimpl
+def register_commands(register: Any) -> None:
+    """``hermes-core sessions ...``: this plugin's commands (see :mod:`.commands`)."""
+    from .commands import sessions
+
+    register(sessions)

@@ -20,6 +20,7 @@ import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -147,3 +148,11 @@ def forget_skills(library: SkillLibrary, subject: str, *, dry_run: bool) -> list
 @hookimpl
 def register_memory_providers(register: Callable[[type], None]) -> None:
     register(SkillsProvider)
+
+
+@hookimpl
+def register_commands(register: Any) -> None:
+    """``hermes-core skills ...``: this plugin's commands (see :mod:`.commands`)."""
+    from .commands import skills
+
+    register(skills)

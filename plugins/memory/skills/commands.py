@@ -10,18 +10,19 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ._common import echo_json, warn
+from hermes_core.commands import echo_json, warn
 
 if TYPE_CHECKING:
-    from ..plugins.memory.skills import SkillLibrary
+    from . import SkillLibrary
 
 __all__ = ["skills"]
 
 
 def _library() -> SkillLibrary:
-    from ..config import load_config, validate_section
-    from ..paths import home_dir
-    from ..plugins.memory.skills import SkillLibrary, SkillsConfig
+    from hermes_core.config import load_config, validate_section
+    from hermes_core.paths import home_dir
+
+    from . import SkillLibrary, SkillsConfig
 
     settings = validate_section(load_config(), "skills", SkillsConfig, plugin="skills")
     return SkillLibrary(home_dir() / "skills", max_chars=settings.max_chars)

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from ._common import echo_json, warn
+from hermes_core.commands import echo_json, warn
 
 __all__ = ["COMMANDS"]
 
@@ -20,7 +20,7 @@ _TARGETS = click.Choice(["memory", "user"])
 
 
 def _store() -> Any:
-    from .memory_cmd import _open_store
+    from .commands import _open_store
 
     return _open_store()
 
@@ -96,9 +96,9 @@ def rollback(version: int) -> None:
     The rollback is itself a new version (so it can be undone the same way). The restored text
     must fit today's limits and pass the threat scan; otherwise nothing changes.
     """
-    from ..plugins.memory.file_memory.errors import MemoryRefused
-    from ..plugins.memory.file_memory.history import Provenance
-    from ..plugins.memory.file_memory.versions import rollback as do_rollback
+    from .errors import MemoryRefused
+    from .history import Provenance
+    from .versions import rollback as do_rollback
 
     store, _settings = _store()
     try:
@@ -150,10 +150,10 @@ def curate(target: str | None, do_apply: bool, use_model: bool, as_json: bool) -
     Prints a diff with one reason per change and changes nothing unless --apply is given.
     Pinned entries ('memory pin') are never dropped or rewritten.
     """
-    from ..plugins.memory.file_memory.curator import apply_proposal, model_changes, propose
-    from ..plugins.memory.file_memory.errors import MemoryRefused
-    from ..plugins.memory.file_memory.history import Provenance
-    from ..plugins.memory.file_memory.pins import pinned_entries
+    from .curator import apply_proposal, model_changes, propose
+    from .errors import MemoryRefused
+    from .history import Provenance
+    from .pins import pinned_entries
 
     store, settings = _store()
     options = settings.curator
@@ -191,8 +191,8 @@ def curate(target: str | None, do_apply: bool, use_model: bool, as_json: bool) -
 
 
 def _aux_llm() -> Any:
-    from ..config import load_config
-    from ..llm import AnthropicLLM
+    from hermes_core.config import load_config
+    from hermes_core.llm import AnthropicLLM
 
     core = load_config().core
     return AnthropicLLM.from_config(core, model=core.llm.auxiliary_model or core.llm.model)
@@ -203,8 +203,8 @@ def _aux_llm() -> Any:
 @click.argument("text")
 def pin(target: str, text: str) -> None:
     """Pin the entry containing TEXT: the curator will never drop or rewrite it."""
-    from ..plugins.memory.file_memory.errors import MemoryRefused
-    from ..plugins.memory.file_memory.pins import pin as do_pin
+    from .errors import MemoryRefused
+    from .pins import pin as do_pin
 
     store, _settings = _store()
     try:
@@ -219,8 +219,8 @@ def pin(target: str, text: str) -> None:
 @click.argument("text")
 def unpin(target: str, text: str) -> None:
     """Remove the pin of the entry containing TEXT."""
-    from ..plugins.memory.file_memory.errors import MemoryRefused
-    from ..plugins.memory.file_memory.pins import unpin as do_unpin
+    from .errors import MemoryRefused
+    from .pins import unpin as do_unpin
 
     store, _settings = _store()
     try:
@@ -235,7 +235,7 @@ def unpin(target: str, text: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the pins as JSON.")
 def pins(as_json: bool) -> None:
     """List pinned entries (a pin whose entry was since changed is shown as stale)."""
-    from ..plugins.memory.file_memory.pins import read_pins
+    from .pins import read_pins
 
     store, _settings = _store()
     listed = read_pins(store)

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ._common import echo_json, warn
+from hermes_core.commands import echo_json, warn
 
 if TYPE_CHECKING:
-    from ..plugins.memory.file_memory import FileMemoryConfig, MemoryStore
-    from ..plugins.memory.file_memory.store import WriteResult
+    from . import FileMemoryConfig, MemoryStore
+    from .store import WriteResult
 
 __all__ = ["memory"]
 
@@ -34,9 +34,9 @@ _TARGET = click.option(
 
 def _open_store() -> tuple[MemoryStore, FileMemoryConfig]:
     """The store with the configured limits; refuses when the plugin is disabled."""
-    from ..config import load_config, validate_section
-    from ..loader import BUILTIN_PLUGINS, Candidate, blocked_names, is_blocked
-    from ..paths import home_dir
+    from hermes_core.config import load_config, validate_section
+    from hermes_core.loader import BUILTIN_PLUGINS, Candidate, blocked_names, is_blocked
+    from hermes_core.paths import home_dir
 
     config = load_config()
     candidate = Candidate(name=PLUGIN, source="builtin", module=BUILTIN_PLUGINS.get(PLUGIN))
@@ -46,7 +46,7 @@ def _open_store() -> tuple[MemoryStore, FileMemoryConfig]:
             f"HERMES_CORE_DISABLE_PLUGINS), so its memory files are not in use. Enable it with "
             f"'hermes-core plugins enable {PLUGIN}' first."
         )
-    from ..plugins.memory.file_memory import FileMemoryConfig, MemoryStore
+    from . import FileMemoryConfig, MemoryStore
 
     settings = validate_section(config, PLUGIN, FileMemoryConfig, plugin=PLUGIN)
     store = MemoryStore(
@@ -60,7 +60,7 @@ def _open_store() -> tuple[MemoryStore, FileMemoryConfig]:
 
 def _run(action: Any) -> WriteResult:
     """Call ``action``; turn a refusal into a ClickException carrying its reason."""
-    from ..plugins.memory.file_memory.errors import AmbiguousMatch, MemoryRefused
+    from .errors import AmbiguousMatch, MemoryRefused
 
     try:
         result: WriteResult = action()
@@ -108,7 +108,7 @@ def memory() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object keyed by target.")
 def show(target: str | None, as_json: bool) -> None:
     """Print the entries of MEMORY.md and USER.md with their usage."""
-    from ..plugins.memory.file_memory.entries import joined_size, percent, usage_label
+    from .entries import joined_size, percent, usage_label
 
     store, _settings = _open_store()
     out: dict[str, Any] = {}
@@ -181,8 +181,8 @@ def edit(target: str) -> None:
     (size limit, threat scan); a rejected edit is kept in a file next to the store so no typing
     is lost.
     """
-    from ..plugins.memory.file_memory.entries import canonical_text, parse_entries
-    from ..plugins.memory.file_memory.ops import check_entries
+    from .entries import canonical_text, parse_entries
+    from .ops import check_entries
 
     store, _settings = _open_store()
     path = store.path(target)
@@ -218,66 +218,9 @@ def edit(target: str) -> None:
     )
 
 
-@memory.command("review")
-@click.argument("session_id", required=False)
-@click.option("--json", "as_json", is_flag=True, help="Print the review's report as JSON.")
-def review(session_id: str | None, as_json: bool) -> None:
-    """Run the memory review now over a stored session (default: the newest one).
-
-    The auxiliary model (llm.auxiliary_model, else llm.model) reads the session's messages and
-    may add, replace or remove entries of MEMORY.md / USER.md through the memory tool, with the
-    same limits, threat scan and locking as in a chat.
-    """
-    from ..config import validate_section
-    from ..curation import review_session
-    from ..plugins.memory.session_archive import SessionArchiveConfig, archive_path
-    from ..plugins.memory.session_archive.store import SessionArchive
-    from ..types import Session
-    from ._common import load_host
-
-    host = load_host()
-    try:
-        settings = validate_section(host.config, "session_archive", SessionArchiveConfig,
-                                    plugin="session_archive")
-        path = archive_path(settings, host.home)
-        if not path.exists():
-            raise click.ClickException(f"there is no session archive at {path} yet: nothing to "
-                                       "review")
-        with SessionArchive(path) as archive:
-            if session_id is None:
-                newest = archive.list_sessions(limit=1)
-                if not newest:
-                    raise click.ClickException(f"{path} holds no session yet: nothing to review")
-                session_id = newest[0].id
-            record = archive.get_session(session_id)  # a clear error for an unknown id
-            messages = [m.to_message() for m in archive.messages(session_id)]
-        if not any(m.role == "user" for m in messages):
-            raise click.ClickException(f"session {session_id} has no user message to review")
-        host.activate_memory_providers()
-        session = Session(id=record.id, platform=record.platform, model=record.model,
-                          title=record.title, attributes=dict(record.attributes))
-        report = review_session(host, session, messages)
-    finally:
-        host.shutdown()
-    if as_json:
-        echo_json({"session_id": report.session_id, "calls": report.calls,
-                   "writes": report.writes, "error": report.error,
-                   "timed_out": report.timed_out, "omitted_messages": report.omitted_messages,
-                   "seconds": round(report.seconds, 3)})
-    elif report.error:
-        raise click.ClickException(f"the review model failed: {report.error}. Nothing was written.")
-    elif report.writes:
-        click.echo(report.notice)
-    else:
-        click.echo(f"memory review of {report.session_id}: nothing to save"
-                   + (" (it ran out of time)" if report.timed_out else "") + ".")
-    if as_json and report.error:
-        raise SystemExit(1)
-
-
 def _register_more() -> None:
     # history, rollback, curate, pin: in their own module to keep this one small
-    from .memory_history_cmd import COMMANDS
+    from .history_commands import COMMANDS
 
     for command in COMMANDS:
         memory.add_command(command)

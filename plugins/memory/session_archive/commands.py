@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ._common import echo_json
+from hermes_core.commands import echo_json
 
 if TYPE_CHECKING:
-    from ..plugins.memory.session_archive import SessionArchive
+    from . import SessionArchive
 
 __all__ = ["sessions"]
 
@@ -28,9 +28,10 @@ PLUGIN = "session_archive"
 
 
 def _path() -> tuple[Path, Any]:
-    from ..config import load_config, validate_section
-    from ..paths import home_dir
-    from ..plugins.memory.session_archive import SessionArchiveConfig, archive_path
+    from hermes_core.config import load_config, validate_section
+    from hermes_core.paths import home_dir
+
+    from . import SessionArchiveConfig, archive_path
 
     config = load_config()
     settings = validate_section(config, PLUGIN, SessionArchiveConfig, plugin=PLUGIN)
@@ -40,7 +41,7 @@ def _path() -> tuple[Path, Any]:
 @contextmanager
 def _archive(*, create: bool = False) -> Iterator[SessionArchive | None]:
     """The archive, or None when it does not exist yet and ``create`` is off."""
-    from ..plugins.memory.session_archive import SessionArchive
+    from . import SessionArchive
 
     path, settings = _path()
     if not create and not path.exists():
@@ -131,7 +132,7 @@ def show_cmd(session_id: str, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def search_cmd(query: str, limit: int, as_json: bool) -> None:
     """Messages matching QUERY, best first, with a message of context either side."""
-    from ..plugins.memory.session_archive import search_messages
+    from . import search_messages
 
     with _archive() as archive:
         result = None if archive is None else search_messages(archive, query, limit=limit)
@@ -158,7 +159,7 @@ def search_cmd(query: str, limit: int, as_json: bool) -> None:
               help="Write to this file instead of standard output.")
 def export_cmd(session_ids: tuple[str, ...], chain: bool, output: str | None) -> None:
     """Write sessions as JSON Lines (one session line, then its messages)."""
-    from ..plugins.memory.session_archive.transfer import export_session
+    from .transfer import export_session
 
     with _archive() as archive:
         if archive is None:
@@ -185,7 +186,7 @@ def export_cmd(session_ids: tuple[str, ...], chain: bool, output: str | None) ->
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def import_cmd(file: str, as_json: bool) -> None:
     """Import a JSON Lines file written by 'sessions export'; existing sessions are skipped."""
-    from ..plugins.memory.session_archive.transfer import import_jsonl
+    from .transfer import import_jsonl
 
     size = os.path.getsize(file)
     with _archive(create=True) as archive:
@@ -209,7 +210,7 @@ def import_cmd(file: str, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print what was deleted as JSON.")
 def delete_cmd(session_id: str, chain: bool, as_json: bool) -> None:
     """Delete a session and its messages from the archive and its search index."""
-    from ..plugins.memory.session_archive.forget import delete_sessions
+    from .forget import delete_sessions
 
     with _archive() as archive:
         if archive is None:
@@ -221,3 +222,61 @@ def delete_cmd(session_id: str, chain: bool, as_json: bool) -> None:
         return
     click.echo(f"Deleted {len(done.sessions)} session(s) ({', '.join(done.sessions)}) and "
                f"{done.messages} message(s).")
+
+
+@sessions.command("review")
+@click.argument("session_id", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print the review's report as JSON.")
+def review(session_id: str | None, as_json: bool) -> None:
+    """Run the memory review now over a stored session (default: the newest one).
+
+    The auxiliary model (llm.auxiliary_model, else llm.model) reads the session's messages and
+    may add, replace or remove entries of MEMORY.md / USER.md through the memory tool, with the
+    same limits, threat scan and locking as in a chat.
+    """
+    from hermes_core.commands import load_host
+    from hermes_core.config import validate_section
+    from hermes_core.curation import review_session
+    from hermes_core.types import Session
+
+    from . import SessionArchiveConfig, archive_path
+    from .store import SessionArchive
+
+    host = load_host()
+    try:
+        settings = validate_section(host.config, "session_archive", SessionArchiveConfig,
+                                    plugin="session_archive")
+        path = archive_path(settings, host.home)
+        if not path.exists():
+            raise click.ClickException(f"there is no session archive at {path} yet: nothing to "
+                                       "review")
+        with SessionArchive(path) as archive:
+            if session_id is None:
+                newest = archive.list_sessions(limit=1)
+                if not newest:
+                    raise click.ClickException(f"{path} holds no session yet: nothing to review")
+                session_id = newest[0].id
+            record = archive.get_session(session_id)  # a clear error for an unknown id
+            messages = [m.to_message() for m in archive.messages(session_id)]
+        if not any(m.role == "user" for m in messages):
+            raise click.ClickException(f"session {session_id} has no user message to review")
+        host.activate_memory_providers()
+        session = Session(id=record.id, platform=record.platform, model=record.model,
+                          title=record.title, attributes=dict(record.attributes))
+        report = review_session(host, session, messages)
+    finally:
+        host.shutdown()
+    if as_json:
+        echo_json({"session_id": report.session_id, "calls": report.calls,
+                   "writes": report.writes, "error": report.error,
+                   "timed_out": report.timed_out, "omitted_messages": report.omitted_messages,
+                   "seconds": round(report.seconds, 3)})
+    elif report.error:
+        raise click.ClickException(f"the review model failed: {report.error}. Nothing was written.")
+    elif report.writes:
+        click.echo(report.notice)
+    else:
+        click.echo(f"memory review of {report.session_id}: nothing to save"
+                   + (" (it ran out of time)" if report.timed_out else "") + ".")
+    if as_json and report.error:
+        raise SystemExit(1)

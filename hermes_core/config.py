@@ -33,6 +33,7 @@ __all__ = [
     "HooksSection",
     "LLMSection",
     "LoadedConfig",
+    "LoggingSection",
     "MemorySection",
     "PluginsSection",
     "format_validation_error",
@@ -164,6 +165,16 @@ class HooksSection(StrictModel):
         return self.timeouts.get(hook, DEFAULT_HOOK_TIMEOUTS.get(hook, 10.0))
 
 
+class LoggingSection(StrictModel):
+    #: level of the log file ``$HERMES_CORE_HOME/logs/hermes-core.log`` (``serve --log-level``)
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    #: write the log file at all
+    file: bool = True
+    #: bytes per file before it rotates, and how many old files are kept
+    max_bytes: int = Field(default=1_000_000, ge=10_000, le=1_000_000_000)
+    backups: int = Field(default=5, ge=0, le=100)
+
+
 class PluginsSection(StrictModel):
     #: plugin names (or distribution names) never imported
     disabled: list[str] = Field(default_factory=list)
@@ -175,6 +186,7 @@ class CoreConfig(StrictModel):
     llm: LLMSection = Field(default_factory=LLMSection)
     plugins: PluginsSection = Field(default_factory=PluginsSection)
     hooks: HooksSection = Field(default_factory=HooksSection)
+    logging: LoggingSection = Field(default_factory=LoggingSection)
 
 
 CORE_SECTIONS: tuple[str, ...] = tuple(CoreConfig.model_fields)

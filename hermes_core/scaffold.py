@@ -36,7 +36,7 @@ version = "0.1.0"
 description = "A hermes-core $kind_label plugin"
 readme = "README.md"
 requires-python = ">=3.11"
-dependencies = ["hermes-core>=$core_version"]
+dependencies = ["hermes-core-kernel>=$core_version"]
 
 [project.optional-dependencies]
 test = ["pytest>=8", "jsonschema>=4.20"]

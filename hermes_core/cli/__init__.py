@@ -110,6 +110,15 @@ def cli(ctx: click.Context, debug: bool, home: str | None) -> None:
         level=logging.DEBUG if debug else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    for handler in logging.getLogger().handlers:  # the terminal: warnings and errors only
+        handler.setLevel(logging.DEBUG if debug else logging.WARNING)
+    if ctx.invoked_subcommand is not None and not ctx.resilient_parsing:
+        from .._logfile import setup_file_log
+        from ..paths import home_dir
+
+        if setup_file_log(home_dir(), level="DEBUG" if debug else None) is not None:
+            logging.getLogger("hermes_core.cli").info("hermes-core %s: %s", __version__,
+                                                      ctx.invoked_subcommand)
 
 
 def main(argv: list[str] | None = None) -> Any:

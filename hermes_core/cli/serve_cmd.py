@@ -19,7 +19,11 @@ __all__ = ["serve"]
               help="Port (default webhook.port, 8787; 0 picks a free one).")
 @click.option("--platform", "platform_name", default="webhook", show_default=True, metavar="NAME",
               help="The platform plugin to run (a chat-service adapter installed as a plugin).")
-def serve(bind_host: str | None, port: int | None, platform_name: str) -> None:
+@click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"],
+                                               case_sensitive=False), default=None,
+              help="Level of the log file logs/hermes-core.log (default logging.level, INFO).")
+def serve(bind_host: str | None, port: int | None, platform_name: str,
+          log_level: str | None) -> None:
     """Serve the agent over HTTP: POST a signed JSON message, get the reply.
 
     POST /messages and /messages/stream take {"conversation_key": ..., "text": ...}; each key is
@@ -27,10 +31,22 @@ def serve(bind_host: str | None, port: int | None, platform_name: str) -> None:
     and X-Hermes-Signature (HMAC-SHA256 of "<timestamp>." + body with the shared secret,
     HERMES_CORE_WEBHOOK_SECRET or webhook.secret). See docs/platforms.md. Ctrl-C stops.
     """
+    from .._logfile import setup_file_log
     from ..dispatch import connect_platform, disconnect_platform
+    from ..paths import home_dir
     from ..types import EndReason
     from ._common import load_host
     from .chat_cmd import require_api_key
+
+    if log_level is not None:
+        import logging
+
+        for handler in list(logging.getLogger("hermes_core").handlers):
+            if getattr(handler, "hermes_core_file", False):
+                logging.getLogger("hermes_core").removeHandler(handler)
+                handler.close()
+        logging.getLogger("hermes_core").setLevel(log_level.upper())
+        setup_file_log(home_dir(), level=log_level)
 
     host = load_host()
     stop = threading.Event()

@@ -13,7 +13,7 @@ SECRET = "a-long-enough-test-secret"
 def test_signature_binds_timestamp_and_body():
     body = b'{"conversation_key": "k", "text": "hi"}'
     good = sign(SECRET, 1000, body)
-    assert verify(SECRET, "1000", good, body, max_skew=300, now=1100) == 1000
+    assert verify(SECRET, "1000", good, body, max_skew=300, now=1100).timestamp == 1000
     with pytest.raises(SignatureError, match="does not match"):
         verify(SECRET, "1001", good, body, max_skew=300, now=1100)  # timestamp swapped
     with pytest.raises(SignatureError, match="does not match"):

@@ -180,7 +180,9 @@ _PATTERNS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
      r"context\b"),
     # -- persistence ------------------------------------------------------------------------
     ("ssh_keys", "persistence", ("authorized_keys", ".ssh"),
-     r"\bauthorized_keys\b|(?:\$HOME|\$\{HOME\}|~)/\.ssh\b"),
+     # writing into ~/.ssh plants access; merely naming the folder (~/.ssh/config) does not
+     r"\bauthorized_keys\b|\b(?:echo|printf|cat|tee|cp|mv|scp|install|write|append|copy|add)\b"
+     r"[^\n]{0,120}?(?:\$HOME|\$\{HOME\}|~)/\.ssh\b"),
     ("agent_env_file", "persistence", (".hermes",), r"~/\.hermes(?:-core)?/\.env\b"),
     ("agent_config_edit", "persistence",
      ("agents", "claude", "cursorrules", "clinerules", "soul", ".hermes"),

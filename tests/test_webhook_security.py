@@ -161,8 +161,7 @@ def test_deeply_nested_json_is_a_400_not_a_500(home, api):
         body = (b'{"conversation_key": "deep", "text": "x", "attributes": {"a": '
                 + b"[" * depth + b"]" * depth + b"}}")
         ts = int(time.time())
-        headers = {"webhook-id": "msg_d", "webhook-timestamp": str(ts),
-                   "webhook-signature": standard_signature(SECRET.encode(), "msg_d", ts, body)}
+        headers = {"X-Hermes-Timestamp": str(ts), "X-Hermes-Signature": sign(SECRET, ts, body)}
         response = running.post(body, headers)
         assert response.status_code == 400, response.text[:300]
         assert "nested too deeply" in response.json()["error"]

@@ -53,7 +53,7 @@ class WebhookConfig(BaseModel):
     #: a request's body must arrive within this time, or it is answered 408 and closed
     body_timeout_seconds: float = Field(default=30.0, gt=0, le=3600)
     #: connections still sending their headers (not yet signed); past this, the oldest is closed
-    max_pending_connections: int = Field(default=128, ge=1, le=100_000)
+    max_pending_connections: int = Field(default=64, ge=1, le=100_000)
     #: turns running at once across all conversations (the rest wait their turn)
     max_concurrent_turns: int = Field(default=32, ge=1, le=1024)
     #: messages one conversation may have waiting; more are refused with 429

@@ -222,3 +222,28 @@ def test_an_echoed_block_is_still_hidden_in_any_chunking():
     for size in (1, 2, 5, 17, 1000):
         shown = StreamScrubber().feed_all([reply[i:i + size] for i in range(0, len(reply), size)])
         assert shown == "Here you go.  Anything else?", size
+
+
+def test_a_reply_mentioning_the_tag_is_whole_on_screen_in_the_reply_and_in_the_archive(home):
+    """Issue 17 item 3, end to end: the real agent loop, streaming in pieces of 5 characters, the
+    session archive writing a real state.db. Only the model's words are canned (CannedLLM)."""
+    from agent_support import make_host
+
+    from hermes_core.agent import Agent
+    from hermes_core.plugins.memory.session_archive import SessionArchive, SessionArchiveProvider
+    from hermes_core.testing import CannedLLM
+
+    words = ("Recall is wrapped in a <memory-context> tag, and the model is told to ignore it. "
+             "That is the whole story, and this sentence is the end.")
+    host = make_host(home, providers=[SessionArchiveProvider])
+    agent = Agent(host, CannedLLM(words, chunk=5))
+    shown: list[str] = []
+    result = agent.run_turn("how is recall fenced?", on_text=shown.append)
+    session_id = agent.session.id
+    agent.close()
+    expected = words.replace("<memory-context>", NEUTRAL_OPEN)
+    assert "".join(shown) == expected
+    assert result.reply == expected
+    with SessionArchive(home / "state.db") as archive:
+        stored = [m.content for m in archive.messages(session_id) if m.role == "assistant"]
+    assert stored == [expected]

@@ -77,6 +77,12 @@ _BLOCK_STARTS = ("[recalled by the memory system", "## ")
 NEUTRAL_OPEN = "\u2039memory-context\u203a"
 NEUTRAL_CLOSE = "\u2039/memory-context\u203a"
 _PARTIAL_ENTITY_RE = re.compile(r"&#?[A-Za-z0-9]{0,10}$")
+_ASCII_INVISIBLE_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+#: every character that folds to '<' (computed over all of Unicode with textnorm.fold_char), and
+#: '&' for entities: text without any of them holds no tag, checked at C speed before folding
+_MAY_OPEN_RE = re.compile(
+    "[<&\u02c2\u1438\u2039\u2329\u276e\u27e8\u29fc\u3008\ufe3f\ufe64\uff1c]"
+)
 
 
 class _Tag:
@@ -102,9 +108,15 @@ def has_fence(text: str) -> bool:
 
 def _tags(text: str, *, final: bool, prev: str = "") -> list[_Tag]:
     """The tags of ``text``; unless ``final``, a last tag still waiting for its '>' is incomplete."""
-    if "<" not in text and "&" not in text and text.isascii():
+    if _MAY_OPEN_RE.search(text) is None:
         return []
-    folded, starts, ends = fold_with_offsets(text)
+    folded: str
+    starts: Sequence[int]
+    ends: Sequence[int]
+    if text.isascii() and "&" not in text and _ASCII_INVISIBLE_RE.search(text) is None:
+        folded, starts, ends = text, range(len(text)), range(1, len(text) + 1)  # folds to itself
+    else:
+        folded, starts, ends = fold_with_offsets(text)
     found: list[_Tag] = []
     for match in _NAME_RE.finditer(folded):
         end = match.end()
@@ -124,7 +136,7 @@ def _tags(text: str, *, final: bool, prev: str = "") -> list[_Tag]:
     return found
 
 
-def _fold_index(src: int, starts: list[int]) -> int:
+def _fold_index(src: int, starts: Sequence[int]) -> int:
     # the first folded index whose source starts at or after ``src``
     lo, hi = 0, len(starts)
     while lo < hi:
@@ -221,6 +233,8 @@ def _partial_tag_len(data: str) -> int:
     if entity is not None:  # "&l", "&#6": maybe an entity spelling '<'
         hold = len(data[-12:]) - entity.start()
     window = max(0, len(data) - _MAX_HOLD)
+    if _MAY_OPEN_RE.search(data, window) is None:
+        return hold
     folded, starts, _ends = fold_with_offsets(data[window:])
     start = folded.rfind("<")
     if start >= 0:
@@ -360,6 +374,6 @@ class StreamScrubber:
 def scrub(text: str) -> str:
     """``text`` with every echoed ``<memory-context>`` block removed and mentioned tags defused
     (one-shot :class:`StreamScrubber`)."""
-    if "<" not in text and "&" not in text and text.isascii():
+    if _MAY_OPEN_RE.search(text) is None:
         return text
     return StreamScrubber().feed_all([text])

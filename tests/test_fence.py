@@ -247,3 +247,12 @@ def test_a_reply_mentioning_the_tag_is_whole_on_screen_in_the_reply_and_in_the_a
     with SessionArchive(home / "state.db") as archive:
         stored = [m.content for m in archive.messages(session_id) if m.role == "assistant"]
     assert stored == [expected]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="<>/ -_&;#x3cltmemory-contx\n`\"'", max_size=60))
+def test_the_ascii_fast_path_agrees_with_full_folding(text):
+    # a trailing no-break space sends the same text down the folding path; it cannot make or
+    # break a tag
+    assert find_tags(text) == find_tags(text + "\u00a0")
+    assert sanitize(text + "\u00a0") == sanitize(text) + "\u00a0"

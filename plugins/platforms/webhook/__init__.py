@@ -127,7 +127,8 @@ class WebhookPlatform(Platform):
         server = WebhookServer(app, self.settings.host, self.settings.port,
                                shutdown_seconds=self.settings.shutdown_seconds,
                                header_timeout=self.settings.header_timeout_seconds,
-                               max_pending_connections=self.settings.max_pending_connections)
+                               max_pending_connections=self.settings.max_pending_connections,
+                               body_timeout=self.settings.body_timeout_seconds)
         server.start()
         self.server = server
         self._stop_sweeping.clear()

@@ -66,9 +66,11 @@ class WebhookServer:
     """uvicorn serving ``app`` on ``host:port`` from a daemon thread."""
 
     def __init__(self, app: Any, host: str, port: int, *, shutdown_seconds: int = 30,
-                 header_timeout: float = 10.0, max_pending_connections: int = 64) -> None:
+                 header_timeout: float = 10.0, max_pending_connections: int = 64,
+                 body_timeout: float = 30.0) -> None:
         self.app = app
         self.header_timeout = header_timeout
+        self.body_timeout = body_timeout
         self.max_pending_connections = max_pending_connections
         self.pending: Any = None
         self.host = host
@@ -90,7 +92,8 @@ class WebhookServer:
 
         from .guard import guarded_protocol
 
-        protocol, self.pending = guarded_protocol(self.header_timeout, self.max_pending_connections)
+        protocol, self.pending = guarded_protocol(self.header_timeout, self.max_pending_connections,
+                                                  self.body_timeout)
         sock = _bind(self.host, self.requested_port)
         self.port = int(sock.getsockname()[1])
         config = uvicorn.Config(

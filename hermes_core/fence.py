@@ -4,14 +4,19 @@ What memory providers recall for a turn is added to the API copy of the user mes
 ``<memory-context>`` fence that tells the model this is background, not the user's words. Three
 things keep that fence intact:
 
-* :func:`sanitize` removes anything tag-like from provider text (any case, inner whitespace,
-  ``_`` for ``-``, attributes), so a provider can neither close the fence early nor open a second
-  one; a provider that wraps its own text in the tags keeps its text, only the tags go.
+* :func:`sanitize` removes anything tag-like from provider text, so a provider can neither close
+  the fence early nor open a second one; a provider that wraps its own text in the tags keeps its
+  text, only the tags go. Tags are matched in text folded by :mod:`.textnorm` (NFKC, look-alike
+  letters and brackets, invisible characters dropped, HTML entities decoded), with attributes of
+  any length: any case, inner whitespace, ``_`` for ``-``, ``&lt;/memory-context&gt;``, fullwidth
+  brackets, U+2010 for ``-``, a zero-width space or a Cyrillic e (U+0435) inside all count.
 * :func:`provider_text` turns whatever a hook returned into text or nothing: a non-string result is
   logged with the plugin's name and dropped, never ``str()``-ed into the prompt.
 * :class:`StreamScrubber` removes a fenced block the model echoes back before it reaches the user,
   also when the tags arrive split over stream chunks or sit in the middle of a line (Hermes only
-  caught tags that started a line and were followed by a newline).
+  caught tags that started a line and were followed by a newline). A tag the reply merely
+  mentions is defused (:data:`NEUTRAL_OPEN`), never a reason to cut the reply short.
+* :func:`has_fence` tells memory stores that a write carries recalled text, so they can refuse it.
 """
 
 from __future__ import annotations
@@ -58,9 +63,9 @@ _TRUNCATION_MARK = "\n[... recalled text shortened by the kernel ...]\n"
 # hermes_core.textnorm: NFKC, look-alikes, invisible characters dropped, HTML entities decoded):
 # <memory-context>, </ Memory_Context >, <memory-context source="x">, &lt;/memory-context&gt;,
 # fullwidth brackets and letters, U+2010 for '-', zero-width or Cyrillic letters inside. The name
-# alone is a tag:
-# attributes of any length up to the next '>' belong to it, and a tag whose '>' never comes still
-# loses its name. Matching generously is safe: the phrase never occurs by accident.
+# alone is a tag: attributes of any length up to the next '>' belong to it, and a tag whose '>'
+# never comes still loses its name. Matching generously is safe: the phrase never occurs by
+# accident.
 _NAME_RE = re.compile(r"<\s*(/?)\s*memory[-_\s]*context(?![\w-])", re.IGNORECASE)
 _ATTRS_RE = re.compile(r"[^<>]*>")
 _NOTE_RE = re.compile(re.escape(FENCE_NOTE), re.IGNORECASE)

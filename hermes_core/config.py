@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 
 from .errors import ConfigError
 from .paths import config_path
+from .private import private_dir
 
 if TYPE_CHECKING:
     import yaml
@@ -458,7 +459,7 @@ def edit_config_text(text: str, path: Path, key: str, value: Any, *, unset: bool
 
 def write_config_text(path: Path, text: str) -> None:
     """Replace ``path`` atomically: a reader sees the old or the new file, never a partial one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)  # mkstemp creates the file 0600
     fd, tmp = tempfile.mkstemp(prefix=".config.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:

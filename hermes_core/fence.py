@@ -4,14 +4,19 @@ What memory providers recall for a turn is added to the API copy of the user mes
 ``<memory-context>`` fence that tells the model this is background, not the user's words. Three
 things keep that fence intact:
 
-* :func:`sanitize` removes anything tag-like from provider text (any case, inner whitespace,
-  ``_`` for ``-``, attributes), so a provider can neither close the fence early nor open a second
-  one; a provider that wraps its own text in the tags keeps its text, only the tags go.
+* :func:`sanitize` removes anything tag-like from provider text, so a provider can neither close
+  the fence early nor open a second one; a provider that wraps its own text in the tags keeps its
+  text, only the tags go. Tags are matched in text folded by :mod:`.textnorm` (NFKC, look-alike
+  letters and brackets, invisible characters dropped, HTML entities decoded), with attributes of
+  any length: any case, inner whitespace, ``_`` for ``-``, ``&lt;/memory-context&gt;``, fullwidth
+  brackets, U+2010 for ``-``, a zero-width space or a Cyrillic e (U+0435) inside all count.
 * :func:`provider_text` turns whatever a hook returned into text or nothing: a non-string result is
   logged with the plugin's name and dropped, never ``str()``-ed into the prompt.
 * :class:`StreamScrubber` removes a fenced block the model echoes back before it reaches the user,
   also when the tags arrive split over stream chunks or sit in the middle of a line (Hermes only
-  caught tags that started a line and were followed by a newline).
+  caught tags that started a line and were followed by a newline). A tag the reply merely
+  mentions is defused (:data:`NEUTRAL_OPEN`), never a reason to cut the reply short.
+* :func:`has_fence` tells memory stores that a write carries recalled text, so they can refuse it.
 """
 
 from __future__ import annotations
@@ -20,13 +25,20 @@ import logging
 import re
 from collections.abc import Iterable, Sequence
 
+from .textnorm import fold, fold_with_offsets
+
 __all__ = [
     "FENCE_CLOSE",
     "FENCE_NOTE",
     "FENCE_OPEN",
     "MAX_PROVIDER_CHARS",
+    "NEUTRAL_CLOSE",
+    "NEUTRAL_OPEN",
     "StreamScrubber",
     "build_block",
+    "find_tags",
+    "has_fence",
+    "neutralise",
     "provider_label",
     "provider_text",
     "sanitize",
@@ -47,24 +59,130 @@ FENCE_NOTE = (
 MAX_PROVIDER_CHARS = 8000
 _TRUNCATION_MARK = "\n[... recalled text shortened by the kernel ...]\n"
 
-# A tag in any spelling a model or provider might produce: <memory-context>, </ Memory_Context >,
-# <memory-context source="x">. Matching generously is safe: the phrase never occurs by accident.
-_TAG_RE = re.compile(r"<\s*(/?)\s*memory[-_\s]*context\b[^<>]{0,200}>", re.IGNORECASE)
+# A tag in any spelling a model or provider might produce, matched in the folded text (see
+# hermes_core.textnorm: NFKC, look-alikes, invisible characters dropped, HTML entities decoded):
+# <memory-context>, </ Memory_Context >, <memory-context source="x">, &lt;/memory-context&gt;,
+# fullwidth brackets and letters, U+2010 for '-', zero-width or Cyrillic letters inside. The name
+# alone is a tag: attributes of any length up to the next '>' belong to it, and a tag whose '>'
+# never comes still loses its name. Matching generously is safe: the phrase never occurs by
+# accident.
+_NAME_RE = re.compile(r"<\s*(/?)\s*memory[-_\s]*context(?![\w-])", re.IGNORECASE)
+_ATTRS_RE = re.compile(r"[^<>]*>")
 _NOTE_RE = re.compile(re.escape(FENCE_NOTE), re.IGNORECASE)
 #: what a tag looks like once whitespace is removed and '_' folded to '-', for prefix checks
 _CANON_OPEN = "<memory-context"
 _CANON_CLOSE = "</memory-context"
 #: how much trailing text the scrubber may hold back while it waits to see whether a tag completes
-_MAX_HOLD = 256
+_MAX_HOLD = 4096
+#: how much text after an opening tag the scrubber holds while deciding: echoed block or mention
+_MAX_TENTATIVE = 1000
+#: what an echoed block starts with (after the opening tag and blanks), folded and lower-cased
+_BLOCK_STARTS = ("[recalled by the memory system", "## ")
+#: the spelling a tag that is only mentioned is given: readable, and no longer a tag to a parser
+NEUTRAL_OPEN = "\u2039memory-context\u203a"
+NEUTRAL_CLOSE = "\u2039/memory-context\u203a"
+_PARTIAL_ENTITY_RE = re.compile(r"&#?[A-Za-z0-9]{0,10}$")
+_ASCII_INVISIBLE_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+#: every character that folds to '<' (computed over all of Unicode with textnorm.fold_char), and
+#: '&' for entities: text without any of them holds no tag, checked at C speed before folding
+_MAY_OPEN_RE = re.compile(
+    "[<&\u02c2\u1438\u2039\u2329\u276e\u27e8\u29fc\u3008\ufe3f\ufe64\uff1c]"
+)
+
+
+class _Tag:
+    __slots__ = ("closing", "complete", "end", "mention", "start")
+
+    def __init__(self, start: int, end: int, closing: bool, complete: bool, mention: bool) -> None:
+        self.start = start
+        self.end = end
+        self.closing = closing
+        self.complete = complete
+        self.mention = mention
+
+
+def find_tags(text: str) -> list[tuple[int, int, bool]]:
+    """Every fence tag in ``text``, however spelled: ``(start, end, closing)`` in ``text``."""
+    return [(t.start, t.end, t.closing) for t in _tags(text, final=True)]
+
+
+def has_fence(text: str) -> bool:
+    """Whether ``text`` carries a fence tag (any spelling) or the fence note."""
+    return bool(find_tags(text)) or _NOTE_RE.search(fold(text)) is not None
+
+
+def _tags(text: str, *, final: bool, prev: str = "") -> list[_Tag]:
+    """The tags of ``text``; unless ``final``, a last tag still waiting for its '>' is incomplete."""
+    if _MAY_OPEN_RE.search(text) is None:
+        return []
+    folded: str
+    starts: Sequence[int]
+    ends: Sequence[int]
+    if text.isascii() and "&" not in text and _ASCII_INVISIBLE_RE.search(text) is None:
+        folded, starts, ends = text, range(len(text)), range(1, len(text) + 1)  # folds to itself
+    else:
+        folded, starts, ends = fold_with_offsets(text)
+    found: list[_Tag] = []
+    for match in _NAME_RE.finditer(folded):
+        end = match.end()
+        complete = True
+        attrs = _ATTRS_RE.match(folded, end)
+        if attrs is not None:
+            end = attrs.end()
+        elif not final and "<" not in folded[end:] and len(text) - starts[match.start()] < _MAX_HOLD:
+            complete = False  # attributes may still be arriving
+        if found and match.start() < _fold_index(found[-1].end, starts):
+            continue  # inside the previous tag's attributes
+        src_start, src_end = starts[match.start()], ends[end - 1]
+        before = text[src_start - 1] if src_start > 0 else prev
+        spelled = text[src_start]
+        mention = (before != "" and before in "`\"'") or spelled == "&"
+        found.append(_Tag(src_start, src_end, bool(match.group(1)), complete, mention))
+    return found
+
+
+def _fold_index(src: int, starts: Sequence[int]) -> int:
+    # the first folded index whose source starts at or after ``src``
+    lo, hi = 0, len(starts)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if starts[mid] < src:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 def sanitize(text: str) -> str:
     """``text`` without fence tags or the fence note; the text between tags is kept."""
-    if "<" in text:
-        text = _TAG_RE.sub("", text)
+    tags = _tags(text, final=True)
+    if tags:
+        pieces: list[str] = []
+        at = 0
+        for tag in tags:
+            pieces.append(text[at:tag.start])
+            at = tag.end
+        pieces.append(text[at:])
+        text = "".join(pieces)
     if "[" in text:
         text = _NOTE_RE.sub("", text)
     return text
+
+
+def neutralise(text: str) -> str:
+    """``text`` with every fence tag rewritten as :data:`NEUTRAL_OPEN`/:data:`NEUTRAL_CLOSE`:
+    the words stay readable, nothing is cut."""
+    tags = _tags(text, final=True)
+    if not tags:
+        return text
+    pieces: list[str] = []
+    at = 0
+    for tag in tags:
+        pieces.append(text[at:tag.start])
+        pieces.append(NEUTRAL_CLOSE if tag.closing else NEUTRAL_OPEN)
+        at = tag.end
+    pieces.append(text[at:])
+    return "".join(pieces)
 
 
 def provider_label(plugin_name: str) -> str:
@@ -110,83 +228,148 @@ def build_block(results: Sequence[tuple[str, str]]) -> str:
 
 
 def _canon(fragment: str) -> str:
-    return re.sub(r"\s+", "", fragment).lower().replace("_", "-")
+    return re.sub(r"\s+", "", fold(fragment)).lower().replace("_", "-")
 
 
 def _partial_tag_len(data: str) -> int:
     """Length of the suffix of ``data`` that may be the start of a tag still being streamed."""
-    start = data.rfind("<", max(0, len(data) - _MAX_HOLD))
-    if start < 0:
-        return 0
-    canon = _canon(data[start:])
-    if ">" in canon:
-        return 0
-    for tag in (_CANON_OPEN, _CANON_CLOSE):
+    hold = 0
+    entity = _PARTIAL_ENTITY_RE.search(data[-12:])
+    if entity is not None:  # "&l", "&#6": maybe an entity spelling '<'
+        hold = len(data[-12:]) - entity.start()
+    window = max(0, len(data) - _MAX_HOLD)
+    if _MAY_OPEN_RE.search(data, window) is None:
+        return hold
+    folded, starts, _ends = fold_with_offsets(data[window:])
+    start = folded.rfind("<")
+    if start >= 0:
+        canon = re.sub(r"\s+", "", folded[start:]).lower().replace("_", "-")
         # a prefix of the tag ("</mem"), or the whole name with attributes still arriving
-        if tag.startswith(canon) or canon.startswith(tag):
-            return len(data) - start
-    return 0
+        if ">" not in canon and any(t.startswith(canon) or canon.startswith(t)
+                                    for t in (_CANON_OPEN, _CANON_CLOSE)):
+            hold = max(hold, len(data) - (window + starts[start]))
+    return hold
 
 
 class StreamScrubber:
-    """Removes ``<memory-context>`` blocks from text that arrives in pieces.
+    """Removes echoed ``<memory-context>`` blocks from text that arrives in pieces, and defuses
+    tags that are only mentioned.
 
     :meth:`feed` returns the part of each chunk that is safe to show; text that might be the start
-    of a tag is held back until the next chunk decides. Everything from an opening tag to its
-    closing tag is dropped, wherever the tag sits. :meth:`flush` ends the stream: an unfinished
-    block is dropped whole (better a truncated answer than leaked recall), held-back text that
-    never became a tag is released. A stray closing tag is dropped too.
+    of a tag is held back until the next chunk decides. An opening tag followed by the fence note
+    or a ``## provider`` heading starts an echoed block, hidden up to its closing tag (or the end:
+    better a shortened answer than leaked recall). Any other opening tag is held while the scrubber
+    decides: if a closing tag follows, the span was a block and is hidden; if none follows within
+    a bound (or the stream ends), the tag was a mention and the text is released with the tag
+    rewritten as :data:`NEUTRAL_OPEN`, so a reply that talks about the tag is never cut short. A
+    tag in backticks or quotes, or spelled with HTML entities, is always a mention; so is a stray
+    closing tag.
     """
 
-    __slots__ = ("_buf", "_in_span", "hidden_chars")
+    __slots__ = ("_body", "_buf", "_mode", "_prev", "hidden_chars")
 
     def __init__(self) -> None:
         self._buf = ""
-        self._in_span = False
+        #: "text", "tentative" (after an opening tag, deciding) or "block" (hiding)
+        self._mode = "text"
+        #: the text after an opening tag while deciding (the tag itself is never shown as is)
+        self._body = ""
+        #: the last character shown (a backtick or quote before a tag makes it a mention)
+        self._prev = ""
         #: characters withheld from the user so far (the tags and the blocks' contents)
         self.hidden_chars = 0
 
     @property
     def in_block(self) -> bool:
-        return self._in_span
+        return self._mode != "text"
 
     def feed(self, chunk: str) -> str:
         data = self._buf + chunk
         self._buf = ""
         out: list[str] = []
         while data:
-            match = _TAG_RE.search(data)
-            if self._in_span:
-                # inside a block only a closing tag matters
-                while match is not None and not match.group(1):
-                    match = _TAG_RE.search(data, match.end())
-                if match is None:
-                    hold = _partial_tag_len(data)
-                    self.hidden_chars += len(data) - hold
-                    self._buf = data[len(data) - hold :]
-                    break
-                self.hidden_chars += match.end()
-                self._in_span = False
-                data = data[match.end() :]
-                continue
-            if match is None:
-                hold = _partial_tag_len(data)
-                out.append(data[: len(data) - hold])
-                self._buf = data[len(data) - hold :]
-                break
-            out.append(data[: match.start()])
-            self.hidden_chars += match.end() - match.start()
-            self._in_span = not match.group(1)  # an opening tag starts a block
-            data = data[match.end() :]
+            if self._mode == "text":
+                data = self._text(data, out)
+            elif self._mode == "block":
+                data = self._block(data)
+            else:
+                data = self._tentative(data, out)
         return "".join(out)
+
+    @staticmethod
+    def _first_tag(data: str, *, closing_only: bool = False,
+                   prev: str = "") -> tuple[_Tag | None, int]:
+        """The first complete tag of ``data`` (or ``None``) and how much of ``data`` before it is
+        safe to pass on."""
+        for tag in _tags(data, final=False, prev=prev):
+            if closing_only and not tag.closing:
+                continue
+            if not tag.complete:
+                return None, tag.start
+            return tag, tag.start
+        return None, len(data) - _partial_tag_len(data)
+
+    def _text(self, data: str, out: list[str]) -> str:
+        tag, safe = self._first_tag(data, prev=self._prev)
+        if tag is None:
+            self._show(data[:safe], out)
+            self._buf = data[safe:]
+            return ""
+        self._show(data[: tag.start], out)
+        if tag.closing or tag.mention:
+            self._show(NEUTRAL_CLOSE if tag.closing else NEUTRAL_OPEN, out)
+            return data[tag.end :]
+        self.hidden_chars += tag.end - tag.start
+        self._mode, self._body = "tentative", ""
+        return data[tag.end :]
+
+    def _show(self, text: str, out: list[str]) -> None:
+        if text:
+            out.append(text)
+            self._prev = text[-1]
+
+    def _block(self, data: str) -> str:
+        tag, safe = self._first_tag(data, closing_only=True)
+        if tag is None:
+            self.hidden_chars += safe
+            self._buf = data[safe:]
+            return ""
+        self.hidden_chars += tag.end
+        self._mode = "text"
+        return data[tag.end :]
+
+    def _tentative(self, data: str, out: list[str]) -> str:
+        body, self._body = self._body + data, ""
+        head = fold(body).lstrip().lower()
+        if any(head.startswith(start) for start in _BLOCK_STARTS):
+            self._mode = "block"  # the shape of the kernel's own block: an echo
+            return body
+        tag, _safe = self._first_tag(body, closing_only=True)
+        if tag is not None:  # closed: it was a block after all
+            self.hidden_chars += tag.end
+            self._mode = "text"
+            return body[tag.end :]
+        if len(body) > _MAX_TENTATIVE:  # no end in sight: the tag was only mentioned
+            self._show(NEUTRAL_OPEN, out)
+            self._mode = "text"
+            return body
+        self._body = body
+        return ""
 
     def flush(self) -> str:
         """End of stream: what is still held back and safe to show; resets the scrubber."""
         tail, self._buf = self._buf, ""
-        if self._in_span:
+        mode, self._mode = self._mode, "text"
+        self._prev = ""
+        if mode == "block":
             self.hidden_chars += len(tail)
-            self._in_span = False
             return ""
+        if mode == "tentative":  # never closed: the tag was a mention; show the text after it
+            body, self._body = self._body + tail, ""
+            rest = StreamScrubber()
+            shown = rest.feed(body) + rest.flush()
+            self.hidden_chars += rest.hidden_chars
+            return NEUTRAL_OPEN + shown
         return tail
 
     def feed_all(self, chunks: Iterable[str]) -> str:
@@ -194,7 +377,8 @@ class StreamScrubber:
 
 
 def scrub(text: str) -> str:
-    """``text`` with every echoed ``<memory-context>`` block removed (one-shot :class:`StreamScrubber`)."""
-    if "<" not in text:
+    """``text`` with every echoed ``<memory-context>`` block removed and mentioned tags defused
+    (one-shot :class:`StreamScrubber`)."""
+    if _MAY_OPEN_RE.search(text) is None:
         return text
     return StreamScrubber().feed_all([text])

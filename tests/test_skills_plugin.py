@@ -86,7 +86,7 @@ def test_create_and_patch_follow_the_memory_safety_rules(library):
     skill = library.create("deploy", "Deploy to staging", "1. make release\n2. check health")
     assert skill.error is None
     assert library.path("deploy").read_text(encoding="utf-8").startswith("---\nname: deploy\n")
-    assert oct(library.path("deploy").stat().st_mode & 0o777) == "0o644"
+    assert oct(library.path("deploy").stat().st_mode & 0o777) == "0o600"  # private, as memories
     with pytest.raises(SkillError, match="already exists"):
         library.create("deploy", "again", "body")
     with pytest.raises(SkillError, match="Blocked"):

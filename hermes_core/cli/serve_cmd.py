@@ -27,9 +27,11 @@ def serve(bind_host: str | None, port: int | None, platform_name: str,
     """Serve the agent over HTTP: POST a signed JSON message, get the reply.
 
     POST /messages and /messages/stream take {"conversation_key": ..., "text": ...}; each key is
-    one conversation, kept across requests and restarts. Every request carries X-Hermes-Timestamp
-    and X-Hermes-Signature (HMAC-SHA256 of "<timestamp>." + body with the shared secret,
-    HERMES_CORE_WEBHOOK_SECRET or webhook.secret). See docs/platforms.md. Ctrl-C stops.
+    one conversation, kept across requests and restarts. Every request is signed the Standard
+    Webhooks way: webhook-id, webhook-timestamp and webhook-signature ("v1," + base64 HMAC-SHA256
+    of "<id>.<timestamp>." + body with the shared secret, HERMES_CORE_WEBHOOK_SECRET or
+    webhook.secret); X-Hermes-Timestamp/X-Hermes-Signature also work. See docs/platforms.md.
+    Ctrl-C stops.
     """
     from .._logfile import setup_file_log
     from ..dispatch import connect_platform, disconnect_platform

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from hermes_core.private import private_sqlite
 from hermes_core.types import Message, ToolCall
 
 __all__ = ["SearchHit", "Span", "SpanStore", "StoredMessage", "fts_terms"]
@@ -99,7 +100,7 @@ class SpanStore:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_sqlite(path)  # 0600, and so its -wal/-shm
         self._lock = threading.Lock()
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from hermes_core.commands import echo_json, warn
+from hermes_core.private import write_private_text
 
 if TYPE_CHECKING:
     from . import FileMemoryConfig, MemoryStore
@@ -206,7 +207,7 @@ def edit(target: str) -> None:
         rescue = path.with_name(f"{path.name}.{time.strftime('%Y%m%d-%H%M%S')}.rejected")
         kept = ""
         try:
-            rescue.write_text(edited, encoding="utf-8")
+            write_private_text(rescue, edited)
             kept = f"\nYour edited text was kept in {rescue}."
         except OSError as exc:
             kept = f"\n(Your edited text could not be kept: {exc.strerror or exc}.)"

@@ -29,6 +29,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hermes_core.private import private_dir
+
 from .entries import canonical_text, dedupe, joined_size, parse_entries, usage_label
 from .errors import InvalidRequest, MemoryRefused, StoreUnreadable, WriteFailed
 from .history import History, Provenance, Version, now
@@ -327,7 +329,7 @@ class MemoryStore:
         path = self.path(target)
         limit = self.limits[target]
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            private_dir(self.directory)
         except OSError as exc:
             raise WriteFailed(
                 f"cannot create the memory directory {self.directory}: {exc.strerror or exc}",

@@ -6,9 +6,14 @@ reach disk, and the snapshot is scanned again at load time (a file may have been
 
 The scan has two stages:
 
-1. invisible and bidirectional-control characters are looked for in the raw text (they hide
-   instructions from a human reviewer while the model still reads them);
-2. the text is NFKC-normalised, common Cyrillic/Greek look-alike letters are folded to Latin, and
+1. invisible characters are looked for in the raw text by Unicode property, not by a list: every
+   format character (category Cf), every default-ignorable code point (soft hyphen, combining
+   grapheme joiner, variation selectors, the tag block, ...) and C0/C1 controls other than tab and
+   newline (they hide instructions from a human reviewer while the model still reads them). The
+   one exception: a variation selector or zero-width joiner right after an emoji, as in emoji
+   sequences. Then a ``<memory-context>`` tag in any spelling, or the recall note, is refused
+   (recalled text written back as a memory would be replayed into every later system prompt);
+2. the text is folded (hermes_core.textnorm: NFKC, Cyrillic/Greek look-alikes to Latin), and
    the case-insensitive pattern expressions are run over it, each only when one of its trigger
    words occurs in the text (see ``_PATTERNS``). Every pattern id belongs to one category.
 
@@ -23,6 +28,9 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from hermes_core.fence import has_fence
+from hermes_core.textnorm import fold, invisible_chars
+
 __all__ = [
     "CATEGORIES",
     "ThreatFinding",
@@ -33,6 +41,7 @@ __all__ = [
 #: category -> what it means, for refusal messages and the docs.
 CATEGORIES: dict[str, str] = {
     "invisible_unicode": "invisible or bidirectional-control characters that can hide text",
+    "recalled_context": "a recalled <memory-context> block or its tags, fed back as a memory",
     "prompt_injection": "an attempt to override the agent's instructions",
     "hidden_instruction": "instructions hidden in markup a human reader would not see",
     "role_hijack": "an attempt to change the agent's role or identity",
@@ -43,41 +52,25 @@ CATEGORIES: dict[str, str] = {
     "hardcoded_secret": "a credential written out in full",
 }
 
-# Zero-width characters, bidi embeddings/overrides/isolates, the Arabic letter mark, the Mongolian
-# vowel separator, word joiner and invisible operators, the BOM, and the Unicode "tag" block
-# (U+E0000-U+E007F, used to smuggle ASCII that renders as nothing).
-_INVISIBLE = re.compile(
-    "[\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\u061c\u180e\ufeff"
-    "\U000e0000-\U000e007f]"
-)
+# Emoji may carry a variation selector (U+FE0E/U+FE0F) or join with U+200D: allowed right after a
+# symbol (category So/Sk: the emoji themselves, skin tones) or a keycap base, nowhere else.
+_EMOJI_JOINERS = frozenset("\u200d\ufe0e\ufe0f\u20e3")
+_KEYCAP_BASES = frozenset("0123456789#*")
 
-# Look-alike letters that NFKC leaves alone (Cyrillic, Greek, a few Latin variants), written as
-# escapes so the source stays plain ASCII. Folding them defeats the cheapest evasion ("ignore" with
-# a Cyrillic i); it is not a full confusables table. Each source letter maps to the Latin letter
-# at the same position of _FOLD_TO.
-_FOLD_FROM = (
-    "\u0430\u0432\u0435\u0451\u043a\u043c\u043d\u043e"
-    "\u0440\u0441\u0442\u0443\u0445\u0456\u0457\u0458"
-    "\u0455\u0501\u051b\u051d\u04bb\u04cf\u0410\u0412"
-    "\u0415\u041a\u041c\u041d\u041e\u0420\u0421\u0422"
-    "\u0423\u0425\u0406\u0408\u0405\u03b1\u03b5\u03b9"
-    "\u03ba\u03bd\u03bf\u03c1\u03c4\u03c5\u03c7\u0391"
-    "\u0392\u0395\u0396\u0397\u0399\u039a\u039c\u039d"
-    "\u039f\u03a1\u03a4\u03a5\u03a7\u0261\u0131\u0237"
-    "\u028f"
-)
-_FOLD_TO = (
-    "abeekmho"
-    "pctyxiij"
-    "sdqwhlAB"
-    "EKMHOPCT"
-    "YXIJSaei"
-    "kvoptuxA"
-    "BEZHIKMN"
-    "OPTYXgij"
-    "y"
-)
-_CONFUSABLES = str.maketrans(_FOLD_FROM, _FOLD_TO)
+
+def _first_invisible(text: str) -> str | None:
+    """The first invisible character of ``text`` (by Unicode property, see textnorm), or None."""
+    for i in invisible_chars(text):
+        ch = text[i]
+        if ch in _EMOJI_JOINERS and i > 0:
+            before = text[i - 1]
+            if before in _EMOJI_JOINERS or before in _KEYCAP_BASES or (
+                unicodedata.category(before) in ("So", "Sk")
+            ):
+                continue
+        return ch
+    return None
+
 
 # Up to N words of filler between two keywords: "(?:\W+\w+){0,N}?\W+" matches the gap.
 def _gap(words: int) -> str:
@@ -187,7 +180,9 @@ _PATTERNS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
      r"context\b"),
     # -- persistence ------------------------------------------------------------------------
     ("ssh_keys", "persistence", ("authorized_keys", ".ssh"),
-     r"\bauthorized_keys\b|(?:\$HOME|\$\{HOME\}|~)/\.ssh\b"),
+     # writing into ~/.ssh plants access; merely naming the folder (~/.ssh/config) does not
+     r"\bauthorized_keys\b|\b(?:echo|printf|cat|tee|cp|mv|scp|install|write|append|copy|add)\b"
+     r"[^\n]{0,120}?(?:\$HOME|\$\{HOME\}|~)/\.ssh\b"),
     ("agent_env_file", "persistence", (".hermes",), r"~/\.hermes(?:-core)?/\.env\b"),
     ("agent_config_edit", "persistence",
      ("agents", "claude", "cursorrules", "clinerules", "soul", ".hermes"),
@@ -262,6 +257,13 @@ class ThreatFinding:
 
     def message(self) -> str:
         """A refusal naming the category and what to do instead."""
+        if self.category == "recalled_context":
+            return (
+                "Blocked (recalled_context): the content carries a <memory-context> tag or the "
+                "recall note, i.e. text the memory system recalled for a turn. Recalled text is "
+                "background, not a new fact: store only the fact itself, in your own words, "
+                "without the tags."
+            )
         if self.category == "invisible_unicode":
             return (
                 f"Blocked ({self.category}): the content contains the invisible character "
@@ -278,12 +280,14 @@ class ThreatFinding:
 
 def scan(text: str) -> ThreatFinding | None:
     """The first threat in ``text`` (invisible characters first), or ``None`` when clean."""
-    invisible = _INVISIBLE.search(text)
+    invisible = _first_invisible(text)
     if invisible is not None:
-        code = f"U+{ord(invisible.group()):04X}"
+        code = f"U+{ord(invisible):04X}"
         return ThreatFinding("invisible_unicode", f"invisible_unicode_{code}", code)
+    if has_fence(text):
+        return ThreatFinding("recalled_context", "memory_context_tag", "<memory-context>")
     # NFKC and the look-alike fold change nothing in ASCII text, the common case.
-    normal = text if text.isascii() else unicodedata.normalize("NFKC", text).translate(_CONFUSABLES)
+    normal = text if text.isascii() else fold(text)
     lowered = normal.lower()
     woken: set[int] = set()
     for word in _WORD.findall(lowered):

@@ -292,7 +292,42 @@ class MemoryToolHandler:
             out["usage"] = f"{usage} chars"
         if exc.operation is not None:
             out["operation"] = exc.operation
-        return out
+        return _bounded(out)
+
+
+#: a refusal is read by the model: it shows at most this much of the stored text
+MAX_RESULT_CHARS = 8000
+_MAX_ENTRY_PREVIEW = 400
+_MAX_ERROR_CHARS = 2000
+
+
+def _clip(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[: limit - 40] + f" [... {len(text) - limit + 40} more characters]"
+
+
+def _bounded(out: dict[str, Any]) -> dict[str, Any]:
+    """Cap a refusal's size: a hand-edited file of megabytes must not become a tool result of
+    megabytes. Entries are previewed, and those past the budget are counted, not listed."""
+    out["error"] = _clip(str(out["error"]), _MAX_ERROR_CHARS)
+    for key in ("current_entries", "matches"):
+        items = out.get(key)
+        if not isinstance(items, list):
+            continue
+        budget = MAX_RESULT_CHARS // 2
+        shown: list[str] = []
+        for item in items:
+            preview = _clip(str(item), _MAX_ENTRY_PREVIEW)
+            if budget - len(preview) < 0:
+                break
+            budget -= len(preview)
+            shown.append(preview)
+        if len(shown) < len(items) or any(len(str(i)) > _MAX_ENTRY_PREVIEW for i in items):
+            out[f"{key}_note"] = (f"showing {len(shown)} of {len(items)} entries, long ones "
+                                  "shortened; the file is too large to list in full")
+        out[key] = shown
+    return out
 
 
 def build_tool(handler: MemoryToolHandler) -> Tool:

@@ -24,6 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from hermes_core.private import private_sqlite
+
 from .errors import ArchiveBusyError, ArchiveCorruptError, ArchiveError, ArchiveVersionError
 from .schema import APPLICATION_ID, LATEST_VERSION, migrate, register_functions
 
@@ -69,7 +71,7 @@ class Database:
         self._commits = 0
         self._closed = False
         self._check_header()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_sqlite(self.path)  # 0600, and so its -wal/-shm (SQLite copies the mode)
         self.con = self._connect()
         try:
             self._check_identity()  # before anything that writes, such as the journal mode

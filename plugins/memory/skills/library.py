@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from hermes_core.errors import HermesCoreError
+from hermes_core.private import PRIVATE_FILE_MODE, private_dir
 
 # Reused on purpose, not copied: the same scanner and the same durable write as MEMORY.md.
 from ..file_memory import threats
@@ -267,7 +268,7 @@ class SkillLibrary:
 
     def _write_lock(self) -> Any:
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            private_dir(self.directory)
         except OSError as exc:
             raise SkillError(f"cannot create {self.directory}: {exc.strerror or exc}") from None
         # One lock for the folder (a hidden ".skills.lock"), the file memory's lock helper.
@@ -275,7 +276,7 @@ class SkillLibrary:
 
     def _write(self, path: Path, text: str) -> None:
         try:
-            atomic_write(path, text.encode("utf-8"), mode=0o644)
+            atomic_write(path, text.encode("utf-8"), mode=PRIVATE_FILE_MODE)
         except OSError as exc:
             raise SkillError(f"cannot write {path}: {exc.strerror or exc}; nothing was "
                              "changed") from None

@@ -21,9 +21,21 @@ from hermes_core import hookimpl
 from hermes_core.errors import HermesCoreError
 from hermes_core.kinds import Platform, PluginContext
 
-from .config import SECRET_ENV, WebhookConfig
+from .config import MIN_SECRET_CHARS, SECRET_ENV, WebhookConfig, secret_problem
 from .server import WebhookStartError, is_loopback
-from .signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, SignatureError, sign, signed_headers, verify
+from .signing import (
+    SIGNATURE_HEADER,
+    TIMESTAMP_HEADER,
+    WEBHOOK_ID_HEADER,
+    WEBHOOK_SIGNATURE_HEADER,
+    WEBHOOK_TIMESTAMP_HEADER,
+    SignatureError,
+    sign,
+    sign_standard,
+    signed_headers,
+    verify,
+    verify_request,
+)
 
 if TYPE_CHECKING:
     from hermes_core.dispatch import ConversationDispatcher
@@ -35,6 +47,9 @@ __all__ = [
     "SECRET_ENV",
     "SIGNATURE_HEADER",
     "TIMESTAMP_HEADER",
+    "WEBHOOK_ID_HEADER",
+    "WEBHOOK_SIGNATURE_HEADER",
+    "WEBHOOK_TIMESTAMP_HEADER",
     "SignatureError",
     "WebhookConfig",
     "WebhookPlatform",
@@ -43,12 +58,11 @@ __all__ = [
     "is_loopback",
     "register_platforms",
     "sign",
+    "sign_standard",
     "signed_headers",
     "verify",
+    "verify_request",
 ]
-
-#: a shorter secret is refused: it could be guessed
-MIN_SECRET_CHARS = 16
 
 
 class WebhookSendError(HermesCoreError):
@@ -86,11 +100,9 @@ class WebhookPlatform(Platform):
                 "(or set webhook.secret in config.yaml). Make one with: python -c "
                 "'import secrets; print(secrets.token_hex(32))'"
             )
-        if len(value) < MIN_SECRET_CHARS:
-            raise WebhookStartError(
-                f"the webhook secret ({SECRET_ENV} or webhook.secret) is {len(value)} characters; "
-                f"use at least {MIN_SECRET_CHARS} random ones"
-            )
+        problem = secret_problem(value)  # the same rule config validation applies
+        if problem:
+            raise WebhookStartError(problem)
         return value
 
     def dispatcher_options(self) -> dict[str, Any]:
@@ -113,7 +125,10 @@ class WebhookPlatform(Platform):
 
         app = build_app(dispatcher, self.settings, secret)
         server = WebhookServer(app, self.settings.host, self.settings.port,
-                               shutdown_seconds=self.settings.shutdown_seconds)
+                               shutdown_seconds=self.settings.shutdown_seconds,
+                               header_timeout=self.settings.header_timeout_seconds,
+                               max_pending_connections=self.settings.max_pending_connections,
+                               body_timeout=self.settings.body_timeout_seconds)
         server.start()
         self.server = server
         self._stop_sweeping.clear()

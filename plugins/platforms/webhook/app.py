@@ -1,9 +1,10 @@
 """The webhook's HTTP application (Starlette): routes, checks in order, replies.
 
 Every POST goes through the same gate, cheapest check first: the declared size (413, body unread),
-the signature headers' presence (401, body unread), the body read with a hard cap (413), the
-signature and timestamp (401), a replay (401), JSON (400), the fields (422), the conversation's
-queue (429). Only then does a turn run, so a refused request stores nothing.
+the signature headers' presence (401, body unread) and plain-ASCII values (400), the body read with
+a hard cap on size (413) and time (408), the signature and timestamp (401), a replay (401, keyed on
+the MAC the server computed), JSON (400, also when nested too deeply), the fields (422), the
+conversation's queue (429). Only then does a turn run, so a refused request stores nothing.
 """
 
 from __future__ import annotations
@@ -24,7 +25,13 @@ from hermes_core.dispatch import TurnFailed
 from hermes_core.types import IncomingMessage
 
 from .config import WebhookConfig
-from .signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, ReplayGuard, SignatureError, verify
+from .signing import (
+    HeaderError,
+    ReplayGuard,
+    SignatureError,
+    check_headers_present,
+    verify_request,
+)
 
 if TYPE_CHECKING:
     from hermes_core.dispatch import ConversationDispatcher
@@ -59,9 +66,11 @@ class _Refused(Exception):
         self.extra = extra
 
     def response(self) -> JSONResponse:
-        headers = {"WWW-Authenticate": "HMAC-SHA256"} if self.status == 401 else None
+        headers = {"WWW-Authenticate": "HMAC-SHA256"} if self.status == 401 else {}
+        if self.extra.pop("close", False):
+            headers["Connection"] = "close"
         return JSONResponse({"error": str(self), **self.extra}, status_code=self.status,
-                            headers=headers)
+                            headers=headers or None)
 
 
 def _failure_status(exc: TurnFailed) -> int:
@@ -87,28 +96,38 @@ def build_app(dispatcher: ConversationDispatcher, config: WebhookConfig, secret:
         if declared is not None and declared.isdigit() and int(declared) > config.max_body_bytes:
             raise _Refused(413, f"the body is {declared} bytes; the limit is {config.max_body_bytes}"
                            " (webhook.max_body_bytes)")
-        timestamp = request.headers.get(TIMESTAMP_HEADER)
-        signature = request.headers.get(SIGNATURE_HEADER)
-        if not timestamp or not signature:
-            try:
-                verify(secret, timestamp, signature, b"", max_skew=config.max_skew_seconds)
-            except SignatureError as exc:
-                raise _Refused(401, str(exc)) from None
-        body = bytearray()
-        async for chunk in request.stream():  # a chunked body has no length to check up front
-            body += chunk
-            if len(body) > config.max_body_bytes:
-                raise _Refused(413, f"the body exceeds the limit of {config.max_body_bytes} bytes"
-                               " (webhook.max_body_bytes)")
         try:
-            verify(secret, timestamp, signature, bytes(body), max_skew=config.max_skew_seconds)
-            replays.check(str(signature))
+            check_headers_present(request.headers)
+        except HeaderError as exc:
+            raise _Refused(400, str(exc)) from None
+        except SignatureError as exc:
+            raise _Refused(401, str(exc)) from None
+        body = bytearray()
+        try:
+            with anyio.fail_after(config.body_timeout_seconds):
+                async for chunk in request.stream():  # a chunked body has no length up front
+                    body += chunk
+                    if len(body) > config.max_body_bytes:
+                        raise _Refused(413, f"the body exceeds the limit of {config.max_body_bytes}"
+                                       " bytes (webhook.max_body_bytes)")
+        except TimeoutError:
+            raise _Refused(408, f"the body did not arrive within {config.body_timeout_seconds} s "
+                           "(webhook.body_timeout_seconds)", close=True) from None
+        try:
+            verified = verify_request(secret, request.headers, bytes(body),
+                                      max_skew=config.max_skew_seconds)
+            replays.check(verified.mac)
+        except HeaderError as exc:
+            raise _Refused(400, str(exc)) from None
         except SignatureError as exc:
             raise _Refused(401, str(exc)) from None
         try:
             data = json.loads(body)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise _Refused(400, f"the body is not valid JSON: {exc}") from None
+        except RecursionError:
+            raise _Refused(400, "the body's JSON is nested too deeply; send a flat object "
+                           '{"conversation_key": ..., "text": ...}') from None
         if not isinstance(data, dict):
             raise _Refused(400, f"the body must be a JSON object, got {type(data).__name__}")
         try:

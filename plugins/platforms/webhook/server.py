@@ -21,6 +21,7 @@ __all__ = ["WebhookServer", "WebhookStartError", "is_loopback"]
 
 log = logging.getLogger("hermes_core.plugins.webhook")
 _START_TIMEOUT = 15.0
+_ACCEPT_BATCH = 64
 
 
 class WebhookStartError(HermesCoreError):
@@ -64,8 +65,14 @@ def _bind(host: str, port: int) -> socket.socket:
 class WebhookServer:
     """uvicorn serving ``app`` on ``host:port`` from a daemon thread."""
 
-    def __init__(self, app: Any, host: str, port: int, *, shutdown_seconds: int = 30) -> None:
+    def __init__(self, app: Any, host: str, port: int, *, shutdown_seconds: int = 30,
+                 header_timeout: float = 10.0, max_pending_connections: int = 64,
+                 body_timeout: float = 30.0) -> None:
         self.app = app
+        self.header_timeout = header_timeout
+        self.body_timeout = body_timeout
+        self.max_pending_connections = max_pending_connections
+        self.pending: Any = None
         self.host = host
         self.requested_port = port
         self.shutdown_seconds = shutdown_seconds
@@ -83,11 +90,20 @@ class WebhookServer:
         """Bind, start serving and return once requests are accepted."""
         import uvicorn
 
+        from .guard import guarded_protocol
+
+        protocol, self.pending = guarded_protocol(self.header_timeout, self.max_pending_connections,
+                                                  self.body_timeout)
         sock = _bind(self.host, self.requested_port)
         self.port = int(sock.getsockname()[1])
         config = uvicorn.Config(
             self.app, log_level="warning", access_log=False, lifespan="off",
             timeout_graceful_shutdown=self.shutdown_seconds, server_header=False,
+            http=protocol,  # h11 with a header deadline and a cap on unsigned connections
+            # asyncio accepts up to `backlog` connections in one go before any of them is looked
+            # at; a small batch keeps a flood of sockets from using up the file descriptors
+            # before the cap above can close the surplus
+            backlog=_ACCEPT_BATCH,
         )
         self._server = uvicorn.Server(config)
 

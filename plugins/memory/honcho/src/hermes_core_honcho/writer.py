@@ -28,6 +28,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hermes_core.private import private_file
+
 from .client import HonchoError, HonchoRejected, HonchoUnavailable
 
 __all__ = ["Job", "Outbox", "Writer"]
@@ -47,7 +49,7 @@ class Outbox:
         if not jobs:
             return
         with self._lock:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_file(self.path)  # queued messages are the user's words: 0600, folder 0700
             with self.path.open("a", encoding="utf-8") as fh:
                 for job in jobs:
                     fh.write(json.dumps(job, ensure_ascii=False) + "\n")
@@ -75,7 +77,7 @@ class Outbox:
                 else:
                     bad.append(line)
             if bad:
-                aside = self.path.with_suffix(".unreadable")
+                aside = private_file(self.path.with_suffix(".unreadable"))
                 with aside.open("a", encoding="utf-8") as fh:
                     fh.write("\n".join(bad) + "\n")
                 log.error("honcho: %d unreadable line(s) of %s moved to %s", len(bad), self.path, aside)

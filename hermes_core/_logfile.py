@@ -66,6 +66,16 @@ class SecretFilter(logging.Filter):
         return True
 
 
+class _PrivateRotatingFile(logging.handlers.RotatingFileHandler):
+    """A rotating file whose every new file is created 0600 (rotation opens a fresh one)."""
+
+    def _open(self):  # type: ignore[no-untyped-def]
+        from .private import private_file
+
+        private_file(Path(self.baseFilename))
+        return super()._open()
+
+
 def _settings(config_file: Path) -> dict[str, Any]:
     """``logging:`` read straight from the YAML (the command validates the whole file itself)."""
     import yaml
@@ -96,10 +106,13 @@ def setup_file_log(home: Path, *, level: str | None = None) -> Path | None:
     numeric = logging.getLevelName(name)
     if not isinstance(numeric, int):
         numeric = logging.INFO
+    from .private import private_dir, private_file
+
     folder = home / "logs"
     try:
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        handler = logging.handlers.RotatingFileHandler(
+        private_dir(folder)
+        private_file(folder / LOG_NAME)  # created 0600; rotation renames it, keeping the mode
+        handler = _PrivateRotatingFile(
             folder / LOG_NAME, maxBytes=int(settings.get("max_bytes") or 1_000_000),
             backupCount=int(settings.get("backups") or 5), encoding="utf-8", delay=True)
     except (OSError, ValueError):

@@ -132,7 +132,7 @@ def test_a_hung_provider_costs_the_turn_at_most_the_deadline(home):
         for _ in range(2):
             start = time.perf_counter()
             result = agent.run_turn("q")
-            assert time.perf_counter() - start < 0.2 + 0.05
+            assert time.perf_counter() - start < 5  # the hung provider blocks 10 s
             assert result.prefetch[0].status == "stale" and result.recall_block == ""
     finally:
         release.set()
@@ -148,7 +148,7 @@ def test_worker_runs_syncs_in_order_and_drains_at_close(home):
 
         @hookimpl
         def sync_turn(self, user_message):
-            gate.wait(2)
+            gate.wait(10)
             log.add(f"sync {user_message.content}")
 
     host = make_host(home, providers=[Slow])
@@ -156,7 +156,7 @@ def test_worker_runs_syncs_in_order_and_drains_at_close(home):
     start = time.perf_counter()
     for i in range(5):
         agent.run_turn(f"t{i}")
-    assert time.perf_counter() - start < 1.0  # the slow syncs never held a turn
+    assert time.perf_counter() - start < 5  # each slow sync blocks 10 s: none held a turn
     assert log.names() == []
     threading.Timer(0.1, gate.set).start()
     report = agent.close()
@@ -183,7 +183,7 @@ def test_close_reports_what_the_drain_bound_abandoned(home, caplog):
     start = time.perf_counter()
     report = agent.close()
     release.set()
-    assert time.perf_counter() - start < 0.5
+    assert time.perf_counter() - start < 5  # the stuck sync blocks 10 s: the bound cut it
     assert report.status == "timed_out"
     assert [label.split(" turn ")[1] for label in report.abandoned
             if label.startswith("sync_turn")] == ["1", "2"]

@@ -76,7 +76,7 @@ def test_drain_is_bounded_and_names_what_was_abandoned(release, caplog):
     worker.submit("sync_turn turn 2", lambda: None)
     start = time.perf_counter()
     report = worker.drain()
-    assert time.perf_counter() - start < 0.2 + 0.1
+    assert time.perf_counter() - start < 5  # the task blocks 10 s: the bound cut the drain
     assert report.status == "timed_out"
     assert report.abandoned == ["sync_turn turn 1", "sync_turn turn 2"]
     assert "sync_turn turn 2" in caplog.text and "memory.worker_drain_timeout" in caplog.text
@@ -91,12 +91,12 @@ def test_flush_times_out_on_a_hung_task(release):
 
 
 def test_drain_all_shares_one_deadline(release):
-    workers = [SessionWorker(drain_timeout=0.15) for _ in range(3)]
+    workers = [SessionWorker(drain_timeout=1.0) for _ in range(3)]
     for w in workers:
         w.submit("hung", lambda: release.wait(10))
     start = time.perf_counter()
     reports = drain_all()
-    assert time.perf_counter() - start < 0.15 + 0.1
+    assert time.perf_counter() - start < 2.5  # one shared 1 s bound, not 3 x 1 s
     assert len([r for r in reports if r.status == "timed_out"]) >= 3
 
 

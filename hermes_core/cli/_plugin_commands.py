@@ -128,12 +128,14 @@ def remember_commands(host: PluginHost) -> None:
 
 
 def _write(digest: str, entries: dict[str, CommandEntry]) -> None:
+    from ..private import private_dir, write_private_text
+
     path = _cache_file()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"key": digest, "commands": [
-            _as_dict(e) for e in entries.values()]}, indent=1), encoding="utf-8")
+        write_private_text(tmp, json.dumps({"key": digest, "commands": [
+            _as_dict(e) for e in entries.values()]}, indent=1))
         os.replace(tmp, path)
     except OSError as exc:  # a read-only home: work without the index
         log.debug("cannot write the command index %s: %s", path, exc)

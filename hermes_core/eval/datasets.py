@@ -6,7 +6,8 @@ questions, each with its own haystack. Fields: ``question_id``, ``question_type`
 ``answer``, ``question_date``, ``haystack_session_ids``, ``haystack_dates``, ``haystack_sessions``
 (a list of sessions, each a list of ``{"role": "user"|"assistant", "content": ..., "has_answer"?:
 bool}`` turns) and ``answer_session_ids`` (the evidence). Dates look like ``2023/05/20 (Sat)
-02:21``. The ``_s``, ``_m`` and ``oracle`` files share this shape.
+02:21``. The ``_s``, ``_m`` and ``oracle`` files share this shape. Other keys are ignored, except
+hermes-core's optional ``variant`` (a string refining the type, used by examples/eval/).
 
 **LoCoMo** (Maharana et al., ACL 2024; github.com/snap-research/locomo): a JSON list of
 conversations (``locomo10.json``), each with ``sample_id``, ``conversation`` (``speaker_a``,
@@ -104,6 +105,9 @@ class Question:
     evidence_turns: list[str] = field(default_factory=list)
     abstention: bool = False
     category: int | None = None
+    #: a finer label inside the type (hermes-core's own ``variant`` field in LongMemEval files,
+    #: e.g. "paraphrase"); reports group by "type / variant" when it is set
+    variant: str | None = None
     #: why this question cannot be evaluated (it is then counted as a failure)
     problem: str | None = None
     notes: list[str] = field(default_factory=list)
@@ -294,8 +298,12 @@ def _lme_case(item: Any, index: int) -> Case:
     for k, e in enumerate(evidence):
         if e not in seen:
             raise _Bad(f"answer_session_ids[{k}]: {e!r} is not one of haystack_session_ids")
+    variant = item.get("variant")
+    if variant is not None and not isinstance(variant, str):
+        raise _Bad(f"variant: expected a string, got {type(variant).__name__}")
     q = Question(id=qid, type=qtype, question=question, answer=answer, date=qdate,
-                 date_text=qdate_text, evidence_sessions=evidence, abstention=qid.endswith("_abs"))
+                 date_text=qdate_text, evidence_sessions=evidence, abstention=qid.endswith("_abs"),
+                 variant=variant)
     if qtype not in LONGMEMEVAL_TYPES:
         q.problem = (f"question {index} (id {qid!r}): question_type: unknown type {qtype!r}; "
                      f"expected one of {', '.join(LONGMEMEVAL_TYPES)}")

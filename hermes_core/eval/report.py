@@ -66,8 +66,8 @@ def build_report(run: dict[str, Any], *, dataset: str, fmt: str, providers: list
                  engine: str | None, ks: Sequence[int], answered: bool) -> dict[str, Any]:
     """The whole report (the ``--json`` document)."""
     questions = run["questions"]
-    types = sorted({q["type"] for q in questions})
-    by_type = {t: summarise([q for q in questions if q["type"] == t], ks) for t in types}
+    groups = sorted({q["group"] for q in questions})
+    by_type = {g: summarise([q for q in questions if q["group"] == g], ks) for g in groups}
     return {
         "dataset": dataset, "format": fmt, "providers": providers, "engine": engine,
         "k": list(ks), "answered": answered,

@@ -65,7 +65,8 @@ class EvalOptions:
 
 def _question_stub(case: Case, q: Question) -> dict[str, Any]:
     return {
-        "id": q.id, "case": case.id, "type": q.type, "category": q.category,
+        "id": q.id, "case": case.id, "type": q.type, "variant": q.variant,
+        "group": f"{q.type} / {q.variant}" if q.variant else q.type, "category": q.category,
         "question": q.question, "answer": q.answer, "question_date": q.date_text,
         "abstention": q.abstention, "evidence": q.evidence_turns or q.evidence_sessions,
         "notes": list(q.notes), "ok": False, "failure": None, "scores": None, "sources": [],

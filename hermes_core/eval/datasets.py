@@ -159,7 +159,7 @@ def load_dataset(path: str | Path, fmt: Format | Literal["auto"] = "auto") -> Da
         data = json.loads(raw)
     except json.JSONDecodeError as exc:
         hint = (" — the file ends early: is it truncated (an interrupted download)?"
-                if exc.pos >= len(raw.rstrip()) else "")
+                if raw.rstrip()[-1:] not in ("]", "}") else "")
         raise DatasetError(f"{p}: not valid JSON: {exc.msg} at line {exc.lineno}, column "
                            f"{exc.colno}{hint}") from None
     return parse_dataset(data, fmt, name=str(p))

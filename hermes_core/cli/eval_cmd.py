@@ -45,6 +45,12 @@ def _ks(text: str) -> list[int]:
               help="Seconds each retrieval source (prefetch, a tool) may take.")
 @click.option("--timeout", "case_timeout", type=click.FloatRange(min=1), default=900.0,
               show_default=True, help="Seconds one case (ingest and its questions) may take.")
+@click.option("--settle", "settle_timeout", type=click.FloatRange(min=0), default=120.0,
+              show_default=True,
+              help="Seconds a provider may take to finish its own background work after ingest.")
+@click.option("--scratch-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Where the scratch homes go (default: the system's temp folder; a tmpfs such as "
+                   "/dev/shm avoids waiting on disk syncs).")
 @click.option("--answer", is_flag=True,
               help="Also answer each question from the recalled context and judge it with the "
                    "benchmark's judge prompt (needs llm.api_key or llm.base_url).")
@@ -55,7 +61,7 @@ def _ks(text: str) -> list[int]:
 @click.option("--keep-homes", is_flag=True, help="Keep each case's scratch home (paths in the report).")
 def eval_command(dataset: Path, fmt: str, providers: tuple[str, ...], engine: str | None, k_text: str,
                  limit: int | None, tools: tuple[str, ...], settings: tuple[str, ...], deadline: float,
-                 case_timeout: float, answer: bool, judge_model: str | None, as_json: bool,
+                 case_timeout: float, settle_timeout: float, scratch_dir: Path | None, answer: bool, judge_model: str | None, as_json: bool,
                  out: Path | None, keep_homes: bool) -> None:
     """Score the memory stack's recall on a LongMemEval or LoCoMo file, offline.
 
@@ -75,7 +81,9 @@ def eval_command(dataset: Path, fmt: str, providers: tuple[str, ...], engine: st
     data = load_dataset(dataset, fmt)  # type: ignore[arg-type]
     real = home_dir()
     spec = StackSpec(real, providers=providers or None, engine=engine, settings=settings)
-    check = Path(tempfile.mkdtemp(prefix="hermes-core-eval-check-"))
+    if scratch_dir is not None:
+        scratch_dir.mkdir(parents=True, exist_ok=True)
+    check = Path(tempfile.mkdtemp(prefix="hermes-core-eval-check-", dir=scratch_dir))
     try:  # a bad config or an unknown provider fails here, once, not in every case
         host = spec(check, "check")
         chosen = list(host.config.core.memory.providers)
@@ -111,7 +119,8 @@ def eval_command(dataset: Path, fmt: str, providers: tuple[str, ...], engine: st
 
         options = EvalOptions(ks=ks, limit=limit, deadline=deadline, case_timeout=case_timeout,
                               tools=list(tools) or None, llm=llm, judge_llm=judge,
-                              keep_homes=keep_homes, on_question=tick)
+                              keep_homes=keep_homes, on_question=tick, settle_timeout=settle_timeout,
+                              scratch_root=scratch_dir)
         run = run_eval(data, spec, options)
     report = build_report(run, dataset=str(dataset), fmt=data.format, providers=chosen,
                           engine=chosen_engine, ks=ks, answered=answer)

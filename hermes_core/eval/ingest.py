@@ -15,6 +15,10 @@ replay's scripted model). Folding the turns into (user, reply) pairs:
   skipped and counted (``skipped_turns``). LongMemEval sessions start with the user; in LoCoMo the
   first speaker (``speaker_a``) is the user and every line carries its speaker's name.
 
+Settling: after the last turn the kernel's worker is flushed, then each provider that does work on
+its own threads or a server is waited for (:func:`settle_providers`), each within
+``settle_timeout``; what does not finish in time fails the case's questions ("ingest: ...").
+
 Dates: every turn runs with :mod:`hermes_core.clock` pinned to its session's date (plus 30 s per
 turn), so messages and sessions are stamped with the haystack's time, not today's; the session
 also carries ``eval_session`` (the dataset's session id) and ``eval_date`` in its attributes.
@@ -35,7 +39,10 @@ if TYPE_CHECKING:
     from ..agent import Agent
     from .datasets import Case, HaystackSession
 
-__all__ = ["IngestReport", "ingest_case", "pair_turns"]
+__all__ = ["IngestReport", "ingest_case", "pair_turns", "settle_providers"]
+
+#: instance methods a provider may offer to wait (bounded) for its own background work
+SETTLE_METHODS = ("settle", "wait_idle")
 
 #: seconds between two turns of one session on the pinned clock
 TURN_SPACING = 30.0
@@ -88,7 +95,8 @@ def _spoken(text: str, speaker: str | None) -> str:
     return f"{speaker}: {text}" if speaker else text
 
 
-def ingest_case(case: Case, agent: Agent, llm: ReplayLLM, writes: list[Any]) -> IngestReport:
+def ingest_case(case: Case, agent: Agent, llm: ReplayLLM, writes: list[Any], *,
+                settle_timeout: float = 120.0) -> IngestReport:
     """Send ``case``'s haystack through ``agent`` (built with ``llm``), in date order.
 
     The agent is left open (the caller asks its questions on the same host, then closes it).
@@ -127,8 +135,39 @@ def ingest_case(case: Case, agent: Agent, llm: ReplayLLM, writes: list[Any]) -> 
                     c["old_session_id"], session.id)
                 report.session_map[c["new_session_id"]] = session.id
         report.unsettled = not agent.worker.flush(agent.worker.drain_timeout)
+        if not report.unsettled:
+            late = settle_providers(agent.host.instances, settle_timeout)
+            report.problems += [f"provider {name}: its own background work did not finish within "
+                                f"{settle_timeout:g} s" for name in late]
     finally:
         root.removeHandler(tap)
     report.seconds = time.perf_counter() - started
-    report.problems = tap.lines
+    report.problems = tap.lines + report.problems
     return report
+
+
+def settle_providers(instances: dict[str, object], timeout: float) -> list[str]:
+    """Wait for providers that do work on their own threads or on a server; returns the late ones.
+
+    Duck-typed, like the agent's optional engine methods: an active memory provider with a
+    ``settle(timeout) -> bool`` (or ``wait_idle(timeout) -> bool``) method is asked to finish what
+    the kernel's worker handed it, within ``timeout`` seconds, so the questions see every stored
+    turn. A provider without one is settled when its hooks return.
+    """
+    late = []
+    for key, instance in instances.items():
+        if not key.startswith("memory-provider:"):
+            continue
+        for method in SETTLE_METHODS:
+            fn = getattr(instance, method, None)
+            if callable(fn):
+                try:
+                    done = fn(timeout)
+                except Exception as exc:
+                    logging.getLogger("hermes_core.eval").error("provider %s: %s() raised %s: %s",
+                                                                key, method, type(exc).__name__, exc)
+                    done = False
+                if done is False:
+                    late.append(key.split(":", 1)[1])
+                break
+    return late

@@ -52,6 +52,8 @@ class EvalOptions:
     deadline: float = 30.0
     #: bound for one whole case (ingest and all its questions), seconds
     case_timeout: float = 900.0
+    #: bound for a provider's own background work after ingest (its ``settle``), seconds
+    settle_timeout: float = 120.0
     tools: list[str] | None = None
     #: answer and judge with this model (``None``: retrieval metrics only)
     llm: LLM | None = None
@@ -156,7 +158,7 @@ def _run_case(box: dict[str, Any], dataset: Dataset, case: Case,
         if missing:
             raise RuntimeError(f"memory provider(s) {', '.join(missing)} did not start (see the "
                                "log above)")
-        report = ingest_case(case, agent, llm, host.writes)
+        report = ingest_case(case, agent, llm, host.writes, settle_timeout=options.settle_timeout)
         box["ingest"] = report
         ingest_failure = None
         if report.problems:

@@ -1,0 +1,85 @@
+"""``hermes-core eval`` on the shipped dataset, offline, with the default stack; and the CLI's errors."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from hermes_core.cli import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+MINI = ROOT / "examples" / "eval" / "hermes-mini.json"
+
+
+def run_cli(home: Path, *args: str):
+    return CliRunner().invoke(cli, ["eval", *args], env={"HERMES_CORE_HOME": str(home)},
+                              catch_exceptions=False)
+
+
+def test_shipped_dataset_runs_offline_with_the_default_stack(home: Path, tmp_path: Path):
+    out = tmp_path / "report.json"
+    result = run_cli(home, str(MINI), "--json", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert json.loads(out.read_text(encoding="utf-8")) == report
+    assert report["format"] == "longmemeval" and report["providers"] == ["file_memory", "session_archive",
+                                                                          "skills"]
+    summary = report["summary"]
+    assert summary["overall"]["questions"] == 30 and summary["overall"]["failed"] == 0
+    # one row per question type / variant, each with recall at every k
+    assert {"single-session-user / exact-words", "single-session-user / paraphrase",
+            "knowledge-update / exact-words", "single-session-preference / indirect-preference"} <= set(summary)
+    for row in summary.values():
+        assert all(isinstance(row[f"recall@{k}"], float) for k in (1, 3, 5, 10))
+    # keyword search finds the exact-words questions; paraphrases are harder for it
+    exact, para = summary["single-session-user / exact-words"], summary["single-session-user / paraphrase"]
+    assert exact["recall@3"] >= 0.9 and para["recall@3"] < exact["recall@3"]
+    assert "tool:session_search" in report["sources"]
+    q = report["questions"][0]
+    assert q["sources"] and all("items" in s and "scores" in s for s in q["sources"])
+    assert report["ingest"]["turns"] > 300 and not (home / "state.db").exists()  # scratch homes only
+
+
+def test_session_archive_and_file_memory_give_different_numbers(home: Path):
+    numbers = {}
+    for provider in ("session_archive", "file_memory"):
+        result = run_cli(home, str(MINI), "--json", "--limit", "8", "--provider", provider)
+        assert result.exit_code == 0, result.output
+        report = json.loads(result.stdout)
+        assert report["providers"] == [provider]
+        numbers[provider] = report["summary"]["overall"]["recall@10"]
+    # the archive keeps every turn and searches it; the file memory holds only what the model
+    # saved with its memory tool, and a replayed haystack never calls it (docs/eval.md)
+    assert numbers["session_archive"] >= 0.5 and numbers["file_memory"] == 0.0
+
+
+def test_table_output(home: Path):
+    result = run_cli(home, str(MINI), "--limit", "3", "--k", "1,5")
+    assert result.exit_code == 0, result.output
+    assert "overall" in result.stdout and "R@1" in result.stdout and "R@5" in result.stdout
+    assert "R@10" not in result.stdout
+    assert "3 questions: 3 scored, 0 failed" in result.stdout
+
+
+def test_cli_errors_are_clear(home: Path, tmp_path: Path):
+    cut = tmp_path / "cut.json"
+    cut.write_text(MINI.read_text(encoding="utf-8")[:5000], encoding="utf-8")
+    result = run_cli(home, str(cut))
+    assert result.exit_code == 1 and "is it truncated" in result.output and "Traceback" not in result.output
+    result = run_cli(home, str(MINI), "--k", "0")
+    assert result.exit_code == 2 and "every k must be 1 or more" in result.output
+    result = run_cli(home, str(MINI), "--provider", "nosuch")
+    assert result.exit_code == 1 and "nosuch" in result.output and "Traceback" not in result.output
+    result = run_cli(home, str(MINI), "--answer")
+    assert result.exit_code == 2 and "--answer needs a model" in result.output
+
+
+def test_the_generator_reproduces_the_shipped_file():
+    spec = importlib.util.spec_from_file_location("make_dataset", ROOT / "examples" / "eval" / "make_dataset.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.build() == json.loads(MINI.read_text(encoding="utf-8"))

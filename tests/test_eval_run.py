@@ -227,3 +227,53 @@ def test_answer_and_judge_through_the_real_sdk():
 def text_of(body: dict[str, Any]) -> str:
     content = body["messages"][0]["content"]
     return content if isinstance(content, str) else "".join(b.get("text", "") for b in content)
+
+
+def test_providers_background_work_is_settled_before_the_questions():
+    class Deferred(MemoryProvider):
+        """Stores turns on its own thread; answers only from what has landed."""
+
+        name = "deferred"
+
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.stored: list[str] = []
+            self.pending: list[threading.Thread] = []
+
+        @hookimpl
+        def sync_turn(self, user_message: Any) -> None:
+            gate = threading.Event()
+
+            def land() -> None:
+                gate.wait(30)  # released by settle(): nothing lands before it is called
+                self.stored.append(user_message.content)
+
+            thread = threading.Thread(target=land, daemon=True)
+            thread.start()
+            self.pending.append(thread)
+            self.gates = [*getattr(self, "gates", []), gate]
+
+        def settle(self, timeout: float) -> bool:
+            for gate in getattr(self, "gates", []):
+                gate.set()
+            for thread in self.pending:
+                thread.join(timeout)
+            return all(not t.is_alive() for t in self.pending)
+
+        @hookimpl
+        def prefetch(self, query: str) -> str:
+            return "\n".join(self.stored)
+
+    class NeverSettles(MemoryProvider):
+        name = "never"
+
+        def settle(self, timeout: float) -> bool:
+            return False
+
+    report = run(DATASET[:1], spec_for(Deferred))
+    (q,) = report["questions"]
+    assert q["ok"] and q["scores"]["recall@3"] == 1.0  # all three turns had landed
+    assert len(q["sources"][0]["items"]) == 3
+    late = run(DATASET[:1], spec_for(NeverSettles), settle_timeout=0.5)
+    (q,) = late["questions"]
+    assert q["failure"] == "ingest: provider never: its own background work did not finish within 0.5 s"

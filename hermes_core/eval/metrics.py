@@ -23,6 +23,9 @@ dialogue turn (``evidence``, e.g. ``D1:3``).
   covered, DCG = Σ gain_i / log2(i + 1), IDCG = the same for a perfect ranking
   (min(k, units) gains at ranks 1, 2, ...).
 
+**The whole stack** (the question's headline scores): rank *r* is the *r*-th item of every source,
+so recall@k is the share of units some source found in its first k items (see :func:`score_stack`).
+
 A question without evidence (an abstention question, or LoCoMo entries with no ``evidence``) gets
 no retrieval scores and is left out of the averages (counted as ``no_evidence``).
 """
@@ -37,7 +40,8 @@ from dataclasses import dataclass
 from .datasets import Case, Question
 from .retrieve import Item
 
-__all__ = ["SHINGLE", "Evidence", "contains_turn", "evidence_for", "normalise", "score_ranking"]
+__all__ = ["SHINGLE", "Evidence", "contains_turn", "evidence_for", "normalise", "score_ranking",
+           "score_stack"]
 
 #: consecutive words of an evidence turn an item must hold to count as containing it
 SHINGLE = 8
@@ -127,13 +131,41 @@ def score_ranking(items: Sequence[Item], evidence: Sequence[Evidence], session_m
     return out
 
 
-def merge_rankings(rankings: Sequence[Sequence[Item]]) -> list[Item]:
-    """Round-robin: every source's first item (in source order), then every second item, ..."""
-    merged: list[Item] = []
+def score_stack(rankings: Sequence[Sequence[Item]], evidence: Sequence[Evidence],
+                session_map: dict[str, str], ks: Sequence[int]) -> dict[str, object]:
+    """The whole stack's scores: rank *r* of the stack is the *r*-th item of every source.
+
+    recall@k and hit@k count the units covered by the first k items of any source. NDCG@k grades
+    each rank by the new units found there (possibly several, from several sources) against the
+    ideal for as many sources: every rank holding as many new units as there are sources, until
+    all are found. With one source this is :func:`score_ranking` exactly.
+    """
+    units = [ev.unit for ev in evidence]
+    width = max(1, sum(1 for r in rankings if r))
     depth = max((len(r) for r in rankings), default=0)
-    for i in range(depth):
-        merged.extend(r[i] for r in rankings if i < len(r))
-    return merged
+    first: dict[str, int] = {}
+    gains: list[int] = []
+    for rank in range(1, depth + 1):
+        new: set[str] = set()
+        for ranking in rankings:
+            if rank <= len(ranking):
+                new |= covered_units(ranking[rank - 1], evidence, session_map) - set(first)
+        for unit in new:
+            first[unit] = rank
+        gains.append(len(new))
+    out: dict[str, object] = {"found_at": {u: first.get(u) for u in units}}
+    for k in ks:
+        found = sum(1 for u in units if first.get(u, k + 1) <= k)
+        dcg = sum(g / math.log2(i + 2) for i, g in enumerate(gains[:k]))
+        ideal, left = [], len(units)
+        while left > 0 and len(ideal) < k:
+            ideal.append(min(width, left))
+            left -= ideal[-1]
+        idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
+        out[f"recall@{k}"] = found / len(units) if units else None
+        out[f"hit@{k}"] = (1.0 if found else 0.0) if units else None
+        out[f"ndcg@{k}"] = (dcg / idcg if idcg else 0.0) if units else None
+    return out
 
 
 def tokens(text: str) -> int:

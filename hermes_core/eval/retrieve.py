@@ -8,8 +8,9 @@ Three kinds of *source*, each giving a ranked list of :class:`Item`:
   :class:`~hermes_core.prefetch.PrefetchRunner` under the eval's deadline;
 * ``tool:<name>`` — a search tool a provider offers, called as the model would call it with
   ``{"query": <question>}``. By default every tool of an active memory provider whose arguments
-  are a ``query`` string and nothing else required (``session_search``, ``hindsight_recall``,
-  ``honcho_search``, ...); ``tools=`` names them instead.
+  are a ``query`` string and nothing else required, and whose input model accepts a query alone
+  (``session_search``, ``hindsight_recall``, ``honcho_search``, ...); ``tools=`` names them
+  instead.
 
 Text becomes items line by line: one non-empty line of a prompt block or prefetch text is one
 item. A tool result that is JSON with a list (``results``, ``memories``, ...) gives one item per
@@ -82,8 +83,15 @@ def search_tools(host: PluginHost) -> dict[str, tuple[Tool, str]]:
         props = schema.get("properties") or {}
         query = props.get("query")
         required = set(schema.get("required") or [])
-        if isinstance(query, dict) and query.get("type", "string") == "string" and required <= {"query"}:
-            out[name] = (tool, plugin)
+        if not (isinstance(query, dict) and query.get("type", "string") == "string"
+                and required <= {"query"}):
+            continue
+        if tool.input_model is not None:
+            try:  # a model may still refuse a query alone (e.g. it wants one of several modes)
+                tool.input_model.model_validate({"query": "what did I say about the weather"})
+            except ValueError:
+                continue
+        out[name] = (tool, plugin)
     return out
 
 

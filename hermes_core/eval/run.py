@@ -29,7 +29,7 @@ from ..prefetch import PrefetchRunner
 from ..replay import RecordingHost, ReplayLLM
 from .ingest import IngestReport, ingest_case
 from .judge import answer_question, judge_answer
-from .metrics import covered_units, evidence_for, merge_rankings, score_ranking, tokens
+from .metrics import covered_units, evidence_for, score_ranking, score_stack, tokens
 from .retrieve import retrieve
 
 if TYPE_CHECKING:
@@ -210,8 +210,8 @@ def _question(dataset: Dataset, case: Case, q: Question, record: dict[str, Any],
     record["sources"] = sources
     record["tokens"] = sum(s["tokens"] for s in sources)
     record["retrieval_ms"] = round(retrieval.seconds * 1000, 2)
-    merged = merge_rankings([s.items for s in retrieval.sources])
-    record["scores"] = score_ranking(merged, evidence, report.session_map, ks) if evidence else None
+    record["scores"] = (score_stack([s.items for s in retrieval.sources], evidence, report.session_map, ks)
+                        if evidence else None)
     failed = [s for s in retrieval.sources if s.failed]
     if failed:
         record["failure"] = f"retrieval: {failed[0].source} {failed[0].status}: {failed[0].error}"

@@ -75,6 +75,9 @@ def test_locomo_sessions_speakers_evidence_and_categories():
     first = case.sessions[0].turns
     assert (first[0].role, first[0].speaker, first[0].turn_id) == ("user", "Caroline", "D1:1")
     assert first[1].role == "assistant" and "[shares a photo: a photo of a lake]" in first[1].content
+    # Melanie opens session 2: there she plays the user, so her line is a user turn
+    (opening,) = case.sessions[1].turns
+    assert (opening.role, opening.speaker) == ("user", "Melanie")
     q1, q2, q3 = case.questions
     assert (q1.type, q1.category, q1.evidence_turns, q1.evidence_sessions) == (
         "temporal", 2, ["D1:1"], ["session_1"])

@@ -143,6 +143,7 @@ def test_items_with_session_ids_match_by_id():
 
 def test_ingest_dates_reach_the_provider(tmp_path: Path):
     seen: dict[str, float] = {}
+    started: dict[str, float] = {}
 
     class Dates(MemoryProvider):
         name = "dates"
@@ -150,11 +151,13 @@ def test_ingest_dates_reach_the_provider(tmp_path: Path):
         @hookimpl
         def on_message(self, message: Any, session: Any) -> None:
             seen.setdefault(session.attributes["eval_session"], message.timestamp)
+            started.setdefault(session.attributes["eval_session"], session.started_at)
 
     report = run(DATASET[:1], spec_for(Dates))
     assert report["questions"][0]["ok"] and report["questions"][0]["scores"]["recall@3"] == 0.0
-    assert {k: datetime.fromtimestamp(v, UTC).date().isoformat() for k, v in seen.items()} == {
-        "bike": "2023-05-01", "piano": "2023-05-02", "garden": "2023-05-03"}
+    days = {"bike": "2023-05-01", "piano": "2023-05-02", "garden": "2023-05-03"}
+    assert {k: datetime.fromtimestamp(v, UTC).date().isoformat() for k, v in seen.items()} == days
+    assert {k: datetime.fromtimestamp(v, UTC).date().isoformat() for k, v in started.items()} == days
 
 
 def test_bad_question_raising_and_hanging_providers_fail_questions_not_the_run():
@@ -277,3 +280,49 @@ def test_providers_background_work_is_settled_before_the_questions():
     late = run(DATASET[:1], spec_for(NeverSettles), settle_timeout=0.5)
     (q,) = late["questions"]
     assert q["failure"] == "ingest: provider never: its own background work did not finish within 0.5 s"
+
+
+def test_abstention_questions_get_no_retrieval_scores():
+    abstain = question("where-bike_abs", "Where is my canoe?", ["bike"])
+    report = run([DATASET[0], abstain], spec_for(Scripted))
+    q = {r["id"]: r for r in report["questions"]}
+    assert q["where-bike_abs"]["ok"] and q["where-bike_abs"]["scores"] is None
+    overall = report["summary"]["overall"]
+    assert (overall["scored"], overall["no_evidence"], overall["recall@1"]) == (1, 1, 1.0)
+
+
+def test_locomo_conversation_through_the_session_archive():
+    conversation = {
+        "sample_id": "conv-9",
+        "conversation": {
+            "speaker_a": "Caroline", "speaker_b": "Melanie",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Caroline", "dia_id": "D1:1", "text": "I joined a pottery class at the community centre."},
+                {"speaker": "Melanie", "dia_id": "D1:2", "text": "Lovely! What are you making first?"},
+                {"speaker": "Caroline", "dia_id": "D1:3", "text": "A blue glazed teapot for my grandmother."},
+            ],
+            "session_2_date_time": "7:55 pm on 9 June, 2023",
+            "session_2": [
+                {"speaker": "Melanie", "dia_id": "D2:1", "text": "We drove to the coast and watched the surfers."},
+                {"speaker": "Caroline", "dia_id": "D2:2", "text": "The coast sounds relaxing after a long week."},
+            ],
+        },
+        "qa": [
+            {"question": "What is Caroline making in her pottery class?", "answer": "A teapot",
+             "evidence": ["D1:3"], "category": 4},
+            {"question": "Where did Melanie drive to watch the surfers?", "answer": "The coast",
+             "evidence": ["D2:1"], "category": 4},
+        ],
+    }
+    spec = StackSpec(None, providers=["session_archive"], entry_points=False, directories=False)
+    report = run([conversation], spec)
+    q = {r["id"]: r for r in report["questions"]}
+    assert set(q) == {"conv-9/q1", "conv-9/q2"} and all(r["ok"] for r in q.values())
+    assert report["summary"]["single-hop"]["questions"] == 2
+    # one ingest for the conversation; the archive's session search names the session holding the
+    # evidence turn (speaker_b's lines are the replies, and are stored too)
+    assert q["conv-9/q2"]["ingest"] == q["conv-9/q1"]["ingest"]
+    assert q["conv-9/q1"]["scores"]["recall@1"] == 1.0 and q["conv-9/q2"]["scores"]["recall@1"] == 1.0
+    (src,) = q["conv-9/q2"]["sources"]
+    assert src["source"] == "tool:session_search" and src["items"][0]["dataset_session"] == "session_2"

@@ -16,6 +16,9 @@ conversations (``locomo10.json``), each with ``sample_id``, ``conversation`` (``
 ``qa`` (``question``, ``answer`` — ``adversarial_answer`` for category 5 —, ``evidence``: dialogue
 ids like ``"D1:3"`` = session 1, turn 3, and ``category`` 1-5, see :data:`LOCOMO_CATEGORIES`).
 
+In a LoCoMo session the first speaker's lines are the user turns and the other's the replies (either
+person may open a session; every line keeps its speaker's name).
+
 Both become :class:`Dataset` → :class:`Case` (one haystack: a LongMemEval question, a LoCoMo
 conversation) → :class:`HaystackSession` and :class:`Question`. A file that is not JSON, or matches
 neither format, raises :class:`DatasetError`. A *question* with a wrong field does not stop the
@@ -363,6 +366,7 @@ def _locomo_case(item: Any, cid: str, label: str) -> Case:
         except ValueError:
             raise _Bad(f"conversation.{dkey}: {dtext!r} is not a date like '1:56 pm on 8 May, 2023'") from None
         turns = []
+        opener: str | None = None  # the session's first speaker plays the user in it
         for j, t in enumerate(_list(conv[key], f"conversation.{key}")):
             where = f"conversation.{key}[{j}]"
             if not isinstance(t, dict):
@@ -375,7 +379,8 @@ def _locomo_case(item: Any, cid: str, label: str) -> Case:
             caption = t.get("blip_caption")
             if isinstance(caption, str) and caption.strip():
                 text = f"{text} [shares a photo: {caption.strip()}]".strip()
-            role: Literal["user", "assistant"] = "user" if speaker == speakers[0] else "assistant"
+            opener = opener or speaker
+            role: Literal["user", "assistant"] = "user" if speaker == opener else "assistant"
             turns.append(Turn(role, text, turn_id=dia, speaker=speaker))
             turn_session[dia] = key
         sessions.append(HaystackSession(key, date, dtext, turns))

@@ -13,7 +13,7 @@ replay's scripted model). Folding the turns into (user, reply) pairs:
 * a user turn followed by another user turn gets an empty reply;
 * assistant turns before the session's first user turn cannot be sent through a turn; they are
   skipped and counted (``skipped_turns``). LongMemEval sessions start with the user; in LoCoMo the
-  first speaker (``speaker_a``) is the user and every line carries its speaker's name.
+  session's first speaker plays the user and every line carries its speaker's name.
 
 Settling: after the last turn the kernel's worker is flushed, then each provider that does work on
 its own threads or a server is waited for (:func:`settle_providers`), each within
@@ -122,6 +122,9 @@ def ingest_case(case: Case, agent: Agent, llm: ReplayLLM, writes: list[Any], *,
         for session, index, _turn in plan:
             if index == 0:
                 report.sessions += 1
+                if report.sessions == 1 and session.date is not None:
+                    # the first session was created with the agent, before the clock was pinned
+                    agent.session.started_at = session.date.timestamp()
                 # copied into the next session by Agent.new_session (see the module docstring)
                 agent.session.attributes = {**agent.session.attributes, "eval_session": session.id,
                                             "eval_date": session.date_text}

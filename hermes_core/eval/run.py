@@ -188,7 +188,8 @@ def _run_case(box: dict[str, Any], dataset: Dataset, case: Case,
 
 def _question(dataset: Dataset, case: Case, q: Question, record: dict[str, Any], host: RecordingHost,
               runner: PrefetchRunner, report: IngestReport, options: EvalOptions, n: int) -> None:
-    evidence = evidence_for(q, case)
+    # LongMemEval scores no retrieval for abstention questions: what they ask was never said
+    evidence = [] if q.abstention and dataset.format == "longmemeval" else evidence_for(q, case)
     with clock.frozen_at(q.date):
         retrieval = retrieve(host, runner, q.question, session_id=f"eval-question-{n}",
                              attributes={"eval_question": q.id, "eval_date": q.date_text},

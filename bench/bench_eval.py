@@ -29,10 +29,12 @@ from hermes_core.eval import EvalOptions, StackSpec, parse_dataset, run_eval
 
 TARGET_MINUTES = 60.0
 FULL_QUESTIONS = 500
-WORDS = ("deploy cache router queue ledger postgres index vacuum shipment depot latency budget "
-         "kernel plugin memory archive session search summary window prompt token editor garden "
-         "recipe holiday train bicycle coffee laptop wedding tutor lesson invoice backup cluster "
-         "replica migration schema report dashboard alert pager incident review sprint").split()
+WORDS = ["deploy", "cache", "router", "queue", "ledger", "postgres", "index", "vacuum", "shipment",
+         "depot", "latency", "budget", "kernel", "plugin", "memory", "archive", "session",
+         "search", "summary", "window", "prompt", "token", "editor", "garden", "recipe", "holiday",
+         "train", "bicycle", "coffee", "laptop", "wedding", "tutor", "lesson", "invoice", "backup",
+         "cluster", "replica", "migration", "schema", "report", "dashboard", "alert", "pager",
+         "incident", "review", "sprint"]
 
 
 def sentence(rng: random.Random, chars: int) -> str:

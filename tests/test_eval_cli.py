@@ -31,7 +31,8 @@ def test_shipped_dataset_runs_offline_with_the_default_stack(home: Path, tmp_pat
     assert summary["overall"]["questions"] == 30 and summary["overall"]["failed"] == 0
     # one row per question type / variant, each with recall at every k
     assert {"single-session-user / exact-words", "single-session-user / paraphrase",
-            "knowledge-update / exact-words", "single-session-preference / indirect-preference"} <= set(summary)
+            "knowledge-update / exact-words",
+            "single-session-preference / indirect-preference"} <= set(summary)
     for row in summary.values():
         assert all(isinstance(row[f"recall@{k}"], float) for k in (1, 3, 5, 10))
     # keyword search finds the exact-words questions; paraphrases are harder for it
@@ -78,7 +79,8 @@ def test_cli_errors_are_clear(home: Path, tmp_path: Path):
 
 
 def test_the_generator_reproduces_the_shipped_file():
-    spec = importlib.util.spec_from_file_location("make_dataset", ROOT / "examples" / "eval" / "make_dataset.py")
+    path = ROOT / "examples" / "eval" / "make_dataset.py"
+    spec = importlib.util.spec_from_file_location("make_dataset", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -137,7 +137,7 @@ def test_mismatched_format_names_the_first_wrong_field(tmp_path: Path):
 
 
 def test_neither_format_and_missing_file(tmp_path: Path):
-    with pytest.raises(DatasetError, match="neither LongMemEval .* nor LoCoMo .* keys a, b"):
+    with pytest.raises(DatasetError, match=r"neither LongMemEval .* nor LoCoMo .* keys a, b"):
         parse_dataset([{"a": 1, "b": 2}])
     with pytest.raises(DatasetError, match="no such file"):
         load_dataset(tmp_path / "absent.json")

@@ -95,7 +95,8 @@ def test_scripted_provider_gives_exact_recall_at_1_and_3(tmp_path: Path):
     assert q["piano-day"]["scores"]["ndcg@3"] == pytest.approx(0.5)
     assert q["piano-day"]["scores"]["found_at"] == {"piano": 3}
     overall = report["summary"]["overall"]
-    assert overall["recall@1"] == pytest.approx(0.5) and overall["recall@3"] == pytest.approx(0.8333, abs=1e-4)
+    assert overall["recall@1"] == pytest.approx(0.5)
+    assert overall["recall@3"] == pytest.approx(0.8333, abs=1e-4)
     assert report["summary"]["single-session-user"]["recall@1"] == 0.5
     assert report["summary"]["multi-session"]["recall@3"] == 0.5
     (source,) = q["piano-day"]["sources"]
@@ -298,14 +299,17 @@ def test_locomo_conversation_through_the_session_archive():
             "speaker_a": "Caroline", "speaker_b": "Melanie",
             "session_1_date_time": "1:56 pm on 8 May, 2023",
             "session_1": [
-                {"speaker": "Caroline", "dia_id": "D1:1", "text": "I joined a pottery class at the community centre."},
+                {"speaker": "Caroline", "dia_id": "D1:1",
+                 "text": "I joined a pottery class at the community centre."},
                 {"speaker": "Melanie", "dia_id": "D1:2", "text": "Lovely! What are you making first?"},
                 {"speaker": "Caroline", "dia_id": "D1:3", "text": "A blue glazed teapot for my grandmother."},
             ],
             "session_2_date_time": "7:55 pm on 9 June, 2023",
             "session_2": [
-                {"speaker": "Melanie", "dia_id": "D2:1", "text": "We drove to the coast and watched the surfers."},
-                {"speaker": "Caroline", "dia_id": "D2:2", "text": "The coast sounds relaxing after a long week."},
+                {"speaker": "Melanie", "dia_id": "D2:1",
+                 "text": "We drove to the coast and watched the surfers."},
+                {"speaker": "Caroline", "dia_id": "D2:2",
+                 "text": "The coast sounds relaxing after a long week."},
             ],
         },
         "qa": [

@@ -61,7 +61,8 @@ def _ks(text: str) -> list[int]:
 @click.option("--keep-homes", is_flag=True, help="Keep each case's scratch home (paths in the report).")
 def eval_command(dataset: Path, fmt: str, providers: tuple[str, ...], engine: str | None, k_text: str,
                  limit: int | None, tools: tuple[str, ...], settings: tuple[str, ...], deadline: float,
-                 case_timeout: float, settle_timeout: float, scratch_dir: Path | None, answer: bool, judge_model: str | None, as_json: bool,
+                 case_timeout: float, settle_timeout: float, scratch_dir: Path | None, answer: bool,
+                 judge_model: str | None, as_json: bool,
                  out: Path | None, keep_homes: bool) -> None:
     """Score the memory stack's recall on a LongMemEval or LoCoMo file, offline.
 
@@ -108,14 +109,14 @@ def eval_command(dataset: Path, fmt: str, providers: tuple[str, ...], engine: st
                         TimeRemainingColumn(), console=console, transient=True)
     state = {"failed": 0}
     with progress:
-        task = progress.add_task("eval", total=total, rate="–", failed=0)
+        task = progress.add_task("eval", total=total, rate="-", failed=0)
 
         def tick(record: dict[str, Any]) -> None:
             state["failed"] += 0 if record["ok"] else 1
             done = progress.tasks[0].completed + 1
             elapsed = progress.tasks[0].elapsed or 0.0
             progress.update(task, advance=1, failed=state["failed"],
-                            rate=f"{done / elapsed:.2f}" if elapsed > 0 else "–")
+                            rate=f"{done / elapsed:.2f}" if elapsed > 0 else "-")
 
         options = EvalOptions(ks=ks, limit=limit, deadline=deadline, case_timeout=case_timeout,
                               tools=list(tools) or None, llm=llm, judge_llm=judge,

@@ -364,7 +364,8 @@ def _locomo_case(item: Any, cid: str, label: str) -> Case:
         try:
             date = parse_locomo_date(dtext)
         except ValueError:
-            raise _Bad(f"conversation.{dkey}: {dtext!r} is not a date like '1:56 pm on 8 May, 2023'") from None
+            raise _Bad(f"conversation.{dkey}: {dtext!r} is not a date like "
+                       "'1:56 pm on 8 May, 2023'") from None
         turns = []
         opener: str | None = None  # the session's first speaker plays the user in it
         for j, t in enumerate(_list(conv[key], f"conversation.{key}")):

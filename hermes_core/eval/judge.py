@@ -101,7 +101,8 @@ LONGMEMEVAL_JUDGE = {
 # mem0ai/mem0, evaluation/metrics/llm_judge.py (a published evaluation protocol).
 # --------------------------------------------------------------------------------------------------
 LOCOMO_JUDGE = (
-    "\nYour task is to label an answer to a question as \u2019CORRECT\u2019 or \u2019WRONG\u2019. You will be "
+    "\nYour task is to label an answer to a question as \u2019CORRECT\u2019 or \u2019WRONG\u2019. You "
+    "will be "
     "given the following data:\n    (1) a question (posed by one user to another user), \n    (2) a "
     "\u2019gold\u2019 (ground truth) answer, \n    (3) a generated answer\nwhich you will score as "
     "CORRECT/WRONG.\n\nThe point of the question is to ask about something one user should know "

@@ -157,7 +157,8 @@ def score_stack(rankings: Sequence[Sequence[Item]], evidence: Sequence[Evidence]
     for k in ks:
         found = sum(1 for u in units if first.get(u, k + 1) <= k)
         dcg = sum(g / math.log2(i + 2) for i, g in enumerate(gains[:k]))
-        ideal, left = [], len(units)
+        ideal: list[int] = []
+        left = len(units)
         while left > 0 and len(ideal) < k:
             ideal.append(min(width, left))
             left -= ideal[-1]

@@ -101,7 +101,7 @@ def tables(report: dict[str, Any]) -> list[Any]:
 
     def fmt(value: Any, digits: int = 3) -> str:
         if value is None:
-            return "–"
+            return "-"
         return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
     rows = report["summary"]

@@ -330,3 +330,39 @@ def test_locomo_conversation_through_the_session_archive():
     assert q["conv-9/q1"]["scores"]["recall@1"] == 1.0 and q["conv-9/q2"]["scores"]["recall@1"] == 1.0
     (src,) = q["conv-9/q2"]["sources"]
     assert src["source"] == "tool:session_search" and src["items"][0]["dataset_session"] == "session_2"
+
+
+def test_providers_hanging_during_ingest_fail_their_questions():
+    release = threading.Event()
+
+    class SlowSync(MemoryProvider):
+        name = "slowsync"
+
+        @hookimpl
+        def sync_turn(self) -> None:
+            release.wait(30)  # on the kernel's worker: the settle after each turn times out
+
+    class StuckArchive(MemoryProvider):
+        name = "stuck"
+
+        @hookimpl
+        def on_message(self, session: Any) -> None:
+            if session.attributes.get("eval_session") == "piano":
+                release.wait(30)  # on the turn's own thread: only the case timeout ends it
+
+    def spec(cls: type[MemoryProvider]) -> StackSpec:
+        s = spec_for(cls)
+        s.settings = [("memory.worker_drain_timeout", "0.3")]
+        return s
+
+    try:
+        slow = run(DATASET[:1], spec(SlowSync))
+        stuck = run(DATASET[:1], spec(StuckArchive), case_timeout=2)
+    finally:
+        release.set()
+    (q,) = slow["questions"]
+    assert q["failure"] == ("ingest: the background work (sync_turn, ...) did not settle within 0.3 s "
+                            "(a provider hung?)")
+    (q,) = stuck["questions"]
+    assert q["failure"] == "timeout: the case did not finish within 2 s (a provider hung?)"
+    assert stuck["summary"]["overall"]["failed"] == 1

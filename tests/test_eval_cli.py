@@ -58,8 +58,9 @@ def test_session_archive_and_file_memory_give_different_numbers(home: Path):
 
 
 def test_table_output(home: Path):
-    result = run_cli(home, str(MINI), "--limit", "3", "--k", "1,5")
+    result = run_cli(home, str(MINI), "--limit", "3", "--k", "1,5", "--engine", "lossless")
     assert result.exit_code == 0, result.output
+    assert "engine: lossless" in result.stdout
     assert "overall" in result.stdout and "R@1" in result.stdout and "R@5" in result.stdout
     assert "R@10" not in result.stdout
     assert "3 questions: 3 scored, 0 failed" in result.stdout

@@ -182,8 +182,10 @@ def test_bad_question_raising_and_hanging_providers_fail_questions_not_the_run()
             return BIKE
 
     unknown = question("odd", "Where is my bicycle?", ["bike"], "single-hop")
+    ticks: list[str] = []
     try:
-        report = run([DATASET[0], unknown, DATASET[1]], spec_for(Hangs), deadline=0.3)
+        report = run([DATASET[0], unknown, DATASET[1]], spec_for(Hangs), deadline=0.3,
+                     on_question=lambda r: ticks.append(r["id"]))
         broken = run(DATASET[:1], spec_for(Breaks))
     finally:
         release.set()
@@ -196,6 +198,7 @@ def test_bad_question_raising_and_hanging_providers_fail_questions_not_the_run()
     assert (overall["questions"], overall["failed"], overall["scored"]) == (3, 2, 1)
     assert overall["recall@1"] == 1.0  # failures are counted apart, not averaged in as zeros
     assert [f["id"] for f in report["failures"]] == ["odd", "piano-day"]
+    assert ticks == ["where-bike", "odd", "piano-day"]  # progress: each question once, as it ends
     (b,) = broken["questions"]
     assert not b["ok"] and b["failure"].startswith("ingest: ") and "disk full" in b["failure"]
 
@@ -357,7 +360,8 @@ def test_providers_hanging_during_ingest_fail_their_questions():
 
     try:
         slow = run(DATASET[:1], spec(SlowSync))
-        stuck = run(DATASET[:1], spec(StuckArchive), case_timeout=2)
+        stuck_ticks: list[dict[str, Any]] = []
+        stuck = run(DATASET[:1], spec(StuckArchive), case_timeout=2, on_question=stuck_ticks.append)
     finally:
         release.set()
     (q,) = slow["questions"]
@@ -366,3 +370,4 @@ def test_providers_hanging_during_ingest_fail_their_questions():
     (q,) = stuck["questions"]
     assert q["failure"] == "timeout: the case did not finish within 2 s (a provider hung?)"
     assert stuck["summary"]["overall"]["failed"] == 1
+    assert [t["failure"] for t in stuck_ticks] == [q["failure"]]

@@ -65,6 +65,34 @@ class EvalOptions:
     homes: list[str] = field(default_factory=list)
 
 
+class _Ticker:
+    """Reports each question once, as it finishes (from the case's thread), until closed."""
+
+    def __init__(self, callback: Callable[[dict[str, Any]], None] | None) -> None:
+        self.callback = callback
+        self.lock = threading.Lock()
+        self.done: set[int] = set()
+        self.closed = False
+
+    def __call__(self, record: dict[str, Any]) -> None:
+        with self.lock:
+            if self.closed or id(record) in self.done:
+                return
+            self.done.add(id(record))
+        if self.callback is not None:
+            self.callback(record)
+
+    def close(self, records: list[dict[str, Any]], originals: list[dict[str, Any]]) -> None:
+        """Stop the case's thread from reporting; report what it did not (``records`` may be
+        copies of ``originals``)."""
+        with self.lock:
+            self.closed = True
+            left = [r for r, o in zip(records, originals, strict=True) if id(o) not in self.done]
+        if self.callback is not None:
+            for record in left:
+                self.callback(record)
+
+
 def _question_stub(case: Case, q: Question) -> dict[str, Any]:
     return {
         "id": q.id, "case": case.id, "type": q.type, "variant": q.variant,
@@ -97,35 +125,39 @@ def run_eval(dataset: Dataset, make_host: HostFactory, options: EvalOptions) -> 
     started = time.perf_counter()
     for case, questions in _selected(dataset, options.limit):
         records = [_question_stub(case, q) for q in questions]
+        originals = list(records)
+        ticker = _Ticker(options.on_question)
         usable = [(q, r) for q, r in zip(questions, records, strict=True) if q.problem is None]
         for q, r in zip(questions, records, strict=True):
             if q.problem is not None:
                 r["failure"] = f"dataset: {q.problem}"
+                ticker(r)
         if usable:
             box: dict[str, Any] = {}
             thread = threading.Thread(target=_run_case_into, args=(box, dataset, case, usable, make_host,
-                                                                  options), name=f"eval-{case.id}",
-                                      daemon=True)
+                                                                  options, ticker),
+                                      name=f"eval-{case.id}", daemon=True)
             thread.start()
             thread.join(options.case_timeout)
             if thread.is_alive():
-                for _q, r in usable:
+                # the stuck thread keeps the old records: what it might still write is not reported
+                records = [dict(r) for r in records]
+                for r in records:
                     if not r["ok"] and r["failure"] is None:
                         r["failure"] = (f"timeout: the case did not finish within "
                                         f"{options.case_timeout:g} s (a provider hung?)")
             elif "error" in box:
                 exc = box["error"]
                 for _q, r in usable:
-                    r["ok"], r["scores"] = False, None
-                    r["failure"] = f"setup: {type(exc).__name__}: {exc}"
+                    if not r["ok"] and r["failure"] is None:
+                        r["scores"] = None
+                        r["failure"] = f"setup: {type(exc).__name__}: {exc}"
             report: IngestReport | None = box.get("ingest")
             if report is not None:
                 ingest_turns += report.turns
                 ingest_seconds += report.seconds
-        for r in records:
-            results.append(r)
-            if options.on_question is not None:
-                options.on_question(r)
+        ticker.close(records, originals)
+        results.extend(records)
     return {"questions": results,
             "ingest": {"turns": ingest_turns, "seconds": round(ingest_seconds, 3),
                        "turns_per_second": round(ingest_turns / ingest_seconds, 1)
@@ -135,16 +167,16 @@ def run_eval(dataset: Dataset, make_host: HostFactory, options: EvalOptions) -> 
 
 def _run_case_into(box: dict[str, Any], dataset: Dataset, case: Case,
                    usable: list[tuple[Question, dict[str, Any]]], make_host: HostFactory,
-                   options: EvalOptions) -> None:
+                   options: EvalOptions, ticker: _Ticker) -> None:
     try:
-        _run_case(box, dataset, case, usable, make_host, options)
+        _run_case(box, dataset, case, usable, make_host, options, ticker)
     except BaseException as exc:  # reported on the questions, never raised into the run
         box["error"] = exc
 
 
 def _run_case(box: dict[str, Any], dataset: Dataset, case: Case,
               usable: list[tuple[Question, dict[str, Any]]], make_host: HostFactory,
-              options: EvalOptions) -> None:
+              options: EvalOptions, ticker: _Ticker) -> None:
     home = Path(tempfile.mkdtemp(prefix="hermes-core-eval-", dir=options.scratch_root))
     options.homes.append(str(home))
     host = make_host(home, case.id)
@@ -173,8 +205,9 @@ def _run_case(box: dict[str, Any], dataset: Dataset, case: Case,
                                 "ms": round(report.seconds * 1000, 1)}
             if ingest_failure is not None:
                 record["failure"] = ingest_failure
-                continue
-            _question(dataset, case, q, record, host, runner, report, options, n)
+            else:
+                _question(dataset, case, q, record, host, runner, report, options, n)
+            ticker(record)
     finally:
         if runner is not None:
             runner.close()

@@ -86,3 +86,31 @@ def test_the_generator_reproduces_the_shipped_file():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert module.build() == json.loads(MINI.read_text(encoding="utf-8"))
+
+
+def test_answer_through_the_cli_against_the_loopback_messages_api(home: Path):
+    from hermes_core.testing import MessagesAPIServer
+
+    def model(body: dict) -> str:
+        content = body["messages"][0]["content"]
+        text = content if isinstance(content, str) else "".join(b.get("text", "") for b in content)
+        if text.startswith("I will give you a question"):  # LongMemEval's judge template
+            return "yes" if "Helix" in text.split("Model Response: ", 1)[1] else "no"
+        return "You moved it to Helix." if "Helix" in text.split("Question:")[0] else "I do not know."
+
+    with MessagesAPIServer(model) as api:
+        (home / "config.yaml").write_text(
+            f"llm:\n  base_url: {api.base_url}\n  api_key: test-key\n  model: claude-test\n",
+            encoding="utf-8")
+        result = run_cli(home, str(MINI), "--limit", "2", "--answer", "--json",
+                         "--provider", "session_archive")
+        bodies = api.bodies
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["answered"] is True and len(bodies) == 4  # an answer and a judgement each
+    runs = {q["id"]: q["answer_run"] for q in report["questions"]}
+    # editor-exact: the archive recalled the Helix session, the answer names it, the judge agrees
+    assert runs["editor-exact"] == {"hypothesis": "You moved it to Helix.", "correct": True,
+                                    "judge_reply": "yes"}
+    assert report["summary"]["overall"]["judged"] == 2
+    assert all(b["model"] == "claude-test" for b in bodies)

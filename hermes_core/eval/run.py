@@ -14,6 +14,7 @@ counted apart and left out of the score averages.
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 import threading
@@ -29,8 +30,8 @@ from ..prefetch import PrefetchRunner
 from ..replay import RecordingHost, ReplayLLM
 from .ingest import IngestReport, ingest_case
 from .judge import answer_question, judge_answer
-from .metrics import covered_units, evidence_for, score_ranking, score_stack, tokens
-from .retrieve import retrieve
+from .metrics import Evidence, covered_units, evidence_for, score_ranking, score_stack, tokens
+from .retrieve import Item, retrieve
 
 if TYPE_CHECKING:
     from ..llm import LLM
@@ -42,6 +43,8 @@ __all__ = ["EvalOptions", "HostFactory", "run_eval"]
 HostFactory = Callable[[Path, str], RecordingHost]
 #: characters of one item's text kept in the JSON report
 ITEM_CHARS = 600
+#: the kernel's session ids (``new_session_id``: 20250301_142233_a1b2c3)
+_KERNEL_ID = re.compile(r"\b\d{8}_\d{6}_[0-9a-f]{6}\b")
 
 
 @dataclass
@@ -219,6 +222,18 @@ def _run_case(box: dict[str, Any], dataset: Dataset, case: Case,
             shutil.rmtree(home, ignore_errors=True)
 
 
+def _item_json(item: Item, evidence: list[Evidence], session_map: dict[str, str]) -> dict[str, Any]:
+    """An item for the report; kernel session ids (they differ run to run) become dataset ids, so
+    two runs' reports diff cleanly."""
+    text = item.text[:ITEM_CHARS] + ("…" if len(item.text) > ITEM_CHARS else "")
+    if session_map:
+        text = _KERNEL_ID.sub(lambda m: f"<{session_map.get(m.group(0), m.group(0))}>", text)
+    mapped = session_map.get(item.session_id) if item.session_id else None
+    return {"text": text, "dataset_session": mapped,
+            "session_id": item.session_id if item.session_id and mapped is None else None,
+            "covers": sorted(covered_units(item, evidence, session_map))}
+
+
 def _question(dataset: Dataset, case: Case, q: Question, record: dict[str, Any], host: RecordingHost,
               runner: PrefetchRunner, report: IngestReport, options: EvalOptions, n: int) -> None:
     # LongMemEval scores no retrieval for abstention questions: what they ask was never said
@@ -235,11 +250,7 @@ def _question(dataset: Dataset, case: Case, q: Question, record: dict[str, Any],
             "ms": round(s.seconds * 1000, 2) if s.seconds is not None else None,
             "tokens": tokens(s.text),
             "scores": score_ranking(s.items, evidence, report.session_map, ks) if evidence else None,
-            "items": [{"text": i.text[:ITEM_CHARS] + ("…" if len(i.text) > ITEM_CHARS else ""),
-                       "session_id": i.session_id,
-                       "dataset_session": report.session_map.get(i.session_id) if i.session_id else None,
-                       "covers": sorted(covered_units(i, evidence, report.session_map))}
-                      for i in s.items],
+            "items": [_item_json(i, evidence, report.session_map) for i in s.items],
         })
     record["sources"] = sources
     record["tokens"] = sum(s["tokens"] for s in sources)

@@ -28,7 +28,7 @@ def test_shipped_dataset_runs_offline_with_the_default_stack(home: Path, tmp_pat
     assert report["format"] == "longmemeval" and report["providers"] == ["file_memory", "session_archive",
                                                                           "skills"]
     summary = report["summary"]
-    assert summary["overall"]["questions"] == 30 and summary["overall"]["failed"] == 0
+    assert summary["overall"]["questions"] == 32 and summary["overall"]["failed"] == 0
     # one row per question type / variant, each with recall at every k
     assert {"single-session-user / exact-words", "single-session-user / paraphrase",
             "knowledge-update / exact-words",

@@ -18,6 +18,9 @@ Question variants (the optional ``variant`` field; ``question_type`` stays a Lon
 * ``indirect-preference`` — a request whose good answer depends on a preference stated in passing
   (``single-session-preference``; the answer is a rubric, as in LongMemEval);
 
+* ``temporal`` — a question whose only clue is when something was said (``temporal-reasoning``);
+  the sessions carry their dates, so a provider that keeps them can use it.
+
 ``knowledge-update`` questions (a fact stated, then changed in a later session) come in both the
 exact-words and the paraphrase variant; their evidence is the later session, and the earlier one
 stays in the haystack as a same-vocabulary distractor.
@@ -211,6 +214,11 @@ QUESTIONS: list[tuple[str, str, str, str, str, list[str], list[str]]] = [
     ("japanese-para", "paraphrase", "single-session-user",
      "When are my weekly lessons for that East Asian language?", "Tuesdays and Thursdays",
      ["japanese"], []),
+    # the date is the only clue: needs a provider that keeps the sessions' dates
+    ("pet-temporal", "temporal", "temporal-reasoning", "Which animal did we bring home in February?",
+     "A greyhound (Biscuit)", ["dog"], ["dog-distractor", "cat"]),
+    ("lessons-temporal", "temporal", "temporal-reasoning",
+     "What did I start learning at the end of January?", "Japanese, with a tutor", ["japanese"], []),
     # over the project's own transcripts (examples/*.jsonl)
     ("etl-exact", "exact-words", "single-session-user", "At what time does our nightly ETL keep timing out?",
      "Around 02:40", ["first-week-1"], ["long-incident-1"]),

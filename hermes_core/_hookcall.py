@@ -24,6 +24,7 @@ Wrappers run on the calling thread without a deadline: keep their code quick.
 
 from __future__ import annotations
 
+import contextvars
 import os
 import sys
 import threading
@@ -161,14 +162,18 @@ class HookCallEngine:
 
         def guarded(*args: Any, **kwargs: Any) -> Any:
             record, call_kwargs = self._local.stack[-1]
+            context = contextvars.copy_context()  # a lane runs it in the caller's context
 
-            def run() -> Any:
+            def call() -> Any:
                 previous = getattr(self._local, "plugin", None)
                 self._local.plugin = plugin
                 try:
                     return fn(*args, **kwargs)
                 finally:
                     self._local.plugin = previous
+
+            def run() -> Any:
+                return context.run(call)
 
             the_lane = self.lanes.get(plugin, lane) if lane is not None else None
             if the_lane is None or the_lane.owns_current_thread():

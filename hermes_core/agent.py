@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from . import clock
 from .curation import CurationJob, CurationReport, Curator, carry_over, make_job
 from .fence import StreamScrubber, build_block, provider_label, provider_text, scrub
 from .models import context_window
@@ -85,8 +86,10 @@ HYGIENE_RATIO = 0.85
 
 
 def new_session_id() -> str:
-    """A sortable, unique session id: ``20250301_142233_a1b2c3``."""
-    return f"{time.strftime('%Y%m%d_%H%M%S')}_{secrets.token_hex(3)}"
+    """A sortable, unique session id: ``20250301_142233_a1b2c3`` (from :func:`clock.now`, so a
+    harness that pins the clock gets ids of its dates)."""
+    stamp = time.strftime("%Y%m%d_%H%M%S", time.localtime(clock.now()))
+    return f"{stamp}_{secrets.token_hex(3)}"
 
 
 def _rough_tokens(text_chars: int) -> int:

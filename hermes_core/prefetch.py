@@ -17,6 +17,7 @@ A late answer is not lost: it becomes that provider's "last answer" for the next
 
 from __future__ import annotations
 
+import contextvars
 import queue
 import threading
 import time
@@ -73,7 +74,8 @@ class _Lane:
         self.last = ""
         self.busy = False
         self._runner = runner
-        self._jobs: queue.SimpleQueue[tuple[str, Session, _Batch] | None] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[
+            tuple[str, Session, _Batch, contextvars.Context] | None] = queue.SimpleQueue()
         self._thread = threading.Thread(
             target=self._loop, name=f"hermes-prefetch-{provider_label(plugin)}", daemon=True
         )
@@ -81,7 +83,7 @@ class _Lane:
 
     def submit(self, query: str, session: Session, batch: _Batch) -> None:
         self.busy = True
-        self._jobs.put((query, session, batch))
+        self._jobs.put((query, session, batch, contextvars.copy_context()))
 
     def stop(self) -> None:
         self._jobs.put(None)
@@ -91,10 +93,10 @@ class _Lane:
             job = self._jobs.get()
             if job is None:
                 return
-            query, session, batch = job
+            query, session, batch, context = job
             start = time.perf_counter()
-            outcomes = self._runner.host.hooks.prefetch(query=query, session=session,
-                                                        only=self.plugin)
+            outcomes = context.run(self._runner.host.hooks.prefetch, query=query,
+                                   session=session, only=self.plugin)
             seconds = time.perf_counter() - start
             text, error = "", None
             for outcome in outcomes:  # this lane's provider (more than one if it has wrappers)

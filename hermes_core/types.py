@@ -8,10 +8,11 @@ thousands of messages) and because importing them must stay cheap.
 from __future__ import annotations
 
 import enum
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
+
+from .clock import now as _now
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -75,7 +76,7 @@ class Message:
     tool_calls: list[ToolCall] = field(default_factory=list)
     tool_call_id: str | None = None
     tool_name: str | None = None
-    timestamp: float = field(default_factory=time.time)
+    timestamp: float = field(default_factory=_now)
     meta: dict[str, Any] = field(default_factory=dict)
 
 
@@ -88,7 +89,7 @@ class Session:
     model: str | None = None
     title: str | None = None
     parent_session_id: str | None = None
-    started_at: float = field(default_factory=time.time)
+    started_at: float = field(default_factory=_now)
     #: free-form, platform-provided identifiers (user id, chat id, conversation key, ...)
     attributes: dict[str, Any] = field(default_factory=dict)
 

@@ -19,6 +19,8 @@ whatever was queued, writes included, without saying which. Here, at drain:
 from __future__ import annotations
 
 import atexit
+import contextvars
+import functools
 import itertools
 import logging
 import threading
@@ -96,7 +98,9 @@ class SessionWorker:
                 log.warning("%s: %r arrived after shutdown and was not run", self.name, label)
                 return False
             self._seq += 1
-            self._tasks.append(_Task(label, fn, kind, self._seq))
+            # the task runs in the submitter's context (e.g. a clock pinned by a harness)
+            self._tasks.append(_Task(label, functools.partial(contextvars.copy_context().run, fn),
+                                     kind, self._seq))
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
                 self._thread.start()

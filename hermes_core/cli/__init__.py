@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "config": "hermes_core.cli.config_cmd:config",
     "context": "hermes_core.cli.context_cmd:context",
     "doctor": "hermes_core.cli.doctor_cmd:doctor",
+    "eval": "hermes_core.cli.eval_cmd:eval_command",
     "forget": "hermes_core.cli.forget_cmd:forget",
     "plugins": "hermes_core.cli.plugins_cmd:plugins",
     "replay": "hermes_core.cli.replay_cmd:replay",

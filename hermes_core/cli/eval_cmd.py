@@ -1,0 +1,151 @@
+"""``hermes-core eval DATASET``: score the memory stack's recall on LongMemEval or LoCoMo."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ._common import echo_json
+
+__all__ = ["eval_command"]
+
+
+def _ks(text: str) -> list[int]:
+    try:
+        ks = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise click.BadParameter(f"{text!r}: give whole numbers separated by commas, e.g. 1,3,5,10",
+                                 param_hint="--k") from None
+    if not ks or ks[0] < 1:
+        raise click.BadParameter("every k must be 1 or more", param_hint="--k")
+    return ks
+
+
+@click.command("eval")
+@click.argument("dataset", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["auto", "longmemeval", "locomo"]), default="auto",
+              show_default=True, help="The file's format.")
+@click.option("--provider", "providers", multiple=True, metavar="NAME",
+              help="Use these memory providers instead of memory.providers (repeatable).")
+@click.option("--engine", metavar="NAME", help="Use this context engine instead of context.engine.")
+@click.option("--k", "k_text", default="1,3,5,10", show_default=True, help="Cut-offs for @k metrics.")
+@click.option("--limit", type=click.IntRange(min=1), help="Evaluate only the first N questions.")
+@click.option("--tool", "tools", multiple=True, metavar="NAME",
+              help="Search with these tools only (default: every provider tool taking just a query).")
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
+              help="Config edit for each case's scratch home; {case} becomes the case id "
+                   "(e.g. hindsight.bank=eval-{case}).")
+@click.option("--deadline", type=click.FloatRange(min=0.1), default=30.0, show_default=True,
+              help="Seconds each retrieval source (prefetch, a tool) may take.")
+@click.option("--timeout", "case_timeout", type=click.FloatRange(min=1), default=900.0,
+              show_default=True, help="Seconds one case (ingest and its questions) may take.")
+@click.option("--settle", "settle_timeout", type=click.FloatRange(min=0), default=120.0,
+              show_default=True,
+              help="Seconds a provider may take to finish its own background work after ingest.")
+@click.option("--scratch-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Where the scratch homes go (default: the system's temp folder; a tmpfs such as "
+                   "/dev/shm avoids waiting on disk syncs).")
+@click.option("--answer", is_flag=True,
+              help="Also answer each question from the recalled context and judge it with the "
+                   "benchmark's judge prompt (needs llm.api_key or llm.base_url).")
+@click.option("--judge-model", metavar="MODEL", help="Model for the judge (default: llm.model).")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole report as JSON.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the JSON report to this file.")
+@click.option("--keep-homes", is_flag=True, help="Keep each case's scratch home (paths in the report).")
+def eval_command(dataset: Path, fmt: str, providers: tuple[str, ...], engine: str | None, k_text: str,
+                 limit: int | None, tools: tuple[str, ...], settings: tuple[str, ...], deadline: float,
+                 case_timeout: float, settle_timeout: float, scratch_dir: Path | None, answer: bool,
+                 judge_model: str | None, as_json: bool,
+                 out: Path | None, keep_homes: bool) -> None:
+    """Score the memory stack's recall on a LongMemEval or LoCoMo file, offline.
+
+    Each question's haystack is ingested through the configured plugins in a scratch home (the
+    dataset's own assistant turns are the model's replies), then each provider's prefetch and
+    search tools are asked the question. Prints recall@k, hit@k and NDCG@k of the evidence per
+    question type. See docs/eval.md.
+    """
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from ..config import load_config
+    from ..eval import EvalOptions, StackSpec, build_report, load_dataset, run_eval
+    from ..paths import home_dir
+
+    ks = _ks(k_text)
+    data = load_dataset(dataset, fmt)  # type: ignore[arg-type]
+    real = home_dir()
+    spec = StackSpec(real, providers=providers or None, engine=engine, settings=settings)
+    if scratch_dir is not None:
+        scratch_dir.mkdir(parents=True, exist_ok=True)
+    check = Path(tempfile.mkdtemp(prefix="hermes-core-eval-check-", dir=scratch_dir))
+    try:  # a bad config or an unknown provider fails here, once, not in every case
+        host = spec(check, "check")
+        chosen = list(host.config.core.memory.providers)
+        chosen_engine = host.config.core.context.engine
+        host.shutdown()
+    finally:
+        shutil.rmtree(check, ignore_errors=True)
+    llm = judge = None
+    if answer:
+        from ..llm import AnthropicLLM
+
+        core = load_config(real).core
+        if core.llm.api_key is None and not core.llm.base_url:
+            raise click.UsageError("--answer needs a model: set llm.api_key (ANTHROPIC_API_KEY) or "
+                                   "llm.base_url")
+        llm = AnthropicLLM.from_config(core)
+        judge = AnthropicLLM.from_config(core, model=judge_model) if judge_model else llm
+    total = len(data.questions) if limit is None else min(limit, len(data.questions))
+    console = Console(file=sys.stderr)
+    progress = Progress(TextColumn("eval"), BarColumn(), MofNCompleteColumn(),
+                        TextColumn("{task.fields[rate]} q/s"), TextColumn("failed {task.fields[failed]}"),
+                        TimeRemainingColumn(), console=console, transient=True)
+    state = {"failed": 0}
+    with progress:
+        task = progress.add_task("eval", total=total, rate="-", failed=0)
+
+        def tick(record: dict[str, Any]) -> None:
+            state["failed"] += 0 if record["ok"] else 1
+            done = progress.tasks[0].completed + 1
+            elapsed = progress.tasks[0].elapsed or 0.0
+            progress.update(task, advance=1, failed=state["failed"],
+                            rate=f"{done / elapsed:.2f}" if elapsed > 0 else "-")
+
+        options = EvalOptions(ks=ks, limit=limit, deadline=deadline, case_timeout=case_timeout,
+                              tools=list(tools) or None, llm=llm, judge_llm=judge,
+                              keep_homes=keep_homes, on_question=tick, settle_timeout=settle_timeout,
+                              scratch_root=scratch_dir)
+        run = run_eval(data, spec, options)
+    report = build_report(run, dataset=str(dataset), fmt=data.format, providers=chosen,
+                          engine=chosen_engine, ks=ks, answered=answer)
+    if keep_homes:
+        report["homes"] = options.homes
+    if out is not None:
+        out.write_text(json.dumps(report, indent=2, ensure_ascii=False, default=str) + "\n",
+                       encoding="utf-8")
+    if as_json:
+        echo_json(report)
+        return
+    from ..eval.report import tables
+
+    screen = Console()
+    if not screen.is_terminal:
+        screen = Console(width=max(screen.width, 132))
+    for table in tables(report):
+        screen.print(table)
+    overall = report["summary"]["overall"]
+    ingest = report["ingest"]
+    click.echo(f"{overall['questions']} questions: {overall['scored']} scored, {overall['failed']} "
+               f"failed, {overall['no_evidence']} without evidence; ingest {ingest['turns']} turns "
+               f"at {ingest['turns_per_second']} turns/s; {report['seconds']} s in all")
+    for failure in report["failures"][:5]:
+        click.echo(click.style(f"  failed {failure['id']}: {failure['reason']}", fg="yellow"))
+    if out is not None:
+        click.echo(f"report written to {out}")

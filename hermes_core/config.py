@@ -33,6 +33,7 @@ __all__ = [
     "LoadedConfig",
     "MemorySection",
     "PluginsSection",
+    "StorageSection",
     "format_validation_error",
     "load_config",
     "parse_config_text",
@@ -110,6 +111,26 @@ class LLMSection(StrictModel):
     max_iterations: int = Field(default=90, ge=1, le=1000)
 
 
+class StorageSection(StrictModel):
+    #: where the built-in stores keep their data: unset = SQLite files in the home;
+    #: ``postgresql://user:password@host:5432/dbname`` = one PostgreSQL database (docs/storage.md);
+    #: env HERMES_CORE_STORAGE_URL
+    url: str | None = Field(default=None, json_schema_extra={"env": "HERMES_CORE_STORAGE_URL"})
+
+    @field_validator("url")
+    @classmethod
+    def _valid_url(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        from .storage.errors import StorageError
+        from .storage.url import parse_storage_url
+
+        try:
+            return parse_storage_url(value).url
+        except StorageError as exc:
+            raise ValueError(str(exc)) from None
+
+
 class PluginsSection(StrictModel):
     #: plugin names (or distribution names) never imported
     disabled: list[str] = Field(default_factory=list)
@@ -120,6 +141,7 @@ class CoreConfig(StrictModel):
     context: ContextSection = Field(default_factory=ContextSection)
     llm: LLMSection = Field(default_factory=LLMSection)
     plugins: PluginsSection = Field(default_factory=PluginsSection)
+    storage: StorageSection = Field(default_factory=StorageSection)
 
 
 CORE_SECTIONS: tuple[str, ...] = tuple(CoreConfig.model_fields)
@@ -224,7 +246,7 @@ def format_validation_error(
         else:
             msg = f"{dotted}{owner}: {err['msg']}"
             if "input" in err and err["type"] != "missing" and not _looks_secret(dotted):
-                msg += f" (got {err['input']!r})"
+                msg += f" (got {redacted(err['input'])!r})"
         out.append(f"{place}: {msg}")
     return "\n".join(out)
 
@@ -325,6 +347,10 @@ def redacted(data: Any, key: str = "") -> Any:
         return [redacted(v, key) for v in data]
     if data not in (None, "") and _looks_secret(key):
         return REDACTED
+    if isinstance(data, str) and "://" in data:
+        from .storage.url import redact_url
+
+        return redact_url(data)
     return data
 
 

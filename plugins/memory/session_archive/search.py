@@ -92,6 +92,11 @@ def candidates(
     limit: int = DEFAULT_CANDIDATES,
 ) -> list[Candidate]:
     """The newest ``limit`` matches of ``plan`` (best first), after exclusions."""
+    if getattr(archive, "backend", "sqlite") == "postgresql":  # storage.url: pg_search.py
+        from .pg_search import pg_candidates
+
+        return pg_candidates(archive, plan, fallback=fallback, roles=roles, limit=limit,
+                             exclude_lineage_of=exclude_lineage_of)
     op = "OR" if fallback else "AND"
     text_expr = plan.fallback if fallback else plan.strict
     longs, shorts = plan.cjk_long, plan.cjk_short

@@ -207,8 +207,9 @@ class SessionArchive:
         con.execute("UPDATE sessions SET origin = ?, chain = ?, title = ? WHERE num = ?",
                     (origin, num, base_title(row[3]) if row[3] else None, num))
         con.execute(
-            "UPDATE sessions SET superseded = EXISTS (SELECT 1 FROM sessions AS c WHERE "
-            "c.parent_session_id = sessions.id AND c.origin = 'compression') WHERE id = ?",
+            "UPDATE sessions SET superseded = CASE WHEN EXISTS (SELECT 1 FROM sessions AS c "
+            "WHERE c.parent_session_id = sessions.id AND c.origin = 'compression') THEN 1 "
+            "ELSE 0 END WHERE id = ?",
             (row[2],),
         )
 

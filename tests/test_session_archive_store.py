@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from archive_support import make_archive
 
 from hermes_core.plugins.memory.session_archive import (
     ArchiveCorruptError,
@@ -28,7 +29,16 @@ from hermes_core.types import Message, Session, ToolCall, Usage
 
 
 @pytest.fixture
-def archive(tmp_path: Path):
+def archive(tmp_path: Path, storage_url: str | None):
+    """The archive on each backend: the SQLite file, then a PostgreSQL database."""
+    a = make_archive(tmp_path, storage_url)
+    yield a
+    a.close()
+
+
+@pytest.fixture
+def sqlite_archive(tmp_path: Path):
+    """Tests of the SQLite file itself (PRAGMAs, WAL, the file's identity)."""
     a = SessionArchive(tmp_path / "state.db")
     yield a
     a.close()
@@ -41,7 +51,8 @@ def digest(path: Path) -> str:
 # ----------------------------------------------------------------------------- schema
 
 
-def test_new_file_has_the_schema_wal_and_identity(archive: SessionArchive) -> None:
+def test_new_file_has_the_schema_wal_and_identity(sqlite_archive: SessionArchive) -> None:
+    archive = sqlite_archive
     con = sqlite3.connect(archive.path)
     assert con.execute("PRAGMA user_version").fetchone()[0] == schema.LATEST_VERSION
     assert con.execute("PRAGMA application_id").fetchone()[0] == schema.APPLICATION_ID
@@ -201,7 +212,8 @@ def test_carried_over_copies_are_stored_but_found_once(archive: SessionArchive) 
     assert [m.content for m in archive.messages("new")][-1] == "the walrus plan"
     hits = search_messages(archive, "walrus").hits
     assert [h.session_id for h in hits] == ["old"]
-    archive.db.read("INSERT INTO messages_fts(messages_fts) VALUES ('integrity-check')")
+    if getattr(archive, "backend", "sqlite") == "sqlite":
+        archive.db.read("INSERT INTO messages_fts(messages_fts) VALUES ('integrity-check')")
 
 
 def test_lineage_survives_a_cycle(archive: SessionArchive) -> None:

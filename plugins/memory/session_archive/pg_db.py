@@ -33,6 +33,9 @@ _NOCASE = re.compile(r"(\w+(?:\.\w+)?) = (:\w+|\?) COLLATE NOCASE")
 _JSON_VALID = re.compile(r"CASE WHEN json_valid\((\w+)\) THEN (json_extract\(\1, '[^']*'\)) END")
 _JSON_EXTRACT = re.compile(r"json_extract\((\w+(?:\.\w+)?), '\$\.(\w+)'\)")
 _MAX2 = re.compile(r"\bmax\((\w+), ")
+# DISTINCT with an ORDER BY on another column (the title lookup): newest use of each chain
+_DISTINCT_CHAIN = re.compile(r"SELECT DISTINCT chain FROM sessions WHERE (.*) ORDER BY updated_at "
+                             r"DESC", re.S)
 _RETURNING = {"INSERT INTO sessions": " RETURNING num", "INSERT INTO messages": " RETURNING id"}
 
 
@@ -44,6 +47,8 @@ def to_pg(sql: str) -> str:
     # values written through the archive are always JSON; PostgreSQL checks it on the cast
     out = _JSON_VALID.sub(r"\2", out)
     out = _JSON_EXTRACT.sub(r"((\1)::jsonb ->> '\2')", out)
+    out = _DISTINCT_CHAIN.sub(r"SELECT chain FROM sessions WHERE \1 GROUP BY chain "
+                              r"ORDER BY max(updated_at) DESC", out)
     out = _MAX2.sub(r"greatest(\1, ", out)
     out = _NAMED.sub(r"%(\1)s", out)
     out = out.replace("?", "%s")
@@ -54,11 +59,33 @@ def to_pg(sql: str) -> str:
     return out
 
 
+# PostgreSQL text cannot hold NUL; SQLite's can. NUL is stored as ESC + "0" and ESC itself (a
+# noncharacter no text uses) as ESC + "1", so every string comes back exactly as it was written.
+_ESC = "\U0010fffe"
+_UNESCAPE = re.compile(_ESC + "([01])")
+
+
+def _enc(value: Any) -> Any:
+    if isinstance(value, str) and ("\x00" in value or _ESC in value):
+        return value.replace(_ESC, _ESC + "1").replace("\x00", _ESC + "0")
+    return value
+
+
+def _dec(value: Any) -> Any:
+    if isinstance(value, str) and _ESC in value:
+        return _UNESCAPE.sub(lambda m: "\x00" if m.group(1) == "0" else _ESC, value)
+    return value
+
+
+def _row(row: Any) -> Any:
+    return None if row is None else tuple(_dec(v) for v in row)
+
+
 def _params(params: Any) -> Any:
     if isinstance(params, dict):
         # LIMIT -1 means "no limit" in SQLite; PostgreSQL takes NULL
-        return {k: (None if k == "limit" and v == -1 else v) for k, v in params.items()}
-    return tuple(params)
+        return {k: (None if k == "limit" and v == -1 else _enc(v)) for k, v in params.items()}
+    return tuple(_enc(v) for v in params)
 
 
 class _Cursor:
@@ -71,13 +98,10 @@ class _Cursor:
             self.lastrowid = int(row[0]) if row else None
 
     def fetchone(self) -> Any:
-        return self._cur.fetchone()
+        return _row(self._cur.fetchone())
 
     def fetchall(self) -> list[Any]:
-        return list(self._cur.fetchall())
-
-    def __iter__(self) -> Any:
-        return iter(self._cur)
+        return [_row(r) for r in self._cur.fetchall()]
 
 
 class _Con:
@@ -93,7 +117,7 @@ class _Con:
 
     def executemany(self, sql: str, rows: Sequence[Any]) -> None:
         with self.raw.cursor() as cur:
-            cur.executemany(to_pg(sql).replace(" RETURNING id", ""), [tuple(r) for r in rows])
+            cur.executemany(to_pg(sql).replace(" RETURNING id", ""), [_params(r) for r in rows])
 
 
 class PgDatabase:
@@ -158,7 +182,7 @@ class PgDatabase:
     def read(self, sql: str, params: Any = ()) -> list[Any]:
         def run(con: Any) -> list[Any]:
             with con.transaction():
-                return list(con.execute(to_pg(sql), _params(params)).fetchall())
+                return [_row(r) for r in con.execute(to_pg(sql), _params(params)).fetchall()]
 
         return self._run(run)
 

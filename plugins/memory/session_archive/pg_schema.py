@@ -3,11 +3,11 @@
 The tables mirror state.db's (sessions with a small ``num`` key, messages in insertion order), so
 the archive's queries run on both. Search uses PostgreSQL's own text search:
 
-* ``messages.tsv``: a stored generated tsvector, ``english`` configuration (Snowball stemming):
+* ``messages.tsv``: a tsvector set by a trigger, ``english`` configuration (Snowball stemming):
   content (weight A), tool-call argument values (B) and the tool name (C); NULL for copies a
   compaction carried into a child session, exactly as the SQLite archive leaves them unindexed.
-  Only the first ``TSV_CHARS`` characters of a message are indexed (PostgreSQL caps one tsvector
-  at 1 MB); a longer message is stored whole.
+  PostgreSQL caps one tsvector at 1 MB of distinct words: a message past that (a multi-megabyte
+  blob) is indexed by its first ``TSV_CHARS`` characters; it is always stored whole.
 * ``messages.cjk``: the message's CJK runs, one per line (NULL for the many messages with none),
   with a trigram index (``pg_trgm``) for substring search, since the text parser sees a run of
   CJK letters as one word. Without the extension the same search runs without the index.
@@ -39,17 +39,56 @@ def _pg_class() -> str:
 
 
 _CJK = _pg_class()
-_INDEXED = "(meta IS NULL OR (meta::jsonb -> 'carried_over') IS NULL)"
-_ARGS = ("coalesce(jsonb_path_query_array(tool_calls::jsonb, '$[*].arguments'), '[]'::jsonb)")
-_TSV = f"""CASE WHEN {_INDEXED} THEN
-    setweight(to_tsvector('english'::regconfig, left(content, {TSV_CHARS})), 'A')
-    || setweight(jsonb_to_tsvector('english'::regconfig, {_ARGS}, '["string", "numeric"]'), 'B')
-    || setweight(to_tsvector('english'::regconfig, coalesce(tool_name, '')), 'C')
-  END"""
-_CJK_TEXT = f"""CASE WHEN {_INDEXED} AND (content ~ '[{_CJK}]' OR tool_calls ~ '[{_CJK}]') THEN
-    btrim(regexp_replace(content || ' ' || coalesce(tool_calls, ''), '[^{_CJK}]+', E'\\n', 'g'),
-          E'\\n')
-  END"""
+_INDEXED = "(NEW.meta IS NULL OR (NEW.meta::jsonb -> 'carried_over') IS NULL)"
+#: PostgreSQL's parser keeps paths, hosts, e-mail addresses, versions and hyphenated words as
+#: single tokens ("/etc/hosts"); FTS5's unicode61 splits them into words. These characters are
+#: read as spaces on both sides (documents here, queries in pg_search.py), so "hosts" finds
+#: "/etc/hosts" and "chat-send" finds the phrase "chat send", as in the SQLite archive.
+SPLIT_CHARS = "/.@:-\\=?&#~+"
+_SPACES = " " * len(SPLIT_CHARS)
+_ARGS = ("(SELECT string_agg(v #>> '{}', ' ') FROM jsonb_path_query("
+         "jsonb_path_query_array(NEW.tool_calls::jsonb, '$[*].arguments'), "
+         "'strict $.** ? (@.type() == \"string\" || @.type() == \"number\")') AS v)")
+
+
+def _split(expr: str) -> str:
+    return f"translate({expr}, '{SPLIT_CHARS}', '{_SPACES}')"
+
+
+def _tsv(content: str) -> str:
+    return f"""setweight(to_tsvector('english'::regconfig, {_split(content)}), 'A')
+        || setweight(to_tsvector('english'::regconfig, {_split(f"coalesce({_ARGS}, '')")}), 'B')
+        || setweight(to_tsvector('english'::regconfig,
+                                 {_split("coalesce(NEW.tool_name, '')")}), 'C')"""
+
+
+# The index columns, set before each insert or update: the whole message is indexed; only a
+# message whose distinct words pass PostgreSQL's 1 MB tsvector limit (a multi-megabyte blob)
+# falls back to its first TSV_CHARS characters instead of failing the insert.
+_INDEX_FUNCTION = f"""CREATE FUNCTION hermes_messages_index() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF NOT {_INDEXED} THEN
+            NEW.tsv := NULL;
+            NEW.cjk := NULL;
+            RETURN NEW;
+        END IF;
+        IF length(NEW.content) <= {TSV_CHARS} THEN
+            NEW.tsv := {_tsv("NEW.content")};
+        ELSE
+            BEGIN
+                NEW.tsv := {_tsv("NEW.content")};
+            EXCEPTION WHEN program_limit_exceeded THEN
+                NEW.tsv := {_tsv(f"left(NEW.content, {TSV_CHARS})")};
+            END;
+        END IF;
+        IF NEW.content ~ '[{_CJK}]' OR NEW.tool_calls ~ '[{_CJK}]' THEN
+            NEW.cjk := btrim(regexp_replace(NEW.content || ' ' || coalesce(NEW.tool_calls, ''),
+                                            '[^{_CJK}]+', E'\\n', 'g'), E'\\n');
+        ELSE
+            NEW.cjk := NULL;
+        END IF;
+        RETURN NEW;
+    END $$"""
 
 _V1: list[str] = [
     """CREATE TABLE sessions (
@@ -83,7 +122,7 @@ _V1: list[str] = [
     "CREATE INDEX sessions_title ON sessions(lower(title)) WHERE title IS NOT NULL",
     "CREATE INDEX sessions_conversation ON sessions(platform, "
     "((attributes::jsonb) ->> 'conversation_key'), num)",
-    f"""CREATE TABLE messages (
+    """CREATE TABLE messages (
         id BIGSERIAL PRIMARY KEY,
         session BIGINT NOT NULL REFERENCES sessions(num),
         role TEXT NOT NULL,
@@ -93,9 +132,12 @@ _V1: list[str] = [
         tool_calls TEXT CHECK (tool_calls IS NULL OR tool_calls::jsonb IS NOT NULL),
         timestamp DOUBLE PRECISION NOT NULL,
         meta TEXT,
-        tsv tsvector GENERATED ALWAYS AS ({_TSV}) STORED,
-        cjk TEXT GENERATED ALWAYS AS ({_CJK_TEXT}) STORED
+        tsv tsvector,
+        cjk TEXT
     )""",
+    _INDEX_FUNCTION,
+    """CREATE TRIGGER messages_index BEFORE INSERT OR UPDATE ON messages
+        FOR EACH ROW EXECUTE FUNCTION hermes_messages_index()""",
     "CREATE INDEX messages_session ON messages(session, id)",
     "CREATE INDEX messages_tsv ON messages USING gin(tsv)",
     """CREATE FUNCTION hermes_messages_count() RETURNS trigger LANGUAGE plpgsql AS $$

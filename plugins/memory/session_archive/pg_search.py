@@ -17,13 +17,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .pg_schema import SPLIT_CHARS
 from .query import SearchPlan
 
 __all__ = ["pg_candidates", "tsquery_text"]
 
 _TOKEN = re.compile(r'"((?:[^"]|"")*)"(\*?)|\b(AND|OR|NOT)\b|([()])')
-# characters with a meaning in to_tsquery input: inside a term they only separate words
-_TSQ_SPECIAL = re.compile(r"[\\':&|!()<>*]")
+# characters with a meaning in to_tsquery input, and those the documents' index reads as
+# spaces (pg_schema.SPLIT_CHARS): inside a term they only separate words
+_TSQ_SPECIAL = re.compile("[" + re.escape("\\':&|!()<>*" + SPLIT_CHARS) + "]")
 
 
 def _term(text: str, prefix: bool) -> str:

@@ -47,3 +47,42 @@ def test_an_unreachable_url_is_an_error_and_writes_no_file(tmp_path: Path) -> No
     assert "hunter2" not in result.output and "cannot connect" in result.output
     assert "postgresql://u:***@127.0.0.1" in result.output
     assert not (tmp_path / "state.db").exists()
+
+
+def test_two_nodes_appending_to_one_conversation_lose_nothing(pg_url: str) -> None:
+    """Two archives on one database (two nodes) create the same sessions at the same moment
+    and append to them from threads: every message is stored once, each session row once."""
+    import threading
+
+    from hermes_core.plugins.memory.session_archive.pg_store import PgSessionArchive
+    from hermes_core.plugins.memory.session_archive.search import search_messages
+    from hermes_core.storage import parse_storage_url
+    from hermes_core.types import Message, Session
+
+    url = parse_storage_url(pg_url)
+    nodes = [PgSessionArchive(url), PgSessionArchive(url)]
+    start = threading.Barrier(4)
+    errors: list[BaseException] = []
+
+    def writer(node: PgSessionArchive, tag: str) -> None:
+        try:
+            start.wait(timeout=30)
+            for i in range(25):
+                node.append_message(Session(id=f"conv{i % 5}", platform="webhook"),
+                                    Message("user", f"{tag} says ocelot {i}"))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(nodes[k % 2], f"w{k}")) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert errors == []
+    assert nodes[0].count_messages() == 100
+    listed = nodes[1].list_sessions(limit=50)
+    assert sorted(s.id for s in listed) == [f"conv{i}" for i in range(5)]
+    assert sum(s.message_count for s in listed) == 100
+    texts = [m.content for s in listed for m in nodes[0].messages(s.id)]
+    assert len(set(texts)) == 100
+    assert search_messages(nodes[1], "ocelot", limit=200).hits

@@ -28,7 +28,7 @@ class PgSessionArchive(SessionArchive):
 
     backend = "postgresql"
 
-    def __init__(self, url: StorageURL) -> None:  # noqa: D107 - no SQLite file to open
+    def __init__(self, url: StorageURL) -> None:
         self.url = url
         self.db = PgDatabase(url)  # type: ignore[assignment]
         self.path = url.redacted  # type: ignore[assignment] - named in messages, never opened

@@ -102,8 +102,9 @@ def pg_candidates(
         where.append("m.role IN (" + ", ".join(f":r{i}" for i in range(len(roles))) + ")")
         params.update({f"r{i}": r for i, r in enumerate(roles)})
     cte = LINEAGE_CTE if exclude_lineage_of else "WITH RECURSIVE lineage(num) AS (SELECT 0)"
-    sql = (f"{cte}{prefix} SELECT m.id, {score} FROM messages AS m "
-           f"WHERE {' AND '.join(where)} ORDER BY m.id DESC LIMIT :limit")
+    # the newest matches first, ranked after the LIMIT: a broad query never ranks every match
+    sql = (f"{cte}{prefix} SELECT m.id, {score} FROM (SELECT m.id, m.tsv FROM messages AS m "
+           f"WHERE {' AND '.join(where)} ORDER BY m.id DESC LIMIT :limit) AS m")
     rows = archive.db.read(sql, params)
     found = [Candidate(int(r[0]), float(r[1])) for r in rows]
     found.sort(key=lambda c: (c.score, -c.id))

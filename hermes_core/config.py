@@ -60,6 +60,9 @@ class MemorySection(StrictModel):
     providers: list[str] = Field(
         default_factory=lambda: ["file_memory", "session_archive", "skills"]
     )
+    #: ``global``: one curated memory for everyone; ``user``: one per user key (the webhook's
+    #: ``user`` field, the OS user in the chat); the archive's search sees the user's sessions only
+    scope: Literal["global", "user"] = "global"
     #: per-provider deadline for ``prefetch``, in seconds
     prefetch_timeout: float = Field(default=0.3, gt=0, le=30)
     #: seconds the background memory worker may take to finish queued writes at shutdown

@@ -102,9 +102,10 @@ class SessionArchiveProvider(MemoryProvider):
                                          concurrency=c.summary_concurrency,
                                          max_tokens=c.summary_max_tokens)
 
+        scope = getattr(getattr(self.context.config, "memory", None), "scope", "global")
         return {"window_chars": c.window_chars, "candidates": c.candidates,
                 "demote_platforms": tuple(c.demote_platforms), "summarise": summarise,
-                "limit_default": c.max_sessions}
+                "limit_default": c.max_sessions, "per_user": scope == "user"}
 
     # ---------------------------------------------------------------------------------- hooks
 

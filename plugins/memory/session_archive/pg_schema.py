@@ -118,6 +118,7 @@ _V1: list[str] = [
     "CREATE INDEX sessions_parent ON sessions(parent_session_id) "
     "WHERE parent_session_id IS NOT NULL",
     "CREATE INDEX sessions_chain ON sessions(chain)",
+    "CREATE INDEX sessions_user ON sessions(user_id) WHERE user_id IS NOT NULL",
     "CREATE INDEX sessions_recent ON sessions(updated_at) WHERE superseded = 0",
     "CREATE INDEX sessions_title ON sessions(lower(title)) WHERE title IS NOT NULL",
     "CREATE INDEX sessions_conversation ON sessions(platform, "

@@ -63,6 +63,7 @@ def pg_candidates(
     exclude_lineage_of: str | None = None,
     roles: tuple[str, ...] | None = None,
     limit: int = 500,
+    user: str | None = None,
 ) -> list[Any]:
     """The newest ``limit`` matches of ``plan`` (best first), after exclusions."""
     from .search import Candidate
@@ -98,6 +99,9 @@ def pg_candidates(
     if exclude_lineage_of:
         params["sid"] = exclude_lineage_of
         where.append("m.session NOT IN (SELECT num FROM lineage)")
+    if user is not None:
+        params["user"] = user
+        where.append("m.session IN (SELECT num FROM sessions WHERE coalesce(user_id, '') = :user)")
     if roles:
         where.append("m.role IN (" + ", ".join(f":r{i}" for i in range(len(roles))) + ")")
         params.update({f"r{i}": r for i, r in enumerate(roles)})

@@ -12,6 +12,7 @@ User documentation: ``docs/file-memory.md``.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import OrderedDict
 from typing import Any
@@ -67,8 +68,8 @@ class FileMemory(MemoryProvider):
         self._handlers: dict[str, MemoryToolHandler] = {}
         self.handler = self._new_handler(self.store)
         self._tool = build_tool(self.handler)
-        if self.per_user:
-            self._tool.handler = self._dispatch_tool  # type: ignore[assignment]
+        if self.per_user:  # the same tool, answered by the calling session's user's handler
+            self._tool = dataclasses.replace(self._tool, handler=self._dispatch_tool)
 
     def _new_handler(self, store: MemoryStore) -> MemoryToolHandler:
         return MemoryToolHandler(

@@ -52,3 +52,6 @@ def close_pools() -> None:
     mod = sys.modules.get(f"{__name__}.pool")
     if mod is not None:
         mod.close_pools()
+    locks = sys.modules.get(f"{__name__}.locks")
+    if locks is not None:
+        locks.close_lock_pools()

@@ -12,7 +12,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import pytest
 from platform_support import EchoModel, user_texts
 from serve_nodes import ServeNode
 

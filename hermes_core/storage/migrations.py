@@ -55,7 +55,7 @@ def migrate(
 ) -> list[int]:
     """Bring ``component`` up to its newest migration; return the versions applied.
 
-    ``con`` is a psycopg connection (not in autocommit); the whole run is one transaction.
+    ``con`` is a psycopg connection; the whole run is one transaction.
     A database with tables but no ``hermes_schema`` was made by something else: refused.
     """
     latest = migrations[-1][0]

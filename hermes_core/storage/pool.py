@@ -63,7 +63,11 @@ def get_pool(url: str | StorageURL, *, max_size: int = 10) -> ConnectionPool[Any
             raise connect_error(parsed, exc) from None
         pool = ConnectionPool(
             parsed.url, min_size=1, max_size=max_size, open=True, timeout=60.0,
-            kwargs={"connect_timeout": CONNECT_TIMEOUT, "autocommit": False},
+            # autocommit: a single statement is one round trip; several statements that must
+            # commit together run in ``with con.transaction():``
+            # no parallel workers: starting them costs more than the short queries they would help
+            kwargs={"connect_timeout": CONNECT_TIMEOUT, "autocommit": True,
+                    "options": "-c max_parallel_workers_per_gather=0"},
             name=f"hermes:{parsed.database}",
         )
         _pools[parsed.url] = pool

@@ -172,17 +172,17 @@ class PgDatabase:
         return self._run(run)
 
     def write_one(self, sql: str, params: Any = ()) -> int:
-        """One statement in its own transaction; the new row's id for an INSERT."""
+        """One statement, committed on its own (autocommit: one round trip); the new row's id
+        for an INSERT."""
         def run(con: Any) -> int:
-            with con.transaction():
-                return int(_Con(con).execute(sql, params).lastrowid or 0)
+            return int(_Con(con).execute(sql, params).lastrowid or 0)
 
         return self._run(run)
 
     def read(self, sql: str, params: Any = ()) -> list[Any]:
+        """One query (a single statement sees one snapshot; autocommit: one round trip)."""
         def run(con: Any) -> list[Any]:
-            with con.transaction():
-                return [_row(r) for r in con.execute(to_pg(sql), _params(params)).fetchall()]
+            return [_row(r) for r in con.execute(to_pg(sql), _params(params)).fetchall()]
 
         return self._run(run)
 

@@ -71,48 +71,59 @@ def pg_candidates(
 
     text_expr = plan.fallback if fallback else plan.strict
     joiner = " OR " if fallback else " AND "
-    params: dict[str, Any] = {"limit": limit}
-    conds: list[str] = []
-    score = "0.0"
-    prefix = ""
-    if text_expr:
-        params["q"] = tsquery_text(text_expr)
-        lexemes = archive.db.read("SELECT numnode(to_tsquery('english', :q))", params)[0][0]
-        if lexemes:
-            prefix = ", q AS (SELECT to_tsquery('english', :q) AS q)"
-            conds.append("m.tsv @@ (SELECT q FROM q)")
-            score = "-ts_rank_cd(m.tsv, (SELECT q FROM q))"
-        else:  # stopwords only: a plain substring match instead of nothing
-            needles = [n for n in plan.needles if n not in plan.cjk] or [plan.text.strip()]
-            parts = []
-            for i, needle in enumerate(needles):
-                params[f"n{i}"] = f"%{_like(needle)}%"
-                parts.append(f"m.content ILIKE :n{i}")
-            conds.append("(" + joiner.join(parts) + ")")
-    for i, run in enumerate(plan.cjk):
-        params[f"c{i}"] = f"%{_like(run)}%"
-        conds.append(f"m.cjk LIKE :c{i}")
-    if not conds:
-        return []
-    where = ["(" + joiner.join(conds) + ")", "(m.meta IS NULL OR "
-             "(m.meta::jsonb -> 'carried_over') IS NULL)"]
+    params: dict[str, Any] = {"limit": limit, "q": tsquery_text(text_expr or "")}
+    common: list[str] = ["(m.meta IS NULL OR (m.meta::jsonb -> 'carried_over') IS NULL)"]
     if exclude_lineage_of:
         params["sid"] = exclude_lineage_of
-        where.append("m.session NOT IN (SELECT num FROM lineage)")
+        common.append("m.session NOT IN (SELECT num FROM lineage)")
     if user is not None:
         params["user"] = user
-        where.append("m.session IN (SELECT num FROM sessions WHERE coalesce(user_id, '') = :user)")
+        common.append("m.session IN (SELECT num FROM sessions WHERE coalesce(user_id, '') = :user)")
     if roles:
-        where.append("m.role IN (" + ", ".join(f":r{i}" for i in range(len(roles))) + ")")
+        common.append("m.role IN (" + ", ".join(f":r{i}" for i in range(len(roles))) + ")")
         params.update({f"r{i}": r for i, r in enumerate(roles)})
+    cjk: list[str] = []
+    for i, run in enumerate(plan.cjk):
+        params[f"c{i}"] = f"%{_like(run)}%"
+        cjk.append(f"m.cjk LIKE :c{i}")
+    # Two branches in one statement (one round trip): the text index when the query has
+    # lexemes; a substring match when the english configuration left none (stopwords only).
+    # Each branch's guard is evaluated once (a one-time filter), so only one of them runs.
+    branches: list[str] = []
+    if text_expr:
+        ranked = [*common, "m.tsv @@ (SELECT q FROM q)", *(
+            [f"({joiner.join(cjk)})"] if cjk and not fallback else [])]
+        branches.append(_branch(ranked, "(SELECT numnode(q) FROM q) > 0"))
+        needles = [n for n in plan.needles if n not in plan.cjk] or [plan.text.strip()]
+        likes = []
+        for i, needle in enumerate(needles):
+            params[f"n{i}"] = f"%{_like(needle)}%"
+            likes.append(f"m.content ILIKE :n{i}")
+        plain = [*common, "(" + joiner.join(likes) + (
+            f"{joiner}{joiner.join(cjk)}" if cjk else "") + ")"]
+        branches.append(_branch(plain, "(SELECT numnode(q) FROM q) = 0"))
+        if cjk and fallback:  # OR: messages matching only a CJK run count too
+            branches.append(_branch([*common, "(" + " OR ".join(cjk) + ")"], "TRUE"))
+    elif cjk:
+        branches.append(_branch([*common, "(" + joiner.join(cjk) + ")"], "TRUE"))
+    else:
+        return []
     cte = LINEAGE_CTE if exclude_lineage_of else "WITH RECURSIVE lineage(num) AS (SELECT 0)"
-    # the newest matches first, ranked after the LIMIT: a broad query never ranks every match
-    sql = (f"{cte}{prefix} SELECT m.id, {score} FROM (SELECT m.id, m.tsv FROM messages AS m "
-           f"WHERE {' AND '.join(where)} ORDER BY m.id DESC LIMIT :limit) AS m")
+    union = " UNION ".join(f"({b})" for b in branches)
+    # ranked after the LIMIT, on the few hundred rows left (the union compares ids only)
+    sql = (f"{cte}, q AS (SELECT to_tsquery('english', :q) AS q), "
+           f"c AS (SELECT id FROM ({union}) AS u ORDER BY id DESC LIMIT :limit) "
+           f"SELECT m.id, CASE WHEN m.tsv IS NULL OR (SELECT numnode(q) FROM q) = 0 THEN 0.0 "
+           f"ELSE -ts_rank_cd(m.tsv, (SELECT q FROM q)) END FROM c JOIN messages AS m USING (id)")
     rows = archive.db.read(sql, params)
     found = [Candidate(int(r[0]), float(r[1])) for r in rows]
     found.sort(key=lambda c: (c.score, -c.id))
     return found
+
+
+def _branch(where: list[str], guard: str) -> str:
+    return (f"SELECT m.id FROM messages AS m WHERE {guard} AND {' AND '.join(where)} "
+            "ORDER BY m.id DESC LIMIT :limit")
 
 
 def _like(text: str) -> str:

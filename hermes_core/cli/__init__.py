@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "serve": "hermes_core.cli.serve_cmd:serve",
     "sessions": "hermes_core.cli.sessions_cmd:sessions",
     "skills": "hermes_core.cli.skills_cmd:skills",
+    "storage": "hermes_core.cli.storage_cmd:storage",
 }
 
 

@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 
-def get_pool(url: str, **kwargs: object) -> object:
+def get_pool(url: str | StorageURL, **kwargs: object) -> object:
     """The process-wide connection pool for ``url`` (see :func:`.pool.get_pool`)."""
     from .pool import get_pool as _get_pool
 

@@ -13,7 +13,7 @@ so a missing server can never pass as a skip).
 
 Command line (for trying the PostgreSQL backend by hand)::
 
-    python -m hermes_core.testing.postgres    # prints the URL, stops on Ctrl-C
+    python -m hermes_core.testing.postgres    # prints the URL; Ctrl-C or SIGTERM stops it
 """
 
 from __future__ import annotations
@@ -254,10 +254,16 @@ def temp_postgres() -> Iterator[TempPostgres]:
 
 
 def main() -> None:  # pragma: no cover - manual use
+    import threading
+
+    stop = threading.Event()
+    # SIGTERM and SIGINT both stop and delete the server (a background job ignores SIGINT)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
     with temp_postgres() as server:
         print(server.url, flush=True)
-        with contextlib.suppress(KeyboardInterrupt):
-            signal.pause()
+        while not stop.wait(1.0):
+            pass
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -12,7 +12,8 @@ ever lost. ``owner`` is the user key with ``memory.scope: user`` ('' for the sha
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import PurePosixPath
+import tempfile
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from hermes_core.storage import StorageURL, get_pool
@@ -157,3 +158,7 @@ class _Where:
 
     def __repr__(self) -> str:
         return f"<{self._where}>"
+
+    def with_name(self, name: str) -> Path:
+        """A file next to nothing: ``memory edit`` keeps a rejected edit in the temp folder."""
+        return Path(tempfile.gettempdir()) / name

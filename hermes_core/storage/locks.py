@@ -22,6 +22,8 @@ from .url import StorageURL
 
 __all__ = ["ConversationLocks", "lock_id"]
 
+#: how long a turn waits for its conversation's lock held by another node (a turn's bound)
+LOCK_TIMEOUT_MS = 600_000
 _pools: dict[str, Any] = {}
 _pools_lock = threading.Lock()
 
@@ -50,13 +52,15 @@ class ConversationLocks:
                     raise connect_error(url, exc) from None
                 pool = _pools[url.url] = ConnectionPool(
                     url.url, min_size=1, max_size=max_size, open=True, timeout=60.0,
-                    kwargs={"autocommit": True, "connect_timeout": 10},
+                    kwargs={"autocommit": True, "connect_timeout": 10,
+                            "options": f"-c lock_timeout={LOCK_TIMEOUT_MS}"},
                     name=f"hermes-locks:{url.database}")
         self.pool = pool
         self._psycopg = psycopg
 
     @contextlib.contextmanager
-    def hold(self, platform: str, key: str, *, timeout: float = 600.0) -> Iterator[None]:
+    def hold(self, platform: str, key: str, *, timeout: float = LOCK_TIMEOUT_MS / 1000
+             ) -> Iterator[None]:
         """Hold the conversation's lock for the block; wait at most ``timeout`` seconds for it.
 
         Raises :class:`StorageConnectError` when the database cannot be reached or the lock is
@@ -68,7 +72,8 @@ class ConversationLocks:
         try:
             with self.pool.connection(timeout=timeout) as con:
                 try:
-                    con.execute(f"SET lock_timeout = {max(1, int(timeout * 1000))}")
+                    if timeout * 1000 != LOCK_TIMEOUT_MS:
+                        con.execute(f"SET lock_timeout = {max(1, int(timeout * 1000))}")
                     con.execute("SELECT pg_advisory_lock(%s)", (ident,))
                 except psycopg.errors.LockNotAvailable:
                     raise StorageConnectError(
@@ -79,6 +84,8 @@ class ConversationLocks:
                 finally:
                     with contextlib.suppress(psycopg.Error):  # a lost connection frees it too
                         con.execute("SELECT pg_advisory_unlock(%s)", (ident,))
+                        if timeout * 1000 != LOCK_TIMEOUT_MS:
+                            con.execute("RESET lock_timeout")
         except PoolTimeout as exc:
             raise connect_error(self.url, exc) from None
         except psycopg.OperationalError as exc:

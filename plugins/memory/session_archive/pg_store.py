@@ -43,6 +43,14 @@ class PgSessionArchive(SessionArchive):
             # another node created the same session meanwhile: the retry reads its row
             return super()._write(tx)
 
+    def _update(self, session_id: str, assignments: str, params: tuple[Any, ...]) -> None:
+        num = self._nums.get(session_id)
+        if num is None:
+            super()._update(session_id, assignments, params)
+            return
+        # a known session: one UPDATE, committed on its own (one round trip)
+        self.db.write_one(f"UPDATE sessions SET {assignments} WHERE num = ?", (*params, num))
+
     def messages(
         self, session_id: str, *, limit: int | None = None, offset: int = 0
     ) -> list[StoredMessage]:

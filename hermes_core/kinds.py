@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import functools
-
 import json
 import logging
 import re

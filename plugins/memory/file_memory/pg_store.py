@@ -11,8 +11,8 @@ ever lost. ``owner`` is the user key with ``memory.scope: user`` ('' for the sha
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import tempfile
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 

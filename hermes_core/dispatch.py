@@ -362,6 +362,8 @@ class ConversationDispatcher:
                 self._running.acquire()
             try:
                 with self._node_lock(slot):
+                    if self._locks is not None:  # an agent left by call(): it may be stale
+                        self._retire(slot)
                     agent = self._agent(slot, message)
                     try:
                         return agent.run_turn(message.text, on_text=on_text)

@@ -7,6 +7,7 @@ surfacing later as a pool timeout. Nothing falls back to SQLite.
 
 from __future__ import annotations
 
+import atexit
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,7 @@ __all__ = ["close_pools", "connect_error", "get_pool", "import_psycopg"]
 
 _pools: dict[str, ConnectionPool[Any]] = {}
 _lock = threading.Lock()
+_exit_hook = False
 CONNECT_TIMEOUT = 10
 
 
@@ -70,6 +72,10 @@ def get_pool(url: str | StorageURL, *, max_size: int = 10) -> ConnectionPool[Any
                     "options": "-c max_parallel_workers_per_gather=0"},
             name=f"hermes:{parsed.database}",
         )
+        global _exit_hook
+        if not _exit_hook:
+            atexit.register(close_pools)  # a clean goodbye to the server at exit
+            _exit_hook = True
         _pools[parsed.url] = pool
         return pool
 

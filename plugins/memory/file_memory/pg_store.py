@@ -84,7 +84,6 @@ class PgMemoryStore(MemoryStore):
         def run(con: Any) -> FileState:
             row = con.execute("SELECT text FROM memory_documents WHERE owner = %s AND "
                               "target = %s", (self.owner, target)).fetchone()
-            con.rollback()
             if row is None:
                 return FileState([])
             return FileState(parse_entries(row[0]), raw=row[0].encode("utf-8"))

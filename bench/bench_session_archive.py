@@ -9,6 +9,11 @@ for throughput the ratio is target / measured). Nothing here asserts: the machin
 
     python bench/bench_session_archive.py                       # 10k and 100k messages
     python bench/bench_session_archive.py --sizes 10000,100000,1000000 --dir /tmp/sa-bench
+    python bench/bench_session_archive.py --backend both    # SQLite and PostgreSQL, one run
+
+``--backend postgresql`` (or ``both``) starts a throwaway PostgreSQL server (hermes_core.testing
+.postgres; Debian's server package) unless ``--url`` names a database to fill; the server runs
+with fsync off, so its append figures are an upper bound for a durable server.
 
 At 1M messages the bulk load takes about 3 minutes on the project's 2-vCPU machine and the whole
 run about 5; the database needs ~0.7 GB in --dir (deleted afterwards unless --keep).
@@ -68,13 +73,16 @@ def timed(fn: Callable[[], object]) -> float:
     return (time.perf_counter() - start) * 1000
 
 
-def load(path: Path, corpus: Corpus, n: int) -> tuple[float, list[Message], int]:
+Opener = Callable[..., SessionArchive]
+
+
+def load(open_: Opener, corpus: Corpus, n: int) -> tuple[float, list[Message], int]:
     """Bulk-load ``n`` messages; return (msgs/s, the first 10k messages, next session index)."""
     sample: list[Message] = []
     done = 0
     index = 0
     start = time.perf_counter()
-    with SessionArchive(path, synchronous="normal") as archive:
+    with open_(synchronous="normal") as archive:
         for index, (sid, msgs) in enumerate(corpus.sessions()):  # noqa: B007
             if done >= n:
                 break
@@ -87,12 +95,12 @@ def load(path: Path, corpus: Corpus, n: int) -> tuple[float, list[Message], int]
 
 
 def live_appends(
-    path: Path, corpus: Corpus, first: int, count: int, synchronous: str
+    open_: Opener, corpus: Corpus, first: int, count: int, synchronous: str
 ) -> tuple[list[float], float]:
     """Append ``count`` messages one by one; return (latencies ms, msgs/s)."""
     latencies: list[float] = []
     start = time.perf_counter()
-    with SessionArchive(path, synchronous=synchronous) as archive:  # type: ignore[arg-type]
+    with open_(synchronous=synchronous) as archive:
         for sid, msgs in corpus.sessions(first):
             for m in msgs:
                 t = time.perf_counter()
@@ -114,9 +122,9 @@ def breakdown(path: Path, total: int) -> list[tuple[str, float]]:
         con.close()
 
 
-def searches(path: Path, queries: QuerySet, rounds: int) -> dict[str, float]:
+def searches(open_: Opener, queries: QuerySet, rounds: int) -> dict[str, float]:
     out: dict[str, float] = {}
-    with SessionArchive(path) as archive:
+    with open_() as archive:
         current = archive.list_sessions(limit=1)[0].id
         for q in queries.plain[:5]:  # warm the page cache the way a just-written file is
             search_messages(archive, q)
@@ -158,15 +166,19 @@ def run(n: int, root: Path, appends: int, rounds: int, keep: bool) -> None:
     for suffix in ("", "-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
     corpus = Corpus()
-    print(f"\n== {n:,} messages ({path})")
-    rate, sample, next_session = load(path, corpus, n)
+    print(f"\n== SQLite, {n:,} messages ({path})")
+
+    def open_(**kwargs: str) -> SessionArchive:
+        return SessionArchive(path, **kwargs)  # type: ignore[arg-type]
+
+    rate, sample, next_session = load(open_, corpus, n)
     print(f"  bulk load through schema and triggers: {rate:,.0f} msg/s")
     queries = corpus.queries(sample)
     from hermes_core.plugins.memory.session_archive import SessionArchiveConfig
 
     default = SessionArchiveConfig().synchronous
     for offset, mode in enumerate(("full", "normal")):
-        lat, steady = live_appends(path, corpus, next_session + 1000 * offset, appends, mode)
+        lat, steady = live_appends(open_, corpus, next_session + 1000 * offset, appends, mode)
         label = "the default" if mode == default else "the other setting"
         print(f"  live appends ({appends:,}, synchronous={mode}, {label}): p50 "
               f"{pct(lat, .5):.3f} p99 {pct(lat, .99):.2f} p99.9 {pct(lat, .999):.2f} "
@@ -181,7 +193,13 @@ def run(n: int, root: Path, appends: int, rounds: int, keep: bool) -> None:
     parts = breakdown(path, total)
     if parts:
         print("  by object: " + ", ".join(f"{name} {b:.0f} B" for name, b in parts))
-    figures = searches(path, queries, rounds)
+    report_searches(searches(open_, queries, rounds))
+    if not keep:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+def report_searches(figures: dict[str, float]) -> None:
     for key in ("search_p50", "search_p95", "cjk_long_p50", "cjk_long_p95", "cjk_short_p50",
                 "cjk_short_p95", "tool_p95"):
         show(key, figures[key])
@@ -189,9 +207,61 @@ def run(n: int, root: Path, appends: int, rounds: int, keep: bool) -> None:
           f"{figures['cjk_long_found']:.0%}, CJK 1-2 {figures['cjk_short_found']:.0%}; "
           f"session_search p50 {figures['tool_p50']:.2f} ms, recent-sessions mode "
           f"{figures['tool_recent']:.2f} ms")
-    if not keep:
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+def run_pg(n: int, url: str, appends: int, rounds: int) -> None:
+    """The same measurements on the PostgreSQL archive (a fresh database at ``url``)."""
+    from hermes_core.plugins.memory.session_archive.pg_store import PgSessionArchive
+    from hermes_core.storage import parse_storage_url
+
+    parsed = parse_storage_url(url)
+    corpus = Corpus()
+    print(f"\n== PostgreSQL, {n:,} messages ({parsed.redacted})")
+
+    def open_(**_: str) -> SessionArchive:
+        return PgSessionArchive(parsed)
+
+    rate, sample, next_session = load(open_, corpus, n)
+    print(f"  bulk load through schema and triggers: {rate:,.0f} msg/s")
+    queries = corpus.queries(sample)
+    lat, steady = live_appends(open_, corpus, next_session, appends, "full")
+    print(f"  live appends ({appends:,}, one transaction each): p50 {pct(lat, .5):.3f} p99 "
+          f"{pct(lat, .99):.2f} p99.9 {pct(lat, .999):.2f} max {max(lat):.1f} ms")
+    show("append_p50", pct(lat, 0.5))
+    show("append_p999", pct(lat, 0.999))
+    show("append_rate", steady)
+    archive = PgSessionArchive(parsed)
+    total = archive.count_messages()
+    size = sum(int(archive.db.read(f"SELECT pg_total_relation_size('{t}')")[0][0])
+               for t in ("messages", "sessions"))
+    show("bytes_per_msg", size / total, f"  [{size / 1e6:.1f} MB for {total:,} messages, "
+         "tables and indexes]")
+    report_searches(searches(open_, queries, rounds))
+
+
+def run_backends(args: argparse.Namespace, sizes: list[int], root: Path) -> None:
+    backends = ["sqlite", "postgresql"] if args.backend == "both" else [args.backend]
+    server = None
+    try:
+        if "postgresql" in backends and not args.url:
+            from hermes_core.testing.postgres import temp_postgres
+
+            server = temp_postgres()
+            pg = server.__enter__()
+        for n in sizes:
+            if "sqlite" in backends:
+                run(n, root, args.appends, args.rounds, args.keep)
+            if "postgresql" in backends:
+                url = args.url or pg.create_database(f"bench_{n}")
+                run_pg(n, url, args.appends, args.rounds)
+                if not args.url:
+                    from hermes_core.storage import close_pools
+
+                    close_pools()
+                    pg.drop_database(f"bench_{n}")
+    finally:
+        if server is not None:
+            server.__exit__(None, None, None)
 
 
 def main() -> None:
@@ -202,6 +272,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rounds over the query set")
     parser.add_argument("--dir", help="where the databases go (default: a temporary folder)")
     parser.add_argument("--keep", action="store_true", help="keep the databases")
+    parser.add_argument("--backend", choices=("sqlite", "postgresql", "both"), default="sqlite")
+    parser.add_argument("--url", help="a PostgreSQL database to fill (default: a throwaway "
+                        "server); only with one size")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="sa-bench-"))
@@ -209,8 +282,7 @@ def main() -> None:
     print(f"SQLite {sqlite3.sqlite_version}, Python {sys.version.split()[0]}; targets are for 1M "
           "messages, ratios at smaller sizes are for reference")
     try:
-        for n in sizes:
-            run(n, root, args.appends, args.rounds, args.keep)
+        run_backends(args, sizes, root)
     finally:
         if not args.dir and not args.keep:
             shutil.rmtree(root, ignore_errors=True)

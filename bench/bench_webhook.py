@@ -1,6 +1,7 @@
 """Webhook benchmark: signed requests per second and p95 latency, 1 and 20 conversations at once.
 
     python bench/bench_webhook.py [--runs 3] [--requests 200]
+    python bench/bench_webhook.py --nodes 2    # 1 vs 2 nodes on one PostgreSQL (bench_nodes.py)
 
 What runs: ``hermes-core serve``'s stack in this process (uvicorn + starlette on 127.0.0.1, the
 dispatcher, one agent per conversation, the built-in file memory and session archive writing a real
@@ -126,6 +127,12 @@ def p95(values: list[float]) -> float:
 
 
 def main() -> None:
+    if "--nodes" in sys.argv[1:]:  # several nodes sharing one database: bench_nodes.py
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import bench_nodes
+
+        bench_nodes.main([a for a in sys.argv[1:]])
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--requests", type=int, default=200, help="requests per scenario and run")

@@ -37,6 +37,7 @@ __all__ = [
     "LoggingSection",
     "MemorySection",
     "PluginsSection",
+    "StorageSection",
     "format_validation_error",
     "load_config",
     "parse_config_text",
@@ -63,6 +64,9 @@ class MemorySection(StrictModel):
     providers: list[str] = Field(
         default_factory=lambda: ["file_memory", "session_archive", "skills"]
     )
+    #: ``global``: one curated memory for everyone; ``user``: one per user key (the webhook's
+    #: ``user`` field, the OS user in the chat); the archive's search sees the user's sessions only
+    scope: Literal["global", "user"] = "global"
     #: per-provider deadline for ``prefetch``, in seconds
     prefetch_timeout: float = Field(default=0.3, gt=0, le=30)
     #: seconds the background memory worker may take to finish queued writes at shutdown
@@ -174,6 +178,24 @@ class LoggingSection(StrictModel):
     #: bytes per file before it rotates, and how many old files are kept
     max_bytes: int = Field(default=1_000_000, ge=10_000, le=1_000_000_000)
     backups: int = Field(default=5, ge=0, le=100)
+class StorageSection(StrictModel):
+    #: where the built-in stores keep their data: unset = SQLite files in the home;
+    #: ``postgresql://user:password@host:5432/dbname`` = one PostgreSQL database (docs/storage.md);
+    #: env HERMES_CORE_STORAGE_URL
+    url: str | None = Field(default=None, json_schema_extra={"env": "HERMES_CORE_STORAGE_URL"})
+
+    @field_validator("url")
+    @classmethod
+    def _valid_url(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        from .storage.errors import StorageError
+        from .storage.url import parse_storage_url
+
+        try:
+            return parse_storage_url(value).url
+        except StorageError as exc:
+            raise ValueError(str(exc)) from None
 
 
 class PluginsSection(StrictModel):
@@ -188,6 +210,7 @@ class CoreConfig(StrictModel):
     plugins: PluginsSection = Field(default_factory=PluginsSection)
     hooks: HooksSection = Field(default_factory=HooksSection)
     logging: LoggingSection = Field(default_factory=LoggingSection)
+    storage: StorageSection = Field(default_factory=StorageSection)
 
 
 CORE_SECTIONS: tuple[str, ...] = tuple(CoreConfig.model_fields)
@@ -292,7 +315,7 @@ def format_validation_error(
         else:
             msg = f"{dotted}{owner}: {err['msg']}"
             if "input" in err and err["type"] != "missing" and not _looks_secret(dotted):
-                msg += f" (got {err['input']!r})"
+                msg += f" (got {redacted(err['input'])!r})"
         out.append(f"{place}: {msg}")
     return "\n".join(out)
 
@@ -393,6 +416,10 @@ def redacted(data: Any, key: str = "") -> Any:
         return [redacted(v, key) for v in data]
     if data not in (None, "") and _looks_secret(key):
         return REDACTED
+    if isinstance(data, str) and "://" in data:
+        from .storage.url import redact_url
+
+        return redact_url(data)
     return data
 
 

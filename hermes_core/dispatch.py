@@ -13,6 +13,10 @@ by one :class:`~hermes_core.agent.Agent` over the shared :class:`~hermes_core.ho
 * **Bounded.** At most ``max_agents`` agents stay live. When another is needed, the conversation
   idle longest is closed (``on_session_end`` with reason ``expired``; its worker drained); it is
   resumed from the archive when it speaks again. ``sweep`` closes those idle past ``idle_seconds``.
+* **Many nodes.** With ``storage.url`` set (one PostgreSQL database shared by several ``serve``
+  processes), each turn holds the conversation's advisory lock in the database, loads the
+  conversation from the archive under it and closes its agent afterwards (reason ``expired``), so
+  the next turn, on whichever node, starts from the one stored history.
 * **Failures stay inside.** A turn that cannot produce a reply (the LLM is down, the stored
   conversation cannot be read) raises :class:`TurnFailed`, a clear message for the platform to pass
   on; the dispatcher and the other conversations are unaffected.
@@ -20,8 +24,10 @@ by one :class:`~hermes_core.agent.Agent` over the shared :class:`~hermes_core.ho
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -162,6 +168,8 @@ class ConversationDispatcher:
                          if max_concurrent_turns else None)
         #: agents closed to make room or because they idled (for tests and ``stats``)
         self.evictions = 0
+        #: cross-node turn locks when the storage is shared (storage.url); None on one node
+        self._locks = _shared_locks(host)
 
     @classmethod
     def open(cls, host: PluginHost, llm: ChatLLM | None = None, **kwargs: Any) -> ConversationDispatcher:
@@ -352,8 +360,15 @@ class ConversationDispatcher:
             if self._running is not None:
                 self._running.acquire()
             try:
-                agent = self._agent(slot, message)
-                return agent.run_turn(message.text, on_text=on_text)
+                with self._node_lock(slot):
+                    if self._locks is not None:  # an agent left by call(): it may be stale
+                        self._retire(slot)
+                    agent = self._agent(slot, message)
+                    try:
+                        return agent.run_turn(message.text, on_text=on_text)
+                    finally:
+                        if self._locks is not None:  # the next turn may run on another node
+                            self._retire(slot)
             except LLMError as exc:
                 raise TurnFailed(f"the model call failed ({exc.failure.value}): {exc}",
                                  conversation_key=key, failure=exc.failure.value,
@@ -370,6 +385,23 @@ class ConversationDispatcher:
                     self._running.release()
         finally:
             self._checkin(slot)
+
+    def _node_lock(self, slot: _Slot) -> Any:
+        """The conversation's lock across nodes (shared storage), or nothing on one node."""
+        if self._locks is None:
+            return contextlib.nullcontext()
+        return _held(self._locks, slot)
+
+    def _retire(self, slot: _Slot) -> None:
+        """Close the slot's agent after a turn (shared storage): its writes are drained before
+        the cross-node lock is released, and the next turn loads the stored conversation."""
+        agent, slot.agent = slot.agent, None
+        if agent is not None:
+            try:
+                agent.close(EndReason.EXPIRED, shutdown_host=False)
+            except Exception as exc:
+                log.error("closing conversation %r after its turn: %s: %s", slot.key,
+                          type(exc).__name__, exc)
 
     def _agent(self, slot: _Slot, message: IncomingMessage) -> Agent:
         """The slot's agent, built (resumed from the archive when stored) on first use."""
@@ -423,6 +455,39 @@ class ConversationDispatcher:
         finally:
             slot.done()
             self._release(slot)
+
+
+def _shared_locks(host: PluginHost) -> Any:
+    """Cross-node conversation locks when ``storage.url`` names a shared database."""
+    storage = getattr(getattr(host, "config", None), "core", None)
+    url_text = getattr(getattr(storage, "storage", None), "url", None)
+    from .storage import resolve_storage_url
+
+    url = resolve_storage_url(url_text)
+    if url is None:
+        return None
+    from .storage.locks import ConversationLocks
+
+    return ConversationLocks(url)
+
+
+@contextlib.contextmanager
+def _held(locks: Any, slot: _Slot) -> Iterator[None]:
+    from .storage import StorageError
+
+    try:
+        cm = locks.hold(slot.platform, slot.key)
+        cm.__enter__()
+    except StorageError as exc:
+        raise TurnFailed(f"cannot take the conversation's turn lock: {exc}",
+                         conversation_key=slot.key, failure="load", transient=True) from exc
+    try:
+        yield
+    except BaseException:
+        if not cm.__exit__(*sys.exc_info()):
+            raise
+    else:
+        cm.__exit__(None, None, None)
 
 
 # ------------------------------------------------------------------------------- front ends

@@ -8,6 +8,8 @@ a convenience: it supplies an empty ``Config`` and the constructor the kernel ca
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import logging
 import re
@@ -86,6 +88,13 @@ class Platform(_Instantiable):
     """Base class for platform adapters; implement ``connect``, ``disconnect`` and ``send``."""
 
 
+@functools.lru_cache(maxsize=512)
+def _model_schema(model: type[BaseModel]) -> dict[str, Any]:
+    # Building a JSON schema walks the whole model (~7 ms); every agent assembles its tools, and
+    # with shared storage every turn builds an agent. A model's schema never changes.
+    return model.model_json_schema()
+
+
 @dataclass(frozen=True, slots=True)
 class Tool:
     """A tool the model can call.
@@ -129,7 +138,7 @@ class Tool:
     def input_schema(self) -> dict[str, Any]:
         """The JSON schema of the tool's arguments."""
         if self.input_model is not None:
-            return self.input_model.model_json_schema()
+            return copy.deepcopy(_model_schema(self.input_model))
         assert self.parameters is not None
         return self.parameters
 

@@ -93,6 +93,14 @@ class Session:
     #: free-form, platform-provided identifiers (user id, chat id, conversation key, ...)
     attributes: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def user_id(self) -> str | None:
+        """The user key of the conversation (``attributes["user_id"]``, set by the dispatcher
+        from the platform message), or None. With ``memory.scope: user`` providers keep each
+        user's memory apart by it; a compaction's child session carries it on."""
+        value = self.attributes.get("user_id")
+        return value if isinstance(value, str) and value else None
+
 
 @dataclass(slots=True)
 class Usage:

@@ -6,10 +6,13 @@ points either off or pointed at distributions the test itself wrote.
 
 from __future__ import annotations
 
+import itertools
+import os
 import sys
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -74,3 +77,58 @@ def fake_dist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Calla
     loader.entry_points.cache_clear()
     for module in modules:
         sys.modules.pop(module, None)
+
+
+# --------------------------------------------------------------------------- PostgreSQL
+
+_pg_counter = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[Any]:
+    """One real throwaway PostgreSQL server for the whole run (see hermes_core.testing.postgres).
+
+    Skips when no server binaries are installed, unless HERMES_CORE_TEST_PG_REQUIRED=1 (tox and
+    CI set it), which makes a missing server a failure.
+    """
+    from hermes_core.testing.postgres import PG_REQUIRED_ENV, PostgresUnavailable, temp_postgres
+
+    required = os.environ.get(PG_REQUIRED_ENV) == "1"
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        if required:
+            pytest.fail(f"{PG_REQUIRED_ENV}=1 but psycopg is not installed "
+                        "(pip install 'psycopg[binary,pool]')")
+        pytest.skip("psycopg is not installed: pip install 'psycopg[binary,pool]'")
+    try:
+        manager = temp_postgres()
+        server = manager.__enter__()
+    except PostgresUnavailable as exc:
+        if required:
+            pytest.fail(f"{PG_REQUIRED_ENV}=1 but no PostgreSQL server could be started: {exc}")
+        pytest.skip(f"no PostgreSQL server: {exc}")
+    try:
+        yield server
+    finally:
+        manager.__exit__(None, None, None)
+
+
+@pytest.fixture
+def pg_url(pg_server: Any) -> Iterator[str]:
+    """The URL of a fresh, empty database on the test server (dropped afterwards)."""
+    name = f"t{os.getpid()}_{next(_pg_counter)}"
+    url = pg_server.create_database(name)
+    yield url
+    from hermes_core.storage import close_pools
+
+    close_pools()
+    pg_server.drop_database(name)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def storage_url(request: pytest.FixtureRequest) -> str | None:
+    """Each backend in turn: None (SQLite files in the home) or a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return None
+    return str(request.getfixturevalue("pg_url"))

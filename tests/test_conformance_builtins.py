@@ -12,18 +12,37 @@ from hermes_core.models import context_window
 from hermes_core.plugins.context_engine.compressor.engine import Compressor
 from hermes_core.plugins.context_engine.lossless.engine import LosslessEngine
 from hermes_core.plugins.memory.file_memory import FileMemory
+from hermes_core.plugins.memory.session_archive import SessionArchiveProvider
 from hermes_core.testing import ContextEngineConformance, MemoryProviderConformance, make_instance
 
 #: compression.threshold defaults to 0.50 of the default model's window
 DEFAULT_THRESHOLD = int(context_window(CoreConfig()) * 0.5)
 
 
+def _storage(url: str | None) -> str:
+    return f"storage:\n  url: {url}\n" if url else ""
+
+
 class TestFileMemoryConformance(MemoryProviderConformance):
+    """On both backends: the memory files in the home, then rows in a PostgreSQL database."""
+
     tool_examples = {"memory": {"action": "add", "target": "memory", "content": "likes tea"}}
 
     @pytest.fixture
-    def provider(self, hermes_home):
-        return make_instance(FileMemory, "memory-provider", hermes_home)
+    def provider(self, hermes_home, storage_url):
+        return make_instance(FileMemory, "memory-provider", hermes_home,
+                             config=_storage(storage_url))
+
+
+class TestSessionArchiveConformance(MemoryProviderConformance):
+    """The session archive on both backends: state.db, then a PostgreSQL database."""
+
+    tool_examples = {"session_search": {"query": "tea"}}
+
+    @pytest.fixture
+    def provider(self, hermes_home, storage_url):
+        return make_instance(SessionArchiveProvider, "memory-provider", hermes_home,
+                             config=_storage(storage_url))
 
 
 class TestCompressorConformance(ContextEngineConformance):

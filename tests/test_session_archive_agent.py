@@ -7,14 +7,20 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from agent_support import CallLog, ScriptLLM, engine_class, make_host, reply, tool_reply
+from archive_support import make_archive
 
 from hermes_core.agent import Agent
-from hermes_core.plugins.memory.session_archive import SessionArchive, SessionArchiveProvider
+from hermes_core.plugins.memory.session_archive import SessionArchiveProvider
 from hermes_core.types import Usage
 
 
-def test_turns_compaction_and_session_search_through_the_agent(home: Path) -> None:
+def test_turns_compaction_and_session_search_through_the_agent(
+    home: Path, storage_url: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if storage_url:
+        monkeypatch.setenv("HERMES_CORE_STORAGE_URL", storage_url)
     log = CallLog()
     engine = engine_class(log, compress_when=lambda messages: len(messages) >= 6)
     host = make_host(home, providers=[SessionArchiveProvider], engine=engine)
@@ -31,7 +37,7 @@ def test_turns_compaction_and_session_search_through_the_agent(home: Path) -> No
     provider.record_usage(child.id, Usage(input_tokens=10, output_tokens=2))
     agent.close()
 
-    with SessionArchive(home / "state.db") as archive:
+    with make_archive(home, storage_url) as archive:
         parent = archive.get_session(first.id)
         assert child.parent_session_id == first.id
         assert (parent.end_reason, parent.superseded) == ("compression", True)
@@ -60,6 +66,6 @@ def test_turns_compaction_and_session_search_through_the_agent(home: Path) -> No
     found = json.loads(tool_message.content)
     assert found["results"][0]["session_id"] == child.id  # the chain, under its newest session
     assert any("pelican" in h["snippet"] for h in found["results"][0]["hits"])
-    with SessionArchive(home / "state.db") as archive:
+    with make_archive(home, storage_url) as archive:
         roles = [m.role for m in archive.messages(agent2.session.id)]
         assert roles == ["user", "assistant", "tool", "assistant"]

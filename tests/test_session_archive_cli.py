@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from hermes_core.cli import cli
-from hermes_core.plugins.memory.session_archive import SessionArchive
+from hermes_core.plugins.memory.session_archive import SessionArchive, schema
 from hermes_core.types import Message, Session, ToolCall
 
 
@@ -153,7 +153,8 @@ def doctor_state_db() -> dict[str, object]:
 
 def test_doctor_reports_a_sound_archive(home: Path, filled: Path) -> None:
     check = doctor_state_db()
-    assert check["ok"] and "session archive schema 1, 3 sessions" in str(check["detail"])
+    expected = f"session archive schema {schema.LATEST_VERSION}, 3 sessions"
+    assert check["ok"] and expected in str(check["detail"])
 
 
 def test_doctor_explains_a_foreign_or_newer_file(home: Path) -> None:

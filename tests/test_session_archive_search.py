@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from archive_support import make_archive
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -46,8 +47,9 @@ def fill(a: SessionArchive) -> None:
 
 
 @pytest.fixture
-def archive(tmp_path: Path) -> Iterator[SessionArchive]:
-    a = SessionArchive(tmp_path / "state.db")
+def archive(tmp_path: Path, storage_url: str | None) -> Iterator[SessionArchive]:
+    """The filled archive on each backend: the SQLite file, then a PostgreSQL database."""
+    a = make_archive(tmp_path, storage_url)
     fill(a)
     yield a
     a.close()

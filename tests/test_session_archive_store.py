@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from archive_support import make_archive
 
 from hermes_core.plugins.memory.session_archive import (
     ArchiveCorruptError,
@@ -28,7 +29,16 @@ from hermes_core.types import Message, Session, ToolCall, Usage
 
 
 @pytest.fixture
-def archive(tmp_path: Path):
+def archive(tmp_path: Path, storage_url: str | None):
+    """The archive on each backend: the SQLite file, then a PostgreSQL database."""
+    a = make_archive(tmp_path, storage_url)
+    yield a
+    a.close()
+
+
+@pytest.fixture
+def sqlite_archive(tmp_path: Path):
+    """Tests of the SQLite file itself (PRAGMAs, WAL, the file's identity)."""
     a = SessionArchive(tmp_path / "state.db")
     yield a
     a.close()
@@ -41,7 +51,8 @@ def digest(path: Path) -> str:
 # ----------------------------------------------------------------------------- schema
 
 
-def test_new_file_has_the_schema_wal_and_identity(archive: SessionArchive) -> None:
+def test_new_file_has_the_schema_wal_and_identity(sqlite_archive: SessionArchive) -> None:
+    archive = sqlite_archive
     con = sqlite3.connect(archive.path)
     assert con.execute("PRAGMA user_version").fetchone()[0] == schema.LATEST_VERSION
     assert con.execute("PRAGMA application_id").fetchone()[0] == schema.APPLICATION_ID
@@ -60,16 +71,39 @@ def test_forward_migration_runs_once_and_keeps_data(
     path = tmp_path / "state.db"
     with SessionArchive(path) as a:
         a.append_message("old", Message("user", "written by version one"))
-    v2 = (2, "add a column", ["ALTER TABLE sessions ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0"])
-    monkeypatch.setattr(schema, "MIGRATIONS", [*schema.MIGRATIONS, v2])
-    monkeypatch.setattr(db_module, "LATEST_VERSION", 2)
+    nxt = schema.LATEST_VERSION + 1
+    v_next = (nxt, "add a column",
+              ["ALTER TABLE sessions ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0"])
+    monkeypatch.setattr(schema, "MIGRATIONS", [*schema.MIGRATIONS, v_next])
+    monkeypatch.setattr(db_module, "LATEST_VERSION", nxt)
     with SessionArchive(path) as a:
-        assert a.db.read("PRAGMA user_version")[0][0] == 2
+        assert a.db.read("PRAGMA user_version")[0][0] == nxt
         assert a.db.read("SELECT pinned FROM sessions WHERE id = 'old'") == [(0,)]
         assert [m.content for m in a.messages("old")] == ["written by version one"]
-        assert "migration_2" in dict(a.db.read("SELECT key, value FROM meta"))
+        assert f"migration_{nxt}" in dict(a.db.read("SELECT key, value FROM meta"))
     with SessionArchive(path) as a:  # idempotent
-        assert a.db.read("PRAGMA user_version")[0][0] == 2
+        assert a.db.read("PRAGMA user_version")[0][0] == nxt
+
+
+def test_a_version_1_file_gains_user_ids_from_its_attributes(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    with SessionArchive(path) as a:
+        a.open_session(Session(id="a1", attributes={"user_id": "alice"}))
+        a.open_session(Session(id="n1"))
+        a.append_message("a1", Message("user", "alice likes tea"))
+    # turn it back into a version-1 file: no user_id column
+    con = sqlite3.connect(path)
+    con.execute("DROP INDEX sessions_user")
+    con.execute("ALTER TABLE sessions DROP COLUMN user_id")
+    con.execute("PRAGMA user_version = 1")
+    con.commit()
+    con.close()
+    with SessionArchive(path) as a:
+        assert a.db.read("PRAGMA user_version")[0][0] == schema.LATEST_VERSION
+        assert [r.id for r in a.list_sessions(user="alice")] == ["a1"]
+        assert [r.id for r in a.list_sessions(user="")] == ["n1"]
+        assert search_messages(a, "tea", user="alice").hits
+        assert not search_messages(a, "tea", user="bob").hits
 
 
 def test_a_failing_migration_leaves_the_file_at_the_old_version(
@@ -77,13 +111,14 @@ def test_a_failing_migration_leaves_the_file_at_the_old_version(
 ) -> None:
     path = tmp_path / "state.db"
     SessionArchive(path).close()
-    bad = (2, "broken", ["ALTER TABLE sessions ADD COLUMN x INTEGER", "SELECT * FROM nowhere"])
+    nxt = schema.LATEST_VERSION + 1
+    bad = (nxt, "broken", ["ALTER TABLE sessions ADD COLUMN x INTEGER", "SELECT * FROM nowhere"])
     monkeypatch.setattr(schema, "MIGRATIONS", [*schema.MIGRATIONS, bad])
-    monkeypatch.setattr(db_module, "LATEST_VERSION", 2)
+    monkeypatch.setattr(db_module, "LATEST_VERSION", nxt)
     with pytest.raises(ArchiveError, match="rolled back and the file is as it was"):
         SessionArchive(path)
     con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert con.execute("PRAGMA user_version").fetchone()[0] == nxt - 1
     cols = [r[1] for r in con.execute("PRAGMA table_info(sessions)")]
     assert "x" not in cols
     con.close()
@@ -201,7 +236,8 @@ def test_carried_over_copies_are_stored_but_found_once(archive: SessionArchive) 
     assert [m.content for m in archive.messages("new")][-1] == "the walrus plan"
     hits = search_messages(archive, "walrus").hits
     assert [h.session_id for h in hits] == ["old"]
-    archive.db.read("INSERT INTO messages_fts(messages_fts) VALUES ('integrity-check')")
+    if getattr(archive, "backend", "sqlite") == "sqlite":
+        archive.db.read("INSERT INTO messages_fts(messages_fts) VALUES ('integrity-check')")
 
 
 def test_lineage_survives_a_cycle(archive: SessionArchive) -> None:

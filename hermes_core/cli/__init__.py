@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "plugins": "hermes_core.cli.plugins_cmd:plugins",
     "replay": "hermes_core.cli.replay_cmd:replay",
     "serve": "hermes_core.cli.serve_cmd:serve",
+    "storage": "hermes_core.cli.storage_cmd:storage",
 }
 
 

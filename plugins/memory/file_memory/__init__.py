@@ -12,13 +12,16 @@ User documentation: ``docs/file-memory.md``.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
+from collections import OrderedDict
 from typing import Any
 
 from hermes_core import hookimpl
 from hermes_core.kinds import MemoryProvider, PluginContext, Tool
-from hermes_core.types import ForgetReport, Message, Session, SwitchReason
+from hermes_core.types import ForgetReport, Message, Session, SwitchReason, ToolContext
 
+from .backend import open_store
 from .config import FileMemoryConfig
 from .errors import MemoryRefused
 from .history import Provenance
@@ -33,6 +36,9 @@ __all__ = [
     "MemoryStore",
     "register_memory_providers",
 ]
+
+#: frozen snapshots kept (one per live session; the oldest is dropped past this)
+_SNAPSHOTS = 512
 
 #: switches after which the prompt is assembled afresh and the snapshot is re-read from disk
 _REFREEZE = frozenset({SwitchReason.NEW, SwitchReason.RESUME, SwitchReason.COMPRESSION,
@@ -50,22 +56,59 @@ class FileMemory(MemoryProvider):
 
     def __init__(self, config: FileMemoryConfig, context: PluginContext) -> None:
         super().__init__(config, context)
-        self.store = MemoryStore(
-            context.home / "memories",
-            memory_limit=config.memory_char_limit,
-            user_limit=config.user_char_limit,
-            history_limit=config.history_limit,
-        )
+        core = context.config
+        self._storage_url: str | None = getattr(getattr(core, "storage", None), "url", None)
+        #: ``memory.scope: user``: each user key has its own store (and tool handler)
+        self.per_user = getattr(getattr(core, "memory", None), "scope", "global") == "user"
+        self.store = open_store(config, context.home, self._storage_url)
         self._lock = threading.Lock()
         self._snapshot: Snapshot | None = None
-        self.handler = MemoryToolHandler(
-            self.store,
+        self._snapshots: OrderedDict[str, Snapshot] = OrderedDict()
+        self._stores: dict[str, MemoryStore] = {}
+        self._stores_lock = threading.Lock()
+        self._handlers: dict[str, MemoryToolHandler] = {}
+        self.handler = self._new_handler(self.store)
+        self._tool = build_tool(self.handler)
+        if self.per_user:  # the same tool, answered by the calling session's user's handler
+            self._tool = dataclasses.replace(self._tool, handler=self._dispatch_tool)
+
+    def _new_handler(self, store: MemoryStore) -> MemoryToolHandler:
+        return MemoryToolHandler(
+            store,
             enabled=self.target_enabled,
-            max_failures=config.max_consolidation_failures,
-            notify=context.notify_memory_write,
+            max_failures=self.config.max_consolidation_failures,
+            notify=self.context.notify_memory_write,
             provider=self.name,
         )
-        self._tool = build_tool(self.handler)
+
+    def store_for(self, session: Session | None) -> MemoryStore:
+        """The store of the session's user with ``memory.scope: user``; else the shared one.
+
+        In user scope a session without a user key gets the shared store."""
+        user = session.user_id if (self.per_user and session is not None) else None
+        if user is None:
+            return self.store
+        with self._stores_lock:
+            store = self._stores.get(user)
+            if store is None:
+                store = self._stores[user] = open_store(self.config, self.context.home,
+                                                        self._storage_url, user=user)
+            return store
+
+    def handler_for(self, session: Session | None) -> MemoryToolHandler:
+        store = self.store_for(session)
+        if store is self.store:
+            return self.handler
+        user = session.user_id if session is not None else None
+        assert user is not None
+        with self._stores_lock:
+            handler = self._handlers.get(user)
+            if handler is None:
+                handler = self._handlers[user] = self._new_handler(store)
+            return handler
+
+    def _dispatch_tool(self, args: Any, context: ToolContext) -> dict[str, Any]:
+        return self.handler_for(context.session)(args, context)
 
     # ------------------------------------------------------------------------------ helpers
 
@@ -77,18 +120,19 @@ class FileMemory(MemoryProvider):
     def enabled_targets(self) -> tuple[str, ...]:
         return tuple(t for t in TARGETS if self.target_enabled(t))
 
-    def live_entries(self, target: str) -> list[str]:
+    def live_entries(self, target: str, session: Session | None = None) -> list[str]:
         """The entries on disk now (writes of this session included), duplicates dropped."""
-        return self.store.entries(target)
+        return self.store_for(session).entries(target)
 
     @property
     def snapshot(self) -> Snapshot | None:
         """The frozen snapshot of the current session, if one was taken."""
         return self._snapshot
 
-    def freeze(self, session_id: str | None) -> Snapshot:
+    def freeze(self, session_id: str | None, session: Session | None = None) -> Snapshot:
         """Read both files now and make the result the session's snapshot."""
-        snap = load_snapshot(self.store, targets=self.enabled_targets(), session_id=session_id)
+        snap = load_snapshot(self.store_for(session), targets=self.enabled_targets(),
+                             session_id=session_id)
         for warning in snap.warnings:
             self.context.logger.warning("file_memory: %s", warning)
         for target, pattern in snap.blocked:
@@ -97,16 +141,25 @@ class FileMemory(MemoryProvider):
                 "system prompt; remove it with 'hermes-core memory remove --target %s ...'",
                 target, pattern, target,
             )
-        self._snapshot = snap
+        self._remember(snap)
         return snap
 
-    def _ensure_frozen(self, session_id: str) -> Snapshot:
+    def _remember(self, snap: Snapshot) -> None:
+        self._snapshot = snap
+        if snap.session_id is not None:
+            self._snapshots[snap.session_id] = snap
+            self._snapshots.move_to_end(snap.session_id)
+            while len(self._snapshots) > _SNAPSHOTS:
+                self._snapshots.popitem(last=False)
+
+    def _ensure_frozen(self, session: Session) -> Snapshot:
         # Called with self._lock held. One freeze per session id, whichever of
         # system_prompt_block and on_session_switch arrives first (the switch runs on the
-        # background worker, so the order is not fixed).
-        snap = self._snapshot
-        if snap is None or snap.session_id != session_id:
-            snap = self.freeze(session_id)
+        # background worker, so the order is not fixed). Several conversations (serve) each
+        # keep their own snapshot.
+        snap = self._snapshots.get(session.id)
+        if snap is None:
+            snap = self.freeze(session.id, session)
         return snap
 
     # -------------------------------------------------------------------------------- hooks
@@ -116,28 +169,28 @@ class FileMemory(MemoryProvider):
         self, new_session: Session, old_session: Session | None, reason: SwitchReason
     ) -> None:
         with self._lock:
-            snap = self._snapshot
-            if reason == SwitchReason.BRANCH and old_session is not None and snap is not None:
+            if reason == SwitchReason.BRANCH and old_session is not None:
                 # A branch continues the same conversation under a new id: keep its prompt.
-                if snap.session_id == old_session.id:
-                    self._snapshot = Snapshot(
-                        snap.blocks, snap.entries, snap.warnings, snap.blocked,
-                        new_session.id, snap.loaded_at,
-                    )
+                old = self._snapshots.get(old_session.id)
+                if old is not None:
+                    self._remember(Snapshot(
+                        old.blocks, old.entries, old.warnings, old.blocked,
+                        new_session.id, old.loaded_at,
+                    ))
                 return
             if old_session is None or reason in _REFREEZE:
-                self._ensure_frozen(new_session.id)
+                self._ensure_frozen(new_session)
 
     @hookimpl
     def system_prompt_block(self, session: Session) -> str | None:
         with self._lock:
-            return self._ensure_frozen(session.id).text()
+            return self._ensure_frozen(session).text()
 
     @hookimpl
     def on_message(self, message: Message, session: Session) -> None:
         # A user message starts a turn: the consolidation-failure allowance starts afresh.
         if message.role == "user":
-            self.handler.failures.reset(session.id)
+            self.handler_for(session).failures.reset(session.id)
 
     @hookimpl
     def get_tools(self) -> list[Tool]:

@@ -33,8 +33,15 @@ _TARGET = click.option(
 )
 
 
-def _open_store() -> tuple[MemoryStore, FileMemoryConfig]:
-    """The store with the configured limits; refuses when the plugin is disabled."""
+_USER = click.option(
+    "--user", "user", default=None, metavar="NAME",
+    help="The memory of one user (memory.scope: user); default: the shared memory.",
+)
+
+
+def _open_store(user: str | None = None) -> tuple[MemoryStore, FileMemoryConfig]:
+    """The store with the configured limits (the user's with ``--user``, in the database with
+    ``storage.url``); refuses when the plugin is disabled."""
     from hermes_core.config import load_config, validate_section
     from hermes_core.loader import BUILTIN_PLUGINS, Candidate, blocked_names, is_blocked
     from hermes_core.paths import home_dir
@@ -47,15 +54,16 @@ def _open_store() -> tuple[MemoryStore, FileMemoryConfig]:
             f"HERMES_CORE_DISABLE_PLUGINS), so its memory files are not in use. Enable it with "
             f"'hermes-core plugins enable {PLUGIN}' first."
         )
-    from . import FileMemoryConfig, MemoryStore
+    from hermes_core.users import UserKeyError
+
+    from . import FileMemoryConfig
+    from .backend import open_store
 
     settings = validate_section(config, PLUGIN, FileMemoryConfig, plugin=PLUGIN)
-    store = MemoryStore(
-        home_dir() / "memories",
-        memory_limit=settings.memory_char_limit,
-        user_limit=settings.user_char_limit,
-        history_limit=settings.history_limit,
-    )
+    try:
+        store = open_store(settings, home_dir(), config.core.storage.url, user=user)
+    except UserKeyError as exc:
+        raise click.BadParameter(str(exc), param_hint="--user") from None
     return store, settings
 
 
@@ -107,11 +115,12 @@ def memory() -> None:
     help="Show one store only (default: both).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object keyed by target.")
-def show(target: str | None, as_json: bool) -> None:
+@_USER
+def show(target: str | None, as_json: bool, user: str | None) -> None:
     """Print the entries of MEMORY.md and USER.md with their usage."""
     from .entries import joined_size, percent, usage_label
 
-    store, _settings = _open_store()
+    store, _settings = _open_store(user)
     out: dict[str, Any] = {}
     for name in [target] if target else ["memory", "user"]:
         state = store.read(name)
@@ -148,9 +157,10 @@ def show(target: str | None, as_json: bool) -> None:
 @memory.command("add")
 @_TARGET
 @click.argument("text")
-def add(target: str, text: str) -> None:
+@_USER
+def add(target: str, text: str, user: str | None) -> None:
     """Add TEXT as a new entry."""
-    store, _settings = _open_store()
+    store, _settings = _open_store(user)
     _report(_run(lambda: store.add(target, text)), store, "entry added")
 
 
@@ -158,24 +168,27 @@ def add(target: str, text: str) -> None:
 @_TARGET
 @click.argument("old_text")
 @click.argument("new_text")
-def replace(target: str, old_text: str, new_text: str) -> None:
+@_USER
+def replace(target: str, old_text: str, new_text: str, user: str | None) -> None:
     """Replace the entry containing OLD_TEXT (a short unique part of it) by NEW_TEXT."""
-    store, _settings = _open_store()
+    store, _settings = _open_store(user)
     _report(_run(lambda: store.replace(target, old_text, new_text)), store, "entry replaced")
 
 
 @memory.command("remove")
 @_TARGET
 @click.argument("old_text")
-def remove(target: str, old_text: str) -> None:
+@_USER
+def remove(target: str, old_text: str, user: str | None) -> None:
     """Remove the entry containing OLD_TEXT (a short unique part of it)."""
-    store, _settings = _open_store()
+    store, _settings = _open_store(user)
     _report(_run(lambda: store.remove(target, old_text)), store, "entry removed")
 
 
 @memory.command("edit")
 @_TARGET
-def edit(target: str) -> None:
+@_USER
+def edit(target: str, user: str | None) -> None:
     """Edit a store in $EDITOR; it is checked before it is saved.
 
     Entries are separated by a line holding only '§'. The same rules as the memory tool apply
@@ -185,7 +198,7 @@ def edit(target: str) -> None:
     from .entries import canonical_text, parse_entries
     from .ops import check_entries
 
-    store, _settings = _open_store()
+    store, _settings = _open_store(user)
     path = store.path(target)
     state = store.read(target)
     if state.problem is not None:

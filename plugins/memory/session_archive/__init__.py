@@ -46,6 +46,7 @@ __all__ = [
     "SessionArchiveProvider",
     "SessionNotFoundError",
     "archive_path",
+    "open_archive",
     "register_memory_providers",
     "search_messages",
     "session_search",
@@ -55,6 +56,22 @@ __all__ = [
 def archive_path(config: SessionArchiveConfig, home: Path) -> Path:
     """Where the archive lives: ``session_archive.path`` or ``<home>/state.db``."""
     return Path(config.path).expanduser() if config.path else Path(home) / "state.db"
+
+
+def open_archive(
+    config: SessionArchiveConfig, home: Path, storage_url: str | None = None
+) -> SessionArchive:
+    """The archive the configuration selects: PostgreSQL when ``storage.url`` (or
+    ``$HERMES_CORE_STORAGE_URL``) is set, else the SQLite file; never a silent fallback."""
+    from hermes_core.storage import resolve_storage_url
+
+    url = resolve_storage_url(storage_url)
+    if url is not None:
+        from .pg_store import PgSessionArchive
+
+        return PgSessionArchive(url)
+    return SessionArchive(archive_path(config, home), busy_timeout=config.busy_timeout,
+                          synchronous=config.synchronous)
 
 
 class SessionArchiveProvider(MemoryProvider):
@@ -68,10 +85,8 @@ class SessionArchiveProvider(MemoryProvider):
         super().__init__(config, context)
         self.settings: SessionArchiveConfig = config
         # Opening raises a clear error for a corrupt or foreign file, and never modifies it.
-        self.archive = SessionArchive(
-            archive_path(config, context.home), busy_timeout=config.busy_timeout,
-            synchronous=config.synchronous,
-        )
+        storage = getattr(context.config, "storage", None)
+        self.archive = open_archive(config, context.home, getattr(storage, "url", None))
         self._tool = make_tool(lambda: self.archive, self._search_settings)
 
     def _search_settings(self) -> dict[str, Any]:
@@ -87,9 +102,10 @@ class SessionArchiveProvider(MemoryProvider):
                                          concurrency=c.summary_concurrency,
                                          max_tokens=c.summary_max_tokens)
 
+        scope = getattr(getattr(self.context.config, "memory", None), "scope", "global")
         return {"window_chars": c.window_chars, "candidates": c.candidates,
                 "demote_platforms": tuple(c.demote_platforms), "summarise": summarise,
-                "limit_default": c.max_sessions}
+                "limit_default": c.max_sessions, "per_user": scope == "user"}
 
     # ---------------------------------------------------------------------------------- hooks
 

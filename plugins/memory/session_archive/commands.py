@@ -27,7 +27,7 @@ __all__ = ["sessions"]
 PLUGIN = "session_archive"
 
 
-def _path() -> tuple[Path, Any]:
+def _path() -> tuple[Path, Any, str | None]:
     from hermes_core.config import load_config, validate_section
     from hermes_core.paths import home_dir
 
@@ -35,15 +35,29 @@ def _path() -> tuple[Path, Any]:
 
     config = load_config()
     settings = validate_section(config, PLUGIN, SessionArchiveConfig, plugin=PLUGIN)
-    return archive_path(settings, home_dir()), settings
+    return archive_path(settings, home_dir()), settings, config.core.storage.url
 
 
 @contextmanager
 def _archive(*, create: bool = False) -> Iterator[SessionArchive | None]:
-    """The archive, or None when it does not exist yet and ``create`` is off."""
+    """The archive, or None when it does not exist yet and ``create`` is off.
+
+    With ``storage.url`` (or ``$HERMES_CORE_STORAGE_URL``) set, the PostgreSQL archive there."""
     from . import SessionArchive
 
-    path, settings = _path()
+    path, settings, url = _path()
+    if url is not None:
+        from hermes_core.storage import close_pools
+
+        from . import open_archive
+
+        pg = open_archive(settings, path.parent, url)
+        try:
+            yield pg
+        finally:
+            pg.close()
+            close_pools()
+        return
     if not create and not path.exists():
         yield None
         return

@@ -1,6 +1,6 @@
 """The state.db schema, its version, and the forward migrations that bring an older file up to it.
 
-Layout (version 1):
+Layout (version 1; version 2 adds ``sessions.user_id``, the user key of memory.scope: user):
 
 * ``sessions``: one row per session. ``num`` is a small integer key the messages refer to (it
   keeps every message row and index entry ~30 bytes smaller than a text id would); ``id`` is the
@@ -178,8 +178,16 @@ Migration = tuple[int, str, Callable[[sqlite3.Connection], None] | Sequence[str]
 #: (version, what it does, statements or a function of the connection), in order. A migration
 #: runs inside one write transaction together with the version bump, so a crash leaves the file at
 #: the old version or the new one, never in between. Never edit a released entry: add a new one.
+_V2: list[str] = [
+    "ALTER TABLE sessions ADD COLUMN user_id TEXT",
+    "UPDATE sessions SET user_id = json_extract(attributes, '$.user_id') "
+    "WHERE json_valid(attributes) AND json_type(attributes, '$.user_id') = 'text'",
+    "CREATE INDEX sessions_user ON sessions(user_id) WHERE user_id IS NOT NULL",
+]
+
 MIGRATIONS: list[Migration] = [
     (1, "initial schema: sessions, messages, FTS5 (external content), CJK indexes, meta", _V1),
+    (2, "sessions.user_id: the conversation's user key (memory.scope: user)", _V2),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -90,8 +90,15 @@ def candidates(
     exclude_lineage_of: str | None = None,
     roles: tuple[str, ...] | None = None,
     limit: int = DEFAULT_CANDIDATES,
+    user: str | None = None,
 ) -> list[Candidate]:
-    """The newest ``limit`` matches of ``plan`` (best first), after exclusions."""
+    """The newest ``limit`` matches of ``plan`` (best first), after exclusions; with ``user``,
+    only in that user's sessions."""
+    if getattr(archive, "backend", "sqlite") == "postgresql":  # storage.url: pg_search.py
+        from .pg_search import pg_candidates
+
+        return pg_candidates(archive, plan, fallback=fallback, roles=roles, limit=limit,
+                             exclude_lineage_of=exclude_lineage_of, user=user)
     op = "OR" if fallback else "AND"
     text_expr = plan.fallback if fallback else plan.strict
     longs, shorts = plan.cjk_long, plan.cjk_short
@@ -106,7 +113,7 @@ def candidates(
             if sub is not None:
                 parts += candidates(archive, sub, fallback=len(sub.cjk) > 1,
                                     exclude_lineage_of=exclude_lineage_of, roles=roles,
-                                    limit=limit)
+                                    limit=limit, user=user)
         best: dict[int, Candidate] = {}
         for c in parts:
             if c.id not in best or c.score < best[c.id].score:
@@ -142,6 +149,10 @@ def candidates(
         params["sid"] = exclude_lineage_of
         where.append("d.rowid NOT IN (SELECT id FROM messages WHERE session IN "
                      "(SELECT num FROM lineage))")
+    if user is not None:
+        where.append("(SELECT coalesce(s.user_id, '') FROM messages AS m JOIN sessions AS s "
+                     "ON s.num = m.session WHERE m.id = d.rowid) = :user")
+        params["user"] = user
     if roles:
         marks = ", ".join(f":r{i}" for i in range(len(roles)))
         where.append(f"(SELECT role FROM messages WHERE id = d.rowid) IN ({marks})")
@@ -181,10 +192,11 @@ def run_plan(
     exclude_lineage_of: str | None = None,
     roles: tuple[str, ...] | None = None,
     limit: int = DEFAULT_CANDIDATES,
+    user: str | None = None,
 ) -> tuple[list[Candidate], str]:
     """Candidates for the strict query, or for the OR fallback when the strict one finds none."""
     kwargs: dict[str, Any] = {"exclude_lineage_of": exclude_lineage_of, "roles": roles,
-                              "limit": limit}
+                              "limit": limit, "user": user}
     found = candidates(archive, plan, **kwargs)
     if found:
         return found, "expression" if plan.advanced else "all"
@@ -303,12 +315,13 @@ def search_messages(
     roles: tuple[str, ...] | None = None,
     context: bool = True,
     candidate_limit: int = DEFAULT_CANDIDATES,
+    user: str | None = None,
 ) -> SearchResult:
     """The best ``limit`` messages for ``query``; raises :class:`QueryError` for an unusable
     query (never returns an empty result because of punctuation)."""
     plan = build_query(query)
     found, matched = run_plan(archive, plan, exclude_lineage_of=exclude_lineage_of, roles=roles,
-                              limit=candidate_limit)
+                              limit=candidate_limit, user=user)
     return SearchResult(
         query=query, hits=hits_for(archive, found[:limit], plan, context=context),
         matched=matched, capped=len(found) >= candidate_limit,

@@ -127,11 +127,13 @@ class SessionArchive:
                 name = title or parent[2]
                 title = f"{base_title(name)} #{position}" if name else None
         attrs = _json(attributes) if attributes else None
+        user = (attributes or {}).get("user_id")
         cur = con.execute(
             "INSERT INTO sessions(id, platform, model, title, started_at, updated_at, "
-            "parent_session_id, origin, chain, attributes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
+            "parent_session_id, origin, chain, attributes, user_id) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)",
             (session_id, platform, model, title, started, started, parent_session_id, origin,
-             attrs),
+             attrs, user if isinstance(user, str) and user else None),
         )
         num = int(cur.lastrowid or 0)
         con.execute("UPDATE sessions SET chain = ? WHERE num = ?", (chain or num, num))
@@ -207,8 +209,9 @@ class SessionArchive:
         con.execute("UPDATE sessions SET origin = ?, chain = ?, title = ? WHERE num = ?",
                     (origin, num, base_title(row[3]) if row[3] else None, num))
         con.execute(
-            "UPDATE sessions SET superseded = EXISTS (SELECT 1 FROM sessions AS c WHERE "
-            "c.parent_session_id = sessions.id AND c.origin = 'compression') WHERE id = ?",
+            "UPDATE sessions SET superseded = CASE WHEN EXISTS (SELECT 1 FROM sessions AS c "
+            "WHERE c.parent_session_id = sessions.id AND c.origin = 'compression') THEN 1 "
+            "ELSE 0 END WHERE id = ?",
             (row[2],),
         )
 
@@ -367,11 +370,13 @@ class SessionArchive:
         offset: int = 0,
         chains: bool = True,
         exclude_lineage_of: str | None = None,
+        user: str | None = None,
     ) -> list[SessionRecord]:
         """Sessions by last activity, newest first.
 
         With ``chains`` (the default) a compaction chain is one entry: its newest session, with
         the chain's first start, total messages, length and the preview of its first user message.
+        ``user`` keeps the sessions of that user key only.
         """
         where = ["s.superseded = 0"] if chains else []
         params: dict[str, Any] = {"limit": limit, "offset": offset}
@@ -380,6 +385,9 @@ class SessionArchive:
             prefix = LINEAGE_CTE
             where.append("s.num NOT IN (SELECT num FROM lineage)")
             params["sid"] = exclude_lineage_of
+        if user is not None:  # memory.scope: user: that user's sessions only
+            where.append("coalesce(s.user_id, '') = :user")
+            params["user"] = user
         clause = f"WHERE {' AND '.join(where)}" if where else ""
         order = "s.updated_at DESC" if chains else "s.started_at DESC"
         rows = self.db.read(

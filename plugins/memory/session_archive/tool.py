@@ -98,8 +98,9 @@ def _calls(raw: str | None) -> list[dict[str, Any]] | None:
     return out
 
 
-def _recent(archive: SessionArchive, current: str | None, limit: int) -> dict[str, Any]:
-    records = archive.list_sessions(limit=limit, exclude_lineage_of=current)
+def _recent(archive: SessionArchive, current: str | None, limit: int,
+            user: str | None = None) -> dict[str, Any]:
+    records = archive.list_sessions(limit=limit, exclude_lineage_of=current, user=user)
     sessions = [
         {
             "session_id": r.id, "title": r.title, "platform": r.platform,
@@ -114,7 +115,8 @@ def _recent(archive: SessionArchive, current: str | None, limit: int) -> dict[st
                     "Search with a query to see their content."}
 
 
-def _title_chains(archive: SessionArchive, query: str, current: str | None) -> list[int]:
+def _title_chains(archive: SessionArchive, query: str, current: str | None,
+                  user: str | None = None) -> list[int]:
     """Chains with a session titled exactly ``query`` (quotes stripped, case-insensitive).
 
     One rule for every form of a title: "Deploy notes" and "deploy notes #2" each match the
@@ -129,6 +131,9 @@ def _title_chains(archive: SessionArchive, query: str, current: str | None) -> l
     if current:
         prefix, exclude = LINEAGE_CTE, "AND num NOT IN (SELECT num FROM lineage)"
         params["sid"] = current
+    if user is not None:
+        exclude += " AND coalesce(user_id, '') = :user"
+        params["user"] = user
     rows = archive.db.read(
         f"{prefix} SELECT DISTINCT chain FROM sessions WHERE title = :title COLLATE NOCASE "
         f"{exclude} ORDER BY updated_at DESC LIMIT 5", params)
@@ -188,17 +193,19 @@ def session_search(
     demote_platforms: tuple[str, ...] = ("cron",),
     summarise: Callable[[list[dict[str, Any]], str], str | None] | None = None,
     limit_default: int = 3,
+    user: str | None = None,
 ) -> dict[str, Any]:
-    """The tool's result as plain data; raises QueryError for an unusable query."""
+    """The tool's result as plain data; raises QueryError for an unusable query. With ``user``
+    (memory.scope: user) only that user's sessions are listed and searched."""
     if not query.strip():
-        return _recent(archive, current_session_id, limit or 5)
+        return _recent(archive, current_session_id, limit or 5, user)
     plan = build_query(query)
     found, matched = run_plan(archive, plan, exclude_lineage_of=current_session_id, roles=roles,
-                              limit=candidates)
+                              limit=candidates, user=user)
     out: dict[str, Any] = {"mode": "search", "query": query,
                            "matched": {"all": "all words", "any": "any word (no message had all)",
                                        "expression": "the expression as written"}[matched]}
-    titled = _title_chains(archive, query, current_session_id)
+    titled = _title_chains(archive, query, current_session_id, user)
     if not found and not titled:
         out.update(results=[], count=0, note="No earlier session matches. Try other words, or an "
                    "empty query to list recent sessions.")
@@ -270,10 +277,16 @@ def make_tool(
 
     def handler(args: SessionSearchInput, context: ToolContext) -> dict[str, Any]:
         current = context.session.id if context.session is not None else None
+        options = settings()
+        # memory.scope: user: a user's search never reaches another user's sessions; a session
+        # without a user key sees the sessions without one
+        user = None
+        if options.pop("per_user", False):
+            user = (context.session.user_id if context.session is not None else None) or ""
         try:
             return session_search(
                 archive(), args.query, current_session_id=current, limit=args.limit,
-                roles=tuple(args.roles) if args.roles else None, **settings(),
+                roles=tuple(args.roles) if args.roles else None, user=user, **options,
             )
         except QueryError as exc:
             raise ToolError(str(exc)) from None

@@ -37,6 +37,18 @@ _STYLES: dict[str, dict[str, Any]] = {
 }
 
 
+def os_user() -> str | None:
+    """The OS user running the chat, as a user key (None when it has no usable name)."""
+    import getpass
+
+    from hermes_core.users import UserKeyError, check_user_key
+
+    try:
+        return check_user_key(getpass.getuser())
+    except (UserKeyError, OSError, KeyError):
+        return None
+
+
 class Chat:
     """One terminal conversation over a dispatcher."""
 
@@ -94,7 +106,8 @@ class Chat:
         """Send one message and stream the reply."""
         self.write(self.settings.reply_label, style="reply")
         try:
-            for piece in self.dispatcher.stream(IncomingMessage(PLATFORM, self.key, text)):
+            incoming = IncomingMessage(PLATFORM, self.key, text, user_id=os_user())
+            for piece in self.dispatcher.stream(incoming):
                 self.write(piece)
             self.write("\n")
         except TurnFailed as exc:

@@ -55,6 +55,8 @@ class TurnRequest(BaseModel):
     conversation_key: str = Field(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f\x7f]+$")
     text: str = Field(min_length=1)
     user_id: str | None = Field(default=None, max_length=256)
+    #: the user key (memory.scope: user): 1-64 ASCII letters, digits, . _ @ -; same as user_id
+    user: str | None = Field(default=None, max_length=100_000)
     #: stored with a new conversation's session (chat id, channel, ...)
     attributes: dict[str, str | int | float | bool | None] = Field(default_factory=dict)
 
@@ -71,6 +73,23 @@ class _Refused(Exception):
             headers["Connection"] = "close"
         return JSONResponse({"error": str(self), **self.extra}, status_code=self.status,
                             headers=headers or None)
+
+
+def _user_key(turn: TurnRequest) -> str | None:
+    """The request's user key (``user``, or ``user_id``), checked; 400 when it is not usable."""
+    from hermes_core.users import UserKeyError, check_user_key
+
+    if turn.user is not None and turn.user_id is not None and turn.user != turn.user_id:
+        raise _Refused(400, "user and user_id name different users; send one of them",
+                       fields=["user", "user_id"])
+    value = turn.user if turn.user is not None else turn.user_id
+    if value is None:
+        return None
+    try:
+        return check_user_key(value)
+    except UserKeyError as exc:
+        field = "user" if turn.user is not None else "user_id"
+        raise _Refused(400, f"{field}: {exc}", fields=[field]) from None
 
 
 def _failure_status(exc: TurnFailed) -> int:
@@ -137,12 +156,13 @@ def build_app(dispatcher: ConversationDispatcher, config: WebhookConfig, secret:
                         for e in exc.errors()]
             fields = sorted({str(e["loc"][0]) for e in exc.errors() if e["loc"]})
             raise _Refused(422, "invalid request: " + "; ".join(problems), fields=fields) from None
+        user = _user_key(turn)
         waiting = dispatcher.pending(PLATFORM, turn.conversation_key)
         if waiting >= config.max_pending_per_conversation:
             raise _Refused(429, f"conversation {turn.conversation_key!r} already has {waiting} "
                            "messages in line; wait for their replies",
                            conversation_key=turn.conversation_key)
-        return IncomingMessage(PLATFORM, turn.conversation_key, turn.text, user_id=turn.user_id,
+        return IncomingMessage(PLATFORM, turn.conversation_key, turn.text, user_id=user,
                                attributes=dict(turn.attributes))
 
     def failed(exc: TurnFailed, key: str) -> JSONResponse:

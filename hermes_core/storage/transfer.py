@@ -1,0 +1,85 @@
+"""Moving a home's data into the ``storage.url`` database (``hermes-core storage migrate``).
+
+The library half of the command; the click layer (``hermes_core.cli.storage_cmd``) opens the
+stores. Sessions travel in the archive's own export format (JSON Lines, ``sessions export``), so
+what arrives is exactly what ``sessions import`` would store: lossless, and sessions already in
+the target are skipped, which makes an interrupted migration safe to run again. Curated memory
+documents are copied only into empty documents: entries already in the database are never
+overwritten (the report says which were left alone).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["MigrationReport", "copy_memory", "copy_sessions"]
+
+#: sessions written per import batch (one temporary JSONL file each)
+BATCH = 200
+
+
+@dataclass
+class MigrationReport:
+    sessions_copied: int = 0
+    sessions_skipped: int = 0
+    messages_copied: int = 0
+    #: "<owner>/<target>" of each memory document copied, and of those left alone
+    memory_copied: list[str] = field(default_factory=list)
+    memory_kept: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def copy_sessions(
+    source: Any, target: Any, *, export_lines: Callable[[Any, str], Any],
+    import_jsonl: Callable[..., Any], report: MigrationReport,
+    progress: Callable[[int, int], None] | None = None,
+) -> None:
+    """Copy every session of archive ``source`` into archive ``target``, oldest first (a
+    compaction's parent before its child); ``progress(done, total)`` after each batch."""
+    ids = [r[0] for r in source.db.read("SELECT id FROM sessions ORDER BY num")]
+    total = len(ids)
+    if progress is not None:
+        progress(0, total)
+    for start in range(0, total, BATCH):
+        batch = ids[start : start + BATCH]
+        with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".jsonl",
+                                         delete=False) as handle:
+            for sid in batch:
+                for line in export_lines(source, sid):
+                    handle.write(line + "\n")
+            path = Path(handle.name)
+        try:
+            result = import_jsonl(target, path)
+        finally:
+            path.unlink(missing_ok=True)
+        report.sessions_copied += result.sessions_imported
+        report.sessions_skipped += result.sessions_skipped
+        report.messages_copied += result.messages_imported
+        if progress is not None:
+            progress(min(start + BATCH, total), total)
+
+
+def copy_memory(
+    sources: Sequence[tuple[str, Any]], open_target: Callable[[str], Any],
+    targets: Sequence[str], report: MigrationReport,
+) -> None:
+    """Copy each ``(owner, file store)`` into the database store ``open_target(owner)``."""
+    for owner, store in sources:
+        dest = open_target(owner)
+        for target in targets:
+            entries = store.read(target).entries
+            label = f"{owner or '(shared)'}/{target}"
+            if not entries:
+                continue
+            if dest.read(target).entries:
+                if dest.read(target).entries != entries:
+                    report.memory_kept.append(label)
+                continue
+            dest.overwrite(target, entries, expected=None)
+            report.memory_copied.append(label)

@@ -1,0 +1,40 @@
+"""Which medium the curated memory uses: files in the home, or the ``storage.url`` database.
+
+With ``memory.scope: user`` each user key has a memory of its own: ``memories/users/<key>/`` in
+the home, or the rows owned by ``<key>`` in the database. The shared (global) memory is
+``memories/`` itself, or the rows owned by ''.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hermes_core.storage import resolve_storage_url
+from hermes_core.users import check_user_key
+
+from .config import FileMemoryConfig
+from .store import MemoryStore
+
+__all__ = ["memory_dir", "open_store"]
+
+
+def memory_dir(home: Path, user: str | None = None) -> Path:
+    """The folder of the shared memory, or of one user's memory."""
+    base = Path(home) / "memories"
+    return base / "users" / check_user_key(user) if user else base
+
+
+def open_store(
+    config: FileMemoryConfig, home: Path, storage_url: str | None = None,
+    user: str | None = None,
+) -> MemoryStore:
+    """The memory store the configuration selects, for the shared memory or one user's."""
+    url = resolve_storage_url(storage_url)
+    if url is not None:
+        from .pg_store import PgMemoryStore
+
+        return PgMemoryStore(url, owner=check_user_key(user) if user else "",
+                             memory_limit=config.memory_char_limit,
+                             user_limit=config.user_char_limit)
+    return MemoryStore(memory_dir(home, user), memory_limit=config.memory_char_limit,
+                       user_limit=config.user_char_limit, history_limit=config.history_limit)

@@ -1,0 +1,173 @@
+"""The session archive's PostgreSQL schema (component ``session_archive`` in ``hermes_schema``).
+
+The tables mirror state.db's (sessions with a small ``num`` key, messages in insertion order), so
+the archive's queries run on both. Search uses PostgreSQL's own text search:
+
+* ``messages.tsv``: a tsvector set by a trigger, ``english`` configuration (Snowball stemming):
+  content (weight A), tool-call argument values (B) and the tool name (C); NULL for copies a
+  compaction carried into a child session, exactly as the SQLite archive leaves them unindexed.
+  PostgreSQL caps one tsvector at 1 MB of distinct words: a message past that (a multi-megabyte
+  blob) is indexed by its first ``TSV_CHARS`` characters; it is always stored whole.
+* ``messages.cjk``: the message's CJK runs, one per line (NULL for the many messages with none),
+  with a trigram index (``pg_trgm``) for substring search, since the text parser sees a run of
+  CJK letters as one word. Without the extension the same search runs without the index.
+
+Triggers keep each session's message count and last activity in sync, as state.db's do.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hermes_core.storage.migrations import PgMigration
+
+from .cjk import CJK_CLASS
+
+__all__ = ["COMPONENT", "MIGRATIONS", "TSV_CHARS"]
+
+COMPONENT = "session_archive"
+TSV_CHARS = 100_000
+
+
+def _pg_class() -> str:
+    """cjk.CJK_CLASS in PostgreSQL regular-expression escapes (\\uXXXX, \\UXXXXXXXX)."""
+    out = []
+    for ch in CJK_CLASS:
+        code = ord(ch)
+        out.append(ch if ch == "-" else (f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"))
+    return "".join(out)
+
+
+_CJK = _pg_class()
+_INDEXED = "(NEW.meta IS NULL OR (NEW.meta::jsonb -> 'carried_over') IS NULL)"
+#: PostgreSQL's parser keeps paths, hosts, e-mail addresses, versions and hyphenated words as
+#: single tokens ("/etc/hosts"); FTS5's unicode61 splits them into words. These characters are
+#: read as spaces on both sides (documents here, queries in pg_search.py), so "hosts" finds
+#: "/etc/hosts" and "chat-send" finds the phrase "chat send", as in the SQLite archive.
+SPLIT_CHARS = "/.@:-\\=?&#~+"
+_SPACES = " " * len(SPLIT_CHARS)
+_ARGS = ("(SELECT string_agg(v #>> '{}', ' ') FROM jsonb_path_query("
+         "jsonb_path_query_array(NEW.tool_calls::jsonb, '$[*].arguments'), "
+         "'strict $.** ? (@.type() == \"string\" || @.type() == \"number\")') AS v)")
+
+
+def _split(expr: str) -> str:
+    return f"translate({expr}, '{SPLIT_CHARS}', '{_SPACES}')"
+
+
+def _tsv(content: str) -> str:
+    return f"""setweight(to_tsvector('english'::regconfig, {_split(content)}), 'A')
+        || setweight(to_tsvector('english'::regconfig, {_split(f"coalesce({_ARGS}, '')")}), 'B')
+        || setweight(to_tsvector('english'::regconfig,
+                                 {_split("coalesce(NEW.tool_name, '')")}), 'C')"""
+
+
+# The index columns, set before each insert or update: the whole message is indexed; only a
+# message whose distinct words pass PostgreSQL's 1 MB tsvector limit (a multi-megabyte blob)
+# falls back to its first TSV_CHARS characters instead of failing the insert.
+_INDEX_FUNCTION = f"""CREATE FUNCTION hermes_messages_index() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF NOT {_INDEXED} THEN
+            NEW.tsv := NULL;
+            NEW.cjk := NULL;
+            RETURN NEW;
+        END IF;
+        IF length(NEW.content) <= {TSV_CHARS} THEN
+            NEW.tsv := {_tsv("NEW.content")};
+        ELSE
+            BEGIN
+                NEW.tsv := {_tsv("NEW.content")};
+            EXCEPTION WHEN program_limit_exceeded THEN
+                NEW.tsv := {_tsv(f"left(NEW.content, {TSV_CHARS})")};
+            END;
+        END IF;
+        IF NEW.content ~ '[{_CJK}]' OR NEW.tool_calls ~ '[{_CJK}]' THEN
+            NEW.cjk := btrim(regexp_replace(NEW.content || ' ' || coalesce(NEW.tool_calls, ''),
+                                            '[^{_CJK}]+', E'\\n', 'g'), E'\\n');
+        ELSE
+            NEW.cjk := NULL;
+        END IF;
+        RETURN NEW;
+    END $$"""
+
+_V1: list[str] = [
+    """CREATE TABLE sessions (
+        num BIGSERIAL PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        platform TEXT NOT NULL DEFAULT 'cli',
+        model TEXT,
+        title TEXT,
+        started_at DOUBLE PRECISION NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL,
+        ended_at DOUBLE PRECISION,
+        end_reason TEXT,
+        parent_session_id TEXT,
+        origin TEXT,
+        chain BIGINT NOT NULL,
+        superseded INTEGER NOT NULL DEFAULT 0,
+        message_count INTEGER NOT NULL DEFAULT 0,
+        input_tokens BIGINT NOT NULL DEFAULT 0,
+        output_tokens BIGINT NOT NULL DEFAULT 0,
+        cache_read_tokens BIGINT NOT NULL DEFAULT 0,
+        cache_write_tokens BIGINT NOT NULL DEFAULT 0,
+        api_calls BIGINT NOT NULL DEFAULT 0,
+        cost_usd DOUBLE PRECISION NOT NULL DEFAULT 0,
+        attributes TEXT,
+        user_id TEXT
+    )""",
+    "CREATE INDEX sessions_parent ON sessions(parent_session_id) "
+    "WHERE parent_session_id IS NOT NULL",
+    "CREATE INDEX sessions_chain ON sessions(chain)",
+    "CREATE INDEX sessions_user ON sessions(user_id) WHERE user_id IS NOT NULL",
+    "CREATE INDEX sessions_recent ON sessions(updated_at) WHERE superseded = 0",
+    "CREATE INDEX sessions_title ON sessions(lower(title)) WHERE title IS NOT NULL",
+    "CREATE INDEX sessions_conversation ON sessions(platform, "
+    "((attributes::jsonb) ->> 'conversation_key'), num)",
+    """CREATE TABLE messages (
+        id BIGSERIAL PRIMARY KEY,
+        session BIGINT NOT NULL REFERENCES sessions(num),
+        role TEXT NOT NULL,
+        content TEXT NOT NULL,
+        tool_name TEXT,
+        tool_call_id TEXT,
+        tool_calls TEXT CHECK (tool_calls IS NULL OR tool_calls::jsonb IS NOT NULL),
+        timestamp DOUBLE PRECISION NOT NULL,
+        meta TEXT,
+        tsv tsvector,
+        cjk TEXT
+    )""",
+    _INDEX_FUNCTION,
+    """CREATE TRIGGER messages_index BEFORE INSERT OR UPDATE ON messages
+        FOR EACH ROW EXECUTE FUNCTION hermes_messages_index()""",
+    "CREATE INDEX messages_session ON messages(session, id)",
+    "CREATE INDEX messages_tsv ON messages USING gin(tsv)",
+    """CREATE FUNCTION hermes_messages_count() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP = 'INSERT' THEN
+            UPDATE sessions SET message_count = message_count + 1,
+                updated_at = greatest(updated_at, NEW.timestamp) WHERE num = NEW.session;
+            RETURN NEW;
+        END IF;
+        UPDATE sessions SET message_count = message_count - 1 WHERE num = OLD.session;
+        RETURN OLD;
+    END $$""",
+    """CREATE TRIGGER messages_count AFTER INSERT OR DELETE ON messages
+        FOR EACH ROW EXECUTE FUNCTION hermes_messages_count()""",
+]
+
+
+def _cjk_index(con: Any) -> None:
+    """The trigram index for CJK substrings, when pg_trgm can be had (else searched unindexed)."""
+    try:
+        with con.transaction():  # a savepoint: a refused extension leaves the migration intact
+            con.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+            con.execute("CREATE INDEX messages_cjk ON messages USING gin(cjk gin_trgm_ops) "
+                        "WHERE cjk IS NOT NULL")
+    except Exception:
+        con.execute("CREATE INDEX messages_cjk_present ON messages(id) WHERE cjk IS NOT NULL")
+
+
+MIGRATIONS: list[PgMigration] = [
+    (1, "sessions, messages, text search (english tsvector), CJK runs, counters", _V1),
+    (2, "trigram index over CJK runs (pg_trgm, when available)", _cjk_index),
+]

@@ -1,0 +1,64 @@
+"""The session archive in a PostgreSQL database (``storage.url``): the same API as SessionArchive.
+
+:class:`PgSessionArchive` is :class:`~.store.SessionArchive` over :class:`~.pg_db.PgDatabase`:
+every method, listing, lineage query and import runs the same code on both backends; only what
+the dialects cannot share is overridden here. Several processes (nodes) can use one database:
+the session row is created with a unique id, and a node that loses the race to create it
+retries and finds the winner's row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from hermes_core.storage import StorageURL
+
+from .pg_db import PgDatabase
+from .records import StoredMessage
+from .store import SessionArchive
+
+__all__ = ["PgSessionArchive"]
+
+T = TypeVar("T")
+
+
+class PgSessionArchive(SessionArchive):
+    """The session archive in one PostgreSQL database."""
+
+    backend = "postgresql"
+
+    def __init__(self, url: StorageURL) -> None:
+        self.url = url
+        self.db = PgDatabase(url)  # type: ignore[assignment]
+        self.path = url.redacted  # type: ignore[assignment] - named in messages, never opened
+        self._nums: dict[str, int] = {}
+        self._created: list[str] = []
+
+    def _write(self, tx: Callable[[Any], T]) -> T:
+        unique = self.db.psycopg.errors.UniqueViolation  # type: ignore[attr-defined]
+        try:
+            return super()._write(tx)
+        except unique:
+            # another node created the same session meanwhile: the retry reads its row
+            return super()._write(tx)
+
+    def _update(self, session_id: str, assignments: str, params: tuple[Any, ...]) -> None:
+        num = self._nums.get(session_id)
+        if num is None:
+            super()._update(session_id, assignments, params)
+            return
+        # a known session: one UPDATE, committed on its own (one round trip)
+        self.db.write_one(f"UPDATE sessions SET {assignments} WHERE num = ?", (*params, num))
+
+    def messages(
+        self, session_id: str, *, limit: int | None = None, offset: int = 0
+    ) -> list[StoredMessage]:
+        if not self.has_session(session_id):
+            raise self._missing(session_id)
+        rows = self.db.read(
+            f"SELECT {StoredMessage.COLUMNS} FROM messages AS m JOIN sessions AS s "
+            "ON s.num = m.session WHERE s.id = :sid ORDER BY m.id LIMIT :limit OFFSET :offset",
+            {"sid": session_id, "limit": limit, "offset": offset},
+        )
+        return [StoredMessage.from_row(r) for r in rows]

@@ -3,7 +3,8 @@
 
 Tools: ``echo(text)``, ``add(a, b)``, ``crash()`` (the process dies mid-call), ``hang()`` (never
 answers), ``fail()`` (answers with an MCP tool error). ``DEMO_TOOL_PREFIX`` in the environment
-prefixes every tool name (to make two servers' names clash after sanitising).
+prefixes every tool name; ``DEMO_CLASH`` adds ``echo.v2`` and ``echo_v2`` (one name once
+sanitised); ``DEMO_FAIL_START`` makes the stdio server exit at once.
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ ARGS = {
 }
 
 
+if os.environ.get("DEMO_CLASH"):  # two names that become one once '.' is replaced by '_'
+    ARGS = {**ARGS, "echo.v2": ARGS["echo"], "echo_v2": ARGS["echo"]}
+
+
 async def list_tools(ctx: object, params: object) -> types.ListToolsResult:
     return types.ListToolsResult(tools=[
         types.Tool(name=PREFIX + name, description=f"demo tool {name}", input_schema=schema)
@@ -35,7 +40,7 @@ async def list_tools(ctx: object, params: object) -> types.ListToolsResult:
 async def call_tool(ctx: object, params: types.CallToolRequestParams) -> types.CallToolResult:
     name = params.name[len(PREFIX):]
     args = params.arguments or {}
-    if name == "echo":
+    if name.startswith("echo"):
         text = f"echo from {os.environ.get('DEMO_NAME', 'demo')}: {args['text']}"
     elif name == "add":
         text = str(int(args["a"]) + int(args["b"]))

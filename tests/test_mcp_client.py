@@ -17,12 +17,12 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from mcp_support.serving import WAIT, cli  # noqa: E402
+from mcp_support.serving import WAIT, cli
 
-from hermes_core import Tool, hookimpl  # noqa: E402
-from hermes_core.errors import RegistryError  # noqa: E402
-from hermes_core.testing import make_host, run_replay  # noqa: E402
-from hermes_core.types import ToolContext  # noqa: E402
+from hermes_core import Tool, hookimpl
+from hermes_core.errors import RegistryError
+from hermes_core.testing import make_host, run_replay
+from hermes_core.types import ToolContext
 
 DEMO = Path(__file__).parent / "mcp_support" / "demo_server.py"
 
@@ -155,7 +155,8 @@ def test_name_clashes_name_server_and_tool(hermes_home: Path) -> None:
 
     host = make_host(hermes_home)
     try:
-        host.register_plugin("squatter", type("Squatter", (), {"register_tools": staticmethod(register_tools)}))
+        squatter = type("Squatter", (), {"register_tools": staticmethod(register_tools)})
+        host.register_plugin("squatter", squatter)
         host.activate_memory_providers()
         with pytest.raises(RegistryError) as clash:
             host.tools()

@@ -13,18 +13,17 @@ import pytest
 
 pytest.importorskip("mcp")
 
-import anyio  # noqa: E402
-import httpx  # noqa: E402
-from mcp import Client, StdioServerParameters  # noqa: E402
-from mcp.shared.exceptions import MCPError  # noqa: E402
+import anyio
+import httpx
+from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
+from mcp_support import recaller
+from mcp_support.serving import cli, cli_env, http_server
 
-from hermes_core.fence import build_block  # noqa: E402
-from hermes_core.host import PluginHost  # noqa: E402
-from hermes_core.prefetch import PrefetchRunner  # noqa: E402
-from hermes_core.types import Session  # noqa: E402
-
-from mcp_support import recaller  # noqa: E402
-from mcp_support.serving import cli, cli_env, http_server  # noqa: E402
+from hermes_core.fence import build_block
+from hermes_core.host import PluginHost
+from hermes_core.prefetch import PrefetchRunner
+from hermes_core.types import Session
 
 CONFIG = """\
 memory:

@@ -20,7 +20,7 @@ import time
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import Any, Literal, TextIO
 
 from .config import ServerSpec, expand_env
 
@@ -77,7 +77,7 @@ class ClientManager:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._tasks: list[concurrent.futures.Future[None]] = []
-        self._logs: list[IO[str]] = []
+        self._logs: list[TextIO] = []
         self._lock = threading.Lock()
         self._closed = False
 
@@ -123,7 +123,7 @@ class ClientManager:
                     log.error("%s", state.error)
         return late
 
-    def _errlog(self, name: str) -> IO[str]:
+    def _errlog(self, name: str) -> TextIO:
         import sys
 
         if self.log_dir is None:

@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-__all__ = ["SERVER_NAME_RE", "SEPARATOR", "McpConfig", "ServerSpec", "expand_env"]
+__all__ = ["SEPARATOR", "SERVER_NAME_RE", "McpConfig", "ServerSpec", "expand_env"]
 
 #: between the server's name and the tool's name in the tool the model sees
 SEPARATOR = "__"

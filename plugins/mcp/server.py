@@ -17,6 +17,7 @@ serving its own clients' tools could call itself.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -188,10 +189,8 @@ class StackServer:
         out = tool.invoke({"action": "add", "target": "memory", "content": text},
                           ToolContext(session=session, plugin_name=plugin))
         failed = False
-        try:
+        with contextlib.suppress(ValueError, AttributeError):
             failed = json.loads(out).get("success") is False
-        except (ValueError, AttributeError):
-            pass
         return ServedCall(out, is_error=failed)
 
     def _check_arguments(self, name: str, args: dict[str, Any]) -> str | None:

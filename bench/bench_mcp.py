@@ -192,7 +192,8 @@ def client_overhead(root: Path, n: int) -> tuple[list[float], list[float]]:
 
 
 def line(label: str, values: list[float]) -> str:
-    return f"  {label:<16} p50 {pct(values, 0.5):7.2f} ms   p95 {pct(values, 0.95):7.2f} ms   (n={len(values)})"
+    return (f"  {label:<16} p50 {pct(values, 0.5):7.2f} ms   p95 {pct(values, 0.95):7.2f} ms   "
+            f"(n={len(values)})")
 
 
 def main() -> None:

@@ -97,6 +97,7 @@ def test_a_server_crashing_mid_call_is_a_tool_error_and_the_turn_completes(herme
     assert report.turns[0]["reply"] == "It crashed."
     after = report.turns[1]["tool_calls"][0]
     assert after["ok"] is False and "'demo'" in after["result"] and "'echo'" in after["result"]
+    assert "not running" in after["result"] and "stopped" in after["result"]
     assert report.turns[1]["reply"] == "Gone."
     assert report.turns[2]["tool_calls"][0]["result"] == "echo from other: fine"
 

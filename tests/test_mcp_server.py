@@ -102,7 +102,13 @@ async def drive(client: Client, home: Path) -> dict[str, Any]:
     out["user_md_unchanged"] = (home / "memories" / "USER.md").read_bytes() == before
     searched = await client.call_tool("session_search", {"query": "green tea"})
     out["search"] = (searched.is_error, text_of(searched))
+    created = await client.call_tool("skill_manage", {
+        "action": "create", "name": "rotate-logs", "description": "When the disk fills with logs",
+        "body": "1. Run logrotate -f on the service config."})
+    out["skill_created"] = (created.is_error, text_of(created))
     resources = await client.list_resources()
+    skill = await client.read_resource("hermes://skills/rotate-logs")
+    out["skill_resource"] = skill.contents[0].text  # type: ignore[union-attr]
     out["resources"] = sorted(str(r.uri) for r in resources.resources)
     read = await client.read_resource("hermes://memory/USER.md")
     out["user_resource"] = read.contents[0].text  # type: ignore[union-attr]
@@ -127,6 +133,9 @@ def check(out: dict[str, Any], home: Path) -> None:
     assert out["user_md_unchanged"]
     assert out["search"][0] is False and "green tea" in out["search"][1]
     assert "hermes://memory/USER.md" in out["resources"]
+    assert out["skill_created"][0] is False, out["skill_created"]
+    assert "hermes://skills/rotate-logs" in out["resources"]
+    assert "logrotate -f" in out["skill_resource"]
     assert "green tea" in out["user_resource"]
 
 

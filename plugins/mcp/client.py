@@ -24,6 +24,9 @@ from typing import Any, Literal, TextIO
 
 from .config import ServerSpec, expand_env
 
+#: JSON-RPC error code the SDK uses when the peer's connection is gone
+CONNECTION_CLOSED = -32000
+
 __all__ = ["CallFailed", "ClientManager", "RemoteTool", "ServerState"]
 
 log = logging.getLogger("hermes_core.plugins.mcp")
@@ -176,7 +179,7 @@ class ClientManager:
                 state.ready.set()
                 await state.stop.wait()
         except BaseException as exc:  # the connection task must record every way it ends
-            if state.state != "stopped":
+            if state.state not in ("stopped", "failed"):
                 state.error = _describe(state.name, exc, starting=not state.ready.is_set())
                 state.state = "failed"
                 log.error("%s", state.error)
@@ -209,6 +212,13 @@ class ClientManager:
         for handle in self._logs:
             handle.close()
 
+    def _lost(self, state: ServerState, error: str) -> None:
+        """Mark a server whose connection broke as failed, and let its task clean up."""
+        state.state, state.error = "failed", error
+        log.error("%s", error)
+        if state.stop is not None and self._loop is not None:
+            self._loop.call_soon_threadsafe(state.stop.set)
+
     # ---------------------------------------------------------------------------------- calls
 
     def status(self) -> list[dict[str, Any]]:
@@ -237,10 +247,20 @@ class ClientManager:
             raise CallFailed(f"MCP server {server!r} did not answer tool {tool!r} within {bound:g} s "
                              "(mcp.call_timeout); the call was abandoned") from None
         except Exception as exc:
+            if state.state == "running" and _connection_lost(exc):
+                self._lost(state, f"MCP server {server!r} stopped: the connection closed during "
+                                  f"tool {tool!r} (did the process exit? see its log)")
             gone = state.state != "running"
             why = state.error if gone and state.error else f"{type(exc).__name__}: {exc}"
             raise CallFailed(f"MCP server {server!r} failed during tool {tool!r}: {why}") from None
         return _result_text(result), bool(getattr(result, "is_error", False))
+
+
+def _connection_lost(exc: BaseException) -> bool:
+    code = getattr(getattr(exc, "error", None), "code", None)
+    if code is None:
+        code = getattr(exc, "code", None)
+    return code == CONNECTION_CLOSED or isinstance(exc, ConnectionError | EOFError)
 
 
 def _result_text(result: Any) -> str:

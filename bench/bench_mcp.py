@@ -17,6 +17,9 @@ Then the client side: a small MCP server (the SDK's low-level server, stdio subp
 thread exactly as the agent's tool runner does, against a direct in-process tool doing the same
 work. The difference of the medians is the overhead of going through MCP.
 
+For scale, the same SDK client against a trivial echo server over stdio (the SDK's own floor on
+this machine) is measured in the same run.
+
 Target: p50 <= 5 ms over stdio for a memory read. Nothing asserts; ratio = target / measured
 (>= 1.0 means the target is met). The machine is shared and noisy: compare figures of one run.
 """
@@ -156,6 +159,19 @@ def serve_http(home: Path, n: int) -> dict[str, list[float]]:
         proc.wait(60)
 
 
+def sdk_floor(root: Path, n: int) -> list[float]:
+    """A trivial echo over the SDK's own stdio transport: the floor under any stdio figure."""
+    script = root / "echo_server.py"
+    script.write_text(textwrap.dedent(ECHO_SERVER), encoding="utf-8")
+    params = StdioServerParameters(command=sys.executable, args=[str(script)])
+
+    async def run() -> list[float]:
+        async with Client(params) as client:
+            return await timed(n, lambda: client.call_tool("echo", {"text": "hello"}))
+
+    return anyio.run(run)
+
+
 def client_overhead(root: Path, n: int) -> tuple[list[float], list[float]]:
     from hermes_core.kinds import Tool
     from hermes_core.plugins.mcp.client import ClientManager
@@ -210,7 +226,11 @@ def main() -> None:
             print(f" {transport}:")
             for label, values in results[transport].items():
                 print(line(label, values))
+        floor = sdk_floor(root, args.calls)
+        print(" the SDK alone (trivial echo server, stdio):")
+        print(line("echo", floor))
         read_p50 = pct(results["stdio"]["memory read"], 0.5)
+        print(f" memory read over stdio / SDK floor, p50: {read_p50 / pct(floor, 0.5):.2f}")
         print(f" target: memory read over stdio p50 <= {TARGET_MEMORY_READ_MS:g} ms -> "
               f"{read_p50:.2f} ms, ratio {TARGET_MEMORY_READ_MS / read_p50:.2f}")
         for label in ("memory read", "session_search"):

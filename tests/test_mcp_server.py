@@ -176,6 +176,26 @@ def test_http_serve_exposes_the_stack(stack_home: Path) -> None:
     assert len(archived_mcp_sessions(stack_home)) == 1
 
 
+def test_a_hung_stack_tool_is_an_error_answer_and_the_server_goes_on(stack_home: Path) -> None:
+    config = stack_home / "config.yaml"
+    config.write_text(config.read_text(encoding="utf-8") + "hooks:\n  tool_timeout: 1\n",
+                      encoding="utf-8")
+    params = StdioServerParameters(command=sys.executable, args=["-m", "hermes_core", "mcp", "serve"],
+                                   env=cli_env(stack_home))
+
+    async def scenario() -> tuple[Any, Any]:
+        async with Client(params) as client:
+            stalled = await client.call_tool("stall", {})
+            added = await client.call_tool("memory", {"action": "add", "target": "user",
+                                                      "content": "Still answering after a hang"})
+            return stalled, added
+
+    stalled, added = anyio.run(scenario)
+    assert stalled.is_error and "'stall'" in text_of(stalled) and "did not finish" in text_of(stalled)
+    assert not added.is_error
+    assert "Still answering" in (stack_home / "memories" / "USER.md").read_text(encoding="utf-8")
+
+
 def test_http_off_loopback_needs_a_token(stack_home: Path) -> None:
     refused = cli(stack_home, "mcp", "serve", "--transport", "http", "--host", "0.0.0.0", "--port", "0")
     assert refused.returncode != 0

@@ -21,13 +21,15 @@ import contextlib
 import json
 import logging
 import threading
+import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hermes_core.fence import build_block
 from hermes_core.kinds import Tool
 from hermes_core.prefetch import PrefetchRunner
-from hermes_core.types import EndReason, Message, Session, SwitchReason, ToolContext
+from hermes_core.toolrun import ToolRouter
+from hermes_core.types import EndReason, Message, Session, SwitchReason, ToolCall, ToolContext
 
 if TYPE_CHECKING:
     from hermes_core.host import PluginHost
@@ -105,6 +107,7 @@ class StackServer:
             if reserved in self.tools:
                 raise ValueError(f"plugin {self.tools[reserved][1]!r} offers a tool named "
                                  f"{reserved!r}, which the MCP server reserves; disable one of them")
+        self.router = ToolRouter(self.tools, timeout=host.config.core.hooks.tool_timeout)
         self._validators: dict[str, Any] = {}
         self.prefetch = PrefetchRunner(host, timeout=host.config.core.memory.prefetch_timeout)
         self._conversations: dict[str, _Conversation] = {}
@@ -163,10 +166,8 @@ class StackServer:
             elif name == REMEMBER:
                 answer = self._remember(str(args["text"]), session)
             else:
-                tool, plugin = self.tools[name]
-                text = tool.invoke(args, ToolContext(session=session, plugin_name=plugin))
-                answer = ServedCall(text)
-        except Exception as exc:  # a tool error is the client's answer, never the server's end
+                answer = self._run(name, args, session)
+        except Exception as exc:  # recall's or remember's failure is an answer, not the server's end
             from hermes_core.errors import ToolError
 
             detail = str(exc) if isinstance(exc, ToolError) else f"{type(exc).__name__}: {exc}"
@@ -185,13 +186,17 @@ class StackServer:
         if entry is None:
             return ServedCall("remember needs the file memory's 'memory' tool: add file_memory to "
                               "memory.providers", is_error=True)
-        tool, plugin = entry
-        out = tool.invoke({"action": "add", "target": "memory", "content": text},
-                          ToolContext(session=session, plugin_name=plugin))
-        failed = False
+        answer = self._run("memory", {"action": "add", "target": "memory", "content": text}, session)
         with contextlib.suppress(ValueError, AttributeError):
-            failed = json.loads(out).get("success") is False
-        return ServedCall(out, is_error=failed)
+            answer.is_error = answer.is_error or json.loads(answer.text).get("success") is False
+        return answer
+
+    def _run(self, name: str, args: dict[str, Any], session: Session) -> ServedCall:
+        """Run a stack tool as the agent does: routed to its plugin, bounded by
+        ``hooks.tool_timeout``, its failure an error answer."""
+        call = ToolCall(id=f"mcp-{uuid.uuid4().hex[:16]}", name=name, arguments=args)
+        outcome = self.router.run_one(call, session)
+        return ServedCall(outcome.content, is_error=outcome.is_error)
 
     def _check_arguments(self, name: str, args: dict[str, Any]) -> str | None:
         """A message naming the tool and the first schema violation, or ``None``."""

@@ -1,10 +1,14 @@
 """Source of a directory plugin for the MCP server tests: a memory provider whose ``prefetch``
-answers from USER.md (the words of the query that appear there), so ``recall`` has real content."""
+answers from USER.md (the words of the query that appear there), so ``recall`` has real content,
+and a tool ``stall`` that never returns (a hung plugin)."""
 
 SOURCE = '''
+import threading
 from pathlib import Path
 
-from hermes_core import MemoryProvider, hookimpl
+from hermes_core import MemoryProvider, Tool, hookimpl
+
+NEVER = threading.Event()
 
 
 class Recaller(MemoryProvider):
@@ -21,4 +25,10 @@ class Recaller(MemoryProvider):
 @hookimpl
 def register_memory_providers(register):
     register(Recaller)
+
+
+@hookimpl
+def register_tools(register):
+    register(Tool("stall", "Never returns.", lambda args, ctx: NEVER.wait(),
+                  parameters={"type": "object", "properties": {}}))
 '''

@@ -69,6 +69,31 @@ def test_replay_calls_a_server_tool_and_gets_its_answer(hermes_home: Path) -> No
     assert {"demo__echo", "demo__add", "demo__crash", "demo__hang"} <= set(report.tools)
 
 
+def test_a_stdio_server_gets_its_env_and_not_ours(hermes_home: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HERMES_TEST_SECRET", "not-for-servers")
+    monkeypatch.setenv("HERMES_TEST_TOKEN", "token-from-the-environment")
+    report = run_replay(hermes_home, [
+        turn("1", "demo__getenv", {"name": "HERMES_TEST_SECRET"}),
+        turn("2", "demo__getenv", {"name": "TOKEN"}),
+    ], config=config(stdio("demo", TOKEN="${HERMES_TEST_TOKEN}")))
+    assert report.turns[0]["tool_calls"][0]["result"] == "<unset>"
+    assert report.turns[1]["tool_calls"][0]["result"] == "token-from-the-environment"
+
+
+def test_a_missing_env_variable_is_named(hermes_home: Path) -> None:
+    (hermes_home / "config.yaml").write_text(
+        config(stdio("demo", TOKEN="${HERMES_TEST_UNSET_VARIABLE}")), encoding="utf-8")
+    host = make_host(hermes_home)
+    try:
+        host.activate_memory_providers()
+        assert not [n for n in host.tools() if n.startswith("demo__")]
+        (problem,) = host.instances["memory-provider:mcp"].problems()  # type: ignore[attr-defined]
+        assert "HERMES_TEST_UNSET_VARIABLE" in problem and "mcp.servers.demo.env.TOKEN" in problem
+    finally:
+        host.shutdown()
+
+
 def test_tools_carry_the_server_schema_and_are_not_parallel_safe(hermes_home: Path) -> None:
     (hermes_home / "config.yaml").write_text(config(stdio("demo")), encoding="utf-8")
     host = make_host(hermes_home)

@@ -143,13 +143,12 @@ class ClientManager:
         spec = state.spec
         where = f"mcp.servers.{state.name}"
         if spec.command is not None:
-            import os
-
             from mcp import StdioServerParameters
             from mcp.client.stdio import stdio_client
 
-            env = {**os.environ, **{k: expand_env(v, where=f"{where}.env.{k}")
-                                    for k, v in spec.env.items()}}
+            # the SDK merges these over its short list of safe variables (PATH, HOME, ...): the
+            # server never sees the rest of this process's environment (API keys and the like)
+            env = {k: expand_env(v, where=f"{where}.env.{k}") for k, v in spec.env.items()}
             params = StdioServerParameters(command=spec.command, args=list(spec.args), env=env,
                                            cwd=spec.cwd)
             return stdio_client(params, errlog=self._errlog(state.name))

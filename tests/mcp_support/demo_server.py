@@ -1,10 +1,10 @@
 """A small MCP server for the tests, written with the mcp SDK (run as a script: stdio by default,
 ``--http PORT`` for streamable HTTP on 127.0.0.1).
 
-Tools: ``echo(text)``, ``add(a, b)``, ``crash()`` (the process dies mid-call), ``hang()`` (never
-answers), ``fail()`` (answers with an MCP tool error). ``DEMO_TOOL_PREFIX`` in the environment
-prefixes every tool name; ``DEMO_CLASH`` adds ``echo.v2`` and ``echo_v2`` (one name once
-sanitised); ``DEMO_FAIL_START`` makes the stdio server exit at once.
+Tools: ``echo(text)``, ``add(a, b)``, ``getenv(name)``, ``crash()`` (the process dies
+mid-call), ``hang()`` (never answers), ``fail()`` (answers with an MCP tool error).
+Environment: ``DEMO_TOOL_PREFIX`` prefixes every tool name; ``DEMO_CLASH`` adds ``echo.v2`` and
+``echo_v2`` (one name once sanitised); ``DEMO_FAIL_START`` makes the stdio server exit at once.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ ARGS = {
     "crash": {"type": "object", "properties": {}},
     "hang": {"type": "object", "properties": {}},
     "fail": {"type": "object", "properties": {}},
+    "getenv": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
 }
 
 
@@ -44,6 +45,8 @@ async def call_tool(ctx: object, params: types.CallToolRequestParams) -> types.C
         text = f"echo from {os.environ.get('DEMO_NAME', 'demo')}: {args['text']}"
     elif name == "add":
         text = str(int(args["a"]) + int(args["b"]))
+    elif name == "getenv":
+        text = os.environ.get(args["name"], "<unset>")
     elif name == "crash":
         os._exit(3)
     elif name == "hang":

@@ -173,7 +173,17 @@ def test_http_serve_exposes_the_stack(stack_home: Path) -> None:
 
         out = anyio.run(scenario)
         check(out, stack_home)
-    assert len(archived_mcp_sessions(stack_home)) == 1
+
+        async def legacy() -> None:  # a stateful (mcp-session-id) client: its own session
+            async with Client(url, mode="legacy") as client:
+                for word in ("first", "second"):
+                    await client.call_tool("recall", {"query": f"legacy client {word} call"})
+
+        anyio.run(legacy)
+    sessions = archived_mcp_sessions(stack_home)
+    assert len(sessions) == 2, sessions
+    found = cli(stack_home, "sessions", "search", "legacy client", "--json")
+    assert found.returncode == 0 and found.stdout.count("legacy client") >= 2, found.stdout
 
 
 def test_a_hung_stack_tool_is_an_error_answer_and_the_server_goes_on(stack_home: Path) -> None:

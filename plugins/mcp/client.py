@@ -123,7 +123,6 @@ class ClientManager:
                     state.state = "failed"
                     state.error = (f"MCP server {state.name!r} did not start and list its tools "
                                    f"within {self.connect_timeout:g} s (mcp.connect_timeout)")
-                    log.error("%s", state.error)
         return late
 
     def _errlog(self, name: str) -> TextIO:
@@ -179,9 +178,12 @@ class ClientManager:
                 await state.stop.wait()
         except BaseException as exc:  # the connection task must record every way it ends
             if state.state not in ("stopped", "failed"):
-                state.error = _describe(state.name, exc, starting=not state.ready.is_set())
+                starting = not state.ready.is_set()
+                state.error = _describe(state.name, exc, starting=starting)
                 state.state = "failed"
-                log.error("%s", state.error)
+                # a start failure is reported by whoever waits for the start (get_tools, the
+                # servers command); a death later has no one else to tell
+                log.log(logging.DEBUG if starting else logging.ERROR, "%s", state.error)
             if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt | SystemExit):
                 raise
         finally:

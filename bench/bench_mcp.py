@@ -1,0 +1,249 @@
+"""MCP benchmark: round trips through ``hermes-core mcp serve`` and the client's cost per call.
+
+    python bench/bench_mcp.py [--calls 200]
+
+What runs (all real, on 127.0.0.1): ``hermes-core mcp serve`` as a subprocess (stdio, then
+streamable HTTP) over a fresh home with the built-in file memory (a few entries in MEMORY.md and
+USER.md) and the session archive (a few dozen archived messages), driven by the official ``mcp``
+SDK client in this process:
+
+* **memory read**: ``resources/read hermes://memory/MEMORY.md`` (the memory tool only writes; the
+  curated memory is read as a resource);
+* **session_search**: ``tools/call session_search`` (FTS5 query; the server also records the call
+  and its answer in the connection's archived session, as for every call).
+
+Then the client side: a small MCP server (the SDK's low-level server, stdio subprocess) offering
+``echo``; the agent-side tool ``bench__echo`` (what ``mcp.servers`` makes of it) is invoked from a
+thread exactly as the agent's tool runner does, against a direct in-process tool doing the same
+work. The difference of the medians is the overhead of going through MCP.
+
+For scale, the same SDK client against a trivial echo server over stdio (the SDK's own floor on
+this machine) is measured in the same run.
+
+Target: p50 <= 5 ms over stdio for a memory read. Nothing asserts; ratio = target / measured
+(>= 1.0 means the target is met). The machine is shared and noisy: compare figures of one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client, StdioServerParameters
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGET_MEMORY_READ_MS = 5.0
+
+ECHO_SERVER = '''
+import anyio, mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+async def list_tools(ctx, params):
+    return types.ListToolsResult(tools=[types.Tool(name="echo", description="echo",
+        input_schema={"type": "object", "properties": {"text": {"type": "string"}}})])
+
+async def call_tool(ctx, params):
+    return types.CallToolResult(content=[types.TextContent(type="text", text=params.arguments["text"])])
+
+server = Server("bench", on_list_tools=list_tools, on_call_tool=call_tool)
+
+async def main():
+    async with stdio_server() as (r, w):
+        await server.run(r, w, server.create_initialization_options())
+
+anyio.run(main)
+'''
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered) + 0.5) - 1))]
+
+
+def env_for(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HERMES_CORE_", "ANTHROPIC_"))}
+    env["HERMES_CORE_HOME"] = str(home)
+    return env
+
+
+def make_home(root: Path) -> Path:
+    home = root / "home"
+    (home / "memories").mkdir(parents=True)
+    (home / "config.yaml").write_text("memory:\n  providers: [file_memory, session_archive]\n",
+                                      encoding="utf-8")
+    from hermes_core.agent import Agent
+    from hermes_core.host import PluginHost
+    from hermes_core.testing import CannedLLM
+
+    os.environ["HERMES_CORE_HOME"] = str(home)
+    host = PluginHost.load(home, entry_points=False)
+    agent = Agent.create(host, CannedLLM("Noted, thanks."))
+    memory = host.tools()["memory"][0]
+    from hermes_core.types import ToolContext
+
+    for i in range(8):
+        memory.invoke({"action": "add", "target": "memory",
+                       "content": f"Deploy note {i}: the release train leaves on day {i}"},
+                      ToolContext(session=agent.session))
+    memory.invoke({"action": "add", "target": "user", "content": "Prefers short answers"},
+                  ToolContext(session=agent.session))
+    for i in range(20):
+        agent.run_turn(f"question {i} about the staging database migration and release {i}")
+    agent.close()
+    return home
+
+
+async def timed(n: int, call: Callable[[], Awaitable[Any]]) -> list[float]:
+    for _ in range(min(10, n)):  # warm up
+        await call()
+    out = []
+    for _ in range(n):
+        start = time.perf_counter()
+        await call()
+        out.append((time.perf_counter() - start) * 1e3)
+    return out
+
+
+async def round_trips(client: Client, n: int) -> dict[str, list[float]]:
+    async def read() -> Any:
+        return await client.read_resource("hermes://memory/MEMORY.md")
+
+    async def search() -> Any:
+        return await client.call_tool("session_search", {"query": "staging migration"})
+
+    return {"memory read": await timed(n, read), "session_search": await timed(n, search)}
+
+
+def serve_stdio(home: Path, n: int) -> dict[str, list[float]]:
+    params = StdioServerParameters(command=sys.executable, args=["-m", "hermes_core", "mcp", "serve"],
+                                   env=env_for(home))
+
+    async def run() -> dict[str, list[float]]:
+        async with Client(params) as client:
+            return await round_trips(client, n)
+
+    return anyio.run(run)
+
+
+def serve_http(home: Path, n: int) -> dict[str, list[float]]:
+    proc = subprocess.Popen([sys.executable, "-m", "hermes_core", "mcp", "serve", "--transport",
+                             "http", "--port", "0"], env=env_for(home), stderr=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stderr is not None
+        url = ""
+        for line in proc.stderr:
+            if "serving on " in line:
+                url = line.split("serving on ", 1)[1].strip()
+                break
+        if not url:
+            raise SystemExit("mcp serve --transport http did not start")
+
+        async def run() -> dict[str, list[float]]:
+            async with Client(url) as client:
+                return await round_trips(client, n)
+
+        return anyio.run(run)
+    finally:
+        proc.terminate()
+        proc.wait(60)
+
+
+def sdk_floor(root: Path, n: int) -> list[float]:
+    """A trivial echo over the SDK's own stdio transport: the floor under any stdio figure."""
+    script = root / "echo_server.py"
+    script.write_text(textwrap.dedent(ECHO_SERVER), encoding="utf-8")
+    params = StdioServerParameters(command=sys.executable, args=[str(script)])
+
+    async def run() -> list[float]:
+        async with Client(params) as client:
+            return await timed(n, lambda: client.call_tool("echo", {"text": "hello"}))
+
+    return anyio.run(run)
+
+
+def client_overhead(root: Path, n: int) -> tuple[list[float], list[float]]:
+    from hermes_core.kinds import Tool
+    from hermes_core.plugins.mcp.client import ClientManager
+    from hermes_core.plugins.mcp.config import McpConfig, ServerSpec
+    from hermes_core.plugins.mcp.tools import build_tools
+    from hermes_core.types import ToolContext
+
+    script = root / "echo_server.py"
+    script.write_text(textwrap.dedent(ECHO_SERVER), encoding="utf-8")
+    settings = McpConfig(servers={"bench": ServerSpec(command=sys.executable, args=[str(script)])},
+                         connect_timeout=120)
+    manager = ClientManager(settings.servers, connect_timeout=120)
+    manager.start()
+    try:
+        (remote,), problems = build_tools(manager, settings)
+        assert not problems, problems
+        direct = Tool("echo", "echo", lambda a, c: a["text"],
+                      parameters={"type": "object", "properties": {"text": {"type": "string"}}})
+        ctx = ToolContext()
+
+        def sample(tool: Tool) -> list[float]:
+            for _ in range(10):
+                tool.invoke({"text": "hello"}, ctx)
+            out = []
+            for _ in range(n):
+                start = time.perf_counter()
+                assert tool.invoke({"text": "hello"}, ctx) == "hello"
+                out.append((time.perf_counter() - start) * 1e3)
+            return out
+
+        return sample(direct), sample(remote)
+    finally:
+        manager.close()
+
+
+def line(label: str, values: list[float]) -> str:
+    return (f"  {label:<16} p50 {pct(values, 0.5):7.2f} ms   p95 {pct(values, 0.95):7.2f} ms   "
+            f"(n={len(values)})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=200)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-mcp-") as tmp:
+        root = Path(tmp)
+        home = make_home(root)
+        print(f"mcp serve round trips ({args.calls} calls each, SDK client in this process)")
+        results = {}
+        for transport, run in (("stdio", serve_stdio), ("http", serve_http)):
+            results[transport] = run(home, args.calls)
+            print(f" {transport}:")
+            for label, values in results[transport].items():
+                print(line(label, values))
+        floor = sdk_floor(root, args.calls)
+        print(" the SDK alone (trivial echo server, stdio):")
+        print(line("echo", floor))
+        read_p50 = pct(results["stdio"]["memory read"], 0.5)
+        print(f" memory read over stdio / SDK floor, p50: {read_p50 / pct(floor, 0.5):.2f}")
+        print(f" target: memory read over stdio p50 <= {TARGET_MEMORY_READ_MS:g} ms -> "
+              f"{read_p50:.2f} ms, ratio {TARGET_MEMORY_READ_MS / read_p50:.2f}")
+        for label in ("memory read", "session_search"):
+            ratio = pct(results["http"][label], 0.5) / pct(results["stdio"][label], 0.5)
+            print(f" http/stdio p50 ratio, {label}: {ratio:.2f}")
+        direct, remote = client_overhead(root, args.calls)
+        print("client: a tool call from the agent's side")
+        print(line("direct tool", direct))
+        print(line("MCP (stdio)", remote))
+        overhead = pct(remote, 0.5) - pct(direct, 0.5)
+        print(f" overhead per MCP tool call: {overhead:.2f} ms at p50 "
+              f"({pct(remote, 0.5) / max(pct(direct, 0.5), 1e-6):.0f}x a direct call)")
+
+
+if __name__ == "__main__":
+    main()

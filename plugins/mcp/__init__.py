@@ -1,0 +1,35 @@
+"""MCP both ways (built-in plugin ``mcp``).
+
+* ``hermes-core mcp serve [--transport stdio|http]`` serves the configured memory stack to MCP
+  clients (Claude Desktop, Claude Code, Cursor, other agents): see :mod:`.server`, :mod:`.serve`.
+* ``mcp.servers`` in config.yaml makes other MCP servers' tools available to the agent as
+  ``<server>__<tool>`` through the memory provider ``mcp`` (add it to ``memory.providers``): see
+  :mod:`.client`, :mod:`.tools`.
+
+The ``mcp`` SDK is an optional extra (``pip install 'hermes-core[mcp]'``); without it this plugin
+still loads, and its commands and tools say how to install it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from hermes_core import hookimpl
+
+from .config import McpConfig, ServerSpec
+from .tools import McpTools
+
+__all__ = ["McpConfig", "McpTools", "ServerSpec", "register_commands", "register_memory_providers"]
+
+
+@hookimpl
+def register_memory_providers(register: Callable[[type], None]) -> None:
+    register(McpTools)
+
+
+@hookimpl
+def register_commands(register: Callable[[Any], None]) -> None:
+    from .commands import mcp_group
+
+    register(mcp_group)

@@ -1,0 +1,109 @@
+"""The ``mcp`` section of config.yaml: the MCP servers whose tools the agent may call, and the
+settings of ``hermes-core mcp serve``.
+
+Example::
+
+    mcp:
+      call_timeout: 30
+      servers:
+        files:                      # stdio: hermes-core starts the command
+          command: npx
+          args: ["-y", "@modelcontextprotocol/server-filesystem", "/srv/notes"]
+          env: {LOG_LEVEL: warn}
+        tracker:                    # streamable HTTP
+          url: https://tracker.example/mcp
+          headers: {Authorization: "Bearer ${TRACKER_TOKEN}"}
+
+``${NAME}`` in ``env`` and ``headers`` values is replaced by the environment variable ``NAME`` when
+the server is started, so secrets stay out of the file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = ["SEPARATOR", "SERVER_NAME_RE", "McpConfig", "ServerSpec", "expand_env"]
+
+#: between the server's name and the tool's name in the tool the model sees
+SEPARATOR = "__"
+#: server names: letters, digits, '-' and single '_' (so ``<server>__<tool>`` splits one way)
+SERVER_NAME_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]|_(?!_))*(?<!_)$")
+_ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def expand_env(value: str, *, where: str) -> str:
+    """``value`` with each ``${NAME}`` replaced by the environment variable; a missing one is an
+    error naming it (never an empty secret sent silently)."""
+    def sub(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in os.environ:
+            raise ValueError(f"{where} uses ${{{name}}}, but the environment variable {name} is not set")
+        return os.environ[name]
+
+    return _ENV_RE.sub(sub, value)
+
+
+class ServerSpec(BaseModel):
+    """One MCP server: ``command`` (+ ``args``, ``env``, ``cwd``) for stdio, or ``url`` (+
+    ``headers``) for streamable HTTP."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    command: str | None = Field(default=None, min_length=1, description="stdio: the program to start")
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict, description="stdio: extra environment variables")
+    cwd: str | None = None
+    url: str | None = Field(default=None, description="streamable HTTP: the server's endpoint")
+    headers: dict[str, str] = Field(default_factory=dict)
+    #: per-call deadline for this server's tools (seconds); defaults to ``mcp.call_timeout``
+    call_timeout: float | None = Field(default=None, gt=0, le=3600)
+    #: tools marked parallel-safe (none by default: an MCP tool may have side effects)
+    parallel_safe: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> ServerSpec:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give either 'command' (a stdio server hermes-core starts) or 'url' "
+                             "(a streamable HTTP server), not both and not neither")
+        if self.url is not None:
+            if not re.match(r"^https?://", self.url):
+                raise ValueError(f"url {self.url!r} must start with http:// or https://")
+            if self.args or self.env or self.cwd:
+                raise ValueError("'args', 'env' and 'cwd' are for stdio servers; this one has a 'url'")
+        elif self.headers:
+            raise ValueError("'headers' are for HTTP servers; this one has a 'command'")
+        return self
+
+    @property
+    def transport(self) -> str:
+        return "stdio" if self.command is not None else "http"
+
+
+class McpConfig(BaseModel):
+    """Settings of the MCP plugin (section ``mcp``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    servers: dict[str, ServerSpec] = Field(default_factory=dict)
+    #: deadline of one tool call, in seconds (a server may override it)
+    call_timeout: float = Field(default=30.0, gt=0, le=3600)
+    #: how long starting and listing one server may take, in seconds
+    connect_timeout: float = Field(default=20.0, gt=0, le=600)
+    #: ``mcp serve --transport http`` bound to anything but loopback needs a bearer token from
+    #: this environment variable
+    token_env: str = Field(default="HERMES_CORE_MCP_TOKEN", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+    @field_validator("servers")
+    @classmethod
+    def _names(cls, servers: dict[str, Any]) -> dict[str, Any]:
+        for name in servers:
+            if not SERVER_NAME_RE.match(name) or len(name) > 40:
+                raise ValueError(
+                    f"server name {name!r} is not usable: its tools are named '<server>__<tool>', "
+                    "so use 1-40 letters, digits, '-' or single '_' (no '__', no leading or "
+                    "trailing '_')")
+        return servers

@@ -1,0 +1,287 @@
+"""The MCP server side: the configured memory stack as MCP tools and resources.
+
+:class:`StackServer` wraps a loaded, activated :class:`~hermes_core.host.PluginHost`:
+
+* tools: every tool of the active memory providers (``host.tools()``: ``memory``,
+  ``session_search``, ``skills_*``, third-party ones) with their JSON schemas, plus ``recall``
+  (what the providers' ``prefetch`` would inject into a turn, fenced and labelled exactly as the
+  agent does) and ``remember`` (one entry added to MEMORY.md through the ``memory`` tool);
+* resources: ``hermes://memory/MEMORY.md``, ``hermes://memory/USER.md`` and one
+  ``hermes://skills/<name>`` per skill (through the ``skills_list``/``skill_view`` tools);
+* sessions: each client connection is a session in the archive (platform ``mcp``); every tool call
+  and its answer go through the providers' ``on_message``, so they are searchable later.
+
+The tools of the ``mcp`` provider itself (other MCP servers' tools) are never served: a server
+serving its own clients' tools could call itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from hermes_core.fence import build_block
+from hermes_core.kinds import Tool
+from hermes_core.prefetch import PrefetchRunner
+from hermes_core.toolrun import ToolRouter
+from hermes_core.types import EndReason, Message, Session, SwitchReason, ToolCall, ToolContext
+
+if TYPE_CHECKING:
+    from hermes_core.host import PluginHost
+
+__all__ = ["RECALL", "REMEMBER", "ServedCall", "StackServer", "connection_key"]
+
+log = logging.getLogger("hermes_core.plugins.mcp")
+
+RECALL = "recall"
+REMEMBER = "remember"
+PLATFORM = "mcp"
+#: the instance whose tools are other servers' tools (never served back)
+CLIENT_INSTANCE = "memory-provider:mcp"
+#: a stored answer is cut to this many characters (the archive keeps what the client saw first)
+MAX_STORED = 8000
+
+_RECALL_SCHEMA = {
+    "type": "object",
+    "properties": {"query": {"type": "string", "minLength": 1,
+                             "description": "What the user said or asked: what to recall for."}},
+    "required": ["query"],
+    "additionalProperties": False,
+}
+_REMEMBER_SCHEMA = {
+    "type": "object",
+    "properties": {"text": {"type": "string", "minLength": 1,
+                            "description": "One durable fact to keep (a line of MEMORY.md)."}},
+    "required": ["text"],
+    "additionalProperties": False,
+}
+
+
+@dataclass
+class ServedCall:
+    """The answer to one ``tools/call``."""
+
+    text: str
+    is_error: bool = False
+
+
+@dataclass
+class _Conversation:
+    session: Session
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def connection_key(transport: str, request: Any, meta: Any) -> str:
+    """Which client connection a request belongs to.
+
+    stdio: the process serves one connection. HTTP: the ``mcp-session-id`` of a stateful session,
+    or, for stateless (2026-07-28) clients, the client's name and its TCP connection.
+    """
+    if transport == "stdio" or request is None:
+        return "stdio"
+    headers = getattr(request, "headers", None) or {}
+    sid = headers.get("mcp-session-id")
+    if sid:
+        return f"http-session:{sid}"
+    client = getattr(request, "client", None)
+    peer = f"{client.host}:{client.port}" if client is not None else "?"
+    info = (meta or {}).get("io.modelcontextprotocol/clientInfo") if isinstance(meta, dict) else None
+    name = info.get("name") if isinstance(info, dict) else None
+    return f"http:{name or 'client'}@{peer}"
+
+
+class StackServer:
+    """The stack behind the MCP handlers (sync: the async layer calls it in worker threads)."""
+
+    def __init__(self, host: PluginHost, *, transport: str) -> None:
+        self.host = host
+        self.transport = transport
+        self.tools: dict[str, tuple[Tool, str]] = {
+            name: entry for name, entry in host.tools().items() if entry[1] != CLIENT_INSTANCE}
+        for reserved in (RECALL, REMEMBER):
+            if reserved in self.tools:
+                raise ValueError(f"plugin {self.tools[reserved][1]!r} offers a tool named "
+                                 f"{reserved!r}, which the MCP server reserves; disable one of them")
+        self.router = ToolRouter(self.tools, timeout=host.config.core.hooks.tool_timeout)
+        self._validators: dict[str, Any] = {}
+        self.prefetch = PrefetchRunner(host, timeout=host.config.core.memory.prefetch_timeout)
+        self._conversations: dict[str, _Conversation] = {}
+        self._lock = threading.Lock()
+
+    # --------------------------------------------------------------------------------- listing
+
+    def list_tools(self) -> list[dict[str, Any]]:
+        out = [{"name": name, "description": tool.description, "input_schema": tool.input_schema()}
+               for name, (tool, _plugin) in sorted(self.tools.items())]
+        out.append({"name": RECALL, "input_schema": _RECALL_SCHEMA, "description":
+                    "What the memory providers recall for a message: the fenced <memory-context> "
+                    "block the agent adds to a turn, one labelled part per provider."})
+        if "memory" in self.tools:
+            out.append({"name": REMEMBER, "input_schema": _REMEMBER_SCHEMA, "description":
+                        "Keep one durable fact in MEMORY.md (the agent's own notes)."})
+        return out
+
+    # --------------------------------------------------------------------------------- calling
+
+    def session_for(self, key: str, client_name: str | None = None) -> Session:
+        with self._lock:
+            conv = self._conversations.get(key)
+            if conv is not None:
+                return conv.session
+            from hermes_core.agent import new_session_id
+
+            attributes: dict[str, Any] = {"transport": self.transport}
+            if client_name:
+                attributes["client"] = client_name
+            session = Session(id=new_session_id(), platform=PLATFORM, title=None,
+                              model=None, attributes=attributes)
+            self._conversations[key] = _Conversation(session)
+        for outcome in self.host.hooks.on_session_switch(new_session=session, old_session=None,
+                                                         reason=SwitchReason.NEW):
+            if outcome.error is not None:
+                log.error("%s failed to open MCP session %s: %s", outcome.plugin, session.id,
+                          outcome.error)
+        return session
+
+    def call(self, name: str, arguments: dict[str, Any] | None, session: Session) -> ServedCall:
+        """Run one tool call and record it (call and answer) in the session. An unknown tool
+        raises ``LookupError``; bad arguments and tool failures are error answers."""
+        args = arguments or {}
+        if name not in self.tools and name not in (RECALL, REMEMBER):
+            raise LookupError(f"unknown tool {name!r}; this server offers: "
+                              + ", ".join(t["name"] for t in self.list_tools()))
+        problem = self._check_arguments(name, args)
+        if problem is not None:
+            return ServedCall(problem, is_error=True)
+        self._record(session, Message("user", _call_text(name, args),
+                                      meta={"mcp": {"tool": name, "arguments": args}}))
+        try:
+            if name == RECALL:
+                answer = ServedCall(self.recall(str(args["query"]), session))
+            elif name == REMEMBER:
+                answer = self._remember(str(args["text"]), session)
+            else:
+                answer = self._run(name, args, session)
+        except Exception as exc:  # recall's or remember's failure is an answer, not the server's end
+            from hermes_core.errors import ToolError
+
+            detail = str(exc) if isinstance(exc, ToolError) else f"{type(exc).__name__}: {exc}"
+            answer = ServedCall(f"tool {name!r} failed: {detail}", is_error=True)
+        self._record(session, Message("assistant", answer.text[:MAX_STORED],
+                                      meta={"mcp": {"tool": name, "is_error": answer.is_error}}))
+        return answer
+
+    def recall(self, query: str, session: Session) -> str:
+        """What ``prefetch`` gives for ``query``, fenced as the agent fences it ("" if nothing)."""
+        results = self.prefetch.run(query, session)
+        return build_block([(r.provider, r.text) for r in results])
+
+    def _remember(self, text: str, session: Session) -> ServedCall:
+        entry = self.tools.get("memory")
+        if entry is None:
+            return ServedCall("remember needs the file memory's 'memory' tool: add file_memory to "
+                              "memory.providers", is_error=True)
+        answer = self._run("memory", {"action": "add", "target": "memory", "content": text}, session)
+        with contextlib.suppress(ValueError, AttributeError):
+            answer.is_error = answer.is_error or json.loads(answer.text).get("success") is False
+        return answer
+
+    def _run(self, name: str, args: dict[str, Any], session: Session) -> ServedCall:
+        """Run a stack tool as the agent does: routed to its plugin, bounded by
+        ``hooks.tool_timeout``, its failure an error answer."""
+        call = ToolCall(id=f"mcp-{uuid.uuid4().hex[:16]}", name=name, arguments=args)
+        outcome = self.router.run_one(call, session)
+        return ServedCall(outcome.content, is_error=outcome.is_error)
+
+    def _check_arguments(self, name: str, args: dict[str, Any]) -> str | None:
+        """A message naming the tool and the first schema violation, or ``None``."""
+        if not isinstance(args, dict):
+            return f"arguments for tool {name!r} must be a JSON object; nothing was changed"
+        validator = self._validators.get(name)
+        if validator is None:
+            schema = next(t["input_schema"] for t in self.list_tools() if t["name"] == name)
+            try:
+                import jsonschema
+            except ImportError:
+                return None
+            validator = jsonschema.validators.validator_for(schema)(schema)
+            self._validators[name] = validator
+        errors = sorted(validator.iter_errors(args), key=lambda e: list(e.path))
+        if not errors:
+            return None
+        where = "/".join(str(p) for p in errors[0].path) or "(arguments)"
+        return (f"invalid arguments for tool {name!r} at {where}: {errors[0].message}; nothing was "
+                "changed")
+
+    def _record(self, session: Session, message: Message) -> None:
+        for outcome in self.host.hooks.on_message(message=message, session=session):
+            if outcome.error is not None:
+                log.error("%s failed to record an MCP message: %s", outcome.plugin, outcome.error)
+
+    # ------------------------------------------------------------------------------- resources
+
+    def list_resources(self) -> list[dict[str, str]]:
+        out = []
+        memories = self.host.home / "memories"
+        for fname, what in (("MEMORY.md", "the agent's notes"), ("USER.md", "what is known of the user")):
+            if (memories / fname).is_file():
+                out.append({"uri": f"hermes://memory/{fname}", "name": fname,
+                            "description": f"Curated memory: {what}", "mime_type": "text/markdown"})
+        for skill in self._skills():
+            name = str(skill.get("name"))
+            out.append({"uri": f"hermes://skills/{name}", "name": f"skill {name}",
+                        "description": str(skill.get("description") or ""),
+                        "mime_type": "text/markdown"})
+        return out
+
+    def read_resource(self, uri: str) -> str:
+        prefix_mem, prefix_skill = "hermes://memory/", "hermes://skills/"
+        if uri in (f"{prefix_mem}MEMORY.md", f"{prefix_mem}USER.md"):
+            path = self.host.home / "memories" / uri[len(prefix_mem):]
+            try:
+                return path.read_text(encoding="utf-8")
+            except FileNotFoundError:
+                raise LookupError(f"resource {uri!r} does not exist yet (nothing saved)") from None
+        if uri.startswith(prefix_skill) and "skill_view" in self.tools:
+            tool, plugin = self.tools["skill_view"]
+            out = json.loads(tool.invoke({"name": uri[len(prefix_skill):]},
+                                         ToolContext(plugin_name=plugin)))
+            if isinstance(out, dict) and out.get("body") is not None:
+                return str(out["body"])
+        raise LookupError(f"unknown resource {uri!r}; list them with resources/list")
+
+    def _skills(self) -> list[dict[str, Any]]:
+        if "skills_list" not in self.tools:
+            return []
+        tool, plugin = self.tools["skills_list"]
+        try:
+            data = json.loads(tool.invoke({}, ToolContext(plugin_name=plugin)))
+        except Exception as exc:
+            log.error("skills_list failed while listing MCP resources: %s", exc)
+            return []
+        return [s for s in data.get("skills", []) if isinstance(s, dict)]
+
+    # ----------------------------------------------------------------------------------- close
+
+    def close(self) -> None:
+        """End every connection's session (reason ``shutdown``) and stop the prefetch lanes."""
+        with self._lock:
+            conversations, self._conversations = list(self._conversations.values()), {}
+        for conv in conversations:
+            self.host.hooks.on_session_end(session=conv.session, messages=[],
+                                           reason=EndReason.SHUTDOWN)
+        self.prefetch.close()
+
+
+def _call_text(name: str, args: dict[str, Any]) -> str:
+    """The searchable text of a call: the words themselves for recall/remember."""
+    if name == RECALL:
+        return str(args.get("query", ""))
+    if name == REMEMBER:
+        return str(args.get("text", ""))
+    return f"[{name}] {json.dumps(args, ensure_ascii=False, sort_keys=True)}"

@@ -6,7 +6,7 @@
   ``<server>__<tool>`` through the memory provider ``mcp`` (add it to ``memory.providers``): see
   :mod:`.client`, :mod:`.tools`.
 
-The ``mcp`` SDK is an optional extra (``pip install 'hermes-core[mcp]'``); without it this plugin
+The ``mcp`` SDK is an optional extra (``pip install 'hermes-core-kernel[mcp]'``); without it this plugin
 still loads, and its commands and tools say how to install it.
 """
 

@@ -65,7 +65,7 @@ class ServerState:
 
 def _sdk_missing() -> str:
     return ("the 'mcp' package is not installed: install the extra with "
-            "pip install 'hermes-core[mcp]'")
+            "pip install 'hermes-core-kernel[mcp]'")
 
 
 class ClientManager:

@@ -33,7 +33,7 @@ def _need_sdk() -> None:
         import mcp  # noqa: F401
     except ImportError:
         raise click.ClickException("the 'mcp' package is not installed: install the extra with "
-                                   "pip install 'hermes-core[mcp]'") from None
+                                   "pip install 'hermes-core-kernel[mcp]'") from None
 
 
 def activate_served_providers(host: PluginHost) -> list[str]:

@@ -22,6 +22,7 @@ from hermes_core.storage.pool import connect_error, import_psycopg
 
 from .entries import canonical_text, parse_entries
 from .errors import MemoryRefused, WriteFailed
+from .history import Provenance
 from .ops import Applied
 from .store import FILENAMES, FileState, MemoryStore, WriteResult, check_target
 
@@ -95,8 +96,12 @@ class PgMemoryStore(MemoryStore):
             return FileState([], problem=exc.message)
 
     def overwrite(
-        self, target: str, entries: list[str], *, expected: bytes | None
+        self, target: str, entries: list[str], *, expected: bytes | None,
+        by: Provenance | None = None, action: str = "edit",
+        changes: list[dict[str, object]] | None = None,
     ) -> WriteResult:
+        # Versions (memory history) are kept by the file store only: on PostgreSQL the
+        # provenance arguments are accepted and not recorded yet (docs/storage.md, limits).
         target = check_target(target)
 
         def change(current: list[str], raw: bytes | None) -> tuple[list[str], list[Applied]]:
@@ -114,6 +119,9 @@ class PgMemoryStore(MemoryStore):
         change: Callable[[list[str]], tuple[list[str], list[Applied]]],
         *,
         force_write: bool = False,
+        by: Provenance | None = None,
+        action: str = "edit",
+        **_history: Any,
     ) -> WriteResult:
         return self._pg_transact(target, lambda current, _raw: change(current))
 

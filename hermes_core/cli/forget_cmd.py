@@ -66,11 +66,27 @@ def _print(rows: list[dict[str, Any]], verb: str) -> None:
             click.echo(f"  note: {note}")
 
 
+#: a shorter subject would match almost everything
+MIN_SUBJECT = 3
+
+
+def _check_subject(subject: object) -> str:
+    """The stripped subject, or a :class:`HermesCoreError` saying what is wrong with it."""
+    from ..errors import HermesCoreError
+
+    if not isinstance(subject, str) or not subject.strip():
+        raise HermesCoreError("the text to forget is empty; give a word or phrase, e.g. "
+                              "hermes-core forget \"Lisbon\"")
+    text = subject.strip()
+    if len(text) < MIN_SUBJECT:
+        raise HermesCoreError(f"{text!r} is too short to forget safely (it would match almost "
+                              f"everything); give at least {MIN_SUBJECT} characters")
+    return text
+
+
 def run_forget(subject: str, *, dry_run: bool, scope: str = "all") -> dict[str, Any]:
     """The whole command as a library call: the plan, and (unless ``dry_run``) the result."""
-    from ..plugins.memory.file_memory.versions import check_subject
-
-    subject = check_subject(subject)
+    subject = _check_subject(subject)
     host = load_host()
     try:
         host.activate_memory_providers()

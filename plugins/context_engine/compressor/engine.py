@@ -21,23 +21,33 @@ from collections.abc import Sequence
 from typing import Any
 
 from hermes_core import hookimpl
+from hermes_core.compaction.assemble import assemble
+from hermes_core.compaction.boundaries import Plan, plan_compaction
+from hermes_core.compaction.errors import ContextOverflowError, check_history
+from hermes_core.compaction.fallback import extractive_summary
+from hermes_core.compaction.markers import (
+    CLEARED_TOOL_OUTPUT,
+    is_summary_message,
+    original_content,
+    summary_body,
+)
+from hermes_core.compaction.policy import CompactionReport, PolicyEngine
+from hermes_core.compaction.redact import redact
+from hermes_core.compaction.repair import merge_adjacent_roles, repair_tool_pairs
+from hermes_core.compaction.tokens import (
+    MESSAGE_OVERHEAD,
+    estimate_messages,
+    estimate_text,
+    message_token_list,
+)
 from hermes_core.kinds import PluginContext
 from hermes_core.llm import LLM, AnthropicLLM, LLMError, LLMFailure
 from hermes_core.models import context_window
 from hermes_core.types import CompressionResult, Message
 
-from .assemble import assemble
-from .boundaries import Plan, plan_compaction
 from .config import CompressorConfig
-from .errors import ContextInputError, ContextOverflowError
-from .fallback import extractive_summary
-from .markers import CLEARED_TOOL_OUTPUT, is_summary_message, original_content, summary_body
-from .policy import CompactionReport, PolicyEngine
 from .prune import clear, prunable
-from .redact import redact
-from .repair import merge_adjacent_roles, repair_tool_pairs
 from .summary import SUMMARY_SYSTEM, build_prompt, serialize_turns, summary_budget
-from .tokens import MESSAGE_OVERHEAD, estimate_messages, estimate_text, message_token_list
 
 __all__ = ["Compressor", "check_history"]
 
@@ -51,21 +61,6 @@ _MAX_COOLDOWN = 900.0
 _OVERSIZE_MARK = (
     "\n[... {cut} characters of this tool output cut: it alone exceeded the context window ...]\n"
 )
-
-
-def check_history(messages: object) -> list[Message]:
-    """``messages`` as a list of Message, or a :class:`ContextInputError` naming the bad item."""
-    if not isinstance(messages, (list, tuple)):
-        raise ContextInputError(
-            f"the history must be a list of hermes_core.types.Message, got {type(messages).__name__}"
-        )
-    for index, item in enumerate(messages):
-        if not isinstance(item, Message):
-            raise ContextInputError(
-                f"history item {index} is a {type(item).__name__}, not a hermes_core.types.Message; "
-                "build messages with Message(role=..., content=...)"
-            )
-    return list(messages)
 
 
 class Compressor(PolicyEngine):

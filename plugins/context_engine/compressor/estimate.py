@@ -12,13 +12,13 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hermes_core.compaction.errors import ContextInputError
+from hermes_core.compaction.markers import CLEARED_TOOL_OUTPUT
+from hermes_core.compaction.tokens import MESSAGE_OVERHEAD, estimate_text
 from hermes_core.models import window_source
 from hermes_core.types import Message, ToolCall
 
-from .errors import ContextInputError
-from .markers import CLEARED_TOOL_OUTPUT
 from .summary import summary_budget
-from .tokens import MESSAGE_OVERHEAD, estimate_text
 
 if TYPE_CHECKING:
     from .engine import Compressor

@@ -21,22 +21,22 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from hermes_core import hookimpl
-from hermes_core.errors import ToolError
-from hermes_core.kinds import PluginContext, Tool
-from hermes_core.plugins.context_engine.compressor.assemble import assemble, without_summary
-from hermes_core.plugins.context_engine.compressor.boundaries import plan_compaction
-from hermes_core.plugins.context_engine.compressor.config import CompactionSettings
-from hermes_core.plugins.context_engine.compressor.engine import check_history
-from hermes_core.plugins.context_engine.compressor.fallback import extract_facts, render_facts
-from hermes_core.plugins.context_engine.compressor.policy import CompactionReport, PolicyEngine
-from hermes_core.plugins.context_engine.compressor.repair import (
+from hermes_core.compaction.assemble import assemble, without_summary
+from hermes_core.compaction.boundaries import plan_compaction
+from hermes_core.compaction.errors import check_history
+from hermes_core.compaction.fallback import extract_facts, render_facts
+from hermes_core.compaction.policy import CompactionReport, PolicyEngine
+from hermes_core.compaction.repair import (
     merge_adjacent_roles,
     repair_tool_pairs,
 )
-from hermes_core.plugins.context_engine.compressor.tokens import (
+from hermes_core.compaction.settings import CompactionSettings
+from hermes_core.compaction.tokens import (
     estimate_messages,
     message_token_list,
 )
+from hermes_core.errors import ToolError
+from hermes_core.kinds import PluginContext, Tool
 from hermes_core.types import (
     CompressionResult,
     ForgetReport,

@@ -136,6 +136,8 @@ DEFAULT_HOOK_TIMEOUTS: dict[str, float] = {
     "disconnect": 10.0,
     "send": 10.0,
     "shutdown": 5.0,
+    # inspection commands
+    "describe_context": 30.0,
 }
 
 

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = [
     "compress",
     "connect",
+    "describe_context",
     "disconnect",
     "forget",
     "get_tools",
@@ -92,7 +93,7 @@ MEMORY_HOOKS = (
     "load_session",
     "forget",
 )
-CONTEXT_ENGINE_HOOKS = ("should_compress", "compress", "update_from_response")
+CONTEXT_ENGINE_HOOKS = ("should_compress", "compress", "update_from_response", "describe_context")
 TOOL_HOOKS = ("get_tools", "on_post_compress")
 PLATFORM_HOOKS = ("connect", "disconnect", "send")
 
@@ -405,4 +406,25 @@ def forget(subject: str, scope: str, dry_run: bool) -> ForgetReport | None:
     message naming what went wrong) rather than leave half of it deleted. Return ``None`` when
     the provider keeps nothing that could match. A version history that keeps old texts must
     drop the forgotten text too.
+    """
+
+
+# --------------------------------------------------------------------------------------------------
+# Inspection: implemented by the context engine
+# --------------------------------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def describe_context(messages: list[Message], session: Session | None) -> dict[str, Any] | None:
+    """Describe, without doing anything, what the engine sees in ``messages`` and would do.
+
+    Called by ``hermes-core context show SESSION_ID`` and ``context estimate FILE`` (never during
+    a turn) on the engine selected by ``context.engine``. ``session`` is the stored session the
+    history comes from, ``None`` for a file. Nothing may be written and no LLM called.
+
+    Return a JSON-serialisable ``dict`` with at least ``engine`` (your name), ``messages`` (how
+    many), ``tokens`` (your estimate of the prompt), ``context_window``, ``threshold_tokens``,
+    ``over_threshold`` (bool) and ``lines`` (a list of str: the human-readable report the command
+    prints), plus any engine-specific detail (what a compaction would keep, archive, summarise).
+    ``None`` means the engine cannot describe itself. First result wins.
     """

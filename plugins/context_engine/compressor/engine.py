@@ -101,6 +101,13 @@ class Compressor(PolicyEngine):
     ) -> CompressionResult:
         return self.compact(messages, focus_topic=focus_topic, memory_context=memory_context or "")
 
+    @hookimpl
+    def describe_context(self, messages: list[Message]) -> dict[str, Any]:
+        """What a compaction of ``messages`` would keep and summarise (nothing is done)."""
+        from .estimate import describe_compaction
+
+        return describe_compaction(self, check_history(messages))
+
     # ---------------------------------------------------------------------------- planning
 
     def plan(self, messages: Sequence[Message]) -> Plan:

@@ -156,6 +156,8 @@ RECEIVERS: dict[str, frozenset[str]] = {
     "compress": _ENGINE,
     "update_from_response": _ENGINE,
     "describe_context": _ENGINE,
+    "on_turn_start": _ENGINE,
+    "on_prompt_assembled": _ENGINE,
     "forget": _LIFECYCLE,
     "connect": _PLATFORM,
     "disconnect": _PLATFORM,
@@ -334,6 +336,13 @@ class Hooks:
 
     def update_from_response(self, *, usage: Usage) -> list[HookOutcome]:
         return self._all(self._relay.update_from_response, TURN, _nothing, usage=usage)
+
+    def on_turn_start(self, *, session: Session) -> list[HookOutcome]:
+        return self._all(self._relay.on_turn_start, TURN, _nothing, session=session)
+
+    def on_prompt_assembled(self, *, session: Session, overhead_tokens: int) -> list[HookOutcome]:
+        return self._all(self._relay.on_prompt_assembled, TURN, _nothing, session=session,
+                         overhead_tokens=overhead_tokens)
 
     def describe_context(self, *, messages: list[Message], session: Session | None
                          ) -> dict[str, Any] | None:

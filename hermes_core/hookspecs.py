@@ -54,8 +54,10 @@ __all__ = [
     "on_message",
     "on_post_compress",
     "on_pre_compress",
+    "on_prompt_assembled",
     "on_session_end",
     "on_session_switch",
+    "on_turn_start",
     "prefetch",
     "queue_prefetch",
     "register_commands",
@@ -93,7 +95,10 @@ MEMORY_HOOKS = (
     "load_session",
     "forget",
 )
-CONTEXT_ENGINE_HOOKS = ("should_compress", "compress", "update_from_response", "describe_context")
+CONTEXT_ENGINE_HOOKS = (
+    "should_compress", "compress", "update_from_response", "on_turn_start", "on_prompt_assembled",
+    "describe_context",
+)
 TOOL_HOOKS = ("get_tools", "on_post_compress")
 PLATFORM_HOOKS = ("connect", "disconnect", "send")
 
@@ -406,6 +411,25 @@ def forget(subject: str, scope: str, dry_run: bool) -> ForgetReport | None:
     message naming what went wrong) rather than leave half of it deleted. Return ``None`` when
     the provider keeps nothing that could match. A version history that keeps old texts must
     drop the forgotten text too.
+    """
+
+
+@hookspec
+def on_turn_start(session: Session) -> None:
+    """A user turn starts in ``session`` (before the user message is recorded).
+
+    Called on the turn's thread, on the context engine only. Reset per-turn state here, such as a
+    cap on compactions per turn.
+    """
+
+
+@hookspec
+def on_prompt_assembled(session: Session, overhead_tokens: int) -> None:
+    """The system prompt and tool list were (re)built: together they take ``overhead_tokens``.
+
+    Called on the context engine when a session's prompt is assembled (session start, after each
+    compaction, ``/new``), with the kernel's estimate of what surrounds the history in every
+    request. Add it to your own estimates of the prompt size.
     """
 
 

@@ -25,12 +25,12 @@ def _forget_hook(host: PluginHost, subject: str, scope: str, dry_run: bool) -> l
     return host.hooks.forget(subject=subject, scope=scope, dry_run=dry_run)
 
 
-def _rows(outcomes: list[Any], dry_run: bool) -> list[dict[str, Any]]:
+def _rows(host: Any, outcomes: list[Any], dry_run: bool) -> list[dict[str, Any]]:
     from ..types import ForgetReport
 
     rows = []
     for outcome in outcomes:
-        plugin = outcome.plugin.split(":", 1)[-1]
+        plugin = host.instance_name(outcome.plugin)
         if outcome.error is not None:
             rows.append({"provider": plugin, "error": f"{type(outcome.error).__name__}: "
                          f"{outcome.error}", "matched": 0, "deleted": 0, "dry_run": dry_run,
@@ -95,10 +95,10 @@ def run_forget(subject: str, *, dry_run: bool, scope: str = "all") -> dict[str, 
             host.activate("context-engine", engine, config_key="context.engine")
         except Exception as exc:  # the engine is optional here; its own error is reported
             warn(f"context engine {engine!r} not started ({exc}); its archive was not searched")
-        plan = _rows(_forget_hook(host, subject, scope, True), True)
+        plan = _rows(host, _forget_hook(host, subject, scope, True), True)
         result = None
         if not dry_run and any(r["matched"] for r in plan):
-            result = _rows(_forget_hook(host, subject, scope, False), False)
+            result = _rows(host, _forget_hook(host, subject, scope, False), False)
     finally:
         host.shutdown()
     return {"subject": subject, "dry_run": dry_run, "plan": plan, "result": result}

@@ -99,7 +99,8 @@ class Compressor(PolicyEngine):
     def compress(
         self, messages: list[Message], focus_topic: str | None, memory_context: str
     ) -> CompressionResult:
-        return self.compact(messages, focus_topic=focus_topic, memory_context=memory_context or "")
+        return self.with_report(
+            self.compact(messages, focus_topic=focus_topic, memory_context=memory_context or ""))
 
     @hookimpl
     def describe_context(self, messages: list[Message]) -> dict[str, Any]:

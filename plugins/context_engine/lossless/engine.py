@@ -177,9 +177,9 @@ class LosslessEngine(PolicyEngine):
     ) -> CompressionResult:
         # The session the kernel hands over scopes the archive to its conversation. No default
         # on `session`: pluggy passes only arguments that have none.
-        return self.compact(
+        return self.with_report(self.compact(
             messages, focus_topic=focus_topic, memory_context=memory_context or "", session=session
-        )
+        ))
 
     @hookimpl
     def describe_context(self, messages: list[Message], session: Session | None) -> dict[str, Any]:

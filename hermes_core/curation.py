@@ -387,8 +387,10 @@ class Curator:
             except Exception as exc:  # LLMError, or a ChatLLM that raises something else
                 report.error = f"{type(exc).__name__}: {exc}"
                 # no key configured is a setup choice (e.g. a replay), not an incident
-                level = (logging.INFO if str(getattr(exc, "failure", "")) == "not_configured"
-                         else logging.WARNING)
+                from .llm import LLMError, LLMFailure
+
+                unset = isinstance(exc, LLMError) and exc.failure == LLMFailure.NOT_CONFIGURED
+                level = logging.INFO if unset else logging.WARNING
                 log.log(level, "memory %s of session %s: the model failed (%s); nothing was "
                         "written", kind, job.session.id, report.error)
                 break

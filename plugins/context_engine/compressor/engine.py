@@ -1,14 +1,15 @@
 """The ``compressor`` context engine: Hermes' compaction algorithm with its weaknesses fixed.
 
-One compaction (:meth:`Compressor.compact`):
+One compaction (:meth:`Compressor.compact`), built on :mod:`hermes_core.compaction`:
 
-1. plan the cut (:mod:`.boundaries`): protected head, protected tail, pinned latest request and
-   reply, no tool group split;
+1. plan the cut (``compaction.boundaries``): protected head, protected tail, pinned latest
+   request and reply, no tool group split;
 2. pass 1 (:mod:`.prune`): clear old tool outputs; if that alone brings the history well under
    the threshold, stop there (no LLM call, nothing summarised);
 3. pass 2 (:mod:`.summary`): summarise the middle with the summary model, updating the previous
-   summary; on any failure use the deterministic extractive summary (:mod:`.fallback`) and say so;
-4. assemble (:mod:`.assemble`) and repair (:mod:`.repair`) the result.
+   summary; on any failure use the deterministic extractive summary (``compaction.fallback``)
+   and say so;
+4. assemble and repair the result (``compaction.assemble``, ``compaction.repair``).
 
 The input list and its messages are never modified.
 """

@@ -8,7 +8,6 @@ a convenience: it supplies an empty ``Config`` and the constructor the kernel ca
 
 from __future__ import annotations
 
-import difflib
 import json
 import logging
 import re
@@ -84,6 +83,8 @@ class _Instantiable:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if cls.__module__ == __name__:
+            return  # the base classes themselves
         from . import hookspecs
 
         contract = set(hookspecs.__all__) | {
@@ -92,12 +93,29 @@ class _Instantiable:
         for attr, value in vars(cls).items():
             if attr.startswith("_") or attr in contract or _is_hookimpl(value):
                 continue  # a misspelled @hookimpl is named by the kernel's checks at activation
-            close = difflib.get_close_matches(attr, contract, n=1, cutoff=0.88)
-            if close:
+            close = next((name for name in sorted(contract) if _near(attr, name)), None)
+            if close is not None:
                 raise TypeError(
-                    f"{cls.__qualname__}.{attr} looks like a misspelling of {close[0]!r} (a name "
-                    f"of the plugin contract): rename it to {close[0]!r}, or give it a name that "
+                    f"{cls.__qualname__}.{attr} looks like a misspelling of {close!r} (a name "
+                    f"of the plugin contract): rename it to {close!r}, or give it a name that "
                     "is not so close")
+
+
+def _near(a: str, b: str) -> bool:
+    """Whether ``a`` is a likely misspelling of ``b``: one edit away for names of 6+ letters,
+    two for names of 10+ (short names are left alone: too many honest neighbours)."""
+    limit = 2 if len(b) >= 10 else 1 if len(b) >= 6 else 0
+    if limit == 0 or abs(len(a) - len(b)) > limit:
+        return False
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i]
+        for j, cb in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb)))
+        if min(current) > limit:
+            return False
+        previous = current
+    return previous[-1] <= limit
 
 
 def _is_hookimpl(value: object) -> bool:

@@ -28,11 +28,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hermes_core.compaction.repair import history_problems
+from hermes_core.compaction.tokens import estimate_messages, estimate_text
 from hermes_core.config import CoreConfig, LLMSection
 from hermes_core.kinds import PluginContext
 from hermes_core.plugins.context_engine.compressor import Compressor, CompressorConfig
-from hermes_core.plugins.context_engine.compressor.repair import history_problems
-from hermes_core.plugins.context_engine.compressor.tokens import estimate_messages, estimate_text
 from hermes_core.types import Message, ToolCall
 
 TARGET_2000_MS = 20.0

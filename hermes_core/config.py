@@ -125,6 +125,8 @@ DEFAULT_HOOK_TIMEOUTS: dict[str, float] = {
     "system_prompt_block": 2.0,
     "should_compress": 1.0,
     "update_from_response": 1.0,
+    "on_turn_start": 1.0,
+    "on_prompt_assembled": 1.0,
     "on_pre_compress": 10.0,
     "compress": 180.0,
     "on_post_compress": 5.0,
@@ -142,6 +144,8 @@ DEFAULT_HOOK_TIMEOUTS: dict[str, float] = {
     "disconnect": 10.0,
     "send": 10.0,
     "shutdown": 5.0,
+    # inspection commands
+    "describe_context": 30.0,
 }
 
 

@@ -7,10 +7,11 @@ compaction (:meth:`Curator.flush`) and when a turn has produced its reply
 
 **Background review.** Every ``memory.nudge_interval`` user turns (never before
 ``memory.flush_min_turns``) a review reads the conversation with the auxiliary model and may call
-the ``memory`` tool. It runs on its own thread after ``run_turn`` has returned, so it never delays
-a reply. What it may touch is deliberately narrow, each point a fix of a Hermes incident:
+the memory tool (the tool whose :class:`~hermes_core.kinds.Curation` role is ``memory``). It
+runs on its own thread after ``run_turn`` has returned, so it never delays a reply. What it may
+touch is deliberately narrow, each point a fix of a Hermes incident:
 
-* it calls the *session's own* ``memory`` tool, the one the model uses: the same handler, store
+* it calls the *session's own* memory tool, the one the model uses: the same handler, store
   and lock, never a second store over the same files (duplicate extraction), under a session id
   of its own (``<session>:review``) so its refused attempts never count against the
   foreground turn's retry allowance (shared state across threads);
@@ -24,13 +25,17 @@ a reply. What it may touch is deliberately narrow, each point a fix of a Hermes 
 Writes it makes are mirrored to the other providers by the memory tool itself
 (``on_memory_write``) and announced as notices: ``memory updated: ...``.
 
-**Pre-compaction flush.** Before a compaction, one model call offering only the ``memory`` tool
+**Pre-compaction flush.** Before a compaction, one model call offering only the memory tool
 asks the model to save what the summary could lose; its tool calls are applied and the exchange is
 then dropped (it is never part of the history, the archive or any hook's messages).
 
-**Skill nudge.** Every ``skills.creation_nudge_interval`` tool-loop iterations without a
-``skill_manage`` call, a reminder that a reusable procedure can be saved rides on the batch's last
-tool result, like the iteration budget's notes (the system prompt is never touched).
+**Skill nudge.** Every ``Curation.nudge_interval`` tool-loop iterations without a call of the tool
+whose curation role is ``procedures``, its reminder that a reusable procedure can be saved rides on the
+batch's last tool result, like the iteration budget's notes (the system prompt is never touched).
+
+The kernel knows these tools by their :class:`~hermes_core.kinds.Curation` only, never by name:
+the plugin that offers one says how the review should use it (``instructions``), what its store
+holds (``snapshot``) and what a call changed (``describe``).
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -55,14 +60,15 @@ if TYPE_CHECKING:
     from .llm import ChatLLM
 
 __all__ = [
+    "DEFAULT_NUDGE",
     "FLUSH_PROMPT",
     "REVIEW_PROMPT",
     "REVIEW_SYSTEM",
-    "SKILL_NUDGE",
     "CurationJob",
     "CurationReport",
     "Curator",
     "carry_over",
+    "curation_tools",
     "fit_history",
     "make_job",
     "place_note",
@@ -76,34 +82,38 @@ REVIEW_PROMPT = (
     "conversation above and decide what belongs in long-term memory. In order of priority: the "
     "user's preferences and their corrections of how you work; lasting facts about the user and "
     "their environment; recurring patterns or lessons. Task details only if they will matter "
-    "again. Use the memory tool: target \"user\" for who the user is, \"memory\" for your own "
-    "notes. When the conversation shows an entry to be wrong or stale, replace or remove it "
-    "rather than adding a near-duplicate, and skip what is already stored. If nothing is worth "
-    "saving, answer \"Nothing to save.\" Do not continue the conversation; the memory tool is "
-    "the only tool available."
+    "again. Use the {tool} tool. When the conversation shows an entry to be wrong or stale, "
+    "replace or remove it rather than adding a near-duplicate, and skip what is already stored. "
+    "If nothing is worth saving, answer \"Nothing to save.\" Do not continue the conversation; "
+    "the {tool} tool is the only tool available."
 )
 FLUSH_PROMPT = (
     "[Before compaction — a maintenance step, not a message from the user.] The earlier part of "
     "this conversation is about to be replaced by a summary, and its details will be gone from "
-    "your context. Save now, with the memory tool, anything worth keeping beyond this "
+    "your context. Save now, with the {tool} tool, anything worth keeping beyond this "
     "conversation: first the user's preferences, corrections and recurring patterns, then task "
     "details that will matter again. Skip what is already stored. If nothing needs saving, "
-    "answer \"Nothing to save.\" The memory tool is the only tool available."
+    "answer \"Nothing to save.\" The {tool} tool is the only tool available."
 )
-#: the system prompt of a review run outside a live agent (``hermes-core memory review``)
+#: the system prompt of a review run outside a live agent (``hermes-core sessions review``)
 REVIEW_SYSTEM = (
     "You maintain an assistant's long-term memory: short, durable entries about the user and "
     "their work that the assistant sees at the start of every conversation."
 )
-SKILL_NUDGE = (
+#: the reminder of a ``procedures`` curation tool that gives no ``nudge`` of its own
+DEFAULT_NUDGE = (
     "[Reminder: if the work so far took several steps, trial and error or a correction from the "
-    "user, and is likely to come up again, consider saving the procedure with skill_manage "
+    "user, and is likely to come up again, consider saving the procedure with the {tool} tool "
     "once the task is done.]"
 )
 #: tool results longer than this are shortened in what a review or flush reads
 _RESULT_CHARS = 2000
-_FILES = {"memory": "MEMORY.md", "user": "USER.md"}
-_DEFAULT_SKILL_NUDGE = 15
+
+
+def curation_tools(tools: Mapping[str, tuple[Tool, str]], role: str) -> list[tuple[Tool, str]]:
+    """The ``(tool, plugin)`` entries of ``tools`` whose curation role is ``role``, in order."""
+    return [entry for entry in tools.values()
+            if entry[0].curation is not None and entry[0].curation.role == role]
 
 
 @dataclass(slots=True)
@@ -113,9 +123,7 @@ class CurationJob:
     session: Session
     messages: list[Message]
     system: str
-    memory_tool: tuple[Tool, str]  #: the session's own ``memory`` tool and its plugin
-    #: reads the live entries by target (the file memory's ``live_entries``), if available
-    entries: Callable[[str], list[str]] | None = None
+    memory_tool: tuple[Tool, str]  #: the session's own memory tool and its plugin
 
 
 @dataclass(slots=True)
@@ -140,14 +148,15 @@ class CurationReport:
 
 def make_job(host: PluginHost, router: ToolRouter, session: Session, messages: list[Message],
              system: str) -> CurationJob | None:
-    """A job over the session's own ``memory`` tool; ``None`` when no plugin offers one."""
-    entry = router.tools.get("memory")
-    if entry is None:
+    """A job over the session's own memory tool (curation role ``memory``); ``None`` when no
+    active plugin offers one. With several, the first in the router's order is used."""
+    found = curation_tools(router.tools, "memory")
+    if not found:
         return None
-    owner = host.instances.get(entry[1])
-    live = getattr(owner, "live_entries", None)
-    return CurationJob(session, list(messages), system, entry,
-                       live if callable(live) else None)
+    if len(found) > 1:
+        log.info("several memory curation tools are offered (%s); the review uses %r",
+                 ", ".join(t.name for t, _ in found), found[0][0].name)
+    return CurationJob(session, list(messages), system, found[0])
 
 
 def _estimate(message: Message) -> int:
@@ -219,36 +228,19 @@ def carry_over(host: PluginHost, messages: list[Message],
     return (place_note(messages, note) if note else messages), note
 
 
-def _describe(call: ToolCall, outcome: ToolOutcome) -> list[str]:
-    """Human descriptions of the changes a successful memory call made."""
+def _describe(tool: Tool, call: ToolCall, outcome: ToolOutcome) -> list[str]:
+    """Human descriptions of the changes a successful call of the memory tool made."""
+    if outcome.is_error:
+        return []
+    describe = tool.curation.describe if tool.curation is not None else None
+    if describe is None:
+        return [f"{tool.name} called"]
     try:
-        result = json.loads(outcome.content)
-    except ValueError:
+        return [str(line) for line in describe(dict(call.arguments), outcome.content)]
+    except Exception as exc:  # plugin code: a failure only costs the notice
+        log.warning("the %s tool's curation describe() raised %s: %s", tool.name,
+                    type(exc).__name__, exc)
         return []
-    if outcome.is_error or not isinstance(result, dict) or result.get("success") is not True:
-        return []
-    if str(result.get("message", "")).startswith("Entry already exists"):
-        return []
-    args = call.arguments
-    name = _FILES.get(str(args.get("target") or "memory"), "MEMORY.md")
-    ops = args.get("operations") or [args]
-    out = []
-    for op in ops if isinstance(ops, list) else []:
-        if not isinstance(op, dict):
-            continue
-        action, content, old = op.get("action"), op.get("content"), op.get("old_text")
-        if action == "add":
-            out.append(f"added to {name}: {_short(content)}")
-        elif action == "replace":
-            out.append(f"replaced in {name}: {_short(old)} -> {_short(content)}")
-        elif action == "remove":
-            out.append(f"removed from {name}: {_short(old)}")
-    return out
-
-
-def _short(text: object, limit: int = 80) -> str:
-    flat = " ".join(str(text or "").split())
-    return f'"{flat}"' if len(flat) <= limit else f'"{flat[:limit - 1]}…"'
 
 
 class Curator:
@@ -273,7 +265,7 @@ class Curator:
         self.user_turns = prior_user_turns
         # A resumed conversation keeps its place in the review cycle (Hermes restarted it at 0).
         self.since_review = prior_user_turns % self.interval if self.interval else 0
-        self.tool_iterations = 0  #: since the last skill_manage call or nudge
+        self.tool_iterations = 0  #: since the last call of a procedures curation tool, or nudge
         self.reports: deque[CurationReport] = deque(maxlen=32)
         self._notices: list[str] = []
         self._lock = threading.Lock()
@@ -298,11 +290,15 @@ class Curator:
     def begin_turn(self) -> None:
         self.user_turns += 1
 
-    def end_turn(self, outcomes: Sequence[ToolOutcome], job: Callable[[], CurationJob | None]) -> bool:
-        """Count the finished turn; start a review when one is due. True if one started."""
+    def end_turn(self, outcomes: Sequence[ToolOutcome], job: Callable[[], CurationJob | None], *,
+                 memory_tools: Collection[str]) -> bool:
+        """Count the finished turn; start a review when one is due. True if one started.
+
+        ``memory_tools`` names the session's memory curation tools: a turn that called one
+        successfully restarts the count."""
         if self.interval == 0:
             return False
-        if any(o.call.name == "memory" and not o.is_error for o in outcomes):
+        if any(o.call.name in memory_tools and not o.is_error for o in outcomes):
             self.since_review = 0  # the model is curating by itself: start the count afresh
             return False
         self.since_review += 1
@@ -323,21 +319,22 @@ class Curator:
 
     def skill_nudge(self, router: ToolRouter, calls: Sequence[ToolCall]) -> str | None:
         """The reminder to append to this batch's last tool result, or ``None``."""
-        entry = router.tools.get("skill_manage")
-        if entry is None:
+        found = curation_tools(router.tools, "procedures")
+        if not found:
             return None
-        if any(call.name == "skill_manage" for call in calls):
+        tool = found[0][0]
+        if any(call.name in {t.name for t, _ in found} for call in calls):
             self.tool_iterations = 0
             return None
-        interval = getattr(self.host.instances.get(entry[1]), "creation_nudge_interval",
-                           _DEFAULT_SKILL_NUDGE)
-        if not isinstance(interval, int) or interval <= 0:
+        curation = tool.curation
+        assert curation is not None
+        if curation.nudge_interval <= 0:
             return None
         self.tool_iterations += 1
-        if self.tool_iterations < interval:
+        if self.tool_iterations < curation.nudge_interval:
             return None
         self.tool_iterations = 0
-        return SKILL_NUDGE
+        return curation.nudge or DEFAULT_NUDGE.format(tool=tool.name)
 
     def flush(self, job: CurationJob | None) -> CurationReport | None:
         """The pre-compaction flush (on the caller's thread); ``None`` when it does not apply."""
@@ -363,12 +360,15 @@ class Curator:
         deadline = started + self.timeout
         history, omitted = fit_history(job.messages, self.input_tokens)
         report = CurationReport(kind, job.session.id, omitted_messages=omitted)
-        prompt = REVIEW_PROMPT if kind == "review" else FLUSH_PROMPT
+        tool = job.memory_tool[0]
+        prompt = (REVIEW_PROMPT if kind == "review" else FLUSH_PROMPT).format(tool=tool.name)
+        if tool.curation is not None and tool.curation.instructions:
+            prompt += " " + tool.curation.instructions
         if omitted:
             prompt += f"\n(The {omitted} earliest messages of the conversation are not shown.)"
         prompt += self._entries_text(job)
         messages = [*history, Message("user", prompt)]
-        router = ToolRouter({"memory": job.memory_tool})
+        router = ToolRouter({tool.name: job.memory_tool})
         # The memory tool keys its per-turn retry allowance by session id: a session id of its
         # own keeps the review's refusals away from the foreground turn's count.
         tool_session = Session(id=f"{job.session.id}:{kind}", platform=job.session.platform,
@@ -387,8 +387,10 @@ class Curator:
             except Exception as exc:  # LLMError, or a ChatLLM that raises something else
                 report.error = f"{type(exc).__name__}: {exc}"
                 # no key configured is a setup choice (e.g. a replay), not an incident
-                level = (logging.INFO if str(getattr(exc, "failure", "")) == "not_configured"
-                         else logging.WARNING)
+                from .llm import LLMError, LLMFailure
+
+                unset = isinstance(exc, LLMError) and exc.failure == LLMFailure.NOT_CONFIGURED
+                level = logging.INFO if unset else logging.WARNING
                 log.log(level, "memory %s of session %s: the model failed (%s); nothing was "
                         "written", kind, job.session.id, report.error)
                 break
@@ -401,7 +403,7 @@ class Curator:
             outcomes = [router.run_one(call, tool_session) for call in response.tool_calls]
             report.tools.extend(outcomes)
             for call, outcome in zip(response.tool_calls, outcomes, strict=True):
-                report.writes.extend(_describe(call, outcome))
+                report.writes.extend(_describe(tool, call, outcome))
             messages.append(Message("assistant", response.text, tool_calls=list(response.tool_calls)))
             messages += [Message("tool", o.content, tool_call_id=o.call.id, tool_name=o.call.name,
                                  meta={"is_error": True} if o.is_error else {}) for o in outcomes]
@@ -415,18 +417,16 @@ class Curator:
         return report
 
     def _entries_text(self, job: CurationJob) -> str:
-        if job.entries is None:
+        curation = job.memory_tool[0].curation
+        if curation is None or curation.snapshot is None:
             return ""
-        parts = []
-        for target, name in _FILES.items():
-            try:
-                entries = job.entries(target)
-            except Exception as exc:  # plugin code: a failure only costs the listing
-                log.warning("cannot list %s entries for the memory review: %s", name, exc)
-                continue
-            listed = "\n".join(f"- {e}" for e in entries) or "(empty)"
-            parts.append(f"{name} (target \"{target}\") now holds:\n{listed}")
-        return "\n\n" + "\n\n".join(parts) if parts else ""
+        try:
+            text = curation.snapshot()
+        except Exception as exc:  # plugin code: a failure only costs the listing
+            log.warning("cannot list the %s tool's entries for the memory %s: %s",
+                        job.memory_tool[0].name, "review", exc)
+            return ""
+        return f"\n\n{text}" if text else ""
 
     # ----------------------------------------------------------------------------- notices
 
@@ -476,18 +476,19 @@ class Curator:
 
 def review_session(host: PluginHost, session: Session, messages: list[Message], *,
                    llm: ChatLLM | None = None) -> CurationReport:
-    """Run a memory review now over a stored conversation (``hermes-core memory review``).
+    """Run a memory review now over a stored conversation (``hermes-core sessions review``).
 
-    ``host`` must have its memory providers activated: the review calls their ``memory`` tool,
-    whose writes are mirrored to the others as usual. Raises
-    :class:`~hermes_core.errors.HermesCoreError` when no active plugin offers a ``memory`` tool.
+    ``host`` must have its memory providers activated: the review calls their memory tool (the
+    one whose curation role is ``memory``), whose writes are mirrored to the others as usual.
+    Raises :class:`~hermes_core.errors.HermesCoreError` when no active plugin offers one.
     """
     from .errors import HermesCoreError
 
     job = make_job(host, ToolRouter.from_host(host), session, messages, REVIEW_SYSTEM)
     if job is None:
         raise HermesCoreError(
-            "no active memory provider offers the 'memory' tool, so there is nothing to review "
-            "into; add file_memory to memory.providers (hermes-core config set ...)"
+            "no active memory provider offers a memory tool (a tool with Curation(role='memory')), "
+            "so there is nothing to review into; add one to memory.providers "
+            "(hermes-core plugins list shows what is installed)"
         )
     return Curator(host, llm).run("review", job)

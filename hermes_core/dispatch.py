@@ -176,9 +176,9 @@ class ConversationDispatcher:
         """Activate what the config selects (once per host) and build a dispatcher; ``llm``
         defaults to :class:`~hermes_core.llm.AnthropicLLM` from ``llm.*``."""
         core = host.config.core
-        if not any(k.startswith("memory-provider:") for k in host.instances):
+        if not host.providers():
             host.activate_memory_providers()
-        if not any(k.startswith("context-engine:") for k in host.instances):
+        if host.engine is None:
             host.activate("context-engine", core.context.engine, config_key="context.engine")
         if llm is None:
             from .llm import AnthropicLLM
@@ -497,8 +497,8 @@ def connect_platform(host: PluginHost, name: str, *, llm: ChatLLM | None = None,
                      configure: Callable[[Any], None] | None = None) -> tuple[Any, ConversationDispatcher]:
     """Start platform ``name``: activate it, build the dispatcher, call its ``connect``.
 
-    ``configure(instance)`` runs before ``connect`` (command-line overrides). An adapter may offer
-    ``dispatcher_options()`` returning :class:`ConversationDispatcher` keyword arguments. A
+    ``configure(instance)`` runs before ``connect`` (command-line overrides). An adapter built on
+    :class:`~hermes_core.kinds.Platform` sizes the dispatcher with its ``dispatcher_options()``. A
     ``connect`` that raises is re-raised here (a :class:`~hermes_core.errors.HermesCoreError` as
     it is, anything else as a :class:`~hermes_core.errors.PluginError` naming the plugin), after
     the dispatcher is closed, so a front end that fails to start leaves nothing running.
@@ -508,9 +508,12 @@ def connect_platform(host: PluginHost, name: str, *, llm: ChatLLM | None = None,
     instance = host.activate("platform", name, config_key=name)
     if configure is not None:
         configure(instance)
-    options = getattr(instance, "dispatcher_options", None)
-    dispatcher = ConversationDispatcher.open(host, llm, **(options() if callable(options) else {}))
-    key = host.pm.get_name(instance) or f"platform:{name}"
+    from .kinds import Platform
+
+    options = instance.dispatcher_options() if isinstance(instance, Platform) else {}
+    dispatcher = ConversationDispatcher.open(host, llm, **options)
+    key = host.pm.get_name(instance)
+    assert key is not None, "an activated platform is registered"
     for outcome in host.hooks.connect(dispatcher=dispatcher, only=key):
         if not outcome.ok:
             dispatcher.close(wait=0)

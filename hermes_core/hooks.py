@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from .types import Dispatcher, EndReason, MemoryWrite, SwitchReason, Usage
 
 __all__ = [
+    "CONTEXT_PLAN_KEYS",
     "ENGINE",
     "MEMORY",
     "MODULE",
@@ -101,6 +102,32 @@ def _forget_report(value: Any) -> str | None:
         f"return a hermes_core.ForgetReport or None, not {type(value).__name__}")
 
 
+#: the keys every ``describe_context`` answer carries, and their types
+CONTEXT_PLAN_KEYS: dict[str, type | tuple[type, ...]] = {
+    "engine": str, "messages": int, "tokens": int, "context_window": int,
+    "threshold_tokens": int, "over_threshold": bool, "lines": list,
+}
+
+
+def _context_plan(value: Any) -> str | None:
+    import json
+
+    if not isinstance(value, dict):
+        return f"return a dict describing the plan, or None, not {type(value).__name__}"
+    missing = [k for k in CONTEXT_PLAN_KEYS if k not in value]
+    if missing:
+        return f"the plan lacks the required key(s) {', '.join(missing)}"
+    wrong = [f"{k} ({type(value[k]).__name__}, not {getattr(t, '__name__', t)})"
+             for k, t in CONTEXT_PLAN_KEYS.items() if not isinstance(value[k], t)]
+    if wrong or not all(isinstance(line, str) for line in value["lines"]):
+        return f"the plan has keys of the wrong type: {', '.join(wrong) or 'lines (a list of str)'}"
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError) as exc:
+        return f"the plan is not JSON-serialisable: {exc}"
+    return None
+
+
 def _nothing(value: Any) -> str | None:
     return f"return None (the kernel ignores the value), not {type(value).__name__}"
 
@@ -128,6 +155,9 @@ RECEIVERS: dict[str, frozenset[str]] = {
     "should_compress": _ENGINE,
     "compress": _ENGINE,
     "update_from_response": _ENGINE,
+    "describe_context": _ENGINE,
+    "on_turn_start": _ENGINE,
+    "on_prompt_assembled": _ENGINE,
     "forget": _LIFECYCLE,
     "connect": _PLATFORM,
     "disconnect": _PLATFORM,
@@ -306,6 +336,21 @@ class Hooks:
 
     def update_from_response(self, *, usage: Usage) -> list[HookOutcome]:
         return self._all(self._relay.update_from_response, TURN, _nothing, usage=usage)
+
+    def on_turn_start(self, *, session: Session) -> list[HookOutcome]:
+        return self._all(self._relay.on_turn_start, TURN, _nothing, session=session)
+
+    def on_prompt_assembled(self, *, session: Session, overhead_tokens: int) -> list[HookOutcome]:
+        return self._all(self._relay.on_prompt_assembled, TURN, _nothing, session=session,
+                         overhead_tokens=overhead_tokens)
+
+    def describe_context(self, *, messages: list[Message], session: Session | None
+                         ) -> dict[str, Any] | None:
+        """The engine's plan for ``messages`` (see the spec); checked for the required keys."""
+        result: dict[str, Any] | None = self._first(self._relay.describe_context, TURN,
+                                                    _context_plan, messages=messages,
+                                                    session=session)
+        return result
 
     # ------------------------------------------------------------------------------ platforms
 

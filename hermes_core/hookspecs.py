@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = [
     "compress",
     "connect",
+    "describe_context",
     "disconnect",
     "forget",
     "get_tools",
@@ -53,8 +54,10 @@ __all__ = [
     "on_message",
     "on_post_compress",
     "on_pre_compress",
+    "on_prompt_assembled",
     "on_session_end",
     "on_session_switch",
+    "on_turn_start",
     "prefetch",
     "queue_prefetch",
     "register_commands",
@@ -92,7 +95,10 @@ MEMORY_HOOKS = (
     "load_session",
     "forget",
 )
-CONTEXT_ENGINE_HOOKS = ("should_compress", "compress", "update_from_response")
+CONTEXT_ENGINE_HOOKS = (
+    "should_compress", "compress", "update_from_response", "on_turn_start", "on_prompt_assembled",
+    "describe_context",
+)
 TOOL_HOOKS = ("get_tools", "on_post_compress")
 PLATFORM_HOOKS = ("connect", "disconnect", "send")
 
@@ -405,4 +411,44 @@ def forget(subject: str, scope: str, dry_run: bool) -> ForgetReport | None:
     message naming what went wrong) rather than leave half of it deleted. Return ``None`` when
     the provider keeps nothing that could match. A version history that keeps old texts must
     drop the forgotten text too.
+    """
+
+
+@hookspec
+def on_turn_start(session: Session) -> None:
+    """A user turn starts in ``session`` (before the user message is recorded).
+
+    Called on the turn's thread, on the context engine only. Reset per-turn state here, such as a
+    cap on compactions per turn.
+    """
+
+
+@hookspec
+def on_prompt_assembled(session: Session, overhead_tokens: int) -> None:
+    """The system prompt and tool list were (re)built: together they take ``overhead_tokens``.
+
+    Called on the context engine when a session's prompt is assembled (session start, after each
+    compaction, ``/new``), with the kernel's estimate of what surrounds the history in every
+    request. Add it to your own estimates of the prompt size.
+    """
+
+
+# --------------------------------------------------------------------------------------------------
+# Inspection: implemented by the context engine
+# --------------------------------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def describe_context(messages: list[Message], session: Session | None) -> dict[str, Any] | None:
+    """Describe, without doing anything, what the engine sees in ``messages`` and would do.
+
+    Called by ``hermes-core context show SESSION_ID`` and ``context estimate FILE`` (never during
+    a turn) on the engine selected by ``context.engine``. ``session`` is the stored session the
+    history comes from, ``None`` for a file. Nothing may be written and no LLM called.
+
+    Return a JSON-serialisable ``dict`` with at least ``engine`` (your name), ``messages`` (how
+    many), ``tokens`` (your estimate of the prompt), ``context_window``, ``threshold_tokens``,
+    ``over_threshold`` (bool) and ``lines`` (a list of str: the human-readable report the command
+    prints), plus any engine-specific detail (what a compaction would keep, archive, summarise).
+    ``None`` means the engine cannot describe itself. First result wins.
     """

@@ -81,12 +81,27 @@ class PluginHost:
         self.commands: dict[str, tuple[Any, str]] = {}
         #: the kind of each registered instance, by manager name (modules are not listed)
         self._kinds: dict[str, str] = {}
+        #: the registered name of each instance (``file_memory``), by manager name
+        self._names: dict[str, str] = {}
         #: every kernel call of a hook goes through this typed facade
         self.hooks = Hooks(pm, kind_of=self.kind_of, timeout_of=config.core.hooks.timeout)
 
     def kind_of(self, manager_name: str) -> str:
         """``memory-provider``, ``context-engine``, ``platform``, or ``module`` for plugin modules."""
         return self._kinds.get(manager_name, MODULE)
+
+    def instance_name(self, manager_name: str) -> str:
+        """The name an instance was activated as (the one users put in the config: a provider's
+        ``file_memory`` for its manager name); a plugin module's name is returned as it is."""
+        return self._names.get(manager_name, manager_name)
+
+    @property
+    def engine_name(self) -> str | None:
+        """The name of the active context engine, if any."""
+        for key, kind in self._kinds.items():
+            if kind == ENGINE:
+                return self._names.get(key)
+        return None
 
     @property
     def engine(self) -> object | None:
@@ -471,6 +486,7 @@ class PluginHost:
                 f"implementations: {exc}"
             ) from exc
         self._kinds[key] = kind
+        self._names[key] = name
         self.instances[key] = instance
         return instance
 
@@ -557,6 +573,7 @@ class PluginHost:
             self.pm.unregister(instance)
             self.instances.pop(key, None)
             self._kinds.pop(key, None)
+            self._names.pop(key, None)
 
     # ------------------------------------------------------------------------------------ calls
 

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -27,7 +27,9 @@ if TYPE_CHECKING:
     from .config import CoreConfig
 
 __all__ = [
+    "CURATION_ROLES",
     "ContextEngine",
+    "Curation",
     "MemoryProvider",
     "NoConfig",
     "Platform",
@@ -63,6 +65,13 @@ class PluginContext:
 
 
 class _Instantiable:
+    """Shared by the kind base classes: the constructor the kernel calls, and a spelling check.
+
+    A subclass defining a public name one or two letters away from a name of the contract (a
+    hook, or a method of its base class) is refused when the class is created, naming the
+    intended one: a misspelled name would otherwise switch the feature off without a word.
+    """
+
     name: ClassVar[str]
     Config: ClassVar[type[BaseModel]] = NoConfig
     #: the config.yaml section holding this class's settings; defaults to ``name``
@@ -74,6 +83,52 @@ class _Instantiable:
         self.config = config
         self.context = context
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.__module__ == __name__:
+            return  # the base classes themselves
+        from . import hookspecs
+
+        contract = set(hookspecs.__all__) | {
+            n for base in cls.__mro__[1:] if base.__module__ == __name__
+            for n in vars(base) if not n.startswith("_")}
+        for attr, value in vars(cls).items():
+            if attr.startswith("_") or attr in contract or _is_hookimpl(value):
+                continue  # a misspelled @hookimpl is named by the kernel's checks at activation
+            close = next((name for name in sorted(contract) if _near(attr, name)), None)
+            if close is not None:
+                raise TypeError(
+                    f"{cls.__qualname__}.{attr} looks like a misspelling of {close!r} (a name "
+                    f"of the plugin contract): rename it to {close!r}, or give it a name that "
+                    "is not so close")
+
+
+def _near(a: str, b: str) -> bool:
+    """Whether ``a`` is a likely misspelling of ``b``: one edit away for names of 6+ letters,
+    two for names of 10+ (short names are left alone: too many honest neighbours)."""
+    limit = 2 if len(b) >= 10 else 1 if len(b) >= 6 else 0
+    if limit == 0 or abs(len(a) - len(b)) > limit:
+        return False
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i]
+        for j, cb in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb)))
+        if min(current) > limit:
+            return False
+        previous = current
+    return previous[-1] <= limit
+
+
+def _is_hookimpl(value: object) -> bool:
+    from ._markers import PROJECT_NAME
+
+    try:
+        marker = vars(value).get(f"{PROJECT_NAME}_impl")
+    except TypeError:  # no __dict__: a plain value, not a marked function
+        return False
+    return isinstance(marker, dict)
+
 
 class MemoryProvider(_Instantiable):
     """Base class for memory providers; implement the memory lifecycle hooks with ``@hookimpl``."""
@@ -81,11 +136,73 @@ class MemoryProvider(_Instantiable):
 
 class ContextEngine(_Instantiable):
     """Base class for context engines; implement ``should_compress``, ``compress`` and
-    ``update_from_response`` with ``@hookimpl``."""
+    ``update_from_response`` with ``@hookimpl`` (and optionally ``describe_context``,
+    ``on_turn_start`` and ``on_prompt_assembled``)."""
 
 
 class Platform(_Instantiable):
-    """Base class for platform adapters; implement ``connect``, ``disconnect`` and ``send``."""
+    """Base class for platform adapters; implement ``connect``, ``disconnect`` and ``send``.
+
+    The methods below are what front ends (``hermes-core serve``, ``chat``) ask of an adapter
+    besides its hooks; the defaults suit an adapter that does not listen on a port.
+    """
+
+    #: whether :meth:`listen_on` applies (the adapter serves on an address and port)
+    listens: ClassVar[bool] = False
+
+    def dispatcher_options(self) -> dict[str, Any]:
+        """Keyword arguments for the :class:`~hermes_core.dispatch.ConversationDispatcher` built
+        for this adapter (e.g. ``{"max_conversations": 1}``); empty by default."""
+        return {}
+
+    def listen_on(self, host: str | None = None, port: int | None = None) -> None:
+        """Override the address and port from the command line (``serve --host/--port``);
+        ``None`` keeps the configured value. Only called when :attr:`listens` is true."""
+
+    def check_ready(self) -> None:
+        """Raise a :class:`~hermes_core.errors.HermesCoreError` saying what is missing (a secret,
+        a token) when the adapter cannot start; called before anything starts."""
+
+    @property
+    def url(self) -> str | None:
+        """Where the adapter can be reached once connected, for the start-up line; ``None``
+        when that means nothing for it."""
+        return None
+
+
+#: what a tool can be for the kernel's curation (see :class:`Curation`)
+CURATION_ROLES = ("memory", "procedures")
+
+
+@dataclass(frozen=True, slots=True)
+class Curation:
+    """How a tool takes part in the kernel's curation (:mod:`hermes_core.curation`).
+
+    ``role="memory"``: the tool writes long-term memory. The background review and the
+    pre-compaction flush offer the model this tool (and only it); ``instructions`` tell the model
+    how to use it there, ``snapshot()`` returns what the store holds now (text for the review's
+    prompt; called on the review's thread) and ``describe(arguments, result)`` turns a successful
+    call into short human descriptions of the changes ("added to MEMORY.md: ..."), which become
+    the ``memory updated: ...`` notice.
+
+    ``role="procedures"``: the tool saves reusable procedures (skills). After ``nudge_interval``
+    tool-loop iterations without a call of it (0: never), the kernel adds ``nudge`` (default: a
+    generic reminder naming the tool) to the batch's last tool result.
+    """
+
+    role: Literal["memory", "procedures"]
+    instructions: str = ""
+    snapshot: Callable[[], str] | None = None
+    describe: Callable[[dict[str, Any], str], list[str]] | None = None
+    nudge_interval: int = 0
+    nudge: str = ""
+
+    def __post_init__(self) -> None:
+        if self.role not in CURATION_ROLES:
+            raise ValueError(f"curation role {self.role!r} is unknown: use one of "
+                             f"{', '.join(map(repr, CURATION_ROLES))}")
+        if not isinstance(self.nudge_interval, int) or self.nudge_interval < 0:
+            raise ValueError(f"curation nudge_interval must be an int >= 0, got {self.nudge_interval!r}")
 
 
 @functools.lru_cache(maxsize=512)
@@ -108,6 +225,10 @@ class Tool:
     ``parallel_safe`` tools may run concurrently with other parallel-safe calls of one response;
     ``path_arguments`` names the arguments holding file paths, so calls touching the same path are
     never run at the same time.
+
+    ``guidance`` is prompt text the kernel adds to the system prompt of a session that offers the
+    tool (when and how to use it); ``curation`` makes the tool part of the kernel's memory
+    curation (see :class:`Curation`).
     """
 
     name: str
@@ -117,6 +238,8 @@ class Tool:
     input_model: type[BaseModel] | None = None
     parallel_safe: bool = False
     path_arguments: tuple[str, ...] = ()
+    guidance: str = ""
+    curation: Curation | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not TOOL_NAME_RE.match(self.name):
@@ -134,6 +257,11 @@ class Tool:
             )
         if not callable(self.handler):
             raise ValueError(f"tool {self.name!r}: 'handler' must be callable")
+        if not isinstance(self.guidance, str):
+            raise ValueError(f"tool {self.name!r}: 'guidance' must be a str")
+        if self.curation is not None and not isinstance(self.curation, Curation):
+            raise ValueError(f"tool {self.name!r}: 'curation' must be a hermes_core.kinds.Curation, "
+                             f"not {type(self.curation).__name__}")
 
     def input_schema(self) -> dict[str, Any]:
         """The JSON schema of the tool's arguments."""

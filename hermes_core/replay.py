@@ -459,9 +459,8 @@ def replay(
     agent.start()
     report = ReplayReport(
         transcript=transcript.path, meta=transcript.meta,
-        providers=[k.split(":", 1)[1] for k in host.instances if k.startswith("memory-provider:")],
-        engine=next((k.split(":", 1)[1] for k in host.instances if k.startswith("context-engine:")),
-                    None),
+        providers=[host.instance_name(k) for k in host.providers()],
+        engine=host.engine_name,
         tools=agent.router.names(), model=core.llm.model, context_window=context_window(core),
         home=str(host.home),
     )

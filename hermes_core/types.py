@@ -202,6 +202,9 @@ class CompressionResult:
     summary: str | None = None
     #: things the user should be told, e.g. that a fallback summary replaced a failed LLM summary
     notices: list[str] = field(default_factory=list)
+    #: what the compaction did, as JSON-able data (token counts, what was summarised or archived);
+    #: the kernel copies it into ``CompactionRecord.engine_report``
+    report: dict[str, Any] | None = None
 
 
 class Dispatcher(Protocol):

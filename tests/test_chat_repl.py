@@ -85,7 +85,7 @@ def test_slash_commands(home):
                    "never sent", providers="file_memory, session_archive")
         bodies = api.bodies
     assert "/compress [focus]" in out  # /help
-    assert "MEMORY.md (the agent's notes): 1 entry" in out
+    assert 'MEMORY.md (target "memory") now holds:' in out  # /memory, from the tool's curation
     assert "The deploy script lives in ops/deploy.sh" in out
     assert "match(es)" in out and "user: the wombat project uses postgres" in out  # /search
     assert "webhook" in out and "active: context-engine:compressor" in out  # /plugins

@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 from compressor_support import ScriptedLLM, build_history, make_context
 
-from hermes_core.plugins.context_engine.compressor import Compressor, CompressorConfig
-from hermes_core.plugins.context_engine.compressor.markers import (
+from hermes_core.compaction.markers import (
     CLEARED_TOOL_OUTPUT,
     END_MARKER,
     PINNED_NOTE,
@@ -22,9 +21,10 @@ from hermes_core.plugins.context_engine.compressor.markers import (
     is_summary_message,
     split_summary,
 )
-from hermes_core.plugins.context_engine.compressor.repair import history_problems
+from hermes_core.compaction.repair import history_problems
+from hermes_core.compaction.tokens import estimate_messages, estimate_text
+from hermes_core.plugins.context_engine.compressor import Compressor, CompressorConfig
 from hermes_core.plugins.context_engine.compressor.summary import summary_budget
-from hermes_core.plugins.context_engine.compressor.tokens import estimate_messages, estimate_text
 from hermes_core.types import Message, ToolCall
 
 

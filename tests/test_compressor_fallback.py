@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from compressor_support import build_history, make_context
 
+from hermes_core.compaction.markers import is_summary_message
+from hermes_core.compaction.repair import history_problems
 from hermes_core.llm import AnthropicLLM, LLMFailure
 from hermes_core.plugins.context_engine.compressor import Compressor, CompressorConfig
-from hermes_core.plugins.context_engine.compressor.markers import is_summary_message
-from hermes_core.plugins.context_engine.compressor.repair import history_problems
 from hermes_core.plugins.context_engine.compressor.summary import SUMMARY_SYSTEM
 from hermes_core.testing import Failure, MessagesAPIServer, Reply
 from hermes_core.types import Message, ToolCall

@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 from compressor_support import ScriptedLLM, build_history, make_context
 
+from hermes_core.compaction.repair import history_problems
+from hermes_core.compaction.tokens import estimate_messages, estimate_text
 from hermes_core.config import load_config
 from hermes_core.errors import ConfigError, UnknownNameError
 from hermes_core.host import PluginHost
 from hermes_core.plugins.context_engine.compressor import Compressor, CompressorConfig
-from hermes_core.plugins.context_engine.compressor.repair import history_problems
-from hermes_core.plugins.context_engine.compressor.tokens import estimate_messages, estimate_text
 from hermes_core.types import CompressionResult, Message, Session, SwitchReason, Usage
 
 

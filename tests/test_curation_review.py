@@ -277,7 +277,8 @@ def _due_turns(curator: Curator, turns: int, memory_on: tuple[int, ...] = ()) ->
     for n in range(1, turns + 1):
         curator.begin_turn()
         curator.end_turn([_outcome("memory")] if n in memory_on else [],
-                         lambda n=n: asked.append(n))  # returns None: no review is started
+                         lambda n=n: asked.append(n),  # returns None: no review is started
+                         memory_tools={"memory"})
     return asked
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hermes_core.plugins.memory.file_memory import threats
-from hermes_core.plugins.memory.file_memory.threats import CATEGORIES, scan
+from hermes_core import threats
+from hermes_core.threats import CATEGORIES, scan
 
 #: one payload per pattern id; a pattern added without an example fails test_every_pattern_...
 PAYLOADS: dict[str, str] = {

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from compressor_support import build_history, make_context
 
+from hermes_core.compaction.markers import is_summary_message, split_summary
+from hermes_core.compaction.repair import history_problems
+from hermes_core.compaction.tokens import estimate_messages
 from hermes_core.errors import ToolError
-from hermes_core.plugins.context_engine.compressor.markers import is_summary_message, split_summary
-from hermes_core.plugins.context_engine.compressor.repair import history_problems
-from hermes_core.plugins.context_engine.compressor.tokens import estimate_messages
 from hermes_core.plugins.context_engine.lossless import LosslessConfig, LosslessEngine, SpanStore
 from hermes_core.types import Message, Session, SwitchReason, ToolCall, ToolContext
 

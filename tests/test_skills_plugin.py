@@ -16,9 +16,9 @@ from click.testing import CliRunner
 
 from hermes_core.agent import Agent
 from hermes_core.cli import cli as main
-from hermes_core.curation import SKILL_NUDGE
 from hermes_core.llm import AnthropicLLM
 from hermes_core.plugins.memory.skills import SkillError, SkillLibrary, SkillsProvider, render_block
+from hermes_core.plugins.memory.skills.tools import SKILL_NUDGE
 from hermes_core.testing import MemoryProviderConformance, MessagesAPIServer, Reply, make_instance
 from hermes_core.types import Session, ToolContext
 

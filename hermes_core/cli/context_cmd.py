@@ -1,21 +1,26 @@
-"""``hermes-core context``: what the context engine sees and would do.
+"""``hermes-core context``: what the selected context engine sees and would do.
 
-``estimate FILE.jsonl`` reads a history (one message per line) and ``show SESSION_ID`` reads a
-stored session from the session archive (``state.db``); both print the token estimate, the
-compaction threshold and what a compaction would keep, using the ``compression:`` settings of
-config.yaml. No LLM is called and nothing is written.
+``estimate FILE.jsonl`` reads a history (one message per line, or a replay transcript: see
+:mod:`hermes_core.history`) and ``show SESSION_ID`` reads a stored session through the memory
+providers' ``load_session`` hook. Both activate the engine of ``context.engine`` (first-party or
+not) and print its answer to the ``describe_context`` hook: its ``lines``, or the whole plan with
+``--json``. No LLM is called and the engine changes nothing.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from ._common import echo_json
+from ._common import echo_json, load_host
 
-__all__ = ["context"]
+if TYPE_CHECKING:
+    from ..host import PluginHost
+    from ..types import Message, Session
+
+__all__ = ["context", "describe_with_engine"]
 
 
 @click.group("context")
@@ -23,112 +28,100 @@ def context() -> None:
     """Inspect what the context engine would do with a history."""
 
 
-def _compressor() -> Any:
-    import logging
+def _start_engine(host: PluginHost) -> str:
+    from ..errors import HermesCoreError
 
-    from ..config import format_validation_error, load_config
-    from ..errors import ConfigError
-    from ..kinds import PluginContext
-    from ..paths import home_dir
-    from ..plugins.context_engine.compressor import Compressor
-
-    loaded = load_config()
-    raw = loaded.raw.get(Compressor.config_section) or {}
-    from pydantic import ValidationError
-
+    name = host.config.core.context.engine
     try:
-        settings = Compressor.Config.model_validate(raw)
-    except ValidationError as exc:
-        raise ConfigError(
-            format_validation_error(exc, section=Compressor.config_section, where=loaded)
-        ) from None
-    ctx = PluginContext(
-        plugin_name="compressor",
-        home=home_dir(),
-        config=loaded.core,
-        logger=logging.getLogger("hermes_core.cli.context"),
-    )
-    return Compressor(settings, ctx, llm=None)
+        host.activate("context-engine", name, config_key="context.engine")
+    except HermesCoreError:
+        raise
+    except Exception as exc:
+        raise HermesCoreError(f"context engine {name!r} did not start: {exc}") from exc
+    return name
 
 
-def _line(label: str, part: dict[str, Any]) -> str:
-    if not part.get("messages"):
-        return f"  {label:<8} none"
-    return (
-        f"  {label:<8} messages {part['first']}-{part['last']} ({part['messages']}), "
-        f"{part['tokens']} tokens"
-    )
+def describe_with_engine(host: PluginHost, messages: list[Message],
+                         session: Session | None) -> dict[str, Any]:
+    """The active engine's plan for ``messages``; a clear error when it gives none."""
+    from ..errors import HermesCoreError
+
+    name = host.config.core.context.engine
+    if host.engine is None:
+        raise HermesCoreError("no context engine is active; set context.engine")
+    plan = host.hooks.describe_context(messages=messages, session=session)
+    if plan is not None:
+        return plan
+    hook = host.hooks.describe_context.__name__
+    problems = [p for p in host.hooks.problems if p.hook == hook]
+    if problems:
+        raise HermesCoreError(f"the context engine {name!r} failed to describe its plan: "
+                              f"{problems[-1].message}")
+    raise HermesCoreError(
+        f"the context engine {name!r} does not describe its plan (it does not implement the "
+        "describe_context hook, or returned None)")
 
 
-def _report(report: dict[str, Any], as_json: bool) -> None:
+def _print(plan: dict[str, Any], as_json: bool) -> None:
     if as_json:
-        echo_json(report)
+        echo_json(plan)
         return
-    c = report["compaction"]
-    state = "over" if report["over_threshold"] else "under"
-    click.echo(
-        f"{report['messages']} messages, about {report['tokens']} tokens "
-        f"({report['usage_percent']}% of a {report['context_window']}-token window, "
-        f"from {report['context_window_source']})"
-    )
-    click.echo(
-        f"threshold {report['threshold']} = {report['threshold_tokens']} tokens: {state} it"
-    )
-    if c["nothing_to_compact"]:
-        click.echo(f"a compaction would change nothing: {c['nothing_to_compact']}")
-        return
-    click.echo("a compaction would keep:")
-    click.echo(_line("head", c["head"]))
-    pins = c["pinned"]
-    if pins["indices"]:
-        click.echo(f"  {'pinned':<8} messages {pins['indices']}, {pins['tokens']} tokens")
-    click.echo(_line("tail", c["tail"]))
-    middle = c["middle"]
-    click.echo(
-        f"and summarise {middle['summarised']} messages ({middle['tokens']} tokens) into about "
-        f"{c['summary_budget_tokens']} tokens, clearing {c['old_tool_outputs_cleared']} old tool "
-        f"output(s): about {c['tokens_after_estimate']} tokens after"
-    )
+    for line in plan["lines"]:
+        click.echo(line)
 
 
 @context.command("show")
 @click.argument("session_id")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def show(session_id: str, as_json: bool) -> None:
-    """Token estimate of a stored session and what a compaction would keep."""
-    from ..paths import home_dir
-    from ..plugins.context_engine.compressor.estimate import describe_compaction, message_from_dict
+    """Token estimate of a stored session and what the engine would do with it."""
+    from ..errors import HermesCoreError
 
-    path = home_dir() / "state.db"
-    if not path.is_file():
-        raise click.ClickException(
-            f"no session archive at {path}: sessions are stored by the session_archive memory "
-            "provider (add it to memory.providers), or use 'hermes-core context estimate FILE.jsonl'"
-        )
-    from ..plugins.memory.session_archive.store import SessionArchive
-
-    with SessionArchive(path) as archive:
-        stored = archive.messages(session_id)
-    messages = [
-        message_from_dict(
-            {"role": m.role, "content": m.content, "tool_calls": m.tool_calls,
-             "tool_call_id": m.tool_call_id, "tool_name": m.tool_name,
-             "timestamp": m.timestamp, "meta": m.meta},
-            f"session {session_id}, message {m.id}",
-        )
-        for m in stored
-    ]
-    report = describe_compaction(_compressor(), messages)
-    report["session_id"] = session_id
-    _report(report, as_json)
+    host = load_host()
+    try:
+        host.activate_memory_providers()
+        _start_engine(host)
+        loaded, outcomes = host.hooks.load_session(platform="", conversation_key=None,
+                                                   session_id=session_id)
+        if loaded is None:
+            failed = [o for o in outcomes if not o.ok]
+            why = (f"; {failed[0].plugin} failed: {failed[0].error}" if failed else "")
+            raise HermesCoreError(
+                f"no session {session_id!r}: no active memory provider has it{why} (the memory "
+                "providers of memory.providers that store sessions answer load_session; "
+                "'hermes-core context estimate FILE.jsonl' reads a file instead)")
+        session, messages = loaded
+        plan = describe_with_engine(host, messages, session)
+    finally:
+        host.shutdown()
+    plan = {**plan, "session_id": session.id}
+    if session.id != session_id:
+        plan["requested_session_id"] = session_id
+        plan["lines"] = [f"session {session.id} (the newest of the compaction chain of "
+                         f"{session_id})", *plan["lines"]]
+    _print(plan, as_json)
 
 
 @context.command("estimate")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def estimate(file: Path, as_json: bool) -> None:
-    """Token estimate of FILE (JSONL, one message per line) and what a compaction would keep."""
-    from ..plugins.context_engine.compressor.estimate import describe_compaction, read_jsonl
+    """Token estimate of FILE and what the engine would do with it.
 
-    messages = read_jsonl(file)
-    _report(describe_compaction(_compressor(), messages), as_json)
+    FILE is JSONL: one message per line, or a replay transcript (a meta line, messages and
+    new_session events; its last session is estimated).
+    """
+    from ..history import read_history
+
+    history = read_history(file)
+    host = load_host()
+    try:
+        _start_engine(host)
+        plan = describe_with_engine(host, history.messages, None)
+    finally:
+        host.shutdown()
+    if history.earlier_sessions:
+        plan = {**plan, "earlier_sessions": history.earlier_sessions}
+        plan["lines"] = [f"the last of {history.earlier_sessions + 1} sessions in {file.name}",
+                         *plan["lines"]]
+    _print(plan, as_json)

@@ -25,12 +25,12 @@ def _forget_hook(host: PluginHost, subject: str, scope: str, dry_run: bool) -> l
     return host.hooks.forget(subject=subject, scope=scope, dry_run=dry_run)
 
 
-def _rows(outcomes: list[Any], dry_run: bool) -> list[dict[str, Any]]:
+def _rows(host: Any, outcomes: list[Any], dry_run: bool) -> list[dict[str, Any]]:
     from ..types import ForgetReport
 
     rows = []
     for outcome in outcomes:
-        plugin = outcome.plugin.split(":", 1)[-1]
+        plugin = host.instance_name(outcome.plugin)
         if outcome.error is not None:
             rows.append({"provider": plugin, "error": f"{type(outcome.error).__name__}: "
                          f"{outcome.error}", "matched": 0, "deleted": 0, "dry_run": dry_run,
@@ -66,11 +66,27 @@ def _print(rows: list[dict[str, Any]], verb: str) -> None:
             click.echo(f"  note: {note}")
 
 
+#: a shorter subject would match almost everything
+MIN_SUBJECT = 3
+
+
+def _check_subject(subject: object) -> str:
+    """The stripped subject, or a :class:`HermesCoreError` saying what is wrong with it."""
+    from ..errors import HermesCoreError
+
+    if not isinstance(subject, str) or not subject.strip():
+        raise HermesCoreError("the text to forget is empty; give a word or phrase, e.g. "
+                              "hermes-core forget \"Lisbon\"")
+    text = subject.strip()
+    if len(text) < MIN_SUBJECT:
+        raise HermesCoreError(f"{text!r} is too short to forget safely (it would match almost "
+                              f"everything); give at least {MIN_SUBJECT} characters")
+    return text
+
+
 def run_forget(subject: str, *, dry_run: bool, scope: str = "all") -> dict[str, Any]:
     """The whole command as a library call: the plan, and (unless ``dry_run``) the result."""
-    from ..plugins.memory.file_memory.versions import check_subject
-
-    subject = check_subject(subject)
+    subject = _check_subject(subject)
     host = load_host()
     try:
         host.activate_memory_providers()
@@ -79,10 +95,10 @@ def run_forget(subject: str, *, dry_run: bool, scope: str = "all") -> dict[str, 
             host.activate("context-engine", engine, config_key="context.engine")
         except Exception as exc:  # the engine is optional here; its own error is reported
             warn(f"context engine {engine!r} not started ({exc}); its archive was not searched")
-        plan = _rows(_forget_hook(host, subject, scope, True), True)
+        plan = _rows(host, _forget_hook(host, subject, scope, True), True)
         result = None
         if not dry_run and any(r["matched"] for r in plan):
-            result = _rows(_forget_hook(host, subject, scope, False), False)
+            result = _rows(host, _forget_hook(host, subject, scope, False), False)
     finally:
         host.shutdown()
     return {"subject": subject, "dry_run": dry_run, "plan": plan, "result": result}

@@ -86,7 +86,7 @@ def _print_turn(t: dict[str, Any]) -> None:
               help="Write memories and the archive in your real home instead of a scratch copy.")
 @click.option("--keep-home", is_flag=True, help="Keep the scratch home and print its path.")
 @click.option("--use-key", is_flag=True,
-              help="Let plugins that call the LLM themselves (the compressor's summariser) use your "
+              help="Let plugins that call the LLM themselves (an engine's summariser) use your "
                    "API key. Off by default: a replay spends no tokens.")
 def replay(file: Path, as_json: bool, providers: tuple[str, ...], in_place: bool, keep_home: bool,
            use_key: bool) -> None:

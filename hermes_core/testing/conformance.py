@@ -389,3 +389,21 @@ class ContextEngineConformance:
     def test_tools_are_valid(self, hooks: CheckedHooks) -> None:
         tools = [t for batch in _ok(hooks, hooks.get_tools()) for t in (batch or [])]
         _check_tools(tools, {})
+
+    def test_describe_context_is_a_plan_that_changes_nothing(self, hooks: CheckedHooks) -> None:
+        """``hermes-core context show/estimate`` print this plan: the required keys, JSON-able,
+        and describing leaves the history (and the engine's verdict) as they were."""
+        if "describe_context" not in hooks.implemented_hooks:
+            pytest.skip("the engine does not implement describe_context")
+        history = build_conversation(120)
+        copy = list(history)
+        before = hooks.should_compress(messages=history, prompt_tokens=None, session=None)
+        plan = hooks.describe_context(messages=history, session=CONFORMANCE_SESSION)
+        hooks.raise_problems()  # a missing or mistyped key is reported by the kernel's check
+        assert plan is not None, "describe_context returned None"
+        assert plan["messages"] == len(history) and plan["lines"], plan
+        assert history == copy, "describe_context changed the history it was given"
+        assert hooks.should_compress(messages=history, prompt_tokens=None, session=None) == before
+        empty = hooks.describe_context(messages=[], session=None)
+        hooks.raise_problems()
+        assert empty is None or empty["messages"] == 0

@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from hermes_core import hookimpl
+from hermes_core.compaction.errors import ContextInputError, ContextOverflowError
+from hermes_core.compaction.policy import CompactionPolicy, CompactionReport, PolicyEngine
 
 from .config import CompressorConfig
 from .engine import Compressor, check_history
-from .errors import ContextInputError, ContextOverflowError
-from .policy import CompactionPolicy, CompactionReport, PolicyEngine
 
 __all__ = [
     "CompactionPolicy",

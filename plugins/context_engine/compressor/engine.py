@@ -1,14 +1,15 @@
 """The ``compressor`` context engine: Hermes' compaction algorithm with its weaknesses fixed.
 
-One compaction (:meth:`Compressor.compact`):
+One compaction (:meth:`Compressor.compact`), built on :mod:`hermes_core.compaction`:
 
-1. plan the cut (:mod:`.boundaries`): protected head, protected tail, pinned latest request and
-   reply, no tool group split;
+1. plan the cut (``compaction.boundaries``): protected head, protected tail, pinned latest
+   request and reply, no tool group split;
 2. pass 1 (:mod:`.prune`): clear old tool outputs; if that alone brings the history well under
    the threshold, stop there (no LLM call, nothing summarised);
 3. pass 2 (:mod:`.summary`): summarise the middle with the summary model, updating the previous
-   summary; on any failure use the deterministic extractive summary (:mod:`.fallback`) and say so;
-4. assemble (:mod:`.assemble`) and repair (:mod:`.repair`) the result.
+   summary; on any failure use the deterministic extractive summary (``compaction.fallback``)
+   and say so;
+4. assemble and repair the result (``compaction.assemble``, ``compaction.repair``).
 
 The input list and its messages are never modified.
 """
@@ -21,23 +22,33 @@ from collections.abc import Sequence
 from typing import Any
 
 from hermes_core import hookimpl
+from hermes_core.compaction.assemble import assemble
+from hermes_core.compaction.boundaries import Plan, plan_compaction
+from hermes_core.compaction.errors import ContextOverflowError, check_history
+from hermes_core.compaction.fallback import extractive_summary
+from hermes_core.compaction.markers import (
+    CLEARED_TOOL_OUTPUT,
+    is_summary_message,
+    original_content,
+    summary_body,
+)
+from hermes_core.compaction.policy import CompactionReport, PolicyEngine
+from hermes_core.compaction.redact import redact
+from hermes_core.compaction.repair import merge_adjacent_roles, repair_tool_pairs
+from hermes_core.compaction.tokens import (
+    MESSAGE_OVERHEAD,
+    estimate_messages,
+    estimate_text,
+    message_token_list,
+)
 from hermes_core.kinds import PluginContext
 from hermes_core.llm import LLM, AnthropicLLM, LLMError, LLMFailure
 from hermes_core.models import context_window
 from hermes_core.types import CompressionResult, Message
 
-from .assemble import assemble
-from .boundaries import Plan, plan_compaction
 from .config import CompressorConfig
-from .errors import ContextInputError, ContextOverflowError
-from .fallback import extractive_summary
-from .markers import CLEARED_TOOL_OUTPUT, is_summary_message, original_content, summary_body
-from .policy import CompactionReport, PolicyEngine
 from .prune import clear, prunable
-from .redact import redact
-from .repair import merge_adjacent_roles, repair_tool_pairs
 from .summary import SUMMARY_SYSTEM, build_prompt, serialize_turns, summary_budget
-from .tokens import MESSAGE_OVERHEAD, estimate_messages, estimate_text, message_token_list
 
 __all__ = ["Compressor", "check_history"]
 
@@ -51,21 +62,6 @@ _MAX_COOLDOWN = 900.0
 _OVERSIZE_MARK = (
     "\n[... {cut} characters of this tool output cut: it alone exceeded the context window ...]\n"
 )
-
-
-def check_history(messages: object) -> list[Message]:
-    """``messages`` as a list of Message, or a :class:`ContextInputError` naming the bad item."""
-    if not isinstance(messages, (list, tuple)):
-        raise ContextInputError(
-            f"the history must be a list of hermes_core.types.Message, got {type(messages).__name__}"
-        )
-    for index, item in enumerate(messages):
-        if not isinstance(item, Message):
-            raise ContextInputError(
-                f"history item {index} is a {type(item).__name__}, not a hermes_core.types.Message; "
-                "build messages with Message(role=..., content=...)"
-            )
-    return list(messages)
 
 
 class Compressor(PolicyEngine):
@@ -104,7 +100,15 @@ class Compressor(PolicyEngine):
     def compress(
         self, messages: list[Message], focus_topic: str | None, memory_context: str
     ) -> CompressionResult:
-        return self.compact(messages, focus_topic=focus_topic, memory_context=memory_context or "")
+        return self.with_report(
+            self.compact(messages, focus_topic=focus_topic, memory_context=memory_context or ""))
+
+    @hookimpl
+    def describe_context(self, messages: list[Message]) -> dict[str, Any]:
+        """What a compaction of ``messages`` would keep and summarise (nothing is done)."""
+        from .estimate import describe_compaction
+
+        return describe_compaction(self, check_history(messages))
 
     # ---------------------------------------------------------------------------- planning
 

@@ -1,101 +1,21 @@
-"""What a compaction would do to a history, without doing it (for ``hermes-core context``).
-
-Also reads histories from JSONL files: one message per line, as
-``{"role": ..., "content": ..., "tool_calls": [...], "tool_call_id": ..., "tool_name": ...}``.
-Tool calls may be hermes-style (``{"id", "name", "arguments": {...}}``) or OpenAI-style
-(``{"id", "function": {"name", "arguments": "<json>"}}``).
-"""
+"""What a compaction would do to a history, without doing it: the compressor's answer to
+``describe_context`` (``hermes-core context show`` / ``context estimate``)."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hermes_core.compaction.markers import CLEARED_TOOL_OUTPUT
+from hermes_core.compaction.tokens import MESSAGE_OVERHEAD, estimate_text
 from hermes_core.models import window_source
-from hermes_core.types import Message, ToolCall
+from hermes_core.types import Message
 
-from .errors import ContextInputError
-from .markers import CLEARED_TOOL_OUTPUT
 from .summary import summary_budget
-from .tokens import MESSAGE_OVERHEAD, estimate_text
 
 if TYPE_CHECKING:
     from .engine import Compressor
 
-__all__ = ["describe_compaction", "message_from_dict", "read_jsonl"]
-
-_ROLES = ("system", "user", "assistant", "tool")
-
-
-def _tool_call(raw: Any, where: str) -> ToolCall:
-    if not isinstance(raw, dict):
-        raise ContextInputError(f"{where}: a tool call must be an object, got {type(raw).__name__}")
-    function = raw.get("function")
-    name = raw.get("name") or (function.get("name") if isinstance(function, dict) else None)
-    args: Any = raw.get("arguments", raw.get("input"))
-    if args is None and isinstance(function, dict):
-        args = function.get("arguments")
-    if isinstance(args, str):
-        try:
-            args = json.loads(args) if args.strip() else {}
-        except ValueError:
-            args = {"raw": args}
-    if not isinstance(name, str) or not name:
-        raise ContextInputError(f"{where}: a tool call needs a 'name' (or 'function.name')")
-    return ToolCall(id=str(raw.get("id") or ""), name=name, arguments=args if isinstance(args, dict) else {})
-
-
-def message_from_dict(raw: Any, where: str = "message") -> Message:
-    """A :class:`Message` from its JSON form; errors name ``where`` and the bad field."""
-    if not isinstance(raw, dict):
-        raise ContextInputError(f"{where}: expected a JSON object, got {type(raw).__name__}")
-    role = raw.get("role")
-    if role not in _ROLES:
-        raise ContextInputError(f"{where}: 'role' must be one of {', '.join(_ROLES)}, got {role!r}")
-    content = raw.get("content", "")
-    if isinstance(content, list):  # content blocks: keep their text
-        content = "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
-    if content is None:
-        content = ""
-    if not isinstance(content, str):
-        raise ContextInputError(f"{where}: 'content' must be a string, got {type(content).__name__}")
-    calls = raw.get("tool_calls") or []
-    if not isinstance(calls, list):
-        raise ContextInputError(f"{where}: 'tool_calls' must be a list")
-    timestamp = raw.get("timestamp")
-    meta = raw.get("meta")
-    return Message(
-        role=role,
-        content=content,
-        tool_calls=[_tool_call(c, f"{where}, tool call {i}") for i, c in enumerate(calls)],
-        tool_call_id=raw.get("tool_call_id"),
-        tool_name=raw.get("tool_name") or raw.get("name"),
-        timestamp=float(timestamp) if isinstance(timestamp, (int, float)) else 0.0,
-        meta=dict(meta) if isinstance(meta, dict) else {},
-    )
-
-
-def read_jsonl(path: Path) -> list[Message]:
-    """Messages from a JSONL file; raises :class:`ContextInputError` naming the line."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ContextInputError(f"{path}: cannot read the file: {exc}") from None
-    out = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            raw = json.loads(line)
-        except ValueError as exc:
-            raise ContextInputError(
-                f"{path}, line {number}: not valid JSON ({exc}); each line must be one message "
-                'object like {"role": "user", "content": "..."}'
-            ) from None
-        out.append(message_from_dict(raw, f"{path}, line {number}"))
-    return out
-
+__all__ = ["describe_compaction", "plan_lines"]
 
 def _span(first: int, end: int) -> dict[str, Any]:
     return {"first": first, "last": end - 1, "messages": max(0, end - first)} if end > first else {
@@ -120,7 +40,8 @@ def describe_compaction(engine: Compressor, messages: list[Message]) -> dict[str
         middle_tokens, engine.window, ratio=s.summary_ratio, minimum=s.summary_min_tokens,
         maximum=s.summary_max_tokens, window_fraction=s.summary_window_fraction,
     ) if plan.middle and plan.reason is None else 0
-    return {
+    report: dict[str, Any] = {
+        "engine": engine.name,
         "messages": len(messages),
         "tokens": total,
         "context_window": engine.window,
@@ -144,3 +65,40 @@ def describe_compaction(engine: Compressor, messages: list[Message]) -> dict[str
             "nothing_to_compact": plan.reason,
         },
     }
+    report["lines"] = plan_lines(report)
+    return report
+
+
+def _line(label: str, part: dict[str, Any]) -> str:
+    if not part.get("messages"):
+        return f"  {label:<8} none"
+    return (
+        f"  {label:<8} messages {part['first']}-{part['last']} ({part['messages']}), "
+        f"{part['tokens']} tokens"
+    )
+
+
+def plan_lines(report: dict[str, Any]) -> list[str]:
+    """The human-readable report of :func:`describe_compaction`'s plan."""
+    c = report["compaction"]
+    state = "over" if report["over_threshold"] else "under"
+    lines = [
+        f"engine {report['engine']}: {report['messages']} messages, about {report['tokens']} "
+        f"tokens ({report['usage_percent']}% of a {report['context_window']}-token window, from "
+        f"{report['context_window_source']})",
+        f"threshold {report['threshold']} = {report['threshold_tokens']} tokens: {state} it",
+    ]
+    if c["nothing_to_compact"]:
+        return [*lines, f"a compaction would change nothing: {c['nothing_to_compact']}"]
+    lines += ["a compaction would keep:", _line("head", c["head"])]
+    pins = c["pinned"]
+    if pins["indices"]:
+        lines.append(f"  {'pinned':<8} messages {pins['indices']}, {pins['tokens']} tokens")
+    lines.append(_line("tail", c["tail"]))
+    middle = c["middle"]
+    lines.append(
+        f"and summarise {middle['summarised']} messages ({middle['tokens']} tokens) into about "
+        f"{c['summary_budget_tokens']} tokens, clearing {c['old_tool_outputs_cleared']} old tool "
+        f"output(s): about {c['tokens_after_estimate']} tokens after"
+    )
+    return lines

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from hermes_core.compaction.markers import CLEARED_TOOL_OUTPUT
 from hermes_core.types import Message
-
-from .markers import CLEARED_TOOL_OUTPUT
 
 __all__ = ["clear", "clear_old_tool_outputs", "prunable"]
 

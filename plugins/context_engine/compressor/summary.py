@@ -17,12 +17,11 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from hermes_core.compaction.fallback import extract_facts, render_facts
+from hermes_core.compaction.markers import is_summary_message, original_content
+from hermes_core.compaction.redact import redact
+from hermes_core.compaction.tokens import estimate_text
 from hermes_core.types import Message
-
-from .fallback import extract_facts, render_facts
-from .markers import is_summary_message, original_content
-from .redact import redact
-from .tokens import estimate_text
 
 __all__ = [
     "SUMMARY_SYSTEM",

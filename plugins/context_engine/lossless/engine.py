@@ -21,22 +21,22 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from hermes_core import hookimpl
-from hermes_core.errors import ToolError
-from hermes_core.kinds import PluginContext, Tool
-from hermes_core.plugins.context_engine.compressor.assemble import assemble, without_summary
-from hermes_core.plugins.context_engine.compressor.boundaries import plan_compaction
-from hermes_core.plugins.context_engine.compressor.config import CompactionSettings
-from hermes_core.plugins.context_engine.compressor.engine import check_history
-from hermes_core.plugins.context_engine.compressor.fallback import extract_facts, render_facts
-from hermes_core.plugins.context_engine.compressor.policy import CompactionReport, PolicyEngine
-from hermes_core.plugins.context_engine.compressor.repair import (
+from hermes_core.compaction.assemble import assemble, without_summary
+from hermes_core.compaction.boundaries import plan_compaction
+from hermes_core.compaction.errors import check_history
+from hermes_core.compaction.fallback import extract_facts, render_facts
+from hermes_core.compaction.policy import CompactionReport, PolicyEngine
+from hermes_core.compaction.repair import (
     merge_adjacent_roles,
     repair_tool_pairs,
 )
-from hermes_core.plugins.context_engine.compressor.tokens import (
+from hermes_core.compaction.settings import CompactionSettings
+from hermes_core.compaction.tokens import (
     estimate_messages,
     message_token_list,
 )
+from hermes_core.errors import ToolError
+from hermes_core.kinds import PluginContext, Tool
 from hermes_core.types import (
     CompressionResult,
     ForgetReport,
@@ -177,9 +177,61 @@ class LosslessEngine(PolicyEngine):
     ) -> CompressionResult:
         # The session the kernel hands over scopes the archive to its conversation. No default
         # on `session`: pluggy passes only arguments that have none.
-        return self.compact(
+        return self.with_report(self.compact(
             messages, focus_topic=focus_topic, memory_context=memory_context or "", session=session
-        )
+        ))
+
+    @hookimpl
+    def describe_context(self, messages: list[Message], session: Session | None) -> dict[str, Any]:
+        """What a compaction of ``messages`` would archive and keep (nothing is written)."""
+        history = check_history(messages)
+        tokens = message_token_list(history)
+        total = sum(tokens) + self.policy.overhead_tokens
+        s = self.settings
+        plan = plan_compaction(history, tokens, protect_first_n=s.protect_first_n,
+                               protect_last_n=s.protect_last_n, tail_budget=self.tail_budget)
+        conversation = None if session is None else self.conversation_of(session)
+        spans = self.store.count_spans(conversation) if conversation is not None else 0
+        archived = len(plan.middle) if plan.reason is None else 0
+        archived_tokens = plan.tokens_of(plan.middle) if archived else 0
+        kept = plan.tokens_of(plan.kept) if archived else sum(tokens)
+        over = total >= self.threshold_tokens
+        lines = [
+            f"engine {self.name}: {len(history)} messages, about {total} tokens "
+            f"({round(100.0 * total / self.window, 1)}% of a {self.window}-token window)",
+            f"threshold {s.threshold} = {self.threshold_tokens} tokens: "
+            f"{'over' if over else 'under'} it",
+        ]
+        if conversation is not None:
+            lines.append(f"{spans} span(s) of this conversation are archived already")
+        if plan.reason is not None:
+            lines.append(f"a compaction would change nothing: {plan.reason}")
+        else:
+            lines.append(
+                f"a compaction would archive messages {plan.head_end}-{plan.tail_start - 1} "
+                f"({archived} messages, {archived_tokens} tokens) verbatim as a new span, "
+                f"searchable with context_search; {len(plan.kept)} messages ({kept} tokens) "
+                "stay in the live context, with an index of the spans")
+        return {
+            "engine": self.name,
+            "messages": len(history),
+            "tokens": total,
+            "context_window": self.window,
+            "threshold": s.threshold,
+            "threshold_tokens": self.threshold_tokens,
+            "over_threshold": over,
+            "archive": {
+                "spans_archived": spans,
+                "would_archive_messages": archived,
+                "would_archive_tokens": archived_tokens,
+                "first": plan.head_end if archived else None,
+                "last": plan.tail_start - 1 if archived else None,
+                "kept_messages": len(plan.kept) if archived else len(history),
+                "kept_tokens": kept,
+                "nothing_to_compact": plan.reason,
+            },
+            "lines": lines,
+        }
 
     @hookimpl
     def get_tools(self) -> list[Tool]:

@@ -14,10 +14,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from hermes_core.atomic import atomic_write
+
 from .config import CuratorConfig
 from .entries import joined_size
 from .history import Provenance
-from .store import TARGETS, MemoryStore, _locked, atomic_write
+from .store import TARGETS, MemoryStore, _locked
 
 __all__ = ["PROPOSAL_FILE", "STATE_FILE", "due", "maybe_curate"]
 

@@ -29,12 +29,13 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from hermes_core.threats import scan
+
 from .entries import entry_problem, joined_size, percent
 from .errors import MemoryRefused
 from .history import Provenance
 from .pins import pinned_entries
 from .store import MemoryStore, WriteResult
-from .threats import scan
 
 __all__ = [
     "Change",

@@ -299,7 +299,7 @@ class History:
         return len(dropped)
 
     def _rewrite(self, versions: list[Version]) -> None:
-        from .store import atomic_write  # the store's durable replace; no import cycle at load
+        from hermes_core.atomic import atomic_write  # the kernel's durable replace
 
         data = b"".join(
             (json.dumps(v.to_dict(), ensure_ascii=False, separators=(",", ":")) + "\n").encode()

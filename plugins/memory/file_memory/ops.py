@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from . import threats
+from hermes_core import threats
+
 from .entries import entry_problem, find_matches, joined_size, usage_label
 from .errors import AmbiguousMatch, InvalidRequest, MemoryRefused, NoMatch, OverLimit, ThreatBlocked
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, cast
 
 from hermes_core.storage import StorageURL, get_pool
 from hermes_core.storage.migrations import PgMigration, migrate
@@ -57,7 +57,7 @@ class PgMemoryStore(MemoryStore):
         self.directory = PurePosixPath(url.redacted.replace("/", "|")) / (owner or "_shared")  # type: ignore[assignment]
         self._swept: set[str] = set()
         self._psycopg = import_psycopg()
-        self._pool = get_pool(url)
+        self._pool: Any = cast(Any, get_pool(url))
         with self._pool.connection() as con:
             migrate(con, url, COMPONENT, MIGRATIONS)
 

@@ -12,9 +12,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from hermes_core.atomic import atomic_write
+
 from .entries import find_matches
 from .errors import AmbiguousMatch, NoMatch
-from .store import MemoryStore, _locked, atomic_write, check_target
+from .store import MemoryStore, _locked, check_target
 
 __all__ = ["PINS_FILE", "pin", "pinned_entries", "pins_path", "read_pins", "unpin"]
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from . import threats
+from hermes_core import threats
+
 from .entries import DELIMITER, dedupe, joined_size, usage_label
 from .store import TARGETS, MemoryStore
 

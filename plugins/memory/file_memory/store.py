@@ -22,24 +22,18 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hermes_core.atomic import LockUnavailable, atomic_write, locked
 from hermes_core.private import private_dir
 
 from .entries import canonical_text, dedupe, joined_size, parse_entries, usage_label
 from .errors import InvalidRequest, MemoryRefused, StoreUnreadable, WriteFailed
 from .history import History, Provenance, Version, now
 from .ops import Applied, Operation, apply, validate
-
-try:  # POSIX
-    import fcntl
-except ImportError:  # pragma: no cover - Windows
-    fcntl = None  # type: ignore[assignment]
 
 __all__ = [
     "FILENAMES",
@@ -53,21 +47,6 @@ __all__ = [
 
 TARGETS: tuple[str, ...] = ("memory", "user")
 FILENAMES: dict[str, str] = {"memory": "MEMORY.md", "user": "USER.md"}
-
-# One lock per file path for the whole process: two MemoryStore objects (the provider and a CLI
-# command run in-process, two hosts in one test) must serialise too.
-_REGISTRY_LOCK = threading.Lock()
-_THREAD_LOCKS: dict[str, threading.Lock] = {}
-
-
-def _thread_lock(path: Path) -> threading.Lock:
-    key = os.path.abspath(path)
-    with _REGISTRY_LOCK:
-        lock = _THREAD_LOCKS.get(key)
-        if lock is None:
-            lock = _THREAD_LOCKS[key] = threading.Lock()
-        return lock
-
 
 def check_target(target: object) -> str:
     """``target`` if it names a store; otherwise :class:`InvalidRequest` listing the choices."""
@@ -150,54 +129,13 @@ def read_state(path: Path) -> FileState:
 
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
-    """The in-process lock of ``path``, then an exclusive OS lock on ``<path>.lock``."""
-    with _thread_lock(path):
-        if fcntl is None:  # pragma: no cover - no cross-process lock on this platform
-            yield
-            return
+    """:func:`hermes_core.atomic.locked`, its failure reported as :class:`WriteFailed`."""
+    with contextlib.ExitStack() as stack:
         try:
-            fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError as exc:
-            raise WriteFailed(
-                f"cannot open the lock file {path}.lock: {exc.strerror or exc}; check that "
-                f"{path.parent} is writable"
-            ) from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)  # blocks; the kernel drops it if the holder dies
-            yield
-        finally:
-            os.close(fd)  # closing releases the flock
-
-
-def _fsync_dir(directory: Path) -> None:
-    # Makes the rename itself durable. Not every platform can open a directory.
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # pragma: no cover
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: Path, data: bytes, *, mode: int = 0o600) -> None:
-    """Replace ``path`` by ``data`` atomically and durably; raise ``OSError`` on failure."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
+            stack.enter_context(locked(path))
+        except LockUnavailable as exc:
+            raise WriteFailed(str(exc.strerror)) from None
+        yield
 
 
 def _backup_path(path: Path) -> Path:

@@ -15,28 +15,33 @@ the foreground turn's allowance.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from hermes_core.kinds import Tool
+from hermes_core.kinds import Curation, Tool
 from hermes_core.types import MemoryWrite, ToolContext
 
 from .entries import joined_size, usage_label
 from .errors import AmbiguousMatch, InvalidRequest, MemoryRefused
 from .history import Provenance
 from .ops import ACTIONS, Action, Operation
-from .store import TARGETS, MemoryStore, WriteResult, check_target
+from .store import FILENAMES, TARGETS, MemoryStore, WriteResult, check_target
 
 __all__ = [
+    "CURATION_INSTRUCTIONS",
+    "GUIDANCE",
     "TOOL_DESCRIPTION",
     "FailureCounter",
     "MemoryOperationInput",
     "MemoryToolHandler",
     "MemoryToolInput",
     "build_tool",
+    "describe_call",
+    "describe_store",
     "provenance",
 ]
 
@@ -330,12 +335,75 @@ def _bounded(out: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+#: the system prompt's guidance for a session offering the tool
+GUIDANCE = (
+    "Use the `memory` tool to keep durable facts: the user's preferences, circumstances and "
+    "corrections, and lessons about their environment. Save them when you learn them; do not save "
+    "task progress or anything only this conversation needs. What you save appears in this prompt "
+    "from the next session on."
+)
+#: what the kernel's review and flush tell the model about the tool's targets
+CURATION_INSTRUCTIONS = (
+    "Use the memory tool: target \"user\" for who the user is, \"memory\" for your own notes."
+)
+
+
+def _short(text: object, limit: int = 80) -> str:
+    flat = " ".join(str(text or "").split())
+    return f'"{flat}"' if len(flat) <= limit else f'"{flat[:limit - 1]}…"'
+
+
+def describe_call(arguments: dict[str, Any], result: str) -> list[str]:
+    """Human descriptions of the changes a successful ``memory`` call made (for the kernel's
+    ``memory updated: ...`` notice); nothing for a refused call or a duplicate add."""
+    try:
+        data = json.loads(result)
+    except ValueError:
+        return []
+    if not isinstance(data, dict) or data.get("success") is not True:
+        return []
+    if str(data.get("message", "")).startswith("Entry already exists"):
+        return []
+    name = FILENAMES.get(str(arguments.get("target") or "memory"), "MEMORY.md")
+    ops = arguments.get("operations") or [arguments]
+    out = []
+    for op in ops if isinstance(ops, list) else []:
+        if not isinstance(op, dict):
+            continue
+        action, content, old = op.get("action"), op.get("content"), op.get("old_text")
+        if action == "add":
+            out.append(f"added to {name}: {_short(content)}")
+        elif action == "replace":
+            out.append(f"replaced in {name}: {_short(old)} -> {_short(content)}")
+        elif action == "remove":
+            out.append(f"removed from {name}: {_short(old)}")
+    return out
+
+
+def describe_store(store: MemoryStore, targets: tuple[str, ...] = TARGETS) -> str:
+    """What both files hold now, for the kernel's review prompt."""
+    parts = []
+    for target in targets:
+        name = FILENAMES[target]
+        listed = "\n".join(f"- {e}" for e in store.entries(target)) or "(empty)"
+        parts.append(f"{name} (target \"{target}\") now holds:\n{listed}")
+    return "\n\n".join(parts)
+
+
 def build_tool(handler: MemoryToolHandler) -> Tool:
-    """The ``memory`` Tool object served by ``get_tools``."""
+    """The ``memory`` Tool object served by ``get_tools``: its prompt guidance and its part in
+    the kernel's curation (review, flush) travel with it."""
     return Tool(
         name="memory",
         description=TOOL_DESCRIPTION,
         handler=handler,
         input_model=MemoryToolInput,
         parallel_safe=False,  # writes to one file: order matters and the lock serialises anyway
+        guidance=GUIDANCE,
+        curation=Curation(
+            role="memory",
+            instructions=CURATION_INSTRUCTIONS,
+            snapshot=lambda: describe_store(handler.store),
+            describe=describe_call,
+        ),
     )

@@ -13,11 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from hermes_core.atomic import atomic_write
+
 from .entries import canonical_text, joined_size, parse_entries
 from .errors import InvalidRequest, MemoryRefused, StoreUnreadable, WriteFailed
 from .history import Provenance, UnknownVersion, Version, matches_subject, now
 from .ops import check_entries
-from .store import TARGETS, FileState, MemoryStore, _locked, atomic_write, read_state
+from .store import TARGETS, FileState, MemoryStore, _locked, read_state
 
 __all__ = ["ForgetResult", "RollbackResult", "forget_entries", "rollback", "write_stores"]
 

@@ -31,7 +31,8 @@ class PgSessionArchive(SessionArchive):
     def __init__(self, url: StorageURL) -> None:
         self.url = url
         self.db = PgDatabase(url)  # type: ignore[assignment]
-        self.path = url.redacted  # type: ignore[assignment] - named in messages, never opened
+        # named in messages, never opened
+        self.path = url.redacted  # type: ignore[assignment]
         self._nums: dict[str, int] = {}
         self._created: list[str] = []
 

@@ -28,7 +28,13 @@ from .search import Candidate, attach_chains, find_match, full_content, hits_for
 from .store import LINEAGE_CTE, SessionArchive
 from .window import place_window, share_budget
 
-__all__ = ["SessionSearchInput", "make_tool", "session_search"]
+#: the system prompt's guidance for a session offering the tool
+GUIDANCE = (
+    "Use the `session_search` tool when the user refers to an earlier conversation or you need "
+    "something that was said before and is not in view."
+)
+
+__all__ = ["GUIDANCE", "SessionSearchInput", "make_tool", "session_search"]
 
 #: a window shows at most this much of a matching message (around the match) ...
 HIT_CHARS = 6000
@@ -292,4 +298,4 @@ def make_tool(
             raise ToolError(str(exc)) from None
 
     return Tool(name="session_search", description=DESCRIPTION, handler=handler,
-                input_model=SessionSearchInput, parallel_safe=True)
+                input_model=SessionSearchInput, parallel_safe=True, guidance=GUIDANCE)

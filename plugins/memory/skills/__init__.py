@@ -7,9 +7,9 @@ description; the provider freezes it per session id, exactly like the file memor
 skill created mid-session shows up from the next session (or the next compaction) on and the
 prompt stays byte-identical meanwhile.
 
-The kernel reads :attr:`SkillsProvider.creation_nudge_interval` (duck-typed, optional) to remind
-the model, every that many tool-loop iterations, that it can save a procedure with
-``skill_manage``.
+The ``skill_manage`` tool carries a :class:`hermes_core.kinds.Curation` of role ``procedures``: the
+kernel reminds the model, every ``skills.creation_nudge_interval`` tool-loop iterations without
+a call of it, that it can save a procedure.
 
 User documentation: ``docs/skills.md``.
 """
@@ -75,13 +75,9 @@ class SkillsProvider(MemoryProvider):
     def __init__(self, config: SkillsConfig, context: PluginContext) -> None:
         super().__init__(config, context)
         self.library = SkillLibrary(context.home / "skills", max_chars=config.max_chars)
-        self._tools = build_tools(self.library)
+        self._tools = build_tools(self.library, nudge_interval=config.creation_nudge_interval)
         self._lock = threading.Lock()
         self._frozen: tuple[str, str | None] | None = None  # (session id, block)
-
-    @property
-    def creation_nudge_interval(self) -> int:
-        return self.config.creation_nudge_interval
 
     @hookimpl
     def system_prompt_block(self, session: Session) -> str | None:

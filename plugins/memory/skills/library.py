@@ -21,19 +21,20 @@ reason, prompt assembly leaves it out, and nothing raises.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+# Reused on purpose, not copied: the same scanner and the same durable write as MEMORY.md.
+from hermes_core import threats
+from hermes_core.atomic import LockUnavailable, atomic_write, locked
 from hermes_core.errors import HermesCoreError
 from hermes_core.private import PRIVATE_FILE_MODE, private_dir
-
-# Reused on purpose, not copied: the same scanner and the same durable write as MEMORY.md.
-from ..file_memory import threats
-from ..file_memory.store import _locked, atomic_write
 
 __all__ = [
     "DESCRIPTION_LIMIT",
@@ -266,13 +267,19 @@ class SkillLibrary:
             raise SkillError(f"the skill would have {len(text)} characters, over the limit of "
                              f"{self.max_chars}; keep procedures short or split them")
 
-    def _write_lock(self) -> Any:
+    @contextlib.contextmanager
+    def _write_lock(self) -> Iterator[None]:
         try:
             private_dir(self.directory)
         except OSError as exc:
             raise SkillError(f"cannot create {self.directory}: {exc.strerror or exc}") from None
-        # One lock for the folder (a hidden ".skills.lock"), the file memory's lock helper.
-        return _locked(self.directory / ".skills")
+        # One lock for the folder (a hidden ".skills.lock").
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(locked(self.directory / ".skills"))
+            except LockUnavailable as exc:
+                raise SkillError(str(exc.strerror)) from None
+            yield
 
     def _write(self, path: Path, text: str) -> None:
         try:

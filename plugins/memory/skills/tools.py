@@ -7,12 +7,20 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from hermes_core.errors import ToolError
-from hermes_core.kinds import Tool
+from hermes_core.kinds import Curation, Tool
 from hermes_core.types import ToolContext
 
 from .library import SkillError, SkillLibrary
 
-__all__ = ["build_tools"]
+__all__ = ["SKILL_NUDGE", "build_tools"]
+
+#: the reminder the kernel adds to a tool result after ``skills.creation_nudge_interval``
+#: tool-loop iterations without a ``skill_manage`` call
+SKILL_NUDGE = (
+    "[Reminder: if the work so far took several steps, trial and error or a correction from the "
+    "user, and is likely to come up again, consider saving the procedure with skill_manage "
+    "once the task is done.]"
+)
 
 
 class _NoArgs(BaseModel):
@@ -49,8 +57,9 @@ create: name, description (when to use it), body (the steps, with the commands a
 patch: fix or extend an existing skill by replacing one exact passage (old_text -> new_text)."""
 
 
-def build_tools(library: SkillLibrary) -> list[Tool]:
-    """The three tools over ``library``."""
+def build_tools(library: SkillLibrary, *, nudge_interval: int = 15) -> list[Tool]:
+    """The three tools over ``library``; ``skill_manage`` asks the kernel for a reminder every
+    ``nudge_interval`` tool-loop iterations without a call of it (0: never)."""
 
     def list_skills(_args: _NoArgs, _context: ToolContext) -> dict[str, Any]:
         try:
@@ -86,5 +95,6 @@ def build_tools(library: SkillLibrary) -> list[Tool]:
              "skill files with the reason.", list_skills, input_model=_NoArgs, parallel_safe=True),
         Tool("skill_view", "Load a saved skill's full procedure by name before doing a task it "
              "covers.", view, input_model=_View, parallel_safe=True),
-        Tool("skill_manage", _MANAGE_DESCRIPTION, manage, input_model=_Manage),
+        Tool("skill_manage", _MANAGE_DESCRIPTION, manage, input_model=_Manage,
+             curation=Curation(role="procedures", nudge_interval=nudge_interval, nudge=SKILL_NUDGE)),
     ]

@@ -37,19 +37,18 @@ def _compress(chat: Chat, arg: str) -> None:
 
 
 def _memory(chat: Chat, arg: str) -> None:
-    provider = chat.host.instances.get("memory-provider:file_memory")
-    live_entries = getattr(provider, "live_entries", None)
-    if not callable(live_entries):
-        chat.say("The file_memory provider is not active (memory.providers), so there are no "
-                 "MEMORY.md / USER.md notes to show.", style="warn")
+    found = [tool for tool, _plugin in chat.host.tools().values()
+             if tool.curation is not None and tool.curation.role == "memory"
+             and tool.curation.snapshot is not None]
+    if not found:
+        chat.say("No active memory provider offers a memory tool that can list its entries "
+                 "(memory.providers), so there are no notes to show.", style="warn")
         return
-    for target, title in (("memory", "MEMORY.md (the agent's notes)"),
-                          ("user", "USER.md (about you)")):
-        entries = live_entries(target)
-        chat.say(f"{title}: {len(entries)} entr{'y' if len(entries) == 1 else 'ies'}", style="info")
-        for entry in entries:
-            chat.say(f"  - {entry}")
-    chat.say("Change them with 'hermes-core memory add/replace/remove'.", style="dim")
+    for tool in found:
+        assert tool.curation is not None and tool.curation.snapshot is not None
+        chat.say(f"{tool.name}:", style="info")
+        for line in tool.curation.snapshot().splitlines():
+            chat.say(f"  {line}")
 
 
 def _search(chat: Chat, arg: str) -> None:

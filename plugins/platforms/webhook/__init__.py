@@ -75,6 +75,7 @@ class WebhookPlatform(Platform):
     name = "webhook"
     Config = WebhookConfig
     description = "signed HTTP webhook: POST a message, get the reply (hermes-core serve)"
+    listens = True
 
     def __init__(self, config: WebhookConfig, context: PluginContext) -> None:
         super().__init__(config, context)
@@ -104,6 +105,10 @@ class WebhookPlatform(Platform):
         if problem:
             raise WebhookStartError(problem)
         return value
+
+    def check_ready(self) -> None:
+        """No signing secret, or a short one: refuse before anything starts."""
+        self.secret()
 
     def dispatcher_options(self) -> dict[str, Any]:
         """How the front end should size the dispatcher for this platform."""

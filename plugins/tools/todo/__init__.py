@@ -109,7 +109,8 @@ class TodoBoards:
                         raise ToolError(f"item {t.id!r} is not on the list; give its content "
                                         "to add it")
                     else:
-                        items.append({"id": t.id, "content": t.content.strip(), "status": t.status})
+                        items.append({"id": t.id, "content": (t.content or "").strip(),
+                                      "status": t.status})
             return [dict(i) for i in items]
 
     def open_items(self, session: Session | None) -> list[dict[str, str]]:

@@ -17,6 +17,7 @@ and tool list too big to compact away, re-triggered compaction every turn):
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -215,6 +216,20 @@ class PolicyEngine(ContextEngine):
         # A compaction's child session continues the same conversation: keep the counters.
         if reason != SwitchReason.COMPRESSION:
             self.reset()
+
+    @hookimpl
+    def on_turn_start(self, session: Session) -> None:
+        self.begin_turn()
+
+    @hookimpl
+    def on_prompt_assembled(self, session: Session, overhead_tokens: int) -> None:
+        self.overhead_tokens = overhead_tokens
+
+    def with_report(self, result: CompressionResult) -> CompressionResult:
+        """``result`` carrying :attr:`last_report` as its ``report`` (for the kernel's record)."""
+        if self.last_report is None:
+            return result
+        return dataclasses.replace(result, report=dataclasses.asdict(self.last_report))
 
     # -------------------------------------------------------------------- the loop's methods
 

@@ -22,9 +22,19 @@ from hermes_core.kinds import Tool
 from hermes_core.types import ToolContext
 
 from .errors import QueryError
-from .query import SearchPlan, build_query
+from .query import SearchPlan
+from .records import clean_text
 from .schema import INDEXED_SQL
-from .search import Candidate, attach_chains, find_match, full_content, hits_for, run_plan
+from .search import (
+    DEFAULT_CANDIDATES,
+    Candidate,
+    attach_chains,
+    find_match,
+    full_content,
+    hits_for,
+    plan_query,
+    run_plan,
+)
 from .store import LINEAGE_CTE, SessionArchive
 from .window import place_window, share_budget
 
@@ -184,7 +194,7 @@ def session_search(
     limit: int | None = None,
     roles: tuple[str, ...] | None = None,
     window_chars: int = 100_000,
-    candidates: int = 500,
+    candidates: int = DEFAULT_CANDIDATES,
     demote_platforms: tuple[str, ...] = ("cron",),
     summarise: Callable[[list[dict[str, Any]], str], str | None] | None = None,
     limit_default: int = 3,
@@ -192,11 +202,15 @@ def session_search(
     """The tool's result as plain data; raises QueryError for an unusable query."""
     if not query.strip():
         return _recent(archive, current_session_id, limit or 5)
-    plan = build_query(query)
+    query = clean_text(query)[0]  # a lone surrogate cannot reach SQLite
+    plan = plan_query(archive, query)
+    broad: list[bool] = []
     found, matched = run_plan(archive, plan, exclude_lineage_of=current_session_id, roles=roles,
-                              limit=candidates)
+                              limit=candidates, broad=broad)
     out: dict[str, Any] = {"mode": "search", "query": query,
                            "matched": {"all": "all words", "any": "any word (no message had all)",
+                                       "words": "all words, split at punctuation (no message had "
+                                                "them as written)",
                                        "expression": "the expression as written"}[matched]}
     titled = _title_chains(archive, query, current_session_id)
     if not found and not titled:
@@ -252,9 +266,9 @@ def session_search(
             h.pop("platform", None)
         results.append(result)
     out.update(results=results, count=len(results), sessions_matched=len(groups))
-    if len(found) >= candidates:
-        out["note"] = (f"Many messages match; ranked among the newest {candidates:,} of them. "
-                       "Add words to narrow the search.")
+    if broad:
+        out["note"] = (f"More than {candidates:,} messages match; ranked within a sample spread "
+                       "over the whole history. Add words to narrow the search.")
     if summarise is not None:
         note = summarise(results, query)
         if note:

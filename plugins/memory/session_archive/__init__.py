@@ -89,7 +89,7 @@ class SessionArchiveProvider(MemoryProvider):
 
         return {"window_chars": c.window_chars, "candidates": c.candidates,
                 "demote_platforms": tuple(c.demote_platforms), "summarise": summarise,
-                "limit_default": c.max_sessions}
+                "limit_default": c.max_sessions, "result_chars": c.result_chars}
 
     # ---------------------------------------------------------------------------------- hooks
 

@@ -1,7 +1,7 @@
 """Searching the archive: ranked message hits, and the grouped view the session_search tool shows.
 
 Ranking is FTS5's BM25, computed for every match when a query has at most ``candidates``
-matches (default 4,000; about 1 microsecond per match, so ~5 ms). Counting the matches first is
+matches (default 2,000; a few microseconds per match). Counting the matches first is
 cheap (no scoring), so the exact path is chosen only when it is affordable:
 
 * a query with at most ``candidates`` matches is ranked exactly, over the whole history;
@@ -10,7 +10,7 @@ cheap (no scoring), so the exact path is chosen only when it is affordable:
   the cost (their inverse document frequency is low) and drive the ranking only when every word
   is that common;
 * a query broader than that is ranked within a sample spread over the whole history (the newest
-  matches of each of :data:`SLICES` equal slices of message ids), never the newest matches
+  :data:`PER_SLICE` matches of each of :data:`SLICES` equal slices of message ids), never the newest matches
   alone, so an old conversation is not lost because the archive grew.
 
 Exclusions (the current session's lineage, roles, ``-word`` exclusions, and the search tools'
@@ -47,9 +47,10 @@ __all__ = [
     "search_messages",
 ]
 
-DEFAULT_CANDIDATES = 4000
-#: slices of the id range a too-broad query is sampled from
+DEFAULT_CANDIDATES = 2000
+#: slices of the id range a too-broad query is sampled from, and matches ranked per slice
 SLICES = 8
+PER_SLICE = 64
 CONTEXT_CHARS = 200
 SNIPPET_CHARS = 240
 #: column weights for BM25: content, tool name, tool-call argument values
@@ -58,7 +59,6 @@ _WEIGHTS = "1.0, 0.5, 0.6"
 ECHO_TOOLS = ("session_search", "context_search")
 #: a message calling an echo tool with at most this much text of its own is a pure echo
 _ECHO_CONTENT = 300
-_ECHO_EXPR = "{tool_name tool_args} : (" + " OR ".join(quote(t) for t in ECHO_TOOLS) + ")"
 #: a prefix is also matched by indexed stems up to this many characters shorter
 _STEM_SLACK = 4
 
@@ -163,11 +163,7 @@ class _Scope:
             self.where.append("d.rowid NOT IN (SELECT rowid FROM messages_fts "
                               "WHERE messages_fts MATCH :exclude)")
             self.params["exclude"] = plan.exclude
-        self.where.append(
-            "d.rowid NOT IN (SELECT m.id FROM messages AS m WHERE m.id IN (SELECT rowid FROM "
-            "messages_fts WHERE messages_fts MATCH :echo) AND (m.role = 'tool' OR "
-            f"length(m.content) <= {_ECHO_CONTENT}))")
-        self.params["echo"] = _ECHO_EXPR
+
 
 
 def _read(archive: SessionArchive, plan: SearchPlan, sql: str, params: dict[str, Any]
@@ -205,9 +201,10 @@ def _rank(
         rows = _read(archive, plan, f"{base} ORDER BY s, d.rowid DESC", params)
         broad = False
     else:
-        lo, hi = archive.db.read("SELECT min(id), max(id) FROM messages")[0]
+        lo, hi = archive.db.read(  # two subqueries: each is one index step
+            "SELECT (SELECT min(id) FROM messages), (SELECT max(id) FROM messages)")[0]
         step = max(1, (hi - lo + SLICES) // SLICES)
-        per = max(1, budget // SLICES)
+        per = min(PER_SLICE, max(1, budget // SLICES))
         rows = []
         for k in range(SLICES):
             part = dict(params, lo=lo + k * step, hi=lo + (k + 1) * step - 1, per=per)
@@ -330,16 +327,44 @@ def run_plan(
     scope = _Scope(plan, exclude_lineage_of, roles)
     flags: list[bool] = broad if broad is not None else []
     kwargs: dict[str, Any] = {"limit": limit, "broad": flags}
-    found = _candidates(archive, plan, scope, fallback=False, loose=False, **kwargs)
+    found = drop_echoes(archive, _candidates(archive, plan, scope, fallback=False, loose=False,
+                                             **kwargs))
     if found:
         return found, "expression" if plan.advanced else "all"
     if plan.loose is not None:
-        found = _candidates(archive, plan, scope, fallback=False, loose=True, **kwargs)
+        found = drop_echoes(archive, _candidates(archive, plan, scope, fallback=False,
+                                                 loose=True, **kwargs))
         if found:
             return found, "words"
     if plan.fallback is not None:
-        return _candidates(archive, plan, scope, fallback=True, loose=False, **kwargs), "any"
+        return drop_echoes(archive, _candidates(archive, plan, scope, fallback=True, loose=False,
+                                                **kwargs)), "any"
     return [], "expression" if plan.advanced else "all"
+
+
+#: how many of the best candidates are checked for echoes (the rest are never shown)
+_ECHO_CHECK = 300
+
+
+def drop_echoes(archive: SessionArchive, found: list[Candidate]) -> list[Candidate]:
+    """``found`` without the search tools' echoes among its best :data:`_ECHO_CHECK`.
+
+    Checked after ranking, on the few candidates that can be shown: a test per match inside
+    the ranking query would read each message's row (its tool name sits after the content,
+    in overflow pages for a long message) and cost more than the ranking itself.
+    """
+    head, tail = found[:_ECHO_CHECK], found[_ECHO_CHECK:]
+    if not head:
+        return found
+    names = ", ".join(f"'{t}'" for t in ECHO_TOOLS)
+    likes = " OR ".join(f"tool_calls LIKE '%\"name\":\"{t}\"%'" for t in ECHO_TOOLS)
+    echoes = {r[0] for r in archive.db.read(
+        f"SELECT id FROM messages WHERE id IN ({','.join('?' * len(head))}) AND "
+        f"(tool_name IN ({names}) OR (tool_calls IS NOT NULL AND "
+        f"length(content) <= {_ECHO_CONTENT} AND ({likes})))", tuple(c.id for c in head))}
+    if not echoes:
+        return found
+    return [c for c in head if c.id not in echoes] + tail
 
 
 _WORD_EDGE = re.compile(r"\w+", re.UNICODE)

@@ -56,6 +56,7 @@ __all__ = [
     "prefetch",
     "queue_prefetch",
     "register_context_engines",
+    "register_embedders",
     "register_memory_providers",
     "register_platforms",
     "register_tools",
@@ -73,6 +74,7 @@ REGISTRY_HOOKS = (
     "register_context_engines",
     "register_tools",
     "register_platforms",
+    "register_embedders",
 )
 MEMORY_HOOKS = (
     "on_message",
@@ -354,3 +356,21 @@ def disconnect() -> None:
 @hookspec
 def send(conversation_key: str, text: str) -> Any:
     """Deliver a message the agent initiates (not a reply) to ``conversation_key``."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Embedders: a registry hook (the classes are selected by ``embeddings.embedder``)
+# --------------------------------------------------------------------------------------------------
+
+
+@hookspec
+def register_embedders(register: Callable[[type], None]) -> None:
+    """Offer embedder classes (subclasses of :class:`hermes_core.kinds.Embedder`) for semantic search.
+
+    Called once when the plugin manager is built. Same contract as
+    :func:`register_memory_providers`: each class has a ``name`` and optionally a ``Config``
+    model; ``embeddings.embedder`` selects one by name (``auto``: the local embedder when
+    installed, ``none``: word search only). An embedder turns texts into unit vectors:
+    ``embed(texts)``, ``dimension`` and ``model_id``; it is instantiated lazily and may load a
+    model on first use.
+    """

@@ -57,6 +57,7 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "todo": "hermes_core.plugins.tools.todo",
     "cli": "hermes_core.plugins.platforms.cli",
     "webhook": "hermes_core.plugins.platforms.webhook",
+    "minilm": "hermes_core.plugins.embedders.minilm",
 }
 
 Source = Literal["builtin", "entry-point", "directory"]

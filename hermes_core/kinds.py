@@ -24,6 +24,7 @@ from .types import MemoryWrite, ToolContext
 
 if TYPE_CHECKING:
     from .config import CoreConfig
+    from .embeddings import GuardedEmbedder
 
 __all__ = [
     "ContextEngine",
@@ -61,9 +62,9 @@ class PluginContext:
     logger: logging.Logger
     #: mirror a successful write of this provider's store to the other providers
     notify_memory_write: Callable[[MemoryWrite], None] = field(default=lambda write: None)
-    #: the embedder ``embeddings.embedder`` selects, built on first call; None when semantic
-    #: search is off or no embedder is installed (see hermes_core.embeddings)
-    embedder: Callable[[], Embedder | None] = field(default=lambda: None)
+    #: the embedder ``embeddings.embedder`` selects, guarded (hermes_core.embeddings), built on
+    #: first call; None when semantic search is off or no embedder is installed
+    embedder: Callable[[], GuardedEmbedder | None] = field(default=lambda: None)
 
 
 class _Instantiable:

@@ -153,7 +153,7 @@ def doctor_state_db() -> dict[str, object]:
 
 def test_doctor_reports_a_sound_archive(home: Path, filled: Path) -> None:
     check = doctor_state_db()
-    assert check["ok"] and "session archive schema 1, 3 sessions" in str(check["detail"])
+    assert check["ok"] and "session archive schema 2, 3 sessions" in str(check["detail"])
 
 
 def test_doctor_explains_a_foreign_or_newer_file(home: Path) -> None:

@@ -60,16 +60,33 @@ def test_forward_migration_runs_once_and_keeps_data(
     path = tmp_path / "state.db"
     with SessionArchive(path) as a:
         a.append_message("old", Message("user", "written by version one"))
-    v2 = (2, "add a column", ["ALTER TABLE sessions ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0"])
+    nxt = schema.LATEST_VERSION + 1
+    v2 = (nxt, "add a column", ["ALTER TABLE sessions ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0"])
     monkeypatch.setattr(schema, "MIGRATIONS", [*schema.MIGRATIONS, v2])
-    monkeypatch.setattr(db_module, "LATEST_VERSION", 2)
+    monkeypatch.setattr(db_module, "LATEST_VERSION", nxt)
     with SessionArchive(path) as a:
-        assert a.db.read("PRAGMA user_version")[0][0] == 2
+        assert a.db.read("PRAGMA user_version")[0][0] == nxt
         assert a.db.read("SELECT pinned FROM sessions WHERE id = 'old'") == [(0,)]
         assert [m.content for m in a.messages("old")] == ["written by version one"]
-        assert "migration_2" in dict(a.db.read("SELECT key, value FROM meta"))
+        assert f"migration_{nxt}" in dict(a.db.read("SELECT key, value FROM meta"))
     with SessionArchive(path) as a:  # idempotent
+        assert a.db.read("PRAGMA user_version")[0][0] == nxt
+
+
+def test_a_version_1_archive_gains_the_vector_table_and_keeps_its_messages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "state.db"
+    with monkeypatch.context() as m:
+        m.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:1])
+        m.setattr(db_module, "LATEST_VERSION", 1)
+        with SessionArchive(path) as a:
+            a.append_message("old", Message("user", "written by version one"))
+            assert not a.db.read("SELECT 1 FROM sqlite_master WHERE name = 'message_vectors'")
+    with SessionArchive(path) as a:
         assert a.db.read("PRAGMA user_version")[0][0] == 2
+        assert a.db.read("SELECT 1 FROM sqlite_master WHERE name = 'message_vectors'")
+        assert [m.content for m in a.messages("old")] == ["written by version one"]
 
 
 def test_a_failing_migration_leaves_the_file_at_the_old_version(
@@ -77,13 +94,14 @@ def test_a_failing_migration_leaves_the_file_at_the_old_version(
 ) -> None:
     path = tmp_path / "state.db"
     SessionArchive(path).close()
-    bad = (2, "broken", ["ALTER TABLE sessions ADD COLUMN x INTEGER", "SELECT * FROM nowhere"])
+    nxt = schema.LATEST_VERSION + 1
+    bad = (nxt, "broken", ["ALTER TABLE sessions ADD COLUMN x INTEGER", "SELECT * FROM nowhere"])
     monkeypatch.setattr(schema, "MIGRATIONS", [*schema.MIGRATIONS, bad])
-    monkeypatch.setattr(db_module, "LATEST_VERSION", 2)
+    monkeypatch.setattr(db_module, "LATEST_VERSION", nxt)
     with pytest.raises(ArchiveError, match="rolled back and the file is as it was"):
         SessionArchive(path)
     con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert con.execute("PRAGMA user_version").fetchone()[0] == nxt - 1
     cols = [r[1] for r in con.execute("PRAGMA table_info(sessions)")]
     assert "x" not in cols
     con.close()

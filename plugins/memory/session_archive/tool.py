@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -41,7 +42,7 @@ from .search import (
 from .store import LINEAGE_CTE, SessionArchive
 from .window import place_window, share_budget
 
-__all__ = ["RESULT_CHARS", "SessionSearchInput", "expand_session", "make_tool", "session_search"]
+__all__ = ["RESULT_CHARS", "Semantic", "SessionSearchInput", "expand_session", "make_tool", "session_search"]
 
 #: a window shows at most this much of a matching message (around the match) ...
 HIT_CHARS = 6000
@@ -208,6 +209,25 @@ def _window(
     return out
 
 
+_MATCHED = {
+    "all": "all words", "any": "any word (no message had all)",
+    "words": "all words, split at punctuation (no message had them as written)",
+    "expression": "the expression as written",
+    "meaning": "by meaning only (no message had the words)",
+    "none": "by meaning only (the query has no words to search for)",
+}
+
+
+@dataclass
+class Semantic:
+    """What semantic search has to work with: the guarded embedder and the vector index (both
+    None when it is off), and, when it is off or degraded, why."""
+
+    embedder: Any = None
+    index: Any = None
+    problem: str | None = None
+
+
 def _sizes(result_chars: int) -> tuple[int, int, int]:
     """(hit message cap, other message cap, hits per session) for a result budget."""
     hit = min(HIT_CHARS, max(400, result_chars // 12))
@@ -270,6 +290,7 @@ def session_search(
     result_chars: int = RESULT_CHARS,
     session_id: str | None = None,
     around_message_id: int | None = None,
+    semantic: Semantic | None = None,
 ) -> dict[str, Any]:
     """The tool's result as plain data; raises QueryError for an unusable query.
 
@@ -282,15 +303,26 @@ def session_search(
                               result_chars=result_chars, current_session_id=current_session_id)
     if not query.strip():
         return _recent(archive, current_session_id, limit or 5)
-    plan = plan_query(archive, query)
+    via: dict[int, str] = {}
+    problem: str | None = semantic.problem if semantic is not None else None
     broad: list[bool] = []
-    found, matched = run_plan(archive, plan, exclude_lineage_of=current_session_id, roles=roles,
-                              limit=candidates, broad=broad)
+    if semantic is not None and semantic.embedder is not None:
+        from .hybrid import hybrid_candidates  # numpy: only when semantic search is on
+
+        fused = hybrid_candidates(archive, query, semantic.embedder, semantic.index,
+                                  exclude_lineage_of=current_session_id, roles=roles,
+                                  limit=candidates)
+        found, matched, plan, via = fused.found, fused.matched, fused.plan, fused.via
+        problem = fused.problem
+        broad = [True] if fused.broad else []
+    else:
+        plan = plan_query(archive, query)
+        found, matched = run_plan(archive, plan, exclude_lineage_of=current_session_id,
+                                  roles=roles, limit=candidates, broad=broad)
     out: dict[str, Any] = {"mode": "search", "query": query,
-                           "matched": {"all": "all words", "any": "any word (no message had all)",
-                                       "words": "all words, split at punctuation (no message had "
-                                                "them as written)",
-                                       "expression": "the expression as written"}[matched]}
+                           "matched": _MATCHED[matched]}
+    if semantic is not None:
+        out["semantic"] = problem or "on"
     titled = _title_chains(archive, query, current_session_id)
     if not found and not titled:
         out.update(results=[], count=0, note="No earlier session matches. Try other words, or an "
@@ -307,7 +339,7 @@ def session_search(
     chains.sort(key=lambda ch: ch not in titled and heads.get(ch, (0, 0, 0, ""))[3] in demoted)
     chosen = chains[: limit or limit_default]
     out.update(_present(archive, chosen, groups, heads, titled, plan, window_chars, result_chars,
-                        sessions_matched=len(groups)))
+                        sessions_matched=len(groups), via=via))
     if broad:
         out["note"] = (f"More than {candidates:,} messages match; ranked within a sample spread "
                        "over the whole history. Add words to narrow the search.")
@@ -331,7 +363,7 @@ def _heads(archive: SessionArchive, chains: list[int]) -> dict[int, tuple[Any, .
 def _present(
     archive: SessionArchive, chosen: list[int], groups: dict[int, list[Candidate]],
     heads: dict[int, tuple[Any, ...]], titled: list[int], plan: SearchPlan, window_chars: int,
-    result_chars: int, *, sessions_matched: int,
+    result_chars: int, *, sessions_matched: int, via: dict[int, str] | None = None,
 ) -> dict[str, Any]:
     """The results part of a search: per session its hits, then windows sharing what is left
     of ``result_chars``."""
@@ -355,6 +387,8 @@ def _present(
             "hits": [h.to_dict() | {"timestamp": _when(h.timestamp)} for h in hits],
         }
         for h in result["hits"]:
+            if via:
+                h["found_by"] = via.get(h["message_id"], "words")
             h.pop("score", None)
             h.pop("session_title", None)
             h.pop("platform", None)

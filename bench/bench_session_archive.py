@@ -9,6 +9,13 @@ for throughput the ratio is target / measured). Nothing here asserts: the machin
 
     python bench/bench_session_archive.py                       # 10k and 100k messages
     python bench/bench_session_archive.py --sizes 10000,100000,1000000 --dir /tmp/sa-bench
+    python bench/bench_session_archive.py --sizes 100000 --embedder      # + semantic search
+
+With ``--embedder`` (needs ``hermes-core[embeddings]`` and the model package) it also measures:
+the background indexing rate of the real local model on ``--embed-sample`` messages; appends
+while the indexer runs; the model's memory; then it fills the remaining vectors with random unit
+vectors (the vector path's cost does not depend on their values, and embedding a whole large
+corpus takes hours on 2 cores) to time hybrid queries and session_search at full size.
 
 At 1M messages the bulk load takes about 3 minutes on the project's 2-vCPU machine and the whole
 run about 5; the database needs ~0.7 GB in --dir (deleted afterwards unless --keep).
@@ -17,8 +24,10 @@ run about 5; the database needs ~0.7 GB in --dir (deleted afterwards unless --ke
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
+import resource
 import shutil
 import sqlite3
 import statistics
@@ -50,6 +59,10 @@ TARGETS = {
     "cjk_short_p50": (20.0, "ms", True),
     "cjk_short_p95": (20.0, "ms", True),
     "tool_p95": (40.0, "ms", True),
+    "payload_chars": (16000.0, "chars", True),
+    "vector_bytes_per_msg": (1000.0, "B", True),
+    "hybrid_p95": (40.0, "ms", True),
+    "hybrid_tool_p95": (40.0, "ms", True),
 }
 HERMES_1M = {"append_p50": 0.38, "append_rate": 64, "bytes_per_msg": 2709, "search_p50": 6.3,
              "search_p95": 93, "cjk_long_p50": 5.6, "cjk_long_p95": 8.6, "cjk_short_p50": 409,
@@ -103,11 +116,11 @@ def live_appends(
     raise AssertionError("unreachable: the corpus is endless")
 
 
-def breakdown(path: Path, total: int) -> list[tuple[str, float]]:
+def breakdown(path: Path, total: int, limit: int = 6) -> list[tuple[str, float]]:
     con = sqlite3.connect(path)
     try:
         rows = con.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC")
-        return [(name, size / total) for name, size in rows.fetchall()[:6]]
+        return [(name, size / total) for name, size in rows.fetchall()[:limit]]
     except sqlite3.OperationalError:  # SQLite built without dbstat
         return []
     finally:
@@ -138,10 +151,110 @@ def searches(path: Path, queries: QuerySet, rounds: int) -> dict[str, float]:
                 times.append(timed(lambda q=q: session_search(archive, q,
                                                               current_session_id=current)))
         out["tool_p50"], out["tool_p95"] = pct(times, 0.5), pct(times, 0.95)
+        sizes = [len(json.dumps(session_search(archive, q, current_session_id=current),
+                                ensure_ascii=False)) for q in queries.plain]
+        out["payload_chars"], out["payload_max"] = pct(sizes, 0.95), max(sizes)
         out["tool_recent"] = statistics.median(
             timed(lambda: session_search(archive, "", current_session_id=current))
             for _ in range(20))
     return out
+
+
+def semantic_figures(path: Path, corpus: Corpus, queries: QuerySet, next_session: int,
+                     sample: int, rounds: int) -> None:
+    """Indexing rate, appends under indexing, model memory, hybrid latency, payload."""
+    import numpy as np
+
+    from hermes_core.embeddings import GuardedEmbedder
+    from hermes_core.plugins.embedders.minilm import MiniLMConfig, MiniLMEmbedder
+    from hermes_core.plugins.memory.session_archive.tool import Semantic
+    from hermes_core.plugins.memory.session_archive.vectors import (
+        VectorIndex,
+        VectorIndexer,
+        index_batch,
+        state,
+    )
+
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    model = MiniLMEmbedder(MiniLMConfig())
+    guarded = GuardedEmbedder(model, timeout=600)
+    guarded.embed(["warm up"])
+    rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(f"  model loaded: +{(rss1 - rss0) / 1024:.0f} MB peak RSS (all-MiniLM-L6-v2, numpy)")
+    with SessionArchive(path) as archive:
+        done, start = 0, time.perf_counter()
+        while done < sample:
+            n = index_batch(archive, guarded, 32)
+            if n == 0:
+                break
+            done += n
+        rate = done / (time.perf_counter() - start)
+        print(f"  background indexing (real model, {done:,} messages): {rate:,.0f} msg/s; "
+              f"a {archive.count_messages():,}-message archive would take "
+              f"{archive.count_messages() * 0.6 / max(rate, 1e-9) / 3600:.1f} h "
+              "(~60% of messages are user/assistant)")
+    # appends while the indexer works: the turn never waits for embedding
+    with SessionArchive(path) as archive:
+        indexer = VectorIndexer(archive, guarded, batch=32)
+        lat: list[float] = []
+        for sid, msgs in corpus.sessions(next_session + 5000):
+            for m in msgs:
+                t = time.perf_counter()
+                archive.append_message(sid, m)
+                lat.append((time.perf_counter() - t) * 1000)
+                indexer.wake()
+            if len(lat) >= 1000:
+                break
+        indexer.close(timeout=60)
+    show("append_p50", pct(lat, 0.5), "  [while the indexer embeds]")
+    # fill the rest with random unit vectors, then time queries at full size
+    rng = np.random.default_rng(1)
+    with SessionArchive(path) as archive:
+        st = state(archive, guarded)
+        rows = archive.db.read(
+            "SELECT id FROM messages WHERE id > ? AND role IN ('user','assistant')",
+            (st.through,))
+        ids = [r[0] for r in rows]
+        for i in range(0, len(ids), 20_000):
+            part = ids[i:i + 20_000]
+            v = rng.standard_normal((len(part), 384)).astype(np.float32)
+            v /= np.linalg.norm(v, axis=1, keepdims=True)
+            blobs = [(mid, v[k].astype(np.float16).tobytes()) for k, mid in enumerate(part)]
+            archive.db.write(lambda con, b=blobs: con.executemany(
+                "INSERT OR REPLACE INTO message_vectors(id, vec) VALUES (?, ?)", b))
+        if ids:
+            archive.db.write(lambda con: con.execute(
+                "UPDATE meta SET value = ? WHERE key = 'vectors_through'", (str(ids[-1]),)))
+        total = archive.count_messages()
+        vec_count = state(archive, guarded).count
+    parts = dict(breakdown(path, total, limit=20))
+    per_msg = parts.get("message_vectors", 0.0)
+    show("vector_bytes_per_msg", per_msg, f"  [{vec_count:,} vectors for {total:,} messages; "
+         "per message of the archive]")
+    with SessionArchive(path) as archive:
+        index = VectorIndex(archive)
+        t = time.perf_counter()
+        index.refresh(384)
+        print(f"  vector index load: {(time.perf_counter() - t) * 1000:.0f} ms for "
+              f"{len(index.ids):,} vectors ({index.matrix.nbytes / 1e6:.0f} MB in memory)")
+        sem = Semantic(embedder=guarded, index=index)
+        current = archive.list_sessions(limit=1)[0].id
+        from hermes_core.plugins.memory.session_archive.hybrid import hybrid_candidates
+
+        embed_ms = [timed(lambda q=q: guarded.embed([q])) for q in queries.plain]
+        hyb = [timed(lambda q=q: hybrid_candidates(archive, q, guarded, index))
+               for _ in range(rounds) for q in queries.plain]
+        tool = [timed(lambda q=q: session_search(archive, q, current_session_id=current,
+                                                 semantic=sem))
+                for _ in range(rounds) for q in queries.plain]
+        sizes = [len(json.dumps(session_search(archive, q, current_session_id=current,
+                                               semantic=sem), ensure_ascii=False))
+                 for q in queries.plain]
+    print(f"  query embedding alone: p50 {pct(embed_ms, .5):.1f} ms p95 {pct(embed_ms, .95):.1f} ms")
+    show("hybrid_p95", pct(hyb, 0.95), f"  [p50 {pct(hyb, .5):.1f} ms; embedding included]")
+    show("hybrid_tool_p95", pct(tool, 0.95), f"  [p50 {pct(tool, .5):.1f} ms]")
+    show("payload_chars", pct(sizes, 0.95), f"  [hybrid; max {max(sizes):,}]")
+    guarded.close()
 
 
 def show(key: str, value: float, note: str = "") -> None:
@@ -153,7 +266,8 @@ def show(key: str, value: float, note: str = "") -> None:
           f"{target:g} {unit}  ratio {ratio:.2f}{hermes}{note}")
 
 
-def run(n: int, root: Path, appends: int, rounds: int, keep: bool) -> None:
+def run(n: int, root: Path, appends: int, rounds: int, keep: bool, embedder: bool = False,
+        embed_sample: int = 2000) -> None:
     path = root / f"state-{n}.db"
     for suffix in ("", "-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
@@ -185,10 +299,15 @@ def run(n: int, root: Path, appends: int, rounds: int, keep: bool) -> None:
     for key in ("search_p50", "search_p95", "cjk_long_p50", "cjk_long_p95", "cjk_short_p50",
                 "cjk_short_p95", "tool_p95"):
         show(key, figures[key])
+    show("payload_chars", figures["payload_chars"], f"  [p95 of session_search results; max "
+         f"{figures['payload_max']:,.0f}; Hermes 14-16k]")
     print(f"  queries with at least one hit: plain {figures['search_found']:.0%}, CJK 3+ "
           f"{figures['cjk_long_found']:.0%}, CJK 1-2 {figures['cjk_short_found']:.0%}; "
           f"session_search p50 {figures['tool_p50']:.2f} ms, recent-sessions mode "
           f"{figures['tool_recent']:.2f} ms")
+    if embedder:
+        print("  -- with the local embedder")
+        semantic_figures(path, corpus, queries, next_session, embed_sample, rounds)
     if not keep:
         for suffix in ("", "-wal", "-shm"):
             Path(f"{path}{suffix}").unlink(missing_ok=True)
@@ -202,6 +321,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rounds over the query set")
     parser.add_argument("--dir", help="where the databases go (default: a temporary folder)")
     parser.add_argument("--keep", action="store_true", help="keep the databases")
+    parser.add_argument("--embedder", action="store_true",
+                        help="also measure semantic search with the local embedder")
+    parser.add_argument("--embed-sample", type=int, default=2000,
+                        help="messages embedded with the real model to measure the rate")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="sa-bench-"))
@@ -210,7 +333,7 @@ def main() -> None:
           "messages, ratios at smaller sizes are for reference")
     try:
         for n in sizes:
-            run(n, root, args.appends, args.rounds, args.keep)
+            run(n, root, args.appends, args.rounds, args.keep, args.embedder, args.embed_sample)
     finally:
         if not args.dir and not args.keep:
             shutil.rmtree(root, ignore_errors=True)

@@ -64,7 +64,7 @@ def test_select_by_name_none_and_unknown(home: Path) -> None:
     assert len(guarded.embed(["abc", "d"])) == 2
     off, why = select_embedder(host.registries, core("none"), home)
     assert off is None and "embeddings.embedder: none" in why
-    with pytest.raises(UnknownNameError, match="embeddings.embedder.*toy"):
+    with pytest.raises(UnknownNameError, match=r"embeddings\.embedder.*toy"):
         select_embedder(host.registries, core("nosuch"), home)
 
 
@@ -115,7 +115,7 @@ class WrongDim(Toy):
 
 def test_guard_turns_a_raising_embedder_into_a_clear_pause() -> None:
     g = GuardedEmbedder(Raising(None, None), pause=3600)  # type: ignore[arg-type]
-    with pytest.raises(EmbeddingError, match="raised RuntimeError: boom.*word search still works"):
+    with pytest.raises(EmbeddingError, match=r"raised RuntimeError: boom.*word search still works"):
         g.embed(["a"])
     assert not g.ready() and "boom" in (g.problem or "")
     with pytest.raises(EmbeddingError, match="boom"):  # paused: fails fast, same reason
@@ -126,7 +126,7 @@ def test_guard_bounds_a_hanging_embedder() -> None:
     hanging = Hanging()
     g = GuardedEmbedder(hanging, timeout=0.2, pause=0)
     try:
-        with pytest.raises(EmbeddingError, match="did not answer within 0.2 s"):
+        with pytest.raises(EmbeddingError, match=r"did not answer within 0\.2 s"):
             g.embed(["a"])
         with pytest.raises(EmbeddingError, match="still busy"):
             g.embed(["b"])
@@ -178,7 +178,7 @@ def test_minilm_loads_once_across_threads() -> None:
 
 def test_minilm_missing_or_corrupt_model_names_the_fix(tmp_path: Path) -> None:
     e = minilm.MiniLMEmbedder(minilm.MiniLMConfig(model_path=str(tmp_path)))
-    with pytest.raises(EmbedderUnavailable, match="lacks config.json.*reinstall"):
+    with pytest.raises(EmbedderUnavailable, match=r"lacks config\.json.*reinstall"):
         e.embed(["x"])
     if minilm.MiniLMEmbedder.unavailable():
         return

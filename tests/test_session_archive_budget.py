@@ -39,6 +39,9 @@ def test_the_default_result_fits_16k_characters(tmp_path: Path) -> None:
         assert "session_id" in out["more"]
         for budget in (4_000, 30_000):
             assert size(session_search(a, "heron", limit=5, result_chars=budget)) <= budget
+        # a broad query adds a note; the whole result still fits
+        broad = session_search(a, "heron", limit=5, candidates=50)
+        assert "note" in broad and size(broad) <= RESULT_CHARS
 
 
 def test_a_session_is_paged_with_session_id_and_around_message_id(tmp_path: Path) -> None:

@@ -142,7 +142,7 @@ def test_a_raising_embedder_leaves_word_search_working(archive: SessionArchive) 
     assert top(out) == ["s-dog"]
     assert "model file unreadable" in out["semantic"] and "word search still works" in out["semantic"]
     # the indexer keeps its cursor: nothing is skipped, nothing lost
-    with pytest.raises(Exception, match="model file unreadable|paused"):
+    with pytest.raises(Exception, match=r"model file unreadable|paused"):
         reindex(archive, g)
     assert state(archive, None).through == 0 and archive.count_messages() == 10
 
@@ -257,5 +257,50 @@ def test_the_provider_without_an_embedder_says_semantic_search_is_off(tmp_path: 
         provider.on_message(Message("user", "we adopted a whippet"), Session(id="old"))
         out = session_search(provider.archive, "whippet", **provider._search_settings())
         assert top(out) == ["old"] and out["semantic"].startswith("semantic search is off")
+    finally:
+        provider.shutdown()
+
+
+def test_the_archive_passes_the_paraphrase_check_with_the_local_model(tmp_path: Path) -> None:
+    import logging
+
+    import pluggy
+
+    from hermes_core import hookspecs
+    from hermes_core.config import CoreConfig
+    from hermes_core.kinds import PluginContext
+    from hermes_core.plugins.memory.session_archive import (
+        SessionArchiveConfig,
+        SessionArchiveProvider,
+    )
+    from hermes_core.testing.paraphrase import check_paraphrase_recall
+
+    minilm = pytest.importorskip("hermes_core.plugins.embedders.minilm")
+    if minilm.MiniLMEmbedder.unavailable():
+        pytest.skip(minilm.MiniLMEmbedder.unavailable())
+    g = GuardedEmbedder(minilm.MiniLMEmbedder(minilm.MiniLMConfig()), timeout=120)
+    context = PluginContext(plugin_name="session_archive", home=tmp_path, config=CoreConfig(),
+                            logger=logging.getLogger("test"), embedder=lambda: g)
+    provider = SessionArchiveProvider(SessionArchiveConfig(), context)
+    pm = pluggy.PluginManager("hermes_core")
+    pm.add_hookspecs(hookspecs)
+    pm.register(provider)
+
+    def settle() -> None:
+        assert provider._indexer is not None and provider._indexer.idle.wait(120)
+
+    try:
+        check_paraphrase_recall(pm, settle=settle, tool="session_search")
+        # and without an embedder the same check fails: words alone do not find paraphrases
+        plain = SessionArchiveProvider(SessionArchiveConfig(path=str(tmp_path / "plain.db")),
+                                       PluginContext(plugin_name="session_archive",
+                                                     home=tmp_path, config=CoreConfig(),
+                                                     logger=logging.getLogger("test")))
+        pm2 = pluggy.PluginManager("hermes_core")
+        pm2.add_hookspecs(hookspecs)
+        pm2.register(plain)
+        with pytest.raises(AssertionError, match="did not recall"):
+            check_paraphrase_recall(pm2, tool="session_search")
+        plain.shutdown()
     finally:
         provider.shutdown()

@@ -338,8 +338,10 @@ def session_search(
     # stable: best first, demoted platforms last (unless asked for by title)
     chains.sort(key=lambda ch: ch not in titled and heads.get(ch, (0, 0, 0, ""))[3] in demoted)
     chosen = chains[: limit or limit_default]
-    out.update(_present(archive, chosen, groups, heads, titled, plan, window_chars, result_chars,
-                        sessions_matched=len(groups), via=via))
+    # what the envelope takes (and the notes added below) is not available to the results
+    reserve = _size(out) + 160 + (200 if broad else 0) + (120 if summarise else 0)
+    out.update(_present(archive, chosen, groups, heads, titled, plan, window_chars,
+                        result_chars - reserve, sessions_matched=len(groups), via=via))
     if broad:
         out["note"] = (f"More than {candidates:,} messages match; ranked within a sample spread "
                        "over the whole history. Add words to narrow the search.")
@@ -397,6 +399,9 @@ def _present(
         results.append(result)
     out: dict[str, Any] = {"results": results, "count": len(results),
                            "sessions_matched": sessions_matched}
+    more = ("Each window shows part of its conversation; call session_search again with "
+            "session_id (and around_message_id) to see more of one.")
+    result_chars -= len(more) + 12
     empty = {"messages_before": 0, "messages_after": 0, "messages": []}
     for r in results:
         r["window"] = empty
@@ -424,8 +429,7 @@ def _present(
 
     _fit_windows(out, make, share_budget(needs, room), result_chars)
     if any(r["window"]["messages_before"] or r["window"]["messages_after"] for r in results):
-        out["more"] = ("Each window shows part of its conversation; call session_search again "
-                       "with session_id (and around_message_id) to see more of one.")
+        out["more"] = more
     return out
 
 

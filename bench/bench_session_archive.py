@@ -189,7 +189,7 @@ def semantic_figures(path: Path, corpus: Corpus, queries: QuerySet, next_session
                 break
             done += n
         rate = done / (time.perf_counter() - start)
-        print(f"  background indexing (real model, {done:,} messages): {rate:,.0f} msg/s; "
+        print(f"  background indexing (real model, {done:,} messages): {rate:,.2f} msg/s; "
               f"a {archive.count_messages():,}-message archive would take "
               f"{archive.count_messages() * 0.6 / max(rate, 1e-9) / 3600:.1f} h "
               "(~60% of messages are user/assistant)")

@@ -149,7 +149,8 @@ minilm = pytest.importorskip("hermes_core.plugins.embedders.minilm")
 def _local() -> Embedder:
     if minilm.MiniLMEmbedder.unavailable():
         pytest.skip(minilm.MiniLMEmbedder.unavailable())
-    return minilm.MiniLMEmbedder(minilm.MiniLMConfig(batch_size=3))
+    # 256 word pieces: sentence-transformers' own setting, so the vectors must match exactly
+    return minilm.MiniLMEmbedder(minilm.MiniLMConfig(batch_size=3, max_tokens=256))
 
 
 def test_minilm_matches_sentence_transformers() -> None:

@@ -40,6 +40,9 @@ class MiniLMConfig(BaseModel):
     model_path: str | None = None
     #: texts per forward pass (longer batches use more memory, not much less time)
     batch_size: int = Field(default=32, ge=1, le=512)
+    #: word pieces read per text. 128 (the length the model was trained at) costs half of 256
+    #: on long messages; 256 is sentence-transformers' setting and matches it exactly
+    max_tokens: int = Field(default=128, ge=16, le=256)
 
 
 def _missing() -> list[str]:
@@ -89,7 +92,7 @@ class MiniLMEmbedder(Embedder):
                 if why:
                     raise EmbedderUnavailable(f"the minilm embedder cannot run: {why}")
                 folder = model_folder(self.settings)
-                self._tokenizer, self._model = _load_model(folder)
+                self._tokenizer, self._model = _load_model(folder, self.settings.max_tokens)
         return self._model, self._tokenizer
 
     def embed(self, texts: Sequence[str]) -> Any:
@@ -118,7 +121,7 @@ class MiniLMEmbedder(Embedder):
         return out
 
 
-def _load_model(folder: Path) -> tuple[Any, Any]:
+def _load_model(folder: Path, max_tokens: int = 256) -> tuple[Any, Any]:
     """The tokenizer and the encoder from ``folder``; EmbedderUnavailable names what is wrong."""
     from safetensors import SafetensorError
     from safetensors.numpy import load_file
@@ -137,7 +140,7 @@ def _load_model(folder: Path) -> tuple[Any, Any]:
         config = BertConfig.read(folder)
         tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         tokenizer.no_padding()
-        tokenizer.enable_truncation(max_length=config.max_tokens)
+        tokenizer.enable_truncation(max_length=min(max_tokens, config.max_tokens))
         weights = load_file(str(folder / "model.safetensors"))
         model = Bert(config, weights)
     except (OSError, ValueError, KeyError, SafetensorError, Exception) as exc:

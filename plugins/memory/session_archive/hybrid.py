@@ -104,7 +104,7 @@ def hybrid_candidates(
     if embedder is None or index is None:
         problem = "semantic search is off"
     else:
-        st = state(archive, embedder)
+        st = state(archive, embedder, count=False)  # no table scan per query
         if st.problem:
             problem = st.problem
         else:

@@ -71,13 +71,20 @@ def _set_meta(con: sqlite3.Connection, key: str, value: str) -> None:
                 "value = excluded.value", (key, value))
 
 
-def state(archive: SessionArchive, embedder: GuardedEmbedder | None) -> VectorState:
+def state(archive: SessionArchive, embedder: GuardedEmbedder | None, *,
+          count: bool = True) -> VectorState:
+    """The stored vectors' model, cursor and (with ``count``: a table scan) how many there are.
+
+    Without ``count`` (the per-query check), ``count`` is 1 when there are any, else 0.
+    """
     model = _meta(archive, "vectors_model")
     dim = int(_meta(archive, "vectors_dimension") or 0)
     through = int(_meta(archive, "vectors_through") or 0)
-    count = int(archive.db.read("SELECT count(*) FROM message_vectors")[0][0])
-    st = VectorState(model, dim, through, count)
-    if embedder is not None and model is not None and count and (
+    sql = ("SELECT count(*) FROM message_vectors" if count else
+           "SELECT EXISTS (SELECT 1 FROM message_vectors)")
+    n = int(archive.db.read(sql)[0][0])
+    st = VectorState(model, dim, through, n)
+    if embedder is not None and model is not None and n and (
             model != embedder.model_id or dim != embedder.dimension):
         st.problem = (f"the archive's vectors were made by {model} ({dim} dimensions) and the "
                       f"embedder is now {embedder.model_id} ({embedder.dimension}); run "
@@ -140,7 +147,7 @@ def reindex(archive: SessionArchive, embedder: GuardedEmbedder, *, batch: int = 
             progress: Callable[[int, int], None] | None = None, rebuild: bool = False) -> int:
     """Embed every pending message (all of them with ``rebuild``, after dropping the old
     vectors); ``progress(done, total)`` after each batch. Returns the messages embedded."""
-    if rebuild or state(archive, embedder).problem:
+    if rebuild or state(archive, embedder, count=False).problem:
         def tx(con: sqlite3.Connection) -> None:
             con.execute("DELETE FROM message_vectors")
             for key in ("vectors_model", "vectors_dimension", "vectors_through"):
@@ -236,7 +243,7 @@ class VectorIndexer:
                     self._stop.wait(5)
                     continue
                 try:
-                    if state(self.archive, self.embedder).problem:
+                    if state(self.archive, self.embedder, count=False).problem:
                         break  # another model's vectors: reindex is required, say so on search
                     n = index_batch(self.archive, self.embedder, self.batch)
                     self.error = None

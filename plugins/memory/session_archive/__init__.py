@@ -105,7 +105,17 @@ class SessionArchiveProvider(MemoryProvider):
         batch = self.context.config.embeddings.batch_size
         self._indexer = VectorIndexer(self.archive, embedder, batch=batch)
         self._indexer.wake()  # messages stored before (or by another process) get vectors too
-        return Semantic(embedder=embedder, index=VectorIndex(self.archive))
+        index = VectorIndex(self.archive)
+        # reading the stored vectors takes ~1.5 s per 100k: do it now, not on the first search
+        threading.Thread(target=self._warm, args=(index, embedder.dimension), daemon=True,
+                         name="archive-vectors-load").start()
+        return Semantic(embedder=embedder, index=index)
+
+    def _warm(self, index: Any, dimension: int) -> None:
+        try:
+            index.refresh(dimension)
+        except Exception as exc:  # a closed archive at shutdown: the next search retries
+            self.context.logger.debug("vector index not preloaded: %s", exc)
 
     def _search_settings(self) -> dict[str, Any]:
         c = self.settings

@@ -201,6 +201,24 @@ class StorageSection(StrictModel):
         except StorageError as exc:
             raise ValueError(str(exc)) from None
 
+class EmbeddingsSection(StrictModel):
+    #: the embedder for semantic search: a name registered by a plugin, ``auto`` (the local
+    #: all-MiniLM-L6-v2 embedder when ``hermes-core-kernel[embeddings]`` is installed, else none) or
+    #: ``none`` (word search only)
+    embedder: str = "auto"
+    #: seconds one embedding call may take before semantic search is skipped for that call
+    timeout: float = Field(default=10.0, gt=0, le=600)
+    #: texts embedded per call by background indexing
+    batch_size: int = Field(default=32, ge=1, le=1024)
+
+    @field_validator("embedder")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        value = value.strip()
+        if not value:
+            raise ValueError("give an embedder name, 'auto' or 'none'")
+        return value
+
 
 class PluginsSection(StrictModel):
     #: plugin names (or distribution names) never imported
@@ -215,6 +233,7 @@ class CoreConfig(StrictModel):
     hooks: HooksSection = Field(default_factory=HooksSection)
     logging: LoggingSection = Field(default_factory=LoggingSection)
     storage: StorageSection = Field(default_factory=StorageSection)
+    embeddings: EmbeddingsSection = Field(default_factory=EmbeddingsSection)
 
 
 CORE_SECTIONS: tuple[str, ...] = tuple(CoreConfig.model_fields)

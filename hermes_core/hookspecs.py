@@ -62,6 +62,7 @@ __all__ = [
     "queue_prefetch",
     "register_commands",
     "register_context_engines",
+    "register_embedders",
     "register_memory_providers",
     "register_platforms",
     "register_tools",
@@ -80,6 +81,7 @@ REGISTRY_HOOKS = (
     "register_tools",
     "register_platforms",
     "register_commands",
+    "register_embedders",
 )
 MEMORY_HOOKS = (
     "on_message",
@@ -451,4 +453,22 @@ def describe_context(messages: list[Message], session: Session | None) -> dict[s
     ``over_threshold`` (bool) and ``lines`` (a list of str: the human-readable report the command
     prints), plus any engine-specific detail (what a compaction would keep, archive, summarise).
     ``None`` means the engine cannot describe itself. First result wins.
+    """
+
+
+# --------------------------------------------------------------------------------------------------
+# Embedders: a registry hook (the classes are selected by ``embeddings.embedder``)
+# --------------------------------------------------------------------------------------------------
+
+
+@hookspec
+def register_embedders(register: Callable[[type], None]) -> None:
+    """Offer embedder classes (subclasses of :class:`hermes_core.kinds.Embedder`) for semantic search.
+
+    Called once when the plugin manager is built. Same contract as
+    :func:`register_memory_providers`: each class has a ``name`` and optionally a ``Config``
+    model; ``embeddings.embedder`` selects one by name (``auto``: the local embedder when
+    installed, ``none``: word search only). An embedder turns texts into unit vectors:
+    ``embed(texts)``, ``dimension`` and ``model_id``; it is instantiated lazily and may load a
+    model on first use.
     """

@@ -1,9 +1,10 @@
 """The things plugins register: base classes for each kind, and :class:`Tool`.
 
-A class registered through ``register_memory_providers``, ``register_context_engines`` or
-``register_platforms`` needs only two class attributes: ``name`` and, optionally, ``Config`` (a
-pydantic model). Subclassing :class:`MemoryProvider`, :class:`ContextEngine` or :class:`Platform` is
-a convenience: it supplies an empty ``Config`` and the constructor the kernel calls.
+A class registered through ``register_memory_providers``, ``register_context_engines``,
+``register_platforms`` or ``register_embedders`` needs only two class attributes: ``name`` and,
+optionally, ``Config`` (a pydantic model). Subclassing :class:`MemoryProvider`,
+:class:`ContextEngine`, :class:`Platform` or :class:`Embedder` is a convenience: it supplies an
+empty ``Config`` and the constructor the kernel calls.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import functools
 import json
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -25,11 +26,14 @@ from .types import MemoryWrite, ToolContext
 
 if TYPE_CHECKING:
     from .config import CoreConfig
+    from .embeddings import GuardedEmbedder
 
 __all__ = [
     "CURATION_ROLES",
     "ContextEngine",
     "Curation",
+    "Embedder",
+    "EmbedderUnavailable",
     "MemoryProvider",
     "NoConfig",
     "Platform",
@@ -62,6 +66,9 @@ class PluginContext:
     logger: logging.Logger
     #: mirror a successful write of this provider's store to the other providers
     notify_memory_write: Callable[[MemoryWrite], None] = field(default=lambda write: None)
+    #: the embedder ``embeddings.embedder`` selects, guarded (hermes_core.embeddings), built on
+    #: first call; None when semantic search is off or no embedder is installed
+    embedder: Callable[[], GuardedEmbedder | None] = field(default=lambda: None)
 
 
 class _Instantiable:
@@ -210,6 +217,41 @@ def _model_schema(model: type[BaseModel]) -> dict[str, Any]:
     # Building a JSON schema walks the whole model (~7 ms); every agent assembles its tools, and
     # with shared storage every turn builds an agent. A model's schema never changes.
     return model.model_json_schema()
+
+
+class EmbedderUnavailable(RuntimeError):
+    """An embedder cannot run here: its package, model file or service is missing or broken.
+
+    The message says what is missing and how to fix it (for example which extra to install).
+    """
+
+
+class Embedder(_Instantiable):
+    """Base class for embedders (registered with ``register_embedders``): texts to vectors.
+
+    ``embed(texts)`` returns one vector per text, each of ``dimension`` floats, L2-normalised
+    (so a dot product is the cosine similarity). ``model_id`` names the model and its version:
+    vectors of different model ids are never compared (a change of model needs
+    ``hermes-core sessions reindex``). ``embed`` may be called from several threads at once;
+    an embedder that loads a model should do it lazily, once, under a lock, and raise
+    :class:`EmbedderUnavailable` with a clear message when it cannot.
+    """
+
+    #: floats per vector
+    dimension: ClassVar[int] = 0
+    #: the model and its version, e.g. ``"sentence-transformers/all-MiniLM-L6-v2"``
+    model_id: ClassVar[str] = ""
+
+    @classmethod
+    def unavailable(cls) -> str | None:
+        """Why this embedder cannot run here (a missing package, ...), or None when it can.
+
+        Must be cheap (no model load): ``embeddings.embedder: auto`` uses it to choose.
+        """
+        return None
+
+    def embed(self, texts: Sequence[str]) -> Sequence[Sequence[float]]:
+        raise NotImplementedError(f"{type(self).__name__}.embed is not implemented")
 
 
 @dataclass(frozen=True, slots=True)

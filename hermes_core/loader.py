@@ -58,6 +58,7 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "cli": "hermes_core.plugins.platforms.cli",
     "webhook": "hermes_core.plugins.platforms.webhook",
     "mcp": "hermes_core.plugins.mcp",
+    "minilm": "hermes_core.plugins.embedders.minilm",
 }
 
 Source = Literal["builtin", "entry-point", "directory"]

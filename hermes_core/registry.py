@@ -26,6 +26,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "context-engine": ("register_context_engines", "context engine"),
     "tool": ("register_tools", "tool"),
     "platform": ("register_platforms", "platform"),
+    "embedder": ("register_embedders", "embedder"),
 }
 
 
@@ -126,6 +127,7 @@ class Registries:
     context_engines: Registry[type] = field(default_factory=lambda: Registry("context-engine"))
     tools: Registry[Tool] = field(default_factory=lambda: Registry("tool"))
     platforms: Registry[type] = field(default_factory=lambda: Registry("platform"))
+    embedders: Registry[type] = field(default_factory=lambda: Registry("embedder"))
 
     def by_kind(self, kind: str) -> Registry[Any]:
         registries: dict[str, Registry[Any]] = {
@@ -133,13 +135,15 @@ class Registries:
             "context-engine": self.context_engines,
             "tool": self.tools,
             "platform": self.platforms,
+            "embedder": self.embedders,
         }
         return registries[kind]
 
     def config_owners(self) -> dict[str, tuple[str, type[BaseModel], str]]:
         """config section -> (class name, Config model, plugin) for every registered class."""
         out: dict[str, tuple[str, type[BaseModel], str]] = {}
-        for registry in (self.memory_providers, self.context_engines, self.platforms):
+        for registry in (self.memory_providers, self.context_engines, self.platforms,
+                         self.embedders):
             for reg in registry.entries.values():
                 cls = reg.obj
                 section = getattr(cls, "config_section", None) or reg.name

@@ -174,3 +174,24 @@ def test_doctor_explains_a_foreign_or_newer_file(home: Path) -> None:
     con.close()
     check = doctor_state_db()
     assert not check["ok"] and "newer hermes-core" in str(check["detail"])
+
+
+def test_reindex_with_embeddings_off_says_so(run, home: Path, filled: Path) -> None:
+    (home / "config.yaml").write_text("embeddings:\n  embedder: none\n")
+    result = run("sessions", "reindex", ok=False)
+    assert "nothing to do" in result.output and "embeddings.embedder: none" in result.output
+
+
+def test_reindex_embeds_the_archive_with_the_local_model(run, home: Path, filled: Path) -> None:
+    minilm = pytest.importorskip("hermes_core.plugins.embedders.minilm")
+    if minilm.MiniLMEmbedder.unavailable():
+        pytest.skip(minilm.MiniLMEmbedder.unavailable())
+    out = run("sessions", "reindex", "--json").output
+    data = json.loads(out[out.index("{"):])  # the progress bar goes to stderr, before it
+    with SessionArchive(filled) as a:
+        expected = a.db.read("SELECT count(*) FROM messages WHERE role IN ('user', 'assistant') "
+                             "AND length(content) > 0")[0][0]
+    assert data["embedded"] == expected == data["vectors"] and data["model"].endswith("MiniLM-L6-v2")
+    out = run("sessions", "reindex", "--json").output
+    again = json.loads(out[out.index("{"):])
+    assert again["embedded"] == 0 and again["vectors"] == expected  # resumable: nothing left

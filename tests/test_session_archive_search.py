@@ -102,9 +102,16 @@ def test_hits_carry_a_snippet_and_one_message_of_context(archive: SessionArchive
     (hit,) = r["hits"]
     assert "keepalive" in hit["snippet"] and hit["session_id"] == "a2"
     assert "context_before" not in hit  # first message of its session
-    result = session_search(archive, "upstream", current_session_id="s0")
+    # a large result budget puts the neighbours on each hit ...
+    result = session_search(archive, "upstream", current_session_id="s0", result_chars=100_000)
     hit = result["results"][0]["hits"][0]
     assert hit["context_before"]["content"] == "the gateway returns 502 errors"
+    # ... the default (16k) shows them once, in the window, not again on every hit
+    result = session_search(archive, "upstream", current_session_id="s0")
+    hit = result["results"][0]["hits"][0]
+    assert "context_before" not in hit
+    contents = [m["content"] for m in result["results"][0]["window"]["messages"]]
+    assert "the gateway returns 502 errors" in contents
 
 
 def test_empty_query_lists_recent_sessions_without_the_current_lineage(

@@ -12,6 +12,7 @@ The library API is :class:`~.store.SessionArchive`; the CLI is ``hermes-core ses
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ from .errors import (
 )
 from .search import search_messages
 from .store import SessionArchive
-from .tool import make_tool, session_search
+from .tool import Semantic, make_tool, session_search
 
 __all__ = [
     "ArchiveBusyError",
@@ -88,6 +89,48 @@ class SessionArchiveProvider(MemoryProvider):
         storage = getattr(context.config, "storage", None)
         self.archive = open_archive(config, context.home, getattr(storage, "url", None))
         self._tool = make_tool(lambda: self.archive, self._search_settings)
+        self._semantic: Semantic | None = None
+        self._semantic_lock = threading.Lock()
+        self._indexer: Any = None
+
+    def semantic(self) -> Semantic:
+        """Semantic search's parts, set up on first use: the kernel's embedder (``None`` when
+        ``embeddings.embedder`` is ``none`` or nothing is installed), the vector index and the
+        background indexer. Never raises: what is missing becomes ``Semantic.problem``."""
+        if self._semantic is not None:
+            return self._semantic
+        with self._semantic_lock:
+            if self._semantic is None:
+                self._semantic = self._start_semantic()
+        return self._semantic
+
+    def _start_semantic(self) -> Semantic:
+        try:
+            embedder = self.context.embedder()
+        except Exception as exc:  # a broken embedder choice must not break the archive
+            return Semantic(problem=f"semantic search is off: {exc}")
+        if embedder is None:
+            return Semantic(problem="semantic search is off (no embedder; see "
+                                    "docs/reference/embedders.md)")
+        try:
+            from .vectors import VectorIndex, VectorIndexer
+        except ImportError as exc:
+            return Semantic(problem=f"semantic search is off: {exc.name} is missing "
+                                    "(pip install 'hermes-core-kernel[embeddings]')")
+        batch = self.context.config.embeddings.batch_size
+        self._indexer = VectorIndexer(self.archive, embedder, batch=batch)
+        self._indexer.wake()  # messages stored before (or by another process) get vectors too
+        index = VectorIndex(self.archive)
+        # reading the stored vectors takes ~1.5 s per 100k: do it now, not on the first search
+        threading.Thread(target=self._warm, args=(index, embedder.dimension), daemon=True,
+                         name="archive-vectors-load").start()
+        return Semantic(embedder=embedder, index=index)
+
+    def _warm(self, index: Any, dimension: int) -> None:
+        try:
+            index.refresh(dimension)
+        except Exception as exc:  # a closed archive at shutdown: the next search retries
+            self.context.logger.debug("vector index not preloaded: %s", exc)
 
     def _search_settings(self) -> dict[str, Any]:
         c = self.settings
@@ -105,13 +148,18 @@ class SessionArchiveProvider(MemoryProvider):
         scope = getattr(getattr(self.context.config, "memory", None), "scope", "global")
         return {"window_chars": c.window_chars, "candidates": c.candidates,
                 "demote_platforms": tuple(c.demote_platforms), "summarise": summarise,
-                "limit_default": c.max_sessions, "per_user": scope == "user"}
+                "limit_default": c.max_sessions, "per_user": scope == "user",
+                "result_chars": c.result_chars, "semantic": self.semantic()}
 
     # ---------------------------------------------------------------------------------- hooks
 
     @hookimpl
     def on_message(self, message: Message, session: Session) -> None:
         self.archive.append_message(session, message)
+        if message.role in ("user", "assistant"):
+            self.semantic()
+            if self._indexer is not None:
+                self._indexer.wake()  # an event: embedding happens on the indexer's thread
         # The agent puts each model call's usage on the assistant message it produced; a copy
         # carried over by a compaction was counted in its own session already.
         usage = Usage.from_meta(message.meta.get("usage")) if message.role == "assistant" else None
@@ -156,6 +204,8 @@ class SessionArchiveProvider(MemoryProvider):
 
     @hookimpl
     def shutdown(self) -> None:
+        if self._indexer is not None:
+            self._indexer.close()
         self.archive.close()
 
     @hookimpl

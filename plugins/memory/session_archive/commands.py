@@ -166,6 +166,61 @@ def search_cmd(query: str, limit: int, as_json: bool) -> None:
         click.echo(f"    {_one_line(h.snippet, 160)}")
 
 
+@sessions.command("reindex")
+@click.option("--rebuild", is_flag=True,
+              help="Drop every stored vector and embed all messages again (after a model change).")
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+def reindex_cmd(rebuild: bool, as_json: bool) -> None:
+    """Embed the archived messages that have no vector yet (semantic search), with progress.
+
+    Uses the embedder embeddings.embedder selects. Vectors made by another model are dropped
+    and rebuilt (they cannot be compared). Safe to interrupt: it resumes where it stopped.
+    """
+    from hermes_core.commands import load_host
+    from hermes_core.embeddings import EmbeddingError, select_embedder
+    from hermes_core.kinds import EmbedderUnavailable
+
+    host = load_host(quiet=True)
+    try:
+        embedder, why = select_embedder(host.registries, host.config.core, host.home,
+                                        host.config.plugin_sections)
+    except EmbedderUnavailable as exc:
+        raise click.ClickException(str(exc)) from None
+    if embedder is None:
+        raise click.ClickException(f"nothing to do: {why}")
+    try:
+        from .vectors import pending, reindex, state
+    except ImportError as exc:
+        raise click.ClickException(f"{exc.name} is missing: pip install 'hermes-core-kernel[embeddings]'"
+                                   ) from None
+    with _archive(create=True) as archive:
+        assert archive is not None
+        old = state(archive, embedder)
+        total = pending(archive) if not (rebuild or old.problem) else archive.db.read(
+            "SELECT count(*) FROM messages WHERE role IN ('user', 'assistant')")[0][0]
+        with click.progressbar(length=max(total, 1), label=f"embedding with {embedder.name}",
+                               file=sys.stderr) as bar:
+            seen = [0]
+
+            def progress(done: int, _total: int) -> None:
+                bar.update(done - seen[0])
+                seen[0] = done
+
+            try:
+                done = reindex(archive, embedder, progress=progress, rebuild=rebuild)
+            except EmbeddingError as exc:
+                raise click.ClickException(f"{exc} (the vectors made so far are kept; run "
+                                           "the command again to resume)") from None
+        after = state(archive, embedder)
+    embedder.close()
+    outcome = {"embedded": done, "vectors": after.count, "model": after.model,
+               "rebuilt": bool(rebuild or old.problem)}
+    if as_json:
+        echo_json(outcome)
+    else:
+        click.echo(f"{done:,} messages embedded; {after.count:,} vectors with {after.model}.")
+
+
 @sessions.command("export")
 @click.argument("session_ids", nargs=-1, required=True)
 @click.option("--chain", is_flag=True, help="Include every session of each compaction chain.")

@@ -22,10 +22,14 @@ class SessionArchiveConfig(BaseModel):
     busy_timeout: float = Field(default=30.0, gt=0, le=600)
     #: sessions session_search returns when the model does not say (at most 5)
     max_sessions: int = Field(default=3, ge=1, le=5)
-    #: characters of conversation session_search shows, shared by the sessions it returns
+    #: characters of conversation session_search shows at most, shared by the sessions it returns
     window_chars: int = Field(default=100_000, ge=2_000, le=1_000_000)
-    #: matches ranked per search; a query with more is ranked among its newest matches
-    candidates: int = Field(default=500, ge=50, le=50_000)
+    #: characters of JSON one session_search call returns at most (hits first, then windows);
+    #: the model asks for more of one session with session_id
+    result_chars: int = Field(default=16_000, ge=2_000, le=1_000_000)
+    #: matches ranked exactly per search (BM25 over every match, ~1 microsecond each); a query
+    #: with more is ranked within a sample spread over the whole history, never the newest only
+    candidates: int = Field(default=2000, ge=50, le=50_000)
     #: platforms whose sessions are listed after all others in search results
     demote_platforms: list[str] = Field(default_factory=lambda: ["cron"])
     #: summarise each found session with llm.auxiliary_model (or llm.model)

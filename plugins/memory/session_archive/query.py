@@ -13,7 +13,16 @@ become the phrases they are). What remains is decided here, by construction:
   be an empty phrase, which matches nothing and would empty a whole AND;
 * a plain query (no operators) drops English stopwords unless it has nothing else, and is tried as
   a strict AND of its words first and as a ranked OR when the AND finds nothing;
-* runs of CJK letters go to the CJK indexes (see cjk.py) instead of the word index.
+* runs of CJK letters go to the CJK indexes (see cjk.py) instead of the word index;
+* ``,`` ``;`` and ``+`` separate words; a word glued from several tokens (a URL, a path,
+  ``key=value``) is a phrase first, then its tokens ALL, then ANY (never silently empty);
+* ``-word`` (a leading minus) excludes messages holding the word; ``X AND NOT Y`` excludes Y;
+* an operator with no operand on a side (``AND`` alone, ``cats OR``) is an ordinary word;
+* parentheses nest at most :data:`MAX_DEPTH` deep (a clear error beyond; FTS5's own parser
+  has a fixed stack), and every expression has at most :data:`MAX_TERMS` terms;
+* a prefix ``deploym*`` also matches the stems the index stores for its words (``deploy``):
+  the Porter stemmer cuts ``deployment`` to ``deploy``, so a prefix longer than the stem would
+  find nothing; see ``expand`` in :func:`build_query`.
 
 A query that is too long or has nothing to search for raises :class:`QueryError` with what to do.
 """
@@ -25,16 +34,21 @@ import re
 import sqlite3
 import threading
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .cjk import split_cjk
 from .errors import QueryError
 from .records import clean_text
 
-__all__ = ["MAX_QUERY_CHARS", "MAX_TERMS", "SearchPlan", "build_query", "quote"]
+__all__ = [
+    "MAX_DEPTH", "MAX_QUERY_CHARS", "MAX_TERMS", "SearchPlan", "build_query", "quote", "word_for_stem",
+]
 
 MAX_QUERY_CHARS = 2000
 MAX_TERMS = 32
+#: parentheses nested deeper than this are refused with a clear message
+MAX_DEPTH = 8
 #: prefix queries (``term*``) need this many letters: ``a*`` would read most of the index
 MIN_PREFIX = 3
 
@@ -77,6 +91,16 @@ class _Tokenizer:
         self._lock = threading.Lock()
         self._con: sqlite3.Connection | None = None
 
+    def _connection(self) -> sqlite3.Connection:
+        if self._con is None:
+            self._con = sqlite3.connect(":memory:", check_same_thread=False)
+            self._con.execute(
+                "CREATE VIRTUAL TABLE t USING fts5(x, tokenize='porter unicode61 "
+                "remove_diacritics 2')"
+            )
+            self._con.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'row')")
+        return self._con
+
     @functools.lru_cache(maxsize=4096)  # noqa: B019 - one process-wide instance
     def has_token(self, word: str) -> bool:
         if _ASCII_ALNUM.search(word):
@@ -84,21 +108,36 @@ class _Tokenizer:
         if not any(unicodedata.category(ch)[0] in "LNM" or ord(ch) > 0xFFFF for ch in word):
             return False
         with self._lock:
-            if self._con is None:
-                self._con = sqlite3.connect(":memory:", check_same_thread=False)
-                self._con.execute(
-                    "CREATE VIRTUAL TABLE t USING fts5(x, tokenize='porter unicode61 "
-                    "remove_diacritics 2')"
-                )
-                self._con.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'row')")
-            con = self._con
+            con = self._connection()
             con.execute("INSERT INTO t(rowid, x) VALUES (1, ?)", (word,))
             found = con.execute("SELECT count(*) FROM v").fetchone()[0] > 0
             con.execute("DELETE FROM t")
             return bool(found)
 
 
+    @functools.lru_cache(maxsize=4096)  # noqa: B019 - one process-wide instance
+    def stems(self, word: str) -> tuple[str, ...]:
+        """The tokens the index stores for ``word`` (Porter stems, lower case)."""
+        with self._lock:
+            con = self._connection()
+            con.execute("INSERT INTO t(rowid, x) VALUES (1, ?)", (word,))
+            found = tuple(r[0] for r in con.execute("SELECT term FROM v ORDER BY term"))
+            con.execute("DELETE FROM t")
+            return found
+
+
 _TOKENIZER = _Tokenizer()
+#: endings tried to find a word the stemmer reduces to a given stem (the stemmer is not
+#: idempotent: "deploy" itself becomes "deploi", while "deployment" becomes "deploy")
+_SUFFIXES = ("", "ment", "ing", "s", "ed", "er", "ation", "ness", "e", "ly", "al", "ive")
+
+
+def word_for_stem(stem: str) -> str | None:
+    """A word whose indexed token is exactly ``stem``, or None when none is found."""
+    for suffix in _SUFFIXES:
+        if _TOKENIZER.stems(stem + suffix) == (stem,):
+            return stem + suffix
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +145,8 @@ class _Tok:
     kind: str  # "word", "phrase", "op", "(" or ")"
     text: str = ""
     prefix: bool = False
+    #: a leading minus: the word excludes messages instead of requiring them
+    negated: bool = False
 
 
 @dataclass
@@ -115,8 +156,15 @@ class SearchPlan:
     text: str
     #: FTS5 expression over the word index for the first try (None: no word terms)
     strict: str | None = None
+    #: every token of every term ANDed, tried when ``strict`` (which keeps glued words such as
+    #: URLs and paths as phrases) finds nothing (None: same as ``strict``)
+    loose: str | None = None
     #: the ranked-OR fallback when ``strict`` finds nothing (None: no fallback)
     fallback: str | None = None
+    #: the OR fallback's terms one by one (the search ranks the distinctive ones; see search.py)
+    fallback_terms: list[str] = field(default_factory=list)
+    #: FTS5 expression of the words to exclude (``-word``), applied to every try
+    exclude: str | None = None
     #: CJK runs: 1-2 characters go to the grams index, 3+ to the trigram index
     cjk: list[str] = field(default_factory=list)
     #: True when the user wrote AND/OR/NOT: honoured as written, no fallback
@@ -133,12 +181,16 @@ class SearchPlan:
         return [r for r in self.cjk if len(r) >= 3]
 
 
+_SEPARATORS = ",;+"
+_PIECE = re.compile(r"[^\W_]+")
+
+
 def _lex(text: str) -> list[_Tok]:
     toks: list[_Tok] = []
     i, n = 0, len(text)
     while i < n:
         ch = text[i]
-        if ch.isspace():
+        if ch.isspace() or ch in _SEPARATORS:
             i += 1
         elif ch == '"':
             end = text.find('"', i + 1)
@@ -152,13 +204,16 @@ def _lex(text: str) -> list[_Tok]:
             i += 1
         else:
             j = i
-            while j < n and not text[j].isspace() and text[j] not in '"()':
+            while j < n and not text[j].isspace() and text[j] not in '"()' + _SEPARATORS:
                 j += 1
             word = text[i:j]
             i = j
             if word in _OPERATORS:
                 toks.append(_Tok("op", word))
                 continue
+            negated = len(word) > 1 and word[0] == "-" and word[1].isalnum()
+            if negated:
+                word = word[1:]
             bare = _TRAILING.sub("", word)
             possessive = _POSSESSIVE.match(bare)
             if possessive:
@@ -167,8 +222,42 @@ def _lex(text: str) -> list[_Tok]:
             prefix = bare.endswith("*")
             stem = bare.rstrip("*")
             letters = sum(c.isalnum() for c in stem)
-            toks.append(_Tok("word", stem if prefix else word, prefix and letters >= MIN_PREFIX))
-    return toks
+            toks.append(_Tok("word", stem if prefix else word, prefix and letters >= MIN_PREFIX,
+                             negated))
+    return _demote_operators(toks)
+
+
+def _is_operand_end(tok: _Tok | None) -> bool:
+    return tok is not None and (tok.kind in ("word", "phrase", ")"))
+
+
+def _demote_operators(toks: list[_Tok]) -> list[_Tok]:
+    """An operator without an operand on each side is not an operator: it is dropped, or, when
+    the query has nothing else (``AND`` alone), searched as the word it spells."""
+    out: list[_Tok] = []
+    demoted: list[_Tok] = []
+    for k, tok in enumerate(toks):
+        if tok.kind == "op":
+            prev = out[-1] if out else None
+            nxt = toks[k + 1] if k + 1 < len(toks) else None
+            left_ok = _is_operand_end(prev) or (
+                tok.text == "NOT" and prev is not None and prev.kind == "op" and prev.text == "AND")
+            right_ok = nxt is not None and (
+                nxt.kind in ("word", "phrase", "(")
+                or (tok.text == "AND" and nxt.kind == "op" and nxt.text == "NOT"))
+            if not (left_ok and right_ok):
+                demoted.append(_Tok("word", tok.text))
+                continue
+        out.append(tok)
+    # an operator left dangling by a dropped one ("a AND AND b" -> "a AND b" is fine, but
+    # "AND OR b" drops both): operators must still sit between operands
+    while out and out[-1].kind == "op":
+        out.pop()
+    while out and out[0].kind == "op":
+        out.pop(0)
+    if not any(t.kind in ("word", "phrase") for t in out):
+        return [t for t in out if t.kind != "op"] + demoted
+    return out
 
 
 def _split_term(tok: _Tok) -> tuple[list[_Tok], list[str]]:
@@ -186,12 +275,51 @@ def _split_term(tok: _Tok) -> tuple[list[_Tok], list[str]]:
     return parts, runs
 
 
+def _tokens_of(tok: _Tok) -> list[_Tok]:
+    """The single tokens of a word glued from several (``a/b.c``, ``key=1``); a user's
+    quoted phrase stays whole."""
+    if tok.kind == "phrase":
+        return [tok]
+    pieces = [p for p in _PIECE.findall(tok.text) if _TOKENIZER.has_token(p)]
+    if len(pieces) <= 1:
+        return [tok]
+    return [_Tok("word", p, tok.prefix and k == len(pieces) - 1) for k, p in enumerate(pieces)]
+
+
 def _normal(word: str) -> str:
     return word.lower().replace("\u2019", "'").strip(_EDGE_PUNCT + "'\"")
 
 
-def build_query(text: str) -> SearchPlan:
-    """Plan the FTS5 queries for ``text``; raise :class:`QueryError` if there is nothing to run."""
+Expand = Callable[[str], list[str]]
+
+
+def _term(tok: _Tok, expand: Expand | None) -> str:
+    """One term as FTS5; a prefix also matches the stems ``expand`` knows for it."""
+    expr = quote(tok.text, tok.prefix)
+    if tok.prefix and expand is not None:
+        extra = [quote(t) for t in expand(tok.text.lower())]
+        if extra:
+            return "(" + " OR ".join([expr, *extra]) + ")"
+    return expr
+
+
+def _depth(toks: list[_Tok]) -> int:
+    depth = deepest = 0
+    for t in toks:
+        if t.kind == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif t.kind == ")" and depth:
+            depth -= 1
+    return deepest
+
+
+def build_query(text: str, expand: Expand | None = None) -> SearchPlan:
+    """Plan the FTS5 queries for ``text``; raise :class:`QueryError` if there is nothing to run.
+
+    ``expand(prefix)`` returns indexed stems a prefix query should match too (the archive
+    passes one that looks them up in its index); without it a prefix is matched as written.
+    """
     if not isinstance(text, str):
         raise QueryError(f"the query must be text, not {type(text).__name__}")
     if len(text) > MAX_QUERY_CHARS:
@@ -200,7 +328,9 @@ def build_query(text: str) -> SearchPlan:
             "Search for a few distinctive words or a short quoted phrase instead"
         )
     cleaned, _ = clean_text(_CONTROL.sub(" ", text))
-    toks = _lex(cleaned)
+    lexed = _lex(cleaned)
+    excluded = [t for t in lexed if t.negated]
+    toks = [t for t in lexed if not t.negated]
     # Parentheses alone are punctuation ("(see nginx docs)"); they group only around operators.
     advanced = any(t.kind == "op" for t in toks)
     plan = SearchPlan(text=text)
@@ -210,7 +340,14 @@ def build_query(text: str) -> SearchPlan:
             parts, runs = _split_term(tok)
             terms.extend(parts)
             plan.cjk.extend(r for r in runs if r not in plan.cjk)
+    ex_parts = [p for t in excluded for p in _split_term(t)[0]]
+    if ex_parts:
+        plan.exclude = " OR ".join(_term(p, expand) for p in ex_parts)
     if not terms and not plan.cjk:
+        if ex_parts:
+            raise QueryError(
+                f"the query {text[:80]!r} only excludes words (-word); add a word to search for, "
+                "or put the word in quotes (\"-word\") to search for it as written")
         raise QueryError(
             f"the query {text[:80]!r} has no letters or digits to search for; "
             "use words that appear in the conversation you are looking for"
@@ -218,8 +355,17 @@ def build_query(text: str) -> SearchPlan:
     plan.needles = list(dict.fromkeys(_normal(t.text) for t in terms if _normal(t.text)))
     plan.needles += [r for r in plan.cjk if r not in plan.needles]
     if advanced and not plan.cjk:
+        deepest = _depth(toks)
+        if deepest > MAX_DEPTH:
+            raise QueryError(
+                f"the query nests parentheses {deepest} deep; the limit is {MAX_DEPTH}. "
+                "Remove the extra parentheses")
+        if len(terms) > MAX_TERMS:
+            raise QueryError(
+                f"the query has {len(terms)} search terms; the limit is {MAX_TERMS}. "
+                "Keep the few words that identify what you are looking for")
         plan.advanced = True
-        plan.strict = _Parser(toks).parse() or None
+        plan.strict = _Parser(toks, expand).parse() or None
         if plan.strict is None:
             raise QueryError(f"the query {text[:80]!r} has operators but nothing to search for")
         return plan
@@ -235,24 +381,34 @@ def build_query(text: str) -> SearchPlan:
             f"the query has {len(words) + len(plan.cjk)} search terms; the limit is {MAX_TERMS}. "
             "Keep the few words that identify what you are looking for"
         )
-    quoted = [quote(t.text, t.prefix) for t in words]
+    quoted = [_term(t, expand) for t in words]
     if quoted:
         plan.strict = " AND ".join(quoted)
-    if len(quoted) + len(plan.cjk) > 1:
+    singles: dict[tuple[str, str, bool], _Tok] = {}
+    for t in words:
+        for s in _tokens_of(t):
+            singles.setdefault((s.kind, _normal(s.text), s.prefix), s)
+    loose = [_term(t, expand) for t in singles.values()][: MAX_TERMS * 2]
+    if quoted and loose != quoted:
+        plan.loose = " AND ".join(loose)
+    if len(loose) + len(plan.cjk) > 1:
         # "" when there are only CJK runs: the search ORs those itself
-        plan.fallback = " OR ".join(quoted)
+        plan.fallback = " OR ".join(loose)
+        plan.fallback_terms = loose
     return plan
 
 
 class _Parser:
     """Forgiving recursive descent over the tokens; emits only valid FTS5.
 
-    FTS5 precedence, tightest first: NOT, AND (also implicit), OR.
+    FTS5 precedence, tightest first: NOT, AND (also implicit), OR. Recursion is bounded:
+    :func:`build_query` refuses parentheses nested deeper than :data:`MAX_DEPTH`.
     """
 
-    def __init__(self, toks: list[_Tok]) -> None:
+    def __init__(self, toks: list[_Tok], expand: Expand | None = None) -> None:
         self.toks = toks
         self.i = 0
+        self.expand = expand
 
     def peek(self) -> _Tok | None:
         return self.toks[self.i] if self.i < len(self.toks) else None
@@ -286,26 +442,23 @@ class _Parser:
             tok = self.peek()
             if tok is None or tok.kind == ")" or (tok.kind == "op" and tok.text == "OR"):
                 break
-            if tok.kind == "op":  # AND (implicit anyway), or a NOT with nothing on its left
+            if tok.kind == "op" and tok.text == "NOT":
                 self.i += 1
-                if tok.text == "NOT" and not parts:
-                    self.parse_primary()  # a bare negation cannot be expressed: drop it
+                right = self.parse_primary()
+                if parts and right:
+                    # "X AND NOT Y", "X NOT Y": (X) NOT (Y); NOT is left-associative and binds
+                    # tightest, so a chain of them needs no parentheses (FTS5's parser stack
+                    # is small)
+                    left = parts[0] if len(parts) == 1 else f"({' AND '.join(parts)})"
+                    parts = [f"{left} NOT {right}"]
+                continue  # a bare negation cannot be expressed: dropped
+            if tok.kind == "op":  # AND: implicit anyway
+                self.i += 1
                 continue
-            expr = self.parse_not()
+            expr = self.parse_primary()
             if expr:
                 parts.append(expr)
         return " AND ".join(parts)
-
-    def parse_not(self) -> str:
-        left = self.parse_primary()
-        while True:
-            tok = self.peek()
-            if tok is None or tok.kind != "op" or tok.text != "NOT":
-                return left
-            self.i += 1
-            right = self.parse_primary()
-            if left and right:
-                left = f"{left} NOT {right}"
 
     def parse_primary(self) -> str:
         tok = self.peek()
@@ -321,5 +474,6 @@ class _Parser:
         if tok.kind in ("word", "phrase"):
             self.i += 1
             parts, _runs = _split_term(tok)
-            return " AND ".join(quote(p.text, p.prefix) for p in parts)
+            return " AND ".join(_term(p, self.expand) for p in parts)
+        self.i += 1  # a stray operator
         return ""

@@ -1,6 +1,7 @@
 """The state.db schema, its version, and the forward migrations that bring an older file up to it.
 
-Layout (version 1; version 2 adds ``sessions.user_id``, the user key of memory.scope: user):
+Layout (version 3; version 2 added ``sessions.user_id``, the user key of memory.scope: user;
+version 3 ``message_vectors``, the embeddings of semantic search):
 
 * ``sessions``: one row per session. ``num`` is a small integer key the messages refer to (it
   keeps every message row and index entry ~30 bytes smaller than a text id would); ``id`` is the
@@ -15,6 +16,8 @@ Layout (version 1; version 2 adds ``sessions.user_id``, the user key of memory.s
 * ``messages_cjk`` (trigram) and ``messages_cjk_grams`` (unigrams and bigrams, rowids only):
   contentless FTS5 tables over the CJK runs of the few messages that have any; see cjk.py.
 * ``meta``: key/value pairs; ``schema_version`` mirrors ``PRAGMA user_version`` for humans.
+* ``message_vectors`` (version 2): one float16 embedding per user/assistant message, written by
+  the background indexer (vectors.py); ``meta`` records the model they were made with.
 
 Triggers keep every index in sync with ``messages``; copies of messages a compaction carried into a
 child session (``meta.carried_over``) are stored but not indexed, so a search finds each once.
@@ -184,10 +187,18 @@ _V2: list[str] = [
     "WHERE json_valid(attributes) AND json_type(attributes, '$.user_id') = 'text'",
     "CREATE INDEX sessions_user ON sessions(user_id) WHERE user_id IS NOT NULL",
 ]
+_V3 = [
+    # one float16 vector per embedded message (see vectors.py); the model is in meta
+    """CREATE TABLE message_vectors (id INTEGER PRIMARY KEY, vec BLOB NOT NULL)""",
+    """CREATE TRIGGER message_vectors_ad AFTER DELETE ON messages BEGIN
+        DELETE FROM message_vectors WHERE id = old.id;
+    END""",
+]
 
 MIGRATIONS: list[Migration] = [
     (1, "initial schema: sessions, messages, FTS5 (external content), CJK indexes, meta", _V1),
     (2, "sessions.user_id: the conversation's user key (memory.scope: user)", _V2),
+    (3, "message_vectors: embeddings for semantic search, filled in the background", _V3),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -1,28 +1,41 @@
 """Searching the archive: ranked message hits, and the grouped view the session_search tool shows.
 
-Ranking is FTS5's BM25. A query matching a huge number of messages ("error", "file") would make
-BM25 score every match (Hermes: ~90 ms at a million messages), so the candidates are the newest
-``candidates`` matches (default 500), read in rowid order straight from the index, and BM25 ranks
-those. A query with fewer matches than that is ranked exactly; a broader one is ranked among its
-most recent matches, which is what someone searching a history usually wants anyway.
+Ranking is FTS5's BM25, computed for every match when a query has at most ``candidates``
+matches (default 2,000; a few microseconds per match). Counting the matches first is
+cheap (no scoring), so the exact path is chosen only when it is affordable:
 
-Exclusions (the current session's lineage, roles) are applied inside the same SQL statement, so
-they never eat into the candidates. CJK queries run on the CJK indexes; 1-2 character runs have
-no term statistics (the grams index stores rowids only), so those matches come newest first.
+* a query with at most ``candidates`` matches is ranked exactly, over the whole history;
+* the any-word fallback ranks the union of its *distinctive* words (those matching at most
+  ``candidates`` messages each) exactly; words more common than that add nothing to BM25 worth
+  the cost (their inverse document frequency is low) and drive the ranking only when every word
+  is that common;
+* a query broader than that is ranked within a sample spread over the whole history (the newest
+  :data:`PER_SLICE` matches of each of :data:`SLICES` equal slices of message ids), never the newest matches
+  alone, so an old conversation is not lost because the archive grew.
+
+Exclusions (the current session's lineage, roles, ``-word`` exclusions, and the search tools'
+own echoes) are applied inside the same SQL statement, so they never eat into the candidates.
+A search tool's result is a copy of earlier messages, and the call that asked for it holds the
+query's own words: both would outrank the conversation they echo, so they are not searched.
+CJK queries run on the CJK indexes; 1-2 character runs have no term statistics (the grams index
+stores rowids only), so those matches come newest first.
 """
 
 from __future__ import annotations
 
 import re
 import sqlite3
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .errors import QueryError
-from .query import SearchPlan, build_query, quote
+from .query import MIN_PREFIX, SearchPlan, build_query, quote, word_for_stem
+from .records import clean_text
 from .store import LINEAGE_CTE, SessionArchive
 
 __all__ = [
+    "ECHO_TOOLS",
     "Candidate",
     "Hit",
     "SearchResult",
@@ -30,14 +43,24 @@ __all__ = [
     "candidates",
     "full_content",
     "make_snippet",
+    "plan_query",
     "search_messages",
 ]
 
-DEFAULT_CANDIDATES = 500
+DEFAULT_CANDIDATES = 2000
+#: slices of the id range a too-broad query is sampled from, and matches ranked per slice
+SLICES = 8
+PER_SLICE = 64
 CONTEXT_CHARS = 200
 SNIPPET_CHARS = 240
 #: column weights for BM25: content, tool name, tool-call argument values
 _WEIGHTS = "1.0, 0.5, 0.6"
+#: tools whose results only repeat archived messages, and whose calls repeat a query
+ECHO_TOOLS = ("session_search", "context_search")
+#: a message calling an echo tool with at most this much text of its own is a pure echo
+_ECHO_CONTENT = 300
+#: a prefix is also matched by indexed stems up to this many characters shorter
+_STEM_SLACK = 4
 
 
 @dataclass(slots=True)
@@ -72,9 +95,11 @@ class Hit:
 class SearchResult:
     query: str
     hits: list[Hit] = field(default_factory=list)
-    #: "all" (every term), "any" (the OR fallback) or "expression" (operators as written)
+    #: "all" (every term), "words" (every word, glued words split), "any" (the OR fallback) or
+    #: "expression" (operators as written)
     matched: str = "all"
-    #: True when the candidates were capped (a broad query ranked among its newest matches)
+    #: True when the query was too broad to rank every match (ranked within a sample spread
+    #: over the whole history)
     capped: bool = False
 
 
@@ -82,43 +107,191 @@ def _cjk_expr(runs: list[str], op: str) -> str:
     return f" {op} ".join(quote(r) for r in runs)
 
 
+def stem_expander(archive: SessionArchive) -> Callable[[str], list[str]]:
+    """For a prefix like ``deploym``: words that match the indexed stems it extends.
+
+    The index stores Porter stems, so ``deployment`` is stored as ``deploy`` and the prefix
+    ``deploym*`` matches nothing. The stems a prefix extends by a few letters are what its
+    words were stored as; each is matched through a word the stemmer reduces to exactly that
+    stem (the stemmer is not idempotent: the query word ``deploy`` itself becomes ``deploi``),
+    and kept when the index has it (one lookup each).
+    """
+
+    def expand(prefix: str) -> list[str]:
+        out: list[str] = []
+        shortest = max(MIN_PREFIX, len(prefix) - _STEM_SLACK)
+        for k in range(len(prefix), shortest - 1, -1):
+            stem = prefix[:k]
+            if not stem.isalnum():
+                continue
+            word = word_for_stem(stem)
+            if word is None or (k == len(prefix) and word == stem):
+                continue  # the prefix query itself covers it
+            found = archive.db.read(
+                "SELECT 1 FROM messages_fts WHERE messages_fts MATCH ? LIMIT 1", (quote(word),))
+            if found:
+                out.append(word)
+        return out
+
+    return expand
+
+
+def plan_query(archive: SessionArchive, query: str) -> SearchPlan:
+    """:func:`build_query` with prefix expansion against this archive's index."""
+    return build_query(query, stem_expander(archive))
+
+
+class _Scope:
+    """The WHERE clauses every try of one search shares (on the driving table ``d``)."""
+
+    def __init__(self, plan: SearchPlan, exclude_lineage_of: str | None,
+                 roles: tuple[str, ...] | None, user: str | None = None) -> None:
+        self.prefix = ""
+        self.where: list[str] = []
+        self.params: dict[str, Any] = {}
+        self.lineage, self.roles, self.user = exclude_lineage_of, roles, user
+        if user is not None:  # memory.scope: user: only that user's sessions
+            self.where.append("(SELECT coalesce(s.user_id, '') FROM messages AS m JOIN sessions AS s "
+                              "ON s.num = m.session WHERE m.id = d.rowid) = :user")
+            self.params["user"] = user
+        if exclude_lineage_of:
+            # A set of message ids computed once, probed per match: cheaper than joining messages.
+            self.prefix = LINEAGE_CTE
+            self.params["sid"] = clean_text(exclude_lineage_of)[0]
+            self.where.append("d.rowid NOT IN (SELECT id FROM messages WHERE session IN "
+                              "(SELECT num FROM lineage))")
+        if roles:
+            marks = ", ".join(f":r{i}" for i in range(len(roles)))
+            self.where.append(f"(SELECT role FROM messages WHERE id = d.rowid) IN ({marks})")
+            self.params.update({f"r{i}": r for i, r in enumerate(roles)})
+        if plan.exclude:
+            self.where.append("d.rowid NOT IN (SELECT rowid FROM messages_fts "
+                              "WHERE messages_fts MATCH :exclude)")
+            self.params["exclude"] = plan.exclude
+
+
+
+def _read(archive: SessionArchive, plan: SearchPlan, sql: str, params: dict[str, Any]
+          ) -> list[Any]:
+    try:
+        return archive.db.read(sql, params)
+    except sqlite3.OperationalError as exc:
+        # Every expression is built to be valid; reaching this is a bug, never an empty result.
+        raise QueryError(
+            f"the search index rejected the query {plan.text[:80]!r} ({exc}); this is a bug in "
+            "hermes-core's query builder, please report it with the query"
+        ) from exc
+
+
+def _rank(
+    archive: SessionArchive, plan: SearchPlan, scope: _Scope, table: str, expr: str, score: str,
+    filters: list[tuple[str, str]], budget: int,
+) -> tuple[list[Candidate], bool]:
+    """Every match ranked when there are at most ``budget``; else a sample across history.
+    Returns (candidates best first, whether the query was too broad to rank exactly)."""
+    where = [f"{table} MATCH :expr", *scope.where]
+    params: dict[str, Any] = dict(scope.params, expr=expr, cap=budget + 1)
+    for i, (ftable, fexpr) in enumerate(filters):
+        where.append(
+            f"EXISTS (SELECT 1 FROM {ftable} WHERE {ftable} MATCH :f{i} AND rowid = d.rowid)"
+        )
+        params[f"f{i}"] = fexpr
+    clause = " AND ".join(where)
+    count = _read(archive, plan, f"{scope.prefix} SELECT count(*) FROM (SELECT 1 FROM {table} "
+                  f"AS d WHERE {clause} LIMIT :cap)", params)[0][0]
+    if count == 0:
+        return [], False
+    base = f"{scope.prefix} SELECT d.rowid, {score} AS s FROM {table} AS d WHERE {clause}"
+    if count <= budget:
+        rows = _read(archive, plan, f"{base} ORDER BY s, d.rowid DESC", params)
+        broad = False
+    else:
+        lo, hi = archive.db.read(  # two subqueries: each is one index step
+            "SELECT (SELECT min(id) FROM messages), (SELECT max(id) FROM messages)")[0]
+        step = max(1, (hi - lo + SLICES) // SLICES)
+        per = min(PER_SLICE, max(1, budget // SLICES))
+        rows = []
+        for k in range(SLICES):
+            part = dict(params, lo=lo + k * step, hi=lo + (k + 1) * step - 1, per=per)
+            rows += _read(archive, plan, f"{base} AND d.rowid BETWEEN :lo AND :hi "
+                          "ORDER BY d.rowid DESC LIMIT :per", part)
+        broad = True
+    found = [Candidate(r[0], float(r[1])) for r in rows]
+    found.sort(key=lambda c: (c.score, -c.id))
+    return found, broad
+
+
+def _count(archive: SessionArchive, plan: SearchPlan, scope: _Scope, expr: str,
+           budget: int) -> int:
+    params = dict(scope.params, expr=expr, cap=budget + 1)
+    where = " AND ".join(["messages_fts MATCH :expr", *scope.where])
+    return int(_read(archive, plan, f"{scope.prefix} SELECT count(*) FROM (SELECT 1 FROM "
+                     f"messages_fts AS d WHERE {where} LIMIT :cap)", params)[0][0])
+
+
 def candidates(
     archive: SessionArchive,
     plan: SearchPlan,
     *,
     fallback: bool = False,
+    loose: bool = False,
     exclude_lineage_of: str | None = None,
     roles: tuple[str, ...] | None = None,
     limit: int = DEFAULT_CANDIDATES,
+    broad: list[bool] | None = None,
     user: str | None = None,
 ) -> list[Candidate]:
-    """The newest ``limit`` matches of ``plan`` (best first), after exclusions; with ``user``,
-    only in that user's sessions."""
+    """The matches of ``plan`` (best first), after exclusions; see the module docstring for
+    how many are ranked. ``broad``, when given, gets True appended for a too-broad query; with
+    ``user``, only in that user's sessions."""
+    scope = _Scope(plan, exclude_lineage_of, roles, user)
+    return _candidates(archive, plan, scope, fallback=fallback, loose=loose, limit=limit,
+                       broad=broad if broad is not None else [])
+
+
+def _candidates(
+    archive: SessionArchive, plan: SearchPlan, scope: _Scope, *, fallback: bool, loose: bool,
+    limit: int, broad: list[bool],
+) -> list[Candidate]:
     if getattr(archive, "backend", "sqlite") == "postgresql":  # storage.url: pg_search.py
         from .pg_search import pg_candidates
 
-        return pg_candidates(archive, plan, fallback=fallback, roles=roles, limit=limit,
-                             exclude_lineage_of=exclude_lineage_of, user=user)
+        return pg_candidates(archive, plan, fallback=fallback, roles=scope.roles, limit=limit,
+                             exclude_lineage_of=scope.lineage, user=scope.user)
     op = "OR" if fallback else "AND"
-    text_expr = plan.fallback if fallback else plan.strict
+    text_expr = plan.fallback if fallback else (plan.loose if loose else plan.strict)
     longs, shorts = plan.cjk_long, plan.cjk_short
     if fallback and sum(map(bool, (text_expr, longs, shorts))) > 1:
         # OR across kinds of index: run each kind alone and merge.
         parts: list[Candidate] = []
         for sub in (
-            SearchPlan(plan.text, strict=text_expr) if text_expr else None,
+            SearchPlan(plan.text, strict=text_expr, fallback=text_expr,
+                       fallback_terms=plan.fallback_terms) if text_expr else None,
             SearchPlan(plan.text, cjk=longs) if longs else None,
             SearchPlan(plan.text, cjk=shorts) if shorts else None,
         ):
             if sub is not None:
-                parts += candidates(archive, sub, fallback=len(sub.cjk) > 1,
-                                    exclude_lineage_of=exclude_lineage_of, roles=roles,
-                                    limit=limit, user=user)
+                parts += _candidates(archive, sub, scope, fallback=len(sub.cjk) > 1 or (
+                    sub.fallback_terms != []), loose=False, limit=limit, broad=broad)
         best: dict[int, Candidate] = {}
         for c in parts:
             if c.id not in best or c.score < best[c.id].score:
                 best[c.id] = c
-        return sorted(best.values(), key=lambda c: (c.score, -c.id))[:limit]
+        return sorted(best.values(), key=lambda c: (c.score, -c.id))
+    if fallback and text_expr and not longs and not shorts and len(plan.fallback_terms) > 1:
+        # Rank the distinctive words' matches exactly; common words only when all are common.
+        counted = sorted((_count(archive, plan, scope, t, limit), t) for t in plan.fallback_terms)
+        chosen: list[str] = []
+        total = 0
+        for n, term in counted:
+            if n == 0 or n > limit or total + n > 4 * limit:
+                continue
+            chosen.append(term)
+            total += n
+        if chosen:
+            found, _ = _rank(archive, plan, scope, "messages_fts", " OR ".join(chosen),
+                             f"bm25(messages_fts, {_WEIGHTS})", [], 4 * limit)
+            return found
     # The driver is the most selective index that has a term; the others become filters.
     filters: list[tuple[str, str]] = []
     if longs:
@@ -135,42 +308,9 @@ def candidates(
         table, expr, score = "messages_fts", text_expr, f"bm25(messages_fts, {_WEIGHTS})"
     else:
         return []
-    where = [f"{table} MATCH :expr"]
-    params: dict[str, Any] = {"expr": expr, "limit": limit}
-    for i, (ftable, fexpr) in enumerate(filters):
-        where.append(
-            f"EXISTS (SELECT 1 FROM {ftable} WHERE {ftable} MATCH :f{i} AND rowid = d.rowid)"
-        )
-        params[f"f{i}"] = fexpr
-    prefix = ""
-    if exclude_lineage_of:
-        # A set of message ids computed once, probed per match: cheaper than joining messages.
-        prefix = LINEAGE_CTE
-        params["sid"] = exclude_lineage_of
-        where.append("d.rowid NOT IN (SELECT id FROM messages WHERE session IN "
-                     "(SELECT num FROM lineage))")
-    if user is not None:
-        where.append("(SELECT coalesce(s.user_id, '') FROM messages AS m JOIN sessions AS s "
-                     "ON s.num = m.session WHERE m.id = d.rowid) = :user")
-        params["user"] = user
-    if roles:
-        marks = ", ".join(f":r{i}" for i in range(len(roles)))
-        where.append(f"(SELECT role FROM messages WHERE id = d.rowid) IN ({marks})")
-        params.update({f"r{i}": r for i, r in enumerate(roles)})
-    sql = (
-        f"{prefix} SELECT d.rowid, {score} FROM {table} AS d "
-        f"WHERE {' AND '.join(where)} ORDER BY d.rowid DESC LIMIT :limit"
-    )
-    try:
-        rows = archive.db.read(sql, params)
-    except sqlite3.OperationalError as exc:
-        # Every expression is built to be valid; reaching this is a bug, never an empty result.
-        raise QueryError(
-            f"the search index rejected the query {plan.text[:80]!r} ({exc}); this is a bug in "
-            "hermes-core's query builder, please report it with the query"
-        ) from exc
-    found = [Candidate(r[0], float(r[1])) for r in rows]
-    found.sort(key=lambda c: (c.score, -c.id))
+    found, was_broad = _rank(archive, plan, scope, table, expr, score, filters, limit)
+    if was_broad:
+        broad.append(True)
     return found
 
 
@@ -192,17 +332,52 @@ def run_plan(
     exclude_lineage_of: str | None = None,
     roles: tuple[str, ...] | None = None,
     limit: int = DEFAULT_CANDIDATES,
+    broad: list[bool] | None = None,
     user: str | None = None,
 ) -> tuple[list[Candidate], str]:
-    """Candidates for the strict query, or for the OR fallback when the strict one finds none."""
-    kwargs: dict[str, Any] = {"exclude_lineage_of": exclude_lineage_of, "roles": roles,
-                              "limit": limit, "user": user}
-    found = candidates(archive, plan, **kwargs)
+    """Candidates for the strict query; when it finds none, for every word of it (glued words
+    split), then for any word. Returns (candidates, which try matched)."""
+    scope = _Scope(plan, exclude_lineage_of, roles, user)
+    flags: list[bool] = broad if broad is not None else []
+    kwargs: dict[str, Any] = {"limit": limit, "broad": flags}
+    found = drop_echoes(archive, _candidates(archive, plan, scope, fallback=False, loose=False,
+                                             **kwargs))
     if found:
         return found, "expression" if plan.advanced else "all"
+    if plan.loose is not None:
+        found = drop_echoes(archive, _candidates(archive, plan, scope, fallback=False,
+                                                 loose=True, **kwargs))
+        if found:
+            return found, "words"
     if plan.fallback is not None:
-        return candidates(archive, plan, fallback=True, **kwargs), "any"
+        return drop_echoes(archive, _candidates(archive, plan, scope, fallback=True, loose=False,
+                                                **kwargs)), "any"
     return [], "expression" if plan.advanced else "all"
+
+
+#: how many of the best candidates are checked for echoes (the rest are never shown)
+_ECHO_CHECK = 300
+
+
+def drop_echoes(archive: SessionArchive, found: list[Candidate]) -> list[Candidate]:
+    """``found`` without the search tools' echoes among its best :data:`_ECHO_CHECK`.
+
+    Checked after ranking, on the few candidates that can be shown: a test per match inside
+    the ranking query would read each message's row (its tool name sits after the content,
+    in overflow pages for a long message) and cost more than the ranking itself.
+    """
+    head, tail = found[:_ECHO_CHECK], found[_ECHO_CHECK:]
+    if not head:
+        return found
+    names = ", ".join(f"'{t}'" for t in ECHO_TOOLS)
+    likes = " OR ".join(f"tool_calls LIKE '%\"name\":\"{t}\"%'" for t in ECHO_TOOLS)
+    echoes = {r[0] for r in archive.db.read(
+        f"SELECT id FROM messages WHERE id IN ({','.join('?' * len(head))}) AND "
+        f"(tool_name IN ({names}) OR (tool_calls IS NOT NULL AND "
+        f"length(content) <= {_ECHO_CONTENT} AND ({likes})))", tuple(c.id for c in head))}
+    if not echoes:
+        return found
+    return [c for c in head if c.id not in echoes] + tail
 
 
 _WORD_EDGE = re.compile(r"\w+", re.UNICODE)
@@ -319,10 +494,12 @@ def search_messages(
 ) -> SearchResult:
     """The best ``limit`` messages for ``query``; raises :class:`QueryError` for an unusable
     query (never returns an empty result because of punctuation)."""
-    plan = build_query(query)
+    query = clean_text(query)[0]  # lone surrogates: replaced, as the archive stores them
+    plan = plan_query(archive, query)
+    broad: list[bool] = []
     found, matched = run_plan(archive, plan, exclude_lineage_of=exclude_lineage_of, roles=roles,
-                              limit=candidate_limit, user=user)
+                              limit=candidate_limit, broad=broad, user=user)
     return SearchResult(
         query=query, hits=hits_for(archive, found[:limit], plan, context=context),
-        matched=matched, capped=len(found) >= candidate_limit,
+        matched=matched, capped=bool(broad),
     )

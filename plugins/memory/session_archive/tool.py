@@ -5,13 +5,17 @@
   as one conversation), the current session's whole lineage left out, the best N conversations
   (default 3, at most 5), each with its best hits (snippet plus one message of context either
   side) and a window of the conversation placed to cover the most hits, all windows sharing one
-  character budget (``window_chars``, 100K by default). Optionally a summary replaces each window.
+  character budget. The whole result fits ``result_chars`` (16,000 by default, about 4k tokens):
+  hits and short windows first; ``session_id`` (with ``around_message_id``) asks for more of one
+  conversation, one page of ``result_chars`` at a time. Optionally a summary replaces each window.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -22,9 +26,19 @@ from hermes_core.kinds import Tool
 from hermes_core.types import ToolContext
 
 from .errors import QueryError
-from .query import SearchPlan, build_query
+from .query import SearchPlan
+from .records import clean_text
 from .schema import INDEXED_SQL
-from .search import Candidate, attach_chains, find_match, full_content, hits_for, run_plan
+from .search import (
+    DEFAULT_CANDIDATES,
+    Candidate,
+    attach_chains,
+    find_match,
+    full_content,
+    hits_for,
+    plan_query,
+    run_plan,
+)
 from .store import LINEAGE_CTE, SessionArchive
 from .window import place_window, share_budget
 
@@ -34,7 +48,8 @@ GUIDANCE = (
     "something that was said before and is not in view."
 )
 
-__all__ = ["GUIDANCE", "SessionSearchInput", "make_tool", "session_search"]
+__all__ = ["GUIDANCE", "RESULT_CHARS", "Semantic", "SessionSearchInput", "expand_session",
+           "make_tool", "session_search"]
 
 #: a window shows at most this much of a matching message (around the match) ...
 HIT_CHARS = 6000
@@ -45,13 +60,16 @@ ARGS_CHARS = 600
 #: JSON keys and punctuation per message, counted against the budget
 OVERHEAD = 40
 HITS_PER_SESSION = 5
+#: the default size of one call's whole result, in characters of JSON
+RESULT_CHARS = 16_000
 
 DESCRIPTION = (
     "Search your past conversations with the user (not the current one). Give a few distinctive "
     "words, a \"quoted phrase\", or a plain question; CJK text works too. Returns the best "
     "matching sessions with excerpts around the matches. An empty query lists recent sessions. "
-    "Use it when the user refers to something discussed before, or to recall earlier decisions, "
-    "commands or facts."
+    "For more of one conversation, call again with its session_id (and around_message_id to "
+    "move the window). Use it when the user refers to something discussed before, or to recall "
+    "earlier decisions, commands or facts."
 )
 
 
@@ -68,6 +86,16 @@ class SessionSearchInput(BaseModel):
     )
     roles: list[Literal["user", "assistant", "tool", "system"]] | None = Field(
         default=None, description="Only match messages of these roles (default: all).",
+    )
+    session_id: str | None = Field(
+        default=None, max_length=200,
+        description="Show more of this session (a session_id from an earlier result): a longer "
+                    "window around the query's matches in it, or around around_message_id.",
+    )
+    around_message_id: int | None = Field(
+        default=None, ge=1,
+        description="With session_id: centre the window on this message id (page with the "
+                    "ids in earlier_message_id / later_message_id).",
     )
 
 
@@ -148,11 +176,12 @@ def _title_chains(archive: SessionArchive, query: str, current: str | None,
 
 def _window(
     archive: SessionArchive, hit_ids: list[int], plan: SearchPlan, budget: int,
-    skeleton: list[tuple[int, str, int]],
+    skeleton: list[tuple[int, str, int]], hit_chars: int = HIT_CHARS,
+    message_chars: int = MESSAGE_CHARS,
 ) -> dict[str, Any]:
     pos = {mid: i for i, (mid, _r, _n) in enumerate(skeleton)}
     hit_set = set(hit_ids)
-    lengths = [min(n, HIT_CHARS if mid in hit_set else MESSAGE_CHARS) + OVERHEAD
+    lengths = [min(n, hit_chars if mid in hit_set else message_chars) + OVERHEAD
                for mid, _role, n in skeleton]
     start, end = place_window(lengths, [pos[h] for h in hit_ids if h in pos], budget)
     ids = [mid for mid, _r, _n in skeleton[start:end]]
@@ -173,7 +202,7 @@ def _window(
             content = full_content(archive, mid)  # a huge message matched beyond its start
             around = find_match(content, plan.needles)
         item: dict[str, Any] = {"id": mid, "role": r[1],
-                                "content": _cap(content, HIT_CHARS if is_hit else MESSAGE_CHARS,
+                                "content": _cap(content, hit_chars if is_hit else message_chars,
                                                 around)}
         if r[3]:
             item["tool_name"] = r[3]
@@ -183,8 +212,79 @@ def _window(
         if is_hit:
             item["match"] = True
         messages.append(item)
-    return {"messages_before": start, "messages_after": len(skeleton) - end,
-            "messages": messages}
+    out: dict[str, Any] = {"messages_before": start, "messages_after": len(skeleton) - end,
+                           "messages": messages}
+    if start > 0:
+        out["earlier_message_id"] = skeleton[start - 1][0]
+    if end < len(skeleton):
+        out["later_message_id"] = skeleton[end][0]
+    return out
+
+
+_MATCHED = {
+    "all": "all words", "any": "any word (no message had all)",
+    "words": "all words, split at punctuation (no message had them as written)",
+    "expression": "the expression as written",
+    "meaning": "by meaning only (no message had the words)",
+    "none": "by meaning only (the query has no words to search for)",
+}
+
+
+@dataclass
+class Semantic:
+    """What semantic search has to work with: the guarded embedder and the vector index (both
+    None when it is off), and, when it is off or degraded, why."""
+
+    embedder: Any = None
+    index: Any = None
+    problem: str | None = None
+
+
+def _sizes(result_chars: int) -> tuple[int, int, int]:
+    """(hit message cap, other message cap, hits per session) for a result budget."""
+    hit = min(HIT_CHARS, max(400, result_chars // 12))
+    other = min(MESSAGE_CHARS, max(150, result_chars // 40))
+    return hit, other, HITS_PER_SESSION if result_chars >= 50_000 else 3
+
+
+def _size(out: dict[str, Any]) -> int:
+    return len(json.dumps(out, ensure_ascii=False))
+
+
+def _skeleton(archive: SessionArchive, chain: int) -> list[tuple[int, str, int]]:
+    return [(r[0], r[1], r[2]) for r in archive.db.read(
+        "SELECT m.id, m.role, length(m.content) + coalesce(length(m.tool_calls), 0) "
+        "FROM sessions AS s JOIN messages AS m ON m.session = s.num WHERE s.chain = ? "
+        f"AND {INDEXED_SQL} ORDER BY m.id", (chain,))]
+
+
+def _fit_windows(
+    out: dict[str, Any], make: Callable[[list[int]], list[dict[str, Any]]], budgets: list[int],
+    result_chars: int,
+) -> None:
+    """Fill ``out["results"][i]["window"]`` from ``make(budgets)``, shrinking the budgets until
+    the whole result fits ``result_chars`` (a window keeps at least its best hit)."""
+    for _ in range(6):
+        windows = make(budgets)
+        for result, window in zip(out["results"], windows, strict=True):
+            result["window"] = window
+        excess = _size(out) - result_chars
+        if excess <= 0:
+            return
+        if not any(budgets):
+            break
+        total = sum(budgets) or 1
+        budgets = [max(0, b - math.ceil(excess * 1.1 * b / total) - 200) for b in budgets]
+    # still too big (huge hits, a small budget): the hits stay; windows shrink to their best
+    # hit, then go, the last session's first
+    for result in out["results"]:
+        window = result["window"]
+        window["messages"] = [m for m in window["messages"] if m.get("match")][:1]
+        window["trimmed"] = True
+    for result in reversed(out["results"]):
+        if _size(out) <= result_chars:
+            break
+        result["window"]["messages"] = []
 
 
 def session_search(
@@ -195,22 +295,58 @@ def session_search(
     limit: int | None = None,
     roles: tuple[str, ...] | None = None,
     window_chars: int = 100_000,
-    candidates: int = 500,
+    candidates: int = DEFAULT_CANDIDATES,
     demote_platforms: tuple[str, ...] = ("cron",),
     summarise: Callable[[list[dict[str, Any]], str], str | None] | None = None,
     limit_default: int = 3,
+    result_chars: int = RESULT_CHARS,
+    session_id: str | None = None,
+    around_message_id: int | None = None,
+    semantic: Semantic | None = None,
     user: str | None = None,
 ) -> dict[str, Any]:
-    """The tool's result as plain data; raises QueryError for an unusable query. With ``user``
-    (memory.scope: user) only that user's sessions are listed and searched."""
+    """The tool's result as plain data; raises QueryError for an unusable query.
+
+    The result (as JSON) fits ``result_chars``; ``window_chars`` caps the conversation windows
+    inside it. With ``session_id``: more of that one session (see :func:`expand_session`). With
+    ``user`` (memory.scope: user) only that user's sessions are listed, searched and expanded,
+    and by words only (the vector index is not split by user yet).
+    """
+    query = clean_text(query)[0]  # a lone surrogate cannot reach SQLite
+    if session_id is not None and user is not None:
+        try:
+            owner = archive.get_session(session_id).attributes.get("user_id") or ""
+        except Exception:
+            owner = None
+        if owner != user:
+            raise QueryError(f"there is no session {session_id!r} among this user's sessions")
+    if user is not None:
+        semantic = None
+    if session_id is not None:
+        return expand_session(archive, session_id, query, around_message_id=around_message_id,
+                              result_chars=result_chars, current_session_id=current_session_id)
     if not query.strip():
         return _recent(archive, current_session_id, limit or 5, user)
-    plan = build_query(query)
-    found, matched = run_plan(archive, plan, exclude_lineage_of=current_session_id, roles=roles,
-                              limit=candidates, user=user)
+    via: dict[int, str] = {}
+    problem: str | None = semantic.problem if semantic is not None else None
+    broad: list[bool] = []
+    if semantic is not None and semantic.embedder is not None:
+        from .hybrid import hybrid_candidates  # numpy: only when semantic search is on
+
+        fused = hybrid_candidates(archive, query, semantic.embedder, semantic.index,
+                                  exclude_lineage_of=current_session_id, roles=roles,
+                                  limit=candidates)
+        found, matched, plan, via = fused.found, fused.matched, fused.plan, fused.via
+        problem = fused.problem
+        broad = [True] if fused.broad else []
+    else:
+        plan = plan_query(archive, query)
+        found, matched = run_plan(archive, plan, exclude_lineage_of=current_session_id,
+                                  roles=roles, limit=candidates, broad=broad, user=user)
     out: dict[str, Any] = {"mode": "search", "query": query,
-                           "matched": {"all": "all words", "any": "any word (no message had all)",
-                                       "expression": "the expression as written"}[matched]}
+                           "matched": _MATCHED[matched]}
+    if semantic is not None:
+        out["semantic"] = problem or "on"
     titled = _title_chains(archive, query, current_session_id, user)
     if not found and not titled:
         out.update(results=[], count=0, note="No earlier session matches. Try other words, or an "
@@ -221,32 +357,50 @@ def session_search(
     for c in found:  # best first, so each group is ordered best first too
         groups.setdefault(c.chain, []).append(c)
     chains = list(groups)
-    heads = {r[0]: r for r in archive.db.read(
+    demoted = set(demote_platforms)
+    heads = _heads(archive, chains)
+    # stable: best first, demoted platforms last (unless asked for by title)
+    chains.sort(key=lambda ch: ch not in titled and heads.get(ch, (0, 0, 0, ""))[3] in demoted)
+    chosen = chains[: limit or limit_default]
+    # what the envelope takes (and the notes added below) is not available to the results
+    reserve = _size(out) + 160 + (200 if broad else 0) + (120 if summarise else 0)
+    out.update(_present(archive, chosen, groups, heads, titled, plan, window_chars,
+                        result_chars - reserve, sessions_matched=len(groups), via=via))
+    if broad:
+        out["note"] = (f"More than {candidates:,} messages match; ranked within a sample spread "
+                       "over the whole history. Add words to narrow the search.")
+    if summarise is not None:
+        note = summarise(out["results"], query)
+        if note:
+            out["summary_note"] = note
+    return out
+
+
+def _heads(archive: SessionArchive, chains: list[int]) -> dict[int, tuple[Any, ...]]:
+    if not chains:
+        return {}
+    return {r[0]: r for r in archive.db.read(
         "SELECT c.chain, c.id, c.title, c.platform, c.model, c.updated_at, "
         "(SELECT min(started_at) FROM sessions WHERE chain = c.chain) "
         f"FROM sessions AS c WHERE c.chain IN ({','.join('?' * len(chains))}) "
         "AND c.superseded = 0 ORDER BY c.num", tuple(chains))}
-    demoted = set(demote_platforms)
-    # stable: best first, demoted platforms last (unless asked for by title)
-    chains.sort(key=lambda ch: ch not in titled and heads.get(ch, (0, 0, 0, ""))[3] in demoted)
-    chosen = chains[: limit or limit_default]
-    skeletons = {}
-    for ch in chosen:
-        skeletons[ch] = [(r[0], r[1], r[2]) for r in archive.db.read(
-            "SELECT m.id, m.role, length(m.content) + coalesce(length(m.tool_calls), 0) "
-            "FROM sessions AS s JOIN messages AS m ON m.session = s.num WHERE s.chain = ? "
-            f"AND {INDEXED_SQL} ORDER BY m.id", (ch,))]
-    needs = []
-    for ch in chosen:
-        hit_ids = {c.id for c in groups[ch]}
-        needs.append(sum(min(n, HIT_CHARS if mid in hit_ids else MESSAGE_CHARS) + OVERHEAD
-                         for mid, _r, n in skeletons[ch]))
-    budgets = share_budget(needs, window_chars)
+
+
+def _present(
+    archive: SessionArchive, chosen: list[int], groups: dict[int, list[Candidate]],
+    heads: dict[int, tuple[Any, ...]], titled: list[int], plan: SearchPlan, window_chars: int,
+    result_chars: int, *, sessions_matched: int, via: dict[int, str] | None = None,
+) -> dict[str, Any]:
+    """The results part of a search: per session its hits, then windows sharing what is left
+    of ``result_chars``."""
+    hit_chars, message_chars, hits_per = _sizes(result_chars)
+    context = result_chars >= 50_000  # a small result shows neighbours in the window instead
+    skeletons = {ch: _skeleton(archive, ch) for ch in chosen}
     results = []
-    for ch, budget in zip(chosen, budgets, strict=True):
+    for ch in chosen:
         group = groups[ch]
         head = heads.get(ch)
-        hits = hits_for(archive, group[:HITS_PER_SESSION], plan)
+        hits = hits_for(archive, group[:hits_per], plan, context=context)
         result: dict[str, Any] = {
             "session_id": head[1] if head else (hits[0].session_id if hits else None),
             "title": head[2] if head else None,
@@ -257,21 +411,90 @@ def session_search(
             "matches": len(group),
             **({"title_match": True} if ch in titled else {}),
             "hits": [h.to_dict() | {"timestamp": _when(h.timestamp)} for h in hits],
-            "window": _window(archive, [c.id for c in group], plan, budget, skeletons[ch]),
         }
         for h in result["hits"]:
+            if via:
+                h["found_by"] = via.get(h["message_id"], "words")
             h.pop("score", None)
             h.pop("session_title", None)
             h.pop("platform", None)
+        if result["model"] is None:
+            result.pop("model")
         results.append(result)
-    out.update(results=results, count=len(results), sessions_matched=len(groups))
-    if len(found) >= candidates:
-        out["note"] = (f"Many messages match; ranked among the newest {candidates:,} of them. "
-                       "Add words to narrow the search.")
-    if summarise is not None:
-        note = summarise(results, query)
-        if note:
-            out["summary_note"] = note
+    out: dict[str, Any] = {"results": results, "count": len(results),
+                           "sessions_matched": sessions_matched}
+    more = ("Each window shows part of its conversation; call session_search again with "
+            "session_id (and around_message_id) to see more of one.")
+    result_chars -= len(more) + 12
+    empty = {"messages_before": 0, "messages_after": 0, "messages": []}
+    for r in results:
+        r["window"] = empty
+    # hits come first: when they alone take over half the budget, keep fewer and shorter ones
+    for keep, snippet in ((2, 240), (1, 240), (1, 120)):
+        if _size(out) <= result_chars // 2:
+            break
+        for r in results:
+            r["hits"] = r["hits"][:keep]
+            for h in r["hits"]:
+                h.pop("context_before", None)
+                h.pop("context_after", None)
+                if len(h["snippet"]) > snippet:
+                    h["snippet"] = h["snippet"][:snippet] + "…"
+    room = max(0, min(window_chars, result_chars - _size(out) - 400 * len(chosen)))
+    needs = []
+    for ch in chosen:
+        hit_ids = {c.id for c in groups[ch]}
+        needs.append(sum(min(n, hit_chars if mid in hit_ids else message_chars) + OVERHEAD
+                         for mid, _r, n in skeletons[ch]))
+
+    def make(budgets: list[int]) -> list[dict[str, Any]]:
+        return [_window(archive, [c.id for c in groups[ch]], plan, b, skeletons[ch], hit_chars,
+                        message_chars) for ch, b in zip(chosen, budgets, strict=True)]
+
+    _fit_windows(out, make, share_budget(needs, room), result_chars)
+    if any(r["window"]["messages_before"] or r["window"]["messages_after"] for r in results):
+        out["more"] = more
+    return out
+
+
+def expand_session(
+    archive: SessionArchive, session_id: str, query: str = "", *,
+    around_message_id: int | None = None, result_chars: int = RESULT_CHARS,
+    current_session_id: str | None = None,
+) -> dict[str, Any]:
+    """One page (``result_chars``) of one session's conversation: around ``around_message_id``,
+    else around the query's matches in it, else from its start."""
+    sid = clean_text(session_id)[0]
+    rows = archive.db.read("SELECT chain FROM sessions WHERE id = ?", (sid,))
+    if not rows:
+        raise QueryError(f"no session {sid!r}; use a session_id from a search result")
+    chain = rows[0][0]
+    skeleton = _skeleton(archive, chain)
+    plan = plan_query(archive, query) if query.strip() else SearchPlan(text="")
+    if around_message_id is not None:
+        anchors = [around_message_id] if any(m == around_message_id for m, _r, _n in skeleton) \
+            else []
+        if not anchors:
+            raise QueryError(f"message {around_message_id} is not in session {sid!r}")
+    elif plan.strict or plan.cjk:
+        found, _ = run_plan(archive, plan)
+        attach_chains(archive, found)
+        anchors = [c.id for c in found if c.chain == chain]
+    else:
+        anchors = [skeleton[0][0]] if skeleton else []
+    head = _heads(archive, [chain]).get(chain)
+    out: dict[str, Any] = {"mode": "session", "session_id": head[1] if head else sid,
+                           "title": head[2] if head else None,
+                           "started_at": _when(head[6]) if head else None}
+    hit_chars, message_chars = min(HIT_CHARS, result_chars // 3), min(MESSAGE_CHARS * 2,
+                                                                        result_chars // 6)
+    out["results"] = [{}]
+
+    def make(budgets: list[int]) -> list[dict[str, Any]]:
+        return [_window(archive, anchors, plan, budgets[0], skeleton, hit_chars, message_chars)]
+
+    _fit_windows(out, make, [max(0, result_chars - 600)], result_chars)
+    out["window"] = out.pop("results")[0]["window"]
     return out
 
 
@@ -292,7 +515,8 @@ def make_tool(
         try:
             return session_search(
                 archive(), args.query, current_session_id=current, limit=args.limit,
-                roles=tuple(args.roles) if args.roles else None, user=user, **options,
+                roles=tuple(args.roles) if args.roles else None, session_id=args.session_id,
+                around_message_id=args.around_message_id, user=user, **options,
             )
         except QueryError as exc:
             raise ToolError(str(exc)) from None

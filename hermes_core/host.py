@@ -11,6 +11,7 @@ import functools
 import logging
 import re
 import tempfile
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -77,6 +78,9 @@ class PluginHost:
         self.registries = Registries()
         #: activated instances, by their manager name ("memory-provider:file_memory", ...)
         self.instances: dict[str, object] = {}
+        self._embedder: Any = None
+        self._embedder_chosen = False
+        self._embedder_lock = threading.Lock()
         #: CLI commands offered by plugins: name -> (click command, plugin)
         self.commands: dict[str, tuple[Any, str]] = {}
         #: the kind of each registered instance, by manager name (modules are not listed)
@@ -85,6 +89,26 @@ class PluginHost:
         self._names: dict[str, str] = {}
         #: every kernel call of a hook goes through this typed facade
         self.hooks = Hooks(pm, kind_of=self.kind_of, timeout_of=config.core.hooks.timeout)
+
+    def embedder(self) -> Any:
+        """The embedder ``embeddings.embedder`` selects, built once (thread-safe) and guarded;
+        ``None`` when semantic search is off or nothing can run (a warning says why)."""
+        with self._embedder_lock:
+            if self._embedder_chosen:
+                return self._embedder
+            self._embedder_chosen = True
+            from .embeddings import select_embedder
+            from .kinds import EmbedderUnavailable
+
+            try:
+                self._embedder, why = select_embedder(self.registries, self.config.core, self.home,
+                                                      self.config.raw)
+            except (UnknownNameError, EmbedderUnavailable) as exc:
+                log.warning("semantic search is off: %s", exc)
+                self._embedder = None
+            else:
+                log.info("embeddings: %s", why)
+            return self._embedder
 
     def kind_of(self, manager_name: str) -> str:
         """``memory-provider``, ``context-engine``, ``platform``, or ``module`` for plugin modules."""
@@ -501,6 +525,7 @@ class PluginHost:
             config=self.config.core,
             logger=logging.getLogger(f"hermes_core.plugins.{reg.plugin}"),
             notify_memory_write=functools.partial(self.notify_memory_write, source=name),
+            embedder=self.embedder,
         )
         try:
             instance = cls(config=self.plugin_config(cls), context=context)
@@ -612,5 +637,11 @@ class PluginHost:
             self.hooks.shutdown(only=key)
         for instance in list(self.instances.values()):
             self.deactivate(instance)
+        closer = getattr(self._embedder, "close", None)
+        if callable(closer):
+            try:
+                closer()
+            except Exception:
+                log.debug("closing the embedder raised", exc_info=True)
         self.hooks.close()
         return busy

@@ -139,6 +139,7 @@ RECEIVERS: dict[str, frozenset[str]] = {
     "register_tools": _MODULE,
     "register_platforms": _MODULE,
     "register_commands": _MODULE,
+    "register_embedders": _MODULE,
     "system_prompt_block": _MEMORY,
     "prefetch": _MEMORY,
     "queue_prefetch": _MEMORY,
@@ -244,6 +245,10 @@ class Hooks:
     def register_platforms(self, *, register: Callable[[type], None], only: str | None = None
                      ) -> list[HookOutcome]:
         return self._all(self._relay.register_platforms, None, None, only=only, register=register)
+
+    def register_embedders(self, *, register: Callable[[type], None], only: str | None = None
+                           ) -> list[HookOutcome]:
+        return self._all(self._relay.register_embedders, None, None, only=only, register=register)
 
     def register_commands(self, *, register: Callable[[Any], None], only: str | None = None
                           ) -> list[HookOutcome]:

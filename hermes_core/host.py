@@ -276,6 +276,7 @@ class PluginHost:
             "context-engine": self.hooks.register_context_engines,
             "tool": self.hooks.register_tools,
             "platform": self.hooks.register_platforms,
+            "embedder": self.hooks.register_embedders,
         }
         self._collect_commands(record)
         for kind, call in calls.items():

@@ -37,6 +37,11 @@ ALLOWED = {
     ("cli/serve_cmd.py", "webhook"),  # serve's default --platform
     ("cli/doctor_cmd.py", "session_archive"),  # the state.db check (to move with a doctor hook)
     ("scaffold.py", "file_memory"),  # the README of a scaffolded plugin shows a selection
+    ("embeddings.py", "minilm"),  # embeddings.embedder: auto prefers the first-party local one
+    # 'storage migrate' copies the two built-in stores between backends; to move behind a storage
+    # hook each store implements (a known gap of the kernel contract, listed in CHANGELOG.md)
+    ("cli/storage_cmd.py", "file_memory"),
+    ("cli/storage_cmd.py", "session_archive"),
 }
 _PREFIX = "hermes_core.plugins."
 

@@ -91,8 +91,10 @@ def test_a_version_1_file_gains_user_ids_from_its_attributes(tmp_path: Path) -> 
         a.open_session(Session(id="a1", attributes={"user_id": "alice"}))
         a.open_session(Session(id="n1"))
         a.append_message("a1", Message("user", "alice likes tea"))
-    # turn it back into a version-1 file: no user_id column
+    # turn it back into a version-1 file: no user_id column, no vector table
     con = sqlite3.connect(path)
+    con.execute("DROP TRIGGER message_vectors_ad")
+    con.execute("DROP TABLE message_vectors")
     con.execute("DROP INDEX sessions_user")
     con.execute("ALTER TABLE sessions DROP COLUMN user_id")
     con.execute("PRAGMA user_version = 1")

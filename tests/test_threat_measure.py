@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from hermes_core.plugins.memory.file_memory.threats import scan
+from hermes_core.threats import scan
 
 BENIGN = [
     "The project uses Python 3.12 and uv for dependency management.",

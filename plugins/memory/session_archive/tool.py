@@ -304,13 +304,15 @@ def session_search(
     around_message_id: int | None = None,
     semantic: Semantic | None = None,
     user: str | None = None,
+    per_user: bool = False,
 ) -> dict[str, Any]:
     """The tool's result as plain data; raises QueryError for an unusable query.
 
     The result (as JSON) fits ``result_chars``; ``window_chars`` caps the conversation windows
     inside it. With ``session_id``: more of that one session (see :func:`expand_session`). With
     ``user`` (memory.scope: user) only that user's sessions are listed, searched and expanded,
-    and by words only (the vector index is not split by user yet).
+    and by words only (the vector index is not split by user yet). ``per_user`` is the
+    provider's setting; the tool's handler turns it into ``user`` from the session.
     """
     query = clean_text(query)[0]  # a lone surrogate cannot reach SQLite
     if session_id is not None and user is not None:

@@ -449,6 +449,7 @@ class PluginHost:
         scratch_pm = create_plugin_manager()
         kinds: dict[str, str] = {}
         built: list[tuple[str, object]] = []
+        built_plugins: list[tuple[str, str]] = []
         with tempfile.TemporaryDirectory(prefix="hermes-core-dry-") as tmp:
             for kind, name, key in wanted:
                 try:
@@ -471,6 +472,7 @@ class PluginHost:
                     continue
                 kinds[manager_name] = kind
                 built.append((manager_name, instance))
+                built_plugins.append((manager_name, plugin))
             scratch = Hooks(scratch_pm, kind_of=lambda n: kinds.get(n, MODULE),
                             timeout_of=core.hooks.timeout)
             owners: dict[str, list[str]] = {}
@@ -486,6 +488,10 @@ class PluginHost:
                     errors.append(f"tool {tool_name!r} is offered by {' and '.join(map(repr, plugins))}: "
                                   "a session would refuse to start; disable one of them or remove "
                                   "one from memory.providers")
+            for plugin in {reg_plugin for reg_plugin in (p for _n, p in built_plugins)}:
+                record = self.records.get(plugin)
+                if record is not None:
+                    warnings += [w for w in record.warnings if w not in warnings]
             for manager_name, _instance in reversed(built):
                 scratch.shutdown(only=manager_name)
             scratch.drain(1.0)
@@ -527,6 +533,7 @@ class PluginHost:
             logger=logging.getLogger(f"hermes_core.plugins.{reg.plugin}"),
             notify_memory_write=functools.partial(self.notify_memory_write, source=name),
             embedder=self.embedder,
+            report_problem=functools.partial(self._report_problem, reg.plugin),
         )
         try:
             instance = cls(config=self.plugin_config(cls), context=context)
@@ -538,6 +545,13 @@ class PluginHost:
                 f"{type(exc).__name__}: {exc}"
             ) from exc
         return instance, f"{kind}:{name}", reg.plugin
+
+    def _report_problem(self, plugin: str, message: str) -> None:
+        """An instance's non-fatal problem: logged, kept on its plugin's record (once)."""
+        log.warning("plugin %s: %s", plugin, message)
+        record = self.records.get(plugin)
+        if record is not None and message not in record.warnings:
+            record.warnings.append(message)
 
     def _instance_checks(self, instance: object, kind: str, name: str, plugin: str) -> list[str]:
         label = f"plugin {plugin!r}: {KINDS[kind][1]} {name!r}"

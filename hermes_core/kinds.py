@@ -69,6 +69,9 @@ class PluginContext:
     #: the embedder ``embeddings.embedder`` selects, guarded (hermes_core.embeddings), built on
     #: first call; None when semantic search is off or no embedder is installed
     embedder: Callable[[], GuardedEmbedder | None] = field(default=lambda: None)
+    #: tell the kernel about a problem that does not stop the instance (an MCP server that
+    #: failed to start, say): logged, and shown as a warning of the plugin by ``doctor``
+    report_problem: Callable[[str], None] = field(default=lambda message: None)
 
 
 class _Instantiable:

@@ -426,3 +426,25 @@ def test_with_file_memory_disabled_memory_names_it(home: Path, monkeypatch) -> N
     assert runner.invoke(cli, ["plugins", "disable", "file_memory"]).exit_code == 0
     result = runner.invoke(cli, ["memory", "show"])
     assert result.exit_code != 0 and "file_memory" in result.output
+
+
+def test_a_reported_problem_reaches_doctor_and_plugins_list(home: Path, monkeypatch) -> None:
+    plugin_dir = home / "plugins" / "flaky"
+    plugin_dir.mkdir(parents=True)
+    (plugin_dir / "__init__.py").write_text(
+        "from hermes_core import MemoryProvider, hookimpl\n"
+        "class Flaky(MemoryProvider):\n"
+        "    name = 'flaky'\n"
+        "    @hookimpl\n"
+        "    def get_tools(self):\n"
+        "        self.context.report_problem('server notes-db did not start: connection refused')\n"
+        "        return []\n"
+        "@hookimpl\n"
+        "def register_memory_providers(register):\n"
+        "    register(Flaky)\n")
+    (home / "config.yaml").write_text("memory:\n  providers: [flaky]\n")
+    monkeypatch.setenv("HERMES_CORE_HOME", str(home))
+    result = CliRunner().invoke(cli, ["doctor", "--json"])
+    checks = {c["name"]: c for c in json.loads(result.output)}
+    assert checks["activation"]["ok"] and checks["activation"]["warning"]
+    assert "server notes-db did not start" in checks["activation"]["detail"]

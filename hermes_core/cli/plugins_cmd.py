@@ -42,6 +42,8 @@ def list_plugins(as_json: bool) -> None:
         click.echo(f"{r['name']!s:<{width}}  {r['source']:<11}  {status:<8}  {kinds}{dist}")
         if r["error"]:
             click.echo(f"{'':<{width}}  {r['error']}")
+        for warning in r.get("warnings") or ():  # type: ignore[attr-defined]
+            click.echo(f"{'':<{width}}  " + click.style("warning: ", fg="yellow") + str(warning))
 
 
 def _installer_hint(specs: tuple[str, ...], verb: str) -> str | None:

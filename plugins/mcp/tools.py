@@ -133,13 +133,10 @@ class McpTools(MemoryProvider):
                 f"MCP server {name!r} was still starting when the session's tools were listed; "
                 "its tools are left out of this session (for a slow server raise "
                 "hooks.timeouts.get_tools)" for name in late]
-            # PluginContext has no place for an instance's problems yet (see docs/mcp.md); when
-            # the kernel offers report_problem, doctor and plugins list show these through it
-            report = getattr(self.context, "report_problem", None)
+            # context.report_problem: doctor's activation check lists these as warnings
             for problem in self.problems():
                 self.context.logger.error("%s", problem)
-                if callable(report):
-                    report(problem)
+                self.context.report_problem(problem)
         return list(self._tools)
 
     @hookimpl

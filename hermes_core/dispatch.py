@@ -159,6 +159,8 @@ class ConversationDispatcher:
         self.idle_seconds = idle_seconds
         #: extra keyword arguments for every Agent (e.g. ``on_notice`` from a terminal front end)
         self.agent_options = dict(agent_options or {})
+        #: the connected platform that delivers agent-initiated messages (``send``), if any
+        self.platform_key: str | None = None
         self._lock = threading.Lock()
         self._slots: dict[tuple[str, str], _Slot] = {}
         self._closed = False
@@ -416,9 +418,12 @@ class ConversationDispatcher:
         if loaded is not None:
             session, history = loaded
             session.attributes.setdefault("conversation_key", key)
-            return Agent(self.host, self.llm, session=session, history=history, platform=platform,
-                         **self.agent_options)
+            resumed = Agent(self.host, self.llm, session=session, history=history,
+                            platform=platform, **self.agent_options)
+            self._deliver_notices(resumed, key)
+            return resumed
         agent = Agent(self.host, self.llm, platform=platform, **self.agent_options)
+        self._deliver_notices(agent, key)
         # Set before the first turn: the archive stores the attributes with the session's row.
         attributes = agent.session.attributes
         if message is not None:
@@ -427,6 +432,28 @@ class ConversationDispatcher:
                 attributes["user_id"] = message.user_id
         attributes["conversation_key"] = key
         return agent
+
+    def _deliver_notices(self, agent: Agent, key: str) -> None:
+        """Notices that arrive between turns (a background review's "memory updated") go to the
+        platform through ``send`` when it can deliver them and the front end took no callback."""
+        if self.platform_key is None or "on_notice" in self.agent_options:
+            return
+        def deliver(text: str) -> None:
+            self.send(key, text)
+
+        agent.on_notice = deliver
+
+    def send(self, conversation_key: str, text: str) -> bool:
+        """Deliver ``text``, a message the agent starts itself, to ``conversation_key`` through
+        the connected platform's ``send`` hook; False (the problem is logged and recorded as a
+        hook problem) when it could not."""
+        if self.platform_key is None:
+            log.warning("no connected platform can deliver a message to %r: %r was not sent",
+                        conversation_key, text[:80])
+            return False
+        outcomes = self.host.hooks.send(conversation_key=conversation_key, text=text,
+                                        only=self.platform_key)
+        return bool(outcomes) and all(o.ok for o in outcomes)
 
     def _make_room(self) -> None:
         """Close the least recently used idle agents until one more fits."""
@@ -523,6 +550,8 @@ def connect_platform(host: PluginHost, name: str, *, llm: ChatLLM | None = None,
             cause = (f"{type(outcome.error).__name__}: {outcome.error}" if outcome.error is not None
                      else "connect did not return within hooks.timeouts.connect")
             raise PluginError(f"platform {name!r} failed to start: {cause}") from outcome.error
+    if isinstance(instance, Platform) and instance.can_send():
+        dispatcher.platform_key = key
     return instance, dispatcher
 
 

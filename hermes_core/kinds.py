@@ -179,6 +179,12 @@ class Platform(_Instantiable):
         when that means nothing for it."""
         return None
 
+    def can_send(self) -> bool:
+        """Whether the ``send`` hook can deliver a message the agent starts itself (e.g. a
+        background memory review's notice after the reply went out). When true, the dispatcher
+        delivers such notices through ``send``; false by default."""
+        return False
+
 
 #: what a tool can be for the kernel's curation (see :class:`Curation`)
 CURATION_ROLES = ("memory", "procedures")

@@ -448,3 +448,52 @@ def test_a_reported_problem_reaches_doctor_and_plugins_list(home: Path, monkeypa
     checks = {c["name"]: c for c in json.loads(result.output)}
     assert checks["activation"]["ok"] and checks["activation"]["warning"]
     assert "server notes-db did not start" in checks["activation"]["detail"]
+
+
+def test_notices_between_turns_reach_the_platform_through_send(home: Path) -> None:
+    """The dispatcher delivers an agent-initiated message through the platform's send hook."""
+    from hermes_core.dispatch import connect_platform, disconnect_platform
+    from hermes_core.kinds import Platform
+
+    delivered: list[tuple[str, str]] = []
+
+    class Pager(Platform):
+        name = "pager"
+
+        def can_send(self) -> bool:
+            return True
+
+        @hookimpl
+        def connect(self, dispatcher):
+            return None
+
+        @hookimpl
+        def send(self, conversation_key, text):
+            delivered.append((conversation_key, text))
+
+    class Registrar:
+        @hookimpl
+        def register_platforms(self, register):
+            register(Pager)
+
+    from hermes_core import ContextEngine
+
+    class Still(ContextEngine):
+        name = "still"
+
+        @hookimpl
+        def should_compress(self):
+            return False
+
+    host = make_host(home, engine=Still, activate=False,
+                     extra_plugins=[("pager_plugin", Registrar())])
+    instance, dispatcher = connect_platform(host, "pager", llm=CannedLLM())
+    try:
+        agent = dispatcher.call("pager", "alice", lambda a: a)
+        assert agent.on_notice is not None
+        agent.on_notice("memory updated: prefers tea")
+        assert delivered == [("alice", "memory updated: prefers tea")]
+        assert dispatcher.send("bob", "hello") is True
+        assert delivered[-1] == ("bob", "hello")
+    finally:
+        disconnect_platform(host, instance, dispatcher)

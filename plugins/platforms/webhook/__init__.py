@@ -155,6 +155,10 @@ class WebhookPlatform(Platform):
             self.server.stop()
             self.server = None
 
+    def can_send(self) -> bool:
+        """Agent-initiated messages (notices) are delivered when webhook.outbound_url is set."""
+        return bool(self.settings.outbound_url)
+
     @hookimpl
     def send(self, conversation_key: str, text: str) -> dict[str, Any]:
         """POST ``{"conversation_key", "text"}`` to ``webhook.outbound_url``, signed like requests."""

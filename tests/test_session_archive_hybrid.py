@@ -264,9 +264,6 @@ def test_the_provider_without_an_embedder_says_semantic_search_is_off(tmp_path: 
 def test_the_archive_passes_the_paraphrase_check_with_the_local_model(tmp_path: Path) -> None:
     import logging
 
-    import pluggy
-
-    from hermes_core import hookspecs
     from hermes_core.config import CoreConfig
     from hermes_core.kinds import PluginContext
     from hermes_core.plugins.memory.session_archive import (
@@ -282,25 +279,22 @@ def test_the_archive_passes_the_paraphrase_check_with_the_local_model(tmp_path: 
     context = PluginContext(plugin_name="session_archive", home=tmp_path, config=CoreConfig(),
                             logger=logging.getLogger("test"), embedder=lambda: g)
     provider = SessionArchiveProvider(SessionArchiveConfig(), context)
-    pm = pluggy.PluginManager("hermes_core")
-    pm.add_hookspecs(hookspecs)
-    pm.register(provider)
+    from hermes_core.testing.conformance import CheckedHooks
+
+    hooks = CheckedHooks(provider, "memory-provider")
 
     def settle() -> None:
         assert provider._indexer is not None and provider._indexer.idle.wait(120)
 
     try:
-        check_paraphrase_recall(pm, settle=settle, tool="session_search")
+        check_paraphrase_recall(hooks, settle=settle, tool="session_search")
         # and without an embedder the same check fails: words alone do not find paraphrases
         plain = SessionArchiveProvider(SessionArchiveConfig(path=str(tmp_path / "plain.db")),
                                        PluginContext(plugin_name="session_archive",
                                                      home=tmp_path, config=CoreConfig(),
                                                      logger=logging.getLogger("test")))
-        pm2 = pluggy.PluginManager("hermes_core")
-        pm2.add_hookspecs(hookspecs)
-        pm2.register(plain)
         with pytest.raises(AssertionError, match="did not recall"):
-            check_paraphrase_recall(pm2, tool="session_search")
+            check_paraphrase_recall(CheckedHooks(plain, "memory-provider"), tool="session_search")
         plain.shutdown()
     finally:
         provider.shutdown()

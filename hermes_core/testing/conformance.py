@@ -168,6 +168,10 @@ class MemoryProviderConformance:
     recall_statement: ClassVar[str] = "I fixed the database hang by raising the pool size to 40"
     recall_query: ClassVar[str] = "database hang pool size"
     recall_expect: ClassVar[str] = "pool"
+    #: facts stated in one session are recalled by a reworded question (no shared word) from a
+    #: later one: through ``prefetch``, or through the tool named by ``paraphrase_tool``
+    recalls_paraphrases: ClassVar[bool] = False
+    paraphrase_tool: ClassVar[str | None] = None
 
     @pytest.fixture
     def provider(self) -> Any:
@@ -278,6 +282,15 @@ class MemoryProviderConformance:
         self.settle(provider)
         recalled = _only(_ok(hooks, hooks.prefetch(query=self.recall_query, session=later))) or ""
         assert self.recall_expect.lower() in recalled.lower(), f"not recalled: {recalled!r}"
+
+    def test_recall_by_meaning(self, provider: Any, hooks: CheckedHooks) -> None:
+        if not self.recalls_paraphrases:
+            pytest.skip("recalls_paraphrases is not declared")
+        from .paraphrase import check_paraphrase_recall
+
+        check_paraphrase_recall(hooks, settle=lambda: self.settle(provider),
+                                tool=self.paraphrase_tool)
+        hooks.raise_problems()
 
     @pytest.mark.parametrize("action", ["add", "replace", "remove"])
     def test_on_memory_write(self, hooks: CheckedHooks, session: Session, action: str) -> None:

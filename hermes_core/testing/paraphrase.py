@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from ..hooks import Hooks, values
 from ..types import EndReason, Message, Session, SwitchReason, ToolContext
 
 __all__ = ["PARAPHRASE_CASES", "check_paraphrase_recall"]
@@ -39,39 +40,40 @@ def _text(value: Any) -> str:
 
 
 def check_paraphrase_recall(
-    pm: Any, *, settle: Callable[[], None] = lambda: None, tool: str | None = None,
+    hooks: Hooks, *, settle: Callable[[], None] = lambda: None, tool: str | None = None,
     cases: tuple[tuple[str, str, str], ...] = PARAPHRASE_CASES,
 ) -> None:
     """State each case's fact in its own session (among distractor sessions), then ask its
     question from a new session; assert the recall (``prefetch``, or ``tool``'s result) holds
-    the expected word. ``pm`` is a plugin manager with the provider registered; ``settle``
+    the expected word. ``hooks`` is the kernel's facade with the provider registered (the
+    conformance suite's ``hooks`` fixture); ``settle``
     waits until the provider's background work is done (for example a vector indexer)."""
     statements = [(s, "paraphrase-fact-" + str(i)) for i, (s, _q, _w) in enumerate(cases)]
     statements += [(d, "paraphrase-other-" + str(i)) for i, d in enumerate(_DISTRACTORS)]
     previous: Session | None = None
     for text, sid in statements:
         session = Session(id=sid, platform="test")
-        pm.hook.on_session_switch(new_session=session, old_session=previous,
+        hooks.on_session_switch(new_session=session, old_session=previous,
                                   reason=SwitchReason.NEW)
         user, assistant = Message("user", text), Message("assistant", "Noted.")
-        pm.hook.on_message(message=user, session=session)
-        pm.hook.on_message(message=assistant, session=session)
-        pm.hook.sync_turn(user_message=user, assistant_message=assistant, session=session,
+        hooks.on_message(message=user, session=session)
+        hooks.on_message(message=assistant, session=session)
+        hooks.sync_turn(user_message=user, assistant_message=assistant, session=session,
                           messages=[user, assistant])
-        pm.hook.on_session_end(session=session, messages=[user, assistant],
+        hooks.on_session_end(session=session, messages=[user, assistant],
                                reason=EndReason.USER_EXIT)
         previous = session
     settle()
     asking = Session(id="paraphrase-question", platform="test")
-    pm.hook.on_session_switch(new_session=asking, old_session=previous, reason=SwitchReason.NEW)
+    hooks.on_session_switch(new_session=asking, old_session=previous, reason=SwitchReason.NEW)
     missed = []
     for _statement, question, expect in cases:
         if tool is None:
-            pm.hook.queue_prefetch(query=question, session=asking)
+            hooks.queue_prefetch(query=question, session=asking)
             settle()
-            recalled = "\n".join(r for r in pm.hook.prefetch(query=question, session=asking) if r)
+            recalled = "\n".join(values(hooks.prefetch(query=question, session=asking)))
         else:
-            tools = [t for batch in pm.hook.get_tools() for t in (batch or []) if t.name == tool]
+            tools = [t for batch in values(hooks.get_tools()) for t in batch if t.name == tool]
             assert tools, f"the provider offers no tool named {tool!r}"
             recalled = _text(tools[0].invoke({"query": question}, ToolContext(session=asking)))
         if expect.lower() not in recalled.lower():

@@ -391,14 +391,27 @@ def edit_config_text(text: str, path: Path, key: str, value: Any, *, unset: bool
 
 def write_config_text(path: Path, text: str) -> None:
     """Replace ``path`` atomically: a reader sees the old or the new file, never a partial one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".config.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".config.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot write {path}: {exc.strerror or exc} (the folder {path.parent} must be "
+            "writable, since the file is replaced atomically). Nothing was changed; fix the "
+            "permissions and run the command again"
+        ) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise ConfigError(
+            f"cannot write {path}: {exc.strerror or exc}. Nothing was changed; check the disk "
+            "and the permissions, then run the command again"
+        ) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

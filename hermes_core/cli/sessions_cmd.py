@@ -37,17 +37,29 @@ def _path() -> tuple[Path, Any]:
     return archive_path(settings, home_dir()), settings
 
 
+def _writable(path: Path) -> bool:
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+
+
 @contextmanager
 def _archive(*, create: bool = False) -> Iterator[SessionArchive | None]:
-    """The archive, or None when it does not exist yet and ``create`` is off."""
+    """The archive, or None when it does not exist yet and ``create`` is off.
+
+    Commands that only read (``create`` off) open the file read-only when it or its folder is not
+    writable — a read-only home still lists and searches its sessions.
+    """
     from ..plugins.memory.session_archive import SessionArchive
 
     path, settings = _path()
     if not create and not path.exists():
         yield None
         return
+    read_only = not create and not _writable(path)
     archive = SessionArchive(path, busy_timeout=settings.busy_timeout,
-                             synchronous=settings.synchronous, background_checkpoints=False)
+                             synchronous=settings.synchronous, background_checkpoints=False,
+                             read_only=read_only, integrity_check=False)
+    if archive.note:
+        click.echo(click.style("note: ", fg="yellow") + archive.note, err=True)
     try:
         yield archive
     finally:

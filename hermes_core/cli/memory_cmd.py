@@ -35,16 +35,18 @@ _TARGET = click.option(
 def _open_store() -> tuple[MemoryStore, FileMemoryConfig]:
     """The store with the configured limits; refuses when the plugin is disabled."""
     from ..config import load_config, validate_section
-    from ..loader import BUILTIN_PLUGINS, Candidate, blocked_names, is_blocked
+    from ..loader import BUILTIN_PLUGINS, Candidate, allowed_names, blocked_names, is_blocked
     from ..paths import home_dir
 
     config = load_config()
     candidate = Candidate(name=PLUGIN, source="builtin", module=BUILTIN_PLUGINS.get(PLUGIN))
-    if is_blocked(candidate, blocked_names(config.core.plugins.disabled)):
+    plugins_cfg = config.core.plugins
+    if is_blocked(candidate, blocked_names(plugins_cfg.disabled),
+                  allowed_names(plugins_cfg.enabled_only)):
         raise click.ClickException(
-            f"the {PLUGIN} plugin is disabled (plugins.disabled in {config.path} or "
-            f"HERMES_CORE_DISABLE_PLUGINS), so its memory files are not in use. Enable it with "
-            f"'hermes-core plugins enable {PLUGIN}' first."
+            f"the {PLUGIN} plugin is disabled (plugins.disabled or plugins.enabled_only in "
+            f"{config.path}, or HERMES_CORE_DISABLE_PLUGINS), so its memory files are not in "
+            f"use. Enable it with 'hermes-core plugins enable {PLUGIN}' first."
         )
     from ..plugins.memory.file_memory import FileMemoryConfig, MemoryStore
 

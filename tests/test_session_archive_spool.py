@@ -158,3 +158,37 @@ def test_the_provider_raises_on_a_failed_write_and_keeps_the_message(hermes_home
 def test_config_model_is_unchanged_by_the_spool() -> None:
     # The spool needs no setting: it sits beside the archive file.
     assert "spool" not in SessionArchiveConfig.model_fields
+
+
+def test_writers_queue_on_the_write_gate(tmp_path: Path) -> None:
+    """Issue 17 item 12: writers of one file wait in the kernel on ``state.db.lock`` (woken when it
+    is released) instead of polling SQLite's lock; a holder past busy_timeout is an error."""
+    import fcntl
+    import threading
+
+    path = tmp_path / "state.db"
+    archive = SessionArchive(path, busy_timeout=0.5)
+    archive.append_message("s", Message("user", "first"))
+    patient = SessionArchive(path, busy_timeout=60)  # a writer willing to wait
+    gate = path.with_name("state.db.lock")
+    assert gate.exists() and (gate.stat().st_mode & 0o777) == 0o600
+    other = os.open(gate, os.O_RDWR)  # another writer (its own open file) holds the gate
+    fcntl.flock(other, fcntl.LOCK_EX)
+    with pytest.raises(ArchiveWriteError, match=r"locked by another process.*kept in"):
+        archive.append_message("s", Message("user", "second"))
+    done = threading.Event()
+
+    def append() -> None:
+        patient.append_message("s", Message("user", "third"))
+        done.set()
+
+    waiter = threading.Thread(target=append)
+    waiter.start()
+    assert not done.wait(0.1)  # queued behind the holder, not writing past it
+    fcntl.flock(other, fcntl.LOCK_UN)
+    os.close(other)
+    waiter.join(timeout=30)
+    assert done.is_set()
+    assert contents(patient, "s") == ["first", "second", "third"]  # the spool went first
+    patient.close()
+    archive.close()

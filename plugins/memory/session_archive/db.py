@@ -22,7 +22,7 @@ import sqlite3
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -34,6 +34,7 @@ from .errors import (
     ArchiveReadOnlyError,
     ArchiveVersionError,
 )
+from .gate import GateTimeout, WriteGate
 from .schema import APPLICATION_ID, LATEST_VERSION, migrate, register_functions
 
 __all__ = ["Database", "connect_read_only", "recovery_advice", "spool_path"]
@@ -46,6 +47,20 @@ _MAGIC = b"SQLite format 3\x00"
 CHECKPOINT_EVERY = 100
 #: WAL pages after which the writer copies the (small) remainder itself, so the WAL can restart
 WRITER_CHECKPOINT_PAGES = 2000
+
+
+class _NoGate:
+    """The gate of a read-only archive: nothing to queue for."""
+
+    @contextlib.contextmanager
+    def hold(self, timeout: float) -> Iterator[None]:
+        yield
+
+    def close(self) -> None:
+        return
+
+
+_NO_GATE: Any = _NoGate()
 
 
 def _is_busy(exc: BaseException) -> bool:
@@ -134,10 +149,12 @@ class Database:
         self._wake = threading.Event()
         self._checkpointer: threading.Thread | None = None
         self._check_header()
+        self._gate: Any = _NO_GATE
         if read_only:
             self._open_read_only()
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._gate = WriteGate(self.path)
         self.con = self._connect()
         try:
             self._check_identity()  # before anything that writes, such as the journal mode
@@ -286,9 +303,21 @@ class Database:
     def _begin(self) -> None:
         self._retry(lambda: self.con.execute("BEGIN IMMEDIATE"))
 
+    @contextlib.contextmanager
+    def _gated(self) -> Iterator[None]:
+        """Queue on the write gate (see gate.py) for one write transaction."""
+        try:
+            with self._gate.hold(self.busy_timeout):
+                yield
+        except GateTimeout as exc:
+            raise ArchiveBusyError(
+                f"{self.path} stayed locked by another process for {self.busy_timeout:.0f}s; "
+                "nothing was written. Retry, or raise session_archive.busy_timeout"
+            ) from exc
+
     def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn`` in one write transaction; retried as a whole while the file is busy."""
-        with self.lock:
+        with self.lock, self._gated():
             self._ensure_writable()
             deadline = time.monotonic() + self.busy_timeout
             delay = 0.005
@@ -327,7 +356,7 @@ class Database:
         The hot path of an append: no BEGIN/COMMIT round trips, and still atomic, because SQLite
         wraps a single statement (with everything its triggers do) in one transaction.
         """
-        with self.lock:
+        with self.lock, self._gated():
             self._ensure_writable()
             try:
                 rowid = self._retry(lambda: self.con.execute(sql, params).lastrowid)
@@ -422,3 +451,4 @@ class Database:
             except sqlite3.Error as exc:  # another process is reading: its close will do it
                 log.debug("closing checkpoint skipped: %s", exc)
             self.con.close()
+            self._gate.close()

@@ -18,6 +18,7 @@ Run: ``python bench/bench_compressor_fallback.py [--quick]``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
 import tempfile
@@ -130,10 +131,8 @@ def old_way_seconds(item: Any) -> float:
     def call(url: str) -> float:
         llm = AnthropicLLM(api_key="k", base_url=url, model="m", max_retries=2, timeout=TIMEOUT)
         started = time.perf_counter()
-        try:
+        with contextlib.suppress(LLMError):
             llm.respond(system="s", messages=[Message("user", "summarise")], max_tokens=50)
-        except LLMError:
-            pass
         return time.perf_counter() - started
 
     if item is None:

@@ -17,6 +17,7 @@ second of start-up, which ``--help`` and the compressor's no-key path never pay.
 from __future__ import annotations
 
 import enum
+import functools
 import random
 import threading
 import time
@@ -478,8 +479,9 @@ class AnthropicLLM:
             try:
                 if remaining <= 0:
                     raise TimeoutError(f"no time left of the {total:g} s bound")
+                options: dict[str, Any] = {"timeout": remaining}
                 return run_with_deadline(
-                    lambda r=remaining: _attempt(once, request, on_text, {"timeout": r}), remaining
+                    functools.partial(_attempt, once, request, on_text, options), remaining
                 )
             except LLMError as exc:
                 error, wait = exc, _backoff(attempt, exc)
@@ -555,7 +557,7 @@ def _backoff(attempt: int, exc: BaseException | None) -> float:
                     return max(0.0, float(value) * scale)
                 except ValueError:
                     pass
-    return min(8.0, 0.5 * 2**attempt) * (0.75 + random.random() / 2)
+    return float(min(8.0, 0.5 * 2**attempt) * (0.75 + random.random() / 2))
 
 
 T = TypeVar("T")

@@ -74,9 +74,8 @@ def _spooled(path: Any) -> int:
 
 def _check_archive_identity(path: Any, detail: str) -> tuple[bool, str]:
     """Is the (sound) file a session archive this version can open? Read-only, like the rest."""
-    from ..plugins.memory.session_archive.schema import APPLICATION_ID, LATEST_VERSION
-
     from ..plugins.memory.session_archive.db import connect_read_only
+    from ..plugins.memory.session_archive.schema import APPLICATION_ID, LATEST_VERSION
 
     con, _note = connect_read_only(path)
     try:

@@ -21,9 +21,9 @@ from .harness import isolated_home, make_host, make_instance, registered_plugin
 from .messages_api import Broken, Failure, MessagesAPIServer, RecordedRequest, Reply, ScriptItem
 
 __all__ = [
+    "Broken",
     "CannedLLM",
     "ContextEngineConformance",
-    "Broken",
     "Failure",
     "MemoryProviderConformance",
     "MessagesAPIServer",

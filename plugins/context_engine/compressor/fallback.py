@@ -357,7 +357,8 @@ def turn_log(messages: Sequence[Message], room: int) -> list[str]:
         return []
     width = max(MIN_TURN_LINE, min(MAX_TURN_LINE, room // len(starts) - 3))
     ends = [*starts[1:], len(messages)]
-    return [turn_line(messages, s, e, n, width) for n, (s, e) in enumerate(zip(starts, ends), 1)]
+    pairs = zip(starts, ends, strict=True)
+    return [turn_line(messages, s, e, n, width) for n, (s, e) in enumerate(pairs, 1)]
 
 
 def extractive_summary(

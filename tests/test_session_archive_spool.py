@@ -192,3 +192,32 @@ def test_writers_queue_on_the_write_gate(tmp_path: Path) -> None:
     assert contents(patient, "s") == ["first", "second", "third"]  # the spool went first
     patient.close()
     archive.close()
+
+
+def test_a_large_damaged_file_is_checked_in_the_background_and_refuses_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files above SYNC_CHECK_BYTES are checked off the open path (about 5 ms per MB); damage it
+    finds makes every later append fail clearly, the message kept in the spool."""
+    import time
+
+    from hermes_core.plugins.memory.session_archive import db as db_module
+
+    path = tmp_path / "state.db"
+    with SessionArchive(path) as a:
+        for i in range(400):
+            a.append_message("s", Message("user", f"message {i} about the quarterly report " * 8))
+    data = bytearray(path.read_bytes())
+    middle = len(data) // PAGE // 2
+    data[middle * PAGE : (middle + 1) * PAGE] = os.urandom(PAGE)
+    path.write_bytes(bytes(data))
+    monkeypatch.setattr(db_module, "SYNC_CHECK_BYTES", 0)  # treat this file as a large one
+    archive = SessionArchive(path)  # opens at once
+    deadline = time.monotonic() + 60
+    while archive.db._damage is None:  # the background check's own result
+        assert time.monotonic() < deadline, "the background check never finished"
+        time.sleep(0.01)
+    with pytest.raises(ArchiveWriteError, match=r"integrity check failed.*kept in"):
+        archive.append_message("s", Message("user", "after the check"))
+    assert [e.row[1] for e in archive.spool.read()] == ["after the check"]
+    archive.close()

@@ -98,8 +98,10 @@ def test_replayed_conversation_is_retained(server, hermes_home, bank, api_key_en
 
 def test_new_session_recalls_an_earlier_fact_in_other_words(server, hermes_home, bank,
                                                             api_key_env):
-    host = load_host(hermes_home, "memory:\n  providers: [hindsight]\n"
-                     + config_text(server.base_url, bank))
+    # The turn's live recall may take up to 5 s (the default 0.2 s is a latency budget, tested
+    # elsewhere; on a loaded machine a recall can miss it and the turn rightly goes on without it)
+    host = load_host(hermes_home, "memory:\n  providers: [hindsight]\n  prefetch_timeout: 10\n"
+                     + config_text(server.base_url, bank, "  prefetch_live_wait: 5\n"))
     with MessagesAPIServer(["Glad it works now.", "You raised the connection pool size to 40."]) as api:
         agent = Agent.create(host, AnthropicLLM(api_key="test-key", base_url=api.base_url,
                                                 model="claude-test"))

@@ -147,7 +147,7 @@ class Spool:
             if not entries:
                 os.ftruncate(fd, 0)
                 return 0
-            stored = store._store_spooled(entries)
+            stored = int(store._store_spooled(entries))
             os.ftruncate(fd, 0)
             os.fsync(fd)
             return stored

@@ -266,6 +266,7 @@ def test_a_plugin_that_raises_in_every_hook_never_breaks_the_turn(home, caplog):
     assert agent.run_turn("hello").reply == "still here"
     assert agent.compact() is None
     assert agent.run_turn("again").reply == "again"
+    assert agent.worker.flush(5)  # close() drops queued queue_prefetch tasks by design
     report = agent.close()
     assert report.abandoned == []
     for hook in memory_hooks:

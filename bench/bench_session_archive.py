@@ -15,6 +15,12 @@ for throughput the ratio is target / measured). Nothing here asserts: the machin
 .postgres; Debian's server package) unless ``--url`` names a database to fill; the server runs
 with fsync off, so its append figures are an upper bound for a durable server.
 
+    python bench/bench_session_archive.py --sizes '' --writer-appends 3000   # writers only
+
+The concurrent-writers run starts 1, then 4 processes appending to one state.db at once and prints
+the append latency percentiles (target: p99.9 <= 250 ms with 4 writers), with and without the
+write gate (gate.py) side by side.
+
 At 1M messages the bulk load takes about 3 minutes on the project's 2-vCPU machine and the whole
 run about 5; the database needs ~0.7 GB in --dir (deleted afterwards unless --keep).
 """
@@ -22,6 +28,7 @@ run about 5; the database needs ~0.7 GB in --dir (deleted afterwards unless --ke
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import os
 import shutil
@@ -32,6 +39,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -109,6 +117,65 @@ def live_appends(
                 if len(latencies) >= count:
                     return latencies, count / (time.perf_counter() - start)
     raise AssertionError("unreachable: the corpus is endless")
+
+
+#: issue 17 item 12: append p99.9 with 4 writer processes on one state.db
+WRITERS_TARGET_P999_MS = 250.0
+
+
+def _writer(path: str, wid: int, count: int, gate: bool, start: Any, out: Any) -> None:
+    """One writer process: ``count`` appends to its own session, as fast as it can."""
+    from hermes_core.plugins.memory.session_archive import db as db_module
+
+    if not gate:  # the "before" figure: SQLite's busy handler alone
+        db_module.WriteGate = lambda _path: db_module._NO_GATE  # type: ignore[assignment,misc]
+    corpus = Corpus(seed=1000 + wid)
+    messages = [m for _sid, msgs in itertools.islice(corpus.sessions(), 200) for m in msgs]
+    latencies: list[float] = []
+    with SessionArchive(path) as archive:
+        archive.append_message(f"writer-{wid}", messages[0])
+        start.wait()
+        for i in range(count):
+            t = time.perf_counter()
+            archive.append_message(f"writer-{wid}", messages[i % len(messages)])
+            latencies.append((time.perf_counter() - t) * 1000)
+    out.put(latencies)
+
+
+def multi_writer(root: Path, writers: int, count: int, *, gate: bool = True) -> list[float]:
+    """Append latencies (ms) of ``writers`` processes appending ``count`` messages each at once."""
+    import multiprocessing
+
+    path = root / f"writers-{writers}-{int(gate)}.db"
+    for suffix in ("", "-wal", "-shm", ".lock"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    SessionArchive(path).close()  # schema first, so no writer measures the creation
+    ctx = multiprocessing.get_context("spawn")
+    start, out = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_writer, args=(str(path), w, count, gate, start, out))
+             for w in range(writers)]
+    for proc in procs:
+        proc.start()
+    time.sleep(1.0)  # let every writer import and open the archive
+    start.set()
+    latencies = [x for _ in procs for x in out.get()]
+    for proc in procs:
+        proc.join()
+    for suffix in ("", "-wal", "-shm", ".lock"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    return latencies
+
+
+def report_writers(root: Path, count: int) -> None:
+    print(f"\n== concurrent writers on one state.db ({count:,} appends each, synchronous=full, "
+          "each process as fast as it can)")
+    for writers, gate in ((1, True), (4, True), (4, False)):
+        lat = multi_writer(root, writers, count, gate=gate)
+        p999 = pct(lat, 0.999)
+        how = "write gate (default)" if gate else "SQLite busy handler only (before)"
+        print(f"  {writers} writer(s), {how:<34}: p50 {pct(lat, .5):.2f} p99 {pct(lat, .99):.1f} "
+              f"p99.9 {p999:.1f} max {max(lat):.1f} ms; p99.9 ratio to the {WRITERS_TARGET_P999_MS:g}"
+              f" ms target {p999 / WRITERS_TARGET_P999_MS:.2f}")
 
 
 def breakdown(path: Path, total: int) -> list[tuple[str, float]]:
@@ -275,6 +342,8 @@ def main() -> None:
     parser.add_argument("--backend", choices=("sqlite", "postgresql", "both"), default="sqlite")
     parser.add_argument("--url", help="a PostgreSQL database to fill (default: a throwaway "
                         "server); only with one size")
+    parser.add_argument("--writer-appends", type=int, default=3000,
+                        help="appends per process in the concurrent-writers run (0: skip it)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="sa-bench-"))
@@ -282,6 +351,8 @@ def main() -> None:
     print(f"SQLite {sqlite3.sqlite_version}, Python {sys.version.split()[0]}; targets are for 1M "
           "messages, ratios at smaller sizes are for reference")
     try:
+        if args.writer_appends:
+            report_writers(root, args.writer_appends)
         run_backends(args, sizes, root)
     finally:
         if not args.dir and not args.keep:

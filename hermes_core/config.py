@@ -38,7 +38,9 @@ __all__ = [
     "MemorySection",
     "PluginsSection",
     "StorageSection",
+    "check_config_text",
     "format_validation_error",
+    "key_problems",
     "load_config",
     "parse_config_text",
     "redacted",
@@ -223,6 +225,9 @@ class EmbeddingsSection(StrictModel):
 class PluginsSection(StrictModel):
     #: plugin names (or distribution names) never imported
     disabled: list[str] = Field(default_factory=list)
+    #: when set, an allow-list: only these plugins (names or distribution names) are imported;
+    #: ``disabled`` still applies on top of it
+    enabled_only: list[str] | None = None
 
 
 class CoreConfig(StrictModel):
@@ -415,6 +420,87 @@ def parse_config_text(text: str, path: Path) -> LoadedConfig:
     return loaded
 
 
+def check_config_text(text: str, path: Path) -> tuple[LoadedConfig | None, list[str]]:
+    """Every problem of the core sections at once, and the config with the bad values dropped.
+
+    ``parse_config_text`` stops at the first section that fails; ``config validate`` wants them
+    all, and a config to check the plugin sections and selections against. Returns ``(None,
+    [error])`` when the file cannot be parsed at all (malformed YAML, not a mapping).
+    """
+    try:
+        return parse_config_text(text, path), []
+    except ConfigError as exc:
+        first = str(exc).splitlines()
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return None, first
+    if not isinstance(data, dict) or any(not isinstance(k, str) for k in data):
+        return None, first
+    errors: list[str] = []
+    cleaned = dict(data)
+    probe = LoadedConfig(path=path, core=CoreConfig(), raw=data,
+                         lines=_key_lines(yaml.compose(text, Loader=yaml.SafeLoader)))
+    for name in CORE_SECTIONS:
+        section = data.get(name)
+        if section is None:
+            continue
+        if not isinstance(section, dict):
+            errors.append(f"{probe.where(name)}: section {name!r} must be a mapping, "
+                          f"not {type(section).__name__}")
+            cleaned.pop(name)
+            continue
+        model = CoreConfig.model_fields[name].annotation
+        assert isinstance(model, type) and issubclass(model, BaseModel)
+        try:
+            model.model_validate(apply_env(model, section))
+        except ValidationError as exc:
+            errors.extend(format_validation_error(exc, section=name, where=probe).splitlines())
+            bad = {str(err["loc"][0]) for err in exc.errors() if err["loc"]}
+            cleaned[name] = {k: v for k, v in section.items() if k not in bad}
+    loaded = LoadedConfig(path=path, core=CoreConfig(), raw=cleaned, lines=probe.lines)
+    try:
+        core_raw = {n: apply_env(CoreConfig.model_fields[n].annotation,  # type: ignore[arg-type]
+                                 cleaned.get(n)) for n in CORE_SECTIONS}
+        loaded.core = CoreConfig.model_validate(core_raw)
+    except ValidationError:
+        return None, errors or first
+    return loaded, errors or first
+
+
+def key_problems(
+    loaded: LoadedConfig, key: str, owners: Mapping[str, tuple[str, type[BaseModel], str]]
+) -> list[str]:
+    """Problems of the value at dotted ``key`` itself in ``loaded`` (a plugin section's key).
+
+    ``config set`` refuses a new value that is invalid even when the section already had other
+    problems (those do not block an unrelated change, but the key being set must be right).
+    """
+    section, _, rest = key.partition(".")
+    if section in CORE_SECTIONS or section not in owners:
+        return []
+    _name, model, plugin = owners[section]
+    raw = loaded.raw.get(section)
+    if not isinstance(raw, dict):
+        return []
+    try:
+        model.model_validate(apply_env(model, raw))
+    except ValidationError as exc:
+        wanted = rest.split(".") if rest else []
+        mine = [e for e in exc.errors()
+                if [str(p) for p in e["loc"]][: len(wanted)] == wanted]
+        if mine:
+            lines = format_validation_error(exc, section=section, where=loaded, plugin=plugin)
+            keep = []
+            for err, line in zip(exc.errors(), lines.splitlines(), strict=False):
+                if err in mine:
+                    keep.append(line)
+            return keep
+    return []
+
+
 def load_config(home: Path | None = None, *, path: Path | None = None) -> LoadedConfig:
     """Read ``config.yaml`` (a missing file means all defaults)."""
     path = path or config_path(home)
@@ -509,14 +595,27 @@ def edit_config_text(text: str, path: Path, key: str, value: Any, *, unset: bool
 
 def write_config_text(path: Path, text: str) -> None:
     """Replace ``path`` atomically: a reader sees the old or the new file, never a partial one."""
-    private_dir(path.parent)  # mkstemp creates the file 0600
-    fd, tmp = tempfile.mkstemp(prefix=".config.", suffix=".tmp", dir=path.parent)
+    try:
+        private_dir(path.parent)  # mkstemp creates the file 0600
+        fd, tmp = tempfile.mkstemp(prefix=".config.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot write {path}: {exc.strerror or exc} (the folder {path.parent} must be "
+            "writable, since the file is replaced atomically). Nothing was changed; fix the "
+            "permissions and run the command again"
+        ) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise ConfigError(
+            f"cannot write {path}: {exc.strerror or exc}. Nothing was changed; check the disk "
+            "and the permissions, then run the command again"
+        ) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -41,6 +41,7 @@ from .loader import (
     Candidate,
     ImportFailure,
     PluginRecord,
+    allowed_names,
     blocked_names,
     discover,
     import_candidate,
@@ -165,11 +166,12 @@ class PluginHost:
         config = config if config is not None else load_config(home)
         host = cls(create_plugin_manager(), home, config)
         blocked = blocked_names(config.core.plugins.disabled)
+        allowed = allowed_names(config.core.plugins.enabled_only)
         candidates = discover(
             plugins_dir(home) if directories else None, builtins=builtins, entry_point=entry_points
         )
         for candidate in candidates:
-            host._load_candidate(candidate, blocked)
+            host._load_candidate(candidate, blocked, allowed)
         for name, obj in plugins:
             record = PluginRecord(name=name, source="builtin", module=getattr(obj, "__name__", None))
             host._register(record, obj)
@@ -177,7 +179,8 @@ class PluginHost:
         host._collect_registrations()
         return host
 
-    def _load_candidate(self, candidate: Candidate, blocked: set[str]) -> None:
+    def _load_candidate(self, candidate: Candidate, blocked: set[str],
+                        allowed: set[str] | None = None) -> None:
         record = PluginRecord(
             name=candidate.name,
             source=candidate.source,
@@ -199,7 +202,7 @@ class PluginHost:
             self._failed(record)
             return
         self.records[candidate.name] = record
-        if is_blocked(candidate, blocked):
+        if is_blocked(candidate, blocked, allowed):
             record.enabled = False
             self.pm.set_blocked(candidate.name)
             return
@@ -585,6 +588,7 @@ class PluginHost:
         """
         built: dict[int, object] = {}
         blocked = blocked_names(self.config.core.plugins.disabled)
+        allowed = allowed_names(self.config.core.plugins.enabled_only)
         selected = list(enumerate(self.config.core.memory.providers))
         for i, name in reversed(selected):
             try:
@@ -592,7 +596,9 @@ class PluginHost:
             except UnknownNameError:
                 # Disabling a plugin whose provider is selected (the defaults select three) must
                 # switch it off, not break every command; a name that is simply unknown still fails.
-                if re.sub(r"[-_.]+", "-", name).lower() not in blocked or strict_mode():
+                normal = re.sub(r"[-_.]+", "-", name).lower()
+                outside = allowed is not None and normal not in allowed
+                if (normal not in blocked and not outside) or strict_mode():
                     raise
                 log.warning("memory provider %r is selected in memory.providers but its plugin is "
                             "disabled; continuing without it (remove it from memory.providers to "

@@ -17,10 +17,13 @@ second of start-up, which ``--help`` and the compressor's no-key path never pay.
 from __future__ import annotations
 
 import enum
+import functools
+import random
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from .errors import HermesCoreError
 from .types import Message, ToolCall, Usage
@@ -39,6 +42,7 @@ __all__ = [
     "build_request",
     "cache_marker",
     "classify_exception",
+    "run_with_deadline",
     "to_anthropic_messages",
 ]
 
@@ -352,8 +356,9 @@ def classify_exception(exc: BaseException) -> LLMError:
 class AnthropicLLM:
     """:class:`LLM` on the anthropic SDK (any Messages-API-compatible endpoint).
 
-    Retries are the SDK's own (``max_retries``, honouring ``retry-after``). The client is built on
-    the first call; ``client=`` injects one (tests, custom transports).
+    Retries are the SDK's own (``max_retries``, honouring ``retry-after``), except when a call
+    passes ``timeout``: that bounds the whole call and the retries are budgeted within it (see
+    :meth:`respond`). The client is built on the first call; ``client=`` injects one.
     """
 
     def __init__(
@@ -444,26 +449,59 @@ class AnthropicLLM:
     ) -> LLMResponse:
         """One Messages-API call; streams when ``on_text`` is given (called with each text delta).
 
-        Raises :class:`LLMError` (classified) for every failure of the call itself.
+        Without ``timeout`` the client's settings apply: ``llm.timeout`` per attempt and the SDK's
+        ``max_retries``. With ``timeout``, it bounds the WHOLE call, retries and their back-off
+        included: the SDK's own retries are off, each attempt gets only the time that is left,
+        back-off never sleeps past the deadline, and the attempt runs on a helper thread that is
+        abandoned at the deadline (so even a server dripping one byte at a time cannot hold the
+        caller). Raises :class:`LLMError` (classified) for every failure of the call itself.
         """
         request = self.build_request(
             system=system, messages=messages, max_tokens=max_tokens, model=model, tools=tools
         )
         client = self.client
-        options: dict[str, Any] = {"timeout": timeout} if timeout is not None else {}
-        try:
-            if on_text is not None:
-                with client.messages.stream(**request, **options) as stream:
-                    for delta in stream.text_stream:
-                        on_text(delta)
-                    message = stream.get_final_message()
-            else:
-                message = client.messages.create(**request, **options)
-        except LLMError:
-            raise
-        except Exception as exc:
-            raise classify_exception(exc) from exc
-        return _to_response(message)
+        if timeout is None:
+            return _to_response(_attempt(client, request, on_text, {}))
+        return _to_response(self._bounded(client, request, on_text, float(timeout)))
+
+    def _bounded(
+        self,
+        client: Any,
+        request: dict[str, Any],
+        on_text: Callable[[str], None] | None,
+        total: float,
+    ) -> Any:
+        deadline = time.monotonic() + total
+        once = client.with_options(max_retries=0)
+        attempt = 0
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                if remaining <= 0:
+                    raise TimeoutError(f"no time left of the {total:g} s bound")
+                options: dict[str, Any] = {"timeout": remaining}
+                return run_with_deadline(
+                    functools.partial(_attempt, once, request, on_text, options), remaining
+                )
+            except LLMError as exc:
+                error, wait = exc, _backoff(attempt, exc)
+            except Exception as exc:
+                error, wait = classify_exception(exc), _backoff(attempt, exc)
+            if time.monotonic() >= deadline - 0.01:
+                raise LLMError(
+                    f"the LLM call took longer than its {total:g} s bound, retries included "
+                    f"({attempt + 1} attempt(s)); last problem: {error}",
+                    failure=LLMFailure.TIMEOUT, status=error.status,
+                ) from error
+            if not error.transient or attempt >= self.max_retries:
+                raise error
+            if time.monotonic() + wait >= deadline:
+                raise LLMError(
+                    f"{error} (not retried: the {total:g} s bound leaves no time to wait "
+                    f"{wait:.1f} s and try again)", failure=error.failure, status=error.status,
+                ) from error
+            time.sleep(wait)
+            attempt += 1
 
     def complete(
         self,
@@ -484,6 +522,71 @@ class AnthropicLLM:
                 failure=LLMFailure.EMPTY,
             )
         return response.text
+
+
+def _attempt(
+    client: Any,
+    request: dict[str, Any],
+    on_text: Callable[[str], None] | None,
+    options: dict[str, Any],
+) -> Any:
+    """One request (with the client's own retries); SDK errors become :class:`LLMError`."""
+    try:
+        if on_text is not None:
+            with client.messages.stream(**request, **options) as stream:
+                for delta in stream.text_stream:
+                    on_text(delta)
+                return stream.get_final_message()
+        return client.messages.create(**request, **options)
+    except LLMError:
+        raise
+    except Exception as exc:
+        raise classify_exception(exc) from exc
+
+
+def _backoff(attempt: int, exc: BaseException | None) -> float:
+    """Seconds before retry ``attempt + 1``: the server's ``retry-after`` if it sent one, else
+    exponential (0.5 s, 1 s, 2 s, ... up to 8 s) with jitter."""
+    cause = exc.__cause__ if isinstance(exc, LLMError) else exc
+    headers = getattr(getattr(cause, "response", None), "headers", None)
+    if headers is not None:
+        for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+            value = headers.get(name)
+            if value is not None:
+                try:
+                    return max(0.0, float(value) * scale)
+                except ValueError:
+                    pass
+    return float(min(8.0, 0.5 * 2**attempt) * (0.75 + random.random() / 2))
+
+
+T = TypeVar("T")
+
+
+def run_with_deadline(fn: Callable[[], T], seconds: float) -> T:
+    """``fn()``, or :class:`LLMError` (``TIMEOUT``) once ``seconds`` have passed.
+
+    ``fn`` runs on a daemon thread; at the deadline the caller stops waiting and the thread is
+    left to finish on its own (an HTTP attempt is itself bounded by its own timeout, so it ends
+    soon after). Whatever ``fn`` raises is raised here.
+    """
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # handed to the caller
+            box["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="llm-call", daemon=True).start()
+    if not done.wait(max(0.0, seconds)):
+        raise LLMError(f"no answer within {seconds:.1f} s", failure=LLMFailure.TIMEOUT)
+    if "error" in box:
+        raise box["error"]
+    return box["value"]  # type: ignore[no-any-return]
 
 
 def _to_response(message: Any) -> LLMResponse:

@@ -9,7 +9,8 @@ Three sources, tried in this order — which is also the precedence rule for plu
 
 A name already taken by an earlier source is never silently shadowed: the later plugin is not
 imported and is listed with an error naming both. Blocked names (``plugins.disabled`` and
-``HERMES_CORE_DISABLE_PLUGINS``) are never imported. A plugin that fails to import is recorded and
+``HERMES_CORE_DISABLE_PLUGINS``) are never imported; when the allow-list ``plugins.enabled_only``
+is set, no plugin it does not name is imported either. A plugin that fails to import is recorded and
 reported; with ``HERMES_CORE_STRICT_PLUGINS=1`` it raises instead.
 """
 
@@ -34,6 +35,7 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "Candidate",
     "PluginRecord",
+    "allowed_names",
     "blocked_names",
     "discover",
     "entry_points",
@@ -132,10 +134,26 @@ def blocked_names(configured: list[str] | tuple[str, ...] = ()) -> set[str]:
     return {_normalise(n) for n in [*configured, *env] if n}
 
 
-def is_blocked(candidate: Candidate, blocked: set[str]) -> bool:
-    if _normalise(candidate.name) in blocked:
+def allowed_names(enabled_only: list[str] | tuple[str, ...] | None) -> set[str] | None:
+    """Normalised names of the ``plugins.enabled_only`` allow-list; ``None`` when it is unset."""
+    if enabled_only is None:
+        return None
+    return {_normalise(n) for n in enabled_only if n}
+
+
+def _named(candidate: Candidate, names: set[str]) -> bool:
+    if _normalise(candidate.name) in names:
         return True
-    return candidate.distribution is not None and _normalise(candidate.distribution) in blocked
+    return candidate.distribution is not None and _normalise(candidate.distribution) in names
+
+
+def is_blocked(candidate: Candidate, blocked: set[str], allowed: set[str] | None = None) -> bool:
+    """Whether ``candidate`` must not be imported: it is in ``blocked`` (``plugins.disabled``,
+    ``HERMES_CORE_DISABLE_PLUGINS``), or an allow-list (``plugins.enabled_only``, see
+    :func:`allowed_names`) is set and does not name it."""
+    if _named(candidate, blocked):
+        return True
+    return allowed is not None and not _named(candidate, allowed)
 
 
 @functools.cache

@@ -402,6 +402,7 @@ def _turn_record(index: int, turn: TranscriptTurn, result: TurnResult, writes: l
         "log": log_lines,
         #: hook implementations that raised, were late or answered wrongly (this turn's, and the
         #: background hooks' of this conversation since the previous turn)
+        "notices": list(result.notices),
         "hook_problems": [{"hook": p.hook, "plugin": p.plugin, "status": p.status,
                            "message": p.message} for p in result.problems],
         "ms": round(result.seconds * 1000, 2),
@@ -489,6 +490,10 @@ def replay(
         "logged_problems": sum(len(t["log"]) for t in turns),
         # every hook problem of the run, the background hooks' and those at shutdown included
         "hook_problems": host.hooks.problem_count,
+        # a store that raised while recording the conversation (replay exits 1 when any)
+        "write_failures": sum(1 for p in host.hooks.problems if p.status == "error"
+                              and p.hook in ("on_message", "sync_turn", "on_session_switch",
+                                             "on_session_end")),
         "hooks_timed_out": sum(1 for p in host.hooks.problems if p.status in ("timed_out", "queued")),
         "seconds": round(seconds, 3),
         "turns_per_second": round(len(turns) / seconds, 1) if seconds > 0 else None,

@@ -12,13 +12,15 @@ import shlex
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import uuid
+from typing import Any
 
 import pytest
 from platform_support import EchoModel, archived, platform_config, user_texts
 
-from hermes_core.testing import MessagesAPIServer
+from hermes_core.testing import MessagesAPIServer, Reply
 
 TMUX = shutil.which("tmux")
 pytestmark = pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
@@ -38,6 +40,16 @@ class Pane:
 
     def screen(self) -> str:
         return self.tmux("capture-pane", "-p", "-J", "-t", self.name, "-S", "-200")
+
+    def wait_prompt(self, prompt: str, timeout: float = 20.0) -> None:
+        """Wait until the last non-empty line of the pane is ``prompt`` (nothing typed yet)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            lines = [line for line in self.screen().splitlines() if line.strip()]
+            if lines and lines[-1].rstrip() == prompt.rstrip():
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"the prompt {prompt!r} did not come back:\n{self.screen()}")
 
     def wait_for(self, text: str, timeout: float = 20.0) -> str:
         deadline = time.monotonic() + timeout
@@ -84,6 +96,7 @@ def test_chat_in_a_real_terminal_streams_replies_runs_commands_and_continues(hom
         again.type("what is my name?")
         again.wait_for("hermes> re: what is my name? (2)")
         seen = user_texts(api.bodies[-1])
+        again.wait_prompt("you> ")  # the real state: readline is reading again
         again.tmux("send-keys", "-t", again.name, "C-d")  # end of input leaves too
         again.wait_for("EXIT=0")
     assert seen == ["my name is Ada", "what is my name?"]
@@ -95,3 +108,36 @@ def test_chat_in_a_terminal_without_a_key_says_so_and_exits_3(home, tmux_socket)
     pane = start_chat(tmux_socket, home)
     screen = pane.wait_for("EXIT=3")
     assert "no API key is configured" in screen and "hermes-core replay" in screen
+
+
+class HeldModel(EchoModel):
+    """An echo model that answers only once the test releases it (bounded), so keys can be typed
+    while a turn is certainly in progress."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.arrived = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        self.arrived.set()
+        self.release.wait(60)
+        return super().__call__(body)
+
+
+def test_ctrl_d_typed_while_a_reply_streams_ends_the_chat(home, tmux_socket):
+    """Issue 17 item 15: Ctrl-D pressed during a turn (or right after a reply, before the prompt
+    is back) reached the terminal in canonical mode, became an end-of-file marker readline never
+    saw, and was ignored: the chat kept waiting."""
+    model = HeldModel()
+    with MessagesAPIServer(model) as api:
+        (home / "config.yaml").write_text(platform_config(api), encoding="utf-8")
+        pane = start_chat(tmux_socket, home)
+        pane.wait_for("Type a message")
+        pane.type("hello there")
+        assert model.arrived.wait(30), "the model was never asked"
+        pane.tmux("send-keys", "-t", pane.name, "C-d")  # typed while the turn runs
+        model.release.set()
+        pane.wait_for("re: hello there (1)")  # shown as "hermes> ^Dre: ...": the key came first
+        screen = pane.wait_for("EXIT=0")
+    assert "Traceback" not in screen

@@ -196,3 +196,20 @@ def test_edit_refuses_when_the_file_changed_meanwhile(run, home, editor):
     result = run("memory", "edit")
     assert result.exit_code == 1 and "changed while you were editing" in result.output
     assert memory_file(home).read_text() == "first\n§\nwritten by the agent\n"
+
+
+@pytest.mark.parametrize("newline", [b"\r\n", b"\r"], ids=["crlf", "cr"])
+def test_remove_in_a_crlf_file_removes_only_the_matching_fact(run, home, newline):
+    """Issue 17 item 6: a MEMORY.md saved with Windows line endings read as ONE entry (its
+    separators were not seen), was not backed up, and ``remove "fact two"`` deleted all three."""
+    path = memory_file(home)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    original = newline.join([b"fact one", "§".encode(), b"fact two", "§".encode(), b"fact three"])
+    path.write_bytes(original + newline)
+    shown = json.loads(run("memory", "show", "--json").output)["memory"]
+    assert shown["entries"] == ["fact one", "fact two", "fact three"]
+    result = run("memory", "remove", "fact two")
+    assert result.exit_code == 0, result.output
+    assert path.read_bytes() == "fact one\n§\nfact three\n".encode()
+    backups = list(path.parent.glob("MEMORY.md.*.bak"))
+    assert len(backups) == 1 and backups[0].read_bytes() == original + newline

@@ -368,3 +368,10 @@ def test_failed_backup_refuses_the_rewrite(store, monkeypatch):
     assert disk(store) == original
     assert [p.name for p in store.directory.iterdir() if not p.name.endswith(".lock")] == [
         "MEMORY.md"]
+
+
+def test_crlf_file_counts_as_hand_edited_and_parses_per_entry(store):
+    store.directory.mkdir(parents=True)
+    store.path("memory").write_bytes(b"one\r\n\xc2\xa7\r\ntwo\r\nlines\r\n")
+    state = store.read("memory")
+    assert state.entries == ["one", "two\nlines"] and state.edited

@@ -497,3 +497,28 @@ def test_notices_between_turns_reach_the_platform_through_send(home: Path) -> No
         assert delivered[-1] == ("bob", "hello")
     finally:
         disconnect_platform(host, instance, dispatcher)
+
+
+def test_a_failed_store_write_is_a_notice_and_fails_the_replay(home: Path, monkeypatch) -> None:
+    plugin_dir = home / "plugins" / "fullstore"
+    plugin_dir.mkdir(parents=True)
+    (plugin_dir / "__init__.py").write_text(
+        "from hermes_core import MemoryProvider, hookimpl\n"
+        "class Full(MemoryProvider):\n"
+        "    name = 'full'\n"
+        "    @hookimpl\n"
+        "    def on_message(self, message):\n"
+        "        raise OSError('disk full: the message was kept in the spool')\n"
+        "@hookimpl\n"
+        "def register_memory_providers(register):\n"
+        "    register(Full)\n")
+    (home / "config.yaml").write_text("memory:\n  providers: [full]\n")
+    monkeypatch.setenv("HERMES_CORE_HOME", str(home))
+    transcript = Path(__file__).resolve().parents[1] / "examples" / "first-week.jsonl"
+    result = CliRunner().invoke(cli, ["replay", str(transcript), "--json"])
+    assert result.exit_code == 1
+    report = json.loads(result.output)
+    assert report["summary"]["write_failures"] >= 2
+    first = report["turns"][0]
+    assert any("disk full" in p["message"] for p in first["hook_problems"])
+    assert any("could not store this conversation" in n for n in first["notices"])

@@ -20,7 +20,11 @@ from hermes_core.config import LLMSection, parse_config_text
 from hermes_core.errors import ToolError
 from hermes_core.host import PluginHost
 from hermes_core.plugins.memory import session_archive as plugin
-from hermes_core.plugins.memory.session_archive import SessionArchive, session_search
+from hermes_core.plugins.memory.session_archive import (
+    ArchiveWriteError,
+    SessionArchive,
+    session_search,
+)
 from hermes_core.plugins.memory.session_archive.summarise import summarise_results
 from hermes_core.plugins.memory.session_archive.window import place_window, share_budget
 from hermes_core.testing import MemoryProviderConformance, make_instance
@@ -413,9 +417,18 @@ def test_a_corrupt_state_db_is_reported_and_left_alone(home: Path, caplog: Any) 
     db = home / "state.db"
     db.write_bytes(b"garbage" * 1000)
     host = host_with_archive(home)
-    assert host.instances == {}  # the provider did not start; the host goes on without it
     assert "left untouched" in caplog.text
+    # The provider starts without an archive, so no message is lost silently: each one raises a
+    # clear error to the turn and waits in the spool until the file is repaired.
+    (provider,) = host.instances.values()
+    with pytest.raises(ArchiveWriteError, match=r"left untouched.*kept in .*state\.db\.spool"):
+        provider.on_message(Message("user", "remember the anchor"), Session(id="s1"))
     assert db.read_bytes() == b"garbage" * 1000
+    host.shutdown()
+    db.unlink()  # the user repaired it (here: moved the junk aside); the spool is stored
+    with SessionArchive(db) as archive:
+        assert [m.content for m in archive.messages("s1")] == ["remember the anchor"]
+    assert not (home / "state.db.spool.jsonl").read_bytes()
 
 
 class TestSessionArchiveConformance(MemoryProviderConformance):

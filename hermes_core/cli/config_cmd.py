@@ -86,9 +86,17 @@ def get(key: str, as_json: bool) -> None:
         click.echo("null" if value is None else str(value))
 
 
-def _validator(host: Any) -> Any:
+def _validator(host: Any, key: str | None = None) -> Any:
+    from ..config import key_problems
+    from ..errors import ConfigError
+
     def validate(loaded: Any) -> None:
         host.validate_change(host.config, loaded)
+        if key is not None:
+            # The section may have been invalid already; the value being set must still be right.
+            own = key_problems(loaded, key, host.registries.config_owners())
+            if own:
+                raise ConfigError("\n".join(own) + "\nconfig.yaml was not changed.")
 
     return validate
 
@@ -101,7 +109,8 @@ def set_(key: str, value: str) -> None:
     from ..config import parse_cli_value, set_config_value
 
     host = load_host()
-    set_config_value(host.config.path, key, parse_cli_value(value), validate=_validator(host))
+    set_config_value(host.config.path, key, parse_cli_value(value),
+                     validate=_validator(host, key))
     click.echo(f"Set {key} in {host.config.path}.")
 
 
@@ -120,23 +129,32 @@ def unset(key: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print {valid, errors, plugin_errors}.")
 def validate(as_json: bool) -> None:
     """Check config.yaml against the core and every plugin's model; exit 1 if invalid."""
-    from ..config import load_config
-    from ..errors import ConfigError
+    from ..config import check_config_text
+    from ..host import PluginHost
     from ..paths import config_path
 
     errors: list[str] = []
     plugin_errors: list[str] = []
+    path = config_path()
     try:
-        loaded = load_config()
-        host = load_host()
-        plugin_errors = [f"{r.name}: {r.error}" for r in host.records.values() if r.error]
-        errors = [message for _key, message in host.config_problems(loaded)]
-        if not errors:  # build what a session would, in a scratch home: every problem, named
-            activation_errors, warnings = host.dry_activation()
-            errors += activation_errors
-            plugin_errors += warnings
-    except ConfigError as exc:
-        errors = str(exc).splitlines()
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        text = ""
+    except (OSError, UnicodeDecodeError) as exc:
+        text, errors = None, [f"{path}: cannot read the config file: {exc}"]
+    if text is not None:
+        # Every problem at once: the core sections', then (against the config with the bad core
+        # values left out) each plugin section's and each selection's.
+        loaded, errors = check_config_text(text, path)
+        if loaded is not None:
+            host = PluginHost.load(config=loaded)
+            errors += [line for _key, msg in host.config_problems(loaded)
+                       for line in msg.splitlines()]
+            plugin_errors = [f"{r.name}: {r.error}" for r in host.records.values() if r.error]
+            if not errors:  # build what a session would, in a scratch home: every problem
+                activation_errors, warnings = host.dry_activation()
+                errors += activation_errors
+                plugin_errors += warnings
     if as_json:
         echo_json({"valid": not errors, "path": str(config_path()), "errors": errors,
                    "plugin_errors": plugin_errors})

@@ -13,35 +13,71 @@ from ._common import echo_json, load_host
 __all__ = ["doctor", "run_checks"]
 
 
-def _check_state_db(path: Any) -> dict[str, Any]:
+def _check_state_db(path: Any, name: str = "state.db") -> dict[str, Any]:
+    from ..plugins.memory.session_archive.db import connect_read_only, recovery_advice
+
     if not path.exists():
-        return {"name": "state.db", "ok": True, "detail": f"{path} not created yet"}
+        return {"name": name, "ok": True, "detail": f"{path} not created yet"}
+    if not os.access(path, os.R_OK):
+        return {"name": name, "ok": False, "detail": f"{path} cannot be read (permission "
+                "denied); it was left untouched: fix its permissions (it is not damaged)"}
+    note = None
     try:
         # Read-only: doctor must never modify, let alone overwrite, a damaged database.
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+        con, note = connect_read_only(path)
         try:
             result = con.execute("PRAGMA quick_check").fetchone()[0]
         finally:
             con.close()
+    except sqlite3.OperationalError as exc:
+        text = str(exc).lower()
+        if "malformed" not in text and "not a database" not in text and "corrupt" not in text:
+            # Locks, permissions, a read-only folder: nothing says the data is damaged.
+            return {"name": name, "ok": False, "detail": f"{path} could not be checked ({exc}); "
+                    "it was left untouched and nothing suggests it is damaged: check the "
+                    "file's and its folder's permissions, then run doctor again"}
+        return {"name": name, "ok": False,
+                "detail": f"{path} is damaged ({exc}); it was left untouched. "
+                f"{recovery_advice(path)}"}
     except sqlite3.DatabaseError as exc:
         return {
-            "name": "state.db",
+            "name": name,
             "ok": False,
-            "detail": f"{path} cannot be read as SQLite ({exc}). It was left untouched: move it "
-            "aside (it is your session history) and hermes-core will start a new one",
+            "detail": f"{path} cannot be read as SQLite ({exc}); it was left untouched. If it "
+            "is not your session archive, set session_archive.path to another file; if it is, "
+            f"{recovery_advice(path)}",
         }
     ok = result == "ok"
-    detail = f"{path}: integrity ok" if ok else f"{path}: integrity check failed: {result}"
+    detail = (f"{path}: integrity ok" if ok else
+              f"{path}: integrity check failed: {result}; it was left untouched. "
+              f"{recovery_advice(path)}")
     if ok:
         ok, detail = _check_archive_identity(path, detail)
-    return {"name": "state.db", "ok": ok, "detail": detail}
+    if note:
+        detail += f" (note: {note})"
+    spooled = _spooled(path)
+    if spooled:
+        detail += (f"; {spooled} message(s) wait in {path.name}.spool.jsonl and will be stored "
+                   "by the next write that succeeds")
+    return {"name": name, "ok": ok, "warning": bool(spooled), "detail": detail}
+
+
+def _spooled(path: Any) -> int:
+    from ..plugins.memory.session_archive.db import spool_path
+    from ..plugins.memory.session_archive.spool import Spool
+
+    try:
+        return len(Spool(spool_path(path)).read())
+    except OSError:
+        return 0
 
 
 def _check_archive_identity(path: Any, detail: str) -> tuple[bool, str]:
     """Is the (sound) file a session archive this version can open? Read-only, like the rest."""
+    from ..plugins.memory.session_archive.db import connect_read_only
     from ..plugins.memory.session_archive.schema import APPLICATION_ID, LATEST_VERSION
 
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+    con, _note = connect_read_only(path)
     try:
         app_id = con.execute("PRAGMA application_id").fetchone()[0]
         version = con.execute("PRAGMA user_version").fetchone()[0]
@@ -62,6 +98,68 @@ def _check_archive_identity(path: Any, detail: str) -> tuple[bool, str]:
                        f"(this one knows {LATEST_VERSION}); upgrade hermes-core. It was left "
                        "untouched")
     return True, f"{detail} (empty)"
+
+
+def _archive_location(host: Any, home: Any) -> tuple[Any, str]:
+    """The configured archive file (``session_archive.path``), or ``<home>/state.db``."""
+    from pathlib import Path
+
+    from ..errors import HermesCoreError
+    from ..plugins.memory.session_archive import SessionArchiveConfig, archive_path
+
+    section = "session_archive"
+    try:
+        settings = host._section_model(section, host.config)
+    except (HermesCoreError, KeyError):
+        raw = host.config.raw.get(section)
+        configured = raw.get("path") if isinstance(raw, dict) else None
+        settings = SessionArchiveConfig(path=configured if isinstance(configured, str) else None)
+    path = archive_path(settings, Path(home))
+    return path, ("state.db" if path == Path(home) / "state.db" else f"archive ({path.name})")
+
+
+def _check_memory_files(host: Any, home: Any) -> list[dict[str, Any]]:
+    """MEMORY.md and USER.md: readable, UTF-8, within their limits, in the form the store writes."""
+    from pathlib import Path
+
+    from ..errors import HermesCoreError
+    from ..plugins.memory.file_memory.config import FileMemoryConfig
+    from ..plugins.memory.file_memory.entries import joined_size, usage_label
+    from ..plugins.memory.file_memory.store import FILENAMES, MemoryStore
+
+    try:
+        settings = host._section_model("file_memory", host.config)
+    except (HermesCoreError, KeyError):
+        settings = FileMemoryConfig()
+    store = MemoryStore(Path(home) / "memories", memory_limit=settings.memory_char_limit,
+                        user_limit=settings.user_char_limit)
+    out: list[dict[str, Any]] = []
+    for target, filename in FILENAMES.items():
+        path = store.path(target)
+        state = store.read(target)
+        check: dict[str, Any] = {"name": filename, "ok": True}
+        if state.problem is not None:
+            check.update(ok=False, detail=f"{state.problem}. It was left untouched: fix it, or "
+                         f"move it aside (mv {path} {path}.corrupt) to start that store afresh")
+        elif state.raw is None:
+            check["detail"] = f"{path} not created yet"
+        else:
+            size, limit = joined_size(state.entries), store.limit(target)
+            notes = []
+            if size > limit:
+                notes.append(f"over its limit ({usage_label(size, limit)}): the agent can only "
+                             "remove or shorten entries; trim it with 'hermes-core memory edit'")
+            if b"\r" in state.raw:
+                notes.append("has Windows (CRLF) line endings: it reads fine and is rewritten "
+                             "with \\n endings (after a .bak copy) on the next change")
+            elif state.edited:
+                notes.append("was edited by hand (not in the store's exact form): a .bak copy is "
+                             "made before the next change rewrites it")
+            check["warning"] = bool(notes)
+            check["detail"] = (f"{path}: {len(state.entries)} entries, "
+                               f"{usage_label(size, limit)}" + "".join(f"; {n}" for n in notes))
+        out.append(check)
+    return out
 
 
 def run_checks() -> list[dict[str, Any]]:
@@ -111,7 +209,8 @@ def run_checks() -> list[dict[str, Any]]:
                            "detail": ("every selected provider, the engine and the tools start"
                                       if not errors else f"{len(errors)} problem(s) a session "
                                       "would hit") + "".join(lines)})
-    checks.append(_check_state_db(home / "state.db"))
+    checks.append(_check_state_db(*_archive_location(host, home)))
+    checks.extend(_check_memory_files(host, home))
     key_set = bool(host.config.core.llm.api_key)
     checks.append({
         "name": "api key",

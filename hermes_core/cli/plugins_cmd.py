@@ -108,6 +108,8 @@ def install(specs: tuple[str, ...], upgrade: bool, editable: bool) -> None:
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
 def uninstall(names: tuple[str, ...], yes: bool) -> None:
     """Uninstall plugins by plugin name or distribution name (imports no plugin)."""
+    from importlib import metadata
+
     from ..loader import BUILTIN_PLUGINS, entry_points
 
     dists: list[str] = []
@@ -118,11 +120,27 @@ def uninstall(names: tuple[str, ...], yes: bool) -> None:
                 f"{name!r} is a built-in plugin, part of hermes-core; "
                 f"disable it instead: hermes-core plugins disable {name}"
             )
-        dists.append(by_plugin.get(name, name))
+        dist = by_plugin.get(name, name)
+        try:
+            metadata.distribution(dist)
+        except metadata.PackageNotFoundError:
+            known = sorted({*by_plugin, *by_plugin.values()})
+            raise click.ClickException(
+                f"no installed plugin or distribution named {name!r}; nothing was uninstalled. "
+                f"Installed plugins: {', '.join(known) or 'none'} ('hermes-core plugins list')"
+            ) from None
+        dists.append(dist)
     hint = _installer_hint(tuple(dists), "uninstall")
     if hint:
         raise click.ClickException(hint)
-    code = _pip(["uninstall", *(["-y"] if yes else []), *dists])
+    if not yes:
+        if not sys.stdin.isatty():
+            raise click.ClickException(
+                f"not uninstalling {', '.join(dists)} without confirmation, and there is no "
+                "terminal to ask on; pass -y (--yes) to uninstall without asking"
+            )
+        click.confirm(f"Uninstall {', '.join(dists)}?", abort=True)
+    code = _pip(["uninstall", "-y", *dists])
     if code != 0:
         raise click.ClickException(f"pip uninstall failed (exit {code})")
 
@@ -179,7 +197,15 @@ def disable(name: str) -> None:
 @click.argument("name")
 def enable(name: str) -> None:
     """Load a disabled plugin again."""
+    from ..config import load_config
+    from ..loader import Candidate, allowed_names, is_blocked
+
     _set_disabled(name, False)
+    only = load_config().core.plugins.enabled_only
+    if is_blocked(Candidate(name=name, source="builtin"), set(), allowed_names(only)):
+        warn(f"{name} is not in plugins.enabled_only ({', '.join(only or [])}), so it is still "
+             f"not loaded; add it there: hermes-core config set plugins.enabled_only "
+             f"'[{', '.join([*(only or []), name])}]'")
 
 
 @plugins.command("new")

@@ -114,6 +114,8 @@ def replay(file: Path, as_json: bool, providers: tuple[str, ...], in_place: bool
             shutil.rmtree(home, ignore_errors=True)
     if as_json:
         echo_json(report.as_dict())
+        if report.summary.get("write_failures"):
+            raise SystemExit(1)
         return
     s = report.summary
     click.echo("")
@@ -127,9 +129,15 @@ def replay(file: Path, as_json: bool, providers: tuple[str, ...], in_place: bool
     stable = "yes" if s["system_prompt_stable"] else click.style("NO", fg="red")
     click.echo(f"  prompt    byte-identical except at compactions and new sessions: {stable}")
     click.echo(f"  speed     {s['turns_per_second']} turns/s ({s['seconds']} s)")
+    if s.get("write_failures"):
+        click.echo(click.style(
+            f"  stores    {s['write_failures']} write(s) of the conversation failed (see the log "
+            "lines above); exit status 1", fg="red"))
     if s["hook_problems"]:
         click.echo(click.style(
             f"  plugins   {s['hook_problems']} hook problem(s) ({s['hooks_timed_out']} late); "
             "see the log lines above, or --json", fg="yellow"))
     if not in_place and keep_home:
         click.echo(f"  home      {home} (kept)")
+    if s.get("write_failures"):
+        raise SystemExit(1)

@@ -21,7 +21,17 @@ from hermes_core.types import Message
 from .markers import is_summary_message, original_content
 from .redact import redact
 
-__all__ = ["Facts", "extract_facts", "extractive_summary", "render_facts"]
+__all__ = [
+    "MIN_TURN_LINE",
+    "Facts",
+    "extract_facts",
+    "extractive_summary",
+    "render_facts",
+    "turn_capacity",
+    "turn_line",
+    "turn_log",
+    "user_turn_starts",
+]
 
 _PATH_KEYS = ("path", "file", "file_path", "filename", "filepath", "output_path", "target", "dir",
               "directory", "workdir", "cwd", "src", "dest")
@@ -235,6 +245,122 @@ def render_facts(facts: Facts) -> str:
     return redact("\n".join(parts))
 
 
+#: the shortest line a compacted user turn gets in the fallback's turn log (its number, who
+#: asked, the start of the request); below this a turn is kept verbatim instead (see capacity)
+MIN_TURN_LINE = 64
+#: the longest line a turn gets when there is room
+MAX_TURN_LINE = 420
+#: characters set aside for the other sections (goal, constraints, errors, files, ...)
+_SECTIONS_RESERVE = 1_600
+
+
+def user_turn_starts(messages: Sequence[Message]) -> list[int]:
+    """Indices of the user messages that start a turn (not stand-alone earlier summaries)."""
+    return [i for i, m in enumerate(messages)
+            if m.role == "user" and not (is_summary_message(m) and original_content(m) is None)]
+
+
+def _carried(previous_summary: str | None, max_chars: int) -> str:
+    if not previous_summary:
+        return ""
+    # the earlier summary keeps up to half the space: it is the only record of older turns
+    budget = max(1_000, max_chars // 2)
+    kept = redact(previous_summary.strip())
+    if len(kept) > budget:
+        kept = kept[: budget - 40].rstrip() + "\n[... earlier summary shortened ...]"
+    return f"\n\n## Earlier Summary (carried over)\n{kept}"
+
+
+def _log_room(max_chars: int, previous_summary: str | None) -> int:
+    reserve = min(_SECTIONS_RESERVE, max_chars // 4)
+    return max(0, max_chars - len(_carried(previous_summary, max_chars)) - reserve - 80)
+
+
+def turn_capacity(max_chars: int, previous_summary: str | None = None) -> int:
+    """How many user turns the fallback can give a line each within ``max_chars``.
+
+    A compaction whose middle holds more user turns summarises only the oldest this many and
+    keeps the newer ones verbatim, so no user turn is ever dropped without a record.
+    """
+    return _log_room(max_chars, previous_summary) // (MIN_TURN_LINE + 1)
+
+
+def _first_sentence(text: str, limit: int) -> str:
+    for sentence in _SENTENCE_END.split(text.strip()):
+        if sentence.strip():
+            return _clip(sentence, limit)
+    return ""
+
+
+def _turn_facts(messages: Sequence[Message]) -> tuple[str, list[str], str]:
+    """(decision or outcome, file paths, first error) of one turn's non-user messages."""
+    decision = ""
+    outcome = ""
+    files: list[str] = []
+    seen: set[str] = set()
+    error = ""
+    for message in messages:
+        text = _text_of(message)
+        sample = text if len(text) <= 8_000 else text[:4_000] + "\n" + text[-4_000:]
+        if message.role == "assistant":
+            for call in message.tool_calls:
+                if isinstance(call.arguments, dict):
+                    for key, value in call.arguments.items():
+                        if str(key).lower() in _PATH_KEYS and isinstance(value, str):
+                            _add(files, seen, _clip(value, 80), 4)
+            if not decision:
+                for sentence in _SENTENCE_END.split(sample)[:40]:
+                    if _DECISION.search(sentence):
+                        decision = _clip(sentence, 200)
+                        break
+            if sample.strip():
+                outcome = _first_sentence(sample, 200)
+        if message.role != "tool":
+            for match in _PATH.finditer(sample):
+                _add(files, seen, match[1], 4)
+        elif not error:
+            line = _error_line(sample)
+            if line is not None:
+                error = _clip(f"{message.tool_name or 'tool'}: {line}", 160)
+    return decision or outcome, files, error
+
+
+def turn_line(messages: Sequence[Message], start: int, end: int, number: int, width: int) -> str:
+    """One bounded line (at most ``width`` characters) for the user turn ``messages[start:end]``:
+    who asked what, what was decided (or the reply's gist), the files and the first error."""
+    asker = messages[start].meta.get("user_name") or messages[start].meta.get("name") or "user"
+    head = f"{number}. {asker}: "
+    request = _clip(_text_of(messages[start]), max(24, int(width * 0.5)))
+    decision, files, error = _turn_facts(messages[start + 1 : end])
+    line = head + request
+    extras = []
+    if decision:
+        extras.append(f" -> {decision}")
+    if files:
+        extras.append(f" [files: {', '.join(files)}]")
+    if error:
+        extras.append(f" [error: {error}]")
+    # the request first, then decision, files and error while at least 20 characters are left
+    for left, extra in zip(range(len(extras), 0, -1), extras, strict=True):
+        room = width - len(line)
+        if room < 20:
+            break
+        share = max(20, room // left)
+        line += extra if len(extra) <= share else extra[: share - 1] + "…"
+    return _clip(line, width)
+
+
+def turn_log(messages: Sequence[Message], room: int) -> list[str]:
+    """A line per user turn of ``messages``, oldest first, sharing ``room`` characters."""
+    starts = user_turn_starts(messages)
+    if not starts:
+        return []
+    width = max(MIN_TURN_LINE, min(MAX_TURN_LINE, room // len(starts) - 3))
+    ends = [*starts[1:], len(messages)]
+    pairs = zip(starts, ends, strict=True)
+    return [turn_line(messages, s, e, n, width) for n, (s, e) in enumerate(pairs, 1)]
+
+
 def extractive_summary(
     messages: Sequence[Message],
     *,
@@ -243,7 +369,12 @@ def extractive_summary(
     focus_topic: str | None = None,
     max_chars: int = 8_000,
 ) -> str:
-    """A summary of ``messages`` built without a model; at most ``max_chars`` characters."""
+    """A summary of ``messages`` built without a model; at most ``max_chars`` characters.
+
+    Every user turn of ``messages`` gets a line of its own (who asked what, what was decided,
+    files, errors) in "## Compacted Turns", as long as ``messages`` holds no more user turns than
+    :func:`turn_capacity` allows for ``max_chars`` (the engine makes sure of that).
+    """
     facts = extract_facts(messages)
     first = facts.requests[0] if facts.requests else "(no user request in the compacted turns)"
     latest = facts.requests[-1] if facts.requests else None
@@ -255,8 +386,7 @@ def extractive_summary(
     tools = ", ".join(f"{name} x{count}" for name, count in sorted(facts.tools.items()))
     done = f"- Tool calls made: {tools}" if tools else "- (no tool calls in the compacted turns)"
     doing = f"- Last reply in the compacted turns: {facts.last_reply}" if facts.last_reply else "- (unknown)"
-    critical = _sublist("User requests, oldest first", facts.requests)
-    critical += _sublist("Commands run", facts.commands) + _sublist("Values mentioned", facts.values)
+    critical = _sublist("Commands run", facts.commands) + _sublist("Values mentioned", facts.values)
     critical += (
         f"- This summary was extracted mechanically from {facts.messages} message(s) because "
         f"{reason}. Details not listed here are in the session archive."
@@ -275,15 +405,13 @@ def extractive_summary(
         ("## Critical Context", critical),
     ]
     text = redact("\n\n".join(f"{title}\n{body}" for title, body in sections))
-    carried = ""
-    if previous_summary:
-        # the earlier summary keeps up to half the space: it is the only record of older turns
-        budget = max(1_000, max_chars // 2)
-        kept = redact(previous_summary.strip())
-        if len(kept) > budget:
-            kept = kept[: budget - 40].rstrip() + "\n[... earlier summary shortened ...]"
-        carried = f"\n\n## Earlier Summary (carried over)\n{kept}"
-    room = max_chars - len(carried)
+    carried = _carried(previous_summary, max_chars)
+    lines = turn_log(messages, _log_room(max_chars, previous_summary))
+    log = ""
+    if lines:
+        log = redact("\n\n## Compacted Turns (one line per user turn, oldest first)\n"
+                     + "\n".join(lines))
+    room = max_chars - len(carried) - len(log)
     if len(text) > room:
         text = text[: max(0, room - 40)].rstrip() + "\n[... fallback summary truncated ...]"
-    return text + carried
+    return text + log + carried

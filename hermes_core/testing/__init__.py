@@ -18,9 +18,10 @@ from __future__ import annotations
 from typing import Any
 
 from .harness import isolated_home, make_host, make_instance, registered_plugin
-from .messages_api import Failure, MessagesAPIServer, RecordedRequest, Reply, ScriptItem
+from .messages_api import Broken, Failure, MessagesAPIServer, RecordedRequest, Reply, ScriptItem
 
 __all__ = [
+    "Broken",
     "CannedLLM",
     "ContextEngineConformance",
     "Failure",

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import socket
+import struct
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -35,7 +37,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["Failure", "MessagesAPIServer", "RecordedRequest", "Reply", "ScriptItem"]
+__all__ = ["Broken", "Failure", "MessagesAPIServer", "RecordedRequest", "Reply", "ScriptItem"]
 
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -84,7 +86,20 @@ class Failure:
     delay: float = 0.0
 
 
-ScriptItem = str | Reply | Failure
+@dataclass
+class Broken:
+    """A transport-level fault instead of an answer.
+
+    ``kind`` is ``"malformed"`` (HTTP 200 whose body is not JSON), ``"reset"`` (the connection is
+    reset, with no answer at all) or ``"truncated"`` (HTTP 200 whose body stops half-way and the
+    connection closes). ``delay`` waits first.
+    """
+
+    kind: str = "reset"
+    delay: float = 0.0
+
+
+ScriptItem = str | Reply | Failure | Broken
 Responder = Callable[[dict[str, Any]], ScriptItem]
 
 
@@ -295,6 +310,9 @@ class _Handler(BaseHTTPRequestHandler):
         if not self.api._wait(item.delay):
             self.close_connection = True  # stopping: drop the connection, answer nothing
             return
+        if isinstance(item, Broken):
+            self._break(item.kind)
+            return
         if isinstance(item, Failure):
             record.status = item.status
             headers = {}
@@ -310,6 +328,28 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, self._message(body, item))
 
     # ------------------------------------------------------------------------------- helpers
+
+    def _break(self, kind: str) -> None:
+        self.close_connection = True
+        if kind == "reset":
+            # SO_LINGER with a zero timeout: close() sends RST instead of FIN
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                       struct.pack("ii", 1, 0))
+            return
+        payload = b'{"id": "msg_broken", "type": "message", "content": [{"type": "te'
+        if kind == "malformed":
+            payload = b"<html><body>502 Bad Gateway from a proxy</body></html>"
+            length = len(payload)
+        elif kind == "truncated":
+            length = len(payload) * 3
+        else:
+            raise ValueError(f"unknown Broken kind {kind!r}: use malformed, reset or truncated")
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(length))
+        self.end_headers()
+        self.wfile.write(payload)
+        self.wfile.flush()
 
     def _record(self, body: dict[str, Any] | None) -> RecordedRequest:
         record = RecordedRequest(

@@ -25,7 +25,7 @@ from hermes_core import hookimpl
 from hermes_core.compaction.assemble import assemble
 from hermes_core.compaction.boundaries import Plan, plan_compaction
 from hermes_core.compaction.errors import ContextOverflowError, check_history
-from hermes_core.compaction.fallback import extractive_summary
+from hermes_core.compaction.fallback import extractive_summary, turn_capacity, user_turn_starts
 from hermes_core.compaction.markers import (
     CLEARED_TOOL_OUTPUT,
     is_summary_message,
@@ -42,7 +42,7 @@ from hermes_core.compaction.tokens import (
     message_token_list,
 )
 from hermes_core.kinds import PluginContext
-from hermes_core.llm import LLM, AnthropicLLM, LLMError, LLMFailure
+from hermes_core.llm import LLM, AnthropicLLM, LLMError, LLMFailure, run_with_deadline
 from hermes_core.models import context_window
 from hermes_core.types import CompressionResult, Message
 
@@ -59,6 +59,8 @@ _PROMPT_OVERHEAD = 1_500
 _MIN_TURNS_INPUT = 1_000
 #: the longest pause after consecutive summary failures
 _MAX_COOLDOWN = 900.0
+#: seconds past summary_timeout before an injected LLM that ignores its timeout is abandoned
+_DEADLINE_GRACE = 1.0
 _OVERSIZE_MARK = (
     "\n[... {cut} characters of this tool output cut: it alone exceeded the context window ...]\n"
 )
@@ -91,6 +93,7 @@ class Compressor(PolicyEngine):
         self.llm = llm
         self.tail_budget = max(1, int(self.threshold_tokens * config.target_ratio))
         self._failures = 0
+        self._fallback_chars = 8_000
         self._cooldown_until = 0.0
         self._last_failure: LLMError | None = None
 
@@ -195,8 +198,17 @@ class Compressor(PolicyEngine):
                 middle_tokens=plan.tokens_of(plan.middle),
                 pinned=bool(plan.pinned),
             )
+            kept_turns = 0
+            if source == "extractive":
+                # Every compacted user turn gets a line in the fallback; the newer turns that do
+                # not fit its budget stay verbatim (the middle ends before them).
+                plan, kept_turns = self._fit_fallback(history, plan, previous)
+                turns = [m for i in plan.middle if (m := history[i]) and not _standalone_summary(m)]
+                summary = self._fallback_summary(turns, failure, previous, focus_topic, plan)
             if failure is not None:
-                notices.append(self._failure_notice(failure, len(turns), source))
+                notices.append(self._failure_notice(failure, len(turns), source,
+                                                    user_turns=len(user_turn_starts(turns)),
+                                                    kept_turns=kept_turns))
             if summary is None:  # on_summary_failure: abort
                 return self._finish(history, history, "aborted", started, notices, summary=None)
 
@@ -317,14 +329,44 @@ class Compressor(PolicyEngine):
                 self._last_failure = failure
         if s.on_summary_failure == "abort":
             return None, "aborted", failure
-        body = extractive_summary(
+        self._fallback_chars = max(2_000, budget * 4)
+        return None, "extractive", failure
+
+    def _fit_fallback(
+        self, history: list[Message], plan: Plan, previous: str | None
+    ) -> tuple[Plan, int]:
+        """``plan`` with the middle ending before the user turns the fallback cannot carry, and
+        how many user turns that keeps verbatim (0: it carries them all)."""
+        starts = [i for i in plan.middle if history[i].role == "user"
+                  and not _standalone_summary(history[i])]
+        capacity = max(1, turn_capacity(self._fallback_chars, previous))
+        if len(starts) <= capacity:
+            return plan, 0
+        new_tail = starts[capacity]
+        fitted = dataclasses.replace(
+            plan,
+            tail_start=new_tail,
+            pinned=tuple(i for i in plan.pinned if i < new_tail),
+            summaries=tuple(i for i in plan.summaries if i < new_tail),
+        )
+        return fitted, len(starts) - capacity
+
+    def _fallback_summary(
+        self,
+        turns: list[Message],
+        failure: LLMError | None,
+        previous: str | None,
+        focus_topic: str | None,
+        plan: Plan,
+    ) -> str:
+        what = failure.failure if failure is not None else "unknown"
+        return extractive_summary(
             turns,
-            reason=f"the summary model was unavailable ({failure.failure})",
+            reason=f"the summary model was unavailable ({what})",
             previous_summary=previous,
             focus_topic=focus_topic,
-            max_chars=max(2_000, budget * 4),
+            max_chars=self._fallback_chars,
         )
-        return body, "extractive", failure
 
     def _precheck(self) -> LLMError | None:
         """Why no summary call should be made now (no model, cooling down), or ``None``."""
@@ -374,13 +416,20 @@ class Compressor(PolicyEngine):
             focus_topic=focus_topic,
             pinned=pinned,
         )
+        llm = self.llm
         try:
-            text = self.llm.complete(
-                system=SUMMARY_SYSTEM,
-                messages=[Message(role="user", content=prompt)],
-                max_tokens=out_tokens,
-                model=self.summary_model,
-                timeout=s.summary_timeout,
+            # summary_timeout bounds the whole call, the SDK's retries included (AnthropicLLM
+            # budgets them); the deadline here also holds an injected LLM to it, with a little
+            # grace so the LLM's own, more precise error wins when it keeps the bound.
+            text = run_with_deadline(
+                lambda: llm.complete(
+                    system=SUMMARY_SYSTEM,
+                    messages=[Message(role="user", content=prompt)],
+                    max_tokens=out_tokens,
+                    model=self.summary_model,
+                    timeout=s.summary_timeout,
+                ),
+                s.summary_timeout + _DEADLINE_GRACE,
             )
         except LLMError as exc:
             return None, exc
@@ -392,16 +441,24 @@ class Compressor(PolicyEngine):
             return None, LLMError("the summary model answered with no text", failure=LLMFailure.EMPTY)
         return redact(text.strip()), None
 
-    def _failure_notice(self, failure: LLMError, count: int, source: str) -> str:
+    def _failure_notice(
+        self, failure: LLMError, count: int, source: str, *, user_turns: int = 0,
+        kept_turns: int = 0,
+    ) -> str:
         if source == "aborted":
             return (
                 f"the summary model failed ({failure.failure}: {failure}); compaction was aborted "
                 "and the history left unchanged (compression.on_summary_failure is 'abort')"
             )
+        kept = (
+            f"; the {kept_turns} newer user turn(s) that did not fit its budget were kept "
+            "verbatim" if kept_turns else ""
+        )
         return (
             f"the summary model failed ({failure.failure}: {failure}); {count} earlier message(s) "
-            "were replaced by a deterministic extractive summary instead (user requests, "
-            "decisions, files, commands, errors, values). Nothing was dropped without a summary"
+            "were replaced by a deterministic extractive summary instead, with one line for each "
+            f"of their {user_turns} user turn(s) (who asked what, decisions, files, errors) and "
+            f"the commands, errors and values found{kept}. Nothing was dropped without a summary"
         )
 
 

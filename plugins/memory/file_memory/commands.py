@@ -43,16 +43,18 @@ def _open_store(user: str | None = None) -> tuple[MemoryStore, FileMemoryConfig]
     """The store with the configured limits (the user's with ``--user``, in the database with
     ``storage.url``); refuses when the plugin is disabled."""
     from hermes_core.config import load_config, validate_section
-    from hermes_core.loader import BUILTIN_PLUGINS, Candidate, blocked_names, is_blocked
+    from hermes_core.loader import BUILTIN_PLUGINS, Candidate, allowed_names, blocked_names, is_blocked
     from hermes_core.paths import home_dir
 
     config = load_config()
     candidate = Candidate(name=PLUGIN, source="builtin", module=BUILTIN_PLUGINS.get(PLUGIN))
-    if is_blocked(candidate, blocked_names(config.core.plugins.disabled)):
+    plugins_cfg = config.core.plugins
+    if is_blocked(candidate, blocked_names(plugins_cfg.disabled),
+                  allowed_names(plugins_cfg.enabled_only)):
         raise click.ClickException(
-            f"the {PLUGIN} plugin is disabled (plugins.disabled in {config.path} or "
-            f"HERMES_CORE_DISABLE_PLUGINS), so its memory files are not in use. Enable it with "
-            f"'hermes-core plugins enable {PLUGIN}' first."
+            f"the {PLUGIN} plugin is disabled (plugins.disabled or plugins.enabled_only in "
+            f"{config.path}, or HERMES_CORE_DISABLE_PLUGINS), so its memory files are not in "
+            f"use. Enable it with 'hermes-core plugins enable {PLUGIN}' first."
         )
     from hermes_core.users import UserKeyError
 

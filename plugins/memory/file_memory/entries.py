@@ -17,6 +17,7 @@ __all__ = [
     "entry_problem",
     "find_matches",
     "joined_size",
+    "normalise_newlines",
     "parse_entries",
     "percent",
     "usage_label",
@@ -26,10 +27,20 @@ DELIMITER = "\n§\n"
 _DELIM_LEN = len(DELIMITER)
 
 
+def normalise_newlines(text: str) -> str:
+    """``text`` with Windows (CRLF) and old Mac (CR) line endings turned into ``\\n``."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 def parse_entries(text: str) -> list[str]:
-    """Split ``text`` into stripped, non-empty entries, keeping duplicates and order."""
+    """Split ``text`` into stripped, non-empty entries, keeping duplicates and order.
+
+    Line endings are normalised first: a file saved by an editor with CRLF endings holds the same
+    entries as its LF twin (without this its separators would not be seen and every fact would
+    read back as one entry).
+    """
     out = []
-    for part in text.split(DELIMITER):
+    for part in normalise_newlines(text).split(DELIMITER):
         part = part.strip()
         if part:
             out.append(part)

@@ -124,6 +124,8 @@ def read_state(path: Path) -> FileState:
     if text is None:
         return FileState([], raw=raw, problem=problem)
     entries = parse_entries(text)
+    # Compared before normalising line endings: a CRLF file is not in the form the store writes,
+    # so it counts as hand-edited and its exact bytes are backed up before the first rewrite.
     return FileState(entries, raw=raw, edited=text.strip() != canonical_text(entries))
 
 

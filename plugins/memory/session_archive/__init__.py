@@ -22,16 +22,21 @@ from hermes_core.kinds import MemoryProvider, PluginContext, Tool
 from hermes_core.types import EndReason, ForgetReport, Message, Session, SwitchReason, Usage
 
 from .config import SessionArchiveConfig
+from .db import spool_path
 from .errors import (
     ArchiveBusyError,
     ArchiveCorruptError,
     ArchiveError,
+    ArchiveFullError,
+    ArchiveReadOnlyError,
     ArchiveVersionError,
+    ArchiveWriteError,
     ImportFormatError,
     QueryError,
     SessionNotFoundError,
 )
 from .search import search_messages
+from .spool import Spool
 from .store import SessionArchive
 from .tool import Semantic, make_tool, session_search
 
@@ -39,7 +44,10 @@ __all__ = [
     "ArchiveBusyError",
     "ArchiveCorruptError",
     "ArchiveError",
+    "ArchiveFullError",
+    "ArchiveReadOnlyError",
     "ArchiveVersionError",
+    "ArchiveWriteError",
     "ImportFormatError",
     "QueryError",
     "SessionArchive",
@@ -85,9 +93,19 @@ class SessionArchiveProvider(MemoryProvider):
     def __init__(self, config: SessionArchiveConfig, context: PluginContext) -> None:
         super().__init__(config, context)
         self.settings: SessionArchiveConfig = config
-        # Opening raises a clear error for a corrupt or foreign file, and never modifies it.
-        storage = getattr(context.config, "storage", None)
-        self.archive = open_archive(config, context.home, getattr(storage, "url", None))
+        self.path = archive_path(config, context.home)
+        #: why the archive could not be opened (a damaged or foreign file, a full disk), or None
+        self.open_error: ArchiveError | None = None
+        self._archive: SessionArchive | None = None
+        try:
+            # Opening raises a clear error for a corrupt or foreign file, and never modifies it.
+            storage = getattr(context.config, "storage", None)
+            self._archive = open_archive(config, context.home, getattr(storage, "url", None))
+        except ArchiveError as exc:
+            # Started anyway, so no message is lost silently: each is kept in the spool and every
+            # on_message raises this error to the turn, until the file is repaired.
+            self.open_error = exc
+            context.logger.error("%s", exc)
         self._tool = make_tool(lambda: self.archive, self._search_settings)
         self._semantic: Semantic | None = None
         self._semantic_lock = threading.Lock()
@@ -132,6 +150,14 @@ class SessionArchiveProvider(MemoryProvider):
         except Exception as exc:  # a closed archive at shutdown: the next search retries
             self.context.logger.debug("vector index not preloaded: %s", exc)
 
+    @property
+    def archive(self) -> SessionArchive:
+        """The open archive; raises the open error when it could not be opened."""
+        if self._archive is None:
+            assert self.open_error is not None
+            raise self.open_error
+        return self._archive
+
     def _search_settings(self) -> dict[str, Any]:
         c = self.settings
         summarise: Callable[[list[dict[str, Any]], str], str | None] | None = None
@@ -155,6 +181,9 @@ class SessionArchiveProvider(MemoryProvider):
 
     @hookimpl
     def on_message(self, message: Message, session: Session) -> None:
+        if self._archive is None:
+            raise self._spool_unopened(session, message)
+        # Raises ArchiveWriteError when the message could not be stored (it waits in the spool).
         self.archive.append_message(session, message)
         if message.role in ("user", "assistant"):
             self.semantic()
@@ -166,10 +195,30 @@ class SessionArchiveProvider(MemoryProvider):
         if usage is not None and "carried_over" not in message.meta:
             self.archive.record_usage(session.id, usage)
 
+    def _spool_unopened(self, session: Session, message: Message) -> ArchiveWriteError:
+        from .records import encode_message
+
+        spool = Spool(spool_path(self.path))
+        try:
+            spool.add(session, encode_message(message)[0])
+        except OSError as exc:
+            return ArchiveWriteError(
+                f"a message could NOT be stored: the session archive is unusable "
+                f"({self.open_error}) and keeping it in {spool.path} failed too "
+                f"({exc.strerror or exc})"
+            )
+        return ArchiveWriteError(
+            f"a message could not be stored: the session archive is unusable "
+            f"({self.open_error}). It was kept in {spool.path} and will be stored once the "
+            "archive opens again"
+        )
+
     @hookimpl
     def on_session_switch(
         self, new_session: Session, old_session: Session | None, reason: SwitchReason
     ) -> None:
+        if self._archive is None:
+            return  # on_message reports the unusable archive on every message
         origin = str(reason.value if isinstance(reason, SwitchReason) else reason)
         created = self.archive.open_session(new_session, origin=origin)
         if not created and origin == SwitchReason.RESUME.value:
@@ -180,6 +229,8 @@ class SessionArchiveProvider(MemoryProvider):
 
     @hookimpl
     def on_session_end(self, session: Session, reason: EndReason) -> None:
+        if self._archive is None:
+            return
         self.archive.open_session(session)
         self.archive.end_session(session.id, str(getattr(reason, "value", reason)))
 
@@ -187,6 +238,8 @@ class SessionArchiveProvider(MemoryProvider):
     def load_session(
         self, platform: str, conversation_key: str | None, session_id: str | None
     ) -> tuple[Session, list[Message]] | None:
+        if self._archive is None:
+            return None
         found = self.archive.resumable(platform, conversation_key, session_id)
         if found is None:
             return None
@@ -206,7 +259,8 @@ class SessionArchiveProvider(MemoryProvider):
     def shutdown(self) -> None:
         if self._indexer is not None:
             self._indexer.close()
-        self.archive.close()
+        if self._archive is not None:
+            self._archive.close()
 
     @hookimpl
     def forget(self, subject: str, scope: str, dry_run: bool) -> ForgetReport:

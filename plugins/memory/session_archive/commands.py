@@ -38,9 +38,16 @@ def _path() -> tuple[Path, Any, str | None]:
     return archive_path(settings, home_dir()), settings, config.core.storage.url
 
 
+def _writable(path: Path) -> bool:
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+
+
 @contextmanager
 def _archive(*, create: bool = False) -> Iterator[SessionArchive | None]:
     """The archive, or None when it does not exist yet and ``create`` is off.
+
+    Commands that only read (``create`` off) open the file read-only when it or its folder is not
+    writable — a read-only home still lists and searches its sessions.
 
     With ``storage.url`` (or ``$HERMES_CORE_STORAGE_URL``) set, the PostgreSQL archive there."""
     from . import SessionArchive
@@ -61,8 +68,12 @@ def _archive(*, create: bool = False) -> Iterator[SessionArchive | None]:
     if not create and not path.exists():
         yield None
         return
+    read_only = not create and not _writable(path)
     archive = SessionArchive(path, busy_timeout=settings.busy_timeout,
-                             synchronous=settings.synchronous, background_checkpoints=False)
+                             synchronous=settings.synchronous, background_checkpoints=False,
+                             read_only=read_only, integrity_check=False)
+    if archive.note:
+        click.echo(click.style("note: ", fg="yellow") + archive.note, err=True)
     try:
         yield archive
     finally:

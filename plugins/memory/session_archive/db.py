@@ -15,21 +15,31 @@ writer only copies the remainder, which keeps that stall short and the WAL bound
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+import urllib.parse
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from hermes_core.private import private_sqlite
 
-from .errors import ArchiveBusyError, ArchiveCorruptError, ArchiveError, ArchiveVersionError
+from .errors import (
+    ArchiveBusyError,
+    ArchiveCorruptError,
+    ArchiveError,
+    ArchiveFullError,
+    ArchiveReadOnlyError,
+    ArchiveVersionError,
+)
+from .gate import GateTimeout, WriteGate
 from .schema import APPLICATION_ID, LATEST_VERSION, migrate, register_functions
 
-__all__ = ["Database"]
+__all__ = ["Database", "connect_read_only", "recovery_advice", "spool_path"]
 
 log = logging.getLogger("hermes_core.plugins.session_archive")
 
@@ -39,6 +49,23 @@ _MAGIC = b"SQLite format 3\x00"
 CHECKPOINT_EVERY = 100
 #: WAL pages after which the writer copies the (small) remainder itself, so the WAL can restart
 WRITER_CHECKPOINT_PAGES = 2000
+#: files up to this size are integrity-checked before open returns (about 0.15 s at 32 MB, some
+#: 50,000 messages); larger ones are checked on a background thread
+SYNC_CHECK_BYTES = 32 * 1024 * 1024
+
+
+class _NoGate:
+    """The gate of a read-only archive: nothing to queue for."""
+
+    @contextlib.contextmanager
+    def hold(self, timeout: float) -> Iterator[None]:
+        yield
+
+    def close(self) -> None:
+        return
+
+
+_NO_GATE: Any = _NoGate()
 
 
 def _is_busy(exc: BaseException) -> bool:
@@ -49,9 +76,58 @@ def _is_busy(exc: BaseException) -> bool:
 def _corrupt(path: Path, exc: BaseException | str) -> ArchiveCorruptError:
     return ArchiveCorruptError(
         f"{path} is not a usable session archive ({exc}). The file was left untouched. Run "
-        f"'hermes-core doctor' for details; to start a new archive, move the file aside (it holds "
-        f"your session history) and hermes-core will create a fresh one"
+        f"'hermes-core doctor' for details. {recovery_advice(path)}"
     )
+
+
+def recovery_advice(path: Path) -> str:
+    """What to do with a damaged archive: keep it, recover what SQLite can read from it."""
+    return (
+        f"Keep the file (it holds your session history): stop hermes-core, copy it "
+        f"(cp {path} {path}.damaged), then recover what is readable with "
+        f"'sqlite3 {path}.damaged .recover | sqlite3 {path}.recovered' and move the recovered "
+        f"file in place of {path.name}. Messages that could not be stored meanwhile wait in "
+        f"{spool_path(path).name} and are written once the archive works again"
+    )
+
+
+def spool_path(path: Path) -> Path:
+    """The side file holding messages the archive could not store (see spool.py)."""
+    return path.with_name(f"{path.name}.spool.jsonl")
+
+
+def _readonly_uri(path: Path, *, immutable: bool) -> str:
+    quoted = urllib.parse.quote(str(path.resolve()))
+    return f"file:{quoted}?mode=ro" + ("&immutable=1" if immutable else "")
+
+
+def connect_read_only(path: Path, *, timeout: float = 5.0) -> tuple[sqlite3.Connection, str | None]:
+    """A connection that can never write ``path``, and a note when recent changes are unseen.
+
+    ``mode=ro`` is tried first. A WAL database in a folder the process may not write cannot even
+    be read that way (readers need the ``-shm`` file), so then it is opened ``immutable``: SQLite
+    reads the main file without locks. Changes still in a ``-wal`` file are not seen then; the note
+    says so.
+    """
+    con = sqlite3.connect(_readonly_uri(path, immutable=False), uri=True, timeout=timeout,
+                          isolation_level=None, check_same_thread=False)
+    try:
+        con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return con, None
+    except sqlite3.OperationalError as exc:
+        con.close()
+        text = str(exc).lower()
+        if "readonly" not in text and "unable to open" not in text:
+            raise
+    con = sqlite3.connect(_readonly_uri(path, immutable=True), uri=True, timeout=timeout,
+                          isolation_level=None, check_same_thread=False)
+    note = None
+    wal = Path(f"{path}-wal")
+    with contextlib.suppress(OSError):
+        if wal.stat().st_size > 0:
+            note = (f"{path} was opened read-only; the latest changes in {wal.name} cannot be "
+                    "read until its folder is writable again")
+    return con, note
 
 
 class Database:
@@ -64,17 +140,38 @@ class Database:
         busy_timeout: float = 30.0,
         synchronous: Literal["normal", "full"] = "full",
         background_checkpoints: bool = True,
+        read_only: bool = False,
+        integrity_check: bool = True,
     ) -> None:
         self.path = Path(path)
         self.busy_timeout = busy_timeout
+        self.read_only = read_only
+        #: set when a read-only open cannot see the latest changes (see connect_read_only)
+        self.note: str | None = None
         self.lock = threading.RLock()
         self._commits = 0
         self._closed = False
+        self._wake = threading.Event()
+        self._checkpointer: threading.Thread | None = None
+        #: damage the background integrity check found (large files are checked off the open path)
+        self._damage: ArchiveCorruptError | None = None
         self._check_header()
+        self._gate: Any = _NO_GATE
+        if read_only:
+            self._open_read_only()
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._gate = WriteGate(self.path)
         private_sqlite(self.path)  # 0600, and so its -wal/-shm (SQLite copies the mode)
         self.con = self._connect()
         try:
             self._check_identity()  # before anything that writes, such as the journal mode
+            background_check = False
+            if integrity_check:
+                if self._size() <= SYNC_CHECK_BYTES:
+                    self._check_integrity(self.con)
+                else:
+                    background_check = True
             self._configure(synchronous, background_checkpoints)
         except sqlite3.DatabaseError as exc:
             self.con.close()
@@ -96,8 +193,9 @@ class Database:
         except BaseException:
             self.con.close()
             raise
-        self._wake = threading.Event()
-        self._checkpointer: threading.Thread | None = None
+        if background_check:
+            threading.Thread(target=self._check_in_background, name="session-archive-check",
+                             daemon=True).start()
         if background_checkpoints and self.wal:
             self._checkpointer = threading.Thread(
                 target=self._checkpoint_loop, name="session-archive-checkpoint", daemon=True
@@ -117,6 +215,66 @@ class Database:
             raise ArchiveCorruptError(f"{self.path} cannot be read: {exc}") from exc
         if head and head != _MAGIC:
             raise _corrupt(self.path, "the file does not start with the SQLite header")
+
+    def _open_read_only(self) -> None:
+        """Open for reading only: nothing is configured, migrated or checkpointed."""
+        if not self.path.exists():
+            raise ArchiveError(f"{self.path} does not exist; nothing to read")
+        try:
+            self.con, self.note = connect_read_only(self.path, timeout=self.busy_timeout)
+        except sqlite3.DatabaseError as exc:
+            raise self._translate(exc) from exc
+        register_functions(self.con)
+        self.wal = False
+        try:
+            self._check_identity()
+            version = self.con.execute("PRAGMA user_version").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            self.con.close()
+            raise self._translate(exc) from exc
+        except BaseException:
+            self.con.close()
+            raise
+        if 0 < version < LATEST_VERSION:
+            self.con.close()
+            raise ArchiveReadOnlyError(
+                f"{self.path} has schema version {version} and must be upgraded to "
+                f"{LATEST_VERSION} before it can be read, which needs write access: run any "
+                "hermes-core command once where the file and its folder are writable"
+            )
+
+    def _size(self) -> int:
+        try:
+            return self.path.stat().st_size
+        except OSError:
+            return 0
+
+    def _check_integrity(self, con: sqlite3.Connection) -> None:
+        """``PRAGMA quick_check``: a file damaged in its middle pages is reported at open, with
+        what to do, instead of failing every later append."""
+        try:
+            rows = con.execute("PRAGMA quick_check(5)").fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise _corrupt(self.path, f"integrity check failed: {exc}") from exc
+        problems = [str(r[0]) for r in rows]
+        if problems != ["ok"]:
+            raise _corrupt(self.path, "integrity check failed: " + "; ".join(problems))
+
+    def _check_in_background(self) -> None:
+        """The same check for a large file (about 5 ms per MB), off the opening path; damage found
+        refuses every later write with the same clear error (the messages go to the spool)."""
+        try:
+            con, _note = connect_read_only(self.path, timeout=self.busy_timeout)
+        except sqlite3.Error as exc:
+            log.debug("background integrity check skipped: %s", exc)
+            return
+        try:
+            self._check_integrity(con)
+        except ArchiveCorruptError as exc:
+            self._damage = exc
+            log.error("%s", exc)
+        finally:
+            con.close()
 
     def _connect(self) -> sqlite3.Connection:
         con = sqlite3.connect(
@@ -182,10 +340,22 @@ class Database:
     def _begin(self) -> None:
         self._retry(lambda: self.con.execute("BEGIN IMMEDIATE"))
 
+    @contextlib.contextmanager
+    def _gated(self) -> Iterator[None]:
+        """Queue on the write gate (see gate.py) for one write transaction."""
+        try:
+            with self._gate.hold(self.busy_timeout):
+                yield
+        except GateTimeout as exc:
+            raise ArchiveBusyError(
+                f"{self.path} stayed locked by another process for {self.busy_timeout:.0f}s; "
+                "nothing was written. Retry, or raise session_archive.busy_timeout"
+            ) from exc
+
     def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn`` in one write transaction; retried as a whole while the file is busy."""
-        with self.lock:
-            self._ensure_open()
+        with self.lock, self._gated():
+            self._ensure_writable()
             deadline = time.monotonic() + self.busy_timeout
             delay = 0.005
             while True:
@@ -223,8 +393,8 @@ class Database:
         The hot path of an append: no BEGIN/COMMIT round trips, and still atomic, because SQLite
         wraps a single statement (with everything its triggers do) in one transaction.
         """
-        with self.lock:
-            self._ensure_open()
+        with self.lock, self._gated():
+            self._ensure_writable()
             try:
                 rowid = self._retry(lambda: self.con.execute(sql, params).lastrowid)
             except sqlite3.OperationalError as exc:
@@ -260,6 +430,11 @@ class Database:
                 f"{self.path} stayed locked by another process for {self.busy_timeout:.0f}s; "
                 "retry, or raise session_archive.busy_timeout"
             )
+        if "full" in text:
+            return ArchiveFullError(
+                f"{self.path}: the disk is full (or the database reached its size limit): "
+                f"{exc}. Free some space; nothing already stored is affected"
+            )
         if "unable to open" in text or "readonly" in text or "disk i/o" in text:
             return ArchiveError(f"cannot use {self.path}: {exc}. Check the file's permissions "
                                 "and the disk")
@@ -268,6 +443,16 @@ class Database:
     def _ensure_open(self) -> None:
         if self._closed:
             raise sqlite3.ProgrammingError(f"the session archive at {self.path} is closed")
+
+    def _ensure_writable(self) -> None:
+        self._ensure_open()
+        if self._damage is not None:
+            raise self._damage
+        if self.read_only:
+            raise ArchiveReadOnlyError(
+                f"{self.path} was opened read-only (the file or its folder is not writable); "
+                "nothing was written"
+            )
 
     # ----------------------------------------------------------------------------- checkpoints
 
@@ -300,8 +485,9 @@ class Database:
             if self._checkpointer is not None:
                 self._checkpointer.join(timeout=5.0)
             try:
-                if self.wal:
+                if self.wal and not self.read_only:
                     self.con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
             except sqlite3.Error as exc:  # another process is reading: its close will do it
                 log.debug("closing checkpoint skipped: %s", exc)
             self.con.close()
+            self._gate.close()

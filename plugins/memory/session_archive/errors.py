@@ -8,7 +8,10 @@ __all__ = [
     "ArchiveBusyError",
     "ArchiveCorruptError",
     "ArchiveError",
+    "ArchiveFullError",
+    "ArchiveReadOnlyError",
     "ArchiveVersionError",
+    "ArchiveWriteError",
     "ImportFormatError",
     "QueryError",
     "SessionNotFoundError",
@@ -29,6 +32,18 @@ class ArchiveVersionError(ArchiveError):
 
 class ArchiveBusyError(ArchiveError):
     """Another process held the write lock longer than the configured busy timeout."""
+
+
+class ArchiveFullError(ArchiveError):
+    """The disk (or the database's size limit) is full; nothing already stored is affected."""
+
+
+class ArchiveReadOnlyError(ArchiveError):
+    """The archive was opened read-only (a read-only home) and cannot be written."""
+
+
+class ArchiveWriteError(ArchiveError):
+    """A message could not be stored in the archive; the message says where it was kept."""
 
 
 class SessionNotFoundError(ArchiveError):

@@ -17,9 +17,10 @@ from typing import Any, Literal, TypeVar
 
 from hermes_core.types import Message, Session, Usage
 
-from .db import Database
-from .errors import SessionNotFoundError
+from .db import Database, spool_path
+from .errors import ArchiveError, ArchiveReadOnlyError, ArchiveWriteError, SessionNotFoundError
 from .records import SessionRecord, StoredMessage, _json, clean_text, encode_message
+from .spool import Spool, SpoolEntry, already_stored, mark_stored, session_from_fields
 
 __all__ = ["LINEAGE_CTE", "LINEAGE_SQL", "SessionArchive", "base_title"]
 
@@ -63,16 +64,35 @@ class SessionArchive:
         busy_timeout: float = 30.0,
         synchronous: Literal["normal", "full"] = "full",
         background_checkpoints: bool = True,
+        read_only: bool = False,
+        integrity_check: bool = True,
     ) -> None:
         self.path = Path(path)
+        #: messages that could not be stored wait here (see spool.py)
+        self.spool = Spool(spool_path(self.path))
         self.db = Database(
             self.path, busy_timeout=busy_timeout, synchronous=synchronous,
-            background_checkpoints=background_checkpoints,
+            background_checkpoints=background_checkpoints, read_only=read_only,
+            integrity_check=integrity_check,
         )
         #: session id -> num, filled as sessions are seen (nums never change)
         self._nums: dict[str, int] = {}
         #: ids created by the transaction in progress, forgotten again if it rolls back
         self._created: list[str] = []
+        if not read_only:
+            try:
+                self.replay_spool()
+            except ArchiveError as exc:  # the next append tries again and reports it
+                log.error("%s: spooled messages could not be stored yet: %s", self.path, exc)
+
+    @property
+    def read_only(self) -> bool:
+        return self.db.read_only
+
+    @property
+    def note(self) -> str | None:
+        """Set when a read-only open cannot see the latest changes."""
+        return self.db.note
 
     @classmethod
     def in_home(cls, home: Path, **kwargs: Any) -> SessionArchive:
@@ -277,10 +297,72 @@ class SessionArchive:
     def append_message(
         self, session: Session | str, message: Message
     ) -> int:
-        """Store one message at the end of a session (created if new); return its id."""
+        """Store one message at the end of a session (created if new); return its id.
+
+        When the archive cannot store it (disk full, a damaged page, a lock held too long), the
+        message is kept durably in the spool and :class:`ArchiveWriteError` says so; it is stored,
+        in order and once, by the next append or open that succeeds.
+        """
         row, repairs = encode_message(message)
         if repairs:
             log.warning("message repaired before storing (%d lone surrogates replaced)", repairs)
+        try:
+            if self.spool.pending():  # earlier messages first: order is kept
+                self.replay_spool()
+            return self._append_row(session, row)
+        except (ArchiveError, sqlite3.Error) as exc:
+            if isinstance(exc, ArchiveReadOnlyError):
+                raise
+            raise self._spool_failed(session, row, exc) from exc
+
+    def _spool_failed(
+        self, session: Session | str, row: tuple[Any, ...], exc: BaseException
+    ) -> ArchiveWriteError:
+        reason = str(self.db._translate(exc) if isinstance(exc, sqlite3.DatabaseError) else exc)
+        try:
+            self.spool.add(session, row)
+        except OSError as spool_exc:
+            return ArchiveWriteError(
+                f"a message could NOT be stored: the archive failed ({reason}) and so did "
+                f"keeping it in {self.spool.path} ({spool_exc.strerror or spool_exc}). Free "
+                "disk space now; this message is lost unless the conversation is exported"
+            )
+        return ArchiveWriteError(
+            f"a message could not be stored in the session archive ({reason}). It was kept in "
+            f"{self.spool.path} and will be stored, in order, as soon as the archive can be "
+            "written again"
+        )
+
+    def replay_spool(self) -> int:
+        """Store the spooled messages now; return how many. Raises while the archive cannot."""
+        try:
+            count = self.spool.replay(self)
+        except sqlite3.DatabaseError as exc:
+            raise self.db._translate(exc) from exc
+        if count:
+            log.warning("%s: stored %d message(s) that had waited in %s", self.path, count,
+                        self.spool.path.name)
+        return count
+
+    def _store_spooled(self, entries: list[SpoolEntry]) -> int:
+        def tx(con: sqlite3.Connection) -> int:
+            stored = 0
+            for entry in entries:
+                if already_stored(con, entry.id):
+                    continue
+                session = session_from_fields(entry.session)
+                sid = session.id if isinstance(session, Session) else session
+                num = self._num(con, sid)
+                if num is None:
+                    num = self._create_from(con, session)
+                rowid = int(con.execute(_INSERT_MESSAGE, (num, *entry.row)).lastrowid or 0)
+                mark_stored(con, entry.id, rowid)
+                stored += 1
+            return stored
+
+        return self._write(tx)
+
+    def _append_row(self, session: Session | str, row: tuple[Any, ...]) -> int:
         sid = session.id if isinstance(session, Session) else session
         num = self._nums.get(sid)
         if num is not None:  # the common case: one autocommit INSERT

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import click
@@ -83,8 +83,15 @@ class Chat:
 
     def loop(self) -> None:
         """Read and answer until /quit, end of input (Ctrl-D) or ``running`` turns false."""
+        line_editing = False
         with contextlib.suppress(ImportError):  # not on every platform (e.g. Windows)
             import readline  # noqa: F401  (line editing and history for input())
+
+            line_editing = True
+        with _keys_typed_ahead_kept(self.read is input and line_editing):
+            self._loop()
+
+    def _loop(self) -> None:
         while self.running:
             try:
                 line = self.read(self.settings.prompt)
@@ -118,3 +125,34 @@ class Chat:
         except KeyboardInterrupt:
             # The turn runs on the dispatcher's thread: it finishes and is archived regardless.
             self.say("\n(interrupted: the reply is still being produced and stored)", style="dim")
+
+
+@contextlib.contextmanager
+def _keys_typed_ahead_kept(enabled: bool) -> Iterator[None]:
+    """Keep keys typed while a reply streams exactly as typed, Ctrl-D included.
+
+    readline switches the terminal to non-canonical mode only while it reads a line. Keys typed
+    in between (during a turn, or in the instant between a reply and the next prompt) reach the
+    terminal in canonical mode, where Ctrl-D on an empty line becomes an end-of-file marker that
+    readline never sees once it switches modes: Ctrl-D right after a reply was ignored. With
+    canonical mode off for the whole chat (echo and Ctrl-C untouched), those keys are queued as
+    plain bytes, and readline reads the Ctrl-D as the end of input. Restored on the way out.
+    """
+    try:
+        import termios
+    except ImportError:  # pragma: no cover - not POSIX
+        enabled = False
+    fd = sys.stdin.fileno() if enabled and sys.stdin.isatty() else None
+    if fd is None:
+        yield
+        return
+    saved = termios.tcgetattr(fd)
+    raw = termios.tcgetattr(fd)
+    raw[3] &= ~termios.ICANON  # lflag
+    raw[6][termios.VMIN] = 1
+    raw[6][termios.VTIME] = 0
+    termios.tcsetattr(fd, termios.TCSANOW, raw)  # TCSANOW: keys already typed are kept
+    try:
+        yield
+    finally:
+        termios.tcsetattr(fd, termios.TCSANOW, saved)

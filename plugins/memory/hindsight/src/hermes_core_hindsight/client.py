@@ -275,6 +275,22 @@ class HindsightClient:
             raise HindsightUnavailable(f"unexpected reflect answer from {self.base_url}: {data!r}")
         return str(data["text"])
 
+    def operation_status(self, bank: str, operation_id: str, *,
+                         timeout: float | None = None) -> tuple[str, str | None]:
+        """``GET /banks/{bank}/operations/{id}``: the operation's status (``pending``,
+        ``processing``, ``completed``, ``failed``, ``cancelled`` or ``not_found``) and its error
+        message, if any."""
+        try:
+            data = self._request("GET", f"{_PREFIX}/{bank}/operations/{operation_id}",
+                                 timeout=timeout)
+        except HindsightRejected as exc:
+            if exc.status == 404:
+                return "not_found", None
+            raise
+        if not isinstance(data, dict):
+            return "not_found", None
+        return str(data.get("status") or "not_found"), data.get("error_message")
+
     def pending_operations(self, bank: str, *, timeout: float | None = None) -> int:
         """How many async operations (retains, consolidations) of ``bank`` are not finished.
 

@@ -15,9 +15,11 @@ Data path of a turn (see docs in README.md):
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
+from collections import deque
 from datetime import UTC, datetime
 from typing import Any
 
@@ -94,6 +96,10 @@ class HindsightMemory(MemoryProvider):
         self._probe_after = 0.0
         self._warned_types = False
         self._lineage: dict[str, str] = {}
+        #: (bank, operation id) of async retains sent and not yet seen finished (see settle)
+        self._operations: deque[tuple[str, str]] = deque(maxlen=1_000)
+        #: the last operations settle() saw failing: (id, the server's error message)
+        self.failed_operations: list[tuple[str, str | None]] = []
         deadline = context.config.memory.prefetch_timeout
         self.live_wait = min(config.prefetch_live_wait, LIVE_WAIT_SHARE * deadline)
         self.writer = RetainWriter(
@@ -154,9 +160,14 @@ class HindsightMemory(MemoryProvider):
                 else:
                     item["document_id"] = f"{session_id}#turn-{job.get('turn', 0)}"
             items.append(item)
-        self.client.retain(job.get("bank", self.config.bank), items,
-                           async_=self.config.retain_async, operation_id=job.get("operation_id"),
-                           timeout=self.config.retain_timeout)
+        bank = job.get("bank", self.config.bank)
+        data = self.client.retain(bank, items, async_=self.config.retain_async,
+                                  operation_id=job.get("operation_id"),
+                                  timeout=self.config.retain_timeout)
+        ids = [data.get("operation_id"), *(data.get("operation_ids") or [])]
+        with self._lock:
+            for op in dict.fromkeys(i for i in ids if isinstance(i, str) and i):
+                self._operations.append((bank, op))
 
     def _recall_for_prefetch(self, query: str, session: Session) -> list[Memory]:
         limit = self.config.prefetch_max_results * 3  # room for skipped current-session memories
@@ -338,16 +349,60 @@ class HindsightMemory(MemoryProvider):
     # ------------------------------------------------------------------------------ for tests
 
     def settle(self, timeout: float = 30.0) -> bool:
-        """Wait until queued turns are sent, recalls finished and the server's own queue of
-        retains and consolidations is empty; ``False`` if that took longer than ``timeout``."""
+        """Wait until everything retained so far is stored and searchable on the server.
+
+        In order, each step bounded by what is left of ``timeout``: the writer has sent what was
+        queued; turns it had to spool (the server was slow or down) have been sent too; every
+        async retain it sent has reached a final state in the server's own operation status
+        (``GET /operations/{id}``: completed, failed, cancelled); and the bank has no pending or
+        processing operation left (consolidations the retains started). Recalls in flight have
+        finished. ``False`` if that took longer than ``timeout`` or the server stopped answering;
+        operations that failed are listed in :attr:`failed_operations`.
+        """
         end = time.monotonic() + timeout
-        if not self.writer.flush(timeout) or not self.prefetcher.idle(max(0.0, end - time.monotonic())):
+
+        def left() -> float:
+            return max(0.0, end - time.monotonic())
+
+        if not self.writer.flush(timeout):
             return False
-        while time.monotonic() < end:
-            try:
-                if self.client.pending_operations(self.config.bank, timeout=2.0) == 0:
-                    return True
-            except HindsightUnavailable:
+        while self.writer.spool.count() and left() > 0:
+            if not self.writer.retry_spool(left()) or (
+                    self.writer.spool.count() and not self._wait(0.2, end)):
                 return False
-            time.sleep(0.1)
-        return False
+        if self.writer.spool.count():
+            return False
+        try:
+            if not self._operations_done(end):
+                return False
+            while self.client.pending_operations(self.config.bank, timeout=min(5.0, left())):
+                if not self._wait(0.1, end):
+                    return False
+        except HindsightUnavailable:
+            return False
+        return self.prefetcher.idle(left())
+
+    def _wait(self, seconds: float, end: float) -> bool:
+        """Pause between two looks at the server's state; ``False`` once ``end`` has passed."""
+        if time.monotonic() + seconds >= end:
+            return False
+        time.sleep(seconds)
+        return True
+
+    def _operations_done(self, end: float) -> bool:
+        with self._lock:
+            waiting = list(self._operations)
+        for bank, op in waiting:
+            while True:
+                status, error = self.client.operation_status(
+                    bank, op, timeout=min(5.0, max(0.1, end - time.monotonic())))
+                if status in ("completed", "failed", "cancelled", "not_found"):
+                    break
+                if not self._wait(0.1, end):
+                    return False
+            if status == "failed":
+                self.failed_operations.append((op, error))
+                self.log.warning("hindsight: the server failed retain operation %s: %s", op, error)
+            with self._lock, contextlib.suppress(ValueError):
+                self._operations.remove((bank, op))
+        return True

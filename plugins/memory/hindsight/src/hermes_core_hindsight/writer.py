@@ -76,6 +76,8 @@ class RetainWriter:
         self._inflight: Job | None = None
         self._closing = False
         self._failing = False  # the last attempt failed for a retryable reason
+        self._kicks_asked = 0  # retry_spool() calls ...
+        self._kicks_done = 0  # ... and how many the thread has answered
         self.stats = WriterStats()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
@@ -98,6 +100,16 @@ class RetainWriter:
                               job.get("label", "a turn"), self.spool.path)
         self.spool.add([job])
         self.stats.spooled += 1
+
+    def retry_spool(self, timeout: float) -> bool:
+        """Have the thread try to send the spool now (it otherwise waits for the next job) and
+        wait for that attempt; ``False`` if it did not finish within ``timeout``."""
+        with self._cond:
+            self._kicks_asked += 1
+            target = self._kicks_asked
+            self._cond.notify_all()
+            return self._cond.wait_for(lambda: self._kicks_done >= target or self._closing,
+                                       timeout=max(0.0, timeout))
 
     def pending(self) -> int:
         """Jobs queued or being sent."""
@@ -143,11 +155,24 @@ class RetainWriter:
         first = True
         while True:
             with self._cond:
-                self._cond.wait_for(lambda: self._queue or self._closing)
+                self._cond.wait_for(lambda: self._queue or self._closing
+                                    or self._kicks_asked > self._kicks_done)
                 if self._closing:
                     return
-                job = self._queue.popleft()
-                self._inflight = job
+                kicked = not self._queue  # retry_spool(): no new job, only the spool to send
+                if not kicked:
+                    job = self._queue.popleft()
+                    self._inflight = job
+                asked = self._kicks_asked
+            if kicked:
+                try:
+                    self._drain_spool()
+                except Exception:  # a bug here must not kill the only writer
+                    self._log.exception("hindsight: sending the spool failed")
+                with self._cond:
+                    self._kicks_done = asked
+                    self._cond.notify_all()
+                continue
             try:
                 if first and self.spool.path.exists():
                     self._drain_spool()  # a previous run left jobs: they come first

@@ -43,6 +43,11 @@ class FakeHindsight:
         self.llm = True
         self.release = threading.Event()
         self.release.set()
+        #: operation id -> the statuses ``GET /operations/{id}`` answers next (the last repeats);
+        #: an async retain's operation starts as ["processing", "completed"]
+        self.operations: dict[str, list[str]] = {}
+        #: whether stored memories are found only once their operation completed (as on the server)
+        self.index_on_completion = False
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         if self.down:
@@ -59,6 +64,15 @@ class FakeHindsight:
                                              "features": {"observations": self.observations}})
         if path == "/health":
             return httpx.Response(200, json={"status": "healthy", "database": "connected"})
+        op = re.fullmatch(r"/v1/default/banks/([^/]+)/operations/([^/]+)", path)
+        if op is not None:
+            with self.lock:
+                queue = self.operations.get(op.group(2))
+                if queue is None:
+                    return httpx.Response(404, json={"detail": "Operation not found"})
+                status = queue.pop(0) if len(queue) > 1 else queue[0]
+            return httpx.Response(200, json={"operation_id": op.group(2), "status": status,
+                                             "error_message": None})
         match = re.fullmatch(r"/v1/default/banks/([^/]+)/(memories|memories/recall|reflect|operations)",
                              path)
         if match is None:
@@ -67,12 +81,18 @@ class FakeHindsight:
         if route == "memories":
             if self.retain_status is not None:
                 return httpx.Response(self.retain_status, json={"detail": "retain refused"})
+            answer: dict[str, Any] = {"success": True, "bank_id": bank,
+                                      "items_count": len(body["items"]),
+                                      "async": body.get("async", False)}
+            op_id = body.get("operation_id") or str(uuid.uuid4())
             with self.lock:
                 for item in body["items"]:
-                    self.memories.append({**item, "bank": bank, "id": str(uuid.uuid4())})
-            return httpx.Response(200, json={"success": True, "bank_id": bank,
-                                             "items_count": len(body["items"]),
-                                             "async": body.get("async", False)})
+                    self.memories.append({**item, "bank": bank, "id": str(uuid.uuid4()),
+                                          "operation": op_id})
+                if body.get("async"):
+                    self.operations.setdefault(op_id, ["processing", "completed"])
+                    answer["operation_id"] = op_id
+            return httpx.Response(200, json=answer)
         if route == "memories/recall":
             return httpx.Response(200, json={"results": self._recall(bank, body)})
         if route == "operations":
@@ -88,6 +108,9 @@ class FakeHindsight:
         with self.lock:
             for m in self.memories:
                 if m["bank"] != bank:
+                    continue
+                if self.index_on_completion and self.operations.get(
+                        m.get("operation", ""), ["completed"])[0] != "completed":
                     continue
                 overlap = len(query & set(_WORDS.findall(str(m["content"]).lower())))
                 if overlap:

@@ -282,3 +282,49 @@ def test_auto_retain_and_recall_can_be_switched_off(hermes_home, fake):
     assert provider.prefetch("not recalled", Session(id="quiet")) is None
     provider.shutdown()
     assert fake.calls("/memories") == [] and fake.calls("/recall") == []
+
+
+def test_settle_waits_for_the_servers_own_operation_status(provider, fake):
+    """Issue 17 item 15: settle() trusted the bank's list of pending operations; it now waits for
+    each retain it sent to reach a final state in ``GET /operations/{id}``."""
+    fake.index_on_completion = True
+    turn(provider, Session(id="s-ops"), "I fixed the database hang by raising the pool size")
+    assert provider.writer.flush(5)
+    (op,) = fake.operations
+    fake.operations[op] = ["pending", "processing", "processing", "completed"]
+    assert provider.settle(10)
+    assert fake.operations[op] == ["completed"]  # every status was read, up to the final one
+    found = provider.client.recall("unit", "database hang pool size")
+    assert found and "database hang" in found[0].text
+
+
+def test_settle_sends_what_the_writer_had_to_spool(hermes_home, fake):
+    """Before: a retain that failed while the server was busy went to the spool, flush() counted
+    it as dealt with, and settle() reported success with the memory not stored (empty recall)."""
+    provider = build_provider(hermes_home, fake, "hindsight:\n  bank: unit\n  retain_attempts: 1\n")
+    fake.down = True
+    turn(provider, Session(id="s-busy"), "the import froze; raising the pool size fixed it")
+    assert provider.writer.flush(5)
+    assert provider.writer.spool.count() == 1
+    fake.down = False
+    assert provider.settle(10)
+    assert provider.writer.spool.count() == 0
+    assert [m["content"] for m in fake.memories if "pool size" in str(m["content"])]
+    provider.shutdown()
+
+
+def test_settle_reports_failed_operations(provider, fake):
+    turn(provider, Session(id="s-fail"), "a turn the server fails to store")
+    assert provider.writer.flush(5)
+    (op,) = fake.operations
+    fake.operations[op] = ["failed"]
+    assert provider.settle(10)
+    assert [o for o, _error in provider.failed_operations] == [op]
+
+
+def test_settle_is_bounded_when_an_operation_never_finishes(provider, fake):
+    turn(provider, Session(id="s-stuck"), "a turn whose operation never finishes")
+    assert provider.writer.flush(5)
+    (op,) = fake.operations
+    fake.operations[op] = ["processing"]
+    assert provider.settle(0.5) is False

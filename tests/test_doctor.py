@@ -1,0 +1,56 @@
+"""``hermes-core doctor`` checks what the config points at (issue 17 item 16)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hermes_core.plugins.memory.session_archive import SessionArchive
+from hermes_core.types import Message
+
+
+def checks() -> dict[str, dict[str, Any]]:
+    from hermes_core.cli.doctor_cmd import run_checks
+
+    return {c["name"]: c for c in run_checks()}
+
+
+def test_doctor_checks_the_configured_archive_not_home_state_db(home: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "archives" / "work.db"
+    elsewhere.parent.mkdir()
+    with SessionArchive(elsewhere) as archive:
+        archive.append_message("s", Message("user", "hello"))
+    (home / "config.yaml").write_text(f"session_archive:\n  path: {elsewhere}\n", encoding="utf-8")
+    found = checks()
+    check = found["archive (work.db)"]
+    assert check["ok"] and str(elsewhere) in check["detail"] and "1 sessions" in check["detail"]
+    assert "state.db" not in found  # home/state.db is not what the config uses
+    elsewhere.write_bytes(b"not a database at all " * 300)
+    check = checks()["archive (work.db)"]
+    assert not check["ok"] and str(elsewhere) in check["detail"]
+    assert "left untouched" in check["detail"]
+
+
+def test_doctor_reports_spooled_messages(home: Path) -> None:
+    db = home / "state.db"
+    with SessionArchive(db) as archive:
+        archive.spool.add("s", ("user", "waiting", None, None, None, 1.0, None))
+        # the archive is open: this entry waits until the next write or open
+        check = checks()["state.db"]
+    assert check["ok"] and check["warning"] and "1 message(s) wait" in check["detail"]
+
+
+def test_doctor_checks_the_memory_files(home: Path) -> None:
+    memories = home / "memories"
+    memories.mkdir()
+    (memories / "MEMORY.md").write_bytes("fact one\r\n§\r\nfact two\r\n".encode())
+    (home / "config.yaml").write_text("file_memory:\n  user_char_limit: 20\n", encoding="utf-8")
+    (memories / "USER.md").write_text("Name: Ana\n§\nPrefers tea over coffee\n", encoding="utf-8")
+    found = checks()
+    memory, user = found["MEMORY.md"], found["USER.md"]
+    assert memory["ok"] and memory["warning"] and "2 entries" in memory["detail"]
+    assert "CRLF" in memory["detail"]
+    assert user["ok"] and user["warning"] and "over its limit" in user["detail"]
+    (memories / "USER.md").write_bytes(b"\xff\xfe binary junk \x00")
+    user = checks()["USER.md"]
+    assert not user["ok"] and "not UTF-8" in user["detail"] and "left untouched" in user["detail"]

@@ -1,0 +1,223 @@
+"""A failed archive write is never lost silently (issue 17 item 8).
+
+Real disks are made to fail for real: SQLite's ``max_page_count`` (the database is full), a file
+size limit (``RLIMIT_FSIZE``) in a subprocess (the OS refuses the write), a file damaged in its
+middle pages, another connection holding the lock. Nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from hermes_core.plugins.memory.session_archive import (
+    ArchiveCorruptError,
+    ArchiveWriteError,
+    SessionArchive,
+    SessionArchiveConfig,
+    SessionArchiveProvider,
+)
+from hermes_core.testing import make_instance
+from hermes_core.types import Message, Session
+
+PAGE = 4096
+
+
+def contents(archive: SessionArchive, sid: str) -> list[str]:
+    return [str(m.content) for m in archive.messages(sid)]
+
+
+def test_a_file_damaged_in_its_middle_pages_is_refused_at_open_with_advice(tmp_path: Path) -> None:
+    """Before: such a file opened fine and then failed every append."""
+    path = tmp_path / "state.db"
+    with SessionArchive(path) as a:
+        for i in range(400):
+            a.append_message("s", Message("user", f"message {i} about the quarterly report " * 8))
+    data = bytearray(path.read_bytes())
+    pages = len(data) // PAGE
+    assert pages > 20
+    for p in (pages // 2, pages // 2 + 1):  # two pages in the middle, the schema intact
+        data[p * PAGE : (p + 1) * PAGE] = os.urandom(PAGE)
+    path.write_bytes(bytes(data))
+    before = path.read_bytes()
+    with pytest.raises(ArchiveCorruptError) as info:
+        SessionArchive(path)
+    message = str(info.value)
+    assert str(path) in message and "integrity check failed" in message
+    assert "Keep the file" in message and ".recover" in message
+    assert "fresh" not in message  # never advises starting over without the data
+    assert path.read_bytes() == before
+
+
+def test_a_full_database_spools_every_message_and_replays_them_in_order(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    archive = SessionArchive(path)
+    archive.append_message(Session(id="s"), Message("user", "turn before"))
+    con = archive.db.con
+    used = con.execute("PRAGMA page_count").fetchone()[0]
+    con.execute(f"PRAGMA max_page_count = {used}")  # the database cannot grow: "disk is full"
+    failures = []
+    for i in range(40):
+        try:
+            archive.append_message(Session(id="s"), Message("user", f"turn {i} " + "x" * 3000))
+        except ArchiveWriteError as exc:
+            failures.append(str(exc))
+    assert failures, "the size limit never bit"
+    assert all("disk is full" in f and "kept in" in f for f in failures)
+    spooled = archive.spool.read()
+    assert len(spooled) == len(failures)
+    con.execute("PRAGMA max_page_count = 1073741823")  # space again
+    archive.append_message(Session(id="s"), Message("user", "turn after"))
+    stored = contents(archive, "s")
+    assert stored[0] == "turn before" and stored[-1] == "turn after"
+    assert [s.split(" ", 2)[1] for s in stored[1:-1]] == [str(i) for i in range(40)]
+    assert not archive.spool.pending()
+    archive.close()
+
+
+def test_the_os_refusing_writes_spools_and_the_next_open_stores_them(tmp_path: Path) -> None:
+    """A file-size limit makes every write past it fail with EFBIG, as a full disk does."""
+    path = tmp_path / "state.db"
+    script = textwrap.dedent(
+        """
+        import json, os, resource, signal, sys
+        from pathlib import Path
+        from hermes_core.plugins.memory.session_archive import ArchiveWriteError, SessionArchive
+        from hermes_core.types import Message, Session
+
+        path = Path(sys.argv[1])
+        archive = SessionArchive(path)
+        archive.append_message(Session(id="s"), Message("user", "before the disk filled"))
+        sizes = [os.path.getsize(p) for p in (path, f"{path}-wal") if os.path.exists(p)]
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of a signal
+        resource.setrlimit(resource.RLIMIT_FSIZE, (max(sizes) + 60_000, resource.RLIM_INFINITY))
+        out = []
+        for i in range(40):
+            try:
+                archive.append_message(Session(id="s"), Message("user", f"turn {i} " + "x" * 900))
+                out.append(None)
+            except ArchiveWriteError as exc:
+                out.append(str(exc))
+        print(json.dumps(out))
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads(proc.stdout)
+    failed = [r for r in results if r is not None]
+    assert len(failed) >= 30, results  # the limit bit early
+    assert all("kept in" in r and "state.db.spool.jsonl" in r for r in failed)
+    with SessionArchive(path) as archive:  # no limit now: the open stores the spool
+        stored = contents(archive, "s")
+        assert not archive.spool.pending()
+    assert stored[0] == "before the disk filled"
+    assert [s.split(" ", 2)[1] for s in stored[1:]] == [str(i) for i in range(40)]
+
+
+def test_a_crash_after_storing_the_spool_never_stores_it_twice(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    with SessionArchive(path) as archive:
+        archive.spool.add(Session(id="s", title="Spooled"), ("user", "one", None, None, None,
+                                                             1.0, None))
+        archive.spool.add("s", ("user", "two", None, None, None, 2.0, None))
+        # The replay committed, then the process died before emptying the spool:
+        assert archive._store_spooled(archive.spool.read()) == 2
+        assert archive.spool.pending()
+        assert archive.replay_spool() == 0  # the ids are recorded: nothing stored again
+        assert contents(archive, "s") == ["one", "two"]
+        assert archive.get_session("s").title == "Spooled"
+        assert not archive.spool.pending()
+
+
+def test_the_provider_raises_on_a_failed_write_and_keeps_the_message(hermes_home: Path) -> None:
+    provider = make_instance(SessionArchiveProvider, "memory-provider", hermes_home,
+                             config="session_archive:\n  busy_timeout: 0.2\n")
+    session = Session(id="turns")
+    provider.on_message(Message("user", "first"), session)
+    holder = sqlite3.connect(provider.archive.path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process keeps the write lock
+    try:
+        with pytest.raises(ArchiveWriteError, match="kept in"):
+            provider.on_message(Message("assistant", "second"), session)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    provider.on_message(Message("user", "third"), session)
+    assert contents(provider.archive, "turns") == ["first", "second", "third"]
+    provider.shutdown()
+
+
+def test_config_model_is_unchanged_by_the_spool() -> None:
+    # The spool needs no setting: it sits beside the archive file.
+    assert "spool" not in SessionArchiveConfig.model_fields
+
+
+def test_writers_queue_on_the_write_gate(tmp_path: Path) -> None:
+    """Issue 17 item 12: writers of one file wait in the kernel on ``state.db.lock`` (woken when it
+    is released) instead of polling SQLite's lock; a holder past busy_timeout is an error."""
+    import fcntl
+    import threading
+
+    path = tmp_path / "state.db"
+    archive = SessionArchive(path, busy_timeout=0.5)
+    archive.append_message("s", Message("user", "first"))
+    patient = SessionArchive(path, busy_timeout=60)  # a writer willing to wait
+    gate = path.with_name("state.db.lock")
+    assert gate.exists() and (gate.stat().st_mode & 0o777) == 0o600
+    other = os.open(gate, os.O_RDWR)  # another writer (its own open file) holds the gate
+    fcntl.flock(other, fcntl.LOCK_EX)
+    with pytest.raises(ArchiveWriteError, match=r"locked by another process.*kept in"):
+        archive.append_message("s", Message("user", "second"))
+    done = threading.Event()
+
+    def append() -> None:
+        patient.append_message("s", Message("user", "third"))
+        done.set()
+
+    waiter = threading.Thread(target=append)
+    waiter.start()
+    assert not done.wait(0.1)  # queued behind the holder, not writing past it
+    fcntl.flock(other, fcntl.LOCK_UN)
+    os.close(other)
+    waiter.join(timeout=30)
+    assert done.is_set()
+    assert contents(patient, "s") == ["first", "second", "third"]  # the spool went first
+    patient.close()
+    archive.close()
+
+
+def test_a_large_damaged_file_is_checked_in_the_background_and_refuses_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files above SYNC_CHECK_BYTES are checked off the open path (about 5 ms per MB); damage it
+    finds makes every later append fail clearly, the message kept in the spool."""
+    import time
+
+    from hermes_core.plugins.memory.session_archive import db as db_module
+
+    path = tmp_path / "state.db"
+    with SessionArchive(path) as a:
+        for i in range(400):
+            a.append_message("s", Message("user", f"message {i} about the quarterly report " * 8))
+    data = bytearray(path.read_bytes())
+    middle = len(data) // PAGE // 2
+    data[middle * PAGE : (middle + 1) * PAGE] = os.urandom(PAGE)
+    path.write_bytes(bytes(data))
+    monkeypatch.setattr(db_module, "SYNC_CHECK_BYTES", 0)  # treat this file as a large one
+    archive = SessionArchive(path)  # opens at once
+    deadline = time.monotonic() + 60
+    while archive.db._damage is None:  # the background check's own result
+        assert time.monotonic() < deadline, "the background check never finished"
+        time.sleep(0.01)
+    with pytest.raises(ArchiveWriteError, match=r"integrity check failed.*kept in"):
+        archive.append_message("s", Message("user", "after the check"))
+    assert [e.row[1] for e in archive.spool.read()] == ["after the check"]
+    archive.close()

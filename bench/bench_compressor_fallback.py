@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hermes_core.plugins.context_engine.compressor.markers import is_summary_message
+from hermes_core.compaction.markers import is_summary_message
 
 from hermes_core.config import CoreConfig, LLMSection
 from hermes_core.kinds import PluginContext

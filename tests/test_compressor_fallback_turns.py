@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 from compressor_support import build_history, make_context
-from hermes_core.plugins.context_engine.compressor.fallback import (
+
+from hermes_core.compaction.fallback import (
     MIN_TURN_LINE,
     extractive_summary,
     turn_capacity,
 )
-from hermes_core.plugins.context_engine.compressor.markers import is_summary_message
-from hermes_core.plugins.context_engine.compressor.repair import history_problems
-
+from hermes_core.compaction.markers import is_summary_message
+from hermes_core.compaction.repair import history_problems
 from hermes_core.llm import AnthropicLLM
 from hermes_core.plugins.context_engine.compressor import Compressor, CompressorConfig
 from hermes_core.testing import Broken, Failure, MessagesAPIServer, Reply

@@ -23,6 +23,22 @@ __all__ = ["PgSessionArchive"]
 T = TypeVar("T")
 
 
+class _NoSpool:
+    """The spool of a PostgreSQL archive: none (see :class:`PgSessionArchive`)."""
+
+    def __init__(self, where: str) -> None:
+        self.path = f"no local spool ({where} is shared by every node)"
+
+    def pending(self) -> bool:
+        return False
+
+    def add(self, session: Any, row: Any) -> None:
+        raise OSError("a PostgreSQL archive keeps no local spool")
+
+    def replay(self, archive: Any) -> int:
+        return 0
+
+
 class PgSessionArchive(SessionArchive):
     """The session archive in one PostgreSQL database."""
 
@@ -35,6 +51,9 @@ class PgSessionArchive(SessionArchive):
         self.path = url.redacted  # type: ignore[assignment]
         self._nums: dict[str, int] = {}
         self._created: list[str] = []
+        # No local spool: a node must not keep another node's conversation on its own disk, so a
+        # failed append is an error the turn sees (the caller keeps the message in its history).
+        self.spool = _NoSpool(url.redacted)  # type: ignore[assignment]
 
     def _write(self, tx: Callable[[Any], T]) -> T:
         unique = self.db.psycopg.errors.UniqueViolation  # type: ignore[attr-defined]

@@ -36,6 +36,7 @@ ALLOWED = {
     ("config.py", "compressor"),  # the default context.engine
     ("cli/serve_cmd.py", "webhook"),  # serve's default --platform
     ("cli/doctor_cmd.py", "session_archive"),  # the state.db check (to move with a doctor hook)
+    ("cli/doctor_cmd.py", "file_memory"),  # the MEMORY.md/USER.md check (likewise)
     ("scaffold.py", "file_memory"),  # the README of a scaffolded plugin shows a selection
     ("embeddings.py", "minilm"),  # embeddings.embedder: auto prefers the first-party local one
     # 'storage migrate' copies the two built-in stores between backends; to move behind a storage

@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from hermes_core.compaction.markers import is_summary_message
-
 from hermes_core.config import CoreConfig, LLMSection
 from hermes_core.kinds import PluginContext
 from hermes_core.llm import AnthropicLLM, LLMError

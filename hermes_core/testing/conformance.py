@@ -93,6 +93,20 @@ def _ok(hooks: CheckedHooks, outcomes: list[HookOutcome]) -> list[Any]:
     return values(outcomes)
 
 
+def play_turn(hooks: CheckedHooks, session: Session, text: str, reply: str = "Noted.", *,
+              end: bool = True) -> None:
+    """One user turn as a conversation plays it: both messages (``on_message``), ``sync_turn``,
+    and with ``end`` the session's ``on_session_end``; fails on any hook problem."""
+    user, assistant = Message("user", text), Message("assistant", reply)
+    _ok(hooks, hooks.on_message(message=user, session=session))
+    _ok(hooks, hooks.on_message(message=assistant, session=session))
+    _ok(hooks, hooks.sync_turn(user_message=user, assistant_message=assistant, session=session,
+                               messages=[user, assistant]))
+    if end:
+        _ok(hooks, hooks.on_session_end(session=session, messages=[user, assistant],
+                                        reason=EndReason.USER_EXIT))
+
+
 def _only(results: list[Any]) -> Any:
     assert len(results) <= 1, f"expected at most one result, got {results!r}"
     return results[0] if results else None
@@ -267,14 +281,7 @@ class MemoryProviderConformance:
                                     session: Session) -> None:
         if not self.recalls_across_sessions:
             pytest.skip("recalls_across_sessions is not declared")
-        user = Message("user", self.recall_statement)
-        assistant = Message("assistant", "Noted.")
-        _ok(hooks, hooks.on_message(message=user, session=session))
-        _ok(hooks, hooks.on_message(message=assistant, session=session))
-        _ok(hooks, hooks.sync_turn(user_message=user, assistant_message=assistant, session=session,
-                          messages=[user, assistant]))
-        _ok(hooks, hooks.on_session_end(session=session, messages=[user, assistant],
-                               reason=EndReason.USER_EXIT))
+        play_turn(hooks, session, self.recall_statement)
         self.settle(provider)
         later = Session(id="conformance-later", platform="test")
         _ok(hooks, hooks.on_session_switch(new_session=later, old_session=session, reason=SwitchReason.NEW))

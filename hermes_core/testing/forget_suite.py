@@ -38,8 +38,8 @@ from typing import Any, ClassVar
 import pytest
 
 from ..hooks import MEMORY
-from ..types import EndReason, ForgetReport, Message, Session, SwitchReason, ToolContext
-from .conformance import CheckedHooks, _ok
+from ..types import ForgetReport, Session, SwitchReason, ToolContext
+from .conformance import CheckedHooks, _ok, play_turn
 
 __all__ = ["ForgetConformance"]
 
@@ -70,14 +70,7 @@ class ForgetConformance:
 
     def remember(self, provider: Any, hooks: CheckedHooks, session: Session) -> None:
         """Store :attr:`forget_statement` the way a conversation would."""
-        user = Message("user", self.forget_statement)
-        assistant = Message("assistant", "Noted.")
-        _ok(hooks, hooks.on_message(message=user, session=session))
-        _ok(hooks, hooks.on_message(message=assistant, session=session))
-        _ok(hooks, hooks.sync_turn(user_message=user, assistant_message=assistant, session=session,
-                          messages=[user, assistant]))
-        _ok(hooks, hooks.on_session_end(session=session, messages=[user, assistant],
-                               reason=EndReason.USER_EXIT))
+        play_turn(hooks, session, self.forget_statement)
         self.settle(provider)
 
     def recalled(self, provider: Any, hooks: CheckedHooks, previous: Session,

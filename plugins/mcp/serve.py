@@ -10,12 +10,13 @@ start unless a bearer token is set in the environment variable named by ``mcp.to
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import logging
 import os
 import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
+
+from hermes_core.netaddr import is_loopback
 
 from .server import StackServer, connection_key
 
@@ -31,13 +32,6 @@ class ServeError(Exception):
     """The server cannot start as asked; the message says how to fix it."""
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def require_token(host: str, token_env: str) -> str | None:

@@ -8,7 +8,6 @@ port the system picked (tests and benchmarks use it).
 from __future__ import annotations
 
 import errno
-import ipaddress
 import logging
 import socket
 import threading
@@ -16,6 +15,7 @@ import time
 from typing import Any
 
 from hermes_core.errors import HermesCoreError
+from hermes_core.netaddr import is_loopback
 
 __all__ = ["WebhookServer", "WebhookStartError", "is_loopback"]
 
@@ -28,13 +28,6 @@ class WebhookStartError(HermesCoreError):
     """The server could not start: no secret, the port is taken, the address is wrong."""
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _bind(host: str, port: int) -> socket.socket:

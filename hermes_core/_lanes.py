@@ -109,11 +109,13 @@ class Lane:
             return result
         except queue.Empty:
             with self._lock:  # the lane puts the result under this lock: no race
+                # Late either way: a plugin as slow as its deadline is probed from now on, so it
+                # costs its callers one deadline, not one per call.
+                self._late = True
                 try:
                     return job.reply.get_nowait()  # it finished just now
                 except queue.Empty:
                     job.abandoned = True
-                    self._late = True
             return CallResult("timed_out", seconds=wait)
 
     def owns_current_thread(self) -> bool:

@@ -15,6 +15,11 @@ waits at most the deadline:
   trusted again (full deadlines), so a plugin that is slow every time costs one deadline, not one
   per call.
 
+A hook call whose plugins are all idle and trusted does not need one hand-off per plugin: the
+caller *claims* their lanes (:meth:`Lane.try_claim`) and hands the whole call to one thread of the
+:class:`Runners` pool. A claimed lane holds the calls made to it meanwhile and runs them, in order,
+once the claim is released, so a plugin still sees one call at a time per lane.
+
 Late results are discarded (their errors are logged). :meth:`LaneSet.drain` waits for every lane's
 backlog within a bound at shutdown and reports what did not finish.
 """
@@ -29,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["CallResult", "Lane", "LaneSet", "Status", "run_bounded"]
+__all__ = ["CallResult", "Lane", "LaneSet", "Runners", "Status", "run_bounded"]
 
 log = logging.getLogger("hermes_core.lanes")
 
@@ -73,14 +78,56 @@ class Lane:
         self._running: str | None = None
         self._stopped = False
         self._ident: int | None = None
+        #: the label of the call a claim runs elsewhere; jobs submitted meanwhile wait in _held
+        self._claim: str | None = None
+        self._held: list[_Job] = []
 
     @property
     def backlog(self) -> int:
         return self._backlog
 
     def running(self) -> str | None:
-        """The label of the call on the lane now, if any."""
-        return self._running
+        """The label of the call on the lane now (or running elsewhere under a claim), if any."""
+        return self._running or self._claim
+
+    def try_claim(self, label: str) -> bool:
+        """Reserve an idle, trusted lane for one call that the claimer runs on another thread.
+
+        Until :meth:`release`, calls submitted to the lane are held and then run in order, so the
+        plugin still sees one call at a time on this lane. False (nothing reserved) when the lane
+        is busy, late or closed.
+        """
+        with self._lock:
+            if self._stopped or self._late or self._backlog or self._claim is not None:
+                return False
+            self._claim = label
+            self._backlog += 1
+            return True
+
+    def mark_late(self) -> None:
+        """The claimer stopped waiting for the claimed call: later calls are queued or probed."""
+        with self._lock:
+            self._late = True
+
+    def release(self) -> None:
+        """End a claim: the held calls go to the lane's thread, in the order they came."""
+        with self._lock:
+            if self._claim is None:
+                return
+            self._claim = None
+            self._backlog -= 1
+            held, self._held = self._held, []
+            for job in held:
+                if self._stopped:
+                    self._backlog -= 1
+                    if job.reply is not None:
+                        job.reply.put(CallResult("error", error=RuntimeError(f"{self.name} is closed")))
+                    continue
+                if self._thread is None:
+                    self._start()
+                self._jobs.put(job)
+            if self._backlog == 0:
+                self._idle.notify_all()
 
     def _start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
@@ -91,14 +138,17 @@ class Lane:
         with self._lock:
             if self._stopped:
                 return CallResult("error", error=RuntimeError(f"{self.name} is closed"))
-            if self._thread is None:
-                self._start()
             behind_late = self._late and self._backlog > 0
             # once late, the lane is only probed (a short wait) until a call answers in time again
             wait = min(timeout, max(PROBE_SECONDS, timeout * 0.05)) if self._late else timeout
             self._backlog += 1
             job = _Job(fn, label, wait=not behind_late)
-            self._jobs.put(job)
+            if self._claim is not None:
+                self._held.append(job)  # runs once the claimed call is over
+            else:
+                if self._thread is None:
+                    self._start()
+                self._jobs.put(job)
         if job.reply is None:
             return CallResult("queued")
         try:
@@ -169,6 +219,8 @@ class LaneSet:
         self._prefix = prefix
         self._lanes: dict[tuple[str, str], Lane] = {}
         self._lock = threading.Lock()
+        #: threads that run whole hook calls over claimed lanes
+        self.runners = Runners(f"{prefix}-runner")
 
     def get(self, plugin: str, purpose: str) -> Lane:
         key = (plugin, purpose)
@@ -197,6 +249,54 @@ class LaneSet:
             lanes, self._lanes = list(self._lanes.values()), {}
         for lane in lanes:
             lane.stop()
+        self.runners.close()
+
+
+class Runners:
+    """A pool of daemon threads that run submitted functions; a thread is added whenever none is
+    idle, so a function that hangs keeps its thread and never delays the next one."""
+
+    def __init__(self, prefix: str) -> None:
+        self._prefix = prefix
+        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0
+        self._threads = 0
+        self._closed = False
+
+    def submit(self, fn: Callable[[], None]) -> bool:
+        """Run ``fn`` on an idle thread (a new one if none is); False once closed. ``fn`` must not
+        raise (what it raises is logged)."""
+        with self._lock:
+            if self._closed:
+                return False
+            if self._idle:
+                self._idle -= 1
+            else:
+                self._threads += 1
+                threading.Thread(target=self._loop, name=f"{self._prefix}-{self._threads}",
+                                 daemon=True).start()
+            self._jobs.put(fn)
+        return True
+
+    def _loop(self) -> None:
+        while True:
+            fn = self._jobs.get()
+            if fn is None:
+                return
+            try:
+                fn()
+            except BaseException:  # pragma: no cover - the hook engine's runner catches all
+                log.exception("%s: a runner job raised", self._prefix)
+            with self._lock:
+                self._idle += 1
+
+    def close(self) -> None:
+        """Let the idle threads end (a busy one ends after its job)."""
+        with self._lock:
+            self._closed = True
+            for _ in range(self._threads):
+                self._jobs.put(None)
 
 
 def run_bounded(fn: Callable[[], Any], timeout: float, name: str) -> CallResult:

@@ -1,0 +1,158 @@
+"""One hand-off per hook call: several implementations run on one runner thread over claimed
+lanes, and the caller takes over when one of them is late. Throwaway plugins are defined inline."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from agent_support import make_host
+
+from hermes_core import MemoryProvider, hookimpl
+from hermes_core.types import Message, Session
+
+SESSION = Session(id="s1", platform="test")
+
+
+def _statuses(outcomes) -> dict[str, str]:
+    return {o.plugin.split(":", 1)[1]: o.status for o in outcomes}
+
+
+def test_a_late_implementation_is_taken_over_and_the_rest_still_run_in_order(home: Path) -> None:
+    release = threading.Event()
+    order: list[str] = []
+    hung: list[str] = []
+
+    class First(MemoryProvider):
+        name = "first"
+
+        @hookimpl(tryfirst=True)
+        def on_message(self, message):
+            order.append(f"first {message.content}")
+
+    class Hung(MemoryProvider):
+        name = "hung"
+
+        @hookimpl
+        def on_message(self, message):
+            release.wait(10)
+            hung.append(message.content)
+
+    class Last(MemoryProvider):
+        name = "last"
+
+        @hookimpl(trylast=True)
+        def on_message(self, message):
+            order.append(f"last {message.content}")
+
+    host = make_host(home, providers=[First, Hung, Last],
+                     config_text="hooks:\n  timeouts:\n    on_message: 0.2\n")
+    one = host.hooks.on_message(message=Message("user", "one"), session=SESSION)
+    two = host.hooks.on_message(message=Message("user", "two"), session=SESSION)
+    assert [o.plugin.split(":", 1)[1] for o in one] == ["first", "hung", "last"]
+    assert _statuses(one) == {"first": "ok", "hung": "timed_out", "last": "ok"}
+    # the hung plugin's lane is late and busy: its next call is queued, the others run at once
+    assert _statuses(two) == {"first": "ok", "hung": "queued", "last": "ok"}
+    assert order == ["first one", "last one", "first two", "last two"]
+    release.set()
+    assert host.hooks.drain(5) == []
+    assert hung == ["one", "two"]  # late, never lost or reordered
+    problems = [(p.plugin, p.status) for p in host.hooks.problems]
+    assert problems == [("memory-provider:hung", "timed_out"), ("memory-provider:hung", "queued")]
+    host.hooks.close()
+
+
+def test_each_plugin_sees_one_call_at_a_time_from_concurrent_callers(home: Path) -> None:
+    lock = threading.Lock()
+    running: dict[str, int] = {}
+    most: dict[str, int] = {}
+    calls: dict[str, int] = {}
+    overlap = threading.Event()
+
+    def provider(name: str) -> type[MemoryProvider]:
+        @hookimpl
+        def on_message(self, message):
+            with lock:
+                running[name] = running.get(name, 0) + 1
+                most[name] = max(most.get(name, 0), running[name])
+                calls[name] = calls.get(name, 0) + 1
+            overlap.wait(0.001)  # widen the window in which a second call could overlap
+            with lock:
+                running[name] -= 1
+
+        return type(name.title(), (MemoryProvider,), {"name": name, "on_message": on_message})
+
+    host = make_host(home, providers=[provider("a"), provider("b"), provider("c")])
+    errors: list[str] = []
+
+    def caller(n: int) -> None:
+        for i in range(40):
+            for outcome in host.hooks.on_message(message=Message("user", f"{n}-{i}"),
+                                                 session=SESSION):
+                if not outcome.ok:
+                    errors.append(f"{outcome.plugin} {outcome.status}")
+
+    threads = [threading.Thread(target=caller, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert errors == []
+    assert calls == {"a": 160, "b": 160, "c": 160}
+    assert most == {"a": 1, "b": 1, "c": 1}
+    assert host.hooks.drain(5) == []
+    host.hooks.close()
+
+
+def test_an_implementation_calling_a_hook_of_its_own_does_not_wait_on_itself(home: Path) -> None:
+    seen: list[str] = []
+    holder: dict[str, object] = {}
+
+    class Caller(MemoryProvider):
+        name = "caller"
+
+        @hookimpl
+        def on_message(self, message):
+            if message.role == "user":  # a plugin that reacts by calling the kernel again
+                holder["inner"] = holder["host"].hooks.on_message(  # type: ignore[attr-defined]
+                    message=Message("assistant", "inner"), session=SESSION)
+            seen.append(f"caller {message.content}")
+
+    class Other(MemoryProvider):
+        name = "other"
+
+        @hookimpl
+        def on_message(self, message):
+            seen.append(f"other {message.content}")
+
+    host = make_host(home, providers=[Caller, Other],
+                     config_text="hooks:\n  timeouts:\n    on_message: 5\n")
+    holder["host"] = host
+    outer = host.hooks.on_message(message=Message("user", "outer"), session=SESSION)
+    assert _statuses(outer) == {"caller": "ok", "other": "ok"}
+    assert _statuses(holder["inner"]) == {"caller": "ok", "other": "ok"}  # type: ignore[arg-type]
+    assert sorted(seen) == ["caller inner", "caller outer", "other inner", "other outer"]
+    host.hooks.close()
+
+
+def test_first_result_on_a_runner_leaves_no_lane_claimed(home: Path) -> None:
+    asked: list[str] = []
+
+    def provider(name: str, answer: bool) -> type[MemoryProvider]:
+        @hookimpl
+        def load_session(self, platform, conversation_key, session_id):
+            asked.append(name)
+            return (Session(id=f"from-{name}", platform=platform), []) if answer else None
+
+        return type(name.title(), (MemoryProvider,), {"name": name, "load_session": load_session})
+
+    host = make_host(home, providers=[provider("empty", False), provider("found", True),
+                                      provider("never", True)])
+    for _ in range(3):
+        value, outcomes = host.hooks.load_session(platform="test", conversation_key="k",
+                                                  session_id=None)
+        assert value is not None and value[0].id == "from-found"
+        assert [o.status for o in outcomes] == ["ok", "ok"]
+    assert asked == ["empty", "found"] * 3  # the third implementation is never called
+    assert host.hooks.drain(1) == []  # no lane left claimed by the call that stopped early
+    host.hooks.close()

@@ -28,7 +28,8 @@ that adds what pluggy does not do:
 * **tracing**: with ``HERMES_CORE_TRACE_PLUGINS=1`` every implementation call is printed to stderr
   (hook, plugin, milliseconds, outcome).
 
-Wrappers run on the calling thread without a deadline: keep their code quick.
+A wrapper's two parts (before and after its ``yield``) each run on its plugin's lane under the
+hook's deadline; a part that is late makes the wrapper transparent for that call.
 """
 
 from __future__ import annotations
@@ -304,9 +305,9 @@ class HookCallEngine:
     def _guard(self, hook: str, impl: pluggy.HookImpl, lane: str | None,
                check: Check | None) -> pluggy.HookImpl:
         if impl.wrapper:
-            function: Callable[..., Any] = self._guard_wrapper(hook, impl, old_style=False)
+            function: Callable[..., Any] = self._guard_wrapper(hook, impl, lane, old_style=False)
         elif impl.hookwrapper:
-            function = self._guard_wrapper(hook, impl, old_style=True)
+            function = self._guard_wrapper(hook, impl, lane, old_style=True)
         else:
             function = self._guard_plain(hook, impl, lane, check)
         clone = pluggy.HookImpl(impl.plugin, impl.plugin_name, impl.function, impl.opts)
@@ -360,8 +361,8 @@ class HookCallEngine:
 
         return guarded
 
-    def _guard_wrapper(self, hook: str, impl: pluggy.HookImpl, *, old_style: bool
-                       ) -> Callable[..., Generator[Any, Any, Any]]:
+    def _guard_wrapper(self, hook: str, impl: pluggy.HookImpl, lane: str | None, *,
+                       old_style: bool) -> Callable[..., Generator[Any, Any, Any]]:
         fn, plugin = impl.function, impl.plugin_name
         fix = ("a wrapper must yield exactly once; "
                + ("the yield receives a pluggy.Result" if old_style else
@@ -374,32 +375,59 @@ class HookCallEngine:
                          message=f"the wrapper {stage} ({detail}); it was treated as transparent "
                                  f"({fix})")
 
+        def late(stage: str, result: CallResult, kwargs: Mapping[str, Any]) -> None:
+            self._report(hook, plugin, HookOutcome(plugin, seconds=result.seconds,
+                                                   status=result.status), kwargs)
+            if self.trace:
+                self._trace(hook, plugin, result.seconds, f"{result.status} ({stage})")
+
+        def step(call: Callable[[], Any], context: contextvars.Context) -> CallResult:
+            """One part of the wrapper: on its plugin's lane under the hook's deadline."""
+            the_lane = self.lanes.get(plugin, lane) if lane is not None else None
+            if (the_lane is None or the_lane.owns_current_thread()
+                    or the_lane is getattr(self._local, "held", None)):
+                try:
+                    return CallResult("ok", context.run(call))
+                except Exception as exc:
+                    return CallResult("error", error=exc)
+            return the_lane.call(lambda: context.run(call), self._timeout_of(hook),
+                                 label=f"{hook} (wrapper)")
+
         def guarded(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
             call_kwargs = self._local.stack[-1][1]
+            context = contextvars.copy_context()  # both parts run in the caller's context
             start = time.perf_counter()
-            try:
-                gen: Generator[Any, Any, Any] = fn(*args, **kwargs)  # type: ignore[assignment]
-                next(gen)
-            except StopIteration:
+            box: list[Generator[Any, Any, Any]] = []
+
+            def begin() -> None:
+                box.append(fn(*args, **kwargs))  # type: ignore[arg-type]
+                next(box[0])
+
+            first = step(begin, context)
+            if first.status in ("timed_out", "queued"):
+                late("before its yield", first, call_kwargs)
+                return (yield)
+            if isinstance(first.error, StopIteration):
                 fail("did not yield", None, call_kwargs)
                 return (yield)
-            except Exception as exc:
-                fail("raised before its yield", exc, call_kwargs)
+            if first.error is not None:
+                fail("raised before its yield", first.error, call_kwargs)
                 return (yield)
+            gen = box[0]
             inner = yield
-            try:
-                if old_style:
-                    gen.send(pluggy.Result(inner, None))
-                else:
-                    gen.send(inner)
-            except StopIteration as stop:
+            sent = pluggy.Result(inner, None) if old_style else inner
+            second = step(lambda: gen.send(sent), context)
+            if second.status in ("timed_out", "queued"):
+                late("after its yield", second, call_kwargs)
+                return inner
+            if isinstance(second.error, StopIteration):
                 if self.trace:
                     self._trace(hook, plugin, time.perf_counter() - start, "ok")
-                return inner if old_style else stop.value
-            except Exception as exc:
-                fail("raised after its yield", exc, call_kwargs)
+                return inner if old_style else second.error.value
+            if second.error is not None:
+                fail("raised after its yield", second.error, call_kwargs)
                 return inner
-            gen.close()
+            step(gen.close, context)
             fail("yielded a second time", None, call_kwargs)
             return inner
 

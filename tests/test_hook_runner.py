@@ -156,3 +156,45 @@ def test_first_result_on_a_runner_leaves_no_lane_claimed(home: Path) -> None:
     assert asked == ["empty", "found"] * 3  # the third implementation is never called
     assert host.hooks.drain(1) == []  # no lane left claimed by the call that stopped early
     host.hooks.close()
+
+
+def test_a_hung_wrapper_is_bounded_and_treated_as_transparent(home: Path) -> None:
+    release = threading.Event()
+    log: list[str] = []
+
+    class Before(MemoryProvider):
+        name = "before"
+
+        @hookimpl(wrapper=True)
+        def on_message(self, message):
+            release.wait(10)  # hangs before its yield
+            log.append("before: late part")
+            return (yield)
+
+    class After(MemoryProvider):
+        name = "after"
+
+        @hookimpl(wrapper=True)
+        def on_message(self, message):
+            result = yield
+            release.wait(10)  # hangs after its yield
+            return result
+
+    class Plain(MemoryProvider):
+        name = "plain"
+
+        @hookimpl
+        def on_message(self, message):
+            log.append(f"plain {message.content}")
+
+    host = make_host(home, providers=[Plain, Before, After],
+                     config_text="hooks:\n  timeouts:\n    on_message: 0.2\n")
+    outcomes = host.hooks.on_message(message=Message("user", "one"), session=SESSION)
+    assert _statuses(outcomes) == {"plain": "ok"}  # the call went on through both wrappers
+    late = sorted((p.plugin, p.status) for p in host.hooks.problems)
+    assert late == [("memory-provider:after", "timed_out"), ("memory-provider:before", "timed_out")]
+    assert log == ["plain one"]
+    release.set()
+    assert host.hooks.drain(5) == []
+    assert log == ["plain one", "before: late part"]  # the late part still ran, on its lane
+    host.hooks.close()

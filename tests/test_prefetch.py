@@ -41,21 +41,22 @@ def release():
 
 def test_every_provider_answers_in_activation_order(home):
     host = make_host(home, providers=[Quiet, Fast])
-    runner = PrefetchRunner(host, timeout=1.0)
+    runner = PrefetchRunner(host, timeout=30.0)  # an upper bound only: both answer at once
     results = runner.run("tea", SESSION)
     assert [(r.provider, r.status, r.text) for r in results] == [
         ("quiet", "fresh", ""),
         ("fast", "fresh", "fast knows tea"),
     ]
-    assert all(r.seconds is not None and r.seconds < 1.0 for r in results)
+    assert all(r.seconds is not None and r.seconds < 30.0 for r in results)
     runner.close()
 
 
 def test_no_providers_means_no_threads(home):
     host = make_host(home)
-    before = threading.active_count()
+    before = {t.ident for t in threading.enumerate()}
     assert PrefetchRunner(host, timeout=0.3).run("x", SESSION) == []
-    assert threading.active_count() == before
+    # no thread started (a thread of an earlier test may end meanwhile: compare new ones only)
+    assert {t.ident for t in threading.enumerate()} - before == set()
 
 
 def test_a_hung_provider_costs_at_most_the_deadline_and_gets_one_call(home, release):
@@ -71,7 +72,7 @@ def test_a_hung_provider_costs_at_most_the_deadline_and_gets_one_call(home, rele
             return "too late"
 
     host = make_host(home, providers=[Hung, Fast])
-    runner = PrefetchRunner(host, timeout=0.1)
+    runner = PrefetchRunner(host, timeout=1.0)  # room for Fast on a loaded machine
     for turn in range(3):
         start = time.perf_counter()
         results = runner.run(f"q{turn}", SESSION)
@@ -109,13 +110,17 @@ def test_a_late_answer_serves_the_next_turn(home, release):
             return f"answer {Slow.n}"
 
     host = make_host(home, providers=[Slow])
-    runner = PrefetchRunner(host, timeout=0.05)
+    runner = PrefetchRunner(host, timeout=1.0)  # room for the first answer on a loaded machine
     assert runner.run("a", SESSION)[0].text == "answer 1"
     late = runner.run("b", SESSION)[0]
     assert (late.status, late.text) == ("stale", "answer 1")  # the last answer it gave
     gate.set()
-    assert answered.wait(2)
-    time.sleep(0.02)
+    assert answered.wait(5)
+    # the lane keeps the late answer once the call is over: wait for that state, bounded
+    bound = time.monotonic() + 5
+    while runner._lanes["memory-provider:slow"].busy and time.monotonic() < bound:
+        time.sleep(0.005)  # poll interval while waiting on the state above
+    assert not runner._lanes["memory-provider:slow"].busy
     hung = runner.run("c", SESSION)[0]
     assert (hung.status, hung.text) == ("stale", "second answer")  # the late answer was kept
     runner.forget()

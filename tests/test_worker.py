@@ -92,12 +92,12 @@ def test_flush_times_out_on_a_hung_task(release):
 
 
 def test_drain_all_shares_one_deadline(release):
-    workers = [SessionWorker(drain_timeout=1.0) for _ in range(3)]
+    workers = [SessionWorker(drain_timeout=2.0) for _ in range(3)]
     for w in workers:
         w.submit("hung", lambda: release.wait(10))
     start = time.perf_counter()
     reports = drain_all()
-    assert time.perf_counter() - start < 2.5  # one shared 1 s bound, not 3 x 1 s
+    assert time.perf_counter() - start < 5  # one shared 2 s bound, not 3 x 2 s
     assert len([r for r in reports if r.status == "timed_out"]) >= 3
 
 

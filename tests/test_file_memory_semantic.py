@@ -229,11 +229,13 @@ def test_a_hanging_embedder_leaves_word_search_working(home: Path) -> None:
         found = search(fm, query="landlord")
         assert [r["entry"] for r in found["results"]] == [ENTRIES[3]]
         assert found["semantic"] != "on"
+        # the background batch gives up at the guard's deadline (the model is still stuck)
+        fm.recall.settle()
+        again = search(fm, query="landlord")
+        assert "did not answer within 0.5 s" in again["semantic"]
+        assert [r["found_by"] for r in again["results"]] == ["words"]
     finally:
         emb.release.set()
-    fm.recall.settle()
-    again = search(fm, query="landlord")
-    assert "did not answer" in again["semantic"] or "busy" in again["semantic"]
 
 
 def test_switched_off_by_config(home: Path) -> None:

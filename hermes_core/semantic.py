@@ -45,13 +45,13 @@ __all__ = [
 ]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
-_STOP = frozenset(
+_STOP_WORDS = (
     "a an the and or but of to in on at for with by from as is are was were be been being am "
     "has have had do does did it its this that these those there here i me my we us our you your "
     "he him his she her they them their what which who whom whose when where why how can could "
     "should would will shall may might must not no so than then too very just about into over "
-    "any all some such only own same also again ever".split()
-)
+    "any all some such only own same also again ever")
+_STOP = frozenset(_STOP_WORDS.split(" "))
 
 
 class _Embeds(Protocol):

@@ -118,7 +118,7 @@ class LosslessEngine(PolicyEngine):
         self.settings = config
         path = context.home / "context.db" if config.db_path is None else context.home / config.db_path
         self.store = store if store is not None else SpanStore(path)
-        self._vectors: Any = None
+        self._vectors: SpanVectors | None = None
         self._vectors_lock = threading.Lock()
         self.tail_budget = max(1, int(self.threshold_tokens * config.target_ratio))
         #: the conversation served when no session was given (one per engine instance)

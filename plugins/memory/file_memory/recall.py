@@ -137,8 +137,8 @@ class EntryRecall:
 
     def _query_vector(self, emb: Any, query: str, budget: float | None) -> Any:
         """The query's vector, waiting at most ``budget`` seconds (None: the embedder's own
-        deadline, after any vector work queued before); None when it did not come in time. A late answer is dropped, and does not
-        pause the embedder."""
+        deadline, after any vector work queued before); None when it did not come in time. A
+        late answer is dropped, and does not pause the embedder."""
         cached = self.cache.get(emb.model_id, query[:_QUERY_CHARS])
         if cached is not None:
             return cached

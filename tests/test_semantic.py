@@ -92,7 +92,7 @@ def test_fuse_keeps_an_exact_word_first_and_finds_a_paraphrase() -> None:
 def test_cache_is_keyed_by_model_and_text() -> None:
     cache = VectorCache(max_items=3)
     cache.put("m1", "tea", [1.0, 0.0])
-    assert cache.get("m1", "tea") == (1.0, 0.0)
+    assert list(cache.get("m1", "tea")) == [1.0, 0.0]
     assert cache.get("m2", "tea") is None  # another model: recompute, never mix
     assert cache.missing("m1", ["tea", "coffee", "tea"]) == ["coffee"]
     for t in ("a", "b", "c"):
@@ -109,7 +109,7 @@ def test_cache_fill_goes_through_the_guard() -> None:
     assert cache.fill(guarded, ["a", "bb", "a", "ccc"], batch=2) == 3
     assert emb.seen == [["a", "bb"], ["ccc"]]
     assert cache.fill(guarded, ["a", "bb"]) == 0  # nothing recomputed
-    assert cache.get("axis-v1", "bb") == (0.0, 0.0, 1.0)
+    assert list(cache.get("axis-v1", "bb")) == [0.0, 0.0, 1.0]
     bad = GuardedEmbedder(Short(), timeout=30)
     with pytest.raises(EmbeddingError, match="2 dimensions; it declares 3"):
         cache.fill(bad, ["new text"])

@@ -78,6 +78,17 @@ def _unpack(blob: bytes) -> array.array[float]:
     return out
 
 
+def _matrix(blobs: list[bytes], dimension: int) -> Any:
+    """The vectors as one float32 matrix (numpy), or a list of arrays without numpy."""
+    try:
+        import numpy as np
+    except ImportError:
+        return [_unpack(b) for b in blobs]
+    if not blobs:
+        return []
+    return list(np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), dimension))
+
+
 def _message_text(content: str, calls: str | None) -> str:
     text = content if content.strip() else (calls or "")
     return text[:_TEXT_CHARS]
@@ -249,7 +260,8 @@ class SpanVectors:
                 (conversation, emb.model_id)).fetchall()
         rows = [(mid, blob) for mid, blob in rows if len(blob) == 4 * emb.dimension]
         sims = dict(zip((mid for mid, _b in rows),
-                        similarities(qv, [_unpack(b) for _m, b in rows]), strict=True))
+                        similarities(qv, _matrix([b for _m, b in rows], emb.dimension)),
+                        strict=True))
         near = sorted(sims, key=lambda m: -sims[m])[:_NEIGHBOURS]
         ids = list(dict.fromkeys([*lexical, *near]))
         best = max(lexical.values(), default=0.0)

@@ -233,8 +233,8 @@ class FileMemory(MemoryProvider):
     def prefetch(self, query: str, session: Session) -> str | None:
         """The entries related to the user's message, ranked by words and meaning; nothing
         without an embedder (or with ``recall_limit: 0``), as before semantic ranking existed."""
-        if not self.config.recall_limit or not self.config.semantic or not query.strip():
-            return None
+        if not self.config.recall_limit or not query.strip() or self.recall.embedder() is None:
+            return None  # no semantic ranking: nothing, at once
         hits, _problem = self.recall_entries(query, session, budget=self.config.recall_timeout)
         return render_recall(hits) if hits else None
 

@@ -25,7 +25,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from hermes_core import threats
-from hermes_core.semantic import Ranked, VectorCache, Weights, fuse, similarities, word_scores
+from hermes_core.semantic import (
+    Ranked,
+    VectorCache,
+    Weights,
+    fuse,
+    similarities,
+    word_bag,
+    word_scores,
+)
 
 __all__ = ["EntryRecall", "Hit", "render_recall"]
 
@@ -68,6 +76,9 @@ class EntryRecall:
             max_workers=1, thread_name_prefix="file-memory-vectors")
         self._pending: set[tuple[str, ...]] = set()
         self._loaded: set[str] = set()  # model ids that produced vectors (the model is loaded)
+        # per entry text: its word set and whether the threat scan flags it (both only depend
+        # on the text; bounded like the vectors)
+        self._seen: dict[str, tuple[frozenset[str], bool]] = {}
 
     # ----------------------------------------------------------------------------- embedder
 
@@ -131,6 +142,15 @@ class EntryRecall:
     def forget(self, remaining: Sequence[str]) -> None:
         """Keep only the vectors of ``remaining`` entries (called after a forget)."""
         self.cache.keep_only(remaining)
+        self._seen.clear()
+
+    def _look(self, entry: str) -> tuple[frozenset[str], bool]:
+        seen = self._seen.get(entry)
+        if seen is None:
+            if len(self._seen) > 20_000:
+                self._seen.clear()
+            seen = self._seen[entry] = (word_bag(entry), threats.scan(entry) is not None)
+        return seen
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -178,9 +198,11 @@ class EntryRecall:
              budget: float | None = None) -> tuple[list[Hit], str | None]:
         """``entries`` ((target, text) pairs) found for ``query``, best first, and why meaning
         took no part (None when it did). Entries the threat scan flags are never returned."""
-        clean = [(t, e) for t, e in entries if threats.scan(e) is None]
+        looked = [(t, e, self._look(e)) for t, e in entries]
+        clean = [(t, e) for t, e, (_bag, flagged) in looked if not flagged]
         texts = [e for _t, e in clean]
-        words, complete = word_scores(query, texts)
+        words, complete = word_scores(query, texts,
+                                      bags=[bag for _t, _e, (bag, flagged) in looked if not flagged])
         meaning: list[float | None] | None = None
         emb = self.embedder()
         if emb is not None and texts:

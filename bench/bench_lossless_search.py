@@ -25,13 +25,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from compressor_support import build_history  # noqa: E402
+from compressor_support import build_history
 
-from hermes_core.config import CoreConfig, LLMSection  # noqa: E402
-from hermes_core.embeddings import GuardedEmbedder  # noqa: E402
-from hermes_core.kinds import PluginContext  # noqa: E402
-from hermes_core.plugins.context_engine.lossless import LosslessConfig, LosslessEngine  # noqa: E402
-from hermes_core.types import ToolContext  # noqa: E402
+from hermes_core.config import CoreConfig, LLMSection
+from hermes_core.embeddings import GuardedEmbedder
+from hermes_core.kinds import PluginContext
+from hermes_core.plugins.context_engine.lossless import LosslessConfig, LosslessEngine
+from hermes_core.types import ToolContext
 
 
 def engine(home: Path, embedder: Any, window: int) -> LosslessEngine:

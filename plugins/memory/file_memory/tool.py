@@ -79,6 +79,8 @@ def _check_tool_action(value: Any) -> Any:
     return value
 
 
+#: what the tool's ``action`` accepts: the write operations, and the read-only search
+ToolAction = Literal["add", "replace", "remove", "search"]
 #: entries one search returns at most
 SEARCH_LIMIT = 8
 
@@ -102,7 +104,7 @@ class MemoryToolInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    action: Action | Literal["search"] | None = Field(
+    action: ToolAction | None = Field(
         default=None,
         description="add, replace, remove or search (omit when giving operations).",
     )

@@ -333,3 +333,23 @@ class TestFileMemorySemanticConformance(MemoryProviderConformance):
 
     def settle(self, provider: Any) -> None:
         provider.recall.settle()
+
+
+def test_per_user_memory_recalls_only_that_users_entries(home: Path) -> None:
+    guarded = GuardedEmbedder(Synonyms(), timeout=30)
+    core = CoreConfig.model_validate({"memory": {"scope": "user"}})
+    context = PluginContext(plugin_name="test", home=home, config=core,
+                            logger=logging.getLogger("test.file_memory"),
+                            embedder=lambda: guarded)
+    fm = FileMemory(FileMemoryConfig(recall_timeout=10.0), context)
+    ana = Session(id="a1", platform="test", attributes={"user_id": "ana"})
+    bo = Session(id="b1", platform="test", attributes={"user_id": "bo"})
+    fm.store_for(ana).add("user", "Ana has a whippet")
+    fm.store_for(bo).add("user", "Bo has a puppy called Rex")
+    for s in (ana, bo):
+        fm.on_session_switch(new_session=s, old_session=None, reason=SwitchReason.NEW)
+    fm.recall.settle()
+    assert "whippet" in (ask(fm, ana, "tell me about my pet") or "")
+    assert "Rex" not in (ask(fm, ana, "tell me about my pet") or "")
+    recalled = ask(fm, bo, "tell me about my pet") or ""
+    assert "Rex" in recalled and "whippet" not in recalled

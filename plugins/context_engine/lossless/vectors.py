@@ -164,6 +164,8 @@ class SpanVectors:
                 while not self._closed and self.index_batch() > 0:
                     pass
             except Exception as exc:  # the indexer must not die: the next wake retries
+                if self._closed:
+                    return  # the engine shut down under it
                 log.warning("lossless: indexing vectors failed: %s", exc)
             finally:
                 if not self._wake.is_set():

@@ -326,8 +326,11 @@ def test_tool_schema_and_flags(home):
     tool, _plugin = host.tools()["memory"]
     assert tool.parallel_safe is False
     schema = tool.input_schema()
-    assert set(schema["properties"]) == {"action", "target", "content", "old_text", "operations"}
+    assert set(schema["properties"]) == {"action", "target", "content", "old_text", "operations",
+                                         "query"}
     assert schema["properties"]["target"]["enum"] == ["memory", "user"]
+    actions = [o.get("enum") for o in schema["properties"]["action"]["anyOf"] if "enum" in o]
+    assert actions == [["add", "replace", "remove", "search"]]
 
 
 def test_disabled_target_is_refused_and_hidden(home):

@@ -16,7 +16,8 @@ point of the contract: an engine decides what the middle becomes.
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any, ClassVar
+import threading
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -48,6 +49,9 @@ from hermes_core.types import (
 
 from .store import Span, SpanStore
 
+if TYPE_CHECKING:
+    from .vectors import SpanVectors
+
 __all__ = ["LosslessConfig", "LosslessEngine"]
 
 _INDEX_INTRO = (
@@ -71,6 +75,9 @@ class LosslessConfig(CompactionSettings):
     expand_max_chars: int = Field(default=20_000, ge=1_000, le=200_000)
     #: the most hits one context_search call returns
     search_limit: int = Field(default=8, ge=1, le=50)
+    #: context_search matches by meaning as well as words when an embedder is active (vectors of
+    #: archived messages are computed in the background); false: words only
+    semantic: bool = True
 
 
 class SearchInput(BaseModel):
@@ -111,6 +118,8 @@ class LosslessEngine(PolicyEngine):
         self.settings = config
         path = context.home / "context.db" if config.db_path is None else context.home / config.db_path
         self.store = store if store is not None else SpanStore(path)
+        self._vectors: SpanVectors | None = None
+        self._vectors_lock = threading.Lock()
         self.tail_budget = max(1, int(self.threshold_tokens * config.target_ratio))
         #: the conversation served when no session was given (one per engine instance)
         self.conversation = f"instance-{id(self):x}"
@@ -149,7 +158,35 @@ class LosslessEngine(PolicyEngine):
 
     @hookimpl
     def shutdown(self) -> None:
+        if self._vectors is not None:
+            self._vectors.close()
         self.store.close()
+
+    # ------------------------------------------------------------------------------ vectors
+
+    def vectors(self) -> SpanVectors | None:
+        """The archive's vectors (built on first use), or None when semantic search cannot take
+        part at all: switched off, or a store that is not this engine's SQLite file."""
+        if self._vectors is not None:
+            return self._vectors
+        if not self.settings.semantic or not isinstance(self.store, SpanStore):
+            return None
+        with self._vectors_lock:
+            if self._vectors is None:
+                from .vectors import SpanVectors
+
+                batch = self.context.config.embeddings.batch_size
+                self._vectors = SpanVectors(self.store.path, self.context.embedder, batch=batch)
+        return self._vectors
+
+    def semantic_problem(self) -> str:
+        """Why ``context_search`` matches by words only right now."""
+        if not self.settings.semantic:
+            return "semantic search is off (lossless.semantic: false)"
+        vec = self.vectors()
+        if vec is None:
+            return "semantic search is not available with this archive store: words only"
+        return vec.problem or "semantic search is off"
 
     @hookimpl
     def forget(self, subject: str, scope: str, dry_run: bool) -> ForgetReport:
@@ -159,6 +196,8 @@ class LosslessEngine(PolicyEngine):
                 "the lossless archive is kept per conversation, not per user; forget with "
                 "scope 'all'"))
         hits, digests = self.store.forget(subject, dry_run=dry_run)
+        if hits and not dry_run and self._vectors is not None:
+            self._vectors.prune()  # no vector of a forgotten message stays behind
         items = [f"message {seq} of span {span}" for span, seq in hits]
         items += [f"{digests} span digest(s)"] if digests else []
         matched = len(hits) + digests
@@ -239,8 +278,9 @@ class LosslessEngine(PolicyEngine):
             Tool(
                 name="context_search",
                 description=(
-                    "Search the archived (compacted) turns of this conversation by words. Returns "
-                    "span ids and message positions with a snippet; read them with context_expand."
+                    "Search the archived (compacted) turns of this conversation by words (and by "
+                    "meaning when semantic search is on). Returns span ids and message positions "
+                    "with a snippet and which path found each; read them with context_expand."
                 ),
                 handler=self._search_tool,
                 input_model=SearchInput,
@@ -304,6 +344,9 @@ class LosslessEngine(PolicyEngine):
                  "was left unchanged"],
                 aborted=True,
             )
+        vec = self.vectors()
+        if vec is not None:
+            vec.wake()  # the span's vectors are computed on the indexer's thread, not here
         index = self._index(conversation)
         meta = {"source": "archived", "span_id": span.id, "compacted_messages": len(archived)}
         out = assemble(plan, history, index, summary_meta=meta)
@@ -365,16 +408,29 @@ class LosslessEngine(PolicyEngine):
     def _search_tool(self, args: SearchInput, context: ToolContext) -> dict[str, Any]:
         conversation = self.conversation_of(context.session)
         limit = args.limit or self.settings.search_limit
-        hits = self.store.search(conversation, args.query, limit=limit)
-        return {
+        vec = self.vectors()
+        hybrid = vec.search(conversation, args.query, limit=limit) if vec is not None else None
+        note: str | None = None
+        if hybrid is not None:
+            found, note = hybrid
+            items = [self._hit(h.hit, h.via) for h in found]
+            semantic = "on"
+        else:
+            items = [self._hit(h, "words")
+                     for h in self.store.search(conversation, args.query, limit=limit)]
+            semantic = self.semantic_problem()
+        out: dict[str, Any] = {
             "query": args.query,
-            "hits": [
-                {"span_id": h.span_id, "seq": h.seq, "role": h.role, "when": _day(h.timestamp),
-                 "snippet": h.snippet}
-                for h in hits
-            ],
-            "note": None if hits else "no archived message matches; try other or fewer words",
+            "hits": items,
+            "note": note if items else "no archived message matches; try other or fewer words",
+            "semantic": semantic,
         }
+        return out
+
+    @staticmethod
+    def _hit(h: Any, via: str) -> dict[str, Any]:
+        return {"span_id": h.span_id, "seq": h.seq, "role": h.role, "when": _day(h.timestamp),
+                "snippet": h.snippet, "found_by": via}
 
     def _expand_tool(self, args: ExpandInput, context: ToolContext) -> dict[str, Any]:
         conversation = self.conversation_of(context.session)

@@ -25,6 +25,7 @@ from .backend import open_store
 from .config import FileMemoryConfig
 from .errors import MemoryRefused
 from .history import Provenance
+from .recall import EntryRecall, Hit, render_recall
 from .snapshot import Snapshot, load_snapshot
 from .store import FILENAMES, TARGETS, MemoryStore
 from .tool import MemoryToolHandler, build_tool
@@ -67,6 +68,8 @@ class FileMemory(MemoryProvider):
         self._stores: dict[str, MemoryStore] = {}
         self._stores_lock = threading.Lock()
         self._handlers: dict[str, MemoryToolHandler] = {}
+        #: ranking of entries by words and meaning (prefetch, the tool's search)
+        self.recall = EntryRecall(context.embedder, enabled=config.semantic)
         self.handler = self._new_handler(self.store)
         self._tool = build_tool(self.handler)
         if self.per_user:  # the same tool, answered by the calling session's user's handler
@@ -79,6 +82,7 @@ class FileMemory(MemoryProvider):
             max_failures=self.config.max_consolidation_failures,
             notify=self.context.notify_memory_write,
             provider=self.name,
+            recall=self.recall,
         )
 
     def store_for(self, session: Session | None) -> MemoryStore:
@@ -123,6 +127,23 @@ class FileMemory(MemoryProvider):
     def live_entries(self, target: str, session: Session | None = None) -> list[str]:
         """The entries on disk now (writes of this session included), duplicates dropped."""
         return self.store_for(session).entries(target)
+
+    def all_entries(self, session: Session | None = None) -> list[tuple[str, str]]:
+        """(target, entry) of every enabled store, as on disk now."""
+        store = self.store_for(session)
+        return [(t, e) for t in self.enabled_targets() for e in store.entries(t)]
+
+    def recall_entries(self, query: str, session: Session | None = None, *,
+                       budget: float | None = None) -> tuple[list[Hit], str | None]:
+        """The entries ``prefetch`` would recall for ``query`` (best first, above
+        ``recall_min_score``, at most ``recall_limit``), and why meaning took no part (None: it
+        did). Without meaning nothing is recalled: word overlap alone is no reason to repeat
+        an entry the system prompt already shows."""
+        hits, problem = self.recall.rank(query, self.all_entries(session), budget=budget)
+        if problem is not None:
+            return [], problem
+        hits = [h for h in hits if h.score >= self.config.recall_min_score]
+        return hits[: self.config.recall_limit], None
 
     @property
     def snapshot(self) -> Snapshot | None:
@@ -180,6 +201,14 @@ class FileMemory(MemoryProvider):
                 return
             if old_session is None or reason in _REFREEZE:
                 self._ensure_frozen(new_session)
+        self._warm(new_session)
+
+    def _warm(self, session: Session | None) -> None:
+        if self.config.semantic and self.config.recall_limit:
+            try:
+                self.recall.warm([e for _t, e in self.all_entries(session)])
+            except Exception as exc:  # an unreadable store: the snapshot already warned
+                self.context.logger.debug("file_memory: entry vectors not warmed: %s", exc)
 
     @hookimpl
     def system_prompt_block(self, session: Session) -> str | None:
@@ -191,6 +220,27 @@ class FileMemory(MemoryProvider):
         # A user message starts a turn: the consolidation-failure allowance starts afresh.
         if message.role == "user":
             self.handler_for(session).failures.reset(session.id)
+
+    @hookimpl
+    def queue_prefetch(self, query: str, session: Session) -> None:
+        # runs on the background worker: the vectors of entries written this turn, and the
+        # message's own (a prefetch for the same text then needs no model call)
+        self._warm(session)
+        if self.config.semantic and self.config.recall_limit and query.strip():
+            self.recall.prepare_query(query)
+
+    @hookimpl
+    def prefetch(self, query: str, session: Session) -> str | None:
+        """The entries related to the user's message, ranked by words and meaning; nothing
+        without an embedder (or with ``recall_limit: 0``), as before semantic ranking existed."""
+        if not self.config.recall_limit or not query.strip() or self.recall.embedder() is None:
+            return None  # no semantic ranking: nothing, at once
+        hits, _problem = self.recall_entries(query, session, budget=self.config.recall_timeout)
+        return render_recall(hits) if hits else None
+
+    @hookimpl
+    def shutdown(self) -> None:
+        self.recall.close()
 
     @hookimpl
     def get_tools(self) -> list[Tool]:
@@ -207,6 +257,11 @@ class FileMemory(MemoryProvider):
                 "MEMORY.md and USER.md are shared by every user of this home; forget with "
                 "scope 'all' to delete from them"))
         result = forget_entries(self.store, subject, dry_run=dry_run, by=Provenance("cli"))
+        if not dry_run and result.count:
+            # no vector of a forgotten entry stays behind (only the shared store's are kept
+            # here besides per-user ones: keep those of every store still open)
+            stores = [self.store, *self._stores.values()]
+            self.recall.forget([e for st in stores for t in TARGETS for e in st.entries(t)])
         report = ForgetReport(
             self.name, matched=result.count, deleted=result.deleted, dry_run=dry_run,
             items=[f"{FILENAMES[t]}: {e if len(e) <= 100 else e[:97] + '...'}"

@@ -49,3 +49,12 @@ class FileMemoryConfig(BaseModel):
     history_limit: int = Field(default=200, ge=0, le=100_000)
     #: the curator (``hermes-core memory curate``) and its optional background run
     curator: CuratorConfig = Field(default_factory=CuratorConfig)
+    #: rank entries by meaning as well as words when an embedder is active (``prefetch`` and the
+    #: tool's ``search``); false: words only, and ``prefetch`` recalls nothing
+    semantic: bool = True
+    #: entries ``prefetch`` recalls for a user message at most (0: prefetch recalls nothing)
+    recall_limit: int = Field(default=3, ge=0, le=20)
+    #: the fused score (cosine + word bonus) an entry needs to be recalled by ``prefetch``
+    recall_min_score: float = Field(default=0.35, ge=0.0, le=2.0)
+    #: seconds ``prefetch`` waits for the user message's vector (then words only, this turn)
+    recall_timeout: float = Field(default=0.2, gt=0.0, le=10.0)

@@ -29,6 +29,7 @@ from .entries import joined_size, usage_label
 from .errors import AmbiguousMatch, InvalidRequest, MemoryRefused
 from .history import Provenance
 from .ops import ACTIONS, Action, Operation
+from .recall import EntryRecall
 from .store import FILENAMES, TARGETS, MemoryStore, WriteResult, check_target
 
 __all__ = [
@@ -61,13 +62,27 @@ a short part of it that no other entry contains. Several changes at once go in "
 IF FULL: the error lists the entries: merge related ones with replace or remove stale ones, in \
 one batched call, then add.
 A success is final: do not repeat it. Writes are saved at once but the prompt's memory section \
-only shows them from the next session."""
+only shows them from the next session.
+SEARCH: action "search" with a query lists the saved entries that match it by words or by \
+meaning (omit target to search both stores); use it before replace/remove when unsure of old_text."""
 
 
 def _check_action(value: Any) -> Any:
     if value is not None and value not in ACTIONS:
         raise ValueError(f"unknown action {value!r}; use one of: add, replace, remove")
     return value
+
+
+def _check_tool_action(value: Any) -> Any:
+    if value is not None and value not in (*ACTIONS, "search"):
+        raise ValueError(f"unknown action {value!r}; use one of: add, replace, remove, search")
+    return value
+
+
+#: what the tool's ``action`` accepts: the write operations, and the read-only search
+ToolAction = Literal["add", "replace", "remove", "search"]
+#: entries one search returns at most
+SEARCH_LIMIT = 8
 
 
 class MemoryOperationInput(BaseModel):
@@ -89,8 +104,9 @@ class MemoryToolInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    action: Action | None = Field(
-        default=None, description="add, replace or remove (omit when giving operations)."
+    action: ToolAction | None = Field(
+        default=None,
+        description="add, replace, remove or search (omit when giving operations).",
     )
     target: Literal["memory", "user"] = Field(
         default="memory", description='"memory" (your notes) or "user" (the user\'s profile).'
@@ -102,8 +118,12 @@ class MemoryToolInput(BaseModel):
     operations: list[MemoryOperationInput] | None = Field(
         default=None, description="Several operations on one target, applied all-or-nothing."
     )
+    query: str | None = Field(
+        default=None, max_length=4000,
+        description="What to look for (search): words or a question; matched by words and meaning.",
+    )
 
-    _action = field_validator("action", mode="before")(_check_action)
+    _action = field_validator("action", mode="before")(_check_tool_action)
 
     @field_validator("target", mode="before")
     @classmethod
@@ -173,8 +193,10 @@ class MemoryToolHandler:
         max_failures: int,
         notify: Callable[[MemoryWrite], None],
         provider: str = "file_memory",
+        recall: EntryRecall | None = None,
     ) -> None:
         self.store = store
+        self.recall = recall
         self.enabled = enabled
         self.max_failures = max_failures
         self.notify = notify
@@ -184,6 +206,8 @@ class MemoryToolHandler:
     def __call__(self, args: MemoryToolInput, context: ToolContext) -> dict[str, Any]:
         session_id = context.session.id if context.session is not None else None
         target = args.target
+        if args.action == "search":
+            return self._search(args)
         try:
             check_target(target)
             if not self.enabled(target):
@@ -200,7 +224,41 @@ class MemoryToolHandler:
             return self._refusal(exc, args, session_id)
         self.failures.reset(session_id)
         self._mirror(result, origin_session=session_id, origin=by.origin)
+        if self.recall is not None:
+            self.recall.warm(result.entries)  # the new entry's vector, off this call's path
         return self._success(result)
+
+    def _search(self, args: MemoryToolInput) -> dict[str, Any]:
+        """The entries matching ``args.query`` by words and meaning, best first."""
+        query = (args.query or args.content or "").strip()
+        if not query:
+            return {"success": False, "error": "search needs a query: the words or question to "
+                                               "look for, e.g. {\"action\": \"search\", "
+                                               "\"query\": \"editor\"}"}
+        targets = [args.target] if "target" in args.model_fields_set else list(TARGETS)
+        entries = [(t, e) for t in targets if self.enabled(t) for e in self.store.entries(t)]
+        if self.recall is None:
+            from hermes_core.semantic import fuse, word_scores
+
+            words, complete = word_scores(query, [e for _t, e in entries])
+            found = [(entries[r.index][0], entries[r.index][1], r.via, r.score)
+                     for r in fuse(words, complete, None)]
+            problem: str | None = "semantic ranking is off"
+        else:
+            hits, problem = self.recall.rank(query, entries)
+            found = [(h.target, h.entry, h.via, h.score) for h in hits]
+        out: dict[str, Any] = {
+            "success": True,
+            "query": query,
+            "results": [{"target": t, "entry": _clip(e, _MAX_ENTRY_PREVIEW * 2), "found_by": via,
+                         "score": round(score, 3)} for t, e, via, score in found[:SEARCH_LIMIT]],
+            "semantic": problem or "on",
+        }
+        if not found:
+            out["note"] = "no saved entry matches; the memory may not hold this"
+        elif len(found) > SEARCH_LIMIT:
+            out["note"] = f"showing the best {SEARCH_LIMIT} of {len(found)} matching entries"
+        return out
 
     # -------------------------------------------------------------------------------- parts
 
@@ -218,7 +276,7 @@ class MemoryToolHandler:
                     target=args.target,
                 )
             return [Operation(o.action, o.content, o.old_text) for o in args.operations]
-        if args.action is None:
+        if args.action is None or args.action == "search":
             raise InvalidRequest(
                 "action is required: add, replace or remove (or give operations for a batch).",
                 target=args.target,

@@ -1,0 +1,312 @@
+"""Hybrid (words + meaning) search over the lossless archive, when an embedder is active.
+
+Each archived message gets one vector in the ``span_vectors`` table of the engine's own
+``context.db``, beside the text (float32, 1.5 KB per message at 384 dimensions), with the model id
+and the hash of the text it was computed from. A background thread fills the table after each
+compaction, so archiving never waits for a model; a message without a vector yet is found by its
+words only. After a switch of model the old vectors are ignored (never compared with the new
+model's) and recomputed by the same thread.
+
+A query is matched both ways and the two are fused into one score per message
+(:func:`hermes_core.semantic.fuse`): the cosine of the query and the message, plus a word bonus
+(BM25 over the best BM25 of the query, weighted more when every word matched), so an exact-word
+match still ranks first and a paraphrase sharing no word is found. Each hit says which path found
+it: ``words``, ``meaning`` or ``words+meaning``.
+
+Without an embedder (none installed, ``embeddings.embedder: none``, ``lossless.semantic: false``,
+or one that raises, hangs or returns vectors of the wrong size) the search is the word search of
+:meth:`.store.SpanStore.search`, exactly, and the result says why meaning took no part.
+"""
+
+from __future__ import annotations
+
+import array
+import logging
+import sqlite3
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hermes_core.semantic import Weights, fuse, similarities, text_key
+
+from .store import SearchHit, _snippet, fts_terms
+
+__all__ = ["HybridHit", "SpanVectors"]
+
+log = logging.getLogger("hermes_core.plugins.lossless.vectors")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS span_vectors (
+    message_id INTEGER PRIMARY KEY,
+    model TEXT NOT NULL,
+    text_hash TEXT NOT NULL,
+    vec BLOB NOT NULL
+);
+"""
+#: characters of a message embedded (the start of a long tool output says what it is)
+_TEXT_CHARS = 2000
+#: word matches considered for fusion (best first) and nearest vectors taken as candidates
+_LEXICAL = 200
+_NEIGHBOURS = 50
+#: the word weight when no message held every word (the any-word fallback: weak evidence)
+_ANY_WORDS = 0.4
+
+
+@dataclass(frozen=True, slots=True)
+class HybridHit:
+    hit: SearchHit
+    #: ``words``, ``meaning`` or ``words+meaning``
+    via: str
+    score: float
+
+
+def _pack(vec: Any) -> bytes:
+    out = array.array("f", (float(x) for x in vec))
+    if sys.byteorder != "little":
+        out.byteswap()
+    return out.tobytes()
+
+
+def _unpack(blob: bytes) -> array.array[float]:
+    out = array.array("f")
+    out.frombytes(blob)
+    if sys.byteorder != "little":
+        out.byteswap()
+    return out
+
+
+def _matrix(blobs: list[bytes], dimension: int) -> Any:
+    """The vectors as one float32 matrix (numpy), or a list of arrays without numpy."""
+    try:
+        import numpy as np
+    except ImportError:
+        return [_unpack(b) for b in blobs]
+    if not blobs:
+        return []
+    return list(np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), dimension))
+
+
+def _message_text(content: str, calls: str | None) -> str:
+    text = content if content.strip() else (calls or "")
+    return text[:_TEXT_CHARS]
+
+
+class SpanVectors:
+    """The vectors of one archive file and the thread that fills them."""
+
+    def __init__(self, path: Path, embedder: Callable[[], Any], *, batch: int = 32,
+                 weights: Weights | None = None) -> None:
+        self.path = path
+        self._source = embedder
+        self.batch = batch
+        self.weights = weights or Weights()
+        #: why meaning takes no part right now (None: it does)
+        self.problem: str | None = None
+        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA busy_timeout=5000")
+        self._db.executescript(_SCHEMA)
+        self._lock = threading.Lock()  # the connection
+        self._embed_lock = threading.Lock()  # one embedder call at a time from this engine
+        self._wake = threading.Event()
+        self._idle = threading.Event()
+        self._idle.set()
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self._embedder: Any = None
+        self._resolved = False
+
+    # ----------------------------------------------------------------------------- embedder
+
+    def embedder(self) -> Any:
+        if not self._resolved:
+            self._resolved = True
+            try:
+                self._embedder = self._source()
+            except Exception as exc:  # a broken embedder choice must not break the engine
+                self.problem = f"semantic search is off: {exc}"
+            else:
+                if self._embedder is None:
+                    self.problem = ("semantic search is off: no embedder (embeddings.embedder; "
+                                    "see docs/reference/embedders.md)")
+        emb = self._embedder
+        if emb is None:
+            return None
+        if not emb.ready():
+            self.problem = emb.problem or f"embedder {emb.name} is paused"
+            return None
+        return emb
+
+    # ------------------------------------------------------------------------------ indexer
+
+    def wake(self) -> None:
+        """Start (once) or wake the thread that embeds messages without a vector."""
+        if self._closed or self.embedder() is None:
+            return
+        self._idle.clear()
+        self._wake.set()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, daemon=True,
+                                            name="lossless-vectors")
+            self._thread.start()
+
+    def settle(self, timeout: float = 60.0) -> bool:
+        """Wait (bounded) until every archived message has a vector or the indexer gave up."""
+        return self._idle.wait(timeout)
+
+    def _run(self) -> None:
+        while not self._closed:
+            self._wake.wait()
+            self._wake.clear()
+            try:
+                while not self._closed and self.index_batch() > 0:
+                    pass
+            except Exception as exc:  # the indexer must not die: the next wake retries
+                if self._closed:
+                    return  # the engine shut down under it
+                log.warning("lossless: indexing vectors failed: %s", exc)
+            finally:
+                if not self._wake.is_set():
+                    self._idle.set()
+
+    def index_batch(self) -> int:
+        """Embed up to ``batch`` messages that have no vector of the current model; how many."""
+        emb = self.embedder()
+        if emb is None:
+            return 0
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT m.id, m.content, m.tool_calls FROM span_messages m "
+                "LEFT JOIN span_vectors v ON v.message_id = m.id "
+                "WHERE v.message_id IS NULL OR v.model != ? ORDER BY m.id LIMIT ?",
+                (emb.model_id, self.batch),
+            ).fetchall()
+        if not rows:
+            return 0
+        texts = [_message_text(c, t) for _i, c, t in rows]
+        todo = [i for i, t in enumerate(texts) if t.strip()]
+        vectors: list[Any] = []
+        if todo:
+            try:
+                with self._embed_lock:
+                    vectors = list(emb.embed([texts[i] for i in todo]))
+            except Exception as exc:  # EmbeddingError: the guard paused it; say so and stop
+                self.problem = str(exc)
+                return 0
+        packed = {i: _pack(v) for i, v in zip(todo, vectors, strict=True)}
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for i, (mid, _c, _t) in enumerate(rows):
+                    # an empty message gets an empty vector: it is never compared, nor retried
+                    self._db.execute(
+                        "INSERT OR REPLACE INTO span_vectors(message_id, model, text_hash, vec) "
+                        "VALUES (?, ?, ?, ?)",
+                        (mid, emb.model_id, text_key(texts[i]), packed.get(i, b"")))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return len(rows)
+
+    def prune(self) -> int:
+        """Delete the vectors of messages no longer archived (after a forget); how many."""
+        with self._lock:
+            cur = self._db.execute("DELETE FROM span_vectors WHERE message_id NOT IN "
+                                   "(SELECT id FROM span_messages)")
+        return int(cur.rowcount or 0)
+
+    def pending(self) -> int:
+        """Archived messages without a vector of the current model (0 without an embedder)."""
+        emb = self.embedder()
+        if emb is None:
+            return 0
+        with self._lock:
+            row = self._db.execute(
+                "SELECT count(*) FROM span_messages m LEFT JOIN span_vectors v "
+                "ON v.message_id = m.id WHERE v.message_id IS NULL OR v.model != ?",
+                (emb.model_id,)).fetchone()
+        return int(row[0])
+
+    def close(self) -> None:
+        self._closed = True
+        self._wake.set()
+        with self._lock:
+            self._db.close()
+
+    # ------------------------------------------------------------------------------- search
+
+    def search(self, conversation: str, query: str, *, limit: int = 8
+               ) -> tuple[list[HybridHit], str | None] | None:
+        """Hybrid hits for ``query``, best first, and why some messages lacked a vector; None
+        when meaning cannot take part (the caller then runs the word search; see ``problem``)."""
+        emb = self.embedder()
+        if emb is None or not query.strip():
+            return None
+        try:
+            with self._embed_lock:
+                qv = emb.embed([query[:_TEXT_CHARS]])[0]
+        except Exception as exc:
+            self.problem = str(exc)
+            return None
+        self.problem = None
+        terms = fts_terms(query)
+        lexical, matched = self._lexical(conversation, terms)
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT v.message_id, v.vec FROM span_vectors v "
+                "JOIN span_messages m ON m.id = v.message_id JOIN spans s ON s.id = m.span_id "
+                "WHERE s.conversation = ? AND v.model = ? AND length(v.vec) > 0",
+                (conversation, emb.model_id)).fetchall()
+        rows = [(mid, blob) for mid, blob in rows if len(blob) == 4 * emb.dimension]
+        sims = dict(zip((mid for mid, _b in rows),
+                        similarities(qv, _matrix([b for _m, b in rows], emb.dimension)),
+                        strict=True))
+        near = sorted(sims, key=lambda m: -sims[m])[:_NEIGHBOURS]
+        ids = list(dict.fromkeys([*lexical, *near]))
+        best = max(lexical.values(), default=0.0)
+        scale = 1.0 if matched == "all" else _ANY_WORDS
+        words = [scale * lexical[i] / best if i in lexical and best > 0 else 0.0 for i in ids]
+        complete = [matched == "all" and i in lexical for i in ids]
+        ranked = fuse(words, complete, [sims.get(i) for i in ids], self.weights)[:limit]
+        found = self._rows([ids[r.index] for r in ranked], terms)
+        hits = [HybridHit(found[ids[r.index]], r.via, r.score) for r in ranked
+                if ids[r.index] in found]
+        missing = self.pending()
+        note = (f"{missing} archived message(s) have no vector yet and were matched by words "
+                "only" if missing else None)
+        if missing:
+            self.wake()
+        return hits, note
+
+    def _lexical(self, conversation: str, terms: list[str]) -> tuple[dict[int, float], str]:
+        """message id -> BM25 (higher is better) and how the words matched (all, any, none)."""
+        if not terms:
+            return {}, "none"
+        quoted = [f'"{t}"' for t in terms]
+        for expression, how in ((" ".join(quoted), "all"), (" OR ".join(quoted), "any")):
+            with self._lock:
+                rows = self._db.execute(
+                    "SELECT m.id, bm25(span_fts) FROM span_fts "
+                    "JOIN span_messages m ON m.id = span_fts.rowid JOIN spans s ON s.id = m.span_id "
+                    "WHERE span_fts MATCH ? AND s.conversation = ? ORDER BY bm25(span_fts) "
+                    "LIMIT ?", (expression, conversation, _LEXICAL)).fetchall()
+            if rows:
+                return {int(i): -float(score) for i, score in rows}, how
+            if len(terms) == 1:
+                break
+        return {}, "none"
+
+    def _rows(self, ids: list[int], terms: list[str]) -> dict[int, SearchHit]:
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, span_id, seq, role, content, tool_calls, timestamp FROM span_messages "
+                f"WHERE id IN ({marks})", ids).fetchall()
+        return {int(mid): SearchHit(int(span), int(seq), role,
+                                    _snippet(content + " " + (calls or ""), terms), ts)
+                for mid, span, seq, role, content, calls, ts in rows}

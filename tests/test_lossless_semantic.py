@@ -1,0 +1,233 @@
+"""Hybrid search in the lossless engine's archive (context.db, a real SQLite file): vectors filled
+in the background after a compaction, words and meaning fused, which path found each hit, and
+the fallbacks (no embedder, one that raises, hangs or returns the wrong size, a model switch).
+
+A tiny deterministic embedder defined here (a synonym table) tests the plumbing; one test runs
+the real all-MiniLM-L6-v2 when its weights are installed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from compressor_support import build_history
+
+from hermes_core.config import CoreConfig, LLMSection
+from hermes_core.embeddings import GuardedEmbedder
+from hermes_core.kinds import Embedder, PluginContext
+from hermes_core.plugins.context_engine.lossless import LosslessConfig, LosslessEngine
+from hermes_core.types import Message, ToolContext
+
+TOPICS = {"dog": 0, "whippet": 0, "pet": 0, "animal": 0, "rent": 1, "landlord": 1,
+          "editor": 2, "helix": 2, "neovim": 2, "coding": 2}
+
+
+class Synonyms(Embedder):
+    """Topic words -> their axis; a text of no topic -> one of eight other axes (by length)."""
+
+    name = "synonyms"
+    dimension = 12
+    model_id = "synonyms-v1"
+
+    def __init__(self) -> None:
+        pass
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        out = []
+        for t in texts:
+            v = [0.02] * 12
+            for word in t.lower().replace("?", " ").replace(",", " ").replace(".", " ").split():
+                if word in TOPICS:
+                    v[TOPICS[word]] += 1.0
+            if max(v) < 1.0:
+                v[4 + len(t) % 8] += 1.0
+            n = sum(x * x for x in v) ** 0.5
+            out.append([x / n for x in v])
+        return out
+
+
+class SynonymsV2(Synonyms):
+    model_id = "synonyms-v2"
+
+
+class Broken(Synonyms):
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        raise RuntimeError("model file unreadable")
+
+
+class WrongSize(Synonyms):
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return [[1.0, 0.0] for _ in texts]
+
+
+class Hangs(Synonyms):
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.release.wait(30)
+        return super().embed(texts)
+
+
+PLANTED = [
+    Message("user", "We adopted a whippet from the shelter last week"),
+    Message("assistant", "Congratulations on the new family member."),
+    Message("user", "I moved to Helix for coding"),
+    Message("assistant", "Helix has good defaults."),
+    Message("user", "Actually I still prefer Neovim keybindings"),
+    Message("assistant", "Neovim it is."),
+]
+
+
+def make(home: Path, embedder: Embedder | None, *, timeout: float = 30.0, window: int = 60_000,
+         **settings: Any) -> LosslessEngine:
+    guarded = GuardedEmbedder(embedder, timeout=timeout) if embedder is not None else None
+    context = PluginContext(plugin_name="test", home=home,
+                            config=CoreConfig(llm=LLMSection(context_window=window)),
+                            logger=logging.getLogger("test.lossless"), embedder=lambda: guarded)
+    return LosslessEngine(LosslessConfig(**settings), context)
+
+
+def compacted(home: Path, embedder: Embedder | None, *, turns: tuple[int, int] = (60, 80),
+              max_tools: int = 3, **kw: Any) -> LosslessEngine:
+    engine = make(home, embedder, **kw)
+    before, after = turns
+    result = engine.compact(build_history(before, seed=31, max_tools=max_tools) + PLANTED
+                            + build_history(after, seed=32, max_tools=max_tools))
+    assert all(m not in result.messages for m in PLANTED)  # archived, not kept live
+    vec = engine.vectors()
+    if vec is not None:
+        assert vec.settle(600), "the vector indexer did not finish"
+    return engine
+
+
+def search(engine: LosslessEngine, query: str, **args: Any) -> dict[str, Any]:
+    tool = {t.name: t for t in engine.get_tools()}["context_search"]
+    out = tool.invoke({"query": query, **args}, ToolContext())
+    return json.loads(out) if isinstance(out, str) else out
+
+
+def texts(engine: LosslessEngine, result: dict[str, Any]) -> list[str]:
+    out = []
+    for hit in result["hits"]:
+        (row,) = engine.store.messages(hit["span_id"], hit["seq"], 1)
+        out.append(row.message.content)
+    return out
+
+
+def test_a_paraphrase_is_found_by_meaning(tmp_path: Path) -> None:
+    engine = compacted(tmp_path, Synonyms())
+    found = search(engine, "which animal lives with us?")
+    assert found["semantic"] == "on"
+    assert texts(engine, found)[0] == PLANTED[0].content
+    assert found["hits"][0]["found_by"] == "meaning"
+
+
+def test_an_exact_word_ranks_first(tmp_path: Path) -> None:
+    engine = compacted(tmp_path, Synonyms())
+    found = search(engine, "neovim")
+    first = texts(engine, found)[:2]
+    assert "Neovim" in first[0] and found["hits"][0]["found_by"] == "words+meaning"
+    assert any("Helix" in t for t in texts(engine, found))  # same topic, found by meaning
+    vias = {h["found_by"] for h in found["hits"]}
+    assert "meaning" in vias
+
+
+def test_vectors_sit_beside_the_text_one_per_message(tmp_path: Path) -> None:
+    engine = compacted(tmp_path, Synonyms())
+    db = sqlite3.connect(tmp_path / "context.db")
+    messages = db.execute("SELECT count(*) FROM span_messages").fetchone()[0]
+    rows = db.execute("SELECT model, length(vec) FROM span_vectors").fetchall()
+    assert len(rows) == messages
+    assert {r[0] for r in rows} == {"synonyms-v1"}
+    assert {r[1] for r in rows} <= {0, 12 * 4}
+    assert engine.vectors().pending() == 0
+
+
+def test_a_model_switch_recomputes_and_never_mixes(tmp_path: Path) -> None:
+    old = compacted(tmp_path, Synonyms())
+    old.shutdown()
+    engine = make(tmp_path, SynonymsV2())
+    engine.conversation = old.conversation  # the same conversation, served by a new process
+    vec = engine.vectors()
+    assert vec is not None and vec.pending() > 0  # the old model's vectors do not count
+    found = search(engine, "which animal lives with us?")  # wakes the indexer
+    assert "no vector yet" in (found["note"] or "")
+    assert vec.settle(600)
+    assert vec.pending() == 0
+    db = sqlite3.connect(tmp_path / "context.db")
+    assert {r[0] for r in db.execute("SELECT model FROM span_vectors")} == {"synonyms-v2"}
+    assert texts(engine, search(engine, "which animal lives with us?"))[0] == PLANTED[0].content
+
+
+@pytest.mark.parametrize("embedder, expect", [
+    (None, "no embedder"),
+    (Broken(), "raised RuntimeError: model file unreadable"),
+    (WrongSize(), "2 dimensions"),
+])
+def test_without_meaning_the_word_search_is_unchanged(
+        tmp_path: Path, embedder: Embedder | None, expect: str) -> None:
+    engine = compacted(tmp_path, embedder)
+    conversation = engine.conversation
+    for query in ("whippet shelter", "Helix coding?", "which animal lives with us?"):
+        found = search(engine, query)
+        assert expect in found["semantic"]
+        lexical = engine.store.search(conversation, query, limit=8)
+        assert [(h["span_id"], h["seq"], h["snippet"]) for h in found["hits"]] == [
+            (h.span_id, h.seq, h.snippet) for h in lexical]
+        assert {h["found_by"] for h in found["hits"]} <= {"words"}
+
+
+def test_a_hanging_embedder_leaves_word_search_working(tmp_path: Path) -> None:
+    emb = Hangs()
+    try:
+        engine = compacted(tmp_path, emb, timeout=0.5)  # settle: the batch gives up at 0.5 s
+        found = search(engine, "whippet")
+        assert "did not answer within 0.5 s" in found["semantic"]
+        assert "whippet" in texts(engine, found)[0]
+    finally:
+        emb.release.set()
+
+
+def test_switched_off_by_config(tmp_path: Path) -> None:
+    engine = compacted(tmp_path, Synonyms(), semantic=False)
+    assert engine.vectors() is None
+    found = search(engine, "which animal lives with us?")
+    assert "lossless.semantic: false" in found["semantic"]
+    assert not sqlite3.connect(tmp_path / "context.db").execute(
+        "SELECT name FROM sqlite_master WHERE name = 'span_vectors'").fetchall()
+
+
+def test_forget_removes_the_vectors_too(tmp_path: Path) -> None:
+    engine = compacted(tmp_path, Synonyms())
+    db = sqlite3.connect(tmp_path / "context.db")
+    before = db.execute("SELECT count(*) FROM span_vectors").fetchone()[0]
+    report = engine.forget(subject="whippet", scope="all", dry_run=False)
+    assert report.deleted >= 1
+    after = db.execute("SELECT count(*) FROM span_vectors").fetchone()[0]
+    assert after == before - 1
+    assert db.execute("SELECT count(*) FROM span_vectors WHERE message_id NOT IN "
+                      "(SELECT id FROM span_messages)").fetchone()[0] == 0
+    found = search(engine, "which animal lives with us?")
+    assert all("whippet" not in t for t in texts(engine, found))
+
+
+def test_real_model_finds_a_paraphrase(tmp_path: Path) -> None:
+    mod = pytest.importorskip("hermes_core.plugins.embedders.minilm")
+    if mod.MiniLMEmbedder.unavailable():
+        pytest.skip(mod.MiniLMEmbedder.unavailable())
+    engine = compacted(tmp_path, mod.MiniLMEmbedder(mod.MiniLMConfig()), timeout=120,
+                       window=2_000, turns=(8, 12), max_tools=0)
+    found = search(engine, "What kind of pet did we bring home recently?")
+    assert found["semantic"] == "on"
+    assert PLANTED[0].content in texts(engine, found)[:3]
+    exact = search(engine, "Neovim keybindings")
+    assert texts(engine, exact)[0] == PLANTED[4].content
+    assert exact["hits"][0]["found_by"] == "words+meaning"

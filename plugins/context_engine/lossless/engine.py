@@ -46,6 +46,7 @@ from hermes_core.types import (
     ToolContext,
 )
 
+from .backend import open_span_store
 from .store import Span, SpanStore
 
 __all__ = ["LosslessConfig", "LosslessEngine"]
@@ -110,7 +111,7 @@ class LosslessEngine(PolicyEngine):
         super().__init__(config, context, window=window)
         self.settings = config
         path = context.home / "context.db" if config.db_path is None else context.home / config.db_path
-        self.store = store if store is not None else SpanStore(path)
+        self.store = store if store is not None else open_span_store(context, path)
         self.tail_budget = max(1, int(self.threshold_tokens * config.target_ratio))
         #: the conversation served when no session was given (one per engine instance)
         self.conversation = f"instance-{id(self):x}"

@@ -189,7 +189,7 @@ def test_postgresql_bad_input(tmp_path: Path, pg_url: str) -> None:
     close_pools()
     with psycopg.connect(pg_url, autocommit=True) as con:
         con.execute("UPDATE hermes_schema SET version = 7 WHERE component = 'lossless'")
-    with pytest.raises(StorageVersionError, match="lossless schema .* version 7"):
+    with pytest.raises(StorageVersionError, match=r"lossless schema .* version 7"):
         PgSpanStore(url)
     with psycopg.connect(pg_url) as con:
         assert con.execute("SELECT count(*) FROM lossless_span_messages").fetchone() == (1,)

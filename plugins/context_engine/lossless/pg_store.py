@@ -108,6 +108,9 @@ class PgSpanStore:
             raise SpanStoreError(f"the lossless archive in {self.url.redacted} refused the "
                                  f"request: {exc}; nothing was changed") from None
 
+    def _fetch(self, sql: str, params: tuple[object, ...]) -> list[Any]:
+        return self._run(lambda con: con.execute(sql, params).fetchall())  # type: ignore[no-any-return]
+
     # --------------------------------------------------------------------------- lineage
 
     def root_of(self, session_id: str) -> str | None:
@@ -194,9 +197,7 @@ class PgSpanStore:
                    f"FROM lossless_span_messages m JOIN lossless_spans s ON s.id = m.span_id, "
                    f"(SELECT {tsquery} AS query) AS q WHERE m.words @@ q.query AND s.conversation = %s "
                    "ORDER BY ts_rank_cd(m.words, q.query) DESC, m.id LIMIT %s")
-            params = (*terms, conversation, limit)
-            rows = self._run(lambda con, sql=sql, params=params: con.execute(sql, params)
-                             .fetchall())
+            rows = self._fetch(sql, (*terms, conversation, limit))
             if rows or len(terms) == 1:
                 break
         out = []

@@ -1,8 +1,9 @@
 """``hermes-core storage``: where the built-in stores keep their data, and moving it.
 
 ``storage show`` prints the backend in effect (the URL with its password hidden) and the schema
-versions; ``storage migrate --to URL`` copies this home's session archive (state.db) and curated
-memory (memories/, per-user folders included) into a PostgreSQL database, with a progress bar.
+versions; ``storage migrate --to URL`` copies this home's session archive (state.db), curated
+memory (memories/, per-user folders included, with history and pins), skills and the lossless
+engine's archive (context.db) into a PostgreSQL database, with a progress bar.
 Then set ``storage.url`` (or ``HERMES_CORE_STORAGE_URL``) to that URL. See docs/storage.md.
 """
 
@@ -55,53 +56,25 @@ def show(as_json: bool) -> None:
               help="The PostgreSQL database to copy this home's data into.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def migrate(to_url: str, as_json: bool) -> None:
-    """Copy this home's sessions and curated memory into the database at URL.
+    """Copy this home's sessions, curated memory (with its history and pins), skills and the
+    lossless engine's archive into the database at URL.
 
-    Safe to run again: sessions already there are skipped, memory already there is kept.
+    Safe to run again: what is already there is skipped or kept, never overwritten.
     """
-    from ..config import load_config, validate_section
     from ..errors import HermesCoreError
-    from ..paths import home_dir
-    from ..plugins.memory.file_memory import FileMemoryConfig, MemoryStore
-    from ..plugins.memory.file_memory.pg_store import PgMemoryStore
-    from ..plugins.memory.file_memory.store import TARGETS
-    from ..plugins.memory.session_archive import SessionArchive, SessionArchiveConfig, archive_path
-    from ..plugins.memory.session_archive.pg_store import PgSessionArchive
-    from ..plugins.memory.session_archive.transfer import export_lines, import_jsonl
     from ..storage import close_pools, parse_storage_url
-    from ..storage.transfer import MigrationReport, copy_memory, copy_sessions
+    from ..storage.transfer import MigrationReport
 
     try:
         url = parse_storage_url(to_url)
     except HermesCoreError as exc:
         raise click.BadParameter(str(exc), param_hint="--to") from None
-    config = load_config()
-    home = home_dir()
-    archive_settings = validate_section(config, "session_archive", SessionArchiveConfig,
-                                        plugin="session_archive")
-    memory_settings = validate_section(config, "file_memory", FileMemoryConfig,
-                                       plugin="file_memory")
     report = MigrationReport()
-    target = PgSessionArchive(url)
     try:
-        path = archive_path(archive_settings, home)
-        if path.exists():
-            with SessionArchive(path, background_checkpoints=False) as source:
-                _with_progress(as_json, lambda progress: copy_sessions(
-                    source, target, export_lines=export_lines, import_jsonl=import_jsonl,
-                    report=report, progress=progress))
-        limits = {"memory_limit": memory_settings.memory_char_limit,
-                  "user_limit": memory_settings.user_char_limit}
-        sources: list[tuple[str, Any]] = []
-        base = home / "memories"
-        if base.is_dir():
-            sources.append(("", MemoryStore(base, **limits)))
-            users = base / "users"
-            if users.is_dir():
-                sources += [(d.name, MemoryStore(d, **limits))
-                            for d in sorted(users.iterdir()) if d.is_dir()]
-        copy_memory(sources, lambda owner: PgMemoryStore(url, owner=owner, **limits),
-                    TARGETS, report)
+        _migrate_sessions(url, report, as_json)
+        _migrate_memory(url, report)
+        _migrate_skills(url, report)
+        _migrate_lossless(url, report)
     finally:
         close_pools()
     if as_json:
@@ -113,7 +86,100 @@ def migrate(to_url: str, as_json: bool) -> None:
         click.echo(f"memory {label}: copied")
     for label in report.memory_kept:
         click.echo(f"memory {label}: the database already holds other entries; left as they are")
+    click.echo(f"memory history: {report.memory_versions_copied} version(s), "
+               f"{report.memory_pins_copied} pin(s) copied")
+    click.echo(f"skills: {len(report.skills_copied)} copied"
+               + (f"; left as they are (the database holds other text under these names): "
+                  f"{', '.join(report.skills_kept)}" if report.skills_kept else ""))
+    click.echo(f"lossless archive: {report.lossless_spans_copied} span(s) of "
+               f"{report.lossless_conversations_copied} conversation(s) copied"
+               + (f", {report.lossless_spans_renumbered} with a new id"
+                  if report.lossless_spans_renumbered else "")
+               + (f"; {report.lossless_conversations_kept} already there"
+                  if report.lossless_conversations_kept else ""))
     click.echo("Now set storage.url (or HERMES_CORE_STORAGE_URL) to use the database.")
+
+
+def _migrate_sessions(url: Any, report: Any, quiet: bool) -> None:
+    from ..config import load_config, validate_section
+    from ..paths import home_dir
+    from ..plugins.memory.session_archive import SessionArchive, SessionArchiveConfig, archive_path
+    from ..plugins.memory.session_archive.pg_store import PgSessionArchive
+    from ..plugins.memory.session_archive.transfer import export_lines, import_jsonl
+    from ..storage.transfer import copy_sessions
+
+    settings = validate_section(load_config(), "session_archive", SessionArchiveConfig,
+                                plugin="session_archive")
+    target = PgSessionArchive(url)
+    path = archive_path(settings, home_dir())
+    if path.exists():
+        with SessionArchive(path, background_checkpoints=False) as source:
+            _with_progress(quiet, lambda progress: copy_sessions(
+                source, target, export_lines=export_lines, import_jsonl=import_jsonl,
+                report=report, progress=progress))
+
+
+def _migrate_memory(url: Any, report: Any) -> None:
+    from ..config import load_config, validate_section
+    from ..paths import home_dir
+    from ..plugins.memory.file_memory import FileMemoryConfig, MemoryStore
+    from ..plugins.memory.file_memory.backend import memory_dir
+    from ..plugins.memory.file_memory.pg_store import PgMemoryStore
+    from ..plugins.memory.file_memory.transfer import MemoryCopy, copy_owner, owners_of
+
+    settings = validate_section(load_config(), "file_memory", FileMemoryConfig,
+                                plugin="file_memory")
+    home = home_dir()
+    out = MemoryCopy()
+    limits = {"memory_limit": settings.memory_char_limit,
+              "user_limit": settings.user_char_limit, "history_limit": settings.history_limit}
+    # the stores are named here, not picked by storage.url: the source is always this home
+    for owner in owners_of(memory_dir(home)):
+        source = MemoryStore(memory_dir(home, owner or None), **limits)
+        copy_owner(source, PgMemoryStore(url, owner=owner, **limits), owner, out)
+    report.memory_copied += out.copied
+    report.memory_kept += out.kept
+    report.memory_versions_copied += out.versions
+    report.memory_pins_copied += out.pins
+
+
+def _migrate_skills(url: Any, report: Any) -> None:
+    from ..config import load_config, validate_section
+    from ..paths import home_dir
+    from ..plugins.memory.skills import SkillLibrary, SkillsConfig
+    from ..plugins.memory.skills.pg_library import PgSkillLibrary
+    from ..plugins.memory.skills.transfer import copy_skills
+
+    settings = validate_section(load_config(), "skills", SkillsConfig, plugin="skills")
+    source = SkillLibrary(home_dir() / "skills", max_chars=settings.max_chars)
+    if not source.directory.is_dir():
+        return
+    copied, kept = copy_skills(source, PgSkillLibrary(url, max_chars=settings.max_chars))
+    report.skills_copied += copied
+    report.skills_kept += kept
+
+
+def _migrate_lossless(url: Any, report: Any) -> None:
+    from ..config import load_config, validate_section
+    from ..paths import home_dir
+    from ..plugins.context_engine.lossless import LosslessConfig, SpanStore
+    from ..plugins.context_engine.lossless.pg_store import PgSpanStore
+    from ..plugins.context_engine.lossless.transfer import copy_lossless
+
+    settings = validate_section(load_config(), "lossless", LosslessConfig, plugin="lossless")
+    home = home_dir()
+    path = home / (settings.db_path or "context.db")
+    if not path.exists():
+        return
+    source = SpanStore(path)
+    try:
+        out = copy_lossless(source, PgSpanStore(url))
+    finally:
+        source.close()
+    report.lossless_conversations_copied += out.conversations
+    report.lossless_spans_copied += out.spans
+    report.lossless_spans_renumbered += out.renumbered
+    report.lossless_conversations_kept += out.kept
 
 
 def _with_progress(quiet: bool, run: Any) -> None:

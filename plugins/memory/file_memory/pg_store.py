@@ -227,6 +227,23 @@ class PgMemoryStore(PgMemoryExtras, MemoryStore):
         return self._run(run, target)  # type: ignore[no-any-return]
 
 
+    def put_document(self, target: str, entries: list[str]) -> bool:
+        """Write ``entries`` into ``target`` if it is empty, recording no version (``storage
+        migrate``: the copied history already ends with this text); True when written."""
+        target = check_target(target)
+
+        def run(con: Any) -> bool:
+            with con.transaction():
+                con.execute("INSERT INTO memory_documents(owner, target) VALUES (%s, %s) "
+                            "ON CONFLICT DO NOTHING", (self.owner, target))
+                cur = con.execute(
+                    "UPDATE memory_documents SET text = %s, version = version + 1, "
+                    "updated_at = extract(epoch FROM now()) WHERE owner = %s AND target = %s "
+                    "AND text = ''", (canonical_text(entries), self.owner, target))
+                return bool(cur.rowcount)
+
+        return bool(self._run(run, target))
+
     def write_stores(
         self,
         compute: Callable[[dict[str, FileState]], dict[str, bytes | None]],

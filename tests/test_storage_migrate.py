@@ -160,6 +160,14 @@ def test_migrate_carries_history_pins_skills_and_the_lossless_archive(
             report["lossless_spans_renumbered"]) == (2, 2, 0)
     assert _snapshot(home, pg_url) == before  # every store, exactly
     assert _export(home, ids, pg_url) == _export(home, ids, None)
+    # the way back: the database into an empty home's files, every store exactly again
+    back = tmp_path / "back"
+    back.mkdir()
+    returned = json.loads(_run(back, "storage", "migrate", "--from", pg_url, "--json"))
+    assert (returned["sessions_copied"], returned["memory_versions_copied"],
+            returned["lossless_spans_copied"]) == (3, 5, 2)
+    assert _snapshot(back, None) == before
+    assert _export(back, ids, None) == _export(home, ids, None)
     # a second home on the database sees the same history and continues it
     shown = json.loads(_run(other, "memory", "history", "--json", url=pg_url))
     assert shown == json.loads(_run(home, "memory", "history", "--json"))
@@ -178,3 +186,24 @@ def test_migrate_carries_history_pins_skills_and_the_lossless_archive(
     assert set(versions["schema"]) == {"session_archive", "file_memory", "skills", "lossless"}
     text = _run(home, "storage", "migrate", "--to", pg_url)
     assert "lossless archive: 0 span(s)" in text and "2 already there" in text
+
+
+def test_migrate_needs_exactly_one_direction_and_a_good_url(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"HERMES_CORE_HOME": str(home), "HERMES_CORE_STORAGE_URL": ""}
+    both = CliRunner().invoke(cli, ["storage", "migrate", "--to", "postgresql://a/b", "--from",
+                                    "postgresql://a/b"], env=env)
+    assert both.exit_code == 2 and "exactly one of --to URL" in both.output
+    bad = CliRunner().invoke(cli, ["storage", "migrate", "--from", "mysql://u:pw@h/db"], env=env)
+    assert bad.exit_code == 2 and "--from" in bad.output and "unsupported scheme" in bad.output
+    assert "pw@" not in bad.output
+    dead = CliRunner().invoke(cli, ["storage", "migrate", "--to",
+                                    "postgresql://hermes:s3cret@127.0.0.1:1/hermes"], env=env)
+    assert dead.exit_code == 1 and "cannot connect" in dead.output
+    assert "s3cret" not in dead.output and "hermes:***@127.0.0.1:1/hermes" in dead.output
+    back = CliRunner().invoke(cli, ["storage", "migrate", "--from",
+                                    "postgresql://hermes:s3cret@127.0.0.1:1/hermes"], env=env)
+    assert back.exit_code == 1 and "s3cret" not in back.output
+    # nothing written on the way (the CLI's own log folder aside)
+    assert [p.name for p in home.iterdir() if p.name != "logs"] == []

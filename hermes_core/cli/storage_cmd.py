@@ -52,12 +52,14 @@ def show(as_json: bool) -> None:
 
 
 @storage.command("migrate")
-@click.option("--to", "to_url", required=True, metavar="URL",
+@click.option("--to", "to_url", metavar="URL",
               help="The PostgreSQL database to copy this home's data into.")
+@click.option("--from", "from_url", metavar="URL",
+              help="The way back: copy the database's data into this home's files.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def migrate(to_url: str, as_json: bool) -> None:
+def migrate(to_url: str | None, from_url: str | None, as_json: bool) -> None:
     """Copy this home's sessions, curated memory (with its history and pins), skills and the
-    lossless engine's archive into the database at URL.
+    lossless engine's archive into the database at URL (--to), or back (--from).
 
     Safe to run again: what is already there is skipped or kept, never overwritten.
     """
@@ -65,23 +67,29 @@ def migrate(to_url: str, as_json: bool) -> None:
     from ..storage import close_pools, parse_storage_url
     from ..storage.transfer import MigrationReport
 
+    if (to_url is None) == (from_url is None):
+        raise click.UsageError("give exactly one of --to URL (this home into the database) or "
+                               "--from URL (the database into this home)")
+    hint = "--to" if to_url is not None else "--from"
     try:
-        url = parse_storage_url(to_url)
+        url = parse_storage_url(to_url or from_url or "")
     except HermesCoreError as exc:
-        raise click.BadParameter(str(exc), param_hint="--to") from None
+        raise click.BadParameter(str(exc), param_hint=hint) from None
+    into_db = to_url is not None
     report = MigrationReport()
     try:
-        _migrate_sessions(url, report, as_json)
-        _migrate_memory(url, report)
-        _migrate_skills(url, report)
-        _migrate_lossless(url, report)
+        _migrate_sessions(url, report, as_json, into_db)
+        _migrate_memory(url, report, into_db)
+        _migrate_skills(url, report, into_db)
+        _migrate_lossless(url, report, into_db)
     finally:
         close_pools()
     if as_json:
-        echo_json({"to": url.redacted, **report.to_dict()})
+        echo_json({("to" if into_db else "from"): url.redacted, **report.to_dict()})
         return
+    where = f"into {url.redacted}" if into_db else f"from {url.redacted} into this home"
     click.echo(f"copied {report.sessions_copied} session(s), {report.messages_copied} "
-               f"message(s) into {url.redacted}; {report.sessions_skipped} already there")
+               f"message(s) {where}; {report.sessions_skipped} already there")
     for label in report.memory_copied:
         click.echo(f"memory {label}: copied")
     for label in report.memory_kept:
@@ -91,6 +99,9 @@ def migrate(to_url: str, as_json: bool) -> None:
     click.echo(f"skills: {len(report.skills_copied)} copied"
                + (f"; left as they are (the database holds other text under these names): "
                   f"{', '.join(report.skills_kept)}" if report.skills_kept else ""))
+    if not into_db:
+        click.echo("Now unset storage.url (and HERMES_CORE_STORAGE_URL) to use the files.")
+        return
     click.echo(f"lossless archive: {report.lossless_spans_copied} span(s) of "
                f"{report.lossless_conversations_copied} conversation(s) copied"
                + (f", {report.lossless_spans_renumbered} with a new id"
@@ -100,7 +111,7 @@ def migrate(to_url: str, as_json: bool) -> None:
     click.echo("Now set storage.url (or HERMES_CORE_STORAGE_URL) to use the database.")
 
 
-def _migrate_sessions(url: Any, report: Any, quiet: bool) -> None:
+def _migrate_sessions(url: Any, report: Any, quiet: bool, into_db: bool) -> None:
     from ..config import load_config, validate_section
     from ..paths import home_dir
     from ..plugins.memory.session_archive import SessionArchive, SessionArchiveConfig, archive_path
@@ -110,21 +121,23 @@ def _migrate_sessions(url: Any, report: Any, quiet: bool) -> None:
 
     settings = validate_section(load_config(), "session_archive", SessionArchiveConfig,
                                 plugin="session_archive")
-    target = PgSessionArchive(url)
+    database = PgSessionArchive(url)
     path = archive_path(settings, home_dir())
-    if path.exists():
-        with SessionArchive(path, background_checkpoints=False) as source:
-            _with_progress(quiet, lambda progress: copy_sessions(
-                source, target, export_lines=export_lines, import_jsonl=import_jsonl,
-                report=report, progress=progress))
+    if into_db and not path.exists():
+        return
+    with SessionArchive(path, background_checkpoints=False) as files:
+        source, target = (files, database) if into_db else (database, files)
+        _with_progress(quiet, lambda progress: copy_sessions(
+            source, target, export_lines=export_lines, import_jsonl=import_jsonl,
+            report=report, progress=progress))
 
 
-def _migrate_memory(url: Any, report: Any) -> None:
+def _migrate_memory(url: Any, report: Any, into_db: bool) -> None:
     from ..config import load_config, validate_section
     from ..paths import home_dir
     from ..plugins.memory.file_memory import FileMemoryConfig, MemoryStore
     from ..plugins.memory.file_memory.backend import memory_dir
-    from ..plugins.memory.file_memory.pg_store import PgMemoryStore
+    from ..plugins.memory.file_memory.pg_store import PgMemoryStore, database_owners
     from ..plugins.memory.file_memory.transfer import MemoryCopy, copy_owner, owners_of
 
     settings = validate_section(load_config(), "file_memory", FileMemoryConfig,
@@ -134,16 +147,19 @@ def _migrate_memory(url: Any, report: Any) -> None:
     limits = {"memory_limit": settings.memory_char_limit,
               "user_limit": settings.user_char_limit, "history_limit": settings.history_limit}
     # the stores are named here, not picked by storage.url: the source is always this home
-    for owner in owners_of(memory_dir(home)):
-        source = MemoryStore(memory_dir(home, owner or None), **limits)
-        copy_owner(source, PgMemoryStore(url, owner=owner, **limits), owner, out)
+    owners = owners_of(memory_dir(home)) if into_db else database_owners(url)
+    for owner in owners:
+        files = MemoryStore(memory_dir(home, owner or None), **limits)
+        database = PgMemoryStore(url, owner=owner, **limits)
+        source, target = (files, database) if into_db else (database, files)
+        copy_owner(source, target, owner, out)
     report.memory_copied += out.copied
     report.memory_kept += out.kept
     report.memory_versions_copied += out.versions
     report.memory_pins_copied += out.pins
 
 
-def _migrate_skills(url: Any, report: Any) -> None:
+def _migrate_skills(url: Any, report: Any, into_db: bool) -> None:
     from ..config import load_config, validate_section
     from ..paths import home_dir
     from ..plugins.memory.skills import SkillLibrary, SkillsConfig
@@ -151,15 +167,16 @@ def _migrate_skills(url: Any, report: Any) -> None:
     from ..plugins.memory.skills.transfer import copy_skills
 
     settings = validate_section(load_config(), "skills", SkillsConfig, plugin="skills")
-    source = SkillLibrary(home_dir() / "skills", max_chars=settings.max_chars)
-    if not source.directory.is_dir():
+    files = SkillLibrary(home_dir() / "skills", max_chars=settings.max_chars)
+    if into_db and not files.directory.is_dir():
         return
-    copied, kept = copy_skills(source, PgSkillLibrary(url, max_chars=settings.max_chars))
+    database = PgSkillLibrary(url, max_chars=settings.max_chars)
+    copied, kept = copy_skills(files, database) if into_db else copy_skills(database, files)
     report.skills_copied += copied
     report.skills_kept += kept
 
 
-def _migrate_lossless(url: Any, report: Any) -> None:
+def _migrate_lossless(url: Any, report: Any, into_db: bool) -> None:
     from ..config import load_config, validate_section
     from ..paths import home_dir
     from ..plugins.context_engine.lossless import LosslessConfig, SpanStore
@@ -169,13 +186,16 @@ def _migrate_lossless(url: Any, report: Any) -> None:
     settings = validate_section(load_config(), "lossless", LosslessConfig, plugin="lossless")
     home = home_dir()
     path = home / (settings.db_path or "context.db")
-    if not path.exists():
+    if into_db and not path.exists():
         return
-    source = SpanStore(path)
+    database = PgSpanStore(url)
+    if not into_db and not database.conversations() and not database.conversation_links():
+        return  # nothing to bring back: leave no empty context.db behind
+    files = SpanStore(path)
     try:
-        out = copy_lossless(source, PgSpanStore(url))
+        out = copy_lossless(files, database) if into_db else copy_lossless(database, files)
     finally:
-        source.close()
+        files.close()
     report.lossless_conversations_copied += out.conversations
     report.lossless_spans_copied += out.spans
     report.lossless_spans_renumbered += out.renumbered

@@ -43,7 +43,7 @@ from .store import (
     describe_changes,
 )
 
-__all__ = ["COMPONENT", "MIGRATIONS", "PgMemoryStore"]
+__all__ = ["COMPONENT", "MIGRATIONS", "PgMemoryStore", "database_owners"]
 
 COMPONENT = "file_memory"
 MIGRATIONS: list[PgMigration] = [
@@ -87,6 +87,16 @@ MIGRATIONS: list[PgMigration] = [
 def file_form(text: str | None) -> bytes | None:
     """The bytes the document's file would hold (``None``: no document, or an empty one)."""
     return (text + "\n").encode("utf-8") if text else None
+
+
+def database_owners(url: StorageURL) -> list[str]:
+    """Every owner with a document, a version or a pin in the database ('' first)."""
+    pool = open_component(url, COMPONENT, MIGRATIONS)
+    with pool.connection() as con:
+        rows = con.execute("SELECT owner FROM memory_documents UNION SELECT owner FROM "
+                           "memory_versions UNION SELECT owner FROM memory_pins "
+                           "ORDER BY 1").fetchall()
+    return [str(r[0]) for r in rows]
 
 
 def _decoded(data: bytes | None) -> str | None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hermes_core.atomic import atomic_write
+from hermes_core.private import private_dir
 
 from .entries import canonical_text
 from .history import History, Version
@@ -46,13 +47,13 @@ def import_history(store: MemoryStore, versions: list[Version]) -> int:
     if own is not None:
         return int(own(versions))
     assert isinstance(history, History)
+    private_dir(history.directory)
     with history.locked():
         if history.read():
             return 0
         data = b"".join(
             (json.dumps(v.to_dict(), ensure_ascii=False, separators=(",", ":")) + "\n").encode()
             for v in versions)
-        history.directory.mkdir(parents=True, exist_ok=True)
         atomic_write(history.path, data)
         history._cache = None
     return len(versions)
@@ -66,7 +67,7 @@ def put_document(store: MemoryStore, target: str, entries: list[str]) -> bool:
     if store.read(target).entries:
         return False
     text = canonical_text(entries)
-    store.directory.mkdir(parents=True, exist_ok=True)
+    private_dir(store.directory)
     atomic_write(store.path(target), (text + "\n").encode() if text else b"")
     return True
 

@@ -76,7 +76,7 @@ def test_a_newer_memory_schema_is_refused_and_left_alone(pg_url: str) -> None:
     close_pools()
     with psycopg.connect(pg_url, autocommit=True) as con:
         con.execute("UPDATE hermes_schema SET version = 3 WHERE component = 'file_memory'")
-    with pytest.raises(StorageVersionError, match="file_memory schema .* version 3"):
+    with pytest.raises(StorageVersionError, match=r"file_memory schema .* version 3"):
         PgMemoryStore(url)
     with psycopg.connect(pg_url) as con:
         assert con.execute("SELECT text FROM memory_documents").fetchone() == ("keep me",)

@@ -260,3 +260,33 @@ def test_postgresql_a_failed_write_records_no_version_and_rolls_back_both_stores
     assert {t: store.read(t).raw for t in ("memory", "user")} == before
     assert store.history.read()[-1].version == 4  # type: ignore[union-attr]
     assert store.add("memory", "m3").written and store.history.read()[-1].version == 5  # type: ignore[union-attr]
+
+
+def test_memory_edit_is_a_version_and_a_concurrent_write_is_never_clobbered(
+    home, backend, tmp_path, monkeypatch
+):
+    import sys
+
+    store = store_of(home, backend)
+    store.add("memory", "first fact")
+    editor = tmp_path / "editor.py"
+    # the "editor" appends an entry; with RACE set it also writes through the store meanwhile
+    editor.write_text(
+        "import os, sys\n"
+        "with open(sys.argv[1], 'a', encoding='utf-8') as fh:\n"
+        "    fh.write('§\\nedited by hand\\n')\n"
+        "if os.environ.get('RACE'):\n"
+        "    from hermes_core.cli import cli\n"
+        "    from click.testing import CliRunner\n"
+        "    CliRunner().invoke(cli, ['memory', 'add', 'written meanwhile'])\n",
+        encoding="utf-8")
+    monkeypatch.setenv("EDITOR", f"{sys.executable} {editor}")
+    assert run("memory", "edit", "--target", "memory").exit_code == 0
+    assert store.read("memory").entries == ["first fact", "edited by hand"]
+    last = history()[-1]
+    assert (last["action"], last["changes"]) == ("edit", [
+        {"target": "memory", "action": "add", "old": None, "new": "edited by hand"}])
+    monkeypatch.setenv("RACE", "1")
+    raced = CliRunner().invoke(cli, ["memory", "edit", "--target", "memory"])
+    assert raced.exit_code == 1 and "changed while you were editing" in raced.output
+    assert store.read("memory").entries == ["first fact", "edited by hand", "written meanwhile"]

@@ -300,6 +300,9 @@ def test_with_storage_url_two_homes_share_one_library(tmp_path, pg_url, monkeypa
     and nothing is written to either home's skills folder."""
     monkeypatch.setenv("HERMES_CORE_STORAGE_URL", pg_url)
     one, two = tmp_path / "one", tmp_path / "two"
+    monkeypatch.setenv("HERMES_CORE_HOME", str(one))
+    empty = CliRunner().invoke(main, ["skills", "list"]).output
+    assert "No skills yet (the skills table of postgresql://hermes:***@127.0.0.1" in empty
     open_library(one, SkillsConfig(), None).create("deploy", "Deploy", "1. make release")
     monkeypatch.setenv("HERMES_CORE_HOME", str(two))
     listed = json.loads(CliRunner().invoke(main, ["skills", "list", "--json"]).stdout)

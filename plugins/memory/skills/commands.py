@@ -44,7 +44,7 @@ def list_skills(as_json: bool) -> None:
         echo_json([s.to_dict() for s in found])
         return
     if not found:
-        click.echo(f"No skills yet ({library.directory}).")
+        click.echo(f"No skills yet ({library.location}).")
         return
     width = max(len(s.name) for s in found)
     for skill in found:

@@ -166,6 +166,11 @@ class SkillLibrary:
     def path(self, name: str) -> Path:
         return self.directory / f"{_check_name(name)}.md"
 
+    @property
+    def location(self) -> str:
+        """Where the skills are kept, for messages (the folder here)."""
+        return str(self.directory)
+
     # ------------------------------------------------------------------------------- reading
 
     def load(self, path: Path) -> Skill:

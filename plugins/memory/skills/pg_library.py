@@ -54,12 +54,16 @@ class PgSkillLibrary(SkillLibrary):
     def __init__(self, url: StorageURL, *, max_chars: int = 20_000) -> None:
         self.url = url
         self.max_chars = max_chars
-        # what listings show as the folder: never a real path, never the password
-        self.directory = Path(f"{url.redacted} (skills)")
+        # no folder: ``directory`` is a name that exists nowhere; messages use ``location``
+        self.directory = Path("(database)")
         self._cache: dict[Path, tuple[int, int, Skill]] = {}
         self._cache_lock = threading.Lock()
         self._psycopg = import_psycopg()
         self._pool: Any = open_component(url, COMPONENT, MIGRATIONS)
+
+    @property
+    def location(self) -> str:
+        return f"the skills table of {self.url.redacted}"
 
     def path(self, name: str) -> Path:
         """A name for messages and listings: ``<name>.md`` (the row stands for that file)."""

@@ -9,16 +9,18 @@ opened per user or per command costs no extra round trips.
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from .migrations import PgMigration, migrate
 from .pool import connect_error, get_pool, import_psycopg
 from .url import StorageURL
 
-__all__ = ["forget_migrations", "open_component"]
+__all__ = ["forget_migrations", "open_component", "run_on"]
 
+T = TypeVar("T")
 _migrated: set[tuple[str, str]] = set()
 _lock = threading.Lock()
 
@@ -49,3 +51,26 @@ def forget_migrations() -> None:
     """Check every component's schema again on its next open (after the pools were closed)."""
     with _lock:
         _migrated.clear()
+
+
+def run_on(pool: Any, fn: Callable[[Any], T], *, retry: bool) -> T:
+    """``fn(connection)`` on a connection of ``pool``; psycopg's errors reach the caller.
+
+    When the server drops connections (a restart, a failover, an administrator), every idle
+    connection of the pool is dead, and each would fail its next user once. On a connection
+    failure this checks the whole pool at once (dead connections are replaced), so one
+    failure clears the outage for everyone; then it runs ``fn`` once more when ``retry`` is
+    set. Pass ``retry`` only for work that is safe to repeat (reads): a write whose connection
+    died may or may not have committed, so it is reported, never repeated.
+    """
+    psycopg = import_psycopg()
+    try:
+        with pool.connection() as con:
+            return fn(con)
+    except psycopg.OperationalError:
+        with contextlib.suppress(Exception):
+            pool.check()
+        if not retry:
+            raise
+    with pool.connection() as con:
+        return fn(con)

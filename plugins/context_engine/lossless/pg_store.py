@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from hermes_core.storage import StorageURL
-from hermes_core.storage.component import open_component
+from hermes_core.storage.component import open_component, run_on
 from hermes_core.storage.migrations import PgMigration
 from hermes_core.storage.pool import connect_error, import_psycopg
 from hermes_core.storage.text import decode_text, encode_text
@@ -97,11 +97,11 @@ class PgSpanStore:
     def close(self) -> None:
         """Nothing to close: the pool is the process's (closed at exit)."""
 
-    def _run(self, fn: Callable[[Any], Any]) -> Any:
+    def _run(self, fn: Callable[[Any], Any], *, retry: bool = False) -> Any:
+        """``fn(connection)``; ``retry``: safe to run again after a dropped connection."""
         psycopg = self._psycopg
         try:
-            with self._pool.connection() as con:
-                return fn(con)
+            return run_on(self._pool, fn, retry=retry)
         except psycopg.OperationalError as exc:
             raise SpanStoreError(str(connect_error(self.url, exc))) from None
         except psycopg.Error as exc:
@@ -109,20 +109,22 @@ class PgSpanStore:
                                  f"request: {exc}; nothing was changed") from None
 
     def _fetch(self, sql: str, params: tuple[object, ...]) -> list[Any]:
-        return self._run(lambda con: con.execute(sql, params).fetchall())  # type: ignore[no-any-return]
+        return self._run(lambda con: con.execute(sql, params).fetchall(),  # type: ignore[no-any-return]
+                         retry=True)
 
     # --------------------------------------------------------------------------- lineage
 
     def root_of(self, session_id: str) -> str | None:
         row = self._run(lambda con: con.execute(
             "SELECT root FROM lossless_conversations WHERE session_id = %s",
-            (session_id,)).fetchone())
+            (session_id,)).fetchone(), retry=True)
         return str(row[0]) if row else None
 
     def link(self, session_id: str, root: str) -> None:
         self._run(lambda con: con.execute(
             "INSERT INTO lossless_conversations(session_id, root) VALUES (%s, %s) "
-            "ON CONFLICT (session_id) DO UPDATE SET root = excluded.root", (session_id, root)))
+            "ON CONFLICT (session_id) DO UPDATE SET root = excluded.root", (session_id, root)),
+            retry=True)  # the same row either way
 
     # ----------------------------------------------------------------------------- writes
 
@@ -163,25 +165,26 @@ class PgSpanStore:
         if limit is not None:
             sql += " LIMIT %s"
             params += (limit,)
-        rows = self._run(lambda con: con.execute(sql, params).fetchall())
+        rows = self._fetch(sql, params)
         return [_span(row) for row in reversed(rows)]
 
     def count_spans(self, conversation: str) -> int:
         row = self._run(lambda con: con.execute(
             "SELECT count(*) FROM lossless_spans WHERE conversation = %s",
-            (conversation,)).fetchone())
+            (conversation,)).fetchone(), retry=True)
         return int(row[0])
 
     def span(self, span_id: int) -> Span | None:
         row = self._run(lambda con: con.execute(
-            f"SELECT {_COLUMNS} FROM lossless_spans WHERE id = %s", (span_id,)).fetchone())
+            f"SELECT {_COLUMNS} FROM lossless_spans WHERE id = %s", (span_id,)).fetchone(),
+            retry=True)
         return _span(row) if row else None
 
     def messages(self, span_id: int, start: int = 0, count: int = 50) -> list[StoredMessage]:
-        rows = self._run(lambda con: con.execute(
+        rows = self._fetch(
             "SELECT seq, role, content, tool_calls, tool_call_id, tool_name, timestamp "
             "FROM lossless_span_messages WHERE span_id = %s AND seq >= %s ORDER BY seq "
-            "LIMIT %s", (span_id, start, count)).fetchall())
+            "LIMIT %s", (span_id, start, count))
         return [StoredMessage(span_id, int(row[0]), _message(row)) for row in rows]
 
     def search(self, conversation: str, query: str, *, limit: int = 8) -> list[SearchHit]:
@@ -240,13 +243,12 @@ class PgSpanStore:
     # --------------------------------------------------------------------------- transfer
 
     def conversation_links(self) -> list[tuple[str, str]]:
-        return [(str(a), str(b)) for a, b in self._run(lambda con: con.execute(
-            "SELECT session_id, root FROM lossless_conversations ORDER BY session_id"
-        ).fetchall())]
+        return [(str(a), str(b)) for a, b in self._fetch(
+            "SELECT session_id, root FROM lossless_conversations ORDER BY session_id", ())]
 
     def conversations(self) -> list[str]:
-        return [str(r[0]) for r in self._run(lambda con: con.execute(
-            "SELECT DISTINCT conversation FROM lossless_spans ORDER BY 1").fetchall())]
+        return [str(r[0]) for r in self._fetch(
+            "SELECT DISTINCT conversation FROM lossless_spans ORDER BY 1", ())]
 
 
 def _span(row: Any) -> Span:

@@ -35,7 +35,7 @@ __all__ = ["PgHistory", "PgMemoryExtras"]
 class PgHistory(History):
     """The version log of one owner (the shared memory, or one user's) in PostgreSQL."""
 
-    def __init__(self, run: Callable[[Callable[[Any], Any]], Any],
+    def __init__(self, run: Callable[..., Any],
                  connect: Callable[[], contextlib.AbstractContextManager[Any]], owner: str,
                  where: str, *, limit: int = 200) -> None:
         # no file: ``path`` is what messages show (the redacted URL and the owner)
@@ -59,18 +59,18 @@ class PgHistory(History):
         finally:
             self._bound.con = previous
 
-    def _run(self, fn: Callable[[Any], Any]) -> Any:
+    def _run(self, fn: Callable[[Any], Any], *, retry: bool = False) -> Any:
         con = getattr(self._bound, "con", None)
         if con is not None:
             return fn(con)
-        return self._run_outside(fn)
+        return self._run_outside(fn, retry)
 
     # -------------------------------------------------------------------------- reading
 
     def read(self) -> list[Version]:
         rows = self._run(lambda con: con.execute(
             "SELECT data FROM memory_versions WHERE owner = %s ORDER BY version",
-            (self.owner,)).fetchall())
+            (self.owner,)).fetchall(), retry=True)
         out = []
         for (data,) in rows:
             try:
@@ -142,7 +142,7 @@ class PgHistory(History):
     def _tail(self) -> tuple[int, int]:
         row = self._run(lambda con: con.execute(
             "SELECT coalesce(max(version), 0), count(*) FROM memory_versions WHERE owner = %s",
-            (self.owner,)).fetchone())
+            (self.owner,)).fetchone(), retry=True)
         return int(row[0]), int(row[1])
 
     def prune(self) -> int:
@@ -204,11 +204,11 @@ class PgMemoryExtras:
     """Pins and the background curator's state of one owner (mixed into the PG store)."""
 
     owner: str
-    _run_pg: Callable[[Callable[[Any], Any]], Any]
+    _run_pg: Callable[..., Any]
 
     def read_pins(self) -> dict[str, list[str]]:
         row = self._run_pg(lambda con: con.execute(
-            "SELECT data FROM memory_pins WHERE owner = %s", (self.owner,)).fetchone())
+            "SELECT data FROM memory_pins WHERE owner = %s", (self.owner,)).fetchone(), True)
         return _pins(row[0] if row else None)
 
     def update_pins(self, change: Callable[[dict[str, list[str]]], bool]) -> None:
@@ -246,7 +246,7 @@ class PgMemoryExtras:
     def saved_proposal(self) -> str | None:
         row = self._run_pg(lambda con: con.execute(
             "SELECT value FROM memory_state WHERE owner = %s AND key = 'curation_proposal'",
-            (self.owner,)).fetchone())
+            (self.owner,)).fetchone(), True)
         return str(row[0]) if row else None
 
 

@@ -24,7 +24,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from hermes_core.storage import StorageURL
-from hermes_core.storage.component import open_component
+from hermes_core.storage.component import open_component, run_on
 from hermes_core.storage.migrations import PgMigration
 from hermes_core.storage.pool import connect_error, import_psycopg
 
@@ -129,19 +129,19 @@ class PgMemoryStore(PgMemoryExtras, MemoryStore):
             PgHistory(self._run_pg, self._pool.connection, owner, where, limit=history_limit)
             if history_limit > 0 else None)
 
-    def _run_pg(self, fn: Callable[[Any], Any]) -> Any:
-        return self._run(fn, "memory")
+    def _run_pg(self, fn: Callable[[Any], Any], retry: bool = False) -> Any:
+        return self._run(fn, "memory", retry=retry)
 
     def path(self, target: str) -> _Where:  # type: ignore[override]
         name = FILENAMES[check_target(target)]
         where = f"{self.url.redacted} ({name}{', user ' + self.owner if self.owner else ''})"
         return _Where(where, name)
 
-    def _run(self, fn: Callable[[Any], Any], target: str) -> Any:
+    def _run(self, fn: Callable[[Any], Any], target: str, *, retry: bool = False) -> Any:
+        """``fn(connection)``; ``retry``: safe to run again after a dropped connection."""
         psycopg = self._psycopg
         try:
-            with self._pool.connection() as con:
-                return fn(con)
+            return run_on(self._pool, fn, retry=retry)
         except MemoryRefused:
             raise
         except psycopg.OperationalError as exc:
@@ -161,7 +161,7 @@ class PgMemoryStore(PgMemoryExtras, MemoryStore):
             return FileState(parse_entries(row[0]), raw=file_form(row[0]))
 
         try:
-            return self._run(run, target)  # type: ignore[no-any-return]
+            return self._run(run, target, retry=True)  # type: ignore[no-any-return]
         except WriteFailed as exc:
             # as with an unreadable file: reported in the state, never raised on a read
             return FileState([], problem=exc.message)

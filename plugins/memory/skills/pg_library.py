@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from hermes_core.storage import StorageURL
-from hermes_core.storage.component import open_component
+from hermes_core.storage.component import open_component, run_on
 from hermes_core.storage.migrations import PgMigration
 from hermes_core.storage.pool import connect_error, import_psycopg
 
@@ -69,11 +69,11 @@ class PgSkillLibrary(SkillLibrary):
         """A name for messages and listings: ``<name>.md`` (the row stands for that file)."""
         return Path(f"{_check_name(name)}.md")
 
-    def _run(self, fn: Callable[[Any], Any]) -> Any:
+    def _run(self, fn: Callable[[Any], Any], *, retry: bool = False) -> Any:
+        """``fn(connection)``; ``retry``: safe to run again after a dropped connection."""
         psycopg = self._psycopg
         try:
-            with self._pool.connection() as con:
-                return fn(con)
+            return run_on(self._pool, fn, retry=retry)
         except SkillError:
             raise
         except psycopg.OperationalError as exc:
@@ -106,20 +106,20 @@ class PgSkillLibrary(SkillLibrary):
     def load(self, path: Path) -> Skill:
         name = path.stem
         row = self._run(lambda con: con.execute(
-            "SELECT version, body FROM skills WHERE name = %s", (name,)).fetchone())
+            "SELECT version, body FROM skills WHERE name = %s", (name,)).fetchone(), retry=True)
         if row is None:
             return Skill(name, path, error=f"cannot read {path.name}: no such skill")
         return self._parse(name, int(row[0]), bytes(row[1]))
 
     def all(self) -> list[Skill]:
         rows = self._run(lambda con: con.execute(
-            "SELECT name, version, body FROM skills ORDER BY name").fetchall())
+            "SELECT name, version, body FROM skills ORDER BY name").fetchall(), retry=True)
         return [self._parse(str(n), int(v), bytes(b)) for n, v, b in rows]
 
     def get(self, name: str) -> Skill:
         name = _check_name(name)
         row = self._run(lambda con: con.execute(
-            "SELECT version, body FROM skills WHERE name = %s", (name,)).fetchone())
+            "SELECT version, body FROM skills WHERE name = %s", (name,)).fetchone(), retry=True)
         if row is None:
             known = ", ".join(s.name for s in self.all() if s.error is None) or "none"
             raise SkillError(f"there is no skill named {name!r}. Known skills: {known}")
@@ -131,7 +131,7 @@ class PgSkillLibrary(SkillLibrary):
     def raw(self) -> Iterator[tuple[str, bytes]]:
         """(name, exact bytes) of every skill, by name (``storage migrate``, exports)."""
         rows = self._run(lambda con: con.execute(
-            "SELECT name, body FROM skills ORDER BY name").fetchall())
+            "SELECT name, body FROM skills ORDER BY name").fetchall(), retry=True)
         for name, body in rows:
             yield str(name), bytes(body)
 

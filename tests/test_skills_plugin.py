@@ -293,6 +293,9 @@ def test_forget_deletes_every_matching_skill_and_nothing_else(home, library):
     assert (done.matched, done.deleted, done.items) == (1, 1, ["skill deploy (deploy.md)"])
     assert [n for n, _ in library.raw()] == ["tea"]
     assert provider.forget("tea", "user", False).cannot_delete
+    # the name is free again; the new skill is read as it is now, never from a cache
+    library.create("deploy", "Deploy to prod!!!", "1. ssh to Oporto-gateway\n2. make release")
+    assert library.get("deploy").description == "Deploy to prod!!!"
 
 
 def test_with_storage_url_two_homes_share_one_library(tmp_path, pg_url, monkeypatch):

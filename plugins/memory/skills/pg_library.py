@@ -57,6 +57,8 @@ class PgSkillLibrary(SkillLibrary):
         # no folder: ``directory`` is a name that exists nowhere; messages use ``location``
         self.directory = Path("(database)")
         self._cache: dict[Path, tuple[int, int, Skill]] = {}
+        #: name -> (version, bytes, parsed): prompt assembly re-parses only changed skills
+        self._pg_cache: dict[str, tuple[int, bytes, Skill]] = {}
         self._cache_lock = threading.Lock()
         self._psycopg = import_psycopg()
         self._pool: Any = open_component(url, COMPONENT, MIGRATIONS)
@@ -87,8 +89,9 @@ class PgSkillLibrary(SkillLibrary):
     def _parse(self, name: str, version: int, data: bytes) -> Skill:
         path = Path(f"{name}.md")
         with self._cache_lock:
-            cached = self._cache.get(path)
-        if cached is not None and cached[0] == version and cached[1] == len(data):
+            cached = self._pg_cache.get(name)
+        # the bytes are compared too: a skill deleted and created again restarts at version 1
+        if cached is not None and cached[0] == version and cached[1] == data:
             return cached[2]
         try:
             text = data.decode("utf-8")
@@ -100,7 +103,7 @@ class PgSkillLibrary(SkillLibrary):
                 skill.error = (f"{path.name} has {len(text)} characters, over the limit of "
                                f"{self.max_chars} (skills.max_chars); shorten it")
         with self._cache_lock:
-            self._cache[path] = (version, len(data), skill)
+            self._pg_cache[name] = (version, data, skill)
         return skill
 
     def load(self, path: Path) -> Skill:

@@ -198,3 +198,39 @@ def test_postgresql_bad_input(tmp_path: Path, pg_url: str) -> None:
         PgSpanStore(dead)
     assert "s3cret" not in str(caught.value) and "hermes:***@127.0.0.1:1/hermes" in str(
         caught.value)
+
+
+def test_migrating_two_homes_renumbers_a_taken_span_id_and_keeps_everything(
+    tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from hermes_core.cli import cli
+    from hermes_core.plugins.context_engine.lossless.pg_store import PgSpanStore
+    from hermes_core.plugins.context_engine.lossless.transfer import dump
+    from hermes_core.storage import parse_storage_url
+
+    monkeypatch.delenv("HERMES_CORE_STORAGE_URL", raising=False)
+    reports = []
+    for name, seed in (("a", 31), ("b", 41)):
+        home = tmp_path / name
+        engine = make(home)
+        engine.bind_session(Session(f"{name}-1"))
+        engine.compact(build_history(150, seed=seed))
+        engine.shutdown()
+        result = CliRunner().invoke(cli, ["storage", "migrate", "--to", pg_url, "--json"],
+                                    env={"HERMES_CORE_HOME": str(home),
+                                         "HERMES_CORE_STORAGE_URL": ""})
+        assert result.exit_code == 0, result.output
+        reports.append(json.loads(result.output))
+    assert [(r["lossless_spans_copied"], r["lossless_spans_renumbered"]) for r in reports] == [
+        (1, 0), (1, 1)]
+    spans = dump(PgSpanStore(parse_storage_url(pg_url)))["spans"]
+    assert {conv: [s.id for s, _ in items] for conv, items in spans.items()} == {
+        "a-1": [1], "b-1": [2]}
+    with_b = SpanStore(tmp_path / "b" / "context.db")
+    assert [m.message for m in with_b.messages(1, 0, 10_000)] == spans["b-1"][0][1]
+    # the database hands out the next id after the copied ones
+    monkeypatch.setenv("HERMES_CORE_STORAGE_URL", pg_url)
+    engine = make(tmp_path / "c")
+    assert engine.store.add_span("c-1", [Message("user", "x")], "d").id == 3

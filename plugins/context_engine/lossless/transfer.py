@@ -4,10 +4,10 @@ Works on either store (:class:`~.store.SpanStore`, :class:`~.pg_store.PgSpanStor
 public reads, plus one write per backend here. What is copied:
 
 * every session -> conversation link the target lacks;
-* every conversation that has no span in the target yet, span by span, each span with its
-  messages verbatim in one transaction. A span keeps its id when the target has it free (the
-  index messages already in the conversation's history name spans by id), else it gets a new
-  one and is counted as renumbered.
+* every conversation that has no span in the target yet, whole, in one transaction (an
+  interrupted run leaves no conversation half copied), its messages verbatim. A span keeps
+  its id when the target has it free (the index messages already in the conversation's
+  history name spans by id), else it gets a new one and is counted as renumbered.
 
 A conversation already holding spans in the target is left alone, so an interrupted migration
 can be run again.
@@ -77,96 +77,104 @@ def dump(store: Any) -> dict[str, Any]:
     }
 
 
-def _insert_sqlite(store: SpanStore, span: Span, messages: list[Message]) -> bool:
-    """Insert ``span`` into the SQLite store, keeping its id when free; True when kept."""
+def _insert_sqlite(store: SpanStore, items: list[tuple[Span, list[Message]]]) -> int:
+    """Insert one conversation's spans in one transaction, keeping ids when free; how many
+    got a new id."""
     from .pg_store import indexed_text
 
+    renumbered = 0
     with store._lock:
         db = store._db
         db.execute("BEGIN IMMEDIATE")
         try:
-            taken = db.execute("SELECT 1 FROM spans WHERE id = ?", (span.id,)).fetchone()
-            cur = db.execute(
-                "INSERT INTO spans(id, conversation, created_at, first_ts, last_ts, "
-                "n_messages, digest) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (None if taken else span.id, span.conversation, span.created_at, span.first_ts,
-                 span.last_ts, span.n_messages, span.digest))
-            span_id = int(cur.lastrowid or 0)
-            for seq, message in enumerate(messages):
-                row = db.execute(
-                    "INSERT INTO span_messages(span_id, seq, role, content, tool_calls, "
-                    "tool_call_id, tool_name, timestamp) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (span_id, seq, message.role, message.content,
-                     _calls_json(message) if message.tool_calls else None,
-                     message.tool_call_id, message.tool_name, message.timestamp))
-                db.execute("INSERT INTO span_fts(rowid, text) VALUES (?, ?)",
-                           (row.lastrowid, indexed_text(message)))
+            for span, messages in items:
+                taken = db.execute("SELECT 1 FROM spans WHERE id = ?", (span.id,)).fetchone()
+                renumbered += bool(taken)
+                cur = db.execute(
+                    "INSERT INTO spans(id, conversation, created_at, first_ts, last_ts, "
+                    "n_messages, digest) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (None if taken else span.id, span.conversation, span.created_at,
+                     span.first_ts, span.last_ts, span.n_messages, span.digest))
+                span_id = int(cur.lastrowid or 0)
+                for seq, message in enumerate(messages):
+                    row = db.execute(
+                        "INSERT INTO span_messages(span_id, seq, role, content, tool_calls, "
+                        "tool_call_id, tool_name, timestamp) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        (span_id, seq, message.role, message.content,
+                         _calls_json(message) if message.tool_calls else None,
+                         message.tool_call_id, message.tool_name, message.timestamp))
+                    db.execute("INSERT INTO span_fts(rowid, text) VALUES (?, ?)",
+                               (row.lastrowid, indexed_text(message)))
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
             raise
-    return not taken
+    return renumbered
 
 
-def _insert_pg(store: Any, span: Span, messages: list[Message]) -> bool:
+def _insert_pg(store: Any, items: list[tuple[Span, list[Message]]]) -> int:
+    """The same for the database store: one conversation, one transaction."""
     from hermes_core.storage.text import encode_text
 
     from .pg_store import _INDEX_CHARS, indexed_text
 
-    def run(con: Any) -> bool:
+    def run(con: Any) -> int:
+        renumbered = 0
         with con.transaction():
             con.execute("LOCK TABLE lossless_spans IN SHARE ROW EXCLUSIVE MODE")
-            taken = con.execute("SELECT 1 FROM lossless_spans WHERE id = %s",
-                                (span.id,)).fetchone()
-            values = (span.conversation, span.created_at, span.first_ts, span.last_ts,
-                      span.n_messages, encode_text(span.digest))
-            if taken:
-                (span_id,) = con.execute(
-                    "INSERT INTO lossless_spans(conversation, created_at, first_ts, last_ts, "
-                    "n_messages, digest) VALUES (%s, %s, %s, %s, %s, %s) RETURNING id",
-                    values).fetchone()
-            else:
-                span_id = span.id
-                con.execute(
-                    "INSERT INTO lossless_spans(id, conversation, created_at, first_ts, "
-                    "last_ts, n_messages, digest) VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                    (span.id, *values))
-                con.execute("SELECT setval(pg_get_serial_sequence('lossless_spans', 'id'), "
-                            "greatest((SELECT max(id) FROM lossless_spans), 1))")
-            with con.cursor() as cur:
-                cur.executemany(
-                    "INSERT INTO lossless_span_messages(span_id, seq, role, content, "
-                    "tool_calls, tool_call_id, tool_name, timestamp, words) VALUES "
-                    "(%s, %s, %s, %s, %s, %s, %s, %s, to_tsvector('simple', %s))",
-                    [(span_id, seq, m.role, encode_text(m.content),
-                      encode_text(_calls_json(m)) if m.tool_calls else None,
-                      m.tool_call_id, m.tool_name, m.timestamp,
-                      indexed_text(m).replace("\x00", " ")[:_INDEX_CHARS])
-                     for seq, m in enumerate(messages)])
-            return not taken
+            for span, messages in items:
+                taken = con.execute("SELECT 1 FROM lossless_spans WHERE id = %s",
+                                    (span.id,)).fetchone()
+                values = (span.conversation, span.created_at, span.first_ts, span.last_ts,
+                          span.n_messages, encode_text(span.digest))
+                if taken:
+                    renumbered += 1
+                    (span_id,) = con.execute(
+                        "INSERT INTO lossless_spans(conversation, created_at, first_ts, "
+                        "last_ts, n_messages, digest) VALUES (%s, %s, %s, %s, %s, %s) "
+                        "RETURNING id", values).fetchone()
+                else:
+                    span_id = span.id
+                    con.execute(
+                        "INSERT INTO lossless_spans(id, conversation, created_at, first_ts, "
+                        "last_ts, n_messages, digest) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                        (span.id, *values))
+                    con.execute("SELECT setval(pg_get_serial_sequence('lossless_spans', 'id'), "
+                                "greatest((SELECT max(id) FROM lossless_spans), 1))")
+                with con.cursor() as cur:
+                    cur.executemany(
+                        "INSERT INTO lossless_span_messages(span_id, seq, role, content, "
+                        "tool_calls, tool_call_id, tool_name, timestamp, words) VALUES "
+                        "(%s, %s, %s, %s, %s, %s, %s, %s, to_tsvector('simple', %s))",
+                        [(span_id, seq, m.role, encode_text(m.content),
+                          encode_text(_calls_json(m)) if m.tool_calls else None,
+                          m.tool_call_id, m.tool_name, m.timestamp,
+                          indexed_text(m).replace("\x00", " ")[:_INDEX_CHARS])
+                         for seq, m in enumerate(messages)])
+        return renumbered
 
-    return bool(store._run(run))
+    return int(store._run(run))
 
 
 def copy_lossless(source: Any, target: Any) -> LosslessCopy:
-    """Copy ``source``'s links and spans into ``target`` (see the module docstring)."""
+    """Copy ``source``'s links and spans into ``target`` (see the module docstring); each
+    conversation is copied whole in one transaction, so an interrupted run leaves none half
+    copied."""
     out = LosslessCopy()
     known = dict(_links(target))
     for session_id, root in _links(source):
         if session_id not in known:
             target.link(session_id, root)
+    insert = _insert_sqlite if isinstance(target, SpanStore) else _insert_pg
     for conversation in _conversations(source):
         if target.count_spans(conversation):
             out.kept += 1
             continue
+        items = [(span, _messages(source, span.id)) for span in source.spans(conversation)]
+        out.renumbered += insert(target, items)
         out.conversations += 1
-        for span in source.spans(conversation):
-            messages = _messages(source, span.id)
-            insert = _insert_sqlite if isinstance(target, SpanStore) else _insert_pg
-            if not insert(target, span, messages):
-                out.renumbered += 1
-            out.spans += 1
-            out.messages += len(messages)
+        out.spans += len(items)
+        out.messages += sum(len(m) for _, m in items)
     return out
 
 

@@ -13,6 +13,7 @@ from hermes_core.plugins.context_engine.compressor.engine import Compressor
 from hermes_core.plugins.context_engine.lossless.engine import LosslessEngine
 from hermes_core.plugins.memory.file_memory import FileMemory
 from hermes_core.plugins.memory.session_archive import SessionArchiveProvider
+from hermes_core.plugins.memory.skills import SkillsProvider
 from hermes_core.testing import ContextEngineConformance, MemoryProviderConformance, make_instance
 
 #: compression.threshold defaults to 0.50 of the default model's window
@@ -45,6 +46,21 @@ class TestSessionArchiveConformance(MemoryProviderConformance):
                              config=_storage(storage_url))
 
 
+class TestSkillsConformanceBothBackends(MemoryProviderConformance):
+    """The skills library on both backends: skills/ in the home, then the skills table."""
+
+    tool_examples = {
+        "skills_list": {},
+        "skill_manage": {"action": "create", "name": "tea", "description": "Make tea",
+                         "body": "1. Boil water."},
+    }
+
+    @pytest.fixture
+    def provider(self, hermes_home, storage_url):
+        return make_instance(SkillsProvider, "memory-provider", hermes_home,
+                             config=_storage(storage_url))
+
+
 class TestCompressorConformance(ContextEngineConformance):
     threshold_tokens = DEFAULT_THRESHOLD
 
@@ -55,8 +71,11 @@ class TestCompressorConformance(ContextEngineConformance):
 
 
 class TestLosslessConformance(ContextEngineConformance):
+    """On both backends: context.db in the home, then lossless_* tables in PostgreSQL."""
+
     threshold_tokens = DEFAULT_THRESHOLD
 
     @pytest.fixture
-    def engine(self, hermes_home):
-        return make_instance(LosslessEngine, "context-engine", hermes_home)
+    def engine(self, hermes_home, storage_url):
+        return make_instance(LosslessEngine, "context-engine", hermes_home,
+                             config=_storage(storage_url))

@@ -1,6 +1,7 @@
 """The skills plugin: files, the frozen prompt listing, the tools' safety rules, the nudge, the CLI.
 
-Real files in a tmp home; the agent tests talk to the loopback Messages API through the real
+Each test runs on both backends (``storage_url``): real files in a tmp home, and a real
+PostgreSQL database (``storage.url``); the agent tests talk to the loopback Messages API through the real
 anthropic SDK (only the model's words are scripted).
 """
 
@@ -17,7 +18,14 @@ from click.testing import CliRunner
 from hermes_core.agent import Agent
 from hermes_core.cli import cli as main
 from hermes_core.llm import AnthropicLLM
-from hermes_core.plugins.memory.skills import SkillError, SkillLibrary, SkillsProvider, render_block
+from hermes_core.plugins.memory.skills import (
+    SkillError,
+    SkillLibrary,
+    SkillsConfig,
+    SkillsProvider,
+    open_library,
+    render_block,
+)
 from hermes_core.plugins.memory.skills.tools import SKILL_NUDGE
 from hermes_core.testing import MemoryProviderConformance, MessagesAPIServer, Reply, make_instance
 from hermes_core.types import Session, ToolContext
@@ -31,23 +39,31 @@ description: Deploy the web app to staging and check it came up
 """
 
 
-def _write(folder: Path, name: str, text: str) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{name}.md"
-    path.write_text(text, encoding="utf-8")
-    return path
+def _write(library: SkillLibrary, name: str, text: str | bytes) -> None:
+    """Put a skill's exact text in the library (a file, or a row), as a hand edit would."""
+    assert library.put_raw(name, text.encode("utf-8") if isinstance(text, str) else text)
 
 
 @pytest.fixture
-def library(home: Path) -> SkillLibrary:
-    return SkillLibrary(home / "skills")
+def backend(home: Path, storage_url: str | None, monkeypatch: pytest.MonkeyPatch) -> str | None:
+    """The backend of the test: the home's files, or ``storage.url`` (the environment)."""
+    if storage_url:
+        monkeypatch.setenv("HERMES_CORE_STORAGE_URL", storage_url)
+    else:
+        monkeypatch.delenv("HERMES_CORE_STORAGE_URL", raising=False)
+    return storage_url
+
+
+@pytest.fixture
+def library(home: Path, backend: str | None) -> SkillLibrary:
+    return open_library(home, SkillsConfig(), backend)
 
 
 # ---------------------------------------------------------------------------------- the files
 
 
 def test_a_good_skill_is_parsed(library):
-    _write(library.directory, "deploy", DEPLOY)
+    _write(library, "deploy", DEPLOY)
     (skill,) = library.all()
     assert skill.error is None and skill.name == "deploy"
     assert skill.description == "Deploy the web app to staging and check it came up"
@@ -65,8 +81,8 @@ def test_a_good_skill_is_parsed(library):
      "Blocked (prompt_injection)"),
 ])
 def test_a_broken_skill_is_listed_with_its_error_and_left_out_of_the_prompt(library, text, problem):
-    _write(library.directory, "deploy", DEPLOY)
-    _write(library.directory, "broken", text)
+    _write(library, "deploy", DEPLOY)
+    _write(library, "broken", text)
     found = {s.name: s for s in library.all()}
     assert found["broken"].error is not None and problem in found["broken"].error
     block = render_block(list(found.values()))
@@ -74,19 +90,19 @@ def test_a_broken_skill_is_listed_with_its_error_and_left_out_of_the_prompt(libr
 
 
 def test_undecodable_and_oversized_files_are_reported(library):
-    library.directory.mkdir(parents=True)
-    (library.directory / "binary.md").write_bytes(b"---\xff\xfe\x00")
-    _write(library.directory, "huge", DEPLOY.replace("deploy", "huge") + "x" * 30_000)
+    _write(library, "binary", b"---\xff\xfe\x00")
+    _write(library, "huge", DEPLOY.replace("deploy", "huge") + "x" * 30_000)
     found = {s.name: s.error for s in library.all()}
     assert "cannot read binary.md" in found["binary"]
     assert "over the limit" in found["huge"]
 
 
-def test_create_and_patch_follow_the_memory_safety_rules(library):
+def test_create_and_patch_follow_the_memory_safety_rules(library, backend):
     skill = library.create("deploy", "Deploy to staging", "1. make release\n2. check health")
     assert skill.error is None
-    assert library.path("deploy").read_text(encoding="utf-8").startswith("---\nname: deploy\n")
-    assert oct(library.path("deploy").stat().st_mode & 0o777) == "0o600"  # private, as memories
+    assert dict(library.raw())["deploy"].startswith(b"---\nname: deploy\n")
+    if not backend:
+        assert oct(library.path("deploy").stat().st_mode & 0o777) == "0o600"  # private
     with pytest.raises(SkillError, match="already exists"):
         library.create("deploy", "again", "body")
     with pytest.raises(SkillError, match="Blocked"):
@@ -95,7 +111,7 @@ def test_create_and_patch_follow_the_memory_safety_rules(library):
         library.create("hidden", "Looks fine\u200b", "body")
     with pytest.raises(SkillError, match="invalid skill name"):
         library.create("../escape", "d", "body")
-    assert not library.path("evil").exists() and not (library.directory / "hidden.md").exists()
+    assert [name for name, _ in library.raw()] == ["deploy"]  # nothing refused was stored
 
     library.patch("deploy", "check health", "check health for two minutes")
     assert "two minutes" in library.get("deploy").body
@@ -110,7 +126,8 @@ def test_create_and_patch_follow_the_memory_safety_rules(library):
         library.patch("deploy", "name: deploy", "name: other")
     # refused patches changed nothing; no temporary file was left behind
     assert library.get("deploy").body == "1. make release\n2. check health for two minutes"
-    assert sorted(os.listdir(library.directory)) == [".skills.lock", "deploy.md"]
+    if not backend:
+        assert sorted(os.listdir(library.directory)) == [".skills.lock", "deploy.md"]
 
 
 def test_unknown_skill_names_the_known_ones(library):
@@ -122,8 +139,8 @@ def test_unknown_skill_names_the_known_ones(library):
 # ------------------------------------------------------------------------- the provider + agent
 
 
-def test_the_prompt_listing_is_frozen_per_session(home):
-    _write(home / "skills", "deploy", DEPLOY)
+def test_the_prompt_listing_is_frozen_per_session(home, library):
+    _write(library, "deploy", DEPLOY)
     host = make_host(home, providers=[SkillsProvider])
     provider = host.instances["memory-provider:skills"]
     first = provider.system_prompt_block(Session(id="s1"))
@@ -133,9 +150,9 @@ def test_the_prompt_listing_is_frozen_per_session(home):
     assert "- rollback: Roll back a bad release" in later and "- deploy:" in later
 
 
-def test_skills_reach_the_system_prompt_and_their_tools_work(home):
-    _write(home / "skills", "deploy", DEPLOY)
-    _write(home / "skills", "broken", "---\nname: [oops\n---\n")
+def test_skills_reach_the_system_prompt_and_their_tools_work(home, library):
+    _write(library, "deploy", DEPLOY)
+    _write(library, "broken", "---\nname: [oops\n---\n")
     api = MessagesAPIServer([
         Reply(tool_calls=[{"name": "skill_view", "input": {"name": "deploy"}}]),
         Reply(tool_calls=[{"name": "skill_manage", "input": {
@@ -156,10 +173,10 @@ def test_skills_reach_the_system_prompt_and_their_tools_work(home):
     assert viewed["body"].startswith("1. Run `make release`.")
     refused = json.loads(api.bodies[2]["messages"][-1]["content"][0]["content"])
     assert refused["success"] is False and "Blocked" in refused["error"]
-    assert not (home / "skills" / "evil.md").exists()
+    assert "evil" not in dict(library.raw())
 
 
-def test_the_creation_nudge_rides_on_a_tool_result(home):
+def test_the_creation_nudge_rides_on_a_tool_result(home, backend):
     api = MessagesAPIServer(
         [Reply(tool_calls=[{"name": "skills_list", "input": {}}])] * 4 + ["ok"])
     host = make_host(home, providers=[SkillsProvider],
@@ -173,7 +190,7 @@ def test_the_creation_nudge_rides_on_a_tool_result(home):
     assert all(SKILL_NUDGE not in b["system"][0]["text"] for b in api.bodies)
 
 
-def test_the_tools_report_errors_to_the_model(home):
+def test_the_tools_report_errors_to_the_model(home, backend):
     host = make_host(home, providers=[SkillsProvider])
     tools = {t.name: t for t in host.instances["memory-provider:skills"].get_tools()}
     with pytest.raises(Exception, match="no skill named"):
@@ -187,11 +204,11 @@ def test_the_tools_report_errors_to_the_model(home):
 # ------------------------------------------------------------------------------------- the CLI
 
 
-def test_cli_list_and_show(home):
+def test_cli_list_and_show(home, library):
     runner = CliRunner()
     assert "No skills yet" in runner.invoke(main, ["skills", "list"]).output
-    _write(home / "skills", "deploy", DEPLOY)
-    _write(home / "skills", "broken", "nothing")
+    _write(library, "deploy", DEPLOY)
+    _write(library, "broken", "nothing")
     result = runner.invoke(main, ["skills", "list"])
     assert result.exit_code == 0
     assert "deploy  Deploy the web app" in result.output
@@ -218,3 +235,98 @@ class TestSkillsConformance(MemoryProviderConformance):
     @pytest.fixture
     def provider(self, hermes_home):
         return make_instance(SkillsProvider, "memory-provider", hermes_home)
+
+
+# ------------------------------------------------------------------ concurrency, forget, backends
+
+
+def test_concurrent_writers_never_lose_a_patch_and_one_create_wins(home, backend):
+    """Two library objects (two nodes, or two processes on one home) write at once."""
+    import threading
+
+    first, second = (open_library(home, SkillsConfig(), backend) for _ in range(2))
+    first.create("steps", "Numbered steps", "\n".join(f"step {i}: todo" for i in range(12)))
+    errors: list[BaseException] = []
+
+    def patch(lib: SkillLibrary, numbers: range) -> None:
+        try:
+            for i in numbers:
+                lib.patch("steps", f"step {i}: todo", f"step {i}: done")
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=patch, args=(first, range(0, 12, 2))),
+               threading.Thread(target=patch, args=(second, range(1, 12, 2)))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors and not any(t.is_alive() for t in threads)
+    body = second.get("steps").body
+    assert "todo" not in body and all(f"step {i}: done" in body for i in range(12))
+    created: list[str] = []
+
+    def create(lib: SkillLibrary) -> None:
+        try:
+            lib.create("race", "Who wins", "1. me")
+            created.append("ok")
+        except SkillError as exc:
+            created.append(str(exc))
+
+    racers = [threading.Thread(target=create, args=(lib,)) for lib in (first, second)]
+    for racer in racers:
+        racer.start()
+    for racer in racers:
+        racer.join(timeout=60)
+    assert sorted(c[:6] for c in created) == ["a skil", "ok"]
+
+
+def test_forget_deletes_every_matching_skill_and_nothing_else(home, library):
+    library.create("deploy", "Deploy to staging", "1. ssh to Lisbon-gateway\n2. make release")
+    library.create("tea", "Make tea", "1. Boil water.")
+    host = make_host(home, providers=[SkillsProvider])
+    provider = host.instances["memory-provider:skills"]
+    dry = provider.forget("lisbon-GATEWAY", "all", True)
+    assert (dry.matched, dry.deleted) == (1, 0) and [n for n, _ in library.raw()] == [
+        "deploy", "tea"]
+    done = provider.forget("lisbon-gateway", "all", False)
+    assert (done.matched, done.deleted, done.items) == (1, 1, ["skill deploy (deploy.md)"])
+    assert [n for n, _ in library.raw()] == ["tea"]
+    assert provider.forget("tea", "user", False).cannot_delete
+    # the name is free again; the new skill is read as it is now, never from a cache
+    library.create("deploy", "Deploy to prod!!!", "1. ssh to Oporto-gateway\n2. make release")
+    assert library.get("deploy").description == "Deploy to prod!!!"
+
+
+def test_with_storage_url_two_homes_share_one_library(tmp_path, pg_url, monkeypatch):
+    """The skills live in the database: a second home (another node) sees and patches them,
+    and nothing is written to either home's skills folder."""
+    monkeypatch.setenv("HERMES_CORE_STORAGE_URL", pg_url)
+    one, two = tmp_path / "one", tmp_path / "two"
+    monkeypatch.setenv("HERMES_CORE_HOME", str(one))
+    empty = CliRunner().invoke(main, ["skills", "list"]).output
+    assert "No skills yet (the skills table of postgresql://hermes:***@127.0.0.1" in empty
+    open_library(one, SkillsConfig(), None).create("deploy", "Deploy", "1. make release")
+    monkeypatch.setenv("HERMES_CORE_HOME", str(two))
+    listed = json.loads(CliRunner().invoke(main, ["skills", "list", "--json"]).stdout)
+    assert [s["name"] for s in listed] == ["deploy"]
+    assert not (one / "skills").exists() and not (two / "skills").exists()
+    shown = CliRunner().invoke(main, ["skills", "show", "deploy"])
+    assert "1. make release" in shown.output and "hermes-test" not in shown.output
+
+
+def test_a_newer_skills_schema_is_refused_and_left_alone(pg_url):
+    import psycopg
+
+    from hermes_core.plugins.memory.skills.pg_library import PgSkillLibrary
+    from hermes_core.storage import StorageVersionError, close_pools, parse_storage_url
+
+    url = parse_storage_url(pg_url)
+    PgSkillLibrary(url).create("deploy", "Deploy", "1. make release")
+    close_pools()
+    with psycopg.connect(pg_url, autocommit=True) as con:
+        con.execute("UPDATE hermes_schema SET version = 99 WHERE component = 'skills'")
+    with pytest.raises(StorageVersionError, match=r"skills schema .* is version 99.*upgrade"):
+        PgSkillLibrary(url)
+    with psycopg.connect(pg_url) as con:
+        assert con.execute("SELECT count(*) FROM skills").fetchone() == (1,)

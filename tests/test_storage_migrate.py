@@ -80,3 +80,130 @@ def test_sessions_exported_from_postgresql_import_into_sqlite_unchanged(
     _run(first, "sessions", "export", *ids, "-o", str(from_pg), url=pg_url)
     _run(second, "sessions", "import", str(from_pg), "--json")
     assert _export(second, ids, None) == _export(first, ids, None)
+
+
+def _fill_other_stores(home: Path) -> None:
+    """Memory history and pins (shared and per user), skills (one unusable), lossless spans."""
+    from compressor_support import build_history, make_context
+
+    from hermes_core.plugins.context_engine.lossless import LosslessConfig, LosslessEngine
+    from hermes_core.plugins.memory.file_memory.history import Provenance
+    from hermes_core.plugins.memory.file_memory.pins import pin
+    from hermes_core.plugins.memory.skills import SkillLibrary
+
+    shared = MemoryStore(home / "memories")
+    shared.add("user", "Lives in Berlin", by=Provenance("assistant_tool", "s1", "toolu_1"))
+    shared.replace("user", "Berlin", "Lives in Lisbon")
+    pin(shared, "memory", "make")
+    alice = MemoryStore(home / "memories" / "users" / "alice")
+    alice.add("memory", "alice deploys on Fridays")
+    skills = SkillLibrary(home / "skills")
+    skills.create("deploy", "Deploy to staging", "1. make release")
+    (home / "skills" / "broken.md").write_text("no front matter", encoding="utf-8")
+    (home / "skills" / "binary.md").write_bytes(b"---\xff\xfe\x00")
+    engine = LosslessEngine(LosslessConfig(), make_context(home, window=60_000))
+    engine.bind_session(Session(id="s1"))
+    history = build_history(60, seed=31)
+    history.insert(20, Message("user", "the bucket is quokka-archive-7 \x00 nul"))
+    engine.compact(history)
+    engine.bind_session(Session(id="s3"))
+    engine.compact(build_history(150, seed=34))
+    engine.store.close()
+
+
+def _snapshot(home: Path, url: str | None) -> dict:
+    """Everything the non-archive stores hold, read through their own code, comparable."""
+    from hermes_core.plugins.context_engine.lossless import SpanStore
+    from hermes_core.plugins.context_engine.lossless.pg_store import PgSpanStore
+    from hermes_core.plugins.context_engine.lossless.transfer import as_json, dump
+    from hermes_core.plugins.memory.file_memory.pg_store import PgMemoryStore
+    from hermes_core.plugins.memory.file_memory.pins import read_pins
+    from hermes_core.plugins.memory.skills import SkillLibrary
+    from hermes_core.plugins.memory.skills.pg_library import PgSkillLibrary
+    from hermes_core.storage import parse_storage_url
+
+    out: dict = {}
+    for owner in ("", "alice"):
+        if url:
+            store: MemoryStore = PgMemoryStore(parse_storage_url(url), owner=owner)
+        else:
+            folder = home / "memories" / ("users/alice" if owner else "")
+            store = MemoryStore(folder)
+        assert store.history is not None
+        out[owner] = {
+            "docs": {t: store.read(t).raw for t in ("memory", "user")},
+            "history": [v.to_dict() for v in store.history.read()],
+            "pins": read_pins(store),
+        }
+    library = PgSkillLibrary(parse_storage_url(url)) if url else SkillLibrary(home / "skills")
+    out["skills"] = dict(library.raw())
+    out["skill_errors"] = {s.name: s.error for s in library.all()}
+    spans = PgSpanStore(parse_storage_url(url)) if url else SpanStore(home / "context.db")
+    out["lossless"] = as_json(dump(spans))
+    return out
+
+
+def test_migrate_carries_history_pins_skills_and_the_lossless_archive(
+    tmp_path: Path, pg_url: str
+) -> None:
+    home, other = tmp_path / "home", tmp_path / "other"
+    home.mkdir()
+    other.mkdir()
+    ids = _fill(home)
+    _fill_other_stores(home)
+    before = _snapshot(home, None)
+    report = json.loads(_run(home, "storage", "migrate", "--to", pg_url, "--json"))
+    assert report["memory_versions_copied"] == 5 and report["memory_pins_copied"] == 1
+    assert report["skills_copied"] == ["binary", "broken", "deploy"]
+    assert report["skills_kept"] == []
+    assert (report["lossless_conversations_copied"], report["lossless_spans_copied"],
+            report["lossless_spans_renumbered"]) == (2, 2, 0)
+    assert _snapshot(home, pg_url) == before  # every store, exactly
+    assert _export(home, ids, pg_url) == _export(home, ids, None)
+    # the way back: the database into an empty home's files, every store exactly again
+    back = tmp_path / "back"
+    back.mkdir()
+    returned = json.loads(_run(back, "storage", "migrate", "--from", pg_url, "--json"))
+    assert (returned["sessions_copied"], returned["memory_versions_copied"],
+            returned["lossless_spans_copied"]) == (3, 5, 2)
+    assert _snapshot(back, None) == before
+    assert _export(back, ids, None) == _export(home, ids, None)
+    # a second home on the database sees the same history and continues it
+    shown = json.loads(_run(other, "memory", "history", "--json", url=pg_url))
+    assert shown == json.loads(_run(home, "memory", "history", "--json"))
+    _run(other, "memory", "rollback", "2", url=pg_url)
+    assert json.loads(_run(other, "memory", "history", "--json", url=pg_url))[-1][
+        "version"] == 4
+    assert "Lives in Berlin" in _run(other, "memory", "show", url=pg_url)
+    listed = json.loads(_run(other, "skills", "list", "--json", url=pg_url))
+    assert [(s["name"], "error" in s) for s in listed] == [
+        ("binary", True), ("broken", True), ("deploy", False)]
+    again = json.loads(_run(home, "storage", "migrate", "--to", pg_url, "--json"))
+    assert (again["memory_versions_copied"], again["skills_copied"],
+            again["lossless_spans_copied"], again["lossless_conversations_kept"]) == (
+        0, [], 0, 2)
+    versions = json.loads(_run(home, "storage", "show", "--json", url=pg_url))
+    assert set(versions["schema"]) == {"session_archive", "file_memory", "skills", "lossless"}
+    text = _run(home, "storage", "migrate", "--to", pg_url)
+    assert "lossless archive: 0 span(s)" in text and "2 already there" in text
+
+
+def test_migrate_needs_exactly_one_direction_and_a_good_url(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"HERMES_CORE_HOME": str(home), "HERMES_CORE_STORAGE_URL": ""}
+    both = CliRunner().invoke(cli, ["storage", "migrate", "--to", "postgresql://a/b", "--from",
+                                    "postgresql://a/b"], env=env)
+    assert both.exit_code == 2 and "exactly one of --to URL" in both.output
+    bad = CliRunner().invoke(cli, ["storage", "migrate", "--from", "mysql://u:pw@h/db"], env=env)
+    assert bad.exit_code == 2 and "--from" in bad.output and "unsupported scheme" in bad.output
+    assert "pw@" not in bad.output
+    dead = CliRunner().invoke(cli, ["storage", "migrate", "--to",
+                                    "postgresql://hermes:s3cret@127.0.0.1:1/hermes"], env=env)
+    assert dead.exit_code == 1 and "cannot connect" in dead.output
+    assert "s3cret" not in dead.output and "hermes:***@127.0.0.1:1/hermes" in dead.output
+    back = CliRunner().invoke(cli, ["storage", "migrate", "--from",
+                                    "postgresql://hermes:s3cret@127.0.0.1:1/hermes"], env=env)
+    assert back.exit_code == 1 and "s3cret" not in back.output
+    # nothing written on the way (the CLI's own log folder aside)
+    assert [p.name for p in home.iterdir() if p.name != "logs"] == []

@@ -52,6 +52,9 @@ def close_pools() -> None:
     mod = sys.modules.get(f"{__name__}.pool")
     if mod is not None:
         mod.close_pools()
+    component = sys.modules.get(f"{__name__}.component")
+    if component is not None:
+        component.forget_migrations()
     locks = sys.modules.get(f"{__name__}.locks")
     if locks is not None:
         locks.close_lock_pools()

@@ -1,22 +1,24 @@
 """Moving a home's data into the ``storage.url`` database (``hermes-core storage migrate``).
 
 The library half of the command; the click layer (``hermes_core.cli.storage_cmd``) opens the
-stores. Sessions travel in the archive's own export format (JSON Lines, ``sessions export``), so
-what arrives is exactly what ``sessions import`` would store: lossless, and sessions already in
-the target are skipped, which makes an interrupted migration safe to run again. Curated memory
-documents are copied only into empty documents: entries already in the database are never
-overwritten (the report says which were left alone).
+stores and calls each store's own copy (the plugins' ``transfer`` modules). Sessions travel in
+the archive's own export format (JSON Lines, ``sessions export``), so what arrives is exactly
+what ``sessions import`` would store: lossless, and sessions already in the target are skipped,
+which makes an interrupted migration safe to run again. The other stores follow the same rule:
+curated memory (its history and pins too) only into owners and documents that are empty in the
+target, skills only under names the target lacks, the lossless engine's spans only for
+conversations the target has none of; what was left alone is named in the report.
 """
 
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MigrationReport", "copy_memory", "copy_sessions"]
+__all__ = ["MigrationReport", "copy_sessions"]
 
 #: sessions written per import batch (one temporary JSONL file each)
 BATCH = 200
@@ -30,6 +32,18 @@ class MigrationReport:
     #: "<owner>/<target>" of each memory document copied, and of those left alone
     memory_copied: list[str] = field(default_factory=list)
     memory_kept: list[str] = field(default_factory=list)
+    #: versions of the memory history copied, and pins added
+    memory_versions_copied: int = 0
+    memory_pins_copied: int = 0
+    #: skill names copied, and names the target already held with other text
+    skills_copied: list[str] = field(default_factory=list)
+    skills_kept: list[str] = field(default_factory=list)
+    #: the lossless engine's archive: conversations and spans copied, spans given a new id,
+    #: conversations left alone (the target already had spans of them)
+    lossless_conversations_copied: int = 0
+    lossless_spans_copied: int = 0
+    lossless_spans_renumbered: int = 0
+    lossless_conversations_kept: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -63,23 +77,3 @@ def copy_sessions(
         report.messages_copied += result.messages_imported
         if progress is not None:
             progress(min(start + BATCH, total), total)
-
-
-def copy_memory(
-    sources: Sequence[tuple[str, Any]], open_target: Callable[[str], Any],
-    targets: Sequence[str], report: MigrationReport,
-) -> None:
-    """Copy each ``(owner, file store)`` into the database store ``open_target(owner)``."""
-    for owner, store in sources:
-        dest = open_target(owner)
-        for target in targets:
-            entries = store.read(target).entries
-            label = f"{owner or '(shared)'}/{target}"
-            if not entries:
-                continue
-            if dest.read(target).entries:
-                if dest.read(target).entries != entries:
-                    report.memory_kept.append(label)
-                continue
-            dest.overwrite(target, entries, expected=None)
-            report.memory_copied.append(label)

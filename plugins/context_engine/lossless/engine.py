@@ -47,6 +47,7 @@ from hermes_core.types import (
     ToolContext,
 )
 
+from .backend import open_span_store
 from .store import Span, SpanStore
 
 if TYPE_CHECKING:
@@ -117,7 +118,7 @@ class LosslessEngine(PolicyEngine):
         super().__init__(config, context, window=window)
         self.settings = config
         path = context.home / "context.db" if config.db_path is None else context.home / config.db_path
-        self.store = store if store is not None else SpanStore(path)
+        self.store = store if store is not None else open_span_store(context, path)
         self._vectors: SpanVectors | None = None
         self._vectors_lock = threading.Lock()
         self.tail_budget = max(1, int(self.threshold_tokens * config.target_ratio))

@@ -35,6 +35,7 @@ def open_store(
 
         return PgMemoryStore(url, owner=check_user_key(user) if user else "",
                              memory_limit=config.memory_char_limit,
-                             user_limit=config.user_char_limit)
+                             user_limit=config.user_char_limit,
+                             history_limit=config.history_limit)
     return MemoryStore(memory_dir(home, user), memory_limit=config.memory_char_limit,
                        user_limit=config.user_char_limit, history_limit=config.history_limit)

@@ -28,6 +28,9 @@ PROPOSAL_FILE = "curation-proposal.json"
 
 
 def _count_session(store: MemoryStore) -> int:
+    own = getattr(store, "count_curator_session", None)  # the database store: a table row
+    if own is not None:
+        return int(own())
     path = store.directory / STATE_FILE
     store.directory.mkdir(parents=True, exist_ok=True)
     with _locked(path):
@@ -94,7 +97,11 @@ def maybe_curate(store: MemoryStore, config: CuratorConfig, context: Any) -> lis
                         store.path(target).name, len(proposal.changes), proposal.freed)
         if out and not config.auto_apply:
             body = json.dumps(out, ensure_ascii=False, indent=1).encode("utf-8")
-            atomic_write(store.directory / PROPOSAL_FILE, body)
+            save = getattr(store, "save_proposal", None)
+            if save is not None:
+                save(body)
+            else:
+                atomic_write(store.directory / PROPOSAL_FILE, body)
         return out
     except Exception as exc:
         logger.warning("file_memory curator: background run failed: %s", exc)

@@ -7,26 +7,43 @@ store's own code: validation and the threat scan (ops.py), the ``§`` format and
 row (``SELECT ... FOR UPDATE``) in place of the ``.lock`` file, re-reads it under the lock, applies
 the change and writes it back in the same transaction, so no concurrent write from any node is
 ever lost. ``owner`` is the user key with ``memory.scope: user`` ('' for the shared memory).
+
+Every change is recorded as a version of the memory history (:mod:`.pg_history`) in the same
+transaction; rollback and forget (:mod:`.versions`) change both documents in one transaction
+through :meth:`PgMemoryStore.write_stores`. A document's bytes as read (``FileState.raw``) are
+those its file would hold (the entries and a final newline), so versions, rollbacks and
+``memory edit`` see the same text on both backends.
 """
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
-from typing import Any, cast
+from typing import Any
 
-from hermes_core.storage import StorageURL, get_pool
-from hermes_core.storage.migrations import PgMigration, migrate
+from hermes_core.storage import StorageURL
+from hermes_core.storage.component import open_component, run_on
+from hermes_core.storage.migrations import PgMigration
 from hermes_core.storage.pool import connect_error, import_psycopg
 
 from .entries import canonical_text, parse_entries
 from .errors import MemoryRefused, WriteFailed
-from .history import Provenance
+from .history import Provenance, Version, now
 from .ops import Applied
-from .store import FILENAMES, FileState, MemoryStore, WriteResult, check_target
+from .pg_history import PgHistory, PgMemoryExtras
+from .store import (
+    FILENAMES,
+    TARGETS,
+    FileState,
+    MemoryStore,
+    WriteResult,
+    check_target,
+    describe_changes,
+)
 
-__all__ = ["COMPONENT", "MIGRATIONS", "PgMemoryStore"]
+__all__ = ["COMPONENT", "MIGRATIONS", "PgMemoryStore", "database_owners"]
 
 COMPONENT = "file_memory"
 MIGRATIONS: list[PgMigration] = [
@@ -40,15 +57,63 @@ MIGRATIONS: list[PgMigration] = [
             PRIMARY KEY (owner, target)
         )""",
     ]),
+    (2, "memory history, pins and curator state", [
+        """CREATE TABLE memory_versions (
+            owner TEXT NOT NULL,
+            version BIGINT NOT NULL,
+            time DOUBLE PRECISION NOT NULL,
+            data TEXT NOT NULL,
+            PRIMARY KEY (owner, version)
+        )""",
+        """CREATE TABLE memory_history_heads (
+            owner TEXT PRIMARY KEY,
+            last BIGINT NOT NULL DEFAULT 0,
+            last_after TEXT NOT NULL DEFAULT '{}'
+        )""",
+        """CREATE TABLE memory_pins (
+            owner TEXT PRIMARY KEY,
+            data TEXT NOT NULL DEFAULT '{}'
+        )""",
+        """CREATE TABLE memory_state (
+            owner TEXT NOT NULL,
+            key TEXT NOT NULL,
+            value TEXT NOT NULL,
+            PRIMARY KEY (owner, key)
+        )""",
+    ]),
 ]
 
 
-class PgMemoryStore(MemoryStore):
-    """The two bounded stores of one owner, in PostgreSQL."""
+def file_form(text: str | None) -> bytes | None:
+    """The bytes the document's file would hold (``None``: no document, or an empty one)."""
+    return (text + "\n").encode("utf-8") if text else None
+
+
+def database_owners(url: StorageURL) -> list[str]:
+    """Every owner with a document, a version or a pin in the database ('' first)."""
+    pool = open_component(url, COMPONENT, MIGRATIONS)
+    with pool.connection() as con:
+        rows = con.execute("SELECT owner FROM memory_documents UNION SELECT owner FROM "
+                           "memory_versions UNION SELECT owner FROM memory_pins "
+                           "ORDER BY 1").fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def _decoded(data: bytes | None) -> str | None:
+    return None if data is None else data.decode("utf-8")
+
+
+def _stored_text(data: bytes | None) -> str:
+    """What a document row holds for a file's bytes: its entries, canonically joined."""
+    return canonical_text(parse_entries(data.decode("utf-8"))) if data else ""
+
+
+class PgMemoryStore(PgMemoryExtras, MemoryStore):
+    """The two bounded stores of one owner, in PostgreSQL, with their history and pins."""
 
     def __init__(
         self, url: StorageURL, *, owner: str = "", memory_limit: int = 2200,
-        user_limit: int = 1375,
+        user_limit: int = 1375, history_limit: int = 200,
     ) -> None:
         self.url = url
         self.owner = owner
@@ -57,20 +122,26 @@ class PgMemoryStore(MemoryStore):
         self.directory = PurePosixPath(url.redacted.replace("/", "|")) / (owner or "_shared")  # type: ignore[assignment]
         self._swept: set[str] = set()
         self._psycopg = import_psycopg()
-        self._pool: Any = cast(Any, get_pool(url))
-        with self._pool.connection() as con:
-            migrate(con, url, COMPONENT, MIGRATIONS)
+        self._pool: Any = open_component(url, COMPONENT, MIGRATIONS)
+        where = f"{url.redacted} (memory history{', user ' + owner if owner else ''})"
+        #: the version log (``None`` when ``history_limit`` is 0: no versions are kept)
+        self.history: PgHistory | None = (  # type: ignore[assignment]
+            PgHistory(self._run_pg, self._pool.connection, owner, where, limit=history_limit)
+            if history_limit > 0 else None)
+
+    def _run_pg(self, fn: Callable[[Any], Any], retry: bool = False) -> Any:
+        return self._run(fn, "memory", retry=retry)
 
     def path(self, target: str) -> _Where:  # type: ignore[override]
         name = FILENAMES[check_target(target)]
         where = f"{self.url.redacted} ({name}{', user ' + self.owner if self.owner else ''})"
         return _Where(where, name)
 
-    def _run(self, fn: Callable[[Any], Any], target: str) -> Any:
+    def _run(self, fn: Callable[[Any], Any], target: str, *, retry: bool = False) -> Any:
+        """``fn(connection)``; ``retry``: safe to run again after a dropped connection."""
         psycopg = self._psycopg
         try:
-            with self._pool.connection() as con:
-                return fn(con)
+            return run_on(self._pool, fn, retry=retry)
         except MemoryRefused:
             raise
         except psycopg.OperationalError as exc:
@@ -87,10 +158,10 @@ class PgMemoryStore(MemoryStore):
                               "target = %s", (self.owner, target)).fetchone()
             if row is None:
                 return FileState([])
-            return FileState(parse_entries(row[0]), raw=row[0].encode("utf-8"))
+            return FileState(parse_entries(row[0]), raw=file_form(row[0]))
 
         try:
-            return self._run(run, target)  # type: ignore[no-any-return]
+            return self._run(run, target, retry=True)  # type: ignore[no-any-return]
         except WriteFailed as exc:
             # as with an unreadable file: reported in the state, never raised on a read
             return FileState([], problem=exc.message)
@@ -100,8 +171,6 @@ class PgMemoryStore(MemoryStore):
         by: Provenance | None = None, action: str = "edit",
         changes: list[dict[str, object]] | None = None,
     ) -> WriteResult:
-        # Versions (memory history) are kept by the file store only: on PostgreSQL the
-        # provenance arguments are accepted and not recorded yet (docs/storage.md, limits).
         target = check_target(target)
 
         def change(current: list[str], raw: bytes | None) -> tuple[list[str], list[Applied]]:
@@ -111,7 +180,7 @@ class PgMemoryStore(MemoryStore):
                     "saved. Run the command again to edit the new version.", target=target)
             return list(entries), []
 
-        return self._pg_transact(target, change)
+        return self._pg_transact(target, change, by=by, action=action, changes=changes)
 
     def _transact(
         self,
@@ -121,13 +190,16 @@ class PgMemoryStore(MemoryStore):
         force_write: bool = False,
         by: Provenance | None = None,
         action: str = "edit",
-        **_history: Any,
+        changes: list[dict[str, object]] | None = None,
     ) -> WriteResult:
-        return self._pg_transact(target, lambda current, _raw: change(current))
+        return self._pg_transact(target, lambda current, _raw: change(current), by=by,
+                                 action=action, changes=changes)
 
     def _pg_transact(
         self, target: str,
         change: Callable[[list[str], bytes | None], tuple[list[str], list[Applied]]],
+        *, by: Provenance | None = None, action: str = "edit",
+        changes: list[dict[str, object]] | None = None,
     ) -> WriteResult:
         limit = self.limits[target]
 
@@ -139,17 +211,104 @@ class PgMemoryStore(MemoryStore):
                     "SELECT text FROM memory_documents WHERE owner = %s AND target = %s "
                     "FOR UPDATE", (self.owner, target)).fetchone()
                 current = parse_entries(text)
-                raw = text.encode("utf-8") if text else None
+                raw = file_form(text)
                 new, applied = change(current, raw)
                 if new == current:
                     return WriteResult(target, applied, current, limit, written=False)
+                body = canonical_text(new)
                 con.execute(
                     "UPDATE memory_documents SET text = %s, version = version + 1, "
                     "updated_at = extract(epoch FROM now()) WHERE owner = %s AND target = %s",
-                    (canonical_text(new), self.owner, target))
+                    (body, self.owner, target))
+                if self.history is not None:
+                    listed = (changes if changes is not None
+                              else describe_changes(target, current, new, applied))
+                    stores: dict[str, dict[str, str | None]] = {target: {
+                        "before": raw.decode("utf-8") if raw is not None else None,
+                        "after": body + "\n" if body else ""}}
+                    who = by or Provenance()
+                    with self.history.bound(con):
+                        self.history.append(lambda n: Version(
+                            n, now(), action, who.origin, list(listed), stores,
+                            session_id=who.session_id, message_id=who.message_id))
+                        self.history.prune()
                 return WriteResult(target, applied, new, limit, written=True)
 
         return self._run(run, target)  # type: ignore[no-any-return]
+
+
+    def put_document(self, target: str, entries: list[str]) -> bool:
+        """Write ``entries`` into ``target`` if it is empty, recording no version (``storage
+        migrate``: the copied history already ends with this text); True when written."""
+        target = check_target(target)
+
+        def run(con: Any) -> bool:
+            with con.transaction():
+                con.execute("INSERT INTO memory_documents(owner, target) VALUES (%s, %s) "
+                            "ON CONFLICT DO NOTHING", (self.owner, target))
+                cur = con.execute(
+                    "UPDATE memory_documents SET text = %s, version = version + 1, "
+                    "updated_at = extract(epoch FROM now()) WHERE owner = %s AND target = %s "
+                    "AND text = ''", (canonical_text(entries), self.owner, target))
+                return bool(cur.rowcount)
+
+        return bool(self._run(run, target))
+
+    def write_stores(
+        self,
+        compute: Callable[[dict[str, FileState]], dict[str, bytes | None]],
+        *,
+        by: Provenance,
+        action: str,
+        changes: Callable[[dict[str, FileState], dict[str, bytes | None]],
+                          list[dict[str, Any]]],
+        restores: int | None = None,
+        after_write: Callable[[], None] | None = None,
+    ) -> Version | None:
+        """:func:`.versions.write_stores` in one transaction: lock both documents (MEMORY then
+        USER), compute, record the version, write, run ``after_write`` (forget's redaction of
+        the history), commit. Anything raised rolls all of it back."""
+
+        def run(con: Any) -> Version | None:
+            with con.transaction():
+                states: dict[str, FileState] = {}
+                for target in TARGETS:
+                    con.execute("INSERT INTO memory_documents(owner, target) VALUES (%s, %s) "
+                                "ON CONFLICT DO NOTHING", (self.owner, target))
+                    (text,) = con.execute(
+                        "SELECT text FROM memory_documents WHERE owner = %s AND target = %s "
+                        "FOR UPDATE", (self.owner, target)).fetchone()
+                    states[target] = FileState(parse_entries(text), raw=file_form(text))
+                new = {t: d for t, d in compute(states).items() if d != states[t].raw}
+                history = self.history
+                with history.bound(con) if history is not None else contextlib.nullcontext():
+                    if not new:
+                        if after_write is not None:
+                            with (history.locked() if history is not None
+                                  else contextlib.nullcontext()):
+                                after_write()
+                        return None
+                    listed = changes(states, new)
+                    stores = {t: {"before": _decoded(states[t].raw), "after": _decoded(d)}
+                              for t, d in new.items()}
+                    version = None
+                    if history is not None:
+                        version, _size = history.append(lambda n: Version(
+                            n, now(), action, by.origin, listed, stores,
+                            session_id=by.session_id, message_id=by.message_id,
+                            restores=restores))
+                    for target, data in new.items():
+                        con.execute(
+                            "UPDATE memory_documents SET text = %s, version = version + 1, "
+                            "updated_at = extract(epoch FROM now()) WHERE owner = %s AND "
+                            "target = %s", (_stored_text(data), self.owner, target))
+                    if after_write is not None:
+                        after_write()
+                    if history is not None:
+                        history.prune()
+                    return version
+
+        return self._run(run, "memory")  # type: ignore[no-any-return]
 
 
 class _Where:

@@ -4,12 +4,14 @@
 ``memory remove``) and records its whole text in ``memories/pinned.json``. A pin is a note *about*
 an entry, kept beside the stores, so it costs nothing in the system prompt. When the entry is
 replaced or removed, its pin no longer matches anything and ``memory pins`` shows it as stale.
-``forget`` removes the pins of what it forgets.
+``forget`` removes the pins of what it forgets. The database store (``storage.url``) keeps them
+in a table instead, through its ``read_pins`` / ``update_pins`` methods.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from hermes_core.atomic import atomic_write
@@ -29,6 +31,9 @@ def pins_path(store: MemoryStore) -> Path:
 
 def read_pins(store: MemoryStore) -> dict[str, list[str]]:
     """target -> pinned entry texts (empty when there is no file or it is unreadable)."""
+    own = getattr(store, "read_pins", None)  # the database store keeps them in a table
+    if own is not None:
+        return own()  # type: ignore[no-any-return]
     try:
         data = json.loads(pins_path(store).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -48,6 +53,18 @@ def _save(store: MemoryStore, pins: dict[str, list[str]]) -> None:
     atomic_write(pins_path(store), (body + "\n").encode("utf-8"))
 
 
+def _update(store: MemoryStore, change: Callable[[dict[str, list[str]]], bool]) -> None:
+    """Apply ``change`` to the pins under their lock; save them when it returns True."""
+    own = getattr(store, "update_pins", None)
+    if own is not None:
+        own(change)
+        return
+    with _locked(pins_path(store)):
+        pins = read_pins(store)
+        if change(pins):
+            _save(store, pins)
+
+
 def pin(store: MemoryStore, target: str, text: str) -> str:
     """Pin the one entry of ``target`` containing ``text``; return its whole text."""
     target = check_target(target)
@@ -60,41 +77,48 @@ def pin(store: MemoryStore, target: str, text: str) -> str:
         raise AmbiguousMatch(f"{text!r} matches several entries; quote more of the one to pin",
                              matches=[entries[i][:80] for i in found], target=target)
     entry = entries[found[0]]
-    with _locked(pins_path(store)):
-        pins = read_pins(store)
+
+    def add(pins: dict[str, list[str]]) -> bool:
         listed = pins.setdefault(target, [])
-        if entry not in listed:
-            listed.append(entry)
-            _save(store, pins)
+        if entry in listed:
+            return False
+        listed.append(entry)
+        return True
+
+    _update(store, add)
     return entry
 
 
 def unpin(store: MemoryStore, target: str, text: str) -> list[str]:
     """Remove the pins of ``target`` containing ``text``; return the texts unpinned."""
     target = check_target(target)
-    with _locked(pins_path(store)):
-        pins = read_pins(store)
+    gone: list[str] = []
+
+    def remove(pins: dict[str, list[str]]) -> bool:
         listed = pins.get(target, [])
-        gone = [p for p in listed if text.strip() and text.strip().casefold() in p.casefold()]
+        gone[:] = [p for p in listed if text.strip() and text.strip().casefold() in p.casefold()]
         if not gone:
             raise NoMatch(f"no pinned entry of {store.path(target).name} contains {text!r}",
                           target=target)
         pins[target] = [p for p in listed if p not in gone]
-        _save(store, pins)
+        return True
+
+    _update(store, remove)
     return gone
 
 
 def drop_pins(store: MemoryStore, matches: dict[str, list[str]]) -> None:
     """Forget the pins of entries that were deleted (``forget``)."""
-    if not pins_path(store).exists():
+    if getattr(store, "update_pins", None) is None and not pins_path(store).exists():
         return
-    with _locked(pins_path(store)):
-        pins = read_pins(store)
+
+    def drop(pins: dict[str, list[str]]) -> bool:
         changed = False
         for target, entries in matches.items():
             kept = [p for p in pins.get(target, []) if p not in entries]
             if len(kept) != len(pins.get(target, [])):
                 pins[target] = kept
                 changed = True
-        if changed:
-            _save(store, pins)
+        return changed
+
+    _update(store, drop)

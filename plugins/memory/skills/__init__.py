@@ -16,7 +16,6 @@ User documentation: ``docs/skills.md``.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -26,13 +25,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hermes_core import hookimpl
 from hermes_core.kinds import MemoryProvider, PluginContext, Tool
+from hermes_core.storage import resolve_storage_url
 from hermes_core.types import ForgetReport, Session
 
 from .library import Skill, SkillError, SkillLibrary
 from .tools import build_tools
 
 __all__ = ["Skill", "SkillError", "SkillLibrary", "SkillsConfig", "SkillsProvider",
-           "register_memory_providers", "render_block"]
+           "open_library", "register_memory_providers", "render_block"]
 
 
 class SkillsConfig(BaseModel):
@@ -74,7 +74,8 @@ class SkillsProvider(MemoryProvider):
 
     def __init__(self, config: SkillsConfig, context: PluginContext) -> None:
         super().__init__(config, context)
-        self.library = SkillLibrary(context.home / "skills", max_chars=config.max_chars)
+        storage = getattr(context.config, "storage", None)
+        self.library = open_library(context.home, config, getattr(storage, "url", None))
         self._tools = build_tools(self.library, nudge_interval=config.creation_nudge_interval)
         self._lock = threading.Lock()
         self._frozen: tuple[str, str | None] | None = None  # (session id, block)
@@ -111,34 +112,26 @@ class SkillsProvider(MemoryProvider):
 
 
 def forget_skills(library: SkillLibrary, subject: str, *, dry_run: bool) -> list[Path]:
-    """The skill files mentioning ``subject`` (case and whitespace ignored), deleted unless
-    ``dry_run``: all of them or none (each is first renamed aside, then unlinked)."""
+    """The skills mentioning ``subject`` (case and whitespace ignored), deleted unless
+    ``dry_run``: all of them or none."""
     needle = " ".join(subject.split()).casefold()
-    with library._write_lock():
-        found = []
-        for skill in library.all():
-            try:
-                text = skill.path.read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                continue
-            if needle and needle in " ".join(text.split()).casefold():
-                found.append(skill.path)
-        if dry_run or not found:
-            return found
-        moved: list[tuple[Path, Path]] = []
-        try:
-            for path in found:
-                aside = path.with_name(f".{path.name}.forget")
-                os.replace(path, aside)
-                moved.append((path, aside))
-        except OSError as exc:
-            for path, aside in moved:
-                os.replace(aside, path)
-            raise SkillError(f"cannot delete {path.name}: {exc.strerror or exc}; no skill was "
-                             "deleted") from None
-        for _path, aside in moved:
-            aside.unlink()
-        return found
+
+    def matches(text: str) -> bool:
+        return bool(needle) and needle in " ".join(text.split()).casefold()
+
+    return library.forget_matching(matches, dry_run=dry_run)
+
+
+def open_library(home: Path, config: SkillsConfig, storage_url: str | None = None
+                 ) -> SkillLibrary:
+    """The library ``storage.url`` selects: the ``skills`` table of that database, else the
+    home's ``skills/`` folder; never a silent fallback."""
+    url = resolve_storage_url(storage_url)
+    if url is not None:
+        from .pg_library import PgSkillLibrary
+
+        return PgSkillLibrary(url, max_chars=config.max_chars)
+    return SkillLibrary(home / "skills", max_chars=config.max_chars)
 
 
 @hookimpl

@@ -22,10 +22,11 @@ def _library() -> SkillLibrary:
     from hermes_core.config import load_config, validate_section
     from hermes_core.paths import home_dir
 
-    from . import SkillLibrary, SkillsConfig
+    from . import SkillsConfig, open_library
 
-    settings = validate_section(load_config(), "skills", SkillsConfig, plugin="skills")
-    return SkillLibrary(home_dir() / "skills", max_chars=settings.max_chars)
+    config = load_config()
+    settings = validate_section(config, "skills", SkillsConfig, plugin="skills")
+    return open_library(home_dir(), settings, config.core.storage.url)
 
 
 @click.group()
@@ -43,7 +44,7 @@ def list_skills(as_json: bool) -> None:
         echo_json([s.to_dict() for s in found])
         return
     if not found:
-        click.echo(f"No skills yet ({library.directory}).")
+        click.echo(f"No skills yet ({library.location}).")
         return
     width = max(len(s.name) for s in found)
     for skill in found:

@@ -25,7 +25,7 @@ import contextlib
 import os
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -166,6 +166,11 @@ class SkillLibrary:
     def path(self, name: str) -> Path:
         return self.directory / f"{_check_name(name)}.md"
 
+    @property
+    def location(self) -> str:
+        """Where the skills are kept, for messages (the folder here)."""
+        return str(self.directory)
+
     # ------------------------------------------------------------------------------- reading
 
     def load(self, path: Path) -> Skill:
@@ -217,6 +222,17 @@ class SkillLibrary:
 
     def create(self, name: str, description: str, body: str) -> Skill:
         """Write a new skill; refuses an existing name, bad input and blocked content."""
+        text = self._checked_new(name, description, body)
+        path = self.path(name)
+        with self._write_lock():
+            if path.exists():
+                raise SkillError(f"a skill named {name!r} already exists; use action 'patch' to "
+                                 "change it, or pick another name")
+            self._write(path, text)
+        return self.load(path)
+
+    def _checked_new(self, name: str, description: str, body: str) -> str:
+        """The text of a new skill, after every check (name, description, body, scan, size)."""
         name = _check_name(name)
         description = " ".join((description or "").split())
         if not description:
@@ -230,13 +246,7 @@ class SkillLibrary:
         _scan("body", body)
         text = render_skill(name, description, body)
         self._check_size(text)
-        path = self.path(name)
-        with self._write_lock():
-            if path.exists():
-                raise SkillError(f"a skill named {name!r} already exists; use action 'patch' to "
-                                 "change it, or pick another name")
-            self._write(path, text)
-        return self.load(path)
+        return text
 
     def patch(self, name: str, old_text: str, new_text: str) -> Skill:
         """Replace the one occurrence of ``old_text`` in the skill's file by ``new_text``."""
@@ -247,20 +257,74 @@ class SkillLibrary:
         with self._write_lock():
             self.get(name)  # exists and is usable; read under the lock, so no write is lost
             text = path.read_text(encoding="utf-8")
-            count = text.count(old_text)
-            if count != 1:
-                where = "does not occur" if count == 0 else f"occurs {count} times"
-                raise SkillError(f"old_text {where} in skill {name!r}; quote a part that occurs "
-                                 "exactly once (see skill_view)")
-            new = text.replace(old_text, new_text, 1)
-            _scan("new_text", new_text)
-            parsed = parse_skill(new, path)
-            if parsed.error is not None:  # a changed name is caught here: it must match the file
-                raise SkillError(f"the patched skill would be broken ({parsed.error}); nothing "
-                                 "was changed")
-            self._check_size(new)
-            self._write(path, new)
+            self._write(path, self._patched(name, text, old_text, new_text))
         return self.load(path)
+
+    def _patched(self, name: str, text: str, old_text: str, new_text: str) -> str:
+        """``text`` with its one ``old_text`` replaced, checked like a new skill."""
+        count = text.count(old_text)
+        if count != 1:
+            where = "does not occur" if count == 0 else f"occurs {count} times"
+            raise SkillError(f"old_text {where} in skill {name!r}; quote a part that occurs "
+                             "exactly once (see skill_view)")
+        new = text.replace(old_text, new_text, 1)
+        _scan("new_text", new_text)
+        parsed = parse_skill(new, self.path(name))
+        if parsed.error is not None:  # a changed name is caught here: it must match the file
+            raise SkillError(f"the patched skill would be broken ({parsed.error}); nothing "
+                             "was changed")
+        self._check_size(new)
+        return new
+
+    def raw(self) -> Iterator[tuple[str, bytes]]:
+        """(name, exact bytes) of every ``*.md`` file, by name (``storage migrate``)."""
+        for skill in self.all():
+            try:
+                yield skill.path.stem, skill.path.read_bytes()
+            except OSError:
+                continue
+
+    def put_raw(self, name: str, data: bytes) -> bool:
+        """Write ``data`` as ``<name>.md`` unless it exists; True when written (no checks
+        beyond the name: a copied file is listed as unusable when it breaks a rule)."""
+        path = self.path(name)
+        with self._write_lock():
+            if path.exists():
+                return False
+            try:
+                atomic_write(path, data, mode=PRIVATE_FILE_MODE)
+            except OSError as exc:
+                raise SkillError(f"cannot write {path}: {exc.strerror or exc}") from None
+        return True
+
+    def forget_matching(self, matches: Callable[[str], bool], *, dry_run: bool) -> list[Path]:
+        """Delete every skill file whose text ``matches``, all of them or none (each is first
+        renamed aside, then unlinked); the paths of those found."""
+        with self._write_lock():
+            found = []
+            for skill in self.all():
+                try:
+                    text = skill.path.read_text(encoding="utf-8", errors="replace")
+                except OSError:
+                    continue
+                if matches(text):
+                    found.append(skill.path)
+            if dry_run or not found:
+                return found
+            moved: list[tuple[Path, Path]] = []
+            try:
+                for path in found:
+                    aside = path.with_name(f".{path.name}.forget")
+                    os.replace(path, aside)
+                    moved.append((path, aside))
+            except OSError as exc:
+                for path, aside in moved:
+                    os.replace(aside, path)
+                raise SkillError(f"cannot delete {path.name}: {exc.strerror or exc}; no skill "
+                                 "was deleted") from None
+            for _path, aside in moved:
+                aside.unlink()
+            return found
 
     def _check_size(self, text: str) -> None:
         if len(text) > self.max_chars:

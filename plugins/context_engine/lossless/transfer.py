@@ -1,0 +1,193 @@
+"""Copying the lossless archive between backends (``hermes-core storage migrate``).
+
+Works on either store (:class:`~.store.SpanStore`, :class:`~.pg_store.PgSpanStore`) through their
+public reads, plus one write per backend here. What is copied:
+
+* every session -> conversation link the target lacks;
+* every conversation that has no span in the target yet, whole, in one transaction (an
+  interrupted run leaves no conversation half copied), its messages verbatim. A span keeps
+  its id when the target has it free (the index messages already in the conversation's
+  history name spans by id), else it gets a new one and is counted as renumbered.
+
+A conversation already holding spans in the target is left alone, so an interrupted migration
+can be run again.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from hermes_core.types import Message
+
+from .store import Span, SpanStore, _calls_json
+
+__all__ = ["LosslessCopy", "copy_lossless", "dump"]
+
+#: messages read per span page when copying (a span is small; this bounds a huge one)
+_PAGE = 10_000
+
+
+@dataclass
+class LosslessCopy:
+    conversations: int = 0
+    spans: int = 0
+    messages: int = 0
+    renumbered: int = 0
+    #: conversations left alone because the target already holds spans of them
+    kept: int = 0
+
+
+def _links(store: Any) -> list[tuple[str, str]]:
+    if isinstance(store, SpanStore):
+        with store._lock:
+            rows = store._db.execute(
+                "SELECT session_id, root FROM conversations ORDER BY session_id").fetchall()
+        return [(str(a), str(b)) for a, b in rows]
+    return store.conversation_links()  # type: ignore[no-any-return]
+
+
+def _conversations(store: Any) -> list[str]:
+    if isinstance(store, SpanStore):
+        with store._lock:
+            rows = store._db.execute(
+                "SELECT DISTINCT conversation FROM spans ORDER BY 1").fetchall()
+        return [str(r[0]) for r in rows]
+    return store.conversations()  # type: ignore[no-any-return]
+
+
+def _messages(store: Any, span_id: int) -> list[Message]:
+    out: list[Message] = []
+    start = 0
+    while True:
+        page = store.messages(span_id, start, _PAGE)
+        out += [m.message for m in page]
+        if len(page) < _PAGE:
+            return out
+        start = page[-1].seq + 1
+
+
+def dump(store: Any) -> dict[str, Any]:
+    """Everything the store holds, in a comparable form (links, spans, messages)."""
+    return {
+        "links": _links(store),
+        "spans": {conv: [(s, _messages(store, s.id)) for s in store.spans(conv)]
+                  for conv in _conversations(store)},
+    }
+
+
+def _insert_sqlite(store: SpanStore, items: list[tuple[Span, list[Message]]]) -> int:
+    """Insert one conversation's spans in one transaction, keeping ids when free; how many
+    got a new id."""
+    from .pg_store import indexed_text
+
+    renumbered = 0
+    with store._lock:
+        db = store._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for span, messages in items:
+                taken = db.execute("SELECT 1 FROM spans WHERE id = ?", (span.id,)).fetchone()
+                renumbered += bool(taken)
+                cur = db.execute(
+                    "INSERT INTO spans(id, conversation, created_at, first_ts, last_ts, "
+                    "n_messages, digest) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (None if taken else span.id, span.conversation, span.created_at,
+                     span.first_ts, span.last_ts, span.n_messages, span.digest))
+                span_id = int(cur.lastrowid or 0)
+                for seq, message in enumerate(messages):
+                    row = db.execute(
+                        "INSERT INTO span_messages(span_id, seq, role, content, tool_calls, "
+                        "tool_call_id, tool_name, timestamp) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        (span_id, seq, message.role, message.content,
+                         _calls_json(message) if message.tool_calls else None,
+                         message.tool_call_id, message.tool_name, message.timestamp))
+                    db.execute("INSERT INTO span_fts(rowid, text) VALUES (?, ?)",
+                               (row.lastrowid, indexed_text(message)))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+    return renumbered
+
+
+def _insert_pg(store: Any, items: list[tuple[Span, list[Message]]]) -> int:
+    """The same for the database store: one conversation, one transaction."""
+    from hermes_core.storage.text import encode_text
+
+    from .pg_store import _INDEX_CHARS, indexed_text
+
+    def run(con: Any) -> int:
+        renumbered = 0
+        with con.transaction():
+            con.execute("LOCK TABLE lossless_spans IN SHARE ROW EXCLUSIVE MODE")
+            for span, messages in items:
+                taken = con.execute("SELECT 1 FROM lossless_spans WHERE id = %s",
+                                    (span.id,)).fetchone()
+                values = (span.conversation, span.created_at, span.first_ts, span.last_ts,
+                          span.n_messages, encode_text(span.digest))
+                if taken:
+                    renumbered += 1
+                    (span_id,) = con.execute(
+                        "INSERT INTO lossless_spans(conversation, created_at, first_ts, "
+                        "last_ts, n_messages, digest) VALUES (%s, %s, %s, %s, %s, %s) "
+                        "RETURNING id", values).fetchone()
+                else:
+                    span_id = span.id
+                    con.execute(
+                        "INSERT INTO lossless_spans(id, conversation, created_at, first_ts, "
+                        "last_ts, n_messages, digest) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                        (span.id, *values))
+                    con.execute("SELECT setval(pg_get_serial_sequence('lossless_spans', 'id'), "
+                                "greatest((SELECT max(id) FROM lossless_spans), 1))")
+                with con.cursor() as cur:
+                    cur.executemany(
+                        "INSERT INTO lossless_span_messages(span_id, seq, role, content, "
+                        "tool_calls, tool_call_id, tool_name, timestamp, words) VALUES "
+                        "(%s, %s, %s, %s, %s, %s, %s, %s, to_tsvector('simple', %s))",
+                        [(span_id, seq, m.role, encode_text(m.content),
+                          encode_text(_calls_json(m)) if m.tool_calls else None,
+                          m.tool_call_id, m.tool_name, m.timestamp,
+                          indexed_text(m).replace("\x00", " ")[:_INDEX_CHARS])
+                         for seq, m in enumerate(messages)])
+        return renumbered
+
+    return int(store._run(run))
+
+
+def copy_lossless(source: Any, target: Any) -> LosslessCopy:
+    """Copy ``source``'s links and spans into ``target`` (see the module docstring); each
+    conversation is copied whole in one transaction, so an interrupted run leaves none half
+    copied."""
+    out = LosslessCopy()
+    known = dict(_links(target))
+    for session_id, root in _links(source):
+        if session_id not in known:
+            target.link(session_id, root)
+    insert = _insert_sqlite if isinstance(target, SpanStore) else _insert_pg
+    for conversation in _conversations(source):
+        if target.count_spans(conversation):
+            out.kept += 1
+            continue
+        items = [(span, _messages(source, span.id)) for span in source.spans(conversation)]
+        out.renumbered += insert(target, items)
+        out.conversations += 1
+        out.spans += len(items)
+        out.messages += sum(len(m) for _, m in items)
+    return out
+
+
+def as_json(data: dict[str, Any]) -> str:
+    """:func:`dump` as JSON text (for comparing two stores in tests and reports)."""
+
+    def encode(value: Any) -> Any:
+        if isinstance(value, Span):
+            return [value.id, value.conversation, value.created_at, value.first_ts,
+                    value.last_ts, value.n_messages, value.digest]
+        if isinstance(value, Message):
+            return [value.role, value.content, _calls_json(value), value.tool_call_id,
+                    value.tool_name, value.timestamp]
+        raise TypeError(type(value).__name__)
+
+    return json.dumps(data, default=encode, sort_keys=True, ensure_ascii=False)

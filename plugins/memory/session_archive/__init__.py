@@ -180,6 +180,19 @@ class SessionArchiveProvider(MemoryProvider):
                 "limit_default": c.max_sessions, "per_user": scope == "user",
                 "result_chars": c.result_chars, "semantic": self.semantic()}
 
+    def settle(self, timeout: float = 30.0) -> bool:
+        """Wait until every stored message that gets a vector has one (the background indexer is
+        idle with nothing pending) and the vector index has read them; False when that did not
+        happen within ``timeout`` seconds (``hermes-core eval`` calls this after ingest). True at
+        once when semantic search is off."""
+        sem = self.semantic()
+        if self._indexer is None or sem.index is None:
+            return True
+        done = self._indexer.wait_done(timeout)
+        if done:
+            sem.index.refresh(sem.embedder.dimension)
+        return done
+
     # ---------------------------------------------------------------------------------- hooks
 
     @hookimpl

@@ -268,6 +268,22 @@ class SessionArchiveProvider(MemoryProvider):
         return session, [m.to_message() for m in stored]
 
     @hookimpl
+    def prefetch(self, query: str, session: Session) -> str | None:
+        """With ``session_archive.prefetch: true``: the best hits of earlier conversations for
+        the user's message, by the same search as session_search (hybrid when an embedder is
+        active), at most ``prefetch_chars`` characters. None when off or nothing matches."""
+        if not self.settings.prefetch or self._archive is None or not query.strip():
+            return None
+        from .tool import prefetch_text
+
+        options = self._search_settings()
+        if options.get("per_user"):
+            options["user"] = session.user_id or ""
+        return prefetch_text(self.archive, query, session.id, options,
+                             sessions=self.settings.prefetch_sessions,
+                             chars=self.settings.prefetch_chars)
+
+    @hookimpl
     def get_tools(self) -> list[Tool]:
         return [self._tool]
 

@@ -11,7 +11,7 @@ with ratios to the targets of issue 19:
   whole session_search call, and its payload in characters.
 
 Embedding a million messages with the real model takes days on 2 cores (see the indexing rate),
-so for the scale runs every user/assistant message gets a *synthetic* vector: one of 512 real
+so for the scale runs every user/assistant message gets a *synthetic* vector: one of 256 real
 embeddings of corpus messages plus Gaussian noise, normalised (clustered like real text, not
 uniform). Query embedding is the real model. The quality of the sign-bit pre-selection is
 measured on the same vectors: recall of the exact top 10 (brute force over float32) among the
@@ -122,7 +122,7 @@ def synthetic_vectors(archive: SessionArchive, embedder: GuardedEmbedder, seed: 
         "ORDER BY id")], dtype=np.int64)
     texts = [r[0][:2000] for r in archive.db.read(
         "SELECT content FROM messages WHERE role IN ('user', 'assistant') AND length(content) > 0 "
-        "ORDER BY id LIMIT 512")]
+        "ORDER BY id LIMIT 256")]
     centres = np.asarray(embedder.embed(texts, background=True, timeout=3600), dtype=np.float32)
     rng = np.random.default_rng(seed)
     archive.db.write(lambda con: con.execute("DELETE FROM message_vectors"))
@@ -193,7 +193,7 @@ def run_semantic(path: Path, queries: list[str], embedder: GuardedEmbedder | Non
         current = archive.list_sessions(limit=1)[0].id
         for q in queries[:3]:
             hybrid_candidates(archive, q, embedder, index)
-        figures: dict[str, list[float]] = {"hybrid": [], "tool": [], "scan": []}
+        figures: dict[str, list[float]] = {"hybrid": [], "tool": [], "scan": [], "words": []}
         chars: list[int] = []
 
         def timed(fn: Callable[[], object]) -> float:
@@ -204,6 +204,8 @@ def run_semantic(path: Path, queries: list[str], embedder: GuardedEmbedder | Non
         for _ in range(rounds):
             for i, q in enumerate(queries):
                 figures["scan"].append(timed(lambda i=i: index.nearest(qvs[i % len(qvs)], 100)))
+                figures["words"].append(timed(lambda q=q: hybrid_candidates(
+                    archive, q, None, None, exclude_lineage_of=current)))
                 figures["hybrid"].append(timed(lambda q=q: hybrid_candidates(
                     archive, q, embedder, index, exclude_lineage_of=current)))
                 out: list[Any] = []
@@ -212,6 +214,8 @@ def run_semantic(path: Path, queries: list[str], embedder: GuardedEmbedder | Non
                 import json
 
                 chars.append(len(json.dumps(out[0], ensure_ascii=False)))
+        print(f"  word search alone (same loop): p50 {pct(figures['words'], .5):.1f} ms, p95 "
+              f"{pct(figures['words'], .95):.1f} ms")
         print(f"  vector scan + rescoring alone: p50 {pct(figures['scan'], .5):.1f} ms, p95 "
               f"{pct(figures['scan'], .95):.1f} ms")
         show("hybrid_p95", pct(figures["hybrid"], 0.95),

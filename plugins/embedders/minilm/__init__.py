@@ -133,7 +133,7 @@ def _limit_blas_threads(threads: int | None) -> None:
     if threads is None:
         return
     try:
-        from threadpoolctl import threadpool_limits
+        from threadpoolctl import threadpool_limits  # type: ignore[import-untyped,import-not-found,unused-ignore]
     except ImportError:
         logging.getLogger(__name__).info(
             "threadpoolctl is not installed: BLAS keeps its own thread count (embedding can be "

@@ -188,7 +188,7 @@ class SessionArchiveProvider(MemoryProvider):
         sem = self.semantic()
         if self._indexer is None or sem.index is None:
             return True
-        done = self._indexer.wait_done(timeout)
+        done = bool(self._indexer.wait_done(timeout))
         if done:
             sem.index.refresh(sem.embedder.dimension)
         return done

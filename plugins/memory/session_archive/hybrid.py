@@ -64,6 +64,8 @@ class Weights:
     neighbours: int = 100
     #: lexical candidates considered for fusion (best first)
     lexical: int = 300
+    #: fused candidates kept (by score before recency) for the conversation ranking
+    fused: int = 200
     #: similarity of unrelated text: a vector-only candidate below it is dropped
     floor: float = 0.15
     #: a conversation's score: its best message's, plus this times the excess over ``floor`` ...
@@ -167,20 +169,24 @@ def _fuse(archive: SessionArchive, lexical: list[Candidate], matched: str,
     lex = {c.id: -c.score for c in lexical[: w.lexical]}
     best = max(lex.values(), default=0.0)
     exact = matched in ("all", "expression")
-    ids = list(dict.fromkeys([*lex, *vec]))
-    stamps = _timestamps(archive, ids)
-    t_lo = min(stamps.values(), default=0.0)
-    t_span = (max(stamps.values(), default=0.0) - t_lo) or 1.0
-    fused: list[Candidate] = []
-    via: dict[int, str] = {}
-    for i in ids:
+    pre: dict[int, float] = {}
+    for i in dict.fromkeys([*lex, *vec]):
         words = lex.get(i, 0.0) / best if best > 0 else 0.0
         meaning = vec.get(i)
         if meaning is None:
             meaning = 0.2 + 0.4 * words  # no vector (a tool output): trust its words
         score = meaning + (w.words if matched != "any" else w.any_words) * words
-        score += w.exact * words if exact and i in lex else 0.0
-        score += w.recency * (stamps.get(i, t_lo) - t_lo) / t_span
+        pre[i] = score + (w.exact * words if exact and i in lex else 0.0)
+    # only the best few hundred can reach the first conversations: the rest is not read
+    ids = sorted(pre, key=lambda i: -pre[i])[: w.fused]
+    stamps = _timestamps(archive, ids)
+    ids = [i for i in ids if i in stamps]  # a message deleted since the index was loaded
+    t_lo = min(stamps.values(), default=0.0)
+    t_span = (max(stamps.values(), default=0.0) - t_lo) or 1.0
+    fused: list[Candidate] = []
+    via: dict[int, str] = {}
+    for i in ids:
+        score = pre[i] + w.recency * (stamps[i] - t_lo) / t_span
         fused.append(Candidate(i, -score))
         via[i] = "+".join(p for p, ok in (("words", i in lex), ("meaning", i in nearest_ids))
                           if ok)

@@ -207,25 +207,33 @@ def sign_bits(vectors: NDArray[np.floating], words: int) -> NDArray[np.uint64]:
 
 
 class VectorIndex:
-    """The archive's vectors for search: their sign bits in memory, the floats on disk.
+    """The archive's vectors for search: sign bits to scan, int8 copies to rescore.
 
-    Memory holds one bit per dimension per message (48 bytes for 384 dimensions: 48 MB for a
-    million messages) and the ids. A query scans every row's Hamming distance to the query's
-    sign bits (a few milliseconds per million rows with numpy), keeps the :data:`RESCORE`
-    closest, and ranks those by the exact cosine of their stored float16 vectors, read from the
-    archive by id. The scan is exhaustive (no row is skipped, whatever its age); the only
+    Memory holds one bit per dimension per message (48 bytes for 384 dimensions) and, with
+    ``in_memory`` (the default), an int8 copy of each vector (384 bytes, plus 4 for its scale):
+    ~440 bytes per message, 440 MB for a million. A query scans every row's Hamming distance to
+    the query's sign bits (a few milliseconds per million rows with numpy), keeps the
+    :data:`RESCORE` closest, and ranks those by their cosine with the int8 copies (within ~1%
+    of the float16 one). Without ``in_memory`` (56 bytes per message) the candidates' float16
+    vectors are read from the archive by id instead: ~10-20 ms more per query on a busy
+    machine. The scan is exhaustive (no row is skipped, whatever its age); the only
     approximation is that a vector whose sign pattern is far from the query's is not rescored,
     which for sentence embeddings loses almost nothing among the first hundred (measured in
     bench/bench_session_archive.py). Loading reads the table once, in chunks, then only rows
     added since; a search during the first load uses what is loaded so far.
     """
 
-    def __init__(self, archive: SessionArchive, *, rescore: int = RESCORE) -> None:
+    def __init__(self, archive: SessionArchive, *, rescore: int = RESCORE,
+                 in_memory: bool = True) -> None:
         self.archive = archive
         self.rescore = rescore
+        #: keep an int8 copy of each vector in memory for rescoring (else read the floats)
+        self.in_memory = in_memory
         self._lock = threading.Lock()
         self._ids: NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         self._bits: NDArray[np.uint64] = np.zeros((0, 0), dtype=np.uint64)
+        self._q8: NDArray[np.int8] = np.zeros((0, 0), dtype=np.int8)
+        self._scale: NDArray[np.float32] = np.zeros(0, dtype=np.float32)
         self._n = 0
         self._loaded_through = 0
         self._model: str | None = None
@@ -241,7 +249,7 @@ class VectorIndex:
         return self._ids[: self._n]
 
     def memory_bytes(self) -> int:
-        return int(self._ids.nbytes + self._bits.nbytes)
+        return int(self._ids.nbytes + self._bits.nbytes + self._q8.nbytes + self._scale.nbytes)
 
     def refresh(self, dimension: int, *, wait: bool = True) -> bool:
         """Read vectors added since the last refresh. With ``wait=False`` and another thread
@@ -254,6 +262,8 @@ class VectorIndex:
                 words = max(1, -(-dimension // 64))
                 self._ids = np.zeros(1024, dtype=np.int64)
                 self._bits = np.zeros((words, 1024), dtype=np.uint64)
+                self._q8 = np.zeros((1024 if self.in_memory else 0, dimension), dtype=np.int8)
+                self._scale = np.zeros(1024 if self.in_memory else 0, dtype=np.float32)
                 self._n, self._loaded_through = 0, 0
                 self._model, self._dimension = model, dimension
                 self.complete = False
@@ -277,8 +287,9 @@ class VectorIndex:
         if not good:
             return
         ids = np.fromiter((r[0] for r in good), dtype=np.int64, count=len(good))
-        vecs = np.frombuffer(b"".join(r[1] for r in good), dtype=np.float16)
-        bits = sign_bits(vecs.reshape(len(good), dimension), self._bits.shape[0])
+        vecs = np.frombuffer(b"".join(r[1] for r in good), dtype=np.float16).reshape(
+            len(good), dimension).astype(np.float32)
+        bits = sign_bits(vecs, self._bits.shape[0])
         need = self._n + len(good)
         if need > len(self._ids):  # grow by doubling; readers keep their old arrays
             cap = max(need, 2 * len(self._ids))
@@ -286,14 +297,36 @@ class VectorIndex:
             bits_new = np.zeros((self._bits.shape[0], cap), dtype=np.uint64)
             ids_new[: self._n] = self._ids[: self._n]
             bits_new[:, : self._n] = self._bits[:, : self._n]
+            if self.in_memory:
+                q8_new = np.zeros((cap, dimension), dtype=np.int8)
+                scale_new = np.zeros(cap, dtype=np.float32)
+                q8_new[: self._n] = self._q8[: self._n]
+                scale_new[: self._n] = self._scale[: self._n]
+                self._q8, self._scale = q8_new, scale_new
             self._ids, self._bits = ids_new, bits_new
         self._ids[self._n: need] = ids
         self._bits[:, self._n: need] = bits
+        if self.in_memory:  # int8 per row, scaled by the row's largest magnitude
+            peak = np.maximum(np.abs(vecs).max(axis=1), 1e-12)
+            self._q8[self._n: need] = np.rint(vecs / peak[:, None] * 127).astype(np.int8)
+            self._scale[self._n: need] = peak / 127
         self._n = need  # published last: a reader sees whole rows only
 
     def vectors(self, ids: list[int]) -> dict[int, NDArray[np.float32]]:
-        """The stored vectors of ``ids`` (those that have one), as float32."""
+        """The vectors of ``ids`` (those that have one), as float32: from the in-memory int8
+        copies when kept, else the stored float16 rows."""
         out: dict[int, NDArray[np.float32]] = {}
+        if self.in_memory:
+            n = self._n
+            known, q8, scale = self._ids[:n], self._q8[:n], self._scale[:n]
+            if not n or not ids:
+                return out
+            wanted = np.asarray(ids, dtype=np.int64)
+            pos = np.minimum(np.searchsorted(known, wanted), n - 1)
+            for i, p in zip(ids, pos, strict=True):
+                if known[p] == i:
+                    out[int(i)] = q8[p].astype(np.float32) * scale[p]
+            return out
         dim = self._dimension
         for k in range(0, len(ids), 900):
             part = ids[k:k + 900]

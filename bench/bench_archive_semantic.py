@@ -151,12 +151,8 @@ def preselection_recall(archive: SessionArchive, index: VectorIndex, queries: An
     ids = np.array([r[0] for r in rows])
     mat = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float16).reshape(len(rows), -1)
     sample = VectorIndex(archive, rescore=index.rescore)
-    sample._dimension, sample._model = 384, MODEL
-    sample._ids = ids.copy()
-    from hermes_core.plugins.memory.session_archive.vectors import sign_bits
-
-    sample._bits = sign_bits(mat, 6)
-    sample._n = len(ids)
+    sample._reset(MODEL, 384)
+    sample._append(rows, 384)
     found = []
     for q in queries:
         exact = set(ids[np.argsort(-(mat.astype(np.float32) @ q))[:10]].tolist())

@@ -235,7 +235,7 @@ def show(key: str, value: float, note: str = "") -> None:
 
 
 def run(n: int, root: Path, appends: int, rounds: int, keep: bool, *, reuse: bool = False,
-        embedder: bool = False) -> None:
+        embedder: bool = False, lexical: bool = True) -> None:
     path = root / f"state-{n}.db"
     corpus = Corpus()
     print(f"\n== SQLite, {n:,} messages ({path})")
@@ -254,6 +254,29 @@ def run(n: int, root: Path, appends: int, rounds: int, keep: bool, *, reuse: boo
         rate, sample, next_session = load(open_, corpus, n)
         print(f"  bulk load through schema and triggers: {rate:,.0f} msg/s")
     queries = corpus.queries(sample)
+    if lexical:
+        run_lexical(open_, corpus, path, next_session, queries, appends, rounds)
+    if embedder:
+        from bench_archive_semantic import appends_side_by_side, model_figures, run_semantic
+
+        print("  -- with the local embedder (bench_archive_semantic.py)")
+        from hermes_core.embeddings import GuardedEmbedder
+        from hermes_core.plugins.embedders.minilm import MiniLMConfig, MiniLMEmbedder
+
+        guarded = GuardedEmbedder(MiniLMEmbedder(MiniLMConfig()), timeout=3600)
+        texts = [m.content[:2000] for m in sample if m.role in ("user", "assistant")
+                 and m.content][:64]
+        model_figures(guarded, texts)
+        appends_side_by_side(path, guarded, sample[:2000])
+        run_semantic(path, queries.plain, guarded, rounds)
+    if not keep and not reuse:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+def run_lexical(open_: Opener, corpus: Corpus, path: Path, next_session: int, queries: QuerySet,
+                appends: int, rounds: int) -> None:
+    """Appends, size on disk and word search (the figures of the table in the docs)."""
     from hermes_core.plugins.memory.session_archive import SessionArchiveConfig
 
     default = SessionArchiveConfig().synchronous
@@ -274,21 +297,6 @@ def run(n: int, root: Path, appends: int, rounds: int, keep: bool, *, reuse: boo
     if parts:
         print("  by object: " + ", ".join(f"{name} {b:.0f} B" for name, b in parts))
     report_searches(searches(open_, queries, rounds))
-    if embedder:
-        from bench_archive_semantic import model_figures, run_semantic
-
-        print("  -- with the local embedder (bench_archive_semantic.py)")
-        from hermes_core.embeddings import GuardedEmbedder
-        from hermes_core.plugins.embedders.minilm import MiniLMConfig, MiniLMEmbedder
-
-        guarded = GuardedEmbedder(MiniLMEmbedder(MiniLMConfig()), timeout=3600)
-        texts = [m.content[:2000] for m in sample if m.role in ("user", "assistant")
-                 and m.content][:64]
-        model_figures(guarded, texts)
-        run_semantic(path, queries.plain, guarded, rounds)
-    if not keep and not reuse:
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
 def report_searches(figures: dict[str, float]) -> None:
@@ -343,7 +351,7 @@ def run_backends(args: argparse.Namespace, sizes: list[int], root: Path) -> None
         for n in sizes:
             if "sqlite" in backends:
                 run(n, root, args.appends, args.rounds, args.keep, reuse=args.reuse,
-                    embedder=args.embedder)
+                    embedder=args.embedder, lexical=not args.semantic_only)
             if "postgresql" in backends:
                 url = args.url or pg.create_database(f"bench_{n}")
                 run_pg(n, url, args.appends, args.rounds)
@@ -367,6 +375,8 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the databases")
     parser.add_argument("--reuse", action="store_true", help="reuse state-N.db in --dir when it "
                         "exists (no bulk load; kept afterwards)")
+    parser.add_argument("--semantic-only", action="store_true", help="with --embedder: skip the "
+                        "append and word-search figures")
     parser.add_argument("--embedder", action="store_true", help="also measure hybrid search with "
                         "the local embedder (bench_archive_semantic.py)")
     parser.add_argument("--backend", choices=("sqlite", "postgresql", "both"), default="sqlite")

@@ -141,7 +141,7 @@ class SessionArchiveProvider(MemoryProvider):
         batch = self.context.config.embeddings.batch_size
         self._indexer = VectorIndexer(self.archive, embedder, batch=batch)
         self._indexer.wake()  # messages stored before (or by another process) get vectors too
-        index = VectorIndex(self.archive)
+        index = VectorIndex(self.archive, in_memory=self.settings.vectors_in_memory)
         # reading the stored vectors takes ~1.5 s per 100k: do it now, not on the first search
         threading.Thread(target=self._warm, args=(index, embedder.dimension), daemon=True,
                          name="archive-vectors-load").start()

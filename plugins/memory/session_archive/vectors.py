@@ -259,14 +259,7 @@ class VectorIndex:
         try:
             model = _meta(self.archive, "vectors_model")
             if model != self._model or dimension != self._dimension:
-                words = max(1, -(-dimension // 64))
-                self._ids = np.zeros(1024, dtype=np.int64)
-                self._bits = np.zeros((words, 1024), dtype=np.uint64)
-                self._q8 = np.zeros((1024 if self.in_memory else 0, dimension), dtype=np.int8)
-                self._scale = np.zeros(1024 if self.in_memory else 0, dtype=np.float32)
-                self._n, self._loaded_through = 0, 0
-                self._model, self._dimension = model, dimension
-                self.complete = False
+                self._reset(model, dimension)
             while True:
                 rows = self.archive.db.read(
                     "SELECT id, vec FROM message_vectors WHERE id > ? ORDER BY id LIMIT ?",
@@ -277,10 +270,37 @@ class VectorIndex:
                 self._loaded_through = int(rows[-1][0])
                 if len(rows) < LOAD_CHUNK:
                     break
+            if len(self._ids) > 1.25 * self._n + 1024:  # the doubling overshot: give it back
+                self._resize(self._n + self._n // 10 + 1024)
             self.complete = True
             return True
         finally:
             self._lock.release()
+
+    def _reset(self, model: str | None, dimension: int) -> None:
+        words = max(1, -(-dimension // 64))
+        self._ids = np.zeros(1024, dtype=np.int64)
+        self._bits = np.zeros((words, 1024), dtype=np.uint64)
+        self._q8 = np.zeros((1024 if self.in_memory else 0, dimension), dtype=np.int8)
+        self._scale = np.zeros(1024 if self.in_memory else 0, dtype=np.float32)
+        self._n, self._loaded_through = 0, 0
+        self._model, self._dimension = model, dimension
+        self.complete = False
+
+    def _resize(self, cap: int) -> None:
+        """New arrays of ``cap`` rows holding the current ones (readers keep the old arrays)."""
+        n, dimension = self._n, self._dimension
+        ids_new = np.zeros(cap, dtype=np.int64)
+        bits_new = np.zeros((self._bits.shape[0], cap), dtype=np.uint64)
+        ids_new[:n] = self._ids[:n]
+        bits_new[:, :n] = self._bits[:, :n]
+        if self.in_memory:
+            q8_new = np.zeros((cap, dimension), dtype=np.int8)
+            scale_new = np.zeros(cap, dtype=np.float32)
+            q8_new[:n] = self._q8[:n]
+            scale_new[:n] = self._scale[:n]
+            self._q8, self._scale = q8_new, scale_new
+        self._ids, self._bits = ids_new, bits_new
 
     def _append(self, rows: list[Any], dimension: int) -> None:
         good = [r for r in rows if len(r[1]) == 2 * dimension]  # another model's: state() says
@@ -292,18 +312,7 @@ class VectorIndex:
         bits = sign_bits(vecs, self._bits.shape[0])
         need = self._n + len(good)
         if need > len(self._ids):  # grow by doubling; readers keep their old arrays
-            cap = max(need, 2 * len(self._ids))
-            ids_new = np.zeros(cap, dtype=np.int64)
-            bits_new = np.zeros((self._bits.shape[0], cap), dtype=np.uint64)
-            ids_new[: self._n] = self._ids[: self._n]
-            bits_new[:, : self._n] = self._bits[:, : self._n]
-            if self.in_memory:
-                q8_new = np.zeros((cap, dimension), dtype=np.int8)
-                scale_new = np.zeros(cap, dtype=np.float32)
-                q8_new[: self._n] = self._q8[: self._n]
-                scale_new[: self._n] = self._scale[: self._n]
-                self._q8, self._scale = q8_new, scale_new
-            self._ids, self._bits = ids_new, bits_new
+            self._resize(max(need, 2 * len(self._ids)))
         self._ids[self._n: need] = ids
         self._bits[:, self._n: need] = bits
         if self.in_memory:  # int8 per row, scaled by the row's largest magnitude

@@ -78,12 +78,30 @@ def select_embedder(
     return guarded, f"semantic search uses {reg.name} ({cls.model_id}, {cls.dimension} dims)"
 
 
+#: how much lower the background lane's thread runs (its nice value is raised by this much)
+BACKGROUND_NICENESS = 10
+
+
+def _lower_priority() -> None:
+    """Run the calling thread at a lower CPU priority (Linux: threads have their own nice
+    value), so background embedding yields the CPU to turns; elsewhere a no-op."""
+    import contextlib
+    import os
+
+    tid = threading.get_native_id()
+    with contextlib.suppress(AttributeError, OSError):  # not Linux or not allowed: as it is
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid)
+                                                 + BACKGROUND_NICENESS))
+
+
 class GuardedEmbedder:
     """An embedder called with a deadline, its output checked, failures turned into a pause.
 
     Calls run on two lanes, one thread each: ``background`` calls (an indexer's batches, which
     may take seconds) and the others (a search's query, a few milliseconds), so a query never
-    waits behind a batch. The embedder's ``embed`` may therefore run on two threads at once.
+    waits behind a batch. The background thread runs at a lower CPU priority (Linux), so
+    embedding yields the CPU to the turn's own work. The embedder's ``embed`` may therefore run
+    on two threads at once.
     A call that missed its deadline keeps its lane busy; until it ends, further calls on that
     lane fail at once instead of queueing behind it.
     """
@@ -100,9 +118,13 @@ class GuardedEmbedder:
         self.problem: str | None = None
         self._until = 0.0
         self._lock = threading.Lock()
-        self._pools = {lane: concurrent.futures.ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix=f"embedder-{self.name}-{lane}")
-            for lane in ("query", "background")}
+        self._pools = {
+            "query": concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix=f"embedder-{self.name}-query"),
+            "background": concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix=f"embedder-{self.name}-background",
+                initializer=_lower_priority),
+        }
         #: per lane, a call that missed its deadline and may still be running
         self._stuck: dict[str, concurrent.futures.Future[Any]] = {}
 

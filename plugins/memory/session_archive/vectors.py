@@ -348,6 +348,17 @@ class VectorIndex:
 
     def similarities(self, query: NDArray[np.float32], ids: list[int]) -> dict[int, float]:
         """The cosine of ``query`` with each of ``ids`` that has a vector."""
+        if self.in_memory:  # one gather and one product for all of them
+            n = self._n
+            known, q8, scale = self._ids[:n], self._q8[:n], self._scale[:n]
+            if not n or not ids:
+                return {}
+            wanted = np.asarray(ids, dtype=np.int64)
+            pos = np.minimum(np.searchsorted(known, wanted), n - 1)
+            hit = known[pos] == wanted
+            pos, wanted = pos[hit], wanted[hit]
+            sims = (q8[pos].astype(np.float32) @ np.asarray(query, dtype=np.float32)) * scale[pos]
+            return dict(zip(wanted.tolist(), sims.tolist(), strict=True))
         vecs = self.vectors(ids)
         if not vecs:
             return {}
@@ -381,7 +392,9 @@ class VectorIndex:
             return []
         want = max(self.rescore, 2 * k) + (len(exclude) if exclude else 0)
         pool = self._closest(np.asarray(query, dtype=np.float32), want)
-        keep = [int(i) for i in pool if not exclude or int(i) not in exclude]
+        if exclude:
+            pool = pool[~np.isin(pool, np.fromiter(exclude, dtype=np.int64, count=len(exclude)))]
+        keep = pool.tolist()
         sims = self.similarities(query, keep)
         best = sorted(sims.items(), key=lambda x: (-x[1], -x[0]))
         return best[:k]

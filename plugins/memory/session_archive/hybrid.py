@@ -38,7 +38,9 @@ the same exclusions (lineage, roles). Each result records which path found it (`
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -119,6 +121,11 @@ def hybrid_candidates(
                 waiting = embedder.start([query[:4000]])
             except EmbeddingError as exc:
                 problem = str(exc)
+    vector_side: _VectorSide | None = None
+    if waiting is not None and index is not None and embedder is not None:
+        # ... and the vectors are scanned on a thread of their own as soon as it is embedded
+        exclude = lineage_ids(archive, exclude_lineage_of) if exclude_lineage_of else None
+        vector_side = _VectorSide(waiting, index, embedder.dimension, w.neighbours, exclude)
     lexical: list[Candidate] = []
     matched = "none"
     broad: list[bool] = []
@@ -132,21 +139,22 @@ def hybrid_candidates(
         query_error = exc
         plan = SearchPlan(text=query)
     qv = None
-    if waiting is not None:
+    near: list[tuple[int, float]] = []
+    if vector_side is not None:
         try:
-            qv = np.asarray(waiting(), dtype=np.float32)[0]
+            qv, near, loading = vector_side.result()
         except EmbeddingError as exc:
             problem = str(exc)
+        else:
+            if loading:
+                problem = (f"the vector index is still loading ({loading:,} vectors so far): "
+                           "older messages are found by words only until it is done")
     if qv is None or index is None or embedder is None:
         if query_error is not None:
             raise query_error
         return HybridResult(lexical, matched, {c.id: "words" for c in lexical[:50]}, problem,
                             plan, bool(broad))
-    if not index.refresh(embedder.dimension, wait=False) and not index.complete:
-        problem = (f"the vector index is still loading ({len(index):,} vectors so far): older "
-                   "messages are found by words only until it is done")
-    exclude = lineage_ids(archive, exclude_lineage_of) if exclude_lineage_of else None
-    near = [(i, s) for i, s in index.nearest(qv, w.neighbours, exclude) if s >= w.floor]
+    near = [(i, s) for i, s in near if s >= w.floor]
     if roles:
         keep = role_filter(archive, [i for i, _ in near], roles)
         near = [(i, s) for i, s in near if i in keep]
@@ -159,6 +167,40 @@ def hybrid_candidates(
     fused, via, stamps = _fuse(archive, lexical, matched, vec, nearest_ids, w)
     found = _by_conversation(archive, fused, vec, stamps, index, w)
     return HybridResult(found, matched if lexical else "meaning", via, problem, plan, bool(broad))
+
+
+class _VectorSide:
+    """The vector half of a query on its own thread: wait for the query's embedding, refresh
+    the index (without waiting for a first load in progress), find the nearest vectors."""
+
+    def __init__(self, waiting: Any, index: VectorIndex, dimension: int, k: int,
+                 exclude: set[int] | None) -> None:
+        self._out: tuple[Any, list[tuple[int, float]], int] | None = None
+        self._error: EmbeddingError | None = None
+        self._thread = threading.Thread(target=self._run, name="archive-vector-query",
+                                        args=(waiting, index, dimension, k, exclude),
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self, waiting: Any, index: VectorIndex, dimension: int, k: int,
+             exclude: set[int] | None) -> None:
+        try:
+            qv = np.asarray(waiting(), dtype=np.float32)[0]
+            loading = 0
+            if not index.refresh(dimension, wait=False) and not index.complete:
+                loading = len(index)
+            self._out = (qv, index.nearest(qv, k, exclude), loading)
+        except EmbeddingError as exc:
+            self._error = exc
+        except Exception as exc:  # a closed archive, a bug: word search goes on
+            self._error = EmbeddingError(f"semantic search failed: {type(exc).__name__}: {exc}")
+
+    def result(self) -> tuple[Any, list[tuple[int, float]], int]:
+        self._thread.join()  # bounded: the embedding has its deadline, the scan is finite
+        if self._error is not None:
+            raise self._error
+        assert self._out is not None
+        return self._out
 
 
 def _fuse(archive: SessionArchive, lexical: list[Candidate], matched: str,

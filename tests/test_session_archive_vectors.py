@@ -75,7 +75,7 @@ def test_the_sign_bit_scan_finds_the_exact_nearest_even_the_oldest(tmp_path: Pat
     query = _unit(centres[5] + 0.1 * rng.standard_normal(DIM).astype(np.float32))
     vecs[0] = query  # the best match is the oldest message of all
     monkeypatch.setattr(vectors_module, "LOAD_CHUNK", 700)  # the load reads in chunks
-    monkeypatch.setattr(vectors_module, "SCAN_BLOCK", 1000)  # the scan works in blocks
+    monkeypatch.setattr(vectors_module, "SCAN_BLOCK", 500)  # blocks, on two threads
     with SessionArchive(tmp_path / "state.db", background_checkpoints=False) as a:
         a.append_messages("s", [Message("user", f"message {i}") for i in range(3000)])
         ids = [r[0] for r in a.db.read("SELECT id FROM messages ORDER BY id")]

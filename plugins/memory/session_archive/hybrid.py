@@ -48,7 +48,7 @@ from hermes_core.embeddings import EmbeddingError, GuardedEmbedder
 
 from .errors import QueryError
 from .query import SearchPlan
-from .search import Candidate, attach_chains, plan_query, run_plan
+from .search import Candidate, plan_query, run_plan
 from .store import SessionArchive
 from .vectors import VectorIndex, lineage_ids, role_filter, state
 
@@ -221,7 +221,7 @@ def _fuse(archive: SessionArchive, lexical: list[Candidate], matched: str,
         pre[i] = score + (w.exact * words if exact and i in lex else 0.0)
     # only the best few hundred can reach the first conversations: the rest is not read
     ids = sorted(pre, key=lambda i: -pre[i])[: w.fused]
-    stamps = _timestamps(archive, ids)
+    stamps, chains = _times_and_chains(archive, ids)
     ids = [i for i in ids if i in stamps]  # a message deleted since the index was loaded
     t_lo = min(stamps.values(), default=0.0)
     t_span = (max(stamps.values(), default=0.0) - t_lo) or 1.0
@@ -232,6 +232,8 @@ def _fuse(archive: SessionArchive, lexical: list[Candidate], matched: str,
         fused.append(Candidate(i, -score))
         via[i] = "+".join(p for p, ok in (("words", i in lex), ("meaning", i in nearest_ids))
                           if ok)
+    for c in fused:
+        c.chain = chains[c.id]
     fused.sort(key=lambda c: (c.score, -c.id))
     return fused, via, stamps
 
@@ -241,7 +243,6 @@ def _by_conversation(archive: SessionArchive, fused: list[Candidate], vec: dict[
                      ) -> list[Candidate]:
     """``fused`` grouped by conversation, conversations ordered by their score (best message
     plus support from its next best; later updates above what they supersede)."""
-    attach_chains(archive, fused)
     groups: dict[int, list[Candidate]] = {}
     for c in fused:
         groups.setdefault(c.chain, []).append(c)
@@ -279,11 +280,15 @@ def _supersede(order: list[int], groups: dict[int, list[Candidate]], score: dict
     return head + order[w.update_window:]
 
 
-def _timestamps(archive: SessionArchive, ids: list[int]) -> dict[int, float]:
-    out: dict[int, float] = {}
+def _times_and_chains(archive: SessionArchive, ids: list[int],
+                      ) -> tuple[dict[int, float], dict[int, int]]:
+    """Each message's timestamp and compaction chain (one query per 900 ids)."""
+    stamps: dict[int, float] = {}
+    chains: dict[int, int] = {}
     for k in range(0, len(ids), 900):
         part = ids[k:k + 900]
-        out.update({r[0]: float(r[1]) for r in archive.db.read(
-            f"SELECT id, timestamp FROM messages WHERE id IN ({','.join('?' * len(part))})",
-            tuple(part))})
-    return out
+        for i, ts, chain in archive.db.read(
+                "SELECT m.id, m.timestamp, s.chain FROM messages AS m JOIN sessions AS s ON "
+                f"s.num = m.session WHERE m.id IN ({','.join('?' * len(part))})", tuple(part)):
+            stamps[i], chains[i] = float(ts), int(chain)
+    return stamps, chains

@@ -372,12 +372,23 @@ class VectorIndex:
         ids, bits = self._ids[:n], self._bits[:, :n]
         q = sign_bits(query[None, :], bits.shape[0])[:, 0]
         dist = np.empty(n, dtype=np.uint16)
-        for lo in range(0, n, SCAN_BLOCK):
-            hi = min(n, lo + SCAN_BLOCK)
-            acc = dist[lo:hi]
-            acc[:] = 0
-            for w in range(bits.shape[0]):
-                acc += _popcount(np.bitwise_xor(bits[w, lo:hi], q[w]))
+
+        def scan(blocks: range) -> None:
+            for lo in blocks:
+                hi = min(n, lo + SCAN_BLOCK)
+                acc = dist[lo:hi]
+                acc[:] = 0
+                for w in range(bits.shape[0]):
+                    acc += _popcount(np.bitwise_xor(bits[w, lo:hi], q[w]))
+
+        starts = range(0, n, SCAN_BLOCK)
+        if len(starts) >= 4:  # numpy releases the GIL: two threads scan half each
+            half = threading.Thread(target=scan, args=(starts[1::2],))
+            half.start()
+            scan(starts[0::2])
+            half.join()
+        else:
+            scan(starts)
         if n <= count:
             return ids
         # the distances are small integers: a histogram gives the cut-off without a sort

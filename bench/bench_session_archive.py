@@ -21,6 +21,12 @@ The concurrent-writers run starts 1, then 4 processes appending to one state.db 
 the append latency percentiles (target: p99.9 <= 250 ms with 4 writers), with and without the
 write gate (gate.py) side by side.
 
+``--embedder`` adds the semantic search figures of bench_archive_semantic.py (the local model's
+memory and indexing rate, vectors per message, hybrid query p50/p95, payload); ``--reuse`` keeps
+and reuses a database built by an earlier run (``--dir``), so a 1M archive is built once:
+
+    python bench/bench_session_archive.py --sizes 100000,1000000 --dir /tmp/sa --reuse --embedder
+
 At 1M messages the bulk load takes about 3 minutes on the project's 2-vCPU machine and the whole
 run about 5; the database needs ~0.7 GB in --dir (deleted afterwards unless --keep).
 """
@@ -228,19 +234,49 @@ def show(key: str, value: float, note: str = "") -> None:
           f"{target:g} {unit}  ratio {ratio:.2f}{hermes}{note}")
 
 
-def run(n: int, root: Path, appends: int, rounds: int, keep: bool) -> None:
+def run(n: int, root: Path, appends: int, rounds: int, keep: bool, *, reuse: bool = False,
+        embedder: bool = False, lexical: bool = True) -> None:
     path = root / f"state-{n}.db"
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
     corpus = Corpus()
     print(f"\n== SQLite, {n:,} messages ({path})")
 
     def open_(**kwargs: str) -> SessionArchive:
         return SessionArchive(path, **kwargs)  # type: ignore[arg-type]
 
-    rate, sample, next_session = load(open_, corpus, n)
-    print(f"  bulk load through schema and triggers: {rate:,.0f} msg/s")
+    if reuse and path.exists():
+        sample = [m for _s, msgs in itertools.islice(corpus.sessions(), 400) for m in msgs][:10_000]
+        with open_() as archive:
+            next_session = archive.db.read("SELECT count(*) FROM sessions")[0][0] + 10_000
+        print(f"  reusing {path} (no bulk load)")
+    else:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        rate, sample, next_session = load(open_, corpus, n)
+        print(f"  bulk load through schema and triggers: {rate:,.0f} msg/s")
     queries = corpus.queries(sample)
+    if lexical:
+        run_lexical(open_, corpus, path, next_session, queries, appends, rounds)
+    if embedder:
+        from bench_archive_semantic import appends_side_by_side, model_figures, run_semantic
+
+        print("  -- with the local embedder (bench_archive_semantic.py)")
+        from hermes_core.embeddings import GuardedEmbedder
+        from hermes_core.plugins.embedders.minilm import MiniLMConfig, MiniLMEmbedder
+
+        guarded = GuardedEmbedder(MiniLMEmbedder(MiniLMConfig()), timeout=3600)
+        texts = [m.content[:2000] for m in sample if m.role in ("user", "assistant")
+                 and m.content][:64]
+        model_figures(guarded, texts)
+        appends_side_by_side(path, guarded, sample[:2000])
+        run_semantic(path, queries.plain, guarded, rounds)
+    if not keep and not reuse:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+def run_lexical(open_: Opener, corpus: Corpus, path: Path, next_session: int, queries: QuerySet,
+                appends: int, rounds: int) -> None:
+    """Appends, size on disk and word search (the figures of the table in the docs)."""
     from hermes_core.plugins.memory.session_archive import SessionArchiveConfig
 
     default = SessionArchiveConfig().synchronous
@@ -261,9 +297,6 @@ def run(n: int, root: Path, appends: int, rounds: int, keep: bool) -> None:
     if parts:
         print("  by object: " + ", ".join(f"{name} {b:.0f} B" for name, b in parts))
     report_searches(searches(open_, queries, rounds))
-    if not keep:
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
 def report_searches(figures: dict[str, float]) -> None:
@@ -317,7 +350,8 @@ def run_backends(args: argparse.Namespace, sizes: list[int], root: Path) -> None
             pg = server.__enter__()
         for n in sizes:
             if "sqlite" in backends:
-                run(n, root, args.appends, args.rounds, args.keep)
+                run(n, root, args.appends, args.rounds, args.keep, reuse=args.reuse,
+                    embedder=args.embedder, lexical=not args.semantic_only)
             if "postgresql" in backends:
                 url = args.url or pg.create_database(f"bench_{n}")
                 run_pg(n, url, args.appends, args.rounds)
@@ -339,6 +373,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rounds over the query set")
     parser.add_argument("--dir", help="where the databases go (default: a temporary folder)")
     parser.add_argument("--keep", action="store_true", help="keep the databases")
+    parser.add_argument("--reuse", action="store_true", help="reuse state-N.db in --dir when it "
+                        "exists (no bulk load; kept afterwards)")
+    parser.add_argument("--semantic-only", action="store_true", help="with --embedder: skip the "
+                        "append and word-search figures")
+    parser.add_argument("--embedder", action="store_true", help="also measure hybrid search with "
+                        "the local embedder (bench_archive_semantic.py)")
     parser.add_argument("--backend", choices=("sqlite", "postgresql", "both"), default="sqlite")
     parser.add_argument("--url", help="a PostgreSQL database to fill (default: a throwaway "
                         "server); only with one size")

@@ -6,14 +6,18 @@ from ``haystack_dates``), embeds it with the local embedder, then asks each ques
 the first k distinct sessions) per ``variant``:
 
 * ``words``: the archive's word search alone (BM25, the fallbacks of query.py);
-* ``vectors``: cosine similarity alone;
+* ``vectors``: cosine similarity alone (each message ranked by its own vector, exactly, as the
+  issue measured "embeddings of each turn alone");
 * ``rrf``: naive reciprocal-rank fusion of the two (k=60), for comparison;
-* ``hybrid``: the tuned score fusion of hybrid.py.
+* ``hybrid``: the score fusion of hybrid.py (conversation scores, supersession).
 
-For knowledge-update questions it also reports how often the current session ranks above the
+Per variant and mode: hit@1, hit@k and the mean reciprocal rank of the first evidence session
+(MRR, over the first 10 sessions), which separate two modes that both reach hit@3 = 1.00. For
+knowledge-update questions it also reports how often the current session ranks above the
 outdated one (``outdated_session_ids``).
 
     python bench/recall_paraphrase.py examples/eval/paraphrase.json [--k 3] [--json]
+    python bench/recall_paraphrase.py examples/eval/paraphrase-b.json   # the held-out set
 """
 
 from __future__ import annotations
@@ -70,12 +74,10 @@ def run_mode(archive, guarded, index, question: str, mode: str, weights: Weights
         r = hybrid_candidates(archive, question, None, None)
         return ranked_sessions(archive, [c.id for c in r.found])
     if mode == "vectors":
-        r = hybrid_candidates(archive, question, guarded, index, use_words=False, weights=weights)
-        return ranked_sessions(archive, [c.id for c in r.found])
+        return ranked_sessions(archive, _nearest(guarded, index, question))
     if mode == "rrf":
         lex = [c.id for c in hybrid_candidates(archive, question, None, None).found]
-        vec = [c.id for c in hybrid_candidates(archive, question, guarded, index,
-                                               use_words=False, weights=weights).found]
+        vec = _nearest(guarded, index, question)
         score: dict[int, float] = collections.defaultdict(float)
         for ranking in (lex, vec):
             for rank, i in enumerate(ranking):
@@ -83,6 +85,14 @@ def run_mode(archive, guarded, index, question: str, mode: str, weights: Weights
         return ranked_sessions(archive, sorted(score, key=lambda i: -score[i]))
     r = hybrid_candidates(archive, question, guarded, index, weights=weights)
     return ranked_sessions(archive, [c.id for c in r.found])
+
+
+def _nearest(guarded, index, question: str) -> list[int]:
+    """Every message ranked by the cosine of its own vector (exact: all are rescored)."""
+    import numpy as np
+
+    qv = np.asarray(guarded.embed([question]), dtype=np.float32)[0]
+    return [i for i, _ in index.nearest(qv, 1000)]
 
 
 def evaluate(dataset: list[dict], k: int, weights: Weights, quiet: bool = False) -> dict:
@@ -94,31 +104,49 @@ def evaluate(dataset: list[dict], k: int, weights: Weights, quiet: bool = False)
         n = reindex(archive, guarded)
         if not quiet:
             print(f"embedded {n} messages in {time.perf_counter() - start:.1f} s", file=sys.stderr)
-        index = VectorIndex(archive)
+        index = VectorIndex(archive, rescore=10**6)  # small sets: every vector rescored
+        index.refresh(guarded.dimension)
         hits: dict[str, dict[str, list[int]]] = collections.defaultdict(
             lambda: collections.defaultdict(list))
-        order: dict[str, list[int]] = collections.defaultdict(list)
+        firsts: dict[str, dict[str, list[int]]] = collections.defaultdict(
+            lambda: collections.defaultdict(list))
+        rr: dict[str, dict[str, list[float]]] = collections.defaultdict(
+            lambda: collections.defaultdict(list))
+        order: dict[str, dict[str, list[int]]] = collections.defaultdict(
+            lambda: collections.defaultdict(list))
         misses: dict[str, list[str]] = collections.defaultdict(list)
+        ranks: dict[str, dict[str, int]] = collections.defaultdict(dict)
         for item in dataset:
             variant = item.get("variant") or item["question_type"]
             for mode in MODES:
                 ranked = run_mode(archive, guarded, index, item["question"], mode, weights)
                 ok = any(s in item["answer_session_ids"] for s in ranked[:k])
                 hits[variant][mode].append(int(ok))
+                firsts[variant][mode].append(int(bool(ranked) and
+                                                 ranked[0] in item["answer_session_ids"]))
+                cur = min((ranked.index(s) for s in item["answer_session_ids"] if s in ranked),
+                          default=10**6)
+                rr[variant][mode].append(1.0 / (cur + 1) if cur < 10 else 0.0)
+                ranks[item["question_id"]][mode] = cur + 1 if cur < 10 else 0
                 if not ok and mode == "hybrid":
                     misses[variant].append(f"{item['question_id']}: {ranked[:k]}")
-                if item.get("outdated_session_ids") and mode == "hybrid":
-                    cur = min((ranked.index(s) for s in item["answer_session_ids"] if s in ranked),
-                              default=10**6)
+                if item.get("outdated_session_ids"):
                     old = min((ranked.index(s) for s in item["outdated_session_ids"]
                                if s in ranked), default=10**6)
-                    order[variant].append(int(cur < old))
+                    order[variant][mode].append(int(cur < old))
         archive.close()
-    table = {v: {m: sum(x) / len(x) for m, x in per.items()} | {"n": len(per["hybrid"])}
+    def mean(xs: list) -> float:
+        return sum(xs) / len(xs)
+
+    table = {v: {m: mean(x) for m, x in per.items()} | {"n": len(per["hybrid"])}
+             | {f"{m}@1": mean(x) for m, x in firsts[v].items()}
+             | {f"{m}_mrr": mean(x) for m, x in rr[v].items()}
              for v, per in hits.items()}
-    for v, xs in order.items():
-        table[v]["current_above_outdated"] = sum(xs) / len(xs)
-    return {"k": k, "by_variant": table, "hybrid_misses": dict(misses)}
+    for v, per_mode in order.items():
+        for m, xs in per_mode.items():
+            table[v][f"{m}_current_above_outdated"] = mean(xs)
+    return {"k": k, "by_variant": table, "hybrid_misses": dict(misses),
+            "ranks": {q: r for q, r in ranks.items() if set(r.values()) != {1}}}
 
 
 def main() -> None:
@@ -126,19 +154,25 @@ def main() -> None:
     parser.add_argument("dataset")
     parser.add_argument("--k", type=int, default=3)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--verbose", action="store_true", help="ranks per question")
     args = parser.parse_args()
     dataset = json.loads(Path(args.dataset).read_text(encoding="utf-8"))
     report = evaluate(dataset, args.k, Weights())
     if args.json:
         print(json.dumps(report, indent=2))
         return
-    print(f"session hit@{args.k} per variant ({len(dataset)} questions)")
-    print(f"  {'variant':<18} {'n':>3} " + " ".join(f"{m:>8}" for m in MODES))
+    print(f"session hit@1 / hit@{args.k} / MRR per variant ({len(dataset)} questions)")
+    print(f"  {'variant':<18} {'n':>3} " + " ".join(f"{m:>16}" for m in MODES))
     for variant, row in report["by_variant"].items():
-        extra = (f"   current above outdated: {row['current_above_outdated']:.2f}"
-                 if "current_above_outdated" in row else "")
-        print(f"  {variant:<18} {row['n']:>3} " + " ".join(f"{row[m]:>8.2f}" for m in MODES)
-              + extra)
+        print(f"  {variant:<18} {row['n']:>3} " + " ".join(
+            f"{row[m + '@1']:>4.2f}/{row[m]:.2f}/{row[m + '_mrr']:.2f}" for m in MODES))
+        if "hybrid_current_above_outdated" in row:
+            print(f"  {'  current > outdated':<22} " + " ".join(
+                f"{row[m + '_current_above_outdated']:>16.2f}" for m in MODES))
+    if args.verbose:
+        print("  first evidence rank per question (0: not in the first 10), where not all 1:")
+        for qid, r in report["ranks"].items():
+            print(f"    {qid:<22} " + " ".join(f"{m} {r[m]}" for m in MODES))
     for variant, misses in report["hybrid_misses"].items():
         for m in misses:
             print(f"  hybrid miss [{variant}] {m}")

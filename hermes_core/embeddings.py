@@ -17,7 +17,7 @@ import concurrent.futures
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -78,8 +78,33 @@ def select_embedder(
     return guarded, f"semantic search uses {reg.name} ({cls.model_id}, {cls.dimension} dims)"
 
 
+#: how much lower the background lane's thread runs (its nice value is raised by this much)
+BACKGROUND_NICENESS = 10
+
+
+def _lower_priority() -> None:
+    """Run the calling thread at a lower CPU priority (Linux: threads have their own nice
+    value), so background embedding yields the CPU to turns; elsewhere a no-op."""
+    import contextlib
+    import os
+
+    tid = threading.get_native_id()
+    with contextlib.suppress(AttributeError, OSError):  # not Linux or not allowed: as it is
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid)
+                                                 + BACKGROUND_NICENESS))
+
+
 class GuardedEmbedder:
-    """An embedder called with a deadline, its output checked, failures turned into a pause."""
+    """An embedder called with a deadline, its output checked, failures turned into a pause.
+
+    Calls run on two lanes, one thread each: ``background`` calls (an indexer's batches, which
+    may take seconds) and the others (a search's query, a few milliseconds), so a query never
+    waits behind a batch. The background thread runs at a lower CPU priority (Linux), so
+    embedding yields the CPU to the turn's own work. The embedder's ``embed`` may therefore run
+    on two threads at once.
+    A call that missed its deadline keeps its lane busy; until it ends, further calls on that
+    lane fail at once instead of queueing behind it.
+    """
 
     def __init__(self, embedder: Embedder, *, timeout: float = 10.0,
                  pause: float = PAUSE_AFTER_FAILURE) -> None:
@@ -93,34 +118,59 @@ class GuardedEmbedder:
         self.problem: str | None = None
         self._until = 0.0
         self._lock = threading.Lock()
-        self._pool = concurrent.futures.ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix=f"embedder-{self.name}")
-        self._running: concurrent.futures.Future[Any] | None = None
+        self._pools = {
+            "query": concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix=f"embedder-{self.name}-query"),
+            "background": concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix=f"embedder-{self.name}-background",
+                initializer=_lower_priority),
+        }
+        #: per lane, a call that missed its deadline and may still be running
+        self._stuck: dict[str, concurrent.futures.Future[Any]] = {}
 
     def ready(self) -> bool:
         """False while paused after a failure (the problem says why)."""
         return time.monotonic() >= self._until
 
-    def embed(self, texts: Sequence[str], *, timeout: float | None = None) -> Any:
+    def embed(self, texts: Sequence[str], *, timeout: float | None = None,
+              background: bool = False) -> Any:
         """One vector per text (whatever sequence type the embedder returns, checked); raises
         :class:`EmbeddingError` with a clear message instead of hanging or raising anything else.
         """
+        return self.start(texts, timeout=timeout, background=background)()
+
+    def start(self, texts: Sequence[str], *, timeout: float | None = None,
+              background: bool = False) -> Callable[[], Any]:
+        """Begin embedding ``texts`` on the embedder's thread; the returned function waits for
+        the vectors (the deadline counts from now) and checks them, as :meth:`embed` does."""
         if not self.ready():
             raise EmbeddingError(self.problem or f"embedder {self.name} is paused")
+        lane = "background" if background else "query"
+        texts = list(texts)
         with self._lock:
-            running = self._running
-            if running is not None and not running.done():
+            stuck = self._stuck.get(lane)
+            if stuck is not None and not stuck.done():
                 self._fail(f"embedder {self.name} is still busy with a call that timed out")
-            future = self._pool.submit(self.embedder.embed, list(texts))
-            self._running = future
-        try:
-            vectors = future.result(timeout=self.timeout if timeout is None else timeout)
-        except concurrent.futures.TimeoutError:
-            self._fail(f"embedder {self.name} did not answer within {self.timeout:g} s")
-        except EmbedderUnavailable as exc:
-            self._fail(str(exc), pause=max(self.pause, 600.0))
-        except Exception as exc:  # an embedder's bug must not reach the caller's turn
-            self._fail(f"embedder {self.name} raised {type(exc).__name__}: {exc}")
+            future = self._pools[lane].submit(self.embedder.embed, texts)
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+
+        def wait() -> Any:
+            try:
+                vectors = future.result(timeout=max(0.0, deadline - time.monotonic()))
+            except concurrent.futures.TimeoutError:
+                with self._lock:
+                    self._stuck[lane] = future
+                self._fail(f"embedder {self.name} did not answer within "
+                           f"{self.timeout if timeout is None else timeout:g} s")
+            except EmbedderUnavailable as exc:
+                self._fail(str(exc), pause=max(self.pause, 600.0))
+            except Exception as exc:  # an embedder's bug must not reach the caller's turn
+                self._fail(f"embedder {self.name} raised {type(exc).__name__}: {exc}")
+            return self._check(vectors, texts)
+
+        return wait
+
+    def _check(self, vectors: Any, texts: list[str]) -> Any:
         if len(vectors) != len(texts):
             self._fail(f"embedder {self.name} returned {len(vectors)} vectors for "
                        f"{len(texts)} texts")
@@ -138,4 +188,5 @@ class GuardedEmbedder:
         raise EmbeddingError(self.problem)
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        for pool in self._pools.values():
+            pool.shutdown(wait=False, cancel_futures=True)

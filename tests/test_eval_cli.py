@@ -35,9 +35,17 @@ def test_shipped_dataset_runs_offline_with_the_default_stack(home: Path, tmp_pat
             "single-session-preference / indirect-preference"} <= set(summary)
     for row in summary.values():
         assert all(isinstance(row[f"recall@{k}"], float) for k in (1, 3, 5, 10))
-    # keyword search finds the exact-words questions; paraphrases are harder for it
+    # keyword search finds the exact-words questions; paraphrases are harder for it, unless the
+    # local embedder is installed (auto picks it): then hybrid search finds them too (the
+    # archive's settle() lets the background indexer finish before the questions)
     exact, para = summary["single-session-user / exact-words"], summary["single-session-user / paraphrase"]
-    assert exact["recall@3"] >= 0.9 and para["recall@3"] < exact["recall@3"]
+    from hermes_core.plugins.embedders.minilm import MiniLMEmbedder
+
+    assert exact["recall@3"] >= 0.9
+    if MiniLMEmbedder.unavailable():
+        assert para["recall@3"] < exact["recall@3"]
+    else:
+        assert para["recall@3"] >= 0.9
     assert "tool:session_search" in report["sources"]
     q = report["questions"][0]
     assert q["sources"] and all("items" in s and "scores" in s for s in q["sources"])

@@ -331,8 +331,12 @@ def test_locomo_conversation_through_the_session_archive():
     # evidence turn (speaker_b's lines are the replies, and are stored too)
     assert q["conv-9/q2"]["ingest"] == q["conv-9/q1"]["ingest"]
     assert q["conv-9/q1"]["scores"]["recall@1"] == 1.0 and q["conv-9/q2"]["scores"]["recall@1"] == 1.0
-    (src,) = q["conv-9/q2"]["sources"]
-    assert src["source"] == "tool:session_search" and src["items"][0]["dataset_session"] == "session_2"
+    # the archive's prefetch is off by default: an empty source beside the tool
+    by_name = {s["source"]: s for s in q["conv-9/q2"]["sources"]}
+    assert set(by_name) == {"prefetch:session_archive", "tool:session_search"}
+    assert by_name["prefetch:session_archive"]["items"] == []
+    src = by_name["tool:session_search"]
+    assert src["items"][0]["dataset_session"] == "session_2"
 
 
 def test_providers_hanging_during_ingest_fail_their_questions():

@@ -13,7 +13,12 @@ extension LongMemEval readers ignore) says what the question tests:
 * ``knowledge-update``: the fact changed in a later session; the evidence is the later one, and
   ``outdated_session_ids`` (another extension) names the session the current one must outrank.
 
-    python examples/eval/make_paraphrase_set.py     # rewrites paraphrase.json next to it
+    python examples/eval/make_paraphrase_set.py          # rewrites paraphrase.json next to it
+    python examples/eval/make_paraphrase_set.py --set b  # the held-out set: paraphrase-b.json
+
+The sets are written by hand, not generated from a seed: ``--set b`` is a second person's year
+(paraphrase_b.py), written before the fusion was tuned on the first set and never tuned on, so
+the two sets' figures show how much the tuning flatters the first.
 """
 
 from __future__ import annotations
@@ -246,14 +251,21 @@ QUESTIONS: list[tuple[str, str, str, str, str, list[str], list[str]]] = [
 ]
 
 
-def build() -> list[dict[str, object]]:
-    order = sorted(SESSIONS, key=lambda sid: SESSIONS[sid][0])
-    sessions = [[{"role": r, "content": c} for r, c in SESSIONS[sid][1]] for sid in order]
-    dates = [SESSIONS[sid][0] for sid in order]
+Sessions = dict[str, tuple[str, list[tuple[str, str]]]]
+Questions = list[tuple[str, str, str, str, str, list[str], list[str]]]
+
+
+def build(sessions_by_id: Sessions | None = None,
+          questions: Questions | None = None) -> list[dict[str, object]]:
+    by_id = SESSIONS if sessions_by_id is None else sessions_by_id
+    order = sorted(by_id, key=lambda sid: by_id[sid][0])
+    sessions = [[{"role": r, "content": c} for r, c in by_id[sid][1]] for sid in order]
+    dates = [by_id[sid][0] for sid in order]
     out = []
-    for qid, qtype, variant, question, answer, evidence, outdated in QUESTIONS:
+    for qid, qtype, variant, question, answer, evidence, outdated in (
+            QUESTIONS if questions is None else questions):
         for sid in evidence + outdated:
-            assert sid in SESSIONS, sid
+            assert sid in by_id, sid
         item: dict[str, object] = {
             "question_id": qid, "question_type": qtype, "variant": variant,
             "question": question, "answer": answer, "question_date": "2025/01/10 (Fri) 12:00",
@@ -267,6 +279,17 @@ def build() -> list[dict[str, object]]:
 
 
 if __name__ == "__main__":
-    path = Path(__file__).with_name("paraphrase.json")
-    path.write_text(json.dumps(build(), ensure_ascii=False) + "\n", encoding="utf-8")
-    print(f"wrote {path} ({len(QUESTIONS)} questions over {len(SESSIONS)} sessions)")
+    import sys
+
+    if sys.argv[1:] == ["--set", "b"]:
+        sys.path.insert(0, str(Path(__file__).parent))
+        import paraphrase_b
+
+        path = Path(__file__).with_name("paraphrase-b.json")
+        data = build(paraphrase_b.SESSIONS, paraphrase_b.QUESTIONS)
+    else:
+        path = Path(__file__).with_name("paraphrase.json")
+        data = build()
+    path.write_text(json.dumps(data, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {path} ({len(data)} questions over {len(data[0]['haystack_session_ids'])} "
+          "sessions)")

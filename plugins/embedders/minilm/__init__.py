@@ -13,6 +13,7 @@ installed. Nothing here imports numpy until the first text is embedded.
 from __future__ import annotations
 
 import importlib.util
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -43,6 +44,11 @@ class MiniLMConfig(BaseModel):
     #: word pieces read per text. 128 (the length the model was trained at) costs half of 256
     #: on long messages; 256 is sentence-transformers' setting and matches it exactly
     max_tokens: int = Field(default=128, ge=16, le=256)
+    #: threads of the BLAS library numpy uses (for the whole process). 1, the default, is the
+    #: fastest on a small or busy machine: a query's products are tiny, and BLAS threads
+    #: spinning against other work made a query ~7x slower on 2 busy cores. Needs the
+    #: threadpoolctl package (in the embeddings extra); without it the setting is not applied
+    blas_threads: int | None = Field(default=1, ge=1, le=256)
 
 
 def _missing() -> list[str]:
@@ -92,6 +98,7 @@ class MiniLMEmbedder(Embedder):
                 if why:
                     raise EmbedderUnavailable(f"the minilm embedder cannot run: {why}")
                 folder = model_folder(self.settings)
+                _limit_blas_threads(self.settings.blas_threads)
                 self._tokenizer, self._model = _load_model(folder, self.settings.max_tokens)
         return self._model, self._tokenizer
 
@@ -119,6 +126,20 @@ class MiniLMEmbedder(Embedder):
                 mask[row, : len(e)] = 1
             out[chunk] = model.encode(ids, mask)
         return out
+
+
+def _limit_blas_threads(threads: int | None) -> None:
+    """Set numpy's BLAS thread count (process-wide), when threadpoolctl is installed."""
+    if threads is None:
+        return
+    try:
+        from threadpoolctl import threadpool_limits  # type: ignore[import-untyped,import-not-found,unused-ignore]
+    except ImportError:
+        logging.getLogger(__name__).info(
+            "threadpoolctl is not installed: BLAS keeps its own thread count (embedding can be "
+            "several times slower on a busy machine); pip install threadpoolctl")
+        return
+    threadpool_limits(limits=threads, user_api="blas")
 
 
 def _load_model(folder: Path, max_tokens: int = 256) -> tuple[Any, Any]:

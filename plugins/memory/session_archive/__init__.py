@@ -141,7 +141,7 @@ class SessionArchiveProvider(MemoryProvider):
         batch = self.context.config.embeddings.batch_size
         self._indexer = VectorIndexer(self.archive, embedder, batch=batch)
         self._indexer.wake()  # messages stored before (or by another process) get vectors too
-        index = VectorIndex(self.archive)
+        index = VectorIndex(self.archive, in_memory=self.settings.vectors_in_memory)
         # reading the stored vectors takes ~1.5 s per 100k: do it now, not on the first search
         threading.Thread(target=self._warm, args=(index, embedder.dimension), daemon=True,
                          name="archive-vectors-load").start()
@@ -179,6 +179,19 @@ class SessionArchiveProvider(MemoryProvider):
                 "demote_platforms": tuple(c.demote_platforms), "summarise": summarise,
                 "limit_default": c.max_sessions, "per_user": scope == "user",
                 "result_chars": c.result_chars, "semantic": self.semantic()}
+
+    def settle(self, timeout: float = 30.0) -> bool:
+        """Wait until every stored message that gets a vector has one (the background indexer is
+        idle with nothing pending) and the vector index has read them; False when that did not
+        happen within ``timeout`` seconds (``hermes-core eval`` calls this after ingest). True at
+        once when semantic search is off."""
+        sem = self.semantic()
+        if self._indexer is None or sem.index is None:
+            return True
+        done = bool(self._indexer.wait_done(timeout))
+        if done:
+            sem.index.refresh(sem.embedder.dimension)
+        return done
 
     # ---------------------------------------------------------------------------------- hooks
 
@@ -253,6 +266,22 @@ class SessionArchiveProvider(MemoryProvider):
             attributes=dict(record.attributes),
         )
         return session, [m.to_message() for m in stored]
+
+    @hookimpl
+    def prefetch(self, query: str, session: Session) -> str | None:
+        """With ``session_archive.prefetch: true``: the best hits of earlier conversations for
+        the user's message, by the same search as session_search (hybrid when an embedder is
+        active), at most ``prefetch_chars`` characters. None when off or nothing matches."""
+        if not self.settings.prefetch or self._archive is None or not query.strip():
+            return None
+        from .tool import prefetch_text
+
+        options = self._search_settings()
+        if options.get("per_user"):
+            options["user"] = session.user_id or ""
+        return prefetch_text(self.archive, query, session.id, options,
+                             sessions=self.settings.prefetch_sessions,
+                             chars=self.settings.prefetch_chars)
 
     @hookimpl
     def get_tools(self) -> list[Tool]:

@@ -32,6 +32,18 @@ class SessionArchiveConfig(BaseModel):
     candidates: int = Field(default=2000, ge=50, le=50_000)
     #: platforms whose sessions are listed after all others in search results
     demote_platforms: list[str] = Field(default_factory=lambda: ["cron"])
+    #: semantic search: keep an int8 copy of each vector in memory for rescoring (~440 B per
+    #: embedded message with the sign bits); false keeps only the sign bits (~56 B) and reads the
+    #: few hundred candidates' float16 vectors from state.db per query (slower on a busy disk)
+    vectors_in_memory: bool = True
+    #: recall for every user message (the ``prefetch`` hook): the same search as session_search
+    #: (hybrid when an embedder is active), its best hits added to the model's copy of the
+    #: message. Off by default: the model asks with session_search when it needs the past
+    prefetch: bool = False
+    #: conversations prefetch shows at most
+    prefetch_sessions: int = Field(default=2, ge=1, le=5)
+    #: characters prefetch adds at most
+    prefetch_chars: int = Field(default=1500, ge=200, le=20_000)
     #: summarise each found session with llm.auxiliary_model (or llm.model)
     summaries: bool = False
     summary_timeout: float = Field(default=30.0, gt=0, le=600)

@@ -1,28 +1,44 @@
-"""Hybrid ranking: BM25 and vector similarity fused into one score per message.
+"""Hybrid ranking: BM25 and vector similarity fused into one score per message, then per
+conversation.
 
 Reciprocal-rank fusion was measured worse than vectors alone on paraphrased questions: it gives a
 message ranked 1st by words as much weight as one ranked 1st by meaning, however weak the word
 match (a plain-language question's any-word fallback ranks *something* first). Scores carry that
-information and ranks do not, so the fusion is a weighted sum of comparable scores:
+information and ranks do not, so the fusion is a weighted sum of comparable scores.
 
-* meaning: the cosine similarity of the query and the message (all-MiniLM-L6-v2: ~0.2 for
-  unrelated text, 0.5+ for a paraphrase), computed for every candidate that has a vector, not
+Per message:
+
+* meaning: the cosine similarity of the query and the message (all-MiniLM-L6-v2: ~0.1-0.2 for
+  unrelated text, 0.4+ for a paraphrase), computed for every candidate that has a vector, not
   only for the nearest ones;
 * words: BM25 divided by the best BM25 of the query (so 1.0 is the best word match), weighted
   :attr:`Weights.words`; when every word of the query matched (not the any-word fallback), an
   extra :attr:`Weights.exact` so an exact-word match still wins;
 * a message with no vector (a tool output) has its meaning estimated from its word score;
 * recency: up to :attr:`Weights.recency` for the newest candidate, proportionally less for
-  older ones, so the later statement of a changed fact outranks the outdated one when both
-  match about equally.
+  older ones.
+
+Per conversation (what ``session_search`` returns): a fact is often spread over a few turns
+("Do you have regular one-to-ones with her?" / "Every other Thursday at four."), and no single
+message of it is close to a reworded question. A conversation's score is its best message's
+plus :attr:`Weights.support` times the next :attr:`Weights.support_count` messages' excess over
+the similarity of unrelated text (:attr:`Weights.floor`): several relevant turns beat one
+incidental match. Messages are returned grouped by conversation, best conversation first.
+
+Knowledge updates: a later conversation on the same topic as a better-ranked earlier one (their
+best messages' cosine at least :attr:`Weights.same_topic`) and scoring within
+:attr:`Weights.update_margin` of it is taken for an update and moved just above it, so the
+current statement of a changed fact outranks the outdated one.
 
 Candidates are the lexical matches (as ranked by search.py) and the :attr:`Weights.neighbours`
-nearest vectors, after the same exclusions (lineage, roles). Each result records which path
-found it (``words``, ``meaning`` or both).
+nearest vectors (vectors.py: an exhaustive sign-bit scan, rescored with the stored floats), after
+the same exclusions (lineage, roles). Each result records which path found it (``words``,
+``meaning`` or both).
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,14 +66,20 @@ class Weights:
     neighbours: int = 100
     #: lexical candidates considered for fusion (best first)
     lexical: int = 300
-    #: similarity below which a vector-only candidate is dropped (unrelated text)
-    floor: float = 0.25
-    #: supersession: a later message this similar to an earlier candidate (the same topic) ...
+    #: fused candidates kept (by score before recency) for the conversation ranking
+    fused: int = 200
+    #: similarity of unrelated text: a vector-only candidate below it is dropped
+    floor: float = 0.15
+    #: a conversation's score: its best message's, plus this times the excess over ``floor`` ...
+    support: float = 0.5
+    #: ... of its next best messages, this many
+    support_count: int = 2
+    #: supersession: a later conversation this similar to an earlier one (the same topic) ...
     same_topic: float = 0.45
     #: ... and scoring at most this much below it is taken for an update and ranked above it
     update_margin: float = 0.15
-    #: candidates checked for supersession
-    update_window: int = 20
+    #: conversations checked for supersession
+    update_window: int = 10
 
 
 @dataclass
@@ -79,12 +101,31 @@ def hybrid_candidates(
     roles: tuple[str, ...] | None = None, limit: int = 2000, weights: Weights | None = None,
     use_words: bool = True,
 ) -> HybridResult:
-    """Fused candidates for ``query``; lexical only (with a reason) when vectors cannot help.
+    """Fused candidates for ``query``, grouped by conversation (best first); lexical only (with
+    a reason) when vectors cannot help.
 
     Raises QueryError only when neither path can run (a query with nothing to search for and no
     embedder).
     """
     w = weights or Weights()
+    problem: str | None = None
+    waiting = None
+    if embedder is None or index is None:
+        problem = "semantic search is off"
+    else:
+        st = state(archive, embedder, count=False)  # no table scan per query
+        if st.problem:
+            problem = st.problem
+        else:
+            try:  # the query is embedded on the embedder's thread while words are searched
+                waiting = embedder.start([query[:4000]])
+            except EmbeddingError as exc:
+                problem = str(exc)
+    vector_side: _VectorSide | None = None
+    if waiting is not None and index is not None and embedder is not None:
+        # ... and the vectors are scanned on a thread of their own as soon as it is embedded
+        exclude = lineage_ids(archive, exclude_lineage_of) if exclude_lineage_of else None
+        vector_side = _VectorSide(waiting, index, embedder.dimension, w.neighbours, exclude)
     lexical: list[Candidate] = []
     matched = "none"
     broad: list[bool] = []
@@ -97,103 +138,157 @@ def hybrid_candidates(
     except QueryError as exc:
         query_error = exc
         plan = SearchPlan(text=query)
-    problem: str | None = None
-    vec: dict[int, float] = {}
-    nearest_ids: set[int] = set()
     qv = None
-    if embedder is None or index is None:
-        problem = "semantic search is off"
-    else:
-        st = state(archive, embedder, count=False)  # no table scan per query
-        if st.problem:
-            problem = st.problem
+    near: list[tuple[int, float]] = []
+    if vector_side is not None:
+        try:
+            qv, near, loading = vector_side.result()
+        except EmbeddingError as exc:
+            problem = str(exc)
         else:
-            try:
-                qv = np.asarray(embedder.embed([query[:4000]]), dtype=np.float32)[0]
-            except EmbeddingError as exc:
-                problem = str(exc)
-    if qv is not None and index is not None and embedder is not None:
-        index.refresh(embedder.dimension)
-        exclude = lineage_ids(archive, exclude_lineage_of) if exclude_lineage_of else None
-        near = [(i, s) for i, s in index.nearest(qv, w.neighbours, exclude) if s >= w.floor]
-        if roles:
-            keep = role_filter(archive, [i for i, _ in near], roles)
-            near = [(i, s) for i, s in near if i in keep]
-        vec = dict(near)
-        nearest_ids = set(vec)
-        # every lexical candidate's own similarity, not only the nearest ones'
-        lex_ids = [c.id for c in lexical[: w.lexical] if c.id not in vec]
-        if lex_ids:
-            vec.update(_similarities(index, qv, lex_ids))
-    if qv is None:
+            if loading:
+                problem = (f"the vector index is still loading ({loading:,} vectors so far): "
+                           "older messages are found by words only until it is done")
+    if qv is None or index is None or embedder is None:
         if query_error is not None:
             raise query_error
         return HybridResult(lexical, matched, {c.id: "words" for c in lexical[:50]}, problem,
                             plan, bool(broad))
+    near = [(i, s) for i, s in near if s >= w.floor]
+    if roles:
+        keep = role_filter(archive, [i for i, _ in near], roles)
+        near = [(i, s) for i, s in near if i in keep]
+    vec = dict(near)
+    nearest_ids = set(vec)
+    # every lexical candidate's own similarity, not only the nearest ones'
+    lex_ids = [c.id for c in lexical[: w.lexical] if c.id not in vec]
+    if lex_ids:
+        vec.update(index.similarities(qv, lex_ids))
+    fused, via, stamps = _fuse(archive, lexical, matched, vec, nearest_ids, w)
+    found = _by_conversation(archive, fused, vec, stamps, index, w)
+    return HybridResult(found, matched if lexical else "meaning", via, problem, plan, bool(broad))
+
+
+class _VectorSide:
+    """The vector half of a query on its own thread: wait for the query's embedding, refresh
+    the index (without waiting for a first load in progress), find the nearest vectors."""
+
+    def __init__(self, waiting: Any, index: VectorIndex, dimension: int, k: int,
+                 exclude: set[int] | None) -> None:
+        self._out: tuple[Any, list[tuple[int, float]], int] | None = None
+        self._error: EmbeddingError | None = None
+        self._thread = threading.Thread(target=self._run, name="archive-vector-query",
+                                        args=(waiting, index, dimension, k, exclude),
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self, waiting: Any, index: VectorIndex, dimension: int, k: int,
+             exclude: set[int] | None) -> None:
+        try:
+            qv = np.asarray(waiting(), dtype=np.float32)[0]
+            loading = 0
+            if not index.refresh(dimension, wait=False) and not index.complete:
+                loading = len(index)
+            self._out = (qv, index.nearest(qv, k, exclude), loading)
+        except EmbeddingError as exc:
+            self._error = exc
+        except Exception as exc:  # a closed archive, a bug: word search goes on
+            self._error = EmbeddingError(f"semantic search failed: {type(exc).__name__}: {exc}")
+
+    def result(self) -> tuple[Any, list[tuple[int, float]], int]:
+        self._thread.join()  # bounded: the embedding has its deadline, the scan is finite
+        if self._error is not None:
+            raise self._error
+        assert self._out is not None
+        return self._out
+
+
+def _fuse(archive: SessionArchive, lexical: list[Candidate], matched: str,
+          vec: dict[int, float], nearest_ids: set[int], w: Weights,
+          ) -> tuple[list[Candidate], dict[int, str], dict[int, float]]:
+    """Each candidate's fused score (as a Candidate, lower is better), the path that found it,
+    and its timestamp."""
     lex = {c.id: -c.score for c in lexical[: w.lexical]}
     best = max(lex.values(), default=0.0)
     exact = matched in ("all", "expression")
-    ids = list(dict.fromkeys([*lex, *vec]))
-    stamps = _timestamps(archive, ids)
-    t_lo = min(stamps.values(), default=0.0)
-    t_span = (max(stamps.values(), default=0.0) - t_lo) or 1.0
-    fused: list[tuple[float, int]] = []
-    via: dict[int, str] = {}
-    for i in ids:
+    pre: dict[int, float] = {}
+    for i in dict.fromkeys([*lex, *vec]):
         words = lex.get(i, 0.0) / best if best > 0 else 0.0
         meaning = vec.get(i)
         if meaning is None:
             meaning = 0.2 + 0.4 * words  # no vector (a tool output): trust its words
         score = meaning + (w.words if matched != "any" else w.any_words) * words
-        score += w.exact * words if exact and i in lex else 0.0
-        score += w.recency * (stamps.get(i, t_lo) - t_lo) / t_span
-        fused.append((score, i))
+        pre[i] = score + (w.exact * words if exact and i in lex else 0.0)
+    # only the best few hundred can reach the first conversations: the rest is not read
+    ids = sorted(pre, key=lambda i: -pre[i])[: w.fused]
+    stamps, chains = _times_and_chains(archive, ids)
+    ids = [i for i in ids if i in stamps]  # a message deleted since the index was loaded
+    t_lo = min(stamps.values(), default=0.0)
+    t_span = (max(stamps.values(), default=0.0) - t_lo) or 1.0
+    fused: list[Candidate] = []
+    via: dict[int, str] = {}
+    for i in ids:
+        score = pre[i] + w.recency * (stamps[i] - t_lo) / t_span
+        fused.append(Candidate(i, -score))
         via[i] = "+".join(p for p, ok in (("words", i in lex), ("meaning", i in nearest_ids))
                           if ok)
-    fused.sort(key=lambda x: (-x[0], -x[1]))
-    if index is not None:
-        fused = _supersede(fused, index, stamps, w)
-    found = [Candidate(i, -s) for s, i in fused]
-    return HybridResult(found, matched if lexical else "meaning", via, problem, plan, bool(broad))
+    for c in fused:
+        c.chain = chains[c.id]
+    fused.sort(key=lambda c: (c.score, -c.id))
+    return fused, via, stamps
 
 
-def _supersede(fused: list[tuple[float, int]], index: VectorIndex, stamps: dict[int, float],
-               w: Weights) -> list[tuple[float, int]]:
-    """A later message on the same topic as a better-ranked earlier one, and nearly as relevant,
-    is taken for an update of it and moved just above it (knowledge updates: the current
-    statement of a fact outranks the outdated one)."""
-    head = fused[: w.update_window]
-    pos = np.searchsorted(index.ids, [i for _, i in head])
-    rows = {i: index.matrix[p] for (_, i), p in zip(head, pos, strict=True)
-            if p < len(index.ids) and index.ids[p] == i}
-    scores = dict((i, s) for s, i in head)
+def _by_conversation(archive: SessionArchive, fused: list[Candidate], vec: dict[int, float],
+                     stamps: dict[int, float], index: VectorIndex, w: Weights,
+                     ) -> list[Candidate]:
+    """``fused`` grouped by conversation, conversations ordered by their score (best message
+    plus support from its next best; later updates above what they supersede)."""
+    groups: dict[int, list[Candidate]] = {}
+    for c in fused:
+        groups.setdefault(c.chain, []).append(c)
+    score: dict[int, float] = {}
+    for chain, members in groups.items():
+        support = sum(max(0.0, vec.get(c.id, 0.0) - w.floor)
+                      for c in members[1: 1 + w.support_count])
+        score[chain] = -members[0].score + w.support * support
+    order = sorted(groups, key=lambda ch: (-score[ch], groups[ch][0].score, -groups[ch][0].id))
+    order = _supersede(order, groups, score, stamps, index, w)
+    return [c for ch in order for c in groups[ch]]
+
+
+def _supersede(order: list[int], groups: dict[int, list[Candidate]], score: dict[int, float],
+               stamps: dict[int, float], index: VectorIndex, w: Weights) -> list[int]:
+    """A later conversation on the same topic as a better-ranked earlier one, and nearly as
+    relevant, is taken for an update of it and moved just above it (knowledge updates: the
+    current statement of a fact outranks the outdated one). Conversations are compared by their
+    best messages, and their times."""
+    head = order[: w.update_window]
+    best = {ch: groups[ch][0].id for ch in head}
+    rows = index.vectors(list(best.values()))
+    moved = dict(score)
     for a in range(len(head)):
         for b in range(a + 1, len(head)):
-            ia, ib = head[a][1], head[b][1]
+            ca, cb = head[a], head[b]
+            ia, ib = best[ca], best[cb]
             if ia not in rows or ib not in rows or stamps.get(ib, 0) <= stamps.get(ia, 0):
                 continue
-            if scores[ib] < scores[ia] - w.update_margin or scores[ib] > scores[ia]:
+            if moved[cb] < moved[ca] - w.update_margin or moved[cb] > moved[ca]:
                 continue
             if float(rows[ia] @ rows[ib]) >= w.same_topic:
-                scores[ib] = scores[ia] + 1e-3
-    head = sorted(((scores[i], i) for _, i in head), key=lambda x: (-x[0], -x[1]))
-    return head + fused[w.update_window:]
+                moved[cb] = moved[ca] + 1e-3
+    head = sorted(head, key=lambda ch: -moved[ch])
+    return head + order[w.update_window:]
 
 
-def _similarities(index: VectorIndex, qv: Any, ids: list[int]) -> dict[int, float]:
-    pos = np.searchsorted(index.ids, ids)
-    out: dict[int, float] = {}
-    for i, p in zip(ids, pos, strict=True):
-        if p < len(index.ids) and index.ids[p] == i:
-            out[i] = float(index.matrix[p] @ qv)
-    return out
-
-
-def _timestamps(archive: SessionArchive, ids: list[int]) -> dict[int, float]:
-    out: dict[int, float] = {}
+def _times_and_chains(archive: SessionArchive, ids: list[int],
+                      ) -> tuple[dict[int, float], dict[int, int]]:
+    """Each message's timestamp and compaction chain (one query per 900 ids)."""
+    stamps: dict[int, float] = {}
+    chains: dict[int, int] = {}
     for k in range(0, len(ids), 900):
         part = ids[k:k + 900]
-        out.update({r[0]: float(r[1]) for r in archive.db.read(
-            f"SELECT id, timestamp FROM messages WHERE id IN ({','.join('?' * len(part))})",
-            tuple(part))})
-    return out
+        for i, ts, chain in archive.db.read(
+                "SELECT m.id, m.timestamp, s.chain FROM messages AS m JOIN sessions AS s ON "
+                f"s.num = m.session WHERE m.id IN ({','.join('?' * len(part))})", tuple(part)):
+            stamps[i], chains[i] = float(ts), int(chain)
+    return stamps, chains

@@ -49,7 +49,7 @@ GUIDANCE = (
 )
 
 __all__ = ["GUIDANCE", "RESULT_CHARS", "Semantic", "SessionSearchInput", "expand_session",
-           "make_tool", "session_search"]
+           "make_tool", "prefetch_text", "session_search"]
 
 #: a window shows at most this much of a matching message (around the match) ...
 HIT_CHARS = 6000
@@ -498,6 +498,40 @@ def expand_session(
     _fit_windows(out, make, [max(0, result_chars - 600)], result_chars)
     out["window"] = out.pop("results")[0]["window"]
     return out
+
+
+def prefetch_text(archive: SessionArchive, query: str, current_session_id: str | None,
+                  options: dict[str, Any], *, sessions: int = 2, chars: int = 1500) -> str | None:
+    """The archive's ``prefetch``: the best hits of the best ``sessions`` conversations for
+    ``query`` as a few lines of text (at most ``chars``), or None when nothing matches or the
+    query cannot be searched."""
+    opts = {k: v for k, v in options.items()
+            if k in ("candidates", "demote_platforms", "semantic", "user")}
+    try:
+        found = session_search(archive, query, current_session_id=current_session_id,
+                               limit=sessions, result_chars=max(4000, 3 * chars), **opts)
+    except QueryError:
+        return None
+    lines: list[str] = []
+    for result in found.get("results", []):
+        title = f' "{result["title"]}"' if result.get("title") else ""
+        hits = " | ".join(f'{h["role"]}: {h["snippet"]}' for h in result.get("hits", [])[:2])
+        if hits:
+            lines.append(f'- {result.get("started_at") or ""}{title} (session '
+                         f'{result["session_id"]}): {hits}')
+    if not lines:
+        return None
+    head = ("Earlier conversations that may be relevant (session_archive; call session_search "
+            "with a session_id for more):")
+    text = head
+    for line in lines:
+        if len(text) + 1 + len(line) > chars:
+            room = chars - len(text) - 2
+            if room > 80:
+                text += "\n" + line[:room] + "…"
+            break
+        text += "\n" + line
+    return text if text != head else None
 
 
 def make_tool(

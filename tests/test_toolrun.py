@@ -101,8 +101,29 @@ def test_parallel_safe_calls_on_distinct_paths_run_concurrently(tmp_path):
     assert [o.call.id for o in out] == ["c0", "c1", "c2"]  # results keep the model's order
 
 
+class Rendezvous(Concurrency):
+    """Handlers wait (bounded) until ``until`` of them run at once, then all go on: the peak is
+    exactly the pool's limit whatever the machine's load, and more than it if the pool allows."""
+
+    def __init__(self, until):
+        super().__init__(hold=0)
+        self.cond = threading.Condition(self.lock)
+        self.until = until
+        self.met = False
+
+    def handler(self, args, ctx):
+        with self.cond:
+            self.now += 1
+            self.peak = max(self.peak, self.now)
+            self.cond.notify_all()
+            self.met = self.cond.wait_for(lambda: self.met or self.now >= self.until, timeout=10)
+            self.cond.notify_all()
+            self.now -= 1
+        return {"path": args.get("path")}
+
+
 def test_at_most_eight_calls_run_at_once(tmp_path):
-    c = Concurrency(hold=0.03)
+    c = Rendezvous(until=8)
     router = ToolRouter({"read": (tool("read", c.handler, parallel_safe=True), "fs")})
     out = router.run(calls("read", *[f"f{i}" for i in range(12)]), SESSION)
     assert c.peak == 8 and len(out) == 12

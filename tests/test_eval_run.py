@@ -337,6 +337,10 @@ def test_locomo_conversation_through_the_session_archive():
     assert by_name["prefetch:session_archive"]["items"] == []
     src = by_name["tool:session_search"]
     assert src["items"][0]["dataset_session"] == "session_2"
+    # per source, an empty answer is counted apart from the answers (it is not a miss)
+    assert report["sources"]["prefetch:session_archive"]["answers"] == 0
+    assert report["sources"]["prefetch:session_archive"]["empty"] == 2
+    assert report["sources"]["tool:session_search"]["answers"] == 2
 
 
 def test_providers_hanging_during_ingest_fail_their_questions():

@@ -49,7 +49,11 @@ def _by_source(questions: Sequence[dict[str, Any]], ks: Sequence[int]) -> dict[s
     for name in names:
         entries = [s for q in questions if q["ok"] for s in q["sources"] if s["source"] == name]
         scored = [s for s in entries if s["scores"] is not None]
-        row: dict[str, Any] = {"answers": len(entries), "scored": len(scored),
+        # answers: the source said something; empty: it ran and had nothing (e.g. a prefetch
+        # that is off), which is not a miss of its recall
+        row: dict[str, Any] = {"answers": sum(1 for s in entries if s["status"] == "ok"),
+                               "empty": sum(1 for s in entries if s["status"] == "empty"),
+                               "scored": len(scored),
                                "errors": sum(1 for q in questions for s in q["sources"]
                                              if s["source"] == name and s["status"] not in ("ok", "empty"))}
         for k in ks:
@@ -118,13 +122,14 @@ def tables(report: dict[str, Any]) -> list[Any]:
     by_source = Table(title="per source (all question types)", title_justify="left")
     by_source.add_column("source")
     by_source.add_column("answers", justify="right")
+    by_source.add_column("empty", justify="right")
     by_source.add_column("errors", justify="right")
     for k in ks:
         by_source.add_column(f"R@{k}", justify="right")
     by_source.add_column("tokens", justify="right")
     by_source.add_column("ms", justify="right")
     for name, row in report["sources"].items():
-        by_source.add_row(name, str(row["answers"]), str(row["errors"]),
+        by_source.add_row(name, str(row["answers"]), str(row["empty"]), str(row["errors"]),
                           *[fmt(row[f"recall@{k}"]) for k in ks], fmt(row["tokens_mean"], 0),
                           fmt(row["ms_median"], 1))
     return [by_type, by_source]

@@ -17,14 +17,16 @@ Triggers keep each session's message count and last activity in sync, as state.d
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from hermes_core.storage.migrations import PgMigration
 
 from .cjk import CJK_CLASS
 
-__all__ = ["BUCKETS", "COMPONENT", "MIGRATIONS", "TSV_CHARS"]
+__all__ = ["BUCKETS", "BUCKET_EXPR", "COMPONENT", "MIGRATIONS", "TSV_CHARS"]
 
+log = logging.getLogger("hermes_core.plugins.session_archive")
 COMPONENT = "session_archive"
 TSV_CHARS = 100_000
 
@@ -167,8 +169,13 @@ def _cjk_index(con: Any) -> None:
         con.execute("CREATE INDEX messages_cjk_present ON messages(id) WHERE cjk IS NOT NULL")
 
 
-#: sample buckets of the text index: a message is in bucket ``id % BUCKETS`` (pg_search.py)
+#: sample buckets of the text index: a message is in bucket ``id * BUCKET_MIX % BUCKETS``
+#: (pg_search.py); the odd multiplier (about BUCKETS / golden ratio) spreads the messages of
+#: the first k buckets evenly over the ids, also in an archive of fewer than BUCKETS messages
 BUCKETS = 1024
+BUCKET_MIX = 633
+#: the index expression, as queries must spell it to use the index
+BUCKET_EXPR = f"((m.id * {BUCKET_MIX}) % {BUCKETS})"
 
 
 def _bucket_index(con: Any) -> None:
@@ -180,10 +187,11 @@ def _bucket_index(con: Any) -> None:
         with con.transaction():  # a savepoint: a refused extension leaves the migration intact
             con.execute("CREATE EXTENSION IF NOT EXISTS btree_gin")
             con.execute(f"CREATE INDEX messages_tsv_bucket ON messages USING gin "
-                        f"((id % {BUCKETS}), tsv)")
+                        f"(((id * {BUCKET_MIX}) % {BUCKETS}), tsv)")
             con.execute("DROP INDEX messages_tsv")
-    except Exception:
-        pass
+    except Exception as exc:
+        log.warning("session archive: no btree_gin (%s); broad searches sample without an "
+                    "index and read more rows", str(exc).strip())
     # CJK runs of the few messages that have any, readable from the index alone: a 1-2 letter
     # run (no trigram) is matched there instead of in the table
     con.execute("CREATE INDEX messages_cjk_runs ON messages(id) INCLUDE (cjk) "

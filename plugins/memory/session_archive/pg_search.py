@@ -12,11 +12,11 @@ most ``limit``; for a broader query, an even sample of all history (never just t
 * the planner's estimate of the matches (one ``EXPLAIN``, no rows read) picks the path. At most
   ``limit`` estimated: the matches are read with ``LIMIT limit + 1`` - all of them, ranked
   exactly, when there are at most ``limit`` (an underestimate that finds more goes on as broad);
-* broad: messages are in ``BUCKETS`` buckets by ``id % BUCKETS`` and the text index is keyed by
-  (bucket, word) (pg_schema.py, migration 3), so the index itself returns only the matches of
-  the first ``k`` buckets, ``k`` chosen for about ``SAMPLE`` of them. A bucket is every
-  ``BUCKETS``-th message, so the sample spreads evenly over all history, oldest to newest, and
-  only the sampled rows are read. The rank is computed in the same statement.
+* broad: messages are in ``BUCKETS`` buckets (``id * 633 % BUCKETS``) and the text index is
+  keyed by (bucket, word) (pg_schema.py, migration 3), so the index itself returns only the matches of
+  the first ``k`` buckets, ``k`` chosen for about ``SAMPLE`` of them. The multiplier spreads
+  the messages of the first ``k`` buckets evenly over the ids, so the sample covers all history,
+  oldest to newest, and only the sampled rows are read. The rank is computed in the same statement.
 
 CJK runs are matched as substrings of the message's CJK text (``messages.cjk``, trigram index;
 runs of one or two letters in an index holding the runs of the few messages that have any),
@@ -33,6 +33,7 @@ import math
 import re
 from typing import Any
 
+from .pg_schema import BUCKET_EXPR
 from .pg_schema import BUCKETS as SCHEMA_BUCKETS
 from .pg_schema import SPLIT_CHARS
 from .query import SearchPlan
@@ -72,7 +73,7 @@ def tsquery_text(expr: str) -> str:
     return " ".join(out)
 
 
-#: messages are sampled by bucket ``id % BUCKETS`` (must match the index of pg_schema.py)
+#: messages are sampled by bucket (BUCKET_EXPR, the index expression of pg_schema.py)
 BUCKETS = SCHEMA_BUCKETS
 #: how many matches a broad query ranks (the SQLite archive: 8 slices of 64)
 SAMPLE = 512
@@ -184,7 +185,7 @@ class _Search:
     def _count(self, where: list[str], buckets: int, cap: int) -> int:
         """How many matches the first ``buckets`` buckets hold (at most ``cap``; no rank)."""
         rows = self.db.read(f"{self.cte} SELECT count(*) FROM (SELECT 1 FROM messages AS m "
-                            f"WHERE {' AND '.join(where)} AND (m.id % {BUCKETS}) < "
+                            f"WHERE {' AND '.join(where)} AND {BUCKET_EXPR} < "
                             "CAST(:k AS bigint) LIMIT :cap) AS x", {**self.params, "k": buckets,
                                                                    "cap": cap})
         return int(rows[0][0])
@@ -211,7 +212,7 @@ class _Search:
                 total = max(total, float(len(found)))
         buckets = max(1, min(BUCKETS, math.ceil(BUCKETS * sample / max(total, 1.0))))
         while True:
-            found = self._read(f"{select} AND (m.id % {BUCKETS}) < CAST(:k AS bigint) "
+            found = self._read(f"{select} AND {BUCKET_EXPR} < CAST(:k AS bigint) "
                                "LIMIT :cap", k=buckets, cap=max(4 * sample, self.limit + 1))
             if buckets >= BUCKETS and len(found) <= self.limit:
                 return found  # every match: no sample after all

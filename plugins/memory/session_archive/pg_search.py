@@ -33,9 +33,8 @@ import math
 import re
 from typing import Any
 
-from .pg_schema import BUCKET_EXPR
+from .pg_schema import BUCKET_EXPR, SPLIT_CHARS
 from .pg_schema import BUCKETS as SCHEMA_BUCKETS
-from .pg_schema import SPLIT_CHARS
 from .query import SearchPlan
 
 __all__ = ["BUCKETS", "SAMPLE", "pg_candidates", "tsquery_text"]

@@ -6,8 +6,9 @@
 
 Each node is its own process (``hermes-core serve``'s stack: uvicorn + starlette, the dispatcher,
 the file memory and the session archive on PostgreSQL, the compressor), with a **stub** model:
-an in-process CannedLLM whose every call takes ``--llm-latency`` seconds (default 0.2; it sleeps,
-as a thread waiting for a model's answer over the network does) and then answers canned words.
+an in-process CannedLLM whose every call takes ``--llm-latency`` seconds (default 1.0, about what
+a short answer from a hosted model takes; it sleeps, as a thread waiting for a model's answer over
+the network does) and then answers canned words.
 Each node runs at most ``--max-turns`` turns at once (``webhook.max_concurrent_turns``, default
 8): a node's capacity is its number of model calls in flight, as with a real model. A throwaway
 PostgreSQL server is started unless ``--url`` names a database. The load generator (a child
@@ -207,8 +208,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--url", help="a PostgreSQL database (default: a throwaway server)")
-    parser.add_argument("--llm-latency", type=float, default=0.2,
-                        help="seconds each stub model call takes (default 0.2; 0: at once)")
+    parser.add_argument("--llm-latency", type=float, default=1.0,
+                        help="seconds each stub model call takes (default 1.0; 0: at once)")
     parser.add_argument("--max-turns", type=int, default=8,
                         help="turns a node runs at once (webhook.max_concurrent_turns; default 8)")
     parser.add_argument("--cpu-bound", action="store_true",

@@ -98,6 +98,9 @@ def test_notes_follow_the_session_and_unknown_sessions_are_not_mirrored(per_user
     turn(per_user, session_of("s-alice", "alice"), "hello")
     per_user.on_memory_write(MemoryWrite("add", "user", "Is vegetarian", session_id="s-alice"))
     per_user.on_memory_write(MemoryWrite("add", "user", "Likes opera", session_id="s-unknown"))
+    # no session named: the last session switched to may be another user's, so not mirrored
+    turn(per_user, session_of("s-bob", "bob"), "hi")
+    per_user.on_memory_write(MemoryWrite("add", "user", "Plays chess"))
     assert per_user.wait_idle(5)
     rows = honcho_server.store.list_conclusions(WS, None, 1, 100)["items"]
     assert [(r["observed_id"], r["content"]) for r in rows] == [

@@ -374,7 +374,9 @@ class HonchoProvider(MemoryProvider):
     def on_memory_write(self, write: MemoryWrite) -> None:
         if not self.config.mirror_memory_writes or write.target != "user":
             return
-        sid = self.session_id(write.session_id) if write.session_id else self._current
+        sid = self.session_id(write.session_id) if write.session_id else None
+        if sid is None and not self.per_user:  # per user, the last session may be another's
+            sid = self._current
         peer = self.peer_of_session(sid) if sid else None
         if peer is None:
             if self.per_user:

@@ -80,3 +80,14 @@ def test_stopwords_only_are_found_in_stretches_over_history(pg_archive, monkeypa
     pg_archive.append_messages("late", [Message("user", "whom")])
     ids, _ = candidates(pg_archive, "whom", limit=1000)
     assert len(ids) == 1
+
+
+def test_carried_over_copies_stay_out_of_every_path(pg_archive) -> None:  # type: ignore[no-untyped-def]
+    """The text and CJK matches no longer check the carried-over mark themselves (the copies
+    have no tsv and no cjk); the substring match still does."""
+    pg_archive.append_message("old", Message("user", "walrus 部署计划 whom"))
+    pg_archive.append_message("new", Message("user", "walrus 部署计划 whom",
+                                             meta={"carried_over": "old"}))
+    for text in ("walrus", "部署计划", "部署", "whom"):
+        ids, _ = candidates(pg_archive, text, limit=1000)
+        assert len(ids) == 1, text

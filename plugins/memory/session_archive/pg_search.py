@@ -105,7 +105,11 @@ def pg_candidates(
     text_expr = plan.fallback if fallback else plan.strict
     joiner = " OR " if fallback else " AND "
     params: dict[str, Any] = {"q": tsquery_text(text_expr or "")}
-    common: list[str] = ["(m.meta IS NULL OR (m.meta::jsonb -> 'carried_over') IS NULL)"]
+    # A compaction's carried-over copies are left out: their tsv and cjk are NULL (the index
+    # trigger), so the text and CJK matches exclude them by themselves (which lets CJK runs be
+    # read from their index alone); the substring match checks the mark.
+    common: list[str] = []
+    carried = "(m.meta IS NULL OR (m.meta::jsonb -> 'carried_over') IS NULL)"
     if exclude_lineage_of:
         params["sid"] = exclude_lineage_of
         common.append("m.session NOT IN (SELECT num FROM lineage)")
@@ -139,7 +143,7 @@ def pg_candidates(
         for i, needle in enumerate(needles):
             params[f"n{i}"] = f"%{_like(needle)}%"
             likes.append(f"m.content ILIKE :n{i}")
-        found = search.substring([*common, "(" + joiner.join(likes) + (
+        found = search.substring([*common, carried, "(" + joiner.join(likes) + (
             f"{joiner}{joiner.join(cjk)}" if cjk else "") + ")"], low, high)
     if cjk and fallback:  # OR: messages matching only a CJK run count too
         best = {c.id: c for c in found}

@@ -54,6 +54,7 @@ def test_each_user_is_a_peer_and_alices_fact_never_reaches_bob(per_user, honcho_
     a_peer, b_peer = user_peer_id("alice"), user_peer_id("bob")
     assert [m["peer_id"] for m in honcho_server.store.messages(WS, "s-alice")] == [a_peer, "hermes"]
     assert [m["peer_id"] for m in honcho_server.store.messages(WS, "s-bob")] == [b_peer, "hermes"]
+    assert honcho_server.store.session_json(WS, "s-alice")["metadata"]["user_peer"] == a_peer
     assert honcho_server.store.peer_config(WS, "s-alice", a_peer) == {
         "observe_me": True, "observe_others": False}
 
@@ -124,6 +125,7 @@ def test_global_scope_keeps_one_user_peer(make_provider, honcho_server) -> None:
     turn(provider, session_of("s-alice", "alice"), "I take oat milk in my coffee.")
     assert provider.wait_idle(5)
     assert [m["peer_id"] for m in honcho_server.store.messages(WS, "s-alice")] == ["user", "hermes"]
+    assert "user_peer" not in honcho_server.store.session_json(WS, "s-alice")["metadata"]
     # today's behaviour: one peer for everyone, so another user's session recalls it
     assert "oat milk" in recall(provider, session_of("s-bob", "bob"), "what milk do I take")
     report = provider.forget(subject="oat", scope="user:alice", dry_run=True)

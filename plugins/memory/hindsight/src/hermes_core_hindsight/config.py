@@ -8,13 +8,14 @@ redacts it in ``config show`` and in validation errors.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-__all__ = ["FACT_TYPES", "Budget", "FactType", "HindsightConfig"]
+__all__ = ["FACT_TYPES", "Budget", "FactType", "HindsightConfig", "user_bank"]
 
 FactType = Literal["world", "experience", "observation"]
 Budget = Literal["low", "mid", "high"]
@@ -25,6 +26,23 @@ FACT_TYPES: tuple[FactType, ...] = ("world", "experience", "observation")
 # Bank ids go into URL paths; keep them to characters that need no escaping anywhere.
 _BANK_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 _TAG_RE = re.compile(r"^[^\s,]{1,128}$")
+_NOT_BANK_CHARS = re.compile(r"[^A-Za-z0-9_-]+")
+#: the readable part of a user's bank id is cut to this many characters (the hash keeps it unique)
+_USER_PART = 40
+
+
+def user_bank(bank: str, user: str) -> str:
+    """The bank of one user under ``memory.scope: user``: ``<bank>.user.<readable>.<hash>``.
+
+    The readable part is the user key with every character outside ``[A-Za-z0-9_-]`` turned into
+    ``_`` and cut to 40 characters; the hash (16 hex digits of SHA-256 of the whole key) is always
+    there, so two keys never share a bank, whatever they contain or however long they are (a key
+    crafted to look like another's readable part still hashes differently). The result always
+    passes the bank id rule (at most 128 characters).
+    """
+    readable = _NOT_BANK_CHARS.sub("_", user)[:_USER_PART].strip("_") or "user"
+    digest = hashlib.sha256(user.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{bank[:64]}.user.{readable}.{digest}"
 
 
 class HindsightConfig(BaseModel):

@@ -11,6 +11,11 @@ Data path of a turn (see docs in README.md):
 * ``queue_prefetch`` starts a recall in the background; ``prefetch`` serves it (see :mod:`.recall`);
 * ``on_session_switch`` and ``on_session_end`` wait (bounded) until the session's turns are sent;
   ``shutdown`` waits (bounded) and keeps what is left in the spool file.
+
+With ``memory.scope: user`` every user key has a bank of its own (:func:`.config.user_bank`):
+turns, recall, the tools and mirrored notes of a session go to the bank of the session's user
+(``session.user_id``), so one user's facts are never recalled for another. A session without a
+user key uses the configured bank, as in the global scope.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from .client import (
     Memory,
     ServerInfo,
 )
-from .config import FACT_TYPES, FactType, HindsightConfig
+from .config import FACT_TYPES, FactType, HindsightConfig, user_bank
 from .recall import Prefetcher, render
 from .spool import Spool
 from .tools import build_tools
@@ -100,6 +105,12 @@ class HindsightMemory(MemoryProvider):
         self._operations: deque[tuple[str, str]] = deque(maxlen=1_000)
         #: the last operations settle() saw failing: (id, the server's error message)
         self.failed_operations: list[tuple[str, str | None]] = []
+        #: ``memory.scope: user``: one bank per user key
+        self.per_user = getattr(getattr(context.config, "memory", None), "scope", "global") == "user"
+        #: hermes-core session id -> its user key or None (to route a note written in a session)
+        self._session_users: dict[str, str | None] = {}
+        #: every bank this provider has written to (settle waits on each)
+        self._banks: set[str] = {config.bank}
         deadline = context.config.memory.prefetch_timeout
         self.live_wait = min(config.prefetch_live_wait, LIVE_WAIT_SHARE * deadline)
         self.writer = RetainWriter(
@@ -108,6 +119,28 @@ class HindsightMemory(MemoryProvider):
         self.prefetcher = Prefetcher(self._recall_for_prefetch, logger=self.log)
         self._tools = build_tools(self)
         self._closed = False
+
+    # ------------------------------------------------------------------------------- banks
+
+    def bank_of_user(self, user: str | None) -> str:
+        """The bank of a user key: its own with ``memory.scope: user``, else the configured one."""
+        if not self.per_user or not user:
+            return self.config.bank
+        return user_bank(self.config.bank, user)
+
+    def bank_for(self, session: Session | None) -> str:
+        """The bank of ``session``'s user (see :meth:`bank_of_user`); remembers the session's user."""
+        user = session.user_id if (self.per_user and session is not None) else None
+        if self.per_user and session is not None:
+            with self._lock:
+                if len(self._session_users) > 10_000:  # bounded: oldest first
+                    self._session_users.pop(next(iter(self._session_users)))
+                self._session_users[session.id] = user
+        bank = self.bank_of_user(user)
+        if user is not None:
+            with self._lock:
+                self._banks.add(bank)
+        return bank
 
     # ----------------------------------------------------------------------------- the server
 
@@ -161,6 +194,8 @@ class HindsightMemory(MemoryProvider):
                     item["document_id"] = f"{session_id}#turn-{job.get('turn', 0)}"
             items.append(item)
         bank = job.get("bank", self.config.bank)
+        with self._lock:
+            self._banks.add(bank)
         data = self.client.retain(bank, items, async_=self.config.retain_async,
                                   operation_id=job.get("operation_id"),
                                   timeout=self.config.retain_timeout)
@@ -172,7 +207,7 @@ class HindsightMemory(MemoryProvider):
     def _recall_for_prefetch(self, query: str, session: Session) -> list[Memory]:
         limit = self.config.prefetch_max_results * 3  # room for skipped current-session memories
         memories = self.client.recall(
-            self.config.bank, query[:2000], types=self.recall_types(),
+            self.bank_for(session), query[:2000], types=self.recall_types(),
             budget=self.config.recall_budget, max_tokens=self.config.recall_max_tokens,
             timeout=self.config.recall_timeout)
         return memories[:limit]
@@ -226,7 +261,7 @@ class HindsightMemory(MemoryProvider):
             "metadata": metadata,
             "tags": self.session_tags(session),
         } for start in range(0, len(text), size)]
-        return {"bank": self.config.bank, "session_id": session.id, "turn": turn,
+        return {"bank": self.bank_for(session), "session_id": session.id, "turn": turn,
                 "items": items, "label": f"turn {turn} of session {session.id}",
                 "operation_id": str(uuid.uuid4())}
 
@@ -235,7 +270,7 @@ class HindsightMemory(MemoryProvider):
     @hookimpl
     def system_prompt_block(self, session: Session) -> str | None:
         # Built from the config only, so it is the same bytes all session long.
-        lines = [f"Long-term memory (Hindsight, bank {self.config.bank!r}) is active."]
+        lines = [f"Long-term memory (Hindsight, bank {self.bank_for(session)!r}) is active."]
         if self.config.auto_retain:
             lines.append("Every turn of this conversation is retained in it automatically.")
         if self.config.auto_recall:
@@ -248,6 +283,7 @@ class HindsightMemory(MemoryProvider):
     @hookimpl
     def on_session_switch(self, new_session: Session, old_session: Session | None,
                           reason: SwitchReason) -> None:
+        self.bank_for(new_session)  # learn the session's user (for notes written in it)
         if new_session.parent_session_id:
             root = self.lineage_root(new_session)
             with self._lock:
@@ -278,7 +314,7 @@ class HindsightMemory(MemoryProvider):
             return None
         memories = self.prefetcher.get(query, session, wait=self.live_wait)
         skip = session.id if self.config.recall_skip_current_session else None
-        return render(memories, bank=self.config.bank, max_results=self.config.prefetch_max_results,
+        return render(memories, bank=self.bank_for(session), max_results=self.config.prefetch_max_results,
                       max_chars=self.config.prefetch_max_chars, skip_session=skip)
 
     @hookimpl
@@ -293,6 +329,18 @@ class HindsightMemory(MemoryProvider):
         # on the fact a note became.
         if write.action == "remove" or not write.content.strip() or self._closed:
             return
+        bank = self.config.bank
+        if self.per_user:
+            with self._lock:
+                known = (write.session_id or "") in self._session_users
+                user = self._session_users.get(write.session_id or "")
+            if not known:
+                # a note from a session this provider never saw: its user is unknown, and keeping
+                # it in the shared bank could show one user's note to everyone
+                self.log.info("hindsight: a %s note of session %s is not mirrored (its user is "
+                              "unknown here)", write.target, write.session_id or "-")
+                return
+            bank = self.bank_of_user(user)
         tags = [*self.config.tags, f"source:{write.provider or 'memory'}",
                 f"target:{write.target}"]
         if write.session_id:
@@ -300,7 +348,7 @@ class HindsightMemory(MemoryProvider):
         item = {"content": write.content.strip(), "context": f"saved to {write.target} notes",
                 "metadata": {"source": "memory-write", "target": write.target,
                              "origin": write.origin}, "tags": tags}
-        self.writer.submit({"bank": self.config.bank, "items": [item],
+        self.writer.submit({"bank": bank, "items": [item],
                             "label": f"{write.action} of a {write.target} note",
                             "operation_id": str(uuid.uuid4())})
 
@@ -316,12 +364,21 @@ class HindsightMemory(MemoryProvider):
         memory drawn from it) or a whole bank, not one memory; deleting documents to forget one
         fact would silently lose everything else those sessions taught. So this provider reports
         what matches and which documents hold it, and leaves the choice to the user.
+
+        With ``memory.scope: user``, ``scope`` ``user:<key>`` looks in that user's bank and ``all``
+        in the configured bank and every user bank this provider has used; with the global scope
+        every scope looks in the one bank.
         """
         needle = " ".join(subject.split()).casefold()
         self.writer.flush(10.0)  # queued turns first: they may mention it too
-        found = self.client.recall(self.config.bank, subject, types=self.recall_types(),
-                                   budget="high", max_tokens=8192,
-                                   timeout=self.config.recall_timeout)
+        if scope.startswith("user:") and self.per_user:
+            banks = [self.bank_of_user(scope[len("user:"):])]
+        else:  # global scope: the one bank, whatever the scope (as it always was)
+            with self._lock:
+                banks = sorted(self._banks)
+        found = [m for bank in banks for m in self.client.recall(
+            bank, subject, types=self.recall_types(), budget="high", max_tokens=8192,
+            timeout=self.config.recall_timeout)]
         hits = [m for m in found if needle in " ".join(m.text.split()).casefold()]
         documents = sorted({m.document_id for m in hits if m.document_id})
         items = [f"memory {m.id} (document {m.document_id or '-'}): {m.text[:80]}" for m in hits]
@@ -330,8 +387,8 @@ class HindsightMemory(MemoryProvider):
             reason = (
                 "Hindsight's API deletes whole documents (a retained session and every memory "
                 f"drawn from it), not single memories. The {len(hits)} matching memories are in "
-                f"document(s) {', '.join(documents) or '(none named)'} of bank "
-                f"{self.config.bank!r}; to remove them, delete those documents on the server "
+                f"document(s) {', '.join(documents) or '(none named)'} of bank(s) "
+                f"{', '.join(repr(b) for b in banks)}; to remove them, delete those documents on the server "
                 "(DELETE /v1/default/banks/<bank>/documents/<id>), accepting that the rest of "
                 "those sessions is forgotten too.")
         return ForgetReport(self.name, matched=len(hits), deleted=0, dry_run=dry_run,
@@ -375,9 +432,12 @@ class HindsightMemory(MemoryProvider):
         try:
             if not self._operations_done(end):
                 return False
-            while self.client.pending_operations(self.config.bank, timeout=min(5.0, left())):
-                if not self._wait(0.1, end):
-                    return False
+            with self._lock:
+                banks = sorted(self._banks)
+            for bank in banks:
+                while self.client.pending_operations(bank, timeout=min(5.0, left())):
+                    if not self._wait(0.1, end):
+                        return False
         except HindsightUnavailable:
             return False
         return self.prefetcher.idle(left())

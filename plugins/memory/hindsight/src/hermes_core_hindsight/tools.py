@@ -83,18 +83,20 @@ def build_tools(provider: HindsightMemory) -> list[Tool]:
                                          *args.tags]}
         if args.context:
             item["context"] = args.context
+        bank = provider.bank_for(ctx.session)
         try:
-            provider.client.retain(config.bank, [item], async_=config.retain_async,
+            provider.client.retain(bank, [item], async_=config.retain_async,
                                    operation_id=str(uuid.uuid4()), timeout=config.retain_timeout)
         except HindsightError as exc:
             raise _failed("hindsight_retain", exc) from None
-        return {"stored": True, "bank": config.bank}
+        return {"stored": True, "bank": bank}
 
     def recall(args: RecallInput, ctx: ToolContext) -> dict[str, Any]:
         try:
             types: list[str] = list(args.types) if args.types else provider.recall_types()
             memories = provider.client.recall(
-                config.bank, args.query, types=types, budget=config.recall_budget,
+                provider.bank_for(ctx.session), args.query, types=types,
+                budget=config.recall_budget,
                 max_tokens=config.recall_max_tokens, timeout=config.recall_timeout)
         except HindsightError as exc:
             raise _failed("hindsight_recall", exc) from None
@@ -103,7 +105,8 @@ def build_tools(provider: HindsightMemory) -> list[Tool]:
 
     def reflect(args: ReflectInput, ctx: ToolContext) -> dict[str, Any]:
         try:
-            text = provider.client.reflect(config.bank, args.query, budget=config.recall_budget,
+            text = provider.client.reflect(provider.bank_for(ctx.session), args.query,
+                                           budget=config.recall_budget,
                                            context=args.context, timeout=config.reflect_timeout)
         except HindsightNoLLM:
             raise ToolError(

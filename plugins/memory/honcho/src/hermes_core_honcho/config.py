@@ -22,7 +22,8 @@ from pydantic import (
     model_validator,
 )
 
-__all__ = ["CLOUD_URL", "ID_RE", "HonchoConfig", "ReasoningLevel", "check_id", "session_id_for"]
+__all__ = ["CLOUD_URL", "ID_RE", "HonchoConfig", "ReasoningLevel", "check_id", "session_id_for",
+           "user_peer_id"]
 
 CLOUD_URL = "https://api.honcho.dev"
 #: Honcho's rule for the ids a client chooses (workspaces, peers, sessions)
@@ -54,6 +55,19 @@ def session_id_for(hermes_session_id: str, prefix: str = "") -> str:
     return f"{cleaned}-{digest}"
 
 
+def user_peer_id(user: str, prefix: str = "user-") -> str:
+    """The Honcho peer of one user key under ``memory.scope: user``: ``<prefix><readable>-<hash>``.
+
+    The readable part is the key with every character Honcho refuses turned into ``_``, cut to 40
+    characters; the hash (16 hex digits of SHA-256 of the whole key) is always appended, so two
+    keys never share a peer - not keys that clean up alike (``a.b``, ``a@b``), not a 10 kB key,
+    not a key crafted to look like another's readable part. At most 77 characters.
+    """
+    readable = _BAD_ID_CHARS.sub("_", user)[:40].strip("_") or "user"
+    digest = hashlib.sha256(user.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{prefix}{readable}-{digest}"
+
+
 class HonchoConfig(BaseModel):
     """Settings of the Honcho memory provider (config.yaml section ``honcho``)."""
 
@@ -71,6 +85,9 @@ class HonchoConfig(BaseModel):
     ai_peer: str = "hermes"
     #: prepended to every Honcho session id (to share a workspace between several agents)
     session_prefix: str = ""
+    #: with ``memory.scope: user``, each user key is its own peer: this prefix, the key (cleaned)
+    #: and a hash of it (see ``user_peer_id``); ``user_peer`` is then only for sessions without one
+    user_peer_prefix: str = "user-"
     #: hybrid: recall injected each turn and the honcho_* tools; context: injection only;
     #: tools: only the tools (no background recall at all)
     recall_mode: Literal["hybrid", "context", "tools"] = "hybrid"
@@ -126,6 +143,14 @@ class HonchoConfig(BaseModel):
     def _prefix(cls, value: str) -> str:
         if value and not re.fullmatch(r"[A-Za-z0-9_-]{1,40}", value):
             raise ValueError(f"{value!r} may only hold 1-40 letters, digits, '_' or '-'")
+        return value
+
+    @field_validator("user_peer_prefix")
+    @classmethod
+    def _peer_prefix(cls, value: str) -> str:
+        if value and not re.fullmatch(r"[A-Za-z0-9_-]{1,20}", value):
+            raise ValueError(f"honcho.user_peer_prefix {value!r} may only hold 1-20 letters, "
+                             "digits, '_' or '-'")
         return value
 
     @model_validator(mode="after")

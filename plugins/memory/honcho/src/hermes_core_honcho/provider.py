@@ -6,6 +6,12 @@ Mapping: one Honcho *workspace* (``honcho.workspace``); the user and the agent a
 (``parent_session_id``, ``switch_reason``), so a compaction's child session is a new Honcho session
 that says where it came from.
 
+With ``memory.scope: user`` every user key (``session.user_id``) is a peer of its own
+(:func:`.config.user_peer_id`): a session's user messages are written as that peer, recall and
+the tools read that peer's model, card and conclusions, and searches see only the sessions that
+peer is in - so one user's facts are never recalled for another. A session without a user key uses
+``user_peer``, as in the global scope (which keeps one user peer for everyone).
+
 Nothing here touches the network on the turn's thread except the tools the model calls:
 
 * ``sync_turn`` and ``on_memory_write`` queue jobs for the writer thread (:mod:`.writer`);
@@ -29,7 +35,7 @@ from hermes_core.types import ForgetReport, MemoryWrite, Message, Session, Switc
 
 from .chunking import split_message
 from .client import HonchoClient, HonchoError
-from .config import HonchoConfig, session_id_for
+from .config import HonchoConfig, session_id_for, user_peer_id
 from .recall import Layer, RecallState, base_text, is_trivial, render
 from .writer import Job, Outbox, Writer
 
@@ -54,6 +60,8 @@ class HonchoProvider(MemoryProvider):
     def __init__(self, config: HonchoConfig, context: PluginContext) -> None:
         super().__init__(config, context)
         self.user, self.ai = config.user_peer, config.ai_peer
+        #: ``memory.scope: user``: one Honcho peer per user key
+        self.per_user = getattr(getattr(context.config, "memory", None), "scope", "global") == "user"
         self.client = HonchoClient(config.base_url, workspace=config.workspace,
                                    api_key=config.api_key_value(), timeout=config.timeout)
         # The first prefetch must answer inside the kernel's deadline, whatever the config says.
@@ -62,7 +70,7 @@ class HonchoProvider(MemoryProvider):
         self._states: dict[str, RecallState] = {}
         self._meta: dict[str, dict[str, Any]] = {}
         self._ready: set[str] = set()  # Honcho sessions known to exist
-        self._peers_ready = False
+        self._peers: set[str] = set()  # peers known to exist (the AI peer, user peers)
         self._current: str | None = None
         folder = context.home / "honcho"
         self.writer = Writer(self._perform, Outbox(folder / "outbox.jsonl"),
@@ -92,11 +100,32 @@ class HonchoProvider(MemoryProvider):
         raw = session if isinstance(session, str) else session.id
         return session_id_for(raw, self.config.session_prefix)
 
+    def peer_of_user(self, user: str | None) -> str:
+        """The peer of a user key: its own with ``memory.scope: user``, else ``user_peer``."""
+        if not self.per_user or not user:
+            return self.user
+        return user_peer_id(user, self.config.user_peer_prefix)
+
+    def peer_for(self, session: Session | None) -> str:
+        """The user peer of ``session`` (see :meth:`peer_of_user`)."""
+        return self.peer_of_user(session.user_id if session is not None else None)
+
+    def peer_of_session(self, sid: str) -> str | None:
+        """The user peer of a Honcho session this provider has seen, else None."""
+        with self._lock:
+            meta = self._meta.get(sid)
+        if meta is None:
+            return None
+        peer = meta.get("user_peer")
+        return peer if isinstance(peer, str) else self.user
+
     def _remember(self, session: Session, reason: str | None = None) -> str:
         sid = self.session_id(session)
         with self._lock:
             meta = self._meta.setdefault(sid, {"hermes_session_id": session.id,
                                                "platform": session.platform})
+            if self.per_user:  # the global scope's metadata stays as it was
+                meta.setdefault("user_peer", self.peer_for(session))
             if session.parent_session_id:
                 meta["parent_session_id"] = session.parent_session_id
                 meta["parent_honcho_session_id"] = self.session_id(session.parent_session_id)
@@ -118,11 +147,12 @@ class HonchoProvider(MemoryProvider):
         """Get-or-create the workspace, both peers (once) and the session ``sid`` (once)."""
         if sid in self._ready:
             return
-        self.ensure_peers()
+        user = self.peer_of_session(sid) or self.user
+        self.ensure_peers(user)
         with self._lock:
             meta = dict(self._meta.get(sid) or {})
         self.client.ensure_session(sid, metadata=meta, peers={
-            self.user: {"observe_me": True, "observe_others": False},
+            user: {"observe_me": True, "observe_others": False},
             self.ai: {"observe_me": False, "observe_others": True},
         })
         self._ready.add(sid)
@@ -146,29 +176,38 @@ class HonchoProvider(MemoryProvider):
                 self.client.add_messages(sid, messages[:100])
                 del messages[:100]
         elif kind == "conclude":
-            self.ensure_peers()
+            peer = job.get("peer") or self.user
+            self.ensure_peers(peer)
             self.client.create_conclusions([{"content": job["content"], "observer_id": self.ai,
-                                             "observed_id": self.user,
+                                             "observed_id": peer,
                                              **({"session_id": sid} if sid else {})}])
         elif kind == "forget":
-            self.ensure_peers()
-            for conclusion_id in self._find_conclusions(job["content"]):
+            peer = job.get("peer") or self.user
+            self.ensure_peers(peer)
+            for conclusion_id in self._find_conclusions(job["content"], peer):
                 self.client.delete_conclusion(conclusion_id)
         else:
             raise ValueError(f"unknown job kind {kind!r}")
 
-    def ensure_peers(self) -> None:
-        """Get-or-create the workspace and both peers, once per provider."""
-        if not self._peers_ready:
+    def ensure_peers(self, user: str | None = None) -> None:
+        """Get-or-create the workspace, the agent's peer and the user peer ``user`` (default:
+        ``user_peer``), each once per provider."""
+        user = user or self.user
+        if user in self._peers and self.ai in self._peers:
+            return
+        if self.ai not in self._peers:
             self.client.ensure_workspace()
-            self.client.ensure_peer(self.user, {"role": "user"})
+        if user not in self._peers:
+            self.client.ensure_peer(user, {"role": "user"})
+            self._peers.add(user)
+        if self.ai not in self._peers:
             self.client.ensure_peer(self.ai, {"role": "agent"})
-            self._peers_ready = True
+            self._peers.add(self.ai)
 
-    def _find_conclusions(self, content: str) -> list[str]:
+    def _find_conclusions(self, content: str, peer: str) -> list[str]:
         found, page = [], 1
         while True:
-            result = self.client.list_conclusions(observer=self.ai, observed=self.user, page=page,
+            result = self.client.list_conclusions(observer=self.ai, observed=peer, page=page,
                                                   size=100)
             found += [c.id for c in result.items if c.content.strip() == content.strip()]
             if page >= result.pages:
@@ -211,18 +250,19 @@ class HonchoProvider(MemoryProvider):
         sid, query, turn = job["sid"], job["query"], job["turn"]
         state = self._state(sid)
         cfg = self.config
+        user = self.peer_of_session(sid) or self.user
         try:
             self.ensure_session(sid)
             if job["base"]:
-                ctx = self.client.session_context(sid, peer_target=self.user,
+                ctx = self.client.session_context(sid, peer_target=user,
                                                   peer_perspective=self.ai, search_query=query,
                                                   tokens=max(1, cfg.context_chars // 4))
                 state.base.record(turn, base_text(
                     summary=ctx.summary.content if ctx.summary else None,
                     representation=ctx.peer_representation, card=ctx.peer_card,
-                    user=self.user, ai=self.ai))
+                    user=user, ai=self.ai))
             if job["dialectic"]:
-                answer = self.client.chat(self.ai, query, target=self.user,
+                answer = self.client.chat(self.ai, query, target=user,
                                           reasoning_level=cfg.reasoning_level)
                 state.dialectic.record(turn, (answer or "").strip()[: cfg.dialectic_max_chars])
             state.query = query
@@ -257,7 +297,7 @@ class HonchoProvider(MemoryProvider):
     @hookimpl
     def system_prompt_block(self, session: Session) -> str | None:
         mode = self.config.recall_mode
-        text = (f"Honcho keeps a model of the user (peer '{self.user}') built from your "
+        text = (f"Honcho keeps a model of the user (peer '{self.peer_for(session)}') built from your "
                 f"conversations with them, across sessions; you are peer '{self.ai}'.")
         if mode != "tools":
             text += (" What it recalls for a message is added to that message as recalled memory "
@@ -282,7 +322,8 @@ class HonchoProvider(MemoryProvider):
             if not underway:
                 self._request_refresh(sid, query, state.turn, True, state.dialectic.cadence > 0)
             state.ready.wait(self.first_turn_wait)
-        return render(state, user=self.user, ai=self.ai, limit=self.config.context_chars) or None
+        return render(state, user=self.peer_of_session(sid) or self.user, ai=self.ai,
+                      limit=self.config.context_chars) or None
 
     @hookimpl
     def queue_prefetch(self, query: str, session: Session) -> None:
@@ -302,7 +343,8 @@ class HonchoProvider(MemoryProvider):
         sid = self._remember(session)
         limit = self.config.message_max_chars
         items: list[dict[str, Any]] = []
-        for message, peer in ((user_message, self.user), (assistant_message, self.ai)):
+        user = self.peer_of_session(sid) or self.user
+        for message, peer in ((user_message, user), (assistant_message, self.ai)):
             if not message.content.strip():
                 continue
             pieces = split_message(message.content, limit)
@@ -334,19 +376,31 @@ class HonchoProvider(MemoryProvider):
     def on_memory_write(self, write: MemoryWrite) -> None:
         if not self.config.mirror_memory_writes or write.target != "user":
             return
-        sid = self.session_id(write.session_id) if write.session_id else self._current
+        sid = self.session_id(write.session_id) if write.session_id else None
+        if sid is None and not self.per_user:  # per user, the last session may be another's
+            sid = self._current
+        peer = self.peer_of_session(sid) if sid else None
+        if peer is None:
+            if self.per_user:
+                # a note of a session this provider never saw: whose it is cannot be told, and
+                # filing it under the shared peer could show it to every user
+                log.info("honcho: a user note of session %s is not mirrored (its user is unknown "
+                         "here)", write.session_id or "-")
+                return
+            peer = self.user
         if write.action in ("add", "replace") and write.content.strip():
             self.writer.submit({"kind": "conclude", "content": write.content.strip(),
-                                **({"session": sid} if sid else {})})
+                                "peer": peer, **({"session": sid} if sid else {})})
         if write.action in ("replace", "remove") and write.old_text:
-            self.writer.submit({"kind": "forget", "content": write.old_text})
+            self.writer.submit({"kind": "forget", "content": write.old_text, "peer": peer})
 
     @hookimpl
     def on_pre_compress(self, messages: list[Message], session: Session) -> str | None:
         state = self._states.get(self.session_id(session))
         if state is None or not state.base.text:
             return None
-        return (f"Honcho's model of {self.user} (durable across sessions; keep what matters for "
+        return (f"Honcho's model of {self.peer_for(session)} (durable across sessions; keep what "
+                f"matters for "
                 f"the task):\n{state.base.text}")
 
     @hookimpl
@@ -359,13 +413,27 @@ class HonchoProvider(MemoryProvider):
         messages cannot be deleted through Honcho's API (said in ``cannot_delete``)."""
         from .forget import MESSAGES_NOTE, find_and_delete
 
-        if scope not in ("all", f"user:{self.user}"):
+        if scope.startswith("user:") and self.per_user:
+            peers = [self.peer_of_user(scope[len("user:"):])]
+        elif scope == "all" or scope == f"user:{self.user}":
+            with self._lock:  # every user peer this provider wrote for, and the shared one
+                peers = sorted({self.user, *(p for p in self._peers if p != self.ai)})
+        else:
             return ForgetReport(self.name, dry_run=dry_run, cannot_delete=(
                 f"this provider keeps one user peer ({self.user!r}); forget with scope 'all'"))
         self.wait_idle(10.0)  # queued writes first, so nothing mentioning it lands afterwards
-        self.ensure_peers()
-        found = find_and_delete(self.client, observer=self.ai, observed=self.user,
-                                subject=subject, dry_run=dry_run)
+        found = None
+        for peer in peers:
+            self.ensure_peers(peer)
+            one = find_and_delete(self.client, observer=self.ai, observed=peer,
+                                  subject=subject, dry_run=dry_run)
+            if found is None:
+                found = one
+            else:
+                found.conclusions += one.conclusions
+                found.card_lines += one.card_lines
+                found.deleted += one.deleted
+        assert found is not None
         if not dry_run:
             with self._lock:  # cached recall may quote it: the next prefetch asks afresh
                 self._states.clear()

@@ -7,6 +7,10 @@ invalid peer id) reaches the model as a tool error (:class:`~hermes_core.errors.
 says what happened; nothing is raised into the agent loop. Answers are JSON objects.
 
 ``peer`` accepts ``user`` (the default), ``ai`` (the agent itself) or any peer id of the workspace.
+With ``memory.scope: user``, ``user`` is the calling session's user's own peer, and no other user's
+peer can be named: a peer id other than the session's user's and the agent's is refused, searches
+cover only the sessions of the session's user, and a conclusion can only be deleted by the user it
+is about.
 """
 
 from __future__ import annotations
@@ -89,15 +93,20 @@ class _Handlers:
         self.p = provider
         self.timeout = provider.config.tool_timeout
 
-    def peer(self, value: str | None) -> str:
+    def peer(self, value: str | None, context: ToolContext) -> str:
+        user = self.p.peer_for(context.session)
         if value in (None, "", "user"):
-            return self.p.user
+            return user
         if value == "ai":
             return self.p.ai
         try:
-            return check_id(value, "peer")
+            peer = check_id(value, "peer")
         except ValueError as exc:
             raise ToolError(str(exc)) from None
+        if self.p.per_user and peer not in (user, self.p.ai):
+            raise ToolError(f"peer {peer!r} is not this conversation's user: with memory.scope "
+                            "'user' only 'user' (this user) and 'ai' can be read")
+        return peer
 
     def target(self, peer: str) -> str | None:
         """The card/representation target: the agent reads its own without one."""
@@ -112,15 +121,29 @@ class _Handlers:
 
     def session(self, context: ToolContext) -> str | None:
         sid = self.p.session_id(context.session) if context.session is not None else None
+        if sid is None and self.p.per_user:
+            return None  # the last switched-to session may be another user's
         return sid or self.p.current_session
+
+    def owns(self, conclusion_id: str, peer: str) -> bool:
+        """Whether ``conclusion_id`` is one of the agent's conclusions about ``peer``."""
+        page = 1
+        while True:
+            result = self.p.client.list_conclusions(observer=self.p.ai, observed=peer, page=page,
+                                                    size=100, timeout=self.timeout)
+            if any(c.id == conclusion_id for c in result.items):
+                return True
+            if page >= result.pages:
+                return False
+            page += 1
 
     # ----------------------------------------------------------------------------- handlers
 
     def profile(self, args: ProfileArgs, context: ToolContext) -> dict[str, Any]:
-        peer = self.peer(args.peer)
+        peer = self.peer(args.peer, context)
 
         def go() -> dict[str, Any]:
-            self.p.ensure_peers()
+            self.p.ensure_peers(self.p.peer_for(context.session))
             if args.card is not None:
                 facts = [f.strip() for f in args.card if f.strip()]
                 saved = self.p.client.set_card(self.p.ai, facts, target=self.target(peer),
@@ -136,13 +159,22 @@ class _Handlers:
                         else "replacing the Honcho profile", go)
 
     def search(self, args: SearchArgs, context: ToolContext) -> dict[str, Any]:
-        peer = self.peer(args.peer) if args.peer else None
+        peer = self.peer(args.peer, context) if args.peer else None
         budget = args.max_tokens * 4
         limit = max(3, min(20, budget // 300))
+        user = self.p.peer_for(context.session)
 
         def go() -> dict[str, Any]:
-            self.p.ensure_peers()
-            found = self.p.client.search(args.query, limit=limit, peer=peer, timeout=self.timeout)
+            self.p.ensure_peers(user)
+            if self.p.per_user:  # only the sessions this user is in (and, given, one author)
+                filters: dict[str, Any] = {"peer_perspective": user}
+                if peer is not None:
+                    filters["peer_id"] = peer
+                found = self.p.client.search(args.query, limit=limit, filters=filters,
+                                             timeout=self.timeout)
+            else:
+                found = self.p.client.search(args.query, limit=limit, peer=peer,
+                                             timeout=self.timeout)
             lines: list[str] = []
             used = 0
             for m in found:
@@ -159,12 +191,12 @@ class _Handlers:
         return self.run("searching Honcho", go)
 
     def context(self, args: ContextArgs, context: ToolContext) -> dict[str, Any]:
-        peer = self.peer(args.peer)
+        peer = self.peer(args.peer, context)
         sid = self.session(context)
 
         def go() -> dict[str, Any]:
             if sid is None:
-                self.p.ensure_peers()
+                self.p.ensure_peers(self.p.peer_for(context.session))
                 rep = self.p.client.representation(self.p.ai, target=self.target(peer),
                                                    timeout=self.timeout)
                 card = self.p.client.get_card(self.p.ai, target=self.target(peer),
@@ -185,11 +217,11 @@ class _Handlers:
         return self.run("reading the Honcho context", go)
 
     def conclude(self, args: ConcludeArgs, context: ToolContext) -> dict[str, Any]:
-        peer = self.peer(args.peer)
+        peer = self.peer(args.peer, context)
         sid = self.session(context)
 
         def go() -> dict[str, Any]:
-            self.p.ensure_peers()
+            self.p.ensure_peers(self.p.peer_for(context.session))
             client, ai = self.p.client, self.p.ai
             if args.conclusion is not None:
                 if sid is not None:
@@ -202,6 +234,9 @@ class _Handlers:
                 if not _CONCLUSION_ID.match(args.delete_id):
                     raise ToolError(f"delete_id {args.delete_id!r} is not a conclusion id; take "
                                     "one from honcho_conclude(list=true)")
+                if self.p.per_user and not self.owns(args.delete_id, peer):
+                    raise ToolError(f"conclusion {args.delete_id!r} is not one about {peer!r}; "
+                                    "take an id from honcho_conclude(list=true)")
                 client.delete_conclusion(args.delete_id, timeout=self.timeout)
                 return {"deleted": args.delete_id}
             if args.query:
@@ -216,10 +251,10 @@ class _Handlers:
         return self.run("the Honcho conclusion request", go)
 
     def reasoning(self, args: ReasoningArgs, context: ToolContext) -> dict[str, Any]:
-        peer = self.peer(args.peer)
+        peer = self.peer(args.peer, context)
 
         def go() -> dict[str, Any]:
-            self.p.ensure_peers()
+            self.p.ensure_peers(self.p.peer_for(context.session))
             answer = self.p.client.chat(self.p.ai, args.query, target=self.target(peer),
                                         reasoning_level=args.reasoning_level
                                         or self.p.config.reasoning_level,
@@ -235,19 +270,19 @@ class _Handlers:
 def build_tools(provider: HonchoProvider) -> list[Tool]:
     """The provider's tools, bound to it."""
     h = _Handlers(provider)
-    user = provider.user
+    user = "the user" if provider.per_user else repr(provider.user)
     tools: list[tuple[str, str, type[BaseModel], Callable[..., Any], bool]] = [
         ("honcho_profile", f"Read the profile (peer card: short durable facts) Honcho keeps about "
-         f"{user!r}, or replace it by giving 'card'.", ProfileArgs, h.profile, False),
+         f"{user}, or replace it by giving 'card'.", ProfileArgs, h.profile, False),
         ("honcho_search", "Search what was said in earlier conversations (all sessions) by words or "
          "a question; returns '[author · session] text' lines, best first.", SearchArgs, h.search,
          True),
         ("honcho_context", f"What Honcho knows right now: this conversation's summary, its model of "
-         f"{user!r}, the profile and the last messages.", ContextArgs, h.context, True),
-        ("honcho_conclude", f"Record a durable conclusion about {user!r} (conclusion), delete one "
+         f"{user}, the profile and the last messages.", ContextArgs, h.context, True),
+        ("honcho_conclude", f"Record a durable conclusion about {user} (conclusion), delete one "
          "(delete_id), or list them (list, optionally ranked by query).", ConcludeArgs, h.conclude,
          False),
-        ("honcho_reasoning", f"Ask Honcho a question about {user!r} (preferences, history, "
+        ("honcho_reasoning", f"Ask Honcho a question about {user} (preferences, history, "
          "circumstances); it reasons over everything it has stored and answers in prose.",
          ReasoningArgs, h.reasoning, True),
     ]

@@ -257,7 +257,7 @@ def _candidates(
         from .pg_search import pg_candidates
 
         return pg_candidates(archive, plan, fallback=fallback, roles=scope.roles, limit=limit,
-                             exclude_lineage_of=scope.lineage, user=scope.user)
+                             exclude_lineage_of=scope.lineage, user=scope.user, broad=broad)
     op = "OR" if fallback else "AND"
     text_expr = plan.fallback if fallback else (plan.loose if loose else plan.strict)
     longs, shorts = plan.cjk_long, plan.cjk_short

@@ -300,6 +300,10 @@ class HookCallEngine:
             return None
         return outcome.value if outcome.status == "ok" else None
 
+    def current_plugin(self) -> str | None:
+        """The plugin whose implementation runs on this thread now."""
+        return getattr(self._local, "plugin", None)
+
     # ------------------------------------------------------------------------------ guarding
 
     def _guard(self, hook: str, impl: pluggy.HookImpl, lane: str | None,

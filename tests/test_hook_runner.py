@@ -198,3 +198,24 @@ def test_a_hung_wrapper_is_bounded_and_treated_as_transparent(home: Path) -> Non
     assert host.hooks.drain(5) == []
     assert log == ["plain one", "before: late part"]  # the late part still ran, on its lane
     host.hooks.close()
+
+
+def test_current_plugin_names_the_implementation_running(home: Path) -> None:
+    seen: dict[str, str | None] = {}
+    holder: dict[str, object] = {}
+
+    def provider(name: str) -> type[MemoryProvider]:
+        @hookimpl
+        def on_message(self, message):
+            seen[name] = holder["host"].hooks.current_plugin()  # type: ignore[attr-defined]
+
+        return type(name.title(), (MemoryProvider,), {"name": name, "on_message": on_message})
+
+    for providers in ([provider("solo")], [provider("a"), provider("b")]):  # a lane; a runner
+        host = make_host(home, providers=providers)
+        holder["host"] = host
+        host.hooks.on_message(message=Message("user", "hi"), session=SESSION)
+        host.hooks.close()
+    assert seen == {"solo": "memory-provider:solo", "a": "memory-provider:a",
+                    "b": "memory-provider:b"}
+    assert host.hooks.current_plugin() is None  # outside any implementation

@@ -141,16 +141,7 @@ class PgSpanStore:
                     "n_messages, digest) VALUES (%s, %s, %s, %s, %s, %s) RETURNING id",
                     (conversation, now, first, last, len(messages), encode_text(digest)),
                 ).fetchone()
-                with con.cursor() as cur:
-                    cur.executemany(
-                        "INSERT INTO lossless_span_messages(span_id, seq, role, content, "
-                        "tool_calls, tool_call_id, tool_name, timestamp, words) VALUES "
-                        "(%s, %s, %s, %s, %s, %s, %s, %s, to_tsvector('simple', %s))",
-                        [(span_id, seq, m.role, encode_text(m.content),
-                          encode_text(_calls_json(m)) if m.tool_calls else None,
-                          m.tool_call_id, m.tool_name, m.timestamp,
-                          indexed_text(m).replace("\x00", " ")[:_INDEX_CHARS])
-                         for seq, m in enumerate(messages)])
+                insert_span_messages(con, int(span_id), messages)
                 return int(span_id)
 
         span_id = self._run(run)
@@ -250,6 +241,20 @@ class PgSpanStore:
         return [str(r[0]) for r in self._fetch(
             "SELECT DISTINCT conversation FROM lossless_spans ORDER BY 1", ())]
 
+
+
+def insert_span_messages(con: Any, span_id: int, messages: Sequence[Message]) -> None:
+    """Insert one span's messages, in order, with their search text (one statement batch)."""
+    with con.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO lossless_span_messages(span_id, seq, role, content, "
+            "tool_calls, tool_call_id, tool_name, timestamp, words) VALUES "
+            "(%s, %s, %s, %s, %s, %s, %s, %s, to_tsvector('simple', %s))",
+            [(span_id, seq, m.role, encode_text(m.content),
+              encode_text(_calls_json(m)) if m.tool_calls else None,
+              m.tool_call_id, m.tool_name, m.timestamp,
+              indexed_text(m).replace("\x00", " ")[:_INDEX_CHARS])
+             for seq, m in enumerate(messages)])
 
 def _span(row: Any) -> Span:
     return Span(int(row[0]), row[1], row[2], row[3], row[4], int(row[5]), decode_text(row[6]))

@@ -116,7 +116,7 @@ def _insert_pg(store: Any, items: list[tuple[Span, list[Message]]]) -> int:
     """The same for the database store: one conversation, one transaction."""
     from hermes_core.storage.text import encode_text
 
-    from .pg_store import _INDEX_CHARS, indexed_text
+    from .pg_store import insert_span_messages
 
     def run(con: Any) -> int:
         renumbered = 0
@@ -141,16 +141,7 @@ def _insert_pg(store: Any, items: list[tuple[Span, list[Message]]]) -> int:
                         (span.id, *values))
                     con.execute("SELECT setval(pg_get_serial_sequence('lossless_spans', 'id'), "
                                 "greatest((SELECT max(id) FROM lossless_spans), 1))")
-                with con.cursor() as cur:
-                    cur.executemany(
-                        "INSERT INTO lossless_span_messages(span_id, seq, role, content, "
-                        "tool_calls, tool_call_id, tool_name, timestamp, words) VALUES "
-                        "(%s, %s, %s, %s, %s, %s, %s, %s, to_tsvector('simple', %s))",
-                        [(span_id, seq, m.role, encode_text(m.content),
-                          encode_text(_calls_json(m)) if m.tool_calls else None,
-                          m.tool_call_id, m.tool_name, m.timestamp,
-                          indexed_text(m).replace("\x00", " ")[:_INDEX_CHARS])
-                         for seq, m in enumerate(messages)])
+                insert_span_messages(con, span_id, messages)
         return renumbered
 
     return int(store._run(run))

@@ -36,10 +36,19 @@ COMMANDS: dict[str, str] = {
 class LazyGroup(click.Group):
     """The kernel's commands, imported on first use, and the plugins' (``register_commands``)."""
 
-    def list_commands(self, ctx: click.Context) -> list[str]:
+    @staticmethod
+    def _index(ctx: click.Context) -> dict[str, Any]:
+        """The plugin command index, read once per invocation (checking it costs a scan of the
+        installed distributions and the config file)."""
         from ._plugin_commands import command_index
 
-        plugin = [name for name, entry in command_index().items() if entry.enabled]
+        index: dict[str, Any] | None = ctx.meta.get("hermes_core.command_index")
+        if index is None:
+            index = ctx.meta["hermes_core.command_index"] = dict(command_index())
+        return index
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        plugin = [name for name, entry in self._index(ctx).items() if entry.enabled]
         return sorted({*COMMANDS, *self.commands, *plugin})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
@@ -57,9 +66,7 @@ class LazyGroup(click.Group):
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # Plugin commands are listed from the index: --help imports no plugin.
-        from ._plugin_commands import command_index
-
-        index = command_index()
+        index = self._index(ctx)
         rows = []
         width = formatter.width - 6 - max((len(n) for n in [*COMMANDS, *index]), default=0)
         for name in self.list_commands(ctx):

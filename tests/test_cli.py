@@ -208,3 +208,20 @@ def test_debug_shows_traceback(home):
     debug = subprocess.run([sys.executable, "-m", "hermes_core", "--debug", "config", "show"],
                            capture_output=True, text=True, env={**os.environ})
     assert debug.returncode == 1 and "Traceback" in debug.stderr
+
+
+def test_help_lists_the_kernel_commands_without_importing_them(home):
+    import click
+
+    from hermes_core.cli import COMMANDS, SHORT_HELP
+
+    assert set(SHORT_HELP) == set(COMMANDS)
+    ctx = click.Context(cli)
+    for name in COMMANDS:  # the table says what each command's own help says
+        command = cli.get_command(ctx, name)
+        assert command is not None
+        assert click.utils.make_default_short_help(SHORT_HELP[name], 200) == \
+            command.get_short_help_str(200), name
+    _imports_after(["--help"], home)  # the first --help builds the plugin command index
+    modules = _imports_after(["--help"], home)
+    assert not any(m.startswith("hermes_core.cli.") and m.endswith("_cmd") for m in modules)

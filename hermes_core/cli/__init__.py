@@ -32,6 +32,22 @@ COMMANDS: dict[str, str] = {
     "storage": "hermes_core.cli.storage_cmd:storage",
 }
 
+#: the kernel commands' short help, so ``--help`` imports none of them (a test keeps it equal to
+#: each command's own)
+SHORT_HELP: dict[str, str] = {
+    "chat": "Chat with the agent in the terminal; replies stream as they are written.",
+    "config": "Read, change and check config.yaml.",
+    "context": "Inspect what the context engine would do with a history.",
+    "doctor": "Check the home folder, config, plugins, state.db and the API key.",
+    "eval": "Score the memory stack's recall on a LongMemEval or LoCoMo file, offline.",
+    "forget": "Delete everything the memory providers keep that mentions TEXT.",
+    "plugins": "List, install and switch plugins.",
+    "replay": "Replay a recorded conversation (JSONL) through the configured plugins, with no API "
+              "key.",
+    "serve": "Serve the agent over HTTP: POST a signed JSON message, get the reply.",
+    "storage": "Where the stores keep their data (SQLite files or one PostgreSQL database).",
+}
+
 
 class LazyGroup(click.Group):
     """The kernel's commands, imported on first use, and the plugins' (``register_commands``)."""
@@ -71,7 +87,9 @@ class LazyGroup(click.Group):
         width = formatter.width - 6 - max((len(n) for n in [*COMMANDS, *index]), default=0)
         for name in self.list_commands(ctx):
             entry = index.get(name)
-            if name in COMMANDS or name in self.commands or entry is None:
+            if name in SHORT_HELP and name not in self.commands:
+                text = click.utils.make_default_short_help(SHORT_HELP[name], width)
+            elif name in COMMANDS or name in self.commands or entry is None:
                 command = self.get_command(ctx, name)
                 if command is None or command.hidden:
                     continue

@@ -88,7 +88,7 @@ class LazyGroup(click.Group):
         for name in self.list_commands(ctx):
             entry = index.get(name)
             if name in SHORT_HELP and name not in self.commands:
-                text = click.utils.make_default_short_help(SHORT_HELP[name], width)
+                text = click.Command(name, help=SHORT_HELP[name]).get_short_help_str(width)
             elif name in COMMANDS or name in self.commands or entry is None:
                 command = self.get_command(ctx, name)
                 if command is None or command.hidden:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from embedder_support import TopicEmbedder
 
 from hermes_core.config import CoreConfig
 from hermes_core.embeddings import GuardedEmbedder
@@ -33,31 +34,8 @@ TOPICS = {"dog": 0, "whippet": 0, "pet": 0, "animal": 0, "puppy": 0, "rent": 1, 
           "coding": 2}
 
 
-class Synonyms(Embedder):
-    """Each text -> the normalised counts of the topics its words belong to; a text of no topic
-    gets an axis of its own among the last eight (by its length), so unrelated texts are far
-    apart, as with a real model."""
-
-    name = "synonyms"
-    dimension = 12
-    model_id = "synonyms-v1"
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        self.calls += 1
-        out = []
-        for t in texts:
-            v = [0.02] * 12
-            for word in t.lower().replace("?", " ").replace(",", " ").replace(".", " ").split():
-                if word in TOPICS:
-                    v[TOPICS[word]] += 1.0
-            if max(v) < 1.0:
-                v[4 + len(t) % 8] += 1.0
-            n = sum(x * x for x in v) ** 0.5
-            out.append([x / n for x in v])
-        return out
+class Synonyms(TopicEmbedder):
+    topics = TOPICS
 
 
 class Broken(Synonyms):

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from compressor_support import build_history
+from embedder_support import TopicEmbedder
 
 from hermes_core.config import CoreConfig, LLMSection
 from hermes_core.embeddings import GuardedEmbedder
@@ -29,28 +30,8 @@ TOPICS = {"dog": 0, "whippet": 0, "pet": 0, "animal": 0, "rent": 1, "landlord": 
           "editor": 2, "helix": 2, "neovim": 2, "coding": 2}
 
 
-class Synonyms(Embedder):
-    """Topic words -> their axis; a text of no topic -> one of eight other axes (by length)."""
-
-    name = "synonyms"
-    dimension = 12
-    model_id = "synonyms-v1"
-
-    def __init__(self) -> None:
-        pass
-
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        out = []
-        for t in texts:
-            v = [0.02] * 12
-            for word in t.lower().replace("?", " ").replace(",", " ").replace(".", " ").split():
-                if word in TOPICS:
-                    v[TOPICS[word]] += 1.0
-            if max(v) < 1.0:
-                v[4 + len(t) % 8] += 1.0
-            n = sum(x * x for x in v) ** 0.5
-            out.append([x / n for x in v])
-        return out
+class Synonyms(TopicEmbedder):
+    topics = TOPICS
 
 
 class SynonymsV2(Synonyms):

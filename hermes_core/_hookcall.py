@@ -18,7 +18,8 @@ that adds what pluggy does not do:
   the caller hands the whole of pluggy's call to one runner thread instead of one lane hand-off per
   implementation (a hand-off costs tens of microseconds on a busy machine). The runner claims each
   plugin's lane in turn and runs the implementation inline (a lane that is busy or late gets the
-  call through its own FIFO instead), so a plugin still sees one call at a time per lane. The
+  call through its own FIFO instead), so a plugin still sees one call at a time per lane (a
+  plugin has a few lanes per purpose; one conversation's calls always use the same one). The
   caller watches each implementation's own deadline: when one is late, the caller *takes over*:
   that implementation is recorded as ``timed_out`` and keeps running where it is, the runner skips
   the rest, and the caller runs the ones not started yet through their lanes, in the same order
@@ -46,7 +47,7 @@ from typing import Any, Literal
 
 import pluggy
 
-from ._lanes import CallResult, Lane, LaneSet
+from ._lanes import CallResult, Lane, LaneSet, shard_of
 
 __all__ = ["HookCallEngine", "HookOutcome", "HookProblem", "OutcomeStatus"]
 
@@ -108,8 +109,24 @@ class _Prepared:
     """A hook's guarded implementations for one set of call options, and their lanes."""
 
     impls: list[pluggy.HookImpl]
-    #: plugin -> lane, for a call that may go to one runner (no wrappers, bounded); else None
-    lanes: dict[str, Lane] | None
+    #: the plugins of a call that may go to one runner (no wrappers, bounded); else None
+    batch: tuple[str, ...] | None
+    #: the lanes' purpose (``turn``, ``background``); None for an unbounded hook
+    purpose: str | None
+
+
+def conversation_of(kwargs: Mapping[str, Any]) -> str | None:
+    """The conversation a hook call is about, which picks the plugin's lane: the session's
+    conversation key (its id when it has none), or the ``conversation_key``/``session_id``
+    argument; None for a call about no conversation."""
+    for name in ("session", "new_session"):
+        session = kwargs.get(name)
+        if session is not None:
+            attributes = getattr(session, "attributes", None)
+            key = attributes.get("conversation_key") if isinstance(attributes, dict) else None
+            return str(key or getattr(session, "id", "") or "") or None
+    key = kwargs.get("conversation_key") or kwargs.get("session_id")
+    return key if isinstance(key, str) else None
 
 
 class HookCallEngine:
@@ -172,7 +189,7 @@ class HookCallEngine:
         outer: _Batch | None = getattr(self._local, "batch", None)
         self._local.batch = None
         try:
-            if prepared.lanes is not None and outer is None:
+            if prepared.batch is not None and outer is None:
                 result = self._run_batch(caller.name, prepared, kwargs, firstresult, record)
             else:
                 result = self.pm._hookexec(caller.name, prepared.impls, kwargs, firstresult)
@@ -192,16 +209,22 @@ class HookCallEngine:
         # one implementation gains nothing from a runner: its lane is already one hand-off
         batchable = (lane is not None and len(chosen) > 1
                      and not any(i.wrapper or i.hookwrapper for i in chosen))
-        lanes = ({i.plugin_name: self.lanes.get(i.plugin_name, lane) for i in chosen}
-                 if batchable and lane is not None else None)
-        return _Prepared(guarded, lanes)
+        batch = tuple(i.plugin_name for i in chosen) if batchable else None
+        return _Prepared(guarded, batch, lane)
+
+    def _lane(self, plugin: str, purpose: str | None, kwargs: Mapping[str, Any]) -> Lane | None:
+        if purpose is None:
+            return None
+        return self.lanes.get(plugin, purpose, shard_of(conversation_of(kwargs), self.lanes.shards))
 
     # ------------------------------------------------------------------------------ one runner
 
     def _run_batch(self, hook: str, prepared: _Prepared, kwargs: Mapping[str, Any],
                    firstresult: bool, record: list[HookOutcome]) -> Any:
-        assert prepared.lanes is not None
-        batch = _Batch(prepared.lanes, self._timeout_of(hook))
+        assert prepared.batch is not None and prepared.purpose is not None
+        shard = shard_of(conversation_of(kwargs), self.lanes.shards)
+        batch = _Batch({p: self.lanes.get(p, prepared.purpose, shard) for p in prepared.batch},
+                       self._timeout_of(hook))
         impls = prepared.impls
         context = contextvars.copy_context()  # the runner runs the call in the caller's context
 
@@ -340,7 +363,7 @@ class HookCallEngine:
             def run() -> Any:
                 return context.run(call)
 
-            the_lane = self.lanes.get(plugin, lane) if lane is not None else None
+            the_lane = self._lane(plugin, lane, call_kwargs)
             if (the_lane is None or the_lane.owns_current_thread()
                     or the_lane is getattr(self._local, "held", None)):  # a runner holds its claim
                 start = time.perf_counter()
@@ -385,9 +408,10 @@ class HookCallEngine:
             if self.trace:
                 self._trace(hook, plugin, result.seconds, f"{result.status} ({stage})")
 
-        def step(call: Callable[[], Any], context: contextvars.Context) -> CallResult:
+        def step(call: Callable[[], Any], context: contextvars.Context,
+                 call_kwargs: Mapping[str, Any]) -> CallResult:
             """One part of the wrapper: on its plugin's lane under the hook's deadline."""
-            the_lane = self.lanes.get(plugin, lane) if lane is not None else None
+            the_lane = self._lane(plugin, lane, call_kwargs)
             if (the_lane is None or the_lane.owns_current_thread()
                     or the_lane is getattr(self._local, "held", None)):
                 try:
@@ -407,7 +431,7 @@ class HookCallEngine:
                 box.append(fn(*args, **kwargs))  # type: ignore[arg-type]
                 next(box[0])
 
-            first = step(begin, context)
+            first = step(begin, context, call_kwargs)
             if first.status in ("timed_out", "queued"):
                 late("before its yield", first, call_kwargs)
                 return (yield)
@@ -420,7 +444,7 @@ class HookCallEngine:
             gen = box[0]
             inner = yield
             sent = pluggy.Result(inner, None) if old_style else inner
-            second = step(lambda: gen.send(sent), context)
+            second = step(lambda: gen.send(sent), context, call_kwargs)
             if second.status in ("timed_out", "queued"):
                 late("after its yield", second, call_kwargs)
                 return inner
@@ -431,7 +455,7 @@ class HookCallEngine:
             if second.error is not None:
                 fail("raised after its yield", second.error, call_kwargs)
                 return inner
-            step(gen.close, context)
+            step(gen.close, context, call_kwargs)
             fail("yielded a second time", None, call_kwargs)
             return inner
 

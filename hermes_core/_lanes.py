@@ -1,4 +1,4 @@
-"""Lanes: one daemon thread per plugin and purpose, so a plugin call can be bounded by a deadline.
+"""Lanes: daemon threads per plugin and purpose, so a plugin call can be bounded by a deadline.
 
 Python cannot stop a function that hangs; it can only stop *waiting* for it. A lane is a FIFO of
 calls into one plugin served by its own daemon thread. The caller hands a call to the lane and
@@ -20,6 +20,14 @@ caller *claims* their lanes (:meth:`Lane.try_claim`) and hands the whole call to
 :class:`Runners` pool. A claimed lane holds the calls made to it meanwhile and runs them, in order,
 once the claim is released, so a plugin still sees one call at a time per lane.
 
+A plugin has up to :data:`SHARDS` lanes per purpose: the calls of one conversation always go to
+the same lane (:func:`shard_of` its key), so they run one at a time and in order, while different
+conversations' calls run side by side (a server's turns do not queue behind one plugin thread). A
+plugin that hangs on one conversation holds that lane only. Trust is the plugin's, not the
+lane's: once one of its lanes is late, a call on any other of its lanes is only probed until one
+answers in time, so a hung plugin still costs one deadline, not one per conversation. Calls that
+name no conversation share shard 0.
+
 Late results are discarded (their errors are logged). :meth:`LaneSet.drain` waits for every lane's
 backlog within a bound at shutdown and reports what did not finish.
 """
@@ -30,11 +38,13 @@ import logging
 import queue
 import threading
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["CallResult", "Lane", "LaneSet", "Runners", "Status", "run_bounded"]
+__all__ = ["SHARDS", "CallResult", "Lane", "LaneSet", "Runners", "Status", "run_bounded",
+           "shard_of"]
 
 log = logging.getLogger("hermes_core.lanes")
 
@@ -53,6 +63,16 @@ class CallResult:
 #: how long a caller waits for a lane that was late before, until it answers in time again
 PROBE_SECONDS = 0.05
 
+#: lanes per plugin and purpose; a conversation's calls all go to one of them
+SHARDS = 8
+
+
+def shard_of(key: str | None, shards: int = SHARDS) -> int:
+    """The lane shard of a conversation key (stable across processes; 0 for no key)."""
+    if not key or shards <= 1:
+        return 0
+    return zlib.crc32(key.encode("utf-8", "surrogatepass")) % shards
+
 
 class _Job:
     __slots__ = ("abandoned", "fn", "label", "reply")
@@ -64,16 +84,27 @@ class _Job:
         self.abandoned = not wait  # nobody reads the result
 
 
+class _Trust:
+    """Whether a plugin's lanes for one purpose are late (shared by its shards)."""
+
+    __slots__ = ("late",)
+
+    def __init__(self) -> None:
+        self.late = False
+
+
 class Lane:
     """A FIFO of calls served by one daemon thread, started on first use."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, trust: _Trust | None = None) -> None:
         self.name = name
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._backlog = 0  # calls submitted and not finished
-        self._late = False  # the caller stopped waiting for a call still on the lane
+        self._late = False  # the caller stopped waiting for a call still on this lane
+        #: the plugin's trust, shared with its other lanes for the same purpose
+        self._trust = trust or _Trust()
         self._thread: threading.Thread | None = None
         self._running: str | None = None
         self._stopped = False
@@ -98,7 +129,8 @@ class Lane:
         is busy, late or closed.
         """
         with self._lock:
-            if self._stopped or self._late or self._backlog or self._claim is not None:
+            if (self._stopped or self._late or self._trust.late or self._backlog
+                    or self._claim is not None):
                 return False
             self._claim = label
             self._backlog += 1
@@ -107,7 +139,7 @@ class Lane:
     def mark_late(self) -> None:
         """The claimer stopped waiting for the claimed call: later calls are queued or probed."""
         with self._lock:
-            self._late = True
+            self._late = self._trust.late = True
 
     def release(self) -> None:
         """End a claim: the held calls go to the lane's thread, in the order they came."""
@@ -139,8 +171,9 @@ class Lane:
             if self._stopped:
                 return CallResult("error", error=RuntimeError(f"{self.name} is closed"))
             behind_late = self._late and self._backlog > 0
-            # once late, the lane is only probed (a short wait) until a call answers in time again
-            wait = min(timeout, max(PROBE_SECONDS, timeout * 0.05)) if self._late else timeout
+            # once late, the plugin is only probed (a short wait) until a call answers in time again
+            probed = self._late or self._trust.late
+            wait = min(timeout, max(PROBE_SECONDS, timeout * 0.05)) if probed else timeout
             self._backlog += 1
             job = _Job(fn, label, wait=not behind_late)
             if self._claim is not None:
@@ -153,15 +186,15 @@ class Lane:
             return CallResult("queued")
         try:
             result = job.reply.get(True, wait)
-            if self._late:
+            if self._late or self._trust.late:
                 with self._lock:
-                    self._late = False  # it answered in time: trust it again
+                    self._late = self._trust.late = False  # it answered in time: trust it again
             return result
         except queue.Empty:
             with self._lock:  # the lane puts the result under this lock: no race
                 # Late either way: a plugin as slow as its deadline is probed from now on, so it
                 # costs its callers one deadline, not one per call.
-                self._late = True
+                self._late = self._trust.late = True
                 try:
                     return job.reply.get_nowait()  # it finished just now
                 except queue.Empty:
@@ -213,23 +246,27 @@ class Lane:
 
 
 class LaneSet:
-    """Lanes by key (plugin and purpose), created on first use."""
+    """Lanes by key (plugin, purpose and shard), created on first use."""
 
-    def __init__(self, prefix: str = "hermes-lane") -> None:
+    def __init__(self, prefix: str = "hermes-lane", shards: int = SHARDS) -> None:
         self._prefix = prefix
-        self._lanes: dict[tuple[str, str], Lane] = {}
+        self.shards = max(1, shards)
+        self._lanes: dict[tuple[str, str, int], Lane] = {}
+        self._trust: dict[tuple[str, str], _Trust] = {}
         self._lock = threading.Lock()
         #: threads that run whole hook calls over claimed lanes
         self.runners = Runners(f"{prefix}-runner")
 
-    def get(self, plugin: str, purpose: str) -> Lane:
-        key = (plugin, purpose)
+    def get(self, plugin: str, purpose: str, shard: int = 0) -> Lane:
+        key = (plugin, purpose, shard)
         lane = self._lanes.get(key)
         if lane is None:
             with self._lock:
                 lane = self._lanes.get(key)
                 if lane is None:
-                    lane = self._lanes[key] = Lane(f"{self._prefix}-{purpose}-{plugin}")
+                    name = f"{self._prefix}-{purpose}-{plugin}" + (f"-{shard}" if shard else "")
+                    trust = self._trust.setdefault((plugin, purpose), _Trust())
+                    lane = self._lanes[key] = Lane(name, trust)
         return lane
 
     def busy(self) -> list[str]:

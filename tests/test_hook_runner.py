@@ -219,3 +219,81 @@ def test_current_plugin_names_the_implementation_running(home: Path) -> None:
     assert seen == {"solo": "memory-provider:solo", "a": "memory-provider:a",
                     "b": "memory-provider:b"}
     assert host.hooks.current_plugin() is None  # outside any implementation
+
+
+def test_conversations_have_their_own_lanes_and_one_conversation_stays_in_order(
+        home: Path) -> None:
+    from hermes_core._lanes import shard_of
+
+    first = Session(id="sa", platform="test", attributes={"conversation_key": "alice"})
+    other_key = next(k for k in (f"bob-{n}" for n in range(100))
+                     if shard_of(k) != shard_of("alice"))
+    second = Session(id="sb", platform="test", attributes={"conversation_key": other_key})
+    entered = threading.Event()
+    release = threading.Event()
+    seen: list[str] = []
+
+    class Slow(MemoryProvider):
+        name = "slow"
+
+        @hookimpl
+        def on_message(self, message, session):
+            if message.content == "block":
+                entered.set()
+                release.wait(10)
+            seen.append(f"{session.id} {message.content}")
+
+    host = make_host(home, providers=[Slow],
+                     config_text="hooks:\n  timeouts:\n    on_message: 10\n")
+    blocked = threading.Thread(target=host.hooks.on_message,
+                               kwargs={"message": Message("user", "block"), "session": first})
+    blocked.start()
+    assert entered.wait(10)
+    # the plugin is busy with alice's call: bob's call into the same plugin does not queue behind it
+    outcomes = host.hooks.on_message(message=Message("user", "hello"), session=second)
+    assert [o.status for o in outcomes] == ["ok"]
+    assert seen == ["sb hello"]
+    # alice's next call waits for her first one: one conversation's calls stay one at a time, in order
+    later = threading.Thread(target=host.hooks.on_message,
+                             kwargs={"message": Message("user", "after"), "session": first})
+    later.start()
+    release.set()
+    blocked.join(10)
+    later.join(10)
+    assert seen == ["sb hello", "sa block", "sa after"]
+    assert host.hooks.drain(5) == []
+    host.hooks.close()
+
+
+def test_a_plugin_late_in_one_conversation_is_only_probed_in_the_others(home: Path) -> None:
+    from hermes_core._lanes import shard_of
+
+    other = next(k for k in (f"c-{n}" for n in range(1, 200)) if shard_of(k) != shard_of("c-0"))
+    keys = ["c-0", other]
+    sessions = [Session(id=k, platform="test", attributes={"conversation_key": k}) for k in keys]
+    release = threading.Event()
+    answered: list[str] = []
+
+    class Hung(MemoryProvider):
+        name = "hung"
+
+        @hookimpl
+        def on_message(self, message, session):
+            if message.content == "hang":
+                release.wait(10)
+            answered.append(f"{session.id} {message.content}")
+
+    host = make_host(home, providers=[Hung],
+                     config_text="hooks:\n  timeouts:\n    on_message: 1\n")
+    first = host.hooks.on_message(message=Message("user", "hang"), session=sessions[0])
+    assert [(o.status, o.seconds) for o in first] == [("timed_out", 1.0)]
+    # another conversation, another lane, but the same plugin: one deadline was enough
+    second = host.hooks.on_message(message=Message("user", "hang"), session=sessions[1])
+    assert [(o.status, o.seconds) for o in second] == [("timed_out", 0.05)]
+    release.set()
+    assert host.hooks.drain(5) == []
+    # it answers in time again: trusted again, on every lane
+    third = host.hooks.on_message(message=Message("user", "fine"), session=sessions[1])
+    assert [o.status for o in third] == ["ok"]
+    assert sorted(answered) == sorted(["c-0 hang", f"{keys[1]} hang", f"{keys[1]} fine"])
+    host.hooks.close()

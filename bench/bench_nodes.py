@@ -18,10 +18,12 @@ lock in the database and loads the stored history. Figures are medians over ``--
 nodes' own CPU time per request is printed too (from /proc).
 
 Why a latency: with a model that answers in zero time, a turn is pure CPU (HTTP, JSON, prompt,
-archive writes), and on a 2-vCPU machine that also runs the client and the database, one node
-already uses what CPU there is, so a second node can only add contention (measured: 0.69x). A
-real model call takes a second or more, during which the node waits; that wait is what a second
-node multiplies. ``--llm-latency 0`` shows the CPU-bound figure.
+archive writes), and on a 2-vCPU machine that also runs the load generator and the database, one
+node already uses most of what CPU there is, so a second node mostly adds contention. The bench
+prints the CPU per request of the nodes, the client and (with its own throwaway server) the
+database, and from their sum the most any number of nodes could serve on this machine: with
+``--llm-latency 0`` that ceiling, not the nodes, bounds the ratio. A real model call takes a second
+or more, during which the node waits; that wait is what a second node multiplies.
 
 Target: two nodes >= 1.6x one node's throughput; nothing asserts.
 """
@@ -31,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -42,6 +45,7 @@ from typing import Any
 
 SECRET = "bench-secret-0123456789abcdef0123"
 TARGET_RATIO = 1.6
+CLIENT_CPU: list[float] = []
 REPLY = "Noted: that is a fine plan, and I will remember the details you gave me."
 
 
@@ -97,9 +101,37 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU time of a process, its live descendants and the children it has reaped (the
+    database: the postmaster, its backends and the backends that have exited)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        total += cpu_seconds(current)
+        todo.extend(children.get(current, []))
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+    except OSError:
+        pass
+    return total
+
+
 def client_main(urls: list[str], conversations: int, per: int, prefix: str) -> None:
-    """Child process: the load; conversation n's message i goes to node (n + i) % len(urls)."""
-    import httpx
+    """Child process: the load; conversation n's message i goes to node (n + i) % len(urls).
+
+    Plain ``http.client`` keep-alive connections: the load generator shares the machine's cores
+    with the nodes and the database, so it should cost as little CPU per request as it can
+    (an httpx client cost ~6 ms of CPU per request here, about as much as a node's turn)."""
+    import http.client
+    from urllib.parse import urlsplit
 
     from hermes_core.plugins.platforms.webhook import signed_headers
 
@@ -107,23 +139,27 @@ def client_main(urls: list[str], conversations: int, per: int, prefix: str) -> N
     failures: list[str] = []
     lock = threading.Lock()
     start = threading.Event()
+    addresses = [urlsplit(u) for u in urls]
 
     def talk(n: int) -> None:
         key = f"{prefix}-{n}"
-        clients = [httpx.Client(base_url=u, timeout=120) for u in urls]
+        connections = [http.client.HTTPConnection(a.hostname or "127.0.0.1", a.port, timeout=120)
+                       for a in addresses]
         start.wait()
         for i in range(per):
             body = json.dumps({"conversation_key": key, "text": f"message {i} from {key}: "
                                "please keep this plan in mind for later."}).encode()
             headers = {"Content-Type": "application/json", **signed_headers(SECRET, body)}
+            connection = connections[(n + i) % len(connections)]
             began = time.perf_counter()
-            response = clients[(n + i) % len(clients)].post("/messages", content=body,
-                                                            headers=headers)
+            connection.request("POST", "/messages", body=body, headers=headers)
+            response = connection.getresponse()
+            text = response.read()
             with lock:
                 latencies.append((time.perf_counter() - began) * 1000)
-                if response.status_code != 200:
-                    failures.append(f"{response.status_code} {response.text[:200]}")
-        for c in clients:
+                if response.status != 200:
+                    failures.append(f"{response.status} {text[:200]!r}")
+        for c in connections:
             c.close()
 
     threads = [threading.Thread(target=talk, args=(n,)) for n in range(conversations)]
@@ -162,19 +198,25 @@ class Node:
 
 
 def load(urls: list[str], requests: int, prefix: str, conversations: int = 20) -> float:
+    """Requests per second; the client's CPU seconds are added to ``CLIENT_CPU``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run(
         [sys.executable, __file__, "--client", ",".join(urls), "--conversations",
          str(conversations), "--per", str(max(1, requests // conversations)), "--prefix",
          prefix], check=True, capture_output=True, text=True, timeout=900)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CLIENT_CPU.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
     data: dict[str, Any] = json.loads(out.stdout)
     if data["failed"]:
         raise SystemExit(f"{data['failed']} requests failed, e.g. {data['failures']}")
     return len(data["latencies"]) / data["seconds"]
 
 
-def run(url: str, runs: int, requests: int, latency: float, max_turns: int) -> None:
+def run(url: str, runs: int, requests: int, latency: float, max_turns: int,
+        db_pid: int | None = None) -> None:
     rates: dict[int, list[float]] = {1: [], 2: []}
     cpu: dict[int, list[float]] = {1: [], 2: []}
+    other: dict[int, list[tuple[float, float]]] = {1: [], 2: []}  # client, database per request
     with tempfile.TemporaryDirectory(prefix="hermes-bench-nodes-") as tmp:
         nodes = [Node(Path(tmp) / f"node-{i}", url, latency, max_turns) for i in range(2)]
         try:
@@ -182,10 +224,14 @@ def run(url: str, runs: int, requests: int, latency: float, max_turns: int) -> N
             for r in range(runs):  # A B A B: one node, then two, in each run
                 for count in (1, 2):
                     before = sum(cpu_seconds(n.proc.pid) for n in nodes[:count])
+                    db_before = tree_cpu_seconds(db_pid) if db_pid else 0.0
                     rates[count].append(load([n.url for n in nodes[:count]], requests,
                                              f"r{r}-{count}-{latency}"))
                     used = sum(cpu_seconds(n.proc.pid) for n in nodes[:count]) - before
+                    db_used = tree_cpu_seconds(db_pid) - db_before if db_pid else 0.0
                     cpu[count].append(1000 * used / requests)
+                    other[count].append((1000 * CLIENT_CPU[-1] / requests,
+                                         1000 * db_used / requests))
         finally:
             for node in nodes:
                 node.stop()
@@ -197,7 +243,17 @@ def run(url: str, runs: int, requests: int, latency: float, max_turns: int) -> N
     for count, rate in ((1, one), (2, two)):
         print(f"  {count} node{'s' if count > 1 else ' '}: {rate:7.1f} requests/s  (runs: "
               f"{', '.join(f'{x:.0f}' for x in rates[count])}); node CPU "
-              f"{statistics.median(cpu[count]):.1f} ms per request")
+              f"{statistics.median(cpu[count]):.1f} ms per request, client "
+              f"{statistics.median(c for c, _ in other[count]):.1f} ms"
+              + (f", database {statistics.median(d for _, d in other[count]):.1f} ms"
+                 if db_pid else ""))
+    if not latency:
+        used = (statistics.median(cpu[1]) + statistics.median(c for c, _ in other[1])
+                + (statistics.median(d for _, d in other[1]) if db_pid else 0.0))
+        cores = os.cpu_count() or 1
+        print(f"  CPU per request, all processes: {used:.1f} ms; on {cores} cores the machine "
+              f"can serve at most {1000 * cores / used:.0f} requests/s however many nodes "
+              f"run, {1000 * cores / used / one:.2f}x one node's figure")
     ratio = two / one
     print(f"  2 nodes / 1 node = {ratio:.2f}x, target >= {TARGET_RATIO}x: ratio to target "
           f"{ratio / TARGET_RATIO:.2f} ({'met' if ratio >= TARGET_RATIO else 'MISS'})")
@@ -237,7 +293,8 @@ def main(argv: list[str] | None = None) -> None:
 
     with temp_postgres() as server:
         for latency in latencies:
-            run(server.url, args.runs, args.requests, latency, args.max_turns)
+            run(server.url, args.runs, args.requests, latency, args.max_turns,
+                db_pid=server.pid)
 
 
 if __name__ == "__main__":

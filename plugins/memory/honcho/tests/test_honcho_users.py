@@ -120,6 +120,22 @@ def test_forget_for_one_user_deletes_only_that_users_conclusions(per_user, honch
     assert [r["content"] for r in left] == ["bob lives in Lisbon"]
 
 
+def test_forget_for_everyone_reaches_users_another_process_served(make_provider,  # type: ignore[no-untyped-def]
+                                                                   honcho_config,
+                                                                   honcho_server) -> None:
+    node = make_provider(config=SCOPE_USER + honcho_config)
+    for user in ("alice", "bob"):
+        turn(node, session_of(f"s-{user}", user), "hi")
+        node.on_memory_write(MemoryWrite("add", "user", f"{user} lives in Lisbon",
+                                         session_id=f"s-{user}"))
+    assert node.wait_idle(5)
+    # a fresh process (another node, or after a restart) has served nobody yet
+    fresh = make_provider(config=SCOPE_USER + honcho_config)
+    report = fresh.forget(subject="lisbon", scope="all", dry_run=False)
+    assert report.matched == 2 and report.deleted == 2
+    assert honcho_server.store.list_conclusions(WS, None, 1, 100)["items"] == []
+
+
 def test_global_scope_keeps_one_user_peer(make_provider, honcho_server) -> None:  # type: ignore[no-untyped-def]
     provider = make_provider()
     turn(provider, session_of("s-alice", "alice"), "I take oat milk in my coffee.")

@@ -23,6 +23,7 @@ W = r"/v3/workspaces/[^/]+"
 REQUEST_MODELS: list[tuple[str, str, type[Any]]] = [
     ("POST", r"^/v3/workspaces$", sdk.WorkspaceCreateParams),
     ("POST", rf"^{W}/peers$", sdk.PeerCreateParams),
+    ("POST", rf"^{W}/peers/list$", sdk.PeerListParams),
     ("POST", rf"^{W}/sessions$", sdk.SessionCreateParams),
     ("POST", rf"^{W}/sessions/[^/]+/messages$", sdk.MessageBatchCreateParams),
     ("POST", rf"^{W}/peers/[^/]+/chat$", sdk.DialecticParams),
@@ -51,6 +52,7 @@ def test_request_bodies_pass_the_sdk_models(make_provider: Any, honcho_server: A
     tools["honcho_conclude"].invoke({"list": True, "query": "team"}, context)
     tools["honcho_reasoning"].invoke({"query": "where does the user work?"}, context)
     provider.client.representation("hermes", target="user", search_query="team")
+    assert "hermes" in provider.client.peer_ids()
     checked: set[str] = set()
     for request in honcho_server.requests:
         for method, pattern, model in REQUEST_MODELS:

@@ -222,6 +222,24 @@ class HindsightClient:
         data = self._request("GET", "/health", timeout=timeout)
         return data if isinstance(data, dict) else {"status": str(data)}
 
+    def bank_ids(self, *, search: str | None = None, page: int = 100,
+                 max_banks: int = 100_000, timeout: float | None = None) -> list[str]:
+        """``GET /banks``: the ids of the server's banks (``search``: a substring of the id or
+        name), page by page, at most ``max_banks``."""
+        ids: list[str] = []
+        while len(ids) < max_banks:
+            params: dict[str, Any] = {"limit": page, "offset": len(ids)}
+            if search:
+                params["q"] = search
+            data = self._request("GET", _PREFIX, params=params, timeout=timeout)
+            banks = data.get("banks") if isinstance(data, dict) else None
+            if not isinstance(banks, list):
+                raise HindsightUnavailable(f"unexpected bank list from {self.base_url}: {data!r}")
+            ids.extend(str(b["bank_id"]) for b in banks if isinstance(b, dict) and b.get("bank_id"))
+            if len(banks) < page or len(ids) >= int(data.get("total") or 0):
+                break
+        return ids
+
     def retain(self, bank: str, items: list[dict[str, Any]], *, async_: bool = False,
                operation_id: str | None = None, timeout: float | None = None) -> dict[str, Any]:
         """``POST /banks/{bank}/memories``: store ``items`` (see the API's MemoryItem).

@@ -21,6 +21,7 @@ user key uses the configured bank, as in the global scope.
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 import time
 import uuid
@@ -356,6 +357,14 @@ class HindsightMemory(MemoryProvider):
     def get_tools(self) -> list[Tool]:
         return list(self._tools)
 
+    def _stored_user_banks(self) -> list[str]:
+        """The server's per-user banks of the configured bank (listed on the server, so users
+        this process never served are found too): ids of the form ``user_bank`` makes."""
+        stem = self.config.bank[:64] + ".user."
+        shape = re.compile(re.escape(stem) + r".+\.[0-9a-f]{16}")
+        return [b for b in self.client.bank_ids(search=stem, timeout=self.config.recall_timeout)
+                if shape.fullmatch(b)]
+
     @hookimpl
     def forget(self, subject: str, scope: str, dry_run: bool) -> ForgetReport:
         """List the bank's memories that mention ``subject``; delete none (see ``cannot_delete``).
@@ -376,6 +385,8 @@ class HindsightMemory(MemoryProvider):
         else:  # global scope: the one bank, whatever the scope (as it always was)
             with self._lock:
                 banks = sorted(self._banks)
+            if self.per_user and scope == "all":  # and the banks of users other processes served
+                banks = sorted({*banks, *self._stored_user_banks()})
         found = [m for bank in banks for m in self.client.recall(
             bank, subject, types=self.recall_types(), budget="high", max_tokens=8192,
             timeout=self.config.recall_timeout)]

@@ -213,6 +213,22 @@ def test_spooled_turns_reach_the_server_once_it_answers(server, hermes_home, ban
     online.shutdown()
 
 
+def test_the_server_lists_every_user_bank(server, bank):
+    """``forget`` for everyone finds the per-user banks through the server's bank listing."""
+    from hermes_core_hindsight.config import user_bank
+
+    client = HindsightClient(server.base_url, api_key=API_KEY)
+    try:
+        names = {user_bank(bank, user) for user in ("alice", "bob")}
+        for name in sorted(names):
+            client.retain(name, [{"content": "I drink jasmine tea every morning."}])
+        settle_bank(server.base_url, bank)
+        listed = client.bank_ids(search=f"{bank}.user.", page=1)  # one bank per page
+        assert names <= set(listed)
+    finally:
+        client.close()
+
+
 def test_wrong_api_key_is_refused_with_a_hint(server, hermes_home, bank, monkeypatch):
     monkeypatch.setenv("HINDSIGHT_API_KEY", "not-the-key")
     provider = make_instance(HindsightMemory, "memory-provider", hermes_home,

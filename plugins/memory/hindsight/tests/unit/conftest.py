@@ -64,6 +64,16 @@ class FakeHindsight:
                                              "features": {"observations": self.observations}})
         if path == "/health":
             return httpx.Response(200, json={"status": "healthy", "database": "connected"})
+        if path == "/v1/default/banks" and request.method == "GET":  # one page, as the server does
+            q = request.url.params.get("q") or ""
+            limit = int(request.url.params.get("limit", 100))
+            offset = int(request.url.params.get("offset", 0))
+            with self.lock:
+                ids = sorted({m["bank"] for m in self.memories if q.lower() in m["bank"].lower()})
+            return httpx.Response(200, json={
+                "banks": [{"bank_id": b, "name": None, "disposition": {}} for b in
+                          ids[offset:offset + limit]],
+                "total": len(ids), "limit": limit, "offset": offset})
         op = re.fullmatch(r"/v1/default/banks/([^/]+)/operations/([^/]+)", path)
         if op is not None:
             with self.lock:

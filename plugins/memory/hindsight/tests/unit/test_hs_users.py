@@ -98,6 +98,20 @@ def test_forget_for_one_user_looks_only_in_that_users_bank(per_user, fake):
     assert everyone.matched == 2
 
 
+def test_forget_for_everyone_finds_users_another_process_served(per_user, fake, hermes_home):
+    say(per_user, user_session("s-a", "alice"), "I moved to Lisbon")
+    say(per_user, user_session("s-b", "bob"), "I visited Lisbon once")
+    assert per_user.writer.flush(5)
+    fresh = build_provider(hermes_home, fake, PER_USER)  # another node, or after a restart
+    try:
+        everyone = fresh.forget(subject="lisbon", scope="all", dry_run=True)
+        assert everyone.matched == 2
+        assert {user_bank("unit", "alice"), user_bank("unit", "bob")} <= set(
+            fresh.client.bank_ids(search="unit.user.", page=1))  # paged one bank at a time
+    finally:
+        fresh.shutdown()
+
+
 def test_global_scope_keeps_one_bank_whatever_the_user(provider, fake):
     say(provider, user_session("s-alice", "alice"), "I always drink jasmine tea")
     assert provider.writer.flush(5)

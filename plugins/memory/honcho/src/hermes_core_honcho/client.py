@@ -101,6 +101,18 @@ class PageOut(_Wire):
     pages: int
 
 
+class _PeerOut(_Wire):
+    id: str
+
+
+class PeerPageOut(_Wire):
+    items: list[_PeerOut]
+    total: int
+    page: int
+    size: int
+    pages: int
+
+
 class CardOut(_Wire):
     peer_card: list[str] | None  # required: the key is always there, null when there is no card
 
@@ -228,6 +240,26 @@ class HonchoClient:
         if metadata:
             body["metadata"] = metadata
         self._call(_IdOut, "POST", self._w("/peers"), json=body)
+
+    def list_peers(self, *, page: int = 1, size: int = 100,
+                   timeout: float | None = None) -> PeerPageOut:
+        """One page of the workspace's peers (``POST W/peers/list``)."""
+        out: PeerPageOut = self._call(PeerPageOut, "POST", self._w("/peers/list"),
+                                      params={"page": page, "size": size}, json={},
+                                      timeout=timeout)
+        return out
+
+    def peer_ids(self, *, size: int = 100, max_pages: int = 1000) -> list[str]:
+        """Every peer id of the workspace, page by page (at most ``max_pages`` pages)."""
+        ids: list[str] = []
+        page = 1
+        while page <= max_pages:
+            out = self.list_peers(page=page, size=size)
+            ids.extend(p.id for p in out.items)
+            if page >= out.pages or not out.items:
+                break
+            page += 1
+        return ids
 
     def ensure_session(self, session_id: str, *, metadata: dict[str, Any],
                        peers: dict[str, dict[str, bool]]) -> None:

@@ -24,6 +24,7 @@ Nothing here touches the network on the turn's thread except the tools the model
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from datetime import UTC, datetime
@@ -407,6 +408,12 @@ class HonchoProvider(MemoryProvider):
     def get_tools(self) -> list[Tool]:
         return list(self._tools)
 
+    def _stored_user_peers(self) -> list[str]:
+        """The workspace's per-user peers (listed on the server, so users this process never
+        served are found too): ids of the form ``user_peer_id`` makes."""
+        shape = re.compile(re.escape(self.config.user_peer_prefix) + r".+-[0-9a-f]{16}")
+        return [p for p in self.client.peer_ids() if shape.fullmatch(p) and p != self.ai]
+
     @hookimpl
     def forget(self, subject: str, scope: str, dry_run: bool) -> ForgetReport:
         """Delete the conclusions and card lines about the user that mention ``subject``;
@@ -418,6 +425,8 @@ class HonchoProvider(MemoryProvider):
         elif scope == "all" or scope == f"user:{self.user}":
             with self._lock:  # every user peer this provider wrote for, and the shared one
                 peers = sorted({self.user, *(p for p in self._peers if p != self.ai)})
+            if self.per_user and scope == "all":  # and those of users seen by other processes
+                peers = sorted({*peers, *self._stored_user_peers()})
         else:
             return ForgetReport(self.name, dry_run=dry_run, cannot_delete=(
                 f"this provider keeps one user peer ({self.user!r}); forget with scope 'all'"))

@@ -282,6 +282,12 @@ def _add_conclusions(c: _Call) -> tuple[int, Any]:
     return 201, c.store.add_conclusions(c.params["w"], items)
 
 
+def _list_peers(c: _Call) -> tuple[int, Any]:
+    page, size = c.integer("page", 1), c.integer("size", 50)
+    assert page is not None and size is not None
+    return 200, c.store.list_peers(c.params["w"], page, size)
+
+
 def _list_conclusions(c: _Call) -> tuple[int, Any]:
     body = c.body if isinstance(c.body, dict) else {}
     page, size = c.integer("page", 1), c.integer("size", 50)
@@ -314,6 +320,7 @@ _ROUTES: list[tuple[str, re.Pattern[str], Handler]] = [
     (method, re.compile(f"^{pattern}$"), handler) for method, pattern, handler in [
         ("POST", r"/v3/workspaces", _workspace),
         ("POST", _W + r"/peers", _peer),
+        ("POST", _W + r"/peers/list", _list_peers),
         ("POST", _W + r"/sessions", _session),
         ("POST", _W + r"/sessions/(?P<s>[^/]+)/peers", _session_peers),
         ("GET", _W + r"/sessions/(?P<s>[^/]+)/peers/(?P<p>[^/]+)/config", _peer_config),

@@ -377,6 +377,15 @@ class HonchoStore:
             args.append(value)
         return where, args
 
+    def list_peers(self, wid: str, page: int, size: int) -> dict[str, Any]:
+        self.require_workspace(wid)
+        total_row = self._one("SELECT count(*) AS n FROM peers WHERE workspace = ?", (wid,))
+        total = int(total_row["n"]) if total_row else 0
+        rows = self._rows("SELECT * FROM peers WHERE workspace = ? ORDER BY created_at, id "
+                          "LIMIT ? OFFSET ?", (wid, size, (page - 1) * size))
+        return {"items": [self._peer_json(r) for r in rows], "total": total, "page": page,
+                "size": size, "pages": (total + size - 1) // size}
+
     def list_conclusions(self, wid: str, filters: dict[str, Any] | None, page: int,
                          size: int) -> dict[str, Any]:
         self.require_workspace(wid)

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from . import clock
 from .curation import CurationJob, CurationReport, Curator, carry_over, curation_tools, make_job
+from .errors import NotStored
 from .fence import StreamScrubber, build_block, provider_text, scrub
 from .models import context_window
 from .prefetch import PrefetchResult, PrefetchRunner
@@ -44,7 +45,7 @@ from .types import EndReason, Message, Session, SwitchReason, Usage
 from .worker import DrainReport, SessionWorker
 
 if TYPE_CHECKING:
-    from .hooks import HookProblem
+    from .hooks import HookOutcome, HookProblem
     from .host import PluginHost
     from .llm import ChatLLM, LLMResponse
 
@@ -317,7 +318,13 @@ class Agent:
             # 1. The user message joins the history and is archived at once (on_message).
             user = Message("user", text)
             self.history.append(user)
-            self._emit(user)
+            refused = next((o for o in self._emit(user) if isinstance(o.error, NotStored)), None)
+            if refused is not None:  # its store never saw it: the turn must not be answered
+                self.history.pop()
+                self.turns -= 1
+                raise NotStored(f"plugin {refused.plugin} could not store the message: "
+                                f"{refused.error} The turn was not run (the model was not "
+                                "called); send the message again")
 
             # 2. Recall under the deadline (prefetch); fenced, for the API copy of this message only.
             recall = self._prefetch.run(text, self.session)
@@ -594,8 +601,8 @@ class Agent:
 
     # ------------------------------------------------------------------------------- plumbing
 
-    def _emit(self, message: Message) -> None:
-        self.host.hooks.on_message(message=message, session=self.session)
+    def _emit(self, message: Message) -> list[HookOutcome]:
+        return self.host.hooks.on_message(message=message, session=self.session)
 
     def _on_worker(self, kind: Literal["write", "prefetch", "boundary"], label: str,
                    hook: Callable[..., Any], **kwargs: Any) -> None:

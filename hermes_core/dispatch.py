@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .agent import Agent, TurnResult
-from .errors import HermesCoreError
+from .errors import HermesCoreError, NotStored
 from .types import EndReason, IncomingMessage, Message, Session
 
 if TYPE_CHECKING:
@@ -62,8 +62,8 @@ CLOSE_WAIT_SECONDS = 30.0
 
 class TurnFailed(HermesCoreError):
     """A turn produced no reply. ``failure`` classifies it (an :class:`~hermes_core.llm.LLMFailure`
-    value, ``"load"``, ``"closed"``, ``"invalid_key"`` or
-    ``"internal"``); ``transient`` says a retry may succeed."""
+    value, ``"load"``, ``"store"`` (the message could not be stored: send it again),
+    ``"closed"``, ``"invalid_key"`` or ``"internal"``); ``transient`` says a retry may succeed."""
 
     def __init__(self, message: str, *, conversation_key: str, failure: str,
                  transient: bool = False, status: int | None = None) -> None:
@@ -377,6 +377,9 @@ class ConversationDispatcher:
                                  transient=exc.transient, status=exc.status) from exc
             except TurnFailed:
                 raise
+            except NotStored as exc:  # the conversation's store did not take the message
+                raise TurnFailed(str(exc), conversation_key=key, failure="store",
+                                 transient=True) from exc
             except Exception as exc:
                 log.error("conversation %r: the turn raised %s: %s", key, type(exc).__name__, exc,
                           exc_info=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 __all__ = [
     "ConfigError",
     "HermesCoreError",
+    "NotStored",
     "PluginError",
     "PluginLoadError",
     "RegistryError",
@@ -43,3 +44,11 @@ class UnknownNameError(HermesCoreError):
 
 class ToolError(HermesCoreError):
     """A tool call failed in a way the model should be told about."""
+
+
+class NotStored(HermesCoreError):
+    """Raised by a memory provider's ``on_message`` when the message is neither stored nor kept
+    anywhere to be stored later (its database is unreachable and it has no local spool). The
+    kernel then fails the turn before the model is called and takes the message out of the
+    history, so the sender is told to send it again instead of getting a reply for a message the
+    conversation's store never saw."""

@@ -96,6 +96,38 @@ def test_a_broken_load_session_fails_the_turn_and_starts_nothing(home):
     assert archived(home) == []
 
 
+def test_a_message_its_store_could_not_keep_fails_the_turn_before_the_model(home):
+    """A provider whose ``on_message`` raises NotStored (its database is gone and it keeps no
+    spool) fails the turn: the model is not called, the message leaves the history, and the
+    sender is told to send it again; the next turn goes on as if it never came."""
+    from hermes_core.errors import NotStored
+
+    down = threading.Event()
+    down.set()
+
+    class Store(MemoryProvider):
+        name = "store"
+
+        @hookimpl
+        def on_message(self, message, session):
+            if down.is_set() and message.role == "user":
+                raise NotStored("the database at postgresql://h:***@db/x went away")
+
+    with MessagesAPIServer(EchoModel()) as api:
+        host = host_for(home, api)
+        host.add_instance(Store(None, None), kind="memory-provider", name="store")
+        dispatcher = ConversationDispatcher.open(host)
+        with pytest.raises(TurnFailed, match="send the message again") as info:
+            dispatcher.handle(msg("alice", "first"))
+        assert info.value.failure == "store" and info.value.transient
+        assert "memory-provider:store" in str(info.value) and "***" in str(info.value)
+        assert api.bodies == []  # the model was not called
+        down.clear()
+        assert dispatcher.handle(msg("alice", "second")) == "re: second (1)"
+        assert user_texts(api.bodies[-1]) == ["second"]
+        shut(dispatcher)
+
+
 def test_load_stored_session_rejects_nonsense(home):
     class Wrong(MemoryProvider):
         name = "wrong"

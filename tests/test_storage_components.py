@@ -142,3 +142,27 @@ def test_reads_go_through_at_once_after_the_server_dropped_every_connection(
         before = read()
         assert _drop_connections(pg_url) >= 1
         assert read() == before  # a read is safe to repeat: retried on a fresh connection
+
+
+def test_an_archive_append_the_server_did_not_take_is_not_stored_and_says_so(
+    pg_url: str
+) -> None:
+    """No node keeps a PostgreSQL archive's messages on its own disk: an append the server did
+    not take raises NotStored (the kernel then fails the turn) naming the database, password
+    hidden, and nothing of it is half-written; the next append goes through."""
+    from hermes_core.errors import NotStored
+    from hermes_core.plugins.memory.session_archive import MessageNotStored
+    from hermes_core.plugins.memory.session_archive.pg_store import PgSessionArchive
+    from hermes_core.types import Message
+
+    archive = PgSessionArchive(parse_storage_url(pg_url))
+    archive.append_message("s-gone", Message("user", "before"))
+    assert _drop_connections(pg_url) >= 1
+    with pytest.raises(MessageNotStored) as caught:
+        archive.append_message("s-gone", Message("user", "during"))
+    assert isinstance(caught.value, NotStored)
+    assert "hermes:***@127.0.0.1" in str(caught.value) and "hermes-test" not in str(caught.value)
+    assert "send it again" in str(caught.value) and "disk space" not in str(caught.value)
+    archive.append_message("s-gone", Message("user", "after"))
+    assert [m.content for m in archive.messages("s-gone")] == ["before", "after"]
+    archive.close()

@@ -205,6 +205,30 @@ def test_a_model_failure_is_a_502_with_the_reason_and_the_server_goes_on(home):
             running.stop()
 
 
+def test_a_message_the_store_could_not_keep_is_a_503_to_send_again(home, api):
+    from hermes_core import MemoryProvider, hookimpl
+    from hermes_core.errors import NotStored
+
+    class Gone(MemoryProvider):
+        name = "gone"
+
+        @hookimpl
+        def on_message(self, message, session):
+            raise NotStored("the database went away")
+
+    running = Running(home, api)
+    try:
+        running.host.add_instance(Gone(None, None), kind="memory-provider", name="gone")
+        failed = running.post(turn("k", "first"))
+        assert failed.status_code == 503
+        body = failed.json()
+        assert body["failure"] == "store" and body["transient"] is True
+        assert "send the message again" in body["error"]
+        assert api.bodies == []
+    finally:
+        running.stop()
+
+
 # ------------------------------------------------------------------------- starting, stopping
 
 

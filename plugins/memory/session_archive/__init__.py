@@ -32,6 +32,7 @@ from .errors import (
     ArchiveVersionError,
     ArchiveWriteError,
     ImportFormatError,
+    MessageNotStored,
     QueryError,
     SessionNotFoundError,
 )
@@ -49,6 +50,7 @@ __all__ = [
     "ArchiveVersionError",
     "ArchiveWriteError",
     "ImportFormatError",
+    "MessageNotStored",
     "QueryError",
     "SessionArchive",
     "SessionArchiveConfig",
@@ -218,10 +220,10 @@ class SessionArchiveProvider(MemoryProvider):
         try:
             spool.add(session, encode_message(message)[0])
         except OSError as exc:
-            return ArchiveWriteError(
+            return MessageNotStored(
                 f"a message could NOT be stored: the session archive is unusable "
                 f"({self.open_error}) and keeping it in {spool.path} failed too "
-                f"({exc.strerror or exc})"
+                f"({exc.strerror or exc}). Send it again once the archive opens."
             )
         return ArchiveWriteError(
             f"a message could not be stored: the session archive is unusable "

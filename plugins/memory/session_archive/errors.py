@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hermes_core.errors import HermesCoreError
+from hermes_core.errors import HermesCoreError, NotStored
 
 __all__ = [
     "ArchiveBusyError",
@@ -13,6 +13,7 @@ __all__ = [
     "ArchiveVersionError",
     "ArchiveWriteError",
     "ImportFormatError",
+    "MessageNotStored",
     "QueryError",
     "SessionNotFoundError",
 ]
@@ -44,6 +45,11 @@ class ArchiveReadOnlyError(ArchiveError):
 
 class ArchiveWriteError(ArchiveError):
     """A message could not be stored in the archive; the message says where it was kept."""
+
+
+class MessageNotStored(ArchiveWriteError, NotStored):
+    """A message could not be stored and was not kept anywhere either: the turn must not be
+    answered (the kernel fails it, so the sender sends the message again)."""
 
 
 class SessionNotFoundError(ArchiveError):

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from hermes_core.storage import StorageURL, redact_url
+from hermes_core.storage.component import run_on
 from hermes_core.storage.migrations import migrate
 from hermes_core.storage.pool import connect_error, get_pool, import_psycopg
 
@@ -166,12 +167,13 @@ class PgDatabase:
                                 f"{redact_url(str(exc)).strip()}")
         return exc
 
-    def _run(self, fn: Callable[[Any], T]) -> T:
+    def _run(self, fn: Callable[[Any], T], *, retry: bool = False) -> T:
+        """``fn`` on a pooled connection; after a dropped connection the pool is checked (see
+        :func:`~hermes_core.storage.component.run_on`) and a read (``retry``) runs once more."""
         from psycopg_pool import PoolTimeout
 
         try:
-            with self._connection() as con:
-                return fn(con)
+            return run_on(self.pool, fn, retry=retry)
         except PoolTimeout as exc:
             raise connect_error(self.url, exc) from exc
         except self.psycopg.errors.UniqueViolation:
@@ -201,7 +203,7 @@ class PgDatabase:
         def run(con: Any) -> list[Any]:
             return [_row(r) for r in con.execute(to_pg(sql), _params(params)).fetchall()]
 
-        return self._run(run)
+        return self._run(run, retry=True)
 
     def close(self) -> None:
         """The pool is shared by every store of this URL in the process; it stays open."""

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from hermes_core.storage import StorageURL
 from hermes_core.types import Message, Session
 
+from .errors import ArchiveWriteError, MessageNotStored
 from .pg_db import PgDatabase
 from .records import StoredMessage, encode_message
 from .store import _INSERT_MESSAGE, SessionArchive
@@ -55,6 +56,15 @@ class PgSessionArchive(SessionArchive):
         # No local spool: a node must not keep another node's conversation on its own disk, so a
         # failed append is an error the turn sees (the caller keeps the message in its history).
         self.spool = _NoSpool(url.redacted)  # type: ignore[assignment]
+
+    def _not_kept(self, reason: str, spool_exc: OSError) -> ArchiveWriteError:
+        where = "" if self.url.redacted in reason else f" at {self.url.redacted}"
+        return MessageNotStored(
+            f"a message could not be stored in the PostgreSQL archive{where} "
+            f"({reason}). No node keeps messages on its own disk (the conversation may continue "
+            "on another node), so it is not stored anywhere: send it again once the database "
+            "answers."
+        )
 
     def _write(self, tx: Callable[[Any], T]) -> T:
         unique = self.db.psycopg.errors.UniqueViolation  # type: ignore[attr-defined]

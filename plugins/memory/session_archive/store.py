@@ -15,10 +15,17 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from hermes_core.storage.errors import StorageError
 from hermes_core.types import Message, Session, Usage
 
 from .db import Database, spool_path
-from .errors import ArchiveError, ArchiveReadOnlyError, ArchiveWriteError, SessionNotFoundError
+from .errors import (
+    ArchiveError,
+    ArchiveReadOnlyError,
+    ArchiveWriteError,
+    MessageNotStored,
+    SessionNotFoundError,
+)
 from .records import SessionRecord, StoredMessage, _json, clean_text, encode_message
 from .spool import Spool, SpoolEntry, already_stored, mark_stored, session_from_fields
 
@@ -310,7 +317,7 @@ class SessionArchive:
             if self.spool.pending():  # earlier messages first: order is kept
                 self.replay_spool()
             return self._append_row(session, row)
-        except (ArchiveError, sqlite3.Error) as exc:
+        except (ArchiveError, StorageError, sqlite3.Error) as exc:
             if isinstance(exc, ArchiveReadOnlyError):
                 raise
             raise self._spool_failed(session, row, exc) from exc
@@ -322,15 +329,18 @@ class SessionArchive:
         try:
             self.spool.add(session, row)
         except OSError as spool_exc:
-            return ArchiveWriteError(
-                f"a message could NOT be stored: the archive failed ({reason}) and so did "
-                f"keeping it in {self.spool.path} ({spool_exc.strerror or spool_exc}). Free "
-                "disk space now; this message is lost unless the conversation is exported"
-            )
+            return self._not_kept(reason, spool_exc)
         return ArchiveWriteError(
             f"a message could not be stored in the session archive ({reason}). It was kept in "
             f"{self.spool.path} and will be stored, in order, as soon as the archive can be "
             "written again"
+        )
+
+    def _not_kept(self, reason: str, spool_exc: OSError) -> ArchiveWriteError:
+        return MessageNotStored(
+            f"a message could NOT be stored: the archive failed ({reason}) and so did keeping it "
+            f"in {self.spool.path} ({spool_exc.strerror or spool_exc}). Free disk space and send "
+            "it again."
         )
 
     def replay_spool(self) -> int:

@@ -93,7 +93,7 @@ def _user_key(turn: TurnRequest) -> str | None:
 
 
 def _failure_status(exc: TurnFailed) -> int:
-    if exc.failure == "closed":
+    if exc.failure in ("closed", "store"):  # shutting down; the store is unreachable: retry
         return 503
     if exc.failure in ("load", "internal"):
         return 500

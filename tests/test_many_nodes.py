@@ -123,3 +123,63 @@ def test_killing_a_node_mid_turn_loses_no_accepted_message(tmp_path: Path, pg_ur
             b.stop()
     data = stored(pg_url)
     assert [c for r, c in data["k"] if r == "user"] == ["first", "second", "third slow", "fourth"]
+
+
+def test_the_database_going_away_mid_turn_answers_nothing_it_did_not_store(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """The server drops every connection after the turn loaded its history and before the
+    archive stored the user's message (a restart, a failover): the turn fails with
+    ``failure: store`` before the model is called, and the message sent again is stored once."""
+    import psycopg
+    import pytest
+    from platform_support import host_for
+
+    from hermes_core import IncomingMessage, MemoryProvider, hookimpl
+    from hermes_core.dispatch import ConversationDispatcher, TurnFailed
+
+    dropped: list[int] = []
+
+    class Outage(MemoryProvider):
+        name = "outage"
+
+        @hookimpl(tryfirst=True)  # before the archive stores the message
+        def on_message(self, message, session):
+            if message.content == "second" and not dropped:
+                with psycopg.connect(pg_url, autocommit=True) as con:
+                    pids = [r[0] for r in con.execute(
+                        "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                        "AND pid <> pg_backend_pid()").fetchall()]
+                    for pid in pids:
+                        con.execute("SELECT pg_terminate_backend(%s)", (pid,))
+                    gone = threading.Event()  # wait (bounded) until the backends have exited
+                    for _ in range(500):
+                        left = con.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = "
+                                           "ANY(%s)", (pids,)).fetchone()
+                        if left is not None and left[0] == 0:
+                            break
+                        gone.wait(0.02)
+                    dropped.append(len(pids))
+
+    with MessagesAPIServer(EchoModel()) as api:
+        host = host_for(tmp_path / "home", api, f"storage:\n  url: {pg_url}\n")
+        host.activate_memory_providers()  # the archive, then the outage beside it
+        host.add_instance(Outage(None, None), kind="memory-provider", name="outage")
+        dispatcher = ConversationDispatcher.open(host)
+        try:
+            def say(text: str) -> str:
+                return dispatcher.handle(IncomingMessage("webhook", "gone-away", text))
+
+            assert say("first") == "re: first (1)"
+            with pytest.raises(TurnFailed, match="send the message again") as info:
+                say("second")
+            assert info.value.failure == "store" and info.value.transient
+            assert dropped and dropped[0] >= 1
+            assert len(api.bodies) == 1  # the model never saw the message nobody stored
+            assert say("second") == "re: second (2)"  # sent again: goes through
+        finally:
+            dispatcher.close()
+            host.shutdown()
+    assert stored(pg_url)["gone-away"] == [
+        ("user", "first"), ("assistant", "re: first (1)"),
+        ("user", "second"), ("assistant", "re: second (2)")]

@@ -70,15 +70,7 @@ class ConversationLocks:
         ident = lock_id(platform, key)
         psycopg = self._psycopg
         try:
-            with self.pool.connection(timeout=timeout) as con:
-                try:
-                    if timeout * 1000 != LOCK_TIMEOUT_MS:
-                        con.execute(f"SET lock_timeout = {max(1, int(timeout * 1000))}")
-                    con.execute("SELECT pg_advisory_lock(%s)", (ident,))
-                except psycopg.errors.LockNotAvailable:
-                    raise StorageConnectError(
-                        f"conversation {key!r} stayed locked by another node for {timeout:.0f}s "
-                        f"({self.url.redacted}); retry later") from None
+            with self._locked(ident, key, timeout) as con:
                 try:
                     yield
                 finally:
@@ -90,6 +82,36 @@ class ConversationLocks:
             raise connect_error(self.url, exc) from None
         except psycopg.OperationalError as exc:
             raise connect_error(self.url, exc) from None
+
+
+    @contextlib.contextmanager
+    def _connection_with(self, ident: int, key: str, timeout: float) -> Iterator[Any]:
+        """A pooled connection holding the lock ``ident``."""
+        psycopg = self._psycopg
+        with self.pool.connection(timeout=timeout) as con:
+            try:
+                if timeout * 1000 != LOCK_TIMEOUT_MS:
+                    con.execute(f"SET lock_timeout = {max(1, int(timeout * 1000))}")
+                con.execute("SELECT pg_advisory_lock(%s)", (ident,))
+            except psycopg.errors.LockNotAvailable:
+                raise StorageConnectError(
+                    f"conversation {key!r} stayed locked by another node for {timeout:.0f}s "
+                    f"({self.url.redacted}); retry later") from None
+            yield con
+
+    @contextlib.contextmanager
+    def _locked(self, ident: int, key: str, timeout: float) -> Iterator[Any]:
+        """:meth:`_connection_with`, once more on a fresh connection when the first was dead
+        (the server dropped the pool's idle connections: a restart, a failover). Safe to
+        repeat: a dead connection was granted no lock."""
+        with contextlib.ExitStack() as stack:
+            try:
+                con = stack.enter_context(self._connection_with(ident, key, timeout))
+            except self._psycopg.OperationalError:
+                with contextlib.suppress(Exception):
+                    self.pool.check()  # replaces every dead connection at once
+                con = stack.enter_context(self._connection_with(ident, key, timeout))
+            yield con
 
 
 def close_lock_pools() -> None:

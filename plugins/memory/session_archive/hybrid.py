@@ -38,6 +38,8 @@ better-ranked conversation A, and moved just above it, when all of these hold:
 * relevance: B's best message is at least :attr:`Weights.update_relevance` times as similar to
   the question as A's (B answers the question too). There is no margin on the fused scores: an
   outdated statement that repeats the question's words would otherwise always keep its place;
+* B says that something changed (:data:`CHANGE`: "now", "instead", "gave up", "back to",
+  "switched", ...), as an update does and a neighbouring conversation on the topic does not;
 * the question asks about the present state of something (:func:`asks_current`: a
   present-tense question, "which editor do I use?", with no past-tense or earlier-state word,
   "what did they first say?"). A question about an event, a request ("suggest a book") or a
@@ -67,7 +69,7 @@ from .search import Candidate, plan_query, run_plan
 from .store import SessionArchive
 from .vectors import VectorIndex, lineage_ids, role_filter, state
 
-__all__ = ["HybridResult", "Weights", "asks_current", "hybrid_candidates"]
+__all__ = ["HybridResult", "Weights", "asks_current", "hybrid_candidates", "states_change"]
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,7 @@ class Weights:
     #: similarity of unrelated text: a vector-only candidate below it is dropped
     floor: float = 0.15
     #: a conversation's score: its best message's, plus this times the excess over ``floor`` ...
-    support: float = 0.5
+    support: float = 0.35
     #: ... of its next best messages, this many
     support_count: int = 2
     #: supersession: two conversations are on the same topic when some message of one and some
@@ -186,7 +188,7 @@ def hybrid_candidates(
     if lex_ids:
         vec.update(index.similarities(qv, lex_ids))
     fused, via, stamps = _fuse(archive, lexical, matched, vec, nearest_ids, w)
-    found = _by_conversation(fused, vec, stamps, index, w, asks_current(query))
+    found = _by_conversation(archive, fused, vec, stamps, index, w, asks_current(query))
     return HybridResult(found, matched if lexical else "meaning", via, problem, plan, bool(broad))
 
 
@@ -256,8 +258,9 @@ def _fuse(archive: SessionArchive, lexical: list[Candidate], matched: str,
     return fused, via, stamps
 
 
-def _by_conversation(fused: list[Candidate], vec: dict[int, float], stamps: dict[int, float],
-                     index: VectorIndex, w: Weights, current: bool = True) -> list[Candidate]:
+def _by_conversation(archive: SessionArchive, fused: list[Candidate], vec: dict[int, float],
+                     stamps: dict[int, float], index: VectorIndex, w: Weights,
+                     current: bool = True) -> list[Candidate]:
     """``fused`` grouped by conversation, conversations ordered by their score (best message
     plus support from its next best; when the question asks about the ``current`` state, later
     updates above what they supersede)."""
@@ -271,7 +274,7 @@ def _by_conversation(fused: list[Candidate], vec: dict[int, float], stamps: dict
         score[chain] = -members[0].score + w.support * support
     order = sorted(groups, key=lambda ch: (-score[ch], groups[ch][0].score, -groups[ch][0].id))
     if current:
-        order = _supersede(order, groups, vec, stamps, index, w)
+        order = _supersede(archive, order, groups, vec, stamps, index, w)
     return [c for ch in order for c in groups[ch]]
 
 
@@ -292,12 +295,27 @@ def asks_current(query: str) -> bool:
     return not PRESENT.isdisjoint(words) and EARLIER.isdisjoint(words)
 
 
-def _supersede(order: list[int], groups: dict[int, list[Candidate]], vec: dict[int, float],
-               stamps: dict[int, float], index: VectorIndex, w: Weights) -> list[int]:
+#: words that state a change ("... is my manager now", "gave up on X", "back to the train")
+CHANGE = re.compile(
+    r"\b(now|nowadays|these days|any ?more|no longer|instead|switch(?:ed|ing)?|mov(?:ed|ing)|"
+    r"(?:gave|given|giving) up|back (?:to|in|on)|gone back|retir(?:ed|ing)|chang(?:ed|ing)|"
+    r"replac(?:ed|ing)|stopped|quit)\b")
+
+
+def states_change(text: str) -> bool:
+    """Whether ``text`` says that something changed (what an update of a fact does)."""
+    return CHANGE.search(text.casefold()) is not None
+
+
+def _supersede(archive: SessionArchive, order: list[int], groups: dict[int, list[Candidate]],
+               vec: dict[int, float], stamps: dict[int, float], index: VectorIndex, w: Weights,
+               ) -> list[int]:
     """Later conversations that update a better-ranked earlier one on the same topic moved just
-    above it (see the module docstring: topic, time, relevance; no score margin)."""
+    above it (see the module docstring: topic, time, relevance, a stated change; no score
+    margin)."""
     head = order[: w.update_window]
     members = {ch: [c.id for c in groups[ch][: w.topic_messages]] for ch in head}
+    changed = _changes(archive, [i for ids in members.values() for i in ids])
     rows = index.vectors([i for ids in members.values() for i in ids])
     mats = {ch: np.stack([rows[i] for i in ids if i in rows]) for ch, ids in members.items()
             if any(i in rows for i in ids)}
@@ -309,6 +327,8 @@ def _supersede(order: list[int], groups: dict[int, list[Candidate]], vec: dict[i
         for a in out[: out.index(b)]:
             if a not in mats or b not in mats or when[b] - when[a] < gap:
                 continue
+            if not any(i in changed for i in members[b]):
+                continue
             if relevance[b] < w.update_relevance * relevance[a]:
                 continue
             if float(np.max(mats[a] @ mats[b].T)) >= w.same_topic:
@@ -316,6 +336,15 @@ def _supersede(order: list[int], groups: dict[int, list[Candidate]], vec: dict[i
                 out.insert(out.index(a), b)
                 break
     return out + order[w.update_window:]
+
+
+def _changes(archive: SessionArchive, ids: list[int]) -> set[int]:
+    """Which of ``ids`` (a few dozen) are messages stating a change."""
+    if not ids:
+        return set()
+    rows = archive.db.read(f"SELECT id, content FROM messages WHERE id IN "
+                           f"({','.join('?' * len(ids))})", tuple(ids))
+    return {int(i) for i, text in rows if isinstance(text, str) and states_change(text)}
 
 
 def _times_and_chains(archive: SessionArchive, ids: list[int],

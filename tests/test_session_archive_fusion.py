@@ -184,7 +184,7 @@ def test_without_an_embedder_the_ranking_is_exactly_the_word_ranking(tmp_path: P
 @pytest.mark.parametrize(("query", "current"), [
     ("Who is my manager?", True), ("What car do we drive?", True),
     ("When will the kitchen be finished?", True), ("How do I get to work these days?", True),
-    ("What's my rent?", True),
+    ("What's my rent?", True), ("What runs our builds at the moment?", True),
     ("What did I buy?", False), ("What broke in the house?", False),
     ("Who was my manager?", False), ("How long did they first say it would take?", False),
     ("What is the editor I used before?", False),
@@ -197,6 +197,7 @@ def test_which_questions_ask_about_the_present_state(query: str, current: bool) 
     ("Daniel Osei is my manager now.", True), ("We settled on 1,380 a month instead.", True),
     ("Gave up on Helix after all.", True), ("I've gone back to taking the train.", True),
     ("Switched to the Saturday squad.", True), ("The Aeropress is retired.", True),
+    ("We finished migrating our CI to GitHub Actions.", True),
     ("My manager is Priya Raman.", False), ("Is melatonin safe for jet lag?", False),
     ("Went bouldering with the kids.", False), ("Nowhere to park, know what I mean", False)])
 def test_which_statements_state_a_change(text: str, change: bool) -> None:

@@ -279,7 +279,8 @@ def _by_conversation(archive: SessionArchive, fused: list[Candidate], vec: dict[
 
 
 #: words of a question about the present state of something ("what car do we drive?")
-PRESENT = frozenset("is are am do does will now currently nowadays these today s".split())
+PRESENT = frozenset(
+    "is are am do does will now current currently nowadays these today moment s".split())
 #: words of a question about a past event or an earlier state ("what did they first say?")
 EARLIER = frozenset(
     "did was were had used ago first originally original initially previously formerly before "
@@ -299,7 +300,7 @@ def asks_current(query: str) -> bool:
 CHANGE = re.compile(
     r"\b(now|nowadays|these days|any ?more|no longer|instead|switch(?:ed|ing)?|mov(?:ed|ing)|"
     r"(?:gave|given|giving) up|back (?:to|in|on)|gone back|retir(?:ed|ing)|chang(?:ed|ing)|"
-    r"replac(?:ed|ing)|stopped|quit)\b")
+    r"replac(?:ed|ing)|migrat(?:ed|ing)|stopped|quit)\b")
 
 
 def states_change(text: str) -> bool:

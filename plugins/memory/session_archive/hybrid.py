@@ -278,13 +278,13 @@ def _by_conversation(archive: SessionArchive, fused: list[Candidate], vec: dict[
     return [c for ch in order for c in groups[ch]]
 
 
+_PRESENT = "is are am do does will now current currently nowadays these today moment s"
+_EARLIER = ("did was were had used ago first originally original initially previously formerly "
+            "before earlier didn wasn weren hadn")
 #: words of a question about the present state of something ("what car do we drive?")
-PRESENT = frozenset(
-    "is are am do does will now current currently nowadays these today moment s".split())
+PRESENT = frozenset(_PRESENT.split(" "))
 #: words of a question about a past event or an earlier state ("what did they first say?")
-EARLIER = frozenset(
-    "did was were had used ago first originally original initially previously formerly before "
-    "earlier didn wasn weren hadn".split())
+EARLIER = frozenset(_EARLIER.split(" "))
 
 
 def asks_current(query: str) -> bool:

@@ -12,12 +12,15 @@ the first k distinct sessions) per ``variant``:
 * ``hybrid``: the score fusion of hybrid.py (conversation scores, supersession).
 
 Per variant and mode: hit@1, hit@k and the mean reciprocal rank of the first evidence session
-(MRR, over the first 10 sessions), which separate two modes that both reach hit@3 = 1.00. For
-knowledge-update questions it also reports how often the current session ranks above the
+(MRR, over the first 10 sessions), which separate two modes that both reach hit@3 = 1.00, and
+recall@k (the share of a question's evidence sessions among the first k: what ``hermes-core
+eval`` reports as R@k; it differs from hit@k only for questions with several evidence sessions).
+For knowledge-update questions it also reports how often the current session ranks above the
 outdated one (``outdated_session_ids``).
 
-    python bench/recall_paraphrase.py examples/eval/paraphrase.json [--k 3] [--json]
-    python bench/recall_paraphrase.py examples/eval/paraphrase-b.json   # the held-out set
+    python bench/recall_paraphrase.py examples/eval/paraphrase.json [--k 3] [--json] [--verbose]
+    python bench/recall_paraphrase.py examples/eval/paraphrase-b.json   # the first held-out set
+    python bench/recall_paraphrase.py examples/eval/paraphrase-c.json   # the second, never tuned on
 """
 
 from __future__ import annotations
@@ -112,6 +115,8 @@ def evaluate(dataset: list[dict], k: int, weights: Weights, quiet: bool = False)
             lambda: collections.defaultdict(list))
         rr: dict[str, dict[str, list[float]]] = collections.defaultdict(
             lambda: collections.defaultdict(list))
+        recall: dict[str, dict[str, list[float]]] = collections.defaultdict(
+            lambda: collections.defaultdict(list))
         order: dict[str, dict[str, list[int]]] = collections.defaultdict(
             lambda: collections.defaultdict(list))
         misses: dict[str, list[str]] = collections.defaultdict(list)
@@ -122,6 +127,9 @@ def evaluate(dataset: list[dict], k: int, weights: Weights, quiet: bool = False)
                 ranked = run_mode(archive, guarded, index, item["question"], mode, weights)
                 ok = any(s in item["answer_session_ids"] for s in ranked[:k])
                 hits[variant][mode].append(int(ok))
+                evidence = item["answer_session_ids"]
+                recall[variant][mode].append(
+                    sum(s in ranked[:k] for s in evidence) / len(evidence))
                 firsts[variant][mode].append(int(bool(ranked) and
                                                  ranked[0] in item["answer_session_ids"]))
                 cur = min((ranked.index(s) for s in item["answer_session_ids"] if s in ranked),
@@ -141,6 +149,7 @@ def evaluate(dataset: list[dict], k: int, weights: Weights, quiet: bool = False)
     table = {v: {m: mean(x) for m, x in per.items()} | {"n": len(per["hybrid"])}
              | {f"{m}@1": mean(x) for m, x in firsts[v].items()}
              | {f"{m}_mrr": mean(x) for m, x in rr[v].items()}
+             | {f"{m}_recall": mean(x) for m, x in recall[v].items()}
              for v, per in hits.items()}
     for v, per_mode in order.items():
         for m, xs in per_mode.items():
@@ -166,6 +175,9 @@ def main() -> None:
     for variant, row in report["by_variant"].items():
         print(f"  {variant:<18} {row['n']:>3} " + " ".join(
             f"{row[m + '@1']:>4.2f}/{row[m]:.2f}/{row[m + '_mrr']:.2f}" for m in MODES))
+        if any(row[m + "_recall"] != row[m] for m in MODES):
+            print(f"  {f'  recall@{args.k}':<22} " + " ".join(
+                f"{row[m + '_recall']:>16.2f}" for m in MODES))
         if "hybrid_current_above_outdated" in row:
             print(f"  {'  current > outdated':<22} " + " ".join(
                 f"{row[m + '_current_above_outdated']:>16.2f}" for m in MODES))

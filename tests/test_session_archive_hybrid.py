@@ -67,7 +67,7 @@ def fill(a: SessionArchive) -> None:
         ("s-dog", "We adopted a whippet from the shelter last week", t),
         ("s-rent", "The landlord raises it to 1,450 from October", t + 100),
         ("s-editor-old", "I moved to Helix for all my coding", t + 200),
-        ("s-editor-new", "Back in Neovim for coding, Helix lacked plugins", t + 300),
+        ("s-editor-new", "Back in Neovim for coding, Helix lacked plugins", t + 30 * 86400),
         ("s-other", "The weather was grey all weekend", t + 400),
     ]:
         a.open_session(Session(id=sid, started_at=when))
@@ -108,7 +108,7 @@ def test_an_exact_word_match_still_wins_and_is_labelled(archive: SessionArchive)
 
 
 def test_the_later_statement_of_a_fact_ranks_first(archive: SessionArchive) -> None:
-    out = session_search(archive, "which editor for coding",
+    out = session_search(archive, "which editor do I use for coding?",
                          semantic=semantic(archive, Synonyms(None, None)))
     assert top(out)[:2] == ["s-editor-new", "s-editor-old"]
 

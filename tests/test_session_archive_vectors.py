@@ -189,7 +189,7 @@ def test_a_fact_spread_over_turns_outranks_one_incidental_match(tmp_path: Path) 
         Table.VECTORS = {query: topic}
         # each turn of "spread" is a little less similar than the one incidental match ...
         rows = [(1, mix(0.45, noise[0])), (2, mix(0.5, noise[1])), (3, mix(0.45, noise[2])),
-                (4, mix(0.6, noise[3])), (5, _unit(-topic))]
+                (4, mix(0.5, noise[3])), (5, _unit(-topic))]
         store_vectors(a, rows)
         sims = {i: float(_unit(v) @ topic) for i, v in rows}
         assert sims[4] > max(sims[1], sims[2], sims[3])

@@ -14,9 +14,12 @@ Per message:
 * words: BM25 divided by the best BM25 of the query (so 1.0 is the best word match), weighted
   :attr:`Weights.words`; when every word of the query matched (not the any-word fallback), an
   extra :attr:`Weights.exact` so an exact-word match still wins;
-* a message with no vector (a tool output) has its meaning estimated from its word score;
-* recency: up to :attr:`Weights.recency` for the newest candidate, proportionally less for
-  older ones.
+* a message with no vector (a tool output) has its meaning estimated from its word score.
+
+There is no recency prior: a newer message is not more likely to answer a question, and a prior
+strong enough to order an update above the outdated statement lifts every recent distractor
+too (measured: it cost paraphrase and preference questions more than it won). Time counts only
+between two conversations on the same topic (below).
 
 Per conversation (what ``session_search`` returns): a fact is often spread over a few turns
 ("Do you have regular one-to-ones with her?" / "Every other Thursday at four."), and no single
@@ -25,10 +28,23 @@ plus :attr:`Weights.support` times the next :attr:`Weights.support_count` messag
 the similarity of unrelated text (:attr:`Weights.floor`): several relevant turns beat one
 incidental match. Messages are returned grouped by conversation, best conversation first.
 
-Knowledge updates: a later conversation on the same topic as a better-ranked earlier one (their
-best messages' cosine at least :attr:`Weights.same_topic`) and scoring within
-:attr:`Weights.update_margin` of it is taken for an update and moved just above it, so the
-current statement of a changed fact outranks the outdated one.
+Knowledge updates (:func:`_supersede`): a conversation B is taken for an update of a
+better-ranked conversation A, and moved just above it, when all of these hold:
+
+* topic: some message of A and some message of B have a cosine of at least
+  :attr:`Weights.same_topic` (their best matches alone miss updates worded differently);
+* time: B is at least :attr:`Weights.update_days` later than A (the same week's neighbouring
+  conversation is not a change of the fact);
+* relevance: B's best message is at least :attr:`Weights.update_relevance` times as similar to
+  the question as A's (B answers the question too). There is no margin on the fused scores: an
+  outdated statement that repeats the question's words would otherwise always keep its place;
+* B says that something changed (:data:`CHANGE`: "now", "instead", "gave up", "back to",
+  "switched", ...), as an update does and a neighbouring conversation on the topic does not;
+* the question asks about the present state of something (:func:`asks_current`: a
+  present-tense question, "which editor do I use?", with no past-tense or earlier-state word,
+  "what did they first say?"). A question about an event, a request ("suggest a book") or a
+  keyword query is answered by whatever says it best, and a later conversation on the same
+  topic (the vet visit after the adoption) must not push the answer down.
 
 Candidates are the lexical matches (as ranked by search.py) and the :attr:`Weights.neighbours`
 nearest vectors (vectors.py: an exhaustive sign-bit scan, rescored with the stored floats), after
@@ -38,6 +54,7 @@ the same exclusions (lineage, roles). Each result records which path found it (`
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -52,7 +69,7 @@ from .search import Candidate, plan_query, run_plan
 from .store import SessionArchive
 from .vectors import VectorIndex, lineage_ids, role_filter, state
 
-__all__ = ["HybridResult", "Weights", "hybrid_candidates"]
+__all__ = ["HybridResult", "Weights", "asks_current", "hybrid_candidates", "states_change"]
 
 
 @dataclass(frozen=True)
@@ -61,25 +78,31 @@ class Weights:
     #: the word weight when no message had every word (the any-word fallback: weak evidence)
     any_words: float = 0.0
     exact: float = 0.15
-    recency: float = 0.06
     #: nearest vectors taken as candidates
     neighbours: int = 100
     #: lexical candidates considered for fusion (best first)
     lexical: int = 300
-    #: fused candidates kept (by score before recency) for the conversation ranking
+    #: fused candidates kept (by score) for the conversation ranking
     fused: int = 200
     #: similarity of unrelated text: a vector-only candidate below it is dropped
     floor: float = 0.15
     #: a conversation's score: its best message's, plus this times the excess over ``floor`` ...
-    support: float = 0.5
+    support: float = 0.35
     #: ... of its next best messages, this many
     support_count: int = 2
-    #: supersession: a later conversation this similar to an earlier one (the same topic) ...
-    same_topic: float = 0.45
-    #: ... and scoring at most this much below it is taken for an update and ranked above it
-    update_margin: float = 0.15
+    #: supersession: two conversations are on the same topic when some message of one and some
+    #: message of the other have at least this cosine ...
+    same_topic: float = 0.4
+    #: ... the later one was at least this many days after the earlier (sooner, it is the same
+    #: episode, or a neighbouring one, not a change of the fact) ...
+    update_days: float = 14.0
+    #: ... and its best message is at least this share of the earlier one's similarity to the
+    #: question (it answers the question too, not only shares the topic)
+    update_relevance: float = 0.55
     #: conversations checked for supersession
     update_window: int = 10
+    #: messages per conversation compared for the topic
+    topic_messages: int = 4
 
 
 @dataclass
@@ -165,7 +188,7 @@ def hybrid_candidates(
     if lex_ids:
         vec.update(index.similarities(qv, lex_ids))
     fused, via, stamps = _fuse(archive, lexical, matched, vec, nearest_ids, w)
-    found = _by_conversation(archive, fused, vec, stamps, index, w)
+    found = _by_conversation(archive, fused, vec, stamps, index, w, asks_current(query))
     return HybridResult(found, matched if lexical else "meaning", via, problem, plan, bool(broad))
 
 
@@ -223,13 +246,10 @@ def _fuse(archive: SessionArchive, lexical: list[Candidate], matched: str,
     ids = sorted(pre, key=lambda i: -pre[i])[: w.fused]
     stamps, chains = _times_and_chains(archive, ids)
     ids = [i for i in ids if i in stamps]  # a message deleted since the index was loaded
-    t_lo = min(stamps.values(), default=0.0)
-    t_span = (max(stamps.values(), default=0.0) - t_lo) or 1.0
     fused: list[Candidate] = []
     via: dict[int, str] = {}
     for i in ids:
-        score = pre[i] + w.recency * (stamps[i] - t_lo) / t_span
-        fused.append(Candidate(i, -score))
+        fused.append(Candidate(i, -pre[i]))
         via[i] = "+".join(p for p, ok in (("words", i in lex), ("meaning", i in nearest_ids))
                           if ok)
     for c in fused:
@@ -240,9 +260,10 @@ def _fuse(archive: SessionArchive, lexical: list[Candidate], matched: str,
 
 def _by_conversation(archive: SessionArchive, fused: list[Candidate], vec: dict[int, float],
                      stamps: dict[int, float], index: VectorIndex, w: Weights,
-                     ) -> list[Candidate]:
+                     current: bool = True) -> list[Candidate]:
     """``fused`` grouped by conversation, conversations ordered by their score (best message
-    plus support from its next best; later updates above what they supersede)."""
+    plus support from its next best; when the question asks about the ``current`` state, later
+    updates above what they supersede)."""
     groups: dict[int, list[Candidate]] = {}
     for c in fused:
         groups.setdefault(c.chain, []).append(c)
@@ -252,32 +273,79 @@ def _by_conversation(archive: SessionArchive, fused: list[Candidate], vec: dict[
                       for c in members[1: 1 + w.support_count])
         score[chain] = -members[0].score + w.support * support
     order = sorted(groups, key=lambda ch: (-score[ch], groups[ch][0].score, -groups[ch][0].id))
-    order = _supersede(order, groups, score, stamps, index, w)
+    if current:
+        order = _supersede(archive, order, groups, vec, stamps, index, w)
     return [c for ch in order for c in groups[ch]]
 
 
-def _supersede(order: list[int], groups: dict[int, list[Candidate]], score: dict[int, float],
-               stamps: dict[int, float], index: VectorIndex, w: Weights) -> list[int]:
-    """A later conversation on the same topic as a better-ranked earlier one, and nearly as
-    relevant, is taken for an update of it and moved just above it (knowledge updates: the
-    current statement of a fact outranks the outdated one). Conversations are compared by their
-    best messages, and their times."""
+_PRESENT = "is are am do does will now current currently nowadays these today moment s"
+_EARLIER = ("did was were had used ago first originally original initially previously formerly "
+            "before earlier didn wasn weren hadn")
+#: words of a question about the present state of something ("what car do we drive?")
+PRESENT = frozenset(_PRESENT.split(" "))
+#: words of a question about a past event or an earlier state ("what did they first say?")
+EARLIER = frozenset(_EARLIER.split(" "))
+
+
+def asks_current(query: str) -> bool:
+    """Whether ``query`` asks about the present state of something: a present-tense question
+    with no past-tense or earlier-state word. Only such a question is answered by the latest
+    statement of a changed fact; a question about an event ("what broke?", "what did I buy?"),
+    a request ("suggest a book") or keywords are answered by whatever says it best."""
+    words = set(re.findall(r"\w+", query.casefold()))
+    return not PRESENT.isdisjoint(words) and EARLIER.isdisjoint(words)
+
+
+#: words that state a change ("... is my manager now", "gave up on X", "back to the train")
+CHANGE = re.compile(
+    r"\b(now|nowadays|these days|any ?more|no longer|instead|switch(?:ed|ing)?|mov(?:ed|ing)|"
+    r"(?:gave|given|giving) up|back (?:to|in|on)|gone back|retir(?:ed|ing)|chang(?:ed|ing)|"
+    r"replac(?:ed|ing)|migrat(?:ed|ing)|stopped|quit)\b")
+
+
+def states_change(text: str) -> bool:
+    """Whether ``text`` says that something changed (what an update of a fact does)."""
+    return CHANGE.search(text.casefold()) is not None
+
+
+def _supersede(archive: SessionArchive, order: list[int], groups: dict[int, list[Candidate]],
+               vec: dict[int, float], stamps: dict[int, float], index: VectorIndex, w: Weights,
+               ) -> list[int]:
+    """Later conversations that update a better-ranked earlier one on the same topic moved just
+    above it (see the module docstring: topic, time, relevance, a stated change; no score
+    margin)."""
     head = order[: w.update_window]
-    best = {ch: groups[ch][0].id for ch in head}
-    rows = index.vectors(list(best.values()))
-    moved = dict(score)
-    for a in range(len(head)):
-        for b in range(a + 1, len(head)):
-            ca, cb = head[a], head[b]
-            ia, ib = best[ca], best[cb]
-            if ia not in rows or ib not in rows or stamps.get(ib, 0) <= stamps.get(ia, 0):
+    members = {ch: [c.id for c in groups[ch][: w.topic_messages]] for ch in head}
+    changed = _changes(archive, [i for ids in members.values() for i in ids])
+    rows = index.vectors([i for ids in members.values() for i in ids])
+    mats = {ch: np.stack([rows[i] for i in ids if i in rows]) for ch, ids in members.items()
+            if any(i in rows for i in ids)}
+    when = {ch: stamps.get(groups[ch][0].id, 0.0) for ch in head}
+    relevance = {ch: vec.get(groups[ch][0].id, 0.0) for ch in head}
+    gap = w.update_days * 86400.0
+    out = list(head)
+    for b in head:  # in rank order: an update of an update lands above both
+        for a in out[: out.index(b)]:
+            if a not in mats or b not in mats or when[b] - when[a] < gap:
                 continue
-            if moved[cb] < moved[ca] - w.update_margin or moved[cb] > moved[ca]:
+            if not any(i in changed for i in members[b]):
                 continue
-            if float(rows[ia] @ rows[ib]) >= w.same_topic:
-                moved[cb] = moved[ca] + 1e-3
-    head = sorted(head, key=lambda ch: -moved[ch])
-    return head + order[w.update_window:]
+            if relevance[b] < w.update_relevance * relevance[a]:
+                continue
+            if float(np.max(mats[a] @ mats[b].T)) >= w.same_topic:
+                out.remove(b)
+                out.insert(out.index(a), b)
+                break
+    return out + order[w.update_window:]
+
+
+def _changes(archive: SessionArchive, ids: list[int]) -> set[int]:
+    """Which of ``ids`` (a few dozen) are messages stating a change."""
+    if not ids:
+        return set()
+    rows = archive.db.read(f"SELECT id, content FROM messages WHERE id IN "
+                           f"({','.join('?' * len(ids))})", tuple(ids))
+    return {int(i) for i, text in rows if isinstance(text, str) and states_change(text)}
 
 
 def _times_and_chains(archive: SessionArchive, ids: list[int],

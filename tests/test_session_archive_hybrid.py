@@ -3,6 +3,9 @@ which path found each hit, and the bad inputs of issue 19 (no embedder, an embed
 hangs or returns the wrong dimension, a model switch, 10k-character and emoji-only queries):
 word search keeps working, a clear message says what semantic search lacks, nothing is lost.
 
+The archive fixture runs each test on both backends: a SQLite file and a real PostgreSQL
+database (the conftest's throwaway server).
+
 Most tests use a tiny deterministic embedder (a synonym table) so they test the plumbing, not a
 model; one test runs the real all-MiniLM-L6-v2 when it is installed."""
 
@@ -27,6 +30,8 @@ from hermes_core.plugins.memory.session_archive.vectors import (  # noqa: E402
     state,
 )
 from hermes_core.types import Message, Session  # noqa: E402
+
+from archive_support import make_archive  # noqa: E402
 
 TOPICS = {"dog": 0, "whippet": 0, "pet": 0, "puppy": 0, "rent": 1, "flat": 1, "landlord": 1,
           "cost": 1, "editor": 2, "helix": 2, "neovim": 2, "coding": 2, "🐶": 0}
@@ -76,8 +81,9 @@ def fill(a: SessionArchive) -> None:
 
 
 @pytest.fixture()
-def archive(tmp_path: Path):
-    a = SessionArchive(tmp_path / "state.db", background_checkpoints=False)
+def archive(tmp_path: Path, storage_url: str | None):
+    """The filled archive on each backend in turn (SQLite file, then a real PostgreSQL)."""
+    a = make_archive(tmp_path, storage_url)
     fill(a)
     yield a
     a.close()
@@ -197,11 +203,11 @@ def test_deleting_a_message_deletes_its_vector(archive: SessionArchive) -> None:
     assert state(archive, g).count == 8
 
 
-def test_the_real_model_finds_a_paraphrase(tmp_path: Path) -> None:
+def test_the_real_model_finds_a_paraphrase(tmp_path: Path, storage_url: str | None) -> None:
     minilm = pytest.importorskip("hermes_core.plugins.embedders.minilm")
     if minilm.MiniLMEmbedder.unavailable():
         pytest.skip(minilm.MiniLMEmbedder.unavailable())
-    with SessionArchive(tmp_path / "state.db") as a:
+    with make_archive(tmp_path, storage_url) as a:
         a.append_messages("dog", [Message("user", "We adopted a three-year-old whippet called "
                                                   "Pepper from the shelter.")])
         a.append_messages("db", [Message("user", "We are moving billing off MySQL onto "

@@ -19,6 +19,8 @@ import pytest
 
 np = pytest.importorskip("numpy")
 
+from archive_support import make_archive  # noqa: E402
+
 from hermes_core.embeddings import GuardedEmbedder  # noqa: E402
 from hermes_core.kinds import Embedder  # noqa: E402
 from hermes_core.plugins.memory.session_archive import QueryError, SessionArchive  # noqa: E402
@@ -30,8 +32,6 @@ from hermes_core.plugins.memory.session_archive.vectors import (  # noqa: E402
     state,
 )
 from hermes_core.types import Message, Session  # noqa: E402
-
-from archive_support import make_archive  # noqa: E402
 
 TOPICS = {"dog": 0, "whippet": 0, "pet": 0, "puppy": 0, "rent": 1, "flat": 1, "landlord": 1,
           "cost": 1, "editor": 2, "helix": 2, "neovim": 2, "coding": 2, "🐶": 0}

@@ -208,3 +208,60 @@ def test_two_providers_on_one_database_share_semantic_search(tmp_path: Path, pg_
     finally:
         one.shutdown()
         two.shutdown()
+
+
+def test_the_reindex_command_embeds_a_postgresql_archive(home: Path, pg_url: str,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from hermes_core.cli import cli
+
+    minilm = pytest.importorskip("hermes_core.plugins.embedders.minilm")
+    if minilm.MiniLMEmbedder.unavailable():
+        pytest.skip(minilm.MiniLMEmbedder.unavailable())
+    monkeypatch.setenv("HERMES_CORE_STORAGE_URL", pg_url)
+    a = open_archive(SessionArchiveConfig(), home, pg_url)
+    add(a, "s1", "the printer shows error E42 again", "clearing the queue fixed it")
+    a.append_messages("s1", [Message("tool", "printer idle", tool_name="terminal")])
+    a.close()
+    runner = CliRunner()
+    result = runner.invoke(cli, ["sessions", "reindex", "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output[result.output.index("{"):])
+    assert data["embedded"] == 2 == data["vectors"] and data["model"].endswith("MiniLM-L6-v2")
+    again = runner.invoke(cli, ["sessions", "reindex", "--json"], catch_exceptions=False)
+    assert json.loads(again.output[again.output.index("{"):])["embedded"] == 0
+
+
+def test_storage_migrate_says_the_vectors_are_rebuilt_and_reindex_restores_them(
+        tmp_path: Path, pg_url: str) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from hermes_core.cli import cli
+
+    home = tmp_path / "home"
+    home.mkdir()
+    g = GuardedEmbedder(Synonyms(None, None))
+    with SessionArchive(home / "state.db") as files:
+        add(files, "s-dog", "We adopted a whippet", "from the shelter")
+        assert reindex(files, g) == 2
+    env = {"HERMES_CORE_HOME": str(home), "HERMES_CORE_STORAGE_URL": ""}
+    result = CliRunner().invoke(cli, ["storage", "migrate", "--to", pg_url, "--json"], env=env,
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["vectors_to_rebuild"] == 2
+    text = CliRunner().invoke(cli, ["storage", "migrate", "--to", pg_url], env=env,
+                              catch_exceptions=False).output
+    assert "2 message vector(s) not copied" in text and "sessions reindex" in text
+    database = open_archive(SessionArchiveConfig(), home, pg_url)
+    try:
+        assert pending(database) == 2 and reindex(database, g) == 2
+        out = session_search(database, "what pet", semantic=Semantic(embedder=g,
+                                                                     index=VectorIndex(database)))
+        assert top(out) == ["s-dog"]
+    finally:
+        database.close()

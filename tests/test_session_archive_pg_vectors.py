@@ -265,3 +265,35 @@ def test_storage_migrate_says_the_vectors_are_rebuilt_and_reindex_restores_them(
         assert top(out) == ["s-dog"]
     finally:
         database.close()
+
+
+@pytest.mark.parametrize("dimension", [4, 100, 384, 500])
+def test_the_sign_bit_scan_ranks_like_brute_force(dimension: int,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scan (uint8 sums of 3 words, blocks split over two threads) keeps exactly the rows
+    within the Hamming cut-off, and nearest() ranks them like an exact product (no database)."""
+    from hermes_core.plugins.memory.session_archive import vectors
+
+    monkeypatch.setattr(vectors, "SCAN_BLOCK", 256)  # many blocks: the two-thread path
+    rng = np.random.default_rng(dimension)
+    n = 5000
+    mat = rng.standard_normal((n, dimension))
+    mat = (mat / np.linalg.norm(mat, axis=1, keepdims=True)).astype(np.float16)
+    index = VectorIndex(None, rescore=200)  # type: ignore[arg-type]
+    index._reset(("m", None), dimension)
+    index._append([(i + 1, mat[i].tobytes()) for i in range(n)], dimension)
+    signs = (mat.astype(np.float32) > 0)
+    for _ in range(3):
+        q = rng.standard_normal(dimension).astype(np.float32)
+        q /= np.linalg.norm(q)
+        hamming = (signs != (q > 0)).sum(axis=1)
+        pos = index._closest(q, 200)
+        cut = np.sort(hamming)[199]
+        assert sorted(pos.tolist()) == np.flatnonzero(hamming <= cut).tolist()
+        got = index.nearest(q, 10)
+        exact = mat.astype(np.float32) @ q  # the int8 copies are within ~1% of it
+        sims = [s for _, s in got]
+        assert sims == sorted(sims, reverse=True)
+        assert all(abs(exact[i - 1] - s) < 0.03 for i, s in got)
+        best = int(pos[np.argmax(exact[pos])]) + 1
+        assert best in [i for i, _ in got[:3]]

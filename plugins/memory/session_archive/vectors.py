@@ -165,7 +165,7 @@ def reindex(archive: SessionArchive, embedder: GuardedEmbedder, *, batch: int = 
 #: vectors read per statement while loading the index (the archive's lock is held per statement)
 LOAD_CHUNK = 20_000
 #: rows scanned per block of the sign-bit scan (keeps its temporary arrays small)
-SCAN_BLOCK = 1 << 18
+SCAN_BLOCK = 1 << 17
 #: nearest candidates by sign bits that are rescored with their stored float16 vectors
 RESCORE = 400
 
@@ -396,49 +396,118 @@ class VectorIndex:
         sims = np.stack([vecs[i] for i in keys]) @ query
         return {i: float(s) for i, s in zip(keys, sims, strict=True)}
 
-    def _closest(self, query: NDArray[np.float32], count: int) -> NDArray[np.int64]:
-        """Ids of (at least) the ``count`` rows whose sign bits are closest to the query's."""
+    def _snapshot(self) -> tuple[int, NDArray[np.int64], NDArray[np.uint64], NDArray[np.int8],
+                                 NDArray[np.float32]]:
+        """The row count and the arrays holding them, read once (a refresh may swap them)."""
         n = self._n
-        ids, bits = self._ids[:n], self._bits[:, :n]
-        q = sign_bits(query[None, :], bits.shape[0])[:, 0]
+        return n, self._ids[:n], self._bits[:, :n], self._q8[:n], self._scale[:n]
+
+    def _closest(self, query: NDArray[np.float32], count: int,
+                 bits: NDArray[np.uint64] | None = None) -> NDArray[np.intp]:
+        """Positions of (at least) the ``count`` rows whose sign bits are closest to the
+        query's: every row's Hamming distance, then a cut-off at the ``count``-th smallest."""
+        if bits is None:
+            bits = self._bits[:, : self._n]
+        n = bits.shape[1]
+        words = bits.shape[0]
+        q = sign_bits(query[None, :], words)[:, 0]
         dist = np.empty(n, dtype=np.uint16)
 
         def scan(blocks: range) -> None:
+            # buffers per thread, reused block after block (no allocation per word); the counts
+            # of up to 3 words (<= 192) are summed in uint8, which numpy adds fastest, and each
+            # group of 3 is then added into the uint16 distance
+            m = min(n, SCAN_BLOCK)
+            xor, ones = np.empty(m, dtype=np.uint64), np.empty(m, dtype=np.uint8)
+            group = np.empty(m, dtype=np.uint8)
             for lo in blocks:
                 hi = min(n, lo + SCAN_BLOCK)
-                acc = dist[lo:hi]
-                acc[:] = 0
-                for w in range(bits.shape[0]):
-                    acc += _popcount(np.bitwise_xor(bits[w, lo:hi], q[w]))
+                acc, x, c, g = dist[lo:hi], xor[: hi - lo], ones[: hi - lo], group[: hi - lo]
+                for w in range(words):
+                    np.bitwise_xor(bits[w, lo:hi], q[w], out=x)
+                    _popcount_into(x, g if w % 3 == 0 else c)
+                    if w % 3:
+                        np.add(g, c, out=g)
+                    if w % 3 == 2 or w == words - 1:
+                        if w < 3:
+                            np.copyto(acc, g)
+                        else:
+                            np.add(acc, g, out=acc)
 
         starts = range(0, n, SCAN_BLOCK)
-        if len(starts) >= 4:  # numpy releases the GIL: two threads scan half each
-            half = threading.Thread(target=scan, args=(starts[1::2],))
-            half.start()
+        if len(starts) >= 4:  # numpy releases the GIL: a second thread scans every other block
+            other = _scan_pool().submit(scan, starts[1::2])
             scan(starts[0::2])
-            half.join()
+            other.result()
         else:
             scan(starts)
         if n <= count:
-            return ids
-        # the distances are small integers: a histogram gives the cut-off without a sort
-        cumulative = np.cumsum(np.bincount(dist, minlength=bits.shape[0] * 64 + 1))
-        cut = int(np.searchsorted(cumulative, count))
-        return ids[np.flatnonzero(dist <= cut)]
+            return np.arange(n)
+        return _cut(dist, count, words * 64)
 
     def nearest(self, query: NDArray[np.float32], k: int,
                 exclude: set[int] | None = None) -> list[tuple[int, float]]:
-        """The ``k`` most similar messages as (id, cosine), best first."""
-        if not self._n:
+        """The ``k`` most similar messages as (id, cosine), best first (ties: newest first)."""
+        n, ids, bits, q8, scale = self._snapshot()
+        if not n:
             return []
+        query = np.asarray(query, dtype=np.float32)
         want = max(self.rescore, 2 * k) + (len(exclude) if exclude else 0)
-        pool = self._closest(np.asarray(query, dtype=np.float32), want)
+        pos = self._closest(query, want, bits)
         if exclude:
-            pool = pool[~np.isin(pool, np.fromiter(exclude, dtype=np.int64, count=len(exclude)))]
-        keep = pool.tolist()
-        sims = self.similarities(query, keep)
-        best = sorted(sims.items(), key=lambda x: (-x[1], -x[0]))
-        return best[:k]
+            pos = pos[~np.isin(ids[pos], np.fromiter(exclude, dtype=np.int64,
+                                                      count=len(exclude)))]
+        if not len(pos):
+            return []
+        if self.in_memory:  # rescoring: one gather and one product over the pool
+            sims = (q8[pos].astype(np.float32) @ query) * scale[pos]
+            found = ids[pos]
+        else:
+            exact = self.similarities(query, ids[pos].tolist())
+            found = np.fromiter(exact, dtype=np.int64, count=len(exact))
+            sims = np.fromiter(exact.values(), dtype=np.float32, count=len(exact))
+        if len(sims) > k:  # the k best, then ordered: best first, the newer of a tie first
+            top = np.argpartition(-sims, k - 1)[:k]
+            found, sims = found[top], sims[top]
+        order = np.lexsort((-found, -sims))
+        return list(zip(found[order].tolist(), sims[order].tolist(), strict=True))
+
+
+def _popcount_into(x: NDArray[np.uint64], out: NDArray[np.uint8]) -> None:
+    if hasattr(np, "bitwise_count"):
+        np.bitwise_count(x, out=out)
+    else:
+        np.copyto(out, _popcount(x))
+
+
+def _cut(dist: NDArray[np.uint16], count: int, bits: int) -> NDArray[np.intp]:
+    """Positions of the rows at distance <= the ``count``-th smallest (ties included). The
+    cut-off is estimated from a histogram of every 8th row, then checked on all of them (and
+    raised until enough rows pass): a histogram of a million rows costs more than the scan."""
+    n = len(dist)
+    step = 8 if n >= 64 * count else 1
+    cumulative = np.cumsum(np.bincount(dist[::step], minlength=bits + 1))
+    cut = int(np.searchsorted(cumulative, -(-count // step)))
+    while True:
+        pos = np.flatnonzero(dist <= cut)
+        if len(pos) >= count or cut >= bits:
+            return pos
+        cut += 1 + (bits - cut) // 8
+
+
+_POOL: Any = None
+_POOL_LOCK = threading.Lock()
+
+
+def _scan_pool() -> Any:
+    """One thread kept for the second half of the scans (no thread started per query)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="archive-vector-scan")
+        return _POOL
 
 
 class VectorIndexer:

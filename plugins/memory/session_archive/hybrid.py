@@ -170,8 +170,9 @@ def hybrid_candidates(
 
 
 class _VectorSide:
-    """The vector half of a query on its own thread: wait for the query's embedding, refresh
-    the index (without waiting for a first load in progress), find the nearest vectors."""
+    """The vector half of a query on its own thread: refresh the index (read the vectors
+    stored since, by this node or another; without waiting for a first load in progress),
+    wait for the query's embedding, find the nearest vectors."""
 
     def __init__(self, waiting: Any, index: VectorIndex, dimension: int, k: int,
                  exclude: set[int] | None) -> None:
@@ -185,10 +186,12 @@ class _VectorSide:
     def _run(self, waiting: Any, index: VectorIndex, dimension: int, k: int,
              exclude: set[int] | None) -> None:
         try:
-            qv = np.asarray(waiting(), dtype=np.float32)[0]
+            # what other nodes (or the indexer) stored since the last query is read while the
+            # query is being embedded, not after
             loading = 0
             if not index.refresh(dimension, wait=False) and not index.complete:
                 loading = len(index)
+            qv = np.asarray(waiting(), dtype=np.float32)[0]
             self._out = (qv, index.nearest(qv, k, exclude), loading)
         except EmbeddingError as exc:
             self._error = exc

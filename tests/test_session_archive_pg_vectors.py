@@ -297,3 +297,20 @@ def test_the_sign_bit_scan_ranks_like_brute_force(dimension: int,
         assert all(abs(exact[i - 1] - s) < 0.03 for i, s in got)
         best = int(pos[np.argmax(exact[pos])]) + 1
         assert best in [i for i, _ in got[:3]]
+
+
+def test_the_sampled_cut_off_is_the_exact_one() -> None:
+    """Clustered data (a few distances shared by many rows) and smooth data: the estimated
+    cut-off never takes more or fewer rows than the exact histogram (a too-high estimate once
+    made a query rescore a third of a million rows)."""
+    from hermes_core.plugins.memory.session_archive.vectors import _cut
+
+    rng = np.random.default_rng(3)
+    spiky = rng.choice(np.array([40, 41, 90, 91, 92, 150], dtype=np.uint16), 200_000,
+                       p=[0.001, 0.002, 0.3, 0.3, 0.297, 0.1])
+    smooth = rng.integers(100, 260, 200_000).astype(np.uint16)
+    for dist in (spiky, smooth):
+        for count in (100, 400, 1000, 3000):
+            exact = np.cumsum(np.bincount(dist, minlength=385))
+            want = np.flatnonzero(dist <= int(np.searchsorted(exact, count)))
+            assert np.array_equal(_cut(dist, count, 384), want)

@@ -403,7 +403,7 @@ class VectorIndex:
         return n, self._ids[:n], self._bits[:, :n], self._q8[:n], self._scale[:n]
 
     def _closest(self, query: NDArray[np.float32], count: int,
-                 bits: NDArray[np.uint64] | None = None) -> NDArray[np.intp]:
+                 bits: NDArray[np.uint64] | None = None, threads: int = 2) -> NDArray[np.intp]:
         """Positions of (at least) the ``count`` rows whose sign bits are closest to the
         query's: every row's Hamming distance, then a cut-off at the ``count``-th smallest."""
         if bits is None:
@@ -435,7 +435,8 @@ class VectorIndex:
                             np.add(acc, g, out=acc)
 
         starts = range(0, n, SCAN_BLOCK)
-        if len(starts) >= 4:  # numpy releases the GIL: a second thread scans every other block
+        if threads > 1 and len(starts) >= 4:  # numpy releases the GIL: a second thread scans
+            # every other block
             other = _scan_pool().submit(scan, starts[1::2])
             scan(starts[0::2])
             other.result()
@@ -445,15 +446,17 @@ class VectorIndex:
             return np.arange(n)
         return _cut(dist, count, words * 64)
 
-    def nearest(self, query: NDArray[np.float32], k: int,
-                exclude: set[int] | None = None) -> list[tuple[int, float]]:
-        """The ``k`` most similar messages as (id, cosine), best first (ties: newest first)."""
+    def nearest(self, query: NDArray[np.float32], k: int, exclude: set[int] | None = None, *,
+                threads: int = 2) -> list[tuple[int, float]]:
+        """The ``k`` most similar messages as (id, cosine), best first (ties: newest first).
+        ``threads``: 1 when another search runs beside this one (a word search holding a core:
+        a second scan thread would only slow it down)."""
         n, ids, bits, q8, scale = self._snapshot()
         if not n:
             return []
         query = np.asarray(query, dtype=np.float32)
         want = max(self.rescore, 2 * k) + (len(exclude) if exclude else 0)
-        pos = self._closest(query, want, bits)
+        pos = self._closest(query, want, bits, threads)
         if exclude:
             pos = pos[~np.isin(ids[pos], np.fromiter(exclude, dtype=np.int64,
                                                       count=len(exclude)))]

@@ -4,10 +4,14 @@ What is embedded: the content of user and assistant messages that are searchable
 compaction carried over, not the search tools' echoes), cut to its first :data:`TEXT_CHARS`
 characters (the model reads 256 tokens anyway). Tool outputs are left to word search.
 
-Storage: table ``message_vectors`` (schema version 2): one float16 row per message, 768 bytes for
-384 dimensions. ``meta`` holds the model id and dimension the vectors were made with, and
-``vectors_through``, the id up to which every message was considered (the indexer's cursor), so
-indexing resumes where it stopped and never rereads the archive.
+Storage (through vector_store.py, one interface for both backends): table ``message_vectors``
+(state.db schema version 3; PostgreSQL migration 4): one float16 row per message, 768 bytes for
+384 dimensions. The meta table (``meta``; ``archive_meta`` on PostgreSQL) holds the model id and
+dimension the vectors were made with, ``vectors_through``, the id up to which every message was
+considered (the indexer's cursor), so indexing resumes where it stopped and never rereads the
+archive, and ``vectors_epoch``, bumped by a rebuild so every loaded index starts again. On
+PostgreSQL several nodes share the vectors: one embeds a batch at a time (an advisory lock), and
+each node's index reads what any node stored since its last look.
 
 Search (:class:`VectorIndex`): the sign bit of each dimension is kept in memory (48 bytes per
 message for 384 dimensions); a query scans every row's Hamming distance to its own sign bits,
@@ -206,7 +210,8 @@ class VectorIndex:
     approximation is that a vector whose sign pattern is far from the query's is not rescored,
     which for sentence embeddings loses almost nothing among the first hundred (measured in
     bench/bench_session_archive.py). Loading reads the table once, in chunks, then only rows
-    added since; a search during the first load uses what is loaded so far.
+    added since (in commit order: on PostgreSQL, also those another node stored, and the late
+    vector of an older message); a search during the first load uses what is loaded so far.
     """
 
     def __init__(self, archive: SessionArchive, *, rescore: int = RESCORE,

@@ -267,7 +267,8 @@ def test_the_provider_without_an_embedder_says_semantic_search_is_off(tmp_path: 
         provider.shutdown()
 
 
-def test_the_archive_passes_the_paraphrase_check_with_the_local_model(tmp_path: Path) -> None:
+def test_the_archive_passes_the_paraphrase_check_with_the_local_model(
+        tmp_path: Path, storage_url: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
     import logging
 
     from hermes_core.config import CoreConfig
@@ -281,10 +282,14 @@ def test_the_archive_passes_the_paraphrase_check_with_the_local_model(tmp_path: 
     minilm = pytest.importorskip("hermes_core.plugins.embedders.minilm")
     if minilm.MiniLMEmbedder.unavailable():
         pytest.skip(minilm.MiniLMEmbedder.unavailable())
+    if storage_url is not None:  # the provider's archive in that PostgreSQL database
+        monkeypatch.setenv("HERMES_CORE_STORAGE_URL", storage_url)
     g = GuardedEmbedder(minilm.MiniLMEmbedder(minilm.MiniLMConfig()), timeout=120)
     context = PluginContext(plugin_name="session_archive", home=tmp_path, config=CoreConfig(),
                             logger=logging.getLogger("test"), embedder=lambda: g)
     provider = SessionArchiveProvider(SessionArchiveConfig(), context)
+    assert getattr(provider.archive, "backend", "sqlite") == (
+        "postgresql" if storage_url else "sqlite")
     from hermes_core.testing.conformance import CheckedHooks
 
     hooks = CheckedHooks(provider, "memory-provider")
@@ -295,6 +300,7 @@ def test_the_archive_passes_the_paraphrase_check_with_the_local_model(tmp_path: 
     try:
         check_paraphrase_recall(hooks, settle=settle, tool="session_search")
         # and without an embedder the same check fails: words alone do not find paraphrases
+        monkeypatch.delenv("HERMES_CORE_STORAGE_URL", raising=False)
         plain = SessionArchiveProvider(SessionArchiveConfig(path=str(tmp_path / "plain.db")),
                                        PluginContext(plugin_name="session_archive",
                                                      home=tmp_path, config=CoreConfig(),

@@ -36,6 +36,7 @@ from hermes_core.plugins.embedders.minilm import MiniLMConfig, MiniLMEmbedder
 from hermes_core.plugins.memory.session_archive import SessionArchive
 from hermes_core.plugins.memory.session_archive.hybrid import hybrid_candidates
 from hermes_core.plugins.memory.session_archive.tool import Semantic, session_search
+from hermes_core.plugins.memory.session_archive.vector_store import vector_store
 from hermes_core.plugins.memory.session_archive.vectors import (
     VectorIndex,
     VectorIndexer,
@@ -86,11 +87,12 @@ def model_figures(embedder: GuardedEmbedder, texts: list[str]) -> None:
           f"{max(times):.1f} ms")
 
 
-def appends_side_by_side(path: Path, embedder: GuardedEmbedder, messages: list[Message],
-                         rounds: int = 4, per: int = 300) -> None:
+def appends_side_by_side(path: Path | Callable[[], SessionArchive], embedder: GuardedEmbedder,
+                         messages: list[Message], rounds: int = 4, per: int = 300) -> None:
     """Append p50 with the indexer embedding in the background (B) and without (A), A B A B."""
     figures: dict[str, list[float]] = {"A": [], "B": []}
-    with SessionArchive(path) as archive:
+    opened = SessionArchive(path) if isinstance(path, Path) else path()
+    with opened as archive:
         k = 0
         for r in range(rounds):
             for mode in ("A", "B"):
@@ -125,6 +127,7 @@ def synthetic_vectors(archive: SessionArchive, embedder: GuardedEmbedder, seed: 
         "ORDER BY id LIMIT 256")]
     centres = np.asarray(embedder.embed(texts, background=True, timeout=3600), dtype=np.float32)
     rng = np.random.default_rng(seed)
+    store = vector_store(archive)
     archive.db.write(lambda con: con.execute("DELETE FROM message_vectors"))
     for lo in range(0, len(ids), 50_000):
         part = ids[lo:lo + 50_000]
@@ -139,7 +142,7 @@ def synthetic_vectors(archive: SessionArchive, embedder: GuardedEmbedder, seed: 
     def meta(con: Any) -> None:
         for key, value in (("vectors_model", MODEL), ("vectors_dimension", "384"),
                            ("vectors_through", str(int(ids[-1])))):
-            con.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+            store.set_meta(con, key, value)
 
     archive.db.write(meta)
     return len(ids)
@@ -173,18 +176,29 @@ def preselection_recall(archive: SessionArchive, index: VectorIndex,
     return out[0][0], out[1][0], out[1][1]
 
 
-def run_semantic(path: Path, queries: list[str], embedder: GuardedEmbedder | None = None,
-                 rounds: int = 3) -> None:
-    """The scale figures on an archive already filled with messages (``path``)."""
+def vector_bytes(archive: SessionArchive) -> int:
+    """Bytes on disk of the vectors table and its indexes."""
+    if getattr(archive, "backend", "sqlite") == "postgresql":
+        return int(archive.db.read("SELECT pg_total_relation_size('message_vectors')")[0][0])
+    return int(sum(r[0] for r in archive.db.read(
+        "SELECT sum(pgsize) FROM dbstat WHERE name LIKE 'message_vectors%' OR name LIKE "
+        "'sqlite_autoindex_message_vectors%'")))
+
+
+def run_semantic(path: Path | Callable[[], SessionArchive], queries: list[str],
+                 embedder: GuardedEmbedder | None = None, rounds: int = 3) -> None:
+    """The scale figures on an archive already filled with messages (``path``: a state.db, or
+    a function opening the archive, e.g. a PostgreSQL one)."""
     embedder = embedder or GuardedEmbedder(MiniLMEmbedder(MiniLMConfig()), timeout=3600)
-    with SessionArchive(path) as archive:
+    opened = SessionArchive(path) if isinstance(path, Path) else path()
+    with opened as archive:
         total = archive.count_messages()
         t = time.perf_counter()
         n = synthetic_vectors(archive, embedder)
         print(f"  {n:,} synthetic vectors written in {time.perf_counter() - t:.0f} s")
-        size = sum(r[0] for r in archive.db.read(
-            "SELECT sum(pgsize) FROM dbstat WHERE name LIKE 'message_vectors%' OR name LIKE "
-            "'sqlite_autoindex_message_vectors%'"))
+        if getattr(archive, "backend", "sqlite") == "postgresql":
+            archive.db.write_one("ANALYZE message_vectors")
+        size = vector_bytes(archive)
         show("vector_bytes_per_msg", size / total, f"  [{size / n:.0f} B per embedded message, "
              f"{n:,} of {total:,} messages are user/assistant text]")
         index = VectorIndex(archive)
@@ -202,7 +216,8 @@ def run_semantic(path: Path, queries: list[str], embedder: GuardedEmbedder | Non
         current = archive.list_sessions(limit=1)[0].id
         for q in queries[:3]:
             hybrid_candidates(archive, q, embedder, index)
-        figures: dict[str, list[float]] = {"hybrid": [], "tool": [], "scan": [], "words": []}
+        figures: dict[str, list[float]] = {"hybrid": [], "tool": [], "scan": [], "words": [],
+                                           "scan1": []}
         chars: list[int] = []
 
         def timed(fn: Callable[[], object]) -> float:
@@ -213,6 +228,8 @@ def run_semantic(path: Path, queries: list[str], embedder: GuardedEmbedder | Non
         for _ in range(rounds):
             for i, q in enumerate(queries):
                 figures["scan"].append(timed(lambda i=i: index.nearest(qvs[i % len(qvs)], 100)))
+                figures["scan1"].append(timed(lambda i=i: index.nearest(qvs[i % len(qvs)], 100,
+                                                                        threads=1)))
                 figures["words"].append(timed(lambda q=q: hybrid_candidates(
                     archive, q, None, None, exclude_lineage_of=current)))
                 figures["hybrid"].append(timed(lambda q=q: hybrid_candidates(
@@ -226,7 +243,9 @@ def run_semantic(path: Path, queries: list[str], embedder: GuardedEmbedder | Non
         print(f"  word search alone (same loop): p50 {pct(figures['words'], .5):.1f} ms, p95 "
               f"{pct(figures['words'], .95):.1f} ms")
         print(f"  vector scan + rescoring alone: p50 {pct(figures['scan'], .5):.1f} ms, p95 "
-              f"{pct(figures['scan'], .95):.1f} ms")
+              f"{pct(figures['scan'], .95):.1f} ms on two threads; one thread (as beside a word "
+              f"search) p50 {pct(figures['scan1'], .5):.1f} ms, p95 "
+              f"{pct(figures['scan1'], .95):.1f} ms")
         show("hybrid_p95", pct(figures["hybrid"], 0.95),
              f"  [p50 {pct(figures['hybrid'], .5):.1f} ms; query embedding included]")
         show("hybrid_p95", pct(figures["tool"], 0.95),

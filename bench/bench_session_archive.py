@@ -257,18 +257,8 @@ def run(n: int, root: Path, appends: int, rounds: int, keep: bool, *, reuse: boo
     if lexical:
         run_lexical(open_, corpus, path, next_session, queries, appends, rounds)
     if embedder:
-        from bench_archive_semantic import appends_side_by_side, model_figures, run_semantic
-
         print("  -- with the local embedder (bench_archive_semantic.py)")
-        from hermes_core.embeddings import GuardedEmbedder
-        from hermes_core.plugins.embedders.minilm import MiniLMConfig, MiniLMEmbedder
-
-        guarded = GuardedEmbedder(MiniLMEmbedder(MiniLMConfig()), timeout=3600)
-        texts = [m.content[:2000] for m in sample if m.role in ("user", "assistant")
-                 and m.content][:64]
-        model_figures(guarded, texts)
-        appends_side_by_side(path, guarded, sample[:2000])
-        run_semantic(path, queries.plain, guarded, rounds)
+        semantic_figures(lambda: SessionArchive(path), sample, queries, rounds)
     if not keep and not reuse:
         for suffix in ("", "-wal", "-shm"):
             Path(f"{path}{suffix}").unlink(missing_ok=True)
@@ -309,7 +299,7 @@ def report_searches(figures: dict[str, float]) -> None:
           f"{figures['tool_recent']:.2f} ms")
 
 
-def run_pg(n: int, url: str, appends: int, rounds: int) -> None:
+def run_pg(n: int, url: str, appends: int, rounds: int, *, embedder: bool = False) -> None:
     """The same measurements on the PostgreSQL archive (a fresh database at ``url``)."""
     from hermes_core.plugins.memory.session_archive.pg_store import PgSessionArchive
     from hermes_core.storage import parse_storage_url
@@ -342,6 +332,26 @@ def run_pg(n: int, url: str, appends: int, rounds: int) -> None:
     show("bytes_per_msg", size / total, f"  [{size / 1e6:.1f} MB for {total:,} messages, "
          "tables and indexes]")
     report_searches(searches(open_, queries, rounds))
+    archive.close()
+    if embedder:
+        print("  -- with the local embedder (bench_archive_semantic.py)")
+        semantic_figures(lambda: PgSessionArchive(parsed), sample, queries, rounds)
+
+
+def semantic_figures(open_: Callable[[], SessionArchive], sample: list[Message],
+                     queries: QuerySet, rounds: int) -> None:
+    """The hybrid search figures of bench_archive_semantic.py on the archive ``open_`` opens."""
+    from bench_archive_semantic import appends_side_by_side, model_figures, run_semantic
+
+    from hermes_core.embeddings import GuardedEmbedder
+    from hermes_core.plugins.embedders.minilm import MiniLMConfig, MiniLMEmbedder
+
+    guarded = GuardedEmbedder(MiniLMEmbedder(MiniLMConfig()), timeout=3600)
+    texts = [m.content[:2000] for m in sample if m.role in ("user", "assistant")
+             and m.content][:64]
+    model_figures(guarded, texts)
+    appends_side_by_side(open_, guarded, sample[:2000])
+    run_semantic(open_, queries.plain, guarded, rounds)
 
 
 def run_backends(args: argparse.Namespace, sizes: list[int], root: Path) -> None:
@@ -359,7 +369,7 @@ def run_backends(args: argparse.Namespace, sizes: list[int], root: Path) -> None
                     embedder=args.embedder, lexical=not args.semantic_only)
             if "postgresql" in backends:
                 url = args.url or pg.create_database(f"bench_{n}")
-                run_pg(n, url, args.appends, args.rounds)
+                run_pg(n, url, args.appends, args.rounds, embedder=args.embedder)
                 if not args.url:
                     from hermes_core.storage import close_pools
 

@@ -3,6 +3,9 @@ which path found each hit, and the bad inputs of issue 19 (no embedder, an embed
 hangs or returns the wrong dimension, a model switch, 10k-character and emoji-only queries):
 word search keeps working, a clear message says what semantic search lacks, nothing is lost.
 
+The archive fixture runs each test on both backends: a SQLite file and a real PostgreSQL
+database (the conftest's throwaway server).
+
 Most tests use a tiny deterministic embedder (a synonym table) so they test the plumbing, not a
 model; one test runs the real all-MiniLM-L6-v2 when it is installed."""
 
@@ -15,6 +18,8 @@ from pathlib import Path
 import pytest
 
 np = pytest.importorskip("numpy")
+
+from archive_support import make_archive  # noqa: E402
 
 from hermes_core.embeddings import GuardedEmbedder  # noqa: E402
 from hermes_core.kinds import Embedder  # noqa: E402
@@ -76,8 +81,9 @@ def fill(a: SessionArchive) -> None:
 
 
 @pytest.fixture()
-def archive(tmp_path: Path):
-    a = SessionArchive(tmp_path / "state.db", background_checkpoints=False)
+def archive(tmp_path: Path, storage_url: str | None):
+    """The filled archive on each backend in turn (SQLite file, then a real PostgreSQL)."""
+    a = make_archive(tmp_path, storage_url)
     fill(a)
     yield a
     a.close()
@@ -197,11 +203,11 @@ def test_deleting_a_message_deletes_its_vector(archive: SessionArchive) -> None:
     assert state(archive, g).count == 8
 
 
-def test_the_real_model_finds_a_paraphrase(tmp_path: Path) -> None:
+def test_the_real_model_finds_a_paraphrase(tmp_path: Path, storage_url: str | None) -> None:
     minilm = pytest.importorskip("hermes_core.plugins.embedders.minilm")
     if minilm.MiniLMEmbedder.unavailable():
         pytest.skip(minilm.MiniLMEmbedder.unavailable())
-    with SessionArchive(tmp_path / "state.db") as a:
+    with make_archive(tmp_path, storage_url) as a:
         a.append_messages("dog", [Message("user", "We adopted a three-year-old whippet called "
                                                   "Pepper from the shelter.")])
         a.append_messages("db", [Message("user", "We are moving billing off MySQL onto "
@@ -261,7 +267,8 @@ def test_the_provider_without_an_embedder_says_semantic_search_is_off(tmp_path: 
         provider.shutdown()
 
 
-def test_the_archive_passes_the_paraphrase_check_with_the_local_model(tmp_path: Path) -> None:
+def test_the_archive_passes_the_paraphrase_check_with_the_local_model(
+        tmp_path: Path, storage_url: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
     import logging
 
     from hermes_core.config import CoreConfig
@@ -275,10 +282,14 @@ def test_the_archive_passes_the_paraphrase_check_with_the_local_model(tmp_path: 
     minilm = pytest.importorskip("hermes_core.plugins.embedders.minilm")
     if minilm.MiniLMEmbedder.unavailable():
         pytest.skip(minilm.MiniLMEmbedder.unavailable())
+    if storage_url is not None:  # the provider's archive in that PostgreSQL database
+        monkeypatch.setenv("HERMES_CORE_STORAGE_URL", storage_url)
     g = GuardedEmbedder(minilm.MiniLMEmbedder(minilm.MiniLMConfig()), timeout=120)
     context = PluginContext(plugin_name="session_archive", home=tmp_path, config=CoreConfig(),
                             logger=logging.getLogger("test"), embedder=lambda: g)
     provider = SessionArchiveProvider(SessionArchiveConfig(), context)
+    assert getattr(provider.archive, "backend", "sqlite") == (
+        "postgresql" if storage_url else "sqlite")
     from hermes_core.testing.conformance import CheckedHooks
 
     hooks = CheckedHooks(provider, "memory-provider")
@@ -289,6 +300,7 @@ def test_the_archive_passes_the_paraphrase_check_with_the_local_model(tmp_path: 
     try:
         check_paraphrase_recall(hooks, settle=settle, tool="session_search")
         # and without an embedder the same check fails: words alone do not find paraphrases
+        monkeypatch.delenv("HERMES_CORE_STORAGE_URL", raising=False)
         plain = SessionArchiveProvider(SessionArchiveConfig(path=str(tmp_path / "plain.db")),
                                        PluginContext(plugin_name="session_archive",
                                                      home=tmp_path, config=CoreConfig(),

@@ -96,6 +96,10 @@ def migrate(to_url: str | None, from_url: str | None, as_json: bool) -> None:
         click.echo(f"memory {label}: the database already holds other entries; left as they are")
     click.echo(f"memory history: {report.memory_versions_copied} version(s), "
                f"{report.memory_pins_copied} pin(s) copied")
+    if report.vectors_to_rebuild:
+        click.echo(f"semantic search: {report.vectors_to_rebuild} message vector(s) not copied; "
+                   "the background indexer embeds the copied messages again, or run "
+                   "'hermes-core sessions reindex' there to do it now")
     click.echo(f"skills: {len(report.skills_copied)} copied"
                + (f"; left as they are (the database holds other text under these names): "
                   f"{', '.join(report.skills_kept)}" if report.skills_kept else ""))

@@ -7,7 +7,9 @@ what ``sessions import`` would store: lossless, and sessions already in the targ
 which makes an interrupted migration safe to run again. The other stores follow the same rule:
 curated memory (its history and pins too) only into owners and documents that are empty in the
 target, skills only under names the target lacks, the lossless engine's spans only for
-conversations the target has none of; what was left alone is named in the report.
+conversations the target has none of; what was left alone is named in the report. Message
+vectors (semantic search) are not copied: the target's background indexer embeds the copied
+messages again (or ``hermes-core sessions reindex`` does it at once, with a progress bar).
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ class MigrationReport:
     lossless_spans_copied: int = 0
     lossless_spans_renumbered: int = 0
     lossless_conversations_kept: int = 0
+    #: message vectors (semantic search) in the source: not copied, the target re-embeds them
+    #: (its background indexer, or ``hermes-core sessions reindex``)
+    vectors_to_rebuild: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -57,6 +62,8 @@ def copy_sessions(
     """Copy every session of archive ``source`` into archive ``target``, oldest first (a
     compaction's parent before its child); ``progress(done, total)`` after each batch."""
     ids = [r[0] for r in source.db.read("SELECT id FROM sessions ORDER BY num")]
+    # vectors stay behind: ids change on the way, and the target may use another model
+    report.vectors_to_rebuild += int(source.db.read("SELECT count(*) FROM message_vectors")[0][0])
     total = len(ids)
     if progress is not None:
         progress(0, total)

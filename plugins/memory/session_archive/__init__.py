@@ -125,9 +125,6 @@ class SessionArchiveProvider(MemoryProvider):
         return self._semantic
 
     def _start_semantic(self) -> Semantic:
-        if getattr(self._archive, "backend", "sqlite") == "postgresql":
-            return Semantic(problem="semantic search is not available with storage.url "
-                                    "(PostgreSQL) yet: word search only (docs/storage.md)")
         try:
             embedder = self.context.embedder()
         except Exception as exc:  # a broken embedder choice must not break the archive

@@ -145,10 +145,12 @@ def hybrid_candidates(
             except EmbeddingError as exc:
                 problem = str(exc)
     vector_side: _VectorSide | None = None
+    words_done = threading.Event()
     if waiting is not None and index is not None and embedder is not None:
         # ... and the vectors are scanned on a thread of their own as soon as it is embedded
         exclude = lineage_ids(archive, exclude_lineage_of) if exclude_lineage_of else None
-        vector_side = _VectorSide(waiting, index, embedder.dimension, w.neighbours, exclude)
+        vector_side = _VectorSide(waiting, index, embedder.dimension, w.neighbours, exclude,
+                                  words_done)
     lexical: list[Candidate] = []
     matched = "none"
     broad: list[bool] = []
@@ -161,6 +163,8 @@ def hybrid_candidates(
     except QueryError as exc:
         query_error = exc
         plan = SearchPlan(text=query)
+    finally:
+        words_done.set()
     qv = None
     near: list[tuple[int, float]] = []
     if vector_side is not None:
@@ -193,26 +197,32 @@ def hybrid_candidates(
 
 
 class _VectorSide:
-    """The vector half of a query on its own thread: wait for the query's embedding, refresh
-    the index (without waiting for a first load in progress), find the nearest vectors."""
+    """The vector half of a query on its own thread: refresh the index (read the vectors
+    stored since, by this node or another; without waiting for a first load in progress),
+    wait for the query's embedding, find the nearest vectors."""
 
     def __init__(self, waiting: Any, index: VectorIndex, dimension: int, k: int,
-                 exclude: set[int] | None) -> None:
+                 exclude: set[int] | None, words_done: threading.Event) -> None:
         self._out: tuple[Any, list[tuple[int, float]], int] | None = None
         self._error: EmbeddingError | None = None
         self._thread = threading.Thread(target=self._run, name="archive-vector-query",
-                                        args=(waiting, index, dimension, k, exclude),
+                                        args=(waiting, index, dimension, k, exclude, words_done),
                                         daemon=True)
         self._thread.start()
 
     def _run(self, waiting: Any, index: VectorIndex, dimension: int, k: int,
-             exclude: set[int] | None) -> None:
+             exclude: set[int] | None, words_done: threading.Event) -> None:
         try:
-            qv = np.asarray(waiting(), dtype=np.float32)[0]
+            # what other nodes (or the indexer) stored since the last query is read while the
+            # query is being embedded, not after
             loading = 0
             if not index.refresh(dimension, wait=False) and not index.complete:
                 loading = len(index)
-            self._out = (qv, index.nearest(qv, k, exclude), loading)
+            qv = np.asarray(waiting(), dtype=np.float32)[0]
+            # the scan takes both cores only once the word search is done; before, one (two
+            # scan threads beside the word search slow it down more than they gain)
+            threads = 2 if words_done.is_set() else 1
+            self._out = (qv, index.nearest(qv, k, exclude, threads=threads), loading)
         except EmbeddingError as exc:
             self._error = exc
         except Exception as exc:  # a closed archive, a bug: word search goes on

@@ -12,6 +12,9 @@ the archive's queries run on both. Search uses PostgreSQL's own text search:
   with a trigram index (``pg_trgm``) for substring search, since the text parser sees a run of
   CJK letters as one word. Without the extension the same search runs without the index.
 
+Semantic search (migration 4): ``message_vectors`` holds one float16 embedding per message
+(``bytea``, no extension needed), ``archive_meta`` the model they were made with (vectors.py).
+
 Triggers keep each session's message count and last activity in sync, as state.db's do.
 """
 
@@ -201,9 +204,25 @@ def _bucket_index(con: Any) -> None:
                 "WHERE cjk IS NOT NULL")
 
 
+#: one float16 embedding per embedded message (vectors.py), and the archive's key/value facts
+#: (the model the vectors were made with, their dimension, the indexer's cursor). ``seq`` numbers
+#: the vectors in the order they were committed (one node writes at a time, under an advisory
+#: lock), so every node's in-memory index reads only what was added since it last looked, even
+#: a vector of an older message embedded late.
+_VECTORS: list[str] = [
+    "CREATE TABLE archive_meta (key TEXT PRIMARY KEY, value TEXT)",
+    """CREATE TABLE message_vectors (
+        id BIGINT PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE,
+        vec BYTEA NOT NULL,
+        seq BIGSERIAL NOT NULL
+    )""",
+    "CREATE UNIQUE INDEX message_vectors_seq ON message_vectors(seq)",
+]
+
 MIGRATIONS: list[PgMigration] = [
     (1, "sessions, messages, text search (english tsvector), CJK runs, counters", _V1),
     (2, "trigram index over CJK runs (pg_trgm, when available)", _cjk_index),
     (3, "text index by (sample bucket, word) (btree_gin); CJK runs readable from an index",
      _bucket_index),
+    (4, "message_vectors (float16 embeddings, in commit order) and archive_meta", _VECTORS),
 ]

@@ -4,10 +4,14 @@ What is embedded: the content of user and assistant messages that are searchable
 compaction carried over, not the search tools' echoes), cut to its first :data:`TEXT_CHARS`
 characters (the model reads 256 tokens anyway). Tool outputs are left to word search.
 
-Storage: table ``message_vectors`` (schema version 2): one float16 row per message, 768 bytes for
-384 dimensions. ``meta`` holds the model id and dimension the vectors were made with, and
-``vectors_through``, the id up to which every message was considered (the indexer's cursor), so
-indexing resumes where it stopped and never rereads the archive.
+Storage (through vector_store.py, one interface for both backends): table ``message_vectors``
+(state.db schema version 3; PostgreSQL migration 4): one float16 row per message, 768 bytes for
+384 dimensions. The meta table (``meta``; ``archive_meta`` on PostgreSQL) holds the model id and
+dimension the vectors were made with, ``vectors_through``, the id up to which every message was
+considered (the indexer's cursor), so indexing resumes where it stopped and never rereads the
+archive, and ``vectors_epoch``, bumped by a rebuild so every loaded index starts again. On
+PostgreSQL several nodes share the vectors: one embeds a batch at a time (an advisory lock), and
+each node's index reads what any node stored since its last look.
 
 Search (:class:`VectorIndex`): the sign bit of each dimension is kept in memory (48 bytes per
 message for 384 dimensions); a query scans every row's Hamming distance to its own sign bits,
@@ -21,7 +25,6 @@ A failing embedder pauses it; nothing is lost, the cursor stays where it was.
 from __future__ import annotations
 
 import logging
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -33,23 +36,14 @@ from numpy.typing import NDArray
 
 from hermes_core.embeddings import EmbeddingError, GuardedEmbedder
 
-from .schema import INDEXED_SQL
 from .store import SessionArchive
+from .vector_store import BUSY, VectorStore, vector_store
 
 __all__ = ["TEXT_CHARS", "VectorIndex", "VectorIndexer", "VectorState", "reindex"]
 
 log = logging.getLogger("hermes_core.plugins.session_archive")
 
 TEXT_CHARS = 2000
-_ROLES = ("user", "assistant")
-_ECHO = ("session_search", "context_search")
-_PENDING = (
-    "SELECT m.id, substr(m.content, 1, {chars}) FROM messages AS m WHERE m.id > ? "
-    "AND m.role IN ('user', 'assistant') AND length(m.content) > 0 AND " + INDEXED_SQL + " "
-    "AND NOT (m.tool_calls IS NOT NULL AND length(m.content) <= 300 AND ("
-    + " OR ".join(f"m.tool_calls LIKE '%\"name\":\"{t}\"%'" for t in _ECHO) + ")) "
-    "ORDER BY m.id LIMIT ?"
-)
 
 
 @dataclass
@@ -64,28 +58,19 @@ class VectorState:
     problem: str | None = None
 
 
-def _meta(archive: SessionArchive, key: str) -> str | None:
-    rows = archive.db.read("SELECT value FROM meta WHERE key = ?", (key,))
-    return str(rows[0][0]) if rows else None
-
-
-def _set_meta(con: sqlite3.Connection, key: str, value: str) -> None:
-    con.execute("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET "
-                "value = excluded.value", (key, value))
-
-
 def state(archive: SessionArchive, embedder: GuardedEmbedder | None, *,
           count: bool = True) -> VectorState:
     """The stored vectors' model, cursor and (with ``count``: a table scan) how many there are.
 
-    Without ``count`` (the per-query check), ``count`` is 1 when there are any, else 0.
+    Without ``count`` (the per-query check: one statement), ``count`` is 1 when there are any,
+    else 0.
     """
-    model = _meta(archive, "vectors_model")
-    dim = int(_meta(archive, "vectors_dimension") or 0)
-    through = int(_meta(archive, "vectors_through") or 0)
-    sql = ("SELECT count(*) FROM message_vectors" if count else
-           "SELECT EXISTS (SELECT 1 FROM message_vectors)")
-    n = int(archive.db.read(sql)[0][0])
+    store = vector_store(archive)
+    meta = store.meta(exists=not count)
+    model = meta.get("vectors_model")
+    dim = int(meta.get("vectors_dimension") or 0)
+    through = int(meta.get("vectors_through") or 0)
+    n = store.count() if count else int(meta.get("exists", "0"))
     st = VectorState(model, dim, through, n)
     if embedder is not None and model is not None and n and (
             model != embedder.model_id or dim != embedder.dimension):
@@ -96,78 +81,83 @@ def state(archive: SessionArchive, embedder: GuardedEmbedder | None, *,
     return st
 
 
-def _claim(archive: SessionArchive, embedder: GuardedEmbedder) -> bool:
+def _claim(store: VectorStore, con: Any, embedder: GuardedEmbedder) -> bool:
     """Record the model on an archive without vectors; False when another model's are there."""
 
-    def tx(con: sqlite3.Connection) -> bool:
-        row = con.execute("SELECT value FROM meta WHERE key = 'vectors_model'").fetchone()
-        if row is not None and row[0] != embedder.model_id and con.execute(
-                "SELECT 1 FROM message_vectors LIMIT 1").fetchone():
+    def tx(c: Any) -> bool:
+        meta = store.meta(c)
+        model = meta.get("vectors_model")
+        if model is not None and model != embedder.model_id and store.any_vector(c):
             return False
-        _set_meta(con, "vectors_model", embedder.model_id)
-        _set_meta(con, "vectors_dimension", str(embedder.dimension))
+        if model != embedder.model_id or "vectors_dimension" not in meta:
+            store.set_meta(c, "vectors_model", embedder.model_id)
+            store.set_meta(c, "vectors_dimension", str(embedder.dimension))
         return True
 
-    return bool(archive.db.write(tx))
+    return bool(store._write(con, tx))
 
 
 def index_batch(archive: SessionArchive, embedder: GuardedEmbedder, size: int = 32) -> int:
-    """Embed the next ``size`` pending messages; return how many were considered (0: done).
+    """Embed the next ``size`` pending messages; return how many were considered (0: done;
+    :data:`~.vector_store.BUSY`: another node of a shared database is indexing).
 
     Raises EmbeddingError when the embedder fails (the cursor does not move: nothing is lost).
     """
-    if not _claim(archive, embedder):
+    store = vector_store(archive)
+    return store.exclusive(lambda con: _batch(store, con, embedder, size), BUSY)
+
+
+def _batch(store: VectorStore, con: Any, embedder: GuardedEmbedder, size: int) -> int:
+    if not _claim(store, con, embedder):
         return 0
-    through = int(_meta(archive, "vectors_through") or 0)
-    rows = archive.db.read(_PENDING.format(chars=TEXT_CHARS), (through, size))
+    through = int(store.meta(con).get("vectors_through") or 0)
+    rows = store.pending_rows(con, through, size, TEXT_CHARS)
     if not rows:
         return 0
     vectors = np.asarray(embedder.embed([r[1] for r in rows], background=True),
                          dtype=np.float32)
     if not np.all(np.isfinite(vectors)):
         raise EmbeddingError(f"embedder {embedder.name} returned NaN or infinite values")
-    blobs = [(r[0], vectors[i].astype(np.float16).tobytes()) for i, r in enumerate(rows)]
-    last = rows[-1][0]
+    blobs = [(int(r[0]), vectors[i].astype(np.float16).tobytes()) for i, r in enumerate(rows)]
+    last = max(through, int(rows[-1][0]))
 
-    def tx(con: sqlite3.Connection) -> None:
-        # a message deleted meanwhile gets no vector (its id no longer exists)
-        con.executemany("INSERT OR REPLACE INTO message_vectors(id, vec) SELECT ?, ? WHERE "
-                        "EXISTS (SELECT 1 FROM messages WHERE id = ?)",
-                        [(i, b, i) for i, b in blobs])
-        _set_meta(con, "vectors_through", str(last))
+    def tx(c: Any) -> None:
+        store.put(c, blobs)
+        store.set_meta(c, "vectors_through", str(last))
 
-    archive.db.write(tx)
+    store._write(con, tx)
     return len(rows)
 
 
 def has_pending(archive: SessionArchive) -> bool:
     """Whether some stored message still waits for its vector (the indexer's own test)."""
-    through = int(_meta(archive, "vectors_through") or 0)
-    return bool(archive.db.read(_PENDING.format(chars=1), (through, 1)))
+    store = vector_store(archive)
+    through = int(store.meta().get("vectors_through") or 0)
+    return bool(store.pending_rows(None, through, 1, 1))
 
 
 def pending(archive: SessionArchive) -> int:
-    through = int(_meta(archive, "vectors_through") or 0)
-    return int(archive.db.read(
-        "SELECT count(*) FROM messages AS m WHERE m.id > ? AND m.role IN ('user', 'assistant') "
-        f"AND length(m.content) > 0 AND {INDEXED_SQL}", (through,))[0][0])
+    store = vector_store(archive)
+    return store.pending_count(int(store.meta().get("vectors_through") or 0))
 
 
 def reindex(archive: SessionArchive, embedder: GuardedEmbedder, *, batch: int = 32,
             progress: Callable[[int, int], None] | None = None, rebuild: bool = False) -> int:
     """Embed every pending message (all of them with ``rebuild``, after dropping the old
-    vectors); ``progress(done, total)`` after each batch. Returns the messages embedded."""
+    vectors); ``progress(done, total)`` after each batch. Returns the messages embedded.
+    On a shared database, batches another node is embedding meanwhile are left to it."""
+    store = vector_store(archive)
     if rebuild or state(archive, embedder, count=False).problem:
-        def tx(con: sqlite3.Connection) -> None:
-            con.execute("DELETE FROM message_vectors")
-            for key in ("vectors_model", "vectors_dimension", "vectors_through"):
-                con.execute("DELETE FROM meta WHERE key = ?", (key,))
-
-        archive.db.write(tx)
+        store.exclusive(lambda con: store._write(con, store.clear), None, wait=True)
     total = pending(archive)
     done = 0
     while True:
         n = index_batch(archive, embedder, batch)
+        if n == BUSY:  # another node is embedding a batch: wait for it, then go on
+            time.sleep(0.2)
+            if not has_pending(archive):
+                break
+            continue
         if n == 0:
             break
         done += n
@@ -179,7 +169,7 @@ def reindex(archive: SessionArchive, embedder: GuardedEmbedder, *, batch: int = 
 #: vectors read per statement while loading the index (the archive's lock is held per statement)
 LOAD_CHUNK = 20_000
 #: rows scanned per block of the sign-bit scan (keeps its temporary arrays small)
-SCAN_BLOCK = 1 << 18
+SCAN_BLOCK = 1 << 17
 #: nearest candidates by sign bits that are rescored with their stored float16 vectors
 RESCORE = 400
 
@@ -220,7 +210,8 @@ class VectorIndex:
     approximation is that a vector whose sign pattern is far from the query's is not rescored,
     which for sentence embeddings loses almost nothing among the first hundred (measured in
     bench/bench_session_archive.py). Loading reads the table once, in chunks, then only rows
-    added since; a search during the first load uses what is loaded so far.
+    added since (in commit order: on PostgreSQL, also those another node stored, and the late
+    vector of an older message); a search during the first load uses what is loaded so far.
     """
 
     def __init__(self, archive: SessionArchive, *, rescore: int = RESCORE,
@@ -236,7 +227,8 @@ class VectorIndex:
         self._scale: NDArray[np.float32] = np.zeros(0, dtype=np.float32)
         self._n = 0
         self._loaded_through = 0
-        self._model: str | None = None
+        #: (model, epoch) of the loaded vectors: a change (reindex) reloads them
+        self._model: tuple[str | None, str | None] = (None, None)
         self._dimension = 0
         #: True once a refresh reached the end of the table
         self.complete = False
@@ -257,17 +249,17 @@ class VectorIndex:
         if not self._lock.acquire(blocking=wait):
             return False
         try:
-            model = _meta(self.archive, "vectors_model")
+            store = vector_store(self.archive)
+            meta = store.meta()
+            model = (meta.get("vectors_model"), meta.get("vectors_epoch"))
             if model != self._model or dimension != self._dimension:
                 self._reset(model, dimension)
-            while True:
-                rows = self.archive.db.read(
-                    "SELECT id, vec FROM message_vectors WHERE id > ? ORDER BY id LIMIT ?",
-                    (self._loaded_through, LOAD_CHUNK))
+            while True:  # in commit order: a late vector of an older message is read too
+                rows = store.since(self._loaded_through, LOAD_CHUNK)
                 if not rows:
                     break
                 self._append(rows, dimension)
-                self._loaded_through = int(rows[-1][0])
+                self._loaded_through = int(rows[-1][2])
                 if len(rows) < LOAD_CHUNK:
                     break
             if len(self._ids) > 1.25 * self._n + 1024:  # the doubling overshot: give it back
@@ -277,7 +269,7 @@ class VectorIndex:
         finally:
             self._lock.release()
 
-    def _reset(self, model: str | None, dimension: int) -> None:
+    def _reset(self, model: tuple[str | None, str | None], dimension: int) -> None:
         words = max(1, -(-dimension // 64))
         self._ids = np.zeros(1024, dtype=np.int64)
         self._bits = np.zeros((words, 1024), dtype=np.uint64)
@@ -310,16 +302,63 @@ class VectorIndex:
         vecs = np.frombuffer(b"".join(r[1] for r in good), dtype=np.float16).reshape(
             len(good), dimension).astype(np.float32)
         bits = sign_bits(vecs, self._bits.shape[0])
-        need = self._n + len(good)
-        if need > len(self._ids):  # grow by doubling; readers keep their old arrays
-            self._resize(max(need, 2 * len(self._ids)))
-        self._ids[self._n: need] = ids
-        self._bits[:, self._n: need] = bits
         if self.in_memory:  # int8 per row, scaled by the row's largest magnitude
             peak = np.maximum(np.abs(vecs).max(axis=1), 1e-12)
-            self._q8[self._n: need] = np.rint(vecs / peak[:, None] * 127).astype(np.int8)
-            self._scale[self._n: need] = peak / 127
+            q8 = np.rint(vecs / peak[:, None] * 127).astype(np.int8)
+            scale = (peak / 127).astype(np.float32)
+        n = self._n
+        if n and int(ids.min()) <= int(self._ids[n - 1]):
+            self._merge(ids, bits, q8 if self.in_memory else None,
+                        scale if self.in_memory else None)
+            return
+        order = np.argsort(ids, kind="stable")
+        if not np.array_equal(order, np.arange(len(ids))):
+            ids, bits = ids[order], bits[:, order]
+            if self.in_memory:
+                q8, scale = q8[order], scale[order]
+        need = n + len(good)
+        if need > len(self._ids):  # grow by doubling; readers keep their old arrays
+            self._resize(max(need, 2 * len(self._ids)))
+        self._ids[n: need] = ids
+        self._bits[:, n: need] = bits
+        if self.in_memory:
+            self._q8[n: need] = q8
+            self._scale[n: need] = scale
         self._n = need  # published last: a reader sees whole rows only
+
+    def _merge(self, ids: NDArray[np.int64], bits: NDArray[np.uint64],
+               q8: NDArray[np.int8] | None, scale: NDArray[np.float32] | None) -> None:
+        """Rows that do not all come after the loaded ones (on PostgreSQL, the vector of an
+        older message committed late; or a vector stored again): a known id is replaced in
+        place, the others are merged in, into new arrays kept in id order (rare: a copy)."""
+        n = self._n
+        known = self._ids[:n]
+        pos = np.minimum(np.searchsorted(known, ids), n - 1)
+        old = known[pos] == ids
+        if old.any():
+            at = pos[old]
+            self._bits[:, at] = bits[:, old]
+            if q8 is not None and scale is not None:
+                self._q8[at], self._scale[at] = q8[old], scale[old]
+        new = ~old
+        if not new.any():
+            return
+        all_ids = np.concatenate([known, ids[new]])
+        order = np.argsort(all_ids, kind="stable")
+        cap = max(len(all_ids) + 1024, len(self._ids))
+        ids_new = np.zeros(cap, dtype=np.int64)
+        ids_new[: len(order)] = all_ids[order]
+        bits_new = np.zeros((self._bits.shape[0], cap), dtype=np.uint64)
+        bits_new[:, : len(order)] = np.concatenate([self._bits[:, :n], bits[:, new]], axis=1)[
+            :, order]
+        if q8 is not None and scale is not None:
+            q8_new = np.zeros((cap, self._dimension), dtype=np.int8)
+            scale_new = np.zeros(cap, dtype=np.float32)
+            q8_new[: len(order)] = np.concatenate([self._q8[:n], q8[new]])[order]
+            scale_new[: len(order)] = np.concatenate([self._scale[:n], scale[new]])[order]
+            self._q8, self._scale = q8_new, scale_new
+        self._ids, self._bits = ids_new, bits_new
+        self._n = len(order)
 
     def vectors(self, ids: list[int]) -> dict[int, NDArray[np.float32]]:
         """The vectors of ``ids`` (those that have one), as float32: from the in-memory int8
@@ -337,13 +376,9 @@ class VectorIndex:
                     out[int(i)] = q8[p].astype(np.float32) * scale[p]
             return out
         dim = self._dimension
-        for k in range(0, len(ids), 900):
-            part = ids[k:k + 900]
-            for i, blob in self.archive.db.read(
-                    f"SELECT id, vec FROM message_vectors WHERE id IN ({','.join('?' * len(part))})",
-                    tuple(part)):
-                if len(blob) == 2 * dim:
-                    out[int(i)] = np.frombuffer(blob, dtype=np.float16).astype(np.float32)
+        for i, blob in vector_store(self.archive).by_ids(list(ids)):
+            if len(blob) == 2 * dim:
+                out[int(i)] = np.frombuffer(blob, dtype=np.float16).astype(np.float32)
         return out
 
     def similarities(self, query: NDArray[np.float32], ids: list[int]) -> dict[int, float]:
@@ -366,49 +401,122 @@ class VectorIndex:
         sims = np.stack([vecs[i] for i in keys]) @ query
         return {i: float(s) for i, s in zip(keys, sims, strict=True)}
 
-    def _closest(self, query: NDArray[np.float32], count: int) -> NDArray[np.int64]:
-        """Ids of (at least) the ``count`` rows whose sign bits are closest to the query's."""
+    def _snapshot(self) -> tuple[int, NDArray[np.int64], NDArray[np.uint64], NDArray[np.int8],
+                                 NDArray[np.float32]]:
+        """The row count and the arrays holding them, read once (a refresh may swap them)."""
         n = self._n
-        ids, bits = self._ids[:n], self._bits[:, :n]
-        q = sign_bits(query[None, :], bits.shape[0])[:, 0]
+        return n, self._ids[:n], self._bits[:, :n], self._q8[:n], self._scale[:n]
+
+    def _closest(self, query: NDArray[np.float32], count: int,
+                 bits: NDArray[np.uint64] | None = None, threads: int = 2) -> NDArray[np.intp]:
+        """Positions of (at least) the ``count`` rows whose sign bits are closest to the
+        query's: every row's Hamming distance, then a cut-off at the ``count``-th smallest."""
+        if bits is None:
+            bits = self._bits[:, : self._n]
+        n = bits.shape[1]
+        words = bits.shape[0]
+        q = sign_bits(query[None, :], words)[:, 0]
         dist = np.empty(n, dtype=np.uint16)
 
         def scan(blocks: range) -> None:
+            # buffers per thread, reused block after block (no allocation per word); the counts
+            # of up to 3 words (<= 192) are summed in uint8, which numpy adds fastest, and each
+            # group of 3 is then added into the uint16 distance
+            m = min(n, SCAN_BLOCK)
+            xor, ones = np.empty(m, dtype=np.uint64), np.empty(m, dtype=np.uint8)
+            group = np.empty(m, dtype=np.uint8)
             for lo in blocks:
                 hi = min(n, lo + SCAN_BLOCK)
-                acc = dist[lo:hi]
-                acc[:] = 0
-                for w in range(bits.shape[0]):
-                    acc += _popcount(np.bitwise_xor(bits[w, lo:hi], q[w]))
+                acc, x, c, g = dist[lo:hi], xor[: hi - lo], ones[: hi - lo], group[: hi - lo]
+                for w in range(words):
+                    np.bitwise_xor(bits[w, lo:hi], q[w], out=x)
+                    _popcount_into(x, g if w % 3 == 0 else c)
+                    if w % 3:
+                        np.add(g, c, out=g)
+                    if w % 3 == 2 or w == words - 1:
+                        if w < 3:
+                            np.copyto(acc, g)
+                        else:
+                            np.add(acc, g, out=acc)
 
         starts = range(0, n, SCAN_BLOCK)
-        if len(starts) >= 4:  # numpy releases the GIL: two threads scan half each
-            half = threading.Thread(target=scan, args=(starts[1::2],))
-            half.start()
+        if threads > 1 and len(starts) >= 4:  # numpy releases the GIL: a second thread scans
+            # every other block
+            other = _scan_pool().submit(scan, starts[1::2])
             scan(starts[0::2])
-            half.join()
+            other.result()
         else:
             scan(starts)
         if n <= count:
-            return ids
-        # the distances are small integers: a histogram gives the cut-off without a sort
-        cumulative = np.cumsum(np.bincount(dist, minlength=bits.shape[0] * 64 + 1))
-        cut = int(np.searchsorted(cumulative, count))
-        return ids[np.flatnonzero(dist <= cut)]
+            return np.arange(n)
+        return _cut(dist, count, words * 64)
 
-    def nearest(self, query: NDArray[np.float32], k: int,
-                exclude: set[int] | None = None) -> list[tuple[int, float]]:
-        """The ``k`` most similar messages as (id, cosine), best first."""
-        if not self._n:
+    def nearest(self, query: NDArray[np.float32], k: int, exclude: set[int] | None = None, *,
+                threads: int = 2) -> list[tuple[int, float]]:
+        """The ``k`` most similar messages as (id, cosine), best first (ties: newest first).
+        ``threads``: 1 when another search runs beside this one (a word search holding a core:
+        a second scan thread would only slow it down)."""
+        n, ids, bits, q8, scale = self._snapshot()
+        if not n:
             return []
+        query = np.asarray(query, dtype=np.float32)
         want = max(self.rescore, 2 * k) + (len(exclude) if exclude else 0)
-        pool = self._closest(np.asarray(query, dtype=np.float32), want)
+        pos = self._closest(query, want, bits, threads)
         if exclude:
-            pool = pool[~np.isin(pool, np.fromiter(exclude, dtype=np.int64, count=len(exclude)))]
-        keep = pool.tolist()
-        sims = self.similarities(query, keep)
-        best = sorted(sims.items(), key=lambda x: (-x[1], -x[0]))
-        return best[:k]
+            pos = pos[~np.isin(ids[pos], np.fromiter(exclude, dtype=np.int64,
+                                                      count=len(exclude)))]
+        if not len(pos):
+            return []
+        if self.in_memory:  # rescoring: one gather and one product over the pool
+            sims = (q8[pos].astype(np.float32) @ query) * scale[pos]
+            found = ids[pos]
+        else:
+            exact = self.similarities(query, ids[pos].tolist())
+            found = np.fromiter(exact, dtype=np.int64, count=len(exact))
+            sims = np.fromiter(exact.values(), dtype=np.float32, count=len(exact))
+        if len(sims) > k:  # the k best, then ordered: best first, the newer of a tie first
+            top = np.argpartition(-sims, k - 1)[:k]
+            found, sims = found[top], sims[top]
+        order = np.lexsort((-found, -sims))
+        return list(zip(found[order].tolist(), sims[order].tolist(), strict=True))
+
+
+def _popcount_into(x: NDArray[np.uint64], out: NDArray[np.uint8]) -> None:
+    if hasattr(np, "bitwise_count"):
+        np.bitwise_count(x, out=out)
+    else:
+        np.copyto(out, _popcount(x))
+
+
+def _cut(dist: NDArray[np.uint16], count: int, bits: int) -> NDArray[np.intp]:
+    """Positions of the rows at distance <= the ``count``-th smallest (ties included), as the
+    exact histogram gives them. The cut-off is first estimated from a histogram of every 8th row
+    (a histogram of a million rows costs a third of the scan) and kept when it is the exact one
+    (at least ``count`` rows at or below it, fewer below it); else the full histogram decides."""
+    n = len(dist)
+    if n >= 64 * count:
+        sampled = np.cumsum(np.bincount(dist[::8], minlength=bits + 1))
+        cut = int(np.searchsorted(sampled, -(-count // 8)))
+        pos = np.flatnonzero(dist <= cut)
+        if len(pos) >= count and (cut == 0 or int(np.count_nonzero(dist < cut)) < count):
+            return pos  # the same rows as the exact cut-off: enough, and fewer below it
+    cumulative = np.cumsum(np.bincount(dist, minlength=bits + 1))
+    return np.flatnonzero(dist <= int(np.searchsorted(cumulative, count)))
+
+
+_POOL: Any = None
+_POOL_LOCK = threading.Lock()
+
+
+def _scan_pool() -> Any:
+    """One thread kept for the second half of the scans (no thread started per query)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="archive-vector-scan")
+        return _POOL
 
 
 class VectorIndexer:
@@ -456,6 +564,9 @@ class VectorIndexer:
                         break  # another model's vectors: reindex is required, say so on search
                     n = index_batch(self.archive, self.embedder, self.batch)
                     self.error = None
+                    if n == BUSY:  # another node of the database is embedding: let it
+                        self._stop.wait(1.0)
+                        continue
                 except EmbeddingError as exc:
                     self.error = str(exc)
                     continue

@@ -1,0 +1,186 @@
+"""Where an archive's message vectors are stored: the one small interface both backends offer.
+
+:class:`VectorStore` is state.db's (tables ``message_vectors`` and ``meta``, schema version 3);
+:class:`PgVectorStore` is the PostgreSQL archive's (``message_vectors`` and ``archive_meta``,
+migration 4 of pg_schema.py). vectors.py (the indexer, reindex, the in-memory index) and
+hybrid.py (the fused search) reach the stored vectors only through :func:`vector_store`.
+
+What differs on PostgreSQL:
+
+* several nodes share the database, so one batch of the indexer (read its cursor, read the
+  pending messages, embed them, store the vectors, move the cursor) runs in one transaction
+  holding an advisory lock: only one node embeds at a time, and no message is embedded twice;
+  a node that finds the lock taken leaves the work to the holder (:data:`BUSY`);
+* message ids are allocated when a row is inserted and become visible when its transaction
+  commits, so a message can appear *below* the cursor after the cursor passed it (two nodes
+  appending at once). The pending query therefore looks :data:`LOOKBACK` ids behind the cursor
+  for messages still without a vector;
+* each vector row has ``seq``, the order vectors were committed in (writers are serialised by the
+  lock), which is what every node's in-memory index follows to read only what is new, including
+  the late vector of an older message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from .schema import INDEXED_SQL
+from .store import SessionArchive
+
+__all__ = ["BUSY", "LOOKBACK", "META_KEYS", "PgVectorStore", "VectorStore", "vector_store"]
+
+T = TypeVar("T")
+
+#: what index_batch returns when another node holds the indexing lock
+BUSY = -1
+#: ids behind the cursor still checked for a message without a vector (PostgreSQL)
+LOOKBACK = 2000
+#: the advisory lock of the archive's indexer (PostgreSQL): "hc-vecs" as a number
+INDEXER_LOCK = 0x68632D76656373
+META_KEYS = ("vectors_model", "vectors_dimension", "vectors_through", "vectors_epoch")
+_ECHO = ("session_search", "context_search")
+_EMBEDDABLE = (
+    "m.role IN ('user', 'assistant') AND length(m.content) > 0 AND " + INDEXED_SQL + " "
+    "AND NOT (m.tool_calls IS NOT NULL AND length(m.content) <= 300 AND ("
+    + " OR ".join(f"m.tool_calls LIKE '%\"name\":\"{t}\"%'" for t in _ECHO) + "))"
+)
+
+
+class VectorStore:
+    """The vectors in state.db. Methods taking ``con`` run on that connection (inside the
+    caller's transaction) when given, else on their own."""
+
+    #: the key/value table holding the model, dimension, cursor and epoch
+    meta_table = "meta"
+    #: the column giving the order vectors were committed in
+    order = "id"
+    #: True when several processes index one database (PostgreSQL)
+    shared = False
+
+    def __init__(self, archive: SessionArchive) -> None:
+        self.archive = archive
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _read(self, con: Any, sql: str, params: Any = ()) -> list[Any]:
+        if con is not None:
+            return list(con.execute(sql, params).fetchall())
+        return list(self.archive.db.read(sql, params))
+
+    def _write(self, con: Any, fn: Callable[[Any], T]) -> T:
+        return fn(con) if con is not None else self.archive.db.write(fn)
+
+    def exclusive(self, fn: Callable[[Any], T], busy: T, *, wait: bool = False) -> T:
+        """``fn(con)`` as the only indexer of the archive; ``busy`` when another one is at work
+        (with ``wait``: once it is done). One process per state.db indexes it: ``fn(None)`` (its
+        statements run on their own, so the embedding never holds the file's write lock)."""
+        return fn(None)
+
+    # ------------------------------------------------------------------ meta
+
+    def meta(self, con: Any = None, *, exists: bool = False) -> dict[str, str]:
+        """The vectors' keys of the meta table (and with ``exists``, ``"exists"``: "1" when any
+        vector is stored), in one query."""
+        keys = ",".join(f"'{k}'" for k in META_KEYS)
+        sql = f"SELECT key, value FROM {self.meta_table} WHERE key IN ({keys})"
+        if exists:
+            sql += (" UNION ALL SELECT 'exists', CASE WHEN EXISTS (SELECT 1 FROM message_vectors)"
+                    " THEN '1' ELSE '0' END")
+        return {str(k): str(v) for k, v in self._read(con, sql)}
+
+    def set_meta(self, con: Any, key: str, value: str) -> None:
+        con.execute(f"INSERT INTO {self.meta_table}(key, value) VALUES (?, ?) ON CONFLICT(key) "
+                    "DO UPDATE SET value = excluded.value", (key, value))
+
+    def count(self) -> int:
+        return int(self.archive.db.read("SELECT count(*) FROM message_vectors")[0][0])
+
+    def any_vector(self, con: Any) -> bool:
+        return bool(self._read(con, "SELECT 1 FROM message_vectors LIMIT 1"))
+
+    def clear(self, con: Any) -> None:
+        """Drop every vector and the model facts; the epoch moves on, so every loaded index
+        (every node's) starts again."""
+        epoch = self.meta(con).get("vectors_epoch", "0")
+        con.execute("DELETE FROM message_vectors")
+        for key in ("vectors_model", "vectors_dimension", "vectors_through"):
+            con.execute(f"DELETE FROM {self.meta_table} WHERE key = ?", (key,))
+        self.set_meta(con, "vectors_epoch", str(int(epoch) + 1))
+
+    # ------------------------------------------------------------------ the indexer's queries
+
+    def _pending_where(self) -> str:
+        return f"m.id > ? AND {_EMBEDDABLE}"
+
+    def _after(self, through: int) -> int:
+        return through
+
+    def pending_rows(self, con: Any, through: int, size: int, chars: int) -> list[Any]:
+        """(id, first ``chars`` characters) of the next ``size`` messages waiting for a vector."""
+        return self._read(con, f"SELECT m.id, substr(m.content, 1, {int(chars)}) FROM messages "
+                               f"AS m WHERE {self._pending_where()} ORDER BY m.id LIMIT ?",
+                          (self._after(through), size))
+
+    def pending_count(self, through: int) -> int:
+        return int(self.archive.db.read(
+            f"SELECT count(*) FROM messages AS m WHERE {self._pending_where()}",
+            (self._after(through),))[0][0])
+
+    def put(self, con: Any, blobs: list[tuple[int, bytes]]) -> None:
+        # a message deleted meanwhile gets no vector (its id no longer exists)
+        con.executemany("INSERT INTO message_vectors(id, vec) SELECT ?, ? WHERE EXISTS (SELECT 1 "
+                        "FROM messages WHERE id = ?) ON CONFLICT(id) DO UPDATE SET vec = "
+                        "excluded.vec", [(i, b, i) for i, b in blobs])
+
+    # ------------------------------------------------------------------ the index's queries
+
+    def since(self, after: int, limit: int) -> list[Any]:
+        """(id, vec, position) of up to ``limit`` vectors committed after ``position``."""
+        return self.archive.db.read(
+            f"SELECT id, vec, {self.order} FROM message_vectors WHERE {self.order} > ? "
+            f"ORDER BY {self.order} LIMIT ?", (after, limit))
+
+    def by_ids(self, ids: list[int]) -> list[Any]:
+        out: list[Any] = []
+        for k in range(0, len(ids), 900):
+            part = ids[k:k + 900]
+            out += self.archive.db.read(
+                f"SELECT id, vec FROM message_vectors WHERE id IN ({','.join('?' * len(part))})",
+                tuple(part))
+        return out
+
+
+class PgVectorStore(VectorStore):
+    """The vectors in the PostgreSQL archive, shared by every node of the database."""
+
+    meta_table = "archive_meta"
+    order = "seq"
+    shared = True
+
+    def exclusive(self, fn: Callable[[Any], T], busy: T, *, wait: bool = False) -> T:
+        """``fn(con)`` in one transaction holding the indexer's advisory lock (released at its
+        end, also when the node dies); ``busy`` at once when another node holds it, unless
+        ``wait``."""
+        def tx(con: Any) -> T:
+            if wait:
+                con.execute("SELECT pg_advisory_xact_lock(?)", (INDEXER_LOCK,))
+                return fn(con)
+            got = con.execute("SELECT pg_try_advisory_xact_lock(?)", (INDEXER_LOCK,)).fetchone()
+            return fn(con) if got and got[0] else busy
+
+        return self.archive.db.write(tx)
+
+    def _pending_where(self) -> str:
+        return (f"m.id > ? AND {_EMBEDDABLE} AND NOT EXISTS (SELECT 1 FROM message_vectors AS v "
+                "WHERE v.id = m.id)")
+
+    def _after(self, through: int) -> int:
+        return max(0, through - LOOKBACK)
+
+
+def vector_store(archive: SessionArchive) -> VectorStore:
+    """The vector storage of ``archive``'s backend."""
+    if getattr(archive, "backend", "sqlite") == "postgresql":
+        return PgVectorStore(archive)
+    return VectorStore(archive)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import psycopg
 import pytest
+from pg_support import drop_connections
 
 from hermes_core.plugins.context_engine.lossless.pg_store import PgSpanStore
 from hermes_core.plugins.memory.file_memory import pg_store
@@ -82,15 +83,6 @@ def test_a_newer_memory_schema_is_refused_and_left_alone(pg_url: str) -> None:
         assert con.execute("SELECT text FROM memory_documents").fetchone() == ("keep me",)
 
 
-def _drop_connections(pg_url: str) -> int:
-    """The server ends every other connection to the database (as a restart or a failover
-    would): the pool's connections are dead until it replaces them."""
-    with psycopg.connect(pg_url, autocommit=True) as con:
-        rows = con.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
-                           "datname = current_database() AND pid <> pg_backend_pid()").fetchall()
-    return len(rows)
-
-
 def test_the_server_going_away_mid_work_loses_nothing_and_half_writes_nothing(
     tmp_path, pg_url: str
 ) -> None:
@@ -108,14 +100,14 @@ def test_the_server_going_away_mid_work_loses_nothing_and_half_writes_nothing(
     engine = LosslessEngine(LosslessConfig(), context)
     engine.bind_session(Session(id="s1"))
     history = build_history(60, seed=31)
-    assert _drop_connections(pg_url) >= 1
+    assert drop_connections(pg_url) >= 1
     # the memory write fails with a clear error naming the database (password hidden) ...
     with pytest.raises(WriteFailed) as caught:
         memory.add("memory", "during the outage")
     assert "hermes:***@127.0.0.1" in caught.value.message and "hermes-test" not in str(
         caught.value)
     # ... and the compaction leaves the history as it was instead of dropping turns
-    _drop_connections(pg_url)
+    drop_connections(pg_url)
     result = engine.compact(history)
     assert result.messages == history and "archiving the compacted turns failed" in (
         result.notices[0])
@@ -140,7 +132,7 @@ def test_reads_go_through_at_once_after_the_server_dropped_every_connection(
                  lambda: spans.count_spans("c"),
                  lambda: [v.version for v in memory.history.read()]):  # type: ignore[union-attr]
         before = read()
-        assert _drop_connections(pg_url) >= 1
+        assert drop_connections(pg_url) >= 1
         assert read() == before  # a read is safe to repeat: retried on a fresh connection
 
 
@@ -157,7 +149,7 @@ def test_an_archive_append_the_server_did_not_take_is_not_stored_and_says_so(
 
     archive = PgSessionArchive(parse_storage_url(pg_url))
     archive.append_message("s-gone", Message("user", "before"))
-    assert _drop_connections(pg_url) >= 1
+    assert drop_connections(pg_url) >= 1
     with pytest.raises(MessageNotStored) as caught:
         archive.append_message("s-gone", Message("user", "during"))
     assert isinstance(caught.value, NotStored)

@@ -107,6 +107,28 @@ def test_a_paraphrase_is_found_by_meaning_and_says_so(archive: SessionArchive) -
     assert hit["found_by"] == "meaning"
 
 
+def test_with_a_user_scope_meaning_finds_only_that_users_sessions(archive: SessionArchive) -> None:
+    """memory.scope: user: both paths see only the asking user's sessions (the fixture's
+    sessions have no user key: they belong to the "" user)."""
+    t = 1_700_100_000.0
+    for sid, user, text in [("s-alice", "alice", "Alice adopted a whippet from the shelter"),
+                            ("s-bob", "bob", "Bob brought home a puppy on Sunday")]:
+        archive.open_session(Session(id=sid, started_at=t, attributes={"user_id": user}))
+        archive.append_messages(sid, [Message("user", text, timestamp=t),
+                                      Message("assistant", "noted", timestamp=t + 1)])
+    sem = semantic(archive, Synonyms(None, None))
+    for user, want in (("alice", "s-alice"), ("bob", "s-bob"), ("", "s-dog")):
+        out = session_search(archive, "what pet did we get", semantic=sem, user=user)
+        assert out["semantic"] == "on" and top(out)[0] == want, (user, top(out))
+        assert out["results"][0]["hits"][0]["found_by"] == "meaning"
+        others = {"s-alice", "s-bob"} - {want}
+        assert not others & set(top(out)), (user, top(out))
+    assert top(session_search(archive, "what pet did we get", semantic=sem, user="alice")) == [
+        "s-alice"]
+    # nobody's sessions: nothing, by words or by meaning
+    assert session_search(archive, "what pet did we get", semantic=sem, user="carol")["count"] == 0
+
+
 def test_an_exact_word_match_still_wins_and_is_labelled(archive: SessionArchive) -> None:
     out = session_search(archive, "whippet shelter", semantic=semantic(archive, Synonyms(None, None)))
     assert top(out)[0] == "s-dog"

@@ -69,7 +69,12 @@ from .search import Candidate, plan_query, run_plan
 from .store import SessionArchive
 from .vectors import VectorIndex, lineage_ids, role_filter, state
 
-__all__ = ["HybridResult", "Weights", "asks_current", "hybrid_candidates", "states_change"]
+__all__ = ["USER_WIDEN", "HybridResult", "Weights", "asks_current", "hybrid_candidates",
+           "states_change", "user_filter"]
+
+#: with memory.scope: user, how many times more neighbours are scanned before other users'
+#: messages are dropped
+USER_WIDEN = 8
 
 
 @dataclass(frozen=True)
@@ -122,10 +127,16 @@ def hybrid_candidates(
     archive: SessionArchive, query: str, embedder: GuardedEmbedder | None,
     index: VectorIndex | None, *, exclude_lineage_of: str | None = None,
     roles: tuple[str, ...] | None = None, limit: int = 2000, weights: Weights | None = None,
-    use_words: bool = True,
+    use_words: bool = True, user: str | None = None,
 ) -> HybridResult:
     """Fused candidates for ``query``, grouped by conversation (best first); lexical only (with
     a reason) when vectors cannot help.
+
+    With ``user`` (memory.scope: user) both paths see only that user's sessions: the word search
+    is scoped in SQL; the one vector index of the archive is scanned for :data:`USER_WIDEN` times
+    as many neighbours, and those of other users' sessions are dropped before fusion (a user
+    whose messages are a tiny share of the archive may so get fewer neighbours than
+    :attr:`Weights.neighbours`; the word path is unaffected).
 
     Raises QueryError only when neither path can run (a query with nothing to search for and no
     embedder).
@@ -149,8 +160,8 @@ def hybrid_candidates(
     if waiting is not None and index is not None and embedder is not None:
         # ... and the vectors are scanned on a thread of their own as soon as it is embedded
         exclude = lineage_ids(archive, exclude_lineage_of) if exclude_lineage_of else None
-        vector_side = _VectorSide(waiting, index, embedder.dimension, w.neighbours, exclude,
-                                  words_done)
+        k = w.neighbours * (USER_WIDEN if user is not None else 1)
+        vector_side = _VectorSide(waiting, index, embedder.dimension, k, exclude, words_done)
     lexical: list[Candidate] = []
     matched = "none"
     broad: list[bool] = []
@@ -159,7 +170,7 @@ def hybrid_candidates(
         plan = plan_query(archive, query)
         if use_words:
             lexical, matched = run_plan(archive, plan, exclude_lineage_of=exclude_lineage_of,
-                                        roles=roles, limit=limit, broad=broad)
+                                        roles=roles, limit=limit, broad=broad, user=user)
     except QueryError as exc:
         query_error = exc
         plan = SearchPlan(text=query)
@@ -182,6 +193,9 @@ def hybrid_candidates(
         return HybridResult(lexical, matched, {c.id: "words" for c in lexical[:50]}, problem,
                             plan, bool(broad))
     near = [(i, s) for i, s in near if s >= w.floor]
+    if user is not None:
+        mine = user_filter(archive, [i for i, _ in near], user)
+        near = [(i, s) for i, s in near if i in mine][: w.neighbours]
     if roles:
         keep = role_filter(archive, [i for i, _ in near], roles)
         near = [(i, s) for i, s in near if i in keep]
@@ -194,6 +208,17 @@ def hybrid_candidates(
     fused, via, stamps = _fuse(archive, lexical, matched, vec, nearest_ids, w)
     found = _by_conversation(archive, fused, vec, stamps, index, w, asks_current(query))
     return HybridResult(found, matched if lexical else "meaning", via, problem, plan, bool(broad))
+
+
+def user_filter(archive: SessionArchive, ids: list[int], user: str) -> set[int]:
+    """The ids among ``ids`` in sessions of ``user`` (``""``: sessions without a user key)."""
+    out: set[int] = set()
+    for i in range(0, len(ids), 900):
+        part = ids[i:i + 900]
+        out |= {r[0] for r in archive.db.read(
+            "SELECT m.id FROM messages AS m JOIN sessions AS s ON s.num = m.session WHERE m.id IN "
+            f"({','.join('?' * len(part))}) AND coalesce(s.user_id, '') = ?", (*part, user))}
+    return out
 
 
 class _VectorSide:

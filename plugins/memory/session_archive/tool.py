@@ -310,9 +310,9 @@ def session_search(
 
     The result (as JSON) fits ``result_chars``; ``window_chars`` caps the conversation windows
     inside it. With ``session_id``: more of that one session (see :func:`expand_session`). With
-    ``user`` (memory.scope: user) only that user's sessions are listed, searched and expanded,
-    and by words only (the vector index is not split by user yet). ``per_user`` is the
-    provider's setting; the tool's handler turns it into ``user`` from the session.
+    ``user`` (memory.scope: user) only that user's sessions are listed, searched (by words and
+    meaning) and expanded. ``per_user`` is the provider's setting; the tool's handler turns it
+    into ``user`` from the session.
     """
     query = clean_text(query)[0]  # a lone surrogate cannot reach SQLite
     if session_id is not None and user is not None:
@@ -322,8 +322,6 @@ def session_search(
             owner = None
         if owner != user:
             raise QueryError(f"there is no session {session_id!r} among this user's sessions")
-    if user is not None:
-        semantic = None
     if session_id is not None:
         return expand_session(archive, session_id, query, around_message_id=around_message_id,
                               result_chars=result_chars, current_session_id=current_session_id)
@@ -337,7 +335,7 @@ def session_search(
 
         fused = hybrid_candidates(archive, query, semantic.embedder, semantic.index,
                                   exclude_lineage_of=current_session_id, roles=roles,
-                                  limit=candidates)
+                                  limit=candidates, user=user)
         found, matched, plan, via = fused.found, fused.matched, fused.plan, fused.via
         problem = fused.problem
         broad = [True] if fused.broad else []

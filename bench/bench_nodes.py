@@ -5,7 +5,8 @@
     python bench/bench_nodes.py --llm-latency 0       # the model answers at once (CPU-bound)
 
 Each node is its own process (``hermes-core serve``'s stack: uvicorn + starlette, the dispatcher,
-the file memory and the session archive on PostgreSQL, the compressor), with a **stub** model:
+the file memory and the session archive on PostgreSQL, the compressor; no embedder, so no
+background indexing competes for the CPU), with a **stub** model:
 an in-process CannedLLM whose every call takes ``--llm-latency`` seconds (default 1.0, about what
 a short answer from a hosted model takes; it sleeps, as a thread waiting for a model's answer over
 the network does) and then answers canned words.
@@ -57,7 +58,8 @@ def node_main(home: str, latency: float, max_turns: int) -> None:
     from hermes_core.types import Usage
 
     text = (f"memory:\n  providers: [file_memory, session_archive]\n  nudge_interval: 0\n"
-            f"context:\n  engine: compressor\nwebhook:\n  secret: {SECRET}\n  port: 0\n"
+            f"context:\n  engine: compressor\nembeddings:\n  embedder: none\n"
+            f"webhook:\n  secret: {SECRET}\n  port: 0\n"
             f"  max_live_conversations: 64\n  max_concurrent_turns: {max_turns}\n")
     config = parse_config_text(text, Path(home) / "config.yaml")
     host = PluginHost.load(Path(home), config=config, entry_points=False, directories=False)
@@ -247,13 +249,13 @@ def run(url: str, runs: int, requests: int, latency: float, max_turns: int,
               f"{statistics.median(c for c, _ in other[count]):.1f} ms"
               + (f", database {statistics.median(d for _, d in other[count]):.1f} ms"
                  if db_pid else ""))
-    if not latency:
-        used = (statistics.median(cpu[1]) + statistics.median(c for c, _ in other[1])
-                + (statistics.median(d for _, d in other[1]) if db_pid else 0.0))
+    if not latency:  # at the two-node run's CPU per request (the run that fills the cores)
+        used = (statistics.median(cpu[2]) + statistics.median(c for c, _ in other[2])
+                + (statistics.median(d for _, d in other[2]) if db_pid else 0.0))
         cores = os.cpu_count() or 1
-        print(f"  CPU per request, all processes: {used:.1f} ms; on {cores} cores the machine "
-              f"can serve at most {1000 * cores / used:.0f} requests/s however many nodes "
-              f"run, {1000 * cores / used / one:.2f}x one node's figure")
+        print(f"  CPU per request with two nodes, all processes: {used:.1f} ms; {cores} cores "
+              f"serve at most {1000 * cores / used:.0f} requests/s at that cost, "
+              f"{1000 * cores / used / one:.2f}x one node's figure")
     ratio = two / one
     print(f"  2 nodes / 1 node = {ratio:.2f}x, target >= {TARGET_RATIO}x: ratio to target "
           f"{ratio / TARGET_RATIO:.2f} ({'met' if ratio >= TARGET_RATIO else 'MISS'})")

@@ -201,9 +201,24 @@ def _bucket_index(con: Any) -> None:
                 "WHERE cjk IS NOT NULL")
 
 
+# Each search ranks up to the candidate budget (2,000) of matches with ts_rank_cd, which reads
+# every match's tsvector from the table. With the default storage (EXTENDED) a long message's
+# tsvector is moved out of line first, and each such match costs a TOAST index lookup and TOAST
+# pages on top of its table page. MAIN keeps the tsvector in the row (compressed if need be) and
+# moves the content out first: the content is read only for the few hits shown. Applies to rows
+# written from now on (a table rewrite, VACUUM FULL, moves the old ones).
+# Inserts only mark pages all-visible when vacuumed; the default waits for 20% new rows, so the
+# index-only reads of CJK runs fell back to the table for the newest fifth of the archive.
+_V4: list[str] = [
+    "ALTER TABLE messages ALTER COLUMN tsv SET STORAGE MAIN",
+    "ALTER TABLE messages SET (autovacuum_vacuum_insert_scale_factor = 0.02)",
+]
+
+
 MIGRATIONS: list[PgMigration] = [
     (1, "sessions, messages, text search (english tsvector), CJK runs, counters", _V1),
     (2, "trigram index over CJK runs (pg_trgm, when available)", _cjk_index),
     (3, "text index by (sample bucket, word) (btree_gin); CJK runs readable from an index",
      _bucket_index),
+    (4, "search vectors kept in the row (STORAGE MAIN); vacuum after 2% new rows", _V4),
 ]

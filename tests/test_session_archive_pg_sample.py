@@ -142,13 +142,13 @@ def test_correlated_words_are_counted_not_estimated(pg_archive) -> None:  # type
     assert broad == [True] and len(ids) < 420
 
 
-@pytest.mark.parametrize("filter_rows", [0, 1_000_000])
+@pytest.mark.parametrize("test_rows", [False, True])
 def test_a_sample_is_the_newest_matches_of_each_eighth_of_history(pg_archive, monkeypatch,  # type: ignore[no-untyped-def]
-                                                                  filter_rows: int) -> None:
+                                                                  test_rows: bool) -> None:
     """The sample reads SLICES stretches, each at the end of one of SLICES equal slices of ids;
-    whether the stretches are read through the text index (0) or by testing their rows (large)
-    gives the same sample."""
-    monkeypatch.setattr(pg_search, "FILTER_ROWS", filter_rows)
+    whether the stretches are read through the text index or by testing their rows gives the
+    same sample."""
+    monkeypatch.setattr(pg_search, "_test_rows", lambda rows, total: test_rows)
     ids, broad = candidates(pg_archive, "harbour", limit=100)
     assert broad == [True]
     low, high = pg_archive.db.read("SELECT min(id), max(id) FROM messages")[0]
@@ -161,3 +161,12 @@ def test_a_sample_is_the_newest_matches_of_each_eighth_of_history(pg_archive, mo
         assert mine, f"nothing from slice {k + 1}"
         # the newest matches of the slice: no match of the slice newer than one taken is left out
         assert {i for i in every if mine[0] <= i <= end} == set(mine)
+
+
+def test_the_cheaper_way_to_read_a_sample_is_chosen() -> None:
+    """A frequent word at 1M messages (100k matches, stretches of ~5k rows): its posting lists
+    cost more than testing the rows; a rarer one (4k matches, stretches of ~120k rows) the
+    other way round; at 100k messages a word in 5k (stretches of ~10k rows) uses the index."""
+    assert pg_search._test_rows(5_184, 98_745)
+    assert not pg_search._test_rows(117_000, 4_349)
+    assert not pg_search._test_rows(10_240, 5_000)

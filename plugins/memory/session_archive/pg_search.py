@@ -7,16 +7,19 @@ phrase (``<->``), a prefix ``:*``. Scores are ``ts_rank_cd`` (cover density), ne
 lower is better on both backends.
 
 How many matches are ranked follows the SQLite archive's rule: every match when there are at
-most ``limit``; for a broader query, an even sample of all history (never just the newest):
+most ``limit``; for a broader query, the newest matches of each of ``SLICES`` equal slices of
+history (a sample spread over all of it, never just the newest):
 
-* the planner's estimate of the matches (one ``EXPLAIN``, no rows read) picks the path. At most
-  ``limit`` estimated: the matches are read with ``LIMIT limit + 1`` - all of them, ranked
-  exactly, when there are at most ``limit`` (an underestimate that finds more goes on as broad);
-* broad: messages are in ``BUCKETS`` buckets (``id * 633 % BUCKETS``) and the text index is
-  keyed by (bucket, word) (pg_schema.py, migration 3), so the index itself returns only the matches of
-  the first ``k`` buckets, ``k`` chosen for about ``SAMPLE`` of them. The multiplier spreads
-  the messages of the first ``k`` buckets evenly over the ids, so the sample covers all history,
-  oldest to newest, and only the sampled rows are read. The rank is computed in the same statement.
+* how many match: the planner's estimate (one ``EXPLAIN``, no rows read); unless it is far above
+  the budget, the count of the text index's entries for the query (:meth:`_Search.index_count`:
+  the bitmap scan's row count, no table rows read). At most ``limit``: the matches are read with
+  ``LIMIT limit + 1`` and all of them ranked exactly (a count that was too low goes on as broad);
+* broad: one statement reads the matches of ``SLICES`` short stretches of ids, each at the end of
+  its slice and sized for about ``SAMPLE / SLICES`` matches at the counted density (widened when
+  it holds too few). The stretches are read through the primary key; dense matches (short
+  stretches) are tested row by row, sparse ones intersected with the text index. The rank is
+  computed in the same statement. Ranking reads each candidate's tsvector from its row (kept in
+  the row by migration 4), so the cost of a search is about one table page per ranked match.
 
 CJK runs are matched as substrings of the message's CJK text (``messages.cjk``, trigram index;
 runs of one or two letters in an index holding the runs of the few messages that have any),
@@ -76,8 +79,10 @@ SAMPLE = 512
 #: matches are counted in the index (not estimated) when the estimate is at most COUNT_BELOW
 #: times the budget; above it the query is sampled at once
 COUNT_BELOW = 4
-#: a sample whose stretches hold at most FILTER_ROWS messages tests their rows one by one
-FILTER_ROWS = 20_000
+#: what reading a sample costs, in microseconds (EXPLAIN ANALYZE at 1M messages on 2 busy
+#: cores): testing one row of a stretch, one entry of the query's posting lists in the text
+#: index (a word in 100k messages: 40 ms), one ranked match's table page
+ROW_US, POSTING_US, PAGE_US = 1.5, 0.4, 5.0
 #: the text match as the index answers it, and as a test of the row (no index)
 _INDEXED_MATCH = "m.tsv @@ to_tsquery('english', :q)"
 _ROW_MATCH = "ts_match_vq(m.tsv, to_tsquery('english', :q))"
@@ -230,10 +235,9 @@ class _Search:
                 f"m.id BETWEEN {low + (k + 1) * step - width} AND {low + (k + 1) * step - 1}"
                 for k in range(SLICES))
             stretch = select
-            if SLICES * width <= FILTER_ROWS:
+            if _test_rows(SLICES * width, total):
                 # dense matches, short stretches: test each row of the stretches (read through
-                # the primary key) rather than read the text index's whole posting lists, which
-                # for a frequent word cost ~0.4 microseconds per entry (40 ms for 100k)
+                # the primary key) rather than read the text index's whole posting lists
                 stretch = select.replace(_INDEXED_MATCH, _ROW_MATCH)
             found = self._read(f"{stretch} AND ({ranges}) LIMIT :cap",
                                cap=max(4 * sample, self.limit + 1))
@@ -270,6 +274,12 @@ class _Search:
         """The newest ``limit`` matches, score 0."""
         return self._read(f"SELECT m.id, 0.0 FROM messages AS m WHERE {' AND '.join(where)} "
                           "ORDER BY m.id DESC LIMIT :cap", cap=self.limit)
+
+
+def _test_rows(rows: int, total: float) -> bool:
+    """Whether testing the ``rows`` of the stretches one by one is cheaper than reading the
+    query's posting lists (about ``total`` entries) and intersecting them with the stretches."""
+    return rows * ROW_US < total * POSTING_US + SAMPLE * PAGE_US
 
 
 def _plan(rows: list[Any]) -> Any:

@@ -126,6 +126,13 @@ def test_the_index_count_is_the_number_of_matches(pg_archive) -> None:  # type: 
         return search.index_count()
 
     assert count("harbour") == 420
+    # with the lineage of the current session excluded (session_search): the statements carry
+    # the lineage CTE, whose own index scans must not be taken for the text index's
+    from hermes_core.plugins.memory.session_archive.store import LINEAGE_CTE
+
+    search = pg_search._Search(pg_archive, LINEAGE_CTE, {"q": "'harbour'", "sid": "s00"}, 100,
+                               None)
+    assert search.index_count() == 420
     assert count("lighthouse") == 12
     assert count("harbour crane") == 420
     assert count("zeppelin") == 0

@@ -1,5 +1,5 @@
-"""PostgreSQL archive search: every match ranked up to the budget; beyond it an even sample of
-all history (not the newest), read through the (bucket, word) index of migration 3."""
+"""PostgreSQL archive search: every match ranked up to the budget; beyond it a sample spread over
+all history (not the newest): the newest matches of each of 8 equal slices of message ids."""
 
 from __future__ import annotations
 
@@ -34,13 +34,36 @@ def candidates(archive: PgSessionArchive, text: str, limit: int) -> tuple[list[i
     return [c.id for c in found], broad
 
 
-def test_migration_3_builds_the_bucket_index(pg_archive: PgSessionArchive) -> None:
+def test_migrations_3_and_5_shape_the_table(pg_archive: PgSessionArchive) -> None:
     names = {r[0] for r in pg_archive.db.read(
         "SELECT indexname FROM pg_indexes WHERE tablename = 'messages'")}
     assert {"messages_tsv_bucket", "messages_cjk_runs"} <= names
     assert "messages_tsv" not in names  # the two-column index answers word-only queries too
     assert pg_archive.db.read("SELECT version FROM hermes_schema WHERE component = "
-                              "'session_archive'")[0][0] >= 3
+                              "'session_archive'")[0][0] >= 5
+    # migration 5: the tsvector stays in the row (ranking reads no TOAST), frequent vacuums
+    storage = pg_archive.db.read("SELECT attstorage FROM pg_attribute WHERE attrelid = "
+                                 "'messages'::regclass AND attname = 'tsv'")[0][0]
+    assert storage == "m"
+    options = pg_archive.db.read("SELECT reloptions FROM pg_class WHERE relname = 'messages'")
+    assert "autovacuum_vacuum_insert_scale_factor=0.02" in options[0][0]
+
+
+def test_a_long_message_keeps_its_search_vector_in_the_row(pg_archive) -> None:  # type: ignore[no-untyped-def]
+    """Ranking reads every match's tsvector: a long message's content goes out of line (TOAST),
+    its tsvector stays in the row (before migration 5 the tsvector, the largest value, went
+    out first)."""
+    words = " ".join(f"w{i:04d}q{(i * 7919) % 10007}" for i in range(300))  # tsvector ~4.5 kB
+    pg_archive.append_message("long", Message("tool", words, tool_name="terminal"))
+    toast = pg_archive.db.read("SELECT reltoastrelid::regclass::text FROM pg_class "
+                               "WHERE relname = 'messages'")[0][0]
+    chunks = pg_archive.db.read(f"SELECT chunk_id, sum(octet_length(chunk_data)) FROM {toast} "
+                                "GROUP BY chunk_id")
+    content_size = pg_archive.db.read("SELECT pg_column_size(content) FROM messages "
+                                      "ORDER BY id DESC LIMIT 1")[0][0]
+    assert len(chunks) == 1 and abs(int(chunks[0][1]) - int(content_size)) <= 16
+    ids, _ = candidates(pg_archive, "w0299q" + str((299 * 7919) % 10007), limit=50)
+    assert len(ids) == 1
 
 
 def test_every_match_is_ranked_when_there_are_at_most_the_budget(pg_archive) -> None:  # type: ignore[no-untyped-def]
@@ -91,3 +114,66 @@ def test_carried_over_copies_stay_out_of_every_path(pg_archive) -> None:  # type
     for text in ("walrus", "部署计划", "部署", "whom"):
         ids, _ = candidates(pg_archive, text, limit=1000)
         assert len(ids) == 1, text
+
+
+def test_the_index_count_is_the_number_of_matches(pg_archive) -> None:  # type: ignore[no-untyped-def]
+    """How many match is read from the text index (EXPLAIN ANALYZE of its bitmap scan): exact for
+    words, an upper bound for a phrase (phrases are checked on the rows)."""
+    def count(text: str) -> int | None:
+        search = pg_search._Search(pg_archive, "WITH RECURSIVE lineage(num) AS (SELECT 0)",
+                                   {"q": pg_search.tsquery_text(build_query(text).strict or "")},
+                                   100, None)
+        return search.index_count()
+
+    assert count("harbour") == 420
+    # with the lineage of the current session excluded (session_search): the statements carry
+    # the lineage CTE, whose own index scans must not be taken for the text index's
+    from hermes_core.plugins.memory.session_archive.store import LINEAGE_CTE
+
+    search = pg_search._Search(pg_archive, LINEAGE_CTE, {"q": "'harbour'", "sid": "s00"}, 100,
+                               None)
+    assert search.index_count() == 420
+    assert count("lighthouse") == 12
+    assert count("harbour crane") == 420
+    assert count("zeppelin") == 0
+    assert count('"weather the"') is not None and count('"weather the"') >= 0
+
+
+def test_correlated_words_are_counted_not_estimated(pg_archive) -> None:  # type: ignore[no-untyped-def]
+    """"harbour crane": the planner multiplies the two words' frequencies (~147 of 1,200) but
+    they always come together (420): the count decides, so 420 <= 500 is ranked exactly and
+    420 > 300 is sampled."""
+    ids, broad = candidates(pg_archive, "harbour crane", limit=500)
+    assert len(ids) == 420 and broad == []
+    ids, broad = candidates(pg_archive, "harbour crane", limit=300)
+    assert broad == [True] and len(ids) < 420
+
+
+@pytest.mark.parametrize("test_rows", [False, True])
+def test_a_sample_is_the_newest_matches_of_each_eighth_of_history(pg_archive, monkeypatch,  # type: ignore[no-untyped-def]
+                                                                  test_rows: bool) -> None:
+    """The sample reads SLICES stretches, each at the end of one of SLICES equal slices of ids;
+    whether the stretches are read through the text index or by testing their rows gives the
+    same sample."""
+    monkeypatch.setattr(pg_search, "_test_rows", lambda rows, total: test_rows)
+    ids, broad = candidates(pg_archive, "harbour", limit=100)
+    assert broad == [True]
+    low, high = pg_archive.db.read("SELECT min(id), max(id) FROM messages")[0]
+    step = (high - low + 1) // pg_search.SLICES
+    every = {r[0] for r in pg_archive.db.read(
+        "SELECT id FROM messages WHERE tsv @@ to_tsquery('english', 'harbour')")}
+    for k in range(pg_search.SLICES):
+        end = low + (k + 1) * step - 1
+        mine = sorted(i for i in ids if low + k * step <= i <= end)
+        assert mine, f"nothing from slice {k + 1}"
+        # the newest matches of the slice: no match of the slice newer than one taken is left out
+        assert {i for i in every if mine[0] <= i <= end} == set(mine)
+
+
+def test_the_cheaper_way_to_read_a_sample_is_chosen() -> None:
+    """A frequent word at 1M messages (100k matches, stretches of ~5k rows): its posting lists
+    cost more than testing the rows; a rarer one (4k matches, stretches of ~120k rows) the
+    other way round; at 100k messages a word in 5k (stretches of ~10k rows) uses the index."""
+    assert pg_search._test_rows(5_184, 98_745)
+    assert not pg_search._test_rows(117_000, 4_349)
+    assert not pg_search._test_rows(10_240, 5_000)

@@ -205,5 +205,16 @@ class PgDatabase:
 
         return self._run(run, retry=True)
 
+    def read_with(self, settings: dict[str, str], sql: str, params: Any = ()) -> list[Any]:
+        """One query with planner settings that hold for it alone (``SET LOCAL`` in a
+        transaction of its own), e.g. ``{"jit": "off"}``."""
+        def run(con: Any) -> list[Any]:
+            with con.transaction():
+                for name, value in settings.items():
+                    con.execute("SELECT set_config(%s, %s, true)", (name, value))
+                return [_row(r) for r in con.execute(to_pg(sql), _params(params)).fetchall()]
+
+        return self._run(run)
+
     def close(self) -> None:
         """The pool is shared by every store of this URL in the process; it stays open."""

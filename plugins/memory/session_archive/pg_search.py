@@ -7,16 +7,19 @@ phrase (``<->``), a prefix ``:*``. Scores are ``ts_rank_cd`` (cover density), ne
 lower is better on both backends.
 
 How many matches are ranked follows the SQLite archive's rule: every match when there are at
-most ``limit``; for a broader query, an even sample of all history (never just the newest):
+most ``limit``; for a broader query, the newest matches of each of ``SLICES`` equal slices of
+history (a sample spread over all of it, never just the newest):
 
-* the planner's estimate of the matches (one ``EXPLAIN``, no rows read) picks the path. At most
-  ``limit`` estimated: the matches are read with ``LIMIT limit + 1`` - all of them, ranked
-  exactly, when there are at most ``limit`` (an underestimate that finds more goes on as broad);
-* broad: messages are in ``BUCKETS`` buckets (``id * 633 % BUCKETS``) and the text index is
-  keyed by (bucket, word) (pg_schema.py, migration 3), so the index itself returns only the matches of
-  the first ``k`` buckets, ``k`` chosen for about ``SAMPLE`` of them. The multiplier spreads
-  the messages of the first ``k`` buckets evenly over the ids, so the sample covers all history,
-  oldest to newest, and only the sampled rows are read. The rank is computed in the same statement.
+* how many match: the planner's estimate (one ``EXPLAIN``, no rows read); unless it is far above
+  the budget, the count of the text index's entries for the query (:meth:`_Search.index_count`:
+  the bitmap scan's row count, no table rows read). At most ``limit``: the matches are read with
+  ``LIMIT limit + 1`` and all of them ranked exactly (a count that was too low goes on as broad);
+* broad: one statement reads the matches of ``SLICES`` short stretches of ids, each at the end of
+  its slice and sized for about ``SAMPLE / SLICES`` matches at the counted density (widened when
+  it holds too few). The stretches are read through the primary key; dense matches (short
+  stretches) are tested row by row, sparse ones intersected with the text index. The rank is
+  computed in the same statement. Ranking reads each candidate's tsvector from its row (kept in
+  the row by migration 5), so the cost of a search is about one table page per ranked match.
 
 CJK runs are matched as substrings of the message's CJK text (``messages.cjk``, trigram index;
 runs of one or two letters in an index holding the runs of the few messages that have any),
@@ -33,11 +36,10 @@ import math
 import re
 from typing import Any
 
-from .pg_schema import BUCKET_EXPR, SPLIT_CHARS
-from .pg_schema import BUCKETS as SCHEMA_BUCKETS
+from .pg_schema import SPLIT_CHARS
 from .query import SearchPlan
 
-__all__ = ["BUCKETS", "SAMPLE", "pg_candidates", "tsquery_text"]
+__all__ = ["SAMPLE", "SLICES", "pg_candidates", "tsquery_text"]
 
 _TOKEN = re.compile(r'"((?:[^"]|"")*)"(\*?)|\b(AND|OR|NOT)\b|([()])')
 # characters with a meaning in to_tsquery input, and those the documents' index reads as
@@ -72,14 +74,18 @@ def tsquery_text(expr: str) -> str:
     return " ".join(out)
 
 
-#: messages are sampled by bucket (BUCKET_EXPR, the index expression of pg_schema.py)
-BUCKETS = SCHEMA_BUCKETS
 #: how many matches a broad query ranks (the SQLite archive: 8 slices of 64)
 SAMPLE = 512
-#: the count that checks the planner's estimate reads the first PROBE_BUCKETS buckets (1/16 of
-#: history), at most PROBE_CAP rows
-PROBE_BUCKETS = 64
-PROBE_CAP = 1000
+#: matches are counted in the index (not estimated) when the estimate is at most COUNT_BELOW
+#: times the budget; above it the query is sampled at once
+COUNT_BELOW = 4
+#: what reading a sample costs, in microseconds (EXPLAIN ANALYZE at 1M messages on 2 busy
+#: cores): testing one row of a stretch, one entry of the query's posting lists in the text
+#: index (a word in 100k messages: 40 ms), one ranked match's table page
+ROW_US, POSTING_US, PAGE_US = 1.5, 0.4, 5.0
+#: the text match as the index answers it, and as a test of the row (no index)
+_INDEXED_MATCH = "m.tsv @@ to_tsquery('english', :q)"
+_ROW_MATCH = "ts_match_vq(m.tsv, to_tsquery('english', :q))"
 #: the stopwords-only substring search reads SLICES stretches of SLICE_ROWS messages
 SLICES = 8
 SLICE_ROWS = 250
@@ -134,9 +140,9 @@ def pg_candidates(
         "(SELECT max(id) FROM messages)", {"q": params["q"]})[0]
     if int(lexemes) > 0:
         # the query inline (not from the CTE): the planner then knows its words' frequencies
-        where = [*common, "m.tsv @@ to_tsquery('english', :q)",
+        where = [*common, _INDEXED_MATCH,
                  *([f"({joiner.join(cjk)})"] if cjk and not fallback else [])]
-        found = search.ranked(where)
+        found = search.ranked(where, low, high)
     else:  # stopwords only: a substring match
         needles = [n for n in plan.needles if n not in plan.cjk] or [plan.text.strip()]
         likes = []
@@ -180,56 +186,77 @@ class _Search:
         """The planner's estimate of the matching rows (nothing is read)."""
         rows = self.db.read(f"EXPLAIN (FORMAT JSON) {self.cte} SELECT m.id FROM messages AS m "
                             f"WHERE {' AND '.join(where)}", self.params)
-        plan = rows[0][0]
-        if isinstance(plan, str):
-            plan = json.loads(plan)
-        return float(plan[0]["Plan"]["Plan Rows"])
+        return float(_plan(rows)["Plan"]["Plan Rows"])
 
-    def _count(self, where: list[str], buckets: int, cap: int) -> int:
-        """How many matches the first ``buckets`` buckets hold (at most ``cap``; no rank)."""
-        rows = self.db.read(f"{self.cte} SELECT count(*) FROM (SELECT 1 FROM messages AS m "
-                            f"WHERE {' AND '.join(where)} AND {BUCKET_EXPR} < "
-                            "CAST(:k AS bigint) LIMIT :cap) AS x", {**self.params, "k": buckets,
-                                                                   "cap": cap})
-        return int(rows[0][0])
+    def index_count(self) -> int | None:
+        """How many messages the text index holds for the query, read from the index alone.
 
-    def ranked(self, where: list[str]) -> list[Any]:
-        """Every match ranked when there are at most ``limit``; else a bucket sample."""
+        The bitmap scan of the text index collects every match before the first row is read;
+        ``LIMIT 1`` then stops after one row, and ``EXPLAIN ANALYZE`` reports how many
+        entries the index scan returned. That is an upper bound of the matches (exclusions and
+        phrase checks are applied to rows, not in the index), exact for plain words, and costs
+        what the index scan costs: no table rows are read for it. None when the plan has no
+        such scan (then the estimate stands)."""
+        # no CTE: the lineage's would be planned too, with index scans of its own
+        rows = self.db.read_with(
+            {"enable_seqscan": "off", "enable_indexscan": "off", "jit": "off"},
+            "EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) SELECT 1 FROM messages AS m "
+            "WHERE m.tsv @@ to_tsquery('english', :q) LIMIT 1", {"q": self.params["q"]})
+        heap = _find(_plan(rows)["Plan"], "Bitmap Heap Scan")
+        if heap is None or heap.get("Relation Name") != "messages":
+            return None
+        node = _find(heap, "Bitmap Index Scan")
+        return None if node is None else int(node["Actual Rows"])
+
+    def ranked(self, where: list[str], low: Any, high: Any) -> list[Any]:
+        """Every match ranked when there are at most ``limit``; else the matches of SLICES short
+        stretches of ids, one at the end of each of SLICES equal slices of history."""
         select = (f"SELECT m.id, -ts_rank_cd(m.tsv, to_tsquery('english', :q)) FROM messages AS m "
                   f"WHERE {' AND '.join(where)}")
         sample = min(SAMPLE, self.limit)
-        # How many match: the planner's estimate (good for single words, low for words that
-        # come together), checked unless it is very broad by counting (unranked, at most
-        # PROBE_CAP rows) the matches of PROBE_BUCKETS buckets, a 1/16 sample of history.
+        # How many match: the planner's estimate (no rows read); unless it is far above the
+        # budget, the count of the index's entries (index_count: no rows read either).
         total = self.estimate(where)
+        if total <= COUNT_BELOW * self.limit:
+            counted = self.index_count()
+            total = total if counted is None else float(counted)
         exact_tried = False
-        if total <= PROBE_CAP * BUCKETS / PROBE_BUCKETS:
-            seen = self._count(where, PROBE_BUCKETS, PROBE_CAP)
-            implied = seen * BUCKETS / PROBE_BUCKETS
-            total = max(total, implied) if seen >= PROBE_CAP else implied
-            if total <= self.limit:
-                exact_tried = True
-                found = self._read(f"{select} LIMIT :cap", cap=self.limit + 1)
-                if len(found) <= self.limit:
-                    return found
-                total = max(total, float(len(found)))
-        buckets = max(1, min(BUCKETS, math.ceil(BUCKETS * sample / max(total, 1.0))))
+        if total <= self.limit or low is None or high is None:
+            exact_tried = True
+            found = self._read(f"{select} LIMIT :cap", cap=self.limit + 1)
+            if len(found) <= self.limit or low is None or high is None:
+                return found
+            total = max(total, float(len(found)))
+        low, high = int(low), int(high)
+        span = high - low + 1
+        step = span // SLICES
+        if step < 1:
+            return self._read(f"{select} LIMIT :cap", cap=self.limit + 1)
+        # a stretch holds about sample / SLICES matches at the estimated density
+        width = min(step, max(1, math.ceil(span * sample / SLICES / max(total, 1.0))))
         while True:
-            found = self._read(f"{select} AND {BUCKET_EXPR} < CAST(:k AS bigint) "
-                               "LIMIT :cap", k=buckets, cap=max(4 * sample, self.limit + 1))
-            if buckets >= BUCKETS and len(found) <= self.limit:
-                return found  # every match: no sample after all
-            if not exact_tried and len(found) * BUCKETS / buckets <= self.limit:
+            ranges = " OR ".join(
+                f"m.id BETWEEN {low + (k + 1) * step - width} AND {low + (k + 1) * step - 1}"
+                for k in range(SLICES))
+            stretch = select
+            if _test_rows(SLICES * width, total):
+                # dense matches, short stretches: test each row of the stretches (read through
+                # the primary key) rather than read the text index's whole posting lists
+                stretch = select.replace(_INDEXED_MATCH, _ROW_MATCH)
+            found = self._read(f"{stretch} AND ({ranges}) LIMIT :cap",
+                               cap=max(4 * sample, self.limit + 1))
+            implied = len(found) * span / (SLICES * width)
+            if not exact_tried and implied <= self.limit:
                 # the estimate was far too high: few enough to rank them all
                 exact_tried = True
                 exact = self._read(f"{select} LIMIT :cap", cap=self.limit + 1)
                 if len(exact) <= self.limit:
                     return exact
-            if len(found) >= sample // 4 or buckets >= BUCKETS:
+            if len(found) >= sample // 4 or width >= step:
                 self._sampled()
                 return found
-            # an overestimate left the sample thin: widen it (each try reads few rows)
-            buckets = min(BUCKETS, buckets * max(2, math.ceil(sample / max(len(found), 1))))
+            # an overestimate left the sample thin: widen the stretches (each try reads few rows)
+            width = min(step, width * max(2, math.ceil(sample / max(len(found), 1))))
 
     def substring(self, where: list[str], low: Any, high: Any) -> list[Any]:
         """Stopwords only: newest first in stretches spread over all history (all messages
@@ -251,6 +278,30 @@ class _Search:
         """The newest ``limit`` matches, score 0."""
         return self._read(f"SELECT m.id, 0.0 FROM messages AS m WHERE {' AND '.join(where)} "
                           "ORDER BY m.id DESC LIMIT :cap", cap=self.limit)
+
+
+def _test_rows(rows: int, total: float) -> bool:
+    """Whether testing the ``rows`` of the stretches one by one is cheaper than reading the
+    query's posting lists (about ``total`` entries) and intersecting them with the stretches."""
+    return rows * ROW_US < total * POSTING_US + SAMPLE * PAGE_US
+
+
+def _plan(rows: list[Any]) -> Any:
+    plan = rows[0][0]
+    if isinstance(plan, str):
+        plan = json.loads(plan)
+    return plan[0]
+
+
+def _find(node: Any, kind: str) -> Any:
+    """The first plan node of type ``kind`` (depth first), or None."""
+    if node.get("Node Type") == kind:
+        return node
+    for child in node.get("Plans", ()):
+        found = _find(child, kind)
+        if found is not None:
+            return found
+    return None
 
 
 def _like(text: str) -> str:

@@ -12,8 +12,11 @@ for throughput the ratio is target / measured). Nothing here asserts: the machin
     python bench/bench_session_archive.py --backend both    # SQLite and PostgreSQL, one run
 
 ``--backend postgresql`` (or ``both``) starts a throwaway PostgreSQL server (hermes_core.testing
-.postgres; Debian's server package) unless ``--url`` names a database to fill; the server runs
-with fsync off, so its append figures are an upper bound for a durable server.
+.postgres; Debian's server package) unless ``--url`` names a database to fill. That server is
+durable, as a production one is (fsync, full page writes and synchronous commit on, like the
+SQLite archive's synchronous=FULL), with ``shared_buffers`` of 1 GB (about the size of a
+1M-message archive; PostgreSQL's own default of 128 MB is meant to be raised);
+``--pg-setting name=value`` changes one (repeatable).
 
     python bench/bench_session_archive.py --sizes '' --writer-appends 3000   # writers only
 
@@ -363,6 +366,21 @@ def semantic_figures(open_: Callable[[], SessionArchive], sample: list[Message],
     run_semantic(open_, queries.plain, guarded, rounds)
 
 
+#: the throwaway server's settings: durable, with a buffer cache sized for the archive
+PG_SETTINGS = {"fsync": "on", "full_page_writes": "on", "synchronous_commit": "on",
+               "shared_buffers": "1GB"}
+
+
+def pg_settings(overrides: list[str]) -> dict[str, str]:
+    settings = dict(PG_SETTINGS)
+    for item in overrides:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise SystemExit(f"--pg-setting {item!r}: expected NAME=VALUE, e.g. shared_buffers=2GB")
+        settings[name.strip()] = value.strip()
+    return settings
+
+
 def run_backends(args: argparse.Namespace, sizes: list[int], root: Path) -> None:
     backends = ["sqlite", "postgresql"] if args.backend == "both" else [args.backend]
     server = None
@@ -370,7 +388,7 @@ def run_backends(args: argparse.Namespace, sizes: list[int], root: Path) -> None
         if "postgresql" in backends and not args.url:
             from hermes_core.testing.postgres import temp_postgres
 
-            server = temp_postgres()
+            server = temp_postgres(pg_settings(args.pg_setting))
             pg = server.__enter__()
         for n in sizes:
             if "sqlite" in backends:
@@ -404,6 +422,9 @@ def main() -> None:
     parser.add_argument("--embedder", action="store_true", help="also measure hybrid search with "
                         "the local embedder (bench_archive_semantic.py)")
     parser.add_argument("--backend", choices=("sqlite", "postgresql", "both"), default="sqlite")
+    parser.add_argument("--pg-setting", action="append", default=[], metavar="NAME=VALUE",
+                        help="a setting of the throwaway PostgreSQL server (repeatable; see "
+                             "the module doc for the defaults)")
     parser.add_argument("--url", help="a PostgreSQL database to fill (default: a throwaway "
                         "server); only with one size")
     parser.add_argument("--writer-appends", type=int, default=3000,

@@ -105,6 +105,8 @@ class TempPostgres:
     password: str = "hermes-test"
     database: str = "hermes"
     pid: int | None = None
+    #: server settings (``-c name=value``) over the test defaults, e.g. ``{"fsync": "on"}``
+    settings: dict[str, str] | None = None
     _proc: subprocess.Popen[bytes] | None = None
     _owner: pwd.struct_passwd | None = None
 
@@ -153,12 +155,14 @@ class TempPostgres:
         if init.returncode != 0:
             raise PostgresUnavailable(f"initdb failed ({init.returncode}): {init.stderr.strip()}")
         log = open(self.root / "server.log", "wb")  # noqa: SIM115 - kept open for the server
+        # tests want speed, not durability; a benchmark passes the settings it measures with
+        settings = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off",
+                    "max_connections": "200", "shared_buffers": "128MB", **(self.settings or {})}
+        options = [arg for name, value in settings.items() for arg in ("-c", f"{name}={value}")]
         self._proc = subprocess.Popen(
             self._cmd([str(self.bindir / "postgres"), "-D", str(self.datadir),
                        "-h", "127.0.0.1", "-p", str(self.port), "-k", str(self.root),
-                       "-c", "fsync=off", "-c", "synchronous_commit=off",
-                       "-c", "full_page_writes=off", "-c", "max_connections=200",
-                       "-c", "shared_buffers=128MB"]),
+                       *options]),
             stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.root,
             start_new_session=True,
         )
@@ -232,8 +236,9 @@ class TempPostgres:
 
 
 @contextlib.contextmanager
-def temp_postgres() -> Iterator[TempPostgres]:
-    """A running throwaway server, stopped and deleted on exit."""
+def temp_postgres(settings: dict[str, str] | None = None) -> Iterator[TempPostgres]:
+    """A running throwaway server, stopped and deleted on exit; ``settings`` override the test
+    defaults (which trade durability for speed: ``fsync=off``)."""
     bindir = find_binaries()
     if bindir is None:
         raise PostgresUnavailable(
@@ -241,7 +246,7 @@ def temp_postgres() -> Iterator[TempPostgres]:
             "'postgresql' package (apt-get install postgresql) or set HERMES_CORE_PG_BIN")
     # Not under pytest's private tmp folders: the server's user must be able to enter it.
     root = Path(tempfile.mkdtemp(prefix="hermes-pg-"))
-    server = TempPostgres(bindir=bindir, root=root, port=_free_port())
+    server = TempPostgres(bindir=bindir, root=root, port=_free_port(), settings=settings)
     try:
         server.start()
     except BaseException:

@@ -177,3 +177,67 @@ def test_the_cheaper_way_to_read_a_sample_is_chosen() -> None:
     assert pg_search._test_rows(5_184, 98_745)
     assert not pg_search._test_rows(117_000, 4_349)
     assert not pg_search._test_rows(10_240, 5_000)
+
+
+def test_an_append_never_uses_a_session_row_not_yet_committed(pg_url: str) -> None:
+    """A session another thread is creating (its transaction not committed yet) is not in the id
+    cache: an append to it waits for that row instead of inserting against a missing session
+    (a foreign-key error, and a message that was not stored)."""
+    import threading
+
+    from hermes_core.types import Session
+
+    archive = PgSessionArchive(parse_storage_url(pg_url))
+    created, release = threading.Event(), threading.Event()
+
+    class Watched:
+        """The archive's re-entrant writer lock, saying when another thread waits for it."""
+
+        def __init__(self, inner) -> None:  # type: ignore[no-untyped-def]
+            self.inner, self.waiting = inner, threading.Event()
+
+        def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+            if self.inner.acquire(blocking=False):
+                return True
+            self.waiting.set()
+            return self.inner.acquire(blocking, timeout)
+
+        def release(self) -> None:
+            self.inner.release()
+
+        def __enter__(self) -> None:
+            self.acquire()
+
+        def __exit__(self, *exc: object) -> None:
+            self.release()
+
+    lock = archive.db.lock = Watched(archive.db.lock)
+
+    def opening(con) -> None:  # type: ignore[no-untyped-def]
+        archive._create_from(con, Session(id="s-new", platform="webhook"))
+        created.set()
+        release.wait(10)  # the transaction stays open while the other thread appends
+
+    opener = threading.Thread(target=archive._write, args=(opening,))
+    opener.start()
+    assert created.wait(10)
+    errors: list[BaseException] = []
+
+    def append() -> None:
+        try:
+            archive.append_message("s-new", Message("user", "while it was being created"))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    appender = threading.Thread(target=append)
+    appender.start()
+    # until the append waits for the opener (on the archive's writer lock), or has ended
+    for _ in range(3000):  # bounded: 30 s
+        if not appender.is_alive() or lock.waiting.wait(0.01):
+            break
+    release.set()
+    opener.join(10)
+    appender.join(10)
+    assert errors == []
+    assert [m.content for m in archive.messages("s-new")] == ["while it was being created"]
+    archive.close()

@@ -52,7 +52,7 @@ class PgSessionArchive(SessionArchive):
         # named in messages, never opened
         self.path = url.redacted  # type: ignore[assignment]
         self._nums: dict[str, int] = {}
-        self._created: list[str] = []
+        self._created: list[tuple[str, int]] = []
         # No local spool: a node must not keep another node's conversation on its own disk, so a
         # failed append is an error the turn sees (the caller keeps the message in its history).
         self.spool = _NoSpool(url.redacted)  # type: ignore[assignment]

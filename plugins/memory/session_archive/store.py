@@ -85,7 +85,8 @@ class SessionArchive:
         #: session id -> num, filled as sessions are seen (nums never change)
         self._nums: dict[str, int] = {}
         #: ids created by the transaction in progress, forgotten again if it rolls back
-        self._created: list[str] = []
+        #: sessions created by the transaction running now: (id, num), cached once it commits
+        self._created: list[tuple[str, int]] = []
         if not read_only:
             try:
                 self.replay_spool()
@@ -123,7 +124,9 @@ class SessionArchive:
             row = con.execute("SELECT num FROM sessions WHERE id = ?", (session_id,)).fetchone()
             if row is None:
                 return None
-            num = self._nums[session_id] = row[0]
+            num = row[0]
+            if all(sid != session_id for sid, _ in self._created):  # committed: cache it
+                self._nums[session_id] = num
         return num
 
     def _create(
@@ -164,19 +167,20 @@ class SessionArchive:
         )
         num = int(cur.lastrowid or 0)
         con.execute("UPDATE sessions SET chain = ? WHERE num = ?", (chain or num, num))
-        self._nums[session_id] = num
-        self._created.append(session_id)
+        self._created.append((session_id, num))
         return num
 
     def _write(self, tx: Callable[[sqlite3.Connection], T]) -> T:
-        """``db.write`` that keeps the id cache true when the transaction rolls back."""
+        """``db.write`` that keeps the id cache true: a session created by ``tx`` enters it only
+        once the transaction has committed (another thread's append reads the cache without a
+        transaction; on PostgreSQL, on another connection, where an uncommitted or rolled-back
+        session row does not exist)."""
         with self.db.lock:  # re-entrant: db.write takes it again; _created stays this call's
             try:
-                return self.db.write(tx)
-            except BaseException:
-                for sid in self._created:
-                    self._nums.pop(sid, None)
-                raise
+                out = self.db.write(tx)
+                for sid, num in self._created:
+                    self._nums[sid] = num
+                return out
             finally:
                 self._created.clear()
 

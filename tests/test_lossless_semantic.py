@@ -1,6 +1,9 @@
-"""Hybrid search in the lossless engine's archive (context.db, a real SQLite file): vectors filled
-in the background after a compaction, words and meaning fused, which path found each hit, and
-the fallbacks (no embedder, one that raises, hangs or returns the wrong size, a model switch).
+"""Hybrid search in the lossless engine's archive, on both backends (the ``storage_url``
+fixture: context.db, a real SQLite file, then a real PostgreSQL database): vectors filled in the
+background after a compaction, words and meaning fused, which path found each hit, and the
+fallbacks (no embedder, one that raises, hangs or returns the wrong size, a model switch).
+PostgreSQL-only: two nodes on one database share vectors and may write the same ones at once;
+``storage migrate`` says the vectors will be rebuilt, and they are.
 
 A tiny deterministic embedder defined here (a synonym table) tests the plumbing; one test runs
 the real all-MiniLM-L6-v2 when its weights are installed.
@@ -23,7 +26,7 @@ from embedder_support import TopicEmbedder
 from hermes_core.config import CoreConfig, LLMSection
 from hermes_core.embeddings import GuardedEmbedder
 from hermes_core.kinds import Embedder, PluginContext
-from hermes_core.plugins.context_engine.lossless import LosslessConfig, LosslessEngine
+from hermes_core.plugins.context_engine.lossless import LosslessConfig, LosslessEngine, SpanStore
 from hermes_core.types import Message, ToolContext
 
 TOPICS = {"dog": 0, "whippet": 0, "pet": 0, "animal": 0, "rent": 1, "landlord": 1,
@@ -65,6 +68,38 @@ PLANTED = [
     Message("user", "Actually I still prefer Neovim keybindings"),
     Message("assistant", "Neovim it is."),
 ]
+
+
+@pytest.fixture(autouse=True)
+def backend(storage_url: str | None, monkeypatch: pytest.MonkeyPatch) -> str | None:
+    """Every test runs once per backend: the engine picks PostgreSQL from the environment."""
+    if storage_url:
+        monkeypatch.setenv("HERMES_CORE_STORAGE_URL", storage_url)
+    else:
+        monkeypatch.delenv("HERMES_CORE_STORAGE_URL", raising=False)
+    return storage_url
+
+
+def vector_rows(engine: LosslessEngine) -> list[tuple[int, str, int]]:
+    """(message id, model, bytes) of every stored vector, read from the backend itself."""
+    if isinstance(engine.store, SpanStore):
+        db = sqlite3.connect(engine.store.path)
+        try:
+            return db.execute("SELECT message_id, model, length(vec) FROM span_vectors").fetchall()
+        finally:
+            db.close()
+    return [(int(a), str(b), int(c)) for a, b, c in engine.store._fetch(
+        "SELECT message_id, model, length(vec) FROM lossless_span_vectors", ())]
+
+
+def message_ids(engine: LosslessEngine) -> set[int]:
+    if isinstance(engine.store, SpanStore):
+        db = sqlite3.connect(engine.store.path)
+        try:
+            return {r[0] for r in db.execute("SELECT id FROM span_messages")}
+        finally:
+            db.close()
+    return {int(r[0]) for r in engine.store._fetch("SELECT id FROM lossless_span_messages", ())}
 
 
 def make(home: Path, embedder: Embedder | None, *, timeout: float = 30.0, window: int = 60_000,
@@ -123,12 +158,10 @@ def test_an_exact_word_ranks_first(tmp_path: Path) -> None:
 
 def test_vectors_sit_beside_the_text_one_per_message(tmp_path: Path) -> None:
     engine = compacted(tmp_path, Synonyms())
-    db = sqlite3.connect(tmp_path / "context.db")
-    messages = db.execute("SELECT count(*) FROM span_messages").fetchone()[0]
-    rows = db.execute("SELECT model, length(vec) FROM span_vectors").fetchall()
-    assert len(rows) == messages
-    assert {r[0] for r in rows} == {"synonyms-v1"}
-    assert {r[1] for r in rows} <= {0, 12 * 4}
+    rows = vector_rows(engine)
+    assert {r[0] for r in rows} == message_ids(engine) and len(rows) == len(message_ids(engine))
+    assert {r[1] for r in rows} == {"synonyms-v1"}
+    assert {r[2] for r in rows} <= {0, 12 * 4}
     assert engine.vectors().pending() == 0
 
 
@@ -143,8 +176,7 @@ def test_a_model_switch_recomputes_and_never_mixes(tmp_path: Path) -> None:
     assert "no vector yet" in (found["note"] or "")
     assert vec.settle(600)
     assert vec.pending() == 0
-    db = sqlite3.connect(tmp_path / "context.db")
-    assert {r[0] for r in db.execute("SELECT model FROM span_vectors")} == {"synonyms-v2"}
+    assert {r[1] for r in vector_rows(engine)} == {"synonyms-v2"}
     assert texts(engine, search(engine, "which animal lives with us?"))[0] == PLANTED[0].content
 
 
@@ -177,25 +209,27 @@ def test_a_hanging_embedder_leaves_word_search_working(tmp_path: Path) -> None:
         emb.release.set()
 
 
-def test_switched_off_by_config(tmp_path: Path) -> None:
+def test_switched_off_by_config(tmp_path: Path, backend: str | None) -> None:
     engine = compacted(tmp_path, Synonyms(), semantic=False)
     assert engine.vectors() is None
     found = search(engine, "which animal lives with us?")
     assert "lossless.semantic: false" in found["semantic"]
-    assert not sqlite3.connect(tmp_path / "context.db").execute(
-        "SELECT name FROM sqlite_master WHERE name = 'span_vectors'").fetchall()
+    assert {h["found_by"] for h in found["hits"]} <= {"words"}
+    if backend is None:
+        assert not sqlite3.connect(tmp_path / "context.db").execute(
+            "SELECT name FROM sqlite_master WHERE name = 'span_vectors'").fetchall()
+    else:
+        assert vector_rows(engine) == []
 
 
 def test_forget_removes_the_vectors_too(tmp_path: Path) -> None:
     engine = compacted(tmp_path, Synonyms())
-    db = sqlite3.connect(tmp_path / "context.db")
-    before = db.execute("SELECT count(*) FROM span_vectors").fetchone()[0]
+    before = len(vector_rows(engine))
     report = engine.forget(subject="whippet", scope="all", dry_run=False)
     assert report.deleted >= 1
-    after = db.execute("SELECT count(*) FROM span_vectors").fetchone()[0]
-    assert after == before - 1
-    assert db.execute("SELECT count(*) FROM span_vectors WHERE message_id NOT IN "
-                      "(SELECT id FROM span_messages)").fetchone()[0] == 0
+    after = vector_rows(engine)
+    assert len(after) == before - 1
+    assert {r[0] for r in after} == message_ids(engine)  # none left behind
     found = search(engine, "which animal lives with us?")
     assert all("whippet" not in t for t in texts(engine, found))
 

@@ -246,3 +246,78 @@ def test_real_model_finds_a_paraphrase(tmp_path: Path) -> None:
     exact = search(engine, "Neovim keybindings")
     assert texts(engine, exact)[0] == PLANTED[4].content
     assert exact["hits"][0]["found_by"] == "words+meaning"
+
+
+def test_two_nodes_on_one_database_share_the_vectors(tmp_path: Path, backend: str | None) -> None:
+    if backend is None:
+        pytest.skip("nodes share an archive only through storage.url")
+    first = compacted(tmp_path / "a", Synonyms())
+    emb = Synonyms()
+    second = make(tmp_path / "b", emb)  # another home: only the database is shared
+    second.conversation = first.conversation
+    vec = second.vectors()
+    assert vec is not None and vec.pending() == 0  # the first node's vectors count here
+    found = search(second, "which animal lives with us?")
+    assert found["semantic"] == "on" and found["note"] is None
+    assert texts(second, found)[0] == PLANTED[0].content
+    assert found["hits"][0]["found_by"] == "meaning"
+    assert emb.calls == 1  # the query only: nothing was embedded again
+
+
+def test_the_same_vectors_written_by_two_nodes_at_once(tmp_path: Path) -> None:
+    """Both nodes read the same messages without a vector, a forget runs, then both write: no
+    error, one vector per archived message, none for the forgotten one."""
+    from hermes_core.plugins.context_engine.lossless.vectors import _message_text, _pack
+    from hermes_core.semantic import text_key
+
+    old = compacted(tmp_path / "a", Synonyms())
+    nodes = [make(tmp_path / "a", SynonymsV2()), make(tmp_path / "a", SynonymsV2())]
+    storages = []
+    for node in nodes:
+        node.conversation = old.conversation
+        vec = node.vectors()
+        assert vec is not None
+        storages.append(vec.storage)
+    read = [s.unembedded("synonyms-v2", 100_000) for s in storages]
+    assert read[0] == read[1] and len(read[0]) == len(message_ids(old))
+    assert nodes[0].forget(subject="whippet", scope="all", dry_run=False).deleted >= 1
+    model = SynonymsV2()
+    for storage, rows in zip(storages, read, strict=True):
+        texts_ = [_message_text(c, t) for _i, c, t in rows]
+        vectors = model.embed(texts_)
+        storage.put("synonyms-v2", [(mid, text_key(t), _pack(v))
+                                    for (mid, _c, _t), t, v in zip(rows, texts_, vectors,
+                                                                   strict=True)])
+    stored = vector_rows(old)
+    assert {r[0] for r in stored} == message_ids(old)  # the forgotten message got none back
+    assert {r[1] for r in stored} == {"synonyms-v2"}
+    assert nodes[1].vectors().pending() == 0  # type: ignore[union-attr]
+    found = search(nodes[1], "which animal lives with us?")
+    assert all("whippet" not in t for t in texts(nodes[1], found))
+
+
+def test_storage_migrate_says_the_vectors_are_rebuilt_and_they_are(
+        tmp_path: Path, backend: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    if backend is None:
+        pytest.skip("a migration needs the database")
+    from hermes_core.plugins.context_engine.lossless.pg_store import PgSpanStore
+    from hermes_core.plugins.context_engine.lossless.transfer import copy_lossless
+    from hermes_core.storage import parse_storage_url
+
+    monkeypatch.delenv("HERMES_CORE_STORAGE_URL")
+    files = compacted(tmp_path, Synonyms())
+    assert isinstance(files.store, SpanStore)
+    vectors = len(vector_rows(files))
+    out = copy_lossless(files.store, PgSpanStore(parse_storage_url(backend)))
+    assert out.vectors == vectors > 0 and out.messages == len(message_ids(files))
+    monkeypatch.setenv("HERMES_CORE_STORAGE_URL", backend)
+    engine = make(tmp_path / "node", Synonyms())
+    engine.conversation = files.conversation
+    assert vector_rows(engine) == []
+    first = search(engine, "which animal lives with us?")  # words only so far; wakes the indexer
+    assert "no vector yet" in (first["note"] or "")
+    vec = engine.vectors()
+    assert vec is not None and vec.settle(600) and vec.pending() == 0
+    found = search(engine, "which animal lives with us?")
+    assert texts(engine, found)[0] == PLANTED[0].content
+    assert found["hits"][0]["found_by"] == "meaning"

@@ -6,8 +6,8 @@ dimensions), with the model id and the hash of the text it was computed from: in
 ``lossless_span_vectors`` of the ``storage.url`` database (:mod:`.pg_vectors`). The two differ only
 in their SQL (:class:`VectorStorage`); the indexing and the fusion here are shared. A background
 thread fills the table after each compaction, so archiving never waits for a model; a message
-without a vector yet is found by its words only. After a switch of model the old vectors are ignored (never compared with the new
-model's) and recomputed by the same thread.
+without a vector yet is found by its words only. After a switch of model the old vectors are
+ignored (never compared with the new model's) and recomputed by the same thread.
 
 A query is matched both ways and the two are fused into one score per message
 (:func:`hermes_core.semantic.fuse`): the cosine of the query and the message, plus a word bonus

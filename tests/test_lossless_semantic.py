@@ -321,3 +321,52 @@ def test_storage_migrate_says_the_vectors_are_rebuilt_and_they_are(
     found = search(engine, "which animal lives with us?")
     assert texts(engine, found)[0] == PLANTED[0].content
     assert found["hits"][0]["found_by"] == "meaning"
+
+
+def test_odd_queries_on_either_backend(tmp_path: Path) -> None:
+    """Emoji only: nothing matches by words, meaning still answers; a 10k-character query is
+    refused by the tool with the limit named, and the library search embeds only its start."""
+    from hermes_core.errors import ToolError
+
+    engine = compacted(tmp_path, Synonyms())
+    emoji = search(engine, "\U0001f415\U0001f415\U0001f415")
+    assert emoji["semantic"] == "on" and {h["found_by"] for h in emoji["hits"]} <= {"meaning"}
+    with pytest.raises(ToolError, match="at most 1000 characters"):
+        search(engine, "whippet " * 1_250)
+    vec = engine.vectors()
+    assert vec is not None
+    result = vec.search(engine.conversation, "whippet " * 1_250, limit=3)
+    assert result is not None
+    hits, _note = result
+    (row,) = engine.store.messages(hits[0].hit.span_id, hits[0].hit.seq, 1)
+    assert row.message.content == PLANTED[0].content and hits[0].via == "words+meaning"
+
+
+def test_a_schema_1_database_gains_vectors_and_keeps_its_spans(
+        tmp_path: Path, backend: str | None) -> None:
+    """An archive made before vectors existed (lossless schema 1) is migrated forward on open;
+    its spans stay and are embedded by the indexer."""
+    if backend is None:
+        pytest.skip("PostgreSQL schema migrations")
+    from hermes_core.plugins.context_engine.lossless import pg_store
+    from hermes_core.storage import get_pool, parse_storage_url
+    from hermes_core.storage.migrations import migrate, schema_versions
+
+    url = parse_storage_url(backend)
+    with get_pool(url).connection() as con:
+        migrate(con, url, pg_store.COMPONENT, pg_store.MIGRATIONS[:1])
+        (span_id,) = con.execute(
+            "INSERT INTO lossless_spans(conversation, created_at, n_messages, digest) "
+            "VALUES ('old', 0, 1, '') RETURNING id").fetchone()
+        pg_store.insert_span_messages(con, int(span_id), [PLANTED[0]])
+    engine = make(tmp_path, Synonyms())
+    engine.conversation = "old"
+    with get_pool(url).connection() as con:
+        assert schema_versions(con)[pg_store.COMPONENT] == len(pg_store.MIGRATIONS)
+    vec = engine.vectors()
+    assert vec is not None and vec.pending() == 1
+    vec.wake()
+    assert vec.settle(600) and vec.pending() == 0
+    found = search(engine, "which animal lives with us?")
+    assert texts(engine, found) == [PLANTED[0].content]
+    assert found["hits"][0]["found_by"] == "meaning"

@@ -70,14 +70,19 @@ class PgVectorStorage:
             "ON v.message_id = m.id WHERE v.message_id IS NULL OR v.model <> %s", (model,))
         return int(row[0])
 
-    def vectors(self, conversation: str, model: str) -> list[tuple[int, bytes]]:
-        rows = self._fetch(
-            "SELECT v.message_id, v.vec FROM lossless_span_vectors v "
-            "JOIN lossless_span_messages m ON m.id = v.message_id "
-            "JOIN lossless_spans s ON s.id = m.span_id "
-            "WHERE s.conversation = %s AND v.model = %s AND length(v.vec) > 0",
-            (conversation, model))
-        return [(int(i), bytes(b)) for i, b in rows]
+    def vectors(self, conversation: str, model: str) -> tuple[list[tuple[int, bytes]], int]:
+        def run(con: Any) -> list[Any]:
+            # binary results: the vectors arrive as bytes, not as hex text to decode
+            with con.cursor(binary=True) as cur:
+                return cur.execute(  # type: ignore[no-any-return]
+                    "SELECT m.id, v.vec FROM lossless_span_messages m "
+                    "JOIN lossless_spans s ON s.id = m.span_id "
+                    "LEFT JOIN lossless_span_vectors v ON v.message_id = m.id AND v.model = %s "
+                    "WHERE s.conversation = %s", (model, conversation)).fetchall()
+
+        rows = self.store._run(run, retry=True)
+        missing = sum(1 for _i, b in rows if b is None)
+        return [(int(i), bytes(b)) for i, b in rows if b], missing
 
     def lexical(self, conversation: str, terms: list[str], limit: int
                 ) -> tuple[dict[int, float], str]:

@@ -72,14 +72,14 @@ class SqliteVectorStorage:
                 (model,)).fetchone()
         return int(row[0])
 
-    def vectors(self, conversation: str, model: str) -> list[tuple[int, bytes]]:
+    def vectors(self, conversation: str, model: str) -> tuple[list[tuple[int, bytes]], int]:
         with self._lock:
             rows = self._db.execute(
-                "SELECT v.message_id, v.vec FROM span_vectors v "
-                "JOIN span_messages m ON m.id = v.message_id JOIN spans s ON s.id = m.span_id "
-                "WHERE s.conversation = ? AND v.model = ? AND length(v.vec) > 0",
-                (conversation, model)).fetchall()
-        return [(int(i), bytes(b)) for i, b in rows]
+                "SELECT m.id, v.vec FROM span_messages m JOIN spans s ON s.id = m.span_id "
+                "LEFT JOIN span_vectors v ON v.message_id = m.id AND v.model = ? "
+                "WHERE s.conversation = ?", (model, conversation)).fetchall()
+        missing = sum(1 for _i, b in rows if b is None)
+        return [(int(i), bytes(b)) for i, b in rows if b], missing
 
     def lexical(self, conversation: str, terms: list[str], limit: int
                 ) -> tuple[dict[int, float], str]:

@@ -104,8 +104,9 @@ class VectorStorage(Protocol):
         """Archived messages without a vector of ``model``."""
         ...
 
-    def vectors(self, conversation: str, model: str) -> list[tuple[int, bytes]]:
-        """(message id, vector) of every non-empty ``model`` vector of the conversation."""
+    def vectors(self, conversation: str, model: str) -> tuple[list[tuple[int, bytes]], int]:
+        """(message id, vector) of every non-empty ``model`` vector of the conversation, and
+        how many of its messages have no ``model`` vector yet (one query)."""
         ...
 
     def lexical(self, conversation: str, terms: list[str], limit: int
@@ -258,7 +259,7 @@ class SpanVectors:
         self.problem = None
         terms = fts_terms(query)
         lexical, matched = self.storage.lexical(conversation, terms, _LEXICAL)
-        rows = self.storage.vectors(conversation, emb.model_id)
+        rows, missing = self.storage.vectors(conversation, emb.model_id)
         rows = [(mid, blob) for mid, blob in rows if len(blob) == 4 * emb.dimension]
         sims = dict(zip((mid for mid, _b in rows),
                         similarities(qv, _matrix([b for _m, b in rows], emb.dimension)),
@@ -273,9 +274,8 @@ class SpanVectors:
         found = self.storage.hits([ids[r.index] for r in ranked], terms)
         hits = [HybridHit(found[ids[r.index]], r.via, r.score) for r in ranked
                 if ids[r.index] in found]
-        missing = self.pending()
-        note = (f"{missing} archived message(s) have no vector yet and were matched by words "
-                "only" if missing else None)
+        note = (f"{missing} archived message(s) of this conversation have no vector yet and "
+                "were matched by words only" if missing else None)
         if missing:
             self.wake()
         return hits, note

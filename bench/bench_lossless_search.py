@@ -7,7 +7,13 @@ of the same archive, one without an embedder and one with it, are asked the same
 questions alternately (A B A B); p50 / p95 of each side and their ratio are printed. Nothing
 asserts: the machine is shared, read the figures (and the load printed with them).
 
-    python bench/bench_lossless_search.py [--turns 400] [--queries 40]
+With ``--postgresql`` (a throwaway server is started and stopped; or ``--url``), the archive is
+also copied into PostgreSQL (``storage migrate``'s copy) with the vectors already computed (copied
+by message position, so the model runs once), and two more engines on the database join the
+rotation: words only, and words + meaning (the conversation's vectors read with one query, cosine
+in numpy). The target for meaning on PostgreSQL: p95 within 2x of the SQLite figure.
+
+    python bench/bench_lossless_search.py [--turns 400] [--queries 40] [--postgresql [--url URL]]
 """
 
 from __future__ import annotations
@@ -41,6 +47,40 @@ def engine(home: Path, embedder: Any, window: int) -> LosslessEngine:
     return LosslessEngine(LosslessConfig(), context)
 
 
+def copy_to_postgres(files: LosslessEngine, url: str, embedder: Any, window: int,
+                     conversation: str) -> dict[str, LosslessEngine]:
+    """The archive (and its vectors, matched by span and position) in ``url``; the two engines."""
+    import sqlite3
+
+    from hermes_core.plugins.context_engine.lossless.pg_store import PgSpanStore
+    from hermes_core.plugins.context_engine.lossless.transfer import copy_lossless
+    from hermes_core.storage import parse_storage_url
+
+    store = PgSpanStore(parse_storage_url(url))
+    out = copy_lossless(files.store, store)
+    assert out.renumbered == 0, "span ids must be kept to match the vectors"
+    db = sqlite3.connect(files.store.path)
+    rows = db.execute("SELECT m.span_id, m.seq, v.model, v.text_hash, v.vec FROM span_vectors v "
+                      "JOIN span_messages m ON m.id = v.message_id").fetchall()
+    db.close()
+    ids = {(int(a), int(b)): int(i) for i, a, b in store._fetch(
+        "SELECT id, span_id, seq FROM lossless_span_messages", ())}
+    os.environ["HERMES_CORE_STORAGE_URL"] = url
+    try:
+        sides = {"PG words only": engine(Path(files.context.home), None, window),
+                 "PG words+meaning": engine(Path(files.context.home), embedder, window)}
+    finally:
+        del os.environ["HERMES_CORE_STORAGE_URL"]
+    vec = sides["PG words+meaning"].vectors()
+    assert vec is not None
+    model = rows[0][2] if rows else ""
+    vec.storage.put(model, [(ids[(a, b)], key, bytes(blob)) for a, b, _m, key, blob in rows])
+    for e in sides.values():
+        e.conversation = conversation
+    assert vec.pending() == 0
+    return sides
+
+
 def percentile(samples: list[float], q: float) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered) + 0.5) - 1))]
@@ -50,6 +90,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--turns", type=int, default=400)
     parser.add_argument("--queries", type=int, default=40)
+    parser.add_argument("--postgresql", action="store_true",
+                        help="also on PostgreSQL (a throwaway server unless --url)")
+    parser.add_argument("--url", default=None, help="an empty PostgreSQL database to use")
     args = parser.parse_args()
     from hermes_core.plugins.embedders.minilm import MiniLMConfig, MiniLMEmbedder
 
@@ -60,6 +103,25 @@ def main() -> None:
     guarded = GuardedEmbedder(MiniLMEmbedder(MiniLMConfig()), timeout=120)
     guarded.embed(["load the model"])
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    server = None
+    url = args.url
+    if args.postgresql and url is None:
+        from hermes_core.testing.postgres import temp_postgres
+
+        server = temp_postgres()
+        url = server.__enter__().create_database("bench_lossless")
+    try:
+        run(args, guarded, url if args.postgresql else None)
+    finally:
+        if server is not None:
+            from hermes_core.storage import close_pools
+
+            close_pools()
+            server.__exit__(None, None, None)
+        guarded.close()
+
+
+def run(args: argparse.Namespace, guarded: Any, url: str | None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         words_home, both_home = Path(tmp) / "words", Path(tmp) / "both"
         words_home.mkdir()
@@ -79,6 +141,9 @@ def main() -> None:
         vec.wake()
         vec.settle(3600)
         took = time.perf_counter() - start
+        if url is not None:
+            sides.update(copy_to_postgres(sides["words+meaning"], url, guarded, 30_000,
+                                          conversation))
         print(f"{pending} archived messages embedded in the background in {took:.1f} s "
               f"({pending / took:.1f} messages/s), {4 * 384} bytes of vector per message")
         rng = random.Random(9)
@@ -94,13 +159,17 @@ def main() -> None:
         p50s = {}
         for name, s in samples.items():
             p50s[name] = percentile(s, 0.5) * 1e3
-            print(f"  context_search {name:<14} p50 {p50s[name]:7.2f} ms   "
+            print(f"  context_search {name:<17} p50 {p50s[name]:7.2f} ms   "
                   f"p95 {percentile(s, 0.95) * 1e3:7.2f} ms")
         print(f"  ratio p50 words+meaning / words only: "
               f"{p50s['words+meaning'] / max(p50s['words only'], 1e-6):.1f}x")
+        if url is not None:
+            p95 = {name: percentile(s, 0.95) * 1e3 for name, s in samples.items()}
+            print(f"  ratio p95 PG words+meaning / SQLite words+meaning: "
+                  f"{p95['PG words+meaning'] / max(p95['words+meaning'], 1e-6):.2f}x "
+                  "(target <= 2x)")
         for e in sides.values():
             e.shutdown()
-    guarded.close()
 
 
 if __name__ == "__main__":

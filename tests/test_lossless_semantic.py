@@ -1,6 +1,9 @@
-"""Hybrid search in the lossless engine's archive (context.db, a real SQLite file): vectors filled
-in the background after a compaction, words and meaning fused, which path found each hit, and
-the fallbacks (no embedder, one that raises, hangs or returns the wrong size, a model switch).
+"""Hybrid search in the lossless engine's archive, on both backends (the ``storage_url``
+fixture: context.db, a real SQLite file, then a real PostgreSQL database): vectors filled in the
+background after a compaction, words and meaning fused, which path found each hit, and the
+fallbacks (no embedder, one that raises, hangs or returns the wrong size, a model switch).
+PostgreSQL-only: two nodes on one database share vectors and may write the same ones at once;
+``storage migrate`` says the vectors will be rebuilt, and they are.
 
 A tiny deterministic embedder defined here (a synonym table) tests the plumbing; one test runs
 the real all-MiniLM-L6-v2 when its weights are installed.
@@ -23,7 +26,7 @@ from embedder_support import TopicEmbedder
 from hermes_core.config import CoreConfig, LLMSection
 from hermes_core.embeddings import GuardedEmbedder
 from hermes_core.kinds import Embedder, PluginContext
-from hermes_core.plugins.context_engine.lossless import LosslessConfig, LosslessEngine
+from hermes_core.plugins.context_engine.lossless import LosslessConfig, LosslessEngine, SpanStore
 from hermes_core.types import Message, ToolContext
 
 TOPICS = {"dog": 0, "whippet": 0, "pet": 0, "animal": 0, "rent": 1, "landlord": 1,
@@ -65,6 +68,38 @@ PLANTED = [
     Message("user", "Actually I still prefer Neovim keybindings"),
     Message("assistant", "Neovim it is."),
 ]
+
+
+@pytest.fixture(autouse=True)
+def backend(storage_url: str | None, monkeypatch: pytest.MonkeyPatch) -> str | None:
+    """Every test runs once per backend: the engine picks PostgreSQL from the environment."""
+    if storage_url:
+        monkeypatch.setenv("HERMES_CORE_STORAGE_URL", storage_url)
+    else:
+        monkeypatch.delenv("HERMES_CORE_STORAGE_URL", raising=False)
+    return storage_url
+
+
+def vector_rows(engine: LosslessEngine) -> list[tuple[int, str, int]]:
+    """(message id, model, bytes) of every stored vector, read from the backend itself."""
+    if isinstance(engine.store, SpanStore):
+        db = sqlite3.connect(engine.store.path)
+        try:
+            return db.execute("SELECT message_id, model, length(vec) FROM span_vectors").fetchall()
+        finally:
+            db.close()
+    return [(int(a), str(b), int(c)) for a, b, c in engine.store._fetch(
+        "SELECT message_id, model, length(vec) FROM lossless_span_vectors", ())]
+
+
+def message_ids(engine: LosslessEngine) -> set[int]:
+    if isinstance(engine.store, SpanStore):
+        db = sqlite3.connect(engine.store.path)
+        try:
+            return {r[0] for r in db.execute("SELECT id FROM span_messages")}
+        finally:
+            db.close()
+    return {int(r[0]) for r in engine.store._fetch("SELECT id FROM lossless_span_messages", ())}
 
 
 def make(home: Path, embedder: Embedder | None, *, timeout: float = 30.0, window: int = 60_000,
@@ -123,12 +158,10 @@ def test_an_exact_word_ranks_first(tmp_path: Path) -> None:
 
 def test_vectors_sit_beside_the_text_one_per_message(tmp_path: Path) -> None:
     engine = compacted(tmp_path, Synonyms())
-    db = sqlite3.connect(tmp_path / "context.db")
-    messages = db.execute("SELECT count(*) FROM span_messages").fetchone()[0]
-    rows = db.execute("SELECT model, length(vec) FROM span_vectors").fetchall()
-    assert len(rows) == messages
-    assert {r[0] for r in rows} == {"synonyms-v1"}
-    assert {r[1] for r in rows} <= {0, 12 * 4}
+    rows = vector_rows(engine)
+    assert {r[0] for r in rows} == message_ids(engine) and len(rows) == len(message_ids(engine))
+    assert {r[1] for r in rows} == {"synonyms-v1"}
+    assert {r[2] for r in rows} <= {0, 12 * 4}
     assert engine.vectors().pending() == 0
 
 
@@ -143,8 +176,7 @@ def test_a_model_switch_recomputes_and_never_mixes(tmp_path: Path) -> None:
     assert "no vector yet" in (found["note"] or "")
     assert vec.settle(600)
     assert vec.pending() == 0
-    db = sqlite3.connect(tmp_path / "context.db")
-    assert {r[0] for r in db.execute("SELECT model FROM span_vectors")} == {"synonyms-v2"}
+    assert {r[1] for r in vector_rows(engine)} == {"synonyms-v2"}
     assert texts(engine, search(engine, "which animal lives with us?"))[0] == PLANTED[0].content
 
 
@@ -177,25 +209,27 @@ def test_a_hanging_embedder_leaves_word_search_working(tmp_path: Path) -> None:
         emb.release.set()
 
 
-def test_switched_off_by_config(tmp_path: Path) -> None:
+def test_switched_off_by_config(tmp_path: Path, backend: str | None) -> None:
     engine = compacted(tmp_path, Synonyms(), semantic=False)
     assert engine.vectors() is None
     found = search(engine, "which animal lives with us?")
     assert "lossless.semantic: false" in found["semantic"]
-    assert not sqlite3.connect(tmp_path / "context.db").execute(
-        "SELECT name FROM sqlite_master WHERE name = 'span_vectors'").fetchall()
+    assert {h["found_by"] for h in found["hits"]} <= {"words"}
+    if backend is None:
+        assert not sqlite3.connect(tmp_path / "context.db").execute(
+            "SELECT name FROM sqlite_master WHERE name = 'span_vectors'").fetchall()
+    else:
+        assert vector_rows(engine) == []
 
 
 def test_forget_removes_the_vectors_too(tmp_path: Path) -> None:
     engine = compacted(tmp_path, Synonyms())
-    db = sqlite3.connect(tmp_path / "context.db")
-    before = db.execute("SELECT count(*) FROM span_vectors").fetchone()[0]
+    before = len(vector_rows(engine))
     report = engine.forget(subject="whippet", scope="all", dry_run=False)
     assert report.deleted >= 1
-    after = db.execute("SELECT count(*) FROM span_vectors").fetchone()[0]
-    assert after == before - 1
-    assert db.execute("SELECT count(*) FROM span_vectors WHERE message_id NOT IN "
-                      "(SELECT id FROM span_messages)").fetchone()[0] == 0
+    after = vector_rows(engine)
+    assert len(after) == before - 1
+    assert {r[0] for r in after} == message_ids(engine)  # none left behind
     found = search(engine, "which animal lives with us?")
     assert all("whippet" not in t for t in texts(engine, found))
 
@@ -212,3 +246,127 @@ def test_real_model_finds_a_paraphrase(tmp_path: Path) -> None:
     exact = search(engine, "Neovim keybindings")
     assert texts(engine, exact)[0] == PLANTED[4].content
     assert exact["hits"][0]["found_by"] == "words+meaning"
+
+
+def test_two_nodes_on_one_database_share_the_vectors(tmp_path: Path, backend: str | None) -> None:
+    if backend is None:
+        pytest.skip("nodes share an archive only through storage.url")
+    first = compacted(tmp_path / "a", Synonyms())
+    emb = Synonyms()
+    second = make(tmp_path / "b", emb)  # another home: only the database is shared
+    second.conversation = first.conversation
+    vec = second.vectors()
+    assert vec is not None and vec.pending() == 0  # the first node's vectors count here
+    found = search(second, "which animal lives with us?")
+    assert found["semantic"] == "on" and found["note"] is None
+    assert texts(second, found)[0] == PLANTED[0].content
+    assert found["hits"][0]["found_by"] == "meaning"
+    assert emb.calls == 1  # the query only: nothing was embedded again
+
+
+def test_the_same_vectors_written_by_two_nodes_at_once(tmp_path: Path) -> None:
+    """Both nodes read the same messages without a vector, a forget runs, then both write: no
+    error, one vector per archived message, none for the forgotten one."""
+    from hermes_core.plugins.context_engine.lossless.vectors import _message_text, _pack
+    from hermes_core.semantic import text_key
+
+    old = compacted(tmp_path / "a", Synonyms())
+    nodes = [make(tmp_path / "a", SynonymsV2()), make(tmp_path / "a", SynonymsV2())]
+    storages = []
+    for node in nodes:
+        node.conversation = old.conversation
+        vec = node.vectors()
+        assert vec is not None
+        storages.append(vec.storage)
+    read = [s.unembedded("synonyms-v2", 100_000) for s in storages]
+    assert read[0] == read[1] and len(read[0]) == len(message_ids(old))
+    assert nodes[0].forget(subject="whippet", scope="all", dry_run=False).deleted >= 1
+    model = SynonymsV2()
+    for storage, rows in zip(storages, read, strict=True):
+        texts_ = [_message_text(c, t) for _i, c, t in rows]
+        vectors = model.embed(texts_)
+        storage.put("synonyms-v2", [(mid, text_key(t), _pack(v))
+                                    for (mid, _c, _t), t, v in zip(rows, texts_, vectors,
+                                                                   strict=True)])
+    stored = vector_rows(old)
+    assert {r[0] for r in stored} == message_ids(old)  # the forgotten message got none back
+    assert {r[1] for r in stored} == {"synonyms-v2"}
+    assert nodes[1].vectors().pending() == 0  # type: ignore[union-attr]
+    found = search(nodes[1], "which animal lives with us?")
+    assert all("whippet" not in t for t in texts(nodes[1], found))
+
+
+def test_storage_migrate_says_the_vectors_are_rebuilt_and_they_are(
+        tmp_path: Path, backend: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    if backend is None:
+        pytest.skip("a migration needs the database")
+    from hermes_core.plugins.context_engine.lossless.pg_store import PgSpanStore
+    from hermes_core.plugins.context_engine.lossless.transfer import copy_lossless
+    from hermes_core.storage import parse_storage_url
+
+    monkeypatch.delenv("HERMES_CORE_STORAGE_URL")
+    files = compacted(tmp_path, Synonyms())
+    assert isinstance(files.store, SpanStore)
+    vectors = len(vector_rows(files))
+    out = copy_lossless(files.store, PgSpanStore(parse_storage_url(backend)))
+    assert out.vectors == vectors > 0 and out.messages == len(message_ids(files))
+    monkeypatch.setenv("HERMES_CORE_STORAGE_URL", backend)
+    engine = make(tmp_path / "node", Synonyms())
+    engine.conversation = files.conversation
+    assert vector_rows(engine) == []
+    first = search(engine, "which animal lives with us?")  # words only so far; wakes the indexer
+    assert "no vector yet" in (first["note"] or "")
+    vec = engine.vectors()
+    assert vec is not None and vec.settle(600) and vec.pending() == 0
+    found = search(engine, "which animal lives with us?")
+    assert texts(engine, found)[0] == PLANTED[0].content
+    assert found["hits"][0]["found_by"] == "meaning"
+
+
+def test_odd_queries_on_either_backend(tmp_path: Path) -> None:
+    """Emoji only: nothing matches by words, meaning still answers; a 10k-character query is
+    refused by the tool with the limit named, and the library search embeds only its start."""
+    from hermes_core.errors import ToolError
+
+    engine = compacted(tmp_path, Synonyms())
+    emoji = search(engine, "\U0001f415\U0001f415\U0001f415")
+    assert emoji["semantic"] == "on" and {h["found_by"] for h in emoji["hits"]} <= {"meaning"}
+    with pytest.raises(ToolError, match="at most 1000 characters"):
+        search(engine, "whippet " * 1_250)
+    vec = engine.vectors()
+    assert vec is not None
+    result = vec.search(engine.conversation, "whippet " * 1_250, limit=3)
+    assert result is not None
+    hits, _note = result
+    (row,) = engine.store.messages(hits[0].hit.span_id, hits[0].hit.seq, 1)
+    assert row.message.content == PLANTED[0].content and hits[0].via == "words+meaning"
+
+
+def test_a_schema_1_database_gains_vectors_and_keeps_its_spans(
+        tmp_path: Path, backend: str | None) -> None:
+    """An archive made before vectors existed (lossless schema 1) is migrated forward on open;
+    its spans stay and are embedded by the indexer."""
+    if backend is None:
+        pytest.skip("PostgreSQL schema migrations")
+    from hermes_core.plugins.context_engine.lossless import pg_store
+    from hermes_core.storage import get_pool, parse_storage_url
+    from hermes_core.storage.migrations import migrate, schema_versions
+
+    url = parse_storage_url(backend)
+    with get_pool(url).connection() as con:
+        migrate(con, url, pg_store.COMPONENT, pg_store.MIGRATIONS[:1])
+        (span_id,) = con.execute(
+            "INSERT INTO lossless_spans(conversation, created_at, n_messages, digest) "
+            "VALUES ('old', 0, 1, '') RETURNING id").fetchone()
+        pg_store.insert_span_messages(con, int(span_id), [PLANTED[0]])
+    engine = make(tmp_path, Synonyms())
+    engine.conversation = "old"
+    with get_pool(url).connection() as con:
+        assert schema_versions(con)[pg_store.COMPONENT] == len(pg_store.MIGRATIONS)
+    vec = engine.vectors()
+    assert vec is not None and vec.pending() == 1
+    vec.wake()
+    assert vec.settle(600) and vec.pending() == 0
+    found = search(engine, "which animal lives with us?")
+    assert texts(engine, found) == [PLANTED[0].content]
+    assert found["hits"][0]["found_by"] == "meaning"

@@ -112,6 +112,10 @@ def migrate(to_url: str | None, from_url: str | None, as_json: bool) -> None:
                   if report.lossless_spans_renumbered else "")
                + (f"; {report.lossless_conversations_kept} already there"
                   if report.lossless_conversations_kept else ""))
+    if report.lossless_vectors_to_rebuild:
+        click.echo(f"lossless archive: {report.lossless_vectors_to_rebuild} message vector(s) "
+                   "not copied; the engine's background indexer embeds the copied messages "
+                   "again there")
     click.echo("Now set storage.url (or HERMES_CORE_STORAGE_URL) to use the database.")
 
 
@@ -204,6 +208,7 @@ def _migrate_lossless(url: Any, report: Any, into_db: bool) -> None:
     report.lossless_spans_copied += out.spans
     report.lossless_spans_renumbered += out.renumbered
     report.lossless_conversations_kept += out.kept
+    report.lossless_vectors_to_rebuild += out.vectors
 
 
 def _with_progress(quiet: bool, run: Any) -> None:

@@ -46,6 +46,9 @@ class MigrationReport:
     lossless_spans_copied: int = 0
     lossless_spans_renumbered: int = 0
     lossless_conversations_kept: int = 0
+    #: the lossless archive's message vectors in the source: not copied, rebuilt by the
+    #: target's background indexer the first time the engine runs there
+    lossless_vectors_to_rebuild: int = 0
     #: message vectors (semantic search) in the source: not copied, the target re-embeds them
     #: (its background indexer, or ``hermes-core sessions reindex``)
     vectors_to_rebuild: int = 0

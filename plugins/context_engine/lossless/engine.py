@@ -167,17 +167,18 @@ class LosslessEngine(PolicyEngine):
 
     def vectors(self) -> SpanVectors | None:
         """The archive's vectors (built on first use), or None when semantic search cannot take
-        part at all: switched off, or a store that is not this engine's SQLite file."""
+        part at all: switched off, or a store that keeps no vectors."""
         if self._vectors is not None:
             return self._vectors
-        if not self.settings.semantic or not isinstance(self.store, SpanStore):
+        storage_of = getattr(self.store, "vector_storage", None)
+        if not self.settings.semantic or storage_of is None:
             return None
         with self._vectors_lock:
             if self._vectors is None:
                 from .vectors import SpanVectors
 
                 batch = self.context.config.embeddings.batch_size
-                self._vectors = SpanVectors(self.store.path, self.context.embedder, batch=batch)
+                self._vectors = SpanVectors(storage_of(), self.context.embedder, batch=batch)
         return self._vectors
 
     def semantic_problem(self) -> str:

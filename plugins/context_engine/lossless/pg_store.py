@@ -65,6 +65,15 @@ MIGRATIONS: list[PgMigration] = [
             root TEXT NOT NULL
         )""",
     ]),
+    (2, "lossless: one vector per archived message (semantic context_search)", [
+        """CREATE TABLE lossless_span_vectors (
+            message_id BIGINT PRIMARY KEY
+                REFERENCES lossless_span_messages(id) ON DELETE CASCADE,
+            model TEXT NOT NULL,
+            text_hash TEXT NOT NULL,
+            vec BYTEA NOT NULL
+        )""",
+    ]),
 ]
 #: a tsvector holds at most 1 MB; longer texts are indexed by their start (stored whole)
 _INDEX_CHARS = 100_000
@@ -236,6 +245,16 @@ class PgSpanStore:
     def conversation_links(self) -> list[tuple[str, str]]:
         return [(str(a), str(b)) for a, b in self._fetch(
             "SELECT session_id, root FROM lossless_conversations ORDER BY session_id", ())]
+
+    def vector_storage(self) -> Any:
+        """Where semantic search keeps this archive's vectors (:mod:`.pg_vectors`)."""
+        from .pg_vectors import PgVectorStorage
+
+        return PgVectorStorage(self)
+
+    def count_vectors(self) -> int:
+        """Message vectors stored (any model)."""
+        return int(self._fetch("SELECT count(*) FROM lossless_span_vectors", ())[0][0])
 
     def conversations(self) -> list[str]:
         return [str(r[0]) for r in self._fetch(

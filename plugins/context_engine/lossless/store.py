@@ -22,6 +22,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from hermes_core.private import private_sqlite
 from hermes_core.types import Message, ToolCall
@@ -111,6 +112,20 @@ class SpanStore:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+    def vector_storage(self) -> Any:
+        """Where semantic search keeps this archive's vectors (:mod:`.sqlite_vectors`)."""
+        from .sqlite_vectors import SqliteVectorStorage
+
+        return SqliteVectorStorage(self.path)
+
+    def count_vectors(self) -> int:
+        """Message vectors stored (any model; 0 before semantic search first ran)."""
+        with self._lock:
+            if not self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
+                                    "AND name = 'span_vectors'").fetchone():
+                return 0
+            return int(self._db.execute("SELECT count(*) FROM span_vectors").fetchone()[0])
 
     # --------------------------------------------------------------------------- lineage
 

@@ -10,7 +10,9 @@ public reads, plus one write per backend here. What is copied:
   history name spans by id), else it gets a new one and is counted as renumbered.
 
 A conversation already holding spans in the target is left alone, so an interrupted migration
-can be run again.
+can be run again. Message vectors (semantic ``context_search``) are not copied, as with the
+session archive: message ids change on the way and the target may use another model. They are
+counted (``vectors``) and rebuilt by the target's background indexer on first use.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ class LosslessCopy:
     renumbered: int = 0
     #: conversations left alone because the target already holds spans of them
     kept: int = 0
+    #: message vectors in the source: not copied, the target's indexer computes them again
+    vectors: int = 0
 
 
 def _links(store: Any) -> list[tuple[str, str]]:
@@ -152,6 +156,8 @@ def copy_lossless(source: Any, target: Any) -> LosslessCopy:
     conversation is copied whole in one transaction, so an interrupted run leaves none half
     copied."""
     out = LosslessCopy()
+    count_vectors = getattr(source, "count_vectors", None)
+    out.vectors = int(count_vectors()) if count_vectors is not None else 0
     known = dict(_links(target))
     for session_id, root in _links(source):
         if session_id not in known:

@@ -1,11 +1,13 @@
 """Hybrid (words + meaning) search over the lossless archive, when an embedder is active.
 
-Each archived message gets one vector in the ``span_vectors`` table of the engine's own
-``context.db``, beside the text (float32, 1.5 KB per message at 384 dimensions), with the model id
-and the hash of the text it was computed from. A background thread fills the table after each
-compaction, so archiving never waits for a model; a message without a vector yet is found by its
-words only. After a switch of model the old vectors are ignored (never compared with the new
-model's) and recomputed by the same thread.
+Each archived message gets one vector beside its text (float32, 1.5 KB per message at 384
+dimensions), with the model id and the hash of the text it was computed from: in the
+``span_vectors`` table of the engine's own ``context.db`` (:mod:`.sqlite_vectors`), or in
+``lossless_span_vectors`` of the ``storage.url`` database (:mod:`.pg_vectors`). The two differ only
+in their SQL (:class:`VectorStorage`); the indexing and the fusion here are shared. A background
+thread fills the table after each compaction, so archiving never waits for a model; a message
+without a vector yet is found by its words only. After a switch of model the old vectors are
+ignored (never compared with the new model's) and recomputed by the same thread.
 
 A query is matched both ways and the two are fused into one score per message
 (:func:`hermes_core.semantic.fuse`): the cosine of the query and the message, plus a word bonus
@@ -22,30 +24,19 @@ from __future__ import annotations
 
 import array
 import logging
-import sqlite3
 import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from hermes_core.semantic import Weights, fuse, similarities, text_key
 
-from .store import SearchHit, _snippet, fts_terms
+from .store import SearchHit, fts_terms
 
-__all__ = ["HybridHit", "SpanVectors"]
+__all__ = ["HybridHit", "SpanVectors", "VectorStorage"]
 
 log = logging.getLogger("hermes_core.plugins.lossless.vectors")
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS span_vectors (
-    message_id INTEGER PRIMARY KEY,
-    model TEXT NOT NULL,
-    text_hash TEXT NOT NULL,
-    vec BLOB NOT NULL
-);
-"""
 #: characters of a message embedded (the start of a long tool output says what it is)
 _TEXT_CHARS = 2000
 #: word matches considered for fusion (best first) and nearest vectors taken as candidates
@@ -89,6 +80,48 @@ def _matrix(blobs: list[bytes], dimension: int) -> Any:
     return list(np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), dimension))
 
 
+class VectorStorage(Protocol):
+    """Where one archive's vectors live, next to its messages (:mod:`.sqlite_vectors`,
+    :mod:`.pg_vectors`); everything else of hybrid search is shared. Vectors are little-endian
+    float32 bytes; an empty one marks a message with no text (never compared, never retried)."""
+
+    path: Any
+
+    def unembedded(self, model: str, limit: int) -> list[tuple[int, str, str | None]]:
+        """Up to ``limit`` messages without a vector of ``model``: (id, content, tool calls)."""
+        ...
+
+    def put(self, model: str, rows: list[tuple[int, str, bytes]]) -> None:
+        """Write (message id, text hash, vector) rows, replacing any older vector; rows of
+        messages no longer archived are skipped; writing one twice is not an error."""
+        ...
+
+    def prune(self) -> int:
+        """Delete vectors of messages no longer archived; how many."""
+        ...
+
+    def pending(self, model: str) -> int:
+        """Archived messages without a vector of ``model``."""
+        ...
+
+    def vectors(self, conversation: str, model: str) -> tuple[list[tuple[int, bytes]], int]:
+        """(message id, vector) of every non-empty ``model`` vector of the conversation, and
+        how many of its messages have no ``model`` vector yet (one query)."""
+        ...
+
+    def lexical(self, conversation: str, terms: list[str], limit: int
+                ) -> tuple[dict[int, float], str]:
+        """message id -> word score (higher is better), and how the words matched (all, any,
+        none): every word first, any word when no message holds them all."""
+        ...
+
+    def hits(self, ids: list[int], terms: list[str]) -> dict[int, SearchHit]:
+        """message id -> its hit (span, seq, role, snippet around ``terms``, time)."""
+        ...
+
+    def close(self) -> None: ...
+
+
 def _message_text(content: str, calls: str | None) -> str:
     text = content if content.strip() else (calls or "")
     return text[:_TEXT_CHARS]
@@ -97,18 +130,15 @@ def _message_text(content: str, calls: str | None) -> str:
 class SpanVectors:
     """The vectors of one archive file and the thread that fills them."""
 
-    def __init__(self, path: Path, embedder: Callable[[], Any], *, batch: int = 32,
+    def __init__(self, storage: VectorStorage, embedder: Callable[[], Any], *, batch: int = 32,
                  weights: Weights | None = None) -> None:
-        self.path = path
+        self.storage = storage
+        self.path = storage.path
         self._source = embedder
         self.batch = batch
         self.weights = weights or Weights()
         #: why meaning takes no part right now (None: it does)
         self.problem: str | None = None
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA busy_timeout=5000")
-        self._db.executescript(_SCHEMA)
-        self._lock = threading.Lock()  # the connection
         self._embed_lock = threading.Lock()  # one embedder call at a time from this engine
         self._wake = threading.Event()
         self._idle = threading.Event()
@@ -176,13 +206,7 @@ class SpanVectors:
         emb = self.embedder()
         if emb is None:
             return 0
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT m.id, m.content, m.tool_calls FROM span_messages m "
-                "LEFT JOIN span_vectors v ON v.message_id = m.id "
-                "WHERE v.message_id IS NULL OR v.model != ? ORDER BY m.id LIMIT ?",
-                (emb.model_id, self.batch),
-            ).fetchall()
+        rows = self.storage.unembedded(emb.model_id, self.batch)
         if not rows:
             return 0
         texts = [_message_text(c, t) for _i, c, t in rows]
@@ -196,45 +220,26 @@ class SpanVectors:
                 self.problem = str(exc)
                 return 0
         packed = {i: _pack(v) for i, v in zip(todo, vectors, strict=True)}
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                for i, (mid, _c, _t) in enumerate(rows):
-                    # an empty message gets an empty vector: it is never compared, nor retried
-                    self._db.execute(
-                        "INSERT OR REPLACE INTO span_vectors(message_id, model, text_hash, vec) "
-                        "VALUES (?, ?, ?, ?)",
-                        (mid, emb.model_id, text_key(texts[i]), packed.get(i, b"")))
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+        # an empty message gets an empty vector: it is never compared, nor retried
+        self.storage.put(emb.model_id, [(mid, text_key(texts[i]), packed.get(i, b""))
+                                        for i, (mid, _c, _t) in enumerate(rows)])
         return len(rows)
 
     def prune(self) -> int:
         """Delete the vectors of messages no longer archived (after a forget); how many."""
-        with self._lock:
-            cur = self._db.execute("DELETE FROM span_vectors WHERE message_id NOT IN "
-                                   "(SELECT id FROM span_messages)")
-        return int(cur.rowcount or 0)
+        return self.storage.prune()
 
     def pending(self) -> int:
         """Archived messages without a vector of the current model (0 without an embedder)."""
         emb = self.embedder()
         if emb is None:
             return 0
-        with self._lock:
-            row = self._db.execute(
-                "SELECT count(*) FROM span_messages m LEFT JOIN span_vectors v "
-                "ON v.message_id = m.id WHERE v.message_id IS NULL OR v.model != ?",
-                (emb.model_id,)).fetchone()
-        return int(row[0])
+        return self.storage.pending(emb.model_id)
 
     def close(self) -> None:
         self._closed = True
         self._wake.set()
-        with self._lock:
-            self._db.close()
+        self.storage.close()
 
     # ------------------------------------------------------------------------------- search
 
@@ -253,13 +258,8 @@ class SpanVectors:
             return None
         self.problem = None
         terms = fts_terms(query)
-        lexical, matched = self._lexical(conversation, terms)
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT v.message_id, v.vec FROM span_vectors v "
-                "JOIN span_messages m ON m.id = v.message_id JOIN spans s ON s.id = m.span_id "
-                "WHERE s.conversation = ? AND v.model = ? AND length(v.vec) > 0",
-                (conversation, emb.model_id)).fetchall()
+        lexical, matched = self.storage.lexical(conversation, terms, _LEXICAL)
+        rows, missing = self.storage.vectors(conversation, emb.model_id)
         rows = [(mid, blob) for mid, blob in rows if len(blob) == 4 * emb.dimension]
         sims = dict(zip((mid for mid, _b in rows),
                         similarities(qv, _matrix([b for _m, b in rows], emb.dimension)),
@@ -271,42 +271,11 @@ class SpanVectors:
         words = [scale * lexical[i] / best if i in lexical and best > 0 else 0.0 for i in ids]
         complete = [matched == "all" and i in lexical for i in ids]
         ranked = fuse(words, complete, [sims.get(i) for i in ids], self.weights)[:limit]
-        found = self._rows([ids[r.index] for r in ranked], terms)
+        found = self.storage.hits([ids[r.index] for r in ranked], terms)
         hits = [HybridHit(found[ids[r.index]], r.via, r.score) for r in ranked
                 if ids[r.index] in found]
-        missing = self.pending()
-        note = (f"{missing} archived message(s) have no vector yet and were matched by words "
-                "only" if missing else None)
+        note = (f"{missing} archived message(s) of this conversation have no vector yet and "
+                "were matched by words only" if missing else None)
         if missing:
             self.wake()
         return hits, note
-
-    def _lexical(self, conversation: str, terms: list[str]) -> tuple[dict[int, float], str]:
-        """message id -> BM25 (higher is better) and how the words matched (all, any, none)."""
-        if not terms:
-            return {}, "none"
-        quoted = [f'"{t}"' for t in terms]
-        for expression, how in ((" ".join(quoted), "all"), (" OR ".join(quoted), "any")):
-            with self._lock:
-                rows = self._db.execute(
-                    "SELECT m.id, bm25(span_fts) FROM span_fts "
-                    "JOIN span_messages m ON m.id = span_fts.rowid JOIN spans s ON s.id = m.span_id "
-                    "WHERE span_fts MATCH ? AND s.conversation = ? ORDER BY bm25(span_fts) "
-                    "LIMIT ?", (expression, conversation, _LEXICAL)).fetchall()
-            if rows:
-                return {int(i): -float(score) for i, score in rows}, how
-            if len(terms) == 1:
-                break
-        return {}, "none"
-
-    def _rows(self, ids: list[int], terms: list[str]) -> dict[int, SearchHit]:
-        if not ids:
-            return {}
-        marks = ",".join("?" * len(ids))
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT id, span_id, seq, role, content, tool_calls, timestamp FROM span_messages "
-                f"WHERE id IN ({marks})", ids).fetchall()
-        return {int(mid): SearchHit(int(span), int(seq), role,
-                                    _snippet(content + " " + (calls or ""), terms), ts)
-                for mid, span, seq, role, content, calls, ts in rows}

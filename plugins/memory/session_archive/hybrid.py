@@ -67,10 +67,10 @@ from .errors import QueryError
 from .query import SearchPlan
 from .search import Candidate, plan_query, run_plan
 from .store import SessionArchive
-from .vectors import VectorIndex, lineage_ids, role_filter, state
+from .vectors import VectorIndex, lineage_ids, state
 
-__all__ = ["USER_WIDEN", "HybridResult", "Weights", "asks_current", "hybrid_candidates",
-           "states_change", "user_filter"]
+__all__ = ["USER_WIDEN", "HybridResult", "Weights", "allowed_ids", "asks_current",
+           "hybrid_candidates", "states_change"]
 
 #: with memory.scope: user, how many times more neighbours are scanned before other users'
 #: messages are dropped
@@ -193,12 +193,9 @@ def hybrid_candidates(
         return HybridResult(lexical, matched, {c.id: "words" for c in lexical[:50]}, problem,
                             plan, bool(broad))
     near = [(i, s) for i, s in near if s >= w.floor]
-    if user is not None:
-        mine = user_filter(archive, [i for i, _ in near], user)
-        near = [(i, s) for i, s in near if i in mine][: w.neighbours]
-    if roles:
-        keep = role_filter(archive, [i for i, _ in near], roles)
-        near = [(i, s) for i, s in near if i in keep]
+    if user is not None or roles:
+        keep = allowed_ids(archive, [i for i, _ in near], roles=roles, user=user)
+        near = [(i, s) for i, s in near if i in keep][: w.neighbours]
     vec = dict(near)
     nearest_ids = set(vec)
     # every lexical candidate's own similarity, not only the nearest ones'
@@ -210,14 +207,25 @@ def hybrid_candidates(
     return HybridResult(found, matched if lexical else "meaning", via, problem, plan, bool(broad))
 
 
-def user_filter(archive: SessionArchive, ids: list[int], user: str) -> set[int]:
-    """The ids among ``ids`` in sessions of ``user`` (``""``: sessions without a user key)."""
+def allowed_ids(archive: SessionArchive, ids: list[int], *, roles: tuple[str, ...] | None,
+                user: str | None) -> set[int]:
+    """The ids among ``ids`` whose role is in ``roles`` (when given) and whose session belongs to
+    ``user`` (when given; ``""``: sessions without a user key): one query per 900 ids."""
+    where: list[str] = []
+    extra: list[str] = []
+    if roles:
+        where.append(f"m.role IN ({','.join('?' * len(roles))})")
+        extra.extend(roles)
+    if user is not None:
+        where.append("coalesce(s.user_id, '') = ?")
+        extra.append(user)
     out: set[int] = set()
     for i in range(0, len(ids), 900):
         part = ids[i:i + 900]
         out |= {r[0] for r in archive.db.read(
             "SELECT m.id FROM messages AS m JOIN sessions AS s ON s.num = m.session WHERE m.id IN "
-            f"({','.join('?' * len(part))}) AND coalesce(s.user_id, '') = ?", (*part, user))}
+            f"({','.join('?' * len(part))}) AND {' AND '.join(where or ['1 = 1'])}",
+            (*part, *extra))}
     return out
 
 

@@ -584,19 +584,6 @@ class VectorIndexer:
         self._thread.join(timeout)
 
 
-def role_filter(archive: SessionArchive, ids: list[int], roles: tuple[str, ...]) -> set[int]:
-    """The ids among ``ids`` whose role is in ``roles``."""
-    if not ids:
-        return set()
-    out: set[int] = set()
-    for i in range(0, len(ids), 900):
-        part = ids[i:i + 900]
-        out |= {r[0] for r in archive.db.read(
-            f"SELECT id FROM messages WHERE id IN ({','.join('?' * len(part))}) AND role IN "
-            f"({','.join('?' * len(roles))})", (*part, *roles))}
-    return out
-
-
 def lineage_ids(archive: SessionArchive, session_id: str) -> set[int]:
     from .store import LINEAGE_CTE
 

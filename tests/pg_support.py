@@ -25,3 +25,16 @@ def drop_connections(pg_url: str, *, bound: float = 10.0) -> int:
                 return len(pids)
             pause.wait(0.02)  # polling the server's own view of its backends
     raise AssertionError(f"backends {pids} still running {bound:.0f} s after termination")
+
+
+def settle_pool(pool: object, *, bound: float = 10.0) -> None:
+    """Wait until ``pool`` has no connection being opened or handed out (its own counters), so
+    a following :func:`drop_connections` ends every connection it will hand out: a connection
+    the pool was still opening in the background would otherwise outlive the drop."""
+    pause = threading.Event()
+    for _ in range(int(bound / 0.02)):
+        stats = pool.get_stats()  # type: ignore[attr-defined]
+        if stats["pool_size"] == stats["pool_available"] >= stats["pool_min"]:
+            return
+        pause.wait(0.02)  # polling the pool's own counters
+    raise AssertionError(f"the pool did not settle within {bound:.0f} s: {pool.get_stats()}")  # type: ignore[attr-defined]

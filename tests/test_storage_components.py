@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-from pg_support import drop_connections
+from pg_support import drop_connections, settle_pool
 
 from hermes_core.plugins.context_engine.lossless.pg_store import PgSpanStore
 from hermes_core.plugins.memory.file_memory import pg_store
@@ -107,6 +107,7 @@ def test_the_server_going_away_mid_work_loses_nothing_and_half_writes_nothing(
     assert "hermes:***@127.0.0.1" in caught.value.message and "hermes-test" not in str(
         caught.value)
     # ... and the compaction leaves the history as it was instead of dropping turns
+    settle_pool(get_pool(url))  # the failed write's pool check reopens connections meanwhile
     drop_connections(pg_url)
     result = engine.compact(history)
     assert result.messages == history and "archiving the compacted turns failed" in (

@@ -132,11 +132,12 @@ def test_the_database_going_away_mid_turn_answers_nothing_it_did_not_store(
     archive stored the user's message (a restart, a failover): the turn fails with
     ``failure: store`` before the model is called, and the message sent again is stored once."""
     import pytest
-    from pg_support import drop_connections
+    from pg_support import drop_connections, settle_pool
     from platform_support import host_for
 
     from hermes_core import IncomingMessage, MemoryProvider, hookimpl
     from hermes_core.dispatch import ConversationDispatcher, TurnFailed
+    from hermes_core.storage import get_pool
 
     dropped: list[int] = []
 
@@ -146,12 +147,18 @@ def test_the_database_going_away_mid_turn_answers_nothing_it_did_not_store(
         @hookimpl(tryfirst=True)  # before the archive stores the message
         def on_message(self, message, session):
             if message.content == "second" and not dropped:
+                # a connection the pool is still opening in the background (it grew during the
+                # first turn) would outlive the drop and store the message: wait until none is
+                settle_pool(get_pool(pg_url))
                 dropped.append(drop_connections(pg_url))
 
     with MessagesAPIServer(EchoModel()) as api:
         # a deadline the outage never reaches: the archive must run after it, on a loaded machine too
+        # no embedder: the vector indexer would use the pool in the background, and a fresh
+        # connection it made the pool open could store the message the outage should lose
         host = host_for(tmp_path / "home", api, f"storage:\n  url: {pg_url}\n"
-                        "hooks:\n  timeouts:\n    on_message: 60\n")
+                        "hooks:\n  timeouts:\n    on_message: 60\n"
+                        "embeddings:\n  embedder: none\n")
         host.activate_memory_providers()  # the archive, then the outage beside it
         host.add_instance(Outage(None, None), kind="memory-provider", name="outage")
         dispatcher = ConversationDispatcher.open(host)

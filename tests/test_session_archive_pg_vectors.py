@@ -164,6 +164,42 @@ def test_a_message_committed_after_the_cursor_passed_it_gets_its_vector(nodes: A
     assert index_b.ids.tolist() == sorted(index_b.ids.tolist())  # merged in id order
 
 
+def test_the_database_going_away_pauses_the_indexer_and_it_resumes_after(
+    nodes: Any, pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The server ends every connection while the indexer embeds a batch (a restart, a
+    failover): that batch is not stored and the indexer says so once, then goes on with the
+    next wake-up instead of stopping for the rest of the process."""
+    from pg_support import drop_connections
+
+    a, _ = nodes
+    add(a, "s-dog", "We adopted a whippet")
+    seen: list[str] = []
+
+    class OutageOnce(Counting):
+        def embed(self, texts: Sequence[str]) -> list[list[float]]:
+            if not seen:  # the batch's connection dies before its vectors are written
+                drop_connections(pg_url)
+            return super().embed(texts)
+
+    e = OutageOnce(None, None)
+    e.seen = seen
+    indexer = VectorIndexer(a, GuardedEmbedder(e), batch=4)
+    try:
+        with caplog.at_level(logging.WARNING):
+            assert not indexer.wait_done(30)  # the failed batch: paused, with its error
+        assert indexer.error is not None and state(a, None).count == 0
+        assert [r.getMessage() for r in caplog.records if "indexer" in r.getMessage()
+                ] == [f"vector indexer paused: {indexer.error}; it tries again at the next "
+                      "stored message or in 30 s"]
+        add(a, "s-rent", "The landlord raises it from October")
+        assert indexer.wait_done(30)  # the next wake-up stores both messages' vectors
+        assert indexer.error is None and state(a, None).count == 2 and pending(a) == 0
+    finally:
+        indexer.close()
+    assert seen.count("We adopted a whippet") == 2  # embedded again: nothing was skipped
+
+
 def test_a_model_switch_on_one_node_says_reindex_on_the_other(nodes: Any) -> None:
     a, b = nodes
     add(a, "s-dog", "We adopted a whippet")

@@ -100,6 +100,7 @@ def test_the_server_going_away_mid_work_loses_nothing_and_half_writes_nothing(
     engine = LosslessEngine(LosslessConfig(), context)
     engine.bind_session(Session(id="s1"))
     history = build_history(60, seed=31)
+    settle_pool(get_pool(url))  # no connection still opening that would outlive the drop
     assert drop_connections(pg_url) >= 1
     # the memory write fails with a clear error naming the database (password hidden) ...
     with pytest.raises(WriteFailed) as caught:
@@ -150,6 +151,7 @@ def test_an_archive_append_the_server_did_not_take_is_not_stored_and_says_so(
 
     archive = PgSessionArchive(parse_storage_url(pg_url))
     archive.append_message("s-gone", Message("user", "before"))
+    settle_pool(get_pool(pg_url))  # no connection still opening that would outlive the drop
     assert drop_connections(pg_url) >= 1
     with pytest.raises(MessageNotStored) as caught:
         archive.append_message("s-gone", Message("user", "during"))

@@ -519,8 +519,16 @@ def _scan_pool() -> Any:
         return _POOL
 
 
+#: how long the indexer sleeps without a wake-up (after an outage: when it tries again)
+RETRY_SECONDS = 30.0
+
+
 class VectorIndexer:
-    """A daemon thread that embeds new messages in the background; :meth:`wake` after appends."""
+    """A daemon thread that embeds new messages in the background; :meth:`wake` after appends.
+
+    A failing database (a restart, a failover) pauses it: it records :attr:`error`, logs it
+    once, and tries again at the next :meth:`wake` or after :data:`RETRY_SECONDS`; nothing
+    pending is skipped (the cursor only moves with stored vectors)."""
 
     def __init__(self, archive: SessionArchive, embedder: GuardedEmbedder, *,
                  batch: int = 32) -> None:
@@ -553,7 +561,7 @@ class VectorIndexer:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self._wake.wait(timeout=30)
+            self._wake.wait(timeout=RETRY_SECONDS)
             self._wake.clear()
             while not self._stop.is_set():
                 if not self.embedder.ready():
@@ -570,10 +578,13 @@ class VectorIndexer:
                 except EmbeddingError as exc:
                     self.error = str(exc)
                     continue
-                except Exception as exc:  # a closed or broken archive: stop quietly
-                    self.error = f"{type(exc).__name__}: {exc}"
-                    log.warning("vector indexer stopped: %s", self.error)
-                    return
+                except Exception as exc:  # the database is unreachable (an outage): pause
+                    error = f"{type(exc).__name__}: {exc}"
+                    if error != self.error:  # once per distinct failure, not once per retry
+                        log.warning("vector indexer paused: %s; it tries again at the next "
+                                    "stored message or in %.0f s", error, RETRY_SECONDS)
+                    self.error = error
+                    break
                 if n == 0:
                     break
             self.idle.set()

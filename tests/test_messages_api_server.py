@@ -179,3 +179,33 @@ def test_stop_cuts_a_pending_slow_answer_short() -> None:
     worker.join(timeout=10)
     assert time.perf_counter() - started < 5
     assert errors and isinstance(errors[0], anthropic.APIError)
+
+
+def test_a_burst_of_new_connections_is_answered_not_reset() -> None:
+    """Many clients connecting at once (two serve nodes filling their pools) all get answers:
+    with the standard library's listen backlog of 5 the kernel reset some of them ("Connection
+    reset by peer", which the SDK reports as a connection error)."""
+    import threading
+
+    errors: list[str] = []
+    go = threading.Event()
+    with MessagesAPIServer(lambda body: Reply("hi")) as api:
+        def ask() -> None:
+            go.wait(30)
+            for _ in range(4):  # a new connection each time, as a client filling its pool
+                try:
+                    with httpx.Client(timeout=60) as c:
+                        r = c.post(f"{api.base_url}/v1/messages", headers={"x-api-key": "k"},
+                                   json={"model": MODEL, "max_tokens": 5, "messages": USER})
+                    if r.status_code != 200:
+                        errors.append(f"{r.status_code} {r.text[:80]}")
+                except httpx.TransportError as exc:
+                    errors.append(repr(exc))
+
+        threads = [threading.Thread(target=ask) for _ in range(40)]
+        for t in threads:
+            t.start()
+        go.set()
+        for t in threads:
+            t.join(120)
+    assert errors == [] and len(api.requests) == 160

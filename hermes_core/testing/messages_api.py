@@ -116,6 +116,13 @@ class RecordedRequest:
     status: int = 0
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    #: the listen backlog: the standard library's 5 overflows when a few dozen clients connect
+    #: at once (two serve nodes opening their pools), and the kernel then resets connections
+    request_queue_size = 128
+
+
 class MessagesAPIServer:
     """The server; use it as a context manager (or call :meth:`start` / :meth:`stop`)."""
 
@@ -145,8 +152,7 @@ class MessagesAPIServer:
         if self._server is not None:
             return self
         handler = type("_Handler", (_Handler,), {"api": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._server.daemon_threads = True
+        self._server = _Server(("127.0.0.1", 0), handler)
         self._stopping.clear()
         # a short poll interval keeps stop() (and so every test using the server) fast
         self._thread = threading.Thread(

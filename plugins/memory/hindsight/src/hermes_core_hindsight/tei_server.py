@@ -102,6 +102,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _EmbeddingServer(ThreadingHTTPServer):
     daemon_threads = True
+    #: the listen backlog (the standard library\'s 5 resets connections in a burst of clients)
+    request_queue_size = 128
 
     def __init__(self, address: tuple[str, int], model: Any, model_id: str, verbose: bool) -> None:
         super().__init__(address, _Handler)

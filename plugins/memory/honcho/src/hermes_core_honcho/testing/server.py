@@ -348,6 +348,8 @@ _ROUTES: list[tuple[str, re.Pattern[str], Handler]] = [
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    #: the listen backlog (the standard library\'s 5 resets connections in a burst of clients)
+    request_queue_size = 128
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that hangs up (a timeout, a closed pool) is normal here; anything else is a bug.

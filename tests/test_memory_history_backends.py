@@ -290,3 +290,22 @@ def test_memory_edit_is_a_version_and_a_concurrent_write_is_never_clobbered(
     raced = CliRunner().invoke(cli, ["memory", "edit", "--target", "memory"])
     assert raced.exit_code == 1 and "changed while you were editing" in raced.output
     assert store.read("memory").entries == ["first fact", "edited by hand", "written meanwhile"]
+
+
+def test_reading_both_stores_at_once_reads_what_each_read_does(home, backend):
+    """read_many (one query on PostgreSQL) gives each target exactly what read() gives,
+    an empty store included, and per user."""
+    store = store_of(home, backend)
+    store.add("memory", "Deploys on Fridays are frozen")
+    store.add("memory", "Deploys on Fridays are frozen")  # a duplicate stays in the raw state
+    ana = store_of(home, backend, user="ana")
+    ana.add("user", "Name: Ana")
+    for s in (store, ana):
+        both = s.read_many(("memory", "user"))
+        assert list(both) == ["memory", "user"]
+        for target, state in both.items():
+            alone = s.read(target)
+            assert (state.entries, state.raw, state.problem) == (
+                alone.entries, alone.raw, alone.problem)
+    assert store.read_many(("user",))["user"].entries == []
+    assert ana.read_many(("user",))["user"].entries == ["Name: Ana"]

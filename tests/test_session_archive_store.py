@@ -248,6 +248,21 @@ def test_lineage_survives_a_cycle(archive: SessionArchive) -> None:
     assert set(archive.lineage("x")) == {"x", "y"}
 
 
+def test_a_message_and_its_usage_are_one_write(archive: SessionArchive) -> None:
+    """append_message(usage=...) stores the message and adds the call to the session's
+    counters together: first creating the session, then on a session the archive knows (on
+    PostgreSQL one statement), as record_usage after each append would."""
+    archive.append_message("u", Message("assistant", "first"),
+                           usage=Usage(input_tokens=10, output_tokens=2, model="claude-x"))
+    archive.append_message("u", Message("assistant", "second"),
+                           usage=Usage(input_tokens=5, output_tokens=1, cache_read_tokens=3))
+    archive.append_message("u", Message("user", "no call"))
+    rec = archive.get_session("u")
+    assert (rec.input_tokens, rec.output_tokens, rec.cache_read_tokens, rec.api_calls,
+            rec.model, rec.message_count) == (15, 3, 3, 2, "claude-x", 3)
+    assert [m.content for m in archive.messages("u")] == ["first", "second", "no call"]
+
+
 def test_end_reopen_usage_and_missing_sessions(archive: SessionArchive) -> None:
     archive.open_session("s")
     archive.record_usage("s", Usage(input_tokens=100, output_tokens=20, cache_read_tokens=5,

@@ -23,6 +23,7 @@ from hermes_core.types import ForgetReport, Message, Session, SwitchReason, Tool
 
 from .backend import open_store
 from .config import FileMemoryConfig
+from .entries import dedupe
 from .errors import MemoryRefused
 from .history import Provenance
 from .recall import EntryRecall, Hit, render_recall
@@ -130,8 +131,8 @@ class FileMemory(MemoryProvider):
 
     def all_entries(self, session: Session | None = None) -> list[tuple[str, str]]:
         """(target, entry) of every enabled store, as on disk now."""
-        store = self.store_for(session)
-        return [(t, e) for t in self.enabled_targets() for e in store.entries(t)]
+        states = self.store_for(session).read_many(self.enabled_targets())
+        return [(t, e) for t, state in states.items() for e in dedupe(state.entries)]
 
     def recall_entries(self, query: str, session: Session | None = None, *,
                        budget: float | None = None) -> tuple[list[Hit], str | None]:
@@ -204,7 +205,7 @@ class FileMemory(MemoryProvider):
         self._warm(new_session)
 
     def _warm(self, session: Session | None) -> None:
-        if self.config.semantic and self.config.recall_limit:
+        if self.config.semantic and self.config.recall_limit and self.recall.embedder():
             try:
                 self.recall.warm([e for _t, e in self.all_entries(session)])
             except Exception as exc:  # an unreadable store: the snapshot already warned

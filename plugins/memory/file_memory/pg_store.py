@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -165,6 +165,21 @@ class PgMemoryStore(PgMemoryExtras, MemoryStore):
         except WriteFailed as exc:
             # as with an unreadable file: reported in the state, never raised on a read
             return FileState([], problem=exc.message)
+
+    def read_many(self, targets: Iterable[str]) -> dict[str, FileState]:
+        """The documents of ``targets`` in one query (a session start reads both)."""
+        wanted = [check_target(t) for t in targets]
+
+        def run(con: Any) -> dict[str, FileState]:
+            rows = dict(con.execute("SELECT target, text FROM memory_documents WHERE owner = %s "
+                                    "AND target = ANY(%s)", (self.owner, wanted)).fetchall())
+            return {t: FileState(parse_entries(rows[t]), raw=file_form(rows[t])) if t in rows
+                    else FileState([]) for t in wanted}
+
+        try:
+            return self._run(run, wanted[0] if wanted else "memory", retry=True)  # type: ignore[no-any-return]
+        except WriteFailed as exc:  # as read(): reported in each state, never raised
+            return {t: FileState([], problem=exc.message) for t in wanted}
 
     def overwrite(
         self, target: str, entries: list[str], *, expected: bytes | None,

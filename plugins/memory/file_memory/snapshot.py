@@ -97,8 +97,9 @@ def load_snapshot(
     loaded: dict[str, list[str]] = {}
     warnings: list[str] = []
     blocked: list[tuple[str, str]] = []
+    states = store.read_many(targets)
     for target in targets:
-        state = store.read(target)
+        state = states[target]
         if state.problem is not None:
             warnings.append(
                 f"{state.problem}; the {target} store is treated as empty for this session and "

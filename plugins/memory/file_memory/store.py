@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -179,6 +179,10 @@ class MemoryStore:
     def read(self, target: str) -> FileState:
         """The file as it is now (no lock): entries with duplicates, and any problem."""
         return read_state(self.path(target))
+
+    def read_many(self, targets: Iterable[str]) -> dict[str, FileState]:
+        """:meth:`read` of each target (a database store reads them in one query)."""
+        return {t: self.read(t) for t in targets}
 
     def entries(self, target: str) -> list[str]:
         """The live entries, duplicates dropped (the first copy keeps its place)."""

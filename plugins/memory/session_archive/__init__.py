@@ -198,17 +198,17 @@ class SessionArchiveProvider(MemoryProvider):
     def on_message(self, message: Message, session: Session) -> None:
         if self._archive is None:
             raise self._spool_unopened(session, message)
+        # The agent puts each model call's usage on the assistant message it produced; a copy
+        # carried over by a compaction was counted in its own session already.
+        usage = Usage.from_meta(message.meta.get("usage")) if message.role == "assistant" else None
+        if "carried_over" in message.meta:
+            usage = None
         # Raises ArchiveWriteError when the message could not be stored (it waits in the spool).
-        self.archive.append_message(session, message)
+        self.archive.append_message(session, message, usage=usage)
         if message.role in ("user", "assistant"):
             self.semantic()
             if self._indexer is not None:
                 self._indexer.wake()  # an event: embedding happens on the indexer's thread
-        # The agent puts each model call's usage on the assistant message it produced; a copy
-        # carried over by a compaction was counted in its own session already.
-        usage = Usage.from_meta(message.meta.get("usage")) if message.role == "assistant" else None
-        if usage is not None and "carried_over" not in message.meta:
-            self.archive.record_usage(session.id, usage)
 
     def _spool_unopened(self, session: Session, message: Message) -> ArchiveWriteError:
         from .records import encode_message

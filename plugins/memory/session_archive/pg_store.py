@@ -18,7 +18,7 @@ from hermes_core.types import Message, Session
 from .errors import ArchiveWriteError, MessageNotStored
 from .pg_db import PgDatabase
 from .records import StoredMessage, encode_message
-from .store import _INSERT_MESSAGE, SessionArchive
+from .store import _INSERT_MESSAGE, _USAGE_UPDATE, SessionArchive
 
 __all__ = ["PgSessionArchive"]
 
@@ -81,6 +81,18 @@ class PgSessionArchive(SessionArchive):
             return
         # a known session: one UPDATE, committed on its own (one round trip)
         self.db.write_one(f"UPDATE sessions SET {assignments} WHERE num = ?", (*params, num))
+
+    def _append_counted(self, session: Session | str, row: tuple[Any, ...],
+                        usage: tuple[Any, ...]) -> int:
+        sid = session.id if isinstance(session, Session) else session
+        num = self._nums.get(sid)
+        if num is None:
+            return super()._append_counted(session, row, usage)
+        # a known session: the counters' UPDATE rides along the INSERT, one statement committed
+        # on its own (one round trip, one commit)
+        return self.db.write_one(
+            f"WITH counted AS (UPDATE sessions SET {_USAGE_UPDATE} WHERE num = ?) "
+            f"{_INSERT_MESSAGE} RETURNING id", (*usage, num, num, *row))
 
     def append_messages(self, session: Session | str, messages: Iterable[Message]) -> list[int]:
         """Store several messages in one transaction, the inserts pipelined (one round trip

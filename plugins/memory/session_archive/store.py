@@ -39,6 +39,18 @@ _INSERT_MESSAGE = (
     "timestamp, meta) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _TITLE_NUMBER = re.compile(r"\s+#\d+$")
+#: one API call added to a session's counters (:meth:`SessionArchive.record_usage`)
+_USAGE_UPDATE = (
+    "input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, "
+    "cache_read_tokens = cache_read_tokens + ?, cache_write_tokens = cache_write_tokens + ?, "
+    "api_calls = api_calls + ?, cost_usd = cost_usd + ?, model = coalesce(model, ?)"
+)
+
+
+def _usage_params(usage: Usage | None, cost_usd: float, api_calls: int) -> tuple[Any, ...]:
+    u = usage or Usage()
+    return (u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens,
+            api_calls, float(cost_usd), u.model)
 
 #: The session nums of a session's whole lineage: its ancestors (parent_session_id chain up) and
 #: its descendants (down), in one recursive query. UNION (not UNION ALL) makes a cycle harmless.
@@ -214,6 +226,9 @@ class SessionArchive:
         else:
             sid, attributes = session, None
 
+        if sid in self._nums and origin not in ("new", "branch", "reset"):
+            return False  # a committed session this archive has seen: nothing to create or fix
+
         def tx(con: sqlite3.Connection) -> bool:
             num = self._num(con, sid)
             if num is not None:
@@ -278,16 +293,7 @@ class SessionArchive:
         api_calls: int = 1,
     ) -> None:
         """Add one API call's token counts (and its cost, if known) to the session's counters."""
-        u = usage or Usage()
-        self._update(
-            session_id,
-            "input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, "
-            "cache_read_tokens = cache_read_tokens + ?, cache_write_tokens = cache_write_tokens"
-            " + ?, api_calls = api_calls + ?, cost_usd = cost_usd + ?, "
-            "model = coalesce(model, ?)",
-            (u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens,
-             api_calls, float(cost_usd), u.model),
-        )
+        self._update(session_id, _USAGE_UPDATE, _usage_params(usage, cost_usd, api_calls))
 
     def _update(self, session_id: str, assignments: str, params: tuple[Any, ...]) -> None:
         def tx(con: sqlite3.Connection) -> None:
@@ -306,13 +312,16 @@ class SessionArchive:
     # ------------------------------------------------------------------------------- messages
 
     def append_message(
-        self, session: Session | str, message: Message
+        self, session: Session | str, message: Message, *, usage: Usage | None = None
     ) -> int:
         """Store one message at the end of a session (created if new); return its id.
 
+        ``usage``: the API call that produced the message, added to the session's counters in
+        the same write (as :meth:`record_usage` would, without a second commit).
+
         When the archive cannot store it (disk full, a damaged page, a lock held too long), the
         message is kept durably in the spool and :class:`ArchiveWriteError` says so; it is stored,
-        in order and once, by the next append or open that succeeds.
+        in order and once, by the next append or open that succeeds (its usage is not counted).
         """
         row, repairs = encode_message(message)
         if repairs:
@@ -320,6 +329,8 @@ class SessionArchive:
         try:
             if self.spool.pending():  # earlier messages first: order is kept
                 self.replay_spool()
+            if usage is not None:
+                return self._append_counted(session, row, _usage_params(usage, 0.0, 1))
             return self._append_row(session, row)
         except (ArchiveError, StorageError, sqlite3.Error) as exc:
             if isinstance(exc, ArchiveReadOnlyError):
@@ -387,6 +398,21 @@ class SessionArchive:
             if num is None:
                 num = self._create_from(con, session)
             return int(con.execute(_INSERT_MESSAGE, (num, *row)).lastrowid or 0)
+
+        return self._write(tx)
+
+    def _append_counted(self, session: Session | str, row: tuple[Any, ...],
+                        usage: tuple[Any, ...]) -> int:
+        """:meth:`_append_row` and the session's usage counters, in one transaction."""
+        sid = session.id if isinstance(session, Session) else session
+
+        def tx(con: sqlite3.Connection) -> int:
+            num = self._num(con, sid)
+            if num is None:
+                num = self._create_from(con, session)
+            mid = int(con.execute(_INSERT_MESSAGE, (num, *row)).lastrowid or 0)
+            con.execute(f"UPDATE sessions SET {_USAGE_UPDATE} WHERE num = ?", (*usage, num))
+            return mid
 
         return self._write(tx)
 
@@ -531,24 +557,32 @@ class SessionArchive:
         no key, the session on ``platform`` used last. Then the newest session of its compaction
         chain, because a compaction's child holds the history the conversation goes on from.
         """
+        params: tuple[Any, ...]
         if session_id is not None:
-            rows = self.db.read("SELECT chain FROM sessions WHERE id = ?", (session_id,))
+            chain, params = "SELECT chain FROM sessions WHERE id = ?", (session_id,)
         elif conversation_key is not None:
             # json_valid first: json_extract raises on a malformed value written by another tool
-            rows = self.db.read(
-                "SELECT chain FROM sessions WHERE platform = ? AND CASE WHEN json_valid(attributes)"
-                " THEN json_extract(attributes, '$.conversation_key') END = ? "
-                "ORDER BY num DESC LIMIT 1", (platform, conversation_key))
+            chain = ("SELECT chain FROM sessions WHERE platform = ? AND CASE WHEN json_valid("
+                     "attributes) THEN json_extract(attributes, '$.conversation_key') END = ? "
+                     "ORDER BY num DESC LIMIT 1")
+            params = (platform, conversation_key)
         else:
-            rows = self.db.read(
-                "SELECT chain FROM sessions WHERE platform = ? AND superseded = 0 "
-                "ORDER BY updated_at DESC, num DESC LIMIT 1", (platform,))
-        if not rows:
+            chain = ("SELECT chain FROM sessions WHERE platform = ? AND superseded = 0 "
+                     "ORDER BY updated_at DESC, num DESC LIMIT 1")
+            params = (platform,)
+        # the newest session of that chain, then its messages: two reads (the record's chain
+        # figures, which only listings show, are left at their defaults)
+        found = self.db.read(
+            f"SELECT {SessionRecord.COLUMNS}, s.num FROM sessions AS s WHERE s.chain = ({chain}) "
+            "ORDER BY s.num DESC LIMIT 1", params)
+        if not found:
             return None
-        newest = self.db.read(
-            "SELECT id FROM sessions WHERE chain = ? ORDER BY num DESC LIMIT 1", (rows[0][0],))
-        record = self.get_session(newest[0][0])
-        return record, self.messages(record.id)
+        record, num = SessionRecord.from_row(found[0]), int(found[0][-1])
+        self._nums.setdefault(record.id, num)  # read from the database: committed
+        stored = self.db.read(
+            f"SELECT {StoredMessage.COLUMNS} FROM messages AS m JOIN sessions AS s "
+            "ON s.num = m.session WHERE m.session = ? ORDER BY m.id", (num,))
+        return record, [StoredMessage.from_row(r) for r in stored]
 
     def show(self, session_id: str) -> dict[str, Any]:
         """A session's record and its messages, as plain data."""

@@ -40,6 +40,10 @@ better-ranked conversation A, and moved just above it, when all of these hold:
   outdated statement that repeats the question's words would otherwise always keep its place;
 * B says that something changed (:data:`CHANGE`: "now", "instead", "gave up", "back to",
   "switched", ...), as an update does and a neighbouring conversation on the topic does not;
+  or a statement of the user's in B names something A's user messages named and gives a value
+  they did not (:func:`values`: figures, number words, names; "took Shirley, so we're down to
+  two birds" after "three hens, named Dolly, Shirley and Bassey"): an update that uses no change
+  word. New values about nothing A named are another subject, not a change;
 * the question asks about the present state of something (:func:`asks_current`: a
   present-tense question, "which editor do I use?", with no past-tense or earlier-state word,
   "what did they first say?"). A question about an event, a request ("suggest a book") or a
@@ -70,7 +74,7 @@ from .store import SessionArchive
 from .vectors import VectorIndex, lineage_ids, state
 
 __all__ = ["USER_WIDEN", "HybridResult", "Weights", "allowed_ids", "asks_current",
-           "hybrid_candidates", "states_change"]
+           "hybrid_candidates", "states_change", "values"]
 
 #: with memory.scope: user, how many times more neighbours are scanned before other users'
 #: messages are dropped

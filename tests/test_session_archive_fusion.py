@@ -252,7 +252,8 @@ def test_which_statements_state_a_change(text: str, change: bool) -> None:
     ("We settled on 1,380 a month instead.", {"1,380"}),
     ("Is melatonin safe for Jet lag after 2 flights?", set()),
     ("Moved to single sculls. I row on Saturday mornings", {"single", "saturday"}),
-    ("I think so: I'm fine", set())])
+    ("I think so: I'm fine", set()),
+    ("Book club is at Sarah\u2019s now, and Sarah's sister comes", {"sarah's"})])
 def test_which_values_a_statement_gives(text: str, found: set[str]) -> None:
     assert values(text) == found
 

@@ -410,7 +410,7 @@ _NUMBER_WORDS = ("one two three four five six seven eight nine ten eleven twelve
                  "forty fifty hundred thousand half quarter single double")
 #: number words: a count stated in words is a value like a figure
 NUMBERS = frozenset(_NUMBER_WORDS.split(" "))
-_TOKEN = re.compile(r"[^\W_]+(?:[.,:'’][^\W_]+)*")
+_TOKEN = re.compile(r"[^\W_]+(?:[.,:'\u2019][^\W_]+)*")
 
 
 def values(text: str) -> set[str]:
@@ -422,7 +422,7 @@ def values(text: str) -> set[str]:
             continue
         for k, m in enumerate(_TOKEN.finditer(sentence)):
             word = m.group()
-            low = word.casefold()
+            low = word.casefold().replace("\u2019", "'")  # one apostrophe
             if any(ch.isdigit() for ch in word) or low in NUMBERS or (
                     k > 0 and word[0].isupper() and low != "i"):
                 out.add(low)

@@ -20,7 +20,10 @@ outdated one (``outdated_session_ids``).
 
     python bench/recall_paraphrase.py examples/eval/paraphrase.json [--k 3] [--json] [--verbose]
     python bench/recall_paraphrase.py examples/eval/paraphrase-b.json   # the first held-out set
-    python bench/recall_paraphrase.py examples/eval/paraphrase-c.json   # the second, never tuned on
+    python bench/recall_paraphrase.py examples/eval/paraphrase-c.json   # the second held-out set
+    python bench/recall_paraphrase.py examples/eval/paraphrase-d.json   # the third, never tuned on
+    python bench/recall_paraphrase.py examples/eval/paraphrase-c.json --weight differs=false
+                                        # one rule switched off (any field of hybrid.Weights)
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import json
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -158,15 +162,38 @@ def evaluate(dataset: list[dict], k: int, weights: Weights, quiet: bool = False)
             "ranks": {q: r for q, r in ranks.items() if set(r.values()) != {1}}}
 
 
+def weights_from(pairs: list[str]) -> Weights:
+    """``Weights()`` with ``FIELD=VALUE`` overrides (a bool, int or float, as the field is)."""
+    changes: dict[str, object] = {}
+    for pair in pairs:
+        name, _, text = pair.partition("=")
+        if name not in Weights.__dataclass_fields__:
+            raise SystemExit(f"--weight {pair}: no such field of Weights "
+                             f"({', '.join(Weights.__dataclass_fields__)})")
+        kind = type(getattr(Weights(), name))
+        if kind is bool:
+            if text.lower() not in ("true", "false"):
+                raise SystemExit(f"--weight {pair}: {name} is true or false")
+            changes[name] = text.lower() == "true"
+        else:
+            try:
+                changes[name] = kind(text)
+            except ValueError:
+                raise SystemExit(f"--weight {pair}: {name} is a number") from None
+    return replace(Weights(), **changes)  # type: ignore[arg-type]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("dataset")
     parser.add_argument("--k", type=int, default=3)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--verbose", action="store_true", help="ranks per question")
+    parser.add_argument("--weight", action="append", default=[], metavar="FIELD=VALUE",
+                        help="a field of hybrid.Weights, e.g. differs=false (repeatable)")
     args = parser.parse_args()
     dataset = json.loads(Path(args.dataset).read_text(encoding="utf-8"))
-    report = evaluate(dataset, args.k, Weights())
+    report = evaluate(dataset, args.k, weights_from(args.weight))
     if args.json:
         print(json.dumps(report, indent=2))
         return

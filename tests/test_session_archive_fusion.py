@@ -5,7 +5,8 @@ all-MiniLM-L6-v2 when it is installed.
 
 Rules: no recency prior; a later conversation supersedes an earlier one only when it is on the
 same topic, at least ``update_days`` later, relevant to the question in its own right, states a
-change, and the question asks about the present state; without an embedder the word ranking is
+change (a change word, or a new value of something the earlier one named), and the question asks
+about the present state; without an embedder the word ranking is
 exactly the lexical one."""
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from hermes_core.plugins.memory.session_archive.hybrid import (  # noqa: E402
     asks_current,
     hybrid_candidates,
     states_change,
+    values,
 )
 from hermes_core.plugins.memory.session_archive.search import plan_query, run_plan  # noqa: E402
 from hermes_core.plugins.memory.session_archive.vectors import VectorIndex, reindex  # noqa: E402
@@ -108,6 +110,46 @@ def test_no_supersession_by_a_conversation_that_states_no_change(tmp_path: Path)
         EARLY, late(30, "helix tips for the dog's sake, neovim keys")])
     try:
         assert ranked(archive, "Which editor do I use?", g, index)[:2] == ["early", "late"]
+    finally:
+        archive.close()
+
+
+# no change word in either: the later one names the same thing (Helix) with another count
+VALUED = ("early", T0, ["I write all my code in Helix with three plugins"])
+
+
+def test_a_new_value_of_the_same_thing_supersedes_without_a_change_word(
+        tmp_path: Path) -> None:
+    archive, g, index = build(tmp_path, [
+        VALUED, late(30, "Only two plugins in Helix, the dog sleeps on the desk")])
+    try:
+        assert ranked(archive, "Which editor do I use?", g, index)[:2] == ["late", "early"]
+        # switched off, only a change word would do: the earlier, closer match leads
+        off = replace(Weights(), differs=False)
+        assert ranked(archive, "Which editor do I use?", g, index, off)[:2] == ["early", "late"]
+    finally:
+        archive.close()
+
+
+@pytest.mark.parametrize("text", [
+    "Two dogs and a Whippet, and helix on the desk",  # new values, none the earlier one named
+    "Is Helix good with two plugins for the dog?",  # a question states no value
+    "helix with plugins, the dog sleeps on the desk"])  # no value at all
+def test_no_supersession_without_a_new_value_of_something_named_before(
+        tmp_path: Path, text: str) -> None:
+    archive, g, index = build(tmp_path, [VALUED, late(30, text)])
+    try:
+        assert ranked(archive, "Which editor do I use?", g, index)[:2] == ["early", "late"]
+    finally:
+        archive.close()
+
+
+def test_the_change_word_path_switched_off_leaves_only_new_values(tmp_path: Path) -> None:
+    archive, g, index = build(tmp_path, [EARLY, late(30)])
+    try:
+        assert ranked(archive, "Which editor do I use?", g, index)[:2] == ["late", "early"]
+        off = replace(Weights(), change_word=False)  # "gave up on helix ..., neovim now"
+        assert ranked(archive, "Which editor do I use?", g, index, off)[:2] == ["early", "late"]
     finally:
         archive.close()
 
@@ -202,6 +244,18 @@ def test_which_questions_ask_about_the_present_state(query: str, current: bool) 
     ("Went bouldering with the kids.", False), ("Nowhere to park, know what I mean", False)])
 def test_which_statements_state_a_change(text: str, change: bool) -> None:
     assert states_change(text) is change
+
+
+@pytest.mark.parametrize(("text", "found"), [
+    ("We got three hens, named Dolly, Shirley and Bassey.", {"three", "dolly", "shirley", "bassey"}),
+    ("A fox took Shirley, so we're down to two birds.", {"shirley", "two"}),
+    ("We settled on 1,380 a month instead.", {"1,380"}),
+    ("Is melatonin safe for Jet lag after 2 flights?", set()),
+    ("Moved to single sculls. I row on Saturday mornings", {"single", "saturday"}),
+    ("I think so: I'm fine", set()),
+    ("Book club is at Sarah\u2019s now, and Sarah's sister comes", {"sarah's"})])
+def test_which_values_a_statement_gives(text: str, found: set[str]) -> None:
+    assert values(text) == found
 
 
 def test_the_real_model_ranks_the_current_statement_first(tmp_path: Path) -> None:

@@ -16,12 +16,15 @@ extension LongMemEval readers ignore) says what the question tests:
     python examples/eval/make_paraphrase_set.py          # rewrites paraphrase.json next to it
     python examples/eval/make_paraphrase_set.py --set b  # the held-out set: paraphrase-b.json
     python examples/eval/make_paraphrase_set.py --set c  # the second held-out set: paraphrase-c.json
+    python examples/eval/make_paraphrase_set.py --set d  # the third held-out set: paraphrase-d.json
 
 The sets are written by hand, not generated from a seed: ``--set b`` is a second person's year
 (paraphrase_b.py), written before the fusion was tuned on the first set and never tuned on, so
 the two sets' figures show how much the tuning flatters the first. ``--set c`` is a third
-person's year (paraphrase_c.py), written before the fusion was changed for set B: it is only
-reported, never tuned on.
+person's year (paraphrase_c.py), written before the fusion was changed for set B. ``--set d`` is a
+fourth person's year (paraphrase_d.py), written before the fusion was changed for issue 19's
+updates and preferences, with more knowledge updates (most stated without a change word): it is
+only reported, never tuned on.
 """
 
 from __future__ import annotations
@@ -296,6 +299,12 @@ if __name__ == "__main__":
 
         path = Path(__file__).with_name("paraphrase-c.json")
         data = build(paraphrase_c.SESSIONS, paraphrase_c.QUESTIONS)
+    elif sys.argv[1:] == ["--set", "d"]:
+        sys.path.insert(0, str(Path(__file__).parent))
+        import paraphrase_d
+
+        path = Path(__file__).with_name("paraphrase-d.json")
+        data = build(paraphrase_d.SESSIONS, paraphrase_d.QUESTIONS)
     else:
         path = Path(__file__).with_name("paraphrase.json")
         data = build()

@@ -40,6 +40,10 @@ better-ranked conversation A, and moved just above it, when all of these hold:
   outdated statement that repeats the question's words would otherwise always keep its place;
 * B says that something changed (:data:`CHANGE`: "now", "instead", "gave up", "back to",
   "switched", ...), as an update does and a neighbouring conversation on the topic does not;
+  or a statement of the user's in B names something A's user messages named and gives a value
+  they did not (:func:`values`: figures, number words, names; "took Shirley, so we're down to
+  two birds" after "three hens, named Dolly, Shirley and Bassey"): an update that uses no change
+  word. New values about nothing A named are another subject, not a change;
 * the question asks about the present state of something (:func:`asks_current`: a
   present-tense question, "which editor do I use?", with no past-tense or earlier-state word,
   "what did they first say?"). A question about an event, a request ("suggest a book") or a
@@ -70,7 +74,7 @@ from .store import SessionArchive
 from .vectors import VectorIndex, lineage_ids, state
 
 __all__ = ["USER_WIDEN", "HybridResult", "Weights", "allowed_ids", "asks_current",
-           "hybrid_candidates", "states_change"]
+           "hybrid_candidates", "states_change", "values"]
 
 #: with memory.scope: user, how many times more neighbours are scanned before other users'
 #: messages are dropped
@@ -104,6 +108,13 @@ class Weights:
     #: ... and its best message is at least this share of the earlier one's similarity to the
     #: question (it answers the question too, not only shares the topic)
     update_relevance: float = 0.55
+    #: ... and it says that something changed in so many words (:data:`CHANGE`; False: this
+    #: path is off) ...
+    change_word: bool = True
+    #: ... or (when True) a statement of it names something the earlier conversation named and
+    #: gives a value it did not (numbers, names: "took Shirley, so we're down to two birds"
+    #: after "three hens, named Dolly, Shirley and Bassey"); a question states nothing
+    differs: bool = True
     #: conversations checked for supersession
     update_window: int = 10
     #: messages per conversation compared for the topic
@@ -359,7 +370,10 @@ def _supersede(archive: SessionArchive, order: list[int], groups: dict[int, list
     margin)."""
     head = order[: w.update_window]
     members = {ch: [c.id for c in groups[ch][: w.topic_messages]] for ch in head}
-    changed = _changes(archive, [i for ids in members.values() for i in ids])
+    said = _texts(archive, [i for ids in members.values() for i in ids])
+    changed = ({i for i, (_role, t) in said.items() if states_change(t)} if w.change_word
+               else set())
+    texts = {i: t for i, (role, t) in said.items() if role == "user"}
     rows = index.vectors([i for ids in members.values() for i in ids])
     mats = {ch: np.stack([rows[i] for i in ids if i in rows]) for ch, ids in members.items()
             if any(i in rows for i in ids)}
@@ -371,7 +385,8 @@ def _supersede(archive: SessionArchive, order: list[int], groups: dict[int, list
         for a in out[: out.index(b)]:
             if a not in mats or b not in mats or when[b] - when[a] < gap:
                 continue
-            if not any(i in changed for i in members[b]):
+            if not any(i in changed for i in members[b]) and not (
+                    w.differs and _new_values(texts, members[b], members[a])):
                 continue
             if relevance[b] < w.update_relevance * relevance[a]:
                 continue
@@ -382,13 +397,49 @@ def _supersede(archive: SessionArchive, order: list[int], groups: dict[int, list
     return out + order[w.update_window:]
 
 
-def _changes(archive: SessionArchive, ids: list[int]) -> set[int]:
-    """Which of ``ids`` (a few dozen) are messages stating a change."""
+def _texts(archive: SessionArchive, ids: list[int]) -> dict[int, tuple[str, str]]:
+    """The role and text of each of ``ids`` (a few dozen)."""
     if not ids:
-        return set()
-    rows = archive.db.read(f"SELECT id, content FROM messages WHERE id IN "
+        return {}
+    rows = archive.db.read(f"SELECT id, role, content FROM messages WHERE id IN "
                            f"({','.join('?' * len(ids))})", tuple(ids))
-    return {int(i) for i, text in rows if isinstance(text, str) and states_change(text)}
+    return {int(i): (str(role), text) for i, role, text in rows if isinstance(text, str)}
+
+
+_NUMBER_WORDS = ("one two three four five six seven eight nine ten eleven twelve twenty thirty "
+                 "forty fifty hundred thousand half quarter single double")
+#: number words: a count stated in words is a value like a figure
+NUMBERS = frozenset(_NUMBER_WORDS.split(" "))
+_TOKEN = re.compile(r"[^\W_]+(?:[.,:'\u2019][^\W_]+)*")
+
+
+def values(text: str) -> set[str]:
+    """The values a statement gives: figures, number words, and names (words capitalised
+    inside a sentence), casefolded. A question (ending in ``?``) gives none."""
+    out: set[str] = set()
+    for sentence in re.split(r"(?<=[.!?;:])\s+", text.strip()):
+        if sentence.endswith("?"):
+            continue
+        for k, m in enumerate(_TOKEN.finditer(sentence)):
+            word = m.group()
+            low = word.casefold().replace("\u2019", "'")  # one apostrophe
+            if any(ch.isdigit() for ch in word) or low in NUMBERS or (
+                    k > 0 and word[0].isupper() and low != "i"):
+                out.add(low)
+    return out
+
+
+def _new_values(texts: dict[int, str], later: list[int], earlier: list[int]) -> bool:
+    """Whether a statement of the user's in ``later`` names something the user's messages in
+    ``earlier`` named (a value of :func:`values`: the same thing) and gives a value they did not
+    (what it is now)."""
+    before = set().union(*(values(texts[i]) for i in earlier if i in texts))
+    for i in later:
+        if i in texts:
+            now = values(texts[i])
+            if now & before and now - before:
+                return True
+    return False
 
 
 def _times_and_chains(archive: SessionArchive, ids: list[int],

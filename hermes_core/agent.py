@@ -221,8 +221,9 @@ class Agent:
         """Activate what the config selects (``memory.providers``, ``context.engine``) and build an
         agent; ``llm`` defaults to :class:`~hermes_core.llm.AnthropicLLM` from ``llm.*``."""
         core = host.config.core
-        host.activate_memory_providers()
-        host.activate("context-engine", core.context.engine, config_key="context.engine")
+        host.activate_memory_providers()  # once per host: what is active already is kept
+        if host.engine is None:
+            host.activate("context-engine", core.context.engine, config_key="context.engine")
         if llm is None:
             from .llm import AnthropicLLM
 

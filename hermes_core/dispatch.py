@@ -178,8 +178,7 @@ class ConversationDispatcher:
         """Activate what the config selects (once per host) and build a dispatcher; ``llm``
         defaults to :class:`~hermes_core.llm.AnthropicLLM` from ``llm.*``."""
         core = host.config.core
-        if not host.providers():
-            host.activate_memory_providers()
+        host.activate_memory_providers()  # once per host: what is active already is kept
         if host.engine is None:
             host.activate("context-engine", core.context.engine, config_key="context.engine")
         if llm is None:

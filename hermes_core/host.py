@@ -508,6 +508,11 @@ class PluginHost:
         if kind not in (MEMORY, ENGINE, PLATFORM):
             raise PluginError(f"kind {kind!r} has no instances; use {MEMORY}, {ENGINE} or {PLATFORM}")
         key = f"{kind}:{name}"
+        if key in self.instances:
+            self._shutdown_quietly(instance)
+            raise PluginError(
+                f"plugin {plugin or name!r}: a {KINDS[kind][1]} named {name!r} is already active "
+                "on this host; deactivate() it first, or give the new instance another name")
         problems = self._instance_checks(instance, kind, name, plugin or name)
         if problems:
             self._shutdown_quietly(instance)
@@ -585,12 +590,19 @@ class PluginHost:
         pluggy calls the last registered implementation first, so the providers are registered in
         reverse: their hooks then run in ``memory.providers`` order (``tryfirst``/``trylast`` still
         move an implementation). ``instances`` keeps the config order; shutdown runs in reverse.
+
+        Calling it again is safe: a provider already active under its name (an earlier agent's,
+        or one added with :meth:`add_instance`) is kept, not built twice; the others are built.
         """
         built: dict[int, object] = {}
         blocked = blocked_names(self.config.core.plugins.disabled)
         allowed = allowed_names(self.config.core.plugins.enabled_only)
         selected = list(enumerate(self.config.core.memory.providers))
         for i, name in reversed(selected):
+            active = self.instances.get(f"{MEMORY}:{name}")
+            if active is not None:
+                built[i] = active
+                continue
             try:
                 built[i] = self.activate("memory-provider", name, config_key=f"memory.providers[{i}]")
             except UnknownNameError:

@@ -289,3 +289,45 @@ def test_an_empty_conversation_key_is_refused(home):
     assert info.value.failure == "invalid_key"
     shut(dispatcher)
     assert archived(home) == []
+
+
+def test_activation_is_once_per_host_and_a_hand_added_provider_stops_nothing(home):
+    """Agent.create twice on one host gives two agents sharing the configured providers and
+    engine (it raised "name already registered"); a provider added by hand before the
+    dispatcher opens sits beside the configured ones instead of replacing them."""
+    from hermes_core.agent import Agent
+    from hermes_core.testing import CannedLLM
+
+    with MessagesAPIServer(EchoModel()) as api:
+        host = host_for(home / "a", api)
+        first = Agent.create(host, CannedLLM("one"))
+        second = Agent.create(host, CannedLLM("two"))
+        assert list(host.providers()) == ["memory-provider:session_archive"]
+        assert second.run_turn("hello").reply == "two"
+        from hermes_core.errors import PluginError
+
+        with pytest.raises(PluginError, match=r"'session_archive' is already active on this "
+                           r"host; deactivate\(\) it first") as twice:
+            host.activate("memory-provider", "session_archive", config_key="memory.providers[0]")
+        assert "<module" not in str(twice.value)  # names the clash, not the whole registry
+        first.close(shutdown_host=False)
+        second.close()
+
+        seen: list[str] = []
+
+        class Watcher(MemoryProvider):
+            name = "watcher"
+
+            @hookimpl
+            def on_message(self, message, session):
+                seen.append(message.content)
+
+        host = host_for(home / "b", api)
+        host.add_instance(Watcher(None, None), kind="memory-provider", name="watcher")
+        dispatcher = ConversationDispatcher.open(host)
+        assert dispatcher.handle(msg("alice", "hi")) == "re: hi (1)"
+        assert sorted(host.providers()) == [
+            "memory-provider:session_archive", "memory-provider:watcher"]
+        assert seen == ["hi", "re: hi (1)"]
+        assert [m[3] for m in archived(home / "b")] == ["hi", "re: hi (1)"]
+        shut(dispatcher)

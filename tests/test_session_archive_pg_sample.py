@@ -306,3 +306,10 @@ def test_several_reads_in_one_round_trip(pg_archive) -> None:  # type: ignore[no
     assert db.read_many(statements) == [db.read(sql, params) for sql, params in statements]
     assert db.read_with({"work_mem": "7MB"}, "SELECT current_setting('work_mem')") == [("7MB",)]
     assert db.read("SELECT current_setting('work_mem')") != [("7MB",)]
+    # a failing statement fails the batch with the archive's error; the connection stays usable
+    from hermes_core.plugins.memory.session_archive.errors import ArchiveError
+
+    for _ in range(3):  # more times than the pool has connections to hand out
+        with pytest.raises(ArchiveError, match="division by zero"):
+            db.read_many([("SELECT 1", ()), ("SELECT 1 / 0", ()), ("SELECT 2", ())])
+    assert db.read_many([("SELECT 1", ()), ("SELECT 2", ())]) == [[(1,)], [(2,)]]

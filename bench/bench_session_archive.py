@@ -17,7 +17,12 @@ durable, as a production one is (fsync, full page writes and synchronous commit 
 SQLite archive's synchronous=FULL), with ``shared_buffers`` of 2 GB (a 1M-message archive takes
 1.2 GB: the buffer cache holds it, as a server sized for it would; PostgreSQL's own default of
 128 MB is meant to be raised);
-``--pg-setting name=value`` changes one (repeatable).
+``--pg-setting name=value`` changes one (repeatable). With ``--url`` and ``--reuse``, a database
+that already holds the messages (filled by an earlier run with the same ``--url``) is measured
+as it is, so a 1M archive is loaded once (about 9 minutes with the durable server):
+
+    python bench/bench_session_archive.py --backend postgresql --sizes 1000000 \
+        --writer-appends 0 --url postgresql://USER:PASSWORD@127.0.0.1:PORT/bench --reuse
 
     python bench/bench_session_archive.py --sizes '' --writer-appends 3000   # writers only
 

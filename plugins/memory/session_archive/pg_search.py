@@ -10,16 +10,21 @@ How many matches are ranked follows the SQLite archive's rule: every match when 
 most ``limit``; for a broader query, the newest matches of each of ``SLICES`` equal slices of
 history (a sample spread over all of it, never just the newest):
 
-* how many match: the planner's estimate (one ``EXPLAIN``, no rows read); unless it is far above
-  the budget, the count of the text index's entries for the query (:meth:`_Search.index_count`:
-  the bitmap scan's row count, no table rows read). At most ``limit``: the matches are read with
-  ``LIMIT limit + 1`` and all of them ranked exactly (a count that was too low goes on as broad);
+* how many match: the planner's estimate (one ``EXPLAIN``, no rows read, sent in one round trip
+  with the query's size and the ids' range); unless it is far above the budget or far within
+  it, the count of the text index's entries for the query (:meth:`_Search.index_count`: the
+  bitmap scan's row count, no table rows read). At most ``limit``: the matches are read with
+  ``LIMIT limit + 1`` and all of them ranked exactly (more than ``limit``: counted if they were
+  not, then sampled as broad);
 * broad: one statement reads the matches of ``SLICES`` short stretches of ids, each at the end of
   its slice and sized for about ``SAMPLE / SLICES`` matches at the counted density (widened when
   it holds too few). The stretches are read through the primary key; dense matches (short
   stretches) are tested row by row, sparse ones intersected with the text index. The rank is
   computed in the same statement. Ranking reads each candidate's tsvector from its row (kept in
   the row by migration 5), so the cost of a search is about one table page per ranked match.
+  The search tools' own echoes (search.py's ``drop_echoes`` rule) are left out in the same
+  statement, tested on the rows it reads anyway; CJK and substring matches, read from their
+  indexes without the rows, are checked after reading (:func:`_drop_echoes`).
 
 CJK runs are matched as substrings of the message's CJK text (``messages.cjk``, trigram index;
 runs of one or two letters in an index holding the runs of the few messages that have any),

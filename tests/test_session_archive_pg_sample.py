@@ -313,3 +313,8 @@ def test_several_reads_in_one_round_trip(pg_archive) -> None:  # type: ignore[no
         with pytest.raises(ArchiveError, match="division by zero"):
             db.read_many([("SELECT 1", ()), ("SELECT 1 / 0", ()), ("SELECT 2", ())])
     assert db.read_many([("SELECT 1", ()), ("SELECT 2", ())]) == [[(1,)], [(2,)]]
+    for _ in range(3):
+        with pytest.raises(ArchiveError, match="division by zero"):
+            db.read_with({"work_mem": "7MB"}, "SELECT 1 / 0")
+    assert db.read("SELECT current_setting('work_mem')") != [("7MB",)]
+    assert db.read("SELECT 3") == [(3,)]

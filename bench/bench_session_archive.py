@@ -17,7 +17,12 @@ durable, as a production one is (fsync, full page writes and synchronous commit 
 SQLite archive's synchronous=FULL), with ``shared_buffers`` of 2 GB (a 1M-message archive takes
 1.2 GB: the buffer cache holds it, as a server sized for it would; PostgreSQL's own default of
 128 MB is meant to be raised);
-``--pg-setting name=value`` changes one (repeatable).
+``--pg-setting name=value`` changes one (repeatable). With ``--url`` and ``--reuse``, a database
+that already holds the messages (filled by an earlier run with the same ``--url``) is measured
+as it is, so a 1M archive is loaded once (about 9 minutes with the durable server):
+
+    python bench/bench_session_archive.py --backend postgresql --sizes 1000000 \
+        --writer-appends 0 --url postgresql://USER:PASSWORD@127.0.0.1:PORT/bench --reuse
 
     python bench/bench_session_archive.py --sizes '' --writer-appends 3000   # writers only
 
@@ -303,8 +308,10 @@ def report_searches(figures: dict[str, float]) -> None:
           f"{figures['tool_recent']:.2f} ms")
 
 
-def run_pg(n: int, url: str, appends: int, rounds: int, *, embedder: bool = False) -> None:
-    """The same measurements on the PostgreSQL archive (a fresh database at ``url``)."""
+def run_pg(n: int, url: str, appends: int, rounds: int, *, embedder: bool = False,
+           reuse: bool = False) -> None:
+    """The same measurements on the PostgreSQL archive (a fresh database at ``url``; with
+    ``reuse``, a database at ``url`` that already holds ``n`` messages is measured as it is)."""
     from hermes_core.plugins.memory.session_archive.pg_store import PgSessionArchive
     from hermes_core.storage import parse_storage_url
 
@@ -315,6 +322,19 @@ def run_pg(n: int, url: str, appends: int, rounds: int, *, embedder: bool = Fals
     def open_(**_: str) -> SessionArchive:
         return PgSessionArchive(parsed)
 
+    with PgSessionArchive(parsed) as existing:
+        held = existing.count_messages()
+        sessions = int(existing.db.read("SELECT count(*) FROM sessions")[0][0])
+    if reuse and held >= n:
+        sample = [m for _s, msgs in itertools.islice(corpus.sessions(), 400) for m in msgs][:10_000]
+        # past the sessions of the bulk load and of earlier runs' live appends
+        next_session = sessions + 10_000
+        print(f"  reusing the database ({held:,} messages, no bulk load)")
+        run_pg_measure(parsed, sample, next_session, appends, rounds, embedder=embedder)
+        return
+    if held:
+        raise SystemExit(f"{parsed.redacted} already holds {held:,} messages: pass --reuse to "
+                         "measure it as it is, or name an empty database")
     rate, sample, next_session = load(open_, corpus, n)
     print(f"  bulk load through schema and triggers: {rate:,.0f} msg/s")
     # what autovacuum does within about a minute of a bulk load: without statistics the planner
@@ -323,6 +343,19 @@ def run_pg(n: int, url: str, appends: int, rounds: int, *, embedder: bool = Fals
     with PgSessionArchive(parsed) as fresh:
         fresh.db.write_one("VACUUM (ANALYZE) messages, sessions")
     print("  VACUUM (ANALYZE) messages, sessions after the bulk load (as autovacuum would)")
+    run_pg_measure(parsed, sample, next_session, appends, rounds, embedder=embedder)
+
+
+def run_pg_measure(parsed: Any, sample: list[Message], next_session: int, appends: int,
+                   rounds: int, *, embedder: bool = False) -> None:
+    """Appends, size and search figures of the PostgreSQL archive ``parsed`` names."""
+    from hermes_core.plugins.memory.session_archive.pg_store import PgSessionArchive
+
+    corpus = Corpus()
+
+    def open_(**_: str) -> SessionArchive:
+        return PgSessionArchive(parsed)
+
     queries = corpus.queries(sample)
     lat, steady = live_appends(open_, corpus, next_session, appends, "full")
     print(f"  live appends ({appends:,}, one transaction each): p50 {pct(lat, .5):.3f} p99 "
@@ -397,7 +430,8 @@ def run_backends(args: argparse.Namespace, sizes: list[int], root: Path) -> None
                     embedder=args.embedder, lexical=not args.semantic_only)
             if "postgresql" in backends:
                 url = args.url or pg.create_database(f"bench_{n}")
-                run_pg(n, url, args.appends, args.rounds, embedder=args.embedder)
+                run_pg(n, url, args.appends, args.rounds, embedder=args.embedder,
+                       reuse=args.reuse and bool(args.url))
                 if not args.url:
                     from hermes_core.storage import close_pools
 
@@ -417,7 +451,8 @@ def main() -> None:
     parser.add_argument("--dir", help="where the databases go (default: a temporary folder)")
     parser.add_argument("--keep", action="store_true", help="keep the databases")
     parser.add_argument("--reuse", action="store_true", help="reuse state-N.db in --dir when it "
-                        "exists (no bulk load; kept afterwards)")
+                        "exists (no bulk load; kept afterwards); with --url, measure a "
+                        "PostgreSQL database that already holds the messages as it is")
     parser.add_argument("--semantic-only", action="store_true", help="with --embedder: skip the "
                         "append and word-search figures")
     parser.add_argument("--embedder", action="store_true", help="also measure hybrid search with "

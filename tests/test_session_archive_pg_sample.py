@@ -241,3 +241,80 @@ def test_an_append_never_uses_a_session_row_not_yet_committed(pg_url: str) -> No
     assert errors == []
     assert [m.content for m in archive.messages("s-new")] == ["while it was being created"]
     archive.close()
+
+
+def test_search_tool_echoes_are_left_out_of_every_path(pg_archive) -> None:  # type: ignore[no-untyped-def]
+    """The search tools' own call and output are no candidates: ranked word matches test the
+    row in the ranking statement, CJK runs and substrings are checked after reading."""
+    from hermes_core.types import ToolCall
+
+    call = ToolCall(id="c1", name="session_search", arguments={"query": "zebrafish 部署计划"})
+    pg_archive.append_messages("echo", [
+        Message("user", "what about the quokka"),
+        Message("assistant", "zebrafish 部署计划 whom", tool_calls=[call]),
+        Message("tool", "zebrafish habitat 部署计划 whom", tool_name="session_search",
+                tool_call_id="c1"),
+        Message("tool", "a context_search result: zebrafish", tool_name="context_search"),
+    ])
+    pg_archive.append_messages("real", [Message("user", "zebrafish 部署计划 whom, a long one "
+                                                + "padding " * 200)])
+    real = {r[0] for r in pg_archive.db.read(
+        "SELECT m.id FROM messages AS m JOIN sessions AS s ON s.num = m.session "
+        "WHERE s.id = 'real'")}
+    for text in ("zebrafish", "zebrafish OR walrus", "部署计划", "部署", "whom"):
+        ids, _ = candidates(pg_archive, text, limit=1000)
+        assert set(ids) == real, text
+    # both words only in the echo: the any-word fallback finds the real message alone
+    assert {h.session_id for h in search_messages(pg_archive, "zebrafish habitat").hits} == {
+        "real"}
+    assert [h.session_id for h in search_messages(pg_archive, "quokka").hits] == ["echo"]
+
+
+def test_a_query_within_the_budget_is_read_without_counting(pg_archive, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """An estimate within the budget: the matches are read at once (no count of the index); an
+    estimate that was too low ("harbour crane": estimated ~150, 420 match) is counted after
+    the read overflowed, so the sample is the one a count-first search takes."""
+    counts: list[int | None] = []
+    real = pg_search._Search.index_count
+
+    def spy(self):  # type: ignore[no-untyped-def]
+        counts.append(real(self))
+        return counts[-1]
+
+    monkeypatch.setattr(pg_search._Search, "index_count", spy)
+    ids, broad = candidates(pg_archive, "lighthouse", limit=50)
+    assert len(ids) == 12 and broad == [] and counts == []
+    ids, broad = candidates(pg_archive, "harbour crane", limit=300)
+    assert broad == [True] and counts == [420]
+    # the same sample as a search told the true count from the start
+    search = pg_search._Search(pg_archive, "WITH RECURSIVE lineage(num) AS (SELECT 0)",
+                               {"q": pg_search.tsquery_text(build_query("harbour crane").strict
+                                                            or "")}, 300, None)
+    low, high = pg_archive.db.read("SELECT min(id), max(id) FROM messages")[0]
+    where = [pg_search._INDEXED_MATCH, pg_search._not_echo()]
+    counted = sorted(c.id for c in search.ranked(where, low, high, 420.0))
+    assert sorted(ids) == counted
+
+
+def test_several_reads_in_one_round_trip(pg_archive) -> None:  # type: ignore[no-untyped-def]
+    """read_many answers each statement as read does; read_with's settings hold for its query
+    alone (sent with it in one round trip)."""
+    db = pg_archive.db
+    statements = [("SELECT count(*) FROM messages WHERE tsv @@ to_tsquery('english', :q)",
+                   {"q": "lighthouse"}), ("SELECT min(id), max(id) FROM messages", ()),
+                  ("SELECT id FROM messages WHERE id < 0", ())]
+    assert db.read_many(statements) == [db.read(sql, params) for sql, params in statements]
+    assert db.read_with({"work_mem": "7MB"}, "SELECT current_setting('work_mem')") == [("7MB",)]
+    assert db.read("SELECT current_setting('work_mem')") != [("7MB",)]
+    # a failing statement fails the batch with the archive's error; the connection stays usable
+    from hermes_core.plugins.memory.session_archive.errors import ArchiveError
+
+    for _ in range(3):  # more times than the pool has connections to hand out
+        with pytest.raises(ArchiveError, match="division by zero"):
+            db.read_many([("SELECT 1", ()), ("SELECT 1 / 0", ()), ("SELECT 2", ())])
+    assert db.read_many([("SELECT 1", ()), ("SELECT 2", ())]) == [[(1,)], [(2,)]]
+    for _ in range(3):
+        with pytest.raises(ArchiveError, match="division by zero"):
+            db.read_with({"work_mem": "7MB"}, "SELECT 1 / 0")
+    assert db.read("SELECT current_setting('work_mem')") != [("7MB",)]
+    assert db.read("SELECT 3") == [(3,)]

@@ -205,14 +205,26 @@ class PgDatabase:
 
         return self._run(run, retry=True)
 
+    def read_many(self, statements: Sequence[tuple[str, Any]]) -> list[list[Any]]:
+        """Several queries sent at once and answered in one round trip (psycopg's pipeline
+        mode); each sees its own snapshot, as separate :meth:`read` calls would."""
+        def run(con: Any) -> list[list[Any]]:
+            with con.pipeline():
+                cursors = [con.execute(to_pg(sql), _params(params)) for sql, params in statements]
+            return [[_row(r) for r in cur.fetchall()] for cur in cursors]
+
+        return self._run(run, retry=True)
+
     def read_with(self, settings: dict[str, str], sql: str, params: Any = ()) -> list[Any]:
         """One query with planner settings that hold for it alone (``SET LOCAL`` in a
-        transaction of its own), e.g. ``{"jit": "off"}``."""
+        transaction of its own), e.g. ``{"jit": "off"}``. The transaction, the settings and
+        the query are sent at once (pipeline mode): one round trip, not one per statement."""
         def run(con: Any) -> list[Any]:
-            with con.transaction():
+            with con.pipeline(), con.transaction():
                 for name, value in settings.items():
                     con.execute("SELECT set_config(%s, %s, true)", (name, value))
-                return [_row(r) for r in con.execute(to_pg(sql), _params(params)).fetchall()]
+                cur = con.execute(to_pg(sql), _params(params))
+            return [_row(r) for r in cur.fetchall()]
 
         return self._run(run)
 

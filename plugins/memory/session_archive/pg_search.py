@@ -10,16 +10,21 @@ How many matches are ranked follows the SQLite archive's rule: every match when 
 most ``limit``; for a broader query, the newest matches of each of ``SLICES`` equal slices of
 history (a sample spread over all of it, never just the newest):
 
-* how many match: the planner's estimate (one ``EXPLAIN``, no rows read); unless it is far above
-  the budget, the count of the text index's entries for the query (:meth:`_Search.index_count`:
-  the bitmap scan's row count, no table rows read). At most ``limit``: the matches are read with
-  ``LIMIT limit + 1`` and all of them ranked exactly (a count that was too low goes on as broad);
+* how many match: the planner's estimate (one ``EXPLAIN``, no rows read, sent in one round trip
+  with the query's size and the ids' range); unless it is far above the budget or far within
+  it, the count of the text index's entries for the query (:meth:`_Search.index_count`: the
+  bitmap scan's row count, no table rows read). At most ``limit``: the matches are read with
+  ``LIMIT limit + 1`` and all of them ranked exactly (more than ``limit``: counted if they were
+  not, then sampled as broad);
 * broad: one statement reads the matches of ``SLICES`` short stretches of ids, each at the end of
   its slice and sized for about ``SAMPLE / SLICES`` matches at the counted density (widened when
   it holds too few). The stretches are read through the primary key; dense matches (short
   stretches) are tested row by row, sparse ones intersected with the text index. The rank is
   computed in the same statement. Ranking reads each candidate's tsvector from its row (kept in
   the row by migration 5), so the cost of a search is about one table page per ranked match.
+  The search tools' own echoes (search.py's ``drop_echoes`` rule) are left out in the same
+  statement, tested on the rows it reads anyway; CJK and substring matches, read from their
+  indexes without the rows, are checked after reading (:func:`_drop_echoes`).
 
 CJK runs are matched as substrings of the message's CJK text (``messages.cjk``, trigram index;
 runs of one or two letters in an index holding the runs of the few messages that have any),
@@ -31,6 +36,7 @@ message when the archive is small or the stretches hold no match.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -79,6 +85,8 @@ SAMPLE = 512
 #: matches are counted in the index (not estimated) when the estimate is at most COUNT_BELOW
 #: times the budget; above it the query is sampled at once
 COUNT_BELOW = 4
+#: an estimate below READ_BELOW times the budget reads the matches without counting them first
+READ_BELOW = 0.125
 #: what reading a sample costs, in microseconds (EXPLAIN ANALYZE at 1M messages on 2 busy
 #: cores): testing one row of a stretch, one entry of the query's posting lists in the text
 #: index (a word in 100k messages: 40 ms), one ranked match's table page
@@ -134,26 +142,34 @@ def pg_candidates(
     if not text_expr:
         if not cjk:
             return []
-        return search.newest([*common, "m.cjk IS NOT NULL", "(" + joiner.join(cjk) + ")"])
-    lexemes, low, high = archive.db.read(
-        "SELECT numnode(to_tsquery('english', :q)), (SELECT min(id) FROM messages), "
-        "(SELECT max(id) FROM messages)", {"q": params["q"]})[0]
+        return _drop_echoes(archive, search.newest(
+            [*common, "m.cjk IS NOT NULL", "(" + joiner.join(cjk) + ")"]))
+    # the query inline (not from the CTE): the planner then knows its words' frequencies;
+    # the search tools' own echoes are left out of the ranked matches here (search.py's
+    # drop_echoes, applied to the best 300, would cost a statement reading 300 more rows)
+    where = [*common, _INDEXED_MATCH, _not_echo(),
+             *([f"({joiner.join(cjk)})"] if cjk and not fallback else [])]
+    # the query's size and the ids' range, and the planner's estimate of the matches: one
+    # round trip (the estimate is unused for a stopwords-only query)
+    first, explained = archive.db.read_many([
+        ("SELECT numnode(to_tsquery('english', :q)), (SELECT min(id) FROM messages), "
+         "(SELECT max(id) FROM messages)", {"q": params["q"]}),
+        (search.estimate_sql([w for w in where if w != _not_echo()]), params)])
+    lexemes, low, high = first[0]
     if int(lexemes) > 0:
-        # the query inline (not from the CTE): the planner then knows its words' frequencies
-        where = [*common, _INDEXED_MATCH,
-                 *([f"({joiner.join(cjk)})"] if cjk and not fallback else [])]
-        found = search.ranked(where, low, high)
+        found = search.ranked(where, low, high, float(_plan(explained)["Plan"]["Plan Rows"]))
     else:  # stopwords only: a substring match
         needles = [n for n in plan.needles if n not in plan.cjk] or [plan.text.strip()]
         likes = []
         for i, needle in enumerate(needles):
             params[f"n{i}"] = f"%{_like(needle)}%"
             likes.append(f"m.content ILIKE :n{i}")
-        found = search.substring([*common, carried, "(" + joiner.join(likes) + (
-            f"{joiner}{joiner.join(cjk)}" if cjk else "") + ")"], low, high)
+        found = _drop_echoes(archive, search.substring([*common, carried, "(" + joiner.join(
+            likes) + (f"{joiner}{joiner.join(cjk)}" if cjk else "") + ")"], low, high))
     if cjk and fallback:  # OR: messages matching only a CJK run count too
         best = {c.id: c for c in found}
-        for c in search.newest([*common, "m.cjk IS NOT NULL", "(" + " OR ".join(cjk) + ")"]):
+        for c in _drop_echoes(archive, search.newest(
+                [*common, "m.cjk IS NOT NULL", "(" + " OR ".join(cjk) + ")"])):
             if c.id not in best or c.score < best[c.id].score:
                 best[c.id] = c
         found = list(best.values())
@@ -182,11 +198,10 @@ class _Search:
         if self.broad is not None:
             self.broad.append(True)
 
-    def estimate(self, where: list[str]) -> float:
-        """The planner's estimate of the matching rows (nothing is read)."""
-        rows = self.db.read(f"EXPLAIN (FORMAT JSON) {self.cte} SELECT m.id FROM messages AS m "
-                            f"WHERE {' AND '.join(where)}", self.params)
-        return float(_plan(rows)["Plan"]["Plan Rows"])
+    def estimate_sql(self, where: list[str]) -> str:
+        """The statement asking the planner's estimate of the matching rows (nothing is read)."""
+        return (f"EXPLAIN (FORMAT JSON) {self.cte} SELECT m.id FROM messages AS m "
+                f"WHERE {' AND '.join(where)}")
 
     def index_count(self) -> int | None:
         """How many messages the text index holds for the query, read from the index alone.
@@ -208,24 +223,34 @@ class _Search:
         node = _find(heap, "Bitmap Index Scan")
         return None if node is None else int(node["Actual Rows"])
 
-    def ranked(self, where: list[str], low: Any, high: Any) -> list[Any]:
+    def ranked(self, where: list[str], low: Any, high: Any, estimate: float) -> list[Any]:
         """Every match ranked when there are at most ``limit``; else the matches of SLICES short
-        stretches of ids, one at the end of each of SLICES equal slices of history."""
+        stretches of ids, one at the end of each of SLICES equal slices of history.
+        ``estimate``: the planner's estimate of the matches."""
         select = (f"SELECT m.id, -ts_rank_cd(m.tsv, to_tsquery('english', :q)) FROM messages AS m "
                   f"WHERE {' AND '.join(where)}")
         sample = min(SAMPLE, self.limit)
-        # How many match: the planner's estimate (no rows read); unless it is far above the
-        # budget, the count of the index's entries (index_count: no rows read either).
-        total = self.estimate(where)
-        if total <= COUNT_BELOW * self.limit:
-            counted = self.index_count()
-            total = total if counted is None else float(counted)
+        # How many match: the planner's estimate (no rows read). Far within the budget, the
+        # matches are read at once (LIMIT limit + 1 says whether there are more). Else, unless
+        # far above the budget, the count of the index's entries decides (index_count: no rows
+        # read either); it is also read when the estimate was too low, so the sample is sized
+        # as a count-first search sizes it. (The planner underestimates words that come
+        # together two to five times: reading past the budget first costs more than a count.)
+        total = estimate
+        counted = False
+        if self.limit * READ_BELOW < total <= COUNT_BELOW * self.limit:
+            counted = True
+            count = self.index_count()
+            total = total if count is None else float(count)
         exact_tried = False
         if total <= self.limit or low is None or high is None:
             exact_tried = True
             found = self._read(f"{select} LIMIT :cap", cap=self.limit + 1)
             if len(found) <= self.limit or low is None or high is None:
                 return found
+            if not counted:  # more than the estimate said: count them
+                count = self.index_count()
+                total = total if count is None else float(count)
             total = max(total, float(len(found)))
         low, high = int(low), int(high)
         span = high - low + 1
@@ -302,6 +327,29 @@ def _find(node: Any, kind: str) -> Any:
         if found is not None:
             return found
     return None
+
+
+def _drop_echoes(archive: Any, found: list[Any]) -> list[Any]:
+    """search.py's echo check, for the matches not ranked by ``_Search.ranked`` (CJK runs and
+    substrings: read from their indexes without the rows, where a test per match would cost
+    a row each)."""
+    from .search import check_echoes
+
+    return check_echoes(archive, found)
+
+
+@functools.lru_cache(maxsize=1)
+def _not_echo() -> str:
+    """Not one of the search tools' own echoes: search.py's rule (drop_echoes) as a test of the
+    row the ranking reads anyway; octet_length reads a long content's size without fetching
+    it (a character is at most 4 bytes)."""
+    from .search import _ECHO_CONTENT, ECHO_TOOLS
+
+    names = ", ".join(f"'{t}'" for t in ECHO_TOOLS)
+    likes = " OR ".join(f"m.tool_calls LIKE '%\"name\":\"{t}\"%'" for t in ECHO_TOOLS)
+    return (f"NOT (coalesce(m.tool_name IN ({names}), false) OR (m.tool_calls IS NOT NULL AND "
+            f"octet_length(m.content) <= {4 * _ECHO_CONTENT} AND "
+            f"length(m.content) <= {_ECHO_CONTENT} AND ({likes})))")
 
 
 def _like(text: str) -> str:

@@ -364,8 +364,17 @@ def drop_echoes(archive: SessionArchive, found: list[Candidate]) -> list[Candida
 
     Checked after ranking, on the few candidates that can be shown: a test per match inside
     the ranking query would read each message's row (its tool name sits after the content,
-    in overflow pages for a long message) and cost more than the ranking itself.
+    in overflow pages for a long message) and cost more than the ranking itself. On
+    PostgreSQL the candidates come without echoes already (pg_search.py tests the rows its
+    ranking reads anyway, and checks the others with :func:`check_echoes`).
     """
+    if getattr(archive, "backend", "sqlite") == "postgresql":
+        return found
+    return check_echoes(archive, found)
+
+
+def check_echoes(archive: SessionArchive, found: list[Candidate]) -> list[Candidate]:
+    """``found`` without the echoes among its best :data:`_ECHO_CHECK` (one query)."""
     head, tail = found[:_ECHO_CHECK], found[_ECHO_CHECK:]
     if not head:
         return found

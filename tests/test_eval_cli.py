@@ -14,6 +14,11 @@ ROOT = Path(__file__).resolve().parents[1]
 MINI = ROOT / "examples" / "eval" / "hermes-mini.json"
 
 
+#: bounds for a loaded machine (the defaults, 10 s per embedding call and 30 s per source, are
+#: for a user's): the tests check what is recalled, not how fast
+PATIENT = ("--deadline", "300", "--set", "embeddings.timeout=300")
+
+
 def run_cli(home: Path, *args: str):
     return CliRunner().invoke(cli, ["eval", *args], env={"HERMES_CORE_HOME": str(home)},
                               catch_exceptions=False)
@@ -21,14 +26,15 @@ def run_cli(home: Path, *args: str):
 
 def test_shipped_dataset_runs_offline_with_the_default_stack(home: Path, tmp_path: Path):
     out = tmp_path / "report.json"
-    result = run_cli(home, str(MINI), "--json", "--out", str(out))
+    result = run_cli(home, str(MINI), "--json", "--out", str(out), *PATIENT)
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert json.loads(out.read_text(encoding="utf-8")) == report
     assert report["format"] == "longmemeval" and report["providers"] == ["file_memory", "session_archive",
                                                                           "skills"]
     summary = report["summary"]
-    assert summary["overall"]["questions"] == 32 and summary["overall"]["failed"] == 0
+    assert summary["overall"]["questions"] == 32
+    assert summary["overall"]["failed"] == 0, report.get("failures")
     # one row per question type / variant, each with recall at every k
     assert {"single-session-user / exact-words", "single-session-user / paraphrase",
             "knowledge-update / exact-words",
@@ -55,7 +61,8 @@ def test_shipped_dataset_runs_offline_with_the_default_stack(home: Path, tmp_pat
 def test_session_archive_and_file_memory_give_different_numbers(home: Path):
     numbers = {}
     for provider in ("session_archive", "file_memory"):
-        result = run_cli(home, str(MINI), "--json", "--limit", "8", "--provider", provider)
+        result = run_cli(home, str(MINI), "--json", "--limit", "8", "--provider", provider,
+                         *PATIENT)
         assert result.exit_code == 0, result.output
         report = json.loads(result.stdout)
         assert report["providers"] == [provider]
@@ -66,7 +73,8 @@ def test_session_archive_and_file_memory_give_different_numbers(home: Path):
 
 
 def test_table_output(home: Path):
-    result = run_cli(home, str(MINI), "--limit", "3", "--k", "1,5", "--engine", "lossless")
+    result = run_cli(home, str(MINI), "--limit", "3", "--k", "1,5", "--engine", "lossless",
+                     *PATIENT)
     assert result.exit_code == 0, result.output
     assert "engine: lossless" in result.stdout
     assert "overall" in result.stdout and "R@1" in result.stdout and "R@5" in result.stdout

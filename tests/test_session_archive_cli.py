@@ -186,6 +186,8 @@ def test_reindex_embeds_the_archive_with_the_local_model(run, home: Path, filled
     minilm = pytest.importorskip("hermes_core.plugins.embedders.minilm")
     if minilm.MiniLMEmbedder.unavailable():
         pytest.skip(minilm.MiniLMEmbedder.unavailable())
+    # a bound for a loaded machine (the default, 10 s per embedding call, is for a user's)
+    (home / "config.yaml").write_text("embeddings:\n  timeout: 300\n")
     out = run("sessions", "reindex", "--json").output
     data = json.loads(out[out.index("{"):])  # the progress bar goes to stderr, before it
     with SessionArchive(filled) as a:

@@ -373,7 +373,8 @@ def _supersede(archive: SessionArchive, order: list[int], groups: dict[int, list
     said = _texts(archive, [i for ids in members.values() for i in ids])
     changed = ({i for i, (_role, t) in said.items() if states_change(t)} if w.change_word
                else set())
-    texts = {i: t for i, (role, t) in said.items() if role == "user"}
+    # the values each user message gives, worked out once for every pair compared below
+    stated = {i: values(t) for i, (role, t) in said.items() if role == "user"} if w.differs else {}
     rows = index.vectors([i for ids in members.values() for i in ids])
     mats = {ch: np.stack([rows[i] for i in ids if i in rows]) for ch, ids in members.items()
             if any(i in rows for i in ids)}
@@ -386,7 +387,7 @@ def _supersede(archive: SessionArchive, order: list[int], groups: dict[int, list
             if a not in mats or b not in mats or when[b] - when[a] < gap:
                 continue
             if not any(i in changed for i in members[b]) and not (
-                    w.differs and _new_values(texts, members[b], members[a])):
+                    w.differs and _new_values(stated, members[b], members[a])):
                 continue
             if relevance[b] < w.update_relevance * relevance[a]:
                 continue
@@ -429,17 +430,12 @@ def values(text: str) -> set[str]:
     return out
 
 
-def _new_values(texts: dict[int, str], later: list[int], earlier: list[int]) -> bool:
+def _new_values(stated: dict[int, set[str]], later: list[int], earlier: list[int]) -> bool:
     """Whether a statement of the user's in ``later`` names something the user's messages in
     ``earlier`` named (a value of :func:`values`: the same thing) and gives a value they did not
-    (what it is now)."""
-    before = set().union(*(values(texts[i]) for i in earlier if i in texts))
-    for i in later:
-        if i in texts:
-            now = values(texts[i])
-            if now & before and now - before:
-                return True
-    return False
+    (what it is now). ``stated``: the values of each user message."""
+    before = set().union(*(stated[i] for i in earlier if i in stated))
+    return any(stated[i] & before and stated[i] - before for i in later if i in stated)
 
 
 def _times_and_chains(archive: SessionArchive, ids: list[int],

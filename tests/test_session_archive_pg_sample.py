@@ -149,13 +149,13 @@ def test_correlated_words_are_counted_not_estimated(pg_archive) -> None:  # type
     assert broad == [True] and len(ids) < 420
 
 
-@pytest.mark.parametrize("test_rows", [False, True])
+@pytest.mark.parametrize("way", ["rows", "bitmap", "filter"])
 def test_a_sample_is_the_newest_matches_of_each_eighth_of_history(pg_archive, monkeypatch,  # type: ignore[no-untyped-def]
-                                                                  test_rows: bool) -> None:
+                                                                  way: str) -> None:
     """The sample reads SLICES stretches, each at the end of one of SLICES equal slices of ids;
-    whether the stretches are read through the text index or by testing their rows gives the
-    same sample."""
-    monkeypatch.setattr(pg_search, "_test_rows", lambda rows, total: test_rows)
+    whether the stretches are read by testing their rows, through a bitmap of their ids and the
+    text index, or by testing the ids of the text index's matches gives the same sample."""
+    monkeypatch.setattr(pg_search, "_stretch_way", lambda rows, total: way)
     ids, broad = candidates(pg_archive, "harbour", limit=100)
     assert broad == [True]
     low, high = pg_archive.db.read("SELECT min(id), max(id) FROM messages")[0]
@@ -170,13 +170,38 @@ def test_a_sample_is_the_newest_matches_of_each_eighth_of_history(pg_archive, mo
         assert {i for i in every if mine[0] <= i <= end} == set(mine)
 
 
+def test_sparse_matches_are_filtered_by_id_without_the_primary_key(pg_archive, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The "filter" way tests the stretches on the text index's matches: the statement's plan
+    reads the text index and no primary-key range (where "bitmap" may: same rows either way)."""
+    monkeypatch.setattr(pg_search, "_stretch_way", lambda rows, total: "filter")
+    statements: list[str] = []
+    real = type(pg_archive.db).read
+
+    def spy(self, sql, params=()):  # type: ignore[no-untyped-def]
+        statements.append(sql)
+        return real(self, sql, params)
+
+    monkeypatch.setattr(type(pg_archive.db), "read", spy)
+    candidates(pg_archive, "harbour", limit=100)
+    sampled = [s for s in statements if "BETWEEN" in s]
+    assert sampled and all("(m.id + 0) BETWEEN" in s for s in sampled)
+    q = {"q": pg_search.tsquery_text(build_query("harbour").strict or ""), "cap": 2048}
+    plan = pg_archive.db.read_with(
+        {"enable_seqscan": "off"}, "EXPLAIN (FORMAT JSON) " + sampled[0], q)
+    text = str(plan)
+    assert "messages_tsv_bucket" in text and "messages_pkey" not in text
+
+
 def test_the_cheaper_way_to_read_a_sample_is_chosen() -> None:
     """A frequent word at 1M messages (100k matches, stretches of ~5k rows): its posting lists
-    cost more than testing the rows; a rarer one (4k matches, stretches of ~120k rows) the
-    other way round; at 100k messages a word in 5k (stretches of ~10k rows) uses the index."""
-    assert pg_search._test_rows(5_184, 98_745)
-    assert not pg_search._test_rows(117_000, 4_349)
-    assert not pg_search._test_rows(10_240, 5_000)
+    cost more than testing the rows; a word in 4k (stretches of ~120k ids) is read through the
+    bitmap of the stretches' ids; a rarer one (2,700 matches, stretches of ~190k ids) visits
+    every match rather than build that bitmap; at 100k messages a word in 5k (stretches of
+    ~10k rows) uses the bitmap."""
+    assert pg_search._stretch_way(5_184, 98_745) == "rows"
+    assert pg_search._stretch_way(117_000, 4_349) == "bitmap"
+    assert pg_search._stretch_way(193_520, 2_659) == "filter"
+    assert pg_search._stretch_way(10_240, 5_000) == "bitmap"
 
 
 def test_an_append_never_uses_a_session_row_not_yet_committed(pg_url: str) -> None:

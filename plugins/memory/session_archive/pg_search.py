@@ -89,8 +89,12 @@ COUNT_BELOW = 4
 READ_BELOW = 0.125
 #: what reading a sample costs, in microseconds (EXPLAIN ANALYZE at 1M messages on 2 busy
 #: cores): testing one row of a stretch, one entry of the query's posting lists in the text
-#: index (a word in 100k messages: 40 ms), one ranked match's table page
-ROW_US, POSTING_US, PAGE_US = 1.5, 0.4, 5.0
+#: index (a word in 100k messages: 40 ms), one ranked match's table page; one id of the
+#: stretches put in a bitmap from the primary key, and one match of the text index visited
+#: in the table to test its id against the stretches (fitted on the benchmark's queries at 1M
+#: messages: a word in 2,700 messages, stretches of 190k ids: 15 ms through the bitmap, 10.5
+#: ms visiting every match; a word in 15k, stretches of 33k ids: 8 ms and 29 ms)
+ROW_US, POSTING_US, PAGE_US, ID_US, VISIT_US = 1.5, 0.4, 5.0, 0.045, 1.45
 #: the text match as the index answers it, and as a test of the row (no index)
 _INDEXED_MATCH = "m.tsv @@ to_tsquery('english', :q)"
 _ROW_MATCH = "ts_match_vq(m.tsv, to_tsquery('english', :q))"
@@ -260,14 +264,18 @@ class _Search:
         # a stretch holds about sample / SLICES matches at the estimated density
         width = min(step, max(1, math.ceil(span * sample / SLICES / max(total, 1.0))))
         while True:
+            way = _stretch_way(SLICES * width, total)
+            # "rows": dense matches, short stretches: test each row of the stretches (read
+            # through the primary key) rather than read the text index's whole posting lists.
+            # "filter": sparse matches, long stretches: every match the text index gives is
+            # visited and its id tested (``m.id + 0`` keeps the primary key out of the plan),
+            # cheaper than a bitmap of every id of the stretches. "bitmap": in between, that
+            # bitmap is intersected with the text index's.
+            column = "(m.id + 0)" if way == "filter" else "m.id"
             ranges = " OR ".join(
-                f"m.id BETWEEN {low + (k + 1) * step - width} AND {low + (k + 1) * step - 1}"
+                f"{column} BETWEEN {low + (k + 1) * step - width} AND {low + (k + 1) * step - 1}"
                 for k in range(SLICES))
-            stretch = select
-            if _test_rows(SLICES * width, total):
-                # dense matches, short stretches: test each row of the stretches (read through
-                # the primary key) rather than read the text index's whole posting lists
-                stretch = select.replace(_INDEXED_MATCH, _ROW_MATCH)
+            stretch = select.replace(_INDEXED_MATCH, _ROW_MATCH) if way == "rows" else select
             found = self._read(f"{stretch} AND ({ranges}) LIMIT :cap",
                                cap=max(4 * sample, self.limit + 1))
             implied = len(found) * span / (SLICES * width)
@@ -305,10 +313,15 @@ class _Search:
                           "ORDER BY m.id DESC LIMIT :cap", cap=self.limit)
 
 
-def _test_rows(rows: int, total: float) -> bool:
-    """Whether testing the ``rows`` of the stretches one by one is cheaper than reading the
-    query's posting lists (about ``total`` entries) and intersecting them with the stretches."""
-    return rows * ROW_US < total * POSTING_US + SAMPLE * PAGE_US
+def _stretch_way(rows: int, total: float) -> str:
+    """How the stretches' matches are read, the cheapest of (estimated from ``rows``, the ids in
+    the stretches, and ``total``, the query's matches): "rows", testing each row of the
+    stretches; "bitmap", the text index's matches intersected with a bitmap of the stretches'
+    ids; "filter", every match of the text index visited and its id tested."""
+    costs = {"rows": rows * ROW_US,
+             "bitmap": total * POSTING_US + rows * ID_US + SAMPLE * PAGE_US,
+             "filter": total * (POSTING_US + VISIT_US) + SAMPLE * PAGE_US}
+    return min(costs, key=lambda way: costs[way])
 
 
 def _plan(rows: list[Any]) -> Any:

@@ -343,3 +343,73 @@ def test_several_reads_in_one_round_trip(pg_archive) -> None:  # type: ignore[no
             db.read_with({"work_mem": "7MB"}, "SELECT 1 / 0")
     assert db.read("SELECT current_setting('work_mem')") != [("7MB",)]
     assert db.read("SELECT 3") == [(3,)]
+
+
+@pytest.mark.parametrize(("text", "limit", "roles", "exclude", "echoes"), [
+    ("harbour", 300, None, None, 0),  # 420 match: sampled
+    ("harbour", 500, None, None, 0),  # within the budget: every match ranked
+    ("harbour", 300, None, "s03", 0),  # session_search: the current session's lineage left out
+    ("harbour", 300, ("user", "tool"), None, 0),
+    ("harbour crane", 300, None, None, 0),
+    ("harbour", 1000, None, "s03", 0),
+    # 620 match, 420 once the search tool's own outputs are left out: within the budget
+    ("harbour", 500, None, None, 200),
+    ("harbour", 400, None, None, 200),
+])
+def test_one_statement_counts_and_reads_what_two_would(pg_archive, monkeypatch, text: str,  # type: ignore[no-untyped-def]
+                                                       limit: int, roles, exclude,
+                                                       echoes: int) -> None:
+    """The count and the read in one statement (_count_and_read) rank the same candidates, with
+    the same scores, as counting in the index first and reading the stretches after."""
+    if echoes:
+        pg_archive.append_messages("echoes", [
+            Message("tool", f"earlier: the harbour crane, result {i}", tool_name="session_search")
+            for i in range(echoes)])
+    pg_archive.db.write_one("ANALYZE messages")  # the planner's estimates, as autovacuum makes them
+    calls: list[object] = []
+    real = pg_search._Search._count_and_read
+
+    def spy(self, *args):  # type: ignore[no-untyped-def]
+        calls.append(real(self, *args))
+        return calls[-1]
+
+    monkeypatch.setattr(pg_search._Search, "_count_and_read", spy)
+
+    def run() -> tuple[list[tuple[int, float]], list[bool]]:
+        broad: list[bool] = []
+        found = pg_search.pg_candidates(pg_archive, build_query(text), limit=limit, broad=broad,
+                                        roles=roles, exclude_lineage_of=exclude)
+        return [(c.id, c.score) for c in found], broad
+
+    one = run()
+    assert calls and calls[0] is not None, "the one-statement read was not taken"
+    monkeypatch.setattr(pg_search, "ONE_READ_BELOW", 0)
+    calls.clear()
+    two = run()
+    assert calls == []
+    assert one == two
+
+
+def test_an_underestimate_past_the_count_limit_falls_back_to_the_index_count(pg_archive, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """"harbour crane" is estimated at ~150 and matches 420: with a budget of 100 the one
+    statement stops after 401 matches and the index count sizes the sample instead."""
+    pg_archive.db.write_one("ANALYZE messages")
+    counts: list[int | None] = []
+    ones: list[object] = []
+    real, real_one = pg_search._Search.index_count, pg_search._Search._count_and_read
+
+    def spy(self):  # type: ignore[no-untyped-def]
+        counts.append(real(self))
+        return counts[-1]
+
+    def spy_one(self, *args):  # type: ignore[no-untyped-def]
+        ones.append(real_one(self, *args))
+        return ones[-1]
+
+    monkeypatch.setattr(pg_search._Search, "index_count", spy)
+    monkeypatch.setattr(pg_search._Search, "_count_and_read", spy_one)
+    ids, broad = candidates(pg_archive, "harbour crane", limit=100)
+    assert ones == [None] and counts == [420] and broad == [True]
+    every = {r[0] for r in pg_archive.db.read(
+        "SELECT id FROM messages WHERE tsv @@ to_tsquery('english', 'harbour & crane')")}
+    assert ids and set(ids) <= every and len(ids) < 420

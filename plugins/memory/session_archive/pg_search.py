@@ -87,6 +87,9 @@ SAMPLE = 512
 COUNT_BELOW = 4
 #: an estimate below READ_BELOW times the budget reads the matches without counting them first
 READ_BELOW = 0.125
+#: an estimate up to ONE_READ_BELOW times the budget counts the matches and reads the ones to
+#: rank in one statement (_Search._count_and_read) rather than counting them in the index first
+ONE_READ_BELOW = 2
 #: what reading a sample costs, in microseconds (EXPLAIN ANALYZE at 1M messages on 2 busy
 #: cores): testing one row of a stretch, one entry of the query's posting lists in the text
 #: index (a word in 100k messages: 40 ms), one ranked match's table page; one id of the
@@ -242,10 +245,22 @@ class _Search:
         # together two to five times: reading past the budget first costs more than a count.)
         total = estimate
         counted = False
+        first: tuple[int, list[Any]] | None = None  # a stretch width and the matches it holds
+        matching: int | None = None  # the matches left after the exclusions, when counted
         if self.limit * READ_BELOW < total <= COUNT_BELOW * self.limit:
             counted = True
-            count = self.index_count()
-            total = total if count is None else float(count)
+            one = None
+            if (total <= ONE_READ_BELOW * self.limit and low is not None and high is not None
+                    and int(high) - int(low) + 1 >= SLICES):
+                one = self._count_and_read(where, int(low), int(high), sample)
+            if one is not None:
+                total, matching, width, found = one
+                if total <= self.limit:
+                    return found
+                first = (width, found)
+            else:
+                count = self.index_count()
+                total = total if count is None else float(count)
         exact_tried = False
         if total <= self.limit or low is None or high is None:
             exact_tried = True
@@ -264,32 +279,79 @@ class _Search:
         # a stretch holds about sample / SLICES matches at the estimated density
         width = min(step, max(1, math.ceil(span * sample / SLICES / max(total, 1.0))))
         while True:
-            way = _stretch_way(SLICES * width, total)
-            # "rows": dense matches, short stretches: test each row of the stretches (read
-            # through the primary key) rather than read the text index's whole posting lists.
-            # "filter": sparse matches, long stretches: every match the text index gives is
-            # visited and its id tested (``m.id + 0`` keeps the primary key out of the plan),
-            # cheaper than a bitmap of every id of the stretches. "bitmap": in between, that
-            # bitmap is intersected with the text index's.
-            column = "(m.id + 0)" if way == "filter" else "m.id"
-            ranges = " OR ".join(
-                f"{column} BETWEEN {low + (k + 1) * step - width} AND {low + (k + 1) * step - 1}"
-                for k in range(SLICES))
-            stretch = select.replace(_INDEXED_MATCH, _ROW_MATCH) if way == "rows" else select
-            found = self._read(f"{stretch} AND ({ranges}) LIMIT :cap",
-                               cap=max(4 * sample, self.limit + 1))
+            if first is not None and first[0] == width:
+                found, first = first[1], None  # read with the count (_count_and_read)
+            else:
+                found = self._stretches(select, low, step, width, total, sample)
             implied = len(found) * span / (SLICES * width)
             if not exact_tried and implied <= self.limit:
                 # the estimate was far too high: few enough to rank them all
                 exact_tried = True
-                exact = self._read(f"{select} LIMIT :cap", cap=self.limit + 1)
-                if len(exact) <= self.limit:
-                    return exact
+                if matching is None or matching <= self.limit:
+                    exact = self._read(f"{select} LIMIT :cap", cap=self.limit + 1)
+                    if len(exact) <= self.limit:
+                        return exact
             if len(found) >= sample // 4 or width >= step:
                 self._sampled()
                 return found
             # an overestimate left the sample thin: widen the stretches (each try reads few rows)
             width = min(step, width * max(2, math.ceil(sample / max(len(found), 1))))
+
+    def _stretches(self, select: str, low: int, step: int, width: int, total: float,
+                   sample: int) -> list[Any]:
+        """The matches of the SLICES stretches of ``width`` ids at the ends of the slices."""
+        way = _stretch_way(SLICES * width, total)
+        # "rows": dense matches, short stretches: test each row of the stretches (read
+        # through the primary key) rather than read the text index's whole posting lists.
+        # "filter": sparse matches, long stretches: every match the text index gives is
+        # visited and its id tested (``m.id + 0`` keeps the primary key out of the plan),
+        # cheaper than a bitmap of every id of the stretches. "bitmap": in between, that
+        # bitmap is intersected with the text index's.
+        column = "(m.id + 0)" if way == "filter" else "m.id"
+        ranges = " OR ".join(
+            f"{column} BETWEEN {low + (k + 1) * step - width} AND {low + (k + 1) * step - 1}"
+            for k in range(SLICES))
+        stretch = select.replace(_INDEXED_MATCH, _ROW_MATCH) if way == "rows" else select
+        return self._read(f"{stretch} AND ({ranges}) LIMIT :cap",
+                          cap=max(4 * sample, self.limit + 1))
+
+    def _count_and_read(self, where: list[str], low: int, high: int,
+                        sample: int) -> tuple[float, int, int, list[Any]] | None:
+        """Count the matches and read the ones to rank in one statement: ``(matches, matches
+        left after the exclusions, stretch width, ranked candidates)``. The text index's
+        matches are visited once (their ids and whether the exclusions keep them); the count
+        sizes the stretches as :meth:`ranked` does, and only the matches to rank (every one
+        when there are at most ``limit``, else those of the stretches) are read again, by
+        their row address, for the rank. None when more than ``COUNT_BELOW * limit`` match
+        (the planner underestimated: then the index count and the stretches' own read are
+        cheaper than visiting every match)."""
+        from .search import Candidate
+
+        rest = " AND ".join(w for w in where if w != _INDEXED_MATCH) or "true"
+        span = high - low + 1
+        step = span // SLICES
+        most = COUNT_BELOW * self.limit
+        cap = max(4 * sample, self.limit + 1)
+        # the width as ranked() computes it (the same float operations, in the same order)
+        width = (f"least({step}, greatest(1, ceil({span * sample}::float8 / {SLICES} / "
+                 "greatest(c.n, 1)::float8)))::bigint")
+        rows = self.db.read(
+            f"{self.cte}, hits AS MATERIALIZED (SELECT m.id, m.ctid AS t, ({rest}) AS ok "
+            f"FROM messages AS m WHERE {_INDEXED_MATCH} LIMIT {most + 1}), "
+            "c AS (SELECT count(*) AS n, count(*) FILTER (WHERE ok) AS k FROM hits), "
+            f"w AS (SELECT c.n, c.k, {width} AS width FROM c), "
+            "picked AS (SELECT h.t FROM hits AS h, w WHERE h.ok AND w.n <= "
+            f"{most} AND (w.n <= {self.limit} OR (h.id BETWEEN {low} AND "
+            f"{low + SLICES * step - 1} AND (h.id - {low}) % {step} >= {step} - w.width)) "
+            f"ORDER BY h.id LIMIT {cap}) "
+            "SELECT w.n, w.k, w.width, m.id, -ts_rank_cd(m.tsv, to_tsquery('english', :q)) "
+            "FROM w LEFT JOIN messages AS m ON m.ctid = ANY(ARRAY(SELECT t FROM picked))",
+            self.params)
+        n, k, w = int(rows[0][0]), int(rows[0][1]), int(rows[0][2])
+        if n > most or w != min(step, max(1, math.ceil(span * sample / SLICES / max(n, 1.0)))):
+            return None
+        found = [Candidate(int(r[3]), float(r[4])) for r in rows if r[3] is not None]
+        return float(n), k, w, found
 
     def substring(self, where: list[str], low: Any, high: Any) -> list[Any]:
         """Stopwords only: newest first in stretches spread over all history (all messages

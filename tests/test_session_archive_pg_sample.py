@@ -413,3 +413,15 @@ def test_an_underestimate_past_the_count_limit_falls_back_to_the_index_count(pg_
     every = {r[0] for r in pg_archive.db.read(
         "SELECT id FROM messages WHERE tsv @@ to_tsquery('english', 'harbour & crane')")}
     assert ids and set(ids) <= every and len(ids) < 420
+
+
+@pytest.mark.parametrize("text", ["deploym*", "deployme*", "harbou*", "lightho*"])
+def test_prefixes_past_the_porter_stem_on_postgresql(pg_archive, text: str) -> None:  # type: ignore[no-untyped-def]
+    """A prefix longer than the stored stem ("deploym*": "deployment" is stored as "deploy") is
+    widened by the words the index holds, as on SQLite; the lookup used SQLite's syntax and
+    failed every prefix search on PostgreSQL."""
+    pg_archive.append_messages("deploy", [Message("user", "the deployment of the billing service")])
+    hits = search_messages(pg_archive, text).hits
+    assert hits
+    if text.startswith("deploy"):
+        assert {h.session_id for h in hits} == {"deploy"}

@@ -45,7 +45,7 @@ from typing import Any
 from .pg_schema import SPLIT_CHARS
 from .query import SearchPlan
 
-__all__ = ["SAMPLE", "SLICES", "pg_candidates", "tsquery_text"]
+__all__ = ["SAMPLE", "SLICES", "indexes_word", "pg_candidates", "tsquery_text"]
 
 _TOKEN = re.compile(r'"((?:[^"]|"")*)"(\*?)|\b(AND|OR|NOT)\b|([()])')
 # characters with a meaning in to_tsquery input, and those the documents' index reads as
@@ -384,6 +384,14 @@ def _stretch_way(rows: int, total: float) -> str:
              "bitmap": total * POSTING_US + rows * ID_US + SAMPLE * PAGE_US,
              "filter": total * (POSTING_US + VISIT_US) + SAMPLE * PAGE_US}
     return min(costs, key=lambda way: costs[way])
+
+
+def indexes_word(archive: Any, term: str) -> bool:
+    """Whether the text index holds ``term`` (a quoted FTS5 term, as query.py quotes it) for some
+    message: the PostgreSQL side of search.py's prefix expansion."""
+    return bool(archive.db.read(
+        "SELECT 1 FROM messages AS m WHERE m.tsv @@ to_tsquery('english', :q) LIMIT 1",
+        {"q": tsquery_text(term)}))
 
 
 def _plan(rows: list[Any]) -> Any:

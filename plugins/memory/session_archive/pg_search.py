@@ -87,8 +87,9 @@ SAMPLE = 512
 COUNT_BELOW = 4
 #: an estimate below READ_BELOW times the budget reads the matches without counting them first
 READ_BELOW = 0.125
-#: an estimate up to ONE_READ_BELOW times the budget counts the matches and reads the ones to
-#: rank in one statement (_Search._count_and_read) rather than counting them in the index first
+#: an estimate up to ONE_READ_BELOW times the budget (of a query of several words; one word: up
+#: to the budget) counts the matches and reads the ones to rank in one statement
+#: (_Search._count_and_read) rather than counting them in the index first
 ONE_READ_BELOW = 2
 #: what reading a sample costs, in microseconds (EXPLAIN ANALYZE at 1M messages on 2 busy
 #: cores): testing one row of a stretch, one entry of the query's posting lists in the text
@@ -164,7 +165,8 @@ def pg_candidates(
         (search.estimate_sql([w for w in where if w != _not_echo()]), params)])
     lexemes, low, high = first[0]
     if int(lexemes) > 0:
-        found = search.ranked(where, low, high, float(_plan(explained)["Plan"]["Plan Rows"]))
+        found = search.ranked(where, low, high, float(_plan(explained)["Plan"]["Plan Rows"]),
+                              nodes=int(lexemes))
     else:  # stopwords only: a substring match
         needles = [n for n in plan.needles if n not in plan.cjk] or [plan.text.strip()]
         likes = []
@@ -230,10 +232,12 @@ class _Search:
         node = _find(heap, "Bitmap Index Scan")
         return None if node is None else int(node["Actual Rows"])
 
-    def ranked(self, where: list[str], low: Any, high: Any, estimate: float) -> list[Any]:
+    def ranked(self, where: list[str], low: Any, high: Any, estimate: float,
+               nodes: int = 1) -> list[Any]:
         """Every match ranked when there are at most ``limit``; else the matches of SLICES short
         stretches of ids, one at the end of each of SLICES equal slices of history.
-        ``estimate``: the planner's estimate of the matches."""
+        ``estimate``: the planner's estimate of the matches; ``nodes``: the query's size (1: one
+        word)."""
         select = (f"SELECT m.id, -ts_rank_cd(m.tsv, to_tsquery('english', :q)) FROM messages AS m "
                   f"WHERE {' AND '.join(where)}")
         sample = min(SAMPLE, self.limit)
@@ -250,7 +254,12 @@ class _Search:
         if self.limit * READ_BELOW < total <= COUNT_BELOW * self.limit:
             counted = True
             one = None
-            if (total <= ONE_READ_BELOW * self.limit and low is not None and high is not None
+            # one word: its posting list is about as long as its matches, and counting them in
+            # the index costs less than visiting them (the count and the stretches' read are
+            # two statements from an estimate above the budget); several words: the count
+            # decodes every word's posting list, a second time when the sample is read
+            one_below = ONE_READ_BELOW if nodes > 1 else 1
+            if (total <= one_below * self.limit and low is not None and high is not None
                     and int(high) - int(low) + 1 >= SLICES):
                 one = self._count_and_read(where, int(low), int(high), sample)
             if one is not None:

@@ -12,16 +12,22 @@ history (a sample spread over all of it, never just the newest):
 
 * how many match: the planner's estimate (one ``EXPLAIN``, no rows read, sent in one round trip
   with the query's size and the ids' range); unless it is far above the budget or far within
-  it, the count of the text index's entries for the query (:meth:`_Search.index_count`: the
-  bitmap scan's row count, no table rows read). At most ``limit``: the matches are read with
-  ``LIMIT limit + 1`` and all of them ranked exactly (more than ``limit``: counted if they were
-  not, then sampled as broad);
+  it, the count of the matches: up to twice the budget (several words; one word: up to the
+  budget) in the same statement as the read (:meth:`_Search._count_and_read`: the text index's
+  matches are visited once for their ids, counted, and only the ones to rank read again, by
+  row address, for the rank), else the count of the text index's entries
+  (:meth:`_Search.index_count`: the bitmap scan's row count, no table rows read). At most
+  ``limit``: the matches are read with ``LIMIT limit + 1`` and all of them ranked exactly (more
+  than ``limit``: counted if they were not, then sampled as broad);
 * broad: one statement reads the matches of ``SLICES`` short stretches of ids, each at the end of
   its slice and sized for about ``SAMPLE / SLICES`` matches at the counted density (widened when
-  it holds too few). The stretches are read through the primary key; dense matches (short
-  stretches) are tested row by row, sparse ones intersected with the text index. The rank is
-  computed in the same statement. Ranking reads each candidate's tsvector from its row (kept in
-  the row by migration 5), so the cost of a search is about one table page per ranked match.
+  it holds too few), in the cheapest of three ways (:func:`_stretch_way`): dense matches (short
+  stretches) are tested row by row, read through the primary key; sparse ones are the text
+  index's matches intersected with a bitmap of the stretches' ids (the primary key), or, for
+  the sparsest (long stretches, whose id bitmap costs more than visiting every match), the text
+  index's matches with their ids tested on the row. The rank is computed in the same statement.
+  Ranking reads each candidate's tsvector from its row (kept in the row by migration 5), so the
+  cost of a search is about one table page per ranked match.
   The search tools' own echoes (search.py's ``drop_echoes`` rule) are left out in the same
   statement, tested on the rows it reads anyway; CJK and substring matches, read from their
   indexes without the rows, are checked after reading (:func:`_drop_echoes`).

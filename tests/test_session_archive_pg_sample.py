@@ -149,13 +149,13 @@ def test_correlated_words_are_counted_not_estimated(pg_archive) -> None:  # type
     assert broad == [True] and len(ids) < 420
 
 
-@pytest.mark.parametrize("test_rows", [False, True])
+@pytest.mark.parametrize("way", ["rows", "bitmap", "filter"])
 def test_a_sample_is_the_newest_matches_of_each_eighth_of_history(pg_archive, monkeypatch,  # type: ignore[no-untyped-def]
-                                                                  test_rows: bool) -> None:
+                                                                  way: str) -> None:
     """The sample reads SLICES stretches, each at the end of one of SLICES equal slices of ids;
-    whether the stretches are read through the text index or by testing their rows gives the
-    same sample."""
-    monkeypatch.setattr(pg_search, "_test_rows", lambda rows, total: test_rows)
+    whether the stretches are read by testing their rows, through a bitmap of their ids and the
+    text index, or by testing the ids of the text index's matches gives the same sample."""
+    monkeypatch.setattr(pg_search, "_stretch_way", lambda rows, total: way)
     ids, broad = candidates(pg_archive, "harbour", limit=100)
     assert broad == [True]
     low, high = pg_archive.db.read("SELECT min(id), max(id) FROM messages")[0]
@@ -170,13 +170,38 @@ def test_a_sample_is_the_newest_matches_of_each_eighth_of_history(pg_archive, mo
         assert {i for i in every if mine[0] <= i <= end} == set(mine)
 
 
+def test_sparse_matches_are_filtered_by_id_without_the_primary_key(pg_archive, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The "filter" way tests the stretches on the text index's matches: the statement's plan
+    reads the text index and no primary-key range (where "bitmap" may: same rows either way)."""
+    monkeypatch.setattr(pg_search, "_stretch_way", lambda rows, total: "filter")
+    statements: list[str] = []
+    real = type(pg_archive.db).read
+
+    def spy(self, sql, params=()):  # type: ignore[no-untyped-def]
+        statements.append(sql)
+        return real(self, sql, params)
+
+    monkeypatch.setattr(type(pg_archive.db), "read", spy)
+    candidates(pg_archive, "harbour", limit=100)
+    sampled = [s for s in statements if "BETWEEN" in s]
+    assert sampled and all("(m.id + 0) BETWEEN" in s for s in sampled)
+    q = {"q": pg_search.tsquery_text(build_query("harbour").strict or ""), "cap": 2048}
+    plan = pg_archive.db.read_with(
+        {"enable_seqscan": "off"}, "EXPLAIN (FORMAT JSON) " + sampled[0], q)
+    text = str(plan)
+    assert "messages_tsv_bucket" in text and "messages_pkey" not in text
+
+
 def test_the_cheaper_way_to_read_a_sample_is_chosen() -> None:
     """A frequent word at 1M messages (100k matches, stretches of ~5k rows): its posting lists
-    cost more than testing the rows; a rarer one (4k matches, stretches of ~120k rows) the
-    other way round; at 100k messages a word in 5k (stretches of ~10k rows) uses the index."""
-    assert pg_search._test_rows(5_184, 98_745)
-    assert not pg_search._test_rows(117_000, 4_349)
-    assert not pg_search._test_rows(10_240, 5_000)
+    cost more than testing the rows; a word in 4k (stretches of ~120k ids) is read through the
+    bitmap of the stretches' ids; a rarer one (2,700 matches, stretches of ~190k ids) visits
+    every match rather than build that bitmap; at 100k messages a word in 5k (stretches of
+    ~10k rows) uses the bitmap."""
+    assert pg_search._stretch_way(5_184, 98_745) == "rows"
+    assert pg_search._stretch_way(117_000, 4_349) == "bitmap"
+    assert pg_search._stretch_way(193_520, 2_659) == "filter"
+    assert pg_search._stretch_way(10_240, 5_000) == "bitmap"
 
 
 def test_an_append_never_uses_a_session_row_not_yet_committed(pg_url: str) -> None:
@@ -318,3 +343,90 @@ def test_several_reads_in_one_round_trip(pg_archive) -> None:  # type: ignore[no
             db.read_with({"work_mem": "7MB"}, "SELECT 1 / 0")
     assert db.read("SELECT current_setting('work_mem')") != [("7MB",)]
     assert db.read("SELECT 3") == [(3,)]
+
+
+@pytest.mark.parametrize(("text", "limit", "roles", "exclude", "echoes", "one"), [
+    ("harbour crane", 300, None, None, 0, True),  # 420 match (estimated ~150): sampled
+    ("harbour crane", 500, None, None, 0, True),  # within the budget: every match ranked
+    ("harbour crane", 300, None, "s03", 0, True),  # session_search: the lineage left out
+    ("harbour crane", 300, ("user", "tool"), None, 0, True),
+    ("harbour", 500, None, None, 0, True),  # one word estimated within the budget
+    ("harbour", 1000, None, "s03", 0, True),
+    # one word estimated above the budget: counted in the index, then read (two statements)
+    ("harbour", 300, None, None, 0, False),
+    # 620 match, 420 once the search tool's own outputs are left out
+    ("harbour crane", 500, None, None, 200, True),
+    ("harbour crane", 400, None, None, 200, True),
+])
+def test_one_statement_counts_and_reads_what_two_would(pg_archive, monkeypatch, text: str,  # type: ignore[no-untyped-def]
+                                                       limit: int, roles, exclude,
+                                                       echoes: int, one: bool) -> None:
+    """The count and the read in one statement (_count_and_read) rank the same candidates, with
+    the same scores, as counting in the index first and reading the stretches after. It is
+    taken for an estimate up to twice the budget for several words, up to the budget for one
+    word (whose count in the index costs little)."""
+    if echoes:
+        pg_archive.append_messages("echoes", [
+            Message("tool", f"earlier: the harbour crane, result {i}", tool_name="session_search")
+            for i in range(echoes)])
+    pg_archive.db.write_one("ANALYZE messages")  # the planner's estimates, as autovacuum makes them
+    calls: list[object] = []
+    real = pg_search._Search._count_and_read
+
+    def spy(self, *args):  # type: ignore[no-untyped-def]
+        calls.append(real(self, *args))
+        return calls[-1]
+
+    monkeypatch.setattr(pg_search._Search, "_count_and_read", spy)
+
+    def run() -> tuple[list[tuple[int, float]], list[bool]]:
+        broad: list[bool] = []
+        found = pg_search.pg_candidates(pg_archive, build_query(text), limit=limit, broad=broad,
+                                        roles=roles, exclude_lineage_of=exclude)
+        return [(c.id, c.score) for c in found], broad
+
+    first = run()
+    if one:
+        assert calls and calls[0] is not None, "the one-statement read was not taken"
+    else:
+        assert calls == []
+    monkeypatch.setattr(pg_search, "ONE_READ_BELOW", 0)
+    monkeypatch.setattr(pg_search._Search, "_count_and_read", lambda self, *args: None)
+    assert run() == first
+
+
+def test_an_underestimate_past_the_count_limit_falls_back_to_the_index_count(pg_archive, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """"harbour crane" is estimated at ~150 and matches 420: with a budget of 100 the one
+    statement stops after 401 matches and the index count sizes the sample instead."""
+    pg_archive.db.write_one("ANALYZE messages")
+    counts: list[int | None] = []
+    ones: list[object] = []
+    real, real_one = pg_search._Search.index_count, pg_search._Search._count_and_read
+
+    def spy(self):  # type: ignore[no-untyped-def]
+        counts.append(real(self))
+        return counts[-1]
+
+    def spy_one(self, *args):  # type: ignore[no-untyped-def]
+        ones.append(real_one(self, *args))
+        return ones[-1]
+
+    monkeypatch.setattr(pg_search._Search, "index_count", spy)
+    monkeypatch.setattr(pg_search._Search, "_count_and_read", spy_one)
+    ids, broad = candidates(pg_archive, "harbour crane", limit=100)
+    assert ones == [None] and counts == [420] and broad == [True]
+    every = {r[0] for r in pg_archive.db.read(
+        "SELECT id FROM messages WHERE tsv @@ to_tsquery('english', 'harbour & crane')")}
+    assert ids and set(ids) <= every and len(ids) < 420
+
+
+@pytest.mark.parametrize("text", ["deploym*", "deployme*", "harbou*", "lightho*"])
+def test_prefixes_past_the_porter_stem_on_postgresql(pg_archive, text: str) -> None:  # type: ignore[no-untyped-def]
+    """A prefix longer than the stored stem ("deploym*": "deployment" is stored as "deploy") is
+    widened by the words the index holds, as on SQLite; the lookup used SQLite's syntax and
+    failed every prefix search on PostgreSQL."""
+    pg_archive.append_messages("deploy", [Message("user", "the deployment of the billing service")])
+    hits = search_messages(pg_archive, text).hits
+    assert hits
+    if text.startswith("deploy"):
+        assert {h.session_id for h in hits} == {"deploy"}

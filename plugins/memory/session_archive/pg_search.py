@@ -12,16 +12,22 @@ history (a sample spread over all of it, never just the newest):
 
 * how many match: the planner's estimate (one ``EXPLAIN``, no rows read, sent in one round trip
   with the query's size and the ids' range); unless it is far above the budget or far within
-  it, the count of the text index's entries for the query (:meth:`_Search.index_count`: the
-  bitmap scan's row count, no table rows read). At most ``limit``: the matches are read with
-  ``LIMIT limit + 1`` and all of them ranked exactly (more than ``limit``: counted if they were
-  not, then sampled as broad);
+  it, the count of the matches: up to twice the budget (several words; one word: up to the
+  budget) in the same statement as the read (:meth:`_Search._count_and_read`: the text index's
+  matches are visited once for their ids, counted, and only the ones to rank read again, by
+  row address, for the rank), else the count of the text index's entries
+  (:meth:`_Search.index_count`: the bitmap scan's row count, no table rows read). At most
+  ``limit``: the matches are read with ``LIMIT limit + 1`` and all of them ranked exactly (more
+  than ``limit``: counted if they were not, then sampled as broad);
 * broad: one statement reads the matches of ``SLICES`` short stretches of ids, each at the end of
   its slice and sized for about ``SAMPLE / SLICES`` matches at the counted density (widened when
-  it holds too few). The stretches are read through the primary key; dense matches (short
-  stretches) are tested row by row, sparse ones intersected with the text index. The rank is
-  computed in the same statement. Ranking reads each candidate's tsvector from its row (kept in
-  the row by migration 5), so the cost of a search is about one table page per ranked match.
+  it holds too few), in the cheapest of three ways (:func:`_stretch_way`): dense matches (short
+  stretches) are tested row by row, read through the primary key; sparse ones are the text
+  index's matches intersected with a bitmap of the stretches' ids (the primary key), or, for
+  the sparsest (long stretches, whose id bitmap costs more than visiting every match), the text
+  index's matches with their ids tested on the row. The rank is computed in the same statement.
+  Ranking reads each candidate's tsvector from its row (kept in the row by migration 5), so the
+  cost of a search is about one table page per ranked match.
   The search tools' own echoes (search.py's ``drop_echoes`` rule) are left out in the same
   statement, tested on the rows it reads anyway; CJK and substring matches, read from their
   indexes without the rows, are checked after reading (:func:`_drop_echoes`).
@@ -45,7 +51,7 @@ from typing import Any
 from .pg_schema import SPLIT_CHARS
 from .query import SearchPlan
 
-__all__ = ["SAMPLE", "SLICES", "pg_candidates", "tsquery_text"]
+__all__ = ["SAMPLE", "SLICES", "indexes_word", "pg_candidates", "tsquery_text"]
 
 _TOKEN = re.compile(r'"((?:[^"]|"")*)"(\*?)|\b(AND|OR|NOT)\b|([()])')
 # characters with a meaning in to_tsquery input, and those the documents' index reads as
@@ -87,10 +93,18 @@ SAMPLE = 512
 COUNT_BELOW = 4
 #: an estimate below READ_BELOW times the budget reads the matches without counting them first
 READ_BELOW = 0.125
+#: an estimate up to ONE_READ_BELOW times the budget (of a query of several words; one word: up
+#: to the budget) counts the matches and reads the ones to rank in one statement
+#: (_Search._count_and_read) rather than counting them in the index first
+ONE_READ_BELOW = 2
 #: what reading a sample costs, in microseconds (EXPLAIN ANALYZE at 1M messages on 2 busy
 #: cores): testing one row of a stretch, one entry of the query's posting lists in the text
-#: index (a word in 100k messages: 40 ms), one ranked match's table page
-ROW_US, POSTING_US, PAGE_US = 1.5, 0.4, 5.0
+#: index (a word in 100k messages: 40 ms), one ranked match's table page; one id of the
+#: stretches put in a bitmap from the primary key, and one match of the text index visited
+#: in the table to test its id against the stretches (fitted on the benchmark's queries at 1M
+#: messages: a word in 2,700 messages, stretches of 190k ids: 15 ms through the bitmap, 10.5
+#: ms visiting every match; a word in 15k, stretches of 33k ids: 8 ms and 29 ms)
+ROW_US, POSTING_US, PAGE_US, ID_US, VISIT_US = 1.5, 0.4, 5.0, 0.045, 1.45
 #: the text match as the index answers it, and as a test of the row (no index)
 _INDEXED_MATCH = "m.tsv @@ to_tsquery('english', :q)"
 _ROW_MATCH = "ts_match_vq(m.tsv, to_tsquery('english', :q))"
@@ -157,7 +171,8 @@ def pg_candidates(
         (search.estimate_sql([w for w in where if w != _not_echo()]), params)])
     lexemes, low, high = first[0]
     if int(lexemes) > 0:
-        found = search.ranked(where, low, high, float(_plan(explained)["Plan"]["Plan Rows"]))
+        found = search.ranked(where, low, high, float(_plan(explained)["Plan"]["Plan Rows"]),
+                              nodes=int(lexemes))
     else:  # stopwords only: a substring match
         needles = [n for n in plan.needles if n not in plan.cjk] or [plan.text.strip()]
         likes = []
@@ -223,10 +238,12 @@ class _Search:
         node = _find(heap, "Bitmap Index Scan")
         return None if node is None else int(node["Actual Rows"])
 
-    def ranked(self, where: list[str], low: Any, high: Any, estimate: float) -> list[Any]:
+    def ranked(self, where: list[str], low: Any, high: Any, estimate: float,
+               nodes: int = 1) -> list[Any]:
         """Every match ranked when there are at most ``limit``; else the matches of SLICES short
         stretches of ids, one at the end of each of SLICES equal slices of history.
-        ``estimate``: the planner's estimate of the matches."""
+        ``estimate``: the planner's estimate of the matches; ``nodes``: the query's size (1: one
+        word)."""
         select = (f"SELECT m.id, -ts_rank_cd(m.tsv, to_tsquery('english', :q)) FROM messages AS m "
                   f"WHERE {' AND '.join(where)}")
         sample = min(SAMPLE, self.limit)
@@ -238,10 +255,27 @@ class _Search:
         # together two to five times: reading past the budget first costs more than a count.)
         total = estimate
         counted = False
+        first: tuple[int, list[Any]] | None = None  # a stretch width and the matches it holds
+        matching: int | None = None  # the matches left after the exclusions, when counted
         if self.limit * READ_BELOW < total <= COUNT_BELOW * self.limit:
             counted = True
-            count = self.index_count()
-            total = total if count is None else float(count)
+            one = None
+            # one word: its posting list is about as long as its matches, and counting them in
+            # the index costs less than visiting them (the count and the stretches' read are
+            # two statements from an estimate above the budget); several words: the count
+            # decodes every word's posting list, a second time when the sample is read
+            one_below = ONE_READ_BELOW if nodes > 1 else 1
+            if (total <= one_below * self.limit and low is not None and high is not None
+                    and int(high) - int(low) + 1 >= SLICES):
+                one = self._count_and_read(where, int(low), int(high), sample)
+            if one is not None:
+                total, matching, width, found = one
+                if total <= self.limit:
+                    return found
+                first = (width, found)
+            else:
+                count = self.index_count()
+                total = total if count is None else float(count)
         exact_tried = False
         if total <= self.limit or low is None or high is None:
             exact_tried = True
@@ -260,28 +294,79 @@ class _Search:
         # a stretch holds about sample / SLICES matches at the estimated density
         width = min(step, max(1, math.ceil(span * sample / SLICES / max(total, 1.0))))
         while True:
-            ranges = " OR ".join(
-                f"m.id BETWEEN {low + (k + 1) * step - width} AND {low + (k + 1) * step - 1}"
-                for k in range(SLICES))
-            stretch = select
-            if _test_rows(SLICES * width, total):
-                # dense matches, short stretches: test each row of the stretches (read through
-                # the primary key) rather than read the text index's whole posting lists
-                stretch = select.replace(_INDEXED_MATCH, _ROW_MATCH)
-            found = self._read(f"{stretch} AND ({ranges}) LIMIT :cap",
-                               cap=max(4 * sample, self.limit + 1))
+            if first is not None and first[0] == width:
+                found, first = first[1], None  # read with the count (_count_and_read)
+            else:
+                found = self._stretches(select, low, step, width, total, sample)
             implied = len(found) * span / (SLICES * width)
             if not exact_tried and implied <= self.limit:
                 # the estimate was far too high: few enough to rank them all
                 exact_tried = True
-                exact = self._read(f"{select} LIMIT :cap", cap=self.limit + 1)
-                if len(exact) <= self.limit:
-                    return exact
+                if matching is None or matching <= self.limit:
+                    exact = self._read(f"{select} LIMIT :cap", cap=self.limit + 1)
+                    if len(exact) <= self.limit:
+                        return exact
             if len(found) >= sample // 4 or width >= step:
                 self._sampled()
                 return found
             # an overestimate left the sample thin: widen the stretches (each try reads few rows)
             width = min(step, width * max(2, math.ceil(sample / max(len(found), 1))))
+
+    def _stretches(self, select: str, low: int, step: int, width: int, total: float,
+                   sample: int) -> list[Any]:
+        """The matches of the SLICES stretches of ``width`` ids at the ends of the slices."""
+        way = _stretch_way(SLICES * width, total)
+        # "rows": dense matches, short stretches: test each row of the stretches (read
+        # through the primary key) rather than read the text index's whole posting lists.
+        # "filter": sparse matches, long stretches: every match the text index gives is
+        # visited and its id tested (``m.id + 0`` keeps the primary key out of the plan),
+        # cheaper than a bitmap of every id of the stretches. "bitmap": in between, that
+        # bitmap is intersected with the text index's.
+        column = "(m.id + 0)" if way == "filter" else "m.id"
+        ranges = " OR ".join(
+            f"{column} BETWEEN {low + (k + 1) * step - width} AND {low + (k + 1) * step - 1}"
+            for k in range(SLICES))
+        stretch = select.replace(_INDEXED_MATCH, _ROW_MATCH) if way == "rows" else select
+        return self._read(f"{stretch} AND ({ranges}) LIMIT :cap",
+                          cap=max(4 * sample, self.limit + 1))
+
+    def _count_and_read(self, where: list[str], low: int, high: int,
+                        sample: int) -> tuple[float, int, int, list[Any]] | None:
+        """Count the matches and read the ones to rank in one statement: ``(matches, matches
+        left after the exclusions, stretch width, ranked candidates)``. The text index's
+        matches are visited once (their ids and whether the exclusions keep them); the count
+        sizes the stretches as :meth:`ranked` does, and only the matches to rank (every one
+        when there are at most ``limit``, else those of the stretches) are read again, by
+        their row address, for the rank. None when more than ``COUNT_BELOW * limit`` match
+        (the planner underestimated: then the index count and the stretches' own read are
+        cheaper than visiting every match)."""
+        from .search import Candidate
+
+        rest = " AND ".join(w for w in where if w != _INDEXED_MATCH) or "true"
+        span = high - low + 1
+        step = span // SLICES
+        most = COUNT_BELOW * self.limit
+        cap = max(4 * sample, self.limit + 1)
+        # the width as ranked() computes it (the same float operations, in the same order)
+        width = (f"least({step}, greatest(1, ceil({span * sample}::float8 / {SLICES} / "
+                 "greatest(c.n, 1)::float8)))::bigint")
+        rows = self.db.read(
+            f"{self.cte}, hits AS MATERIALIZED (SELECT m.id, m.ctid AS t, ({rest}) AS ok "
+            f"FROM messages AS m WHERE {_INDEXED_MATCH} LIMIT {most + 1}), "
+            "c AS (SELECT count(*) AS n, count(*) FILTER (WHERE ok) AS k FROM hits), "
+            f"w AS (SELECT c.n, c.k, {width} AS width FROM c), "
+            "picked AS (SELECT h.t FROM hits AS h, w WHERE h.ok AND w.n <= "
+            f"{most} AND (w.n <= {self.limit} OR (h.id BETWEEN {low} AND "
+            f"{low + SLICES * step - 1} AND (h.id - {low}) % {step} >= {step} - w.width)) "
+            f"ORDER BY h.id LIMIT {cap}) "
+            "SELECT w.n, w.k, w.width, m.id, -ts_rank_cd(m.tsv, to_tsquery('english', :q)) "
+            "FROM w LEFT JOIN messages AS m ON m.ctid = ANY(ARRAY(SELECT t FROM picked))",
+            self.params)
+        n, k, w = int(rows[0][0]), int(rows[0][1]), int(rows[0][2])
+        if n > most or w != min(step, max(1, math.ceil(span * sample / SLICES / max(n, 1.0)))):
+            return None
+        found = [Candidate(int(r[3]), float(r[4])) for r in rows if r[3] is not None]
+        return float(n), k, w, found
 
     def substring(self, where: list[str], low: Any, high: Any) -> list[Any]:
         """Stopwords only: newest first in stretches spread over all history (all messages
@@ -305,10 +390,23 @@ class _Search:
                           "ORDER BY m.id DESC LIMIT :cap", cap=self.limit)
 
 
-def _test_rows(rows: int, total: float) -> bool:
-    """Whether testing the ``rows`` of the stretches one by one is cheaper than reading the
-    query's posting lists (about ``total`` entries) and intersecting them with the stretches."""
-    return rows * ROW_US < total * POSTING_US + SAMPLE * PAGE_US
+def _stretch_way(rows: int, total: float) -> str:
+    """How the stretches' matches are read, the cheapest of (estimated from ``rows``, the ids in
+    the stretches, and ``total``, the query's matches): "rows", testing each row of the
+    stretches; "bitmap", the text index's matches intersected with a bitmap of the stretches'
+    ids; "filter", every match of the text index visited and its id tested."""
+    costs = {"rows": rows * ROW_US,
+             "bitmap": total * POSTING_US + rows * ID_US + SAMPLE * PAGE_US,
+             "filter": total * (POSTING_US + VISIT_US) + SAMPLE * PAGE_US}
+    return min(costs, key=lambda way: costs[way])
+
+
+def indexes_word(archive: Any, term: str) -> bool:
+    """Whether the text index holds ``term`` (a quoted FTS5 term, as query.py quotes it) for some
+    message: the PostgreSQL side of search.py's prefix expansion."""
+    return bool(archive.db.read(
+        "SELECT 1 FROM messages AS m WHERE m.tsv @@ to_tsquery('english', :q) LIMIT 1",
+        {"q": tsquery_text(term)}))
 
 
 def _plan(rows: list[Any]) -> Any:

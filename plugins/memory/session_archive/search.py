@@ -127,8 +127,14 @@ def stem_expander(archive: SessionArchive) -> Callable[[str], list[str]]:
             word = word_for_stem(stem)
             if word is None or (k == len(prefix) and word == stem):
                 continue  # the prefix query itself covers it
-            found = archive.db.read(
-                "SELECT 1 FROM messages_fts WHERE messages_fts MATCH ? LIMIT 1", (quote(word),))
+            if getattr(archive, "backend", "sqlite") == "postgresql":
+                from .pg_search import indexes_word
+
+                found = indexes_word(archive, quote(word))
+            else:
+                found = bool(archive.db.read(
+                    "SELECT 1 FROM messages_fts WHERE messages_fts MATCH ? LIMIT 1",
+                    (quote(word),)))
             if found:
                 out.append(word)
         return out

@@ -235,7 +235,10 @@ class FakeMessagesAPI:
         self.requests: list[dict[str, Any]] = []
         self.in_flight = 0
         self.max_in_flight = 0
-        self.lock = threading.Lock()
+        #: the first ``hold_first`` requests wait for each other (bounded), so how many a client
+        #: keeps in flight shows whatever the machine's load does to its threads' timing
+        self.hold_first = 0
+        self.lock = threading.Condition()
         api = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -248,23 +251,28 @@ class FakeMessagesAPI:
                     api.requests.append(body)
                     api.in_flight += 1
                     api.max_in_flight = max(api.max_in_flight, api.in_flight)
+                    api.lock.notify_all()
+                    if len(api.requests) <= api.hold_first:
+                        api.lock.wait_for(lambda: api.in_flight >= api.hold_first, timeout=10)
                 try:
                     time.sleep(api.delay)
-                    if api.mode == "error":
-                        self._send(500, {"type": "error", "error": {"type": "api_error",
-                                                                    "message": "boom"}})
-                        return
-                    text = "" if api.mode == "empty" else (
-                        "SUMMARY: " + body["messages"][0]["content"].split("\n")[0])
-                    self._send(200, {
-                        "id": "msg_1", "type": "message", "role": "assistant",
-                        "model": body["model"], "stop_reason": "end_turn",
-                        "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 5},
-                        "content": [{"type": "text", "text": text}] if text else [],
-                    })
                 finally:
+                    # counted out before answering: the client sends its next request only
+                    # after reading this answer, so the count never includes a finished one
                     with api.lock:
                         api.in_flight -= 1
+                if api.mode == "error":
+                    self._send(500, {"type": "error", "error": {"type": "api_error",
+                                                                "message": "boom"}})
+                    return
+                text = "" if api.mode == "empty" else (
+                    "SUMMARY: " + body["messages"][0]["content"].split("\n")[0])
+                self._send(200, {
+                    "id": "msg_1", "type": "message", "role": "assistant",
+                    "model": body["model"], "stop_reason": "end_turn",
+                    "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 5},
+                    "content": [{"type": "text", "text": text}] if text else [],
+                })
 
             def _send(self, status: int, payload: dict[str, Any]) -> None:
                 data = json.dumps(payload).encode()
@@ -320,9 +328,10 @@ def test_the_main_model_is_used_without_an_auxiliary_one(
 
 
 def test_at_most_three_requests_in_flight(archive: SessionArchive, api: FakeMessagesAPI) -> None:
-    api.delay = 0.3
+    api.hold_first = 3  # the first three meet at the server, then take 0.3 s more each: a
+    api.delay = 0.3     # client allowing a fourth at once would send it meanwhile
     results = results_for(archive)
-    assert summarise_results(results, "gateway", llm(api.url), timeout=10) is None
+    assert summarise_results(results, "gateway", llm(api.url), timeout=30) is None
     assert api.max_in_flight == 3 and len(api.requests) == 5
 
 

@@ -127,7 +127,7 @@ def stem_expander(archive: SessionArchive) -> Callable[[str], list[str]]:
             word = word_for_stem(stem)
             if word is None or (k == len(prefix) and word == stem):
                 continue  # the prefix query itself covers it
-            if getattr(archive, "backend", "sqlite") == "postgresql":
+            if archive.backend == "postgresql":
                 from .pg_search import indexes_word
 
                 found = indexes_word(archive, quote(word))
@@ -259,7 +259,7 @@ def _candidates(
     archive: SessionArchive, plan: SearchPlan, scope: _Scope, *, fallback: bool, loose: bool,
     limit: int, broad: list[bool],
 ) -> list[Candidate]:
-    if getattr(archive, "backend", "sqlite") == "postgresql":  # storage.url: pg_search.py
+    if archive.backend == "postgresql":  # storage.url: pg_search.py
         from .pg_search import pg_candidates
 
         return pg_candidates(archive, plan, fallback=fallback, roles=scope.roles, limit=limit,
@@ -374,7 +374,7 @@ def drop_echoes(archive: SessionArchive, found: list[Candidate]) -> list[Candida
     PostgreSQL the candidates come without echoes already (pg_search.py tests the rows its
     ranking reads anyway, and checks the others with :func:`check_echoes`).
     """
-    if getattr(archive, "backend", "sqlite") == "postgresql":
+    if archive.backend == "postgresql":
         return found
     return check_echoes(archive, found)
 

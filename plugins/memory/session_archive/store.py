@@ -76,6 +76,9 @@ def base_title(title: str) -> str:
 class SessionArchive:
     """The session archive in one state.db file."""
 
+    #: which database holds it ("postgresql": :class:`.pg_store.PgSessionArchive`)
+    backend: str = "sqlite"
+
     def __init__(
         self,
         path: str | Path,

@@ -181,6 +181,6 @@ class PgVectorStore(VectorStore):
 
 def vector_store(archive: SessionArchive) -> VectorStore:
     """The vector storage of ``archive``'s backend."""
-    if getattr(archive, "backend", "sqlite") == "postgresql":
+    if archive.backend == "postgresql":
         return PgVectorStore(archive)
     return VectorStore(archive)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import logging
 import re
-import tempfile
 import threading
 from collections.abc import Iterable
 from pathlib import Path
@@ -21,15 +20,13 @@ import pluggy
 from . import hookspecs
 from ._checks import HookCheck, check_hooks
 from ._markers import PROJECT_NAME
+from ._preflight import dry_activation, shutdown_quietly
 from .config import (
-    CORE_SECTIONS,
     LoadedConfig,
     load_config,
-    validate_section,
 )
 from .errors import (
     ConfigError,
-    HermesCoreError,
     PluginError,
     PluginLoadError,
     RegistryError,
@@ -368,34 +365,7 @@ class PluginHost:
 
     def config_problems(self, config: LoadedConfig | None = None) -> list[tuple[str, str]]:
         """(key, message) for each problem of plugin sections and selections; empty when valid."""
-        config = config or self.config
-        owners = self.registries.config_owners()
-        problems: list[tuple[str, str]] = []
-        for section in config.plugin_sections:
-            if section not in owners:
-                allowed = ", ".join([*CORE_SECTIONS, *sorted(owners)])
-                problems.append((section, (
-                    f"{config.where(section)}: unknown top-level key {section!r}: no loaded "
-                    f"plugin uses it (is its plugin disabled or not installed?). "
-                    f"Allowed: {allowed}"
-                )))
-                continue
-            try:
-                self._section_model(section, config)
-            except ConfigError as exc:
-                problems.append((section, str(exc)))
-        core = config.core
-        selections = [("context.engine", self.registries.context_engines, core.context.engine)]
-        selections += [
-            (f"memory.providers[{i}]", self.registries.memory_providers, name)
-            for i, name in enumerate(core.memory.providers)
-        ]
-        for key, registry, name in selections:
-            try:
-                registry.resolve(name, config_key=f"{config.where(key.split('[')[0])}: {key}")
-            except HermesCoreError as exc:  # unknown or conflicting name
-                problems.append((f"{key}={name}", str(exc)))
-        return problems
+        return self.registries.config_problems(config or self.config)
 
     def validate_config(self, config: LoadedConfig | None = None) -> None:
         """Check plugin sections and selections against what is loaded; raise ConfigError."""
@@ -415,8 +385,7 @@ class PluginHost:
             raise ConfigError("\n".join(new) + "\nconfig.yaml was not changed.")
 
     def _section_model(self, section: str, config: LoadedConfig) -> Any:
-        _name, model, plugin = self.registries.config_owners()[section]
-        return validate_section(config, section, model, plugin=plugin)
+        return self.registries.section_settings(section, config)
 
     def plugin_config(self, cls: type) -> Any:
         """The validated config for a registered class (its defaults when its section is absent)."""
@@ -438,68 +407,15 @@ class PluginHost:
 
     def dry_activation(self) -> tuple[list[str], list[str]]:
         """Build every selected provider, the engine and the tools in a scratch home, as a session
-        would, and report (errors, warnings): constructors that raise, hook implementations that do
-        not match the specs, tool names offered twice. Nothing is registered on this host and
-        nothing is written to the real home; every problem is listed, not only the first."""
-        from .errors import HermesCoreError
-
-        errors: list[str] = []
-        warnings: list[str] = []
+        would, and report (errors, warnings); see :func:`hermes_core._preflight.dry_activation`.
+        Nothing is registered on this host and nothing is written to the real home."""
         core = self.config.core
         wanted = [(MEMORY, name, f"memory.providers[{i}]")
                   for i, name in enumerate(core.memory.providers)]
         wanted.append((ENGINE, core.context.engine, "context.engine"))
-        scratch_pm = create_plugin_manager()
-        kinds: dict[str, str] = {}
-        built: list[tuple[str, object]] = []
-        built_plugins: list[tuple[str, str]] = []
-        with tempfile.TemporaryDirectory(prefix="hermes-core-dry-") as tmp:
-            for kind, name, key in wanted:
-                try:
-                    instance, manager_name, plugin = self._build(kind, name, config_key=key,
-                                                                 home=Path(tmp))
-                except HermesCoreError as exc:
-                    errors.append(str(exc))
-                    continue
-                label = f"plugin {plugin!r}: {KINDS[kind][1]} {name!r}"
-                checks = check_hooks(instance, kind, scratch_pm, label=label)
-                errors += [c.message for c in checks if c.severity == "error"]
-                warnings += [c.message for c in checks if c.severity == "warning"]
-                if any(c.severity == "error" for c in checks):
-                    self._shutdown_quietly(instance)
-                    continue
-                try:
-                    scratch_pm.register(instance, name=manager_name)
-                except (pluggy.PluginValidationError, ValueError) as exc:
-                    errors.append(f"{label}: {exc}")
-                    continue
-                kinds[manager_name] = kind
-                built.append((manager_name, instance))
-                built_plugins.append((manager_name, plugin))
-            scratch = Hooks(scratch_pm, kind_of=lambda n: kinds.get(n, MODULE),
-                            timeout_of=core.hooks.timeout)
-            owners: dict[str, list[str]] = {}
-            for tool_name, reg in self.registries.tools.entries.items():
-                owners.setdefault(tool_name, []).append(reg.plugin)
-            for outcome in scratch.get_tools():
-                if not outcome.ok:
-                    errors.append(f"{outcome.plugin}: get_tools failed: {outcome.error}")
-                for tool in outcome.value or ():
-                    owners.setdefault(tool.name, []).append(outcome.plugin)
-            for tool_name, plugins in sorted(owners.items()):
-                if len(plugins) > 1:
-                    errors.append(f"tool {tool_name!r} is offered by {' and '.join(map(repr, plugins))}: "
-                                  "a session would refuse to start; disable one of them or remove "
-                                  "one from memory.providers")
-            for plugin in {reg_plugin for reg_plugin in (p for _n, p in built_plugins)}:
-                record = self.records.get(plugin)
-                if record is not None:
-                    warnings += [w for w in record.warnings if w not in warnings]
-            for manager_name, _instance in reversed(built):
-                scratch.shutdown(only=manager_name)
-            scratch.drain(1.0)
-            scratch.close()
-        return errors, warnings
+        return dry_activation(wanted, build=self._build, scratch_pm=create_plugin_manager(),
+                              registries=self.registries, records=self.records,
+                              timeout_of=core.hooks.timeout)
 
     def add_instance(self, instance: object, *, kind: str, name: str, plugin: str | None = None
                      ) -> object:
@@ -509,13 +425,13 @@ class PluginHost:
             raise PluginError(f"kind {kind!r} has no instances; use {MEMORY}, {ENGINE} or {PLATFORM}")
         key = f"{kind}:{name}"
         if key in self.instances:
-            self._shutdown_quietly(instance)
+            shutdown_quietly(instance)
             raise PluginError(
                 f"plugin {plugin or name!r}: a {KINDS[kind][1]} named {name!r} is already active "
                 "on this host; deactivate() it first, or give the new instance another name")
         problems = self._instance_checks(instance, kind, name, plugin or name)
         if problems:
-            self._shutdown_quietly(instance)
+            shutdown_quietly(instance)
             raise PluginError("\n".join(problems))
         try:
             self.pm.register(instance, name=key)
@@ -574,15 +490,6 @@ class PluginHost:
         if errors and record is not None:
             record.fail("; ".join(errors))
         return errors
-
-    @staticmethod
-    def _shutdown_quietly(instance: object) -> None:
-        fn = getattr(instance, "shutdown", None)
-        if callable(fn):
-            try:
-                fn()
-            except Exception:
-                log.debug("shutdown of a refused instance raised", exc_info=True)
 
     def activate_memory_providers(self) -> list[object]:
         """Activate ``memory.providers``; a provider that fails to start is skipped (and logged).

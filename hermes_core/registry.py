@@ -13,7 +13,8 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
-from .errors import RegistryError, UnknownNameError
+from .config import CORE_SECTIONS, LoadedConfig, validate_section
+from .errors import ConfigError, HermesCoreError, RegistryError, UnknownNameError
 from .kinds import KIND_NAME_RE, NoConfig, Tool
 
 __all__ = ["KINDS", "Registration", "Registries", "Registry"]
@@ -149,6 +150,41 @@ class Registries:
                 section = getattr(cls, "config_section", None) or reg.name
                 out.setdefault(section, (reg.name, getattr(cls, "Config", NoConfig), reg.plugin))
         return out
+
+    def section_settings(self, section: str, config: LoadedConfig) -> Any:
+        """The validated settings of the plugin config ``section`` (raises ConfigError)."""
+        _name, model, plugin = self.config_owners()[section]
+        return validate_section(config, section, model, plugin=plugin)
+
+    def config_problems(self, config: LoadedConfig) -> list[tuple[str, str]]:
+        """(key, message) for each problem of the plugin sections and selections of ``config``
+        against what is registered; empty when valid."""
+        owners = self.config_owners()
+        problems: list[tuple[str, str]] = []
+        for section in config.plugin_sections:
+            if section not in owners:
+                allowed = ", ".join([*CORE_SECTIONS, *sorted(owners)])
+                problems.append((section, (
+                    f"{config.where(section)}: unknown top-level key {section!r}: no loaded "
+                    f"plugin uses it (is its plugin disabled or not installed?). "
+                    f"Allowed: {allowed}"
+                )))
+                continue
+            try:
+                self.section_settings(section, config)
+            except ConfigError as exc:
+                problems.append((section, str(exc)))
+        core = config.core
+        selections: list[tuple[str, Registry[Any], str]] = [
+            ("context.engine", self.context_engines, core.context.engine)]
+        selections += [(f"memory.providers[{i}]", self.memory_providers, name)
+                       for i, name in enumerate(core.memory.providers)]
+        for key, registry, name in selections:
+            try:
+                registry.resolve(name, config_key=f"{config.where(key.split('[')[0])}: {key}")
+            except HermesCoreError as exc:  # unknown or conflicting name
+                problems.append((f"{key}={name}", str(exc)))
+        return problems
 
 
 RegisterFn = Callable[[Any], None]

@@ -1,17 +1,15 @@
-"""config.yaml: the core sections, per-plugin sections, validation, editing and redaction.
+"""config.yaml: the core sections, per-plugin sections, validation and redaction.
 
 The file has core sections (``memory``, ``context``, ``llm``, ``plugins``) validated here, and one
 section per plugin class, validated by that class's ``Config`` model once the plugins are known
-(:func:`validate_plugin_sections`). Every model refuses unknown keys. Errors name the file, the key,
+(:func:`validate_section`). Every model refuses unknown keys. Errors name the file, the key,
 the line where known, the plugin, and what is allowed.
 """
 
 from __future__ import annotations
 
-import io
 import os
 import re
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +19,6 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 
 from .errors import ConfigError
 from .paths import config_path
-from .private import private_dir
 
 if TYPE_CHECKING:
     import yaml
@@ -44,7 +41,6 @@ __all__ = [
     "load_config",
     "parse_config_text",
     "redacted",
-    "set_config_value",
     "validate_section",
 ]
 
@@ -530,119 +526,6 @@ def redacted(data: Any, key: str = "") -> Any:
 
         return redact_url(data)
     return data
-
-
-# --------------------------------------------------------------------------------------------------
-# Editing
-# --------------------------------------------------------------------------------------------------
-
-
-def parse_cli_value(text: str) -> Any:
-    """A ``config set`` value: YAML (so ``true``, ``3``, ``[a, b]`` work), else the plain string."""
-    import yaml
-
-    try:
-        value = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return text
-    return text if value is None and text.strip() not in ("null", "~") else value
-
-
-def _roundtrip() -> Any:
-    from ruamel.yaml import YAML  # only config edits pay for the round-trip parser
-
-    rt = YAML()
-    rt.preserve_quotes = True
-    rt.indent(mapping=2, sequence=4, offset=2)
-    return rt
-
-
-def edit_config_text(text: str, path: Path, key: str, value: Any, *, unset: bool = False) -> str:
-    """Return ``text`` with ``key`` (dotted) set to ``value``, keeping comments and order."""
-    from ruamel.yaml.comments import CommentedMap
-    from ruamel.yaml.error import YAMLError
-
-    rt = _roundtrip()
-    try:
-        doc = rt.load(text) if text.strip() else CommentedMap()
-    except YAMLError as exc:
-        raise ConfigError(f"{path}: malformed YAML, fix it before editing: {exc}") from None
-    if doc is None:
-        doc = CommentedMap()
-    if not isinstance(doc, dict):
-        raise ConfigError(f"{path}: the top level must be a mapping of sections")
-    parts = key.split(".")
-    if any(not p for p in parts):
-        raise ConfigError(f"invalid key {key!r}: use dotted names like 'context.engine'")
-    node = doc
-    for part in parts[:-1]:
-        child = node.get(part)
-        if child is None:
-            if unset:
-                return text
-            child = node[part] = CommentedMap()
-        if not isinstance(child, dict):
-            raise ConfigError(f"{path}: {part!r} is not a section, so {key!r} cannot be set")
-        node = child
-    if unset:
-        node.pop(parts[-1], None)
-    else:
-        node[parts[-1]] = value
-    buf = io.StringIO()
-    rt.dump(doc, buf)
-    return buf.getvalue()
-
-
-def write_config_text(path: Path, text: str) -> None:
-    """Replace ``path`` atomically: a reader sees the old or the new file, never a partial one."""
-    try:
-        private_dir(path.parent)  # mkstemp creates the file 0600
-        fd, tmp = tempfile.mkstemp(prefix=".config.", suffix=".tmp", dir=path.parent)
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot write {path}: {exc.strerror or exc} (the folder {path.parent} must be "
-            "writable, since the file is replaced atomically). Nothing was changed; fix the "
-            "permissions and run the command again"
-        ) from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise ConfigError(
-            f"cannot write {path}: {exc.strerror or exc}. Nothing was changed; check the disk "
-            "and the permissions, then run the command again"
-        ) from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def set_config_value(
-    path: Path,
-    key: str,
-    value: Any,
-    *,
-    validate: Any,
-    unset: bool = False,
-) -> LoadedConfig:
-    """Set ``key`` in the file at ``path`` if the result validates; otherwise change nothing.
-
-    ``validate`` receives the would-be :class:`LoadedConfig` and raises :class:`ConfigError` to
-    refuse; only then is the file replaced (atomically).
-    """
-    try:
-        old = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        old = ""
-    new = edit_config_text(old, path, key, value, unset=unset)
-    loaded = parse_config_text(new, path)
-    validate(loaded)
-    write_config_text(path, new)
-    return loaded
 
 
 def get_dotted(data: Any, key: str) -> Any:

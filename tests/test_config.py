@@ -6,12 +6,8 @@ import pytest
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from hermes_core import ConfigError, MemoryProvider, PluginHost, hookimpl
-from hermes_core.config import (
-    load_config,
-    parse_config_text,
-    redacted,
-    set_config_value,
-)
+from hermes_core.config import load_config, parse_config_text, redacted
+from hermes_core.config_edit import set_config_value
 
 
 class DemoConfig(BaseModel):

@@ -106,7 +106,7 @@ def _validator(host: Any, key: str | None = None) -> Any:
 @click.argument("value")
 def set_(key: str, value: str) -> None:
     """Set KEY to VALUE (parsed as YAML: 3, true, [a, b]); refused changes leave the file as is."""
-    from ..config import parse_cli_value, set_config_value
+    from ..config_edit import parse_cli_value, set_config_value
 
     host = load_host()
     set_config_value(host.config.path, key, parse_cli_value(value),
@@ -118,7 +118,7 @@ def set_(key: str, value: str) -> None:
 @click.argument("key")
 def unset(key: str) -> None:
     """Remove KEY from config.yaml so its default applies again."""
-    from ..config import set_config_value
+    from ..config_edit import set_config_value
 
     host = load_host()
     set_config_value(host.config.path, key, None, unset=True, validate=_validator(host))

@@ -159,7 +159,8 @@ def _known_names() -> set[str]:
 
 
 def _set_disabled(name: str, disabled: bool) -> None:
-    from ..config import load_config, set_config_value
+    from ..config import load_config
+    from ..config_edit import set_config_value
     from ..loader import DISABLE_ENV, blocked_names
 
     loaded = load_config()

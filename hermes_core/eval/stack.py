@@ -20,7 +20,8 @@ import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ..config import edit_config_text, load_config, parse_cli_value
+from ..config import load_config
+from ..config_edit import edit_config_text, parse_cli_value
 from ..errors import ConfigError
 from ..replay import RecordingHost
 

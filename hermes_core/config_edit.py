@@ -1,0 +1,128 @@
+"""Editing config.yaml: ``config set``/``unset`` and the eval harness's per-case settings.
+
+Edits keep the file's comments and key order (a round-trip YAML parser), are validated before
+anything is written (:func:`set_config_value` changes nothing when the result is refused), and
+replace the file atomically, so a reader sees the old file or the new one, never a partial one.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from .config import LoadedConfig, parse_config_text
+from .errors import ConfigError
+from .private import private_dir
+
+__all__ = ["edit_config_text", "parse_cli_value", "set_config_value", "write_config_text"]
+
+
+def parse_cli_value(text: str) -> Any:
+    """A ``config set`` value: YAML (so ``true``, ``3``, ``[a, b]`` work), else the plain string."""
+    import yaml
+
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+    return text if value is None and text.strip() not in ("null", "~") else value
+
+
+def _roundtrip() -> Any:
+    from ruamel.yaml import YAML  # only config edits pay for the round-trip parser
+
+    rt = YAML()
+    rt.preserve_quotes = True
+    rt.indent(mapping=2, sequence=4, offset=2)
+    return rt
+
+
+def edit_config_text(text: str, path: Path, key: str, value: Any, *, unset: bool = False) -> str:
+    """Return ``text`` with ``key`` (dotted) set to ``value``, keeping comments and order."""
+    from ruamel.yaml.comments import CommentedMap
+    from ruamel.yaml.error import YAMLError
+
+    rt = _roundtrip()
+    try:
+        doc = rt.load(text) if text.strip() else CommentedMap()
+    except YAMLError as exc:
+        raise ConfigError(f"{path}: malformed YAML, fix it before editing: {exc}") from None
+    if doc is None:
+        doc = CommentedMap()
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of sections")
+    parts = key.split(".")
+    if any(not p for p in parts):
+        raise ConfigError(f"invalid key {key!r}: use dotted names like 'context.engine'")
+    node = doc
+    for part in parts[:-1]:
+        child = node.get(part)
+        if child is None:
+            if unset:
+                return text
+            child = node[part] = CommentedMap()
+        if not isinstance(child, dict):
+            raise ConfigError(f"{path}: {part!r} is not a section, so {key!r} cannot be set")
+        node = child
+    if unset:
+        node.pop(parts[-1], None)
+    else:
+        node[parts[-1]] = value
+    buf = io.StringIO()
+    rt.dump(doc, buf)
+    return buf.getvalue()
+
+
+def write_config_text(path: Path, text: str) -> None:
+    """Replace ``path`` atomically: a reader sees the old or the new file, never a partial one."""
+    try:
+        private_dir(path.parent)  # mkstemp creates the file 0600
+        fd, tmp = tempfile.mkstemp(prefix=".config.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot write {path}: {exc.strerror or exc} (the folder {path.parent} must be "
+            "writable, since the file is replaced atomically). Nothing was changed; fix the "
+            "permissions and run the command again"
+        ) from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise ConfigError(
+            f"cannot write {path}: {exc.strerror or exc}. Nothing was changed; check the disk "
+            "and the permissions, then run the command again"
+        ) from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def set_config_value(
+    path: Path,
+    key: str,
+    value: Any,
+    *,
+    validate: Any,
+    unset: bool = False,
+) -> LoadedConfig:
+    """Set ``key`` in the file at ``path`` if the result validates; otherwise change nothing.
+
+    ``validate`` receives the would-be :class:`LoadedConfig` and raises :class:`ConfigError` to
+    refuse; only then is the file replaced (atomically).
+    """
+    try:
+        old = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        old = ""
+    new = edit_config_text(old, path, key, value, unset=unset)
+    loaded = parse_config_text(new, path)
+    validate(loaded)
+    write_config_text(path, new)
+    return loaded

@@ -1,0 +1,91 @@
+"""What a turn and a compaction did: :class:`TurnResult` and :class:`CompactionRecord`, the
+records :class:`~hermes_core.agent.Agent` returns, and :func:`estimate_tokens`, the request-size
+estimate both report."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from .types import Message, Usage
+
+if TYPE_CHECKING:
+    from .curation import CurationReport
+    from .hooks import HookProblem
+    from .prefetch import PrefetchResult
+    from .toolrun import ToolOutcome
+
+__all__ = ["CompactionRecord", "TurnResult", "estimate_tokens"]
+
+
+def _rough_tokens(text_chars: int) -> int:
+    return (text_chars + 3) // 4
+
+
+def estimate_tokens(
+    messages: list[Message], system: str = "", tools: list[dict[str, Any]] | None = None
+) -> int:
+    """A cheap request-size estimate (4 characters per token) for reports and engine hints.
+
+    Framing per message (4 tokens) and per tool call (12 tokens) matches the default compressor's
+    estimator, so a compaction it triggers is never reported as below its threshold."""
+    chars = len(system) + (len(json.dumps(tools)) if tools else 0)
+    for m in messages:
+        chars += len(m.content) + 16
+        for call in m.tool_calls:
+            chars += len(call.name) + len(json.dumps(call.arguments, ensure_ascii=False)) + 48
+    return _rough_tokens(chars)
+
+
+@dataclass(slots=True)
+class CompactionRecord:
+    """What one compaction did."""
+
+    trigger: Literal["auto", "manual", "hygiene"]
+    old_session_id: str
+    new_session_id: str
+    messages_before: int
+    messages_after: int
+    tokens_before: int  #: the kernel's estimate of the request (history + system prompt + tools)
+    tokens_after: int
+    engine: str | None
+    summary: str | None = None
+    notices: list[str] = field(default_factory=list)
+    memory_context: str = ""  #: what the providers' on_pre_compress gave the engine
+    engine_report: dict[str, Any] | None = None
+    seconds: float = 0.0
+    #: the pre-compaction memory flush, when one ran
+    flush: CurationReport | None = None
+    #: the note the plugins' on_post_compress added to the compacted history (e.g. open todos)
+    carried_note: str | None = None
+
+
+@dataclass(slots=True)
+class TurnResult:
+    """Everything one turn did, for callers, the replay report and tests."""
+
+    reply: str
+    session_id: str
+    user: Message
+    assistant: Message
+    prefetch: list[PrefetchResult] = field(default_factory=list)
+    recall_block: str = ""
+    tools: list[ToolOutcome] = field(default_factory=list)
+    compactions: list[CompactionRecord] = field(default_factory=list)
+    usage: list[Usage] = field(default_factory=list)
+    #: the system prompt sent with each LLM call, in order (the same object while unchanged)
+    system_prompts: list[str] = field(default_factory=list)
+    iterations: int = 0
+    budget_exhausted: bool = False
+    #: characters passed to ``on_text`` (after scrubbing)
+    streamed_chars: int = 0
+    seconds: float = 0.0
+    #: things to show the user that happened since the previous turn's result, e.g.
+    #: "memory updated: ..." from a background review or a pre-compaction flush
+    notices: list[str] = field(default_factory=list)
+    #: whether this turn started a background memory review
+    review_started: bool = False
+    #: hook implementations that raised, were late or answered the wrong type during this turn,
+    #: and background ones (sync_turn, queue_prefetch, ...) of this conversation since the last
+    problems: list[HookProblem] = field(default_factory=list)

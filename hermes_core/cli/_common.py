@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ._command_index import remember_commands
+
 if TYPE_CHECKING:
     from ..config import LoadedConfig
     from ..host import PluginHost
@@ -59,8 +61,6 @@ def load_host(*, tolerate_bad_config: bool = False, quiet: bool = True,
         host = PluginHost.load(config=config)
     finally:
         logger.setLevel(level)
-    from ._plugin_commands import remember_commands
-
     remember_commands(host)  # keeps --help's list of plugin commands current
     return host
 

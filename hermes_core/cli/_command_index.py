@@ -1,0 +1,126 @@
+"""The index of plugin commands, so ``hermes-core --help`` imports no plugin.
+
+Knowing a plugin's commands means importing it. ``hermes-core --help`` must stay fast with many
+plugins installed, so the names and one-line helps are kept in ``$HERMES_CORE_HOME/cache/
+commands.json``, keyed by what decides them: the kernel's version, every plugin candidate (name,
+source, distribution and version, a directory plugin's modification time) and the blocked names.
+Every command that loads the plugins rewrites it (:func:`remember_commands`) when it changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..host import PluginHost
+
+__all__ = ["CommandEntry", "index_key", "read_index", "remember_commands", "short_help",
+           "write_index"]
+
+log = logging.getLogger("hermes_core.cli")
+
+
+@dataclass(frozen=True, slots=True)
+class CommandEntry:
+    name: str
+    plugin: str
+    help: str
+    enabled: bool
+
+
+def index_key() -> tuple[str, list[Any]]:
+    """What decides the plugin commands, as a digest, and the candidates' names."""
+    from .._version import __version__
+    from ..loader import blocked_names, discover, is_blocked
+    from ..paths import home_dir, plugins_dir
+
+    blocked = blocked_names(_disabled_in_config())
+    parts: list[Any] = [__version__, str(Path(__file__).resolve().parents[1])]
+    names: list[Any] = []
+    for candidate in discover(plugins_dir(home_dir())):
+        stamp = None
+        if candidate.path is not None:
+            try:
+                stamp = max(p.stat().st_mtime_ns for p in Path(candidate.path).glob("*.py"))
+            except (OSError, ValueError):
+                stamp = None
+        blocked_now = is_blocked(candidate, blocked)
+        parts.append([candidate.name, candidate.source, candidate.distribution,
+                      candidate.version, stamp, blocked_now])
+        names.append((candidate.name, blocked_now))
+    digest = hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()
+    return digest, names
+
+
+def _disabled_in_config() -> list[str]:
+    """``plugins.disabled`` read straight from the YAML (the validated config needs pydantic, which
+    --help must not import); a broken file counts as none disabled, and its command says why."""
+    import yaml
+
+    from ..paths import config_path
+
+    try:
+        raw = yaml.safe_load(config_path().read_text(encoding="utf-8")) or {}
+        disabled = (raw.get("plugins") or {}).get("disabled") or []
+    except (OSError, ValueError, AttributeError, yaml.YAMLError):
+        return []
+    return [str(name) for name in disabled] if isinstance(disabled, list) else []
+
+
+def _cache_file() -> Path:
+    from ..paths import home_dir
+
+    return home_dir() / "cache" / "commands.json"
+
+
+def remember_commands(host: PluginHost) -> None:
+    """Write the index from a fully loaded host (every command that loads the plugins calls it)."""
+    digest, names = index_key()
+    blocked = {name for name, is_blocked in names if is_blocked}
+    old = read_index()
+    entries = {name: CommandEntry(name, plugin, short_help(command), True)
+               for name, (command, plugin) in host.commands.items()}
+    for e in old.get("commands", []):  # what a disabled plugin offered when it was enabled
+        if e.get("plugin") in blocked:
+            entries.setdefault(e["name"], CommandEntry(e["name"], e["plugin"], e.get("help", ""),
+                                                       False))
+    if old.get("key") == digest and old.get("commands") == [_as_dict(e) for e in entries.values()]:
+        return
+    write_index(digest, entries)
+
+
+def write_index(digest: str, entries: dict[str, CommandEntry]) -> None:
+    from ..private import private_dir, write_private_text
+
+    path = _cache_file()
+    try:
+        private_dir(path.parent)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        write_private_text(tmp, json.dumps({"key": digest, "commands": [
+            _as_dict(e) for e in entries.values()]}, indent=1))
+        os.replace(tmp, path)
+    except OSError as exc:  # a read-only home: work without the index
+        log.debug("cannot write the command index %s: %s", path, exc)
+
+
+def _as_dict(entry: CommandEntry) -> dict[str, Any]:
+    return {"name": entry.name, "plugin": entry.plugin, "help": entry.help,
+            "enabled": entry.enabled}
+
+
+def short_help(command: Any) -> str:
+    return str(command.get_short_help_str(60) or "")
+
+
+def read_index() -> dict[str, Any]:
+    try:
+        data = json.loads(_cache_file().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}

@@ -17,13 +17,14 @@ import click
 from hermes_core.commands import echo_json, warn
 from hermes_core.private import write_private_text
 
+from .cli_store import open_for_command
+
 if TYPE_CHECKING:
-    from . import FileMemoryConfig, MemoryStore
+    from . import MemoryStore
     from .store import WriteResult
 
 __all__ = ["memory"]
 
-PLUGIN = "file_memory"
 _TARGET = click.option(
     "--target",
     type=click.Choice(["memory", "user"]),
@@ -37,36 +38,6 @@ _USER = click.option(
     "--user", "user", default=None, metavar="NAME",
     help="The memory of one user (memory.scope: user); default: the shared memory.",
 )
-
-
-def _open_store(user: str | None = None) -> tuple[MemoryStore, FileMemoryConfig]:
-    """The store with the configured limits (the user's with ``--user``, in the database with
-    ``storage.url``); refuses when the plugin is disabled."""
-    from hermes_core.config import load_config, validate_section
-    from hermes_core.loader import BUILTIN_PLUGINS, Candidate, allowed_names, blocked_names, is_blocked
-    from hermes_core.paths import home_dir
-
-    config = load_config()
-    candidate = Candidate(name=PLUGIN, source="builtin", module=BUILTIN_PLUGINS.get(PLUGIN))
-    plugins_cfg = config.core.plugins
-    if is_blocked(candidate, blocked_names(plugins_cfg.disabled),
-                  allowed_names(plugins_cfg.enabled_only)):
-        raise click.ClickException(
-            f"the {PLUGIN} plugin is disabled (plugins.disabled or plugins.enabled_only in "
-            f"{config.path}, or HERMES_CORE_DISABLE_PLUGINS), so its memory files are not in "
-            f"use. Enable it with 'hermes-core plugins enable {PLUGIN}' first."
-        )
-    from hermes_core.users import UserKeyError
-
-    from . import FileMemoryConfig
-    from .backend import open_store
-
-    settings = validate_section(config, PLUGIN, FileMemoryConfig, plugin=PLUGIN)
-    try:
-        store = open_store(settings, home_dir(), config.core.storage.url, user=user)
-    except UserKeyError as exc:
-        raise click.BadParameter(str(exc), param_hint="--user") from None
-    return store, settings
 
 
 def _run(action: Any) -> WriteResult:
@@ -122,7 +93,7 @@ def show(target: str | None, as_json: bool, user: str | None) -> None:
     """Print the entries of MEMORY.md and USER.md with their usage."""
     from .entries import joined_size, percent, usage_label
 
-    store, _settings = _open_store(user)
+    store, _settings = open_for_command(user)
     out: dict[str, Any] = {}
     for name in [target] if target else ["memory", "user"]:
         state = store.read(name)
@@ -162,7 +133,7 @@ def show(target: str | None, as_json: bool, user: str | None) -> None:
 @_USER
 def add(target: str, text: str, user: str | None) -> None:
     """Add TEXT as a new entry."""
-    store, _settings = _open_store(user)
+    store, _settings = open_for_command(user)
     _report(_run(lambda: store.add(target, text)), store, "entry added")
 
 
@@ -173,7 +144,7 @@ def add(target: str, text: str, user: str | None) -> None:
 @_USER
 def replace(target: str, old_text: str, new_text: str, user: str | None) -> None:
     """Replace the entry containing OLD_TEXT (a short unique part of it) by NEW_TEXT."""
-    store, _settings = _open_store(user)
+    store, _settings = open_for_command(user)
     _report(_run(lambda: store.replace(target, old_text, new_text)), store, "entry replaced")
 
 
@@ -183,7 +154,7 @@ def replace(target: str, old_text: str, new_text: str, user: str | None) -> None
 @_USER
 def remove(target: str, old_text: str, user: str | None) -> None:
     """Remove the entry containing OLD_TEXT (a short unique part of it)."""
-    store, _settings = _open_store(user)
+    store, _settings = open_for_command(user)
     _report(_run(lambda: store.remove(target, old_text)), store, "entry removed")
 
 
@@ -200,7 +171,7 @@ def edit(target: str, user: str | None) -> None:
     from .entries import canonical_text, parse_entries
     from .ops import check_entries
 
-    store, _settings = _open_store(user)
+    store, _settings = open_for_command(user)
     path = store.path(target)
     state = store.read(target)
     if state.problem is not None:

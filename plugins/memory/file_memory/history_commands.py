@@ -14,15 +14,15 @@ import click
 
 from hermes_core.commands import echo_json, warn
 
+from .cli_store import open_for_command
+
 __all__ = ["COMMANDS"]
 
 _TARGETS = click.Choice(["memory", "user"])
 
 
 def _store() -> Any:
-    from .commands import _open_store
-
-    return _open_store()
+    return open_for_command()
 
 
 def _refusal(exc: Exception) -> click.ClickException:

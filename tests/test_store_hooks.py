@@ -209,8 +209,8 @@ def test_hook_copy_storage(tmp_path: Path, pg_url: str) -> None:
     # run again: nothing copied twice, nothing overwritten
     (home / "notes" / "wifi.txt").write_text("changed here", encoding="utf-8")
     text = _invoke(home, "storage", "migrate", "--to", pg_url).output
-    assert "notes: 0 note(s) copied, 2 already there" in text
-    assert "session_archive: copied 0 session(s), 0 message(s)" in text
+    assert "\nnotes:\n  0 note(s) copied, 2 already there\n" in text
+    assert "\nsession_archive:\n  copied 0 session(s), 0 message(s); 1 already there\n" in text
     assert _notes_in_database(pg_url)["wifi"] == "the router is in the hall 番茄"
     # the way back, into an empty home with the plugin installed
     back = tmp_path / "back"
@@ -244,7 +244,7 @@ def test_a_failing_copy_names_the_plugin_and_leaves_the_source_intact(
             "intact") in result.output
     assert "Now set storage.url" not in result.output
     # the other plugins copied theirs, and the source is as it was
-    assert "notes: 2 note(s) copied" in result.output
+    assert "notes:\n  2 note(s) copied" in result.output
     assert {p.name: p.read_bytes() for p in (home / "notes").iterdir()} == before
     with SessionArchive(home / "state.db") as archive:
         assert [m.content for m in archive.messages("s1")] == [

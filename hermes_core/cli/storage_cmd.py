@@ -112,8 +112,9 @@ def migrate(to_url: str | None, from_url: str | None, as_json: bool) -> None:
         where = f"into {url.redacted}" if into_db else f"from {url.redacted} into this home"
         click.echo(f"copied {where}:")
         for plugin, part in report["plugins"].items():
+            click.echo(f"{plugin}:")
             for line in part["lines"] or [_counts_line(part)]:
-                click.echo(f"{plugin}: {line}")
+                click.echo(f"  {line}")
     for problem in failed:
         click.echo(click.style("error: ", fg="red") + problem["message"], err=True)
     if failed:

@@ -35,7 +35,7 @@ def copy_archive(source: StorageSide, target: StorageSide, progress: CopyProgres
                                 plugin="session_archive")
     path = archive_path(settings, source.home)
     if not source.is_database and not path.exists():
-        return _report(ImportReport(), 0, source, target, note=f"no archive at {path}")
+        return _report(ImportReport(), 0, note=f"no archive at {path}")
     with ExitStack() as stack:
         # the source first: an unreachable database fails before a file is created
         source_archive = stack.enter_context(_open(source, settings))
@@ -43,7 +43,7 @@ def copy_archive(source: StorageSide, target: StorageSide, progress: CopyProgres
         out = ImportReport()
         vectors = copy_sessions(source_archive, target_archive, out,
                                 progress=lambda done, total: progress("sessions", done, total))
-    return _report(out, vectors, source, target)
+    return _report(out, vectors)
 
 
 def _open(side: StorageSide, settings: SessionArchiveConfig) -> SessionArchive:
@@ -56,11 +56,9 @@ def _open(side: StorageSide, settings: SessionArchiveConfig) -> SessionArchive:
     return SessionArchive(archive_path(settings, side.home), background_checkpoints=False)
 
 
-def _report(out: ImportReport, vectors: int, source: StorageSide, target: StorageSide,
-            note: str | None = None) -> CopyReport:
-    lines = [f"copied {out.sessions_imported} session(s), {out.messages_imported} message(s) "
-             f"into {target.describe()}; {out.sessions_skipped} already there"
-             + (f" ({note})" if note else "")]
+def _report(out: ImportReport, vectors: int, note: str | None = None) -> CopyReport:
+    lines = [f"copied {out.sessions_imported} session(s), {out.messages_imported} message(s); "
+             f"{out.sessions_skipped} already there" + (f" ({note})" if note else "")]
     if vectors:
         lines.append(f"semantic search: {vectors} message vector(s) not copied; the background "
                      "indexer embeds the copied messages again, or run 'hermes-core sessions "
@@ -68,7 +66,7 @@ def _report(out: ImportReport, vectors: int, source: StorageSide, target: Storag
     return CopyReport(
         copied={"sessions": out.sessions_imported, "messages": out.messages_imported},
         skipped={"sessions": out.sessions_skipped}, lines=lines,
-        detail={"vectors_to_rebuild": vectors, "source": source.describe()})
+        detail={"vectors_to_rebuild": vectors})
 
 
 def copy_sessions(source: SessionArchive, target: SessionArchive, out: ImportReport, *,

@@ -33,7 +33,7 @@ def copy_library(source: StorageSide, target: StorageSide) -> CopyReport:
     kept: list[str] = []
     if source.is_database or source_library.directory.is_dir():
         copied, kept = copy_skills(source_library, library(target))
-    line = f"skills: {len(copied)} copied" + (
+    line = f"{len(copied)} skill(s) copied" + (
         f"; left as they are (the target holds other text under these names): {', '.join(kept)}"
         if kept else "")
     return CopyReport(copied={"skills": len(copied)}, skipped={"skills": len(kept)},

@@ -254,3 +254,21 @@ def test_a_failing_copy_names_the_plugin_and_leaves_the_source_intact(
     report = json.loads(as_json.stdout)
     assert [e["plugin"] for e in report["errors"]] == ["vault"]
     assert report["skipped"]["notes"] == 2 and "vault" not in report["plugins"]
+
+
+def test_migrate_shows_one_progress_bar_per_plugin_task(tmp_path: Path, pg_url: str) -> None:
+    """On a terminal (forced here), each plugin's task gets its bar, labelled with the plugin."""
+    home = tmp_path / "home"
+    home.mkdir()
+    _plugin(home, "notes", NOTES_PLUGIN)
+    _fill(home)
+    env = {"HERMES_CORE_HOME": str(home), "HERMES_CORE_STORAGE_URL": "", "TTY_COMPATIBLE": "1",
+           "COLUMNS": "120"}
+    result = CliRunner().invoke(cli, ["storage", "migrate", "--to", pg_url], env=env,
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "notes: notes" in result.stderr and "2/2" in result.stderr
+    assert "session_archive: sessions" in result.stderr and "1/1" in result.stderr
+    assert "notes: notes" not in result.stdout  # the bars go to stderr, the report to stdout
+    quiet = CliRunner().invoke(cli, ["storage", "migrate", "--to", pg_url, "--json"], env=env)
+    assert "notes: notes" not in quiet.stderr and json.loads(quiet.stdout)["errors"] == []

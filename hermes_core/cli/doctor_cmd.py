@@ -122,7 +122,11 @@ def _failed(host: PluginHost, outcome: HookOutcome) -> dict[str, Any]:
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
 def doctor(as_json: bool) -> None:
-    """Check the home folder, config, plugins, the API key and every plugin's stores."""
+    """Check the home folder, config, plugins, state.db and the API key.
+
+    Then every loaded plugin checks what it keeps (the built-ins: state.db, MEMORY.md, USER.md),
+    each check labelled with its plugin.
+    """
     checks = run_checks()
     if as_json:
         echo_json(checks)

@@ -44,10 +44,6 @@ class StorageSide:
     def is_database(self) -> bool:
         return self.url is not None
 
-    def describe(self) -> str:
-        """``the database at <redacted URL>`` or ``this home's files (<home>)``."""
-        return f"the database at {self.url.redacted}" if self.url else f"this home's files ({self.home})"
-
 
 class CopyProgress(Protocol):
     """``progress(task, done, total)``: how far one task of the calling plugin is.

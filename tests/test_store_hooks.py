@@ -254,6 +254,23 @@ def test_a_failing_copy_names_the_plugin_and_leaves_the_source_intact(
     report = json.loads(as_json.stdout)
     assert [e["plugin"] for e in report["errors"]] == ["vault"]
     assert report["skipped"]["notes"] == 2 and "vault" not in report["plugins"]
+    assert report["not_loaded"] == []
+
+
+def test_a_plugin_that_cannot_load_is_named_by_migrate(tmp_path: Path, pg_url: str) -> None:
+    """Its store (if any) is not copied: the command says so instead of passing over it."""
+    home = tmp_path / "home"
+    home.mkdir()
+    _fill(home)
+    _plugin(home, "halfdone", "raise ImportError('needs the vaultdb package')\n")
+    result = _invoke(home, "storage", "migrate", "--to", pg_url, "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert [r["plugin"] for r in report["not_loaded"]] == ["halfdone"]
+    assert "needs the vaultdb package" in report["not_loaded"][0]["error"]
+    assert "plugin 'halfdone' could not be loaded" in result.stderr
+    assert "that store was not copied" in result.stderr
+    assert report["copied"]["sessions"] == 1
 
 
 def test_migrate_shows_one_progress_bar_per_plugin_task(tmp_path: Path, pg_url: str) -> None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ._common import echo_json, load_host
+from ._common import echo_json, load_host, warn
 
 if TYPE_CHECKING:
     from ..hooks import HookOutcome
@@ -105,6 +105,9 @@ def migrate(to_url: str | None, from_url: str | None, as_json: bool) -> None:
     finally:
         close_pools()
     report = merge_reports(outcomes)
+    # a plugin that could not be loaded copied nothing: say so, its store may be left behind
+    report["not_loaded"] = [{"plugin": r.name, "error": r.error}
+                            for r in host.records.values() if r.enabled and r.error]
     failed = report["errors"]
     if as_json:
         echo_json({("to" if into_db else "from"): url.redacted, **report})
@@ -115,6 +118,10 @@ def migrate(to_url: str | None, from_url: str | None, as_json: bool) -> None:
             click.echo(f"{plugin}:")
             for line in part["lines"] or [_counts_line(part)]:
                 click.echo(f"  {line}")
+    for record in report["not_loaded"]:
+        warn(f"plugin {record['plugin']!r} could not be loaded ({record['error']}); if it keeps "
+             "a store, that store was not copied: fix the plugin ('hermes-core plugins list' "
+             "shows the error), then run the same command again")
     for problem in failed:
         click.echo(click.style("error: ", fg="red") + problem["message"], err=True)
     if failed:

@@ -289,3 +289,24 @@ def test_migrate_shows_one_progress_bar_per_plugin_task(tmp_path: Path, pg_url: 
     assert "notes: notes" not in result.stdout  # the bars go to stderr, the report to stdout
     quiet = CliRunner().invoke(cli, ["storage", "migrate", "--to", pg_url, "--json"], env=env)
     assert "notes: notes" not in quiet.stderr and json.loads(quiet.stdout)["errors"] == []
+
+
+def test_reports_merge_by_kind_and_a_wrong_answer_is_an_error() -> None:
+    from hermes_core.hooks import HookOutcome
+    from hermes_core.storage.transfer import CopyReport, merge_reports
+
+    merged = merge_reports([
+        HookOutcome("a", CopyReport(copied={"notes": 2, "tags": 1}, skipped={"notes": 1})),
+        HookOutcome("b", CopyReport(copied={"notes": 3})),
+        HookOutcome("c", None),  # keeps no store
+        HookOutcome("d", error=TypeError("return a hermes_core.storage.transfer.CopyReport or "
+                                         "None, not dict"), status="bad_return"),
+    ])
+    assert merged["copied"] == {"notes": 5, "tags": 1} and merged["skipped"] == {"notes": 1}
+    assert list(merged["plugins"]) == ["a", "b"]
+    assert [(e["plugin"], e["error"]) for e in merged["errors"]] == [
+        ("d", "TypeError: return a hermes_core.storage.transfer.CopyReport or None, not dict")]
+    with pytest.raises(ValueError, match="count"):
+        CopyReport(copied={"notes": -1})
+    with pytest.raises(ValueError, match="sequence of str"):
+        CopyReport(lines="one line")

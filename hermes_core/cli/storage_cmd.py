@@ -20,7 +20,6 @@ import click
 from ._common import echo_json, load_host, warn
 
 if TYPE_CHECKING:
-    from ..hooks import HookOutcome
     from ..host import PluginHost
     from ..storage.transfer import CopyProgress
 
@@ -76,7 +75,7 @@ def migrate(to_url: str | None, from_url: str | None, as_json: bool) -> None:
     from ..errors import HermesCoreError
     from ..paths import home_dir
     from ..storage import close_pools, get_pool, parse_storage_url
-    from ..storage.transfer import StorageSide
+    from ..storage.transfer import StorageSide, merge_reports
 
     if (to_url is None) == (from_url is None):
         raise click.UsageError("give exactly one of --to URL (this home into the database) or "
@@ -130,32 +129,6 @@ def migrate(to_url: str | None, from_url: str | None, as_json: bool) -> None:
         click.echo("Now set storage.url (or HERMES_CORE_STORAGE_URL) to use the database."
                    if into_db else
                    "Now unset storage.url (and HERMES_CORE_STORAGE_URL) to use the files.")
-
-
-def merge_reports(outcomes: list[HookOutcome]) -> dict[str, Any]:
-    """One report from every plugin's answer: each plugin's own, the totals per kind, and one
-    error per plugin that failed (naming it, what failed, and that the source is intact)."""
-    plugins: dict[str, Any] = {}
-    copied: dict[str, int] = {}
-    skipped: dict[str, int] = {}
-    errors: list[dict[str, str]] = []
-    for outcome in outcomes:
-        if outcome.ok:
-            if outcome.value is None:
-                continue  # the plugin keeps no store
-            part = outcome.value.to_dict()
-            plugins[outcome.plugin] = part
-            for totals, counts in ((copied, part["copied"]), (skipped, part["skipped"])):
-                for kind, n in counts.items():
-                    totals[kind] = totals.get(kind, 0) + n
-            continue
-        error = outcome.error
-        what = (f"{type(error).__name__}: {error}" if error is not None else outcome.status)
-        errors.append({"plugin": outcome.plugin, "error": what, "message": (
-            f"plugin {outcome.plugin!r} could not copy its store: {what}. Its source data was "
-            "only read and is intact; what the other plugins copied stays. Fix the cause, then "
-            "run the same command again: what is already there is skipped")})
-    return {"copied": copied, "skipped": skipped, "plugins": plugins, "errors": errors}
 
 
 def _counts_line(part: dict[str, Any]) -> str:

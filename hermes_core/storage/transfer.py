@@ -11,6 +11,8 @@ third-party plugin's store. The rules every implementation keeps:
   an interrupted migration can simply be run again;
 * **fail loudly**: raise an error saying what could not be copied and how to fix it; the kernel
   names the plugin, the other plugins still copy theirs, and the command exits with 1.
+
+:func:`merge_reports` turns the hook's outcomes into the command's report (``--json``).
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ..config import LoadedConfig
+    from ..hooks import HookOutcome
     from .url import StorageURL
 
-__all__ = ["CopyProgress", "CopyReport", "StorageSide"]
+__all__ = ["CopyProgress", "CopyReport", "StorageSide", "merge_reports"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,3 +86,29 @@ class CopyReport:
     def to_dict(self) -> dict[str, Any]:
         return {"copied": dict(self.copied), "skipped": dict(self.skipped),
                 "lines": list(self.lines), "detail": dict(self.detail)}
+
+
+def merge_reports(outcomes: list[HookOutcome]) -> dict[str, Any]:
+    """One report from every plugin's answer: each plugin's own, the totals per kind, and one
+    error per plugin that failed (naming it, what failed, and that the source is intact)."""
+    plugins: dict[str, Any] = {}
+    copied: dict[str, int] = {}
+    skipped: dict[str, int] = {}
+    errors: list[dict[str, str]] = []
+    for outcome in outcomes:
+        if outcome.ok:
+            if outcome.value is None:
+                continue  # the plugin keeps no store
+            part = outcome.value.to_dict()
+            plugins[outcome.plugin] = part
+            for totals, counts in ((copied, part["copied"]), (skipped, part["skipped"])):
+                for kind, n in counts.items():
+                    totals[kind] = totals.get(kind, 0) + n
+            continue
+        error = outcome.error
+        what = (f"{type(error).__name__}: {error}" if error is not None else outcome.status)
+        errors.append({"plugin": outcome.plugin, "error": what, "message": (
+            f"plugin {outcome.plugin!r} could not copy its store: {what}. Its source data was "
+            "only read and is intact; what the other plugins copied stays. Fix the cause, then "
+            "run the same command again: what is already there is skipped")})
+    return {"copied": copied, "skipped": skipped, "plugins": plugins, "errors": errors}

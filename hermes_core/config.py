@@ -144,6 +144,7 @@ DEFAULT_HOOK_TIMEOUTS: dict[str, float] = {
     "shutdown": 5.0,
     # inspection commands
     "describe_context": 30.0,
+    "doctor_checks": 60.0,  # each plugin's checks (an integrity check of a large archive)
 }
 
 

@@ -25,8 +25,11 @@ from .types import CompressionResult, Message, Session
 
 if TYPE_CHECKING:
     from collections import deque
+    from pathlib import Path
 
+    from .config import LoadedConfig
     from .kinds import Tool
+    from .storage.transfer import CopyProgress, StorageSide
     from .types import Dispatcher, EndReason, MemoryWrite, SwitchReason, Usage
 
 __all__ = [
@@ -128,6 +131,24 @@ def _context_plan(value: Any) -> str | None:
     return None
 
 
+def _doctor_checks(value: Any) -> str | None:
+    from .doctor import DoctorCheck
+
+    if not isinstance(value, list | tuple):
+        return f"return a list of hermes_core.doctor.DoctorCheck, not {type(value).__name__}"
+    for item in value:
+        if not isinstance(item, DoctorCheck):
+            return f"return a list of hermes_core.doctor.DoctorCheck; it held a {type(item).__name__}"
+    return None
+
+
+def _copy_report(value: Any) -> str | None:
+    from .storage.transfer import CopyReport
+
+    return None if isinstance(value, CopyReport) else (
+        f"return a hermes_core.storage.transfer.CopyReport or None, not {type(value).__name__}")
+
+
 def _nothing(value: Any) -> str | None:
     return f"return None (the kernel ignores the value), not {type(value).__name__}"
 
@@ -163,6 +184,8 @@ RECEIVERS: dict[str, frozenset[str]] = {
     "connect": _PLATFORM,
     "disconnect": _PLATFORM,
     "send": _PLATFORM,
+    "doctor_checks": _MODULE,
+    "copy_storage": _MODULE,
 }
 
 
@@ -369,3 +392,16 @@ class Hooks:
              ) -> list[HookOutcome]:
         return self._all(self._relay.send, TURN, None, only=only,
                          conversation_key=conversation_key, text=text)
+
+    # ------------------------------------------------------------------ a plugin's own stores
+
+    def doctor_checks(self, *, home: Path, config: LoadedConfig) -> list[HookOutcome]:
+        """Every loaded plugin module's checks, each under the hook's deadline (``doctor``)."""
+        return self._all(self._relay.doctor_checks, TURN, _doctor_checks, home=home, config=config)
+
+    def copy_storage(self, *, source: StorageSide, target: StorageSide, progress: CopyProgress
+                     ) -> list[HookOutcome]:
+        """Every loaded plugin module copies its stores, one after the other, on the caller's
+        thread and without a deadline (a migration takes as long as the data needs)."""
+        return self._all(self._relay.copy_storage, None, _copy_report, source=source,
+                         target=target, progress=progress)

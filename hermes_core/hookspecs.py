@@ -29,7 +29,12 @@ from typing import TYPE_CHECKING, Any
 from ._markers import hookspec
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from .config import LoadedConfig
+    from .doctor import DoctorCheck
     from .kinds import Tool
+    from .storage.transfer import CopyProgress, CopyReport, StorageSide
     from .types import (
         CompressionResult,
         Dispatcher,
@@ -45,8 +50,10 @@ if TYPE_CHECKING:
 __all__ = [
     "compress",
     "connect",
+    "copy_storage",
     "describe_context",
     "disconnect",
+    "doctor_checks",
     "forget",
     "get_tools",
     "load_session",
@@ -103,6 +110,8 @@ CONTEXT_ENGINE_HOOKS = (
 )
 TOOL_HOOKS = ("get_tools", "on_post_compress")
 PLATFORM_HOOKS = ("connect", "disconnect", "send")
+#: implemented by plugin modules, called by the kernel's commands about every plugin's stores
+MODULE_HOOKS = ("doctor_checks", "copy_storage")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -471,4 +480,45 @@ def register_embedders(register: Callable[[type], None]) -> None:
     installed, ``none``: word search only). An embedder turns texts into unit vectors:
     ``embed(texts)``, ``dimension`` and ``model_id``; it is instantiated lazily and may load a
     model on first use.
+    """
+
+
+# --------------------------------------------------------------------------------------------------
+# A plugin's stores: implemented by plugin modules (selected for a slot or not)
+# --------------------------------------------------------------------------------------------------
+
+
+@hookspec
+def doctor_checks(home: Path, config: LoadedConfig) -> list[DoctorCheck] | None:
+    """Check what this plugin keeps or needs, for ``hermes-core doctor``.
+
+    Called once per ``doctor`` run on every loaded plugin module (selected in ``memory.providers``
+    or ``context.engine`` or not), under a deadline, after the kernel's own checks. ``home`` is the
+    home folder, ``config`` the loaded config (the defaults when config.yaml is invalid; read your
+    section with :func:`hermes_core.config.validate_section` and fall back to your defaults if it
+    raises). Only read: never create, repair or rewrite anything.
+
+    Return a list of :class:`hermes_core.doctor.DoctorCheck` (name, ok, detail, warning, fix),
+    printed labelled with the plugin; ``None`` or ``[]`` when there is nothing to check. An
+    implementation that raises, is late or returns something else becomes one failed check naming
+    the plugin, the hook and the error; ``doctor`` itself goes on.
+    """
+
+
+@hookspec
+def copy_storage(source: StorageSide, target: StorageSide, progress: CopyProgress
+                 ) -> CopyReport | None:
+    """Copy this plugin's store(s) from ``source`` to ``target`` (``hermes-core storage migrate``).
+
+    Called once per ``storage migrate --to URL`` (``source`` is this home's files, ``target`` the
+    database) or ``--from URL`` (the other way) on every loaded plugin module, selected or not,
+    one at a time, without a deadline. A :class:`~hermes_core.storage.transfer.StorageSide` has
+    ``home``, ``config`` and ``url`` (``None`` for the files). Read the source only; skip what the
+    target already holds, never overwrite it, so the command can run again; report long tasks
+    with ``progress(task, done, total)``.
+
+    Return a :class:`~hermes_core.storage.transfer.CopyReport` (counts copied and skipped per kind,
+    summary lines, JSON detail), or ``None`` when the plugin keeps no store. Raise an error saying
+    what could not be copied and how to fix it: the command names the plugin, lets the others
+    copy theirs, and exits with 1.
     """

@@ -13,7 +13,8 @@ from hermes_core import hookspecs
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "docs" / "reference"
 PAGES = sorted(REFERENCE.glob("*.md"))
-GROUPS = ("REGISTRY_HOOKS", "MEMORY_HOOKS", "CONTEXT_ENGINE_HOOKS", "TOOL_HOOKS", "PLATFORM_HOOKS")
+GROUPS = ("REGISTRY_HOOKS", "MEMORY_HOOKS", "CONTEXT_ENGINE_HOOKS", "TOOL_HOOKS", "PLATFORM_HOOKS",
+          "MODULE_HOOKS")
 ALL_HOOKS = [name for group in GROUPS for name in getattr(hookspecs, group)]
 
 

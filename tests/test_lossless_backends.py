@@ -223,8 +223,8 @@ def test_migrating_two_homes_renumbers_a_taken_span_id_and_keeps_everything(
                                          "HERMES_CORE_STORAGE_URL": ""})
         assert result.exit_code == 0, result.output
         reports.append(json.loads(result.output))
-    assert [(r["lossless_spans_copied"], r["lossless_spans_renumbered"]) for r in reports] == [
-        (1, 0), (1, 1)]
+    assert [(r["copied"]["lossless_spans"], r["plugins"]["lossless"]["detail"]["renumbered"])
+            for r in reports] == [(1, 0), (1, 1)]
     spans = dump(PgSpanStore(parse_storage_url(pg_url)))["spans"]
     assert {conv: [s.id for s, _ in items] for conv, items in spans.items()} == {
         "a-1": [1], "b-1": [2]}

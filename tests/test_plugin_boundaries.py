@@ -35,16 +35,8 @@ ALLOWED = {
     ("config.py", "skills"),
     ("config.py", "compressor"),  # the default context.engine
     ("cli/serve_cmd.py", "webhook"),  # serve's default --platform
-    ("cli/doctor_cmd.py", "session_archive"),  # the state.db check (to move with a doctor hook)
-    ("cli/doctor_cmd.py", "file_memory"),  # the MEMORY.md/USER.md check (likewise)
     ("scaffold.py", "file_memory"),  # the README of a scaffolded plugin shows a selection
     ("embeddings.py", "minilm"),  # embeddings.embedder: auto prefers the first-party local one
-    # 'storage migrate' copies the built-in stores between backends; to move behind a storage
-    # hook each store implements (a known gap of the kernel contract, listed in CHANGELOG.md)
-    ("cli/storage_cmd.py", "file_memory"),
-    ("cli/storage_cmd.py", "session_archive"),
-    ("cli/storage_cmd.py", "skills"),
-    ("cli/storage_cmd.py", "lossless"),
 }
 _PREFIX = "hermes_core.plugins."
 

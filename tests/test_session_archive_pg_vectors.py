@@ -289,7 +289,8 @@ def test_storage_migrate_says_the_vectors_are_rebuilt_and_reindex_restores_them(
     result = CliRunner().invoke(cli, ["storage", "migrate", "--to", pg_url, "--json"], env=env,
                                 catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["vectors_to_rebuild"] == 2
+    assert json.loads(result.output)["plugins"]["session_archive"]["detail"][
+        "vectors_to_rebuild"] == 2
     text = CliRunner().invoke(cli, ["storage", "migrate", "--to", pg_url], env=env,
                               catch_exceptions=False).output
     assert "2 message vector(s) not copied" in text and "sessions reindex" in text

@@ -52,8 +52,10 @@ def test_migrate_copies_sessions_and_memory_without_loss(tmp_path: Path, pg_url:
     home.mkdir()
     ids = _fill(home)
     report = json.loads(_run(home, "storage", "migrate", "--to", pg_url, "--json"))
-    assert (report["sessions_copied"], report["messages_copied"]) == (3, 5)
-    assert sorted(report["memory_copied"]) == ["(shared)/memory", "alice/user"]
+    assert (report["copied"]["sessions"], report["copied"]["messages"]) == (3, 5)
+    assert sorted(report["plugins"]["file_memory"]["detail"]["copied"]) == [
+        "(shared)/memory", "alice/user"]
+    assert report["errors"] == []
     assert "hermes-test" not in json.dumps(report)  # the password never printed
     assert _export(home, ids, pg_url) == _export(home, ids, None)  # lossless
     shown = json.loads(_run(home, "memory", "show", "--json", "--user", "alice", url=pg_url))
@@ -61,8 +63,8 @@ def test_migrate_copies_sessions_and_memory_without_loss(tmp_path: Path, pg_url:
     assert json.loads(_run(home, "memory", "show", "--json", url=pg_url))["memory"][
         "entries"] == ["the build uses make"]
     again = json.loads(_run(home, "storage", "migrate", "--to", pg_url, "--json"))
-    assert (again["sessions_copied"], again["sessions_skipped"]) == (0, 3)
-    assert again["memory_copied"] == []
+    assert (again["copied"]["sessions"], again["skipped"]["sessions"]) == (0, 3)
+    assert again["plugins"]["file_memory"]["detail"]["copied"] == []
     versions = json.loads(_run(home, "storage", "show", "--json", url=pg_url))
     assert versions["backend"] == "postgresql" and set(versions["schema"]) == {
         "session_archive", "file_memory"}
@@ -153,19 +155,20 @@ def test_migrate_carries_history_pins_skills_and_the_lossless_archive(
     _fill_other_stores(home)
     before = _snapshot(home, None)
     report = json.loads(_run(home, "storage", "migrate", "--to", pg_url, "--json"))
-    assert report["memory_versions_copied"] == 5 and report["memory_pins_copied"] == 1
-    assert report["skills_copied"] == ["binary", "broken", "deploy"]
-    assert report["skills_kept"] == []
-    assert (report["lossless_conversations_copied"], report["lossless_spans_copied"],
-            report["lossless_spans_renumbered"]) == (2, 2, 0)
+    copied = report["copied"]
+    assert copied["memory_versions"] == 5 and copied["memory_pins"] == 1
+    assert report["plugins"]["skills"]["detail"] == {
+        "copied": ["binary", "broken", "deploy"], "kept": []}
+    assert (copied["lossless_conversations"], copied["lossless_spans"],
+            report["plugins"]["lossless"]["detail"]["renumbered"]) == (2, 2, 0)
     assert _snapshot(home, pg_url) == before  # every store, exactly
     assert _export(home, ids, pg_url) == _export(home, ids, None)
     # the way back: the database into an empty home's files, every store exactly again
     back = tmp_path / "back"
     back.mkdir()
     returned = json.loads(_run(back, "storage", "migrate", "--from", pg_url, "--json"))
-    assert (returned["sessions_copied"], returned["memory_versions_copied"],
-            returned["lossless_spans_copied"]) == (3, 5, 2)
+    assert (returned["copied"]["sessions"], returned["copied"]["memory_versions"],
+            returned["copied"]["lossless_spans"]) == (3, 5, 2)
     assert _snapshot(back, None) == before
     assert _export(back, ids, None) == _export(home, ids, None)
     # a second home on the database sees the same history and continues it
@@ -179,8 +182,8 @@ def test_migrate_carries_history_pins_skills_and_the_lossless_archive(
     assert [(s["name"], "error" in s) for s in listed] == [
         ("binary", True), ("broken", True), ("deploy", False)]
     again = json.loads(_run(home, "storage", "migrate", "--to", pg_url, "--json"))
-    assert (again["memory_versions_copied"], again["skills_copied"],
-            again["lossless_spans_copied"], again["lossless_conversations_kept"]) == (
+    assert (again["copied"]["memory_versions"], again["plugins"]["skills"]["detail"]["copied"],
+            again["copied"]["lossless_spans"], again["skipped"]["lossless_conversations"]) == (
         0, [], 0, 2)
     versions = json.loads(_run(home, "storage", "show", "--json", url=pg_url))
     assert set(versions["schema"]) == {"session_archive", "file_memory", "skills", "lossless"}

@@ -1,169 +1,34 @@
-"""``hermes-core doctor``: what is set up, what is broken, and how to fix it."""
+"""``hermes-core doctor``: what is set up, what is broken, and how to fix it.
+
+The kernel checks what it owns (home, config, plugins, selections, activation, API key); then
+every loaded plugin checks what it keeps through the ``doctor_checks`` hook (the built-in stores
+their files, a third-party plugin its own), each check labelled with its plugin. A plugin whose
+hook raises, is late or answers something else is one failed check naming it; doctor goes on.
+"""
 
 from __future__ import annotations
 
 import os
-import sqlite3
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ._common import echo_json, load_host
 
+if TYPE_CHECKING:
+    from ..hooks import HookOutcome
+    from ..host import PluginHost
+
 __all__ = ["doctor", "run_checks"]
 
-
-def _check_state_db(path: Any, name: str = "state.db") -> dict[str, Any]:
-    from ..plugins.memory.session_archive.db import connect_read_only, recovery_advice
-
-    if not path.exists():
-        return {"name": name, "ok": True, "detail": f"{path} not created yet"}
-    if not os.access(path, os.R_OK):
-        return {"name": name, "ok": False, "detail": f"{path} cannot be read (permission "
-                "denied); it was left untouched: fix its permissions (it is not damaged)"}
-    note = None
-    try:
-        # Read-only: doctor must never modify, let alone overwrite, a damaged database.
-        con, note = connect_read_only(path)
-        try:
-            result = con.execute("PRAGMA quick_check").fetchone()[0]
-        finally:
-            con.close()
-    except sqlite3.OperationalError as exc:
-        text = str(exc).lower()
-        if "malformed" not in text and "not a database" not in text and "corrupt" not in text:
-            # Locks, permissions, a read-only folder: nothing says the data is damaged.
-            return {"name": name, "ok": False, "detail": f"{path} could not be checked ({exc}); "
-                    "it was left untouched and nothing suggests it is damaged: check the "
-                    "file's and its folder's permissions, then run doctor again"}
-        return {"name": name, "ok": False,
-                "detail": f"{path} is damaged ({exc}); it was left untouched. "
-                f"{recovery_advice(path)}"}
-    except sqlite3.DatabaseError as exc:
-        return {
-            "name": name,
-            "ok": False,
-            "detail": f"{path} cannot be read as SQLite ({exc}); it was left untouched. If it "
-            "is not your session archive, set session_archive.path to another file; if it is, "
-            f"{recovery_advice(path)}",
-        }
-    ok = result == "ok"
-    detail = (f"{path}: integrity ok" if ok else
-              f"{path}: integrity check failed: {result}; it was left untouched. "
-              f"{recovery_advice(path)}")
-    if ok:
-        ok, detail = _check_archive_identity(path, detail)
-    if note:
-        detail += f" (note: {note})"
-    spooled = _spooled(path)
-    if spooled:
-        detail += (f"; {spooled} message(s) wait in {path.name}.spool.jsonl and will be stored "
-                   "by the next write that succeeds")
-    return {"name": name, "ok": ok, "warning": bool(spooled), "detail": detail}
-
-
-def _spooled(path: Any) -> int:
-    from ..plugins.memory.session_archive.db import spool_path
-    from ..plugins.memory.session_archive.spool import Spool
-
-    try:
-        return len(Spool(spool_path(path)).read())
-    except OSError:
-        return 0
-
-
-def _check_archive_identity(path: Any, detail: str) -> tuple[bool, str]:
-    """Is the (sound) file a session archive this version can open? Read-only, like the rest."""
-    from ..plugins.memory.session_archive.db import connect_read_only
-    from ..plugins.memory.session_archive.schema import APPLICATION_ID, LATEST_VERSION
-
-    con, _note = connect_read_only(path)
-    try:
-        app_id = con.execute("PRAGMA application_id").fetchone()[0]
-        version = con.execute("PRAGMA user_version").fetchone()[0]
-        tables = con.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-        if app_id == APPLICATION_ID and version <= LATEST_VERSION:
-            sessions = con.execute("SELECT count(*) FROM sessions").fetchone()[0]
-            return True, f"{detail}; session archive schema {version}, {sessions} sessions"
-    except sqlite3.DatabaseError as exc:
-        return False, f"{detail}, but it cannot be read as a session archive ({exc})"
-    finally:
-        con.close()
-    if app_id not in (0, APPLICATION_ID) or (app_id == 0 and tables):
-        return False, (f"{path} is an SQLite file of another application, not a hermes-core "
-                       "session archive; it was left untouched. Move it aside or set "
-                       "session_archive.path to another file")
-    if version > LATEST_VERSION:
-        return False, (f"{path} has schema version {version}, written by a newer hermes-core "
-                       f"(this one knows {LATEST_VERSION}); upgrade hermes-core. It was left "
-                       "untouched")
-    return True, f"{detail} (empty)"
-
-
-def _archive_location(host: Any, home: Any) -> tuple[Any, str]:
-    """The configured archive file (``session_archive.path``), or ``<home>/state.db``."""
-    from pathlib import Path
-
-    from ..errors import HermesCoreError
-    from ..plugins.memory.session_archive import SessionArchiveConfig, archive_path
-
-    section = "session_archive"
-    try:
-        settings = host._section_model(section, host.config)
-    except (HermesCoreError, KeyError):
-        raw = host.config.raw.get(section)
-        configured = raw.get("path") if isinstance(raw, dict) else None
-        settings = SessionArchiveConfig(path=configured if isinstance(configured, str) else None)
-    path = archive_path(settings, Path(home))
-    return path, ("state.db" if path == Path(home) / "state.db" else f"archive ({path.name})")
-
-
-def _check_memory_files(host: Any, home: Any) -> list[dict[str, Any]]:
-    """MEMORY.md and USER.md: readable, UTF-8, within their limits, in the form the store writes."""
-    from pathlib import Path
-
-    from ..errors import HermesCoreError
-    from ..plugins.memory.file_memory.config import FileMemoryConfig
-    from ..plugins.memory.file_memory.entries import joined_size, usage_label
-    from ..plugins.memory.file_memory.store import FILENAMES, MemoryStore
-
-    try:
-        settings = host._section_model("file_memory", host.config)
-    except (HermesCoreError, KeyError):
-        settings = FileMemoryConfig()
-    store = MemoryStore(Path(home) / "memories", memory_limit=settings.memory_char_limit,
-                        user_limit=settings.user_char_limit)
-    out: list[dict[str, Any]] = []
-    for target, filename in FILENAMES.items():
-        path = store.path(target)
-        state = store.read(target)
-        check: dict[str, Any] = {"name": filename, "ok": True}
-        if state.problem is not None:
-            check.update(ok=False, detail=f"{state.problem}. It was left untouched: fix it, or "
-                         f"move it aside (mv {path} {path}.corrupt) to start that store afresh")
-        elif state.raw is None:
-            check["detail"] = f"{path} not created yet"
-        else:
-            size, limit = joined_size(state.entries), store.limit(target)
-            notes = []
-            if size > limit:
-                notes.append(f"over its limit ({usage_label(size, limit)}): the agent can only "
-                             "remove or shorten entries; trim it with 'hermes-core memory edit'")
-            if b"\r" in state.raw:
-                notes.append("has Windows (CRLF) line endings: it reads fine and is rewritten "
-                             "with \\n endings (after a .bak copy) on the next change")
-            elif state.edited:
-                notes.append("was edited by hand (not in the store's exact form): a .bak copy is "
-                             "made before the next change rewrites it")
-            check["warning"] = bool(notes)
-            check["detail"] = (f"{path}: {len(state.entries)} entries, "
-                               f"{usage_label(size, limit)}" + "".join(f"; {n}" for n in notes))
-        out.append(check)
-    return out
+#: the hook's name in the messages of a failed plugin check
+_HOOK = "doctor_checks"
 
 
 def run_checks() -> list[dict[str, Any]]:
-    """Each check: name, ok (bool), detail, and 'warning' for problems that do not block."""
+    """Each check: name, ok (bool), detail, 'warning' for problems that do not block, 'fix'
+    when there is advice, and 'plugin' for the checks a plugin answered."""
     from ..config import load_config
     from ..errors import HermesCoreError
     from ..paths import home_dir
@@ -209,8 +74,6 @@ def run_checks() -> list[dict[str, Any]]:
                            "detail": ("every selected provider, the engine and the tools start"
                                       if not errors else f"{len(errors)} problem(s) a session "
                                       "would hit") + "".join(lines)})
-    checks.append(_check_state_db(*_archive_location(host, home)))
-    checks.extend(_check_memory_files(host, home))
     key_set = bool(host.config.core.llm.api_key)
     checks.append({
         "name": "api key",
@@ -219,13 +82,51 @@ def run_checks() -> list[dict[str, Any]]:
         "detail": "ANTHROPIC_API_KEY is set" if key_set else
         "no key: set ANTHROPIC_API_KEY (or llm.api_key); 'hermes-core replay' works without one",
     })
+    try:
+        checks.extend(plugin_checks(host, home))
+    finally:
+        host.hooks.close()
     return checks
+
+
+def plugin_checks(host: PluginHost, home: Path) -> list[dict[str, Any]]:
+    """Every loaded plugin's ``doctor_checks``, in call order, each labelled with its plugin."""
+    out: list[dict[str, Any]] = []
+    for outcome in host.hooks.doctor_checks(home=home, config=host.config):
+        if not outcome.ok:
+            out.append(_failed(host, outcome))
+            continue
+        for check in outcome.value or ():
+            out.append({**check.to_dict(), "plugin": outcome.plugin})
+    return out
+
+
+def _failed(host: PluginHost, outcome: HookOutcome) -> dict[str, Any]:
+    """One failed check for a plugin whose hook raised, was late or answered something else."""
+    plugin = outcome.plugin
+    if outcome.status in ("timed_out", "queued"):
+        seconds = host.config.core.hooks.timeout(_HOOK)
+        what = (f"did not answer within {seconds:g} s (hooks.timeouts.{_HOOK}); its checks are "
+                "missing")
+    elif outcome.status == "bad_return":
+        what = f"answered something else: {outcome.error}"
+    else:
+        error = outcome.error
+        what = f"raised {type(error).__name__}: {error}" if error is not None else "failed"
+    return {"name": f"{plugin}: {_HOOK}", "ok": False, "warning": False, "plugin": plugin,
+            "detail": f"plugin {plugin!r}: its {_HOOK} hook {what}",
+            "fix": f"report it to the plugin's authors; 'hermes-core plugins disable {plugin}' "
+                   "turns the plugin off"}
 
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
 def doctor(as_json: bool) -> None:
-    """Check the home folder, config, plugins, state.db and the API key."""
+    """Check the home folder, config, plugins, state.db and the API key.
+
+    Then every loaded plugin checks what it keeps (the built-ins: state.db, MEMORY.md, USER.md),
+    each check labelled with its plugin.
+    """
     checks = run_checks()
     if as_json:
         echo_json(checks)
@@ -234,6 +135,11 @@ def doctor(as_json: bool) -> None:
             mark = click.style("ok  ", fg="green") if c["ok"] else click.style("FAIL", fg="red")
             if c["ok"] and c.get("warning"):
                 mark = click.style("warn", fg="yellow")
-            click.echo(f"[{mark}] {c['name']}: {c['detail']}")
+            label = f"{c['plugin']} / {c['name']}" if c.get("plugin") else c["name"]
+            if c.get("plugin") and c["name"].startswith(f"{c['plugin']}: "):
+                label = c["name"]
+            click.echo(f"[{mark}] {label}: {c['detail']}")
+            if c.get("fix"):
+                click.echo(f"       fix: {c['fix']}")
     if not all(c["ok"] for c in checks):
         raise SystemExit(1)

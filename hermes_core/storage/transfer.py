@@ -1,89 +1,114 @@
-"""Moving a home's data into the ``storage.url`` database (``hermes-core storage migrate``).
+"""Copying stores between backends (``hermes-core storage migrate``): the hook's kernel values.
 
-The library half of the command; the click layer (``hermes_core.cli.storage_cmd``) opens the
-stores and calls each store's own copy (the plugins' ``transfer`` modules). Sessions travel in
-the archive's own export format (JSON Lines, ``sessions export``), so what arrives is exactly
-what ``sessions import`` would store: lossless, and sessions already in the target are skipped,
-which makes an interrupted migration safe to run again. The other stores follow the same rule:
-curated memory (its history and pins too) only into owners and documents that are empty in the
-target, skills only under names the target lacks, the lossless engine's spans only for
-conversations the target has none of; what was left alone is named in the report. Message
-vectors (semantic search) are not copied: the target's background indexer embeds the copied
-messages again (or ``hermes-core sessions reindex`` does it at once, with a progress bar).
+``storage migrate --to URL`` (this home's files into a database) and ``--from URL`` (the way
+back) call the ``copy_storage(source, target, progress)`` hook once; every loaded plugin that
+keeps a store copies its own and answers a :class:`CopyReport`. The built-in stores (session
+archive, curated memory, skills, the lossless engine's archive) take part exactly like a
+third-party plugin's store. The rules every implementation keeps:
+
+* **the source is only read**: nothing in it is changed, moved or deleted;
+* **never overwrite**: what the target already holds is skipped (and counted in ``skipped``), so
+  an interrupted migration can simply be run again;
+* **fail loudly**: raise an error saying what could not be copied and how to fix it; the kernel
+  names the plugin, the other plugins still copy theirs, and the command exits with 1.
+
+:func:`merge_reports` turns the hook's outcomes into the command's report (``--json``).
 """
 
 from __future__ import annotations
 
-import tempfile
-from collections.abc import Callable
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-__all__ = ["MigrationReport", "copy_sessions"]
+if TYPE_CHECKING:
+    from ..config import LoadedConfig
+    from ..hooks import HookOutcome
+    from .url import StorageURL
 
-#: sessions written per import batch (one temporary JSONL file each)
-BATCH = 200
+__all__ = ["CopyProgress", "CopyReport", "StorageSide", "merge_reports"]
 
 
-@dataclass
-class MigrationReport:
-    sessions_copied: int = 0
-    sessions_skipped: int = 0
-    messages_copied: int = 0
-    #: "<owner>/<target>" of each memory document copied, and of those left alone
-    memory_copied: list[str] = field(default_factory=list)
-    memory_kept: list[str] = field(default_factory=list)
-    #: versions of the memory history copied, and pins added
-    memory_versions_copied: int = 0
-    memory_pins_copied: int = 0
-    #: skill names copied, and names the target already held with other text
-    skills_copied: list[str] = field(default_factory=list)
-    skills_kept: list[str] = field(default_factory=list)
-    #: the lossless engine's archive: conversations and spans copied, spans given a new id,
-    #: conversations left alone (the target already had spans of them)
-    lossless_conversations_copied: int = 0
-    lossless_spans_copied: int = 0
-    lossless_spans_renumbered: int = 0
-    lossless_conversations_kept: int = 0
-    #: the lossless archive's message vectors in the source: not copied, rebuilt by the
-    #: target's background indexer the first time the engine runs there
-    lossless_vectors_to_rebuild: int = 0
-    #: message vectors (semantic search) in the source: not copied, the target re-embeds them
-    #: (its background indexer, or ``hermes-core sessions reindex``)
-    vectors_to_rebuild: int = 0
+@dataclass(frozen=True, slots=True)
+class StorageSide:
+    """One side of a copy: this home's files (``url`` is None) or the database at ``url``.
+
+    ``home`` and ``config`` are the home being migrated and its loaded config (read your section
+    with :func:`hermes_core.config.validate_section`); both sides carry the same ones, since
+    ``--from`` copies the database into this home.
+    """
+
+    home: Path
+    config: LoadedConfig
+    url: StorageURL | None = None
+
+    @property
+    def is_database(self) -> bool:
+        return self.url is not None
+
+
+class CopyProgress(Protocol):
+    """``progress(task, done, total)``: how far one task of the calling plugin is.
+
+    Call it with ``done=0`` before a long task, then after each batch; each task (``"sessions"``)
+    gets its own progress bar, labelled with the plugin, when the command runs in a terminal.
+    """
+
+    def __call__(self, task: str, done: int, total: int) -> None: ...
+
+
+@dataclass(frozen=True)
+class CopyReport:
+    """What one plugin's ``copy_storage`` did.
+
+    ``copied`` and ``skipped`` count by kind (``{"sessions": 3, "messages": 5}``); ``skipped`` is
+    what the target already held (or what was left alone because it differs: say so in
+    ``lines``). ``lines`` are the human-readable summary ``storage migrate`` prints under the
+    plugin's name (say what was left alone and what the user may want to do next); ``detail`` is
+    any JSON-serialisable extra shown by ``--json`` (the names copied, for one).
+    """
+
+    copied: Mapping[str, int] = field(default_factory=dict)
+    skipped: Mapping[str, int] = field(default_factory=dict)
+    lines: Sequence[str] = ()
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for label, counts in (("copied", self.copied), ("skipped", self.skipped)):
+            if not isinstance(counts, Mapping) or not all(
+                    isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
+                    and v >= 0 for k, v in counts.items()):
+                raise ValueError(f"CopyReport.{label} must map a kind (str) to a count (int >= 0)")
+        if isinstance(self.lines, str) or not all(isinstance(line, str) for line in self.lines):
+            raise ValueError("CopyReport.lines must be a sequence of str (one line each)")
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {"copied": dict(self.copied), "skipped": dict(self.skipped),
+                "lines": list(self.lines), "detail": dict(self.detail)}
 
 
-def copy_sessions(
-    source: Any, target: Any, *, export_lines: Callable[[Any, str], Any],
-    import_jsonl: Callable[..., Any], report: MigrationReport,
-    progress: Callable[[int, int], None] | None = None,
-) -> None:
-    """Copy every session of archive ``source`` into archive ``target``, oldest first (a
-    compaction's parent before its child); ``progress(done, total)`` after each batch."""
-    ids = [r[0] for r in source.db.read("SELECT id FROM sessions ORDER BY num")]
-    # vectors stay behind: ids change on the way, and the target may use another model
-    report.vectors_to_rebuild += int(source.db.read("SELECT count(*) FROM message_vectors")[0][0])
-    total = len(ids)
-    if progress is not None:
-        progress(0, total)
-    for start in range(0, total, BATCH):
-        batch = ids[start : start + BATCH]
-        with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".jsonl",
-                                         delete=False) as handle:
-            for sid in batch:
-                for line in export_lines(source, sid):
-                    handle.write(line + "\n")
-            path = Path(handle.name)
-        try:
-            result = import_jsonl(target, path)
-        finally:
-            path.unlink(missing_ok=True)
-        report.sessions_copied += result.sessions_imported
-        report.sessions_skipped += result.sessions_skipped
-        report.messages_copied += result.messages_imported
-        if progress is not None:
-            progress(min(start + BATCH, total), total)
+def merge_reports(outcomes: list[HookOutcome]) -> dict[str, Any]:
+    """One report from every plugin's answer: each plugin's own, the totals per kind, and one
+    error per plugin that failed (naming it, what failed, and that the source is intact)."""
+    plugins: dict[str, Any] = {}
+    copied: dict[str, int] = {}
+    skipped: dict[str, int] = {}
+    errors: list[dict[str, str]] = []
+    for outcome in outcomes:
+        if outcome.ok:
+            if outcome.value is None:
+                continue  # the plugin keeps no store
+            part = outcome.value.to_dict()
+            plugins[outcome.plugin] = part
+            for totals, counts in ((copied, part["copied"]), (skipped, part["skipped"])):
+                for kind, n in counts.items():
+                    totals[kind] = totals.get(kind, 0) + n
+            continue
+        error = outcome.error
+        what = (f"{type(error).__name__}: {error}" if error is not None else outcome.status)
+        errors.append({"plugin": outcome.plugin, "error": what, "message": (
+            f"plugin {outcome.plugin!r} could not copy its store: {what}. Its source data was "
+            "only read and is intact; what the other plugins copied stays. Fix the cause, then "
+            "run the same command again: what is already there is skipped")})
+    return {"copied": copied, "skipped": skipped, "plugins": plugins, "errors": errors}

@@ -7,11 +7,15 @@ Select it with ``context.engine: lossless``; settings live in the ``lossless:`` 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from hermes_core import hookimpl
 
 from .engine import LosslessConfig, LosslessEngine
 from .store import SearchHit, Span, SpanStore
+
+if TYPE_CHECKING:
+    from hermes_core.storage.transfer import CopyProgress, CopyReport, StorageSide
 
 __all__ = [
     "LosslessConfig",
@@ -19,6 +23,7 @@ __all__ = [
     "SearchHit",
     "Span",
     "SpanStore",
+    "copy_storage",
     "register_context_engines",
 ]
 
@@ -26,3 +31,11 @@ __all__ = [
 @hookimpl
 def register_context_engines(register: Callable[[type], None]) -> None:
     register(LosslessEngine)
+
+
+@hookimpl
+def copy_storage(source: StorageSide, target: StorageSide, progress: CopyProgress) -> CopyReport:
+    """``storage migrate``: the archive of compacted turns (see :mod:`.transfer`)."""
+    from .transfer import copy_archive
+
+    return copy_archive(source, target)

@@ -21,11 +21,13 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from hermes_core.config import validate_section
+from hermes_core.storage.transfer import CopyReport, StorageSide
 from hermes_core.types import Message
 
 from .store import Span, SpanStore, _calls_json
 
-__all__ = ["LosslessCopy", "copy_lossless", "dump"]
+__all__ = ["LosslessCopy", "copy_archive", "copy_lossless", "dump"]
 
 #: messages read per span page when copying (a span is small; this bounds a huge one)
 _PAGE = 10_000
@@ -173,6 +175,48 @@ def copy_lossless(source: Any, target: Any) -> LosslessCopy:
         out.spans += len(items)
         out.messages += sum(len(m) for _, m in items)
     return out
+
+
+def copy_archive(source: StorageSide, target: StorageSide) -> CopyReport:
+    """The ``copy_storage`` hook's work: ``source``'s lossless archive into ``target``'s."""
+    from .engine import LosslessConfig
+
+    settings = validate_section(source.config, "lossless", LosslessConfig, plugin="lossless")
+
+    def open_store(side: StorageSide) -> Any:
+        if side.url is not None:
+            from .pg_store import PgSpanStore
+
+            return PgSpanStore(side.url)
+        return SpanStore(side.home / (settings.db_path or "context.db"))
+
+    out = LosslessCopy()
+    source_path = source.home / (settings.db_path or "context.db")
+    if source.is_database or source_path.exists():
+        from_store = open_store(source)
+        try:
+            # an empty database leaves no empty context.db behind
+            if not source.is_database or from_store.conversations() or (
+                    from_store.conversation_links()):
+                into_store = open_store(target)
+                try:
+                    out = copy_lossless(from_store, into_store)
+                finally:
+                    into_store.close()
+        finally:
+            from_store.close()
+    line = (f"lossless archive: {out.spans} span(s) of {out.conversations} conversation(s) "
+            "copied" + (f", {out.renumbered} with a new id" if out.renumbered else "")
+            + (f"; {out.kept} already there" if out.kept else ""))
+    lines = [line]
+    if out.vectors:
+        lines.append(f"lossless archive: {out.vectors} message vector(s) not copied; the "
+                     "engine's background indexer embeds the copied messages again there")
+    return CopyReport(
+        copied={"lossless_conversations": out.conversations, "lossless_spans": out.spans,
+                "lossless_messages": out.messages},
+        skipped={"lossless_conversations": out.kept}, lines=lines,
+        detail={"renumbered": out.renumbered, "vectors_to_rebuild": out.vectors})
 
 
 def as_json(data: dict[str, Any]) -> str:

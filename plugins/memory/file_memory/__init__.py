@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hermes_core import hookimpl
 from hermes_core.kinds import MemoryProvider, PluginContext, Tool
@@ -31,11 +31,20 @@ from .snapshot import Snapshot, load_snapshot
 from .store import FILENAMES, TARGETS, MemoryStore
 from .tool import MemoryToolHandler, build_tool
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from hermes_core.config import LoadedConfig
+    from hermes_core.doctor import DoctorCheck
+    from hermes_core.storage.transfer import CopyProgress, CopyReport, StorageSide
+
 __all__ = [
     "FileMemory",
     "FileMemoryConfig",
     "MemoryRefused",
     "MemoryStore",
+    "copy_storage",
+    "doctor_checks",
     "register_memory_providers",
 ]
 
@@ -294,3 +303,19 @@ def register_commands(register: Any) -> None:
     from .commands import memory
 
     register(memory)
+
+
+@hookimpl
+def doctor_checks(home: Path, config: LoadedConfig) -> list[DoctorCheck]:
+    """MEMORY.md and USER.md: readable, UTF-8, within their limits (see :mod:`.doctor`)."""
+    from .doctor import memory_file_checks
+
+    return memory_file_checks(home, config)
+
+
+@hookimpl
+def copy_storage(source: StorageSide, target: StorageSide, progress: CopyProgress) -> CopyReport:
+    """``storage migrate``: every owner's memory, history and pins (see :mod:`.migrate`)."""
+    from .migrate import copy_memory
+
+    return copy_memory(source, target, progress)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hermes_core import hookimpl
 from hermes_core.kinds import MemoryProvider, PluginContext, Tool
@@ -41,6 +41,11 @@ from .spool import Spool
 from .store import SessionArchive
 from .tool import Semantic, make_tool, session_search
 
+if TYPE_CHECKING:
+    from hermes_core.config import LoadedConfig
+    from hermes_core.doctor import DoctorCheck
+    from hermes_core.storage.transfer import CopyProgress, CopyReport, StorageSide
+
 __all__ = [
     "ArchiveBusyError",
     "ArchiveCorruptError",
@@ -57,6 +62,8 @@ __all__ = [
     "SessionArchiveProvider",
     "SessionNotFoundError",
     "archive_path",
+    "copy_storage",
+    "doctor_checks",
     "open_archive",
     "register_memory_providers",
     "search_messages",
@@ -326,3 +333,19 @@ def register_commands(register: Any) -> None:
     from .commands import sessions
 
     register(sessions)
+
+
+@hookimpl
+def doctor_checks(home: Path, config: LoadedConfig) -> list[DoctorCheck]:
+    """The archive file: readable, sound, of a known schema, and its spooled messages."""
+    from .doctor import archive_checks
+
+    return archive_checks(home, config)
+
+
+@hookimpl
+def copy_storage(source: StorageSide, target: StorageSide, progress: CopyProgress) -> CopyReport:
+    """``storage migrate``: every session, in the export format (see :mod:`.migrate`)."""
+    from .migrate import copy_archive
+
+    return copy_archive(source, target, progress)

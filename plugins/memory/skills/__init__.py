@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -31,8 +31,11 @@ from hermes_core.types import ForgetReport, Session
 from .library import Skill, SkillError, SkillLibrary
 from .tools import build_tools
 
+if TYPE_CHECKING:
+    from hermes_core.storage.transfer import CopyProgress, CopyReport, StorageSide
+
 __all__ = ["Skill", "SkillError", "SkillLibrary", "SkillsConfig", "SkillsProvider",
-           "open_library", "register_memory_providers", "render_block"]
+           "copy_storage", "open_library", "register_memory_providers", "render_block"]
 
 
 class SkillsConfig(BaseModel):
@@ -145,3 +148,11 @@ def register_commands(register: Any) -> None:
     from .commands import skills
 
     register(skills)
+
+
+@hookimpl
+def copy_storage(source: StorageSide, target: StorageSide, progress: CopyProgress) -> CopyReport:
+    """``storage migrate``: every skill, byte for byte (see :mod:`.transfer`)."""
+    from .transfer import copy_library
+
+    return copy_library(source, target)

@@ -7,9 +7,37 @@ reported, never overwritten. Running it again copies nothing twice.
 
 from __future__ import annotations
 
+from hermes_core.config import validate_section
+from hermes_core.storage.transfer import CopyReport, StorageSide
+
 from .library import SkillError, SkillLibrary
 
-__all__ = ["copy_skills"]
+__all__ = ["copy_library", "copy_skills"]
+
+
+def copy_library(source: StorageSide, target: StorageSide) -> CopyReport:
+    """The ``copy_storage`` hook's work: ``source``'s skills into ``target`` (see above)."""
+    from . import SkillsConfig
+
+    settings = validate_section(source.config, "skills", SkillsConfig, plugin="skills")
+
+    def library(side: StorageSide) -> SkillLibrary:
+        if side.url is not None:
+            from .pg_library import PgSkillLibrary
+
+            return PgSkillLibrary(side.url, max_chars=settings.max_chars)
+        return SkillLibrary(side.home / "skills", max_chars=settings.max_chars)
+
+    source_library = library(source)
+    copied: list[str] = []
+    kept: list[str] = []
+    if source.is_database or source_library.directory.is_dir():
+        copied, kept = copy_skills(source_library, library(target))
+    line = f"{len(copied)} skill(s) copied" + (
+        f"; left as they are (the target holds other text under these names): {', '.join(kept)}"
+        if kept else "")
+    return CopyReport(copied={"skills": len(copied)}, skipped={"skills": len(kept)},
+                      lines=[line], detail={"copied": copied, "kept": kept})
 
 
 def copy_skills(source: SkillLibrary, target: SkillLibrary) -> tuple[list[str], list[str]]:

@@ -1,0 +1,55 @@
+"""``hermes-core doctor``'s checks of MEMORY.md and USER.md (the ``doctor_checks`` hook).
+
+Each file: readable, UTF-8, within its limit, in the form the store writes. Only read: a file
+that cannot be used is left untouched and the check says how to start that store afresh.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hermes_core.config import LoadedConfig, validate_section
+from hermes_core.doctor import DoctorCheck
+from hermes_core.errors import HermesCoreError
+
+from .config import FileMemoryConfig
+from .entries import joined_size, usage_label
+from .store import FILENAMES, MemoryStore
+
+__all__ = ["memory_file_checks"]
+
+
+def memory_file_checks(home: Path, config: LoadedConfig) -> list[DoctorCheck]:
+    try:
+        settings = validate_section(config, "file_memory", FileMemoryConfig, plugin="file_memory")
+    except HermesCoreError:  # the config check names the error; judge the files by the defaults
+        settings = FileMemoryConfig()
+    store = MemoryStore(Path(home) / "memories", memory_limit=settings.memory_char_limit,
+                        user_limit=settings.user_char_limit)
+    out: list[DoctorCheck] = []
+    for target, filename in FILENAMES.items():
+        path = store.path(target)
+        state = store.read(target)
+        if state.problem is not None:
+            out.append(DoctorCheck(
+                filename, False, f"{state.problem}. It was left untouched: fix it, or move it "
+                f"aside (mv {path} {path}.corrupt) to start that store afresh"))
+            continue
+        if state.raw is None:
+            out.append(DoctorCheck(filename, True, f"{path} not created yet"))
+            continue
+        size, limit = joined_size(state.entries), store.limit(target)
+        notes = []
+        if size > limit:
+            notes.append(f"over its limit ({usage_label(size, limit)}): the agent can only "
+                         "remove or shorten entries; trim it with 'hermes-core memory edit'")
+        if b"\r" in state.raw:
+            notes.append("has Windows (CRLF) line endings: it reads fine and is rewritten "
+                         "with \\n endings (after a .bak copy) on the next change")
+        elif state.edited:
+            notes.append("was edited by hand (not in the store's exact form): a .bak copy is "
+                         "made before the next change rewrites it")
+        out.append(DoctorCheck(
+            filename, True, f"{path}: {len(state.entries)} entries, {usage_label(size, limit)}"
+            + "".join(f"; {n}" for n in notes), warning=bool(notes)))
+    return out

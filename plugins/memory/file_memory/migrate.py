@@ -1,0 +1,56 @@
+"""The curated memory's part of ``hermes-core storage migrate`` (the ``copy_storage`` hook).
+
+Every owner (the shared memory and each ``memories/users/<key>/``): its history first (when that
+owner has no version in the target yet), then MEMORY / USER into documents that are empty in the
+target, then its pins (added, never removed). A document the target holds with other entries is
+left as it is and named in the report. The source is only read.
+"""
+
+from __future__ import annotations
+
+from hermes_core.config import validate_section
+from hermes_core.storage.transfer import CopyProgress, CopyReport, StorageSide
+
+from .backend import memory_dir
+from .config import FileMemoryConfig
+from .store import MemoryStore
+from .transfer import MemoryCopy, copy_owner, owners_of
+
+__all__ = ["copy_memory"]
+
+
+def copy_memory(source: StorageSide, target: StorageSide, progress: CopyProgress) -> CopyReport:
+    settings = validate_section(source.config, "file_memory", FileMemoryConfig,
+                                plugin="file_memory")
+    limits = {"memory_limit": settings.memory_char_limit,
+              "user_limit": settings.user_char_limit, "history_limit": settings.history_limit}
+
+    def store(side: StorageSide, owner: str) -> MemoryStore:
+        # the stores are named by the sides, not picked by storage.url
+        if side.url is not None:
+            from .pg_store import PgMemoryStore
+
+            return PgMemoryStore(side.url, owner=owner, **limits)
+        return MemoryStore(memory_dir(side.home, owner or None), **limits)
+
+    if source.url is not None:
+        from .pg_store import database_owners
+
+        owners = database_owners(source.url)
+    else:
+        owners = owners_of(memory_dir(source.home))
+    out = MemoryCopy()
+    for done, owner in enumerate(owners):
+        progress("memory owners", done, len(owners))
+        copy_owner(store(source, owner), store(target, owner), owner, out)
+    if owners:
+        progress("memory owners", len(owners), len(owners))
+    lines = [f"memory {label}: copied" for label in out.copied]
+    lines += [f"memory {label}: the target already holds other entries; left as they are"
+              for label in out.kept]
+    lines.append(f"memory history: {out.versions} version(s), {out.pins} pin(s) copied")
+    return CopyReport(
+        copied={"memory_documents": len(out.copied), "memory_versions": out.versions,
+                "memory_pins": out.pins},
+        skipped={"memory_documents": len(out.kept)}, lines=lines,
+        detail={"copied": list(out.copied), "kept": list(out.kept)})

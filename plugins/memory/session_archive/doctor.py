@@ -1,0 +1,120 @@
+"""``hermes-core doctor``'s checks of the session archive (the ``doctor_checks`` hook).
+
+The configured archive file (``session_archive.path``, else ``<home>/state.db``): readable,
+sound (``PRAGMA quick_check``), a session archive of a schema this version knows, and the
+messages waiting in its spool. Everything is read-only: a damaged file is never modified.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+from hermes_core.config import LoadedConfig, validate_section
+from hermes_core.doctor import DoctorCheck
+from hermes_core.errors import HermesCoreError
+
+from .config import SessionArchiveConfig
+from .db import connect_read_only, recovery_advice, spool_path
+from .schema import APPLICATION_ID, LATEST_VERSION
+from .spool import Spool
+
+__all__ = ["archive_checks", "archive_location"]
+
+
+def archive_checks(home: Path, config: LoadedConfig) -> list[DoctorCheck]:
+    return [check_archive(*archive_location(home, config))]
+
+
+def archive_location(home: Path, config: LoadedConfig) -> tuple[Path, str]:
+    """The configured archive file and the check's name (``state.db`` or ``archive (NAME)``).
+
+    A section that does not validate still names its file when ``path`` is a string: doctor
+    checks the file the user meant while the config check reports the section's error."""
+    from . import archive_path
+
+    try:
+        settings = validate_section(config, "session_archive", SessionArchiveConfig,
+                                    plugin="session_archive")
+    except HermesCoreError:
+        raw = config.raw.get("session_archive")
+        configured = raw.get("path") if isinstance(raw, dict) else None
+        settings = SessionArchiveConfig(path=configured if isinstance(configured, str) else None)
+    path = archive_path(settings, Path(home))
+    return path, ("state.db" if path == Path(home) / "state.db" else f"archive ({path.name})")
+
+
+def check_archive(path: Path, name: str = "state.db") -> DoctorCheck:
+    if not path.exists():
+        return DoctorCheck(name, True, f"{path} not created yet")
+    if not os.access(path, os.R_OK):
+        return DoctorCheck(name, False, f"{path} cannot be read (permission denied); it was left "
+                           "untouched: fix its permissions (it is not damaged)")
+    note = None
+    try:
+        # Read-only: doctor must never modify, let alone overwrite, a damaged database.
+        con, note = connect_read_only(path)
+        try:
+            result = con.execute("PRAGMA quick_check").fetchone()[0]
+        finally:
+            con.close()
+    except sqlite3.OperationalError as exc:
+        text = str(exc).lower()
+        if "malformed" not in text and "not a database" not in text and "corrupt" not in text:
+            # Locks, permissions, a read-only folder: nothing says the data is damaged.
+            return DoctorCheck(name, False, f"{path} could not be checked ({exc}); it was left "
+                               "untouched and nothing suggests it is damaged: check the file's "
+                               "and its folder's permissions, then run doctor again")
+        return DoctorCheck(name, False, f"{path} is damaged ({exc}); it was left untouched. "
+                           f"{recovery_advice(path)}")
+    except sqlite3.DatabaseError as exc:
+        return DoctorCheck(
+            name, False, f"{path} cannot be read as SQLite ({exc}); it was left untouched. If it "
+            "is not your session archive, set session_archive.path to another file; if it is, "
+            f"{recovery_advice(path)}")
+    ok = result == "ok"
+    detail = (f"{path}: integrity ok" if ok else
+              f"{path}: integrity check failed: {result}; it was left untouched. "
+              f"{recovery_advice(path)}")
+    if ok:
+        ok, detail = _check_identity(path, detail)
+    if note:
+        detail += f" (note: {note})"
+    spooled = _spooled(path)
+    if spooled:
+        detail += (f"; {spooled} message(s) wait in {path.name}.spool.jsonl and will be stored "
+                   "by the next write that succeeds")
+    return DoctorCheck(name, ok, detail, warning=bool(spooled))
+
+
+def _spooled(path: Path) -> int:
+    try:
+        return len(Spool(spool_path(path)).read())
+    except OSError:
+        return 0
+
+
+def _check_identity(path: Path, detail: str) -> tuple[bool, str]:
+    """Is the (sound) file a session archive this version can open? Read-only, like the rest."""
+    con, _note = connect_read_only(path)
+    try:
+        app_id = con.execute("PRAGMA application_id").fetchone()[0]
+        version = con.execute("PRAGMA user_version").fetchone()[0]
+        tables = con.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        if app_id == APPLICATION_ID and version <= LATEST_VERSION:
+            sessions = con.execute("SELECT count(*) FROM sessions").fetchone()[0]
+            return True, f"{detail}; session archive schema {version}, {sessions} sessions"
+    except sqlite3.DatabaseError as exc:
+        return False, f"{detail}, but it cannot be read as a session archive ({exc})"
+    finally:
+        con.close()
+    if app_id not in (0, APPLICATION_ID) or (app_id == 0 and tables):
+        return False, (f"{path} is an SQLite file of another application, not a hermes-core "
+                       "session archive; it was left untouched. Move it aside or set "
+                       "session_archive.path to another file")
+    if version > LATEST_VERSION:
+        return False, (f"{path} has schema version {version}, written by a newer hermes-core "
+                       f"(this one knows {LATEST_VERSION}); upgrade hermes-core. It was left "
+                       "untouched")
+    return True, f"{detail} (empty)"

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 from hermes_core import hookimpl
 
 from .engine import LosslessConfig, LosslessEngine
-from .store import SearchHit, Span, SpanStore
+from .records import SearchHit, Span
+from .store import SpanStore
 
 if TYPE_CHECKING:
     from hermes_core.storage.transfer import CopyProgress, CopyReport, StorageSide

@@ -48,7 +48,8 @@ from hermes_core.types import (
 )
 
 from .backend import open_span_store
-from .store import Span, SpanStore
+from .records import Span
+from .store import SpanStore
 
 if TYPE_CHECKING:
     from .vectors import SpanVectors

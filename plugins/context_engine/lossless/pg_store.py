@@ -29,7 +29,7 @@ from hermes_core.storage.pool import connect_error, import_psycopg
 from hermes_core.storage.text import decode_text, encode_text
 from hermes_core.types import Message, ToolCall
 
-from .store import SearchHit, Span, StoredMessage, _calls_json, _snippet, fts_terms
+from .records import SearchHit, Span, StoredMessage, calls_json, fts_terms, snippet
 
 __all__ = ["COMPONENT", "MIGRATIONS", "PgSpanStore", "SpanStoreError"]
 
@@ -206,7 +206,7 @@ class PgSpanStore:
         out = []
         for span, seq, role, content, calls, ts in rows:
             text = decode_text(content) + " " + (decode_text(calls) if calls else "")
-            out.append(SearchHit(int(span), int(seq), role, _snippet(text, terms), ts))
+            out.append(SearchHit(int(span), int(seq), role, snippet(text, terms), ts))
         return out
 
     # ----------------------------------------------------------------------------- forget
@@ -250,7 +250,7 @@ class PgSpanStore:
         """Where semantic search keeps this archive's vectors (:mod:`.pg_vectors`)."""
         from .pg_vectors import PgVectorStorage
 
-        return PgVectorStorage(self)
+        return PgVectorStorage(run=self._run, fetch=self._fetch, path=self.path)
 
     def count_vectors(self) -> int:
         """Message vectors stored (any model)."""
@@ -270,7 +270,7 @@ def insert_span_messages(con: Any, span_id: int, messages: Sequence[Message]) ->
             "tool_calls, tool_call_id, tool_name, timestamp, words) VALUES "
             "(%s, %s, %s, %s, %s, %s, %s, %s, to_tsvector('simple', %s))",
             [(span_id, seq, m.role, encode_text(m.content),
-              encode_text(_calls_json(m)) if m.tool_calls else None,
+              encode_text(calls_json(m)) if m.tool_calls else None,
               m.tool_call_id, m.tool_name, m.timestamp,
               indexed_text(m).replace("\x00", " ")[:_INDEX_CHARS])
              for seq, m in enumerate(messages)])

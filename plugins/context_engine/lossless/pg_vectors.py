@@ -11,12 +11,12 @@ conversation's vectors with one query; the cosine is computed in the process (nu
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from hermes_core.storage.text import decode_text
 
-from .pg_store import PgSpanStore
-from .store import SearchHit, _snippet
+from .records import SearchHit, snippet
 
 __all__ = ["PgVectorStorage"]
 
@@ -24,15 +24,17 @@ __all__ = ["PgVectorStorage"]
 class PgVectorStorage:
     """Vectors in the same database as :class:`~.pg_store.PgSpanStore` (its connection pool)."""
 
-    def __init__(self, store: PgSpanStore) -> None:
-        self.store = store
-        self.path = store.path
+    def __init__(self, *, run: Callable[..., Any], fetch: Callable[..., list[Any]], path: str
+                 ) -> None:
+        self._run = run  # the store's: a function of a pooled connection, retried when asked
+        self._fetch_rows = fetch
+        self.path = path
 
     def close(self) -> None:
         """Nothing to close: the pool is the store's."""
 
     def _fetch(self, sql: str, params: tuple[object, ...]) -> list[Any]:
-        return self.store._fetch(sql, params)
+        return self._fetch_rows(sql, params)
 
     def unembedded(self, model: str, limit: int) -> list[tuple[int, str, str | None]]:
         rows = self._fetch(
@@ -50,7 +52,7 @@ class PgVectorStorage:
         vecs = [r[2] for r in rows]
         # the join keeps only messages still archived; a concurrent node's write of the same
         # vector is overwritten with an equal one
-        self.store._run(lambda con: con.execute(
+        self._run(lambda con: con.execute(
             "INSERT INTO lossless_span_vectors(message_id, model, text_hash, vec) "
             "SELECT u.id, %s, u.key, u.vec FROM unnest(%s::bigint[], %s::text[], %s::bytea[]) "
             "AS u(id, key, vec) JOIN lossless_span_messages m ON m.id = u.id "
@@ -60,7 +62,7 @@ class PgVectorStorage:
 
     def prune(self) -> int:
         """Vectors go with their message (ON DELETE CASCADE); this removes none in practice."""
-        return int(self.store._run(lambda con: con.execute(
+        return int(self._run(lambda con: con.execute(
             "DELETE FROM lossless_span_vectors v WHERE NOT EXISTS (SELECT 1 FROM "
             "lossless_span_messages m WHERE m.id = v.message_id)").rowcount or 0, retry=True))
 
@@ -80,7 +82,7 @@ class PgVectorStorage:
                     "LEFT JOIN lossless_span_vectors v ON v.message_id = m.id AND v.model = %s "
                     "WHERE s.conversation = %s", (model, conversation)).fetchall()
 
-        rows = self.store._run(run, retry=True)
+        rows = self._run(run, retry=True)
         missing = sum(1 for _i, b in rows if b is None)
         return [(int(i), bytes(b)) for i, b in rows if b], missing
 
@@ -113,5 +115,5 @@ class PgVectorStorage:
         out = {}
         for mid, span, seq, role, content, calls, ts in rows:
             text = decode_text(content) + " " + (decode_text(calls) if calls else "")
-            out[int(mid)] = SearchHit(int(span), int(seq), role, _snippet(text, terms), ts)
+            out[int(mid)] = SearchHit(int(span), int(seq), role, snippet(text, terms), ts)
         return out

@@ -7,7 +7,7 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from .store import SearchHit, _snippet
+from .records import SearchHit, snippet
 
 __all__ = ["SqliteVectorStorage"]
 
@@ -108,5 +108,5 @@ class SqliteVectorStorage:
                 "SELECT id, span_id, seq, role, content, tool_calls, timestamp FROM span_messages "
                 f"WHERE id IN ({marks})", ids).fetchall()
         return {int(mid): SearchHit(int(span), int(seq), role,
-                                    _snippet(content + " " + (calls or ""), terms), ts)
+                                    snippet(content + " " + (calls or ""), terms), ts)
                 for mid, span, seq, role, content, calls, ts in rows}

@@ -15,19 +15,19 @@ session archive plugin: the engine works whichever memory providers are active.
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hermes_core.private import private_sqlite
 from hermes_core.types import Message, ToolCall
 
-__all__ = ["SearchHit", "Span", "SpanStore", "StoredMessage", "fts_terms"]
+from .records import SearchHit, Span, StoredMessage, calls_json, fts_terms, snippet
+
+__all__ = ["SpanStore"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS spans (
@@ -60,41 +60,6 @@ CREATE TABLE IF NOT EXISTS conversations (
     root TEXT NOT NULL
 );
 """
-
-_WORD = re.compile(r"\w+", re.UNICODE)
-
-
-def fts_terms(query: str) -> list[str]:
-    """The searchable words of ``query``; punctuation never reaches FTS5 as syntax."""
-    return [w for w in _WORD.findall(query.lower()) if w][:16]
-
-
-@dataclass(slots=True)
-class Span:
-    id: int
-    conversation: str
-    created_at: float
-    first_ts: float | None
-    last_ts: float | None
-    n_messages: int
-    digest: str
-
-
-@dataclass(slots=True)
-class StoredMessage:
-    span_id: int
-    seq: int
-    message: Message
-
-
-@dataclass(slots=True)
-class SearchHit:
-    span_id: int
-    seq: int
-    role: str
-    snippet: str
-    timestamp: float | None
-
 
 class SpanStore:
     """Spans in one SQLite file; safe to share between threads (one connection, one lock)."""
@@ -162,7 +127,7 @@ class SpanStore:
                 )
                 span_id = int(cur.lastrowid or 0)
                 for seq, message in enumerate(messages):
-                    calls = _calls_json(message) if message.tool_calls else None
+                    calls = calls_json(message) if message.tool_calls else None
                     cur = self._db.execute(
                         "INSERT INTO span_messages(span_id, seq, role, content, tool_calls, "
                         "tool_call_id, tool_name, timestamp) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -270,7 +235,7 @@ class SpanStore:
             if rows or len(terms) == 1:
                 break
         return [
-            SearchHit(int(span), int(seq), role, _snippet(content + " " + (calls or ""), terms), ts)
+            SearchHit(int(span), int(seq), role, snippet(content + " " + (calls or ""), terms), ts)
             for span, seq, role, content, calls, ts in rows
         ]
 
@@ -317,17 +282,3 @@ class SpanStore:
                 self._db.execute("ROLLBACK")
                 raise
         return [(r[1], r[2]) for r in hits], len(digests)
-
-
-def _calls_json(message: Message) -> str:
-    calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls]
-    return json.dumps(calls, ensure_ascii=False, default=str)
-
-
-def _snippet(text: str, terms: list[str], width: int = 240) -> str:
-    lowered = text.lower()
-    positions = [p for p in (lowered.find(t) for t in terms) if p >= 0]
-    centre = min(positions) if positions else 0
-    start = max(0, centre - width // 3)
-    piece = " ".join(text[start : start + width].split())
-    return ("…" if start else "") + piece + ("…" if start + width < len(text) else "")

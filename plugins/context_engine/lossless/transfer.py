@@ -25,7 +25,8 @@ from hermes_core.config import validate_section
 from hermes_core.storage.transfer import CopyReport, StorageSide
 from hermes_core.types import Message
 
-from .store import Span, SpanStore, _calls_json
+from .records import Span, calls_json
+from .store import SpanStore
 
 __all__ = ["LosslessCopy", "copy_archive", "copy_lossless", "dump"]
 
@@ -107,7 +108,7 @@ def _insert_sqlite(store: SpanStore, items: list[tuple[Span, list[Message]]]) ->
                         "INSERT INTO span_messages(span_id, seq, role, content, tool_calls, "
                         "tool_call_id, tool_name, timestamp) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                         (span_id, seq, message.role, message.content,
-                         _calls_json(message) if message.tool_calls else None,
+                         calls_json(message) if message.tool_calls else None,
                          message.tool_call_id, message.tool_name, message.timestamp))
                     db.execute("INSERT INTO span_fts(rowid, text) VALUES (?, ?)",
                                (row.lastrowid, indexed_text(message)))
@@ -227,7 +228,7 @@ def as_json(data: dict[str, Any]) -> str:
             return [value.id, value.conversation, value.created_at, value.first_ts,
                     value.last_ts, value.n_messages, value.digest]
         if isinstance(value, Message):
-            return [value.role, value.content, _calls_json(value), value.tool_call_id,
+            return [value.role, value.content, calls_json(value), value.tool_call_id,
                     value.tool_name, value.timestamp]
         raise TypeError(type(value).__name__)
 

@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 from hermes_core.semantic import Weights, fuse, similarities, text_key
 
-from .store import SearchHit, fts_terms
+from .records import SearchHit, fts_terms
 
 __all__ = ["HybridHit", "SpanVectors", "VectorStorage"]
 

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from .._hookcall import HookOutcome
     from ..config import LoadedConfig
-    from ..hooks import HookOutcome
     from .url import StorageURL
 
 __all__ = ["CopyProgress", "CopyReport", "StorageSide", "merge_reports"]

@@ -69,7 +69,8 @@ from hermes_core.embeddings import EmbeddingError, GuardedEmbedder
 
 from .errors import QueryError
 from .query import SearchPlan
-from .search import Candidate, plan_query, run_plan
+from .records import Candidate
+from .search import plan_query, run_plan
 from .store import SessionArchive
 from .vectors import VectorIndex, lineage_ids, state
 

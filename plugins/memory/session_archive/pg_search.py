@@ -28,9 +28,9 @@ history (a sample spread over all of it, never just the newest):
   index's matches with their ids tested on the row. The rank is computed in the same statement.
   Ranking reads each candidate's tsvector from its row (kept in the row by migration 5), so the
   cost of a search is about one table page per ranked match.
-  The search tools' own echoes (search.py's ``drop_echoes`` rule) are left out in the same
+  The search tools' own echoes (echoes.py's rule) are left out in the same
   statement, tested on the rows it reads anyway; CJK and substring matches, read from their
-  indexes without the rows, are checked after reading (:func:`_drop_echoes`).
+  indexes without the rows, are checked after reading (echoes.py's ``check_echoes``).
 
 CJK runs are matched as substrings of the message's CJK text (``messages.cjk``, trigram index;
 runs of one or two letters in an index holding the runs of the few messages that have any),
@@ -48,8 +48,10 @@ import math
 import re
 from typing import Any
 
+from .echoes import ECHO_CONTENT, ECHO_TOOLS, check_echoes
 from .pg_schema import SPLIT_CHARS
 from .query import SearchPlan
+from .records import Candidate
 
 __all__ = ["SAMPLE", "SLICES", "indexes_word", "pg_candidates", "tsquery_text"]
 
@@ -127,7 +129,6 @@ def pg_candidates(
     """The matches of ``plan`` (best first), after exclusions: all of them when there are at
     most ``limit``, else an even sample of all history (see the module docstring); ``broad``,
     when given, gets True appended for a sampled query."""
-    from .search import Candidate
     from .store import LINEAGE_CTE
 
     text_expr = plan.fallback if fallback else plan.strict
@@ -156,7 +157,7 @@ def pg_candidates(
     if not text_expr:
         if not cjk:
             return []
-        return _drop_echoes(archive, search.newest(
+        return check_echoes(archive, search.newest(
             [*common, "m.cjk IS NOT NULL", "(" + joiner.join(cjk) + ")"]))
     # the query inline (not from the CTE): the planner then knows its words' frequencies;
     # the search tools' own echoes are left out of the ranked matches here (search.py's
@@ -179,11 +180,11 @@ def pg_candidates(
         for i, needle in enumerate(needles):
             params[f"n{i}"] = f"%{_like(needle)}%"
             likes.append(f"m.content ILIKE :n{i}")
-        found = _drop_echoes(archive, search.substring([*common, carried, "(" + joiner.join(
+        found = check_echoes(archive, search.substring([*common, carried, "(" + joiner.join(
             likes) + (f"{joiner}{joiner.join(cjk)}" if cjk else "") + ")"], low, high))
     if cjk and fallback:  # OR: messages matching only a CJK run count too
         best = {c.id: c for c in found}
-        for c in _drop_echoes(archive, search.newest(
+        for c in check_echoes(archive, search.newest(
                 [*common, "m.cjk IS NOT NULL", "(" + " OR ".join(cjk) + ")"])):
             if c.id not in best or c.score < best[c.id].score:
                 best[c.id] = c
@@ -204,7 +205,6 @@ class _Search:
         self.broad = broad
 
     def _read(self, select: str, **extra: Any) -> list[Any]:
-        from .search import Candidate
 
         rows = self.db.read(f"{self.cte} {select}", {**self.params, **extra})
         return [Candidate(int(r[0]), float(r[1])) for r in rows]
@@ -340,7 +340,6 @@ class _Search:
         their row address, for the rank. None when more than ``COUNT_BELOW * limit`` match
         (the planner underestimated: then the index count and the stretches' own read are
         cheaper than visiting every match)."""
-        from .search import Candidate
 
         rest = " AND ".join(w for w in where if w != _INDEXED_MATCH) or "true"
         span = high - low + 1
@@ -427,27 +426,16 @@ def _find(node: Any, kind: str) -> Any:
     return None
 
 
-def _drop_echoes(archive: Any, found: list[Any]) -> list[Any]:
-    """search.py's echo check, for the matches not ranked by ``_Search.ranked`` (CJK runs and
-    substrings: read from their indexes without the rows, where a test per match would cost
-    a row each)."""
-    from .search import check_echoes
-
-    return check_echoes(archive, found)
-
-
 @functools.lru_cache(maxsize=1)
 def _not_echo() -> str:
-    """Not one of the search tools' own echoes: search.py's rule (drop_echoes) as a test of the
-    row the ranking reads anyway; octet_length reads a long content's size without fetching
+    """Not one of the search tools' own echoes: echoes.py's rule as a test of the row the
+    ranking reads anyway; octet_length reads a long content's size without fetching
     it (a character is at most 4 bytes)."""
-    from .search import _ECHO_CONTENT, ECHO_TOOLS
-
     names = ", ".join(f"'{t}'" for t in ECHO_TOOLS)
     likes = " OR ".join(f"m.tool_calls LIKE '%\"name\":\"{t}\"%'" for t in ECHO_TOOLS)
     return (f"NOT (coalesce(m.tool_name IN ({names}), false) OR (m.tool_calls IS NOT NULL AND "
-            f"octet_length(m.content) <= {4 * _ECHO_CONTENT} AND "
-            f"length(m.content) <= {_ECHO_CONTENT} AND ({likes})))")
+            f"octet_length(m.content) <= {4 * ECHO_CONTENT} AND "
+            f"length(m.content) <= {ECHO_CONTENT} AND ({likes})))")
 
 
 def _like(text: str) -> str:

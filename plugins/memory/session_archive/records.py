@@ -18,6 +18,7 @@ from hermes_core.types import Message, ToolCall
 
 __all__ = [
     "ROLES",
+    "Candidate",
     "SessionRecord",
     "StoredMessage",
     "clean_text",
@@ -186,3 +187,13 @@ class SessionRecord:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(slots=True)
+class Candidate:
+    """A matching message and its score (lower is better on both backends)."""
+
+    id: int
+    score: float
+    #: the compaction chain of the message's session (filled by :func:`attach_chains`)
+    chain: int = 0

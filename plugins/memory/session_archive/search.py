@@ -29,13 +29,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .echoes import check_echoes
 from .errors import QueryError
 from .query import MIN_PREFIX, SearchPlan, build_query, quote, word_for_stem
-from .records import clean_text
+from .records import Candidate, clean_text
 from .store import LINEAGE_CTE, SessionArchive
 
 __all__ = [
-    "ECHO_TOOLS",
     "Candidate",
     "Hit",
     "SearchResult",
@@ -55,20 +55,8 @@ CONTEXT_CHARS = 200
 SNIPPET_CHARS = 240
 #: column weights for BM25: content, tool name, tool-call argument values
 _WEIGHTS = "1.0, 0.5, 0.6"
-#: tools whose results only repeat archived messages, and whose calls repeat a query
-ECHO_TOOLS = ("session_search", "context_search")
-#: a message calling an echo tool with at most this much text of its own is a pure echo
-_ECHO_CONTENT = 300
 #: a prefix is also matched by indexed stems up to this many characters shorter
 _STEM_SLACK = 4
-
-
-@dataclass(slots=True)
-class Candidate:
-    id: int
-    score: float
-    #: the compaction chain of the message's session (filled by :func:`attach_chains`)
-    chain: int = 0
 
 
 @dataclass(slots=True)
@@ -361,12 +349,8 @@ def run_plan(
     return [], "expression" if plan.advanced else "all"
 
 
-#: how many of the best candidates are checked for echoes (the rest are never shown)
-_ECHO_CHECK = 300
-
-
 def drop_echoes(archive: SessionArchive, found: list[Candidate]) -> list[Candidate]:
-    """``found`` without the search tools' echoes among its best :data:`_ECHO_CHECK`.
+    """``found`` without the search tools' echoes among its best ``ECHO_CHECK`` (echoes.py).
 
     Checked after ranking, on the few candidates that can be shown: a test per match inside
     the ranking query would read each message's row (its tool name sits after the content,
@@ -377,22 +361,6 @@ def drop_echoes(archive: SessionArchive, found: list[Candidate]) -> list[Candida
     if archive.backend == "postgresql":
         return found
     return check_echoes(archive, found)
-
-
-def check_echoes(archive: SessionArchive, found: list[Candidate]) -> list[Candidate]:
-    """``found`` without the echoes among its best :data:`_ECHO_CHECK` (one query)."""
-    head, tail = found[:_ECHO_CHECK], found[_ECHO_CHECK:]
-    if not head:
-        return found
-    names = ", ".join(f"'{t}'" for t in ECHO_TOOLS)
-    likes = " OR ".join(f"tool_calls LIKE '%\"name\":\"{t}\"%'" for t in ECHO_TOOLS)
-    echoes = {r[0] for r in archive.db.read(
-        f"SELECT id FROM messages WHERE id IN ({','.join('?' * len(head))}) AND "
-        f"(tool_name IN ({names}) OR (tool_calls IS NOT NULL AND "
-        f"length(content) <= {_ECHO_CONTENT} AND ({likes})))", tuple(c.id for c in head))}
-    if not echoes:
-        return found
-    return [c for c in head if c.id not in echoes] + tail
 
 
 _WORD_EDGE = re.compile(r"\w+", re.UNICODE)

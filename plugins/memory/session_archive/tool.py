@@ -27,11 +27,10 @@ from hermes_core.types import ToolContext
 
 from .errors import QueryError
 from .query import SearchPlan
-from .records import clean_text
+from .records import Candidate, clean_text
 from .schema import INDEXED_SQL
 from .search import (
     DEFAULT_CANDIDATES,
-    Candidate,
     attach_chains,
     find_match,
     full_content,

@@ -72,15 +72,35 @@ def _bool(value: Any) -> str | None:
     return None if isinstance(value, bool) else f"return True, False or None, not {type(value).__name__}"
 
 
-def _tools(value: Any) -> str | None:
+def _list_of(label: str, load: Callable[[], type]) -> Callable[[Any], str | None]:
+    """The check of an answer that must be a list of ``load()`` instances (imported on first
+    use: the kinds and the doctor module stay out of this module's imports)."""
+    def check(value: Any) -> str | None:
+        cls = load()
+        if not isinstance(value, list | tuple):
+            return f"return a list of {label}, not {type(value).__name__}"
+        for item in value:
+            if not isinstance(item, cls):
+                return f"return a list of {label}; it held a {type(item).__name__}"
+        return None
+
+    return check
+
+
+def _tool_class() -> type:
     from .kinds import Tool
 
-    if not isinstance(value, list | tuple):
-        return f"return a list of hermes_core.Tool, not {type(value).__name__}"
-    for item in value:
-        if not isinstance(item, Tool):
-            return f"return a list of hermes_core.Tool; it held a {type(item).__name__}"
-    return None
+    return Tool
+
+
+def _doctor_check_class() -> type:
+    from .doctor import DoctorCheck
+
+    return DoctorCheck
+
+
+_tools = _list_of("hermes_core.Tool", _tool_class)
+_doctor_checks = _list_of("hermes_core.doctor.DoctorCheck", _doctor_check_class)
 
 
 def _compression(value: Any) -> str | None:
@@ -128,17 +148,6 @@ def _context_plan(value: Any) -> str | None:
         json.dumps(value)
     except (TypeError, ValueError) as exc:
         return f"the plan is not JSON-serialisable: {exc}"
-    return None
-
-
-def _doctor_checks(value: Any) -> str | None:
-    from .doctor import DoctorCheck
-
-    if not isinstance(value, list | tuple):
-        return f"return a list of hermes_core.doctor.DoctorCheck, not {type(value).__name__}"
-    for item in value:
-        if not isinstance(item, DoctorCheck):
-            return f"return a list of hermes_core.doctor.DoctorCheck; it held a {type(item).__name__}"
     return None
 
 

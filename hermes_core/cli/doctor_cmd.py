@@ -22,8 +22,6 @@ if TYPE_CHECKING:
 
 __all__ = ["doctor", "run_checks"]
 
-#: the hook's name in the messages of a failed plugin check
-_HOOK = "doctor_checks"
 
 
 def run_checks() -> list[dict[str, Any]]:
@@ -104,17 +102,18 @@ def plugin_checks(host: PluginHost, home: Path) -> list[dict[str, Any]]:
 def _failed(host: PluginHost, outcome: HookOutcome) -> dict[str, Any]:
     """One failed check for a plugin whose hook raised, was late or answered something else."""
     plugin = outcome.plugin
+    hook = host.hooks.doctor_checks.__name__  # named in the messages and its deadline key
     if outcome.status in ("timed_out", "queued"):
-        seconds = host.config.core.hooks.timeout(_HOOK)
-        what = (f"did not answer within {seconds:g} s (hooks.timeouts.{_HOOK}); its checks are "
+        seconds = host.config.core.hooks.timeout(hook)
+        what = (f"did not answer within {seconds:g} s (hooks.timeouts.{hook}); its checks are "
                 "missing")
     elif outcome.status == "bad_return":
         what = f"answered something else: {outcome.error}"
     else:
         error = outcome.error
         what = f"raised {type(error).__name__}: {error}" if error is not None else "failed"
-    return {"name": f"{plugin}: {_HOOK}", "ok": False, "warning": False, "plugin": plugin,
-            "detail": f"plugin {plugin!r}: its {_HOOK} hook {what}",
+    return {"name": f"{plugin}: {hook}", "ok": False, "warning": False, "plugin": plugin,
+            "detail": f"plugin {plugin!r}: its {hook} hook {what}",
             "fix": f"report it to the plugin's authors; 'hermes-core plugins disable {plugin}' "
                    "turns the plugin off"}
 

@@ -180,16 +180,13 @@ def copy_lossless(source: Any, target: Any) -> LosslessCopy:
 
 def copy_archive(source: StorageSide, target: StorageSide) -> CopyReport:
     """The ``copy_storage`` hook's work: ``source``'s lossless archive into ``target``'s."""
+    from .backend import span_store_at
     from .engine import LosslessConfig
 
     settings = validate_section(source.config, "lossless", LosslessConfig, plugin="lossless")
 
     def open_store(side: StorageSide) -> Any:
-        if side.url is not None:
-            from .pg_store import PgSpanStore
-
-            return PgSpanStore(side.url)
-        return SpanStore(side.home / (settings.db_path or "context.db"))
+        return span_store_at(side.url, side.home / (settings.db_path or "context.db"))
 
     out = LosslessCopy()
     source_path = source.home / (settings.db_path or "context.db")

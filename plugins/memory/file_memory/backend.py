@@ -8,6 +8,7 @@ the home, or the rows owned by ``<key>`` in the database. The shared (global) me
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hermes_core.storage import resolve_storage_url
 from hermes_core.users import check_user_key
@@ -15,7 +16,10 @@ from hermes_core.users import check_user_key
 from .config import FileMemoryConfig
 from .store import MemoryStore
 
-__all__ = ["memory_dir", "open_store"]
+if TYPE_CHECKING:
+    from hermes_core.storage.url import StorageURL
+
+__all__ = ["memory_dir", "open_store", "store_at"]
 
 
 def memory_dir(home: Path, user: str | None = None) -> Path:
@@ -29,7 +33,13 @@ def open_store(
     user: str | None = None,
 ) -> MemoryStore:
     """The memory store the configuration selects, for the shared memory or one user's."""
-    url = resolve_storage_url(storage_url)
+    return store_at(config, home, resolve_storage_url(storage_url), user)
+
+
+def store_at(config: FileMemoryConfig, home: Path, url: StorageURL | None,
+             user: str | None = None) -> MemoryStore:
+    """The memory store in the database at ``url``, or in the home's files when it is None
+    (named by the caller: ``$HERMES_CORE_STORAGE_URL`` is not consulted)."""
     if url is not None:
         from .pg_store import PgMemoryStore
 

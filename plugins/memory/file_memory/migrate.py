@@ -11,9 +11,8 @@ from __future__ import annotations
 from hermes_core.config import validate_section
 from hermes_core.storage.transfer import CopyProgress, CopyReport, StorageSide
 
-from .backend import memory_dir
+from .backend import memory_dir, store_at
 from .config import FileMemoryConfig
-from .store import MemoryStore
 from .transfer import MemoryCopy, copy_owner, owners_of
 
 __all__ = ["copy_memory"]
@@ -22,17 +21,6 @@ __all__ = ["copy_memory"]
 def copy_memory(source: StorageSide, target: StorageSide, progress: CopyProgress) -> CopyReport:
     settings = validate_section(source.config, "file_memory", FileMemoryConfig,
                                 plugin="file_memory")
-    limits = {"memory_limit": settings.memory_char_limit,
-              "user_limit": settings.user_char_limit, "history_limit": settings.history_limit}
-
-    def store(side: StorageSide, owner: str) -> MemoryStore:
-        # the stores are named by the sides, not picked by storage.url
-        if side.url is not None:
-            from .pg_store import PgMemoryStore
-
-            return PgMemoryStore(side.url, owner=owner, **limits)
-        return MemoryStore(memory_dir(side.home, owner or None), **limits)
-
     if source.url is not None:
         from .pg_store import database_owners
 
@@ -42,7 +30,8 @@ def copy_memory(source: StorageSide, target: StorageSide, progress: CopyProgress
     out = MemoryCopy()
     for done, owner in enumerate(owners):
         progress("memory owners", done, len(owners))
-        copy_owner(store(source, owner), store(target, owner), owner, out)
+        copy_owner(store_at(settings, source.home, source.url, owner or None),
+                   store_at(settings, target.home, target.url, owner or None), owner, out)
     if owners:
         progress("memory owners", len(owners), len(owners))
     lines = [f"memory {label}: copied" for label in out.copied]

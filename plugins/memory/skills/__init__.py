@@ -33,9 +33,10 @@ from .tools import build_tools
 
 if TYPE_CHECKING:
     from hermes_core.storage.transfer import CopyProgress, CopyReport, StorageSide
+    from hermes_core.storage.url import StorageURL
 
 __all__ = ["Skill", "SkillError", "SkillLibrary", "SkillsConfig", "SkillsProvider",
-           "copy_storage", "open_library", "register_memory_providers", "render_block"]
+           "copy_storage", "library_at", "open_library", "register_memory_providers", "render_block"]
 
 
 class SkillsConfig(BaseModel):
@@ -129,7 +130,12 @@ def open_library(home: Path, config: SkillsConfig, storage_url: str | None = Non
                  ) -> SkillLibrary:
     """The library ``storage.url`` selects: the ``skills`` table of that database, else the
     home's ``skills/`` folder; never a silent fallback."""
-    url = resolve_storage_url(storage_url)
+    return library_at(home, config, resolve_storage_url(storage_url))
+
+
+def library_at(home: Path, config: SkillsConfig, url: StorageURL | None) -> SkillLibrary:
+    """The library in the database at ``url``, or the home's ``skills/`` folder when it is None
+    (named by the caller: ``$HERMES_CORE_STORAGE_URL`` is not consulted)."""
     if url is not None:
         from .pg_library import PgSkillLibrary
 

@@ -17,16 +17,12 @@ __all__ = ["copy_library", "copy_skills"]
 
 def copy_library(source: StorageSide, target: StorageSide) -> CopyReport:
     """The ``copy_storage`` hook's work: ``source``'s skills into ``target`` (see above)."""
-    from . import SkillsConfig
+    from . import SkillsConfig, library_at
 
     settings = validate_section(source.config, "skills", SkillsConfig, plugin="skills")
 
     def library(side: StorageSide) -> SkillLibrary:
-        if side.url is not None:
-            from .pg_library import PgSkillLibrary
-
-            return PgSkillLibrary(side.url, max_chars=settings.max_chars)
-        return SkillLibrary(side.home / "skills", max_chars=settings.max_chars)
+        return library_at(side.home, settings, side.url)
 
     source_library = library(source)
     copied: list[str] = []

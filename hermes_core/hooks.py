@@ -162,6 +162,11 @@ def _nothing(value: Any) -> str | None:
     return f"return None (the kernel ignores the value), not {type(value).__name__}"
 
 
+def _registers(value: Any) -> str | None:
+    return (f"returned a {type(value).__name__}, which the kernel ignores: call register(...) "
+            "with each object it offers instead (the hook returns nothing)")
+
+
 #: which kinds receive each hook: the one table the kernel and the plugin checks share
 RECEIVERS: dict[str, frozenset[str]] = {
     "register_memory_providers": _MODULE,
@@ -264,27 +269,28 @@ class Hooks:
 
     def register_memory_providers(self, *, register: Callable[[type], None], only: str | None = None
                      ) -> list[HookOutcome]:
-        return self._all(self._relay.register_memory_providers, None, None, only=only, register=register)
+        return self._all(self._relay.register_memory_providers, None, _registers, only=only,
+                         register=register)
 
     def register_context_engines(self, *, register: Callable[[type], None], only: str | None = None
                      ) -> list[HookOutcome]:
-        return self._all(self._relay.register_context_engines, None, None, only=only, register=register)
+        return self._all(self._relay.register_context_engines, None, _registers, only=only, register=register)
 
     def register_tools(self, *, register: Callable[[Tool], None], only: str | None = None
                      ) -> list[HookOutcome]:
-        return self._all(self._relay.register_tools, None, None, only=only, register=register)
+        return self._all(self._relay.register_tools, None, _registers, only=only, register=register)
 
     def register_platforms(self, *, register: Callable[[type], None], only: str | None = None
                      ) -> list[HookOutcome]:
-        return self._all(self._relay.register_platforms, None, None, only=only, register=register)
+        return self._all(self._relay.register_platforms, None, _registers, only=only, register=register)
 
     def register_embedders(self, *, register: Callable[[type], None], only: str | None = None
                            ) -> list[HookOutcome]:
-        return self._all(self._relay.register_embedders, None, None, only=only, register=register)
+        return self._all(self._relay.register_embedders, None, _registers, only=only, register=register)
 
     def register_commands(self, *, register: Callable[[Any], None], only: str | None = None
                           ) -> list[HookOutcome]:
-        return self._all(self._relay.register_commands, None, None, only=only, register=register)
+        return self._all(self._relay.register_commands, None, _registers, only=only, register=register)
 
     # ------------------------------------------------------------------------ memory lifecycle
 

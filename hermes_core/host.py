@@ -287,14 +287,7 @@ class PluginHost:
                 record.registers.append(f"{_kind}:{obj.name}")
 
             for outcome in call(register=register, only=plugin_name):
-                if outcome.error is None:
-                    continue
-                exc = outcome.error
-                record.fail(
-                    str(exc) if isinstance(exc, RegistryError)
-                    else f"plugin {record.name!r} raised {type(exc).__name__} in "
-                    f"{KINDS[kind][0]}: {exc}")
-                self._failed(record, exc)
+                self._registry_failure(record, KINDS[kind][0], outcome)
 
     def _collect_commands(self, record: PluginRecord) -> None:
         """File the click commands a plugin offers through ``register_commands``."""
@@ -318,13 +311,19 @@ class PluginHost:
             self.commands[name] = (command, record.name)
             record.registers.append(f"command:{name}")
 
-        for outcome in self.hooks.register_commands(register=register, only=record.name):
-            if outcome.error is not None:
-                exc = outcome.error
-                record.fail(str(exc) if isinstance(exc, RegistryError) else
-                            f"plugin {record.name!r} raised {type(exc).__name__} in "
-                            f"register_commands: {exc}")
-                self._failed(record, exc)
+        hook = self.hooks.register_commands
+        for outcome in hook(register=register, only=record.name):
+            self._registry_failure(record, hook.__name__, outcome)
+
+    def _registry_failure(self, record: PluginRecord, hook: str, outcome: HookOutcome) -> None:
+        """File a registry hook's failure on the plugin: raised, refused or answered a value."""
+        exc = outcome.error
+        if exc is None:
+            return
+        record.fail(str(exc) if isinstance(exc, RegistryError)
+                    else f"plugin {record.name!r}: {hook} {exc}" if outcome.status == "bad_return"
+                    else f"plugin {record.name!r} raised {type(exc).__name__} in {hook}: {exc}")
+        self._failed(record, exc)
 
     def register_plugin(self, name: str, obj: object) -> PluginRecord:
         """Register one more plugin object on a loaded host and collect its registrations.

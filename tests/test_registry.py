@@ -91,3 +91,22 @@ def test_register_raising_is_recorded_and_others_load(home):
     assert host.registries.context_engines.names() == ["shared"]
     assert host.records["alpha"].registers == ["context-engine:shared"]
     assert host.records["alpha"].kinds == ["context-engine"]
+
+
+@pytest.mark.parametrize("hook", ["register_context_engines", "register_memory_providers",
+                                  "register_tools", "register_platforms", "register_embedders",
+                                  "register_commands"])
+def test_a_registry_hook_that_returns_what_it_should_register_is_named(home, hook):
+    """Returning the classes instead of calling ``register`` would silently offer nothing."""
+    def offer(self, register):
+        return [EngineA]
+
+    offer.__name__ = hook
+    Returning = type("Returning", (), {hook: hookimpl(offer)})
+    host = load(home, ("returning", Returning()), ("alpha", PluginA()))
+    err = host.records["returning"].error
+    assert err is not None
+    assert f"plugin 'returning': {hook} returned a list" in err
+    assert "call register(...)" in err
+    assert host.records["alpha"].error is None
+    assert host.registries.context_engines.names() == ["shared"]

@@ -16,6 +16,7 @@ from pathlib import Path
 import pluggy
 
 from ._checks import check_hooks
+from ._lanes import run_bounded
 from .errors import HermesCoreError
 from .hooks import MODULE, Hooks
 from .loader import PluginRecord
@@ -29,14 +30,20 @@ log = logging.getLogger("hermes_core")
 Build = Callable[..., tuple[object, str, str]]
 
 
-def shutdown_quietly(instance: object) -> None:
-    """Call a refused or scratch instance's ``shutdown``, if it has one; what it raises is logged."""
+def shutdown_quietly(instance: object, *, timeout: float, label: str) -> None:
+    """Call a refused instance's ``shutdown``, if it has one, waiting at most ``timeout`` (the
+    shutdown hook's deadline: a hung one must not hold the start it was refused from). The instance
+    is registered nowhere, so this is a plain call on a daemon thread, not a hook call; what it
+    raises is logged, and so is a late one, which keeps running on its thread."""
     fn = getattr(instance, "shutdown", None)
-    if callable(fn):
-        try:
-            fn()
-        except Exception:
-            log.debug("shutdown of a refused instance raised", exc_info=True)
+    if not callable(fn):
+        return
+    result = run_bounded(fn, timeout, name=f"hermes-shutdown-refused:{label}")
+    if result.status == "timed_out":
+        log.warning("%s: shutdown of the refused instance did not return within %.1f s; "
+                    "going on without waiting for it", label, timeout)
+    elif result.status == "error":
+        log.debug("%s: shutdown of a refused instance raised", label, exc_info=result.error)
 
 
 def dry_activation(
@@ -69,7 +76,7 @@ def dry_activation(
             errors += [c.message for c in checks if c.severity == "error"]
             warnings += [c.message for c in checks if c.severity == "warning"]
             if any(c.severity == "error" for c in checks):
-                shutdown_quietly(instance)
+                shutdown_quietly(instance, timeout=timeout_of(Hooks.shutdown.__name__), label=label)
                 continue
             try:
                 scratch_pm.register(instance, name=manager_name)

@@ -423,14 +423,16 @@ class PluginHost:
         if kind not in (MEMORY, ENGINE, PLATFORM):
             raise PluginError(f"kind {kind!r} has no instances; use {MEMORY}, {ENGINE} or {PLATFORM}")
         key = f"{kind}:{name}"
+        label = f"plugin {plugin or name!r}: {KINDS[kind][1]} {name!r}"
+        shutdown_seconds = self.config.core.hooks.timeout(self.hooks.shutdown.__name__)
         if key in self.instances:
-            shutdown_quietly(instance)
+            shutdown_quietly(instance, timeout=shutdown_seconds, label=label)
             raise PluginError(
                 f"plugin {plugin or name!r}: a {KINDS[kind][1]} named {name!r} is already active "
                 "on this host; deactivate() it first, or give the new instance another name")
         problems = self._instance_checks(instance, kind, name, plugin or name)
         if problems:
-            shutdown_quietly(instance)
+            shutdown_quietly(instance, timeout=shutdown_seconds, label=label)
             raise PluginError("\n".join(problems))
         try:
             self.pm.register(instance, name=key)

@@ -205,6 +205,49 @@ def test_wrong_return_type_is_named_and_ignored(home: Path) -> None:
     assert "return a str or None, not int" in result.problems[0].message
 
 
+def test_a_refused_instance_whose_shutdown_hangs_does_not_hold_the_start(home: Path,
+                                                                          caplog) -> None:
+    """A provider refused for a hook mistake is shut down under the shutdown deadline: its hung
+    ``shutdown`` is named and left on its thread, and the command goes on."""
+    release = threading.Event()
+    started = threading.Event()
+
+    class Refused(MemoryProvider):
+        name = "refused"
+
+        @hookimpl
+        def get_tools(self, session):  # the spec passes no session: refused
+            return []
+
+        @hookimpl
+        def shutdown(self):
+            started.set()
+            release.wait(60)
+
+    host = make_host(home, providers=[Refused], activate=False,
+                     config_text="hooks:\n  timeouts:\n    shutdown: 0.2\n")
+    outcome: list[BaseException] = []
+
+    def activate() -> None:
+        try:
+            host.activate("memory-provider", "refused", config_key="memory.providers[0]")
+        except BaseException as exc:  # handed to the test thread
+            outcome.append(exc)
+
+    worker = threading.Thread(target=activate, daemon=True)
+    with caplog.at_level(logging.WARNING, logger="hermes_core"):
+        worker.start()
+        worker.join(30)  # a bound on a hang, not a speed check: the deadline is 0.2 s
+        alive = worker.is_alive()
+    release.set()
+    assert not alive, "activation waited for the refused instance's hung shutdown"
+    assert started.is_set()
+    assert len(outcome) == 1 and isinstance(outcome[0], PluginError)
+    assert "get_tools() takes 'session'" in str(outcome[0])
+    assert any("memory provider 'refused'" in r.getMessage() and "shutdown of the refused instance did "
+               "not return within 0.2 s" in r.getMessage() for r in caplog.records)
+
+
 def test_a_hung_plugin_costs_one_deadline_and_its_writes_land_in_order(home: Path) -> None:
     release = threading.Event()
     seen: list[str] = []

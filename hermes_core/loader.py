@@ -16,6 +16,7 @@ reported; with ``HERMES_CORE_STRICT_PLUGINS=1`` it raises instead.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import importlib
 import importlib.util
@@ -40,6 +41,8 @@ __all__ = [
     "discover",
     "entry_points",
     "import_candidate",
+    "install_problems",
+    "installed_distributions",
     "strict_mode",
 ]
 
@@ -162,6 +165,50 @@ def entry_points() -> tuple[metadata.EntryPoint, ...]:
     from importlib import metadata  # 10+ ms: only paid by commands that look for plugins
 
     return tuple(metadata.entry_points(group=ENTRY_POINT_GROUP))
+
+
+def installed_distributions() -> dict[str, tuple[str, frozenset[str]]]:
+    """Every installed distribution: name -> (version, its entry-point groups). Read afresh (not
+    cached): ``plugins install`` compares it before and after pip runs."""
+    from importlib import metadata
+
+    out: dict[str, tuple[str, frozenset[str]]] = {}
+    for dist in metadata.distributions():
+        name = dist.metadata["Name"]
+        if name:
+            out[name] = (dist.version, frozenset(ep.group for ep in dist.entry_points))
+    return out
+
+
+def install_problems(before: dict[str, tuple[str, frozenset[str]]],
+                     after: dict[str, tuple[str, frozenset[str]]]) -> list[str]:
+    """What makes an install offer no plugin: none of the distributions it added or changed
+    declares an entry point in :data:`ENTRY_POINT_GROUP` (one in a look-alike group is named)."""
+    changed = {name: value for name, value in after.items() if before.get(name) != value}
+    if not changed or any(ENTRY_POINT_GROUP in groups for _v, groups in changed.values()):
+        return []
+    problems = []
+    for name, (version, groups) in sorted(changed.items()):
+        for group in sorted(groups):
+            if _looks_like_ours(group):
+                problems.append(
+                    f"{name} {version} declares entry points in the group {group!r}, not "
+                    f"{ENTRY_POINT_GROUP!r}: hermes-core does not load them. Rename the group in "
+                    f"its pyproject.toml: [project.entry-points.\"{ENTRY_POINT_GROUP}\"]")
+    if not problems:
+        problems.append(
+            f"none of the {len(changed)} distribution(s) pip installed or changed "
+            f"({', '.join(sorted(changed))}) declares an entry point in the group "
+            f"{ENTRY_POINT_GROUP!r}, so hermes-core loads no plugin from them. A plugin's "
+            f"pyproject.toml needs [project.entry-points.\"{ENTRY_POINT_GROUP}\"] "
+            "name = \"module\"")
+    return problems
+
+
+def _looks_like_ours(group: str) -> bool:
+    squashed = re.sub(r"[^a-z]", "", group.lower())
+    return "hermes" in squashed or difflib.SequenceMatcher(
+        None, squashed, re.sub(r"[^a-z]", "", ENTRY_POINT_GROUP)).ratio() > 0.8
 
 
 def _entry_point_candidates() -> list[Candidate]:

@@ -221,3 +221,23 @@ def test_an_unknown_selected_provider_still_fails(home):
             host.activate_memory_providers()
     finally:
         host.shutdown()
+
+
+def test_an_install_that_offers_no_plugin_is_named():
+    from hermes_core.loader import install_problems
+
+    before = {"httpx": ("0.27.0", frozenset())}
+    ours = {**before, "hc-good": ("1.0", frozenset({"hermes_core.plugins", "console_scripts"}))}
+    assert install_problems(before, ours) == []
+    assert install_problems(ours, ours) == []  # nothing changed: nothing to say
+    lookalike = {**before, "hc-typo": ("1.0", frozenset({"hermes_agent.plugins"}))}
+    [problem] = install_problems(before, lookalike)
+    assert "hc-typo 1.0 declares entry points in the group 'hermes_agent.plugins'" in problem
+    assert '[project.entry-points."hermes_core.plugins"]' in problem
+    none = {**before, "hc-none": ("1.0", frozenset({"console_scripts"})),
+            "httpx": ("0.28.0", frozenset())}
+    [problem] = install_problems(before, none)
+    assert "none of the 2 distribution(s) pip installed or changed (hc-none, httpx)" in problem
+    # a plugin installed with its dependencies is fine
+    with_dep = {**ours, "httpx": ("0.28.0", frozenset())}
+    assert install_problems(before, with_dep) == []

@@ -97,9 +97,15 @@ def install(specs: tuple[str, ...], upgrade: bool, editable: bool) -> None:
             args.append("-e")
         # A path that exists is passed absolute so pip never mistakes it for a PyPI name.
         args.append(str(Path(spec).resolve()) if os.path.exists(spec) else spec)
+    from ..loader import install_problems, installed_distributions
+
+    before = installed_distributions()
     code = _pip(args)
     if code != 0:
         raise click.ClickException(f"pip install failed (exit {code}); nothing was changed")
+    problems = install_problems(before, installed_distributions())
+    if problems:
+        raise click.ClickException("pip installed it, but " + "\n".join(problems))
     click.echo("Installed. Run 'hermes-core plugins list' to see what they provide.")
 
 

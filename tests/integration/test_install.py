@@ -24,7 +24,8 @@ pytestmark = pytest.mark.skipif(
 EXE = shutil.which("hermes-core", path=str(Path(sys.executable).parent)) or "hermes-core"
 
 
-def make_project(root: Path, dist: str, module: str, source: str) -> Path:
+def make_project(root: Path, dist: str, module: str, source: str,
+                 group: str = "hermes_core.plugins") -> Path:
     project = root / dist
     (project / module).mkdir(parents=True)
     (project / module / "__init__.py").write_text(textwrap.dedent(source))
@@ -37,7 +38,7 @@ def make_project(root: Path, dist: str, module: str, source: str) -> Path:
         name = "{dist}"
         version = "0.3.1"
 
-        [project.entry-points."hermes_core.plugins"]
+        [project.entry-points."{group}"]
         {module} = "{module}"
     """))
     return project
@@ -121,3 +122,27 @@ def test_broken_plugin_is_listed_and_commands_still_work(tmp_path):
 def test_uninstall_unknown_reports_pip_failure(tmp_path):
     result = hermes(tmp_path, "plugins", "install", str(tmp_path / "does-not-exist"), check=False)
     assert result.returncode == 1 and "pip install failed" in result.stderr
+
+
+def test_a_plugin_in_a_misspelled_entry_point_group_is_named_at_install(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    project = make_project(tmp_path, "hermes-core-misgroup", "hc_misgroup", """
+        from hermes_core import ContextEngine, hookimpl
+
+        class Lost(ContextEngine):
+            name = "lost"
+
+        @hookimpl
+        def register_context_engines(register):
+            register(Lost)
+    """, group="hermes_core.plugin")
+    result = hermes(home, "plugins", "install", str(project), check=False)
+    try:
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert "hermes-core-misgroup 0.3.1 declares entry points in the group " \
+               "'hermes_core.plugin', not 'hermes_core.plugins'" in result.stderr
+        assert "hc_misgroup" not in listed(home)
+    finally:
+        subprocess.run([sys.executable, "-m", "pip", "uninstall", "-y", "-q",
+                        "hermes-core-misgroup"], check=True)

@@ -84,6 +84,31 @@ def test_sessions_exported_from_postgresql_import_into_sqlite_unchanged(
     assert _export(second, ids, None) == _export(first, ids, None)
 
 
+def test_export_all_moves_a_whole_archive_into_the_other_backend(tmp_path: Path,
+                                                                   pg_url: str) -> None:
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    ids = _fill(first)
+    whole = first / "all.jsonl"
+    _run(first, "sessions", "export", "--all", "-o", str(whole))
+    heads = [json.loads(line)["id"] for line in whole.read_text(encoding="utf-8").splitlines()
+             if json.loads(line)["type"] == "session"]
+    assert heads == ids  # in the order they were created: a parent before its compaction
+    report = json.loads(_run(second, "sessions", "import", str(whole), "--json", url=pg_url))
+    assert report["sessions_imported"] == 3
+    assert _export(second, ids, pg_url) == _export(first, ids, None)
+    alice = first / "alice.jsonl"
+    _run(second, "sessions", "export", "--all", "--user", "alice", "-o", str(alice), url=pg_url)
+    assert [json.loads(line)["id"] for line in alice.read_text(encoding="utf-8").splitlines()
+            if json.loads(line)["type"] == "session"] == ["s1"]
+    for args, says in ((["s1", "--all"], "not both"), ([], "or give --all"),
+                       (["s1", "--user", "alice"], "--user goes with --all")):
+        result = CliRunner().invoke(cli, ["sessions", "export", *args],
+                                    env={"HERMES_CORE_HOME": str(first)})
+        assert result.exit_code == 2 and says in result.output, result.output
+
+
 def _fill_other_stores(home: Path) -> None:
     """Memory history and pins (shared and per user), skills (one unusable), lossless spans."""
     from compressor_support import build_history, make_context

@@ -233,18 +233,29 @@ def reindex_cmd(rebuild: bool, as_json: bool) -> None:
 
 
 @sessions.command("export")
-@click.argument("session_ids", nargs=-1, required=True)
+@click.argument("session_ids", nargs=-1)
 @click.option("--chain", is_flag=True, help="Include every session of each compaction chain.")
+@click.option("--all", "every", is_flag=True,
+              help="Every session of the archive, in the order they were created.")
+@click.option("--user", metavar="KEY", help="With --all: that user key's sessions only.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True),
               help="Write to this file instead of standard output.")
-def export_cmd(session_ids: tuple[str, ...], chain: bool, output: str | None) -> None:
-    """Write sessions as JSON Lines (one session line, then its messages)."""
+def export_cmd(session_ids: tuple[str, ...], chain: bool, every: bool, user: str | None,
+               output: str | None) -> None:
+    """Write sessions as JSON Lines (one session line, then its messages).
+
+    Name SESSION_IDS, or give --all (the whole archive, which 'sessions import' reads back into
+    another home or another storage.url)."""
     from .transfer import export_session
 
+    if every == bool(session_ids):
+        raise click.UsageError("name the sessions to export, or give --all (not both)")
+    if user is not None and not every:
+        raise click.UsageError("--user goes with --all")
     with _archive() as archive:
         if archive is None:
             raise click.ClickException("the archive is empty: nothing to export")
-        ids: list[str] = []
+        ids: list[str] = list(archive.session_ids(user=user)) if every else []
         for sid in session_ids:
             for member in (archive.chain_of(sid) if chain else [sid]):
                 if member not in ids:

@@ -11,7 +11,7 @@ import logging
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -523,6 +523,20 @@ class SessionArchive:
         records = [SessionRecord.from_row(r) for r in rows]
         self._chain_figures(records, [r[-1] for r in rows])
         return records
+
+    def session_ids(self, *, user: str | None = None, page: int = 1000) -> Iterator[str]:
+        """Every session's id in the order they were created (a compaction's parent before its
+        child), read a page at a time; ``user`` keeps that user key's sessions only."""
+        last = 0
+        where = " AND coalesce(user_id, '') = :user" if user is not None else ""
+        while True:
+            rows = self.db.read(f"SELECT num, id FROM sessions WHERE num > :last{where} "
+                                "ORDER BY num LIMIT :page",
+                                {"last": last, "user": user, "page": page})
+            yield from (row[1] for row in rows)
+            if len(rows) < page:
+                return
+            last = rows[-1][0]
 
     def _chain_figures(self, records: list[SessionRecord], chains: list[int]) -> None:
         if not records:

@@ -7,6 +7,7 @@ never says what was meant. The kernel checks every module and every instance it 
 * an argument the spec lacks: an error naming it and the spec's signature;
 * a hook the object's kind never receives (a module implementing ``compress``): an error naming the
   kind that does;
+* an ``async def`` implementation: an error (the kernel would get a coroutine it never awaits);
 * an unmarked method named exactly like a hook its kind receives: a warning (it will never be
   called; add ``@hookimpl``).
 """
@@ -89,6 +90,13 @@ def check_hooks(obj: object, kind: str, pm: pluggy.PluginManager, *, label: str)
                 f"{label}: {hook}() takes {', '.join(repr(a) for a in extra)}, which the spec "
                 f"does not pass; its signature is {spec_signature(hook)} (take any subset of those "
                 "names)")))
+        if inspect.iscoroutinefunction(function) or inspect.isasyncgenfunction(function):
+            out.append(HookCheck("error", (
+                f"{label}: {hook}() is `async def`, but the kernel calls hooks as plain functions "
+                "(each on a plugin thread, under a deadline) and would get a coroutine it never "
+                f"awaits; make it a plain `def` (call an async client with asyncio.run, or use "
+                "its synchronous API)")))
+            continue
         is_gen = inspect.isgeneratorfunction(function)
         if (opts.get("wrapper") or opts.get("hookwrapper")) and not is_gen:
             out.append(HookCheck("error", (

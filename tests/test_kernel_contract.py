@@ -150,6 +150,29 @@ def test_an_argument_the_spec_lacks_is_named_with_the_signature(home: Path) -> N
         host.activate("memory-provider", "wrong", config_key="memory.providers[0]")
 
 
+def test_an_async_hook_implementation_is_named_before_a_session(home: Path) -> None:
+    class Eager(MemoryProvider):
+        name = "eager"
+
+        @hookimpl
+        async def prefetch(self, query):
+            return "never awaited"
+
+    host = make_host(home, providers=[Eager], activate=False)
+    errors, _warnings = host.dry_activation()
+    assert any("prefetch() is `async def`" in e and "make it a plain `def`" in e for e in errors)
+    with pytest.raises(PluginError, match=r"memory provider 'eager': prefetch\(\) is `async def`"):
+        host.activate("memory-provider", "eager", config_key="memory.providers[0]")
+
+    class AsyncModule:
+        @hookimpl
+        async def register_tools(self, register):
+            return None
+
+    host = make_host(home, extra_plugins=[("async_module", AsyncModule())], activate=False)
+    assert "register_tools() is `async def`" in (host.records["async_module"].error or "")
+
+
 def test_unmarked_hook_named_method_is_a_warning(home: Path) -> None:
     class Forgot(MemoryProvider):
         name = "forgot"

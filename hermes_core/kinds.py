@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import inspect
 import json
 import logging
 import re
@@ -308,6 +309,11 @@ class Tool:
             )
         if not callable(self.handler):
             raise ValueError(f"tool {self.name!r}: 'handler' must be callable")
+        if inspect.iscoroutinefunction(self.handler):
+            raise ValueError(
+                f"tool {self.name!r}: 'handler' is `async def`, but it is called as a plain function "
+                "(on a worker thread, under hooks.tool_timeout); make it a plain `def` (call an "
+                "async client with asyncio.run, or use its synchronous API)")
         if not isinstance(self.guidance, str):
             raise ValueError(f"tool {self.name!r}: 'guidance' must be a str")
         if self.curation is not None and not isinstance(self.curation, Curation):

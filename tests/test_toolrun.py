@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 
@@ -218,3 +219,23 @@ def test_default_budget_thresholds():
     for _ in range(81 - 63):
         budget.spend()
     assert "Respond now" in budget.note()
+
+
+@pytest.mark.parametrize(("change", "says"), [
+    ({"name": "has space"}, "tool name 'has space' is invalid"),
+    ({"handler": "not callable"}, "'handler' must be callable"),
+    ({"parameters": {"type": "array"}}, "must be a JSON schema with \"type\": \"object\""),
+])
+def test_a_malformed_tool_is_refused_when_it_is_made(change, says):
+    fields = {"name": "ok", "description": "d", "parameters": {"type": "object"},
+              "handler": lambda args, ctx: "x", **change}
+    with pytest.raises(ValueError, match=re.escape(says)):
+        Tool(**fields)
+
+
+def test_an_async_tool_handler_is_refused_when_the_tool_is_made():
+    async def lookup(args, ctx):
+        return "never awaited"
+
+    with pytest.raises(ValueError, match=r"tool 'lookup': 'handler' is `async def`.*plain `def`"):
+        Tool(name="lookup", description="d", parameters={"type": "object"}, handler=lookup)

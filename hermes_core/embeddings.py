@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import math
+import queue
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -94,6 +96,95 @@ def _lower_priority() -> None:
                                                  + BACKGROUND_NICENESS))
 
 
+class _Lane:
+    """One daemon thread running calls in order (a minimal single-worker executor).
+
+    Not a ``ThreadPoolExecutor``: the interpreter joins those workers at exit, so an embedder
+    call that hangs would keep a finished command (``sessions reindex``, ``serve``) from ever
+    exiting. A daemon thread is abandoned at exit instead; the call already missed its deadline.
+    """
+
+    def __init__(self, name: str, initializer: Callable[[], None] | None = None) -> None:
+        self._name = name
+        self._initializer = initializer
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future[Any]:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError(f"{self._name} is closed")
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+                self._thread.start()
+            self._queue.put((future, fn, args))
+        return future
+
+    def _run(self) -> None:
+        if self._initializer is not None:
+            self._initializer()
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            future, fn, args = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                result = fn(*args)
+            except BaseException as exc:  # handed to the waiting caller, which checks it
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+
+    def shutdown(self) -> None:
+        """Cancel the calls not started yet and let the thread end after the current one."""
+        with self._lock:
+            self._closed = True
+            while True:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not None:
+                    item[0].cancel()
+            self._queue.put(None)
+
+
+def _problem_with(vectors: Any, count: int, dimension: int) -> str | None:
+    """What is wrong with ``vectors`` as ``count`` vectors of ``dimension`` finite floats, or
+    None. numpy when installed (one conversion), plain Python otherwise."""
+    try:
+        n = len(vectors)
+    except TypeError:
+        return f"returned {type(vectors).__name__} instead of a list of vectors"
+    if n != count:
+        return f"returned {n} vectors for {count} texts"
+    for v in vectors:
+        try:
+            size = len(v)
+        except TypeError:
+            return f"returned a vector of type {type(v).__name__}"
+        if size != dimension:
+            return f"returned vectors of {size} dimensions; it declares {dimension}"
+    try:
+        import numpy as np
+    except ImportError:
+        np = None  # type: ignore[assignment]
+    try:
+        if np is not None:
+            if count and not bool(np.isfinite(np.asarray(vectors, dtype=np.float64)).all()):
+                return "returned NaN or infinite values"
+        elif not all(math.isfinite(float(x)) for v in vectors for x in v):
+            return "returned NaN or infinite values"
+    except (TypeError, ValueError) as exc:
+        return f"returned values that are not numbers ({exc})"
+    return None
+
+
 class GuardedEmbedder:
     """An embedder called with a deadline, its output checked, failures turned into a pause.
 
@@ -119,11 +210,8 @@ class GuardedEmbedder:
         self._until = 0.0
         self._lock = threading.Lock()
         self._pools = {
-            "query": concurrent.futures.ThreadPoolExecutor(
-                max_workers=1, thread_name_prefix=f"embedder-{self.name}-query"),
-            "background": concurrent.futures.ThreadPoolExecutor(
-                max_workers=1, thread_name_prefix=f"embedder-{self.name}-background",
-                initializer=_lower_priority),
+            "query": _Lane(f"embedder-{self.name}-query"),
+            "background": _Lane(f"embedder-{self.name}-background", _lower_priority),
         }
         #: per lane, a call that missed its deadline and may still be running
         self._stuck: dict[str, concurrent.futures.Future[Any]] = {}
@@ -171,13 +259,9 @@ class GuardedEmbedder:
         return wait
 
     def _check(self, vectors: Any, texts: list[str]) -> Any:
-        if len(vectors) != len(texts):
-            self._fail(f"embedder {self.name} returned {len(vectors)} vectors for "
-                       f"{len(texts)} texts")
-        for v in vectors:
-            if len(v) != self.dimension:
-                self._fail(f"embedder {self.name} returned vectors of {len(v)} dimensions; it "
-                           f"declares {self.dimension}")
+        wrong = _problem_with(vectors, len(texts), self.dimension)
+        if wrong:
+            self._fail(f"embedder {self.name} {wrong}")
         self.problem = None
         return vectors
 
@@ -188,5 +272,5 @@ class GuardedEmbedder:
         raise EmbeddingError(self.problem)
 
     def close(self) -> None:
-        for pool in self._pools.values():
-            pool.shutdown(wait=False, cancel_futures=True)
+        for lane in self._pools.values():
+            lane.shutdown()

@@ -193,6 +193,26 @@ def test_a_hanging_embedder_is_bounded(archive: SessionArchive) -> None:
         g.close()
 
 
+def test_nan_query_vectors_do_not_reach_the_ranking(archive: SessionArchive) -> None:
+    """An embedder that starts returning NaN (vectors stored before were fine): the search says
+    semantic search lacks a working embedder and ranks by words, instead of "on" with NaN
+    scores; the indexer is paused rather than retrying at once; nothing stored is lost."""
+    sem = semantic(archive, Synonyms(None, None))
+
+    class NaNs(Synonyms):
+        def embed(self, texts: Sequence[str]) -> list[list[float]]:
+            return [[float("nan")] * 4 for _ in texts]
+
+    g = GuardedEmbedder(NaNs(None, None), pause=3600)
+    try:
+        out = session_search(archive, "whippet", semantic=Semantic(embedder=g, index=sem.index))
+        assert top(out) == ["s-dog"] and "NaN" in out["semantic"]
+        assert "word search still works" in out["semantic"] and not g.ready()
+        assert state(archive, g).count == 10 and archive.count_messages() == 10
+    finally:
+        g.close()
+
+
 def test_switching_models_says_reindex_is_required(archive: SessionArchive) -> None:
     semantic(archive, Synonyms(None, None))
     g2 = GuardedEmbedder(SynonymsV2(None, None))

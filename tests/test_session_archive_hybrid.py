@@ -237,6 +237,38 @@ def test_emoji_only_and_huge_queries(archive: SessionArchive) -> None:
     assert top(session_search(archive, huge, semantic=sem))[0] == "s-dog"
 
 
+def test_excluded_words_hold_on_both_backends_by_words(archive: SessionArchive) -> None:
+    """-word leaves out the messages holding the word on PostgreSQL too (it was ignored there:
+    "whippet -shelter" returned the whippet message)."""
+    assert top(session_search(archive, "whippet")) == ["s-dog"]
+    out = session_search(archive, "whippet -shelter")
+    assert top(out) == [] and out["count"] == 0
+    assert top(session_search(archive, "whippet -grey")) == ["s-dog"]
+    assert top(session_search(archive, "whippet AND NOT shelter")) == []
+
+
+def test_excluded_words_hold_for_what_meaning_finds(archive: SessionArchive) -> None:
+    """A message found by meaning alone is left out when it holds a word the query excludes
+    (-word, NOT word), and a query that only excludes is refused, not searched by the meaning
+    of the excluded word."""
+    sem = semantic(archive, Synonyms(None, None))
+    assert top(session_search(archive, "puppy", semantic=sem))[0] == "s-dog"  # by meaning
+    for q in ("puppy -shelter", "puppy AND NOT shelter", "puppy NOT (shelter OR grey)"):
+        assert "s-dog" not in top(session_search(archive, q, semantic=sem)), q
+    assert top(session_search(archive, "puppy -grey", semantic=sem))[0] == "s-dog"
+    with pytest.raises(QueryError, match="only excludes"):
+        session_search(archive, "-whippet", semantic=sem)
+
+
+def test_a_query_only_meaning_could_search_says_why_it_cannot(archive: SessionArchive) -> None:
+    """Emoji only, vectors of another model: the refusal names the reindex command, not only
+    "no letters or digits"."""
+    semantic(archive, Synonyms(None, None))
+    g2 = GuardedEmbedder(SynonymsV2(None, None))
+    with pytest.raises(QueryError, match=r"no letters or digits.*hermes-core sessions reindex"):
+        session_search(archive, "🐶🐶", semantic=Semantic(embedder=g2, index=VectorIndex(archive)))
+
+
 def test_deleting_a_message_deletes_its_vector(archive: SessionArchive) -> None:
     g = GuardedEmbedder(Synonyms(None, None))
     reindex(archive, g)

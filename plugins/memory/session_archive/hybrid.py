@@ -74,8 +74,8 @@ from .search import plan_query, run_plan
 from .store import SessionArchive
 from .vectors import VectorIndex, lineage_ids, state
 
-__all__ = ["USER_WIDEN", "HybridResult", "Weights", "allowed_ids", "asks_current", "matching_ids",
-           "hybrid_candidates", "states_change", "values"]
+__all__ = ["USER_WIDEN", "HybridResult", "Weights", "allowed_ids", "asks_current",
+           "hybrid_candidates", "matching_ids", "states_change", "values"]
 
 #: with memory.scope: user, how many times more neighbours are scanned before other users'
 #: messages are dropped

@@ -269,6 +269,25 @@ def test_a_query_only_meaning_could_search_says_why_it_cannot(archive: SessionAr
         session_search(archive, "🐶🐶", semantic=Semantic(embedder=g2, index=VectorIndex(archive)))
 
 
+def test_reindex_progress_counts_messages_stored_meanwhile(archive: SessionArchive) -> None:
+    """`sessions reindex` while a turn stores messages: the progress total grows with them
+    (it stood still, and the bar sat at 100% while hundreds more were embedded), every message
+    gets one vector, none twice."""
+    g = GuardedEmbedder(Synonyms(None, None))
+    calls: list[tuple[int, int]] = []
+
+    def progress(done: int, total: int) -> None:
+        calls.append((done, total))
+        if len(calls) == 1:  # a turn stores messages while the reindex runs
+            archive.append_messages("s-late", [Message("user", f"a late whippet note {i}")
+                                               for i in range(7)])
+
+    assert reindex(archive, g, batch=4, progress=progress) == 17
+    assert all(done <= total for done, total in calls) and calls[-1] == (17, 17)
+    st = state(archive, g)
+    assert st.count == 17 and archive.count_messages() == 17
+
+
 def test_deleting_a_message_deletes_its_vector(archive: SessionArchive) -> None:
     g = GuardedEmbedder(Synonyms(None, None))
     reindex(archive, g)

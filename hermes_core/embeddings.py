@@ -250,6 +250,9 @@ class GuardedEmbedder:
                     self._stuck[lane] = future
                 self._fail(f"embedder {self.name} did not answer within "
                            f"{self.timeout if timeout is None else timeout:g} s")
+            except concurrent.futures.CancelledError:  # close() ran first: shutting down
+                raise EmbeddingError(f"embedder {self.name} was closed before this call ran; "
+                                     "word search still works") from None
             except EmbedderUnavailable as exc:
                 self._fail(str(exc), pause=max(self.pause, 600.0))
             except Exception as exc:  # an embedder's bug must not reach the caller's turn

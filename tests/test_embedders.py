@@ -172,6 +172,22 @@ def test_guard_refuses_output_that_is_not_vectors_and_pauses(answer: object, mes
         g.close()
 
 
+def test_a_call_queued_at_close_says_so() -> None:
+    """A call still queued when the embedder is closed (shutdown) fails with a clear message,
+    not "raised CancelledError", and does not pause semantic search."""
+    hanging = Hanging()
+    g = GuardedEmbedder(hanging, timeout=30)
+    try:
+        g.start(["a"], background=True)  # running, holds the lane
+        queued = g.start(["b"], background=True)
+        g.close()
+        with pytest.raises(EmbeddingError, match="was closed before this call ran"):
+            queued()
+        assert g.ready() and g.problem is None
+    finally:
+        hanging.release.set()
+
+
 def test_a_command_exits_after_its_embedder_hung(home: Path) -> None:
     """A hanging third-party embedder: `sessions reindex` reports the deadline and the process
     ends (the hung call's thread does not keep the interpreter from exiting)."""

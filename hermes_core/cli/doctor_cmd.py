@@ -110,7 +110,8 @@ def embedder_check(host: PluginHost) -> dict[str, Any]:
     level = guard_log.level
     guard_log.setLevel(logging.ERROR)  # the failure is this check's detail, not a log line too
     try:
-        embedder.embed(["doctor"])
+        # the first call loads the model: on a busy machine that may outlast a query's deadline
+        embedder.embed(["doctor"], timeout=max(30.0, embedder.timeout))
     except EmbeddingError as exc:
         return {**check, "ok": False, "detail": str(exc)}
     finally:

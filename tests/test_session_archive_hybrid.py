@@ -21,7 +21,7 @@ np = pytest.importorskip("numpy")
 
 from archive_support import make_archive  # noqa: E402
 
-from hermes_core.embeddings import GuardedEmbedder  # noqa: E402
+from hermes_core.embeddings import EmbeddingError, GuardedEmbedder  # noqa: E402
 from hermes_core.kinds import Embedder  # noqa: E402
 from hermes_core.plugins.memory.session_archive import QueryError, SessionArchive  # noqa: E402
 from hermes_core.plugins.memory.session_archive.tool import Semantic, session_search  # noqa: E402
@@ -286,6 +286,24 @@ def test_reindex_progress_counts_messages_stored_meanwhile(archive: SessionArchi
     assert all(done <= total for done, total in calls) and calls[-1] == (17, 17)
     st = state(archive, g)
     assert st.count == 17 and archive.count_messages() == 17
+
+
+def test_a_rebuild_with_a_broken_embedder_keeps_the_old_vectors(archive: SessionArchive) -> None:
+    """`sessions reindex --rebuild` (or a model switch) with an embedder that fails: the old
+    vectors stay (they were dropped before the first batch failed, leaving none), and the
+    error says so."""
+    semantic(archive, Synonyms(None, None))
+    assert state(archive, None).count == 10
+
+    class BrokenV2(Broken):
+        model_id = "synonyms-v2"
+
+    for broken, rebuild in ((Broken(None, None), True), (BrokenV2(None, None), False)):
+        g = GuardedEmbedder(broken)
+        with pytest.raises(EmbeddingError, match="model file unreadable"):
+            reindex(archive, g, rebuild=rebuild)
+        st = state(archive, None)
+        assert st.count == 10 and st.model == "synonyms-v1"
 
 
 def test_deleting_a_message_deletes_its_vector(archive: SessionArchive) -> None:

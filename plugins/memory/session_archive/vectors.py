@@ -149,6 +149,9 @@ def reindex(archive: SessionArchive, embedder: GuardedEmbedder, *, batch: int = 
     On a shared database, batches another node is embedding meanwhile are left to it."""
     store = vector_store(archive)
     if rebuild or state(archive, embedder, count=False).problem:
+        # the embedder must answer before the vectors it replaces are dropped: a broken one
+        # (or a mistyped model path) would otherwise leave the archive with none at all
+        embedder.embed(["a test sentence"], background=True)
         store.exclusive(lambda con: store._write(con, store.clear), None, wait=True)
     total = pending(archive)
     done = 0

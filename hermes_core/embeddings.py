@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from .config import CoreConfig
     from .registry import Registries
 
-__all__ = ["LOCAL_EMBEDDER", "EmbeddingError", "GuardedEmbedder", "select_embedder"]
+__all__ = ["LOCAL_EMBEDDER", "EmbeddingError", "GuardedEmbedder", "off_reason", "select_embedder"]
 
 log = logging.getLogger("hermes_core.embeddings")
 
@@ -78,6 +78,19 @@ def select_embedder(
     instance = cls(config, context)  # type: ignore[arg-type]
     guarded = GuardedEmbedder(instance, timeout=core.embeddings.timeout)
     return guarded, f"semantic search uses {reg.name} ({cls.model_id}, {cls.dimension} dims)"
+
+
+def off_reason(core: CoreConfig | None, subject: str = "semantic search") -> str:
+    """Why ``subject`` is off when the kernel's embedder is None, from ``embeddings.embedder``
+    (the selection's own reason is logged at start and shown by ``hermes-core doctor``)."""
+    choice = getattr(getattr(core, "embeddings", None), "embedder", "auto")
+    if choice == "none":
+        return f"{subject} is off (embeddings.embedder: none)"
+    if choice == "auto":
+        return (f"{subject} is off: no embedder is installed or can run here (pip install "
+                "'hermes-core-kernel[embeddings]'; see docs/reference/embedders.md)")
+    return (f"{subject} is off: embeddings.embedder {choice!r} cannot run here; "
+            "'hermes-core doctor' says why")
 
 
 #: how much lower the background lane's thread runs (its nice value is raised by this much)

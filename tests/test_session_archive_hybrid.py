@@ -378,6 +378,32 @@ def test_the_provider_without_an_embedder_says_semantic_search_is_off(tmp_path: 
         provider.shutdown()
 
 
+def test_an_embedder_named_but_unable_to_run_is_named_in_the_result(tmp_path: Path) -> None:
+    """embeddings.embedder: minilm chosen explicitly, its package missing: the result said only
+    "no embedder"; it names the choice and where to read why."""
+    import logging
+
+    from hermes_core.config import CoreConfig
+    from hermes_core.kinds import PluginContext
+    from hermes_core.plugins.memory.session_archive import (
+        SessionArchiveConfig,
+        SessionArchiveProvider,
+    )
+
+    core = CoreConfig.model_validate({"embeddings": {"embedder": "minilm"}})
+    context = PluginContext(plugin_name="session_archive", home=tmp_path, config=core,
+                            logger=logging.getLogger("test"), embedder=lambda: None)
+    provider = SessionArchiveProvider(SessionArchiveConfig(), context)
+    try:
+        provider.on_message(Message("user", "we adopted a whippet"), Session(id="old"))
+        out = session_search(provider.archive, "whippet", **provider._search_settings())
+        assert top(out) == ["old"]
+        assert "embeddings.embedder 'minilm' cannot run" in out["semantic"]
+        assert "hermes-core doctor" in out["semantic"]
+    finally:
+        provider.shutdown()
+
+
 def test_the_archive_passes_the_paraphrase_check_with_the_local_model(
         tmp_path: Path, storage_url: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
     import logging

@@ -190,7 +190,8 @@ class LosslessEngine(PolicyEngine):
                 from .vectors import SpanVectors
 
                 batch = self.context.config.embeddings.batch_size
-                self._vectors = SpanVectors(storage_of(), self.context.embedder, batch=batch)
+                self._vectors = SpanVectors(storage_of(), self.context.embedder, batch=batch,
+                                            core=self.context.config)
         return self._vectors
 
     def semantic_problem(self) -> str:

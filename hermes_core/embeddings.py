@@ -62,21 +62,33 @@ def select_embedder(
         if reg is None:
             return None, ("semantic search is off: no embedder is installed "
                           "(pip install 'hermes-core-kernel[embeddings]'; see docs/reference/embedders.md)")
-        why = reg.obj.unavailable()  # type: ignore[attr-defined]
+        why = _unavailable(reg)
         if why:
             return None, f"semantic search is off: the local embedder cannot run ({why})"
     else:
         reg = registries.embedders.resolve(choice, config_key="embeddings.embedder")
-        why = reg.obj.unavailable()  # type: ignore[attr-defined]
+        why = _unavailable(reg)
         if why:
             raise EmbedderUnavailable(f"embeddings.embedder: {choice!r} cannot run: {why}")
     cls: type[Embedder] = reg.obj
-    section = (sections or {}).get(getattr(cls, "config_section", None) or reg.name) or {}
-    config = cls.Config.model_validate(section)
+    key = getattr(cls, "config_section", None) or reg.name
+    section = (sections or {}).get(key) or {}
+    try:
+        config = cls.Config.model_validate(section)
+    except ValueError as exc:  # pydantic's ValidationError: 'config validate' says the same
+        raise EmbedderUnavailable(f"the {key!r} section of config.yaml is invalid for embedder "
+                                  f"{reg.name!r}: {_one_line(exc)}; run 'hermes-core config "
+                                  "validate'") from None
     context = PluginContext(plugin_name=reg.plugin, home=home, config=core,
                             logger=logging.getLogger(f"hermes_core.plugins.{reg.plugin}"))
-    instance = cls(config, context)  # type: ignore[arg-type]
-    guarded = GuardedEmbedder(instance, timeout=core.embeddings.timeout)
+    try:
+        instance = cls(config, context)  # type: ignore[arg-type]
+        guarded = GuardedEmbedder(instance, timeout=core.embeddings.timeout)
+    except EmbedderUnavailable:
+        raise
+    except Exception as exc:  # a plugin's bug: semantic search is off, nothing else stops
+        raise EmbedderUnavailable(f"embedder {reg.name!r} (plugin {reg.plugin!r}) failed to "
+                                  f"start: {type(exc).__name__}: {exc}") from exc
     return guarded, f"semantic search uses {reg.name} ({cls.model_id}, {cls.dimension} dims)"
 
 
@@ -91,6 +103,26 @@ def off_reason(core: CoreConfig | None, subject: str = "semantic search") -> str
                 "'hermes-core-kernel[embeddings]'; see docs/reference/embedders.md)")
     return (f"{subject} is off: embeddings.embedder {choice!r} cannot run here; "
             "'hermes-core doctor' says why")
+
+
+def _unavailable(reg: Any) -> str | None:
+    """The embedder class's own ``unavailable()``; one that raises is unavailable, with why."""
+    try:
+        why = reg.obj.unavailable()
+    except Exception as exc:  # a plugin's bug must not stop the host or a command
+        return f"its unavailable() raised {type(exc).__name__}: {exc}"
+    return str(why) if why else None
+
+
+def _one_line(exc: Exception) -> str:
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        try:
+            return "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}"
+                             for e in errors())
+        except Exception:  # not pydantic's: its text
+            pass
+    return " ".join(str(exc).split())
 
 
 #: how much lower the background lane's thread runs (its nice value is raised by this much)

@@ -94,6 +94,51 @@ def test_a_named_embedder_that_cannot_run_names_the_fix(home: Path) -> None:
         select_embedder(host.registries, core("missing"), home)
 
 
+def test_an_embedder_plugin_that_raises_at_start_is_unavailable_with_why(home: Path) -> None:
+    """A constructor or unavailable() that raises, or an invalid config section: a clear
+    EmbedderUnavailable (the host then warns and searches by words; doctor and `sessions
+    reindex` print it), never the plugin's exception (which gave `doctor` a traceback)."""
+    class InitBoom(Toy):
+        name = "initboom"
+
+        def __init__(self, *a: object) -> None:
+            raise RuntimeError("cannot construct")
+
+    class ProbeBoom(Toy):
+        name = "probeboom"
+
+        @classmethod
+        def unavailable(cls) -> str | None:
+            raise RuntimeError("probe exploded")
+
+    class P:
+        @hookimpl
+        def register_embedders(self, register):
+            register(InitBoom)
+            register(ProbeBoom)
+
+    host = PluginHost.load(home, builtins=True, entry_points=False, directories=False,
+                           plugins=[("p", P())])
+    with pytest.raises(EmbedderUnavailable, match=r"'initboom' \(plugin 'p'\) failed to start: "
+                                                  r"RuntimeError: cannot construct"):
+        select_embedder(host.registries, core("initboom"), home)
+    with pytest.raises(EmbedderUnavailable, match=r"unavailable\(\) raised RuntimeError: probe"):
+        select_embedder(host.registries, core("probeboom"), home)
+    if not minilm_installed():
+        return
+    with pytest.raises(EmbedderUnavailable, match=r"'embedder_minilm' section.*batch_size"):
+        select_embedder(host.registries, core("minilm"), home,
+                        {"embedder_minilm": {"batch_size": 0}})
+
+
+def minilm_installed() -> bool:
+    try:
+        from hermes_core.plugins.embedders.minilm import MiniLMEmbedder
+    except ImportError:
+        return False
+    return MiniLMEmbedder.unavailable() is None
+
+
 class Raising(Toy):
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         raise RuntimeError("boom")

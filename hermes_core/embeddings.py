@@ -284,7 +284,11 @@ class GuardedEmbedder:
             stuck = self._stuck.get(lane)
             if stuck is not None and not stuck.done():
                 self._fail(f"embedder {self.name} is still busy with a call that timed out")
-            future = self._pools[lane].submit(self.embedder.embed, texts)
+            try:
+                future = self._pools[lane].submit(self.embedder.embed, texts)
+            except RuntimeError:  # closed (a provider shutting down): not a failure to pause for
+                raise EmbeddingError(f"embedder {self.name} is closed; word search still "
+                                     "works") from None
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
 
         def wait() -> Any:

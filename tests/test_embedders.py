@@ -228,6 +228,8 @@ def test_a_call_queued_at_close_says_so() -> None:
         g.close()
         with pytest.raises(EmbeddingError, match="was closed before this call ran"):
             queued()
+        with pytest.raises(EmbeddingError, match="is closed"):  # a call after close
+            g.embed(["c"])
         assert g.ready() and g.problem is None
     finally:
         hanging.release.set()

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import math
+import queue
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -27,7 +29,7 @@ if TYPE_CHECKING:
     from .config import CoreConfig
     from .registry import Registries
 
-__all__ = ["LOCAL_EMBEDDER", "EmbeddingError", "GuardedEmbedder", "select_embedder"]
+__all__ = ["LOCAL_EMBEDDER", "EmbeddingError", "GuardedEmbedder", "off_reason", "select_embedder"]
 
 log = logging.getLogger("hermes_core.embeddings")
 
@@ -60,22 +62,67 @@ def select_embedder(
         if reg is None:
             return None, ("semantic search is off: no embedder is installed "
                           "(pip install 'hermes-core-kernel[embeddings]'; see docs/reference/embedders.md)")
-        why = reg.obj.unavailable()  # type: ignore[attr-defined]
+        why = _unavailable(reg)
         if why:
             return None, f"semantic search is off: the local embedder cannot run ({why})"
     else:
         reg = registries.embedders.resolve(choice, config_key="embeddings.embedder")
-        why = reg.obj.unavailable()  # type: ignore[attr-defined]
+        why = _unavailable(reg)
         if why:
             raise EmbedderUnavailable(f"embeddings.embedder: {choice!r} cannot run: {why}")
     cls: type[Embedder] = reg.obj
-    section = (sections or {}).get(getattr(cls, "config_section", None) or reg.name) or {}
-    config = cls.Config.model_validate(section)
+    key = getattr(cls, "config_section", None) or reg.name
+    section = (sections or {}).get(key) or {}
+    try:
+        config = cls.Config.model_validate(section)
+    except ValueError as exc:  # pydantic's ValidationError: 'config validate' says the same
+        raise EmbedderUnavailable(f"the {key!r} section of config.yaml is invalid for embedder "
+                                  f"{reg.name!r}: {_one_line(exc)}; run 'hermes-core config "
+                                  "validate'") from None
     context = PluginContext(plugin_name=reg.plugin, home=home, config=core,
                             logger=logging.getLogger(f"hermes_core.plugins.{reg.plugin}"))
-    instance = cls(config, context)  # type: ignore[arg-type]
-    guarded = GuardedEmbedder(instance, timeout=core.embeddings.timeout)
+    try:
+        instance = cls(config, context)  # type: ignore[arg-type]
+        guarded = GuardedEmbedder(instance, timeout=core.embeddings.timeout)
+    except EmbedderUnavailable:
+        raise
+    except Exception as exc:  # a plugin's bug: semantic search is off, nothing else stops
+        raise EmbedderUnavailable(f"embedder {reg.name!r} (plugin {reg.plugin!r}) failed to "
+                                  f"start: {type(exc).__name__}: {exc}") from exc
     return guarded, f"semantic search uses {reg.name} ({cls.model_id}, {cls.dimension} dims)"
+
+
+def off_reason(core: CoreConfig | None, subject: str = "semantic search") -> str:
+    """Why ``subject`` is off when the kernel's embedder is None, from ``embeddings.embedder``
+    (the selection's own reason is logged at start and shown by ``hermes-core doctor``)."""
+    choice = getattr(getattr(core, "embeddings", None), "embedder", "auto")
+    if choice == "none":
+        return f"{subject} is off (embeddings.embedder: none)"
+    if choice == "auto":
+        return (f"{subject} is off: no embedder is installed or can run here (pip install "
+                "'hermes-core-kernel[embeddings]'; see docs/reference/embedders.md)")
+    return (f"{subject} is off: embeddings.embedder {choice!r} cannot run here; "
+            "'hermes-core doctor' says why")
+
+
+def _unavailable(reg: Any) -> str | None:
+    """The embedder class's own ``unavailable()``; one that raises is unavailable, with why."""
+    try:
+        why = reg.obj.unavailable()
+    except Exception as exc:  # a plugin's bug must not stop the host or a command
+        return f"its unavailable() raised {type(exc).__name__}: {exc}"
+    return str(why) if why else None
+
+
+def _one_line(exc: Exception) -> str:
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        try:
+            return "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}"
+                             for e in errors())
+        except Exception:  # not pydantic's: its text
+            pass
+    return " ".join(str(exc).split())
 
 
 #: how much lower the background lane's thread runs (its nice value is raised by this much)
@@ -92,6 +139,95 @@ def _lower_priority() -> None:
     with contextlib.suppress(AttributeError, OSError):  # not Linux or not allowed: as it is
         os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid)
                                                  + BACKGROUND_NICENESS))
+
+
+class _Lane:
+    """One daemon thread running calls in order (a minimal single-worker executor).
+
+    Not a ``ThreadPoolExecutor``: the interpreter joins those workers at exit, so an embedder
+    call that hangs would keep a finished command (``sessions reindex``, ``serve``) from ever
+    exiting. A daemon thread is abandoned at exit instead; the call already missed its deadline.
+    """
+
+    def __init__(self, name: str, initializer: Callable[[], None] | None = None) -> None:
+        self._name = name
+        self._initializer = initializer
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future[Any]:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError(f"{self._name} is closed")
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+                self._thread.start()
+            self._queue.put((future, fn, args))
+        return future
+
+    def _run(self) -> None:
+        if self._initializer is not None:
+            self._initializer()
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            future, fn, args = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                result = fn(*args)
+            except BaseException as exc:  # handed to the waiting caller, which checks it
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+
+    def shutdown(self) -> None:
+        """Cancel the calls not started yet and let the thread end after the current one."""
+        with self._lock:
+            self._closed = True
+            while True:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not None:
+                    item[0].cancel()
+            self._queue.put(None)
+
+
+def _problem_with(vectors: Any, count: int, dimension: int) -> str | None:
+    """What is wrong with ``vectors`` as ``count`` vectors of ``dimension`` finite floats, or
+    None. numpy when installed (one conversion), plain Python otherwise."""
+    try:
+        n = len(vectors)
+    except TypeError:
+        return f"returned {type(vectors).__name__} instead of a list of vectors"
+    if n != count:
+        return f"returned {n} vectors for {count} texts"
+    for v in vectors:
+        try:
+            size = len(v)
+        except TypeError:
+            return f"returned a vector of type {type(v).__name__}"
+        if size != dimension:
+            return f"returned vectors of {size} dimensions; it declares {dimension}"
+    try:
+        import numpy as np
+    except ImportError:
+        np = None  # type: ignore[assignment]
+    try:
+        if np is not None:
+            if count and not bool(np.isfinite(np.asarray(vectors, dtype=np.float64)).all()):
+                return "returned NaN or infinite values"
+        elif not all(math.isfinite(float(x)) for v in vectors for x in v):
+            return "returned NaN or infinite values"
+    except (TypeError, ValueError) as exc:
+        return f"returned values that are not numbers ({exc})"
+    return None
 
 
 class GuardedEmbedder:
@@ -119,11 +255,8 @@ class GuardedEmbedder:
         self._until = 0.0
         self._lock = threading.Lock()
         self._pools = {
-            "query": concurrent.futures.ThreadPoolExecutor(
-                max_workers=1, thread_name_prefix=f"embedder-{self.name}-query"),
-            "background": concurrent.futures.ThreadPoolExecutor(
-                max_workers=1, thread_name_prefix=f"embedder-{self.name}-background",
-                initializer=_lower_priority),
+            "query": _Lane(f"embedder-{self.name}-query"),
+            "background": _Lane(f"embedder-{self.name}-background", _lower_priority),
         }
         #: per lane, a call that missed its deadline and may still be running
         self._stuck: dict[str, concurrent.futures.Future[Any]] = {}
@@ -151,7 +284,11 @@ class GuardedEmbedder:
             stuck = self._stuck.get(lane)
             if stuck is not None and not stuck.done():
                 self._fail(f"embedder {self.name} is still busy with a call that timed out")
-            future = self._pools[lane].submit(self.embedder.embed, texts)
+            try:
+                future = self._pools[lane].submit(self.embedder.embed, texts)
+            except RuntimeError:  # closed (a provider shutting down): not a failure to pause for
+                raise EmbeddingError(f"embedder {self.name} is closed; word search still "
+                                     "works") from None
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
 
         def wait() -> Any:
@@ -162,6 +299,9 @@ class GuardedEmbedder:
                     self._stuck[lane] = future
                 self._fail(f"embedder {self.name} did not answer within "
                            f"{self.timeout if timeout is None else timeout:g} s")
+            except concurrent.futures.CancelledError:  # close() ran first: shutting down
+                raise EmbeddingError(f"embedder {self.name} was closed before this call ran; "
+                                     "word search still works") from None
             except EmbedderUnavailable as exc:
                 self._fail(str(exc), pause=max(self.pause, 600.0))
             except Exception as exc:  # an embedder's bug must not reach the caller's turn
@@ -171,13 +311,9 @@ class GuardedEmbedder:
         return wait
 
     def _check(self, vectors: Any, texts: list[str]) -> Any:
-        if len(vectors) != len(texts):
-            self._fail(f"embedder {self.name} returned {len(vectors)} vectors for "
-                       f"{len(texts)} texts")
-        for v in vectors:
-            if len(v) != self.dimension:
-                self._fail(f"embedder {self.name} returned vectors of {len(v)} dimensions; it "
-                           f"declares {self.dimension}")
+        wrong = _problem_with(vectors, len(texts), self.dimension)
+        if wrong:
+            self._fail(f"embedder {self.name} {wrong}")
         self.problem = None
         return vectors
 
@@ -188,5 +324,5 @@ class GuardedEmbedder:
         raise EmbeddingError(self.problem)
 
     def close(self) -> None:
-        for pool in self._pools.values():
-            pool.shutdown(wait=False, cancel_futures=True)
+        for lane in self._pools.values():
+            lane.shutdown()

@@ -54,3 +54,44 @@ def test_doctor_checks_the_memory_files(home: Path) -> None:
     (memories / "USER.md").write_bytes(b"\xff\xfe binary junk \x00")
     user = checks()["USER.md"]
     assert not user["ok"] and "not UTF-8" in user["detail"] and "left untouched" in user["detail"]
+
+
+EMBEDDER = """
+import math, os
+from hermes_core import hookimpl
+from hermes_core.kinds import Embedder
+
+class Flaky(Embedder):
+    name = "flaky"
+    dimension = 3
+    model_id = "flaky-v1"
+
+    def embed(self, texts):
+        if os.environ.get("FLAKY_NAN") == "1":
+            return [[math.nan, 0.0, 1.0] for _ in texts]
+        return [[0.0, 0.0, 1.0] for _ in texts]
+
+@hookimpl
+def register_embedders(register):
+    register(Flaky)
+"""
+
+
+def test_doctor_says_whether_the_embedder_answers(home: Path, dir_plugin: Any,
+                                                  monkeypatch: Any) -> None:
+    """A configured embedder that is unknown, or answers NaN, fails doctor's embeddings check
+    with the reason (it said nothing about semantic search); a working one passes."""
+    dir_plugin("flaky", EMBEDDER)
+    (home / "config.yaml").write_text("embeddings:\n  embedder: flaky\n", encoding="utf-8")
+    check = checks()["embeddings"]
+    assert check["ok"] and "flaky" in check["detail"] and "it answers" in check["detail"]
+    monkeypatch.setenv("FLAKY_NAN", "1")
+    check = checks()["embeddings"]
+    assert not check["ok"] and "NaN" in check["detail"]
+    assert "word search still works" in check["detail"]
+    (home / "config.yaml").write_text("embeddings:\n  embedder: nosuch\n", encoding="utf-8")
+    check = checks()["embeddings"]
+    assert not check["ok"] and "unknown embedder 'nosuch'" in check["detail"]
+    (home / "config.yaml").write_text("embeddings:\n  embedder: none\n", encoding="utf-8")
+    check = checks()["embeddings"]
+    assert check["ok"] and "embeddings.embedder: none" in check["detail"]

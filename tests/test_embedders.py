@@ -94,6 +94,51 @@ def test_a_named_embedder_that_cannot_run_names_the_fix(home: Path) -> None:
         select_embedder(host.registries, core("missing"), home)
 
 
+def test_an_embedder_plugin_that_raises_at_start_is_unavailable_with_why(home: Path) -> None:
+    """A constructor or unavailable() that raises, or an invalid config section: a clear
+    EmbedderUnavailable (the host then warns and searches by words; doctor and `sessions
+    reindex` print it), never the plugin's exception (which gave `doctor` a traceback)."""
+    class InitBoom(Toy):
+        name = "initboom"
+
+        def __init__(self, *a: object) -> None:
+            raise RuntimeError("cannot construct")
+
+    class ProbeBoom(Toy):
+        name = "probeboom"
+
+        @classmethod
+        def unavailable(cls) -> str | None:
+            raise RuntimeError("probe exploded")
+
+    class P:
+        @hookimpl
+        def register_embedders(self, register):
+            register(InitBoom)
+            register(ProbeBoom)
+
+    host = PluginHost.load(home, builtins=True, entry_points=False, directories=False,
+                           plugins=[("p", P())])
+    with pytest.raises(EmbedderUnavailable, match=r"'initboom' \(plugin 'p'\) failed to start: "
+                                                  r"RuntimeError: cannot construct"):
+        select_embedder(host.registries, core("initboom"), home)
+    with pytest.raises(EmbedderUnavailable, match=r"unavailable\(\) raised RuntimeError: probe"):
+        select_embedder(host.registries, core("probeboom"), home)
+    if not minilm_installed():
+        return
+    with pytest.raises(EmbedderUnavailable, match=r"'embedder_minilm' section.*batch_size"):
+        select_embedder(host.registries, core("minilm"), home,
+                        {"embedder_minilm": {"batch_size": 0}})
+
+
+def minilm_installed() -> bool:
+    try:
+        from hermes_core.plugins.embedders.minilm import MiniLMEmbedder
+    except ImportError:
+        return False
+    return MiniLMEmbedder.unavailable() is None
+
+
 class Raising(Toy):
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         raise RuntimeError("boom")
@@ -139,6 +184,101 @@ def test_guard_refuses_vectors_of_the_wrong_dimension() -> None:
     g = GuardedEmbedder(WrongDim(None, None))  # type: ignore[arg-type]
     with pytest.raises(EmbeddingError, match="2 dimensions; it declares 4"):
         g.embed(["a"])
+
+
+class Returns(Toy):
+    """Returns whatever ``answer(texts)`` gives: a third-party embedder's bad output."""
+
+    def __init__(self, answer: object) -> None:
+        self.answer = answer
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return self.answer(texts)  # type: ignore[operator, no-any-return]
+
+
+@pytest.mark.parametrize("answer,message", [
+    (lambda texts: None, "returned NoneType instead of a list of vectors"),
+    (lambda texts: ["abcd" for _ in texts], "not numbers"),
+    (lambda texts: [[float("nan"), 0.0, 0.0, 1.0] for _ in texts], "NaN or infinite"),
+    (lambda texts: [[float("inf"), 0.0, 0.0, 1.0] for _ in texts], "NaN or infinite"),
+    (lambda texts: [[1.0, 0.0, 0.0, 0.0]] * (len(texts) + 1), "2 vectors for 1 texts"),
+    (lambda texts: [7 for _ in texts], "a vector of type int"),
+])
+def test_guard_refuses_output_that_is_not_vectors_and_pauses(answer: object, message: str) -> None:
+    """Not only the wrong dimension: None, strings, NaN, the wrong count are an EmbeddingError
+    that pauses semantic search (an indexer then waits instead of calling again at once), never
+    a TypeError or a NaN that reaches the ranking."""
+    g = GuardedEmbedder(Returns(answer), pause=3600)  # type: ignore[arg-type]
+    try:
+        with pytest.raises(EmbeddingError, match=message):
+            g.embed(["a"])
+        assert not g.ready() and message.split()[0] in (g.problem or "")
+    finally:
+        g.close()
+
+
+def test_a_call_queued_at_close_says_so() -> None:
+    """A call still queued when the embedder is closed (shutdown) fails with a clear message,
+    not "raised CancelledError", and does not pause semantic search."""
+    hanging = Hanging()
+    g = GuardedEmbedder(hanging, timeout=30)
+    try:
+        g.start(["a"], background=True)  # running, holds the lane
+        queued = g.start(["b"], background=True)
+        g.close()
+        with pytest.raises(EmbeddingError, match="was closed before this call ran"):
+            queued()
+        with pytest.raises(EmbeddingError, match="is closed"):  # a call after close
+            g.embed(["c"])
+        assert g.ready() and g.problem is None
+    finally:
+        hanging.release.set()
+
+
+def test_a_command_exits_after_its_embedder_hung(home: Path) -> None:
+    """A hanging third-party embedder: `sessions reindex` reports the deadline and the process
+    ends (the hung call's thread does not keep the interpreter from exiting)."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    plugin = home / "plugins" / "hangs"
+    plugin.mkdir(parents=True)
+    (plugin / "__init__.py").write_text(textwrap.dedent("""
+        import threading
+        from hermes_core import hookimpl
+        from hermes_core.kinds import Embedder
+
+        class Hangs(Embedder):
+            name = "hangs"
+            dimension = 4
+            model_id = "hangs-v1"
+
+            def embed(self, texts):
+                threading.Event().wait()  # never returns
+
+        @hookimpl
+        def register_embedders(register):
+            register(Hangs)
+    """), encoding="utf-8")
+    (home / "config.yaml").write_text("embeddings:\n  embedder: hangs\n  timeout: 0.5\n",
+                                      encoding="utf-8")
+    from hermes_core.plugins.memory.session_archive import SessionArchive
+    from hermes_core.types import Message
+
+    with SessionArchive(home / "state.db") as a:
+        a.append_messages("s1", [Message("user", "we adopted a whippet")])
+    env = {**os.environ, "HERMES_CORE_HOME": str(home)}
+    try:
+        done = subprocess.run([sys.executable, "-m", "hermes_core", "sessions", "reindex"],
+                              env=env, capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("`sessions reindex` did not exit after its embedder missed its deadline")
+    assert done.returncode == 1
+    assert "did not answer within 0.5 s" in done.stderr and "run the command again" in done.stderr
+    with SessionArchive(home / "state.db") as a:
+        assert a.count_messages() == 1
 
 
 # ---------------------------------------------------------------------------- the local model

@@ -370,3 +370,12 @@ def test_a_schema_1_database_gains_vectors_and_keeps_its_spans(
     found = search(engine, "which animal lives with us?")
     assert texts(engine, found) == [PLANTED[0].content]
     assert found["hits"][0]["found_by"] == "meaning"
+
+
+def test_a_lone_surrogate_in_the_query_is_searched_not_refused(tmp_path: Path) -> None:
+    """A lone UTF-16 surrogate (valid in a JSON tool call) was refused with pydantic's "unable
+    to parse raw data as a unicode string"; it is read as a space, as session_search does."""
+    engine = compacted(tmp_path, None)
+    for query in ("whippet\ud800", "\udfffwhippet shelter"):
+        found = search(engine, query)
+        assert texts(engine, found)[0] == PLANTED[0].content

@@ -21,7 +21,7 @@ np = pytest.importorskip("numpy")
 
 from archive_support import make_archive  # noqa: E402
 
-from hermes_core.embeddings import GuardedEmbedder  # noqa: E402
+from hermes_core.embeddings import EmbeddingError, GuardedEmbedder  # noqa: E402
 from hermes_core.kinds import Embedder  # noqa: E402
 from hermes_core.plugins.memory.session_archive import QueryError, SessionArchive  # noqa: E402
 from hermes_core.plugins.memory.session_archive.tool import Semantic, session_search  # noqa: E402
@@ -193,6 +193,26 @@ def test_a_hanging_embedder_is_bounded(archive: SessionArchive) -> None:
         g.close()
 
 
+def test_nan_query_vectors_do_not_reach_the_ranking(archive: SessionArchive) -> None:
+    """An embedder that starts returning NaN (vectors stored before were fine): the search says
+    semantic search lacks a working embedder and ranks by words, instead of "on" with NaN
+    scores; the indexer is paused rather than retrying at once; nothing stored is lost."""
+    sem = semantic(archive, Synonyms(None, None))
+
+    class NaNs(Synonyms):
+        def embed(self, texts: Sequence[str]) -> list[list[float]]:
+            return [[float("nan")] * 4 for _ in texts]
+
+    g = GuardedEmbedder(NaNs(None, None), pause=3600)
+    try:
+        out = session_search(archive, "whippet", semantic=Semantic(embedder=g, index=sem.index))
+        assert top(out) == ["s-dog"] and "NaN" in out["semantic"]
+        assert "word search still works" in out["semantic"] and not g.ready()
+        assert state(archive, g).count == 10 and archive.count_messages() == 10
+    finally:
+        g.close()
+
+
 def test_switching_models_says_reindex_is_required(archive: SessionArchive) -> None:
     semantic(archive, Synonyms(None, None))
     g2 = GuardedEmbedder(SynonymsV2(None, None))
@@ -215,6 +235,75 @@ def test_emoji_only_and_huge_queries(archive: SessionArchive) -> None:
     with pytest.raises(QueryError, match="limit is 2,000"):
         session_search(archive, huge)
     assert top(session_search(archive, huge, semantic=sem))[0] == "s-dog"
+
+
+def test_excluded_words_hold_on_both_backends_by_words(archive: SessionArchive) -> None:
+    """-word leaves out the messages holding the word on PostgreSQL too (it was ignored there:
+    "whippet -shelter" returned the whippet message)."""
+    assert top(session_search(archive, "whippet")) == ["s-dog"]
+    out = session_search(archive, "whippet -shelter")
+    assert top(out) == [] and out["count"] == 0
+    assert top(session_search(archive, "whippet -grey")) == ["s-dog"]
+    assert top(session_search(archive, "whippet AND NOT shelter")) == []
+
+
+def test_excluded_words_hold_for_what_meaning_finds(archive: SessionArchive) -> None:
+    """A message found by meaning alone is left out when it holds a word the query excludes
+    (-word, NOT word), and a query that only excludes is refused, not searched by the meaning
+    of the excluded word."""
+    sem = semantic(archive, Synonyms(None, None))
+    assert top(session_search(archive, "puppy", semantic=sem))[0] == "s-dog"  # by meaning
+    for q in ("puppy -shelter", "puppy AND NOT shelter", "puppy NOT (shelter OR grey)"):
+        assert "s-dog" not in top(session_search(archive, q, semantic=sem)), q
+    assert top(session_search(archive, "puppy -grey", semantic=sem))[0] == "s-dog"
+    with pytest.raises(QueryError, match="only excludes"):
+        session_search(archive, "-whippet", semantic=sem)
+
+
+def test_a_query_only_meaning_could_search_says_why_it_cannot(archive: SessionArchive) -> None:
+    """Emoji only, vectors of another model: the refusal names the reindex command, not only
+    "no letters or digits"."""
+    semantic(archive, Synonyms(None, None))
+    g2 = GuardedEmbedder(SynonymsV2(None, None))
+    with pytest.raises(QueryError, match=r"no letters or digits.*hermes-core sessions reindex"):
+        session_search(archive, "🐶🐶", semantic=Semantic(embedder=g2, index=VectorIndex(archive)))
+
+
+def test_reindex_progress_counts_messages_stored_meanwhile(archive: SessionArchive) -> None:
+    """`sessions reindex` while a turn stores messages: the progress total grows with them
+    (it stood still, and the bar sat at 100% while hundreds more were embedded), every message
+    gets one vector, none twice."""
+    g = GuardedEmbedder(Synonyms(None, None))
+    calls: list[tuple[int, int]] = []
+
+    def progress(done: int, total: int) -> None:
+        calls.append((done, total))
+        if len(calls) == 1:  # a turn stores messages while the reindex runs
+            archive.append_messages("s-late", [Message("user", f"a late whippet note {i}")
+                                               for i in range(7)])
+
+    assert reindex(archive, g, batch=4, progress=progress) == 17
+    assert all(done <= total for done, total in calls) and calls[-1] == (17, 17)
+    st = state(archive, g)
+    assert st.count == 17 and archive.count_messages() == 17
+
+
+def test_a_rebuild_with_a_broken_embedder_keeps_the_old_vectors(archive: SessionArchive) -> None:
+    """`sessions reindex --rebuild` (or a model switch) with an embedder that fails: the old
+    vectors stay (they were dropped before the first batch failed, leaving none), and the
+    error says so."""
+    semantic(archive, Synonyms(None, None))
+    assert state(archive, None).count == 10
+
+    class BrokenV2(Broken):
+        model_id = "synonyms-v2"
+
+    for broken, rebuild in ((Broken(None, None), True), (BrokenV2(None, None), False)):
+        g = GuardedEmbedder(broken)
+        with pytest.raises(EmbeddingError, match="model file unreadable"):
+            reindex(archive, g, rebuild=rebuild)
+        st = state(archive, None)
+        assert st.count == 10 and st.model == "synonyms-v1"
 
 
 def test_deleting_a_message_deletes_its_vector(archive: SessionArchive) -> None:
@@ -285,6 +374,32 @@ def test_the_provider_without_an_embedder_says_semantic_search_is_off(tmp_path: 
         provider.on_message(Message("user", "we adopted a whippet"), Session(id="old"))
         out = session_search(provider.archive, "whippet", **provider._search_settings())
         assert top(out) == ["old"] and out["semantic"].startswith("semantic search is off")
+    finally:
+        provider.shutdown()
+
+
+def test_an_embedder_named_but_unable_to_run_is_named_in_the_result(tmp_path: Path) -> None:
+    """embeddings.embedder: minilm chosen explicitly, its package missing: the result said only
+    "no embedder"; it names the choice and where to read why."""
+    import logging
+
+    from hermes_core.config import CoreConfig
+    from hermes_core.kinds import PluginContext
+    from hermes_core.plugins.memory.session_archive import (
+        SessionArchiveConfig,
+        SessionArchiveProvider,
+    )
+
+    core = CoreConfig.model_validate({"embeddings": {"embedder": "minilm"}})
+    context = PluginContext(plugin_name="session_archive", home=tmp_path, config=core,
+                            logger=logging.getLogger("test"), embedder=lambda: None)
+    provider = SessionArchiveProvider(SessionArchiveConfig(), context)
+    try:
+        provider.on_message(Message("user", "we adopted a whippet"), Session(id="old"))
+        out = session_search(provider.archive, "whippet", **provider._search_settings())
+        assert top(out) == ["old"]
+        assert "embeddings.embedder 'minilm' cannot run" in out["semantic"]
+        assert "hermes-core doctor" in out["semantic"]
     finally:
         provider.shutdown()
 

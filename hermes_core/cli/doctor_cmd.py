@@ -8,6 +8,7 @@ hook raises, is late or answers something else is one failed check naming it; do
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from ..hooks import HookOutcome
     from ..host import PluginHost
 
-__all__ = ["doctor", "run_checks"]
+__all__ = ["doctor", "embedder_check", "run_checks"]
 
 
 
@@ -72,6 +73,7 @@ def run_checks() -> list[dict[str, Any]]:
                            "detail": ("every selected provider, the engine and the tools start"
                                       if not errors else f"{len(errors)} problem(s) a session "
                                       "would hit") + "".join(lines)})
+        checks.append(embedder_check(host))
     key_set = bool(host.config.core.llm.api_key)
     checks.append({
         "name": "api key",
@@ -85,6 +87,37 @@ def run_checks() -> list[dict[str, Any]]:
     finally:
         host.hooks.close()
     return checks
+
+
+def embedder_check(host: PluginHost) -> dict[str, Any]:
+    """``embeddings.embedder``: which embedder semantic search uses and whether it answers (one
+    short text embedded through the guard, with its deadline: a missing or corrupt model file,
+    a hung or broken embedder show here), or why semantic search is off."""
+    from ..embeddings import EmbeddingError, select_embedder
+    from ..errors import UnknownNameError
+    from ..kinds import EmbedderUnavailable
+
+    check: dict[str, Any] = {"name": "embeddings", "ok": True}
+    try:
+        embedder, why = select_embedder(host.registries, host.config.core, host.home,
+                                        host.config.raw)
+    except (UnknownNameError, EmbedderUnavailable) as exc:
+        return {**check, "ok": False, "detail": f"semantic search is off: "
+                f"{str(exc).rstrip('.')}; word search still works"}
+    if embedder is None:
+        return {**check, "detail": f"{why}; word search works"}
+    guard_log = logging.getLogger("hermes_core.embeddings")
+    level = guard_log.level
+    guard_log.setLevel(logging.ERROR)  # the failure is this check's detail, not a log line too
+    try:
+        # the first call loads the model: on a busy machine that may outlast a query's deadline
+        embedder.embed(["doctor"], timeout=max(30.0, embedder.timeout))
+    except EmbeddingError as exc:
+        return {**check, "ok": False, "detail": str(exc)}
+    finally:
+        guard_log.setLevel(level)
+        embedder.close()
+    return {**check, "detail": f"{why}: it answers"}
 
 
 def plugin_checks(host: PluginHost, home: Path) -> list[dict[str, Any]]:

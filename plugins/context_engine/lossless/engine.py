@@ -16,10 +16,11 @@ point of the contract: an engine decides what the middle becomes.
 from __future__ import annotations
 
 import datetime as _dt
+import re
 import threading
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from hermes_core import hookimpl
 from hermes_core.compaction.assemble import assemble, without_summary
@@ -82,10 +83,20 @@ class LosslessConfig(CompactionSettings):
     semantic: bool = True
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 class SearchInput(BaseModel):
     model_config = ConfigDict(extra="forbid")
     query: str = Field(min_length=1, max_length=1_000, description="words to look for")
     limit: int | None = Field(default=None, ge=1, le=50, description="the most hits to return")
+
+    @field_validator("query", mode="before")
+    @classmethod
+    def _no_lone_surrogates(cls, value: Any) -> Any:
+        # a lone UTF-16 surrogate (valid in JSON, "\ud800") is not text: the length check
+        # refused the whole query with "unable to parse raw data as a unicode string"
+        return _SURROGATE.sub(" ", value) if isinstance(value, str) else value
 
 
 class ExpandInput(BaseModel):
@@ -179,7 +190,8 @@ class LosslessEngine(PolicyEngine):
                 from .vectors import SpanVectors
 
                 batch = self.context.config.embeddings.batch_size
-                self._vectors = SpanVectors(storage_of(), self.context.embedder, batch=batch)
+                self._vectors = SpanVectors(storage_of(), self.context.embedder, batch=batch,
+                                            core=self.context.config)
         return self._vectors
 
     def semantic_problem(self) -> str:

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from hermes_core.embeddings import off_reason
 from hermes_core.semantic import Weights, fuse, similarities, text_key
 
 from .records import SearchHit, fts_terms
@@ -131,8 +132,9 @@ class SpanVectors:
     """The vectors of one archive file and the thread that fills them."""
 
     def __init__(self, storage: VectorStorage, embedder: Callable[[], Any], *, batch: int = 32,
-                 weights: Weights | None = None) -> None:
+                 weights: Weights | None = None, core: Any = None) -> None:
         self.storage = storage
+        self._core = core  # the kernel's config: why semantic search is off, when it is
         self.path = storage.path
         self._source = embedder
         self.batch = batch
@@ -159,8 +161,7 @@ class SpanVectors:
                 self.problem = f"semantic search is off: {exc}"
             else:
                 if self._embedder is None:
-                    self.problem = ("semantic search is off: no embedder (embeddings.embedder; "
-                                    "see docs/reference/embedders.md)")
+                    self.problem = off_reason(self._core)
         emb = self._embedder
         if emb is None:
             return None

@@ -79,7 +79,7 @@ class FileMemory(MemoryProvider):
         self._stores_lock = threading.Lock()
         self._handlers: dict[str, MemoryToolHandler] = {}
         #: ranking of entries by words and meaning (prefetch, the tool's search)
-        self.recall = EntryRecall(context.embedder, enabled=config.semantic)
+        self.recall = EntryRecall(context.embedder, enabled=config.semantic, core=context.config)
         self.handler = self._new_handler(self.store)
         self._tool = build_tool(self.handler)
         if self.per_user:  # the same tool, answered by the calling session's user's handler

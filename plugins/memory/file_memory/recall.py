@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hermes_core import threats
+from hermes_core.embeddings import off_reason
 from hermes_core.semantic import (
     Ranked,
     VectorCache,
@@ -59,8 +60,9 @@ class EntryRecall:
     """Hybrid ranking of one provider's entries; never raises into a turn."""
 
     def __init__(self, embedder: Callable[[], Any], *, enabled: bool = True,
-                 weights: Weights | None = None, batch: int = 32) -> None:
+                 weights: Weights | None = None, batch: int = 32, core: Any = None) -> None:
         self._source = embedder
+        self._core = core  # the kernel's config: why semantic ranking is off, when it is
         self.enabled = enabled
         self.weights = weights or Weights()
         self.batch = batch
@@ -98,8 +100,7 @@ class EntryRecall:
                     self._embedder = None
                 else:
                     if self._embedder is None:
-                        self.problem = ("semantic ranking is off: no embedder (embeddings."
-                                        "embedder; see docs/reference/embedders.md)")
+                        self.problem = off_reason(self._core, "semantic ranking")
         emb = self._embedder
         if emb is not None:
             self.problem = getattr(emb, "problem", None) if not emb.ready() else None

@@ -137,8 +137,9 @@ class SessionArchiveProvider(MemoryProvider):
         except Exception as exc:  # a broken embedder choice must not break the archive
             return Semantic(problem=f"semantic search is off: {exc}")
         if embedder is None:
-            return Semantic(problem="semantic search is off (no embedder; see "
-                                    "docs/reference/embedders.md)")
+            from hermes_core.embeddings import off_reason
+
+            return Semantic(problem=off_reason(self.context.config))
         try:
             from .vectors import VectorIndex, VectorIndexer
         except ImportError as exc:

@@ -213,7 +213,8 @@ def reindex_cmd(rebuild: bool, as_json: bool) -> None:
                                file=sys.stderr) as bar:
             seen = [0]
 
-            def progress(done: int, _total: int) -> None:
+            def progress(done: int, total: int) -> None:
+                bar.length = max(total, 1)  # what reindex counts: grows with new messages
                 bar.update(done - seen[0])
                 seen[0] = done
 

@@ -60,5 +60,10 @@ class QueryError(ArchiveError):
     """A search query cannot be run; the message says how to rephrase it."""
 
 
+class ExclusionOnlyQuery(QueryError):
+    """A query that only says what to leave out (``-word``, ``NOT word``): nothing to search
+    for, by words or by meaning (the meaning of ``-dogs`` is dogs)."""
+
+
 class ImportFormatError(ArchiveError):
     """A JSONL import file has a malformed line; the message names the line."""

@@ -67,15 +67,15 @@ import numpy as np
 
 from hermes_core.embeddings import EmbeddingError, GuardedEmbedder
 
-from .errors import QueryError
-from .query import SearchPlan
+from .errors import ExclusionOnlyQuery, QueryError
+from .query import SearchPlan, negated_expr
 from .records import Candidate
 from .search import plan_query, run_plan
 from .store import SessionArchive
 from .vectors import VectorIndex, lineage_ids, state
 
 __all__ = ["USER_WIDEN", "HybridResult", "Weights", "allowed_ids", "asks_current",
-           "hybrid_candidates", "states_change", "values"]
+           "hybrid_candidates", "matching_ids", "states_change", "values"]
 
 #: with memory.scope: user, how many times more neighbours are scanned before other users'
 #: messages are dropped
@@ -199,8 +199,13 @@ def hybrid_candidates(
             if loading:
                 problem = (f"the vector index is still loading ({loading:,} vectors so far): "
                            "older messages are found by words only until it is done")
+    if isinstance(query_error, ExclusionOnlyQuery):  # "-dogs" does not mean dogs
+        raise query_error
     if qv is None or index is None or embedder is None:
         if query_error is not None:
+            if problem:  # say why meaning, which could have searched it, did not
+                raise QueryError(f"{query_error} (it could be searched by meaning, but "
+                                 f"{problem})") from None
             raise query_error
         return HybridResult(lexical, matched, {c.id: "words" for c in lexical[:50]}, problem,
                             plan, bool(broad))
@@ -208,6 +213,11 @@ def hybrid_candidates(
     if user is not None or roles:
         keep = allowed_ids(archive, [i for i, _ in near], roles=roles, user=user)
         near = [(i, s) for i, s in near if i in keep][: w.neighbours]
+    negated = negated_expr(plan)
+    if negated and near:  # -word and NOT hold for what meaning finds too
+        lexical_ids = {c.id for c in lexical}
+        out = matching_ids(archive, negated, [i for i, _ in near if i not in lexical_ids])
+        near = [(i, s) for i, s in near if i not in out]
     vec = dict(near)
     nearest_ids = set(vec)
     # every lexical candidate's own similarity, not only the nearest ones'
@@ -238,6 +248,31 @@ def allowed_ids(archive: SessionArchive, ids: list[int], *, roles: tuple[str, ..
             "SELECT m.id FROM messages AS m JOIN sessions AS s ON s.num = m.session WHERE m.id IN "
             f"({','.join('?' * len(part))}) AND {' AND '.join(where or ['1 = 1'])}",
             (*part, *extra))}
+    return out
+
+
+def matching_ids(archive: SessionArchive, expression: str, ids: list[int]) -> set[int]:
+    """The ids among ``ids`` whose message matches the FTS5 ``expression`` (query.py's form),
+    on either backend: one query per 900 ids."""
+    out: set[int] = set()
+    if archive.backend == "postgresql":
+        from .pg_search import tsquery_text
+
+        sql = ("SELECT id FROM messages WHERE id IN ({marks}) AND "
+               "coalesce(ts_match_vq(tsv, to_tsquery('english', :expr)), false)")
+        expr = tsquery_text(expression)
+        if not expr:
+            return out
+    else:
+        sql = ("SELECT rowid FROM messages_fts WHERE messages_fts MATCH :expr AND rowid IN "
+               "({marks})")
+        expr = expression
+    for start in range(0, len(ids), 900):
+        part = ids[start:start + 900]
+        params: dict[str, Any] = {f"i{k}": v for k, v in enumerate(part)}
+        params["expr"] = expr
+        marks = ", ".join(f":i{k}" for k in range(len(part)))
+        out |= {int(r[0]) for r in archive.db.read(sql.format(marks=marks), params)}
     return out
 
 

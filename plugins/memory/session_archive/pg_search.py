@@ -110,6 +110,9 @@ ROW_US, POSTING_US, PAGE_US, ID_US, VISIT_US = 1.5, 0.4, 5.0, 0.045, 1.45
 #: the text match as the index answers it, and as a test of the row (no index)
 _INDEXED_MATCH = "m.tsv @@ to_tsquery('english', :q)"
 _ROW_MATCH = "ts_match_vq(m.tsv, to_tsquery('english', :q))"
+#: a message holding none of the query's excluded words (-word); NULL tsv (a carried-over copy):
+#: not excluded here, those are left out by the other conditions
+_NOT_EXCLUDED = "NOT coalesce(ts_match_vq(m.tsv, to_tsquery('english', :ex)), false)"
 #: the stopwords-only substring search reads SLICES stretches of SLICE_ROWS messages
 SLICES = 8
 SLICE_ROWS = 250
@@ -148,6 +151,10 @@ def pg_candidates(
     if roles:
         common.append("m.role IN (" + ", ".join(f":r{i}" for i in range(len(roles))) + ")")
         params.update({f"r{i}": r for i, r in enumerate(roles)})
+    excluded = tsquery_text(plan.exclude) if plan.exclude else ""
+    if excluded:  # -word: a message holding the word is left out, as in the FTS5 search
+        params["ex"] = excluded
+        common.append(_NOT_EXCLUDED)
     cjk: list[str] = []
     for i, run in enumerate(plan.cjk):
         params[f"c{i}"] = f"%{_like(run)}%"

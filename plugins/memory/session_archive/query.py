@@ -38,11 +38,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .cjk import split_cjk
-from .errors import QueryError
+from .errors import ExclusionOnlyQuery, QueryError
 from .records import clean_text
 
 __all__ = [
-    "MAX_DEPTH", "MAX_QUERY_CHARS", "MAX_TERMS", "SearchPlan", "build_query", "quote", "word_for_stem",
+    "MAX_DEPTH", "MAX_QUERY_CHARS", "MAX_TERMS", "SearchPlan", "build_query", "negated_expr", "quote",
+    "word_for_stem",
 ]
 
 MAX_QUERY_CHARS = 2000
@@ -345,7 +346,7 @@ def build_query(text: str, expand: Expand | None = None) -> SearchPlan:
         plan.exclude = " OR ".join(_term(p, expand) for p in ex_parts)
     if not terms and not plan.cjk:
         if ex_parts:
-            raise QueryError(
+            raise ExclusionOnlyQuery(
                 f"the query {text[:80]!r} only excludes words (-word); add a word to search for, "
                 "or put the word in quotes (\"-word\") to search for it as written")
         raise QueryError(
@@ -367,7 +368,8 @@ def build_query(text: str, expand: Expand | None = None) -> SearchPlan:
         plan.advanced = True
         plan.strict = _Parser(toks, expand).parse() or None
         if plan.strict is None:
-            raise QueryError(f"the query {text[:80]!r} has operators but nothing to search for")
+            raise ExclusionOnlyQuery(
+                f"the query {text[:80]!r} has operators but nothing to search for")
         return plan
     unique: dict[tuple[str, str, bool], _Tok] = {}
     for t in terms:
@@ -477,3 +479,29 @@ class _Parser:
             return " AND ".join(_term(p, self.expand) for p in parts)
         self.i += 1  # a stray operator
         return ""
+
+
+_EXPR_TOKEN = re.compile(r'"(?:[^"]|"")*"\*?|\b(?:AND|OR|NOT)\b|[()]')
+
+
+def negated_expr(plan: SearchPlan) -> str | None:
+    """The FTS5 expression of what ``plan`` leaves out: its ``-word`` exclusions and the operand
+    of each ``NOT`` of an expression (``"dogs"`` for ``cats AND NOT dogs``), joined by ``OR``;
+    None when it excludes nothing. A message found by meaning alone must not match it."""
+    parts = [plan.exclude] if plan.exclude else []
+    if plan.advanced and plan.strict:
+        toks = _EXPR_TOKEN.findall(plan.strict)
+        i = 0
+        while i < len(toks) - 1:
+            if toks[i] == "NOT":
+                end = i + 1
+                if toks[end] == "(":
+                    depth = 0
+                    for end in range(i + 1, len(toks)):
+                        depth += (toks[end] == "(") - (toks[end] == ")")
+                        if depth == 0:
+                            break
+                parts.append(" ".join(toks[i + 1:end + 1]))
+                i = end
+            i += 1
+    return " OR ".join(f"({p})" for p in parts) if parts else None

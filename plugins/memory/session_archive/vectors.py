@@ -144,10 +144,14 @@ def pending(archive: SessionArchive) -> int:
 def reindex(archive: SessionArchive, embedder: GuardedEmbedder, *, batch: int = 32,
             progress: Callable[[int, int], None] | None = None, rebuild: bool = False) -> int:
     """Embed every pending message (all of them with ``rebuild``, after dropping the old
-    vectors); ``progress(done, total)`` after each batch. Returns the messages embedded.
+    vectors); ``progress(done, total)`` after each batch, ``total`` growing when messages are
+    stored meanwhile (``done`` never passes it). Returns the messages embedded.
     On a shared database, batches another node is embedding meanwhile are left to it."""
     store = vector_store(archive)
     if rebuild or state(archive, embedder, count=False).problem:
+        # the embedder must answer before the vectors it replaces are dropped: a broken one
+        # (or a mistyped model path) would otherwise leave the archive with none at all
+        embedder.embed(["a test sentence"], background=True)
         store.exclusive(lambda con: store._write(con, store.clear), None, wait=True)
     total = pending(archive)
     done = 0
@@ -162,7 +166,9 @@ def reindex(archive: SessionArchive, embedder: GuardedEmbedder, *, batch: int = 
             break
         done += n
         if progress is not None:
-            progress(min(done, total), total)
+            if done >= total:  # messages stored meanwhile (a turn, another process): count them
+                total = done + pending(archive)
+            progress(done, total)
     return done
 
 

@@ -179,6 +179,8 @@ class Registries:
             ("context.engine", self.context_engines, core.context.engine)]
         selections += [(f"memory.providers[{i}]", self.memory_providers, name)
                        for i, name in enumerate(core.memory.providers)]
+        if core.embeddings.embedder not in ("auto", "none"):  # the two choices of no name
+            selections.append(("embeddings.embedder", self.embedders, core.embeddings.embedder))
         for key, registry, name in selections:
             try:
                 registry.resolve(name, config_key=f"{config.where(key.split('[')[0])}: {key}")

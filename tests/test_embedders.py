@@ -330,3 +330,17 @@ def test_minilm_missing_or_corrupt_model_names_the_fix(tmp_path: Path) -> None:
     e = minilm.MiniLMEmbedder(minilm.MiniLMConfig(model_path=str(tmp_path)))
     with pytest.raises(EmbedderUnavailable, match="corrupt"):
         e.embed(["x"])
+
+
+def test_an_unknown_embedder_name_is_named_by_config_validate(tmp_path):
+    from click.testing import CliRunner
+
+    from hermes_core.cli import cli
+
+    (tmp_path / "config.yaml").write_text("embeddings:\n  embedder: minilmm\n", encoding="utf-8")
+    result = CliRunner().invoke(cli, ["config", "validate"], env={"HERMES_CORE_HOME": str(tmp_path)})
+    assert result.exit_code == 1
+    assert "line 2: embeddings.embedder: unknown embedder 'minilmm'" in result.output
+    (tmp_path / "config.yaml").write_text("embeddings:\n  embedder: none\n", encoding="utf-8")
+    result = CliRunner().invoke(cli, ["config", "validate"], env={"HERMES_CORE_HOME": str(tmp_path)})
+    assert result.exit_code == 0, result.output

@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import threading
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
 
 from .errors import StorageConnectError, StorageError
 from .url import StorageURL, parse_storage_url, redact_url
@@ -39,6 +40,9 @@ def import_psycopg() -> Any:
 def connect_error(url: StorageURL, exc: BaseException) -> StorageConnectError:
     """A clear error for a failed connection; the server's reason, never the password."""
     reason = redact_url(str(exc).strip()) or type(exc).__name__
+    secret = urlsplit(url.url).password
+    for shown in {secret, unquote(secret)} if secret else ():
+        reason = reason.replace(shown, "***")  # the server's text may quote it in any form
     if "password authentication failed" in reason or "no password supplied" in reason:
         hint = "check the user name and password in storage.url"
     elif "does not exist" in reason:

@@ -54,3 +54,18 @@ def test_doctor_checks_the_memory_files(home: Path) -> None:
     (memories / "USER.md").write_bytes(b"\xff\xfe binary junk \x00")
     user = checks()["USER.md"]
     assert not user["ok"] and "not UTF-8" in user["detail"] and "left untouched" in user["detail"]
+
+
+def test_doctor_does_not_check_unused_files_when_storage_is_a_database(
+    home: Path, pg_url: str, monkeypatch: Any
+) -> None:
+    """With storage.url set, state.db and MEMORY.md/USER.md are not used: doctor says where the
+    stores are (the URL's password hidden) instead of "not created yet"."""
+    monkeypatch.setenv("HERMES_CORE_STORAGE_URL", pg_url)
+    found = checks()
+    password = pg_url.split("@")[0].rsplit(":", 1)[1]
+    for name in ("state.db", "MEMORY.md", "USER.md"):
+        detail = found[name]["detail"]
+        assert found[name]["ok"] and "not created yet" not in detail, detail
+        assert "not used" in detail and "@127.0.0.1" in detail and password not in detail
+    assert found["activation"]["ok"], found["activation"]

@@ -22,7 +22,7 @@ from typing import Any
 from .errors import StorageForeignError, StorageVersionError
 from .url import StorageURL
 
-__all__ = ["MIGRATION_LOCK", "PgMigration", "migrate", "schema_versions"]
+__all__ = ["MIGRATION_LOCK", "PgMigration", "foreign_tables", "migrate", "schema_versions"]
 
 #: advisory lock key serialising migrations across processes ("HCMG")
 MIGRATION_LOCK = 0x48434D47
@@ -42,6 +42,13 @@ def _tables(con: Any) -> list[str]:
         "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
     ).fetchall()
     return [r[0] for r in rows]
+
+
+def foreign_tables(con: Any) -> list[str]:
+    """The tables of a database that holds no ``hermes_schema`` (one every store refuses);
+    [] for an empty database or a hermes-core one."""
+    tables = _tables(con)
+    return [] if "hermes_schema" in tables else sorted(tables)
 
 
 def _is_schema_clash(exc: BaseException) -> bool:

@@ -170,6 +170,9 @@ def test_odd_user_keys_get_a_clear_400_and_nothing_is_stored(
 
 def test_user_keys_are_checked() -> None:
     assert check_user_key("alice@example.com") == "alice@example.com"
+    for leading in ("..", "-rf", ".alice"):  # allowed characters, a forbidden first one
+        with pytest.raises(UserKeyError, match=f"starts with {leading[0]!r}"):
+            check_user_key(leading)
     for bad in ("-rf", ".hidden", "a/b", "ä", None):
         with pytest.raises(UserKeyError):
             check_user_key(bad)

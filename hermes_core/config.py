@@ -340,7 +340,7 @@ def format_validation_error(
         else:
             msg = f"{dotted}{owner}: {err['msg']}"
             if "input" in err and err["type"] != "missing" and not _looks_secret(dotted):
-                msg += f" (got {redacted(err['input'])!r})"
+                msg += f" (got {redacted(err['input'], loc[-1] if loc else '')!r})"
         out.append(f"{place}: {msg}")
     return "\n".join(out)
 
@@ -522,10 +522,11 @@ def redacted(data: Any, key: str = "") -> Any:
         return [redacted(v, key) for v in data]
     if data not in (None, "") and _looks_secret(key):
         return REDACTED
-    if isinstance(data, str) and "://" in data:
-        from .storage.url import redact_url
+    if isinstance(data, str) and ("://" in data or "@" in data or "password" in data.lower()):
+        from .storage.url import redact_url, redact_url_value
 
-        return redact_url(data)
+        # one URL-like value (maybe malformed: a slash missing, a space or '@' in its password)
+        return redact_url_value(data) if key == "url" else redact_url(data)
     return data
 
 

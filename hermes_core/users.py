@@ -36,7 +36,10 @@ def check_user_key(value: object) -> str:
         raise UserKeyError(f"the user key is {len(value):,} characters long; the limit is "
                            f"{MAX_USER_KEY}")
     if not _ALLOWED.fullmatch(value):
-        bad = next((c for c in value if not re.fullmatch(r"[A-Za-z0-9._@-]", c)), value[0])
+        bad = next((c for c in value if not re.fullmatch(r"[A-Za-z0-9._@-]", c)), None)
+        if bad is None:  # every character is allowed: the first may not be '.' or '-'
+            raise UserKeyError(f"the user key {value[:40]!r} starts with {value[0]!r}; it must "
+                               "start with an ASCII letter, a digit, _ or @")
         raise UserKeyError(f"the user key {value[:40]!r} has a character that is not allowed "
                            f"({bad!r}); use ASCII letters, digits and . _ @ - (not first: . -)")
     return value

@@ -95,3 +95,18 @@ def test_doctor_says_whether_the_embedder_answers(home: Path, dir_plugin: Any,
     (home / "config.yaml").write_text("embeddings:\n  embedder: none\n", encoding="utf-8")
     check = checks()["embeddings"]
     assert check["ok"] and "embeddings.embedder: none" in check["detail"]
+
+
+def test_doctor_does_not_check_unused_files_when_storage_is_a_database(
+    home: Path, pg_url: str, monkeypatch: Any
+) -> None:
+    """With storage.url set, state.db and MEMORY.md/USER.md are not used: doctor says where the
+    stores are (the URL's password hidden) instead of "not created yet"."""
+    monkeypatch.setenv("HERMES_CORE_STORAGE_URL", pg_url)
+    found = checks()
+    password = pg_url.split("@")[0].rsplit(":", 1)[1]
+    for name in ("state.db", "MEMORY.md", "USER.md"):
+        detail = found[name]["detail"]
+        assert found[name]["ok"] and "not created yet" not in detail, detail
+        assert "not used" in detail and "@127.0.0.1" in detail and password not in detail
+    assert found["activation"]["ok"], found["activation"]

@@ -48,6 +48,34 @@ def test_url_validation_names_the_problem_without_the_password() -> None:
     assert repr(parse_storage_url(f"postgresql://u:{SECRET}@h/db")).count(SECRET) == 0
 
 
+@pytest.mark.parametrize(("value", "problem"), [
+    (f"postgresql:/u:{SECRET}@h/db", "does not start with postgresql://"),
+    (f"postgresql:u:{SECRET}@h/db", "does not start with postgresql://"),
+    (f"postgresql://u:{SECRET} x@h/db", "space"),
+    (f"postgresql://u:{SECRET}@x@h/db", "more than one '@'"),
+    (f"host=h password={SECRET} dbname=db", "unsupported scheme"),
+    (f"host=h password='{SECRET} x' dbname=db", "unsupported scheme"),
+])
+def test_a_malformed_url_is_refused_without_its_password(
+    home: Path, monkeypatch: pytest.MonkeyPatch, value: str, problem: str
+) -> None:
+    """A slash missing, a space or an unencoded '@' in the password, a libpq key=value string:
+    refused before any connection, and neither the message nor the config error shows it."""
+    with pytest.raises(StorageError, match=problem) as info:
+        parse_storage_url(value)
+    assert SECRET not in str(info.value)
+    monkeypatch.setenv("HERMES_CORE_STORAGE_URL", value)
+    with pytest.raises(ConfigError, match=problem) as config_info:
+        load_config(home)
+    assert SECRET not in str(config_info.value)
+
+
+def test_redaction_covers_an_at_sign_and_a_missing_slash() -> None:
+    out = redact_url(f"connect to postgresql://u:{SECRET}@x@h/db or postgresql:/u:{SECRET}@h/d "
+                     f"(host=h password={SECRET})")
+    assert SECRET not in out and "@x" not in out, out
+
+
 def test_config_key_env_override_and_redacted_dump(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -129,3 +157,21 @@ def test_a_foreign_database_is_refused_and_left_alone(pg_url: str) -> None:
         assert {r[0] for r in con.execute(
             "SELECT table_name FROM information_schema.tables "
             "WHERE table_schema = 'public'")} == {"customers"}
+
+
+def test_a_foreign_table_with_our_name_beside_our_schema_is_a_clear_refusal(pg_url: str) -> None:
+    """A hermes-core database (``hermes_schema`` present) that also holds someone else's table
+    with the name a component creates: a StorageForeignError naming the table, not a
+    DuplicateTable traceback; the database is left as it was."""
+    url = parse_storage_url(pg_url)
+    with _con(pg_url) as con:
+        assert migrate(con, url, "other", [(1, "t", ["CREATE TABLE hc_other (x INTEGER)"])]) == [1]
+        con.execute("CREATE TABLE hc_demo (id TEXT PRIMARY KEY, name TEXT)")
+        con.execute("INSERT INTO hc_demo VALUES ('k', 'theirs')")
+        con.commit()
+        with pytest.raises(StorageForeignError, match=r"demo schema .* version 1 .*hc_demo") as info:
+            migrate(con, url, "demo", MIGRATIONS)
+        assert "hermes:***@127.0.0.1" in str(info.value)
+        con.rollback()
+        assert schema_versions(con) == {"other": 1}
+        assert con.execute("SELECT id, name FROM hc_demo").fetchall() == [("k", "theirs")]

@@ -86,3 +86,21 @@ def test_two_nodes_appending_to_one_conversation_lose_nothing(pg_url: str) -> No
     texts = [m.content for s in listed for m in nodes[0].messages(s.id)]
     assert len(set(texts)) == 100
     assert search_messages(nodes[1], "ocelot", limit=200).hits
+
+
+def test_storage_show_names_a_foreign_database(tmp_path: Path, pg_url: str) -> None:
+    """``storage show`` on a database of something else says so (every store refuses it)
+    instead of listing nothing, and leaves it alone."""
+    import psycopg
+
+    with psycopg.connect(pg_url, autocommit=True) as con:
+        con.execute("CREATE TABLE customers (id INTEGER)")
+    shown = json.loads(_run(tmp_path, pg_url, "storage", "show", "--json"))
+    assert shown["schema"] == {} and shown["foreign_tables"] == ["customers"]
+    result = CliRunner().invoke(cli, ["storage", "show"], env={
+        "HERMES_CORE_HOME": str(tmp_path), "HERMES_CORE_STORAGE_URL": pg_url})
+    assert "not hermes-core's (customers)" in result.output, result.output
+    with psycopg.connect(pg_url) as con:
+        assert [r[0] for r in con.execute(
+            "SELECT table_name FROM information_schema.tables "
+            "WHERE table_schema = 'public'")] == ["customers"]

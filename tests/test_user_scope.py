@@ -170,6 +170,28 @@ def test_odd_user_keys_get_a_clear_400_and_nothing_is_stored(
 
 def test_user_keys_are_checked() -> None:
     assert check_user_key("alice@example.com") == "alice@example.com"
+    for leading in ("..", "-rf", ".alice"):  # allowed characters, a forbidden first one
+        with pytest.raises(UserKeyError, match=f"starts with {leading[0]!r}"):
+            check_user_key(leading)
     for bad in ("-rf", ".hidden", "a/b", "ä", None):
         with pytest.raises(UserKeyError):
             check_user_key(bad)
+
+
+@pytest.mark.parametrize("action", [["show"], ["add", "a note for nobody"]])
+def test_cli_refuses_an_empty_user_key_instead_of_the_shared_memory(
+    home: Path, storage_url: str | None, action: list[str]
+) -> None:
+    """``memory add --user ""`` (an unset shell variable) is refused like the webhook refuses an
+    empty key; it must not write into, or show, the shared memory."""
+    env = {"HERMES_CORE_HOME": str(home)}
+    if storage_url:
+        env["HERMES_CORE_STORAGE_URL"] = storage_url
+    runner = CliRunner()
+    added = runner.invoke(cli, ["memory", "add", "a shared note"], env=env)
+    assert added.exit_code == 0, added.output
+    out = runner.invoke(cli, ["memory", action[0], "--user", "", *action[1:]], env=env)
+    assert out.exit_code != 0 and "the user key is empty" in out.output, out.output
+    assert "a shared note" not in out.output
+    shown = runner.invoke(cli, ["memory", "show", "--json"], env=env)
+    assert json.loads(shown.output)["memory"]["entries"] == ["a shared note"]

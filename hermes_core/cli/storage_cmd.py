@@ -38,7 +38,7 @@ def show(as_json: bool) -> None:
     from ..config import load_config
     from ..paths import home_dir
     from ..storage import close_pools, get_pool, resolve_storage_url
-    from ..storage.migrations import schema_versions
+    from ..storage.migrations import foreign_tables, schema_versions
 
     url = resolve_storage_url(load_config().core.storage.url)
     if url is None:
@@ -47,8 +47,10 @@ def show(as_json: bool) -> None:
         pool: Any = get_pool(url)
         with pool.connection() as con:
             versions = schema_versions(con)
+            foreign = foreign_tables(con)
         close_pools()
-        out = {"backend": "postgresql", "url": url.redacted, "schema": versions}
+        out = {"backend": "postgresql", "url": url.redacted, "schema": versions,
+               "foreign_tables": foreign}
     if as_json:
         echo_json(out)
     elif url is None:
@@ -57,6 +59,11 @@ def show(as_json: bool) -> None:
         click.echo(f"PostgreSQL at {out['url']}")
         for component, version in sorted(out["schema"].items()):
             click.echo(f"  {component}: schema {version}")
+        if foreign:
+            warn(f"this database holds tables that are not hermes-core's "
+                 f"({', '.join(foreign[:5])}{', ...' if len(foreign) > 5 else ''}) and no "
+                 "hermes-core schema: every store refuses it. Point storage.url at an empty "
+                 "database of its own (createdb hermes)")
 
 
 @storage.command("migrate")

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .errors import StorageConnectError
-from .pool import connect_error, import_psycopg
+from .pool import connect_error, import_psycopg, pool_class
 from .url import StorageURL
 
 __all__ = ["ConversationLocks", "lock_id"]
@@ -41,8 +41,6 @@ class ConversationLocks:
     def __init__(self, url: StorageURL, *, max_size: int = 64) -> None:
         self.url = url
         psycopg = import_psycopg()
-        from psycopg_pool import ConnectionPool
-
         with _pools_lock:
             pool = _pools.get(url.url)
             if pool is None or pool.closed:
@@ -50,7 +48,7 @@ class ConversationLocks:
                     psycopg.connect(url.url, connect_timeout=10).close()
                 except psycopg.Error as exc:
                     raise connect_error(url, exc) from None
-                pool = _pools[url.url] = ConnectionPool(
+                pool = _pools[url.url] = pool_class()(
                     url.url, min_size=1, max_size=max_size, open=True, timeout=60.0,
                     kwargs={"autocommit": True, "connect_timeout": 10,
                             "options": f"-c lock_timeout={LOCK_TIMEOUT_MS}"},

@@ -7,6 +7,7 @@ version. Opening a store runs :func:`migrate`, which, under a transaction-level 
 
 * refuses a database that holds other tables but no ``hermes_schema`` (a foreign database);
 * refuses a component whose recorded version is newer than this code knows;
+* refuses, as foreign, a migration that meets a table of its name made by something else;
 * applies the newer migrations, each in the same transaction as its version bump.
 
 Never edit a released migration: add a new one.
@@ -21,7 +22,7 @@ from typing import Any
 from .errors import StorageForeignError, StorageVersionError
 from .url import StorageURL
 
-__all__ = ["MIGRATION_LOCK", "PgMigration", "migrate", "schema_versions"]
+__all__ = ["MIGRATION_LOCK", "PgMigration", "foreign_tables", "migrate", "schema_versions"]
 
 #: advisory lock key serialising migrations across processes ("HCMG")
 MIGRATION_LOCK = 0x48434D47
@@ -41,6 +42,23 @@ def _tables(con: Any) -> list[str]:
         "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
     ).fetchall()
     return [r[0] for r in rows]
+
+
+def foreign_tables(con: Any) -> list[str]:
+    """The tables of a database that holds no ``hermes_schema`` (one every store refuses);
+    [] for an empty database or a hermes-core one."""
+    tables = _tables(con)
+    return [] if "hermes_schema" in tables else sorted(tables)
+
+
+def _is_schema_clash(exc: BaseException) -> bool:
+    """A migration statement met a table of our name made by something else (a table that
+    already exists, a column or type that does not match), not a lost connection."""
+    try:
+        import psycopg
+    except ImportError:  # pragma: no cover - psycopg is what runs the migration
+        return False
+    return isinstance(exc, psycopg.ProgrammingError | psycopg.DataError)
 
 
 def schema_versions(con: Any) -> dict[str, int]:
@@ -84,11 +102,21 @@ def migrate(
         for version, description, step in migrations:
             if version <= current:
                 continue
-            if callable(step):
-                step(con)
-            else:
-                for statement in step:
-                    con.execute(statement)
+            try:
+                if callable(step):
+                    step(con)
+                else:
+                    for statement in step:
+                        con.execute(statement)
+            except Exception as exc:
+                if _is_schema_clash(exc):
+                    raise StorageForeignError(
+                        f"the {component} schema in {url.redacted} cannot be brought to "
+                        f"version {version} ({description}): {str(exc).strip()}; a table of "
+                        "that name that is not hermes-core's? Nothing was changed (the "
+                        "migration is one transaction). Point storage.url at an empty database "
+                        "of its own, or drop or rename that table") from None
+                raise
             applied.append(version)
             history += f"{version} {time.time():.3f} {description}\n"
         if applied:

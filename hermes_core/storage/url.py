@@ -9,21 +9,36 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 from .errors import StorageError
 
-__all__ = ["STORAGE_URL_ENV", "StorageURL", "parse_storage_url", "redact_url",
+__all__ = ["STORAGE_URL_ENV", "StorageURL", "parse_storage_url", "redact_url", "redact_url_value",
            "resolve_storage_url"]
 
 STORAGE_URL_ENV = "HERMES_CORE_STORAGE_URL"
 _SCHEMES = ("postgresql", "postgres")
 _MAX_URL = 4096
-#: ``scheme://user:password@`` — the password part, in any URL-looking text
-_USERINFO = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^:/@\s]*:)(?P<pw>[^@\s]*)(?=@)")
-_PW_PARAM = re.compile(r"(?i)(?P<head>[?&]password=)(?P<pw>[^&\s]*)")
+#: ``scheme://user:password@`` — the password part, in any URL-looking text (also with a slash
+#: missing, ``scheme:/user:password@``, and with an unencoded ``@`` in the password: up to the
+#: last ``@`` of the word)
+_USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*:/{0,3}[^:/@\s]*:)(?P<pw>\S*)(?=@)")
+#: ``?password=`` in a URL, and ``password=`` in a libpq ``key=value`` connection string
+_PW_PARAM = re.compile(
+    r"(?i)(?P<head>(?:^|[?&\s'\"(])password\s*=\s*)(?P<pw>'(?:[^'\\]|\\.)*'|[^&\s'\")]*)")
+#: one URL, whole: everything between the user name's ``:`` and the last ``@``
+_ONE_URL = re.compile(r"(?s)(?P<head>[^:]*:/*[^:/@]*:)(?P<pw>.*)@(?P<tail>[^@]*)")
 
 
 def redact_url(text: str) -> str:
     """``text`` with every URL password (``user:PASSWORD@`` and ``?password=``) replaced."""
     text = _USERINFO.sub(lambda m: m.group("head") + "***", text)
     return _PW_PARAM.sub(lambda m: m.group("head") + "***", text)
+
+
+def redact_url_value(value: str) -> str:
+    """A configured value (maybe malformed) for an error message: its password hidden even when
+    it holds spaces or ``@`` (everything between the user's ``:`` and the last ``@``)."""
+    whole = _ONE_URL.fullmatch(value)
+    if whole is not None:
+        value = whole.group("head") + "***@" + whole.group("tail")
+    return redact_url(value)
 
 
 @dataclass(frozen=True)
@@ -56,19 +71,31 @@ def parse_storage_url(value: str) -> StorageURL:
     try:
         parts = urlsplit(text)
     except ValueError as exc:
-        raise StorageError(f"storage.url {redact_url(text)!r} is not a URL ({exc})") from None
+        raise StorageError(f"storage.url {redact_url_value(text)!r} is not a URL ({exc})") from None
+    shown = redact_url_value(text)
     if parts.scheme.lower() not in _SCHEMES:
-        shown = redact_url(text)
         raise StorageError(
             f"storage.url {shown!r}: unsupported scheme {parts.scheme or '(none)'!r}; use "
             "postgresql://user:password@host:5432/dbname, or unset storage.url for the SQLite "
             "files in the home")
+    if not text.lower().startswith(tuple(f"{scheme}://" for scheme in _SCHEMES)):
+        raise StorageError(
+            f"storage.url {shown!r} does not start with {parts.scheme.lower()}://; write "
+            "postgresql://user:password@host:5432/dbname")
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in text):
+        raise StorageError(
+            f"storage.url {shown!r} holds a space or a control character; percent-encode it "
+            "(a space in the password is %20)")
+    if parts.netloc.count("@") > 1:
+        raise StorageError(
+            f"storage.url {shown!r} has more than one '@' before the host; percent-encode an "
+            "'@' in the user name or password as %40")
     if not parts.path.strip("/"):
-        raise StorageError(f"storage.url {redact_url(text)!r} names no database: add /dbname")
+        raise StorageError(f"storage.url {shown!r} names no database: add /dbname")
     try:
         parts.port  # noqa: B018 - validates the port
     except ValueError:
-        raise StorageError(f"storage.url {redact_url(text)!r} has an invalid port") from None
+        raise StorageError(f"storage.url {shown!r} has an invalid port") from None
     # psycopg accepts both schemes; normalise so one database has one pool key
     normal = urlunsplit(("postgresql", parts.netloc, parts.path, parts.query, parts.fragment))
     return StorageURL(normal)

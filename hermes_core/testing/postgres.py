@@ -154,7 +154,13 @@ class TempPostgres:
         pwfile.unlink()
         if init.returncode != 0:
             raise PostgresUnavailable(f"initdb failed ({init.returncode}): {init.stderr.strip()}")
-        log = open(self.root / "server.log", "wb")  # noqa: SIM115 - kept open for the server
+        self._launch()
+        self._create_database()
+        return self
+
+    def _launch(self) -> None:
+        env = {**os.environ, "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"}
+        log = open(self.root / "server.log", "ab")  # noqa: SIM115 - kept open for the server
         # tests want speed, not durability; a benchmark passes the settings it measures with
         settings = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off",
                     "max_connections": "200", "shared_buffers": "128MB", **(self.settings or {})}
@@ -169,8 +175,26 @@ class TempPostgres:
         log.close()
         self.pid = self._proc.pid
         self._wait_ready()
-        self._create_database()
-        return self
+
+    def halt(self) -> None:
+        """Stop the server (a fast shutdown, by PID) and keep its data, for :meth:`resume`: the
+        database going away under a running hermes-core."""
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGINT)
+            try:
+                proc.wait(timeout=_STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=_STOP_TIMEOUT)
+
+    def resume(self) -> None:
+        """Start the server again on the same data folder and port, after :meth:`halt`."""
+        if self._proc is not None:
+            raise PostgresUnavailable("the server is still running; halt() it first")
+        self._launch()
 
     def _log_tail(self) -> str:
         try:
@@ -222,16 +246,7 @@ class TempPostgres:
 
     def stop(self) -> None:
         """Stop the server by its PID (fast shutdown, then kill after a bound) and delete it."""
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, signal.SIGINT)  # "fast" shutdown
-            try:
-                proc.wait(timeout=_STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=_STOP_TIMEOUT)
+        self.halt()
         shutil.rmtree(self.root, ignore_errors=True)
 
 

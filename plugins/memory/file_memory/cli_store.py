@@ -33,13 +33,15 @@ def open_for_command(user: str | None = None) -> tuple[MemoryStore, FileMemoryCo
             f"{config.path}, or HERMES_CORE_DISABLE_PLUGINS), so its memory files are not in "
             f"use. Enable it with 'hermes-core plugins enable {PLUGIN}' first."
         )
-    from hermes_core.users import UserKeyError
+    from hermes_core.users import UserKeyError, check_user_key
 
     from . import FileMemoryConfig
     from .backend import open_store
 
     settings = validate_section(config, PLUGIN, FileMemoryConfig, plugin=PLUGIN)
     try:
+        if user is not None:  # "" is a mistake (an unset variable), not the shared memory
+            check_user_key(user)
         store = open_store(settings, home_dir(), config.core.storage.url, user=user)
     except UserKeyError as exc:
         raise click.BadParameter(str(exc), param_hint="--user") from None

@@ -27,6 +27,16 @@ def memory_file_checks(home: Path, config: LoadedConfig) -> list[DoctorCheck]:
     store = MemoryStore(Path(home) / "memories", memory_limit=settings.memory_char_limit,
                         user_limit=settings.user_char_limit)
     out: list[DoctorCheck] = []
+    from hermes_core.storage import StorageError, resolve_storage_url
+
+    try:
+        url = resolve_storage_url(config.core.storage.url)
+    except StorageError:  # the config check reports a bad URL
+        url = None
+    if url is not None:  # the files are not in use: say where the memory is instead
+        return [DoctorCheck(filename, True, f"not used: the memory is in the database {url} "
+                            "(storage.url; the activation check connects to it)")
+                for filename in FILENAMES.values()]
     for target, filename in FILENAMES.items():
         path = store.path(target)
         state = store.read(target)

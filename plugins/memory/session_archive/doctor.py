@@ -14,6 +14,7 @@ from pathlib import Path
 from hermes_core.config import LoadedConfig, validate_section
 from hermes_core.doctor import DoctorCheck
 from hermes_core.errors import HermesCoreError
+from hermes_core.storage import StorageURL
 
 from .config import SessionArchiveConfig
 from .db import connect_read_only, recovery_advice, spool_path
@@ -24,7 +25,22 @@ __all__ = ["archive_checks", "archive_location"]
 
 
 def archive_checks(home: Path, config: LoadedConfig) -> list[DoctorCheck]:
-    return [check_archive(*archive_location(home, config))]
+    path, name = archive_location(home, config)
+    url = _database(config)
+    if url is not None:  # the file is not in use: say where the archive is instead
+        return [DoctorCheck(name, True, f"not used: the archive is in the database {url} "
+                            "(storage.url; the activation check connects to it)")]
+    return [check_archive(path, name)]
+
+
+def _database(config: LoadedConfig) -> StorageURL | None:
+    """The ``storage.url`` in effect (its text shows the password redacted), or None."""
+    from hermes_core.storage import StorageError, resolve_storage_url
+
+    try:
+        return resolve_storage_url(config.core.storage.url)
+    except StorageError:  # the config check reports a bad URL
+        return None
 
 
 def archive_location(home: Path, config: LoadedConfig) -> tuple[Path, str]:

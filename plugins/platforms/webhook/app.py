@@ -95,6 +95,8 @@ def _user_key(turn: TurnRequest) -> str | None:
 def _failure_status(exc: TurnFailed) -> int:
     if exc.failure in ("closed", "store"):  # shutting down; the store is unreachable: retry
         return 503
+    if exc.failure == "load" and exc.transient:  # the shared database did not answer: retry
+        return 503
     if exc.failure in ("load", "internal"):
         return 500
     if exc.failure == "invalid_key":

@@ -1,0 +1,156 @@
+"""The PostgreSQL server going away under a running webhook node, and coming back.
+
+Real parts: a throwaway PostgreSQL server of this test's own (halted and resumed on the same data
+folder), the webhook server on 127.0.0.1, httpx, the anthropic SDK against the loopback Messages
+API, the session archive and the file memory in that database. Faked: only the model's words.
+
+While the server is down, a message gets a clear, quick 503 naming the database (password
+hidden), nothing is written to the home's SQLite files, and the node stays up; when the server
+is back the node serves again (within the hooks' own deadlines) and every accepted message is in
+the archive once.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from hermes_core.dispatch import connect_platform, disconnect_platform
+from hermes_core.plugins.platforms.webhook import signed_headers
+from hermes_core.testing import MessagesAPIServer, Reply, make_host
+
+SECRET = "s3cret-for-the-outage-0123456789"
+#: bounds on waiting for real answers (never asserted as speeds): the old code waited 600 s for
+#: a pool that could not connect, so a request during the outage outlived this bound
+ANSWER_BOUND = 90.0
+
+
+@pytest.fixture(scope="module")
+def own_server() -> Iterator[Any]:
+    from hermes_core.testing.postgres import PG_REQUIRED_ENV, PostgresUnavailable, temp_postgres
+
+    pytest.importorskip("psycopg")
+    import os
+
+    try:
+        manager = temp_postgres()
+        server = manager.__enter__()
+    except PostgresUnavailable as exc:
+        if os.environ.get(PG_REQUIRED_ENV) == "1":
+            pytest.fail(f"no PostgreSQL server could be started: {exc}")
+        pytest.skip(f"no PostgreSQL server: {exc}")
+    try:
+        yield server
+    finally:
+        manager.__exit__(None, None, None)
+
+
+def _echo(body: dict[str, Any]) -> Reply:
+    content = body["messages"][-1]["content"]
+    text = content if isinstance(content, str) else " ".join(
+        b.get("text", "") for b in content if b.get("type") == "text")
+    return Reply(text="re: " + text.split("<memory-context>")[0].strip()[-40:])
+
+
+def test_database_going_away_gets_a_clear_503_and_the_node_serves_again(
+    own_server: Any, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hermes_core.storage import close_pools
+    from hermes_core.storage.component import forget_migrations
+    from hermes_core.storage.locks import close_lock_pools
+
+    monkeypatch.setenv("HERMES_CORE_STORAGE_URL", own_server.url)
+    with MessagesAPIServer(_echo) as api:
+        config = (
+            "memory:\n  providers: [file_memory, session_archive]\n  scope: user\n"
+            "context:\n  engine: compressor\n"
+            f"llm:\n  base_url: {api.base_url}\n  api_key: test-key\n  model: claude-test\n"
+            "  max_retries: 0\n  timeout: 20\n"
+            f"webhook:\n  secret: {SECRET}\n  port: 0\n")
+        host = make_host(home, config=config)
+        platform, dispatcher = connect_platform(host, "webhook")
+        client = httpx.Client(base_url=platform.url, timeout=ANSWER_BOUND)
+
+        def post(text: str, key: str = "c1") -> httpx.Response:
+            body = json.dumps({"conversation_key": key, "text": text, "user": "alice"}).encode()
+            headers = {"Content-Type": "application/json", **signed_headers(SECRET, body)}
+            return client.post("/messages", content=body, headers=headers)
+
+        try:
+            assert post("first message").status_code == 200
+            own_server.halt()
+            answers: dict[str, httpx.Response | BaseException] = {}
+
+            def send(name: str, text: str, key: str) -> None:
+                try:
+                    answers[name] = post(text, key)
+                except BaseException as exc:  # a timeout is the failure this test looks for
+                    answers[name] = exc
+
+            senders = [threading.Thread(target=send, args=("same", "while down", "c1")),
+                       threading.Thread(target=send, args=("other", "new while down", "c2"))]
+            for sender in senders:
+                sender.start()
+            for sender in senders:
+                sender.join(ANSWER_BOUND + 5)
+            for name in ("same", "other"):
+                down = answers[name]
+                assert isinstance(down, httpx.Response), f"{name}: no answer: {down!r}"
+                assert down.status_code == 503, down.text
+                assert down.json()["transient"] is True
+                error = down.json()["error"]
+                assert "hermes:***@127.0.0.1" in error and own_server.password not in error
+            for attempt in range(3):  # a longer outage: the pool's own reconnection backs off
+                again = post(f"retry {attempt} while down")
+                assert again.status_code == 503, again.text
+            assert client.get("/health").status_code == 200  # the node stays up
+            own_server.resume()
+            back = post("after the restart")
+            assert back.status_code == 200, back.text
+            assert post("and a new one", key="c3").status_code == 200
+
+            import psycopg
+
+            with psycopg.connect(own_server.url) as con:
+                users = [r[0] for r in con.execute(
+                    "SELECT content FROM messages WHERE role = 'user' ORDER BY id")]
+            assert users == ["first message", "after the restart", "and a new one"]
+            assert not (home / "state.db").exists() and not (home / "memories").exists()
+        finally:
+            client.close()
+            disconnect_platform(host, platform, dispatcher)
+            host.shutdown()
+            close_pools()
+            close_lock_pools()
+            forget_migrations()
+
+
+def test_a_pool_fails_fast_while_the_server_is_down(own_server: Any) -> None:
+    """The store pool after the server went away: a read raises the connection's own error
+    ("Connection refused") instead of waiting the pool's 60 s timeout twice (the read is
+    retried once after the pool is checked); after the restart the pool serves again."""
+    import psycopg
+
+    from hermes_core.storage import close_pools, get_pool
+    from hermes_core.storage.component import run_on
+
+    pool = get_pool(own_server.url)
+
+    def read(con: Any) -> int:
+        return int(con.execute("SELECT 1").fetchone()[0])
+
+    try:
+        assert run_on(pool, read, retry=True) == 1
+        own_server.halt()
+        with pytest.raises(psycopg.OperationalError, match="Connection refused"):
+            run_on(pool, read, retry=True)
+        own_server.resume()
+        assert run_on(pool, read, retry=True) == 1
+    finally:
+        close_pools()

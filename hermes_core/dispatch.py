@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .agent import Agent, TurnResult
 from .errors import HermesCoreError, NotStored
 from .types import EndReason, IncomingMessage, Message, Session
+from .users import session_user
 
 if TYPE_CHECKING:
     from .host import PluginHost
@@ -63,7 +64,8 @@ CLOSE_WAIT_SECONDS = 30.0
 class TurnFailed(HermesCoreError):
     """A turn produced no reply. ``failure`` classifies it (an :class:`~hermes_core.llm.LLMFailure`
     value, ``"load"``, ``"store"`` (the message could not be stored: send it again),
-    ``"closed"``, ``"invalid_key"`` or ``"internal"``); ``transient`` says a retry may succeed."""
+    ``"closed"``, ``"invalid_key"``, ``"user_mismatch"`` (the conversation belongs to another user
+    key) or ``"internal"``); ``transient`` says a retry may succeed."""
 
     def __init__(self, message: str, *, conversation_key: str, failure: str,
                  transient: bool = False, status: int | None = None) -> None:
@@ -365,6 +367,7 @@ class ConversationDispatcher:
                     if self._locks is not None:  # an agent left by call(): it may be stale
                         self._retire(slot)
                     agent = self._agent(slot, message)
+                    _check_owner(agent, message)
                     try:
                         return agent.run_turn(message.text, on_text=on_text)
                     finally:
@@ -500,16 +503,30 @@ def _shared_locks(host: PluginHost) -> Any:
     return ConversationLocks(url)
 
 
+def _check_owner(agent: Agent, message: IncomingMessage) -> None:
+    """Refuse a message for a conversation that belongs to another user key: its history would
+    be the model's context for this sender. A conversation stored without a user key (before
+    ``memory.scope: user``) takes any sender, as it did."""
+    owner = session_user(agent.session)
+    if owner is not None and message.user_id != owner:
+        raise TurnFailed(
+            f"conversation {message.conversation_key!r} belongs to another user key; send this "
+            "user's messages under a conversation key of their own",
+            conversation_key=message.conversation_key, failure="user_mismatch")
+
+
 @contextlib.contextmanager
 def _held(locks: Any, slot: _Slot) -> Iterator[None]:
-    from .storage import StorageError
+    from .storage import StorageConnectError, StorageError
 
     try:
         cm = locks.hold(slot.platform, slot.key)
         cm.__enter__()
-    except StorageError as exc:
+    except StorageError as exc:  # the database is unreachable ("store") or refused the lock
         raise TurnFailed(f"cannot take the conversation's turn lock: {exc}",
-                         conversation_key=slot.key, failure="load", transient=True) from exc
+                         conversation_key=slot.key, transient=True,
+                         failure="store" if isinstance(exc, StorageConnectError) else "load",
+                         ) from exc
     try:
         yield
     except BaseException:

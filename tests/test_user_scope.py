@@ -153,6 +153,22 @@ def test_alice_preference_reaches_only_alice(node: Node, home: Path,
     assert show()["user"]["entries"] == []
 
 
+def test_another_users_conversation_key_is_refused_without_its_history(node: Node) -> None:
+    """bob posting to alice's conversation key must not get her history as his context."""
+    model: ScriptedModel = node.model  # type: ignore[attr-defined]
+    node.say("alice", "shared-key", f"my locker code is 4417 and I {PREFERENCE}")
+    calls = len(model.bodies)
+    for payload in ({"conversation_key": "shared-key", "text": "what is my code?", "user": "bob"},
+                    {"conversation_key": "shared-key", "text": "what is my code?"}):
+        refused = node.post(payload)
+        assert refused.status_code == 403, refused.text
+        error = refused.json()["error"]
+        assert "belongs to another user key" in error and "alice" not in error
+    assert len(model.bodies) == calls  # no model call: nothing of alice's was sent anywhere
+    again = node.say("alice", "shared-key", "and the code again?")
+    assert "4417" in json.dumps(model.bodies[-1]) and again["reply"]
+
+
 @pytest.mark.parametrize(("user", "problem"), [
     ("x" * 10_000, "10,000 characters long"),
     ("../etc", "not allowed"),

@@ -101,6 +101,8 @@ def _failure_status(exc: TurnFailed) -> int:
         return 500
     if exc.failure == "invalid_key":
         return 400
+    if exc.failure == "user_mismatch":  # the conversation key belongs to another user key
+        return 403
     return 502  # the model provider failed (or refused our key): a bad gateway for the client
 
 

@@ -152,6 +152,21 @@ def test_alice_preference_reaches_only_alice(node: Node, home: Path,
     assert show("--user", "bob")["user"]["entries"] == []
     assert show()["user"]["entries"] == []
 
+    def sessions(*args: str) -> Any:
+        out = CliRunner().invoke(cli, ["sessions", *args, "--json"], env=env)
+        assert out.exit_code == 0, out.output
+        return json.loads(out.output)
+
+    assert len(sessions("list")) == 4  # the operator's view: everyone's
+    assert {s["attributes"]["user_id"] for s in sessions("list", "--user", "alice")} == {"alice"}
+    assert len(sessions("list", "--user", "alice")) == 3
+    assert sessions("search", "oolong", "--user", "alice")["hits"]
+    bobs = {s["id"] for s in sessions("list", "--user", "bob", "--all")}
+    hits = sessions("search", "oolong", "--user", "bob")["hits"]
+    assert {h["session_id"] for h in hits} <= bobs and "brewed at 85C" not in json.dumps(hits)
+    odd = CliRunner().invoke(cli, ["sessions", "list", "--user", "../x"], env=env)
+    assert odd.exit_code == 2 and "not allowed" in odd.output
+
 
 def test_another_users_conversation_key_is_refused_without_its_history(node: Node) -> None:
     """bob posting to alice's conversation key must not get her history as his context."""

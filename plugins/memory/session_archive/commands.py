@@ -96,15 +96,29 @@ def sessions() -> None:
     """The session archive (state.db): list, show, search, export, import."""
 
 
+def _user_key(value: str | None) -> str | None:
+    """A checked ``--user`` value (the rules of the webhook's ``user`` field), or None."""
+    if value is None:
+        return None
+    from hermes_core.users import UserKeyError, check_user_key
+
+    try:
+        return check_user_key(value)
+    except UserKeyError as exc:
+        raise click.BadParameter(str(exc), param_hint="--user") from None
+
+
 @sessions.command("list")
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 10_000))
 @click.option("--all", "every", is_flag=True,
               help="List every session, not one line per compaction chain.")
+@click.option("--user", metavar="KEY", help="That user key's sessions only (memory.scope: user).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def list_cmd(limit: int, every: bool, as_json: bool) -> None:
+def list_cmd(limit: int, every: bool, user: str | None, as_json: bool) -> None:
     """Sessions by last activity; a compaction chain shows as its newest session."""
     with _archive() as archive:
-        records = [] if archive is None else archive.list_sessions(limit=limit, chains=not every)
+        records = [] if archive is None else archive.list_sessions(
+            limit=limit, chains=not every, user=_user_key(user))
     if as_json:
         echo_json([r.to_dict() for r in records])
         return
@@ -154,13 +168,15 @@ def show_cmd(session_id: str, as_json: bool) -> None:
 @sessions.command("search")
 @click.argument("query")
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 500))
+@click.option("--user", metavar="KEY", help="That user key's sessions only (memory.scope: user).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def search_cmd(query: str, limit: int, as_json: bool) -> None:
+def search_cmd(query: str, limit: int, user: str | None, as_json: bool) -> None:
     """Messages matching QUERY, best first, with a message of context either side."""
     from . import search_messages
 
     with _archive() as archive:
-        result = None if archive is None else search_messages(archive, query, limit=limit)
+        result = None if archive is None else search_messages(archive, query, limit=limit,
+                                                              user=_user_key(user))
     hits = result.hits if result is not None else []
     if as_json:
         echo_json({"query": query, "matched": result.matched if result else "all",
@@ -256,7 +272,7 @@ def export_cmd(session_ids: tuple[str, ...], chain: bool, every: bool, user: str
     with _archive() as archive:
         if archive is None:
             raise click.ClickException("the archive is empty: nothing to export")
-        ids: list[str] = list(archive.session_ids(user=user)) if every else []
+        ids: list[str] = list(archive.session_ids(user=_user_key(user))) if every else []
         for sid in session_ids:
             for member in (archive.chain_of(sid) if chain else [sid]):
                 if member not in ids:

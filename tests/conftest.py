@@ -84,9 +84,8 @@ def fake_dist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Calla
 _pg_counter = itertools.count()
 
 
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[Any]:
-    """One real throwaway PostgreSQL server for the whole run (see hermes_core.testing.postgres).
+def _throwaway_pg_server() -> Iterator[Any]:
+    """A real throwaway PostgreSQL server (see hermes_core.testing.postgres), stopped afterwards.
 
     Skips when no server binaries are installed, unless HERMES_CORE_TEST_PG_REQUIRED=1 (tox and
     CI set it), which makes a missing server a failure.
@@ -112,6 +111,18 @@ def pg_server() -> Iterator[Any]:
         yield server
     finally:
         manager.__exit__(None, None, None)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[Any]:
+    """One throwaway PostgreSQL server for the whole run; each test gets a database (``pg_url``)."""
+    yield from _throwaway_pg_server()
+
+
+@pytest.fixture(scope="module")
+def own_pg_server() -> Iterator[Any]:
+    """A throwaway PostgreSQL server of one test module's own: for tests that halt and resume it."""
+    yield from _throwaway_pg_server()
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,26 +30,6 @@ SECRET = "s3cret-for-the-outage-0123456789"
 ANSWER_BOUND = 90.0
 
 
-@pytest.fixture(scope="module")
-def own_server() -> Iterator[Any]:
-    from hermes_core.testing.postgres import PG_REQUIRED_ENV, PostgresUnavailable, temp_postgres
-
-    pytest.importorskip("psycopg")
-    import os
-
-    try:
-        manager = temp_postgres()
-        server = manager.__enter__()
-    except PostgresUnavailable as exc:
-        if os.environ.get(PG_REQUIRED_ENV) == "1":
-            pytest.fail(f"no PostgreSQL server could be started: {exc}")
-        pytest.skip(f"no PostgreSQL server: {exc}")
-    try:
-        yield server
-    finally:
-        manager.__exit__(None, None, None)
-
-
 def _echo(body: dict[str, Any]) -> Reply:
     content = body["messages"][-1]["content"]
     text = content if isinstance(content, str) else " ".join(
@@ -59,13 +38,13 @@ def _echo(body: dict[str, Any]) -> Reply:
 
 
 def test_database_going_away_gets_a_clear_503_and_the_node_serves_again(
-    own_server: Any, home: Path, monkeypatch: pytest.MonkeyPatch
+    own_pg_server: Any, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from hermes_core.storage import close_pools
     from hermes_core.storage.component import forget_migrations
     from hermes_core.storage.locks import close_lock_pools
 
-    monkeypatch.setenv("HERMES_CORE_STORAGE_URL", own_server.url)
+    monkeypatch.setenv("HERMES_CORE_STORAGE_URL", own_pg_server.url)
     with MessagesAPIServer(_echo) as api:
         config = (
             "memory:\n  providers: [file_memory, session_archive]\n  scope: user\n"
@@ -84,7 +63,7 @@ def test_database_going_away_gets_a_clear_503_and_the_node_serves_again(
 
         try:
             assert post("first message").status_code == 200
-            own_server.halt()
+            own_pg_server.halt()
             answers: dict[str, httpx.Response | BaseException] = {}
 
             def send(name: str, text: str, key: str) -> None:
@@ -105,19 +84,19 @@ def test_database_going_away_gets_a_clear_503_and_the_node_serves_again(
                 assert down.status_code == 503, down.text
                 assert down.json()["transient"] is True
                 error = down.json()["error"]
-                assert "hermes:***@127.0.0.1" in error and own_server.password not in error
+                assert "hermes:***@127.0.0.1" in error and own_pg_server.password not in error
             for attempt in range(3):  # a longer outage: the pool's own reconnection backs off
                 again = post(f"retry {attempt} while down")
                 assert again.status_code == 503, again.text
             assert client.get("/health").status_code == 200  # the node stays up
-            own_server.resume()
+            own_pg_server.resume()
             back = post("after the restart")
             assert back.status_code == 200, back.text
             assert post("and a new one", key="c3").status_code == 200
 
             import psycopg
 
-            with psycopg.connect(own_server.url) as con:
+            with psycopg.connect(own_pg_server.url) as con:
                 users = [r[0] for r in con.execute(
                     "SELECT content FROM messages WHERE role = 'user' ORDER BY id")]
             assert users == ["first message", "after the restart", "and a new one"]
@@ -131,7 +110,7 @@ def test_database_going_away_gets_a_clear_503_and_the_node_serves_again(
             forget_migrations()
 
 
-def test_a_pool_fails_fast_while_the_server_is_down(own_server: Any) -> None:
+def test_a_pool_fails_fast_while_the_server_is_down(own_pg_server: Any) -> None:
     """The store pool after the server went away: a read raises the connection's own error
     ("Connection refused") instead of waiting the pool's 60 s timeout twice (the read is
     retried once after the pool is checked); after the restart the pool serves again."""
@@ -140,17 +119,17 @@ def test_a_pool_fails_fast_while_the_server_is_down(own_server: Any) -> None:
     from hermes_core.storage import close_pools, get_pool
     from hermes_core.storage.component import run_on
 
-    pool = get_pool(own_server.url)
+    pool = get_pool(own_pg_server.url)
 
     def read(con: Any) -> int:
         return int(con.execute("SELECT 1").fetchone()[0])
 
     try:
         assert run_on(pool, read, retry=True) == 1
-        own_server.halt()
+        own_pg_server.halt()
         with pytest.raises(psycopg.OperationalError, match="Connection refused"):
             run_on(pool, read, retry=True)
-        own_server.resume()
+        own_pg_server.resume()
         assert run_on(pool, read, retry=True) == 1
     finally:
         close_pools()

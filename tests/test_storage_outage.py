@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -133,3 +134,76 @@ def test_a_pool_fails_fast_while_the_server_is_down(own_pg_server: Any) -> None:
         assert run_on(pool, read, retry=True) == 1
     finally:
         close_pools()
+
+
+def test_a_pool_serves_as_soon_as_the_server_is_back_after_a_long_outage(
+    own_pg_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a long outage psycopg's pool retries its lost connections with exponential back-off
+    (1, 2, 4, ... s, up to minutes apart): a server back in between was not used until the
+    pool's next attempt, and a webhook node answered "load_session did not answer within its
+    deadline" for ~30 s after a restart. A checkout that got nothing from the pool within
+    PROBE_AFTER connects directly; when the server answers, that connection serves it."""
+    import psycopg
+    from psycopg_pool.base import AttemptWithBackoff
+
+    from hermes_core.storage import close_pools, get_pool
+    from hermes_core.storage.component import run_on
+    from hermes_core.storage.pool import PROBE_AFTER
+
+    # the back-off as after a long outage, without the wait: the pool's first failed
+    # reconnection puts its next attempt a minute away (the real code path, a longer delay)
+    monkeypatch.setattr(AttemptWithBackoff, "INITIAL_DELAY", 60.0)
+    pool = get_pool(own_pg_server.url)
+
+    def read(con: Any) -> int:
+        return int(con.execute("SELECT 1").fetchone()[0])
+
+    try:
+        assert run_on(pool, read, retry=True) == 1
+        own_pg_server.halt()
+        with pytest.raises(psycopg.OperationalError):
+            run_on(pool, read, retry=True)
+        deadline = time.monotonic() + 60.0
+        while pool.get_stats().get("connections_errors", 0) < 1:  # the pool tried and failed
+            assert time.monotonic() < deadline, pool.get_stats()
+            time.sleep(0.05)
+        own_pg_server.resume()
+        # the pool's own next attempt is a minute away; the checkout is served well before
+        with pool.connection(timeout=PROBE_AFTER + 20) as con:
+            assert read(con) == 1
+        assert run_on(pool, read, retry=True) == 1
+    finally:
+        close_pools()
+
+
+def test_a_busy_pool_lends_at_most_max_size_direct_connections(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every pooled connection held: a checkout that waited PROBE_AFTER gets a direct
+    connection (closed when returned, not kept by the pool), at most max_size of them; past
+    that, the checkout waits for the pool as before."""
+    from psycopg_pool import PoolTimeout
+
+    from hermes_core.storage import pool as pool_module
+
+    monkeypatch.setattr(pool_module, "PROBE_AFTER", 0.2)
+    pool = pool_module.pool_class()(pg_url, min_size=1, max_size=2, open=True, timeout=30.0,
+                                    kwargs={"autocommit": True})
+    try:
+        held = [pool.getconn() for _ in range(2)]
+        lent = [pool.getconn() for _ in range(2)]
+        assert all(int(con.execute("SELECT 1").fetchone()[0]) == 1 for con in lent)
+        with pytest.raises(PoolTimeout):
+            pool.getconn(timeout=1.0)
+        for con in lent:
+            pool.putconn(con)
+            assert con.closed
+        again = pool.getconn(timeout=5.0)  # a lent connection returned makes room for another
+        pool.putconn(again)
+        for con in held:
+            pool.putconn(con)
+        assert not any(con.closed for con in held)
+        assert pool.get_stats()["pool_size"] == 2
+    finally:
+        pool.close()

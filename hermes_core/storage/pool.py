@@ -41,17 +41,31 @@ def import_psycopg() -> Any:
 
 
 def pool_class() -> Any:
-    """psycopg's ConnectionPool, with a checkout that tells a server that went away from a busy
-    pool: when no connection came within :data:`PROBE_AFTER` seconds, it connects to the server
-    directly, and when that fails, raises that connection's error at once (``OperationalError``:
-    connection refused, ...) instead of waiting the whole timeout (60 s, a turn lock's 600 s)
-    for a pool that cannot connect. A server that answers means the pool is busy: it waits on."""
+    """psycopg's ConnectionPool, with a checkout that does not wait on a pool that cannot help.
+
+    When no connection came within :data:`PROBE_AFTER` seconds, the checkout connects to the
+    server directly. When that fails, it raises that connection's error at once
+    (``OperationalError``: connection refused, ...) instead of waiting the whole timeout (60 s, a
+    turn lock's 600 s) for a pool that cannot connect. When the server answers, that connection
+    serves the checkout and is closed when it is returned: after an outage the pool retries its
+    lost connections with exponential back-off (1, 2, 4, ... s, up to minutes apart), and a
+    server back in between would otherwise wait for the pool's next attempt. At most
+    ``max_size`` such connections are open at once (a pool that is merely busy borrows as many);
+    past that, the checkout waits for the pool as before."""
     global _pool_class
     if _pool_class is None:
         psycopg = import_psycopg()
         from psycopg_pool import ConnectionPool, PoolTimeout
 
         class FailFastPool(ConnectionPool):  # type: ignore[type-arg]
+            def __init__(self, conninfo: str, *, max_size: int, kwargs: dict[str, Any],
+                         **options: Any) -> None:
+                # a direct connection is made as the pool makes its own
+                self._direct_args = (conninfo, {"connect_timeout": CONNECT_TIMEOUT, **kwargs})
+                self._direct: set[int] = set()  # id() of the direct connections given out
+                self._spare = threading.BoundedSemaphore(max_size)
+                super().__init__(conninfo, max_size=max_size, kwargs=kwargs, **options)
+
             def getconn(self, timeout: float | None = None) -> Any:
                 wait = self.timeout if timeout is None else timeout
                 if wait <= PROBE_AFTER:
@@ -61,8 +75,21 @@ def pool_class() -> Any:
                 except PoolTimeout:
                     pass
                 # raises OperationalError when the server is down or refuses us
-                psycopg.connect(self.conninfo, connect_timeout=CONNECT_TIMEOUT).close()
-                return super().getconn(timeout=wait - PROBE_AFTER)
+                conninfo, kwargs = self._direct_args
+                direct = psycopg.connect(conninfo, **kwargs)
+                if not self._spare.acquire(blocking=False):
+                    direct.close()
+                    return super().getconn(timeout=wait - PROBE_AFTER)
+                self._direct.add(id(direct))
+                return direct
+
+            def putconn(self, conn: Any) -> None:
+                if id(conn) in self._direct:
+                    self._direct.discard(id(conn))
+                    conn.close()
+                    self._spare.release()
+                    return
+                super().putconn(conn)
 
         _pool_class = FailFastPool
     return _pool_class

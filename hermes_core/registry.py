@@ -181,11 +181,25 @@ class Registries:
                        for i, name in enumerate(core.memory.providers)]
         if core.embeddings.embedder not in ("auto", "none"):  # the two choices of no name
             selections.append(("embeddings.embedder", self.embedders, core.embeddings.embedder))
+        checked = set(config.plugin_sections)
         for key, registry, name in selections:
             try:
-                registry.resolve(name, config_key=f"{config.where(key.split('[')[0])}: {key}")
+                reg = registry.resolve(name, config_key=f"{config.where(key.split('[')[0])}: {key}")
             except HermesCoreError as exc:  # unknown or conflicting name
                 problems.append((f"{key}={name}", str(exc)))
+                continue
+            # a selected plugin whose section is absent runs on its defaults: they must do
+            section = getattr(reg.obj, "config_section", None) or reg.name
+            if section in checked or section not in owners:
+                continue
+            checked.add(section)
+            try:
+                self.section_settings(section, config)
+            except ConfigError as exc:
+                problems.append((section, (
+                    f"{key} selects {name!r}, which cannot run on its defaults: {exc}\n"
+                    f"Set what its section {section!r} requires first "
+                    f"(hermes-core config set {section}.FIELD VALUE), then select it")))
         return problems
 
 

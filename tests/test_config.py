@@ -160,3 +160,42 @@ def test_validate_change_ignores_problems_that_were_already_there(home):
         set_config_value(path, "memory.providers", ["ghost"],
                          validate=lambda new: host.validate_change(host.config, new))
     assert "ghost" not in path.read_text()
+
+
+class KeyedConfig(BaseModel):
+    api_key: str  # required: no default
+
+
+class Keyed(MemoryProvider):
+    name = "keyed"
+    Config = KeyedConfig
+
+
+class KeyedPlugin:
+    @hookimpl
+    def register_memory_providers(self, register):
+        register(Keyed)
+
+
+def test_selecting_a_provider_whose_required_config_is_absent_is_refused(home):
+    """A selected plugin with no config section runs on its defaults; when those lack a required
+    field, `config set` refuses the selection (it used to accept it, and only `config validate`
+    or the session's start named the field) and says what to set first."""
+    path = home / "config.yaml"
+    path.write_text("context:\n  engine: none\n")
+    host = PluginHost.load(home, builtins=False, entry_points=False, directories=False,
+                           plugins=[("keyed-plugin", KeyedPlugin())])
+    with pytest.raises(ConfigError) as caught:
+        set_config_value(path, "memory.providers", ["keyed"],
+                         validate=lambda new: host.validate_change(host.config, new))
+    message = str(caught.value)
+    assert "memory.providers[0] selects 'keyed'" in message
+    assert "keyed.api_key" in message and "Field required" in message
+    assert "hermes-core config set keyed.FIELD VALUE" in message
+    assert "keyed" not in path.read_text()
+    # set the section first, then the selection is accepted
+    set_config_value(path, "keyed.api_key", "k-123",
+                     validate=lambda new: host.validate_change(host.config, new))
+    set_config_value(path, "memory.providers", ["keyed"],
+                     validate=lambda new: host.validate_change(load_config(home), new))
+    assert load_config(home).core.memory.providers == ["keyed"]

@@ -13,6 +13,7 @@ from typing import Any
 
 from hermes_core import hookimpl
 from hermes_core.errors import ToolError
+from hermes_core.fence import tool_result_text
 from hermes_core.kinds import MemoryProvider, PluginContext, Tool
 from hermes_core.types import ToolContext
 
@@ -44,7 +45,8 @@ def _validator(schema: dict[str, Any]) -> Any:
         return None
 
 
-def _make_tool(manager: ClientManager, remote: RemoteTool, name: str, parallel: bool) -> Tool:
+def _make_tool(manager: ClientManager, remote: RemoteTool, name: str, parallel: bool,
+               max_chars: int) -> Tool:
     schema = dict(remote.input_schema)
     if schema.get("type") != "object":
         schema = {"type": "object", "properties": {}, **{k: v for k, v in schema.items() if k != "type"}}
@@ -62,6 +64,8 @@ def _make_tool(manager: ClientManager, remote: RemoteTool, name: str, parallel: 
             text, is_error = manager.call(remote.server, remote.name, args)
         except CallFailed as exc:
             raise ToolError(str(exc)) from None
+        # another program's words: no fence tags, bounded (mcp.max_result_chars)
+        text = tool_result_text(text, limit=max_chars, source=f"MCP server {remote.server!r}")
         if is_error:
             raise ToolError(f"MCP server {remote.server!r}, tool {remote.name!r}: {text}")
         return text
@@ -92,7 +96,7 @@ def build_tools(manager: ClientManager, config: McpConfig) -> tuple[list[Tool], 
                 continue
             owners[name] = remote
             parallel = remote.name in state.spec.parallel_safe
-            tools.append(_make_tool(manager, remote, name, parallel))
+            tools.append(_make_tool(manager, remote, name, parallel, config.max_result_chars))
     return tools, problems
 
 

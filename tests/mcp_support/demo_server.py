@@ -2,7 +2,8 @@
 ``--http PORT`` for streamable HTTP on 127.0.0.1).
 
 Tools: ``echo(text)``, ``add(a, b)``, ``getenv(name)``, ``crash()`` (the process dies
-mid-call), ``hang()`` (never answers), ``fail()`` (answers with an MCP tool error).
+mid-call), ``hang()`` (never answers), ``fail()`` (answers with an MCP tool error), ``big(size)``
+(answers ``size`` characters: "<head>", x's, "<tail>").
 Environment: ``DEMO_TOOL_PREFIX`` prefixes every tool name; ``DEMO_CLASH`` adds ``echo.v2`` and
 ``echo_v2`` (one name once sanitised); ``DEMO_FAIL_START`` makes the stdio server exit at once.
 """
@@ -24,6 +25,7 @@ ARGS = {
     "crash": {"type": "object", "properties": {}},
     "hang": {"type": "object", "properties": {}},
     "fail": {"type": "object", "properties": {}},
+    "big": {"type": "object", "properties": {"size": {"type": "integer"}}, "required": ["size"]},
     "getenv": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
 }
 
@@ -43,6 +45,8 @@ async def call_tool(ctx: object, params: types.CallToolRequestParams) -> types.C
     args = params.arguments or {}
     if name.startswith("echo"):
         text = f"echo from {os.environ.get('DEMO_NAME', 'demo')}: {args['text']}"
+    elif name == "big":
+        text = "<head>" + "x" * (int(args["size"]) - 12) + "<tail>"
     elif name == "add":
         text = str(int(args["a"]) + int(args["b"]))
     elif name == "getenv":

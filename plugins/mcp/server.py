@@ -46,6 +46,9 @@ CLIENT_INSTANCE = "memory-provider:mcp"
 #: a stored answer is cut to this many characters (the archive keeps what the client saw first)
 MAX_STORED = 8000
 
+#: resource file name -> the file memory's target
+_DOCUMENTS = {"MEMORY.md": "memory", "USER.md": "user"}
+
 _RECALL_SCHEMA = {
     "type": "object",
     "properties": {"query": {"type": "string", "minLength": 1,
@@ -225,11 +228,32 @@ class StackServer:
 
     # ------------------------------------------------------------------------------- resources
 
+    def _memory_document(self, fname: str) -> str | None:
+        """MEMORY.md / USER.md as the file memory keeps them (the home's files, or the
+        ``storage.url`` database), or None when it is not active or the document is empty.
+
+        Read through the provider's own store (``store_for``: the shared memory, as for the
+        ``memory`` tool of a connection without a user key), never from a path in the home: with
+        ``storage.url`` a file left in the home is stale, and may hold what was since forgotten.
+        """
+        provider = self.tools["memory"][1] if "memory" in self.tools else None
+        instance = self.host.instances.get(provider) if provider else None
+        store_for = getattr(instance, "store_for", None)
+        if store_for is None:
+            return None
+        state = store_for(None).read(_DOCUMENTS[fname])
+        if state.problem is not None:
+            raise LookupError(f"{fname} cannot be read: {state.problem}")
+        return state.raw.decode("utf-8", errors="replace") if state.raw else None
+
     def list_resources(self) -> list[dict[str, str]]:
         out = []
-        memories = self.host.home / "memories"
         for fname, what in (("MEMORY.md", "the agent's notes"), ("USER.md", "what is known of the user")):
-            if (memories / fname).is_file():
+            try:
+                present = self._memory_document(fname) is not None
+            except LookupError:
+                present = True  # listed: reading it says what is wrong
+            if present:
                 out.append({"uri": f"hermes://memory/{fname}", "name": fname,
                             "description": f"Curated memory: {what}", "mime_type": "text/markdown"})
         for skill in self._skills():
@@ -242,11 +266,10 @@ class StackServer:
     def read_resource(self, uri: str) -> str:
         prefix_mem, prefix_skill = "hermes://memory/", "hermes://skills/"
         if uri in (f"{prefix_mem}MEMORY.md", f"{prefix_mem}USER.md"):
-            path = self.host.home / "memories" / uri[len(prefix_mem):]
-            try:
-                return path.read_text(encoding="utf-8")
-            except FileNotFoundError:
-                raise LookupError(f"resource {uri!r} does not exist yet (nothing saved)") from None
+            text = self._memory_document(uri[len(prefix_mem):])
+            if text is None:
+                raise LookupError(f"resource {uri!r} does not exist yet (nothing saved)")
+            return text
         if uri.startswith(prefix_skill) and "skill_view" in self.tools:
             tool, plugin = self.tools["skill_view"]
             out = json.loads(tool.invoke({"name": uri[len(prefix_skill):]},

@@ -1,0 +1,50 @@
+"""``mcp serve``'s memory resources come from the file memory's own store, on both backends: with
+storage.url a MEMORY.md / USER.md left in the home is stale (it may hold what was since forgotten)
+and is never served. The stack is driven in-process (StackServer: what the MCP handlers call)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("mcp")
+
+from hermes_core.host import PluginHost
+from hermes_core.plugins.mcp.commands import activate_served_providers
+from hermes_core.plugins.mcp.server import StackServer
+from hermes_core.types import Session
+
+
+def test_memory_resources_are_read_from_the_configured_store(
+    tmp_path: Path, storage_url: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    (home / "memories").mkdir(parents=True)
+    stale = "The user's old address is 12 Elm Street\n"  # forgotten since, on the database
+    if storage_url is not None:
+        (home / "memories" / "USER.md").write_text(stale, encoding="utf-8")
+    (home / "config.yaml").write_text(
+        "memory:\n  providers: [file_memory, session_archive]\n"
+        + (f"storage:\n  url: {storage_url}\n" if storage_url else ""), encoding="utf-8")
+    monkeypatch.setenv("HERMES_CORE_HOME", str(home))
+    monkeypatch.delenv("HERMES_CORE_STORAGE_URL", raising=False)
+    host = PluginHost.load(home, entry_points=False)
+    activate_served_providers(host)
+    stack = StackServer(host, transport="stdio")
+    try:
+        session = stack.session_for("stdio", "test-client")
+        added = stack.call("memory", {"action": "add", "target": "user",
+                                      "content": "The user drinks green tea"}, session)
+        assert not added.is_error, added.text
+        listed = {r["uri"] for r in stack.list_resources()}
+        assert "hermes://memory/USER.md" in listed
+        assert "hermes://memory/MEMORY.md" not in listed  # nothing saved there yet
+        text = stack.read_resource("hermes://memory/USER.md")
+        assert "green tea" in text and "Elm Street" not in text
+        with pytest.raises(LookupError, match="does not exist yet"):
+            stack.read_resource("hermes://memory/MEMORY.md")
+        assert isinstance(session, Session)
+    finally:
+        stack.close()
+        host.shutdown()

@@ -45,6 +45,9 @@ PLATFORM = "mcp"
 CLIENT_INSTANCE = "memory-provider:mcp"
 #: a stored answer is cut to this many characters (the archive keeps what the client saw first)
 MAX_STORED = 8000
+#: the most characters a call's arguments may hold (as JSON); larger calls are refused unrun and
+#: unrecorded (no served tool needs more: a memory entry holds ~2,000, a query a few hundred)
+MAX_ARGUMENTS = 100_000
 
 #: resource file name -> the file memory's target
 _DOCUMENTS = {"MEMORY.md": "memory", "USER.md": "user"}
@@ -161,6 +164,11 @@ class StackServer:
         problem = self._check_arguments(name, args)
         if problem is not None:
             return ServedCall(problem, is_error=True)
+        size = len(json.dumps(args, ensure_ascii=False))
+        if size > MAX_ARGUMENTS:
+            return ServedCall(f"the arguments of tool {name!r} hold {size:,} characters; the limit "
+                              f"is {MAX_ARGUMENTS:,}: send less (nothing was run or stored)",
+                              is_error=True)
         self._record(session, Message("user", _call_text(name, args),
                                       meta={"mcp": {"tool": name, "arguments": args}}))
         try:
@@ -189,17 +197,19 @@ class StackServer:
         if entry is None:
             return ServedCall("remember needs the file memory's 'memory' tool: add file_memory to "
                               "memory.providers", is_error=True)
-        answer = self._run("memory", {"action": "add", "target": "memory", "content": text}, session)
-        with contextlib.suppress(ValueError, AttributeError):
-            answer.is_error = answer.is_error or json.loads(answer.text).get("success") is False
-        return answer
+        return self._run("memory", {"action": "add", "target": "memory", "content": text}, session)
 
     def _run(self, name: str, args: dict[str, Any], session: Session) -> ServedCall:
         """Run a stack tool as the agent does: routed to its plugin, bounded by
         ``hooks.tool_timeout``, its failure an error answer."""
         call = ToolCall(id=f"mcp-{uuid.uuid4().hex[:16]}", name=name, arguments=args)
         outcome = self.router.run_one(call, session)
-        return ServedCall(outcome.content, is_error=outcome.is_error)
+        answer = ServedCall(outcome.content, is_error=outcome.is_error)
+        # a tool that refuses with {"success": false, ...} (the memory tool) answers an error:
+        # the client must not take a refused write for a stored one
+        with contextlib.suppress(ValueError, AttributeError):
+            answer.is_error = answer.is_error or json.loads(answer.text).get("success") is False
+        return answer
 
     def _check_arguments(self, name: str, args: dict[str, Any]) -> str | None:
         """A message naming the tool and the first schema violation, or ``None``."""

@@ -154,7 +154,7 @@ def build_app(dispatcher: ConversationDispatcher, config: WebhookConfig, secret:
             raise _Refused(401, str(exc)) from None
         except ReplayStoreUnavailable as exc:
             log.error("%s", exc)
-            raise _Refused(503, str(exc)) from None
+            raise _Refused(503, str(exc), failure="store", transient=True) from None
         try:
             data = json.loads(body)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:

@@ -25,6 +25,8 @@ mcp:
       headers:
         Authorization: "Bearer {TOKEN}"
         X-Trace: "plain-value"
+    query:
+      url: "http://bob:{PAT[:8]}x@127.0.0.1:9/mcp?token={TOKEN}&page=2"
     local:
       command: /bin/true
       env:
@@ -53,6 +55,7 @@ def test_mcp_server_headers_and_env_credentials_are_redacted_everywhere(run, hom
         assert TOKEN not in result.output, args
         assert PAT not in result.output, args
     shown = json.loads(run("config", "show", "--json").output)["mcp"]["servers"]
+    assert shown["query"]["url"] == "http://bob:***@127.0.0.1:9/mcp?token=***&page=2"
     assert shown["tracker"]["headers"] == {"Authorization": "**********", "X-Trace": "plain-value"}
     assert shown["local"]["env"]["LOG_LEVEL"] == "warn"  # what is no secret stays readable
 

@@ -44,6 +44,7 @@ __all__ = [
     "provider_text",
     "sanitize",
     "scrub",
+    "shorten_result",
     "tool_result_text",
 ]
 
@@ -228,13 +229,18 @@ def tool_result_text(text: str, *, limit: int = MAX_TOOL_RESULT_CHARS, source: s
     ``limit`` characters keeps its head and tail and says how much was left out, so one answer
     cannot fill the model's context.
     """
-    text = neutralise(text)
+    return shorten_result(neutralise(text), limit=limit, source=source)
+
+
+def shorten_result(text: str, *, limit: int = MAX_TOOL_RESULT_CHARS, source: str = "tool") -> str:
+    """``text`` if it has at most ``limit`` characters; else its head (two thirds) and tail with
+    a note of how many characters of the ``source`` result were left out."""
     if len(text) <= limit:
         return text
     mark = (f"\n[... {len(text) - limit:,} of {len(text):,} characters of this {source} result "
             "left out by the kernel ...]\n")
-    head = max(0, limit * 2 // 3)
-    tail = max(0, limit - head)
+    head = limit * 2 // 3
+    tail = limit - head
     return text[:head] + mark + (text[-tail:] if tail else "")
 
 

@@ -25,6 +25,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from hermes_core import threats
 from hermes_core.fence import build_block
 from hermes_core.kinds import Tool
 from hermes_core.prefetch import PrefetchRunner
@@ -254,7 +255,17 @@ class StackServer:
         state = store_for(None).read(_DOCUMENTS[fname])
         if state.problem is not None:
             raise LookupError(f"{fname} cannot be read: {state.problem}")
-        return state.raw.decode("utf-8", errors="replace") if state.raw else None
+        if not state.raw:
+            return None
+        text = state.raw.decode("utf-8", errors="replace")
+        # what the system prompt withholds (an entry edited in by hand that the threat scan
+        # refuses), a client reading the document does not get either
+        for entry in state.entries:
+            finding = threats.scan(entry)
+            if finding is not None:
+                text = text.replace(entry, f"[withheld: this {fname} entry matched threat pattern "
+                                           f"{finding.pattern} ({finding.category})]")
+        return text
 
     def list_resources(self) -> list[dict[str, str]]:
         out = []

@@ -257,7 +257,7 @@ class StackServer:
             raise LookupError(f"{fname} cannot be read: {state.problem}")
         if not state.raw:
             return None
-        text = state.raw.decode("utf-8", errors="replace")
+        text: str = state.raw.decode("utf-8", errors="replace")
         # what the system prompt withholds (an entry edited in by hand that the threat scan
         # refuses), a client reading the document does not get either
         for entry in state.entries:

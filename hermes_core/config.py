@@ -47,7 +47,10 @@ __all__ = [
 REDACTED = "**********"
 #: a key is secret when one of its ``_``/``-`` separated words is one of these
 _SECRET_WORDS = frozenset(
-    {"key", "apikey", "secret", "token", "password", "passwd", "credential", "credentials", "dsn"}
+    {"key", "apikey", "secret", "token", "password", "passwd", "credential", "credentials", "dsn",
+     # HTTP headers and environment variables that carry credentials (an MCP server's headers and
+     # env): Authorization, Proxy-Authorization, Cookie, X-Auth, GITHUB_PAT
+     "authorization", "auth", "cookie", "pat"}
 )
 
 
@@ -512,6 +515,25 @@ def load_config(home: Path | None = None, *, path: Path | None = None) -> Loaded
     return parse_config_text(text, path)
 
 
+#: an HTTP authorization value: a scheme word, then the credential
+_AUTH_SCHEME = re.compile(r"\s*(?:bearer|basic|token|digest|apikey)\s+\S{8,}", re.IGNORECASE)
+
+
+def _holds_credential(value: str) -> bool:
+    """Whether ``value`` is (or holds) a credential whatever its key: ``Bearer <token>`` and the
+    like, or a known key format (``sk-...``, ``ghp_...``, ``AKIA...``). A value made only of
+    ``${NAME}`` references holds none (the variable's value is not in the config)."""
+    if _AUTH_SCHEME.match(value):
+        return not _ONLY_REFERENCES.fullmatch(value.split(None, 1)[1])
+    return _KEY_FORMAT.search(value) is not None
+
+
+_ONLY_REFERENCES = re.compile(r"(?:\$\{[A-Za-z_][A-Za-z0-9_]*\}\s*)+")
+#: the key formats compaction.redact knows (Anthropic/OpenAI, GitHub, AWS, Slack)
+_KEY_FORMAT = re.compile(r"sk-(?:ant-)?[A-Za-z0-9_-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}"
+                         r"|github_pat_[A-Za-z0-9_]{20,}|AKIA[0-9A-Z]{16}|xox[abposr]-[A-Za-z0-9-]{10,}")
+
+
 def redacted(data: Any, key: str = "") -> Any:
     """A copy of ``data`` with secret-looking values replaced, for printing."""
     if isinstance(data, SecretStr):
@@ -522,6 +544,8 @@ def redacted(data: Any, key: str = "") -> Any:
         return [redacted(v, key) for v in data]
     if data not in (None, "") and _looks_secret(key):
         return REDACTED
+    if isinstance(data, str) and _holds_credential(data):
+        return REDACTED  # a bearer token or a known key format, under any key (a header, env)
     if isinstance(data, str) and ("://" in data or "@" in data or "password" in data.lower()):
         from .storage.url import redact_url, redact_url_value
 

@@ -32,6 +32,7 @@ __all__ = [
     "FENCE_NOTE",
     "FENCE_OPEN",
     "MAX_PROVIDER_CHARS",
+    "MAX_TOOL_RESULT_CHARS",
     "NEUTRAL_CLOSE",
     "NEUTRAL_OPEN",
     "StreamScrubber",
@@ -43,6 +44,8 @@ __all__ = [
     "provider_text",
     "sanitize",
     "scrub",
+    "shorten_result",
+    "tool_result_text",
 ]
 
 log = logging.getLogger("hermes_core.fence")
@@ -212,6 +215,33 @@ def provider_text(value: object, *, plugin: str, hook: str) -> str:
         tail = MAX_PROVIDER_CHARS - head - len(_TRUNCATION_MARK)
         cleaned = cleaned[:head] + _TRUNCATION_MARK + cleaned[-tail:]
     return cleaned
+
+
+#: longest tool result passed on to the model by :func:`tool_result_text`
+MAX_TOOL_RESULT_CHARS = 50_000
+
+
+def tool_result_text(text: str, *, limit: int = MAX_TOOL_RESULT_CHARS, source: str = "tool") -> str:
+    """A result that came from outside (another MCP server, a web page) as the model may see it.
+
+    Fence tags are rewritten as :data:`NEUTRAL_OPEN`/:data:`NEUTRAL_CLOSE`, so a result cannot
+    pose as recalled memory nor close the kernel's block; the words stay readable. A result over
+    ``limit`` characters keeps its head and tail and says how much was left out, so one answer
+    cannot fill the model's context.
+    """
+    return shorten_result(neutralise(text), limit=limit, source=source)
+
+
+def shorten_result(text: str, *, limit: int = MAX_TOOL_RESULT_CHARS, source: str = "tool") -> str:
+    """``text`` if it has at most ``limit`` characters; else its head (two thirds) and tail with
+    a note of how many characters of the ``source`` result were left out."""
+    if len(text) <= limit:
+        return text
+    mark = (f"\n[... {len(text) - limit:,} of {len(text):,} characters of this {source} result "
+            "left out by the kernel ...]\n")
+    head = limit * 2 // 3
+    tail = limit - head
+    return text[:head] + mark + (text[-tail:] if tail else "")
 
 
 def build_block(results: Sequence[tuple[str, str]]) -> str:

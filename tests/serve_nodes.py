@@ -33,6 +33,12 @@ def node_config(api_url: str, extra: str = "") -> str:
         f"webhook:\n  secret: {SECRET}\n  port: 0\n{extra}")
 
 
+def signed(payload: dict[str, Any]) -> tuple[bytes, dict[str, str]]:
+    """The body and headers of one signed request."""
+    body = json.dumps(payload).encode()
+    return body, {"Content-Type": "application/json", **signed_headers(SECRET, body)}
+
+
 class ServeNode:
     def __init__(self, home: Path, storage_url: str, api_url: str) -> None:
         home.mkdir(parents=True, exist_ok=True)
@@ -68,8 +74,10 @@ class ServeNode:
         self.client = httpx.Client(base_url=self.url, timeout=120)
 
     def post(self, payload: dict[str, Any]) -> httpx.Response:
-        body = json.dumps(payload).encode()
-        headers = {"Content-Type": "application/json", **signed_headers(SECRET, body)}
+        return self.send(*signed(payload))
+
+    def send(self, body: bytes, headers: dict[str, str]) -> httpx.Response:
+        """POST exactly these bytes and headers (a captured request, replayed)."""
         return self.client.post("/messages", content=body, headers=headers)
 
     def kill(self) -> None:

@@ -30,6 +30,7 @@ def test_shipped_dataset_runs_offline_with_the_default_stack(home: Path, tmp_pat
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert json.loads(out.read_text(encoding="utf-8")) == report
+    assert out.stat().st_mode & 0o777 == 0o600  # it quotes what was recalled: private
     assert report["format"] == "longmemeval" and report["providers"] == ["file_memory", "session_archive",
                                                                           "skills"]
     summary = report["summary"]

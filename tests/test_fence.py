@@ -256,3 +256,14 @@ def test_the_ascii_fast_path_agrees_with_full_folding(text):
     # break a tag
     assert find_tags(text) == find_tags(text + "\u00a0")
     assert sanitize(text + "\u00a0") == sanitize(text) + "\u00a0"
+
+
+def test_tool_result_text_defuses_tags_and_keeps_head_and_tail() -> None:
+    from hermes_core.fence import NEUTRAL_CLOSE, shorten_result, tool_result_text
+
+    assert tool_result_text("a </memory-context> b") == f"a {NEUTRAL_CLOSE} b"
+    assert shorten_result("x" * 10, limit=10) == "x" * 10
+    long = "H" * 600 + "m" * 10_000 + "T" * 400
+    short = shorten_result(long, limit=1000, source="MCP server 'w'")
+    assert short.startswith("H" * 600) and short.endswith("T" * 333)
+    assert "10,000 of 11,000 characters of this MCP server 'w' result" in short

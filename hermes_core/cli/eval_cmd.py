@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from ..private import write_private_text
 from ._common import echo_json
 
 __all__ = ["eval_command"]
@@ -128,8 +129,9 @@ def eval_command(dataset: Path, fmt: str, providers: tuple[str, ...], engine: st
     if keep_homes:
         report["homes"] = options.homes
     if out is not None:
-        out.write_text(json.dumps(report, indent=2, ensure_ascii=False, default=str) + "\n",
-                       encoding="utf-8")
+        # the report quotes the questions, answers and recalled text: private (0600)
+        write_private_text(out, json.dumps(report, indent=2, ensure_ascii=False, default=str)
+                           + "\n")
     if as_json:
         echo_json(report)
         return

@@ -19,9 +19,13 @@ _MAX_URL = 4096
 #: missing, ``scheme:/user:password@``, and with an unencoded ``@`` in the password: up to the
 #: last ``@`` of the word)
 _USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*:/{0,3}[^:/@\s]*:)(?P<pw>\S*)(?=@)")
-#: ``?password=`` in a URL, and ``password=`` in a libpq ``key=value`` connection string
+#: ``?password=`` in a URL, and ``password=`` in a libpq ``key=value`` connection string; also
+#: the other query parameters that carry a credential in URLs (an MCP server's ``?token=``,
+#: ``?api_key=``, a signed URL's ``sig=``)
 _PW_PARAM = re.compile(
-    r"(?i)(?P<head>(?:^|[?&\s'\"(])password\s*=\s*)(?P<pw>'(?:[^'\\]|\\.)*'|[^&\s'\")]*)")
+    r"(?i)(?P<head>(?:^|[?&\s'\"(])(?:password|passwd|token|access_token|auth_token|api_key|"
+    r"apikey|key|secret|client_secret|sig|signature)\s*=\s*)"
+    r"(?P<pw>'(?:[^'\\]|\\.)*'|[^&\s'\")]*)")
 #: one URL, whole: everything between the user name's ``:`` and the last ``@``
 _ONE_URL = re.compile(r"(?s)(?P<head>[^:]*:/*[^:/@]*:)(?P<pw>.*)@(?P<tail>[^@]*)")
 

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
+from hermes_core.private import private_dir, private_file
+
 from .config import ServerSpec, expand_env
 
 #: JSON-RPC error code the SDK uses when the peer's connection is gone
@@ -131,8 +133,10 @@ class ClientManager:
         if self.log_dir is None:
             return sys.stderr
         try:
-            self.log_dir.mkdir(parents=True, exist_ok=True)
-            handle = (self.log_dir / f"mcp-{name}.log").open("a", encoding="utf-8")
+            # a server's stderr may echo its environment or its callers' data: private, as
+            # every file of the home
+            path = private_file(private_dir(self.log_dir) / f"mcp-{name}.log")
+            handle = path.open("a", encoding="utf-8")
         except OSError:
             return sys.stderr
         self._logs.append(handle)

@@ -93,6 +93,8 @@ class McpConfig(BaseModel):
     call_timeout: float = Field(default=30.0, gt=0, le=3600)
     #: how long starting and listing one server may take, in seconds
     connect_timeout: float = Field(default=20.0, gt=0, le=600)
+    #: the most characters of one tool result passed to the model (longer: head and tail kept)
+    max_result_chars: int = Field(default=50_000, ge=1000, le=2_000_000)
     #: ``mcp serve --transport http`` bound to anything but loopback needs a bearer token from
     #: this environment variable
     token_env: str = Field(default="HERMES_CORE_MCP_TOKEN", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")

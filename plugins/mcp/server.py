@@ -25,6 +25,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from hermes_core import threats
 from hermes_core.fence import build_block
 from hermes_core.kinds import Tool
 from hermes_core.prefetch import PrefetchRunner
@@ -45,6 +46,12 @@ PLATFORM = "mcp"
 CLIENT_INSTANCE = "memory-provider:mcp"
 #: a stored answer is cut to this many characters (the archive keeps what the client saw first)
 MAX_STORED = 8000
+#: the most characters a call's arguments may hold (as JSON); larger calls are refused unrun and
+#: unrecorded (no served tool needs more: a memory entry holds ~2,000, a query a few hundred)
+MAX_ARGUMENTS = 100_000
+
+#: resource file name -> the file memory's target
+_DOCUMENTS = {"MEMORY.md": "memory", "USER.md": "user"}
 
 _RECALL_SCHEMA = {
     "type": "object",
@@ -158,6 +165,11 @@ class StackServer:
         problem = self._check_arguments(name, args)
         if problem is not None:
             return ServedCall(problem, is_error=True)
+        size = len(json.dumps(args, ensure_ascii=False))
+        if size > MAX_ARGUMENTS:
+            return ServedCall(f"the arguments of tool {name!r} hold {size:,} characters; the limit "
+                              f"is {MAX_ARGUMENTS:,}: send less (nothing was run or stored)",
+                              is_error=True)
         self._record(session, Message("user", _call_text(name, args),
                                       meta={"mcp": {"tool": name, "arguments": args}}))
         try:
@@ -186,17 +198,19 @@ class StackServer:
         if entry is None:
             return ServedCall("remember needs the file memory's 'memory' tool: add file_memory to "
                               "memory.providers", is_error=True)
-        answer = self._run("memory", {"action": "add", "target": "memory", "content": text}, session)
-        with contextlib.suppress(ValueError, AttributeError):
-            answer.is_error = answer.is_error or json.loads(answer.text).get("success") is False
-        return answer
+        return self._run("memory", {"action": "add", "target": "memory", "content": text}, session)
 
     def _run(self, name: str, args: dict[str, Any], session: Session) -> ServedCall:
         """Run a stack tool as the agent does: routed to its plugin, bounded by
         ``hooks.tool_timeout``, its failure an error answer."""
         call = ToolCall(id=f"mcp-{uuid.uuid4().hex[:16]}", name=name, arguments=args)
         outcome = self.router.run_one(call, session)
-        return ServedCall(outcome.content, is_error=outcome.is_error)
+        answer = ServedCall(outcome.content, is_error=outcome.is_error)
+        # a tool that refuses with {"success": false, ...} (the memory tool) answers an error:
+        # the client must not take a refused write for a stored one
+        with contextlib.suppress(ValueError, AttributeError):
+            answer.is_error = answer.is_error or json.loads(answer.text).get("success") is False
+        return answer
 
     def _check_arguments(self, name: str, args: dict[str, Any]) -> str | None:
         """A message naming the tool and the first schema violation, or ``None``."""
@@ -225,11 +239,42 @@ class StackServer:
 
     # ------------------------------------------------------------------------------- resources
 
+    def _memory_document(self, fname: str) -> str | None:
+        """MEMORY.md / USER.md as the file memory keeps them (the home's files, or the
+        ``storage.url`` database), or None when it is not active or the document is empty.
+
+        Read through the provider's own store (``store_for``: the shared memory, as for the
+        ``memory`` tool of a connection without a user key), never from a path in the home: with
+        ``storage.url`` a file left in the home is stale, and may hold what was since forgotten.
+        """
+        provider = self.tools["memory"][1] if "memory" in self.tools else None
+        instance = self.host.instances.get(provider) if provider else None
+        store_for = getattr(instance, "store_for", None)
+        if store_for is None:
+            return None
+        state = store_for(None).read(_DOCUMENTS[fname])
+        if state.problem is not None:
+            raise LookupError(f"{fname} cannot be read: {state.problem}")
+        if not state.raw:
+            return None
+        text: str = state.raw.decode("utf-8", errors="replace")
+        # what the system prompt withholds (an entry edited in by hand that the threat scan
+        # refuses), a client reading the document does not get either
+        for entry in state.entries:
+            finding = threats.scan(entry)
+            if finding is not None:
+                text = text.replace(entry, f"[withheld: this {fname} entry matched threat pattern "
+                                           f"{finding.pattern} ({finding.category})]")
+        return text
+
     def list_resources(self) -> list[dict[str, str]]:
         out = []
-        memories = self.host.home / "memories"
         for fname, what in (("MEMORY.md", "the agent's notes"), ("USER.md", "what is known of the user")):
-            if (memories / fname).is_file():
+            try:
+                present = self._memory_document(fname) is not None
+            except LookupError:
+                present = True  # listed: reading it says what is wrong
+            if present:
                 out.append({"uri": f"hermes://memory/{fname}", "name": fname,
                             "description": f"Curated memory: {what}", "mime_type": "text/markdown"})
         for skill in self._skills():
@@ -242,11 +287,10 @@ class StackServer:
     def read_resource(self, uri: str) -> str:
         prefix_mem, prefix_skill = "hermes://memory/", "hermes://skills/"
         if uri in (f"{prefix_mem}MEMORY.md", f"{prefix_mem}USER.md"):
-            path = self.host.home / "memories" / uri[len(prefix_mem):]
-            try:
-                return path.read_text(encoding="utf-8")
-            except FileNotFoundError:
-                raise LookupError(f"resource {uri!r} does not exist yet (nothing saved)") from None
+            text = self._memory_document(uri[len(prefix_mem):])
+            if text is None:
+                raise LookupError(f"resource {uri!r} does not exist yet (nothing saved)")
+            return text
         if uri.startswith(prefix_skill) and "skill_view" in self.tools:
             tool, plugin = self.tools["skill_view"]
             out = json.loads(tool.invoke({"name": uri[len(prefix_skill):]},

@@ -8,11 +8,13 @@ or the engine in this kernel (``get_tools``); it implements no memory hook. Add 
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
 from hermes_core import hookimpl
 from hermes_core.errors import ToolError
+from hermes_core.fence import neutralise, tool_result_text
 from hermes_core.kinds import MemoryProvider, PluginContext, Tool
 from hermes_core.types import ToolContext
 
@@ -23,6 +25,10 @@ __all__ = ["McpTools", "build_tools", "tool_name"]
 
 #: get_tools stops waiting for servers this long before the kernel's get_tools deadline
 WAIT_MARGIN = 0.75
+#: a server's tool list goes into every request to the model: a tool whose input schema is
+#: larger than this (as JSON) is left out, and so are a server's tools past MAX_TOOLS_PER_SERVER
+MAX_SCHEMA_CHARS = 20_000
+MAX_TOOLS_PER_SERVER = 128
 _BAD_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 
 
@@ -44,7 +50,8 @@ def _validator(schema: dict[str, Any]) -> Any:
         return None
 
 
-def _make_tool(manager: ClientManager, remote: RemoteTool, name: str, parallel: bool) -> Tool:
+def _make_tool(manager: ClientManager, remote: RemoteTool, name: str, parallel: bool,
+               max_chars: int) -> Tool:
     schema = dict(remote.input_schema)
     if schema.get("type") != "object":
         schema = {"type": "object", "properties": {}, **{k: v for k, v in schema.items() if k != "type"}}
@@ -62,12 +69,15 @@ def _make_tool(manager: ClientManager, remote: RemoteTool, name: str, parallel: 
             text, is_error = manager.call(remote.server, remote.name, args)
         except CallFailed as exc:
             raise ToolError(str(exc)) from None
+        # another program's words: no fence tags, bounded (mcp.max_result_chars)
+        text = tool_result_text(text, limit=max_chars, source=f"MCP server {remote.server!r}")
         if is_error:
             raise ToolError(f"MCP server {remote.server!r}, tool {remote.name!r}: {text}")
         return text
 
     description = (remote.description or f"Tool {remote.name!r} of MCP server {remote.server!r}.")
-    return Tool(name, f"[MCP server {remote.server}] {description}"[:4000], handler,
+    description = neutralise(f"[MCP server {remote.server}] {description}"[:4000])
+    return Tool(name, description, handler,
                 parameters=schema, parallel_safe=parallel)
 
 
@@ -78,8 +88,18 @@ def build_tools(manager: ClientManager, config: McpConfig) -> tuple[list[Tool], 
     problems: list[str] = []
     owners: dict[str, RemoteTool] = {}
     for state in manager.servers.values():
-        for remote in state.tools:
+        if len(state.tools) > MAX_TOOLS_PER_SERVER:
+            problems.append(f"MCP server {state.name!r} lists {len(state.tools)} tools; only its "
+                            f"first {MAX_TOOLS_PER_SERVER} are offered (each is sent to the model "
+                            "with every request)")
+        for remote in state.tools[:MAX_TOOLS_PER_SERVER]:
             name = tool_name(remote.server, remote.name)
+            size = len(json.dumps(remote.input_schema, ensure_ascii=False, default=str))
+            if size > MAX_SCHEMA_CHARS:
+                problems.append(f"tool {remote.name!r} of MCP server {remote.server!r} is left out: "
+                                f"its input schema is {size:,} characters, over "
+                                f"{MAX_SCHEMA_CHARS:,} (it would be sent with every request)")
+                continue
             if len(name) > 64:
                 problems.append(f"tool {remote.name!r} of MCP server {remote.server!r} is left out: "
                                 f"{name!r} is longer than 64 characters; use a shorter server name")
@@ -92,7 +112,7 @@ def build_tools(manager: ClientManager, config: McpConfig) -> tuple[list[Tool], 
                 continue
             owners[name] = remote
             parallel = remote.name in state.spec.parallel_safe
-            tools.append(_make_tool(manager, remote, name, parallel))
+            tools.append(_make_tool(manager, remote, name, parallel, config.max_result_chars))
     return tools, problems
 
 

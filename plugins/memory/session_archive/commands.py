@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from hermes_core.commands import echo_json
+from hermes_core.private import private_file
 
 if TYPE_CHECKING:
     from . import SessionArchive
@@ -281,6 +282,8 @@ def export_cmd(session_ids: tuple[str, ...], chain: bool, every: bool, user: str
             archive.get_session(sid)  # a clear error before anything is written
         if output:
             tmp = f"{output}.part"
+            # the export holds whole conversations: private (0600) like state.db
+            private_file(Path(tmp))
             with open(tmp, "w", encoding="utf-8", errors="surrogatepass") as fh:
                 n = export_session(archive, ids, fh)
             os.replace(tmp, output)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from hermes_core.types import Message, ToolCall
+from hermes_core.users import USER_ATTRIBUTE, UserKeyError, check_user_key
 
 from .errors import ImportFormatError
 from .records import ROLES, encode_message
@@ -141,6 +142,8 @@ def import_jsonl(
                 obj = json.loads(raw.decode("utf-8", "surrogateescape"))
             except ValueError as exc:
                 raise _fail(path, lineno, f"not valid JSON ({exc})", report) from None
+            except RecursionError:
+                raise _fail(path, lineno, "its JSON is nested too deeply to read", report) from None
             if not isinstance(obj, dict) or obj.get("type") not in ("session", "message"):
                 raise _fail(path, lineno, "expected an object with \"type\": \"session\" or "
                             "\"message\"", report)
@@ -154,6 +157,9 @@ def import_jsonl(
                     raise where("a session line needs a non-empty string 'id'")
                 if not isinstance(obj.get("started_at", 0), int | float):
                     raise where("'started_at' must be a number")
+                problem = _attributes_problem(obj.get("attributes"))
+                if problem is not None:
+                    raise where(problem)
                 head = obj
                 continue
             if head is None:
@@ -164,6 +170,26 @@ def import_jsonl(
             pending.append(_message(obj, where))
         flush()
     return report
+
+
+def _attributes_problem(attributes: object) -> str | None:
+    """Why a session line's ``attributes`` cannot be imported, or None.
+
+    The user key names a folder and a database owner (memory.scope: user), so an imported one is
+    held to the rule a live one is (hermes_core.users): a session must not be filed under a key
+    no platform could have given it.
+    """
+    if attributes is None:
+        return None
+    if not isinstance(attributes, dict):
+        return f"'attributes' must be an object, not {type(attributes).__name__}"
+    if attributes.get(USER_ATTRIBUTE) is None:
+        return None
+    try:
+        check_user_key(attributes[USER_ATTRIBUTE])
+    except UserKeyError as exc:
+        return f"attributes.{USER_ATTRIBUTE}: {exc}"
+    return None
 
 
 def _write_session(

@@ -40,6 +40,7 @@ from .signing import (
 if TYPE_CHECKING:
     from hermes_core.dispatch import ConversationDispatcher
 
+    from .replays import SharedReplayGuard
     from .server import WebhookServer
 
 __all__ = [
@@ -128,7 +129,7 @@ class WebhookPlatform(Platform):
         from .app import build_app  # starlette: only when serving
         from .server import WebhookServer
 
-        app = build_app(dispatcher, self.settings, secret)
+        app = build_app(dispatcher, self.settings, secret, self._replay_guard())
         server = WebhookServer(app, self.settings.host, self.settings.port,
                                shutdown_seconds=self.settings.shutdown_seconds,
                                header_timeout=self.settings.header_timeout_seconds,
@@ -140,6 +141,21 @@ class WebhookPlatform(Platform):
         interval = max(1.0, min(60.0, self.settings.idle_minutes * 15))  # a quarter of the idle time
         threading.Thread(target=self._sweep, args=(dispatcher.sweep, interval),
                          name="webhook-sweeper", daemon=True).start()
+
+    def _replay_guard(self) -> SharedReplayGuard | None:
+        """With ``storage.url`` every node of the service shares one replay memory (the
+        database); without, the app keeps its own in memory."""
+        from hermes_core.storage import resolve_storage_url
+
+        storage = getattr(self.context.config, "storage", None)
+        url = resolve_storage_url(getattr(storage, "url", None))
+        if url is None:
+            return None
+        from .replays import SharedReplayGuard
+
+        guard = SharedReplayGuard(url, self.settings.max_skew_seconds)
+        guard.open()  # an unreachable or foreign database stops serve here, clearly
+        return guard
 
     def _sweep(self, sweep: Callable[[], int], interval: float) -> None:
         while not self._stop_sweeping.wait(interval):

@@ -25,6 +25,7 @@ from hermes_core.dispatch import TurnFailed
 from hermes_core.types import IncomingMessage
 
 from .config import WebhookConfig
+from .replays import ReplayStoreUnavailable
 from .signing import (
     HeaderError,
     ReplayGuard,
@@ -106,9 +107,13 @@ def _failure_status(exc: TurnFailed) -> int:
     return 502  # the model provider failed (or refused our key): a bad gateway for the client
 
 
-def build_app(dispatcher: ConversationDispatcher, config: WebhookConfig, secret: str) -> Starlette:
-    """The application serving ``dispatcher``; ``secret`` is the shared signing key."""
-    replays = ReplayGuard(config.max_skew_seconds)
+def build_app(dispatcher: ConversationDispatcher, config: WebhookConfig, secret: str,
+              replays: ReplayGuard | None = None) -> Starlette:
+    """The application serving ``dispatcher``; ``secret`` is the shared signing key; ``replays``
+    the replay guard (:class:`~.replays.SharedReplayGuard` on a shared database; by default one
+    in this process's memory)."""
+    guard = replays if replays is not None else ReplayGuard(config.max_skew_seconds)
+    shared = type(guard) is not ReplayGuard  # it may wait on the network: off the event loop
     # Threads for requests that block: running turns (bounded by the dispatcher's
     # max_concurrent_turns) and those waiting in their conversation's line (bounded by
     # max_pending_per_conversation). Kept apart from anyio's default pool of 40.
@@ -139,11 +144,17 @@ def build_app(dispatcher: ConversationDispatcher, config: WebhookConfig, secret:
         try:
             verified = verify_request(secret, request.headers, bytes(body),
                                       max_skew=config.max_skew_seconds)
-            replays.check(verified.mac)
+            if shared:
+                await anyio.to_thread.run_sync(guard.check, verified.mac, limiter=limiter)
+            else:
+                guard.check(verified.mac)
         except HeaderError as exc:
             raise _Refused(400, str(exc)) from None
         except SignatureError as exc:
             raise _Refused(401, str(exc)) from None
+        except ReplayStoreUnavailable as exc:
+            log.error("%s", exc)
+            raise _Refused(503, str(exc), failure="store", transient=True) from None
         try:
             data = json.loads(body)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:

@@ -278,3 +278,8 @@ class ReplayGuard:
                                      "served once (sign a retry anew, with a new timestamp)")
             self._seen[key] = now
             self._order.append((now, key))
+
+    def forget(self, key: bytes | str) -> None:
+        """Take ``key`` back (its request was not served after all: a retry may come)."""
+        with self._lock:
+            self._seen.pop(key, None)

@@ -156,6 +156,9 @@ class HooksSection(StrictModel):
     timeouts: dict[str, float] = Field(default_factory=dict)
     #: deadline of one tool call, in seconds (the model gets a tool error when it passes)
     tool_timeout: float = Field(default=120.0, gt=0, le=3600)
+    #: longest result of one tool call passed to the model, in characters (a longer one keeps
+    #: its head and tail, with a note of what was left out)
+    tool_result_chars: int = Field(default=50_000, ge=1_000, le=10_000_000)
 
     @field_validator("timeouts")
     @classmethod
@@ -525,13 +528,12 @@ def _holds_credential(value: str) -> bool:
     ``${NAME}`` references holds none (the variable's value is not in the config)."""
     if _AUTH_SCHEME.match(value):
         return not _ONLY_REFERENCES.fullmatch(value.split(None, 1)[1])
-    return _KEY_FORMAT.search(value) is not None
+    from .compaction.redact import holds_key
+
+    return holds_key(value)
 
 
 _ONLY_REFERENCES = re.compile(r"(?:\$\{[A-Za-z_][A-Za-z0-9_]*\}\s*)+")
-#: the key formats compaction.redact knows (Anthropic/OpenAI, GitHub, AWS, Slack)
-_KEY_FORMAT = re.compile(r"sk-(?:ant-)?[A-Za-z0-9_-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}"
-                         r"|github_pat_[A-Za-z0-9_]{20,}|AKIA[0-9A-Z]{16}|xox[abposr]-[A-Za-z0-9-]{10,}")
 
 
 def redacted(data: Any, key: str = "") -> Any:

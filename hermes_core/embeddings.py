@@ -23,6 +23,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .compaction.redact import redact
+from .fence import shorten_result
 from .kinds import Embedder, EmbedderUnavailable, PluginContext
 
 if TYPE_CHECKING:
@@ -35,6 +37,8 @@ log = logging.getLogger("hermes_core.embeddings")
 
 #: the embedder ``auto`` picks when it can run
 LOCAL_EMBEDDER = "minilm"
+#: longest embedder error text kept in the problem that search results and doctor show
+MAX_PROBLEM_CHARS = 500
 #: seconds semantic search pauses after an embedder failed
 PAUSE_AFTER_FAILURE = 60.0
 
@@ -318,6 +322,9 @@ class GuardedEmbedder:
         return vectors
 
     def _fail(self, message: str, pause: float | None = None) -> Any:
+        # the embedder's own words reach the log, doctor and the search tool's result (so the
+        # model and the archive): no credential, and not a 200 kB exception text
+        message = shorten_result(redact(message), limit=MAX_PROBLEM_CHARS, source="embedder error")
         self.problem = f"semantic search is unavailable: {message}; word search still works"
         self._until = time.monotonic() + (self.pause if pause is None else pause)
         log.warning("%s", self.problem)

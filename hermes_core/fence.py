@@ -234,13 +234,18 @@ def tool_result_text(text: str, *, limit: int = MAX_TOOL_RESULT_CHARS, source: s
 
 def shorten_result(text: str, *, limit: int = MAX_TOOL_RESULT_CHARS, source: str = "tool") -> str:
     """``text`` if it has at most ``limit`` characters; else its head (two thirds) and tail with
-    a note of how many characters of the ``source`` result were left out."""
+    a note of how many characters of the ``source`` result were left out, ``limit`` characters
+    in all (so a result shortened once is not shortened again by a second bound)."""
     if len(text) <= limit:
         return text
-    mark = (f"\n[... {len(text) - limit:,} of {len(text):,} characters of this {source} result "
-            "left out by the kernel ...]\n")
-    head = limit * 2 // 3
-    tail = limit - head
+    mark = ""
+    for _ in range(2):  # the note's own length changes how much is left out
+        keep = max(0, limit - len(mark))
+        mark = (f"\n[... {len(text) - keep:,} of {len(text):,} characters of this {source} "
+                "result left out by the kernel ...]\n")
+    keep = max(0, limit - len(mark))
+    head = keep * 2 // 3
+    tail = keep - head
     return text[:head] + mark + (text[-tail:] if tail else "")
 
 

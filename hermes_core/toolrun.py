@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._lanes import run_bounded
 from .errors import RegistryError, ToolError
+from .fence import MAX_TOOL_RESULT_CHARS, shorten_result
 from .types import ToolCall, ToolContext
 
 if TYPE_CHECKING:
@@ -82,10 +83,13 @@ def paths_overlap(a: Sequence[str], b: Sequence[str]) -> bool:
 class ToolRouter:
     """The session's tools by name, and how to run a response's calls."""
 
-    def __init__(self, tools: dict[str, tuple[Tool, str]], *, timeout: float = 120.0) -> None:
+    def __init__(self, tools: dict[str, tuple[Tool, str]], *, timeout: float = 120.0,
+                 result_chars: int = MAX_TOOL_RESULT_CHARS) -> None:
         self.tools = dict(tools)
         #: the deadline of one call (``hooks.tool_timeout``); the model gets an error result after it
         self.timeout = timeout
+        #: the longest result passed on (``hooks.tool_result_chars``)
+        self.result_chars = result_chars
         # computed once per session: pydantic schema generation is slow, and a stable tool list
         # keeps the request prefix (and so the prompt cache) identical from call to call
         self._schemas = [tool.schema() for tool, _plugin in self.tools.values()]
@@ -100,7 +104,8 @@ class ToolRouter:
                 f"tool {name!r} is registered by {' and '.join(repr(p) for p in owners)}; "
                 f"disable all but one of them ('hermes-core plugins disable NAME')"
             )
-        return cls(host.tools(), timeout=host.config.core.hooks.tool_timeout)
+        hooks = host.config.core.hooks
+        return cls(host.tools(), timeout=hooks.tool_timeout, result_chars=hooks.tool_result_chars)
 
     def schemas(self) -> list[dict[str, Any]]:
         """The provider-neutral tool schemas to send with each request."""
@@ -166,6 +171,8 @@ class ToolRouter:
             )
             content = f"Error: tool {call.name!r} failed: {type(exc).__name__}: {exc}"
             is_error = True
+        # one answer (a huge file, a runaway error text) must not fill the model's context
+        content = shorten_result(content, limit=self.result_chars, source=f"{call.name!r} tool")
         return ToolOutcome(call, plugin, content, is_error, time.perf_counter() - start, parallel)
 
 

@@ -167,6 +167,24 @@ def test_guard_turns_a_raising_embedder_into_a_clear_pause() -> None:
         g.embed(["a"])
 
 
+class Leaking(Toy):
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        raise RuntimeError("401 from https://api.example/embed?x=1 with "
+                           "sk-ant-api03-abcdefghijklmnopqrstuvwxyz012345 " + "detail " * 30_000)
+
+
+def test_guard_keeps_an_embedders_error_short_and_without_its_key() -> None:
+    """The problem text reaches the log, doctor and session_search's result (the model, the
+    archive): a credential in the embedder's exception is redacted, 200 kB are cut short."""
+    g = GuardedEmbedder(Leaking(None, None), pause=3600)  # type: ignore[arg-type]
+    with pytest.raises(EmbeddingError) as caught:
+        g.embed(["a"])
+    problem = g.problem or ""
+    assert "401 from" in problem and "word search still works" in problem
+    assert "sk-ant-api03" not in problem and "sk-ant-api03" not in str(caught.value)
+    assert len(problem) < 1_000
+
+
 def test_guard_bounds_a_hanging_embedder() -> None:
     hanging = Hanging()
     g = GuardedEmbedder(hanging, timeout=0.2, pause=0)

@@ -265,5 +265,9 @@ def test_tool_result_text_defuses_tags_and_keeps_head_and_tail() -> None:
     assert shorten_result("x" * 10, limit=10) == "x" * 10
     long = "H" * 600 + "m" * 10_000 + "T" * 400
     short = shorten_result(long, limit=1000, source="MCP server 'w'")
-    assert short.startswith("H" * 600) and short.endswith("T" * 333)
-    assert "10,000 of 11,000 characters of this MCP server 'w' result" in short
+    assert len(short) == 1000  # the note included: a second bound of 1,000 leaves it as it is
+    assert short.startswith("H" * 300) and short.endswith("T" * 150)
+    mark = short[short.index("\n[... "):short.index(" ...]\n") + 6]
+    kept = len(short) - len(mark)
+    assert f"[... {11_000 - kept:,} of 11,000 characters of this MCP server 'w' result" in mark
+    assert shorten_result(short, limit=1000) == short

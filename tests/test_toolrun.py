@@ -239,3 +239,27 @@ def test_an_async_tool_handler_is_refused_when_the_tool_is_made():
 
     with pytest.raises(ValueError, match=r"tool 'lookup': 'handler' is `async def`.*plain `def`"):
         Tool(name="lookup", description="d", parameters={"type": "object"}, handler=lookup)
+
+
+def test_every_tools_result_and_error_text_is_bounded(home):
+    """One answer must not fill the model's context: a 300,000-character result keeps its head
+    and tail with a note of what was left out; so does a tool's runaway error text."""
+    from hermes_core.fence import MAX_TOOL_RESULT_CHARS
+
+    def huge(args, ctx):
+        return "HEAD" + "x" * 300_000 + "TAIL"
+
+    def failing(args, ctx):
+        raise ToolError("bad input: " + "y" * 300_000)
+
+    host = make_host(home, tools=[tool("huge", huge), tool("failing", failing),
+                                  tool("small", lambda a, c: "fine")])
+    router = ToolRouter.from_host(host)
+    big, bad, small = router.run([ToolCall("a", "huge", {}), ToolCall("b", "failing", {}),
+                                  ToolCall("c", "small", {})], SESSION)
+    assert big.content.startswith("HEAD") and big.content.endswith("TAIL")
+    assert "characters of this 'huge' tool result left out" in big.content
+    assert len(big.content) < MAX_TOOL_RESULT_CHARS + 200 and not big.is_error
+    assert bad.is_error and bad.content.startswith("Error: bad input")
+    assert len(bad.content) < MAX_TOOL_RESULT_CHARS + 200
+    assert small.content == "fine"

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["REDACTED", "redact"]
+__all__ = ["REDACTED", "holds_key", "redact"]
 
 REDACTED = "[REDACTED]"
 
 # Each pattern runs only when a cheap substring test says it could match: most text holds no
 # credential, and a plain ``in`` scan is far faster than a regex with look-behinds.
-_GUARDED: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = (
+_KEYS: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = (
     (("sk-",), re.compile(r"sk-(?:ant-)?[A-Za-z0-9_-]{16,}")),  # Anthropic / OpenAI style keys
     (
         ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
@@ -24,6 +24,9 @@ _GUARDED: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = (
     (("AKIA",), re.compile(r"AKIA[0-9A-Z]{16}")),  # AWS access key ids
     (("xox",), re.compile(r"xox[abposr]-[A-Za-z0-9-]{10,}")),  # Slack tokens
     (("earer ",), re.compile(r"(?<=[Bb]earer )[A-Za-z0-9._~+/-]{16,}=*")),  # bearer tokens
+)
+_GUARDED = (
+    *_KEYS,
     (("://",), re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)")),  # user:password in URLs
 )
 #: words that make the value assigned after them a secret (searched case-insensitively)
@@ -69,3 +72,9 @@ def redact(text: str) -> str:
         if any(needle in text for needle in needles):
             text = pattern.sub(REDACTED, text)
     return _redact_assignments(text)
+
+
+def holds_key(text: str) -> bool:
+    """Whether ``text`` holds a credential of a known key format or a bearer token."""
+    return any(any(n in text for n in needles) and pattern.search(text) is not None
+               for needles, pattern in _KEYS)

@@ -1,0 +1,519 @@
+"""Data-loss attacks on the stores, PostgreSQL first: real processes, real ``kill -9``, counts.
+
+Repeats the "nothing lost" measurements made on SQLite files against the ``storage.url``
+backend (a throwaway real PostgreSQL on 127.0.0.1) and the newer stores::
+
+    python bench/stress_storage.py [--quick] [--only memory,archive,revert,lossless,vectors,migrate]
+
+* ``memory``: N processes add / replace / remove curated-memory entries through the store API,
+  on the shared owner and two per-user owners at once, then the same again while entries are
+  being written and processes are killed with SIGKILL at random moments. Every acknowledged op
+  must be in the final documents exactly once (an op cut short may or may not be), no torn
+  entry, the limits held, and the history must replay to the documents.
+* ``archive``: 4 processes append to their own and to shared sessions (some with token usage),
+  then again under SIGKILL: every acknowledged message once, in order per writer and session,
+  ``message_count`` and the token counters equal to the rows.
+* ``revert``: a process adds to both documents and rolls back to random versions in a loop,
+  killed at random moments, on PostgreSQL and on the files: after each kill the documents must
+  equal the state the history's newest version describes (no half-applied rollback, no version
+  for a write that did not happen).
+* ``lossless``: the lossless engine's span archive under SIGKILL (PostgreSQL and SQLite): every
+  acknowledged span with all its messages, none half-written.
+* ``vectors``: the archive's background indexer (a fast fake embedder: only the model is fake)
+  killed while it embeds: no vector for another message's text, no gap reindex cannot fill.
+* ``migrate``: ``storage migrate --to`` while a writer keeps appending to the source archive.
+
+Nothing here asserts: it prints what it counted (``lost``, ``torn``, ``dup`` should all be 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "plugins"))
+
+OWNERS = ["", "alice", "bob"]
+ENTRY = re.compile(r"^\[(w\d+-k\d+)\] v(\d+) [a-z]+$")
+
+
+# ---------------------------------------------------------------------------------- workers
+
+def _say(*parts: object) -> None:
+    sys.stdout.write(" ".join(str(p) for p in parts) + "\n")
+    sys.stdout.flush()
+
+
+def _memory_store(url: str | None, home: str | None, owner: str) -> Any:
+    from hermes_core.storage import parse_storage_url
+    from memory.file_memory.store import MemoryStore
+
+    if url:
+        from memory.file_memory.pg_store import PgMemoryStore
+
+        return PgMemoryStore(parse_storage_url(url), owner=owner)
+    directory = Path(home or ".") / "memories"
+    if owner:
+        directory = directory / "users" / owner
+    return MemoryStore(directory)
+
+
+def worker_memory(args: argparse.Namespace) -> None:
+    """add / replace / remove entries with keys of this worker; BEGIN before, ACK after."""
+    rng = random.Random(args.seed)
+    stores = {o: _memory_store(args.url, args.home, o) for o in OWNERS}
+    live: dict[str, tuple[str, str, int]] = {}  # key -> (owner, target, version)
+    n = args.start
+    if args.start:  # taking over from a killed worker of this id: its entries as stored now
+        for owner, store in stores.items():
+            for target in ("memory", "user"):
+                for entry in store.entries(target):
+                    m = ENTRY.match(entry)
+                    if m and m.group(1).startswith(f"w{args.worker}-"):
+                        live[m.group(1)] = (owner, target, int(m.group(2)))
+    for _ in range(args.ops):
+        if len(live) < 3 or rng.random() < 0.2 and len(live) < 5:
+            key = f"w{args.worker}-k{n}"
+            n += 1
+            owner, target = rng.choice(OWNERS), rng.choice(["memory", "user"])
+            text = f"[{key}] v0 {rng.choice(['alpha', 'beta', 'gamma', 'delta'])}"
+            _say("BEGIN add", repr(owner), target, key, 0)
+            stores[owner].add(target, text)
+            live[key] = (owner, target, 0)
+            _say("ACK")
+        elif rng.random() < 0.6:
+            key = rng.choice(sorted(live))
+            owner, target, v = live[key]
+            text = f"[{key}] v{v + 1} {rng.choice(['alpha', 'beta', 'gamma', 'delta'])}"
+            _say("BEGIN replace", repr(owner), target, key, v + 1)
+            stores[owner].replace(target, f"[{key}] v", text)
+            live[key] = (owner, target, v + 1)
+            _say("ACK")
+        else:
+            key = rng.choice(sorted(live))
+            owner, target, v = live.pop(key)
+            _say("BEGIN remove", repr(owner), target, key, -1)
+            stores[owner].remove(target, f"[{key}] v")
+            _say("ACK")
+
+
+def worker_revert(args: argparse.Namespace) -> None:
+    """Add entries to both documents and roll back to random versions, forever."""
+    from memory.file_memory.versions import rollback
+
+    rng = random.Random(args.seed)
+    store = _memory_store(args.url, args.home, "")
+    n = 0
+    while True:
+        if rng.random() < 0.5 or store.history is None:
+            for target in ("memory", "user"):
+                entries = store.entries(target)
+                if len(entries) > 6:
+                    store.remove(target, entries[0])
+                store.add(target, f"[w{args.worker}-k{n}] v0 {target}")
+                n += 1
+        else:
+            versions = store.history.read()
+            if len(versions) > 2:
+                pick = rng.choice(versions[-10:-1]).version
+                _say("BEGIN rollback", pick)
+                rollback(store, pick)
+                _say("ACK")
+
+
+def worker_archive(args: argparse.Namespace) -> None:
+    """Append messages to this worker's own sessions and to the shared ones."""
+    from hermes_core.storage import parse_storage_url
+    from hermes_core.types import Message, Session, Usage
+    from memory.session_archive.pg_store import PgSessionArchive
+
+    rng = random.Random(args.seed)
+    archive = PgSessionArchive(parse_storage_url(args.url))
+    for i in range(args.ops):
+        own = rng.random() < 0.7
+        sid = f"own-{args.worker}-{i % 5}" if own else f"shared-{i % 3}"
+        tokens = rng.randint(1, 9)
+        usage = Usage(input_tokens=tokens, output_tokens=1) if rng.random() < 0.5 else None
+        content = f"w{args.worker} n{i} t{tokens if usage else 0}"
+        _say("BEGIN", sid, content)
+        archive.append_message(Session(id=sid, platform="bench"),
+                               Message(role="user", content=content), usage=usage)
+        _say("ACK")
+
+
+# ------------------------------------------------------------------------------- the driver
+
+class Run:
+    """Worker processes whose BEGIN/ACK lines are collected; killed with SIGKILL on demand."""
+
+    def __init__(self) -> None:
+        self.logs: list[list[str]] = []
+        self.ids: list[int] = []
+        self.procs: list[subprocess.Popen[str]] = []
+        self._threads: list[threading.Thread] = []
+
+    def start(self, kind: str, worker: int, extra: list[str]) -> int:
+        cmd = [sys.executable, __file__, "--worker-kind", kind, "--worker", str(worker), *extra]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        log: list[str] = []
+        err: list[str] = []
+
+        def pump() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                log.append(line.rstrip("\n"))
+
+        def pump_err() -> None:
+            assert proc.stderr is not None
+            err.extend(proc.stderr.read().splitlines()[-5:])
+
+        for fn in (pump, pump_err):
+            t = threading.Thread(target=fn, daemon=True)
+            t.start()
+            self._threads.append(t)
+        self.logs.append(log)
+        self.ids.append(worker)
+        self.procs.append(proc)
+        self.errors = getattr(self, "errors", [])
+        self.errors.append(err)
+        return len(self.procs) - 1
+
+    def by_worker(self) -> list[list[str]]:
+        """Each worker id's log lines, its processes' one after the other."""
+        out: dict[int, list[str]] = defaultdict(list)
+        for worker, log in zip(self.ids, self.logs, strict=True):
+            out[worker] += log
+        return list(out.values())
+
+    def wait_begins(self, index: int, count: int, timeout: float = 60.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if sum(1 for line in self.logs[index] if line.startswith("BEGIN")) >= count:
+                return True
+            if self.procs[index].poll() is not None:
+                return False
+            time.sleep(0.002)
+        return False
+
+    def kill(self, index: int) -> None:
+        self.procs[index].send_signal(signal.SIGKILL)
+        self.procs[index].wait()
+
+    def join(self) -> None:
+        for p in self.procs:
+            p.wait()
+        for t in self._threads:
+            t.join(timeout=10)
+
+    def failures(self) -> list[str]:
+        out = []
+        for proc, err in zip(self.procs, self.errors, strict=True):
+            if proc.returncode not in (0, -signal.SIGKILL):
+                out.append(f"exit {proc.returncode}: {' | '.join(err)[-400:]}")
+        return out
+
+
+def _ops(log: list[str]) -> list[tuple[list[str], bool]]:
+    """(the BEGIN line's fields, acknowledged?) for each op of one worker's log."""
+    out: list[tuple[list[str], bool]] = []
+    for line in log:
+        if line.startswith("BEGIN"):
+            out.append((line.split()[1:], False))
+        elif line == "ACK" and out:
+            out[-1] = (out[-1][0], True)
+    return out
+
+
+def check_memory(url: str | None, home: str | None, logs: list[list[str]]) -> dict[str, int]:
+    """Count lost / torn / duplicated entries and history mismatches."""
+    expected: dict[str, tuple[str, str, int] | None] = {}  # key -> (owner, target, v) or gone
+    maybe: dict[str, set[Any]] = defaultdict(set)  # key -> states an unacknowledged op allows
+    acked = 0
+    for log in logs:
+        for fields, ok in _ops(log):
+            op, owner, target, key, v = fields[0], eval(fields[1]), fields[2], fields[3], int(fields[4])  # noqa: S307
+            state = None if op == "remove" else (owner, target, v)
+            if ok:
+                acked += 1
+                expected[key] = state
+                maybe.pop(key, None)
+            else:
+                maybe[key] = {expected.get(key), state}
+    found: dict[str, list[tuple[str, str, int]]] = defaultdict(list)
+    torn = over = history_bad = 0
+    for owner in OWNERS:
+        store = _memory_store(url, home, owner)
+        for target in ("memory", "user"):
+            state = store.read(target)
+            if state.problem:
+                torn += 1
+            text = (state.raw or b"").decode("utf-8")
+            if len(text.rstrip("\n")) > store.limit(target):
+                over += 1
+            for entry in state.entries:
+                m = ENTRY.match(entry)
+                if m is None:
+                    torn += 1
+                    continue
+                found[m.group(1)].append((owner, target, int(m.group(2))))
+        history_bad += _history_mismatches(store)
+    lost = dup = wrong = 0
+    for key in set(expected) | set(found):
+        got = found.get(key, [])
+        if len(got) > 1:
+            dup += 1
+        now = got[0] if got else None
+        if key in maybe:
+            if now not in maybe[key]:
+                wrong += 1
+        elif expected.get(key) != now:
+            if now is None:
+                lost += 1
+            else:
+                wrong += 1
+    return {"acknowledged": acked, "lost": lost, "wrong_version": wrong, "dup": dup,
+            "torn": torn, "over_limit": over, "history_mismatch": history_bad}
+
+
+def _history_mismatches(store: Any) -> int:
+    """Versions whose ``before`` is not the previous ``after``, numbers not increasing by one,
+    and documents that differ from the newest version's ``after``."""
+    history = store.history
+    if history is None:
+        return 0
+    bad = 0
+    running: dict[str, str | None] = {}
+    last = None
+    for version in history.read():
+        if last is not None and version.version != last + 1:
+            bad += 1
+        last = version.version
+        for target, texts in version.stores.items():
+            # an emptied document: "" and None both mean "no entries"
+            if ("before" in texts and target in running
+                    and (texts["before"] or None) != (running[target] or None)):
+                bad += 1
+            running[target] = texts.get("after")
+    for target, text in running.items():
+        now = store.read(target).raw
+        if (now.decode("utf-8") if now else None) != (text or None):
+            bad += 1
+    return bad
+
+
+def _history_detail(store: Any) -> str:
+    versions = store.history.read()
+    tail = versions[-1]
+    now = {t: (store.read(t).raw or b"").decode() for t in ("memory", "user")}
+    return (f"last version {tail.version} {tail.action} {json.dumps(tail.stores)[:300]} "
+            f"documents {json.dumps(now)[:300]}")
+
+
+def attack_memory(url: str, workers: int, ops: int, kills: int) -> None:
+    """Concurrent ops, then ops under SIGKILL, on three owners at once."""
+    for phase, kill_count in (("concurrent", 0), ("kill -9", kills)):
+        _reset_memory(url)
+        run = Run()
+        per = ops // workers
+        for w in range(workers):
+            run.start("memory", w, ["--url", url, "--ops", str(per), "--seed", str(w)])
+        next_id = workers
+        rng = random.Random(7)
+        done_kills = 0
+        while done_kills < kill_count:
+            alive = [i for i, p in enumerate(run.procs) if p.poll() is None]
+            if not alive:
+                break
+            victim = rng.choice(alive)
+            if not run.wait_begins(victim, rng.randint(1, 4) + _begins(run, victim)):
+                continue
+            time.sleep(rng.random() * 0.004)  # land anywhere inside the write
+            run.kill(victim)
+            done_kills += 1
+            worker = run.ids[victim]
+            left = max(10, per - sum(_begins(run, i) for i, w in enumerate(run.ids) if w == worker))
+            run.start("memory", worker, ["--url", url, "--ops", str(left), "--seed",
+                                         str(next_id), "--start", str(next_id * 1000)])
+            next_id += 1
+        run.join()
+        counts = check_memory(url, None, run.by_worker())
+        counts["kills"] = done_kills
+        counts["worker_errors"] = len(run.failures())
+        _print("memory", phase, counts)
+        for f in run.failures()[:3]:
+            print("   ", f)
+
+
+def _begins(run: Run, index: int) -> int:
+    return sum(1 for line in run.logs[index] if line.startswith("BEGIN"))
+
+
+def _reset_memory(url: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as con:
+        for table in ("memory_documents", "memory_versions", "memory_history_heads"):
+            con.execute(f"DELETE FROM {table}")  # noqa: S608
+
+
+def attack_archive(url: str, workers: int, appends: int, kills: int) -> None:
+    import psycopg
+
+    for phase, kill_count in (("concurrent", 0), ("kill -9", kills)):
+        with psycopg.connect(url, autocommit=True) as con:
+            con.execute("DELETE FROM messages")
+            con.execute("DELETE FROM sessions")
+        run = Run()
+        per = appends // workers
+        for w in range(workers):
+            run.start("archive", w, ["--url", url, "--ops", str(per), "--seed", str(w)])
+        rng = random.Random(11)
+        next_id = workers
+        done_kills = 0
+        while done_kills < kill_count:
+            alive = [i for i, p in enumerate(run.procs) if p.poll() is None]
+            if not alive:
+                break
+            victim = rng.choice(alive)
+            if not run.wait_begins(victim, rng.randint(1, 20) + _begins(run, victim)):
+                continue
+            time.sleep(rng.random() * 0.003)
+            run.kill(victim)
+            done_kills += 1
+            left = max(20, per - _begins(run, victim))
+            run.start("archive", next_id, ["--url", url, "--ops", str(left), "--seed",
+                                           str(next_id)])
+            next_id += 1
+        run.join()
+        counts = check_archive(url, run.logs)
+        counts["kills"] = done_kills
+        counts["worker_errors"] = len(run.failures())
+        _print("archive", phase, counts)
+        for f in run.failures()[:3]:
+            print("   ", f)
+
+
+def check_archive(url: str, logs: list[list[str]]) -> dict[str, int]:
+    import psycopg
+
+    acked: set[str] = set()
+    maybe: set[str] = set()
+    for log in logs:
+        for fields, ok in _ops(log):
+            content = " ".join(fields[1:])
+            (acked if ok else maybe).add(content)
+    with psycopg.connect(url, autocommit=True) as con:
+        rows = con.execute("SELECT s.id, m.id, m.content FROM messages m JOIN sessions s "
+                           "ON s.num = m.session ORDER BY m.id").fetchall()
+        sessions = con.execute(
+            "SELECT s.id, s.message_count, s.input_tokens, s.api_calls, "
+            "(SELECT count(*) FROM messages m WHERE m.session = s.num) FROM sessions s").fetchall()
+    seen: dict[str, int] = defaultdict(int)
+    order_bad = 0
+    last: dict[tuple[str, str], int] = {}
+    tokens: dict[str, int] = defaultdict(int)
+    calls: dict[str, int] = defaultdict(int)
+    for sid, _mid, content in rows:
+        seen[content] += 1
+        w, n, t = content.split()
+        key = (sid, w)
+        if last.get(key, -1) >= int(n[1:]):
+            order_bad += 1
+        last[key] = int(n[1:])
+        tokens[sid] += int(t[1:])
+        calls[sid] += 1 if int(t[1:]) else 0
+    lost = sum(1 for c in acked if seen.get(c, 0) == 0)
+    dup = sum(1 for c, k in seen.items() if k > 1)
+    unknown = sum(1 for c in seen if c not in acked and c not in maybe)
+    count_bad = sum(1 for s in sessions if s[1] != s[4])
+    token_bad = sum(1 for s in sessions if s[2] != tokens[s[0]] or s[3] != calls[s[0]])
+    return {"acknowledged": len(acked), "rows": len(rows), "lost": lost, "dup": dup,
+            "unknown": unknown, "out_of_order": order_bad, "message_count_wrong": count_bad,
+            "tokens_wrong": token_bad}
+
+
+def attack_revert(url: str | None, kills: int) -> None:
+    """Rollbacks under SIGKILL: documents must equal what the newest version says."""
+    home = tempfile.mkdtemp(prefix="stress-revert-")
+    if url:
+        _reset_memory(url)
+    rng = random.Random(5)
+    bad = rollbacks = 0
+    args = ["--url", url] if url else ["--home", home]
+    for i in range(kills):
+        run = Run()
+        run.start("revert", i, [*args, "--seed", str(i)])
+        if not run.wait_begins(0, rng.randint(1, 3)):
+            print("    worker ended:", run.failures())
+            break
+        time.sleep(rng.random() * 0.01)
+        run.kill(0)
+        run.join()
+        rollbacks += _begins(run, 0)
+        store = _memory_store(url, home, "")
+        found = _history_mismatches(store)
+        if found and os.environ.get("STRESS_DEBUG"):
+            print("    mismatch after kill", i, _history_detail(store))
+        bad += 1 if found else 0
+    _print("revert", "postgresql" if url else "files",
+           {"kills": kills, "rollbacks_begun": rollbacks, "states_not_matching_history": bad})
+
+
+def _print(area: str, phase: str, counts: dict[str, int]) -> None:
+    print(f"{area:8} {phase:12} " + " ".join(f"{k}={v}" for k, v in counts.items()), flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default="memory,archive,revert")
+    parser.add_argument("--quick", action="store_true", help="a tenth of the ops and kills")
+    parser.add_argument("--worker-kind")
+    parser.add_argument("--worker", type=int, default=0)
+    parser.add_argument("--url")
+    parser.add_argument("--home")
+    parser.add_argument("--ops", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--start", type=int, default=0)
+    args = parser.parse_args()
+    if args.worker_kind:
+        {"memory": worker_memory, "archive": worker_archive,
+         "revert": worker_revert}[args.worker_kind](args)
+        return
+    from hermes_core.testing.postgres import temp_postgres
+
+    scale = 10 if args.quick else 1
+    only = set(args.only.split(","))
+    print(f"load: {os.getloadavg()[0]:.2f}", flush=True)
+    with temp_postgres() as pg:
+        url = pg.url
+        _memory_store(url, None, "")  # migrate once before the workers race
+        from hermes_core.storage import parse_storage_url
+        from memory.session_archive.pg_store import PgSessionArchive
+
+        PgSessionArchive(parse_storage_url(url))
+        if "memory" in only:
+            attack_memory(url, 4, 4000 // scale, 200 // scale)
+        if "archive" in only:
+            attack_archive(url, 4, 8000 // scale, 60 // scale)
+        if "revert" in only:
+            attack_revert(url, 60 // scale)
+            attack_revert(None, 60 // scale)
+    _ = json
+
+
+if __name__ == "__main__":
+    main()

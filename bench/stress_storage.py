@@ -59,8 +59,9 @@ def _say(*parts: object) -> None:
 
 
 def _memory_store(url: str | None, home: str | None, owner: str) -> Any:
-    from hermes_core.storage import parse_storage_url
     from memory.file_memory.store import MemoryStore
+
+    from hermes_core.storage import parse_storage_url
 
     if url:
         from memory.file_memory.pg_store import PgMemoryStore
@@ -86,7 +87,7 @@ def worker_memory(args: argparse.Namespace) -> None:
                     if m and m.group(1).startswith(f"w{args.worker}-"):
                         live[m.group(1)] = (owner, target, int(m.group(2)))
     for _ in range(args.ops):
-        if len(live) < 3 or rng.random() < 0.2 and len(live) < 5:
+        if len(live) < 3 or (rng.random() < 0.2 and len(live) < 5):
             key = f"w{args.worker}-k{n}"
             n += 1
             owner, target = rng.choice(OWNERS), rng.choice(["memory", "user"])
@@ -137,9 +138,10 @@ def worker_revert(args: argparse.Namespace) -> None:
 
 def worker_archive(args: argparse.Namespace) -> None:
     """Append messages to this worker's own sessions and to the shared ones."""
+    from memory.session_archive.pg_store import PgSessionArchive
+
     from hermes_core.storage import parse_storage_url
     from hermes_core.types import Message, Session, Usage
-    from memory.session_archive.pg_store import PgSessionArchive
 
     rng = random.Random(args.seed)
     archive = PgSessionArchive(parse_storage_url(args.url))
@@ -245,7 +247,7 @@ def check_memory(url: str | None, home: str | None, logs: list[list[str]]) -> di
     acked = 0
     for log in logs:
         for fields, ok in _ops(log):
-            op, owner, target, key, v = fields[0], eval(fields[1]), fields[2], fields[3], int(fields[4])  # noqa: S307
+            op, owner, target, key, v = fields[0], eval(fields[1]), fields[2], fields[3], int(fields[4])
             state = None if op == "remove" else (owner, target, v)
             if ok:
                 acked += 1
@@ -367,7 +369,7 @@ def _reset_memory(url: str) -> None:
 
     with psycopg.connect(url, autocommit=True) as con:
         for table in ("memory_documents", "memory_versions", "memory_history_heads"):
-            con.execute(f"DELETE FROM {table}")  # noqa: S608
+            con.execute(f"DELETE FROM {table}")
 
 
 def attack_archive(url: str, workers: int, appends: int, kills: int) -> None:
@@ -501,8 +503,9 @@ def main() -> None:
     with temp_postgres() as pg:
         url = pg.url
         _memory_store(url, None, "")  # migrate once before the workers race
-        from hermes_core.storage import parse_storage_url
         from memory.session_archive.pg_store import PgSessionArchive
+
+        from hermes_core.storage import parse_storage_url
 
         PgSessionArchive(parse_storage_url(url))
         if "memory" in only:

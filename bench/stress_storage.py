@@ -157,6 +157,196 @@ def worker_archive(args: argparse.Namespace) -> None:
         _say("ACK")
 
 
+class HashEmbedder:
+    """The fake model: a deterministic vector per text (its SHA-256 spread over 8 axes), so a
+    stored vector says exactly which text it was made from. ``delay``: seconds per call."""
+
+    name = "hash"
+    model_id = "hash-v1"
+    dimension = 8
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.delay = delay
+
+    def embed(self, texts: Any) -> list[list[float]]:
+        import hashlib
+
+        if self.delay:
+            time.sleep(self.delay)
+        out = []
+        for text in texts:
+            digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+            v = [b - 127.5 for b in digest[:8]]
+            norm = sum(x * x for x in v) ** 0.5
+            out.append([x / norm for x in v])
+        return out
+
+
+def _guarded(delay: float = 0.0) -> Any:
+    from hermes_core.embeddings import GuardedEmbedder
+
+    return GuardedEmbedder(HashEmbedder(delay), timeout=60)  # type: ignore[arg-type]
+
+
+def _archive(url: str | None, home: str | None) -> Any:
+    from hermes_core.storage import parse_storage_url
+    from memory.session_archive.pg_store import PgSessionArchive
+    from memory.session_archive.store import SessionArchive
+
+    if url:
+        return PgSessionArchive(parse_storage_url(url))
+    return SessionArchive(Path(home or ".") / "state.db")
+
+
+def worker_indexer(args: argparse.Namespace) -> None:
+    """Append messages and embed them (a slow fake model), forever: killed from outside."""
+    from hermes_core.types import Message
+    from memory.session_archive.vectors import index_batch
+
+    archive = _archive(args.url, args.home)
+    embedder = _guarded(0.004)
+    rng = random.Random(args.seed)
+    i = 0
+    while True:
+        for _ in range(rng.randint(1, 20)):
+            archive.append_message(f"idx-{args.worker}", Message(
+                role="user", content=f"w{args.worker} message {i} {rng.random()}"))
+            i += 1
+        _say("BEGIN batch")
+        index_batch(archive, embedder, 16)
+
+
+def vector_counts(archive: Any) -> dict[str, int]:
+    """Embeddable messages without a vector, and vectors not made from their message's text."""
+    import numpy as np
+    from memory.session_archive.vector_store import _EMBEDDABLE
+    from memory.session_archive.vectors import TEXT_CHARS
+
+    fake = HashEmbedder()
+    rows = archive.db.read(f"SELECT m.id, substr(m.content, 1, {TEXT_CHARS}), v.vec FROM "
+                           "messages AS m LEFT JOIN message_vectors AS v ON v.id = m.id "
+                           f"WHERE {_EMBEDDABLE}")
+    missing = wrong = 0
+    for _mid, text, vec in rows:
+        if vec is None:
+            missing += 1
+            continue
+        stored = np.frombuffer(bytes(vec), dtype=np.float16).astype(np.float32)
+        if float(np.dot(stored, np.asarray(fake.embed([text])[0]))) < 0.99:
+            wrong += 1
+    return {"embeddable": len(rows), "missing": missing, "wrong_text": wrong}
+
+
+def _index_all(archive: Any) -> None:
+    from memory.session_archive.vectors import index_batch
+
+    embedder = _guarded()
+    while index_batch(archive, embedder, 64) > 0:
+        pass
+
+
+def _reindex(archive: Any) -> None:
+    from memory.session_archive.vectors import reindex
+
+    reindex(archive, _guarded(), batch=64)
+
+
+def attack_vectors(url: str, kills: int) -> None:
+    """The background indexer under SIGKILL; ids reused after a forget (SQLite); a long
+    transaction committing below the cursor (PostgreSQL)."""
+    from hermes_core.types import Message
+    from memory.session_archive.forget import forget_messages
+
+    for backend in ("postgresql", "sqlite"):
+        home = tempfile.mkdtemp(prefix="stress-vec-")
+        bu = url if backend == "postgresql" else None
+        if bu:
+            _reset_archive(bu)
+        rng = random.Random(3)
+        for i in range(kills):
+            run = Run()
+            run.start("indexer", i, [*(["--url", bu] if bu else ["--home", home]),
+                                     "--seed", str(i)])
+            run.wait_begins(0, rng.randint(1, 4))
+            time.sleep(rng.random() * 0.01)
+            run.kill(0)
+            run.join()
+        archive = _archive(bu, home)
+        _index_all(archive)
+        after = vector_counts(archive)
+        _reindex(archive)
+        again = vector_counts(archive)
+        _print("vectors", f"kill {backend[:6]}", {
+            "kills": kills, **after, "missing_after_reindex": again["missing"],
+            "wrong_after_reindex": again["wrong_text"]})
+
+    # SQLite: the newest messages forgotten after they were embedded, then new ones appended
+    home = tempfile.mkdtemp(prefix="stress-vec-")
+    archive = _archive(None, home)
+    for i in range(40):
+        archive.append_message("forget", Message(role="user", content=f"plain message {i}"))
+    for i in range(5):
+        archive.append_message("forget", Message(role="user", content=f"secret plan {i}"))
+    _index_all(archive)
+    forget_messages(archive, "secret plan")
+    for i in range(5):
+        archive.append_message("forget", Message(role="user", content=f"later message {i}"))
+    _index_all(archive)
+    after = vector_counts(archive)
+    _reindex(archive)
+    _print("vectors", "forget sqlite", {**after,
+                                         "missing_after_reindex": vector_counts(archive)["missing"]})
+
+    # PostgreSQL: a long transaction (an import) commits ids far below the indexer's cursor
+    _reset_archive(url)
+    archive = _archive(url, None)
+    embedder = _guarded()
+
+    from memory.session_archive.pg_store import PgSessionArchive
+
+    assert isinstance(archive, PgSessionArchive)
+    done = threading.Event()
+
+    def live() -> None:
+        from memory.session_archive.vectors import index_batch
+        k = 0
+        while not done.is_set():
+            archive.append_message("live", Message(role="user", content=f"live {k}"))
+            index_batch(archive, embedder, 64)
+            k += 1
+
+    def bulk(con: Any) -> None:
+        num = archive._create_from(con, "bulk")
+        for step in range(60):
+            con.insert_many("INSERT INTO messages(session, role, content, tool_name, "
+                            "tool_call_id, tool_calls, timestamp, meta) VALUES "
+                            "(?, ?, ?, ?, ?, ?, ?, ?)",
+                            [(num, "user", f"imported {step} {k}", None, None, None,
+                              time.time(), None) for k in range(50)])
+            time.sleep(0.01)  # a long import: the live node appends and indexes meanwhile
+
+    t = threading.Thread(target=live, daemon=True)
+    t.start()
+    archive._write(bulk)
+    done.set()
+    t.join()
+    _index_all(archive)
+    after = vector_counts(archive)
+    _reindex(archive)
+    _print("vectors", "late pg", {**after,
+                                   "missing_after_reindex": vector_counts(archive)["missing"]})
+
+
+def _reset_archive(url: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as con:
+        con.execute("DELETE FROM message_vectors")
+        con.execute("DELETE FROM archive_meta")
+        con.execute("DELETE FROM messages")
+        con.execute("DELETE FROM sessions")
+
+
 # ------------------------------------------------------------------------------- the driver
 
 class Run:
@@ -481,7 +671,7 @@ def _print(area: str, phase: str, counts: dict[str, int]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", default="memory,archive,revert")
+    parser.add_argument("--only", default="memory,archive,revert,vectors")
     parser.add_argument("--quick", action="store_true", help="a tenth of the ops and kills")
     parser.add_argument("--worker-kind")
     parser.add_argument("--worker", type=int, default=0)
@@ -492,7 +682,7 @@ def main() -> None:
     parser.add_argument("--start", type=int, default=0)
     args = parser.parse_args()
     if args.worker_kind:
-        {"memory": worker_memory, "archive": worker_archive,
+        {"memory": worker_memory, "archive": worker_archive, "indexer": worker_indexer,
          "revert": worker_revert}[args.worker_kind](args)
         return
     from hermes_core.testing.postgres import temp_postgres
@@ -515,6 +705,8 @@ def main() -> None:
         if "revert" in only:
             attack_revert(url, 60 // scale)
             attack_revert(None, 60 // scale)
+        if "vectors" in only:
+            attack_vectors(url, 40 // scale)
     _ = json
 
 

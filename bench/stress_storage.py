@@ -189,9 +189,10 @@ def _guarded(delay: float = 0.0) -> Any:
 
 
 def _archive(url: str | None, home: str | None) -> Any:
-    from hermes_core.storage import parse_storage_url
     from memory.session_archive.pg_store import PgSessionArchive
     from memory.session_archive.store import SessionArchive
+
+    from hermes_core.storage import parse_storage_url
 
     if url:
         return PgSessionArchive(parse_storage_url(url))
@@ -200,8 +201,9 @@ def _archive(url: str | None, home: str | None) -> Any:
 
 def worker_indexer(args: argparse.Namespace) -> None:
     """Append messages and embed them (a slow fake model), forever: killed from outside."""
-    from hermes_core.types import Message
     from memory.session_archive.vectors import index_batch
+
+    from hermes_core.types import Message
 
     archive = _archive(args.url, args.home)
     embedder = _guarded(0.004)
@@ -254,8 +256,9 @@ def _reindex(archive: Any) -> None:
 def attack_vectors(url: str, kills: int) -> None:
     """The background indexer under SIGKILL; ids reused after a forget (SQLite); a long
     transaction committing below the cursor (PostgreSQL)."""
-    from hermes_core.types import Message
     from memory.session_archive.forget import forget_messages
+
+    from hermes_core.types import Message
 
     for backend in ("postgresql", "sqlite"):
         home = tempfile.mkdtemp(prefix="stress-vec-")
@@ -330,7 +333,12 @@ def attack_vectors(url: str, kills: int) -> None:
     archive._write(bulk)
     done.set()
     t.join()
-    _index_all(archive)
+    from memory.session_archive.vectors import VectorIndexer
+
+    indexer = VectorIndexer(archive, embedder, batch=64)  # the background indexer, as serve runs it
+    for _ in range(3):  # three wake-ups, each ending when nothing is pending
+        indexer.wait_done(120)
+    indexer.close()
     after = vector_counts(archive)
     _reindex(archive)
     _print("vectors", "late pg", {**after,

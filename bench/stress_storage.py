@@ -345,6 +345,60 @@ def attack_vectors(url: str, kills: int) -> None:
                                    "missing_after_reindex": vector_counts(archive)["missing"]})
 
 
+def worker_appender(args: argparse.Namespace) -> None:
+    """A node serving turns: append to 20 sessions in turn, a new session now and then."""
+    from hermes_core.types import Message
+
+    archive = _archive(args.url, args.home)
+    for i in range(10**9):
+        sid = f"node-{i % 20}" if i % 50 else f"new-{i}"
+        _say("BEGIN", sid, f"message {i}")
+        archive.append_message(sid, Message(role="user", content=f"message {i}"))
+        _say("ACK")
+
+
+def _contents(archive: Any) -> set[tuple[str, str]]:
+    rows = archive.db.read("SELECT s.id, m.content FROM messages AS m JOIN sessions AS s "
+                           "ON s.num = m.session")
+    return {(str(a), str(b)) for a, b in rows}
+
+
+def attack_migrate(url: str) -> None:
+    """``storage migrate`` both ways while a node writes to the source."""
+    for direction in ("--to", "--from"):
+        _reset_archive(url)
+        home = Path(tempfile.mkdtemp(prefix="stress-migrate-"))
+        source_url = url if direction == "--from" else None
+        source = _archive(source_url, str(home))
+        run = Run()
+        run.start("appender", 0, ["--url", url] if source_url else ["--home", str(home)])
+        run.wait_begins(0, 300)
+        env = {**os.environ, "HERMES_CORE_HOME": str(home), "HERMES_CORE_STORAGE_URL": ""}
+        cmd = [sys.executable, "-m", "hermes_core", "storage", "migrate", direction, url,
+               "--json"]
+        first = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+        run.kill(0)
+        run.join()
+        target = _archive(None if source_url else url, str(home))
+        missing_first = len(_contents(source) - _contents(target))
+        again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+        missing_again = len(_contents(source) - _contents(target))
+        try:
+            lines = json.loads(again.stdout).get("plugins", {})
+            said = json.dumps(lines)[:0]
+        except ValueError:
+            said = again.stderr[-200:]
+        _print("migrate", direction.strip("-"), {
+            "written": len(_contents(source)), "exit": first.returncode,
+            "missing_after_first": missing_first, "exit_again": again.returncode,
+            "missing_after_rerun": missing_again})
+        warn = [ln for ln in (first.stdout + first.stderr).splitlines()
+                if "changed" in ln or "still" in ln]
+        if warn:
+            print("    first run said:", warn[0][:200])
+        _ = said
+
+
 def _reset_archive(url: str) -> None:
     import psycopg
 
@@ -679,7 +733,7 @@ def _print(area: str, phase: str, counts: dict[str, int]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", default="memory,archive,revert,vectors")
+    parser.add_argument("--only", default="memory,archive,revert,vectors,migrate")
     parser.add_argument("--quick", action="store_true", help="a tenth of the ops and kills")
     parser.add_argument("--worker-kind")
     parser.add_argument("--worker", type=int, default=0)
@@ -691,6 +745,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.worker_kind:
         {"memory": worker_memory, "archive": worker_archive, "indexer": worker_indexer,
+         "appender": worker_appender,
          "revert": worker_revert}[args.worker_kind](args)
         return
     from hermes_core.testing.postgres import temp_postgres
@@ -715,6 +770,8 @@ def main() -> None:
             attack_revert(None, 60 // scale)
         if "vectors" in only:
             attack_vectors(url, 40 // scale)
+        if "migrate" in only:
+            attack_migrate(url)
     _ = json
 
 

@@ -113,14 +113,22 @@ def worker_memory(args: argparse.Namespace) -> None:
 
 
 def worker_revert(args: argparse.Namespace) -> None:
-    """Add entries to both documents and roll back to random versions, forever."""
+    """Add entries to both documents, consolidate one, roll back to random versions, forever."""
     from memory.file_memory.versions import rollback
 
     rng = random.Random(args.seed)
     store = _memory_store(args.url, args.home, "")
     n = 0
     while True:
-        if rng.random() < 0.5 or store.history is None:
+        if rng.random() < 0.2:  # a consolidation, as the curator applies it (one document)
+            target = rng.choice(["memory", "user"])
+            state = store.read(target)
+            entries = sorted(state.entries, reverse=rng.random() < 0.5)
+            if len(entries) > 1 and entries != state.entries:
+                _say("BEGIN curate", target)
+                store.overwrite(target, entries, expected=state.raw, action="curate")
+                _say("ACK")
+        elif rng.random() < 0.5 or store.history is None:
             for target in ("memory", "user"):
                 entries = store.entries(target)
                 if len(entries) > 6:
@@ -134,6 +142,72 @@ def worker_revert(args: argparse.Namespace) -> None:
                 _say("BEGIN rollback", pick)
                 rollback(store, pick)
                 _say("ACK")
+
+
+def _span_store(url: str | None, home: str | None) -> Any:
+    if url:
+        from context_engine.lossless.pg_store import PgSpanStore
+
+        from hermes_core.storage import parse_storage_url
+
+        return PgSpanStore(parse_storage_url(url))
+    from context_engine.lossless.store import SpanStore
+
+    return SpanStore(Path(home or ".") / "context.db")
+
+
+def worker_lossless(args: argparse.Namespace) -> None:
+    """Archive spans of 1-12 messages (what a compaction does), forever."""
+    from hermes_core.types import Message
+
+    store = _span_store(args.url, args.home)
+    rng = random.Random(args.seed)
+    for i in range(10**9):
+        n = rng.randint(1, 12)
+        conv = f"conv-{args.worker}-{i % 3}"
+        _say("BEGIN", conv, f"w{args.worker}s{i}", n)
+        span = store.add_span(conv, [Message(role="user", content=f"w{args.worker}s{i} m{k}")
+                                     for k in range(n)], f"digest w{args.worker}s{i}")
+        _say("ACK", span.id)
+
+
+def check_lossless(url: str | None, home: str, logs: list[list[str]]) -> dict[str, int]:
+    store = _span_store(url, home)
+    acked = maybe = 0
+    lost = torn = dup = 0
+    for log in logs:
+        for fields, ok in _ops(log):
+            conv, tag, n = fields[0], fields[1], int(fields[2])
+            spans = [sp for sp in store.spans(conv) if sp.digest == f"digest {tag}"]
+            if len(spans) > 1:
+                dup += 1
+            if ok:
+                acked += 1
+                lost += 0 if spans else 1
+            else:
+                maybe += 1
+            for sp in spans:
+                texts = [m.message.content for m in store.messages(sp.id, 0, 100)]
+                if sp.n_messages != n or texts != [f"{tag} m{k}" for k in range(n)]:
+                    torn += 1
+    return {"acknowledged": acked, "cut_short": maybe, "lost": lost, "dup": dup, "torn": torn}
+
+
+def attack_lossless(url: str, kills: int) -> None:
+    for backend in ("postgresql", "sqlite"):
+        home = tempfile.mkdtemp(prefix="stress-lossless-")
+        bu = url if backend == "postgresql" else None
+        rng = random.Random(9)
+        run = Run()
+        for i in range(kills):
+            run.start("lossless", i, [*(["--url", bu] if bu else ["--home", home]),
+                                      "--seed", str(i)])
+            run.wait_begins(len(run.procs) - 1, rng.randint(1, 30))
+            time.sleep(rng.random() * 0.005)
+            run.kill(len(run.procs) - 1)
+        run.join()
+        counts = check_lossless(bu, home, run.logs)
+        _print("lossless", f"kill {backend[:6]}", {"kills": kills, **counts})
 
 
 def worker_archive(args: argparse.Namespace) -> None:
@@ -417,10 +491,11 @@ class Run:
     def __init__(self) -> None:
         self.logs: list[list[str]] = []
         self.ids: list[int] = []
+        self.slots: list[int] = []  # which of the N concurrent writers a process stands for
         self.procs: list[subprocess.Popen[str]] = []
         self._threads: list[threading.Thread] = []
 
-    def start(self, kind: str, worker: int, extra: list[str]) -> int:
+    def start(self, kind: str, worker: int, extra: list[str], slot: int | None = None) -> int:
         cmd = [sys.executable, __file__, "--worker-kind", kind, "--worker", str(worker), *extra]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         log: list[str] = []
@@ -441,6 +516,7 @@ class Run:
             self._threads.append(t)
         self.logs.append(log)
         self.ids.append(worker)
+        self.slots.append(worker if slot is None else slot)
         self.procs.append(proc)
         self.errors = getattr(self, "errors", [])
         self.errors.append(err)
@@ -487,7 +563,7 @@ def _ops(log: list[str]) -> list[tuple[list[str], bool]]:
     for line in log:
         if line.startswith("BEGIN"):
             out.append((line.split()[1:], False))
-        elif line == "ACK" and out:
+        elif (line == "ACK" or line.startswith("ACK ")) and out:
             out[-1] = (out[-1][0], True)
     return out
 
@@ -648,9 +724,11 @@ def attack_archive(url: str, workers: int, appends: int, kills: int) -> None:
             time.sleep(rng.random() * 0.003)
             run.kill(victim)
             done_kills += 1
-            left = max(20, per - _begins(run, victim))
+            slot = run.slots[victim]
+            left = max(20, per - sum(_begins(run, i) for i, s in enumerate(run.slots)
+                                     if s == slot))
             run.start("archive", next_id, ["--url", url, "--ops", str(left), "--seed",
-                                           str(next_id)])
+                                           str(next_id)], slot=slot)
             next_id += 1
         run.join()
         counts = check_archive(url, run.logs)
@@ -724,7 +802,7 @@ def attack_revert(url: str | None, kills: int) -> None:
             print("    mismatch after kill", i, _history_detail(store))
         bad += 1 if found else 0
     _print("revert", "postgresql" if url else "files",
-           {"kills": kills, "rollbacks_begun": rollbacks, "states_not_matching_history": bad})
+           {"kills": kills, "changes_begun": rollbacks, "states_not_matching_history": bad})
 
 
 def _print(area: str, phase: str, counts: dict[str, int]) -> None:
@@ -733,7 +811,7 @@ def _print(area: str, phase: str, counts: dict[str, int]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", default="memory,archive,revert,vectors,migrate")
+    parser.add_argument("--only", default="memory,archive,revert,lossless,vectors,migrate")
     parser.add_argument("--quick", action="store_true", help="a tenth of the ops and kills")
     parser.add_argument("--worker-kind")
     parser.add_argument("--worker", type=int, default=0)
@@ -745,7 +823,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.worker_kind:
         {"memory": worker_memory, "archive": worker_archive, "indexer": worker_indexer,
-         "appender": worker_appender,
+         "appender": worker_appender, "lossless": worker_lossless,
          "revert": worker_revert}[args.worker_kind](args)
         return
     from hermes_core.testing.postgres import temp_postgres
@@ -768,6 +846,8 @@ def main() -> None:
         if "revert" in only:
             attack_revert(url, 60 // scale)
             attack_revert(None, 60 // scale)
+        if "lossless" in only:
+            attack_lossless(url, 60 // scale)
         if "vectors" in only:
             attack_vectors(url, 40 // scale)
         if "migrate" in only:

@@ -447,15 +447,18 @@ def attack_migrate(url: str) -> None:
         run = Run()
         run.start("appender", 0, ["--url", url] if source_url else ["--home", str(home)])
         run.wait_begins(0, 300)
-        env = {**os.environ, "HERMES_CORE_HOME": str(home), "HERMES_CORE_STORAGE_URL": ""}
+        env = {**os.environ, "HERMES_CORE_HOME": str(home), "HERMES_CORE_STORAGE_URL": "",
+               "PYTHONPATH": str(ROOT)}  # this tree's hermes-core, whatever is installed
         cmd = [sys.executable, "-m", "hermes_core", "storage", "migrate", direction, url,
                "--json"]
-        first = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+        first = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600,
+                               cwd=ROOT)
         run.kill(0)
         run.join()
         target = _archive(None if source_url else url, str(home))
         missing_first = len(_contents(source) - _contents(target))
-        again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+        again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600,
+                               cwd=ROOT)
         missing_again = len(_contents(source) - _contents(target))
         try:
             lines = json.loads(again.stdout).get("plugins", {})

@@ -128,6 +128,9 @@ def pg_archive(tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> 
 def commit_late(archive: SessionArchive, g: GuardedEmbedder) -> None:
     """Insert a message in a transaction that stays open while 40 later messages (twice the
     look-back) are stored and embedded, then commit it: its id is far below the cursor."""
+    # ids far from 1 (a database that has seen many messages, deleted since): the sweep
+    # must go by messages, not by a range of ids
+    archive.db.read("SELECT setval(pg_get_serial_sequence('messages', 'id'), 100000)")
     add(archive, "s-late", "opening words")
     num = archive.db.read("SELECT num FROM sessions WHERE id = 's-late'")[0][0]
     inserted, commit = threading.Event(), threading.Event()

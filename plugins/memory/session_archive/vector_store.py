@@ -135,6 +135,12 @@ class VectorStore:
                                f"AS m WHERE {_MISSING}{bound} ORDER BY m.id LIMIT ?",
                           (after, size))
 
+    def id_after(self, after: int, count: int) -> int | None:
+        """The id of the ``count``-th message after id ``after`` (None: there are fewer)."""
+        rows = self._read(None, "SELECT id FROM messages WHERE id > ? ORDER BY id LIMIT 1 "
+                                "OFFSET ?", (after, count - 1))
+        return int(rows[0][0]) if rows else None
+
     def missing_count(self) -> int:
         return int(self.archive.db.read(
             f"SELECT count(*) FROM messages AS m WHERE {_MISSING}", (0,))[0][0])

@@ -556,7 +556,7 @@ def _scan_pool() -> Any:
         return _POOL
 
 
-#: ids looked at per wake-up by the indexer's sweep for late-committed messages (PostgreSQL)
+#: messages looked at per wake-up by the indexer's sweep for late commits (PostgreSQL)
 SWEEP_WINDOW = 5000
 #: how long the indexer sleeps without a wake-up (after an outage: when it tries again)
 RETRY_SECONDS = 30.0
@@ -630,8 +630,8 @@ class VectorIndexer:
             self.idle.set()
 
     def _sweep_step(self) -> int:
-        """On a shared database, look for messages without a vector in the next
-        :data:`SWEEP_WINDOW` ids (from the first id on, round and round): a transaction
+        """On a shared database, look for messages without a vector among the next
+        :data:`SWEEP_WINDOW` messages (from the first on, round and round): a transaction
         that committed long after its ids were given (an import, a stalled node) can leave
         messages below the cursor's look-back, which the pending query no longer sees. One
         window per wake-up while nothing else is pending; how many it embedded."""
@@ -639,18 +639,17 @@ class VectorIndexer:
         if not store.shared:
             return 0
         after = self._swept
+        upto = store.id_after(after, SWEEP_WINDOW)  # None: the window reaches the end
         out = store.exclusive(functools.partial(
-            _fill, store, embedder=self.embedder, size=self.batch, after=after,
-            upto=after + SWEEP_WINDOW), None)
+            _fill, store, embedder=self.embedder, size=self.batch, after=after, upto=upto),
+            None)
         if out is None:  # another node is embedding
             return 0
         n, last = out
         if n:
             self._swept = last
-        elif after + SWEEP_WINDOW < int(store.meta().get("vectors_through") or 0):
-            self._swept = after + SWEEP_WINDOW
         else:
-            self._swept = 0  # the whole archive was looked at: start again
+            self._swept = upto or 0  # at the end: the whole archive was looked at, again
         return n
 
     def close(self, timeout: float = 5.0) -> None:

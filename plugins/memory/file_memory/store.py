@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from pathlib import Path
 from hermes_core.atomic import LockUnavailable, atomic_write, locked
 from hermes_core.private import private_dir
 
+from . import intent
 from .entries import canonical_text, dedupe, joined_size, parse_entries, usage_label
 from .errors import InvalidRequest, MemoryRefused, StoreUnreadable, WriteFailed
 from .history import History, Provenance, Version, now
@@ -129,6 +131,14 @@ def read_state(path: Path) -> FileState:
     return FileState(entries, raw=raw, edited=text.strip() != canonical_text(entries))
 
 
+_held = threading.local()
+
+
+def _holding(path: Path) -> bool:
+    """Whether this thread holds the lock of ``path`` (taken through :func:`_locked`)."""
+    return str(path) in getattr(_held, "paths", ())
+
+
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
     """:func:`hermes_core.atomic.locked`, its failure reported as :class:`WriteFailed`."""
@@ -137,7 +147,23 @@ def _locked(path: Path) -> Iterator[None]:
             stack.enter_context(locked(path))
         except LockUnavailable as exc:
             raise WriteFailed(str(exc.strerror)) from None
-        yield
+        paths: set[str] = getattr(_held, "paths", None) or set()
+        _held.paths = paths
+        paths.add(str(path))
+        try:
+            yield
+        finally:
+            paths.discard(str(path))
+
+
+def finish_intents(store: MemoryStore, targets: Iterable[str]) -> None:
+    """Complete what a writer killed mid-write left (see :mod:`.intent`), each file under its
+    lock; a file this thread is writing is skipped."""
+    for target in targets:
+        path = store.path(target)
+        if intent.pending(path) and not _holding(path):
+            with contextlib.suppress(OSError, WriteFailed), _locked(path):
+                intent.finish(path, store.history)
 
 
 def _backup_path(path: Path) -> Path:
@@ -167,6 +193,7 @@ class MemoryStore:
             History(self.directory, limit=history_limit, locker=_locked)
             if history_limit > 0 else None
         )
+        finish_intents(self, TARGETS)
 
     # ------------------------------------------------------------------------------- reading
 
@@ -177,8 +204,12 @@ class MemoryStore:
         return self.limits[check_target(target)]
 
     def read(self, target: str) -> FileState:
-        """The file as it is now (no lock): entries with duplicates, and any problem."""
-        return read_state(self.path(target))
+        """The file as it is now (no lock): entries with duplicates, and any problem. A write
+        cut short by a dead writer is completed first (:mod:`.intent`)."""
+        path = self.path(target)
+        if intent.pending(path):
+            finish_intents(self, [target])
+        return read_state(path)
 
     def read_many(self, targets: Iterable[str]) -> dict[str, FileState]:
         """:meth:`read` of each target (a database store reads them in one query)."""
@@ -281,6 +312,8 @@ class MemoryStore:
             ) from None
         with _locked(path):
             self._sweep_orphans(path)
+            if intent.pending(path):
+                intent.finish(path, self.history)
             state = read_state(path)
             if state.problem is not None:
                 raise StoreUnreadable(
@@ -295,7 +328,8 @@ class MemoryStore:
             step = "write the"
             text = canonical_text(new)
             data = (text + "\n").encode() if text else b""
-            with self._versioned(target, state, new, data, applied, by, action, changes) as undo:
+            with self._versioned(path, target, state, new, data, applied, by, action,
+                                 changes) as undo:
                 try:
                     if state.edited and state.raw is not None:
                         step = "back up the hand-edited"
@@ -314,7 +348,7 @@ class MemoryStore:
 
     @contextlib.contextmanager
     def _versioned(
-        self, target: str, state: FileState, new: list[str], data: bytes,
+        self, path: Path, target: str, state: FileState, new: list[str], data: bytes,
         applied: list[Applied], by: Provenance | None, action: str,
         changes: list[dict[str, object]] | None,
     ) -> Iterator[Callable[[], None]]:
@@ -322,7 +356,9 @@ class MemoryStore:
 
         Runs under the store's lock; takes the history's own lock after it (fixed order). The
         version is appended before the file is replaced: if the replace fails the append is cut
-        off again, so the history never shows a change that did not happen.
+        off again, so the history never shows a change that did not happen. The write's intent
+        is left first and dropped once the file is written, so a writer killed in between has
+        its change completed by the next one (:mod:`.intent`).
         """
         history = self.history
         if history is None:
@@ -342,8 +378,10 @@ class MemoryStore:
 
         with history.locked():
             try:
+                intent.record(path, target, history._tail()[0] + 1, state.raw, data)
                 _version, size = history.append(build)
             except OSError as exc:
+                intent.clear(path)
                 raise WriteFailed(
                     f"cannot record the change in {history.path}: {exc.strerror or exc}. The "
                     "memory file was not changed; check free disk space and permissions.",
@@ -355,8 +393,10 @@ class MemoryStore:
                 nonlocal undone
                 undone = True
                 history.undo(size)
+                intent.clear(path)
 
             yield undo
+            intent.clear(path)
             if not undone:
                 with contextlib.suppress(OSError):  # pruning is housekeeping; the write stands
                     history.prune()

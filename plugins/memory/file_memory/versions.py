@@ -15,6 +15,7 @@ from typing import Any
 
 from hermes_core.atomic import atomic_write
 
+from . import intent
 from .entries import canonical_text, joined_size, parse_entries
 from .errors import InvalidRequest, MemoryRefused, StoreUnreadable, WriteFailed
 from .history import Provenance, UnknownVersion, Version, matches_subject, now
@@ -83,6 +84,9 @@ def write_stores(
     with contextlib.ExitStack() as stack:
         for target in TARGETS:
             stack.enter_context(_locked(store.path(target)))
+        for target in TARGETS:  # a change a killed writer left half-done is completed first
+            if intent.pending(store.path(target)):
+                intent.finish(store.path(target), store.history)
         states = {t: read_state(store.path(t)) for t in TARGETS}
         for target, state in states.items():
             if state.problem is not None:
@@ -108,12 +112,23 @@ def write_stores(
         version: Version | None = None
         with history.locked() if history is not None else contextlib.nullcontext():
             size = 0
+            try:  # every file's intent first: a writer killed mid-way has its change completed
+                number = history._tail()[0] + 1 if history is not None else 0
+                for target, data in new.items():
+                    intent.record(store.path(target), target, number, states[target].raw, data)
+            except OSError as exc:
+                for target in new:
+                    intent.clear(store.path(target))
+                raise WriteFailed(f"cannot write in {store.directory}: {exc.strerror or exc}; "
+                                  "nothing was changed") from None
             if history is not None:
                 try:
                     version, size = history.append(lambda n: Version(
                         n, now(), action, by.origin, listed, stores, session_id=by.session_id,
                         message_id=by.message_id, restores=restores))
                 except OSError as exc:
+                    for target in new:
+                        intent.clear(store.path(target))
                     raise WriteFailed(f"cannot record the change in {history.path}: "
                                       f"{exc.strerror or exc}; nothing was changed") from None
             written: list[str] = []
@@ -138,11 +153,15 @@ def write_stores(
                             atomic_write(store.path(done), old)
                 if history is not None:
                     history.undo(size)
+                for target in new:
+                    intent.clear(store.path(target))
                 raise WriteFailed(
                     f"cannot write {store.path(failing)}: {exc.strerror or exc}. Nothing was "
                     "changed; check free disk space and permissions, then retry.",
                     target=failing,
                 ) from None
+            for target in new:
+                intent.clear(store.path(target))
             if after_write is not None:
                 after_write()
             if history is not None:

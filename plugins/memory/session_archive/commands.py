@@ -310,8 +310,10 @@ def import_cmd(file: str, as_json: bool) -> None:
     if as_json:
         echo_json(report.__dict__)
         return
+    completed = (f" ({report.sessions_completed} of them got the messages they lacked)"
+                 if report.sessions_completed else "")
     click.echo(f"imported {report.sessions_imported} session(s), {report.messages_imported} "
-               f"message(s); skipped {report.sessions_skipped} already present")
+               f"message(s); skipped {report.sessions_skipped} already present{completed}")
 
 
 @sessions.command("delete")

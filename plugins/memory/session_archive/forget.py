@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .store import SessionArchive
+from .vector_store import vector_store
 
 __all__ = ["ArchiveForget", "DeletedSessions", "delete_sessions", "forget_messages"]
 
@@ -99,6 +100,8 @@ def forget_messages(archive: SessionArchive, subject: str, *, scope: str = "all"
             chunk = ids[start:start + _CHUNK]
             con.execute(f"DELETE FROM messages WHERE id IN ({','.join('?' * len(chunk))})",
                         chunk)
+        if ids:
+            vector_store(archive).forgot(con)
         for sid in found.titles:
             con.execute("UPDATE sessions SET title = NULL WHERE id = ?", (sid,))
         found.deleted = found.matched
@@ -135,6 +138,7 @@ def delete_sessions(archive: SessionArchive, session_id: str, *,
         count = con.execute(f"SELECT count(*) FROM messages WHERE session IN ({marks})",
                             nums).fetchone()[0]
         con.execute(f"DELETE FROM messages WHERE session IN ({marks})", nums)
+        vector_store(archive).forgot(con)
         con.execute(f"DELETE FROM sessions WHERE num IN ({marks})", nums)
         if not chain:
             rest = con.execute("SELECT num FROM sessions WHERE chain = ? ORDER BY num",

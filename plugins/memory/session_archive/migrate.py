@@ -25,6 +25,8 @@ __all__ = ["BATCH", "copy_archive", "copy_sessions"]
 
 #: sessions written per import batch (one temporary JSONL file each)
 BATCH = 200
+#: passes after the first over what a node wrote to the source meanwhile
+PASSES = 3
 
 
 def copy_archive(source: StorageSide, target: StorageSide, progress: CopyProgress) -> CopyReport:
@@ -59,6 +61,14 @@ def _open(side: StorageSide, settings: SessionArchiveConfig) -> SessionArchive:
 def _report(out: ImportReport, vectors: int, note: str | None = None) -> CopyReport:
     lines = [f"copied {out.sessions_imported} session(s), {out.messages_imported} message(s); "
              f"{out.sessions_skipped} already there" + (f" ({note})" if note else "")]
+    if out.sessions_completed:
+        lines.append(f"{out.sessions_completed} session(s) already there got the messages they "
+                     "lacked (their conversation went on after they were copied)")
+    if out.still_changing:
+        lines.append("warning: the source archive was still being written when the copy ended "
+                     "(a serve or chat process on it?); messages stored after that are not in "
+                     "the target yet: stop every process writing to the source, then run "
+                     "storage migrate again (it copies only what is missing)")
     if vectors:
         lines.append(f"semantic search: {vectors} message vector(s) not copied; the background "
                      "indexer embeds the copied messages again, or run 'hermes-core sessions "
@@ -66,7 +76,8 @@ def _report(out: ImportReport, vectors: int, note: str | None = None) -> CopyRep
     return CopyReport(
         copied={"sessions": out.sessions_imported, "messages": out.messages_imported},
         skipped={"sessions": out.sessions_skipped}, lines=lines,
-        detail={"vectors_to_rebuild": vectors})
+        detail={"vectors_to_rebuild": vectors, "sessions_completed": out.sessions_completed,
+                "source_still_changing": out.still_changing})
 
 
 def copy_sessions(source: SessionArchive, target: SessionArchive, out: ImportReport, *,
@@ -74,11 +85,37 @@ def copy_sessions(source: SessionArchive, target: SessionArchive, out: ImportRep
     """Copy every session of ``source`` into ``target``, oldest first (a compaction's parent
     before its child), adding to ``out``; ``progress(done, total)`` after each batch. Returns
     how many message vectors the source holds (not copied: the target embeds again)."""
-    ids = [r[0] for r in source.db.read("SELECT id FROM sessions ORDER BY num")]
     vectors = int(source.db.read("SELECT count(*) FROM message_vectors")[0][0])
+    mark = _marks(source)
+    ids = [r[0] for r in source.db.read("SELECT id FROM sessions ORDER BY num")]
     total = len(ids)
     if progress is not None:
         progress(0, total)
+    _copy(source, target, ids, out, progress)
+    # A node may still be writing to the source: copy again what changed during the pass (new
+    # sessions, and sessions with new messages, which the import completes), a few times.
+    for _ in range(PASSES):
+        since, mark = mark, _marks(source)
+        changed = [r[0] for r in source.db.read(
+            "SELECT id FROM sessions WHERE num > ? OR num IN (SELECT DISTINCT session FROM "
+            "messages WHERE id > ?) ORDER BY num", since)]
+        if not changed:
+            return vectors
+        _copy(source, target, changed, out, None)
+    out.still_changing = True
+    return vectors
+
+
+def _marks(source: SessionArchive) -> tuple[int, int]:
+    """The newest session and message of ``source`` (what was written after it is new)."""
+    row = source.db.read("SELECT (SELECT coalesce(max(num), 0) FROM sessions), "
+                         "(SELECT coalesce(max(id), 0) FROM messages)")[0]
+    return int(row[0]), int(row[1])
+
+
+def _copy(source: SessionArchive, target: SessionArchive, ids: list[str], out: ImportReport,
+          progress: Callable[[int, int], None] | None) -> None:
+    total = len(ids)
     for start in range(0, total, BATCH):
         batch = ids[start : start + BATCH]
         with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".jsonl",
@@ -94,6 +131,6 @@ def copy_sessions(source: SessionArchive, target: SessionArchive, out: ImportRep
         out.sessions_imported += result.sessions_imported
         out.sessions_skipped += result.sessions_skipped
         out.messages_imported += result.messages_imported
+        out.sessions_completed += result.sessions_completed
         if progress is not None:
             progress(min(start + BATCH, total), total)
-    return vectors

@@ -8,6 +8,10 @@ One line per record: a ``session`` line, then that session's ``message`` lines, 
 Import is resumable: each session is written in one transaction, a session whose id already exists
 is skipped, and a malformed line stops the import with its line number before anything of that
 session is written. Running the same import again after fixing the file finishes the job.
+
+A session that exists but holds only the first messages of the imported one (it was copied
+before its conversation went on: ``storage migrate`` while a node still wrote, an older export)
+gets the messages it lacks, its end and counters; one whose messages differ is left alone.
 """
 
 from __future__ import annotations
@@ -76,6 +80,10 @@ class ImportReport:
     sessions_skipped: int = 0
     messages_imported: int = 0
     skipped_ids: list[str] = field(default_factory=list)
+    #: sessions already there that got the messages they lacked (counted in messages_imported)
+    sessions_completed: int = 0
+    #: storage migrate: the source was still being written after the last pass
+    still_changing: bool = False
 
 
 def _fail(path: Path, lineno: int, what: str, report: ImportReport) -> ImportFormatError:
@@ -198,9 +206,10 @@ def _write_session(
     sid = head["id"]
     rows = [encode_message(m)[0] for m in messages]
 
-    def tx(con: sqlite3.Connection) -> bool:
-        if archive._num(con, sid) is not None:
-            return False
+    def tx(con: sqlite3.Connection) -> int | None:
+        known = archive._num(con, sid)
+        if known is not None:
+            return _complete(con, known, head, rows)
         num = archive._create(
             con, sid, platform=str(head.get("platform") or "cli"), model=head.get("model"),
             title=head.get("title"), parent_session_id=head.get("parent_session_id"),
@@ -219,13 +228,37 @@ def _write_session(
         if head.get("updated_at") is not None:
             con.execute("UPDATE sessions SET updated_at = max(updated_at, ?) WHERE num = ?",
                         (head["updated_at"], num))
-        return True
+        return -1
 
-    if archive._write(tx):
+    written = archive._write(tx)
+    if written == -1:
         report.sessions_imported += 1
         report.messages_imported += len(rows)
-    else:
-        report.sessions_skipped += 1
-        report.skipped_ids.append(sid)
+        return
+    report.sessions_skipped += 1
+    report.skipped_ids.append(sid)
+    if written:
+        report.sessions_completed += 1
+        report.messages_imported += written
+
+
+def _complete(con: Any, num: int, head: dict[str, Any], rows: list[tuple[Any, ...]]) -> int:
+    """The messages of ``rows`` a stored session lacks, when it holds exactly their first ones
+    (the same roles and texts): appended with the session's end and counters; how many."""
+    have = con.execute("SELECT role, content FROM messages WHERE session = ? ORDER BY id",
+                       (num,)).fetchall()
+    if len(have) >= len(rows) or [tuple(h) for h in have] != [r[:2] for r in rows[:len(have)]]:
+        return 0
+    con.executemany(_INSERT_MESSAGE, [(num, *r) for r in rows[len(have):]])
+    counters = {k: head.get(k) or 0 for k in _COUNTERS}
+    con.execute(
+        "UPDATE sessions SET ended_at = ?, end_reason = ?, input_tokens = ?, output_tokens = ?, "
+        "cache_read_tokens = ?, cache_write_tokens = ?, api_calls = ?, cost_usd = ? "
+        "WHERE num = ?",
+        (head.get("ended_at"), head.get("end_reason"), *counters.values(), num))
+    if head.get("updated_at") is not None:
+        con.execute("UPDATE sessions SET updated_at = max(updated_at, ?) WHERE num = ?",
+                    (head["updated_at"], num))
+    return len(rows) - len(have)
 
 

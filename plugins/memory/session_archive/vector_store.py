@@ -46,6 +46,9 @@ _EMBEDDABLE = (
     + " OR ".join(f"m.tool_calls LIKE '%\"name\":\"{t}\"%'" for t in _ECHO) + "))"
 )
 
+_MISSING = (f"m.id > ? AND {_EMBEDDABLE} AND NOT EXISTS (SELECT 1 FROM message_vectors AS v "
+            "WHERE v.id = m.id)")
+
 
 class VectorStore:
     """The vectors in state.db. Methods taking ``con`` run on that connection (inside the
@@ -122,16 +125,56 @@ class VectorStore:
                                f"AS m WHERE {self._pending_where()} ORDER BY m.id LIMIT ?",
                           (self._after(through), size))
 
+    def missing_rows(self, con: Any, after: int, size: int, chars: int,
+                     upto: int | None = None) -> list[Any]:
+        """(id, first ``chars`` characters) of the next ``size`` messages after id ``after``
+        (up to id ``upto``) that have no vector, wherever the cursor is (``sessions reindex``
+        and the indexer's sweep: every gap)."""
+        bound = "" if upto is None else f" AND m.id <= {int(upto)}"
+        return self._read(con, f"SELECT m.id, substr(m.content, 1, {int(chars)}) FROM messages "
+                               f"AS m WHERE {_MISSING}{bound} ORDER BY m.id LIMIT ?",
+                          (after, size))
+
+    def id_after(self, after: int, count: int) -> int | None:
+        """The id of the ``count``-th message after id ``after`` (None: there are fewer)."""
+        rows = self._read(None, "SELECT id FROM messages WHERE id > ? ORDER BY id LIMIT 1 "
+                                "OFFSET ?", (after, count - 1))
+        return int(rows[0][0]) if rows else None
+
+    def missing_count(self) -> int:
+        return int(self.archive.db.read(
+            f"SELECT count(*) FROM messages AS m WHERE {_MISSING}", (0,))[0][0])
+
+    def unstored(self, con: Any, ids: list[int]) -> list[int]:
+        """Which of ``ids`` are messages without a vector (after :meth:`put`)."""
+        if not ids:
+            return []
+        return [int(r[0]) for r in self._read(
+            con, f"SELECT m.id FROM messages AS m WHERE m.id IN ({','.join('?' * len(ids))}) "
+                 "AND NOT EXISTS (SELECT 1 FROM message_vectors AS v WHERE v.id = m.id)",
+            tuple(ids))]
+
+    def forgot(self, con: Any) -> None:
+        """Messages were deleted (in ``con``'s transaction). SQLite gives the next message the
+        id after the largest one left, so after the newest messages are deleted, new messages
+        reuse ids the cursor has passed: move the cursor back to the largest id left."""
+        con.execute(f"UPDATE {self.meta_table} SET value = CAST((SELECT coalesce(max(id), 0) "
+                    "FROM messages) AS TEXT) WHERE key = 'vectors_through' AND "
+                    "CAST(value AS INTEGER) > (SELECT coalesce(max(id), 0) FROM messages)")
+
     def pending_count(self, through: int) -> int:
         return int(self.archive.db.read(
             f"SELECT count(*) FROM messages AS m WHERE {self._pending_where()}",
             (self._after(through),))[0][0])
 
-    def put(self, con: Any, blobs: list[tuple[int, bytes]]) -> None:
-        # a message deleted meanwhile gets no vector (its id no longer exists)
+    def put(self, con: Any, blobs: list[tuple[int, bytes, str]], chars: int) -> None:
+        """Store each (id, vector, the text it was made from): only where the message still
+        holds that text, so a message deleted meanwhile gets no vector, nor does a new message
+        that took its id (SQLite reuses the largest id after a delete)."""
         con.executemany("INSERT INTO message_vectors(id, vec) SELECT ?, ? WHERE EXISTS (SELECT 1 "
-                        "FROM messages WHERE id = ?) ON CONFLICT(id) DO UPDATE SET vec = "
-                        "excluded.vec", [(i, b, i) for i, b in blobs])
+                        f"FROM messages WHERE id = ? AND substr(content, 1, {int(chars)}) = ?) "
+                        "ON CONFLICT(id) DO UPDATE SET vec = excluded.vec",
+                        [(i, b, i, text) for i, b, text in blobs])
 
     # ------------------------------------------------------------------ the index's queries
 
@@ -170,6 +213,15 @@ class PgVectorStore(VectorStore):
             return fn(con) if got and got[0] else busy
 
         return self.archive.db.write(tx)
+
+    def forgot(self, con: Any) -> None:
+        """Nothing to do: PostgreSQL never gives an id twice."""
+
+    def put(self, con: Any, blobs: list[tuple[int, bytes, str]], chars: int) -> None:
+        # ids are never given twice: a message still there is the one that was embedded
+        con.executemany("INSERT INTO message_vectors(id, vec) SELECT ?, ? WHERE EXISTS (SELECT 1 "
+                        "FROM messages WHERE id = ?) ON CONFLICT(id) DO UPDATE SET vec = "
+                        "excluded.vec", [(i, b, i) for i, b, _text in blobs])
 
     def _pending_where(self) -> str:
         return (f"m.id > ? AND {_EMBEDDABLE} AND NOT EXISTS (SELECT 1 FROM message_vectors AS v "

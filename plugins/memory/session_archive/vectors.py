@@ -24,6 +24,7 @@ A failing embedder pauses it; nothing is lost, the cursor stays where it was.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -114,19 +115,49 @@ def _batch(store: VectorStore, con: Any, embedder: GuardedEmbedder, size: int) -
     rows = store.pending_rows(con, through, size, TEXT_CHARS)
     if not rows:
         return 0
+    blobs = _blobs(embedder, rows)
+    last = max(through, int(rows[-1][0]))
+
+    def tx(c: Any) -> None:
+        store.put(c, blobs, TEXT_CHARS)
+        # a message that took the id of one deleted meanwhile got no vector: stop before it
+        unstored = store.unstored(c, [b[0] for b in blobs])
+        store.set_meta(c, "vectors_through", str(min([last, *(i - 1 for i in unstored)])))
+
+    store._write(con, tx)
+    return len(rows)
+
+
+def _blobs(embedder: GuardedEmbedder, rows: list[Any]) -> list[tuple[int, bytes, str]]:
+    """(id, float16 vector, text) of each pending (id, text) row."""
     vectors = np.asarray(embedder.embed([r[1] for r in rows], background=True),
                          dtype=np.float32)
     if not np.all(np.isfinite(vectors)):
         raise EmbeddingError(f"embedder {embedder.name} returned NaN or infinite values")
-    blobs = [(int(r[0]), vectors[i].astype(np.float16).tobytes()) for i, r in enumerate(rows)]
-    last = max(through, int(rows[-1][0]))
+    return [(int(r[0]), vectors[i].astype(np.float16).tobytes(), str(r[1]))
+            for i, r in enumerate(rows)]
+
+
+def _fill(store: VectorStore, con: Any, *, embedder: GuardedEmbedder, size: int,
+          after: int, upto: int | None = None) -> tuple[int, int]:
+    """Embed the next ``size`` messages after id ``after`` (up to id ``upto``) that have no
+    vector, wherever the cursor is; (how many, the last id considered). The cursor only moves
+    forward."""
+    if not _claim(store, con, embedder):
+        return 0, after
+    rows = store.missing_rows(con, after, size, TEXT_CHARS, upto)
+    if not rows:
+        return 0, after
+    blobs = _blobs(embedder, rows)
+    last = int(rows[-1][0])
 
     def tx(c: Any) -> None:
-        store.put(c, blobs)
-        store.set_meta(c, "vectors_through", str(last))
+        store.put(c, blobs, TEXT_CHARS)
+        if last > int(store.meta(c).get("vectors_through") or 0):
+            store.set_meta(c, "vectors_through", str(last))
 
     store._write(con, tx)
-    return len(rows)
+    return len(rows), last
 
 
 def has_pending(archive: SessionArchive) -> bool:
@@ -143,31 +174,31 @@ def pending(archive: SessionArchive) -> int:
 
 def reindex(archive: SessionArchive, embedder: GuardedEmbedder, *, batch: int = 32,
             progress: Callable[[int, int], None] | None = None, rebuild: bool = False) -> int:
-    """Embed every pending message (all of them with ``rebuild``, after dropping the old
-    vectors); ``progress(done, total)`` after each batch, ``total`` growing when messages are
-    stored meanwhile (``done`` never passes it). Returns the messages embedded.
-    On a shared database, batches another node is embedding meanwhile are left to it."""
+    """Embed every message that has no vector (all of them with ``rebuild``, after dropping
+    the old vectors): one sweep over the whole archive, not only past the indexer's cursor, so
+    any gap is filled (a long transaction that committed ids the cursor had passed, on
+    PostgreSQL; ids given again after a delete, on SQLite). ``progress(done, total)`` after
+    each batch, ``total`` growing when messages are stored meanwhile (``done`` never passes
+    it). Returns the messages embedded. On a shared database each batch waits for the batch
+    another node is embedding (the vectors it stores are skipped)."""
     store = vector_store(archive)
     if rebuild or state(archive, embedder, count=False).problem:
         # the embedder must answer before the vectors it replaces are dropped: a broken one
         # (or a mistyped model path) would otherwise leave the archive with none at all
         embedder.embed(["a test sentence"], background=True)
         store.exclusive(lambda con: store._write(con, store.clear), None, wait=True)
-    total = pending(archive)
-    done = 0
+    total = store.missing_count()
+    done = after = 0
     while True:
-        n = index_batch(archive, embedder, batch)
-        if n == BUSY:  # another node is embedding a batch: wait for it, then go on
-            time.sleep(0.2)
-            if not has_pending(archive):
-                break
-            continue
+        n, after = store.exclusive(
+            functools.partial(_fill, store, embedder=embedder, size=batch, after=after),
+            (0, after), wait=True)
         if n == 0:
             break
         done += n
         if progress is not None:
             if done >= total:  # messages stored meanwhile (a turn, another process): count them
-                total = done + pending(archive)
+                total = done + store.missing_count()
             progress(done, total)
     return done
 
@@ -525,6 +556,8 @@ def _scan_pool() -> Any:
         return _POOL
 
 
+#: messages looked at per wake-up by the indexer's sweep for late commits (PostgreSQL)
+SWEEP_WINDOW = 5000
 #: how long the indexer sleeps without a wake-up (after an outage: when it tries again)
 RETRY_SECONDS = 30.0
 
@@ -545,6 +578,7 @@ class VectorIndexer:
         self._stop = threading.Event()
         self.idle = threading.Event()
         self.error: str | None = None
+        self._swept = 0  # where the sweep for messages below the cursor goes on (see below)
         self._thread = threading.Thread(target=self._run, name="archive-vectors", daemon=True)
         self._thread.start()
 
@@ -591,9 +625,32 @@ class VectorIndexer:
                                     "stored message or in %.0f s", error, RETRY_SECONDS)
                     self.error = error
                     break
-                if n == 0:
+                if n == 0 and not self._sweep_step():
                     break
             self.idle.set()
+
+    def _sweep_step(self) -> int:
+        """On a shared database, look for messages without a vector among the next
+        :data:`SWEEP_WINDOW` messages (from the first on, round and round): a transaction
+        that committed long after its ids were given (an import, a stalled node) can leave
+        messages below the cursor's look-back, which the pending query no longer sees. One
+        window per wake-up while nothing else is pending; how many it embedded."""
+        store = vector_store(self.archive)
+        if not store.shared:
+            return 0
+        after = self._swept
+        upto = store.id_after(after, SWEEP_WINDOW)  # None: the window reaches the end
+        out = store.exclusive(functools.partial(
+            _fill, store, embedder=self.embedder, size=self.batch, after=after, upto=upto),
+            None)
+        if out is None:  # another node is embedding
+            return 0
+        n, last = out
+        if n:
+            self._swept = last
+        else:
+            self._swept = upto or 0  # at the end: the whole archive was looked at, again
+        return n
 
     def close(self, timeout: float = 5.0) -> None:
         self._stop.set()

@@ -36,11 +36,9 @@ from hermes_core.plugins.embedders.minilm import MiniLMConfig, MiniLMEmbedder
 from hermes_core.plugins.memory.session_archive import SessionArchive
 from hermes_core.plugins.memory.session_archive.hybrid import hybrid_candidates
 from hermes_core.plugins.memory.session_archive.tool import Semantic, session_search
+from hermes_core.plugins.memory.session_archive.vector_index import VectorIndex
 from hermes_core.plugins.memory.session_archive.vector_store import vector_store
-from hermes_core.plugins.memory.session_archive.vectors import (
-    VectorIndex,
-    VectorIndexer,
-)
+from hermes_core.plugins.memory.session_archive.vectors import VectorIndexer
 from hermes_core.types import Message
 
 TARGETS = {"hybrid_p95": (40.0, "ms", True), "vector_bytes_per_msg": (1000.0, "B", True),

@@ -31,7 +31,7 @@ from hermes_core.embeddings import GuardedEmbedder
 from hermes_core.plugins.embedders.minilm import MiniLMConfig, MiniLMEmbedder
 from hermes_core.plugins.memory.session_archive import SessionArchive
 from hermes_core.plugins.memory.session_archive import hybrid as current
-from hermes_core.plugins.memory.session_archive.vectors import VectorIndex
+from hermes_core.plugins.memory.session_archive.vector_index import VectorIndex
 
 PACKAGE = "hermes_core.plugins.memory.session_archive"
 

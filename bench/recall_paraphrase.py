@@ -43,7 +43,8 @@ from hermes_core.embeddings import GuardedEmbedder
 from hermes_core.plugins.embedders.minilm import MiniLMConfig, MiniLMEmbedder
 from hermes_core.plugins.memory.session_archive import SessionArchive
 from hermes_core.plugins.memory.session_archive.hybrid import Weights, hybrid_candidates
-from hermes_core.plugins.memory.session_archive.vectors import VectorIndex, reindex
+from hermes_core.plugins.memory.session_archive.vector_index import VectorIndex
+from hermes_core.plugins.memory.session_archive.vectors import reindex
 from hermes_core.types import Message, Session
 
 MODES = ("words", "vectors", "rrf", "hybrid")

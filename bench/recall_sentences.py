@@ -43,7 +43,8 @@ from hermes_core.embeddings import GuardedEmbedder
 from hermes_core.plugins.embedders.minilm import MiniLMConfig, MiniLMEmbedder
 from hermes_core.plugins.memory.session_archive import SessionArchive
 from hermes_core.plugins.memory.session_archive.hybrid import hybrid_candidates
-from hermes_core.plugins.memory.session_archive.vectors import VectorIndex, reindex
+from hermes_core.plugins.memory.session_archive.vector_index import VectorIndex
+from hermes_core.plugins.memory.session_archive.vectors import reindex
 
 MODES = ("msg", "sent", "max", "hybrid", "hybrid_max")
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\s*\n+\s*")

@@ -31,7 +31,8 @@ from hermes_core.plugins.memory.session_archive.hybrid import (  # noqa: E402
     values,
 )
 from hermes_core.plugins.memory.session_archive.search import plan_query, run_plan  # noqa: E402
-from hermes_core.plugins.memory.session_archive.vectors import VectorIndex, reindex  # noqa: E402
+from hermes_core.plugins.memory.session_archive.vector_index import VectorIndex  # noqa: E402
+from hermes_core.plugins.memory.session_archive.vectors import reindex  # noqa: E402
 from hermes_core.types import Message, Session  # noqa: E402
 
 DAY = 86400.0

@@ -25,8 +25,8 @@ from hermes_core.embeddings import EmbeddingError, GuardedEmbedder  # noqa: E402
 from hermes_core.kinds import Embedder  # noqa: E402
 from hermes_core.plugins.memory.session_archive import QueryError, SessionArchive  # noqa: E402
 from hermes_core.plugins.memory.session_archive.tool import Semantic, session_search  # noqa: E402
+from hermes_core.plugins.memory.session_archive.vector_index import VectorIndex  # noqa: E402
 from hermes_core.plugins.memory.session_archive.vectors import (  # noqa: E402
-    VectorIndex,
     VectorIndexer,
     reindex,
     state,

@@ -24,12 +24,12 @@ from hermes_core.plugins.memory.session_archive import SessionArchive, open_arch
 from hermes_core.plugins.memory.session_archive.config import SessionArchiveConfig  # noqa: E402
 from hermes_core.plugins.memory.session_archive.store import _INSERT_MESSAGE  # noqa: E402
 from hermes_core.plugins.memory.session_archive.tool import Semantic, session_search  # noqa: E402
+from hermes_core.plugins.memory.session_archive.vector_index import VectorIndex  # noqa: E402
 from hermes_core.plugins.memory.session_archive.vector_store import (  # noqa: E402
     BUSY,
     INDEXER_LOCK,
 )
 from hermes_core.plugins.memory.session_archive.vectors import (  # noqa: E402
-    VectorIndex,
     VectorIndexer,
     index_batch,
     pending,
@@ -309,9 +309,9 @@ def test_the_sign_bit_scan_ranks_like_brute_force(dimension: int,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """The scan (uint8 sums of 3 words, blocks split over two threads) keeps exactly the rows
     within the Hamming cut-off, and nearest() ranks them like an exact product (no database)."""
-    from hermes_core.plugins.memory.session_archive import vectors
+    from hermes_core.plugins.memory.session_archive import vector_index
 
-    monkeypatch.setattr(vectors, "SCAN_BLOCK", 256)  # many blocks: the two-thread path
+    monkeypatch.setattr(vector_index, "SCAN_BLOCK", 256)  # many blocks: the two-thread path
     rng = np.random.default_rng(dimension)
     n = 5000
     mat = rng.standard_normal((n, dimension))
@@ -340,7 +340,7 @@ def test_the_sampled_cut_off_is_the_exact_one() -> None:
     """Clustered data (a few distances shared by many rows) and smooth data: the estimated
     cut-off never takes more or fewer rows than the exact histogram (a too-high estimate once
     made a query rescore a third of a million rows)."""
-    from hermes_core.plugins.memory.session_archive.vectors import _cut
+    from hermes_core.plugins.memory.session_archive.vector_index import _cut
 
     rng = np.random.default_rng(3)
     spiky = rng.choice(np.array([40, 41, 90, 91, 92, 150], dtype=np.uint16), 200_000,

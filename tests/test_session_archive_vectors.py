@@ -22,12 +22,12 @@ from hermes_core.plugins.memory.session_archive import (  # noqa: E402
     SessionArchive,
     SessionArchiveConfig,
     SessionArchiveProvider,
+    vector_index,
 )
-from hermes_core.plugins.memory.session_archive import vectors as vectors_module  # noqa: E402
 from hermes_core.plugins.memory.session_archive.hybrid import hybrid_candidates  # noqa: E402
 from hermes_core.plugins.memory.session_archive.tool import Semantic, session_search  # noqa: E402
+from hermes_core.plugins.memory.session_archive.vector_index import VectorIndex  # noqa: E402
 from hermes_core.plugins.memory.session_archive.vectors import (  # noqa: E402
-    VectorIndex,
     reindex,
 )
 from hermes_core.types import Message, Session  # noqa: E402
@@ -74,8 +74,8 @@ def test_the_sign_bit_scan_finds_the_exact_nearest_even_the_oldest(tmp_path: Pat
                  + 0.3 * rng.standard_normal((3000, DIM)).astype(np.float32))
     query = _unit(centres[5] + 0.1 * rng.standard_normal(DIM).astype(np.float32))
     vecs[0] = query  # the best match is the oldest message of all
-    monkeypatch.setattr(vectors_module, "LOAD_CHUNK", 700)  # the load reads in chunks
-    monkeypatch.setattr(vectors_module, "SCAN_BLOCK", 500)  # blocks, on two threads
+    monkeypatch.setattr(vector_index, "LOAD_CHUNK", 700)  # the load reads in chunks
+    monkeypatch.setattr(vector_index, "SCAN_BLOCK", 500)  # blocks, on two threads
     with SessionArchive(tmp_path / "state.db", background_checkpoints=False) as a:
         a.append_messages("s", [Message("user", f"message {i}") for i in range(3000)])
         ids = [r[0] for r in a.db.read("SELECT id FROM messages ORDER BY id")]

@@ -141,7 +141,8 @@ class SessionArchiveProvider(MemoryProvider):
 
             return Semantic(problem=off_reason(self.context.config))
         try:
-            from .vectors import VectorIndex, VectorIndexer
+            from .vector_index import VectorIndex
+            from .vectors import VectorIndexer
         except ImportError as exc:
             return Semantic(problem=f"semantic search is off: {exc.name} is missing "
                                     "(pip install 'hermes-core-kernel[embeddings]')")

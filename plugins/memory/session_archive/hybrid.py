@@ -51,7 +51,7 @@ better-ranked conversation A, and moved just above it, when all of these hold:
   topic (the vet visit after the adoption) must not push the answer down.
 
 Candidates are the lexical matches (as ranked by search.py) and the :attr:`Weights.neighbours`
-nearest vectors (vectors.py: an exhaustive sign-bit scan, rescored with the stored floats), after
+nearest vectors (vector_index.py: an exhaustive sign-bit scan, rescored with the stored floats), after
 the same exclusions (lineage, roles). Each result records which path found it (``words``,
 ``meaning`` or both).
 """
@@ -72,7 +72,11 @@ from .query import SearchPlan, negated_expr
 from .records import Candidate
 from .search import plan_query, run_plan
 from .store import SessionArchive
-from .vectors import VectorIndex, lineage_ids, state
+from .vector_index import VectorIndex
+from .vectors import (
+    lineage_ids,
+    state,
+)
 
 __all__ = ["USER_WIDEN", "HybridResult", "Weights", "allowed_ids", "asks_current",
            "hybrid_candidates", "matching_ids", "states_change", "values"]

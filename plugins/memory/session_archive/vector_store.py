@@ -2,7 +2,7 @@
 
 :class:`VectorStore` is state.db's (tables ``message_vectors`` and ``meta``, schema version 3);
 :class:`PgVectorStore` is the PostgreSQL archive's (``message_vectors`` and ``archive_meta``,
-migration 4 of pg_schema.py). vectors.py (the indexer, reindex, the in-memory index) and
+migration 4 of pg_schema.py). vectors.py (the indexer, reindex), vector_index.py (the in-memory index) and
 hybrid.py (the fused search) reach the stored vectors only through :func:`vector_store`.
 
 What differs on PostgreSQL:

@@ -171,3 +171,28 @@ def test_postgresql_the_background_indexer_sweeps_up_a_message_committed_late(pg
         indexer.close()
     found = vectors_by_text(pg_archive)
     assert found["the late message"] is True and all(found.values())
+
+
+def test_postgresql_the_indexer_survives_a_sweep_that_fails(pg_archive, monkeypatch):
+    """The sweep for late commits runs where nothing else is pending; a database failure there
+    (an outage, the pool closed under it at shutdown) pauses the indexer like a failure of its
+    batches, instead of ending its thread."""
+    g = GuardedEmbedder(Hashed())
+    add(pg_archive, "s", "one message")
+    store = vector_store_mod.vector_store(pg_archive)
+    failures = []
+
+    def gone(*_args: Any) -> Any:
+        failures.append(1)
+        raise RuntimeError("the server went away")
+
+    monkeypatch.setattr(type(store), "id_after", gone)
+    indexer = VectorIndexer(pg_archive, g, batch=8)
+    try:
+        assert not indexer.wait_done(30)  # paused by the failure: not done, and not dead
+        assert failures and "the server went away" in (indexer.error or "")
+        assert indexer._thread.is_alive()
+        monkeypatch.undo()
+        assert vectors_by_text(pg_archive) == {"one message": True}  # the batch stood
+    finally:
+        indexer.close()

@@ -262,6 +262,8 @@ class VectorIndexer:
                     if n == BUSY:  # another node of the database is embedding: let it
                         self._stop.wait(1.0)
                         continue
+                    if n == 0 and not self._sweep_step():
+                        break
                 except EmbeddingError as exc:
                     self.error = str(exc)
                     continue
@@ -271,8 +273,6 @@ class VectorIndexer:
                         log.warning("vector indexer paused: %s; it tries again at the next "
                                     "stored message or in %.0f s", error, RETRY_SECONDS)
                     self.error = error
-                    break
-                if n == 0 and not self._sweep_step():
                     break
             self.idle.set()
 

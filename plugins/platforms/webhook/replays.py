@@ -77,13 +77,14 @@ class SharedReplayGuard(ReplayGuard):
             self._pruned_at = now
 
         def run(con: Any) -> bool:
-            with con.transaction():
-                if prune:
-                    con.execute("DELETE FROM webhook_replays WHERE seen_at < %s",
-                                (now - 2 * self.window,))
-                cur = con.execute("INSERT INTO webhook_replays (mac, seen_at) VALUES (%s, %s) "
-                                  "ON CONFLICT (mac) DO NOTHING", (mac, now))
-                return bool(cur.rowcount == 1)
+            # one statement, one round trip (the pool's connections autocommit); the prune is
+            # housekeeping beside it, now and then
+            if prune:
+                con.execute("DELETE FROM webhook_replays WHERE seen_at < %s",
+                            (now - 2 * self.window,))
+            cur = con.execute("INSERT INTO webhook_replays (mac, seen_at) VALUES (%s, %s) "
+                              "ON CONFLICT (mac) DO NOTHING", (mac, now))
+            return bool(cur.rowcount == 1)
 
         try:
             fresh = run_on(self._pool_now(), run, retry=False)

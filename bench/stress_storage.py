@@ -5,6 +5,8 @@ backend (a throwaway real PostgreSQL on 127.0.0.1) and the newer stores::
 
     python bench/stress_storage.py [--quick] [--only memory,archive,revert,lossless,vectors,migrate]
 
+(the worker processes it starts are bench/stress_workers.py)
+
 * ``memory``: N processes add / replace / remove curated-memory entries through the store API,
   on the shared owner and two per-user owners at once, then the same again while entries are
   being written and processes are killed with SIGKILL at random moments. Every acknowledged op
@@ -32,7 +34,6 @@ import argparse
 import json
 import os
 import random
-import re
 import signal
 import subprocess
 import sys
@@ -43,136 +44,23 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "plugins"))
+# the worker processes, and the stores as they open them (sets sys.path for the plugins)
+from stress_workers import (
+    ENTRY,
+    OWNERS,
+    ROOT,
+    HashEmbedder,
+    archive_at,
+    guarded,
+    memory_store,
+    span_store,
+)
 
-OWNERS = ["", "alice", "bob"]
-ENTRY = re.compile(r"^\[(w\d+-k\d+)\] v(\d+) [a-z]+$")
-
-
-# ---------------------------------------------------------------------------------- workers
-
-def _say(*parts: object) -> None:
-    sys.stdout.write(" ".join(str(p) for p in parts) + "\n")
-    sys.stdout.flush()
-
-
-def _memory_store(url: str | None, home: str | None, owner: str) -> Any:
-    from memory.file_memory.store import MemoryStore
-
-    from hermes_core.storage import parse_storage_url
-
-    if url:
-        from memory.file_memory.pg_store import PgMemoryStore
-
-        return PgMemoryStore(parse_storage_url(url), owner=owner)
-    directory = Path(home or ".") / "memories"
-    if owner:
-        directory = directory / "users" / owner
-    return MemoryStore(directory)
-
-
-def worker_memory(args: argparse.Namespace) -> None:
-    """add / replace / remove entries with keys of this worker; BEGIN before, ACK after."""
-    rng = random.Random(args.seed)
-    stores = {o: _memory_store(args.url, args.home, o) for o in OWNERS}
-    live: dict[str, tuple[str, str, int]] = {}  # key -> (owner, target, version)
-    n = args.start
-    if args.start:  # taking over from a killed worker of this id: its entries as stored now
-        for owner, store in stores.items():
-            for target in ("memory", "user"):
-                for entry in store.entries(target):
-                    m = ENTRY.match(entry)
-                    if m and m.group(1).startswith(f"w{args.worker}-"):
-                        live[m.group(1)] = (owner, target, int(m.group(2)))
-    for _ in range(args.ops):
-        if len(live) < 3 or (rng.random() < 0.2 and len(live) < 5):
-            key = f"w{args.worker}-k{n}"
-            n += 1
-            owner, target = rng.choice(OWNERS), rng.choice(["memory", "user"])
-            text = f"[{key}] v0 {rng.choice(['alpha', 'beta', 'gamma', 'delta'])}"
-            _say("BEGIN add", repr(owner), target, key, 0)
-            stores[owner].add(target, text)
-            live[key] = (owner, target, 0)
-            _say("ACK")
-        elif rng.random() < 0.6:
-            key = rng.choice(sorted(live))
-            owner, target, v = live[key]
-            text = f"[{key}] v{v + 1} {rng.choice(['alpha', 'beta', 'gamma', 'delta'])}"
-            _say("BEGIN replace", repr(owner), target, key, v + 1)
-            stores[owner].replace(target, f"[{key}] v", text)
-            live[key] = (owner, target, v + 1)
-            _say("ACK")
-        else:
-            key = rng.choice(sorted(live))
-            owner, target, v = live.pop(key)
-            _say("BEGIN remove", repr(owner), target, key, -1)
-            stores[owner].remove(target, f"[{key}] v")
-            _say("ACK")
-
-
-def worker_revert(args: argparse.Namespace) -> None:
-    """Add entries to both documents, consolidate one, roll back to random versions, forever."""
-    from memory.file_memory.versions import rollback
-
-    rng = random.Random(args.seed)
-    store = _memory_store(args.url, args.home, "")
-    n = 0
-    while True:
-        if rng.random() < 0.2:  # a consolidation, as the curator applies it (one document)
-            target = rng.choice(["memory", "user"])
-            state = store.read(target)
-            entries = sorted(state.entries, reverse=rng.random() < 0.5)
-            if len(entries) > 1 and entries != state.entries:
-                _say("BEGIN curate", target)
-                store.overwrite(target, entries, expected=state.raw, action="curate")
-                _say("ACK")
-        elif rng.random() < 0.5 or store.history is None:
-            for target in ("memory", "user"):
-                entries = store.entries(target)
-                if len(entries) > 6:
-                    store.remove(target, entries[0])
-                store.add(target, f"[w{args.worker}-k{n}] v0 {target}")
-                n += 1
-        else:
-            versions = store.history.read()
-            if len(versions) > 2:
-                pick = rng.choice(versions[-10:-1]).version
-                _say("BEGIN rollback", pick)
-                rollback(store, pick)
-                _say("ACK")
-
-
-def _span_store(url: str | None, home: str | None) -> Any:
-    if url:
-        from context_engine.lossless.pg_store import PgSpanStore
-
-        from hermes_core.storage import parse_storage_url
-
-        return PgSpanStore(parse_storage_url(url))
-    from context_engine.lossless.store import SpanStore
-
-    return SpanStore(Path(home or ".") / "context.db")
-
-
-def worker_lossless(args: argparse.Namespace) -> None:
-    """Archive spans of 1-12 messages (what a compaction does), forever."""
-    from hermes_core.types import Message
-
-    store = _span_store(args.url, args.home)
-    rng = random.Random(args.seed)
-    for i in range(10**9):
-        n = rng.randint(1, 12)
-        conv = f"conv-{args.worker}-{i % 3}"
-        _say("BEGIN", conv, f"w{args.worker}s{i}", n)
-        span = store.add_span(conv, [Message(role="user", content=f"w{args.worker}s{i} m{k}")
-                                     for k in range(n)], f"digest w{args.worker}s{i}")
-        _say("ACK", span.id)
+# ------------------------------------------------------------------------- attacks and checks
 
 
 def check_lossless(url: str | None, home: str, logs: list[list[str]]) -> dict[str, int]:
-    store = _span_store(url, home)
+    store = span_store(url, home)
     acked = maybe = 0
     lost = torn = dup = 0
     for log in logs:
@@ -210,88 +98,6 @@ def attack_lossless(url: str, kills: int) -> None:
         _print("lossless", f"kill {backend[:6]}", {"kills": kills, **counts})
 
 
-def worker_archive(args: argparse.Namespace) -> None:
-    """Append messages to this worker's own sessions and to the shared ones."""
-    from memory.session_archive.pg_store import PgSessionArchive
-
-    from hermes_core.storage import parse_storage_url
-    from hermes_core.types import Message, Session, Usage
-
-    rng = random.Random(args.seed)
-    archive = PgSessionArchive(parse_storage_url(args.url))
-    for i in range(args.ops):
-        own = rng.random() < 0.7
-        sid = f"own-{args.worker}-{i % 5}" if own else f"shared-{i % 3}"
-        tokens = rng.randint(1, 9)
-        usage = Usage(input_tokens=tokens, output_tokens=1) if rng.random() < 0.5 else None
-        content = f"w{args.worker} n{i} t{tokens if usage else 0}"
-        _say("BEGIN", sid, content)
-        archive.append_message(Session(id=sid, platform="bench"),
-                               Message(role="user", content=content), usage=usage)
-        _say("ACK")
-
-
-class HashEmbedder:
-    """The fake model: a deterministic vector per text (its SHA-256 spread over 8 axes), so a
-    stored vector says exactly which text it was made from. ``delay``: seconds per call."""
-
-    name = "hash"
-    model_id = "hash-v1"
-    dimension = 8
-
-    def __init__(self, delay: float = 0.0) -> None:
-        self.delay = delay
-
-    def embed(self, texts: Any) -> list[list[float]]:
-        import hashlib
-
-        if self.delay:
-            time.sleep(self.delay)
-        out = []
-        for text in texts:
-            digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
-            v = [b - 127.5 for b in digest[:8]]
-            norm = sum(x * x for x in v) ** 0.5
-            out.append([x / norm for x in v])
-        return out
-
-
-def _guarded(delay: float = 0.0) -> Any:
-    from hermes_core.embeddings import GuardedEmbedder
-
-    return GuardedEmbedder(HashEmbedder(delay), timeout=60)  # type: ignore[arg-type]
-
-
-def _archive(url: str | None, home: str | None) -> Any:
-    from memory.session_archive.pg_store import PgSessionArchive
-    from memory.session_archive.store import SessionArchive
-
-    from hermes_core.storage import parse_storage_url
-
-    if url:
-        return PgSessionArchive(parse_storage_url(url))
-    return SessionArchive(Path(home or ".") / "state.db")
-
-
-def worker_indexer(args: argparse.Namespace) -> None:
-    """Append messages and embed them (a slow fake model), forever: killed from outside."""
-    from memory.session_archive.vectors import index_batch
-
-    from hermes_core.types import Message
-
-    archive = _archive(args.url, args.home)
-    embedder = _guarded(0.004)
-    rng = random.Random(args.seed)
-    i = 0
-    while True:
-        for _ in range(rng.randint(1, 20)):
-            archive.append_message(f"idx-{args.worker}", Message(
-                role="user", content=f"w{args.worker} message {i} {rng.random()}"))
-            i += 1
-        _say("BEGIN batch")
-        index_batch(archive, embedder, 16)
-
-
 def vector_counts(archive: Any) -> dict[str, int]:
     """Embeddable messages without a vector, and vectors not made from their message's text."""
     import numpy as np
@@ -316,7 +122,7 @@ def vector_counts(archive: Any) -> dict[str, int]:
 def _index_all(archive: Any) -> None:
     from memory.session_archive.vectors import index_batch
 
-    embedder = _guarded()
+    embedder = guarded()
     while index_batch(archive, embedder, 64) > 0:
         pass
 
@@ -324,7 +130,7 @@ def _index_all(archive: Any) -> None:
 def _reindex(archive: Any) -> None:
     from memory.session_archive.vectors import reindex
 
-    reindex(archive, _guarded(), batch=64)
+    reindex(archive, guarded(), batch=64)
 
 
 def attack_vectors(url: str, kills: int) -> None:
@@ -348,7 +154,7 @@ def attack_vectors(url: str, kills: int) -> None:
             time.sleep(rng.random() * 0.01)
             run.kill(0)
             run.join()
-        archive = _archive(bu, home)
+        archive = archive_at(bu, home)
         _index_all(archive)
         after = vector_counts(archive)
         _reindex(archive)
@@ -359,7 +165,7 @@ def attack_vectors(url: str, kills: int) -> None:
 
     # SQLite: the newest messages forgotten after they were embedded, then new ones appended
     home = tempfile.mkdtemp(prefix="stress-vec-")
-    archive = _archive(None, home)
+    archive = archive_at(None, home)
     for i in range(40):
         archive.append_message("forget", Message(role="user", content=f"plain message {i}"))
     for i in range(5):
@@ -376,8 +182,8 @@ def attack_vectors(url: str, kills: int) -> None:
 
     # PostgreSQL: a long transaction (an import) commits ids far below the indexer's cursor
     _reset_archive(url)
-    archive = _archive(url, None)
-    embedder = _guarded()
+    archive = archive_at(url, None)
+    embedder = guarded()
 
     from memory.session_archive.pg_store import PgSessionArchive
 
@@ -419,18 +225,6 @@ def attack_vectors(url: str, kills: int) -> None:
                                    "missing_after_reindex": vector_counts(archive)["missing"]})
 
 
-def worker_appender(args: argparse.Namespace) -> None:
-    """A node serving turns: append to 20 sessions in turn, a new session now and then."""
-    from hermes_core.types import Message
-
-    archive = _archive(args.url, args.home)
-    for i in range(10**9):
-        sid = f"node-{i % 20}" if i % 50 else f"new-{i}"
-        _say("BEGIN", sid, f"message {i}")
-        archive.append_message(sid, Message(role="user", content=f"message {i}"))
-        _say("ACK")
-
-
 def _contents(archive: Any) -> set[tuple[str, str]]:
     rows = archive.db.read("SELECT s.id, m.content FROM messages AS m JOIN sessions AS s "
                            "ON s.num = m.session")
@@ -443,7 +237,7 @@ def attack_migrate(url: str) -> None:
         _reset_archive(url)
         home = Path(tempfile.mkdtemp(prefix="stress-migrate-"))
         source_url = url if direction == "--from" else None
-        source = _archive(source_url, str(home))
+        source = archive_at(source_url, str(home))
         run = Run()
         run.start("appender", 0, ["--url", url] if source_url else ["--home", str(home)])
         run.wait_begins(0, 300)
@@ -455,7 +249,7 @@ def attack_migrate(url: str) -> None:
                                cwd=ROOT)
         run.kill(0)
         run.join()
-        target = _archive(None if source_url else url, str(home))
+        target = archive_at(None if source_url else url, str(home))
         missing_first = len(_contents(source) - _contents(target))
         again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600,
                                cwd=ROOT)
@@ -499,7 +293,8 @@ class Run:
         self._threads: list[threading.Thread] = []
 
     def start(self, kind: str, worker: int, extra: list[str], slot: int | None = None) -> int:
-        cmd = [sys.executable, __file__, "--worker-kind", kind, "--worker", str(worker), *extra]
+        cmd = [sys.executable, str(Path(__file__).with_name("stress_workers.py")),
+               "--worker-kind", kind, "--worker", str(worker), *extra]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         log: list[str] = []
         err: list[str] = []
@@ -589,7 +384,7 @@ def check_memory(url: str | None, home: str | None, logs: list[list[str]]) -> di
     found: dict[str, list[tuple[str, str, int]]] = defaultdict(list)
     torn = over = history_bad = 0
     for owner in OWNERS:
-        store = _memory_store(url, home, owner)
+        store = memory_store(url, home, owner)
         for target in ("memory", "user"):
             state = store.read(target)
             if state.problem:
@@ -799,7 +594,7 @@ def attack_revert(url: str | None, kills: int) -> None:
         run.kill(0)
         run.join()
         rollbacks += _begins(run, 0)
-        store = _memory_store(url, home, "")
+        store = memory_store(url, home, "")
         found = _history_mismatches(store)
         if found and os.environ.get("STRESS_DEBUG"):
             print("    mismatch after kill", i, _history_detail(store))
@@ -816,19 +611,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="memory,archive,revert,lossless,vectors,migrate")
     parser.add_argument("--quick", action="store_true", help="a tenth of the ops and kills")
-    parser.add_argument("--worker-kind")
-    parser.add_argument("--worker", type=int, default=0)
-    parser.add_argument("--url")
-    parser.add_argument("--home")
-    parser.add_argument("--ops", type=int, default=0)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--start", type=int, default=0)
     args = parser.parse_args()
-    if args.worker_kind:
-        {"memory": worker_memory, "archive": worker_archive, "indexer": worker_indexer,
-         "appender": worker_appender, "lossless": worker_lossless,
-         "revert": worker_revert}[args.worker_kind](args)
-        return
     from hermes_core.testing.postgres import temp_postgres
 
     scale = 10 if args.quick else 1
@@ -836,7 +619,7 @@ def main() -> None:
     print(f"load: {os.getloadavg()[0]:.2f}", flush=True)
     with temp_postgres() as pg:
         url = pg.url
-        _memory_store(url, None, "")  # migrate once before the workers race
+        memory_store(url, None, "")  # migrate once before the workers race
         from memory.session_archive.pg_store import PgSessionArchive
 
         from hermes_core.storage import parse_storage_url

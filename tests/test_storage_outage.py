@@ -165,9 +165,10 @@ def test_a_busy_pool_lends_at_most_max_size_direct_connections(
     from hermes_core.storage import pool as pool_module
 
     monkeypatch.setattr(pool_module, "PROBE_AFTER", 0.2)
-    pool = pool_module.pool_class()(pg_url, min_size=1, max_size=2, open=True, timeout=30.0,
+    pool = pool_module.pool_class()(pg_url, min_size=2, max_size=2, open=True, timeout=30.0,
                                     kwargs={"autocommit": True})
     try:
+        pool.wait(timeout=60.0)  # both pooled connections made (a pool growing is not busy)
         held = [pool.getconn() for _ in range(2)]
         lent = [pool.getconn() for _ in range(2)]
         assert all(int(con.execute("SELECT 1").fetchone()[0]) == 1 for con in lent)

@@ -41,6 +41,7 @@ import tempfile
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -462,15 +463,7 @@ def attack_memory(url: str, workers: int, ops: int, kills: int) -> None:
         next_id = workers
         rng = random.Random(7)
         done_kills = 0
-        while done_kills < kill_count:
-            alive = [i for i, p in enumerate(run.procs) if p.poll() is None]
-            if not alive:
-                break
-            victim = rng.choice(alive)
-            if not run.wait_begins(victim, rng.randint(1, 4) + _begins(run, victim)):
-                continue
-            time.sleep(rng.random() * 0.004)  # land anywhere inside the write
-            run.kill(victim)
+        for victim in _kills(run, kill_count, rng, most_begins=4, jitter=0.004):
             done_kills += 1
             worker = run.ids[victim]
             left = max(10, per - sum(_begins(run, i) for i, w in enumerate(run.ids) if w == worker))
@@ -488,6 +481,25 @@ def attack_memory(url: str, workers: int, ops: int, kills: int) -> None:
 
 def _begins(run: Run, index: int) -> int:
     return sum(1 for line in run.logs[index] if line.startswith("BEGIN"))
+
+
+def _kills(run: Run, count: int, rng: random.Random, *, most_begins: int,
+           jitter: float) -> Iterator[int]:
+    """SIGKILL a random live worker ``count`` times, each 1..``most_begins`` operations after
+    its last one began and up to ``jitter`` s into it (anywhere inside a write); yields each
+    victim's index (the caller starts its replacement)."""
+    done = 0
+    while done < count:
+        alive = [i for i, p in enumerate(run.procs) if p.poll() is None]
+        if not alive:
+            return
+        victim = rng.choice(alive)
+        if not run.wait_begins(victim, rng.randint(1, most_begins) + _begins(run, victim)):
+            continue
+        time.sleep(rng.random() * jitter)
+        run.kill(victim)
+        done += 1
+        yield victim
 
 
 def _reset_memory(url: str) -> None:
@@ -512,15 +524,7 @@ def attack_archive(url: str, workers: int, appends: int, kills: int) -> None:
         rng = random.Random(11)
         next_id = workers
         done_kills = 0
-        while done_kills < kill_count:
-            alive = [i for i, p in enumerate(run.procs) if p.poll() is None]
-            if not alive:
-                break
-            victim = rng.choice(alive)
-            if not run.wait_begins(victim, rng.randint(1, 20) + _begins(run, victim)):
-                continue
-            time.sleep(rng.random() * 0.003)
-            run.kill(victim)
+        for victim in _kills(run, kill_count, rng, most_begins=20, jitter=0.003):
             done_kills += 1
             slot = run.slots[victim]
             left = max(20, per - sum(_begins(run, i) for i, s in enumerate(run.slots)

@@ -17,6 +17,7 @@ extension LongMemEval readers ignore) says what the question tests:
     python examples/eval/make_paraphrase_set.py --set b  # the held-out set: paraphrase-b.json
     python examples/eval/make_paraphrase_set.py --set c  # the second held-out set: paraphrase-c.json
     python examples/eval/make_paraphrase_set.py --set d  # the third held-out set: paraphrase-d.json
+    python examples/eval/make_paraphrase_set.py --set e  # the fourth held-out set: paraphrase-e.json
 
 The sets are written by hand, not generated from a seed: ``--set b`` is a second person's year
 (paraphrase_b.py), written before the fusion was tuned on the first set and never tuned on, so
@@ -24,7 +25,9 @@ the two sets' figures show how much the tuning flatters the first. ``--set c`` i
 person's year (paraphrase_c.py), written before the fusion was changed for set B. ``--set d`` is a
 fourth person's year (paraphrase_d.py), written before the fusion was changed for issue 19's
 updates and preferences, with more knowledge updates (most stated without a change word): it is
-only reported, never tuned on.
+only reported, never tuned on. ``--set e`` is a fifth person's year (paraphrase_e.py), written blind
+to the ranking, never tuned on: its author neither read how the archive ranks nor ran any search
+on it.
 """
 
 from __future__ import annotations
@@ -305,6 +308,12 @@ if __name__ == "__main__":
 
         path = Path(__file__).with_name("paraphrase-d.json")
         data = build(paraphrase_d.SESSIONS, paraphrase_d.QUESTIONS)
+    elif sys.argv[1:] == ["--set", "e"]:
+        sys.path.insert(0, str(Path(__file__).parent))
+        import paraphrase_e
+
+        path = Path(__file__).with_name("paraphrase-e.json")
+        data = build(paraphrase_e.SESSIONS, paraphrase_e.QUESTIONS)
     else:
         path = Path(__file__).with_name("paraphrase.json")
         data = build()

@@ -244,7 +244,7 @@ QUESTIONS: list[tuple[str, str, str, str, str, list[str], list[str]]] = [
     ("e-para-lessons", "single-session-user", "paraphrase", "Which evening lessons did I book so I could assist my daughter with her studies?", "the Mynediad Welsh course", ["welsh"], []),
     ("e-para-wages", "single-session-user", "paraphrase", "How much did the bosses first propose for our wages?", "3%", ["pay-offer"], []),
     ("e-para-creature", "single-session-user", "paraphrase", "Which creature did my little girl fall for on our day out?", "ponies", ["seren-horse"], []),
-    ("e-para-sprint", "single-session-user", "paraphrase", "What set our dog off sprinting in the city centre's gardens?", "a squirrel", ["dog-park"], []),
+    ("e-para-sprint", "single-session-user", "paraphrase", "What made our dog bolt across the gardens in the middle of town?", "a squirrel", ["dog-park"], []),
     ("e-pref-fitness", "single-session-preference", "preference", "Suggest a way for me to get fitter this year.", "something low-impact and easy on the knees (swimming, cycling), not running", ["knees"], []),
     ("e-pref-takeaway", "single-session-preference", "preference", "Pick a takeaway for me for Friday night.", "something mild, nothing hot", ["spicy"], []),
     ("e-pref-drive", "single-session-preference", "preference", "What should we play in the car on the drive down to Gower?", "Super Furry Animals or Gruff Rhys", ["music", "music-gig"], []),

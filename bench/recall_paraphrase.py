@@ -21,7 +21,8 @@ outdated one (``outdated_session_ids``).
     python bench/recall_paraphrase.py examples/eval/paraphrase.json [--k 3] [--json] [--verbose]
     python bench/recall_paraphrase.py examples/eval/paraphrase-b.json   # the first held-out set
     python bench/recall_paraphrase.py examples/eval/paraphrase-c.json   # the second held-out set
-    python bench/recall_paraphrase.py examples/eval/paraphrase-d.json   # the third, never tuned on
+    python bench/recall_paraphrase.py examples/eval/paraphrase-d.json   # the third
+    python bench/recall_paraphrase.py examples/eval/paraphrase-e.json   # the fourth, written blind
     python bench/recall_paraphrase.py examples/eval/paraphrase-c.json --weight differs=false
                                         # one rule switched off (any field of hybrid.Weights)
 """

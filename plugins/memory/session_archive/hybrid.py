@@ -88,10 +88,10 @@ USER_WIDEN = 8
 
 @dataclass(frozen=True)
 class Weights:
-    words: float = 0.25
+    words: float = 0.1
     #: the word weight when no message had every word (the any-word fallback: weak evidence)
     any_words: float = 0.0
-    exact: float = 0.15
+    exact: float = 0.1
     #: nearest vectors taken as candidates
     neighbours: int = 100
     #: lexical candidates considered for fusion (best first)
@@ -101,18 +101,18 @@ class Weights:
     #: similarity of unrelated text: a vector-only candidate below it is dropped
     floor: float = 0.15
     #: a conversation's score: its best message's, plus this times the excess over ``floor`` ...
-    support: float = 0.35
+    support: float = 0.5
     #: ... of its next best messages, this many
-    support_count: int = 2
+    support_count: int = 1
     #: supersession: two conversations are on the same topic when some message of one and some
     #: message of the other have at least this cosine ...
-    same_topic: float = 0.4
+    same_topic: float = 0.35
     #: ... the later one was at least this many days after the earlier (sooner, it is the same
     #: episode, or a neighbouring one, not a change of the fact) ...
-    update_days: float = 14.0
+    update_days: float = 7.0
     #: ... and its best message is at least this share of the earlier one's similarity to the
     #: question (it answers the question too, not only shares the topic)
-    update_relevance: float = 0.55
+    update_relevance: float = 0.45
     #: ... and it says that something changed in so many words (:data:`CHANGE`; False: this
     #: path is off) ...
     change_word: bool = True

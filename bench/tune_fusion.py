@@ -1,0 +1,171 @@
+"""Choose the fusion's weights on some paraphrase sets and check the choice on others.
+
+A grid over fields of ``hybrid.Weights`` is scored on every set given (each loaded and embedded
+once; the query embeddings are cached, so one configuration costs a fraction of a second). A
+configuration's score on a set is how far it falls short of issue 19's targets (recall@3:
+exact words 0.98, plain questions 0.95, paraphrases 0.9, implied preferences 0.8, updates 0.9;
+the current statement above the outdated one 0.9), summed over variants; ties are broken by the
+hit@1 lost. It prints:
+
+* leave-one-set-out: for each set, the configuration chosen on the others, and that set's
+  shortfall with it against the current defaults (does a choice made elsewhere carry over?);
+* the configuration chosen on all of them, per set;
+* with ``--held-out FILE``: that set's shortfall with the chosen configuration and with the
+  defaults (a set never used for the choice: run it once, after the choice is made).
+
+    python bench/tune_fusion.py examples/eval/paraphrase{,-b,-c,-d}.json \\
+        --held-out examples/eval/paraphrase-e.json
+
+Nothing is faked: the local embedder (the ``embeddings`` extra) and real archives in a temporary
+folder. Nothing is asserted, and hybrid.py's defaults are not changed by it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from recall_paraphrase import load, ranked_sessions
+
+from hermes_core.embeddings import GuardedEmbedder
+from hermes_core.plugins.embedders.minilm import MiniLMConfig, MiniLMEmbedder
+from hermes_core.plugins.memory.session_archive import SessionArchive
+from hermes_core.plugins.memory.session_archive.hybrid import (
+    Weights,
+    hybrid_candidates,
+)
+from hermes_core.plugins.memory.session_archive.vector_index import VectorIndex
+from hermes_core.plugins.memory.session_archive.vectors import reindex
+
+TARGETS = {"exact-and": 0.98, "exact-or": 0.98, "plain-own-words": 0.95, "paraphrase": 0.9,
+           "preference": 0.8, "knowledge-update": 0.9}
+CURRENT_FIRST = 0.9
+
+GRID: dict[str, list[Any]] = {
+    "words": [0.1, 0.15, 0.25, 0.35], "exact": [0.1, 0.15, 0.25], "support": [0.2, 0.35, 0.5],
+    "support_count": [1, 2, 3], "same_topic": [0.35, 0.4, 0.5], "update_days": [7.0, 14.0],
+    "update_relevance": [0.45, 0.55, 0.7], "differs": [True, False],
+}
+
+
+class _Cached:
+    """The local embedder with each text's vector kept: a grid asks the same questions often."""
+
+    def __init__(self, inner: MiniLMEmbedder) -> None:
+        self.inner = inner
+        self.name, self.model_id, self.dimension = inner.name, inner.model_id, inner.dimension
+        self._seen: dict[str, Any] = {}
+
+    def embed(self, texts: list[str]) -> list[Any]:
+        missing = [t for t in dict.fromkeys(texts) if t not in self._seen]
+        if missing:
+            self._seen.update(zip(missing, self.inner.embed(missing), strict=True))
+        return [self._seen[t] for t in texts]
+
+
+@dataclass
+class _Set:
+    name: str
+    questions: list[dict]
+    archive: SessionArchive
+    embedder: GuardedEmbedder
+    index: VectorIndex
+
+
+def _open(path: Path, embedder: _Cached, folder: Path) -> _Set:
+    questions = json.loads(path.read_text(encoding="utf-8"))
+    archive = SessionArchive(folder / f"{path.stem}.db")
+    load(questions, archive)
+    guarded = GuardedEmbedder(embedder, timeout=600)
+    reindex(archive, guarded)
+    index = VectorIndex(archive, rescore=10**6)  # small sets: every vector rescored
+    index.refresh(guarded.dimension)
+    return _Set(path.name, questions, archive, guarded, index)
+
+
+def measure(s: _Set, weights: Weights) -> dict[str, dict[str, float]]:
+    """recall@3, hit@1 and (updates) current-above-outdated per variant."""
+    per: dict[str, dict[str, list[float]]] = {}
+    for item in s.questions:
+        found = hybrid_candidates(s.archive, item["question"], s.embedder, s.index,
+                                  weights=weights).found
+        ranked = ranked_sessions(s.archive, [c.id for c in found])
+        evidence = item["answer_session_ids"]
+        row = per.setdefault(item.get("variant") or item["question_type"],
+                             {"recall": [], "hit1": [], "current": []})
+        row["recall"].append(sum(e in ranked[:3] for e in evidence) / len(evidence))
+        row["hit1"].append(float(bool(ranked) and ranked[0] in evidence))
+        if item.get("outdated_session_ids"):
+            now = min((ranked.index(e) for e in evidence if e in ranked), default=10**6)
+            old = min((ranked.index(e) for e in item["outdated_session_ids"] if e in ranked),
+                      default=10**6)
+            row["current"].append(float(now < old))
+    return {v: {k: sum(xs) / len(xs) for k, xs in row.items() if xs} for v, row in per.items()}
+
+
+def shortfall(m: dict[str, dict[str, float]]) -> tuple[float, float]:
+    """(how far below the targets, hit@1 lost), summed over variants."""
+    short = sum(max(0.0, TARGETS.get(v, 0.0) - r["recall"]) for v, r in m.items())
+    short += sum(max(0.0, CURRENT_FIRST - r["current"]) for r in m.values() if "current" in r)
+    return round(short, 6), sum(1 - r["hit1"] for r in m.values())
+
+
+def _total(scores: dict[str, tuple[float, float]], names: list[str]) -> tuple[float, float]:
+    return (round(sum(scores[n][0] for n in names), 6), sum(scores[n][1] for n in names))
+
+
+def _fmt(x: tuple[float, float]) -> str:
+    return f"short {x[0]:.3f}, hit@1 lost {x[1]:.2f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("sets", nargs="+", type=Path, help="sets the choice is made on")
+    parser.add_argument("--held-out", type=Path, help="a set only reported, after the choice")
+    args = parser.parse_args()
+    embedder = _Cached(MiniLMEmbedder(MiniLMConfig()))
+    with tempfile.TemporaryDirectory() as tmp:
+        sets = [_open(p, embedder, Path(tmp)) for p in args.sets]
+        names = [s.name for s in sets]
+        configs = [dict(zip(GRID, values, strict=True)) for values in itertools.product(*GRID.values())]
+        start = time.perf_counter()
+        scored: list[tuple[dict[str, Any], dict[str, tuple[float, float]]]] = []
+        for n, cfg in enumerate(configs, 1):
+            w = replace(Weights(), **cfg)
+            scored.append((cfg, {s.name: shortfall(measure(s, w)) for s in sets}))
+            if n % 250 == 0:
+                print(f"  {n}/{len(configs)} configurations, {time.perf_counter() - start:.0f} s",
+                      file=sys.stderr)
+        default = {s.name: shortfall(measure(s, Weights())) for s in sets}
+        print(f"{len(configs)} configurations over {', '.join(names)}")
+        print("defaults: " + "; ".join(f"{n} {_fmt(default[n])}" for n in names))
+        if len(sets) > 1:
+            print("leave one set out (chosen on the others, scored on it):")
+            for held in names:
+                rest = [n for n in names if n != held]
+                cfg, sc = min(scored, key=lambda c: _total(c[1], rest))
+                print(f"  {held}: {_fmt(sc[held])} (defaults {_fmt(default[held])}) with {cfg}")
+        cfg, sc = min(scored, key=lambda c: _total(c[1], names))
+        print(f"chosen on all: {cfg}")
+        print("  " + "; ".join(f"{n} {_fmt(sc[n])}" for n in names))
+        if args.held_out is not None:
+            held = _open(args.held_out, embedder, Path(tmp))
+            chosen = shortfall(measure(held, replace(Weights(), **cfg)))
+            print(f"held out {held.name}: {_fmt(chosen)} with the choice, "
+                  f"{_fmt(shortfall(measure(held, Weights())))} with the defaults")
+            held.archive.close()
+        for s in sets:
+            s.archive.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,7 +1,8 @@
 """Which medium the curated memory uses: files in the home, or the ``storage.url`` database.
 
-With ``memory.scope: user`` each user key has a memory of its own: ``memories/users/<key>/`` in
-the home, or the rows owned by ``<key>`` in the database. The shared (global) memory is
+With ``memory.scope: user`` each user key has a memory of its own: ``memories/users/<folder>/``
+in the home (the key's case-distinct folder name, see :mod:`.user_folders`), or the rows owned by
+``<key>`` in the database. The shared (global) memory is
 ``memories/`` itself, or the rows owned by ''.
 """
 
@@ -15,6 +16,7 @@ from hermes_core.users import check_user_key
 
 from .config import FileMemoryConfig
 from .store import MemoryStore
+from .user_folders import user_dir
 
 if TYPE_CHECKING:
     from hermes_core.storage.url import StorageURL
@@ -23,9 +25,10 @@ __all__ = ["memory_dir", "open_store", "store_at"]
 
 
 def memory_dir(home: Path, user: str | None = None) -> Path:
-    """The folder of the shared memory, or of one user's memory."""
+    """The folder of the shared memory, or of one user's memory (an old-named folder of that
+    user is renamed first: :func:`.user_folders.user_dir`)."""
     base = Path(home) / "memories"
-    return base / "users" / check_user_key(user) if user else base
+    return user_dir(base, user) if user else base
 
 
 def open_store(

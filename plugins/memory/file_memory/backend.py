@@ -16,12 +16,12 @@ from hermes_core.users import check_user_key
 
 from .config import FileMemoryConfig
 from .store import MemoryStore
-from .user_folders import user_dir
+from .user_folders import user_dir, user_owners
 
 if TYPE_CHECKING:
     from hermes_core.storage.url import StorageURL
 
-__all__ = ["memory_dir", "open_store", "store_at"]
+__all__ = ["memory_dir", "open_store", "store_at", "user_keys"]
 
 
 def memory_dir(home: Path, user: str | None = None) -> Path:
@@ -52,3 +52,14 @@ def store_at(config: FileMemoryConfig, home: Path, url: StorageURL | None,
                              history_limit=config.history_limit)
     return MemoryStore(memory_dir(home, user), memory_limit=config.memory_char_limit,
                        user_limit=config.user_char_limit, history_limit=config.history_limit)
+
+
+def user_keys(home: Path, storage_url: str | None = None) -> list[str]:
+    """Every user key that has a memory: its folder under ``memories/users`` (file backend), or
+    its rows in the ``storage.url`` database. The shared memory ('') is not listed."""
+    url = resolve_storage_url(storage_url)
+    if url is not None:
+        from .pg_store import database_owners
+
+        return [owner for owner in database_owners(url) if owner]
+    return user_owners(Path(home) / "memories")

@@ -189,10 +189,19 @@ def test_migrate_lists_owners_by_their_real_keys(tmp_path: Path, pg_url: str) ->
     for key, text in [("Alice", "Alice is the admin"), ("alice", "alice is a guest")]:
         open_store(FileMemoryConfig(), home, None, user=key).add("user", text)
     assert owners_of(home / "memories") == ["", "Alice", "Bob", "alice"]
+    listed = json.loads(_run(home, "memory", "users", "--json"))  # only read: nothing renamed
+    users = home / "memories" / "users"
+    assert listed == [
+        {"user": "Alice", "where": str(users / "^alice"), "old_name": False},
+        {"user": "Bob", "where": str(users / "Bob"), "old_name": True},
+        {"user": "alice", "where": str(users / "alice"), "old_name": False}]
+    assert (users / "Bob").is_dir()
     report = json.loads(_run(home, "storage", "migrate", "--to", pg_url, "--json"))
     assert report["errors"] == []
     assert sorted(report["plugins"]["file_memory"]["detail"]["copied"]) == [
         "Alice/user", "Bob/memory", "Bob/user", "alice/user"]
+    in_db = json.loads(_run(home, "memory", "users", "--json", url=pg_url))
+    assert [row["user"] for row in in_db] == ["Alice", "Bob", "alice"]
     for key, text in [("Alice", "Alice is the admin"), ("alice", "alice is a guest"),
                       ("Bob", "Bob likes oolong")]:
         shown = json.loads(_run(home, "memory", "show", "--json", "--user", key, url=pg_url))

@@ -152,6 +152,10 @@ def test_both_names_present_is_refused_and_nothing_is_touched(tmp_path: Path) ->
     assert str(old.directory) in message and str(new.directory) in message
     assert "Nothing was changed" in message and "mv " in message
     assert {name: _tree(users / name) for name in ("Alice", "^alice")} == trees
+    listed = CliRunner().invoke(cli, ["memory", "users", "--json"], env={
+        "HERMES_CORE_HOME": str(tmp_path), "HERMES_CORE_STORAGE_URL": ""})
+    assert json.loads(listed.output) == [{"user": "Alice", "where": str(new.directory),
+                                          "old_name": False, "both_names": True}]
     checks = user_folder_checks(tmp_path / "memories")
     assert [c.ok for c in checks] == [False] and str(old.directory) in checks[0].detail
     # the CLI says so without a traceback, and exits non-zero
@@ -192,9 +196,9 @@ def test_migrate_lists_owners_by_their_real_keys(tmp_path: Path, pg_url: str) ->
     listed = json.loads(_run(home, "memory", "users", "--json"))  # only read: nothing renamed
     users = home / "memories" / "users"
     assert listed == [
-        {"user": "Alice", "where": str(users / "^alice"), "old_name": False},
-        {"user": "Bob", "where": str(users / "Bob"), "old_name": True},
-        {"user": "alice", "where": str(users / "alice"), "old_name": False}]
+        {"user": "Alice", "where": str(users / "^alice"), "old_name": False, "both_names": False},
+        {"user": "Bob", "where": str(users / "Bob"), "old_name": True, "both_names": False},
+        {"user": "alice", "where": str(users / "alice"), "old_name": False, "both_names": False}]
     assert (users / "Bob").is_dir()
     report = json.loads(_run(home, "storage", "migrate", "--to", pg_url, "--json"))
     assert report["errors"] == []

@@ -57,14 +57,15 @@ def open_for_command(user: str | None = None) -> tuple[MemoryStore, FileMemoryCo
 
 def users_for_command() -> list[dict[str, Any]]:
     """Each user with a memory of its own: ``user`` (the key) and ``where`` (its folder, or the
-    database); ``old_name`` when the folder still has its old name (only read: nothing is
-    renamed here)."""
+    database); ``old_name`` when the folder still has its old name, ``both_names`` when a folder
+    under the old name exists beside the new one (an error to settle by hand). Only read:
+    nothing is renamed here."""
     from hermes_core.paths import home_dir
     from hermes_core.storage import resolve_storage_url
     from hermes_core.users import user_folder_name
 
     from .backend import user_keys
-    from .user_folders import users_dir
+    from .user_folders import old_named_folders, users_dir
 
     config, _settings = _configured()
     url = resolve_storage_url(config.core.storage.url)
@@ -73,9 +74,11 @@ def users_for_command() -> list[dict[str, Any]]:
     for key in user_keys(home_dir(), config.core.storage.url):
         if url is not None:
             rows.append({"user": key, "where": f"{url.redacted} (owner {key!r})",
-                         "old_name": False})
+                         "old_name": False, "both_names": False})
             continue
         new = users / user_folder_name(key)
-        old = not new.is_dir()
-        rows.append({"user": key, "where": str(users / key if old else new), "old_name": old})
+        has_new = new.is_dir()
+        has_old = key in old_named_folders(users, key)
+        rows.append({"user": key, "where": str(new if has_new else users / key),
+                     "old_name": has_old and not has_new, "both_names": has_old and has_new})
     return rows

@@ -145,6 +145,9 @@ def users(as_json: bool) -> None:
         click.echo("No user has a memory of its own (memory.scope: user gives each one).")
     for row in rows:
         note = "  (old folder name: renamed when next opened)" if row["old_name"] else ""
+        if row["both_names"]:
+            note = (f"  (ALSO under its old folder name {row['user']}: both exist, so this memory "
+                    "cannot be opened; 'hermes-core doctor' says what to do)")
         click.echo(f"{row['user']}  {row['where']}{note}")
 
 

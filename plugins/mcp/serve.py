@@ -108,11 +108,15 @@ def run_stdio(stack: StackServer) -> None:
     import anyio
     from mcp.server.stdio import stdio_server
 
+    from .unreadable import AnsweringReader
+
     server = build_server(stack)
 
     async def main() -> None:
         async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+            # a line that is not a JSON-RPC message gets its JSON-RPC error (the SDK drops it)
+            await server.run(AnsweringReader(read, write), write,
+                             server.create_initialization_options())
 
     anyio.run(main)
 

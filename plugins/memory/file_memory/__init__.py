@@ -25,10 +25,9 @@ from .backend import open_store
 from .config import FileMemoryConfig
 from .entries import dedupe
 from .errors import MemoryRefused
-from .history import Provenance
 from .recall import EntryRecall, Hit, render_recall
 from .snapshot import Snapshot, load_snapshot
-from .store import FILENAMES, TARGETS, MemoryStore
+from .store import TARGETS, MemoryStore
 from .tool import MemoryToolHandler, build_tool
 
 if TYPE_CHECKING:
@@ -102,6 +101,10 @@ class FileMemory(MemoryProvider):
         user = session.user_id if (self.per_user and session is not None) else None
         if user is None:
             return self.store
+        return self.user_store(user)
+
+    def user_store(self, user: str) -> MemoryStore:
+        """The store of user key ``user`` (opened once, then kept)."""
         with self._stores_lock:
             store = self._stores.get(user)
             if store is None:
@@ -259,30 +262,32 @@ class FileMemory(MemoryProvider):
     @hookimpl
     def forget(self, subject: str, scope: str, dry_run: bool) -> ForgetReport:
         """Delete every entry of MEMORY.md / USER.md mentioning ``subject`` (whole entries),
-        and remove those entries from every version of the history."""
-        from .versions import forget_entries
+        and remove those entries from every version of the history: with scope ``all`` in the
+        shared memory and every user's, with ``user:<key>`` (``memory.scope: user``) in that
+        user's only."""
+        from .forgetting import forget_in
 
-        if scope != "all":
+        if scope == "all":
+            owners = [("", self.store)] + [(key, self.user_store(key))
+                                           for key in self._user_keys()]
+        elif scope.startswith("user:") and self.per_user:
+            owners = [(scope[len("user:"):], self.user_store(scope[len("user:"):]))]
+        else:
             return ForgetReport(self.name, dry_run=dry_run, cannot_delete=(
                 "MEMORY.md and USER.md are shared by every user of this home; forget with "
                 "scope 'all' to delete from them"))
-        result = forget_entries(self.store, subject, dry_run=dry_run, by=Provenance("cli"))
-        if not dry_run and result.count:
-            # no vector of a forgotten entry stays behind (only the shared store's are kept
-            # here besides per-user ones: keep those of every store still open)
+        report = forget_in(self.name, owners, subject, dry_run=dry_run)
+        if not dry_run and report.deleted:
+            # no vector of a forgotten entry stays behind: keep those of every store still open
             stores = [self.store, *self._stores.values()]
             self.recall.forget([e for st in stores for t in TARGETS for e in st.entries(t)])
-        report = ForgetReport(
-            self.name, matched=result.count, deleted=result.deleted, dry_run=dry_run,
-            items=[f"{FILENAMES[t]}: {e if len(e) <= 100 else e[:97] + '...'}"
-                   for t, entries in result.matched.items() for e in entries],
-        )
-        if result.version is not None:
-            report.notes.append(f"recorded as memory version {result.version}")
-        if result.history_redacted:
-            report.notes.append(f"removed from {result.history_redacted} older version(s) of "
-                                "the memory history")
         return report
+
+    def _user_keys(self) -> list[str]:
+        """Every user key with a memory here (folders, or owners in the database)."""
+        from .backend import user_keys
+
+        return user_keys(self.context.home, self._storage_url)
 
     @hookimpl
     def on_session_end(self, session: Session) -> None:

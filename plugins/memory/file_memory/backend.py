@@ -1,7 +1,8 @@
 """Which medium the curated memory uses: files in the home, or the ``storage.url`` database.
 
-With ``memory.scope: user`` each user key has a memory of its own: ``memories/users/<key>/`` in
-the home, or the rows owned by ``<key>`` in the database. The shared (global) memory is
+With ``memory.scope: user`` each user key has a memory of its own: ``memories/users/<folder>/``
+in the home (the key's case-distinct folder name, see :mod:`.user_folders`), or the rows owned by
+``<key>`` in the database. The shared (global) memory is
 ``memories/`` itself, or the rows owned by ''.
 """
 
@@ -15,17 +16,19 @@ from hermes_core.users import check_user_key
 
 from .config import FileMemoryConfig
 from .store import MemoryStore
+from .user_folders import user_dir, user_owners
 
 if TYPE_CHECKING:
     from hermes_core.storage.url import StorageURL
 
-__all__ = ["memory_dir", "open_store", "store_at"]
+__all__ = ["memory_dir", "open_store", "store_at", "user_keys"]
 
 
 def memory_dir(home: Path, user: str | None = None) -> Path:
-    """The folder of the shared memory, or of one user's memory."""
+    """The folder of the shared memory, or of one user's memory (an old-named folder of that
+    user is renamed first: :func:`.user_folders.user_dir`)."""
     base = Path(home) / "memories"
-    return base / "users" / check_user_key(user) if user else base
+    return user_dir(base, user) if user else base
 
 
 def open_store(
@@ -49,3 +52,14 @@ def store_at(config: FileMemoryConfig, home: Path, url: StorageURL | None,
                              history_limit=config.history_limit)
     return MemoryStore(memory_dir(home, user), memory_limit=config.memory_char_limit,
                        user_limit=config.user_char_limit, history_limit=config.history_limit)
+
+
+def user_keys(home: Path, storage_url: str | None = None) -> list[str]:
+    """Every user key that has a memory: its folder under ``memories/users`` (file backend), or
+    its rows in the ``storage.url`` database. The shared memory ('') is not listed."""
+    url = resolve_storage_url(storage_url)
+    if url is not None:
+        from .pg_store import database_owners
+
+        return [owner for owner in database_owners(url) if owner]
+    return user_owners(Path(home) / "memories")

@@ -127,6 +127,30 @@ def show(target: str | None, as_json: bool, user: str | None) -> None:
             click.echo("")
 
 
+@memory.command("users")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
+def users(as_json: bool) -> None:
+    """List the users with a memory of their own (memory.scope: user), by key.
+
+    A user's folder is named by the key with each uppercase letter written as ^ and its
+    lowercase (Alice: memories/users/^alice); one still under its old name is marked and is
+    renamed when that user's memory is next opened."""
+    from .cli_store import users_for_command
+
+    rows = users_for_command()
+    if as_json:
+        echo_json(rows)
+        return
+    if not rows:
+        click.echo("No user has a memory of its own (memory.scope: user gives each one).")
+    for row in rows:
+        note = "  (old folder name: renamed when next opened)" if row["old_name"] else ""
+        if row["both_names"]:
+            note = (f"  (ALSO under its old folder name {row['user']}: both exist, so this memory "
+                    "cannot be opened; 'hermes-core doctor' says what to do)")
+        click.echo(f"{row['user']}  {row['where']}{note}")
+
+
 @memory.command("add")
 @_TARGET
 @click.argument("text")

@@ -1,20 +1,25 @@
 """``hermes-core doctor``'s checks of MEMORY.md and USER.md (the ``doctor_checks`` hook).
 
 Each file: readable, UTF-8, within its limit, in the form the store writes. Only read: a file
-that cannot be used is left untouched and the check says how to start that store afresh.
+that cannot be used is left untouched and the check says how to start that store afresh. The
+per-user folders: one under its old name is reported (renamed when that user's memory is next
+opened), and one whose old and new names both exist is an error (see :mod:`.user_folders`).
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from hermes_core.config import LoadedConfig, validate_section
 from hermes_core.doctor import DoctorCheck
 from hermes_core.errors import HermesCoreError
+from hermes_core.users import user_folder_name
 
 from .config import FileMemoryConfig
 from .entries import joined_size, usage_label
 from .store import FILENAMES, MemoryStore
+from .user_folders import UserFolderConflict, old_named_folders, user_owners, users_dir
 
 __all__ = ["memory_file_checks"]
 
@@ -62,4 +67,28 @@ def memory_file_checks(home: Path, config: LoadedConfig) -> list[DoctorCheck]:
         out.append(DoctorCheck(
             filename, True, f"{path}: {len(state.entries)} entries, {usage_label(size, limit)}"
             + "".join(f"; {n}" for n in notes), warning=bool(notes)))
+    return out + user_folder_checks(Path(home) / "memories")
+
+
+def user_folder_checks(memories: Path) -> list[DoctorCheck]:
+    """The per-user folders (none when there is no ``memories/users``): how many users, and
+    each folder still under its old name (a warning) or under both names (an error)."""
+    users = users_dir(memories)
+    if not users.is_dir():
+        return []
+    out: list[DoctorCheck] = []
+    for name in old_named_folders(users):
+        new = users / user_folder_name(name)
+        if new.name in os.listdir(users):  # exact case
+            out.append(DoctorCheck("memories/users", False,
+                                   str(UserFolderConflict(name, users / name, new))))
+        else:
+            out.append(DoctorCheck(
+                "memories/users", True, f"{users / name} is the memory of user {name!r} under "
+                f"its old folder name; it is renamed to {new.name} (nothing else changes) when "
+                "that user's memory is next opened", warning=True))
+    if not out:
+        out.append(DoctorCheck("memories/users", True,
+                               f"{users}: the memories of {len(user_owners(memories))} user(s)"))
     return out
+

@@ -1,9 +1,11 @@
 """The curated memory's part of ``hermes-core storage migrate`` (the ``copy_storage`` hook).
 
-Every owner (the shared memory and each ``memories/users/<key>/``): its history first (when that
-owner has no version in the target yet), then MEMORY / USER into documents that are empty in the
-target, then its pins (added, never removed). A document the target holds with other entries is
-left as it is and named in the report. The source is only read.
+Every owner (the shared memory and each user's ``memories/users/<folder>/``, named by the key its
+folder name maps back to): its history first (when that owner has no version in the target yet),
+then MEMORY / USER into documents that are empty in the target, then its pins (added, never
+removed). A document the target holds with other entries is left as it is and named in the report.
+The source is only read, except that opening a user's folder under its old name renames it to its
+new name (:mod:`.user_folders`).
 """
 
 from __future__ import annotations

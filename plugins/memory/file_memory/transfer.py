@@ -25,6 +25,7 @@ from .entries import canonical_text
 from .history import History, Version
 from .pins import _update, read_pins
 from .store import TARGETS, MemoryStore
+from .user_folders import user_owners
 
 __all__ = ["MemoryCopy", "copy_owner", "import_history", "put_document"]
 
@@ -107,9 +108,7 @@ def copy_owner(source: MemoryStore, target: MemoryStore, owner: str, out: Memory
 
 
 def owners_of(home_memories: Any) -> list[str]:
-    """The owners with a folder under ``memories/`` ('' for the shared memory, then users)."""
+    """The owners with a folder under ``memories/`` ('' for the shared memory, then the user
+    keys, decoded from their folder names)."""
     owners = [""] if home_memories.is_dir() else []
-    users = home_memories / "users"
-    if users.is_dir():
-        owners += [d.name for d in sorted(users.iterdir()) if d.is_dir()]
-    return owners
+    return owners + user_owners(home_memories)

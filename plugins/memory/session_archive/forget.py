@@ -18,6 +18,7 @@ Kept small and apart from the store on purpose: the functions take a
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,28 +58,36 @@ def _scope_sql(scope: str) -> tuple[str, tuple[Any, ...]]:
     if scope == "all":
         return "", ()
     if scope.startswith("user:") and scope[5:]:
-        return (" AND CASE WHEN json_valid(s.attributes) THEN "
-                "json_extract(s.attributes, '$.user_id') END = ?", (scope[5:],))
+        return " AND s.user_id = ?", (scope[5:],)
     raise ValueError(f"unknown scope {scope!r}: use 'all' or 'user:<key>'")
 
 
-def _find(con: sqlite3.Connection, subject: str, scope: str) -> ArchiveForget:
+def _like(word: str) -> str:
+    """A LIKE pattern matching ``word`` anywhere (its ``%``, ``_`` and ``\\`` taken literally)."""
+    return "%" + word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _find(read: Callable[[str, tuple[Any, ...]], list[Any]], subject: str,
+          scope: str) -> ArchiveForget:
+    """What mentions ``subject``; ``read`` runs a query (in SQLite's dialect, which the
+    PostgreSQL archive translates) and returns its rows."""
     needle = _squash(subject)
     where, params = _scope_sql(scope)
     words = [w for w in needle.split() if w.isascii()]
     sql = ("SELECT m.id, s.id, m.role, m.content, m.tool_calls FROM messages AS m "
-           "JOIN sessions AS s ON s.num = m.session WHERE 1" + where)
+           "JOIN sessions AS s ON s.num = m.session WHERE 1 = 1" + where)
     args: tuple[Any, ...] = params
     if words:  # a cheap SQL prefilter on the longest ASCII word; the exact check follows
-        word = max(words, key=len)
-        sql += " AND (instr(lower(m.content), ?) > 0 OR instr(lower(m.tool_calls), ?) > 0)"
-        args = (*params, word, word)
+        pattern = _like(max(words, key=len))
+        sql += (" AND (lower(m.content) LIKE ? ESCAPE '\\' OR "
+                "lower(m.tool_calls) LIKE ? ESCAPE '\\')")
+        args = (*params, pattern, pattern)
     found = ArchiveForget()
-    for mid, sid, role, content, calls in con.execute(sql, args):
+    for mid, sid, role, content, calls in read(sql, args):
         if needle in _squash(content) or (calls and needle in _squash(calls)):
             preview = " ".join(content.split())
             found.messages.append((mid, sid, role, preview[:100]))
-    for sid, title in con.execute(
+    for sid, title in read(
             "SELECT s.id, s.title FROM sessions AS s WHERE s.title IS NOT NULL" + where, params):
         if needle in _squash(title):
             found.titles.append(sid)
@@ -91,10 +100,7 @@ def forget_messages(archive: SessionArchive, subject: str, *, scope: str = "all"
     _scope_sql(scope)  # a bad scope fails before anything is read
 
     def tx(con: sqlite3.Connection) -> ArchiveForget:
-        found = _find(con, subject, scope)
-        found.dry_run = dry_run
-        if dry_run:
-            return found
+        found = _find(lambda sql, args: con.execute(sql, args).fetchall(), subject, scope)
         ids = [m[0] for m in found.messages]
         for start in range(0, len(ids), _CHUNK):
             chunk = ids[start:start + _CHUNK]
@@ -107,9 +113,10 @@ def forget_messages(archive: SessionArchive, subject: str, *, scope: str = "all"
         found.deleted = found.matched
         return found
 
-    if dry_run:
-        with archive.db.lock:
-            return tx(archive.db.con)
+    if dry_run:  # only read: on either backend, through the archive's read path
+        found = _find(archive.db.read, subject, scope)
+        found.dry_run = True
+        return found
     return archive._write(tx)
 
 

@@ -25,6 +25,15 @@ def _run(*args: str) -> dict:
     return json.loads(result.output)
 
 
+def _seeded(home: Path, backend: str, request: pytest.FixtureRequest) -> str | None:
+    """The home's config for ``backend``, the seed written; the storage URL (None: SQLite)."""
+    url = request.getfixturevalue("pg_url") if backend == "postgresql" else None
+    (home / "config.yaml").write_text(CONFIG + (f"storage:\n  url: {url}\n" if url else ""),
+                                      encoding="utf-8")
+    _seed(home, url)
+    return url
+
+
 def _seed(home: Path, url: str | None) -> None:
     archive = open_archive(SessionArchiveConfig(), home, url)
     try:
@@ -44,10 +53,7 @@ def _seed(home: Path, url: str | None) -> None:
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_forget_in_the_archive_on_both_backends(home: Path, backend: str,
                                                 request: pytest.FixtureRequest) -> None:
-    url = request.getfixturevalue("pg_url") if backend == "postgresql" else None
-    (home / "config.yaml").write_text(CONFIG + (f"storage:\n  url: {url}\n" if url else ""),
-                                      encoding="utf-8")
-    _seed(home, url)
+    url = _seeded(home, backend, request)
     plan = _run("forget", "lisbon", "--dry-run", "--json")["plan"][0]
     assert (plan["provider"], plan["error"], plan["matched"], plan["deleted"]) == (
         "session_archive", None, 4, 0), plan  # 3 messages and a title
@@ -75,10 +81,7 @@ def test_forget_for_one_user_in_the_archive(home: Path, backend: str,
     from hermes_core.cli._common import load_host
     from hermes_core.cli.forget_cmd import _forget_hook
 
-    url = request.getfixturevalue("pg_url") if backend == "postgresql" else None
-    (home / "config.yaml").write_text(CONFIG + (f"storage:\n  url: {url}\n" if url else ""),
-                                      encoding="utf-8")
-    _seed(home, url)
+    url = _seeded(home, backend, request)
     host = load_host()
     host.activate_memory_providers()
     try:

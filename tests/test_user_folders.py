@@ -124,13 +124,51 @@ def test_a_folder_under_its_old_name_moves_with_everything_in_it(tmp_path: Path)
     assert alice.directory == users / "alice" and alice.entries("user") == []
 
 
-def test_a_lowercase_key_settles_an_old_folder_equal_to_it_ignoring_case(tmp_path: Path) -> None:
-    # On a case-insensitive disk "users/alice" would open Alice's old folder: it moves first.
+def _ignoring_case(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Path.exists as a file system that ignores case answers it (macOS, Windows)."""
+    def exists(self: Path) -> bool:
+        try:
+            return self.name.casefold() in {n.casefold() for n in os.listdir(self.parent)}
+        except FileNotFoundError:
+            return False
+
+    monkeypatch.setattr(Path, "exists", exists)
+
+
+def test_a_lowercase_key_settles_an_old_folder_equal_to_it_ignoring_case(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Where case is ignored, "users/alice" would open Alice's old folder: it moves first.
     _old_home(tmp_path, "Alice")
     users = tmp_path / "memories" / "users"
+    _ignoring_case(monkeypatch)
     assert memory_dir(tmp_path, "alice") == users / "alice"
     assert sorted(os.listdir(users)) == [".rename.lock", "^alice"]
     assert MemoryStore(users / "^alice").entries("user") == ["Alice likes oolong"]
+
+
+def test_where_case_counts_a_lowercase_key_leaves_other_spellings_alone(tmp_path: Path) -> None:
+    _old_home(tmp_path, "Alice")
+    users = tmp_path / "memories" / "users"
+    assert memory_dir(tmp_path, "alice") == users / "alice"
+    assert sorted(os.listdir(users)) == ["Alice"]  # another user's folder, moved when it opens
+    assert memory_dir(tmp_path, "Alice") == users / "^alice"
+    assert sorted(os.listdir(users)) == [".rename.lock", "^alice"]
+
+
+def test_opening_a_user_does_not_list_the_users_folder(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A node with many thousand users opens each one's memory with a stat or two."""
+    from hermes_core.plugins.memory.file_memory import user_folders
+
+    MemoryStore(tmp_path / "memories" / "users" / "bob").add("user", "bob cycles")
+    MemoryStore(tmp_path / "memories" / "users" / "^carol").add("user", "Carol rows")
+
+    def no_listing(path: object) -> list[str]:
+        raise AssertionError(f"listed {path}")
+
+    monkeypatch.setattr(user_folders.os, "listdir", no_listing)
+    for key in ("bob", "Carol", "dave", "Eve"):
+        open_store(FileMemoryConfig(), tmp_path, None, user=key)
 
 
 def test_lowercase_keys_keep_their_folder_and_take_no_lock(tmp_path: Path) -> None:

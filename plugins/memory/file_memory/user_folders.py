@@ -87,9 +87,23 @@ def user_dir(memories: Path, key: str) -> Path:
     when its new name is taken too)."""
     users = users_dir(memories)
     name = user_folder_name(key)
-    if old_named_folders(users, key):
+    if _may_have_old_name(users, key) and old_named_folders(users, key):
         settle_old_names(users, key)
     return users / name
+
+
+def _may_have_old_name(users: Path, key: str) -> bool:
+    """Whether a folder under an old name equal to ``key`` ignoring case can be there, told by
+    one or two stats, so that opening a user's memory does not list a users folder of many
+    thousand users. ``users/<key>`` missing: no such folder (a file system that ignores case
+    would find any spelling of it). A key with an uppercase letter: only an old name is spelt
+    so (new names have none). An all-lowercase key's own folder has that name, so an old name
+    can only hide behind it where case is ignored, which ``users/<KEY>`` then also finds."""
+    if not (users / key).exists():
+        return False
+    if key != key.lower():
+        return True
+    return key != key.upper() and (users / key.upper()).exists()
 
 
 def settle_old_names(users: Path, key: str | None = None) -> list[tuple[Path, Path]]:

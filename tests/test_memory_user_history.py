@@ -188,6 +188,11 @@ def test_bad_and_unknown_user_keys(home: Path, backend: str | None) -> None:
     assert as_json("memory", "pins", "--user", "carol") == []
     pin = run("memory", "pin", "--user", "carol", "anything")
     assert pin.exit_code == 1 and isinstance(pin.exception, SystemExit), pin.output
+    assert "no entry of MEMORY.md contains 'anything'" in pin.output
+    assert "'hermes-core memory show --user carol'" in pin.output
+    unpin = run("memory", "unpin", "--user", "carol", "anything")
+    assert unpin.exit_code == 1 and isinstance(unpin.exception, SystemExit), unpin.output
+    assert "no pinned entry of MEMORY.md contains 'anything'" in unpin.output, unpin.output
     # looking created nothing: carol is still no user with a memory, bob is untouched
     assert [row["user"] for row in as_json("memory", "users")] == ["alice", "bob"]
     assert snapshot(home, backend, "bob") == bob

@@ -9,6 +9,7 @@ opens, as for ``memory show --user``). Registered on the ``memory`` group by :mo
 from __future__ import annotations
 
 import datetime
+import re
 from typing import Any
 
 import click
@@ -29,8 +30,9 @@ def _store(user: str | None) -> Any:
 def _refusal(exc: Exception, user: str | None = None) -> click.ClickException:
     message = getattr(exc, "message", None) or str(exc)
     if user is not None:
-        message = f"{whose(user)}: " + message.replace(
-            "'hermes-core memory history'", f"'hermes-core memory history --user {user}'")
+        # a command the message suggests is meant for the same memory
+        message = f"{whose(user)}: " + re.sub(
+            r"'(hermes-core memory [a-z]+)'", lambda m: f"'{m.group(1)} --user {user}'", message)
     return click.ClickException(message)
 
 

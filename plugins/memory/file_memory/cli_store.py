@@ -12,9 +12,20 @@ import click
 if TYPE_CHECKING:
     from . import FileMemoryConfig, MemoryStore
 
-__all__ = ["PLUGIN", "open_for_command", "users_for_command"]
+__all__ = ["PLUGIN", "USER_OPTION", "open_for_command", "users_for_command", "whose"]
 
 PLUGIN = "file_memory"
+
+#: ``--user KEY`` of every ``memory`` command that reads or changes one memory
+USER_OPTION = click.option(
+    "--user", "user", default=None, metavar="KEY",
+    help="The memory of one user key (memory.scope: user); default: the shared memory.",
+)
+
+
+def whose(user: str | None) -> str:
+    """How a message names the memory a command worked on."""
+    return "the shared memory" if user is None else f"the memory of user {user!r}"
 
 
 def _configured() -> tuple[Any, FileMemoryConfig]:

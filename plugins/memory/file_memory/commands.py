@@ -17,6 +17,7 @@ import click
 from hermes_core.commands import echo_json, warn
 from hermes_core.private import write_private_text
 
+from .cli_store import USER_OPTION as _USER
 from .cli_store import open_for_command
 
 if TYPE_CHECKING:
@@ -31,12 +32,6 @@ _TARGET = click.option(
     default="memory",
     show_default=True,
     help="memory = the agent's notes (MEMORY.md), user = the user's profile (USER.md).",
-)
-
-
-_USER = click.option(
-    "--user", "user", default=None, metavar="NAME",
-    help="The memory of one user (memory.scope: user); default: the shared memory.",
 )
 
 

@@ -1,32 +1,45 @@
-"""``hermes-core memory history | rollback | curate | pin | unpin | pins``.
+"""``hermes-core memory history | diff | rollback | curate | pin | unpin | pins``.
 
-A thin layer over the file memory's library: :mod:`.history` (versions), :mod:`.versions`
-(rollback), :mod:`.curator` (proposals) and :mod:`.pins`. Registered on the ``memory`` group by
-:mod:`.memory_cmd`.
+A thin layer over the file memory's library: :mod:`.history` (versions), :mod:`.diffs`,
+:mod:`.versions` (rollback), :mod:`.curator` (proposals) and :mod:`.pins`. Each works on the
+shared memory, or with ``--user KEY`` on that user's (the store :func:`.cli_store.open_for_command`
+opens, as for ``memory show --user``). Registered on the ``memory`` group by :mod:`.commands`.
 """
 
 from __future__ import annotations
 
 import datetime
+import re
 from typing import Any
 
 import click
 
 from hermes_core.commands import echo_json, warn
 
-from .cli_store import open_for_command
+from .cli_store import USER_OPTION, open_for_command, whose
 
 __all__ = ["COMMANDS"]
 
 _TARGETS = click.Choice(["memory", "user"])
 
 
-def _store() -> Any:
-    return open_for_command()
+def _store(user: str | None) -> Any:
+    return open_for_command(user)
 
 
-def _refusal(exc: Exception) -> click.ClickException:
-    return click.ClickException(getattr(exc, "message", None) or str(exc))
+def _refusal(exc: Exception, user: str | None = None) -> click.ClickException:
+    message = getattr(exc, "message", None) or str(exc)
+    if user is not None:
+        # a command the message suggests is meant for the same memory
+        message = f"{whose(user)}: " + re.sub(
+            r"'(hermes-core memory [a-z]+)'", lambda m: f"'{m.group(1)} --user {user}'", message)
+    return click.ClickException(message)
+
+
+def _no_memory_yet(store: Any) -> bool:
+    """The store has no version and no entry (a user key that never had a memory)."""
+    history = store.history.read() if store.history is not None else []
+    return not history and not any(store.read(t).entries for t in ("memory", "user"))
 
 
 def _when(ts: float) -> str:
@@ -44,14 +57,16 @@ def _short(text: object, width: int = 70) -> str:
               help="Show only the newest N versions.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the versions as JSON (with each store's text after the version).")
-def history(target: str | None, limit: int | None, as_json: bool) -> None:
+@USER_OPTION
+def history(target: str | None, limit: int | None, as_json: bool, user: str | None) -> None:
     """List the recorded versions of MEMORY.md / USER.md, oldest first.
 
     Each version says what changed, who changed it (assistant_tool, memory_review, memory_flush,
-    cli, curator), in which session and tool call, and when. Roll back with
-    'hermes-core memory rollback VERSION'.
+    cli, curator), in which session and tool call, and when. See one version's change with
+    'hermes-core memory diff VERSION'; roll back with 'hermes-core memory rollback VERSION'
+    (add --user KEY to each for that user's memory).
     """
-    store, _settings = _store()
+    store, _settings = _store(user)
     if store.history is None:
         raise click.ClickException("the memory history is turned off (file_memory.history_limit:"
                                    " 0); set a limit to start recording versions")
@@ -64,7 +79,10 @@ def history(target: str | None, limit: int | None, as_json: bool) -> None:
         echo_json([v.to_dict() for v in versions])
         return
     if not versions:
-        click.echo("No versions recorded yet.")
+        if user is not None and _no_memory_yet(store):
+            click.echo(f"User {user!r} has no memory yet: no versions recorded.")
+        else:
+            click.echo(f"No versions recorded yet in {whose(user)}.")
         return
     for v in versions:
         where = f" session {v.session_id}" if v.session_id else ""
@@ -88,29 +106,70 @@ def history(target: str | None, limit: int | None, as_json: bool) -> None:
                 click.echo(f"           ({change['reason']})")
 
 
+@click.command("diff")
+@click.argument("version", type=int)
+@click.argument("other", type=int, required=False)
+@click.option("--target", type=_TARGETS, default=None, help="Only one store.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print a JSON list: per store that differs, target, from, to, old, new, diff.")
+@USER_OPTION
+def diff(version: int, other: int | None, target: str | None, as_json: bool,
+         user: str | None) -> None:
+    """Show what VERSION changed in MEMORY.md / USER.md, as a unified diff.
+
+    With OTHER: how the stores differ between right after VERSION and right after OTHER.
+    Read from the history ('hermes-core memory history' lists the versions); nothing changes.
+    """
+    from .diffs import version_diff
+    from .errors import MemoryRefused
+
+    store, _settings = _store(user)
+    try:
+        diffs = version_diff(store.history, version, other,
+                             (target,) if target else ("memory", "user"))
+    except MemoryRefused as exc:
+        raise _refusal(exc, user) from None
+    if as_json:
+        echo_json([d.to_dict() for d in diffs])
+        return
+    if not diffs:
+        click.echo(f"No difference between versions {version} and {other}." if other is not None
+                   else f"Version {version} changed nothing" + (f" in the {target} store."
+                                                               if target else "."))
+    for item in diffs:
+        for line in item.lines:
+            click.echo(line)
+
+
 @click.command("rollback")
 @click.argument("version", type=int)
-def rollback(version: int) -> None:
+@USER_OPTION
+def rollback(version: int, user: str | None) -> None:
     """Restore MEMORY.md and USER.md exactly as they were right after VERSION.
 
     The rollback is itself a new version (so it can be undone the same way). The restored text
-    must fit today's limits and pass the threat scan; otherwise nothing changes.
+    must fit today's limits and pass the threat scan; otherwise nothing changes. With --user KEY
+    only that user's memory is restored: the shared memory and other users' are not touched.
     """
     from .errors import MemoryRefused
     from .history import Provenance
     from .versions import rollback as do_rollback
 
-    store, _settings = _store()
+    store, _settings = _store(user)
+    if user is not None and _no_memory_yet(store):
+        raise click.ClickException(f"there is no version {version}: user {user!r} has no memory "
+                                   "yet ('hermes-core memory users' lists the users that do)")
     try:
         result = do_rollback(store, version, by=Provenance("cli"))
     except MemoryRefused as exc:
-        raise _refusal(exc) from None
+        raise _refusal(exc, user) from None
     if result.version is None:
         click.echo(f"The stores already are as they were after version {version}; nothing "
                    "changed.")
         return
-    click.echo(f"Restored {', '.join(store.path(t).name for t in result.targets)} to version "
-               f"{version}; recorded as version {result.version}.")
+    mine = "" if user is None else f" ({whose(user)})"
+    click.echo(f"Restored {', '.join(store.path(t).name for t in result.targets)}{mine} to "
+               f"version {version}; recorded as version {result.version}.")
     if result.redacted:
         warn(f"version {version} had entries removed by 'forget'; they were not restored")
 
@@ -144,18 +203,21 @@ def _print_proposal(proposal: Any, store: Any) -> None:
 @click.option("--model", "use_model", is_flag=True,
               help="Also let the auxiliary model merge and shorten entries (needs llm.* set).")
 @click.option("--json", "as_json", is_flag=True, help="Print the proposals as JSON.")
-def curate(target: str | None, do_apply: bool, use_model: bool, as_json: bool) -> None:
+@USER_OPTION
+def curate(target: str | None, do_apply: bool, use_model: bool, as_json: bool,
+           user: str | None) -> None:
     """Propose a cleaner MEMORY.md / USER.md: duplicates, near duplicates, superseded facts.
 
     Prints a diff with one reason per change and changes nothing unless --apply is given.
-    Pinned entries ('memory pin') are never dropped or rewritten.
+    Pinned entries ('memory pin') are never dropped or rewritten. --user KEY curates that
+    user's memory (with that user's pins).
     """
     from .curator import apply_proposal, model_changes, propose
     from .errors import MemoryRefused
     from .history import Provenance
     from .pins import pinned_entries
 
-    store, settings = _store()
+    store, settings = _store(user)
     options = settings.curator
     out: dict[str, Any] = {}
     proposals = []
@@ -177,7 +239,7 @@ def curate(target: str | None, do_apply: bool, use_model: bool, as_json: bool) -
                     entry["version"] = store.history.read()[-1].version
             out[proposal.target] = entry
     except MemoryRefused as exc:
-        raise _refusal(exc) from None
+        raise _refusal(exc, user) from None
     if as_json:
         echo_json(out)
         return
@@ -201,43 +263,46 @@ def _aux_llm() -> Any:
 @click.command("pin")
 @click.option("--target", type=_TARGETS, default="memory", show_default=True)
 @click.argument("text")
-def pin(target: str, text: str) -> None:
+@USER_OPTION
+def pin(target: str, text: str, user: str | None) -> None:
     """Pin the entry containing TEXT: the curator will never drop or rewrite it."""
     from .errors import MemoryRefused
     from .pins import pin as do_pin
 
-    store, _settings = _store()
+    store, _settings = _store(user)
     try:
         entry = do_pin(store, target, text)
     except MemoryRefused as exc:
-        raise _refusal(exc) from None
+        raise _refusal(exc, user) from None
     click.echo(f"Pinned in {store.path(target).name}: {_short(entry)}")
 
 
 @click.command("unpin")
 @click.option("--target", type=_TARGETS, default="memory", show_default=True)
 @click.argument("text")
-def unpin(target: str, text: str) -> None:
+@USER_OPTION
+def unpin(target: str, text: str, user: str | None) -> None:
     """Remove the pin of the entry containing TEXT."""
     from .errors import MemoryRefused
     from .pins import unpin as do_unpin
 
-    store, _settings = _store()
+    store, _settings = _store(user)
     try:
         gone = do_unpin(store, target, text)
     except MemoryRefused as exc:
-        raise _refusal(exc) from None
+        raise _refusal(exc, user) from None
     for entry in gone:
         click.echo(f"Unpinned: {_short(entry)}")
 
 
 @click.command("pins")
 @click.option("--json", "as_json", is_flag=True, help="Print the pins as JSON.")
-def pins(as_json: bool) -> None:
+@USER_OPTION
+def pins(as_json: bool, user: str | None) -> None:
     """List pinned entries (a pin whose entry was since changed is shown as stale)."""
     from .pins import read_pins
 
-    store, _settings = _store()
+    store, _settings = _store(user)
     listed = read_pins(store)
     rows = []
     for target, texts in listed.items():
@@ -253,4 +318,4 @@ def pins(as_json: bool) -> None:
                    + ("  [stale: the entry changed]" if row["stale"] else ""))
 
 
-COMMANDS = [history, rollback, curate, pin, unpin, pins]
+COMMANDS = [history, diff, rollback, curate, pin, unpin, pins]

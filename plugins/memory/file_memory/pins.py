@@ -93,6 +93,12 @@ def unpin(store: MemoryStore, target: str, text: str) -> list[str]:
     """Remove the pins of ``target`` containing ``text``; return the texts unpinned."""
     target = check_target(target)
     gone: list[str] = []
+    if not any(text.strip() and text.strip().casefold() in p.casefold()
+               for p in read_pins(store).get(target, [])):
+        # checked before the pins' lock too: a memory with no pins (a user key that has no
+        # memory yet: no folder) is answered without creating anything
+        raise NoMatch(f"no pinned entry of {store.path(target).name} contains {text!r}",
+                      target=target)
 
     def remove(pins: dict[str, list[str]]) -> bool:
         listed = pins.get(target, [])

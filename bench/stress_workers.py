@@ -143,13 +143,10 @@ def worker_lossless(args: argparse.Namespace) -> None:
 
 def worker_archive(args: argparse.Namespace) -> None:
     """Append messages to this worker's own sessions and to the shared ones."""
-    from memory.session_archive.pg_store import PgSessionArchive
-
-    from hermes_core.storage import parse_storage_url
     from hermes_core.types import Message, Session, Usage
 
     rng = random.Random(args.seed)
-    archive = PgSessionArchive(parse_storage_url(args.url))
+    archive = archive_at(args.url, args.home)
     for i in range(args.ops):
         own = rng.random() < 0.7
         sid = f"own-{args.worker}-{i % 5}" if own else f"shared-{i % 3}"

@@ -82,6 +82,7 @@ def users_for_command() -> list[dict[str, Any]]:
     url = resolve_storage_url(config.core.storage.url)
     rows: list[dict[str, Any]] = []
     users = users_dir(home_dir() / "memories")
+    old_names = set(old_named_folders(users)) if url is None else set()  # one listing
     for key in user_keys(home_dir(), config.core.storage.url):
         if url is not None:
             rows.append({"user": key, "where": f"{url.redacted} (owner {key!r})",
@@ -89,7 +90,7 @@ def users_for_command() -> list[dict[str, Any]]:
             continue
         new = users / user_folder_name(key)
         has_new = new.is_dir()
-        has_old = key in old_named_folders(users, key)
+        has_old = key in old_names
         rows.append({"user": key, "where": str(new if has_new else users / key),
                      "old_name": has_old and not has_new, "both_names": has_old and has_new})
     return rows

@@ -77,9 +77,10 @@ def user_folder_checks(memories: Path) -> list[DoctorCheck]:
     if not users.is_dir():
         return []
     out: list[DoctorCheck] = []
+    listing = set(os.listdir(users))  # exact case
     for name in old_named_folders(users):
         new = users / user_folder_name(name)
-        if new.name in os.listdir(users):  # exact case
+        if new.name in listing:
             out.append(DoctorCheck("memories/users", False,
                                    str(UserFolderConflict(name, users / name, new))))
         else:
@@ -91,4 +92,3 @@ def user_folder_checks(memories: Path) -> list[DoctorCheck]:
         out.append(DoctorCheck("memories/users", True,
                                f"{users}: the memories of {len(user_owners(memories))} user(s)"))
     return out
-

@@ -27,13 +27,11 @@ with ``git show`` and loaded beside the current ones) to every figure.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import itertools
 import random
 import re
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -44,35 +42,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from revision import module_at
 from session_corpus import Corpus
 
 from hermes_core.plugins.memory.session_archive import SessionArchive
 from hermes_core.plugins.memory.session_archive import search as current
 from hermes_core.types import Message
 
-PACKAGE = "hermes_core.plugins.memory.session_archive"
 #: where the older sessions are drawn from (session indexes no newer session reaches)
 OLD_START = 10_000_000
 _WORD = re.compile(r"[a-z]+")
-
-
-def module_at(revision: str, scratch: Path) -> ModuleType:
-    """search.py as it was at ``revision`` (its PostgreSQL half too), beside the package."""
-    names = {}
-    for name in ("pg_search", "search"):
-        source = subprocess.run(
-            ["git", "show", f"{revision}:plugins/memory/session_archive/{name}.py"],
-            check=True, capture_output=True, text=True).stdout
-        source = source.replace("from .pg_search import", "from .pg_search_before import")
-        path = scratch / f"{name}_before.py"
-        path.write_text(source, encoding="utf-8")
-        spec = importlib.util.spec_from_file_location(f"{PACKAGE}.{name}_before", path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-        names[name] = module
-    return names["search"]
 
 
 def pct(values: list[float], p: float) -> float:
@@ -179,16 +158,20 @@ def top(module: ModuleType, archive: SessionArchive, q: str, k: int) -> list[int
 def agreement(archive: SessionArchive, queries: list[str], searches: dict[str, ModuleType]
               ) -> None:
     refs = {q: reference(archive, q, 10) for q in queries}
+    ranked = [q for q in queries if refs[q]]
+    if len(ranked) < len(queries):  # PostgreSQL: stopwords only are substrings, newest first
+        print(f"  {len(queries) - len(ranked)} queries have no ranked match (stopwords only): "
+              "left out of the agreement")
     for name, module in searches.items():
         overlaps, differ, first = [], 0, 0
-        for q in queries:
+        for q in ranked:
             got, ref = top(module, archive, q, 10), refs[q]
-            overlaps.append(len(set(got) & set(ref)) / max(1, min(10, len(ref))))
+            overlaps.append(len(set(got) & set(ref)) / min(10, len(ref)))
             differ += got != ref
-            first += bool(got) and bool(ref) and got[0] == ref[0]
+            first += bool(got) and got[0] == ref[0]
         print(f"  {name}: top-10 overlap with every-match ranking {statistics.mean(overlaps):.3f} "
-              f"(queries whose top 10 differ: {differ} of {len(queries)}; same top result "
-              f"{first} of {sum(bool(r) for r in refs.values())})")
+              f"(queries whose top 10 differ: {differ} of {len(ranked)}; same top result "
+              f"{first} of {len(ranked)})")
 
 
 def recall(archive: SessionArchive, qs: list[tuple[str, int]], searches: dict[str, ModuleType],
@@ -277,7 +260,9 @@ def main() -> None:
     corpus = Corpus()
     searches: dict[str, ModuleType] = {"new search": current}
     if args.before:
-        searches[f"search at {args.before}"] = module_at(args.before, root)
+        module_at(args.before, "pg_search", root)  # the search's PostgreSQL half, as it was
+        searches[f"search at {args.before}"] = module_at(
+            args.before, "search", root, {"from .pg_search import": "from .pg_search_before import"})
     if args.backend in ("sqlite", "both"):
         path = root / f"lexical-{args.old}-{args.size}.db"
         if not (args.reuse and path.exists()):

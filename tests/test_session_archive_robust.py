@@ -154,6 +154,18 @@ def test_an_old_best_match_under_many_newer_matches_is_found_first(
         assert len(search_messages(a, "harbour", candidate_limit=50, limit=500).hits) == 50
 
 
+def test_echoes_above_the_best_matches_do_not_hide_them(
+        tmp_path: Path, storage_url: str | None) -> None:
+    """search_messages ranks only a few more than it shows; when the search tools' own outputs
+    take those places, it ranks further instead of showing fewer."""
+    with make_archive(tmp_path, storage_url) as a:
+        a.append_messages("real", [Message(role="user", content="a zebrafish tank, long " * 20)])
+        a.append_messages("echo", [Message(role="tool", content="zebrafish zebrafish",
+                                           tool_name="session_search") for _ in range(40)])
+        hits = search_messages(a, "zebrafish", limit=2).hits
+        assert [h.session_id for h in hits] == ["real"]
+
+
 ODD = st.text(st.characters(codec="utf-16", categories=None), max_size=60) | st.lists(
     st.sampled_from(["AND", "OR", "NOT", "(", ")", '"', "-", "*", "quokka", "cats", "=1",
                      "<br>", ",", "+", "/", "\ud800", "\U0001f600", "deploym*"]),

@@ -12,19 +12,16 @@ machine slows both alike. Prints p50/p95 of each and their ratios.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import itertools
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
-from types import ModuleType
 
 from bench_archive_semantic import pct, synthetic_vectors
 from bench_session_archive import load
+from revision import module_at
 from session_corpus import Corpus
 
 from hermes_core.embeddings import GuardedEmbedder
@@ -32,23 +29,6 @@ from hermes_core.plugins.embedders.minilm import MiniLMConfig, MiniLMEmbedder
 from hermes_core.plugins.memory.session_archive import SessionArchive
 from hermes_core.plugins.memory.session_archive import hybrid as current
 from hermes_core.plugins.memory.session_archive.vector_index import VectorIndex
-
-PACKAGE = "hermes_core.plugins.memory.session_archive"
-
-
-def module_at(revision: str, scratch: Path) -> ModuleType:
-    """hybrid.py as it was at ``revision``, loaded as a sibling module of the package."""
-    source = subprocess.run(
-        ["git", "show", f"{revision}:plugins/memory/session_archive/hybrid.py"],
-        check=True, capture_output=True, text=True).stdout
-    path = scratch / "hybrid_before.py"
-    path.write_text(source, encoding="utf-8")
-    spec = importlib.util.spec_from_file_location(f"{PACKAGE}.hybrid_before", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def main() -> None:
@@ -60,7 +40,7 @@ def main() -> None:
     args = parser.parse_args()
     root = args.dir or Path(tempfile.mkdtemp(prefix="fusion-"))
     root.mkdir(parents=True, exist_ok=True)
-    before = module_at(args.before, root)
+    before = module_at(args.before, "hybrid", root)
     path = root / f"state-{args.size}.db"
     corpus = Corpus()
     embedder = GuardedEmbedder(MiniLMEmbedder(MiniLMConfig()), timeout=3600)

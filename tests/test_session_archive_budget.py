@@ -39,9 +39,11 @@ def test_the_default_result_fits_16k_characters(tmp_path: Path) -> None:
         assert "session_id" in out["more"]
         for budget in (4_000, 30_000):
             assert size(session_search(a, "heron", limit=5, result_chars=budget)) <= budget
-        # a broad query adds a note; the whole result still fits
-        broad = session_search(a, "heron", limit=5, candidates=50)
-        assert "note" in broad and size(broad) <= RESULT_CHARS
+        # more matches than the candidates kept: the best 50 of all 960 (equal scores: the
+        # newest, all in the last session), with no note; the result fits
+        many = session_search(a, "heron", limit=5, candidates=50)
+        assert "note" not in many and [r["session_id"] for r in many["results"]] == ["s7"]
+        assert size(many) <= RESULT_CHARS
 
 
 def test_a_session_is_paged_with_session_id_and_around_message_id(tmp_path: Path) -> None:

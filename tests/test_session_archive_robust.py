@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from archive_support import make_archive
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -133,21 +134,36 @@ def test_search_tool_echoes_are_not_searched(archive: SessionArchive) -> None:
     assert "s-echo" in sessions(archive, "what about the quokka")
 
 
-def test_older_sessions_are_not_lost_to_a_cap(tmp_path: Path) -> None:
-    """A broad OR query ranked only its newest matches: an old, best match dropped out."""
-    with SessionArchive(tmp_path / "state.db", background_checkpoints=False) as a:
-        a.append_messages("old", [Message(role="user", content="the zanzibar ferry schedule")])
-        for i in range(300):
-            a.append_messages(f"new{i}", [Message(role="user", content=f"ferry note {i}")])
-        # no message has all three words: the any-word fallback ranks "zanzibar" (rare) first
-        result = search_messages(a, "zanzibar ferry timetable", candidate_limit=100)
-        assert result.matched == "any"
-        assert result.hits[0].session_id == "old"
-        # a query broader than the budget is sampled across history, old messages included
-        broad = search_messages(a, "ferry", candidate_limit=50, limit=500)
-        assert broad.capped
-        ids = {h.session_id for h in broad.hits}
-        assert "old" in ids or any(h.message_id < 100 for h in broad.hits)
+def test_an_old_best_match_under_many_newer_matches_is_found_first(
+        tmp_path: Path, storage_url: str | None) -> None:
+    """Every match is ranked: the oldest message, the best match, comes first however many newer
+    messages match (the archive used to rank a sample of a query with more matches than the
+    candidate budget - the newest few of each eighth of history - and missed it), for a word
+    and for the any-word fallback whose words are all common."""
+    with make_archive(tmp_path, storage_url) as a:
+        a.append_messages("old", [Message(role="user", content="ferry ferry timetable")])
+        a.append_messages("new", [
+            Message(role="user", content=f"a note {i} on the {('ferry', 'timetable')[i % 2]} "
+                    "and the harbour crane weather")
+            for i in range(600)])
+        result = search_messages(a, "ferry", candidate_limit=50, limit=3)
+        assert result.matched == "all" and result.hits[0].session_id == "old"
+        # no message has all three words; each matches more than the budget
+        result = search_messages(a, "ferry timetable lighthouse", candidate_limit=50, limit=3)
+        assert result.matched == "any" and result.hits[0].session_id == "old"
+        assert len(search_messages(a, "harbour", candidate_limit=50, limit=500).hits) == 50
+
+
+def test_echoes_above_the_best_matches_do_not_hide_them(
+        tmp_path: Path, storage_url: str | None) -> None:
+    """search_messages ranks only a few more than it shows; when the search tools' own outputs
+    take those places, it ranks further instead of showing fewer."""
+    with make_archive(tmp_path, storage_url) as a:
+        a.append_messages("real", [Message(role="user", content="a zebrafish tank, long " * 20)])
+        a.append_messages("echo", [Message(role="tool", content="zebrafish zebrafish",
+                                           tool_name="session_search") for _ in range(40)])
+        hits = search_messages(a, "zebrafish", limit=2).hits
+        assert [h.session_id for h in hits] == ["real"]
 
 
 ODD = st.text(st.characters(codec="utf-16", categories=None), max_size=60) | st.lists(

@@ -27,8 +27,8 @@ class SessionArchiveConfig(BaseModel):
     #: characters of JSON one session_search call returns at most (hits first, then windows);
     #: the model asks for more of one session with session_id
     result_chars: int = Field(default=16_000, ge=2_000, le=1_000_000)
-    #: matches ranked exactly per search (BM25 over every match, ~1 microsecond each); a query
-    #: with more is ranked within a sample spread over the whole history, never the newest only
+    #: the best matches a search keeps for grouping and fusion; every match is ranked (BM25 on
+    #: SQLite, ts_rank_cd on PostgreSQL) whatever their number
     candidates: int = Field(default=2000, ge=50, le=50_000)
     #: platforms whose sessions are listed after all others in search results
     demote_platforms: list[str] = Field(default_factory=lambda: ["cron"])

@@ -136,7 +136,6 @@ class HybridResult:
     #: what semantic search lacked for this query (None: it took part)
     problem: str | None
     plan: SearchPlan
-    broad: bool
 
 
 def hybrid_candidates(
@@ -180,13 +179,12 @@ def hybrid_candidates(
         vector_side = _VectorSide(waiting, index, embedder.dimension, k, exclude, words_done)
     lexical: list[Candidate] = []
     matched = "none"
-    broad: list[bool] = []
     query_error: QueryError | None = None
     try:
         plan = plan_query(archive, query)
         if use_words:
             lexical, matched = run_plan(archive, plan, exclude_lineage_of=exclude_lineage_of,
-                                        roles=roles, limit=limit, broad=broad, user=user)
+                                        roles=roles, limit=limit, user=user)
     except QueryError as exc:
         query_error = exc
         plan = SearchPlan(text=query)
@@ -212,7 +210,7 @@ def hybrid_candidates(
                                  f"{problem})") from None
             raise query_error
         return HybridResult(lexical, matched, {c.id: "words" for c in lexical[:50]}, problem,
-                            plan, bool(broad))
+                            plan)
     near = [(i, s) for i, s in near if s >= w.floor]
     if user is not None or roles:
         keep = allowed_ids(archive, [i for i, _ in near], roles=roles, user=user)
@@ -230,7 +228,7 @@ def hybrid_candidates(
         vec.update(index.similarities(qv, lex_ids))
     fused, via, stamps = _fuse(archive, lexical, matched, vec, nearest_ids, w)
     found = _by_conversation(archive, fused, vec, stamps, index, w, asks_current(query))
-    return HybridResult(found, matched if lexical else "meaning", via, problem, plan, bool(broad))
+    return HybridResult(found, matched if lexical else "meaning", via, problem, plan)
 
 
 def allowed_ids(archive: SessionArchive, ids: list[int], *, roles: tuple[str, ...] | None,

@@ -1,22 +1,17 @@
 """Searching the archive: ranked message hits, and the grouped view the session_search tool shows.
 
-Ranking is FTS5's BM25, computed for every match when a query has at most ``candidates``
-matches (default 2,000; a few microseconds per match). Counting the matches first is
-cheap (no scoring), so the exact path is chosen only when it is affordable:
+Ranking is FTS5's BM25 over every match of the query: one statement scores each match and keeps
+the best ``candidates`` (default 2,000) in SQLite's top-k sorter (``ORDER BY score LIMIT k``),
+so the best message is found wherever it sits in the history, however many messages match. The
+cost grows with the number of matches (about a microsecond each for a word; see
+docs/session-archive.md), as a plain FTS5 ``ORDER BY rank`` query's does. The any-word fallback
+is the OR of every word, ranked the same way.
 
-* a query with at most ``candidates`` matches is ranked exactly, over the whole history;
-* the any-word fallback ranks the union of its *distinctive* words (those matching at most
-  ``candidates`` messages each) exactly; words more common than that add nothing to BM25 worth
-  the cost (their inverse document frequency is low) and drive the ranking only when every word
-  is that common;
-* a query broader than that is ranked within a sample spread over the whole history (the newest
-  :data:`PER_SLICE` matches of each of :data:`SLICES` equal slices of message ids), never the newest matches
-  alone, so an old conversation is not lost because the archive grew.
-
-Exclusions (the current session's lineage, roles, ``-word`` exclusions, and the search tools'
-own echoes) are applied inside the same SQL statement, so they never eat into the candidates.
-A search tool's result is a copy of earlier messages, and the call that asked for it holds the
-query's own words: both would outrank the conversation they echo, so they are not searched.
+Exclusions (the current session's lineage, roles, ``-word`` exclusions and the per-user scope)
+are applied inside the same SQL statement, so they never eat into the candidates. The search
+tools' own echoes are checked after ranking, on the best candidates (drop_echoes): a search
+tool's result is a copy of earlier messages, and the call that asked for it holds the query's
+own words: both would outrank the conversation they echo, so they are not shown.
 CJK queries run on the CJK indexes; 1-2 character runs have no term statistics (the grams index
 stores rowids only), so those matches come newest first.
 """
@@ -47,10 +42,8 @@ __all__ = [
     "search_messages",
 ]
 
+#: how many of the best matches a search keeps (for grouping by conversation and fusion)
 DEFAULT_CANDIDATES = 2000
-#: slices of the id range a too-broad query is sampled from, and matches ranked per slice
-SLICES = 8
-PER_SLICE = 64
 CONTEXT_CHARS = 200
 SNIPPET_CHARS = 240
 #: column weights for BM25: content, tool name, tool-call argument values
@@ -86,9 +79,6 @@ class SearchResult:
     #: "all" (every term), "words" (every word, glued words split), "any" (the OR fallback) or
     #: "expression" (operators as written)
     matched: str = "all"
-    #: True when the query was too broad to rank every match (ranked within a sample spread
-    #: over the whole history)
-    capped: bool = False
 
 
 def _cjk_expr(runs: list[str], op: str) -> str:
@@ -179,48 +169,19 @@ def _read(archive: SessionArchive, plan: SearchPlan, sql: str, params: dict[str,
 
 def _rank(
     archive: SessionArchive, plan: SearchPlan, scope: _Scope, table: str, expr: str, score: str,
-    filters: list[tuple[str, str]], budget: int,
-) -> tuple[list[Candidate], bool]:
-    """Every match ranked when there are at most ``budget``; else a sample across history.
-    Returns (candidates best first, whether the query was too broad to rank exactly)."""
+    filters: list[tuple[str, str]], limit: int,
+) -> list[Candidate]:
+    """The best ``limit`` matches, every match scored (ties: newest first), in one statement."""
     where = [f"{table} MATCH :expr", *scope.where]
-    params: dict[str, Any] = dict(scope.params, expr=expr, cap=budget + 1)
+    params: dict[str, Any] = dict(scope.params, expr=expr, k=limit)
     for i, (ftable, fexpr) in enumerate(filters):
         where.append(
             f"EXISTS (SELECT 1 FROM {ftable} WHERE {ftable} MATCH :f{i} AND rowid = d.rowid)"
         )
         params[f"f{i}"] = fexpr
-    clause = " AND ".join(where)
-    count = _read(archive, plan, f"{scope.prefix} SELECT count(*) FROM (SELECT 1 FROM {table} "
-                  f"AS d WHERE {clause} LIMIT :cap)", params)[0][0]
-    if count == 0:
-        return [], False
-    base = f"{scope.prefix} SELECT d.rowid, {score} AS s FROM {table} AS d WHERE {clause}"
-    if count <= budget:
-        rows = _read(archive, plan, f"{base} ORDER BY s, d.rowid DESC", params)
-        broad = False
-    else:
-        lo, hi = archive.db.read(  # two subqueries: each is one index step
-            "SELECT (SELECT min(id) FROM messages), (SELECT max(id) FROM messages)")[0]
-        step = max(1, (hi - lo + SLICES) // SLICES)
-        per = min(PER_SLICE, max(1, budget // SLICES))
-        rows = []
-        for k in range(SLICES):
-            part = dict(params, lo=lo + k * step, hi=lo + (k + 1) * step - 1, per=per)
-            rows += _read(archive, plan, f"{base} AND d.rowid BETWEEN :lo AND :hi "
-                          "ORDER BY d.rowid DESC LIMIT :per", part)
-        broad = True
-    found = [Candidate(r[0], float(r[1])) for r in rows]
-    found.sort(key=lambda c: (c.score, -c.id))
-    return found, broad
-
-
-def _count(archive: SessionArchive, plan: SearchPlan, scope: _Scope, expr: str,
-           budget: int) -> int:
-    params = dict(scope.params, expr=expr, cap=budget + 1)
-    where = " AND ".join(["messages_fts MATCH :expr", *scope.where])
-    return int(_read(archive, plan, f"{scope.prefix} SELECT count(*) FROM (SELECT 1 FROM "
-                     f"messages_fts AS d WHERE {where} LIMIT :cap)", params)[0][0])
+    rows = _read(archive, plan, f"{scope.prefix} SELECT d.rowid, {score} AS s FROM {table} AS d "
+                 f"WHERE {' AND '.join(where)} ORDER BY s, d.rowid DESC LIMIT :k", params)
+    return [Candidate(r[0], float(r[1])) for r in rows]
 
 
 def candidates(
@@ -232,31 +193,29 @@ def candidates(
     exclude_lineage_of: str | None = None,
     roles: tuple[str, ...] | None = None,
     limit: int = DEFAULT_CANDIDATES,
-    broad: list[bool] | None = None,
     user: str | None = None,
 ) -> list[Candidate]:
-    """The matches of ``plan`` (best first), after exclusions; see the module docstring for
-    how many are ranked. ``broad``, when given, gets True appended for a too-broad query; with
-    ``user``, only in that user's sessions."""
+    """The best ``limit`` matches of ``plan`` (best first) among all of them, after exclusions;
+    with ``user``, only in that user's sessions."""
     scope = _Scope(plan, exclude_lineage_of, roles, user)
-    return _candidates(archive, plan, scope, fallback=fallback, loose=loose, limit=limit,
-                       broad=broad if broad is not None else [])
+    return _candidates(archive, plan, scope, fallback=fallback, loose=loose, limit=limit)
 
 
 def _candidates(
     archive: SessionArchive, plan: SearchPlan, scope: _Scope, *, fallback: bool, loose: bool,
-    limit: int, broad: list[bool],
+    limit: int,
 ) -> list[Candidate]:
     if archive.backend == "postgresql":  # storage.url: pg_search.py
         from .pg_search import pg_candidates
 
         return pg_candidates(archive, plan, fallback=fallback, roles=scope.roles, limit=limit,
-                             exclude_lineage_of=scope.lineage, user=scope.user, broad=broad)
+                             exclude_lineage_of=scope.lineage, user=scope.user)
     op = "OR" if fallback else "AND"
     text_expr = plan.fallback if fallback else (plan.loose if loose else plan.strict)
     longs, shorts = plan.cjk_long, plan.cjk_short
     if fallback and sum(map(bool, (text_expr, longs, shorts))) > 1:
-        # OR across kinds of index: run each kind alone and merge.
+        # OR across kinds of index: the best of each kind, merged (each kind's top ``limit``
+        # holds every candidate of the union's top ``limit``)
         parts: list[Candidate] = []
         for sub in (
             SearchPlan(plan.text, strict=text_expr, fallback=text_expr,
@@ -266,26 +225,12 @@ def _candidates(
         ):
             if sub is not None:
                 parts += _candidates(archive, sub, scope, fallback=len(sub.cjk) > 1 or (
-                    sub.fallback_terms != []), loose=False, limit=limit, broad=broad)
+                    sub.fallback_terms != []), loose=False, limit=limit)
         best: dict[int, Candidate] = {}
         for c in parts:
             if c.id not in best or c.score < best[c.id].score:
                 best[c.id] = c
-        return sorted(best.values(), key=lambda c: (c.score, -c.id))
-    if fallback and text_expr and not longs and not shorts and len(plan.fallback_terms) > 1:
-        # Rank the distinctive words' matches exactly; common words only when all are common.
-        counted = sorted((_count(archive, plan, scope, t, limit), t) for t in plan.fallback_terms)
-        chosen: list[str] = []
-        total = 0
-        for n, term in counted:
-            if n == 0 or n > limit or total + n > 4 * limit:
-                continue
-            chosen.append(term)
-            total += n
-        if chosen:
-            found, _ = _rank(archive, plan, scope, "messages_fts", " OR ".join(chosen),
-                             f"bm25(messages_fts, {_WEIGHTS})", [], 4 * limit)
-            return found
+        return sorted(best.values(), key=lambda c: (c.score, -c.id))[:limit]
     # The driver is the most selective index that has a term; the others become filters.
     filters: list[tuple[str, str]] = []
     if longs:
@@ -302,10 +247,7 @@ def _candidates(
         table, expr, score = "messages_fts", text_expr, f"bm25(messages_fts, {_WEIGHTS})"
     else:
         return []
-    found, was_broad = _rank(archive, plan, scope, table, expr, score, filters, limit)
-    if was_broad:
-        broad.append(True)
-    return found
+    return _rank(archive, plan, scope, table, expr, score, filters, limit)
 
 
 def attach_chains(archive: SessionArchive, found: list[Candidate]) -> None:
@@ -326,26 +268,34 @@ def run_plan(
     exclude_lineage_of: str | None = None,
     roles: tuple[str, ...] | None = None,
     limit: int = DEFAULT_CANDIDATES,
-    broad: list[bool] | None = None,
     user: str | None = None,
+    want: int | None = None,
 ) -> tuple[list[Candidate], str]:
-    """Candidates for the strict query; when it finds none, for every word of it (glued words
-    split), then for any word. Returns (candidates, which try matched)."""
+    """The best ``limit`` candidates for the strict query; when it finds none, for every word
+    of it (glued words split), then for any word. Returns (candidates, which try matched).
+
+    ``want``: only the best ``want`` are needed (search_messages): fewer are ranked out and
+    checked for echoes, more only when echoes left fewer than ``want``."""
     scope = _Scope(plan, exclude_lineage_of, roles, user)
-    flags: list[bool] = broad if broad is not None else []
-    kwargs: dict[str, Any] = {"limit": limit, "broad": flags}
-    found = drop_echoes(archive, _candidates(archive, plan, scope, fallback=False, loose=False,
-                                             **kwargs))
+
+    def best(fallback: bool, loose: bool) -> list[Candidate]:
+        k = limit if want is None else min(limit, 2 * want + 10)
+        while True:
+            found = _candidates(archive, plan, scope, fallback=fallback, loose=loose, limit=k)
+            kept = drop_echoes(archive, found)
+            if want is None or len(kept) >= want or len(found) < k or k >= limit:
+                return kept
+            k = min(limit, 4 * k)  # echoes took their place: rank further
+
+    found = best(False, False)
     if found:
         return found, "expression" if plan.advanced else "all"
     if plan.loose is not None:
-        found = drop_echoes(archive, _candidates(archive, plan, scope, fallback=False,
-                                                 loose=True, **kwargs))
+        found = best(False, True)
         if found:
             return found, "words"
     if plan.fallback is not None:
-        return drop_echoes(archive, _candidates(archive, plan, scope, fallback=True, loose=False,
-                                                **kwargs)), "any"
+        return best(True, False), "any"
     return [], "expression" if plan.advanced else "all"
 
 
@@ -420,30 +370,24 @@ def full_content(archive: SessionArchive, message_id: int) -> str:
 def hits_for(
     archive: SessionArchive, found: list[Candidate], plan: SearchPlan, *, context: bool = True
 ) -> list[Hit]:
-    """Snippets and one message of context before and after each candidate, in two queries."""
+    """Snippets and one message of context before and after each candidate, in one query."""
     if not found:
         return []
     ids = [c.id for c in found]
-    marks = ",".join("?" * len(ids))
+    near = (f", p.id, p.role, substr(p.content, 1, {CONTEXT_CHARS + 1}), p.tool_name, "
+            f"n.id, n.role, substr(n.content, 1, {CONTEXT_CHARS + 1}), n.tool_name")
+    joins = (" LEFT JOIN messages AS p ON p.id = (SELECT x.id FROM messages AS x WHERE "
+             "x.session = m.session AND x.id < m.id ORDER BY x.id DESC LIMIT 1)"
+             " LEFT JOIN messages AS n ON n.id = (SELECT x.id FROM messages AS x WHERE "
+             "x.session = m.session AND x.id > m.id ORDER BY x.id LIMIT 1)")
     rows = archive.db.read(
         "SELECT m.id, s.id, m.role, substr(m.content, 1, 200000), m.tool_name, m.timestamp, "
-        "s.title, s.platform, m.tool_calls, length(m.content) > 200000, "
-        "(SELECT p.id FROM messages AS p WHERE p.session = m.session AND p.id < m.id "
-        " ORDER BY p.id DESC LIMIT 1), "
-        "(SELECT n.id FROM messages AS n WHERE n.session = m.session AND n.id > m.id "
-        " ORDER BY n.id LIMIT 1) "
-        f"FROM messages AS m JOIN sessions AS s ON s.num = m.session WHERE m.id IN ({marks})",
+        "s.title, s.platform, m.tool_calls, length(m.content) > 200000"
+        f"{near if context else ''} FROM messages AS m JOIN sessions AS s ON s.num = m.session"
+        f"{joins if context else ''} WHERE m.id IN ({','.join('?' * len(ids))})",
         tuple(ids),
     )
     by_id = {r[0]: r for r in rows}
-    near: dict[int, tuple[Any, ...]] = {}
-    if context:
-        wanted = {x for r in rows for x in (r[10], r[11]) if x is not None}
-        if wanted:
-            marks = ",".join("?" * len(wanted))
-            near = {r[0]: r for r in archive.db.read(
-                f"SELECT id, role, substr(content, 1, {CONTEXT_CHARS + 1}), tool_name "
-                f"FROM messages WHERE id IN ({marks})", tuple(wanted))}
     hits: list[Hit] = []
     for c in found:
         r = by_id.get(c.id)
@@ -458,8 +402,8 @@ def hits_for(
             message_id=r[0], session_id=r[1], role=r[2],
             snippet=make_snippet(text, plan.needles), timestamp=r[5], score=c.score,
             tool_name=r[4], session_title=r[6], platform=r[7],
-            context_before=_short(near.get(r[10])) if context and r[10] else None,
-            context_after=_short(near.get(r[11])) if context and r[11] else None,
+            context_before=_short(r[10:14]) if context and r[10] else None,
+            context_after=_short(r[14:18]) if context and r[14] else None,
         ))
     return hits
 
@@ -479,10 +423,9 @@ def search_messages(
     query (never returns an empty result because of punctuation)."""
     query = clean_text(query)[0]  # lone surrogates: replaced, as the archive stores them
     plan = plan_query(archive, query)
-    broad: list[bool] = []
     found, matched = run_plan(archive, plan, exclude_lineage_of=exclude_lineage_of, roles=roles,
-                              limit=candidate_limit, broad=broad, user=user)
+                              limit=candidate_limit, user=user, want=limit)
     return SearchResult(
         query=query, hits=hits_for(archive, found[:limit], plan, context=context),
-        matched=matched, capped=bool(broad),
+        matched=matched,
     )

@@ -328,7 +328,6 @@ def session_search(
         return _recent(archive, current_session_id, limit or 5, user)
     via: dict[int, str] = {}
     problem: str | None = semantic.problem if semantic is not None else None
-    broad: list[bool] = []
     if semantic is not None and semantic.embedder is not None:
         from .hybrid import hybrid_candidates  # numpy: only when semantic search is on
 
@@ -337,11 +336,10 @@ def session_search(
                                   limit=candidates, user=user)
         found, matched, plan, via = fused.found, fused.matched, fused.plan, fused.via
         problem = fused.problem
-        broad = [True] if fused.broad else []
     else:
         plan = plan_query(archive, query)
         found, matched = run_plan(archive, plan, exclude_lineage_of=current_session_id,
-                                  roles=roles, limit=candidates, broad=broad, user=user)
+                                  roles=roles, limit=candidates, user=user)
     out: dict[str, Any] = {"mode": "search", "query": query,
                            "matched": _MATCHED[matched]}
     if semantic is not None:
@@ -362,12 +360,9 @@ def session_search(
     chains.sort(key=lambda ch: ch not in titled and heads.get(ch, (0, 0, 0, ""))[3] in demoted)
     chosen = chains[: limit or limit_default]
     # what the envelope takes (and the notes added below) is not available to the results
-    reserve = _size(out) + 160 + (200 if broad else 0) + (120 if summarise else 0)
+    reserve = _size(out) + 160 + (120 if summarise else 0)
     out.update(_present(archive, chosen, groups, heads, titled, plan, window_chars,
                         result_chars - reserve, sessions_matched=len(groups), via=via))
-    if broad:
-        out["note"] = (f"More than {candidates:,} messages match; ranked within a sample spread "
-                       "over the whole history. Add words to narrow the search.")
     if summarise is not None:
         note = summarise(out["results"], query)
         if note:

@@ -11,6 +11,7 @@ name and skipped; the rest is kept.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib
 import importlib.util
 import inspect
@@ -84,7 +85,9 @@ def _import_folder(candidate: HermesCandidate) -> ModuleType:
         parent = ModuleType(_PACKAGE)
         parent.__path__ = []
         sys.modules[_PACKAGE] = parent
-    name = f"{_PACKAGE}.{re.sub(r'[^0-9a-zA-Z_]', '_', candidate.plugin)}_{candidate.source.replace('-', '_')}"
+    # the folder's path is part of the name: two homes (or two tests) never share a module
+    digest = hashlib.sha256(str(candidate.path.resolve()).encode("utf-8")).hexdigest()[:12]
+    name = f"{_PACKAGE}.{re.sub(r'[^0-9a-zA-Z_]', '_', candidate.plugin)}_{digest}"
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(

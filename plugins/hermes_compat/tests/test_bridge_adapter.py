@@ -138,3 +138,20 @@ def test_two_hermes_providers_in_one_replay(core_home: Path, monkeypatch: pytest
     assert report.providers == ["file_memory", "hermes-recorder", "hermes-switcher"]
     assert "bees" in report.turns[1]["prefetch"][1]["text"]
     assert len([c for c in calls_of(core_home, "switcher") if c["event"] == "sync_turn"]) == 2
+
+
+def test_hermes_context_engine(core_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    drop_folder_plugin(core_home, "keeplast", hermes_style.ENGINE.format())
+    turns: list[Any] = [(f"message number {i} " + "words " * 40, f"reply {i}") for i in range(4)]
+    turns.append({"user": "how many compactions?", "tool_calls": [
+        {"name": "keeplast_count", "arguments": {}}], "assistant": "Some."})
+    # the bridge tells the engine the model's window (update_model), as Hermes does
+    report = run(core_home, turns, providers=["file_memory"], engine="hermes-keeplast",
+                 config="llm:\n  context_window: 2000\n", monkeypatch=monkeypatch)
+    assert report.engine == "hermes-keeplast"
+    compactions = [c for t in report.turns for c in t["compactions"]]
+    assert compactions and all(c["engine"].endswith("hermes-keeplast") for c in compactions)
+    assert all(c["engine_report"] == {"hermes_engine": "keeplast"} for c in compactions)
+    assert compactions[0]["messages_after"] < compactions[0]["messages_before"]
+    count = json.loads(report.turns[-1]["tool_calls"][0]["result"])["compactions"]
+    assert count == len(compactions)

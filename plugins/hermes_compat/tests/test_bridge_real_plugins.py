@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,3 +120,71 @@ def test_real_plugin_in_a_replay(case: Case, core_home: Path, user_home: Path,
     # nothing written outside the hermes-core home
     assert listing(user_home) == before
     assert (core_home / "hermes-compat").is_dir()
+
+
+def test_lossless_engine_replay(core_home: Path, user_home: Path,
+                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """lossless-hermes-py (the LCM engine): selected as the context engine, its DAG store in the
+    home ingests the history at each compaction (a small context window forces them), its tools
+    are offered and answer."""
+    before = listing(user_home)
+    lines = [json.loads(line) for line in FIRST_WEEK.read_text(encoding="utf-8").splitlines()
+             if line.strip()]
+    lines.append({"user": "grep our history for Rotterdam",
+                  "tool_calls": [{"name": "lcm_grep", "arguments": {"pattern": "Rotterdam"}}],
+                  "assistant": "Found it."})
+    report = run(core_home, lines, providers=["file_memory", "session_archive"],
+                 engine="hermes-lossless-hermes", config="llm:\n  context_window: 3000\n",
+                 monkeypatch=monkeypatch)
+    assert report.engine == "hermes-lossless-hermes"
+    assert report.summary["write_failures"] == 0
+    assert {"lcm_grep", "lcm_describe", "lcm_expand"} <= set(report.tools)
+    assert [c for t in report.turns for c in t["compactions"]]
+    call = report.turns[-1]["tool_calls"][0]
+    assert call["ok"], call
+    json.loads(call["result"])
+    assert stored(core_home / "hermes-compat", b"Rotterdam")
+    assert listing(user_home) == before
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_listed_and_cli_replay_exits_0(case: Case, core_home: Path, user_home: Path) -> None:
+    """As a user runs it: ``plugins list`` shows the provider, ``hermes-core replay
+    examples/first-week.jsonl`` with it beside file_memory and session_archive exits 0."""
+    if case.setup:
+        case.setup(core_home, user_home)
+    (core_home / "config.yaml").write_text(
+        f"memory:\n  providers: [file_memory, session_archive, {case.name}]\n"
+        + SLOW_INIT + case.config, encoding="utf-8")
+    before = listing(user_home)
+    listed = cli("plugins", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    records = {r["name"]: r for r in json.loads(listed.stdout)}
+    bridge = records["hermes_compat"]
+    assert f"memory-provider:{case.name}" in bridge["registers"] and not bridge["error"]
+    out = cli("replay", str(FIRST_WEEK), "--json")
+    assert out.returncode == 0, out.stderr[-2000:]
+    report = json.loads(out.stdout)
+    assert case.name in report["providers"]
+    assert report["summary"]["write_failures"] == 0
+    assert listing(user_home) == before
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "hermes_core", *args], capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_two_real_providers_at_once(core_home: Path, user_home: Path,
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    _local_memory_setup(core_home, user_home)
+    report = run(core_home, FIRST_WEEK,
+                 providers=["file_memory", "session_archive", "hermes-verbatim",
+                            "hermes-local-memory"],
+                 config=SLOW_INIT + "hermes-verbatim:\n  capture.enabled: true\n",
+                 monkeypatch=monkeypatch)
+    assert report.providers[-2:] == ["hermes-verbatim", "hermes-local-memory"]
+    assert report.summary["write_failures"] == 0
+    assert stored(core_home / "hermes-compat" / "verbatim", b"Rotterdam")
+    assert stored(core_home / "hermes-compat" / "local_memory", b"Rotterdam")
+    assert {"verbatim_recall", "memory_search"} <= set(report.tools)

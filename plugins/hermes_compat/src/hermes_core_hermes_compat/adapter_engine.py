@@ -39,6 +39,8 @@ class HermesContextEngine(ContextEngine):
 
     def __init__(self, config: HermesSection, context: PluginContext) -> None:
         super().__init__(config, context)
+        # plugins that read HERMES_HOME when registered must see the bridge's folder already
+        calls.point_env(context.home)
         try:
             loaded = load(self.candidate, calls.hermes_home_for(
                 context.home, self.candidate.plugin, None))

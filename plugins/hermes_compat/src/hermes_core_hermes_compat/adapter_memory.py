@@ -107,6 +107,8 @@ class HermesMemoryProvider(MemoryProvider):
     # ------------------------------------------------------------------ loading and slots
 
     def _load(self) -> Loaded:
+        # plugins that read HERMES_HOME when registered must see the bridge's folder already
+        calls.point_env(self.context.home)
         try:
             loaded = load(self.candidate, calls.hermes_home_for(
                 self.context.home, self.candidate.plugin, None))

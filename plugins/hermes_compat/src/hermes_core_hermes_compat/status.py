@@ -52,6 +52,7 @@ def status_of(candidate: HermesCandidate, home: Path) -> PluginStatus:
                        source=candidate.source, where=candidate.where, status=READY,
                        distribution=candidate.distribution, version=candidate.version,
                        path=str(candidate.path) if candidate.path else None)
+    calls.point_env(home)
     try:
         loaded = load(candidate, calls.hermes_home_for(home, candidate.plugin, None))
     except HermesLoadError as exc:

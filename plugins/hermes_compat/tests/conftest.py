@@ -15,16 +15,15 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import hermes_core_hermes_compat.plugin as bridge
 import pytest
+from hermes_core_hermes_compat import discovery
 
 from hermes_core import replay as replay_module
 from hermes_core.config import parse_config_text
 from hermes_core.replay import RecordingHost, ReplayLLM, ReplayReport
 from hermes_core.testing.replaying import TranscriptSource, transcript_from
 from hermes_core.types import Message
-
-import hermes_core_hermes_compat.plugin as bridge
-from hermes_core_hermes_compat import discovery
 
 REPO = Path(__file__).resolve().parents[3]
 FIRST_WEEK = REPO / "examples" / "first-week.jsonl"
@@ -42,6 +41,7 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[s
                  "HERMES_CORE_DISABLE_PLUGINS", "HERMES_CORE_STRICT_PLUGINS", "ITSUKI_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     discovery._entry_points.cache_clear()
+    discovery._entry_point_candidates.cache_clear()
     yield {"home": user_home, "core": core_home}
     os.environ.pop("HERMES_HOME", None)
 

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import hermes_core_hermes_compat.plugin as bridge
 import hermes_style
 import pytest
 from conftest import drop_folder_plugin, listing, recall_in_prompt, run
@@ -14,8 +15,6 @@ from conftest import drop_folder_plugin, listing, recall_in_prompt, run
 from hermes_core.config import parse_config_text
 from hermes_core.replay import RecordingHost
 from hermes_core.types import Message, Session, SwitchReason
-
-import hermes_core_hermes_compat.plugin as bridge
 
 TURNS: list[Any] = [
     ("I keep bees in Utrecht.", "Noted."),
@@ -113,7 +112,8 @@ def test_user_scope_one_provider_per_user(core_home: Path) -> None:
         bob = Session("s-b", attributes={"user_id": "bob"})
         for session, words in ((alice, "Alice likes chess"), (bob, "Bob likes go")):
             provider.sync_turn(Message("user", words), Message("assistant", "ok"), session, [])
-        assert "chess" in provider.prefetch("games?", alice) and "go" not in provider.prefetch("games?", alice)
+        recalled = provider.prefetch("games?", alice)
+        assert "chess" in recalled and "Bob" not in recalled
         assert "Bob likes go" in provider.prefetch("games?", bob)
         provider.prefetch("again", alice)
         for user, session in (("alice", "s-a"), ("bob", "s-b")):

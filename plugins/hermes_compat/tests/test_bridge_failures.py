@@ -10,16 +10,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import hermes_core_hermes_compat.plugin as bridge
 import hermes_style
 import pytest
 from conftest import drop_folder_plugin, run
+from hermes_core_hermes_compat import discovery
 
 from hermes_core.config import parse_config_text
 from hermes_core.errors import ConfigError, PluginError
 from hermes_core.replay import RecordingHost
-
-import hermes_core_hermes_compat.plugin as bridge
-from hermes_core_hermes_compat import discovery
 
 TURNS = [("I keep bees in Utrecht.", "Noted."), ("Where are my bees?", "Utrecht.")]
 

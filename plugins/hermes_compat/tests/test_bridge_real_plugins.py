@@ -188,3 +188,21 @@ def test_two_real_providers_at_once(core_home: Path, user_home: Path,
     assert stored(core_home / "hermes-compat" / "verbatim", b"Rotterdam")
     assert stored(core_home / "hermes-compat" / "local_memory", b"Rotterdam")
     assert {"verbatim_recall", "memory_search"} <= set(report.tools)
+
+
+def test_status_of_the_installed_plugins(core_home: Path) -> None:
+    out = cli("hermes", "plugins", "--json")
+    assert out.returncode == 0, out.stderr
+    found = {p["name"]: p for p in json.loads(out.stdout)["plugins"]}
+    assert found["hermes-verbatim"]["status"] == "ready"
+    assert found["hermes-lossless-hermes"]["status"] == "ready"
+    assert found["hermes-lossless-hermes"]["kind"] == "context-engine"
+    # a cloud service: its key is named
+    assert found["hermes-itsuki"]["status"] == "needs service or key"
+    assert "ITSUKI_API_KEY" in found["hermes-itsuki"]["fix"]
+    # no vault configured in ~/.hermes/config.yaml
+    assert found["hermes-llmwiki"]["status"] == "needs service or key"
+    # installed without cashew-brain (sentence-transformers and torch), and unconfigured
+    assert found["hermes-cashew"]["status"] == "needs service or key"
+    # no embedding backend (sentence-transformers, or the openai SDK) installed
+    assert found["hermes-semantic-memory"]["status"] == "needs service or key"

@@ -17,12 +17,16 @@ registration it calls), read from the file, so nothing is imported until the plu
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from importlib import metadata
 
 __all__ = [
     "FOLDER_NAME",
@@ -94,24 +98,33 @@ def _kind_of_text(text: str, default: Kind = "memory-provider") -> Kind:
     return "memory-provider" if memory else default
 
 
-def _module_file(dist: object, module: str) -> Path | None:
-    """The source file of ``module`` inside an installed distribution, found from its file list
-    (no import)."""
+def _module_file(dist: metadata.Distribution, module: str) -> Path | None:
+    """The source file of ``module`` inside an installed distribution, found without importing
+    it: a top-level module through its import spec, a dotted one from the distribution's file
+    list (finding the spec of a submodule would import its parent packages)."""
+    if "." not in module:
+        import importlib.util
+
+        try:
+            spec = importlib.util.find_spec(module)
+        except (ImportError, ValueError):
+            return None
+        return Path(spec.origin) if spec is not None and spec.origin else None
     parts = module.split(".")
     wanted = {"/".join(parts) + "/__init__.py", "/".join(parts) + ".py"}
     files = getattr(dist, "files", None) or ()
     for file in files:
         if str(file).replace("\\", "/") in wanted:
-            located = dist.locate_file(file)  # type: ignore[attr-defined]
+            located = dist.locate_file(file)
             return Path(str(located))
     return None
 
 
 @functools.cache
-def _entry_points() -> tuple[tuple[str, object], ...]:
+def _entry_points() -> tuple[tuple[str, metadata.EntryPoint], ...]:
     from importlib import metadata
 
-    found: list[tuple[str, object]] = []
+    found: list[tuple[str, metadata.EntryPoint]] = []
     selected = metadata.entry_points()
     for group in GROUPS:
         found.extend((group, ep) for ep in selected.select(group=group))
@@ -119,10 +132,16 @@ def _entry_points() -> tuple[tuple[str, object], ...]:
 
 
 def _from_entry_points() -> list[HermesCandidate]:
+    return [dataclasses.replace(c, notes=list(c.notes)) for c in _entry_point_candidates()]
+
+
+@functools.cache
+def _entry_point_candidates() -> tuple[HermesCandidate, ...]:
+    """Read once per process, like the kernel's own entry points."""
     out: list[HermesCandidate] = []
     for group, ep in _entry_points():
-        dist = getattr(ep, "dist", None)
-        module = ep.module  # type: ignore[attr-defined]
+        dist = ep.dist
+        module = ep.module
         kind: Kind = "memory-provider"
         if group == "hermes_agent.plugins":
             file = _module_file(dist, module) if dist is not None else None
@@ -132,13 +151,13 @@ def _from_entry_points() -> list[HermesCandidate]:
                 text = ""
             kind = _kind_of_text(text)
         out.append(HermesCandidate(
-            name=kind_name(ep.name), plugin=ep.name, source="entry-point", kind=kind,  # type: ignore[attr-defined]
-            group=group, module=module, attr=ep.attr or None,  # type: ignore[attr-defined]
-            distribution=dist.metadata["Name"] if dist is not None else None,  # type: ignore[attr-defined]
-            version=dist.version if dist is not None else None))  # type: ignore[attr-defined]
+            name=kind_name(ep.name), plugin=ep.name, source="entry-point", kind=kind,
+            group=group, module=module, attr=ep.attr or None,
+            distribution=dist.metadata["Name"] if dist is not None else None,
+            version=dist.version if dist is not None else None))
     out.sort(key=lambda c: (GROUPS.index(c.group or GROUPS[0]), (c.distribution or "").lower(),
                             c.plugin))
-    return out
+    return tuple(out)
 
 
 def _folder(path: Path, source: Source, kind: Kind | None = None) -> HermesCandidate | None:

@@ -26,7 +26,7 @@ from typing import Any
 from . import calls, shims
 from .discovery import HermesCandidate
 
-__all__ = ["HermesLoadError", "Loaded", "NEEDS_HERMES", "load"]
+__all__ = ["NEEDS_HERMES", "HermesLoadError", "Loaded", "load"]
 
 #: top-level modules of hermes-agent that the stand-ins do not provide
 HERMES_TOP_LEVEL = frozenset({"agent", "tools", "hermes_cli", "hermes_constants", "run_agent",

@@ -10,9 +10,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hermes_constants import get_hermes_home
+__all__ = ["cfg_get", "get_config_path", "get_env_path", "get_hermes_home", "load_config",
+           "read_raw_config"]
 
-__all__ = ["cfg_get", "get_config_path", "get_env_path", "load_config", "read_raw_config"]
+
+def get_hermes_home() -> Path:
+    """The plugin's Hermes home, as the stand-in ``hermes_constants`` answers it."""
+    import importlib
+
+    return Path(importlib.import_module("hermes_constants").get_hermes_home())
 
 
 def get_config_path() -> Path:

@@ -159,9 +159,24 @@ class HermesMemoryProvider(MemoryProvider):
         if slot.session_id == session.id:
             return slot
         with slot.lock:
-            if slot.session_id != session.id:
+            if slot.session_id is None:
                 self._initialize(slot, session)
+            elif slot.session_id != session.id:
+                # the new session's first hook came before the worker's on_session_switch
+                reset = session.parent_session_id != slot.session_id
+                self._switch(slot, session, slot.session_id, reset=reset, reason="")
         return slot
+
+    def _switch(self, slot: _Slot, new: Session, parent: str, *, reset: bool, reason: str) -> None:
+        """Move ``slot`` to session ``new``: the provider's own ``on_session_switch`` when it
+        has one, else ``initialize`` again (it keeps its session from initialize)."""
+        if overrides(slot.obj, "on_session_switch"):
+            with calls.in_home(slot.hermes_home):
+                call_with(slot.obj.on_session_switch, new.id, parent_session_id=parent,
+                          reset=reset, rewound=False, reason=reason)
+            slot.session_id = new.id
+        else:
+            self._initialize(slot, new)
 
     def _initialize(self, slot: _Slot, session: Session) -> None:
         slot.hermes_home.mkdir(parents=True, exist_ok=True)
@@ -251,16 +266,10 @@ class HermesMemoryProvider(MemoryProvider):
         slot = self._slot(new_session)
         with slot.lock:
             if slot.session_id is None or slot.session_id == new_session.id:
-                return  # initialised lazily for the new session on its first call
-            if overrides(slot.obj, "on_session_switch"):
-                parent = old_session.id if old_session is not None else ""
-                with calls.in_home(slot.hermes_home):
-                    call_with(slot.obj.on_session_switch, new_session.id, parent_session_id=parent,
-                              reset=reason in (SwitchReason.NEW, SwitchReason.RESET),
-                              rewound=False, reason=str(reason))
-                slot.session_id = new_session.id
-            else:  # the provider keeps its session from initialize(): give it the new one
-                self._initialize(slot, new_session)
+                return  # initialised lazily, or already moved by the new session's first hook
+            parent = old_session.id if old_session is not None else slot.session_id
+            self._switch(slot, new_session, parent,
+                         reset=reason in (SwitchReason.NEW, SwitchReason.RESET), reason=str(reason))
 
     @hookimpl
     def on_session_end(self, session: Session, messages: list[Message]) -> None:

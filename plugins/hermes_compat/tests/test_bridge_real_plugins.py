@@ -190,11 +190,15 @@ def test_two_real_providers_at_once(core_home: Path, user_home: Path,
     assert {"verbatim_recall", "memory_search"} <= set(report.tools)
 
 
-def test_status_of_the_installed_plugins(core_home: Path) -> None:
+def test_status_of_the_installed_plugins(core_home: Path, user_home: Path) -> None:
+    _local_memory_setup(core_home, user_home)
     out = cli("hermes", "plugins", "--json")
     assert out.returncode == 0, out.stderr
     found = {p["name"]: p for p in json.loads(out.stdout)["plugins"]}
     assert found["hermes-verbatim"]["status"] == "ready"
+    # a folder plugin whose provider does not subclass Hermes' base class (no get_config_schema)
+    assert found["hermes-local-memory"]["status"] == "ready"
+    assert found["hermes-local-memory"]["source"] == "folder"
     assert found["hermes-lossless-hermes"]["status"] == "ready"
     assert found["hermes-lossless-hermes"]["kind"] == "context-engine"
     # a cloud service: its key is named

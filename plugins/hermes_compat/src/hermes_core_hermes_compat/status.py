@@ -66,12 +66,15 @@ def status_of(candidate: HermesCandidate, home: Path) -> PluginStatus:
         return out
     out.kind = "memory-provider"
     provider = loaded.providers[0]
+    method = "is_available"
     try:
         with calls.in_home(calls.hermes_home_for(home, candidate.plugin, None)):
             available = bool(provider.is_available())
-            schema = provider.get_config_schema()
+            method = "get_config_schema"
+            schema_of = getattr(provider, "get_config_schema", None)  # optional
+            schema = schema_of() if callable(schema_of) else []
     except Exception as exc:
-        out.status, out.detail = FAILED, f"is_available() raised {type(exc).__name__}: {exc}"
+        out.status, out.detail = FAILED, f"{method}() raised {type(exc).__name__}: {exc}"
         out.fix = "report the error to the plugin's author"
         return out
     unset = missing_secrets(schema, plugin=candidate.plugin)

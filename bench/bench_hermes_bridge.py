@@ -196,6 +196,11 @@ def main() -> None:
                 loads[key].append(load_ms(env))
         i_on, i_off = statistics.median(imports["on"]), statistics.median(imports["off"])
         l_on, l_off = statistics.median(loads["on"]), statistics.median(loads["off"])
+    probe = ("import sys, hermes_core; "
+             "print(sum(m.startswith('hermes_core_hermes_compat') for m in sys.modules))")
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    print(f"{'bridge modules imported by import hermes_core':<62} {loaded:>9}")
     report("python -c 'import hermes_core', bridge installed (median)", i_on, "ms")
     report("  same, bridge disabled (median)", i_off, "ms")
     report("  ratio installed / disabled (target: unchanged, 1.00)", i_on / i_off, "x")

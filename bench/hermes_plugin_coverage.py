@@ -106,6 +106,9 @@ def ensure_venv(where: Path) -> Path:
                   str(ROOT / "plugins" / "hermes_compat")])
         if out.returncode:
             sys.exit(f"installing hermes-core and the bridge failed:\n{out.stderr[-3000:]}")
+    else:  # a reused venv gets this checkout's bridge
+        sh([str(python), "-m", "pip", "install", "--quiet", "--force-reinstall", "--no-deps",
+            str(ROOT / "plugins" / "hermes_compat")])
     return python
 
 

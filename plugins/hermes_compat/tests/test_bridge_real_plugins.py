@@ -210,3 +210,4 @@ def test_status_of_the_installed_plugins(core_home: Path, user_home: Path) -> No
     assert found["hermes-cashew"]["status"] == "needs service or key"
     # no embedding backend (sentence-transformers, or the openai SDK) installed
     assert found["hermes-semantic-memory"]["status"] == "needs service or key"
+

@@ -120,7 +120,11 @@ def last_line(text: str) -> str:
 def try_plugin(python: Path, requirement: str) -> Outcome:
     result = Outcome(requirement)
     dist = requirement.split("==")[0]
-    out = sh([str(python), "-m", "pip", "install", "--quiet", requirement])
+    try:
+        out = sh([str(python), "-m", "pip", "install", "--quiet", requirement])
+    except subprocess.TimeoutExpired:
+        result.reason = "pip install took longer than 15 minutes (a dependency such as torch)"
+        return result
     if out.returncode:
         result.reason = f"pip install failed: {last_line(out.stderr)}"
         return result
@@ -194,7 +198,10 @@ def main() -> None:
         python = ensure_venv(args.venv or Path(tmp) / "venv")
         outcomes = []
         for requirement in chosen:
-            outcome = try_plugin(python, requirement)
+            try:
+                outcome = try_plugin(python, requirement)
+            except (subprocess.TimeoutExpired, ValueError, KeyError) as exc:  # a hung or odd run
+                outcome = Outcome(requirement, reason=f"{type(exc).__name__}: {exc}"[:300])
             outcomes.append(outcome)
             if not args.json:
                 mark = "runs" if outcome.runs else "does not run"

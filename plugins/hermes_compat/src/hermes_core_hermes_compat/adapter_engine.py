@@ -1,0 +1,128 @@
+"""A Hermes context engine as a hermes-core context engine (``hermes-<name>``).
+
+Mapping: ``should_compress(messages, prompt_tokens, session)`` ->
+``should_compress(prompt_tokens)``; ``compress(messages, focus_topic, memory_context, session)``
+-> ``compress(openai_messages, current_tokens=, focus_topic=, memory_context=)`` (optional
+arguments only when the engine's signature takes them), its result turned back into messages;
+``update_from_response(usage)`` -> ``update_from_response({prompt_tokens, completion_tokens,
+total_tokens, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens})``; the first
+call of a session -> ``on_session_start(session_id, hermes_home=, platform=)``; tools as for
+providers. Engines built on Hermes' ``ContextCompressor`` need hermes-agent itself.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any, ClassVar
+
+from hermes_core import hookimpl
+from hermes_core.errors import PluginError
+from hermes_core.kinds import ContextEngine, PluginContext, Tool
+from hermes_core.types import CompressionResult, Message, Session, ToolContext, Usage
+
+from . import calls
+from .adapter_memory import hermes_tools
+from .convert import call_with, from_openai, to_openai
+from .discovery import HermesCandidate
+from .loading import HermesLoadError, load
+from .settings import HermesSection
+
+__all__ = ["HermesContextEngine", "engine_class"]
+
+
+class HermesContextEngine(ContextEngine):
+    """Runs one Hermes context engine; :func:`engine_class` sets ``candidate``."""
+
+    candidate: ClassVar[HermesCandidate]
+    Config = HermesSection
+
+    def __init__(self, config: HermesSection, context: PluginContext) -> None:
+        super().__init__(config, context)
+        # plugins that read HERMES_HOME when registered must see the bridge's folder already
+        calls.point_env(context.home)
+        try:
+            loaded = load(self.candidate, calls.hermes_home_for(
+                context.home, self.candidate.plugin, None))
+        except HermesLoadError as exc:
+            raise PluginError(f"{exc} (fix: {exc.fix})" if exc.fix else str(exc)) from exc
+        if not loaded.engines:
+            raise PluginError(f"Hermes plugin {self.candidate.plugin!r} registered no context "
+                              "engine (it is a memory provider: list it in memory.providers)")
+        self.engine = loaded.engines[0]
+        self.hermes_home: Path = calls.hermes_home_for(context.home, self.candidate.plugin, None)
+        self._session: str | None = None
+        self._problems: set[str] = set()
+        self._lock = threading.Lock()
+        from hermes_core.models import context_window
+
+        if hasattr(self.engine, "update_model"):  # Hermes tells its engine the model's window
+            with calls.in_home(self.hermes_home):
+                call_with(self.engine.update_model, context.config.llm.model,
+                          context_window(context.config))
+
+    def _start(self, session: Session | None) -> None:
+        if session is None or self._session == session.id:
+            return
+        with self._lock:
+            if self._session == session.id:
+                return
+            self.hermes_home.mkdir(parents=True, exist_ok=True)
+            calls.point_env(self.context.home)
+            start = getattr(self.engine, "on_session_start", None)
+            if callable(start):
+                with calls.in_home(self.hermes_home):
+                    call_with(start, session.id, hermes_home=str(self.hermes_home),
+                              platform=session.platform, model=session.model or "")
+            self._session = session.id
+
+    @hookimpl
+    def should_compress(self, messages: list[Message], prompt_tokens: int | None,
+                        session: Session | None) -> bool | None:
+        self._start(session)
+        with calls.in_home(self.hermes_home):
+            return bool(self.engine.should_compress(prompt_tokens))
+
+    @hookimpl
+    def compress(self, messages: list[Message], focus_topic: str | None, memory_context: str,
+                 session: Session | None) -> CompressionResult | None:
+        self._start(session)
+        with calls.in_home(self.hermes_home):
+            out = call_with(self.engine.compress, to_openai(messages), focus_topic=focus_topic,
+                            memory_context=memory_context or "", force=focus_topic is not None)
+        if not isinstance(out, list):
+            raise PluginError(f"Hermes engine {self.candidate.plugin!r}: compress() returned "
+                              f"{type(out).__name__}, not a list of messages")
+        return CompressionResult(messages=from_openai(out),
+                                 report={"hermes_engine": self.candidate.plugin})
+
+    @hookimpl
+    def update_from_response(self, usage: Usage) -> None:
+        data = {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.output_tokens,
+                "total_tokens": usage.prompt_tokens + usage.output_tokens,
+                "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
+                "cache_read_tokens": usage.cache_read_tokens,
+                "cache_write_tokens": usage.cache_write_tokens, "reasoning_tokens": 0}
+        with calls.in_home(self.hermes_home):
+            self.engine.update_from_response(data)
+
+    @hookimpl
+    def get_tools(self) -> list[Tool]:
+        return hermes_tools(self.engine, self.name, self._problem, self._call_tool)
+
+    def _call_tool(self, tool: str, args: dict[str, Any], ctx: ToolContext) -> Any:
+        self._start(ctx.session)
+        with calls.in_home(self.hermes_home):
+            return call_with(self.engine.handle_tool_call, tool, args)
+
+    def _problem(self, message: str) -> None:
+        if message not in self._problems:
+            self._problems.add(message)
+            self.context.report_problem(f"Hermes plugin {self.candidate.plugin!r}: {message}")
+
+
+def engine_class(candidate: HermesCandidate) -> type[HermesContextEngine]:
+    name = "HermesEngine_" + "".join(ch if ch.isalnum() else "_" for ch in candidate.plugin)
+    return type(name, (HermesContextEngine,), {
+        "name": candidate.name, "candidate": candidate, "__module__": __name__,
+        "description": f"Hermes context engine {candidate.plugin!r} ({candidate.where})"})

@@ -1,0 +1,373 @@
+"""A Hermes memory provider as a hermes-core memory provider (``hermes-<name>``).
+
+:func:`memory_class` builds, for one discovered plugin, a :class:`~hermes_core.MemoryProvider`
+subclass; the plugin is imported only when the kernel instantiates that class (the provider is
+selected in ``memory.providers``, or ``config validate`` / ``doctor`` build it). Every Hermes
+method is called from one of the instance's hook implementations, so the kernel's deadlines,
+isolation and problem reports apply to it like to any provider.
+
+The mapping (hermes-core hook -> Hermes method):
+
+* any hook of a session not seen yet -> ``initialize(session_id, hermes_home=..., platform=...,
+  agent_context="primary", user_id=..., parent_session_id=...)`` once, lazily; under
+  ``memory.scope: user`` one Hermes provider object per user key, each in its own home;
+* ``system_prompt_block`` -> ``system_prompt_block()``; ``prefetch`` -> ``prefetch(query,
+  session_id=)``; ``queue_prefetch`` -> ``queue_prefetch(query, session_id=)``;
+* ``on_message`` (user message) -> ``on_turn_start(turn_number, text)``;
+* ``sync_turn`` -> ``sync_turn(user, assistant, session_id=, messages=)`` (``messages`` only when
+  the plugin's signature takes it);
+* ``on_session_switch`` -> ``on_session_switch(new_id, parent_session_id=, reset=)`` when the
+  plugin overrides it, else ``initialize`` again with the new id;
+* ``on_session_end`` -> ``on_session_end(messages)``; ``on_pre_compress`` ->
+  ``on_pre_compress(messages)``; ``on_memory_write`` -> ``on_memory_write(action, target,
+  content, metadata)``; ``get_tools`` -> ``get_tool_schemas()``, each call ->
+  ``handle_tool_call(name, args)``; ``shutdown`` -> ``shutdown()`` on every object.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar
+
+from hermes_core import hookimpl
+from hermes_core.errors import PluginError, ToolError
+from hermes_core.kinds import MemoryProvider, PluginContext, Tool
+from hermes_core.types import MemoryWrite, Message, Session, SwitchReason, ToolContext
+
+from . import calls
+from .convert import accepts, call_with, to_openai, tool_spec
+from .discovery import HermesCandidate
+from .loading import HermesLoadError, Loaded, load
+from .settings import HermesSection, check_section
+
+__all__ = ["HermesMemoryProvider", "hermes_tools", "memory_class", "overrides", "tool_result"]
+
+
+def overrides(obj: Any, method: str) -> bool:
+    """Whether ``obj``'s class defines ``method`` itself rather than inheriting Hermes' no-op."""
+    for klass in type(obj).__mro__:
+        if method in vars(klass):
+            return klass.__module__ not in ("agent.memory_provider", "agent.context_engine")
+    return False
+
+
+def unavailable_reason(obj: Any) -> str:
+    reason = getattr(obj, "unavailable_reason", None)
+    if callable(reason):
+        try:
+            text = reason()
+        except Exception:
+            text = ""
+        if isinstance(text, str) and text.strip():
+            return text.strip()
+    return "its is_available() is False: it needs its service, a key or a setting"
+
+
+class _Slot:
+    """One Hermes provider object and the session it is initialised for."""
+
+    __slots__ = ("hermes_home", "lock", "obj", "session_id", "turns")
+
+    def __init__(self, obj: Any, hermes_home: Path) -> None:
+        self.obj = obj
+        self.hermes_home = hermes_home
+        self.session_id: str | None = None
+        self.turns = 0
+        self.lock = threading.RLock()
+
+
+class HermesMemoryProvider(MemoryProvider):
+    """Runs one Hermes memory provider; subclasses made by :func:`memory_class` set
+    ``candidate``."""
+
+    candidate: ClassVar[HermesCandidate]
+    Config = HermesSection
+
+    def __init__(self, config: HermesSection, context: PluginContext) -> None:
+        super().__init__(config, context)
+        self._problems: set[str] = set()
+        self._lock = threading.Lock()
+        self._loaded = self._load()
+        first = self._loaded.providers[0]
+        self.hermes_name = str(getattr(first, "name", self.candidate.plugin))
+        section = self.config_section or self.name
+        values = dict(config.model_extra or {})
+        schema = self._safe(first, "get_config_schema", default=[])
+        self._values = check_section(values, schema, plugin=self.candidate.plugin, section=section)
+        if not self._safe(first, "is_available", default=False):
+            raise PluginError(f"Hermes plugin {self.candidate.plugin!r}: needs its service or key: "
+                              f"{unavailable_reason(first)}")
+        self._slots: dict[str | None, _Slot] = {}
+        self._spare: Any | None = first
+        self._user_scope = context.config.memory.scope == "user"
+
+    # ------------------------------------------------------------------ loading and slots
+
+    def _load(self) -> Loaded:
+        # plugins that read HERMES_HOME when registered must see the bridge's folder already
+        calls.point_env(self.context.home)
+        try:
+            loaded = load(self.candidate, calls.hermes_home_for(
+                self.context.home, self.candidate.plugin, None))
+        except HermesLoadError as exc:
+            raise PluginError(f"{exc} (fix: {exc.fix})" if exc.fix else str(exc)) from exc
+        for name in loaded.unsupported:
+            self._problem(f"its register(ctx) called ctx.{name}(), which hermes-core does not "
+                          "support: skipped (the provider still runs)")
+        if not loaded.providers:
+            raise PluginError(f"Hermes plugin {self.candidate.plugin!r} registered no memory "
+                              "provider (it is a context engine: select it in context.engine)")
+        return loaded
+
+    def _problem(self, message: str) -> None:
+        if message not in self._problems:
+            self._problems.add(message)
+            self.context.report_problem(f"Hermes plugin {self.candidate.plugin!r}: {message}")
+
+    def _safe(self, obj: Any, method: str, *, default: Any) -> Any:
+        fn = getattr(obj, method, None)
+        if not callable(fn):  # providers that do not subclass Hermes' base class omit some
+            return default
+        try:
+            return fn()
+        except Exception as exc:
+            self._problem(f"{method}() raised {type(exc).__name__}: {exc}")
+            return default
+
+    def _key(self, session: Session | None) -> str | None:
+        return session.user_id if (self._user_scope and session is not None) else None
+
+    def _slot(self, session: Session | None) -> _Slot:
+        key = self._key(session)
+        with self._lock:
+            slot = self._slots.get(key)
+            if slot is None:
+                obj = self._spare
+                if obj is None:
+                    obj = self._load().providers[0]
+                self._spare = None
+                home = calls.hermes_home_for(self.context.home, self.candidate.plugin, key)
+                slot = self._slots[key] = _Slot(obj, home)
+        return slot
+
+    def _ready(self, session: Session) -> _Slot:
+        """The slot of ``session``'s user, initialised for ``session`` (once)."""
+        slot = self._slot(session)
+        if slot.session_id == session.id:
+            return slot
+        with slot.lock:
+            if slot.session_id is None:
+                self._initialize(slot, session)
+            elif slot.session_id != session.id:
+                # the new session's first hook came before the worker's on_session_switch
+                reset = session.parent_session_id != slot.session_id
+                self._switch(slot, session, slot.session_id, reset=reset, reason="")
+        return slot
+
+    def _switch(self, slot: _Slot, new: Session, parent: str, *, reset: bool, reason: str) -> None:
+        """Move ``slot`` to session ``new``: the provider's own ``on_session_switch`` when it
+        has one, else ``initialize`` again (it keeps its session from initialize)."""
+        if overrides(slot.obj, "on_session_switch"):
+            with calls.in_home(slot.hermes_home):
+                call_with(slot.obj.on_session_switch, new.id, parent_session_id=parent,
+                          reset=reset, rewound=False, reason=reason)
+            slot.session_id = new.id
+        else:
+            self._initialize(slot, new)
+
+    def _initialize(self, slot: _Slot, session: Session) -> None:
+        slot.hermes_home.mkdir(parents=True, exist_ok=True)
+        calls.point_env(self.context.home)
+        kwargs: dict[str, Any] = {"hermes_home": str(slot.hermes_home),
+                                  "platform": session.platform, "agent_context": "primary",
+                                  "agent_identity": "hermes-core"}
+        if session.user_id:
+            kwargs["user_id"] = session.user_id
+        if session.parent_session_id:
+            kwargs["parent_session_id"] = session.parent_session_id
+        if session.model:
+            kwargs["model"] = session.model
+        with calls.in_home(slot.hermes_home):
+            save = getattr(slot.obj, "save_config", None)
+            if self._values and slot.session_id is None and callable(save):
+                save(dict(self._values), str(slot.hermes_home))
+            slot.obj.initialize(session.id, **kwargs)
+        slot.session_id = session.id
+
+    def _run(self, session: Session, method: str, *args: Any, **kwargs: Any) -> Any:
+        slot = self._ready(session)
+        fn = getattr(slot.obj, method, None)
+        if not callable(fn):
+            return None
+        with calls.in_home(slot.hermes_home):
+            return call_with(fn, *args, session_id=session.id, **kwargs)
+
+    def _text(self, value: Any, method: str) -> str | None:
+        if value is None or value == "":
+            return None
+        if not isinstance(value, str):
+            self._problem(f"{method}() returned {type(value).__name__}, not str: dropped "
+                          "(a Hermes provider must return text)")
+            return None
+        return value
+
+    # ------------------------------------------------------------------ hooks
+
+    @hookimpl
+    def system_prompt_block(self, session: Session) -> str | None:
+        return self._text(self._run(session, "system_prompt_block"), "system_prompt_block")
+
+    @hookimpl
+    def on_message(self, message: Message, session: Session) -> None:
+        if message.role != "user":
+            return
+        slot = self._ready(session)
+        slot.turns += 1
+        if overrides(slot.obj, "on_turn_start"):
+            with calls.in_home(slot.hermes_home):
+                call_with(slot.obj.on_turn_start, slot.turns, message.content,
+                          platform=session.platform)
+
+    @hookimpl
+    def prefetch(self, query: str, session: Session) -> str | None:
+        return self._text(self._run(session, "prefetch", query), "prefetch")
+
+    @hookimpl
+    def queue_prefetch(self, query: str, session: Session) -> None:
+        self._run(session, "queue_prefetch", query)
+
+    @hookimpl
+    def sync_turn(self, user_message: Message, assistant_message: Message, session: Session,
+                  messages: list[Message]) -> None:
+        slot = self._ready(session)
+        if not callable(getattr(slot.obj, "sync_turn", None)):
+            return
+        extra: dict[str, Any] = {"session_id": session.id}
+        if accepts(slot.obj.sync_turn, "messages"):
+            extra["messages"] = to_openai(messages)
+        with calls.in_home(slot.hermes_home):
+            call_with(slot.obj.sync_turn, user_message.content, assistant_message.content, **extra)
+
+    @hookimpl
+    def on_pre_compress(self, messages: list[Message], session: Session) -> str | None:
+        slot = self._ready(session)
+        fn = getattr(slot.obj, "on_pre_compress", None)
+        if not callable(fn):
+            return None
+        with calls.in_home(slot.hermes_home):
+            return self._text(fn(to_openai(messages)), "on_pre_compress")
+
+    @hookimpl
+    def on_session_switch(self, new_session: Session, old_session: Session | None,
+                          reason: SwitchReason) -> None:
+        slot = self._slot(new_session)
+        with slot.lock:
+            if slot.session_id is None or slot.session_id == new_session.id:
+                return  # initialised lazily, or already moved by the new session's first hook
+            parent = old_session.id if old_session is not None else slot.session_id
+            self._switch(slot, new_session, parent,
+                         reset=reason in (SwitchReason.NEW, SwitchReason.RESET), reason=str(reason))
+
+    @hookimpl
+    def on_session_end(self, session: Session, messages: list[Message]) -> None:
+        slot = self._slots.get(self._key(session))
+        fn = getattr(slot.obj, "on_session_end", None) if slot is not None else None
+        if slot is None or slot.session_id is None or not callable(fn):
+            return
+        with calls.in_home(slot.hermes_home):
+            fn(to_openai(messages))
+
+    @hookimpl
+    def on_memory_write(self, write: MemoryWrite) -> None:
+        slots = [s for s in self._slots.values() if s.session_id is not None]
+        chosen = [s for s in slots if s.session_id == write.session_id] or slots[:1]
+        metadata = {"write_origin": write.origin, "session_id": write.session_id or "",
+                    "provider": write.provider or "", "old_text": write.old_text}
+        for slot in chosen:
+            fn = getattr(slot.obj, "on_memory_write", None)
+            if callable(fn):
+                with calls.in_home(slot.hermes_home):
+                    call_with(fn, write.action, write.target, write.content, metadata=metadata)
+
+    @hookimpl
+    def shutdown(self) -> None:
+        for slot in list(self._slots.values()):
+            fn = getattr(slot.obj, "shutdown", None)
+            if slot.session_id is not None and callable(fn):
+                with calls.in_home(slot.hermes_home):
+                    fn()
+
+    @hookimpl
+    def get_tools(self) -> list[Tool]:
+        obj = next(iter(self._slots.values())).obj if self._slots else self._spare
+        return hermes_tools(obj, self.name, self._problem, self._call_tool)
+
+    def _call_tool(self, tool: str, args: dict[str, Any], ctx: ToolContext) -> Any:
+        if ctx.session is None:
+            raise ToolError(f"tool {tool!r} of {self.name} needs a session")
+        slot = self._ready(ctx.session)
+        with calls.in_home(slot.hermes_home):
+            return slot.obj.handle_tool_call(tool, args)
+
+
+def hermes_tools(obj: Any, owner: str, problem: Callable[[str], None],
+                 call: Callable[[str, dict[str, Any], ToolContext], Any]) -> list[Tool]:
+    """hermes-core tools for ``obj.get_tool_schemas()``; each call goes through ``call`` and its
+    result is checked by :func:`tool_result`. Schemas hermes-core cannot express are skipped and
+    reported through ``problem``."""
+    try:
+        schemas = obj.get_tool_schemas() or []
+    except Exception as exc:
+        problem(f"get_tool_schemas() raised {type(exc).__name__}: {exc}; no tools offered")
+        return []
+    if not isinstance(schemas, list):
+        problem(f"get_tool_schemas() returned {type(schemas).__name__}, not a list: no tools offered")
+        return []
+    tools: list[Tool] = []
+    for schema in schemas:
+        try:
+            name, description, params = tool_spec(schema)
+        except ValueError as exc:
+            problem(f"a tool schema cannot be expressed in hermes-core, skipped: {exc}")
+            continue
+
+        def handle(args: Any, ctx: ToolContext, _name: str = name) -> str:
+            return tool_result(owner, _name, call(_name, dict(args or {}), ctx), problem)
+        tools.append(Tool(name=name, description=description or f"{owner} tool",
+                          parameters=params, handler=handle))
+    return tools
+
+
+def tool_result(owner: str, tool: str, result: Any, problem: Callable[[str], None]) -> str:
+    """A Hermes tool result as text: JSON text passes; other text passes with a reported
+    problem; JSON-able data is converted; anything else is a clear tool error."""
+    if isinstance(result, str):
+        try:
+            json.loads(result)
+        except ValueError:
+            problem(f"handle_tool_call({tool!r}) returned text that is not JSON; passed to the "
+                    "model as plain text")
+        return result
+    try:
+        text = json.dumps(result, ensure_ascii=False)
+    except (TypeError, ValueError):
+        raise ToolError(f"{owner}: handle_tool_call({tool!r}) returned a "
+                        f"{type(result).__name__}, neither JSON text nor JSON data") from None
+    problem(f"handle_tool_call({tool!r}) returned {type(result).__name__}, not JSON text; converted")
+    return text
+
+
+def memory_class(candidate: HermesCandidate) -> type[HermesMemoryProvider]:
+    """A hermes-core provider class named ``candidate.name`` for one Hermes plugin."""
+    return type(_class_name(candidate), (HermesMemoryProvider,), {
+        "name": candidate.name, "candidate": candidate, "__module__": __name__,
+        "description": f"Hermes memory provider {candidate.plugin!r} ({candidate.where})"})
+
+
+def _class_name(candidate: HermesCandidate) -> str:
+    return "Hermes_" + "".join(ch if ch.isalnum() else "_" for ch in candidate.plugin)
+
+

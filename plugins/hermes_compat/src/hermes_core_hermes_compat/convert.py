@@ -1,0 +1,124 @@
+"""Translations between hermes-core's types and the shapes Hermes plugins speak.
+
+Messages become OpenAI-style dicts (``role``, ``content``, ``tool_calls``, ``tool_call_id``);
+tool schemas in either OpenAI shape (bare, or wrapped in ``{"type": "function", "function":
+...}``) become hermes-core :class:`~hermes_core.kinds.Tool` descriptions; calls are made with
+only the keyword arguments a plugin's method accepts.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from hermes_core.kinds import TOOL_NAME_RE
+from hermes_core.types import Message, ToolCall
+
+__all__ = ["accepts", "call_with", "from_openai", "to_openai", "tool_spec"]
+
+
+def to_openai(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        item: dict[str, Any] = {"role": m.role, "content": m.content}
+        if m.tool_calls:
+            item["tool_calls"] = [
+                {"id": c.id, "type": "function",
+                 "function": {"name": c.name, "arguments": json.dumps(c.arguments, ensure_ascii=False)}}
+                for c in m.tool_calls]
+        if m.role == "tool":
+            item["tool_call_id"] = m.tool_call_id or ""
+            if m.tool_name:
+                item["name"] = m.tool_name
+        out.append(item)
+    return out
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return "" if content is None else str(content)
+
+
+def from_openai(items: Sequence[Any]) -> list[Message]:
+    """OpenAI-style dicts back to messages; a ``system`` message (an engine's summary note) is
+    carried as a user message, since the kernel keeps the system prompt itself."""
+    out: list[Message] = []
+    for item in items:
+        if not isinstance(item, dict):
+            raise ValueError(f"a message must be a dict, got {type(item).__name__}")
+        role = item.get("role")
+        content = _text(item.get("content"))
+        if role == "system":
+            out.append(Message("user", content, meta={"hermes_role": "system"}))
+        elif role == "tool":
+            out.append(Message("tool", content, tool_call_id=item.get("tool_call_id"),
+                               tool_name=item.get("name")))
+        elif role in ("user", "assistant"):
+            calls = []
+            for raw in item.get("tool_calls") or ():
+                fn = raw.get("function", raw) if isinstance(raw, dict) else {}
+                args = fn.get("arguments", {})
+                if isinstance(args, str):
+                    try:
+                        args = json.loads(args or "{}")
+                    except ValueError:
+                        args = {"raw": args}
+                calls.append(ToolCall(id=str(raw.get("id", "")), name=str(fn.get("name", "")),
+                                      arguments=args if isinstance(args, dict) else {"value": args}))
+            out.append(Message(role, content, tool_calls=calls))
+        else:
+            raise ValueError(f"unknown message role {role!r}")
+    return out
+
+
+def tool_spec(schema: Any) -> tuple[str, str, dict[str, Any]]:
+    """(name, description, parameters) of a tool schema in either OpenAI shape.
+
+    Raises ``ValueError`` naming what hermes-core cannot express.
+    """
+    if not isinstance(schema, dict):
+        raise ValueError(f"a tool schema must be a dict, got {type(schema).__name__}")
+    body = schema.get("function") if schema.get("type") == "function" else schema
+    if not isinstance(body, dict):
+        raise ValueError("a {'type': 'function'} schema needs a 'function' object")
+    name = body.get("name")
+    if not isinstance(name, str) or not TOOL_NAME_RE.match(name):
+        raise ValueError(f"tool name {name!r} is not 1-64 letters, digits, '_' or '-'")
+    params = body.get("parameters")
+    if params is None:
+        params = {"type": "object", "properties": {}}
+    if not isinstance(params, dict) or params.get("type") != "object":
+        raise ValueError(f"tool {name!r}: its parameters are not a JSON schema object "
+                         "(\"type\": \"object\"), which tool calls need")
+    return name, str(body.get("description") or ""), params
+
+
+@functools.lru_cache(maxsize=1024)
+def _parameters(fn: Callable[..., Any]) -> tuple[frozenset[str], bool]:
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return frozenset(), True
+    names = frozenset(sig.parameters)
+    open_kw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.parameters.values())
+    return names, open_kw
+
+
+def accepts(fn: Callable[..., Any], name: str) -> bool:
+    """Whether ``fn`` takes a keyword argument ``name`` (by name, or through ``**kwargs``)."""
+    try:
+        names, open_kw = _parameters(getattr(fn, "__func__", fn))
+    except TypeError:  # an unhashable callable
+        return True
+    return open_kw or name in names
+
+
+def call_with(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call ``fn`` with ``args`` and only those ``kwargs`` its signature accepts."""
+    return fn(*args, **{k: v for k, v in kwargs.items() if accepts(fn, k)})

@@ -1,0 +1,202 @@
+"""Importing a Hermes plugin and collecting what its ``register(ctx)`` registers.
+
+An entry point or folder may hold a module with ``register(ctx)`` (the usual case), a
+``register`` function itself, or a provider/engine class. :func:`load` imports it (with the
+stand-ins of :mod:`.shims` serving the Hermes modules it imports when hermes-agent is absent),
+calls its registration with a collecting context, and returns the provider or engine objects.
+Registrations hermes-core does not support (tools, hooks, commands, skills, ...) are recorded by
+name and skipped; the rest is kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import re
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from . import calls, shims
+from .discovery import HermesCandidate
+
+__all__ = ["NEEDS_HERMES", "HermesLoadError", "Loaded", "load"]
+
+#: top-level modules of hermes-agent that the stand-ins do not provide
+HERMES_TOP_LEVEL = frozenset({"agent", "tools", "hermes_cli", "hermes_constants", "run_agent",
+                              "hermes_state", "gateway", "cron", "model_tools", "toolsets",
+                              "hermes_logging", "hermes_time", "utils", "providers"})
+NEEDS_HERMES = "needs hermes-agent"
+_PACKAGE = "hermes_core_hermes_folder_plugins"
+_lock = threading.RLock()
+
+
+class HermesLoadError(Exception):
+    """A Hermes plugin cannot be loaded: ``status`` is ``failed`` or ``needs hermes-agent``,
+    the message says what is wrong and the fix."""
+
+    def __init__(self, message: str, *, status: str = "failed", fix: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.fix = fix
+
+
+@dataclass
+class Loaded:
+    """What one registration produced."""
+
+    providers: list[Any] = field(default_factory=list)
+    engines: list[Any] = field(default_factory=list)
+    #: registrations skipped: ``register_tool``, ``register_hook``, ...
+    unsupported: list[str] = field(default_factory=list)
+
+
+class _Collector:
+    """The ``ctx`` handed to ``register(ctx)``: keeps providers and engines, notes the rest."""
+
+    def __init__(self, loaded: Loaded) -> None:
+        self._loaded = loaded
+
+    def register_memory_provider(self, provider: Any, *args: Any, **kwargs: Any) -> None:
+        self._loaded.providers.append(provider)
+
+    def register_context_engine(self, engine: Any, *args: Any, **kwargs: Any) -> None:
+        self._loaded.engines.append(engine)
+
+    def __getattr__(self, name: str) -> Any:
+        if not name.startswith("register_"):
+            raise AttributeError(name)
+
+        def unsupported(*args: Any, **kwargs: Any) -> None:
+            if name not in self._loaded.unsupported:
+                self._loaded.unsupported.append(name)
+        return unsupported
+
+
+def _import_folder(candidate: HermesCandidate) -> ModuleType:
+    assert candidate.path is not None
+    if _PACKAGE not in sys.modules:
+        parent = ModuleType(_PACKAGE)
+        parent.__path__ = []
+        sys.modules[_PACKAGE] = parent
+    # the folder's path is part of the name: two homes (or two tests) never share a module
+    digest = hashlib.sha256(str(candidate.path.resolve()).encode("utf-8")).hexdigest()[:12]
+    name = f"{_PACKAGE}.{re.sub(r'[^0-9a-zA-Z_]', '_', candidate.plugin)}_{digest}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(
+        name, candidate.path / "__init__.py", submodule_search_locations=[str(candidate.path)])
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
+def _target(candidate: HermesCandidate) -> Any:
+    if candidate.source != "entry-point":
+        return _import_folder(candidate)
+    assert candidate.module is not None
+    obj: Any = importlib.import_module(candidate.module)
+    for part in (candidate.attr or "").split("."):
+        if part:
+            obj = getattr(obj, part)
+    return obj
+
+
+def _explain_missing(candidate: HermesCandidate, exc: ModuleNotFoundError) -> HermesLoadError:
+    missing = exc.name or "?"
+    top = missing.split(".")[0]
+    module = candidate.module or ""
+    if module and (module == missing or module.startswith(missing + ".")):
+        holder = sys.modules.get(top)
+        where = getattr(holder, "__file__", None) or list(getattr(holder, "__path__", []) or [])
+        if holder is not None:
+            return HermesLoadError(
+                f"{candidate.where}: its module {module!r} cannot be imported because the "
+                f"top-level name {top!r} is taken by another package ({where}); a Hermes plugin "
+                f"shipping a generic top-level package clashes with it",
+                fix=f"install the plugin in an environment where {top!r} is only the plugin's "
+                    "(or ask its author to use a unique package name)")
+        return HermesLoadError(f"{candidate.where}: module {module!r} does not exist",
+                               fix=f"reinstall {candidate.distribution or 'the plugin'}")
+    if top in HERMES_TOP_LEVEL:
+        return HermesLoadError(
+            f"{candidate.where} imports {missing!r}, a part of Hermes Agent the bridge does not "
+            "provide", status=NEEDS_HERMES,
+            fix="pip install hermes-agent in this environment (the bridge then uses its modules)")
+    return HermesLoadError(
+        f"{candidate.where} failed to import: it needs module {missing!r}, which is not installed",
+        fix=f"pip install the package providing {missing!r}, or reinstall "
+            f"{candidate.distribution or 'the plugin'} with its dependencies")
+
+
+def load(candidate: HermesCandidate, hermes_home: Path | None = None) -> Loaded:
+    """Import ``candidate`` and run its registration; a fresh provider/engine each call.
+
+    ``hermes_home`` is what the stand-in ``get_hermes_home()`` answers meanwhile (a plugin that
+    reads its settings at registration reads them there).
+
+    Raises :class:`HermesLoadError` saying what failed and the fix; never lets the plugin's own
+    exception (or ``SystemExit``) through.
+    """
+    if candidate.clash:
+        raise HermesLoadError(candidate.clash, fix="remove or rename one of the two plugins")
+    shims.install()
+    with calls.in_home(hermes_home) if hermes_home is not None else contextlib.nullcontext():
+        return _register(candidate, _import(candidate))
+
+
+def _import(candidate: HermesCandidate) -> Any:
+    with _lock:
+        shims.install()
+        try:
+            target = _target(candidate)
+        except ModuleNotFoundError as exc:
+            raise _explain_missing(candidate, exc) from exc
+        except (Exception, SystemExit) as exc:
+            raise HermesLoadError(
+                f"{candidate.where} raised {type(exc).__name__} while importing: {exc}",
+                fix="check the plugin's own requirements (hermes-core plugins show it "
+                    "installed); report the error to its author") from exc
+    return target
+
+
+def _register(candidate: HermesCandidate, target: Any) -> Loaded:
+    loaded = Loaded()
+    register = getattr(target, "register", None) if isinstance(target, ModuleType) else target
+    try:
+        if inspect.isclass(register):
+            obj = register()
+            (loaded.engines if hasattr(obj, "compress") else loaded.providers).append(obj)
+        elif callable(register):
+            register(_Collector(loaded))
+        else:
+            raise HermesLoadError(
+                f"{candidate.where} has no register(ctx) function and is not a provider class",
+                fix="point the entry point at the module defining register(ctx)")
+    except HermesLoadError:
+        raise
+    except ModuleNotFoundError as exc:
+        raise _explain_missing(candidate, exc) from exc
+    except (Exception, SystemExit) as exc:
+        raise HermesLoadError(
+            f"{candidate.where}: register(ctx) raised {type(exc).__name__}: {exc}",
+            fix="report the error to the plugin's author") from exc
+    if not loaded.providers and not loaded.engines:
+        extra = (f" (it called only {', '.join(loaded.unsupported)}, which hermes-core does not "
+                 "support)") if loaded.unsupported else ""
+        raise HermesLoadError(
+            f"{candidate.where} registered no memory provider and no context engine{extra}",
+            fix="it is not a memory or context plugin; uninstall it or leave it unselected")
+    return loaded

@@ -1,0 +1,157 @@
+"""The adapter, driven through real replays with small Hermes-style plugins (tests/hermes_style.py)
+dropped into the home's hermes-plugins/ folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import hermes_core_hermes_compat.plugin as bridge
+import hermes_style
+import pytest
+from conftest import drop_folder_plugin, listing, recall_in_prompt, run
+
+from hermes_core.config import parse_config_text
+from hermes_core.replay import RecordingHost
+from hermes_core.types import Message, Session, SwitchReason
+
+TURNS: list[Any] = [
+    ("I keep bees in Utrecht.", "Noted."),
+    ("My hives are called Ada and Grace.", "Lovely names."),
+    {"user": "What do you have on me?", "tool_calls": [{"name": "recorder_notes", "arguments": {}}],
+     "assistant": "Bees in Utrecht."},
+    {"user": "Fail on purpose.", "tool_calls": [{"name": "recorder_fail", "arguments": {"why": "asked to"}}],
+     "assistant": "It failed."},
+    {"new_session": True, "user": "Hello again.", "assistant": "Hi."},
+]
+
+
+def calls_of(home: Path, plugin: str, user: str | None = None) -> list[dict[str, Any]]:
+    base = home / "hermes-compat" / plugin
+    files = sorted(base.rglob("calls.jsonl")) if user is None else sorted(
+        (base / "users").glob(f"{user}-*/calls.jsonl"))
+    return [json.loads(line) for f in files for line in f.read_text().splitlines()]
+
+
+def test_lifecycle_tools_and_prompt(core_home: Path, user_home: Path,
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    drop_folder_plugin(core_home, "recorder", hermes_style.RECORDER)
+    before = listing(user_home)
+    report = run(core_home, TURNS, providers=["file_memory", "hermes-recorder"],
+                 config="hermes-recorder:\n  greeting: hello\n", monkeypatch=monkeypatch)
+    assert "hermes-recorder" in report.providers
+    assert {"recorder_notes", "recorder_fail"} <= set(report.tools)  # both OpenAI shapes
+    notes = report.turns[2]["tool_calls"][0]
+    assert notes["ok"] and "Utrecht" in json.loads(notes["result"])["notes"]
+    failed = report.turns[3]["tool_calls"][0]
+    assert json.loads(failed["result"]) == {"error": "asked to"}
+    # recall of turn 2 is turn 1's words, fenced and labelled in the prompt
+    assert "Utrecht" in report.turns[1]["prefetch"][-1]["text"]
+    assert any("Utrecht" in block for block in recall_in_prompt("hermes-recorder"))
+    calls = calls_of(core_home, "recorder")
+    inits = [c for c in calls if c["event"] == "initialize"]
+    # once per session: the first one, then again after /new (it has no on_session_switch)
+    assert [c["session_id"] for c in inits] == [report.turns[0]["session_id"],
+                                                report.turns[4]["session_id"]]
+    home = core_home / "hermes-compat" / "recorder"
+    first = inits[0]
+    assert first["kwargs"]["hermes_home"] == str(home)
+    assert first["kwargs"]["agent_context"] == "primary" and first["kwargs"]["platform"] == "cli"
+    assert first["constants_home"] == str(home)  # the stand-in get_hermes_home()
+    assert first["env_home"] == str(core_home / "hermes-compat")
+    assert sum(c["event"] == "sync_turn" for c in calls) == len(TURNS)
+    ended = [c for c in calls if c["event"] == "on_session_end"]
+    assert ended and ended[0]["roles"] == ["assistant", "tool", "user"]
+    assert json.loads((home / "recorder.json").read_text()) == {"greeting": "hello"}  # save_config
+    assert any(c["event"] == "shutdown" for c in calls)
+    # the skipped registrations are named, the rest kept
+    assert listing(user_home) == before
+
+
+def test_memory_writes_are_mirrored(core_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    drop_folder_plugin(core_home, "recorder", hermes_style.RECORDER)
+    turns = [{"user": "Remember I like tea.", "tool_calls": [{"name": "memory", "arguments": {
+        "action": "add", "target": "user", "content": "Likes tea."}}], "assistant": "Saved."}]
+    run(core_home, turns, providers=["file_memory", "hermes-recorder"], monkeypatch=monkeypatch)
+    writes = [c for c in calls_of(core_home, "recorder") if c["event"] == "on_memory_write"]
+    assert writes == [{"event": "on_memory_write", "action": "add", "target": "user",
+                       "content": "Likes tea."}]
+
+
+def test_messages_only_for_signatures_that_take_them_and_switch(core_home: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch
+                                                                 ) -> None:
+    drop_folder_plugin(core_home, "switcher", hermes_style.SWITCHER)
+    report = run(core_home, [("one", "1"), {"new_session": True, "user": "two", "assistant": "2"}],
+                 providers=["hermes-switcher"], monkeypatch=monkeypatch)
+    calls = calls_of(core_home, "switcher")
+    syncs = [c for c in calls if c["event"] == "sync_turn"]
+    assert syncs[0]["messages"] == [{"role": "user", "content": "one"},
+                                    {"role": "assistant", "content": "1"}]
+    assert [c["event"] for c in calls].count("initialize") == 1  # it follows switches itself
+    switch = next(c for c in calls if c["event"] == "switch")
+    assert switch == {"event": "switch", "new": report.turns[1]["session_id"],
+                      "parent": report.turns[0]["session_id"], "reset": True}
+
+
+def _host(core_home: Path, config: str) -> RecordingHost:
+    loaded = parse_config_text(config, core_home / "config.yaml")
+    host = RecordingHost.load(core_home, config=loaded, entry_points=False, directories=False,
+                              plugins=[("hermes_compat", bridge)])
+    assert isinstance(host, RecordingHost)
+    return host
+
+
+def test_user_scope_one_provider_per_user(core_home: Path) -> None:
+    drop_folder_plugin(core_home, "recorder", hermes_style.RECORDER)
+    host = _host(core_home, "memory:\n  scope: user\n  providers: [hermes-recorder]\n")
+    try:
+        provider: Any = host.activate_memory_providers()[0]
+        alice = Session("s-a", attributes={"user_id": "alice"})
+        bob = Session("s-b", attributes={"user_id": "bob"})
+        for session, words in ((alice, "Alice likes chess"), (bob, "Bob likes go")):
+            provider.sync_turn(Message("user", words), Message("assistant", "ok"), session, [])
+        recalled = provider.prefetch("games?", alice)
+        assert "chess" in recalled and "Bob" not in recalled
+        assert "Bob likes go" in provider.prefetch("games?", bob)
+        provider.prefetch("again", alice)
+        for user, session in (("alice", "s-a"), ("bob", "s-b")):
+            inits = [c for c in calls_of(core_home, "recorder", user) if c["event"] == "initialize"]
+            assert [c["session_id"] for c in inits] == [session]  # once, lazily
+            assert inits[0]["kwargs"]["user_id"] == user
+        # a switch re-initialises a provider without on_session_switch
+        provider.on_session_switch(Session("s-a2", attributes={"user_id": "alice"}), alice,
+                                   SwitchReason.COMPRESSION)
+        inits = [c for c in calls_of(core_home, "recorder", "alice") if c["event"] == "initialize"]
+        assert [c["session_id"] for c in inits] == ["s-a", "s-a2"]
+    finally:
+        host.shutdown()
+
+
+def test_two_hermes_providers_in_one_replay(core_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    drop_folder_plugin(core_home, "recorder", hermes_style.RECORDER)
+    drop_folder_plugin(core_home, "switcher", hermes_style.SWITCHER)
+    report = run(core_home, [("I keep bees.", "ok"), ("What do I keep?", "Bees.")],
+                 providers=["file_memory", "hermes-recorder", "hermes-switcher"],
+                 monkeypatch=monkeypatch)
+    assert report.providers == ["file_memory", "hermes-recorder", "hermes-switcher"]
+    assert "bees" in report.turns[1]["prefetch"][1]["text"]
+    assert len([c for c in calls_of(core_home, "switcher") if c["event"] == "sync_turn"]) == 2
+
+
+def test_hermes_context_engine(core_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    drop_folder_plugin(core_home, "keeplast", hermes_style.ENGINE.format())
+    turns: list[Any] = [(f"message number {i} " + "words " * 40, f"reply {i}") for i in range(4)]
+    turns.append({"user": "how many compactions?", "tool_calls": [
+        {"name": "keeplast_count", "arguments": {}}], "assistant": "Some."})
+    # the bridge tells the engine the model's window (update_model), as Hermes does
+    report = run(core_home, turns, providers=["file_memory"], engine="hermes-keeplast",
+                 config="llm:\n  context_window: 2000\n", monkeypatch=monkeypatch)
+    assert report.engine == "hermes-keeplast"
+    compactions = [c for t in report.turns for c in t["compactions"]]
+    assert compactions and all(c["engine"].endswith("hermes-keeplast") for c in compactions)
+    assert all(c["engine_report"] == {"hermes_engine": "keeplast"} for c in compactions)
+    assert compactions[0]["messages_after"] < compactions[0]["messages_before"]
+    count = json.loads(report.turns[-1]["tool_calls"][0]["result"])["compactions"]
+    assert count == len(compactions)

@@ -1,0 +1,150 @@
+"""Broken Hermes plugins and bad input: the turn and the other providers go on, and the reason
+is named (in the replay's problems, ``plugins list`` warnings, ``doctor`` and the status
+command)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import hermes_core_hermes_compat.plugin as bridge
+import hermes_style
+import pytest
+from conftest import drop_folder_plugin, run
+from hermes_core_hermes_compat import discovery
+
+from hermes_core.config import parse_config_text
+from hermes_core.errors import ConfigError, PluginError
+from hermes_core.replay import RecordingHost
+
+TURNS = [("I keep bees in Utrecht.", "Noted."), ("Where are my bees?", "Utrecht.")]
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "hermes_core", *args], capture_output=True,
+                          text=True, env={**os.environ, **(env or {})}, timeout=300)
+
+
+@pytest.mark.parametrize("mode", ["raise-init", "hang-prefetch"])
+def test_broken_provider_leaves_the_turn_and_others_working(core_home: Path, mode: str,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    drop_folder_plugin(core_home, "broken", hermes_style.BROKEN.format(mode=mode))
+    drop_folder_plugin(core_home, "recorder", hermes_style.RECORDER)
+    report = run(core_home, TURNS, providers=["hermes-broken", "hermes-recorder"],
+                 monkeypatch=monkeypatch)
+    assert [t["reply"] for t in report.turns] == ["Noted.", "Utrecht."]
+    assert "Utrecht" in report.turns[1]["prefetch"][-1]["text"]  # the other provider recalls
+    if mode == "raise-init":
+        problems = [p for t in report.turns for p in t["hook_problems"]
+                    if "hermes-broken" in p["plugin"]]
+        assert problems and all("cannot open the broken store" in p["message"] for p in problems)
+    else:  # the hung prefetch missed its deadline each turn; the turn did not wait for it
+        late = [p for t in report.turns for p in t["prefetch"] if p["provider"] == "hermes-broken"]
+        assert late and all(p["status"] != "fresh" and not p["text"] for p in late), late
+
+
+def test_unimportable_plugin_is_skipped_and_named(core_home: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    drop_folder_plugin(core_home, "unimportable", hermes_style.UNIMPORTABLE)
+    drop_folder_plugin(core_home, "recorder", hermes_style.RECORDER)
+    report = run(core_home, TURNS, providers=["hermes-unimportable", "hermes-recorder"],
+                 monkeypatch=monkeypatch)
+    assert report.providers == ["hermes-recorder"]
+    assert "Utrecht" in report.turns[1]["prefetch"][-1]["text"]
+    (core_home / "config.yaml").write_text(
+        "memory:\n  providers: [file_memory, hermes-unimportable]\n", encoding="utf-8")
+    doctor = cli("doctor", "--json")
+    assert doctor.returncode == 1
+    assert "a_module_nobody_installed" in doctor.stdout and "pip install" in doctor.stdout
+
+
+def test_status_command(core_home: Path) -> None:
+    drop_folder_plugin(core_home, "recorder", hermes_style.RECORDER)
+    drop_folder_plugin(core_home, "unimportable", hermes_style.UNIMPORTABLE)
+    drop_folder_plugin(core_home, "needs_hermes", hermes_style.NEEDS_HERMES)
+    drop_folder_plugin(core_home, "keeplast", hermes_style.ENGINE.format())
+    out = cli("hermes", "plugins", "--json")
+    assert out.returncode == 0, out.stderr
+    found = {p["name"]: p for p in json.loads(out.stdout)["plugins"]}
+    assert found["hermes-recorder"]["status"] == "ready"
+    assert found["hermes-recorder"]["skipped"] == ["register_tool", "register_hook"]
+    assert found["hermes-keeplast"]["kind"] == "context-engine"
+    assert found["hermes-keeplast"]["status"] == "ready"
+    assert found["hermes-needs-hermes"]["status"] == "needs hermes-agent"
+    assert "agent.context_compressor" in found["hermes-needs-hermes"]["detail"]
+    bad = found["hermes-unimportable"]
+    assert bad["status"] == "failed" and "a_module_nobody_installed" in bad["detail"] and bad["fix"]
+    listed = cli("plugins", "list", "--json")
+    assert "hermes-recorder" in listed.stdout
+
+
+def test_bad_values_are_named_and_the_rest_kept(core_home: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    drop_folder_plugin(core_home, "broken", hermes_style.BROKEN.format(mode="bad-values"))
+    turns = [{"user": "go", "tool_calls": [{"name": "broken_plain", "arguments": {}}],
+              "assistant": "done"}]
+    report = run(core_home, turns, providers=["hermes-broken"], monkeypatch=monkeypatch)
+    assert "broken_plain" in report.tools and "broken_array" not in report.tools
+    call = report.turns[0]["tool_calls"][0]
+    assert call["ok"] and call["result"] == "plain words, not JSON"
+    assert report.turns[0]["prefetch"][0]["text"] == ""
+
+
+def test_problems_reach_plugin_warnings(core_home: Path) -> None:
+    drop_folder_plugin(core_home, "broken", hermes_style.BROKEN.format(mode="bad-values"))
+    drop_folder_plugin(core_home, "recorder", hermes_style.RECORDER)
+    loaded = parse_config_text("memory:\n  providers: [hermes-broken, hermes-recorder]\n",
+                               core_home / "config.yaml")
+    host = RecordingHost.load(core_home, config=loaded, entry_points=False, directories=False,
+                              plugins=[("hermes_compat", bridge)])
+    try:
+        providers = host.activate_memory_providers()
+        broken = providers[0]
+        from hermes_core.types import Session
+
+        assert broken.prefetch("q", Session("s1")) is None  # type: ignore[attr-defined]
+        assert len(host.tools()) >= 3
+        warnings = "\n".join(host.records["hermes_compat"].warnings)
+        assert "prefetch() returned dict, not str" in warnings
+        assert "cannot be expressed" in warnings and "broken_array" in warnings
+        assert "ctx.register_tool()" in warnings and "ctx.register_hook()" in warnings
+    finally:
+        host.shutdown()
+
+
+def test_config_section_checked_against_the_plugin_schema(core_home: Path) -> None:
+    drop_folder_plugin(core_home, "recorder", hermes_style.RECORDER)
+    for section, expected in (("  greeting: howdy\n", "choose one of 'hi', 'hello'"),
+                              ("  colour: blue\n", "unknown key 'colour'"),
+                              ("  token: abc\n", "set the environment variable RECORDER_TOKEN")):
+        loaded = parse_config_text(f"memory:\n  providers: [hermes-recorder]\nhermes-recorder:\n{section}",
+                                   core_home / "config.yaml")
+        host = RecordingHost.load(core_home, config=loaded, entry_points=False,
+                                  directories=False, plugins=[("hermes_compat", bridge)])
+        with pytest.raises((ConfigError, PluginError), match=expected):
+            host.activate("memory-provider", "hermes-recorder", config_key="memory.providers[0]")
+        host.shutdown()
+    (core_home / "config.yaml").write_text(
+        "memory:\n  providers: [hermes-recorder]\nhermes-recorder:\n  colour: blue\n", encoding="utf-8")
+    out = cli("config", "validate")
+    assert out.returncode != 0 and "unknown key 'colour'" in out.stdout + out.stderr
+
+
+def test_name_clash_between_two_sources(core_home: Path, tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    drop_folder_plugin(core_home, "recorder", hermes_style.RECORDER)
+    hermes_home = tmp_path / "dot-hermes"
+    (hermes_home / "plugins" / "memory" / "recorder").mkdir(parents=True)
+    (hermes_home / "plugins" / "memory" / "recorder" / "__init__.py").write_text(
+        hermes_style.SWITCHER, encoding="utf-8")
+    monkeypatch.setenv("HERMES_CORE_HERMES_HOME", str(hermes_home))
+    found = discovery.discover(core_home)
+    assert [c.clash is None for c in found if c.name == "hermes-recorder"] == [True, False]
+    clash = next(c.clash for c in found if c.clash)
+    assert "already taken" in clash and str(core_home / "hermes-plugins" / "recorder") in clash
+    out = cli("hermes", "plugins", "--json")
+    statuses = [p["status"] for p in json.loads(out.stdout)["plugins"] if p["name"] == "hermes-recorder"]
+    assert statuses == ["ready", "failed"]

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .agent import Agent, TurnResult
 from .errors import HermesCoreError, NotStored
 from .types import EndReason, IncomingMessage, Message, Session
-from .users import session_user
+from .users import USER_ATTRIBUTE, session_user
 
 if TYPE_CHECKING:
     from .host import PluginHost
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MAX_AGENTS",
+    "RESERVED_ATTRIBUTES",
     "ConversationDispatcher",
     "TurnFailed",
     "connect_platform",
@@ -57,6 +58,8 @@ T = TypeVar("T")
 
 #: live agents a dispatcher keeps by default; each holds a worker thread and its history in memory
 DEFAULT_MAX_AGENTS = 64
+#: session attributes the kernel sets itself; a message's own attributes cannot set them
+RESERVED_ATTRIBUTES = frozenset({USER_ATTRIBUTE, "conversation_key"})
 #: how long ``close`` waits for one conversation's running turn before leaving it
 CLOSE_WAIT_SECONDS = 30.0
 
@@ -432,7 +435,10 @@ class ConversationDispatcher:
         # Set before the first turn: the archive stores the attributes with the session's row.
         attributes = agent.session.attributes
         if message is not None:
-            attributes.update(message.attributes)
+            # the user key and the conversation key are the kernel's, not free attributes: an
+            # attribute named like them would bind the conversation to a user nobody sent
+            attributes.update({k: v for k, v in message.attributes.items()
+                               if k not in RESERVED_ATTRIBUTES})
             if message.user_id is not None:
                 attributes["user_id"] = message.user_id
         attributes["conversation_key"] = key
@@ -508,11 +514,17 @@ def _check_owner(agent: Agent, message: IncomingMessage) -> None:
     be the model's context for this sender. A conversation stored without a user key (before
     ``memory.scope: user``) takes any sender, as it did."""
     owner = session_user(agent.session)
-    if owner is not None and message.user_id != owner:
+    if owner is None or message.user_id == owner:
+        return
+    if message.user_id is None:
         raise TurnFailed(
-            f"conversation {message.conversation_key!r} belongs to another user key; send this "
-            "user's messages under a conversation key of their own",
+            f"conversation {message.conversation_key!r} belongs to a user key and this message "
+            "names none; send the conversation's user key with every message",
             conversation_key=message.conversation_key, failure="user_mismatch")
+    raise TurnFailed(
+        f"conversation {message.conversation_key!r} belongs to another user key; send this "
+        "user's messages under a conversation key of their own",
+        conversation_key=message.conversation_key, failure="user_mismatch")
 
 
 @contextlib.contextmanager

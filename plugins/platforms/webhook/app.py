@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from hermes_core.dispatch import TurnFailed
+from hermes_core.dispatch import RESERVED_ATTRIBUTES, TurnFailed
 from hermes_core.types import IncomingMessage
 
 from .config import WebhookConfig
@@ -171,6 +171,11 @@ def build_app(dispatcher: ConversationDispatcher, config: WebhookConfig, secret:
                         for e in exc.errors()]
             fields = sorted({str(e["loc"][0]) for e in exc.errors() if e["loc"]})
             raise _Refused(422, "invalid request: " + "; ".join(problems), fields=fields) from None
+        reserved = sorted(RESERVED_ATTRIBUTES & turn.attributes.keys())
+        if reserved:
+            raise _Refused(422, f"attributes.{reserved[0]} is set by the server, not by a client: "
+                           "send the user key as the top-level field 'user' and the conversation "
+                           "as 'conversation_key'", fields=["attributes"])
         user = _user_key(turn)
         waiting = dispatcher.pending(PLATFORM, turn.conversation_key)
         if waiting >= config.max_pending_per_conversation:

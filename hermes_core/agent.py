@@ -230,8 +230,15 @@ class Agent:
 
     # ---------------------------------------------------------------------------------- a turn
 
-    def run_turn(self, text: str, *, on_text: Callable[[str], None] | None = None) -> TurnResult:
-        """Run one user turn and return its result; ``on_text`` receives the reply as it streams."""
+    def run_turn(self, text: str, *, on_text: Callable[[str], None] | None = None,
+                 message_id: str | None = None) -> TurnResult:
+        """Run one user turn and return its result; ``on_text`` receives the reply as it streams.
+
+        ``message_id`` (the sender's id of the message) is stored on the user message
+        (``meta["message_id"]``). When the history already ends with the user message of that id
+        and text (a turn cut short after storing it, retried), that message is answered as it is,
+        not stored a second time.
+        """
         if not isinstance(text, str):
             raise TypeError(f"a user message must be a str, got {type(text).__name__}")
         with self._lock:
@@ -245,9 +252,13 @@ class Agent:
             self.host.hooks.on_turn_start(session=self.session)
 
             # 1. The user message joins the history and is archived at once (on_message).
-            user = Message("user", text)
-            self.history.append(user)
-            refused = next((o for o in self._emit(user) if isinstance(o.error, NotStored)), None)
+            stored = self._stored_retry(text, message_id)
+            user = stored or Message("user", text,
+                                     meta={"message_id": message_id} if message_id else {})
+            if stored is None:
+                self.history.append(user)
+            refused = None if stored is not None else next(
+                (o for o in self._emit(user) if isinstance(o.error, NotStored)), None)
             if refused is not None:  # its store never saw it: the turn must not be answered
                 self.history.pop()
                 self.turns -= 1
@@ -327,6 +338,17 @@ class Agent:
                                and p.hook in _WRITE_HOOKS]
             result.seconds = time.perf_counter() - started
             return result
+
+    def _stored_retry(self, text: str, message_id: str | None) -> Message | None:
+        """The history's last message when it is the user message ``message_id`` with ``text``
+        (stored by a turn that was cut before its reply), else None."""
+        if not message_id or not self.history:
+            return None
+        last = self.history[-1]
+        if (last.role == "user" and last.content == text
+                and (last.meta or {}).get("message_id") == message_id):
+            return last
+        return None
 
     def _call_llm(self, user: Message, block: str, scrubber: StreamScrubber,
                   on_text: Callable[[str], None] | None, result: TurnResult) -> LLMResponse:

@@ -45,8 +45,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MAX_AGENTS",
+    "Gate",
     "RESERVED_ATTRIBUTES",
     "ConversationDispatcher",
+    "TurnAnswered",
     "TurnFailed",
     "connect_platform",
     "disconnect_platform",
@@ -62,6 +64,15 @@ DEFAULT_MAX_AGENTS = 64
 RESERVED_ATTRIBUTES = frozenset({USER_ATTRIBUTE, "conversation_key"})
 #: how long ``close`` waits for one conversation's running turn before leaving it
 CLOSE_WAIT_SECONDS = 30.0
+
+
+class TurnAnswered(HermesCoreError):
+    """A :data:`Gate` answered the message itself (say, a retry of a message already answered):
+    no turn ran; ``answer`` is the gate's, for the platform to send."""
+
+    def __init__(self, answer: Any) -> None:
+        super().__init__("the message was answered without a turn")
+        self.answer = answer
 
 
 class TurnFailed(HermesCoreError):
@@ -114,6 +125,14 @@ class _Slot:
                 self.abandoned.discard(self.serving)
                 self.serving += 1
             self.cond.notify_all()
+
+
+#: A platform's check that runs in the conversation's place in line (under its cross-node lock
+#: with shared storage), before the turn: it raises :class:`TurnAnswered` (or
+#: :class:`TurnFailed`) to answer without a turn, or returns the callback told how the turn ended
+#: (its result, or ``None`` when it failed), called before the place in line is given up. The
+#: webhook's idempotent delivery is one: no two nodes can run the same message at once.
+Gate = Callable[[], Callable[[TurnResult | None], None]]
 
 
 def load_stored_session(host: PluginHost, platform: str, conversation_key: str | None,
@@ -198,7 +217,7 @@ class ConversationDispatcher:
         """Run one turn of ``message``'s conversation and return the reply."""
         return self.run(message).reply
 
-    def stream(self, message: IncomingMessage) -> Iterator[str]:
+    def stream(self, message: IncomingMessage, *, gate: Gate | None = None) -> Iterator[str]:
         """Run one turn and yield the reply's text as the model produces it.
 
         The turn takes its place in the conversation's queue now (not on the first ``next``) and
@@ -210,7 +229,7 @@ class ConversationDispatcher:
 
         def work() -> None:
             try:
-                items.put(self._serve(slot, ticket, message, items.put))
+                items.put(self._serve(slot, ticket, message, items.put, gate))
             except BaseException as exc:  # handed to the consumer, raised there
                 items.put(exc)
 
@@ -234,10 +253,12 @@ class ConversationDispatcher:
     # ------------------------------------------------------------------------- library API
 
     def run(self, message: IncomingMessage,
-            on_text: Callable[[str], None] | None = None) -> TurnResult:
-        """Run one turn and return everything it did (``handle`` is this, reply only)."""
+            on_text: Callable[[str], None] | None = None, *, gate: Gate | None = None
+            ) -> TurnResult:
+        """Run one turn and return everything it did (``handle`` is this, reply only); ``gate``
+        runs in the conversation's place in line first (see :data:`Gate`)."""
         slot, ticket = self._checkout(message.platform, message.conversation_key)
-        return self._serve(slot, ticket, message, on_text)
+        return self._serve(slot, ticket, message, on_text, gate)
 
     def call(self, platform: str, conversation_key: str, fn: Callable[[Agent], T]) -> T:
         """Run ``fn(agent)`` in the conversation's place in line: how a front end runs
@@ -357,7 +378,7 @@ class ConversationDispatcher:
                 self._slots.pop((slot.platform, slot.key), None)
 
     def _serve(self, slot: _Slot, ticket: int, message: IncomingMessage,
-               on_text: Callable[[str], None] | None) -> TurnResult:
+               on_text: Callable[[str], None] | None, gate: Gate | None = None) -> TurnResult:
         from .llm import LLMError
 
         key = message.conversation_key
@@ -367,20 +388,26 @@ class ConversationDispatcher:
                 self._running.acquire()
             try:
                 with self._node_lock(slot):
-                    if self._locks is not None:  # an agent left by call(): it may be stale
-                        self._retire(slot)
-                    agent = self._agent(slot, message)
-                    _check_owner(agent, message)
+                    finish = gate() if gate is not None else None
+                    result: TurnResult | None = None
                     try:
-                        return agent.run_turn(message.text, on_text=on_text)
+                        if self._locks is not None:  # an agent left by call(): it may be stale
+                            self._retire(slot)
+                        agent = self._agent(slot, message)
+                        _check_owner(agent, message)
+                        result = agent.run_turn(message.text, on_text=on_text,
+                                                message_id=message.message_id)
+                        return result
                     finally:
+                        if finish is not None:
+                            finish(result)
                         if self._locks is not None:  # the next turn may run on another node
                             self._retire(slot)
             except LLMError as exc:
                 raise TurnFailed(f"the model call failed ({exc.failure.value}): {exc}",
                                  conversation_key=key, failure=exc.failure.value,
                                  transient=exc.transient, status=exc.status) from exc
-            except TurnFailed:
+            except (TurnFailed, TurnAnswered):
                 raise
             except NotStored as exc:  # the conversation's store did not take the message
                 raise TurnFailed(str(exc), conversation_key=key, failure="store",

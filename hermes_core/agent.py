@@ -544,6 +544,21 @@ class Agent:
             self._unsubscribe()
             return report
 
+    def discard(self) -> DrainReport:
+        """Drop this agent without ending its session: its history and prompt are stale (an
+        erasure happened in the stores) and the conversation goes on in an agent rebuilt from
+        the stores. No ``on_session_end`` (the stale history must reach no plugin); the worker is
+        drained within its bound; the host is left running."""
+        with self._lock:
+            if self._closed:
+                return DrainReport("idle")
+            self._closed = True
+            self.curator.close()
+            report = self.worker.drain()
+            self._prefetch.close()
+            self._unsubscribe()
+            return report
+
     def __enter__(self) -> Agent:
         return self
 

@@ -143,6 +143,7 @@ DEFAULT_HOOK_TIMEOUTS: dict[str, float] = {
     "on_session_end": 5.0,
     "on_memory_write": 5.0,
     "forget": 30.0,
+    "on_erasure": 2.0,
     # front ends and shutdown
     "connect": 30.0,
     "disconnect": 10.0,

@@ -103,6 +103,8 @@ class _Slot:
     next_ticket: int = 0
     serving: int = 0
     abandoned: set[int] = field(default_factory=set)
+    #: the stores' erasure generation the agent was built under (None: not known)
+    generation: int | None = None
     cond: threading.Condition = field(default_factory=threading.Condition)
 
     def wait_turn(self, ticket: int, timeout: float | None = None) -> bool:
@@ -284,6 +286,7 @@ class ConversationDispatcher:
             if slot.agent is None:
                 self._make_room()
                 slot.agent = self._build(platform, key, loaded=(session, history))
+                slot.generation = self.host.erasures_seen
         finally:
             self._checkin(slot)
         return key
@@ -393,6 +396,7 @@ class ConversationDispatcher:
                     try:
                         if self._locks is not None:  # an agent left by call(): it may be stale
                             self._retire(slot)
+                        self._heed_erasures(slot)
                         agent = self._agent(slot, message)
                         _check_owner(agent, message)
                         result = agent.run_turn(message.text, on_text=on_text,
@@ -423,6 +427,24 @@ class ConversationDispatcher:
         finally:
             self._checkin(slot)
 
+    def _heed_erasures(self, slot: _Slot) -> None:
+        """Before a turn: when something was erased from the stores since the slot's agent was
+        built (``forget``, ``memory rollback``, ``sessions delete``, from any process or node),
+        drop the agent, whose history and frozen prompt may still hold it; the turn then runs on
+        an agent rebuilt from the stores (the plugins heard ``on_erasure`` first)."""
+        generation = self.host.heed_erasures()
+        if generation is None:
+            return
+        if slot.agent is not None and slot.generation != generation:
+            agent, slot.agent = slot.agent, None
+            log.info("conversation %r: rebuilt from the stores after an erasure", slot.key)
+            try:
+                agent.discard()
+            except Exception as exc:
+                log.error("dropping conversation %r after an erasure: %s: %s", slot.key,
+                          type(exc).__name__, exc)
+        slot.generation = generation
+
     def _node_lock(self, slot: _Slot) -> Any:
         """The conversation's lock across nodes (shared storage), or nothing on one node."""
         if self._locks is None:
@@ -446,6 +468,7 @@ class ConversationDispatcher:
             self._make_room()
             loaded = load_stored_session(self.host, slot.platform, slot.key)
             slot.agent = self._build(slot.platform, slot.key, loaded=loaded, message=message)
+            slot.generation = self.host.erasures_seen
         return slot.agent
 
     def _build(self, platform: str, key: str, *, loaded: tuple[Session, list[Message]] | None,

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from hermes_core import hookimpl
 from hermes_core.errors import HermesCoreError
 from hermes_core.kinds import Platform, PluginContext
+from hermes_core.types import ForgetReport
 
 from .config import MIN_SECRET_CHARS, SECRET_ENV, WebhookConfig, secret_problem
 from .server import WebhookStartError, is_loopback
@@ -57,6 +58,7 @@ __all__ = [
     "WebhookPlatform",
     "WebhookSendError",
     "WebhookStartError",
+    "forget",
     "is_loopback",
     "register_platforms",
     "sign",
@@ -230,3 +232,27 @@ class WebhookPlatform(Platform):
 @hookimpl
 def register_platforms(register: Callable[[type], None]) -> None:
     register(WebhookPlatform)
+
+
+@hookimpl
+def forget(subject: str, scope: str, dry_run: bool) -> ForgetReport | None:
+    """The answers kept for retried messages (see :mod:`.deliveries`) that mention ``subject``
+    are erased, whatever the scope (they are not kept per user)."""
+    from hermes_core.config import load_config
+    from hermes_core.paths import home_dir
+    from hermes_core.storage import resolve_storage_url
+
+    from .deliveries import Deliveries
+
+    url = resolve_storage_url(load_config().core.storage.url)
+    deliveries = Deliveries(url=url) if url is not None else Deliveries(home=home_dir())
+    if not deliveries.exists():
+        return None
+    deliveries.open()
+    try:
+        hits = deliveries.erase_mentions(subject, dry_run=dry_run)
+    finally:
+        deliveries.close()
+    return ForgetReport("webhook", matched=len(hits), deleted=0 if dry_run else len(hits),
+                        dry_run=dry_run,
+                        items=[f"the answer kept for message {h!r}" for h in hits])

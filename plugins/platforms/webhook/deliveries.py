@@ -16,6 +16,8 @@ id is recorded in a ``webhook_deliveries`` row, in ``webhook.db`` in the home (S
 * The same id with another body is refused with 409 naming the id; a retry arriving on the node
   still running the first copy gets 202 ``in_progress`` at once.
 * Rows older than ``webhook.idempotency_hours`` are deleted now and then.
+* ``hermes-core forget X`` erases every kept answer that mentions X (the module's ``forget``
+  hook); a retry of such a message gets 410 and runs no second turn.
 """
 
 from __future__ import annotations
@@ -70,6 +72,14 @@ PG_MIGRATION: tuple[int, str, list[str]] = (
         "CREATE INDEX webhook_deliveries_created ON webhook_deliveries (created_at)",
     ])
 _PRUNE_EVERY = 600.0
+#: what a forgotten answer becomes
+_ERASED = json.dumps({"error": "the answer to this message mentioned something forgotten since "
+                      "('hermes-core forget'); it was erased. The message was answered once and "
+                      "is not run again", "erased": True})
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.split()).casefold()
 
 
 class DeliveryConflict(HermesCoreError):
@@ -110,6 +120,10 @@ class Deliveries:
 
     # ------------------------------------------------------------------------------ opening
 
+    def exists(self) -> bool:
+        """Whether there can be records (the SQLite file exists, or the database is set)."""
+        return self.url is not None or (self._path is not None and self._path.exists())
+
     def open(self) -> None:
         """Create or upgrade the table now (a store problem stops ``serve`` at start)."""
         if self.url is not None:
@@ -121,6 +135,7 @@ class Deliveries:
         private_sqlite(self._path)
         con = sqlite3.connect(self._path, check_same_thread=False, isolation_level=None,
                               timeout=10.0)
+        con.execute("PRAGMA secure_delete = ON")  # an erased answer leaves no bytes behind
         con.execute("PRAGMA journal_mode = WAL")
         con.execute("PRAGMA synchronous = NORMAL")
         version = int(con.execute("PRAGMA user_version").fetchone()[0])
@@ -229,6 +244,28 @@ class Deliveries:
             "UPDATE webhook_deliveries SET state = 'done', status = ?, answer = ? "
             "WHERE id = ? AND owner = ?"), (status, text, msg_id, self.owner)),
             f"storing the answer to {msg_id!r}")
+
+    def erase_mentions(self, subject: str, *, dry_run: bool) -> list[str]:
+        """The ids whose kept answer mentions ``subject`` (case and runs of whitespace ignored);
+        unless ``dry_run`` their answer is erased (a retry then gets 410, and still runs no
+        second turn). On SQLite the freed bytes are zeroed and the log truncated."""
+        needle = _squash(subject)
+
+        def run(con: Any) -> list[str]:
+            rows = con.execute("SELECT id, answer FROM webhook_deliveries "
+                               "WHERE answer IS NOT NULL").fetchall()
+            hits = [str(r[0]) for r in rows if needle in _squash(str(r[1]))]
+            if hits and not dry_run:
+                for msg_id in hits:
+                    con.execute(self._sql("UPDATE webhook_deliveries SET status = 410, "
+                                          "answer = ? WHERE id = ?"), (_ERASED, msg_id))
+            return hits
+
+        hits: list[str] = self._run(run, f"forgetting {subject!r} in the kept answers")
+        if hits and not dry_run and self._con is not None:
+            with self._lock:
+                self._con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        return hits
 
     def release(self, msg_id: str) -> None:
         """Give up the claim of a turn that failed: a retry runs it again."""

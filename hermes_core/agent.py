@@ -235,15 +235,19 @@ class Agent:
         """Run one user turn and return its result; ``on_text`` receives the reply as it streams.
 
         ``message_id`` (the sender's id of the message) is stored on the user message
-        (``meta["message_id"]``). When the history already ends with the user message of that id
-        and text (a turn cut short after storing it, retried), that message is answered as it is,
-        not stored a second time.
+        (``meta["message_id"]``). When the history's last user message is that id and text (a
+        turn cut short after storing it, retried), it is not stored a second time: its stored
+        reply is returned when the cut turn got that far, else the turn goes on from it.
         """
         if not isinstance(text, str):
             raise TypeError(f"a user message must be a str, got {type(text).__name__}")
         with self._lock:
             self._turn_thread = threading.get_ident()
             self.start()
+            stored = self._stored_retry(text, message_id)
+            answer = self._stored_answer(stored) if stored is not None else None
+            if stored is not None and answer is not None:  # the cut turn had been answered
+                return TurnResult(answer.content, self.session.id, stored, answer)
             started = time.perf_counter()
             # 0. Hygiene: a resumed history that outgrew the window is compacted before anything.
             hygiene = self._hygiene()
@@ -252,7 +256,6 @@ class Agent:
             self.host.hooks.on_turn_start(session=self.session)
 
             # 1. The user message joins the history and is archived at once (on_message).
-            stored = self._stored_retry(text, message_id)
             user = stored or Message("user", text,
                                      meta={"message_id": message_id} if message_id else {})
             if stored is None:
@@ -340,13 +343,22 @@ class Agent:
             return result
 
     def _stored_retry(self, text: str, message_id: str | None) -> Message | None:
-        """The history's last message when it is the user message ``message_id`` with ``text``
-        (stored by a turn that was cut before its reply), else None."""
-        if not message_id or not self.history:
+        """The history's last user message when it is ``message_id`` with ``text`` (stored by
+        a turn that was cut short, now retried), else None."""
+        if not message_id:
             return None
-        last = self.history[-1]
-        if (last.role == "user" and last.content == text
-                and (last.meta or {}).get("message_id") == message_id):
+        for message in reversed(self.history):
+            if message.role == "user":
+                if (message.content == text
+                        and (message.meta or {}).get("message_id") == message_id):
+                    return message
+                return None
+        return None
+
+    def _stored_answer(self, user: Message) -> Message | None:
+        """The final reply stored after ``user``, when the cut turn got that far."""
+        last = self.history[-1] if self.history else None
+        if last is not None and last is not user and last.role == "assistant" and not last.tool_calls:
             return last
         return None
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import itertools
 import json
 import os
 import signal
@@ -220,7 +221,7 @@ def run(storage_url: str, work: Path, *, clients: int, messages: int,
         first_seen = list(dict.fromkeys(texts))
         if first_seen != [f"{key} message {i}" for i in range(messages)]:
             out_of_order += 1
-        users_in_a_row += sum(1 for a, b in zip(rows, rows[1:], strict=False)
+        users_in_a_row += sum(1 for a, b in itertools.pairwise(rows)
                               if a[0] == b[0] == "user")
     return {"sent": sent, "answered": sent - lost, "lost": lost, "stored_user_messages": users,
             "duplicated": duplicated, "conversations_out_of_order": out_of_order,

@@ -45,9 +45,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MAX_AGENTS",
-    "Gate",
     "RESERVED_ATTRIBUTES",
     "ConversationDispatcher",
+    "Gate",
     "TurnAnswered",
     "TurnFailed",
     "connect_platform",

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
@@ -66,6 +66,9 @@ def create_plugin_manager() -> pluggy.PluginManager:
     return pm
 
 
+if TYPE_CHECKING:
+    from .storage.erasures import ErasureLedger
+
 #: seconds a read of the erasure generation is reused (one turn's dispatcher and prefetch)
 _ERASURES_FRESH = 0.005
 
@@ -94,7 +97,7 @@ class PluginHost:
         self.hooks = Hooks(pm, kind_of=self.kind_of, timeout_of=config.core.hooks.timeout)
         #: the stores' erasure generation last read by :meth:`heed_erasures` (None: not yet)
         self.erasures_seen: int | None = None
-        self._erasures: Any = None
+        self._erasures: ErasureLedger | None = None
         self._erasures_read_at = 0.0
         self._erasures_lock = threading.Lock()
 
@@ -118,7 +121,7 @@ class PluginHost:
         from .storage.erasures import ErasureRecordError
 
         try:
-            generation = ledger.current()
+            generation: int = ledger.current()
         except ErasureRecordError as exc:
             log.error("%s; live conversations are kept as they are until it can be read", exc)
             return None

@@ -13,12 +13,10 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from platform_support import EchoModel, host_for
 from serve_nodes import ServeNode, node_config
 
@@ -164,7 +162,7 @@ def test_two_nodes_on_postgresql_forget_then_a_message(tmp_path: Path, pg_url: s
             "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'")]
         hits = []
         for table in tables:
-            rows = con.execute(f'SELECT * FROM "{table}"').fetchall()  # noqa: S608 (our tables)
+            rows = con.execute(f'SELECT * FROM "{table}"').fetchall()
             if any(TOKEN.lower() in str(row).lower() for row in rows):
                 hits.append(table)
     close_pools()

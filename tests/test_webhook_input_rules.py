@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from platform_support import EchoModel, archived, host_for
 from serve_nodes import SECRET
 from test_webhook_server import Running

@@ -44,6 +44,7 @@ _TABLE = """CREATE TABLE IF NOT EXISTS erasure_generation (
 )"""
 _SEED = ("INSERT INTO erasure_generation (id, generation, recorded_at, what) "
          "VALUES (1, 0, 0, '') ON CONFLICT (id) DO NOTHING")
+_READ = "SELECT generation FROM erasure_generation WHERE id = 1"
 MIGRATIONS: list[Any] = [
     (1, "erasure_generation: a counter that every forget, rollback and session deletion raises",
      [_TABLE.replace("IF NOT EXISTS ", ""), _SEED]),
@@ -63,6 +64,7 @@ class ErasureLedger:
         self.path = self.home / SQLITE_FILE
         self._con: sqlite3.Connection | None = None
         self._pool: Any = None
+        self._reader: Any = None
         self._lock = threading.Lock()
 
     @property
@@ -91,8 +93,7 @@ class ErasureLedger:
                     return 0  # nothing erased yet; the file appears with the first erasure
                 self._con = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True,
                                             check_same_thread=False, timeout=5.0)
-            row = self._con.execute(
-                "SELECT generation FROM erasure_generation WHERE id = 1").fetchone()
+            row = self._con.execute(_READ).fetchone()
         return int(row[0]) if row else 0
 
     def _pg_pool(self) -> Any:
@@ -104,11 +105,27 @@ class ErasureLedger:
         return self._pool
 
     def _pg_current(self) -> int:
-        from .component import run_on
+        # a connection of its own, kept open, with the statement prepared: one round trip and
+        # no pool bookkeeping per turn (the pool is only for the migration and for record())
+        from .pool import CONNECT_TIMEOUT, import_psycopg
 
-        row = run_on(self._pg_pool(), lambda con: con.execute(
-            "SELECT generation FROM erasure_generation WHERE id = 1").fetchone(), retry=True)
-        return int(row[0]) if row else 0
+        psycopg = import_psycopg()
+        self._pg_pool()  # the table exists (migrated once per process)
+        assert self.url is not None
+        with self._lock:
+            for attempt in (1, 2):
+                if self._reader is None or self._reader.closed:
+                    self._reader = psycopg.connect(self.url.url, autocommit=True,
+                                                   connect_timeout=CONNECT_TIMEOUT)
+                try:
+                    row = self._reader.execute(_READ, prepare=True).fetchone()
+                    return int(row[0]) if row else 0
+                except psycopg.OperationalError:
+                    self._reader.close()  # the server dropped it: one fresh connection
+                    self._reader = None
+                    if attempt == 2:
+                        raise
+        return 0
 
     # -------------------------------------------------------------------------------- write
 
@@ -152,6 +169,9 @@ class ErasureLedger:
             if self._con is not None:
                 self._con.close()
                 self._con = None
+            if self._reader is not None:
+                self._reader.close()
+                self._reader = None
 
 
 def _reason(exc: BaseException) -> str:

@@ -179,8 +179,8 @@ class WebhookPlatform(Platform):
                                  retention_hours=self.settings.idempotency_hours))
         try:
             deliveries.open()  # a broken or foreign store stops serve here, clearly
-        except HermesCoreError:
-            raise
+        except HermesCoreError as exc:
+            raise WebhookStartError(str(exc)) from None
         except Exception as exc:
             raise WebhookStartError(f"cannot open the webhook's delivery records: "
                                     f"{type(exc).__name__}: {exc}") from None

@@ -32,9 +32,9 @@ from .config import WebhookConfig
 from .deliveries import Deliveries, DeliveryConflict, DeliveryStoreUnavailable
 from .replays import ReplayStoreUnavailable
 from .signing import (
+    WEBHOOK_ID_HEADER,
     HeaderError,
     ReplayGuard,
-    WEBHOOK_ID_HEADER,
     SignatureError,
     check_headers_present,
     verify_request,

@@ -132,9 +132,16 @@ class Deliveries:
             self._pool = open_component(self.url, COMPONENT, MIGRATIONS)
             return
         assert self._path is not None
-        private_sqlite(self._path)
-        con = sqlite3.connect(self._path, check_same_thread=False, isolation_level=None,
-                              timeout=10.0)
+        try:
+            private_sqlite(self._path)
+            con = sqlite3.connect(self._path, check_same_thread=False, isolation_level=None,
+                                  timeout=10.0)
+        except (OSError, sqlite3.Error) as exc:
+            why = getattr(exc, "strerror", None) or str(exc)
+            raise DeliveryStoreUnavailable(
+                f"cannot open the webhook's delivery records {self._path}: {why}. serve keeps "
+                "each message's webhook-id there so that retries are answered once: make the "
+                "home writable (or set webhook.idempotency_hours: 0 to keep no records)") from None
         con.execute("PRAGMA secure_delete = ON")  # an erased answer leaves no bytes behind
         con.execute("PRAGMA journal_mode = WAL")
         con.execute("PRAGMA synchronous = NORMAL")

@@ -24,9 +24,6 @@ import collections
 import contextlib
 import itertools
 import json
-import os
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -35,58 +32,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-SECRET = "kill-bench-secret-0123456789abcdef"
-START_TIMEOUT = 90.0
+# the serve processes: the test suite's helper (one home each, the shared storage URL, the
+# listening URL read from the process's output, kill -9 and stop by PID)
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from serve_nodes import SECRET, ServeNode
 
 
 def node_config(api_url: str) -> str:
-    return ("memory:\n  providers: [session_archive]\ncontext:\n  engine: compressor\n"
-            f"llm:\n  base_url: {api_url}\n  api_key: test-key\n  model: claude-test\n"
-            "  max_retries: 0\n  timeout: 60\n"
-            f"webhook:\n  secret: {SECRET}\n  port: 0\n  max_pending_per_conversation: 4\n")
+    from serve_nodes import node_config as plain
 
-
-class Node:
-    """One ``hermes-core serve`` process with its own home and the shared storage URL."""
-
-    def __init__(self, home: Path, storage_url: str, api_url: str) -> None:
-        home.mkdir(parents=True, exist_ok=True)
-        (home / "config.yaml").write_text(node_config(api_url), encoding="utf-8")
-        env = {**os.environ, "HERMES_CORE_HOME": str(home),
-               "HERMES_CORE_STORAGE_URL": storage_url, "PYTHONUNBUFFERED": "1"}
-        self.proc = subprocess.Popen([sys.executable, "-m", "hermes_core", "serve", "--port", "0"],
-                                     env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True)
-        self.url = ""
-        self.output: list[str] = []
-        found = threading.Event()
-
-        def pump() -> None:
-            assert self.proc.stdout is not None
-            for line in self.proc.stdout:
-                self.output.append(line)
-                if "listening on " in line and not self.url:
-                    self.url = line.split("listening on ", 1)[1].split()[0]
-                    found.set()
-            found.set()
-
-        threading.Thread(target=pump, daemon=True).start()
-        if not found.wait(START_TIMEOUT) or not self.url:
-            self.stop()
-            raise RuntimeError("serve did not start: " + "".join(self.output)[-2000:])
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=30)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.kill()
+    return plain(api_url, "  max_pending_per_conversation: 4\n")
 
 
 class Stamps:
@@ -174,7 +129,8 @@ def run(storage_url: str, work: Path, *, clients: int, messages: int,
     stamps = Stamps()
     replies: dict[str, list[str | None]] = {}
     with MessagesAPIServer(model) as api:
-        nodes = [Node(work / f"node-{i}", storage_url, api.base_url) for i in range(2)]
+        nodes = [ServeNode(work / f"node-{i}", storage_url, api.base_url,
+                           config=node_config(api.base_url)) for i in range(2)]
         alive = [nodes[0].url, nodes[1].url]
         try:
             deadline = time.monotonic() + 600

@@ -9,7 +9,6 @@ import os
 import sqlite3
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from platform_support import EchoModel, archived

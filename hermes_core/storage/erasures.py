@@ -161,8 +161,8 @@ class ErasureLedger:
         except Exception as exc:
             raise ErasureRecordError(
                 f"the erasure was done, but running servers could not be told ({self.where}: "
-                f"{_reason(exc)}); restart 'hermes-core serve' and 'mcp serve' so that no live "
-                "conversation keeps what was erased") from None
+                f"{_reason(exc)}); restart the running servers ('hermes-core serve' and the like) "
+                "so that no live conversation keeps what was erased") from None
 
     def close(self) -> None:
         with self._lock:

@@ -22,6 +22,13 @@ about a second or more, so the server's own share should stay a small part of it
   must still add no more than a quarter of a model turn.
 
 Nothing asserts; read the figures (ratio >= 1.0 means the target is met).
+
+    python bench/bench_webhook.py --against DIR [--runs 4]
+
+A/B against another checkout (DIR: its root, e.g. ``git archive BASE | tar -x -C DIR``): runs of
+DIR's code (A) and this tree's (B) alternate, A B A B, each a fresh server process; printed are
+each side's medians and B/A. Every request carries a fresh ``webhook-id``, so B pays for its
+idempotency record (target for that: B's throughput with 20 conversations >= 95 % of A's).
 """
 
 from __future__ import annotations
@@ -126,6 +133,31 @@ def p95(values: list[float]) -> float:
     return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]  # nearest rank
 
 
+def compare(other: Path, runs: int, requests: int) -> None:
+    """A (the checkout at ``other``) and B (this tree) alternately, one server process per run."""
+    this = Path(__file__).resolve().parent.parent
+    sides: dict[str, list[dict[str, float]]] = {"A": [], "B": []}
+    for _ in range(runs):
+        for label, tree in (("A", other.resolve()), ("B", this)):
+            env = {k: v for k, v in os.environ.items() if k != "HERMES_CORE_HOME"}
+            env["PYTHONPATH"] = str(tree)
+            out = subprocess.run([sys.executable, __file__, "--runs", "1", "--requests",
+                                  str(requests), "--json"], env=env, check=True,
+                                 capture_output=True, text=True, timeout=1200)
+            sides[label].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    print(f"webhook A/B, A = {other}, B = this tree; {runs} runs each, alternating A B A B, "
+          f"{requests} requests per scenario; medians")
+    med = {label: {k: statistics.median(r[k] for r in rows) for k in rows[0]}
+           for label, rows in sides.items()}
+    for label in ("A", "B"):
+        print(f"  {label}: 20 conversations {med[label]['rps_20']:7.1f} requests/s   p95 1 conv "
+              f"{med[label]['p95_1']:6.1f} ms   p95 20 conv {med[label]['p95_20']:6.1f} ms   (runs: "
+              + ", ".join(f"{r['rps_20']:.0f}/s" for r in sides[label]) + ")")
+    ratio = med["B"]["rps_20"] / med["A"]["rps_20"]
+    print(f"  B/A throughput, 20 conversations: {ratio:.3f}   target >= 0.95   "
+          f"ratio to target {ratio / 0.95:.2f}")
+
+
 def main() -> None:
     if "--nodes" in sys.argv[1:]:  # several nodes sharing one database: bench_nodes.py
         sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -140,9 +172,14 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=1)
     parser.add_argument("--per-conversation", type=int, default=10)
     parser.add_argument("--prefix", default="c")
+    parser.add_argument("--json", action="store_true", help="print the medians as JSON only")
+    parser.add_argument("--against", metavar="DIR", help="A/B against the checkout at DIR")
     args = parser.parse_args()
     if args.client:
         client(args.client, args.conversations, args.per_conversation, args.prefix)
+        return
+    if args.against:
+        compare(Path(args.against), args.runs, args.requests)
         return
 
     logging.basicConfig(level=logging.WARNING)
@@ -165,6 +202,12 @@ def main() -> None:
             disconnect_platform(host, platform, dispatcher)
             host.shutdown()
 
+    if args.json:
+        print(json.dumps({
+            "rps_20": statistics.median(r[0] for r in results[20]),
+            "p95_1": statistics.median(r[2] for r in results[1]),
+            "p95_20": statistics.median(r[2] for r in results[20])}))
+        return
     print(f"webhook, stub LLM (in-process, canned words), loopback, {args.runs} runs x "
           f"{args.requests} requests per scenario; medians of the runs")
     for conversations, rows in results.items():

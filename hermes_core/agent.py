@@ -230,13 +230,24 @@ class Agent:
 
     # ---------------------------------------------------------------------------------- a turn
 
-    def run_turn(self, text: str, *, on_text: Callable[[str], None] | None = None) -> TurnResult:
-        """Run one user turn and return its result; ``on_text`` receives the reply as it streams."""
+    def run_turn(self, text: str, *, on_text: Callable[[str], None] | None = None,
+                 message_id: str | None = None) -> TurnResult:
+        """Run one user turn and return its result; ``on_text`` receives the reply as it streams.
+
+        ``message_id`` (the sender's id of the message) is stored on the user message
+        (``meta["message_id"]``). When the history's last user message is that id and text (a
+        turn cut short after storing it, retried), it is not stored a second time: its stored
+        reply is returned when the cut turn got that far, else the turn goes on from it.
+        """
         if not isinstance(text, str):
             raise TypeError(f"a user message must be a str, got {type(text).__name__}")
         with self._lock:
             self._turn_thread = threading.get_ident()
             self.start()
+            stored = self._stored_retry(text, message_id)
+            answer = self._stored_answer(stored) if stored is not None else None
+            if stored is not None and answer is not None:  # the cut turn had been answered
+                return TurnResult(answer.content, self.session.id, stored, answer)
             started = time.perf_counter()
             # 0. Hygiene: a resumed history that outgrew the window is compacted before anything.
             hygiene = self._hygiene()
@@ -245,9 +256,12 @@ class Agent:
             self.host.hooks.on_turn_start(session=self.session)
 
             # 1. The user message joins the history and is archived at once (on_message).
-            user = Message("user", text)
-            self.history.append(user)
-            refused = next((o for o in self._emit(user) if isinstance(o.error, NotStored)), None)
+            user = stored or Message("user", text,
+                                     meta={"message_id": message_id} if message_id else {})
+            if stored is None:
+                self.history.append(user)
+            refused = None if stored is not None else next(
+                (o for o in self._emit(user) if isinstance(o.error, NotStored)), None)
             if refused is not None:  # its store never saw it: the turn must not be answered
                 self.history.pop()
                 self.turns -= 1
@@ -327,6 +341,26 @@ class Agent:
                                and p.hook in _WRITE_HOOKS]
             result.seconds = time.perf_counter() - started
             return result
+
+    def _stored_retry(self, text: str, message_id: str | None) -> Message | None:
+        """The history's last user message when it is ``message_id`` with ``text`` (stored by
+        a turn that was cut short, now retried), else None."""
+        if not message_id:
+            return None
+        for message in reversed(self.history):
+            if message.role == "user":
+                if (message.content == text
+                        and (message.meta or {}).get("message_id") == message_id):
+                    return message
+                return None
+        return None
+
+    def _stored_answer(self, user: Message) -> Message | None:
+        """The final reply stored after ``user``, when the cut turn got that far."""
+        last = self.history[-1] if self.history else None
+        if last is not None and last is not user and last.role == "assistant" and not last.tool_calls:
+            return last
+        return None
 
     def _call_llm(self, user: Message, block: str, scrubber: StreamScrubber,
                   on_text: Callable[[str], None] | None, result: TurnResult) -> LLMResponse:
@@ -519,6 +553,21 @@ class Agent:
                 # late plugin calls still on their lanes share what is left of the drain bound
                 left = max(0.0, self.worker.drain_timeout - report.seconds)
                 report.abandoned.extend(self.host.shutdown(drain_timeout=left))
+            self._unsubscribe()
+            return report
+
+    def discard(self) -> DrainReport:
+        """Drop this agent without ending its session: its history and prompt are stale (an
+        erasure happened in the stores) and the conversation goes on in an agent rebuilt from
+        the stores. No ``on_session_end`` (the stale history must reach no plugin); the worker is
+        drained within its bound; the host is left running."""
+        with self._lock:
+            if self._closed:
+                return DrainReport("idle")
+            self._closed = True
+            self.curator.close()
+            report = self.worker.drain()
+            self._prefetch.close()
             self._unsubscribe()
             return report
 

@@ -8,9 +8,11 @@ the line where known, the plugin, and what is allowed.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -36,6 +38,7 @@ __all__ = [
     "PluginsSection",
     "StorageSection",
     "check_config_text",
+    "file_values_only",
     "format_validation_error",
     "key_problems",
     "load_config",
@@ -140,6 +143,7 @@ DEFAULT_HOOK_TIMEOUTS: dict[str, float] = {
     "on_session_end": 5.0,
     "on_memory_write": 5.0,
     "forget": 30.0,
+    "on_erasure": 2.0,
     # front ends and shutdown
     "connect": 30.0,
     "disconnect": 10.0,
@@ -287,9 +291,28 @@ def _key_lines(node: yaml.Node | None, prefix: str = "") -> dict[str, int]:
     return lines
 
 
+#: False while an edit of config.yaml is checked: the file's own values must be valid, whatever
+#: the environment would put in their place when the config is loaded (see :func:`file_values_only`)
+_ENV_APPLIES: contextvars.ContextVar[bool] = contextvars.ContextVar("env_applies", default=True)
+
+
+@contextlib.contextmanager
+def file_values_only() -> Iterator[None]:
+    """Within this block, loading and validating a config ignores the environment overrides, so
+    a value written to config.yaml is judged by itself (an environment variable set today must
+    not let a bad value into the file, where it would apply once the variable is gone)."""
+    token = _ENV_APPLIES.set(False)
+    try:
+        yield
+    finally:
+        _ENV_APPLIES.reset(token)
+
+
 def _env_overrides(model: type[BaseModel], data: dict[str, Any]) -> dict[str, Any]:
     """Apply environment variables declared on fields (``json_schema_extra={"env": NAME}``)."""
     out = dict(data)
+    if not _ENV_APPLIES.get():
+        return out
     for fname, finfo in model.model_fields.items():
         extra = finfo.json_schema_extra
         env = extra.get("env") if isinstance(extra, dict) else None

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .config import LoadedConfig, parse_config_text
+from .config import LoadedConfig, file_values_only, parse_config_text
 from .errors import ConfigError
 from .private import private_dir
 
@@ -114,7 +114,9 @@ def set_config_value(
 ) -> LoadedConfig:
     """Set ``key`` in the file at ``path`` if the result validates; otherwise change nothing.
 
-    ``validate`` receives the would-be :class:`LoadedConfig` and raises :class:`ConfigError` to
+    ``validate`` receives the would-be :class:`LoadedConfig`, read without the environment's
+    overrides (a value must be valid in the file by itself: ``HERMES_CORE_WEBHOOK_SECRET`` set
+    today must not let a short ``webhook.secret`` in), and raises :class:`ConfigError` to
     refuse; only then is the file replaced (atomically).
     """
     try:
@@ -122,7 +124,8 @@ def set_config_value(
     except FileNotFoundError:
         old = ""
     new = edit_config_text(old, path, key, value, unset=unset)
+    with file_values_only():  # the file's values are judged by themselves, not the environment's
+        validate(parse_config_text(new, path))
     loaded = parse_config_text(new, path)
-    validate(loaded)
     write_config_text(path, new)
     return loaded

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .agent import Agent, TurnResult
 from .errors import HermesCoreError, NotStored
 from .types import EndReason, IncomingMessage, Message, Session
-from .users import session_user
+from .users import USER_ATTRIBUTE, session_user
 
 if TYPE_CHECKING:
     from .host import PluginHost
@@ -45,7 +45,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MAX_AGENTS",
+    "RESERVED_ATTRIBUTES",
     "ConversationDispatcher",
+    "Gate",
+    "TurnAnswered",
     "TurnFailed",
     "connect_platform",
     "disconnect_platform",
@@ -57,8 +60,19 @@ T = TypeVar("T")
 
 #: live agents a dispatcher keeps by default; each holds a worker thread and its history in memory
 DEFAULT_MAX_AGENTS = 64
+#: session attributes the kernel sets itself; a message's own attributes cannot set them
+RESERVED_ATTRIBUTES = frozenset({USER_ATTRIBUTE, "conversation_key"})
 #: how long ``close`` waits for one conversation's running turn before leaving it
 CLOSE_WAIT_SECONDS = 30.0
+
+
+class TurnAnswered(HermesCoreError):
+    """A :data:`Gate` answered the message itself (say, a retry of a message already answered):
+    no turn ran; ``answer`` is the gate's, for the platform to send."""
+
+    def __init__(self, answer: Any) -> None:
+        super().__init__("the message was answered without a turn")
+        self.answer = answer
 
 
 class TurnFailed(HermesCoreError):
@@ -89,6 +103,8 @@ class _Slot:
     next_ticket: int = 0
     serving: int = 0
     abandoned: set[int] = field(default_factory=set)
+    #: the stores' erasure generation the agent was built under (None: not known)
+    generation: int | None = None
     cond: threading.Condition = field(default_factory=threading.Condition)
 
     def wait_turn(self, ticket: int, timeout: float | None = None) -> bool:
@@ -111,6 +127,14 @@ class _Slot:
                 self.abandoned.discard(self.serving)
                 self.serving += 1
             self.cond.notify_all()
+
+
+#: A platform's check that runs in the conversation's place in line (under its cross-node lock
+#: with shared storage), before the turn: it raises :class:`TurnAnswered` (or
+#: :class:`TurnFailed`) to answer without a turn, or returns the callback told how the turn ended
+#: (its result, or ``None`` when it failed), called before the place in line is given up. The
+#: webhook's idempotent delivery is one: no two nodes can run the same message at once.
+Gate = Callable[[], Callable[[TurnResult | None], None]]
 
 
 def load_stored_session(host: PluginHost, platform: str, conversation_key: str | None,
@@ -195,7 +219,7 @@ class ConversationDispatcher:
         """Run one turn of ``message``'s conversation and return the reply."""
         return self.run(message).reply
 
-    def stream(self, message: IncomingMessage) -> Iterator[str]:
+    def stream(self, message: IncomingMessage, *, gate: Gate | None = None) -> Iterator[str]:
         """Run one turn and yield the reply's text as the model produces it.
 
         The turn takes its place in the conversation's queue now (not on the first ``next``) and
@@ -207,7 +231,7 @@ class ConversationDispatcher:
 
         def work() -> None:
             try:
-                items.put(self._serve(slot, ticket, message, items.put))
+                items.put(self._serve(slot, ticket, message, items.put, gate))
             except BaseException as exc:  # handed to the consumer, raised there
                 items.put(exc)
 
@@ -231,10 +255,12 @@ class ConversationDispatcher:
     # ------------------------------------------------------------------------- library API
 
     def run(self, message: IncomingMessage,
-            on_text: Callable[[str], None] | None = None) -> TurnResult:
-        """Run one turn and return everything it did (``handle`` is this, reply only)."""
+            on_text: Callable[[str], None] | None = None, *, gate: Gate | None = None
+            ) -> TurnResult:
+        """Run one turn and return everything it did (``handle`` is this, reply only); ``gate``
+        runs in the conversation's place in line first (see :data:`Gate`)."""
         slot, ticket = self._checkout(message.platform, message.conversation_key)
-        return self._serve(slot, ticket, message, on_text)
+        return self._serve(slot, ticket, message, on_text, gate)
 
     def call(self, platform: str, conversation_key: str, fn: Callable[[Agent], T]) -> T:
         """Run ``fn(agent)`` in the conversation's place in line: how a front end runs
@@ -260,6 +286,7 @@ class ConversationDispatcher:
             if slot.agent is None:
                 self._make_room()
                 slot.agent = self._build(platform, key, loaded=(session, history))
+                slot.generation = self.host.erasures_seen
         finally:
             self._checkin(slot)
         return key
@@ -354,7 +381,7 @@ class ConversationDispatcher:
                 self._slots.pop((slot.platform, slot.key), None)
 
     def _serve(self, slot: _Slot, ticket: int, message: IncomingMessage,
-               on_text: Callable[[str], None] | None) -> TurnResult:
+               on_text: Callable[[str], None] | None, gate: Gate | None = None) -> TurnResult:
         from .llm import LLMError
 
         key = message.conversation_key
@@ -364,20 +391,27 @@ class ConversationDispatcher:
                 self._running.acquire()
             try:
                 with self._node_lock(slot):
-                    if self._locks is not None:  # an agent left by call(): it may be stale
-                        self._retire(slot)
-                    agent = self._agent(slot, message)
-                    _check_owner(agent, message)
+                    finish = gate() if gate is not None else None
+                    result: TurnResult | None = None
                     try:
-                        return agent.run_turn(message.text, on_text=on_text)
+                        if self._locks is not None:  # an agent left by call(): it may be stale
+                            self._retire(slot)
+                        self._heed_erasures(slot)
+                        agent = self._agent(slot, message)
+                        _check_owner(agent, message)
+                        result = agent.run_turn(message.text, on_text=on_text,
+                                                message_id=message.message_id)
+                        return result
                     finally:
+                        if finish is not None:
+                            finish(result)
                         if self._locks is not None:  # the next turn may run on another node
                             self._retire(slot)
             except LLMError as exc:
                 raise TurnFailed(f"the model call failed ({exc.failure.value}): {exc}",
                                  conversation_key=key, failure=exc.failure.value,
                                  transient=exc.transient, status=exc.status) from exc
-            except TurnFailed:
+            except (TurnFailed, TurnAnswered):
                 raise
             except NotStored as exc:  # the conversation's store did not take the message
                 raise TurnFailed(str(exc), conversation_key=key, failure="store",
@@ -392,6 +426,24 @@ class ConversationDispatcher:
                     self._running.release()
         finally:
             self._checkin(slot)
+
+    def _heed_erasures(self, slot: _Slot) -> None:
+        """Before a turn: when something was erased from the stores since the slot's agent was
+        built (``forget``, ``memory rollback``, ``sessions delete``, from any process or node),
+        drop the agent, whose history and frozen prompt may still hold it; the turn then runs on
+        an agent rebuilt from the stores (the plugins heard ``on_erasure`` first)."""
+        generation = self.host.heed_erasures()
+        if generation is None:
+            return
+        if slot.agent is not None and slot.generation != generation:
+            agent, slot.agent = slot.agent, None
+            log.info("conversation %r: rebuilt from the stores after an erasure", slot.key)
+            try:
+                agent.discard()
+            except Exception as exc:
+                log.error("dropping conversation %r after an erasure: %s: %s", slot.key,
+                          type(exc).__name__, exc)
+        slot.generation = generation
 
     def _node_lock(self, slot: _Slot) -> Any:
         """The conversation's lock across nodes (shared storage), or nothing on one node."""
@@ -416,6 +468,7 @@ class ConversationDispatcher:
             self._make_room()
             loaded = load_stored_session(self.host, slot.platform, slot.key)
             slot.agent = self._build(slot.platform, slot.key, loaded=loaded, message=message)
+            slot.generation = self.host.erasures_seen
         return slot.agent
 
     def _build(self, platform: str, key: str, *, loaded: tuple[Session, list[Message]] | None,
@@ -432,7 +485,10 @@ class ConversationDispatcher:
         # Set before the first turn: the archive stores the attributes with the session's row.
         attributes = agent.session.attributes
         if message is not None:
-            attributes.update(message.attributes)
+            # the user key and the conversation key are the kernel's, not free attributes: an
+            # attribute named like them would bind the conversation to a user nobody sent
+            attributes.update({k: v for k, v in message.attributes.items()
+                               if k not in RESERVED_ATTRIBUTES})
             if message.user_id is not None:
                 attributes["user_id"] = message.user_id
         attributes["conversation_key"] = key
@@ -508,11 +564,17 @@ def _check_owner(agent: Agent, message: IncomingMessage) -> None:
     be the model's context for this sender. A conversation stored without a user key (before
     ``memory.scope: user``) takes any sender, as it did."""
     owner = session_user(agent.session)
-    if owner is not None and message.user_id != owner:
+    if owner is None or message.user_id == owner:
+        return
+    if message.user_id is None:
         raise TurnFailed(
-            f"conversation {message.conversation_key!r} belongs to another user key; send this "
-            "user's messages under a conversation key of their own",
+            f"conversation {message.conversation_key!r} belongs to a user key and this message "
+            "names none; send the conversation's user key with every message",
             conversation_key=message.conversation_key, failure="user_mismatch")
+    raise TurnFailed(
+        f"conversation {message.conversation_key!r} belongs to another user key; send this "
+        "user's messages under a conversation key of their own",
+        conversation_key=message.conversation_key, failure="user_mismatch")
 
 
 @contextlib.contextmanager

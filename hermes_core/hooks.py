@@ -58,6 +58,8 @@ _MODULE = frozenset({MODULE})
 _LIFECYCLE = frozenset({MEMORY, ENGINE})
 _INSTANCES = frozenset({MEMORY, ENGINE, PLATFORM})
 _ANY = frozenset({MEMORY, ENGINE, PLATFORM, MODULE})
+#: forget reaches what providers and the engine keep, and what plugin modules keep themselves
+_FORGET = frozenset({MEMORY, ENGINE, MODULE})
 
 #: lanes: "turn" for the hooks on a turn's path, "background" for the worker's hooks
 TURN = "turn"
@@ -194,7 +196,8 @@ RECEIVERS: dict[str, frozenset[str]] = {
     "describe_context": _ENGINE,
     "on_turn_start": _ENGINE,
     "on_prompt_assembled": _ENGINE,
-    "forget": _LIFECYCLE,
+    "forget": _FORGET,
+    "on_erasure": _LIFECYCLE,
     "connect": _PLATFORM,
     "disconnect": _PLATFORM,
     "send": _PLATFORM,
@@ -353,6 +356,9 @@ class Hooks:
                          dry_run=dry_run)
 
     # ------------------------------------------------------------------------------------ tools
+
+    def on_erasure(self, *, generation: int) -> list[HookOutcome]:
+        return self._all(self._relay.on_erasure, TURN, _nothing, generation=generation)
 
     def get_tools(self) -> list[HookOutcome]:
         return self._all(self._relay.get_tools, TURN, _tools)

@@ -57,6 +57,7 @@ __all__ = [
     "forget",
     "get_tools",
     "load_session",
+    "on_erasure",
     "on_memory_write",
     "on_message",
     "on_post_compress",
@@ -103,6 +104,7 @@ MEMORY_HOOKS = (
     "shutdown",
     "load_session",
     "forget",
+    "on_erasure",
 )
 CONTEXT_ENGINE_HOOKS = (
     "should_compress", "compress", "update_from_response", "on_turn_start", "on_prompt_assembled",
@@ -422,6 +424,22 @@ def forget(subject: str, scope: str, dry_run: bool) -> ForgetReport | None:
     message naming what went wrong) rather than leave half of it deleted. Return ``None`` when
     the provider keeps nothing that could match. A version history that keeps old texts must
     drop the forgotten text too.
+    """
+
+
+@hookspec
+def on_erasure(generation: int) -> None:
+    """Something was erased from the stores, maybe by another process or node: drop what you
+    keep in memory that could still hold it.
+
+    ``forget``, ``memory rollback`` and ``sessions delete`` raise the stores' erasure generation
+    once their deletion is committed (:mod:`hermes_core.storage.erasures`); a running server reads
+    it before each turn and, when it moved, calls this once per process with the new
+    ``generation``, then rebuilds each live conversation from the stores before its next turn
+    (history reloaded, system prompt assembled afresh). Drop frozen snapshots, prepared recalls
+    and caches of stored text here; the next ``system_prompt_block`` or ``prefetch`` reads the
+    stores again. Called on memory providers and the context engine, under a deadline; return
+    nothing.
     """
 
 

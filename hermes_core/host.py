@@ -11,9 +11,10 @@ import functools
 import logging
 import re
 import threading
+import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
@@ -65,6 +66,13 @@ def create_plugin_manager() -> pluggy.PluginManager:
     return pm
 
 
+if TYPE_CHECKING:
+    from .storage.erasures import ErasureLedger
+
+#: seconds a read of the erasure generation is reused (one turn's dispatcher and prefetch)
+_ERASURES_FRESH = 0.005
+
+
 class PluginHost:
     """Plugins loaded into a PluginManager, their registries, and the instances in use."""
 
@@ -87,6 +95,45 @@ class PluginHost:
         self._names: dict[str, str] = {}
         #: every kernel call of a hook goes through this typed facade
         self.hooks = Hooks(pm, kind_of=self.kind_of, timeout_of=config.core.hooks.timeout)
+        #: the stores' erasure generation last read by :meth:`heed_erasures` (None: not yet)
+        self.erasures_seen: int | None = None
+        self._erasures: ErasureLedger | None = None
+        self._erasures_read_at = 0.0
+        self._erasures_lock = threading.Lock()
+
+    def heed_erasures(self) -> int | None:
+        """Read the stores' erasure generation (:mod:`hermes_core.storage.erasures`); when it
+        moved since the last read, call ``on_erasure`` (once per change, whoever reads it).
+        Returns the generation, or ``None`` when it cannot be read (logged). A read within the
+        last few milliseconds is reused, so the dispatcher and the prefetch runner of one turn
+        pay for one."""
+        now = time.monotonic()
+        with self._erasures_lock:
+            if self.erasures_seen is not None and now - self._erasures_read_at < _ERASURES_FRESH:
+                return self.erasures_seen
+            if self._erasures is None:
+                from .storage import resolve_storage_url
+                from .storage.erasures import ErasureLedger
+
+                url = resolve_storage_url(self.config.core.storage.url)
+                self._erasures = ErasureLedger(self.home, url)
+            ledger = self._erasures
+        from .storage.erasures import ErasureRecordError
+
+        try:
+            generation: int = ledger.current()
+        except ErasureRecordError as exc:
+            log.error("%s; live conversations are kept as they are until it can be read", exc)
+            return None
+        with self._erasures_lock:
+            moved = self.erasures_seen is not None and generation != self.erasures_seen
+            self.erasures_seen = generation
+            self._erasures_read_at = time.monotonic()
+        if moved:
+            log.info("the stores' erasure generation is now %d: dropping what plugins keep in "
+                     "memory; live conversations are rebuilt from the stores", generation)
+            self.hooks.on_erasure(generation=generation)
+        return generation
 
     def embedder(self) -> Any:
         """The embedder ``embeddings.embedder`` selects, built once (thread-safe) and guarded;
@@ -585,4 +632,6 @@ class PluginHost:
             except Exception:
                 log.debug("closing the embedder raised", exc_info=True)
         self.hooks.close()
+        if self._erasures is not None:
+            self._erasures.close()
         return busy

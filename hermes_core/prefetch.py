@@ -126,7 +126,10 @@ class PrefetchRunner:
         """One turn's prefetch; returns one result per implementing provider, in activation order.
 
         Returns after at most ``timeout`` seconds (plus scheduling jitter), whatever the providers do.
+        An erasure committed since the last turn (``forget`` beside a running server) reaches the
+        providers first (``on_erasure``), so no recall prepared before it is served after it.
         """
+        self.host.heed_erasures()
         plugins = self.host.hooks.implemented(self.host.pm.hook.prefetch)
         if not plugins:
             return []

@@ -179,6 +179,10 @@ class IncomingMessage:
     text: str
     user_id: str | None = None
     attributes: dict[str, Any] = field(default_factory=dict)
+    #: the sender's id of this message (the webhook's ``webhook-id``), stored on the archived
+    #: user message (``meta["message_id"]``): a retry of a turn cut short reuses the stored
+    #: message instead of storing it twice
+    message_id: str | None = None
 
 
 @dataclass(slots=True)

@@ -40,9 +40,10 @@ def signed(payload: dict[str, Any]) -> tuple[bytes, dict[str, str]]:
 
 
 class ServeNode:
-    def __init__(self, home: Path, storage_url: str, api_url: str) -> None:
+    def __init__(self, home: Path, storage_url: str, api_url: str, *,
+                 config: str | None = None) -> None:
         home.mkdir(parents=True, exist_ok=True)
-        (home / "config.yaml").write_text(node_config(api_url), encoding="utf-8")
+        (home / "config.yaml").write_text(config or node_config(api_url), encoding="utf-8")
         env = {**os.environ, "HERMES_CORE_HOME": str(home),
                "HERMES_CORE_STORAGE_URL": storage_url, "PYTHONUNBUFFERED": "1"}
         env.pop("ANTHROPIC_API_KEY", None)

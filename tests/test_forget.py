@@ -144,7 +144,9 @@ def test_hook_forget(home):
     try:
         outcomes = _forget_hook(host, "Fridays", "all", True)
         reports = {o.plugin: o.value for o in outcomes}
-        assert all(isinstance(v, ForgetReport) for v in reports.values())
+        # None: a plugin keeping nothing that could match (the webhook's kept answers, here)
+        assert all(isinstance(v, ForgetReport) for v in reports.values() if v is not None)
+        assert sum(isinstance(v, ForgetReport) for v in reports.values()) >= 2
         assert reports["memory-provider:file_memory"].items == ["MEMORY.md: Deploys run on Fridays"]
         scoped = _forget_hook(host, "Fridays", "user:u1", False)
         by_name = {o.plugin: o.value for o in scoped}

@@ -63,6 +63,10 @@ class Recorder(MemoryProvider):
         CALLS.append(("end", (session.id, len(messages), reason)))
 
     @hookimpl
+    def on_erasure(self, generation):
+        CALLS.append(("erasure", generation))
+
+    @hookimpl
     def on_memory_write(self, write):
         CALLS.append(("write", (write.action, write.content)))
 
@@ -236,6 +240,27 @@ def test_hook_on_session_end(home):
     make_host(home).hooks.on_session_end(session=SESSION, messages=[],
                               reason=EndReason.USER_EXIT)
     assert CALLS == [("end", ("s1", 0, EndReason.USER_EXIT))]
+
+
+def test_hook_on_erasure(home):
+    make_host(home).hooks.on_erasure(generation=3)
+    assert CALLS == [("erasure", 3)]
+
+
+def test_an_erasure_recorded_in_the_home_reaches_on_erasure_once(home):
+    import time
+
+    from hermes_core.storage.erasures import record_erasure
+
+    host = make_host(home)
+    assert host.heed_erasures() == 0 and CALLS == []  # the first read is the baseline
+    record_erasure("forget", home=home, config_url=False)
+    deadline = time.monotonic() + 5
+    while not CALLS and time.monotonic() < deadline:  # a read within a few ms is reused
+        host.heed_erasures()
+    assert CALLS == [("erasure", 1)]
+    host.heed_erasures()
+    assert CALLS == [("erasure", 1)]  # once per change
 
 
 def test_hook_on_memory_write(home):

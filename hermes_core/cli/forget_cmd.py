@@ -99,6 +99,10 @@ def run_forget(subject: str, *, dry_run: bool, scope: str = "all") -> dict[str, 
         result = None
         if not dry_run and any(r["matched"] for r in plan):
             result = _rows(host, _forget_hook(host, subject, scope, False), False)
+            from ..storage.erasures import tell_running_servers
+
+            tell_running_servers("forget", home=host.home,
+                                 storage_url=host.config.core.storage.url)
     finally:
         host.shutdown()
     return {"subject": subject, "dry_run": dry_run, "plan": plan, "result": result}

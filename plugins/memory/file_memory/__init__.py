@@ -290,6 +290,17 @@ class FileMemory(MemoryProvider):
         return user_keys(self.context.home, self._storage_url)
 
     @hookimpl
+    def on_erasure(self, generation: int) -> None:
+        """Something was erased (maybe by another process): forget every frozen snapshot (each
+        session freezes afresh from the stores at its next prompt) and the vectors of entries
+        no longer stored."""
+        with self._lock:
+            self._snapshots.clear()
+            self._snapshot = None
+        stores = [self.store, *self._stores.values()]
+        self.recall.forget([e for st in stores for t in TARGETS for e in st.entries(t)])
+
+    @hookimpl
     def on_session_end(self, session: Session) -> None:
         """The optional background curator (``file_memory.curator``)."""
         from .background import maybe_curate

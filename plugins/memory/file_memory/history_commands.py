@@ -167,6 +167,9 @@ def rollback(version: int, user: str | None) -> None:
         click.echo(f"The stores already are as they were after version {version}; nothing "
                    "changed.")
         return
+    from hermes_core.storage.erasures import tell_running_servers
+
+    tell_running_servers("memory rollback")  # running servers drop their frozen snapshots
     mine = "" if user is None else f" ({whose(user)})"
     click.echo(f"Restored {', '.join(store.path(t).name for t in result.targets)}{mine} to "
                f"version {version}; recorded as version {result.version}.")

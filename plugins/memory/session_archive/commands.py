@@ -330,6 +330,10 @@ def delete_cmd(session_id: str, chain: bool, as_json: bool) -> None:
             raise click.ClickException(f"there is no session archive at {_path()[0]}; nothing "
                                        "to delete")
         done = delete_sessions(archive, session_id, chain=chain)
+    if done.sessions:
+        from hermes_core.storage.erasures import tell_running_servers
+
+        tell_running_servers("sessions delete")  # running servers drop the live conversation
     if as_json:
         echo_json({"sessions": done.sessions, "messages": done.messages})
         return

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from hermes_core import hookimpl
 from hermes_core.errors import HermesCoreError
 from hermes_core.kinds import Platform, PluginContext
+from hermes_core.types import ForgetReport
 
 from .config import MIN_SECRET_CHARS, SECRET_ENV, WebhookConfig, secret_problem
 from .server import WebhookStartError, is_loopback
@@ -40,6 +41,7 @@ from .signing import (
 if TYPE_CHECKING:
     from hermes_core.dispatch import ConversationDispatcher
 
+    from .deliveries import Deliveries
     from .replays import SharedReplayGuard
     from .server import WebhookServer
 
@@ -56,6 +58,7 @@ __all__ = [
     "WebhookPlatform",
     "WebhookSendError",
     "WebhookStartError",
+    "forget",
     "is_loopback",
     "register_platforms",
     "sign",
@@ -82,6 +85,7 @@ class WebhookPlatform(Platform):
         super().__init__(config, context)
         self.settings: WebhookConfig = config
         self.server: WebhookServer | None = None
+        self.deliveries: Deliveries | None = None
         self._stop_sweeping = threading.Event()
 
     def listen_on(self, host: str | None = None, port: int | None = None) -> None:
@@ -129,7 +133,8 @@ class WebhookPlatform(Platform):
         from .app import build_app  # starlette: only when serving
         from .server import WebhookServer
 
-        app = build_app(dispatcher, self.settings, secret, self._replay_guard())
+        deliveries = self._deliveries()
+        app = build_app(dispatcher, self.settings, secret, self._replay_guard(), deliveries)
         server = WebhookServer(app, self.settings.host, self.settings.port,
                                shutdown_seconds=self.settings.shutdown_seconds,
                                header_timeout=self.settings.header_timeout_seconds,
@@ -157,6 +162,31 @@ class WebhookPlatform(Platform):
         guard.open()  # an unreachable or foreign database stops serve here, clearly
         return guard
 
+    def _deliveries(self) -> Deliveries | None:
+        """The idempotency records (``webhook.db`` in the home, or the ``storage.url``
+        database); none with ``webhook.idempotency_hours: 0``."""
+        if not self.settings.idempotency_hours:
+            return None
+        from hermes_core.storage import resolve_storage_url
+
+        from .deliveries import Deliveries
+
+        storage = getattr(self.context.config, "storage", None)
+        url = resolve_storage_url(getattr(storage, "url", None))
+        deliveries = (Deliveries(url=url, retention_hours=self.settings.idempotency_hours)
+                      if url is not None else
+                      Deliveries(home=self.context.home,
+                                 retention_hours=self.settings.idempotency_hours))
+        try:
+            deliveries.open()  # a broken or foreign store stops serve here, clearly
+        except HermesCoreError as exc:
+            raise WebhookStartError(str(exc)) from None
+        except Exception as exc:
+            raise WebhookStartError(f"cannot open the webhook's delivery records: "
+                                    f"{type(exc).__name__}: {exc}") from None
+        self.deliveries = deliveries
+        return deliveries
+
     def _sweep(self, sweep: Callable[[], int], interval: float) -> None:
         while not self._stop_sweeping.wait(interval):
             try:
@@ -170,6 +200,9 @@ class WebhookPlatform(Platform):
         if self.server is not None:
             self.server.stop()
             self.server = None
+        if self.deliveries is not None:
+            self.deliveries.close()
+            self.deliveries = None
 
     def can_send(self) -> bool:
         """Agent-initiated messages (notices) are delivered when webhook.outbound_url is set."""
@@ -199,3 +232,27 @@ class WebhookPlatform(Platform):
 @hookimpl
 def register_platforms(register: Callable[[type], None]) -> None:
     register(WebhookPlatform)
+
+
+@hookimpl
+def forget(subject: str, scope: str, dry_run: bool) -> ForgetReport | None:
+    """The answers kept for retried messages (see :mod:`.deliveries`) that mention ``subject``
+    are erased, whatever the scope (they are not kept per user)."""
+    from hermes_core.config import load_config
+    from hermes_core.paths import home_dir
+    from hermes_core.storage import resolve_storage_url
+
+    from .deliveries import Deliveries
+
+    url = resolve_storage_url(load_config().core.storage.url)
+    deliveries = Deliveries(url=url) if url is not None else Deliveries(home=home_dir())
+    if not deliveries.exists():
+        return None
+    deliveries.open()
+    try:
+        hits = deliveries.erase_mentions(subject, dry_run=dry_run)
+    finally:
+        deliveries.close()
+    return ForgetReport("webhook", matched=len(hits), deleted=0 if dry_run else len(hits),
+                        dry_run=dry_run,
+                        items=[f"the answer kept for message {h!r}" for h in hits])

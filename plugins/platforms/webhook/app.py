@@ -9,9 +9,12 @@ conversation's queue (429). Only then does a turn run, so a refused request stor
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import hashlib
 import json
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -21,12 +24,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from hermes_core.dispatch import TurnFailed
+from hermes_core.dispatch import RESERVED_ATTRIBUTES, Gate, TurnAnswered, TurnFailed
+from hermes_core.results import TurnResult
 from hermes_core.types import IncomingMessage
 
 from .config import WebhookConfig
+from .deliveries import Deliveries, DeliveryConflict, DeliveryStoreUnavailable
 from .replays import ReplayStoreUnavailable
 from .signing import (
+    WEBHOOK_ID_HEADER,
     HeaderError,
     ReplayGuard,
     SignatureError,
@@ -43,6 +49,8 @@ log = logging.getLogger("hermes_core.plugins.webhook")
 
 #: the platform name sessions opened through the webhook carry
 PLATFORM = "webhook"
+#: set on an answer given before, to a retry of the same ``webhook-id``
+REPLAYED_HEADER = "webhook-replayed"
 #: LLM failures that are the server's configuration, not the model provider's mood
 _CONFIG_FAILURES = {"auth", "billing", "not_configured"}
 
@@ -107,11 +115,38 @@ def _failure_status(exc: TurnFailed) -> int:
     return 502  # the model provider failed (or refused our key): a bad gateway for the client
 
 
+def _reply_body(result: TurnResult, key: str) -> dict[str, Any]:
+    return {"reply": result.reply, "conversation_key": key, "session_id": result.session_id}
+
+
+def _replayed(answered: TurnAnswered) -> JSONResponse:
+    """The answer kept for a message id (or the 409 of a reused id)."""
+    status, body = answered.answer
+    headers = {REPLAYED_HEADER: "true"} if status != 409 else None
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+@contextlib.contextmanager
+def _served_once(deliveries: Deliveries | None, msg_id: str | None
+                 ) -> Iterator[JSONResponse | None]:
+    """Yields a 202 ``in_progress`` answer when this node is serving ``msg_id`` already."""
+    if deliveries is None or msg_id is None:
+        yield None
+        return
+    with deliveries.in_flight(msg_id) as fresh:
+        yield None if fresh else JSONResponse(
+            {"status": "in_progress", "webhook_id": msg_id,
+             "detail": "this message is being answered; send it again later for the answer"},
+            status_code=202, headers={"Retry-After": "1"})
+
+
 def build_app(dispatcher: ConversationDispatcher, config: WebhookConfig, secret: str,
-              replays: ReplayGuard | None = None) -> Starlette:
+              replays: ReplayGuard | None = None, deliveries: Deliveries | None = None
+              ) -> Starlette:
     """The application serving ``dispatcher``; ``secret`` is the shared signing key; ``replays``
     the replay guard (:class:`~.replays.SharedReplayGuard` on a shared database; by default one
-    in this process's memory)."""
+    in this process's memory); ``deliveries`` the idempotency records (none: a retried message
+    is run again)."""
     guard = replays if replays is not None else ReplayGuard(config.max_skew_seconds)
     shared = type(guard) is not ReplayGuard  # it may wait on the network: off the event loop
     # Threads for requests that block: running turns (bounded by the dispatcher's
@@ -119,7 +154,9 @@ def build_app(dispatcher: ConversationDispatcher, config: WebhookConfig, secret:
     # max_pending_per_conversation). Kept apart from anyio's default pool of 40.
     limiter = anyio.CapacityLimiter(max(256, 2 * config.max_concurrent_turns))
 
-    async def read_checked(request: Request) -> IncomingMessage:
+    async def read_checked(request: Request) -> tuple[IncomingMessage, bytes | None]:
+        """The checked message and, for a Standard Webhooks request, the SHA-256 of its body
+        (its ``webhook-id`` is then ``message_id``, the idempotency key)."""
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > config.max_body_bytes:
             raise _Refused(413, f"the body is {declared} bytes; the limit is {config.max_body_bytes}"
@@ -171,14 +208,54 @@ def build_app(dispatcher: ConversationDispatcher, config: WebhookConfig, secret:
                         for e in exc.errors()]
             fields = sorted({str(e["loc"][0]) for e in exc.errors() if e["loc"]})
             raise _Refused(422, "invalid request: " + "; ".join(problems), fields=fields) from None
+        reserved = sorted(RESERVED_ATTRIBUTES & turn.attributes.keys())
+        if reserved:
+            raise _Refused(422, f"attributes.{reserved[0]} is set by the server, not by a client: "
+                           "send the user key as the top-level field 'user' and the conversation "
+                           "as 'conversation_key'", fields=["attributes"])
         user = _user_key(turn)
         waiting = dispatcher.pending(PLATFORM, turn.conversation_key)
         if waiting >= config.max_pending_per_conversation:
             raise _Refused(429, f"conversation {turn.conversation_key!r} already has {waiting} "
                            "messages in line; wait for their replies",
                            conversation_key=turn.conversation_key)
-        return IncomingMessage(PLATFORM, turn.conversation_key, turn.text, user_id=user,
-                               attributes=dict(turn.attributes))
+        msg_id = request.headers.get(WEBHOOK_ID_HEADER) if verified.scheme == "standard" else None
+        incoming = IncomingMessage(PLATFORM, turn.conversation_key, turn.text, user_id=user,
+                                   attributes=dict(turn.attributes), message_id=msg_id)
+        return incoming, (hashlib.sha256(body).digest() if msg_id else None)
+
+    def gate_of(incoming: IncomingMessage, body_sha: bytes | None) -> Gate | None:
+        """The idempotency gate of a message with a ``webhook-id`` (see :mod:`.deliveries`)."""
+        msg_id = incoming.message_id
+        if deliveries is None or msg_id is None or body_sha is None:
+            return None
+        key = incoming.conversation_key
+
+        def gate() -> Callable[[TurnResult | None], None]:
+            try:
+                claim = deliveries.claim(msg_id, body_sha)
+            except DeliveryConflict as exc:
+                raise TurnAnswered((409, {"error": str(exc), "webhook_id": msg_id,
+                                          "conversation_key": key})) from None
+            except DeliveryStoreUnavailable as exc:
+                log.error("%s", exc)
+                raise TurnFailed(str(exc), conversation_key=key, failure="store",
+                                 transient=True) from None
+            if claim.outcome == "answered":
+                raise TurnAnswered((claim.status, claim.body or {}))
+
+            def finish(result: TurnResult | None) -> None:
+                try:
+                    if result is None:
+                        deliveries.release(msg_id)
+                    else:
+                        deliveries.answer(msg_id, 200, _reply_body(result, key))
+                except DeliveryStoreUnavailable as exc:  # the reply still goes out
+                    log.error("%s", exc)
+
+            return finish
+
+        return gate
 
     def failed(exc: TurnFailed, key: str) -> JSONResponse:
         if exc.failure in _CONFIG_FAILURES:
@@ -188,30 +265,49 @@ def build_app(dispatcher: ConversationDispatcher, config: WebhookConfig, secret:
 
     async def message(request: Request) -> Response:
         try:
-            incoming = await read_checked(request)
+            incoming, body_sha = await read_checked(request)
         except _Refused as refused:
             return refused.response()
         key = incoming.conversation_key
-        try:
-            result = await anyio.to_thread.run_sync(dispatcher.run, incoming, limiter=limiter)
-        except TurnFailed as exc:
-            return failed(exc, key)
-        return JSONResponse({"reply": result.reply, "conversation_key": key,
-                             "session_id": result.session_id})
+        with _served_once(deliveries, incoming.message_id) as busy:
+            if busy is not None:
+                return busy
+            try:
+                result = await anyio.to_thread.run_sync(
+                    functools.partial(dispatcher.run, incoming, gate=gate_of(incoming, body_sha)),
+                    limiter=limiter)
+            except TurnFailed as exc:
+                return failed(exc, key)
+            except TurnAnswered as answered:
+                return _replayed(answered)
+        return JSONResponse(_reply_body(result, key))
 
     async def message_stream(request: Request) -> Response:
         try:
-            incoming = await read_checked(request)
+            incoming, body_sha = await read_checked(request)
         except _Refused as refused:
             return refused.response()
         key = incoming.conversation_key
-        try:
-            chunks = dispatcher.stream(incoming)
-            # The first piece decides the status: a turn that fails before any text is an
-            # ordinary error response, not a 200 carrying an error event.
-            first = await anyio.to_thread.run_sync(next, chunks, None, limiter=limiter)
-        except TurnFailed as exc:
-            return failed(exc, key)
+        with _served_once(deliveries, incoming.message_id) as busy:
+            if busy is not None:
+                return busy
+            try:
+                chunks = dispatcher.stream(incoming, gate=gate_of(incoming, body_sha))
+                # The first piece decides the status: a turn that fails before any text is an
+                # ordinary error response, not a 200 carrying an error event.
+                first = await anyio.to_thread.run_sync(next, chunks, None, limiter=limiter)
+            except TurnFailed as exc:
+                return failed(exc, key)
+            except TurnAnswered as answered:
+                status, body = answered.answer
+                if status != 200:
+                    return _replayed(answered)
+                return StreamingResponse(
+                    iter([_event("delta", {"text": body.get("reply", "")}),
+                          _event("done", {"reply": body.get("reply", ""),
+                                          "conversation_key": key})]),
+                    media_type="text/event-stream",
+                    headers={"Cache-Control": "no-cache", REPLAYED_HEADER: "true"})
         return StreamingResponse(_events(first, chunks, key, limiter),
                                  media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache"})

@@ -64,6 +64,9 @@ class WebhookConfig(BaseModel):
     idle_minutes: float = Field(default=60.0, gt=0, le=7 * 24 * 60)
     #: how long shutdown waits for turns in flight
     shutdown_seconds: int = Field(default=30, ge=0, le=3600)
+    #: how long a message's ``webhook-id`` and answer are kept, so that a retry gets the first
+    #: answer instead of a second turn (0: no idempotency records)
+    idempotency_hours: float = Field(default=24.0, ge=0, le=24 * 90)
     #: where ``send`` (messages the agent starts itself) POSTs, signed like incoming requests
     outbound_url: str | None = None
 

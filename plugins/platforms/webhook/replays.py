@@ -27,6 +27,7 @@ from hermes_core.storage.component import open_component, run_on
 from hermes_core.storage.errors import StorageError
 from hermes_core.storage.pool import import_psycopg
 
+from .deliveries import PG_MIGRATION
 from .signing import ReplayGuard, SignatureError
 
 __all__ = ["COMPONENT", "MIGRATIONS", "ReplayStoreUnavailable", "SharedReplayGuard"]
@@ -40,6 +41,7 @@ MIGRATIONS: list[Any] = [
         )""",
         "CREATE INDEX webhook_replays_seen_at ON webhook_replays (seen_at)",
     ]),
+    PG_MIGRATION,  # webhook_deliveries (see .deliveries)
 ]
 
 

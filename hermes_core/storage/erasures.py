@@ -1,0 +1,212 @@
+"""The erasure generation: how a running server learns that something was erased from the stores.
+
+``forget``, ``memory rollback`` and ``sessions delete`` run in their own process, beside a
+``serve`` or ``mcp serve`` that holds live conversations: histories in memory, frozen prompt
+snapshots, prepared recalls. Each of them, once its deletion is committed, adds one to the
+*erasure generation*, a counter kept in the storage itself:
+
+* without ``storage.url``: ``erasures.db`` in the home (a one-row SQLite table);
+* with ``storage.url``: the ``erasure_generation`` table of the shared database (component
+  ``erasures``), so every node of a service sees one counter.
+
+A server reads the counter before each turn (one indexed read of one row: microseconds on SQLite,
+one round trip on PostgreSQL) and compares it with the value its live state was built under;
+when it moved, the host tells the plugins (``on_erasure``: drop frozen snapshots and caches) and
+the dispatcher rebuilds each live conversation from the stores before its next turn. Because the
+counter is stored, a node that was down or cut off during the erasure sees it on its next turn.
+Only the kind of erasure is recorded, never what was erased.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ..errors import HermesCoreError
+from ..private import private_sqlite
+from .url import StorageURL, redact_url
+
+__all__ = ["COMPONENT", "SQLITE_FILE", "ErasureLedger", "ErasureRecordError", "record_erasure",
+           "tell_running_servers"]
+
+#: the SQLite file in the home (without ``storage.url``)
+SQLITE_FILE = "erasures.db"
+#: the component name of the PostgreSQL table
+COMPONENT = "erasures"
+_TABLE = """CREATE TABLE IF NOT EXISTS erasure_generation (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    generation BIGINT NOT NULL,
+    recorded_at DOUBLE PRECISION NOT NULL,
+    what TEXT NOT NULL
+)"""
+_SEED = ("INSERT INTO erasure_generation (id, generation, recorded_at, what) "
+         "VALUES (1, 0, 0, '') ON CONFLICT (id) DO NOTHING")
+_READ = "SELECT generation FROM erasure_generation WHERE id = 1"
+MIGRATIONS: list[Any] = [
+    (1, "erasure_generation: a counter that every forget, rollback and session deletion raises",
+     [_TABLE.replace("IF NOT EXISTS ", ""), _SEED]),
+]
+
+
+class ErasureRecordError(HermesCoreError):
+    """The erasure generation could not be read or raised (the message names the store)."""
+
+
+class ErasureLedger:
+    """The erasure generation of one home (SQLite) or one ``storage.url`` database."""
+
+    def __init__(self, home: Path, url: StorageURL | None = None) -> None:
+        self.home = Path(home)
+        self.url = url
+        self.path = self.home / SQLITE_FILE
+        self._con: sqlite3.Connection | None = None
+        self._pool: Any = None
+        self._reader: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def where(self) -> str:
+        return self.url.redacted if self.url is not None else str(self.path)
+
+    # --------------------------------------------------------------------------------- read
+
+    def current(self) -> int:
+        """The generation now (0 when nothing was ever erased). Never creates anything, so a
+        read-only home or a server without write access reads it too."""
+        try:
+            if self.url is not None:
+                return self._pg_current()
+            return self._sqlite_current()
+        except ErasureRecordError:
+            raise
+        except Exception as exc:
+            raise ErasureRecordError(f"cannot read the erasure generation in {self.where}: "
+                                     f"{_reason(exc)}") from None
+
+    def _sqlite_current(self) -> int:
+        with self._lock:
+            if self._con is None:
+                if not self.path.exists():
+                    return 0  # nothing erased yet; the file appears with the first erasure
+                self._con = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True,
+                                            check_same_thread=False, timeout=5.0)
+            row = self._con.execute(_READ).fetchone()
+        return int(row[0]) if row else 0
+
+    def _pg_pool(self) -> Any:
+        if self._pool is None:
+            from .component import open_component
+
+            assert self.url is not None
+            self._pool = open_component(self.url, COMPONENT, MIGRATIONS)
+        return self._pool
+
+    def _pg_current(self) -> int:
+        # a connection of its own, kept open, with the statement prepared: one round trip and
+        # no pool bookkeeping per turn (the pool is only for the migration and for record())
+        from .pool import CONNECT_TIMEOUT, import_psycopg
+
+        psycopg = import_psycopg()
+        self._pg_pool()  # the table exists (migrated once per process)
+        assert self.url is not None
+        with self._lock:
+            for attempt in (1, 2):
+                if self._reader is None or self._reader.closed:
+                    self._reader = psycopg.connect(self.url.url, autocommit=True,
+                                                   connect_timeout=CONNECT_TIMEOUT)
+                try:
+                    row = self._reader.execute(_READ, prepare=True).fetchone()
+                    return int(row[0]) if row else 0
+                except psycopg.OperationalError:
+                    self._reader.close()  # the server dropped it: one fresh connection
+                    self._reader = None
+                    if attempt == 2:
+                        raise
+        return 0
+
+    # -------------------------------------------------------------------------------- write
+
+    def record(self, what: str) -> int:
+        """Raise the generation by one (``what``: the kind of erasure, e.g. ``"forget"``) and
+        return the new value. Call it after the erasure is committed."""
+        now = time.time()
+        try:
+            if self.url is not None:
+                from .component import run_on
+
+                def bump(con: Any) -> int:
+                    row = con.execute(
+                        "UPDATE erasure_generation SET generation = generation + 1, "
+                        "recorded_at = %s, what = %s WHERE id = 1 RETURNING generation",
+                        (now, what)).fetchone()
+                    return int(row[0])
+
+                return int(run_on(self._pg_pool(), bump, retry=False))
+            private_sqlite(self.path)
+            con = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            try:
+                con.execute("BEGIN IMMEDIATE")
+                con.execute(_TABLE)
+                con.execute(_SEED)
+                con.execute("UPDATE erasure_generation SET generation = generation + 1, "
+                            "recorded_at = ?, what = ? WHERE id = 1", (now, what))
+                row = con.execute("SELECT generation FROM erasure_generation").fetchone()
+                con.execute("COMMIT")
+            finally:
+                con.close()
+            return int(row[0])
+        except Exception as exc:
+            raise ErasureRecordError(
+                f"the erasure was done, but running servers could not be told ({self.where}: "
+                f"{_reason(exc)}); restart the running servers ('hermes-core serve' and the like) "
+                "so that no live conversation keeps what was erased") from None
+
+    def close(self) -> None:
+        with self._lock:
+            if self._con is not None:
+                self._con.close()
+                self._con = None
+            if self._reader is not None:
+                self._reader.close()
+                self._reader = None
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return redact_url(text.splitlines()[0]) if text else type(exc).__name__
+
+
+def record_erasure(what: str, *, home: Path | None = None, storage_url: str | None = None,
+                   config_url: bool = True) -> int:
+    """Raise the erasure generation (see the module docstring) of ``home`` (default: this
+    process's home) and ``storage_url`` (default: ``storage.url`` of its config when
+    ``config_url``); raises :class:`ErasureRecordError` saying what to do when it cannot."""
+    from ..paths import home_dir
+    from .url import resolve_storage_url
+
+    if home is None:
+        home = home_dir()
+    if storage_url is None and config_url:
+        from ..config import load_config
+
+        storage_url = load_config().core.storage.url
+    ledger = ErasureLedger(home, resolve_storage_url(storage_url))
+    try:
+        return ledger.record(what)
+    finally:
+        ledger.close()
+
+
+def tell_running_servers(what: str, **where: Any) -> int | None:
+    """:func:`record_erasure` for a command: a failure is printed as a warning (the erasure
+    itself is done), never raised."""
+    try:
+        return record_erasure(what, **where)
+    except ErasureRecordError as exc:
+        import click
+
+        click.echo(f"warning: {exc}", err=True)
+        return None

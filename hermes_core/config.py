@@ -518,6 +518,27 @@ def load_config(home: Path | None = None, *, path: Path | None = None) -> Loaded
     return parse_config_text(text, path)
 
 
+
+def load_copied_config(scratch: Path, real: Path) -> LoadedConfig:
+    """The config of a scratch home (``replay``, ``eval``) whose ``config.yaml`` is a copy of
+    ``real``'s, maybe with edits: its errors name the user's file and its line numbers, never
+    the throwaway copy (a key only the edits added is named without a line)."""
+    original = config_path(real)
+    copy = config_path(scratch)
+    try:
+        loaded = load_config(scratch)
+    except ConfigError as exc:
+        if original.is_file():
+            load_config(real)  # the user's own file's error, with its own line numbers
+        raise ConfigError(str(exc).replace(str(copy), str(original))) from None
+    if original.is_file():
+        loaded.path = original
+        try:
+            loaded.lines = load_config(real).lines
+        except ConfigError:
+            loaded.lines = {}
+    return loaded
+
 #: an HTTP authorization value: a scheme word, then the credential
 _AUTH_SCHEME = re.compile(r"\s*(?:bearer|basic|token|digest|apikey)\s+\S{8,}", re.IGNORECASE)
 

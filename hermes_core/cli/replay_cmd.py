@@ -95,7 +95,7 @@ def replay(file: Path, as_json: bool, providers: tuple[str, ...], in_place: bool
     The assistant's words come from FILE; memory providers, the context engine and tools are the
     real plugins. Prints, per turn, what each plugin did. The format is in docs/agent-loop.md.
     """
-    from ..config import load_config
+    from ..config import load_copied_config
     from ..paths import home_dir
     from ..replay import build_host, load_transcript
     from ..replay import replay as run
@@ -104,7 +104,7 @@ def replay(file: Path, as_json: bool, providers: tuple[str, ...], in_place: bool
     real = home_dir()
     home = real if in_place else _scratch_home(real)
     try:
-        config = load_config(home)
+        config = load_copied_config(home, real)
         host = build_host(config, home, providers=list(providers) if providers else None,
                           keep_key=use_key)
         printer = None if as_json else _print_turn

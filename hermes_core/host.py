@@ -25,6 +25,7 @@ from .config import (
     LoadedConfig,
     load_config,
 )
+from .deprecations import old_forms
 from .errors import (
     ConfigError,
     PluginError,
@@ -282,6 +283,8 @@ class PluginHost:
         for kind, call in calls.items():
             def register(obj: Any, *, _kind: str = kind) -> None:
                 self.registries.by_kind(_kind).add(obj, record.name)
+                record.warnings.extend(m for m in old_forms(obj, _kind)
+                                       if m not in record.warnings)
                 if _kind not in record.kinds:
                     record.kinds.append(_kind)
                 record.registers.append(f"{_kind}:{obj.name}")

@@ -144,8 +144,10 @@ class SessionArchiveProvider(MemoryProvider):
             from .vector_index import VectorIndex
             from .vectors import VectorIndexer
         except ImportError as exc:
+            from hermes_core.embeddings import INSTALL_HINT
+
             return Semantic(problem=f"semantic search is off: {exc.name} is missing "
-                                    "(pip install 'hermes-core-kernel[embeddings]')")
+                                    f"({INSTALL_HINT})")
         batch = self.context.config.embeddings.batch_size
         self._indexer = VectorIndexer(self.archive, embedder, batch=batch)
         self._indexer.wake()  # messages stored before (or by another process) get vectors too

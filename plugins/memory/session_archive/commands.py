@@ -219,8 +219,9 @@ def reindex_cmd(rebuild: bool, as_json: bool) -> None:
     try:
         from .vectors import pending, reindex, state
     except ImportError as exc:
-        raise click.ClickException(f"{exc.name} is missing: pip install 'hermes-core-kernel[embeddings]'"
-                                   ) from None
+        from hermes_core.embeddings import INSTALL_HINT
+
+        raise click.ClickException(f"{exc.name} is missing: {INSTALL_HINT}") from None
     with _archive(create=True) as archive:
         assert archive is not None
         old = state(archive, embedder)

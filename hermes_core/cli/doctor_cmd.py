@@ -49,6 +49,7 @@ def run_checks() -> list[dict[str, Any]]:
         config_ok = False
         checks.append({"name": "config", "ok": False, "detail": str(exc)})
     host = load_host(tolerate_bad_config=True)
+    host.check_registered()
     broken = [r for r in host.records.values() if r.error]
     warned = [(r.name, w) for r in host.records.values() if not r.error for w in r.warnings]
     checks.append({

@@ -94,7 +94,8 @@ def _one_line(text: str | None, width: int) -> str:
 
 @click.group()
 def sessions() -> None:
-    """The session archive (state.db): list, show, search, export, import."""
+    """The session archive (state.db): list, show, search, export, import, delete, reindex,
+    review."""
 
 
 def _user_key(value: str | None) -> str | None:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         ToolError,
         UnknownNameError,
     )
+    from .agent import Agent
     from .host import HookOutcome, PluginHost, create_plugin_manager
     from .kinds import ContextEngine, MemoryProvider, NoConfig, Platform, PluginContext, Tool
     from .types import (
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "Agent",
     "CompressionResult",
     "ConfigError",
     "ContextEngine",
@@ -79,6 +81,7 @@ _LAZY = {
         "errors",
     ),
     **dict.fromkeys(["HookOutcome", "PluginHost", "create_plugin_manager"], "host"),
+    "Agent": "agent",
     **dict.fromkeys(
         ["ContextEngine", "MemoryProvider", "NoConfig", "Platform", "PluginContext", "Tool"],
         "kinds",

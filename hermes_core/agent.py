@@ -116,6 +116,10 @@ class Agent:
         aux_llm: ChatLLM | None = None,
     ) -> None:
         core = host.config.core
+        if host.engine is None and core.memory.providers and not host.providers():
+            log.warning("Agent(host, llm) on a host where nothing is activated: this session has "
+                        "no memory provider, no memory tools and no context engine; build it with "
+                        "Agent.create(host, llm) to activate memory.providers and context.engine")
         self.host = host
         self.llm = llm
         self.max_tokens = core.llm.max_tokens

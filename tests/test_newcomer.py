@@ -36,3 +36,24 @@ def test_no_color_turns_styles_off_even_on_a_terminal(home: Path, monkeypatch) -
     monkeypatch.setenv("NO_COLOR", "1")
     plain = CliRunner().invoke(cli, ["doctor"], color=True)
     assert "\x1b[" not in plain.output, plain.output
+
+
+def test_agent_is_exported_and_the_documented_construction_has_memory_tools(
+        home: Path, caplog) -> None:
+    import hermes_core
+    from hermes_core import Agent, PluginHost
+    from hermes_core.replay import ReplayLLM
+
+    assert "Agent" in hermes_core.__all__ and Agent.__module__ == "hermes_core.agent"
+    host = PluginHost.load()
+    try:
+        with caplog.at_level("WARNING", logger="hermes_core.agent"):
+            bare = Agent(host, ReplayLLM())
+        assert "Agent.create(host, llm)" in caplog.text  # no longer silent
+        bare.close()
+        agent = Agent.create(host, ReplayLLM())
+        agent.start()
+        assert {"memory", "session_search"} <= set(agent.router.tools)
+        agent.close()
+    finally:
+        host.shutdown()

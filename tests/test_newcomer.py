@@ -57,3 +57,19 @@ def test_agent_is_exported_and_the_documented_construction_has_memory_tools(
         agent.close()
     finally:
         host.shutdown()
+
+
+def test_the_pytest11_plugin_imports_no_kernel() -> None:
+    """Every pytest run in a venv with hermes-core loads the plugin: it must stay tiny (the
+    fixtures import what they need when used)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, hermes_core.testing.pytest_plugin; print(sorted(m for m in sys.modules "
+            "if m.startswith(('hermes_core', 'pydantic', 'anthropic'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=60).stdout
+    import ast
+
+    assert ast.literal_eval(out) == ["hermes_core", "hermes_core._markers", "hermes_core._version",
+                         "hermes_core.testing", "hermes_core.testing.pytest_plugin"], out

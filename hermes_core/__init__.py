@@ -13,6 +13,7 @@ from ._markers import hookimpl
 from ._version import __version__
 
 if TYPE_CHECKING:
+    from .agent import Agent
     from .errors import (
         ConfigError,
         HermesCoreError,
@@ -22,7 +23,6 @@ if TYPE_CHECKING:
         ToolError,
         UnknownNameError,
     )
-    from .agent import Agent
     from .host import HookOutcome, PluginHost, create_plugin_manager
     from .kinds import ContextEngine, MemoryProvider, NoConfig, Platform, PluginContext, Tool
     from .types import (

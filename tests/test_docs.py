@@ -113,8 +113,8 @@ def test_every_command_named_in_the_docs_exists(home):
                 continue  # `word word` that does not start with a command group: not a command
             if command is None:
                 missing.append(f"{' '.join(words[:1])} ({page})")
-            elif isinstance(command, click.Group) and len(words) > 1:
-                if command.get_command(ctx, words[1]) is None:
-                    missing.append(f"{' '.join(words).lstrip('?')} ({page})")
+            elif (isinstance(command, click.Group) and len(words) > 1
+                  and command.get_command(ctx, words[1]) is None):
+                missing.append(f"{' '.join(words).lstrip('?')} ({page})")
     assert len(_named_commands()) > 40  # the scan finds the docs' commands at all
     assert not missing, "commands named in the docs that do not exist: " + "; ".join(missing)

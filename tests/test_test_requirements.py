@@ -13,7 +13,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 ROOT = Path(__file__).resolve().parents[1]
 PG_TEST = "tests/test_storage.py::test_wrong_password_is_a_clear_error"
 TMUX_TEST = "tests/test_chat_tmux.py"

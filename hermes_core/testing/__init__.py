@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -76,12 +75,9 @@ _HOME = {
 
 
 def __getattr__(name: str) -> Any:
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module 'hermes_core.testing' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+    from .._lazy import load
+
+    return load(__name__, _HOME, name, globals())
 
 
 def __dir__() -> list[str]:

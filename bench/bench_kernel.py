@@ -89,9 +89,32 @@ def main() -> None:
                    time_command([exe, "--help"], env, args.runs), "ms", 150 if count else None)
             report(f"hermes-core plugins list, {count} plugins installed",
                    time_command([exe, "plugins", "list"], env, args.runs), "ms", None)
+    pytest_plugin_import(args.runs, base_env)
     facade_overhead(args.runs)
     print("per-turn kernel overhead (hook calls of a whole turn, 1 and 10 providers): "
           "python bench/bench_agent.py")
+
+
+def pytest_plugin_import(runs: int, env: dict[str, str]) -> None:
+    """What the pytest11 plugin adds to every pytest start in a venv holding hermes-core: the
+    lazy package now (A) against what it imported before (B: the harness and the Messages API
+    server, and through them the kernel and pydantic), alternated A B A B, medians."""
+    lazy = [sys.executable, "-c", "import pytest, hermes_core.testing.pytest_plugin"]
+    eager = [sys.executable, "-c", "import pytest, hermes_core.testing.pytest_plugin, "
+             "hermes_core.testing.harness, hermes_core.testing.messages_api"]
+    bare = [sys.executable, "-c", "import pytest"]
+    samples: dict[str, list[float]] = {"bare": [], "lazy": [], "eager": []}
+    for _ in range(runs):
+        for name, cmd in (("bare", bare), ("lazy", lazy), ("eager", eager)):
+            start = time.perf_counter()
+            subprocess.run(cmd, env=env, capture_output=True, check=True)
+            samples[name].append((time.perf_counter() - start) * 1000)
+    base = statistics.median(samples["bare"])
+    lazy_ms = statistics.median(samples["lazy"]) - base
+    eager_ms = statistics.median(samples["eager"]) - base
+    print(f"{'pytest11 plugin import over import pytest: now':<52} {lazy_ms:9.1f} ms")
+    print(f"{'  before (package imported harness + server)':<52} {eager_ms:9.1f} ms  "
+          f"ratio now/before {lazy_ms / eager_ms if eager_ms > 0 else float('nan'):.2f}")
 
 
 def facade_overhead(runs: int, calls: int = 2000) -> None:

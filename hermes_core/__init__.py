@@ -6,13 +6,13 @@ stays cheap (the CLI's ``--help`` and ``--version`` never pay for pydantic or th
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 from ._markers import hookimpl
 from ._version import __version__
 
 if TYPE_CHECKING:
+    from .agent import Agent
     from .errors import (
         ConfigError,
         HermesCoreError,
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "Agent",
     "CompressionResult",
     "ConfigError",
     "ContextEngine",
@@ -79,6 +80,7 @@ _LAZY = {
         "errors",
     ),
     **dict.fromkeys(["HookOutcome", "PluginHost", "create_plugin_manager"], "host"),
+    "Agent": "agent",
     **dict.fromkeys(
         ["ContextEngine", "MemoryProvider", "NoConfig", "Platform", "PluginContext", "Tool"],
         "kinds",
@@ -93,12 +95,9 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'hermes_core' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+    from ._lazy import load
+
+    return load(__name__, _LAZY, name, globals())
 
 
 def __dir__() -> list[str]:

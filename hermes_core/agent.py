@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
-from . import clock
+from . import clock, deprecations
 from .curation import CurationJob, Curator, carry_over, curation_tools, make_job
 from .errors import NotStored
 from .fence import StreamScrubber, build_block, provider_text, scrub
@@ -116,6 +116,10 @@ class Agent:
         aux_llm: ChatLLM | None = None,
     ) -> None:
         core = host.config.core
+        if host.engine is None and core.memory.providers and not host.providers():
+            log.warning("Agent(host, llm) on a host where nothing is activated: this session has "
+                        "no memory provider, no memory tools and no context engine; build it with "
+                        "Agent.create(host, llm) to activate memory.providers and context.engine")
         self.host = host
         self.llm = llm
         self.max_tokens = core.llm.max_tokens
@@ -224,9 +228,9 @@ class Agent:
                 parts.append(f"# Memory: {self.host.instance_name(outcome.plugin)}\n{text}")
         self.system_prompt = "\n\n".join(parts)
         self.prompt_builds += 1
-        self.host.hooks.on_prompt_assembled(
-            session=self.session,
-            overhead_tokens=estimate_tokens([], self.system_prompt, self.tool_schemas))
+        overhead = estimate_tokens([], self.system_prompt, self.tool_schemas)
+        self.host.hooks.on_prompt_assembled(session=self.session, overhead_tokens=overhead)
+        deprecations.engine_overhead(self.engine, overhead)
 
     # ---------------------------------------------------------------------------------- a turn
 
@@ -254,6 +258,7 @@ class Agent:
             self.turns += 1
             self.curator.begin_turn()
             self.host.hooks.on_turn_start(session=self.session)
+            deprecations.engine_turn_start(self.engine)
 
             # 1. The user message joins the history and is archived at once (on_message).
             user = stored or Message("user", text,
@@ -491,7 +496,8 @@ class Agent:
             tokens_after=estimate_tokens(after, self.system_prompt, self.tool_schemas),
             engine=engine_name, summary=compressed.summary, notices=notices,
             memory_context=memory_context, flush=flush, carried_note=carried_note,
-            engine_report=_report_of(compressed.report, engine_name),
+            engine_report=_report_of(compressed.report, engine_name)
+            if compressed.report is not None else deprecations.engine_last_report(self.engine),
             seconds=time.perf_counter() - started,
         )
 

@@ -363,9 +363,15 @@ def format_validation_error(
         place = where.where(dotted) if where else "config"
         owner = f" (plugin {plugin!r})" if plugin else ""
         if err["type"] == "extra_forbidden":
-            parent_model = _model_at(exc, err["loc"][:-1])
-            allowed = ", ".join(parent_model) if parent_model else "none"
-            msg = f"unknown key {dotted!r}{owner}; allowed keys here: {allowed}"
+            fields = _model_at(exc, err["loc"][:-1])
+            msg = f"unknown key {dotted!r}{owner}"
+            if fields is not None:
+                import difflib
+
+                close = difflib.get_close_matches(loc[-1] if loc else "", fields, n=1)
+                if close:
+                    msg += f" (did you mean {close[0]!r}?)"
+                msg += f"; allowed keys here: {', '.join(fields) if fields else 'none'}"
         else:
             msg = f"{dotted}{owner}: {err['msg']}"
             if "input" in err and err["type"] != "missing" and not _looks_secret(dotted):
@@ -374,16 +380,17 @@ def format_validation_error(
     return "\n".join(out)
 
 
-def _model_at(exc: ValidationError, loc: tuple[Any, ...]) -> list[str]:
-    """Field names of the model at ``loc`` within the model that raised ``exc``."""
+def _model_at(exc: ValidationError, loc: tuple[Any, ...]) -> list[str] | None:
+    """Field names of the model at ``loc`` within the model that raised ``exc`` (None when
+    that model is not known: then no list is claimed)."""
     model = _MODELS_BY_TITLE.get(exc.title)
     for part in loc:
         if model is None:
-            return []
+            return None
         finfo = model.model_fields.get(str(part))
         ann = finfo.annotation if finfo else None
         model = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
-    return list(model.model_fields) if model else []
+    return list(model.model_fields) if model else None
 
 
 _MODELS_BY_TITLE: dict[str, type[BaseModel]] = {}
@@ -395,6 +402,9 @@ def remember_model(model: type[BaseModel]) -> None:
 
 
 remember_model(CoreConfig)
+for _field in CoreConfig.model_fields.values():  # core sections are validated one by one too
+    if isinstance(_field.annotation, type) and issubclass(_field.annotation, BaseModel):
+        remember_model(_field.annotation)
 
 
 def _looks_secret(dotted: str) -> bool:
@@ -540,6 +550,27 @@ def load_config(home: Path | None = None, *, path: Path | None = None) -> Loaded
         raise ConfigError(f"{path}: cannot read the config file: {exc}") from None
     return parse_config_text(text, path)
 
+
+
+def load_copied_config(scratch: Path, real: Path) -> LoadedConfig:
+    """The config of a scratch home (``replay``, ``eval``) whose ``config.yaml`` is a copy of
+    ``real``'s, maybe with edits: its errors name the user's file and its line numbers, never
+    the throwaway copy (a key only the edits added is named without a line)."""
+    original = config_path(real)
+    copy = config_path(scratch)
+    try:
+        loaded = load_config(scratch)
+    except ConfigError as exc:
+        if original.is_file():
+            load_config(real)  # the user's own file's error, with its own line numbers
+        raise ConfigError(str(exc).replace(str(copy), str(original))) from None
+    if original.is_file():
+        loaded.path = original
+        try:
+            loaded.lines = load_config(real).lines
+        except ConfigError:
+            loaded.lines = {}
+    return loaded
 
 #: an HTTP authorization value: a scheme word, then the credential
 _AUTH_SCHEME = re.compile(r"\s*(?:bearer|basic|token|digest|apikey)\s+\S{8,}", re.IGNORECASE)

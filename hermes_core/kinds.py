@@ -178,7 +178,17 @@ class Platform(_Instantiable):
     def url(self) -> str | None:
         """Where the adapter can be reached once connected, for the start-up line; ``None``
         when that means nothing for it."""
-        return None
+        legacy = self.__dict__.get("_legacy_url")
+        return legacy if isinstance(legacy, str) else None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "url" and type(self).url is Platform.url:  # type: ignore[comparison-overlap]
+            # the 0.1 form (``self.url = ...`` in the constructor): kept working until 0.3
+            from .deprecations import set_legacy_url
+
+            set_legacy_url(self, value)
+            return
+        super().__setattr__(name, value)
 
     def can_send(self) -> bool:
         """Whether the ``send`` hook can deliver a message the agent starts itself (e.g. a

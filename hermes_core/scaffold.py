@@ -8,6 +8,7 @@ stub, so the generated tests exercise real behaviour from the first run.
 
 from __future__ import annotations
 
+import datetime
 import keyword
 import re
 import string
@@ -36,6 +37,16 @@ version = "0.1.0"
 description = "A hermes-core $kind_label plugin"
 readme = "README.md"
 requires-python = ">=3.11"
+license = {text = "MIT"}
+classifiers = [
+    "License :: OSI Approved :: MIT License",
+    "Programming Language :: Python :: 3",
+    "Programming Language :: Python :: 3 :: Only",
+    "Programming Language :: Python :: 3.11",
+    "Programming Language :: Python :: 3.12",
+    "Programming Language :: Python :: 3.13",
+    "Typing :: Typed",
+]
 dependencies = ["hermes-core-kernel>=$core_version"]
 
 [project.optional-dependencies]
@@ -46,6 +57,9 @@ $name = "$module"
 
 [tool.setuptools.packages.find]
 where = ["src"]
+
+[tool.setuptools.package-data]
+"*" = ["py.typed"]
 
 [tool.pytest.ini_options]
 testpaths = ["tests"]
@@ -71,6 +85,35 @@ Settings go in the `$name:` section of `$$HERMES_CORE_HOME/config.yaml`, validat
 `$cls_name.Config`; unknown keys are refused.
 
 The hook reference: the docs/reference/ pages of hermes-core, one section per hook.
+
+## License
+
+MIT (see LICENSE, written by `hermes-core plugins new`): change LICENSE and the `license` and
+classifier lines of pyproject.toml if you publish under another license.
+"""
+
+LICENSE = """\
+MIT License
+
+Copyright (c) $year The $dist authors
+
+Permission is hereby granted, free of charge, to any person obtaining a copy
+of this software and associated documentation files (the "Software"), to deal
+in the Software without restriction, including without limitation the rights
+to use, copy, modify, merge, publish, distribute, sublicense, and/or sell
+copies of the Software, and to permit persons to whom the Software is
+furnished to do so, subject to the following conditions:
+
+The above copyright notice and this permission notice shall be included in all
+copies or substantial portions of the Software.
+
+THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR
+IMPLIED, INCLUDING BUT NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY,
+FITNESS FOR A PARTICULAR PURPOSE AND NONINFRINGEMENT. IN NO EVENT SHALL THE
+AUTHORS OR COPYRIGHT HOLDERS BE LIABLE FOR ANY CLAIM, DAMAGES OR OTHER
+LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM,
+OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE
+SOFTWARE.
 """
 
 MEMORY_MODULE = '''\
@@ -430,9 +473,12 @@ def scaffold(name: str, kind: str, directory: Path) -> Path:
     root = directory / name
     if root.exists() and any(root.iterdir()):
         raise ScaffoldError(f"{root} already exists and is not empty; pick another --dir or name")
+    values["year"] = str(datetime.date.today().year)
     files = {
         "pyproject.toml": PYPROJECT,
         "README.md": README,
+        "LICENSE": LICENSE,
+        f"src/{values['module']}/py.typed": "",
         f"src/{values['module']}/__init__.py": module_src,
         f"tests/test_{values['module']}.py": test_src,
     }

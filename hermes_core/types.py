@@ -168,6 +168,9 @@ class ForgetReport:
     cannot_delete: str | None = None
     #: anything else the user should know (e.g. history versions redacted)
     notes: list[str] = field(default_factory=list)
+    #: how many items the provider holds in the scope, when it knows (``None``: unknown);
+    #: ``forget`` refuses a subject matching most of them unless forced
+    total: int | None = None
 
 
 @dataclass(slots=True)

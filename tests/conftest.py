@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import sys
 import textwrap
 from collections.abc import Callable, Iterator
@@ -79,33 +80,104 @@ def fake_dist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Calla
         sys.modules.pop(module, None)
 
 
-# --------------------------------------------------------------------------- PostgreSQL
+# --------------------------------------------------------------------------- PostgreSQL, tmux
 
 _pg_counter = itertools.count()
+
+#: fixtures that start a PostgreSQL server; a test parametrized with "postgresql" needs one too
+_PG_FIXTURES = frozenset({"pg_server", "own_pg_server", "pg_url"})
+#: "0" lets the tests that need tmux skip when it is missing (by default they are required)
+TMUX_REQUIRED_ENV = "HERMES_CORE_TEST_TMUX_REQUIRED"
+
+
+def _required(env: str) -> bool:
+    """Tests that need an outside program are required unless ``env`` is "0": a missing server
+    fails them, so a run without one can never pass as green by skipping."""
+    return os.environ.get(env, "1").strip() != "0"
+
+
+def _needs_postgres(item: pytest.Item) -> bool:
+    if _PG_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and "postgresql" in callspec.params.values()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "needs_postgres: starts a throwaway PostgreSQL server "
+                            "(set automatically from the fixtures and parameters it uses)")
+    config.addinivalue_line("markers", "needs_tmux: drives a real terminal through tmux")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tests that need a PostgreSQL server (so ``-m "not needs_postgres"`` works)."""
+    for item in items:
+        if _needs_postgres(item):
+            item.add_marker(pytest.mark.needs_postgres)
+
+
+def missing_programs(items: list[pytest.Item]) -> list[tuple[str, str, int, str]]:
+    """(program, what to install, how many selected tests need it, the env var that allows
+    skipping them) for each outside program the selected tests need and this machine lacks."""
+    from hermes_core.testing.postgres import PG_REQUIRED_ENV, find_binaries
+
+    missing = []
+    pg = sum(1 for i in items if i.get_closest_marker("needs_postgres"))
+    if pg and find_binaries() is None:
+        missing.append((
+            "PostgreSQL server binaries (initdb, postgres, pg_ctl)",
+            "Debian/Ubuntu: apt-get install postgresql; macOS: brew install postgresql; or point "
+            "HERMES_CORE_PG_BIN at the folder that holds them", pg, PG_REQUIRED_ENV))
+    tmux = sum(1 for i in items if i.get_closest_marker("needs_tmux"))
+    if tmux and shutil.which("tmux") is None:
+        missing.append(("tmux", "apt-get install tmux / brew install tmux", tmux,
+                        TMUX_REQUIRED_ENV))
+    return missing
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Say once, before any test runs, which outside programs are missing: stop the run when a
+    needed one is required (the default, and what tox and CI use), otherwise skip its tests."""
+    missing = missing_programs(session.items)
+    stop = [m for m in missing if _required(m[3])]
+    if stop:
+        lines = [f"{count} selected tests need {what}, which this machine lacks ({how}). "
+                 f"To skip those tests instead, set {env}=0 (tox and CI keep them required)."
+                 for what, how, count, env in stop]
+        raise pytest.UsageError("\n".join(lines))
+    for what, _how, _count, env in missing:
+        marker = "needs_postgres" if env != TMUX_REQUIRED_ENV else "needs_tmux"
+        reason = f"{what} not installed ({env}=0 allows skipping)"
+        for item in session.items:
+            if item.get_closest_marker(marker):
+                item.add_marker(pytest.mark.skip(reason=reason))
 
 
 def _throwaway_pg_server() -> Iterator[Any]:
     """A real throwaway PostgreSQL server (see hermes_core.testing.postgres), stopped afterwards.
 
-    Skips when no server binaries are installed, unless HERMES_CORE_TEST_PG_REQUIRED=1 (tox and
-    CI set it), which makes a missing server a failure.
+    A server that cannot start fails the test, unless HERMES_CORE_TEST_PG_REQUIRED=0 allows
+    skipping it.
     """
     from hermes_core.testing.postgres import PG_REQUIRED_ENV, PostgresUnavailable, temp_postgres
 
-    required = os.environ.get(PG_REQUIRED_ENV) == "1"
+    required = _required(PG_REQUIRED_ENV)
     try:
         import psycopg  # noqa: F401
     except ImportError:
         if required:
-            pytest.fail(f"{PG_REQUIRED_ENV}=1 but psycopg is not installed "
-                        "(pip install 'psycopg[binary,pool]')")
+            pytest.fail(f"psycopg is not installed (pip install 'psycopg[binary,pool]'); "
+                        f"{PG_REQUIRED_ENV}=0 skips the tests that need it")
         pytest.skip("psycopg is not installed: pip install 'psycopg[binary,pool]'")
     try:
         manager = temp_postgres()
         server = manager.__enter__()
     except PostgresUnavailable as exc:
         if required:
-            pytest.fail(f"{PG_REQUIRED_ENV}=1 but no PostgreSQL server could be started: {exc}")
+            pytest.fail(f"no PostgreSQL server could be started: {exc} "
+                        f"({PG_REQUIRED_ENV}=0 skips the tests that need one)")
         pytest.skip(f"no PostgreSQL server: {exc}")
     try:
         yield server

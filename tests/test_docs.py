@@ -61,3 +61,60 @@ def _python_blocks():
 @pytest.mark.parametrize("source", list(_python_blocks()))
 def test_reference_examples_run(source):
     exec(compile(source, "<docs example>", "exec"), {"__name__": "docs_example"})
+
+
+# ------------------------------------------------------------------ commands named in the docs
+
+#: commands that come with a distribution of their own (not installed with the kernel)
+_OTHER_DISTRIBUTIONS = {"import": "hermes-core-hermes-compat", "honcho": "hermes-core-honcho",
+                        "hindsight": "hermes-core-hindsight"}
+_COMMAND = re.compile(r"(?:^|[\s(`$/])hermes-core((?:\s+[a-z][a-z0-9-]*(?![\w:-]))+)")
+
+
+def _command_lines(text: str) -> list[str]:
+    """The lines of code that may run ``hermes-core``: inline spans, and lines of blocks without
+    their comments (in a block with ``$ `` prompts, only the prompt lines: the rest is output)."""
+    lines = re.findall(r"`([^`\n]+)`", re.sub(r"```.*?```", "", text, flags=re.DOTALL))
+    for block in re.findall(r"```[^\n]*\n(.*?)```", text, re.DOTALL):
+        rows = block.splitlines()
+        if any(r.startswith("$ ") for r in rows):
+            rows = [r for r in rows if r.startswith("$ ")]
+        lines += [r.split(" #", 1)[0] for r in rows]
+    return lines
+
+
+def _named_commands() -> dict[tuple[str, ...], str]:
+    """Each ``hermes-core WORD [WORD]`` in code (blocks and spans) of README.md and docs/,
+    with the first page naming it."""
+    found: dict[tuple[str, ...], str] = {}
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        text = page.read_text(encoding="utf-8")
+        for line in _command_lines(text):
+            for match in _COMMAND.finditer(line):
+                words = tuple(match.group(1).split()[:2])
+                found.setdefault(words, str(page.relative_to(ROOT)))
+        for group, sub in re.findall(r"`([a-z]+) ([a-z][a-z-]+)`", text):  # `memory history`
+            found.setdefault(("?" + group, sub), str(page.relative_to(ROOT)))
+    return found
+
+
+def test_every_command_named_in_the_docs_exists(home):
+    import click
+
+    from hermes_core.cli import cli
+
+    missing = []
+    with click.Context(cli) as ctx:
+        for words, page in sorted(_named_commands().items()):
+            if words[0].lstrip("?") in _OTHER_DISTRIBUTIONS:
+                continue
+            command = cli.get_command(ctx, words[0].lstrip("?"))
+            if words[0].startswith("?") and not isinstance(command, click.Group):
+                continue  # `word word` that does not start with a command group: not a command
+            if command is None:
+                missing.append(f"{' '.join(words[:1])} ({page})")
+            elif (isinstance(command, click.Group) and len(words) > 1
+                  and command.get_command(ctx, words[1]) is None):
+                missing.append(f"{' '.join(words).lstrip('?')} ({page})")
+    assert len(_named_commands()) > 40  # the scan finds the docs' commands at all
+    assert not missing, "commands named in the docs that do not exist: " + "; ".join(missing)

@@ -60,7 +60,7 @@ def test_forget_lisbon_everywhere_in_one_run(home):
     assert plan["skills"]["matched"] == 1 and plan["skills"]["deleted"] == 0
     assert "Lisbon" in (home / "memories" / "USER.md").read_text()  # a dry run deletes nothing
 
-    result = invoke("forget", "Lisbon", "--json")
+    result = invoke("forget", "Lisbon", "--json", "--yes")
     assert result.exit_code == 0, result.output
     done = {r["provider"]: r for r in json.loads(result.output)["result"]}
     assert {p: r["deleted"] for p, r in done.items()} == {
@@ -87,8 +87,8 @@ def test_text_output_and_nothing_matched(home):
     seed_everything(home)
     result = invoke("forget", "Atlantis")
     assert result.exit_code == 0 and "Nothing mentions 'Atlantis'" in result.output
-    shown = invoke("forget", "Fridays")
-    assert "file_memory: would delete 1 item(s)" in shown.output
+    shown = invoke("forget", "Fridays", "--yes")
+    assert "file_memory: would delete 1 of 3 item(s)" in shown.output
     assert "file_memory: deleted 1 item(s)" in shown.output
 
 
@@ -126,7 +126,7 @@ def test_a_provider_whose_forget_raises_is_reported_and_the_others_still_delete(
     dir_plugin("broken", BROKEN)
     (home / "config.yaml").write_text(
         "memory:\n  providers: [file_memory, broken, session_archive]\n")
-    result = CliRunner().invoke(cli, ["forget", "Lisbon", "--json"])
+    result = CliRunner().invoke(cli, ["forget", "Lisbon", "--json", "--yes"])
     assert result.exit_code == 1
     rows = {r["provider"]: r for r in json.loads(result.output)["result"]}
     assert "backend unreachable" in rows["broken"]["error"]

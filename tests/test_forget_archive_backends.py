@@ -61,7 +61,7 @@ def test_forget_in_the_archive_on_both_backends(home: Path, backend: str,
     literal = _run("forget", "100% of my_plans", "--dry-run", "--json")["plan"][0]
     assert literal["matched"] == 1, literal
     assert _run("forget", "100% of myXplans", "--dry-run", "--json")["plan"][0]["matched"] == 0
-    done = _run("forget", "lisbon", "--json")["result"][0]
+    done = _run("forget", "lisbon", "--json", "--yes")["result"][0]
     assert (done["error"], done["deleted"]) == (None, 4), done
     archive = open_archive(SessionArchiveConfig(), home, url)
     try:

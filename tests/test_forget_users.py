@@ -56,7 +56,7 @@ def test_forget_deletes_from_every_users_memory(home: Path, backend: str,
     assert any(i.startswith("USER.md:") for i in items)  # the shared memory, as before
     assert any(i.startswith("Alice/USER.md:") for i in items), items
     assert any(i.startswith("alice/MEMORY.md:") for i in items), items
-    done = {r["provider"]: r for r in _invoke("forget", "Lisbon", "--json")["result"]}
+    done = {r["provider"]: r for r in _invoke("forget", "Lisbon", "--json", "--yes")["result"]}
     assert done["file_memory"]["deleted"] == expected, done["file_memory"]
     for key in ["", "Alice", "alice", "carol"] + ([] if url else ["Bob"]):
         store = open_store(FileMemoryConfig(), home, url, user=key or None)

@@ -132,6 +132,8 @@ def cli(ctx: click.Context, debug: bool, home: str | None) -> None:
     """
     if home:
         os.environ["HERMES_CORE_HOME"] = home
+    if os.environ.get("NO_COLOR"):  # https://no-color.org: any non-empty value
+        ctx.color = False
     ctx.obj = {"debug": debug}
     logging.basicConfig(
         level=logging.DEBUG if debug else logging.WARNING,

@@ -31,6 +31,7 @@ def context() -> None:
 def _start_engine(host: PluginHost) -> str:
     from ..errors import HermesCoreError
 
+    host.validate_config()  # the whole file, as replay and chat check it: a typo is no default
     name = host.config.core.context.engine
     try:
         host.activate("context-engine", name, config_key="context.engine")

@@ -49,14 +49,17 @@ def run_checks() -> list[dict[str, Any]]:
         config_ok = False
         checks.append({"name": "config", "ok": False, "detail": str(exc)})
     host = load_host(tolerate_bad_config=True)
+    host.check_registered()
     broken = [r for r in host.records.values() if r.error]
+    warned = [(r.name, w) for r in host.records.values() if not r.error for w in r.warnings]
     checks.append({
         "name": "plugins",
         "ok": True,
-        "warning": bool(broken),
+        "warning": bool(broken or warned),
         "detail": f"{sum(r.enabled and not r.error for r in host.records.values())} loaded, "
         f"{sum(not r.enabled for r in host.records.values())} disabled, {len(broken)} with errors"
-        + "".join(f"\n  {r.name}: {r.error}" for r in broken),
+        + "".join(f"\n  {r.name}: {r.error}" for r in broken)
+        + "".join(f"\n  {name}: warning: {w}" for name, w in warned),
     })
     if config_ok:
         try:

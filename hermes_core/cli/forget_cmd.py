@@ -3,12 +3,16 @@
 Loads the plugins, activates the memory providers of ``memory.providers`` and the context
 engine of ``context.engine`` (the lossless engine archives compacted turns), asks each through
 the ``forget`` hook what it would delete (a dry run), prints it, then - unless ``--dry-run`` -
-asks each to delete it. A provider that raises is reported by name and the others still run;
-each provider's deletion is all-or-nothing.
+asks the user to confirm (``--yes`` confirms ahead; without a terminal it is required) and asks
+each provider to delete it. A subject that matches most of what a provider holds (say "the") is
+refused unless ``--force``. A provider that raises is reported by name and the others still
+run; each provider's deletion is all-or-nothing.
 """
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -34,7 +38,7 @@ def _rows(host: Any, outcomes: list[Any], dry_run: bool) -> list[dict[str, Any]]
         if outcome.error is not None:
             rows.append({"provider": plugin, "error": f"{type(outcome.error).__name__}: "
                          f"{outcome.error}", "matched": 0, "deleted": 0, "dry_run": dry_run,
-                         "items": [], "cannot_delete": None, "notes": []})
+                         "items": [], "cannot_delete": None, "notes": [], "total": None})
             continue
         report = outcome.value
         if report is None:
@@ -42,12 +46,13 @@ def _rows(host: Any, outcomes: list[Any], dry_run: bool) -> list[dict[str, Any]]
         if not isinstance(report, ForgetReport):
             rows.append({"provider": plugin, "error": f"forget returned {type(report).__name__}"
                          ", not a ForgetReport", "matched": 0, "deleted": 0,
-                         "dry_run": dry_run, "items": [], "cannot_delete": None, "notes": []})
+                         "dry_run": dry_run, "items": [], "cannot_delete": None, "notes": [],
+                         "total": None})
             continue
         rows.append({"provider": report.provider, "error": None, "matched": report.matched,
                      "deleted": report.deleted, "dry_run": report.dry_run,
                      "items": list(report.items), "cannot_delete": report.cannot_delete,
-                     "notes": list(report.notes)})
+                     "notes": list(report.notes), "total": report.total})
     return rows
 
 
@@ -57,7 +62,8 @@ def _print(rows: list[dict[str, Any]], verb: str) -> None:
             click.echo(f"{row['provider']}: FAILED, nothing deleted there: {row['error']}")
             continue
         count = row["deleted"] if verb == "deleted" else row["matched"]
-        click.echo(f"{row['provider']}: {verb} {count} item(s)")
+        of = f" of {row['total']}" if row.get("total") is not None and verb != "deleted" else ""
+        click.echo(f"{row['provider']}: {verb} {count}{of} item(s)")
         for item in row["items"]:
             click.echo(f"  - {item}")
         if row["cannot_delete"]:
@@ -68,6 +74,21 @@ def _print(rows: list[dict[str, Any]], verb: str) -> None:
 
 #: a shorter subject would match almost everything
 MIN_SUBJECT = 3
+#: a subject matching more than this share of a provider's items (and at least BROAD_MIN of
+#: them) is refused without ``--force``: "the" is rarely what the user means to forget
+BROAD_SHARE = 0.5
+BROAD_MIN = 10
+
+
+def too_broad(plan: list[dict[str, Any]]) -> list[str]:
+    """One line per provider where the plan would delete most of what it holds."""
+    lines = []
+    for row in plan:
+        total, matched = row.get("total"), row["matched"]
+        if total and matched >= BROAD_MIN and matched > BROAD_SHARE * total:
+            lines.append(f"{row['provider']}: {matched} of {total} items "
+                         f"({100 * matched // total}%)")
+    return lines
 
 
 def _check_subject(subject: object) -> str:
@@ -84,9 +105,17 @@ def _check_subject(subject: object) -> str:
     return text
 
 
-def run_forget(subject: str, *, dry_run: bool, scope: str = "all") -> dict[str, Any]:
-    """The whole command as a library call: the plan, and (unless ``dry_run``) the result."""
+def run_forget(subject: str, *, dry_run: bool, scope: str = "all", force: bool = False,
+               confirm: Callable[[list[dict[str, Any]]], bool] | None = None) -> dict[str, Any]:
+    """The whole command as a library call: the plan, and (unless ``dry_run``) the result.
+
+    Before deleting, a plan that would delete most of a provider's items raises
+    :class:`HermesCoreError` unless ``force``, and ``confirm(plan)`` (when given) must say yes;
+    a refusal leaves everything stored as it was (``result`` is None, ``cancelled`` True)."""
+    from ..errors import HermesCoreError
+
     subject = _check_subject(subject)
+    cancelled = False
     host = load_host()
     try:
         host.activate_memory_providers()
@@ -98,28 +127,49 @@ def run_forget(subject: str, *, dry_run: bool, scope: str = "all") -> dict[str, 
         plan = _rows(host, _forget_hook(host, subject, scope, True), True)
         result = None
         if not dry_run and any(r["matched"] for r in plan):
-            result = _rows(host, _forget_hook(host, subject, scope, False), False)
-            from ..storage.erasures import tell_running_servers
+            broad = too_broad(plan)
+            if broad and not force:
+                raise HermesCoreError(
+                    f"{subject!r} matches most of what is stored ({'; '.join(broad)}); nothing "
+                    "was deleted. Give a more specific phrase (check it with --dry-run), or add "
+                    "--force if you really mean to delete all of that")
+            if confirm is not None and not confirm(plan):
+                cancelled = True
+            else:
+                result = _rows(host, _forget_hook(host, subject, scope, False), False)
+                from ..storage.erasures import tell_running_servers
 
-            tell_running_servers("forget", home=host.home,
-                                 storage_url=host.config.core.storage.url)
+                tell_running_servers("forget", home=host.home,
+                                     storage_url=host.config.core.storage.url)
     finally:
         host.shutdown()
-    return {"subject": subject, "dry_run": dry_run, "plan": plan, "result": result}
+    return {"subject": subject, "dry_run": dry_run, "plan": plan, "result": result,
+            "cancelled": cancelled}
 
 
 @click.command("forget")
 @click.argument("text")
 @click.option("--dry-run", is_flag=True, help="Only show what each provider would delete.")
+@click.option("--yes", "-y", is_flag=True,
+              help="Delete without asking (required when stdin is not a terminal).")
+@click.option("--force", is_flag=True,
+              help="Delete even when TEXT matches most of what a provider holds.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan and the result as JSON.")
-def forget(text: str, dry_run: bool, as_json: bool) -> None:
+def forget(text: str, dry_run: bool, yes: bool, force: bool, as_json: bool) -> None:
     """Delete everything the memory providers keep that mentions TEXT.
 
-    Shows what each provider would delete, then deletes it (file memory entries and their
-    history, archived messages and their search index, skills, and what Honcho or Hindsight
-    allow). Matching ignores case and runs of whitespace.
+    Shows what each provider would delete and asks before deleting it (file memory entries and
+    their history, archived messages and their search index, skills, and what Honcho or
+    Hindsight allow); there is no undo. Matching ignores case and runs of whitespace. A TEXT
+    matching most of a provider's items is refused unless --force.
     """
-    out = run_forget(text, dry_run=dry_run)
+    out = run_forget(text, dry_run=dry_run, force=force,
+                     confirm=None if yes else _ask(as_json))
+    if out["cancelled"]:
+        click.echo("Nothing was deleted.", err=as_json)
+        if as_json:
+            echo_json(out)
+        return
     rows = out["result"] if out["result"] is not None else out["plan"]
     failed = [r for r in rows if r["error"]]
     if as_json:
@@ -129,9 +179,29 @@ def forget(text: str, dry_run: bool, as_json: bool) -> None:
             click.echo(f"Nothing mentions {out['subject']!r} in any provider; nothing was "
                        "deleted.")
         else:
-            _print(out["plan"], "would delete")
+            if out["result"] is None or yes:  # the confirmation already showed the plan
+                _print(out["plan"], "would delete")
             if out["result"] is not None:
                 click.echo("")
                 _print(out["result"], "deleted")
     if failed:
         raise SystemExit(1)
+
+
+def _ask(as_json: bool) -> Callable[[list[dict[str, Any]]], bool]:
+    """The confirmation: the plan, then a yes/no question on the terminal; without a terminal
+    (a script, a pipe) a clear error, since nobody can answer."""
+    from ..errors import HermesCoreError
+
+    def confirm(plan: list[dict[str, Any]]) -> bool:
+        count = sum(r["matched"] for r in plan)
+        if not sys.stdin.isatty():
+            raise HermesCoreError(
+                f"forget would delete {count} item(s) and cannot ask for confirmation (stdin is "
+                "not a terminal); nothing was deleted. Add --yes to delete without asking, or "
+                "--dry-run to see the list")
+        _print(plan, "would delete")
+        return click.confirm(f"Delete these {count} item(s)? This cannot be undone",
+                             default=False, err=as_json)
+
+    return confirm

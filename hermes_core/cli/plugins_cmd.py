@@ -24,7 +24,12 @@ def plugins() -> None:
 def list_plugins(as_json: bool) -> None:
     """List every plugin: built-in, installed (entry points) and directory plugins."""
     host = load_host(tolerate_bad_config=True)
-    records = [r.as_dict() for r in host.records.values()]
+    host.check_registered()
+    core = host.config.core
+    selected = {f"context-engine:{core.context.engine}",
+                *(f"memory-provider:{name}" for name in core.memory.providers)}
+    records = [{**r.as_dict(), "active": sorted(selected & set(r.registers))}
+               for r in host.records.values()]
     if as_json:
         echo_json(records)
         return
@@ -44,6 +49,8 @@ def list_plugins(as_json: bool) -> None:
             click.echo(f"{'':<{width}}  {r['error']}")
         for warning in r.get("warnings") or ():  # type: ignore[attr-defined]
             click.echo(f"{'':<{width}}  " + click.style("warning: ", fg="yellow") + str(warning))
+    click.echo(f"\nactive: context engine {core.context.engine} (context.engine); memory "
+               f"providers {', '.join(core.memory.providers) or 'none'} (memory.providers)")
 
 
 def _installer_hint(specs: tuple[str, ...], verb: str) -> str | None:
@@ -164,6 +171,19 @@ def _known_names() -> set[str]:
     return names
 
 
+def _require_known(name: str) -> None:
+    """A click error naming the known plugins (and the closest one) when ``name`` is none."""
+    import difflib
+
+    known = _known_names()
+    if name in known:
+        return
+    close = difflib.get_close_matches(name, sorted(known), n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    raise click.ClickException(
+        f"no plugin named {name!r}.{hint} Known: {', '.join(sorted(known)) or 'none'}")
+
+
 def _set_disabled(name: str, disabled: bool) -> None:
     from ..config import load_config
     from ..config_edit import set_config_value
@@ -192,11 +212,7 @@ def _set_disabled(name: str, disabled: bool) -> None:
 @click.argument("name")
 def disable(name: str) -> None:
     """Stop loading a plugin: it is not even imported from now on."""
-    known = _known_names()
-    if name not in known:
-        raise click.ClickException(
-            f"no plugin named {name!r}. Known: {', '.join(sorted(known)) or 'none'}"
-        )
+    _require_known(name)
     _set_disabled(name, True)
 
 
@@ -207,6 +223,8 @@ def enable(name: str) -> None:
     from ..config import load_config
     from ..loader import Candidate, allowed_names, is_blocked
 
+    if name not in load_config().core.plugins.disabled:  # a disabled, since removed one is fine
+        _require_known(name)
     _set_disabled(name, False)
     only = load_config().core.plugins.enabled_only
     if is_blocked(Candidate(name=name, source="builtin"), set(), allowed_names(only)):

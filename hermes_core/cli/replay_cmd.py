@@ -95,7 +95,7 @@ def replay(file: Path, as_json: bool, providers: tuple[str, ...], in_place: bool
     The assistant's words come from FILE; memory providers, the context engine and tools are the
     real plugins. Prints, per turn, what each plugin did. The format is in docs/agent-loop.md.
     """
-    from ..config import load_config
+    from ..config import load_copied_config
     from ..paths import home_dir
     from ..replay import build_host, load_transcript
     from ..replay import replay as run
@@ -104,7 +104,7 @@ def replay(file: Path, as_json: bool, providers: tuple[str, ...], in_place: bool
     real = home_dir()
     home = real if in_place else _scratch_home(real)
     try:
-        config = load_config(home)
+        config = load_copied_config(home, real)
         host = build_host(config, home, providers=list(providers) if providers else None,
                           keep_key=use_key)
         printer = None if as_json else _print_turn
@@ -137,7 +137,17 @@ def replay(file: Path, as_json: bool, providers: tuple[str, ...], in_place: bool
         click.echo(click.style(
             f"  plugins   {s['hook_problems']} hook problem(s) ({s['hooks_timed_out']} late); "
             "see the log lines above, or --json", fg="yellow"))
-    if not in_place and keep_home:
+    recalled = sum(p["chars"] for t in report.turns for p in t["prefetch"])
+    if not recalled:
+        click.echo("  recall    no provider's prefetch added anything to a turn: prefetch is off in "
+                   "the default config (the file memory reaches the model through the system "
+                   "prompt instead); see docs/agent-loop.md")
+    if in_place:
+        click.echo(f"  home      {home} (written in place)")
+    elif keep_home:
         click.echo(f"  home      {home} (kept)")
+    else:
+        click.echo(f"  home      a scratch copy of {real}, now deleted: `memory show` and `sessions "
+                   "list` do not see this replay (--in-place writes there, --keep-home keeps it)")
     if s.get("write_failures"):
         raise SystemExit(1)

@@ -54,26 +54,22 @@ def serve(bind_host: str | None, port: int | None, platform_name: str,
     stop = threading.Event()
 
     def configure(platform: Any) -> None:
-        from ..kinds import Platform
+        from ..deprecations import check_platform_ready, platform_listens
 
-        typed = platform if isinstance(platform, Platform) else None
-        if typed is not None and typed.listens:
-            typed.listen_on(bind_host, port)
+        if platform_listens(platform):
+            platform.listen_on(bind_host, port)
         elif bind_host is not None or port is not None:
             raise click.UsageError(f"--host/--port do not apply to the {platform_name!r} platform, "
                                    "which does not listen on a port; leave them out")
-        if typed is not None:
-            typed.check_ready()  # e.g. a signing platform without its secret: refuse now
+        check_platform_ready(platform)  # e.g. a signing platform without its secret: refuse now
         require_api_key(host, "serve")
 
     try:
         platform: Any
         platform, dispatcher = connect_platform(host, platform_name, configure=configure)
         previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        from ..kinds import Platform
-
-        url = platform.url if isinstance(platform, Platform) else None
-        if url:
+        url = getattr(platform, "url", None)
+        if isinstance(url, str) and url:
             click.echo(f"hermes-core {platform_name} listening on {url} "
                        "(POST /messages, POST /messages/stream, GET /health); Ctrl-C stops.")
         else:

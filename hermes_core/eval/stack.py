@@ -20,7 +20,7 @@ import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ..config import load_config
+from ..config import load_config, load_copied_config
 from ..config_edit import edit_config_text, parse_cli_value
 from ..errors import ConfigError
 from ..replay import RecordingHost
@@ -77,7 +77,8 @@ class StackSpec:
 
     def __call__(self, home: Path, case_id: str) -> RecordingHost:
         self.prepare(home, case_id)
-        config = load_config(home)
+        config = load_config(home) if self.real_home is None else load_copied_config(
+            home, self.real_home)
         config.core.llm.api_key = None
         host = RecordingHost.load(home, config=config, builtins=self.builtins,
                                   entry_points=self.entry_points, directories=self.directories,

@@ -15,10 +15,27 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .harness import isolated_home, make_host, make_instance, registered_plugin
-from .messages_api import Broken, Failure, MessagesAPIServer, RecordedRequest, Reply, ScriptItem
+if TYPE_CHECKING:
+    from .canned_llm import CannedLLM
+    from .conformance import (
+        ContextEngineConformance,
+        MemoryProviderConformance,
+        assert_well_formed,
+        build_conversation,
+    )
+    from .forget_suite import ForgetConformance
+    from .harness import isolated_home, make_host, make_instance, registered_plugin
+    from .messages_api import (
+        Broken,
+        Failure,
+        MessagesAPIServer,
+        RecordedRequest,
+        Reply,
+        ScriptItem,
+    )
+    from .replaying import run_replay, transcript_from
 
 __all__ = [
     "Broken",
@@ -41,27 +58,27 @@ __all__ = [
     "transcript_from",
 ]
 
-_CONFORMANCE = {"ContextEngineConformance", "MemoryProviderConformance", "assert_well_formed",
-                "build_conversation"}
-_REPLAYING = {"run_replay", "transcript_from"}
+#: where each name lives: every module loads on first use, so the pytest11 plugin (which imports
+#: this package into every pytest run of a venv holding hermes-core) costs next to nothing, and
+#: the suites (which import pytest) load only when asked
+_HOME = {
+    **dict.fromkeys(["ContextEngineConformance", "MemoryProviderConformance",
+                     "assert_well_formed", "build_conversation"], "conformance"),
+    "ForgetConformance": "forget_suite",
+    **dict.fromkeys(["isolated_home", "make_host", "make_instance", "registered_plugin"],
+                    "harness"),
+    **dict.fromkeys(["Broken", "Failure", "MessagesAPIServer", "RecordedRequest", "Reply",
+                     "ScriptItem"], "messages_api"),
+    **dict.fromkeys(["run_replay", "transcript_from"], "replaying"),
+    "CannedLLM": "canned_llm",
+}
 
 
 def __getattr__(name: str) -> Any:
-    # The suites import pytest; load them only when asked, so the rest works without pytest.
-    if name in _CONFORMANCE:
-        from . import conformance
+    from .._lazy import load
 
-        return getattr(conformance, name)
-    if name == "ForgetConformance":
-        from .forget_suite import ForgetConformance
+    return load(__name__, _HOME, name, globals())
 
-        return ForgetConformance
-    if name in _REPLAYING:  # the agent loop is loaded only by tests that replay
-        from . import replaying
 
-        return getattr(replaying, name)
-    if name == "CannedLLM":
-        from .canned_llm import CannedLLM
-
-        return CannedLLM
-    raise AttributeError(f"module 'hermes_core.testing' has no attribute {name!r}")
+def __dir__() -> list[str]:
+    return sorted(__all__)

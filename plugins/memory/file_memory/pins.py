@@ -18,7 +18,7 @@ from hermes_core.atomic import atomic_write
 
 from .entries import find_matches
 from .errors import AmbiguousMatch, NoMatch
-from .store import MemoryStore, _locked, check_target
+from .store import TARGETS, MemoryStore, _locked, check_target
 
 __all__ = ["PINS_FILE", "pin", "pinned_entries", "pins_path", "read_pins", "unpin"]
 
@@ -65,6 +65,16 @@ def _update(store: MemoryStore, change: Callable[[dict[str, list[str]]], bool]) 
             _save(store, pins)
 
 
+def _elsewhere(store: MemoryStore, target: str, text: str) -> str:
+    """The hint for a text not found in ``target``: the other store's option when it is
+    there, else where to look."""
+    for other in TARGETS:
+        if other != target and text.strip() and find_matches(store.read(other).entries,
+                                                             text.strip()):
+            return f"it is in {store.path(other).name}: add --target {other}"
+    return "'hermes-core memory show' lists them"
+
+
 def pin(store: MemoryStore, target: str, text: str) -> str:
     """Pin the one entry of ``target`` containing ``text``; return its whole text."""
     target = check_target(target)
@@ -72,7 +82,7 @@ def pin(store: MemoryStore, target: str, text: str) -> str:
     found = find_matches(entries, text.strip()) if text.strip() else []
     if not found:
         raise NoMatch(f"no entry of {store.path(target).name} contains {text!r}; "
-                      "'hermes-core memory show' lists them", target=target)
+                      + _elsewhere(store, target, text), target=target)
     if len({entries[i] for i in found}) > 1:
         raise AmbiguousMatch(f"{text!r} matches several entries; quote more of the one to pin",
                              matches=[entries[i][:80] for i in found], target=target)

@@ -144,8 +144,10 @@ class SessionArchiveProvider(MemoryProvider):
             from .vector_index import VectorIndex
             from .vectors import VectorIndexer
         except ImportError as exc:
+            from hermes_core.embeddings import INSTALL_HINT
+
             return Semantic(problem=f"semantic search is off: {exc.name} is missing "
-                                    "(pip install 'hermes-core-kernel[embeddings]')")
+                                    f"({INSTALL_HINT})")
         batch = self.context.config.embeddings.batch_size
         self._indexer = VectorIndexer(self.archive, embedder, batch=batch)
         self._indexer.wake()  # messages stored before (or by another process) get vectors too
@@ -306,16 +308,17 @@ class SessionArchiveProvider(MemoryProvider):
     def forget(self, subject: str, scope: str, dry_run: bool) -> ForgetReport:
         """Delete every stored message mentioning ``subject`` (and clear such titles); the
         FTS5 index follows through the schema's triggers. See :mod:`.forget`."""
-        from .forget import forget_messages
+        from .forget import count_messages, forget_messages
 
         found = forget_messages(self.archive, subject, scope=scope, dry_run=dry_run)
+        total = count_messages(self.archive, scope) + len(found.titles) if dry_run else None
         items = [f"message {mid} ({role}) of session {sid}: {preview}"
                  for mid, sid, role, preview in found.messages[:50]]
         if len(found.messages) > 50:
             items.append(f"... and {len(found.messages) - 50} more messages")
         items += [f"title of session {sid}" for sid in found.titles]
         return ForgetReport(self.name, matched=found.matched, deleted=found.deleted,
-                            dry_run=dry_run, items=items)
+                            dry_run=dry_run, items=items, total=total)
 
     # ------------------------------------------------------------------------------- library
 

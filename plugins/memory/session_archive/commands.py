@@ -94,7 +94,8 @@ def _one_line(text: str | None, width: int) -> str:
 
 @click.group()
 def sessions() -> None:
-    """The session archive (state.db): list, show, search, export, import."""
+    """The session archive (state.db): list, show, search, export, import, delete, reindex,
+    review."""
 
 
 def _user_key(value: str | None) -> str | None:
@@ -172,26 +173,59 @@ def show_cmd(session_id: str, as_json: bool) -> None:
 @click.option("--user", metavar="KEY", help="That user key's sessions only (memory.scope: user).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def search_cmd(query: str, limit: int, user: str | None, as_json: bool) -> None:
-    """Messages matching QUERY, best first, with a message of context either side."""
-    from . import search_messages
-
+    """Messages matching QUERY by words and meaning (the session_search tool's search), best
+    first, with a message of context either side."""
     with _archive() as archive:
-        result = None if archive is None else search_messages(archive, query, limit=limit,
-                                                              user=_user_key(user))
-    hits = result.hits if result is not None else []
+        hits, matched, semantic = ([], "all", None) if archive is None else _search(
+            archive, query, limit, _user_key(user))
     if as_json:
-        echo_json({"query": query, "matched": result.matched if result else "all",
+        echo_json({"query": query, "matched": matched, "semantic": semantic or "on",
                    "hits": [h.to_dict() for h in hits]})
         return
+    if semantic:
+        click.echo(f"(by words only: {semantic})", err=True)
     if not hits:
         click.echo("No matching messages.")
         return
-    if result is not None and result.matched == "any":
+    if matched == "any":
         click.echo("(no message has every word; showing messages with any of them)")
     for h in hits:
         click.echo(f"{h.session_id}  #{h.message_id} {h.role}  {_when(h.timestamp)}  "
                    f"{_one_line(h.session_title, 40)}")
         click.echo(f"    {_one_line(h.snippet, 160)}")
+
+
+def _search(archive: SessionArchive, query: str, limit: int,
+            user: str | None) -> tuple[list[Any], str, str | None]:
+    """(hits, how the words matched, why meaning took no part or None): the hybrid search of
+    the ``session_search`` tool when the kernel's embedder can run, else words alone."""
+    from hermes_core.commands import load_host
+    from hermes_core.embeddings import select_embedder
+
+    from . import search_messages
+    from .search import DEFAULT_CANDIDATES, hits_for, plan_query
+
+    plan_query(archive, query)  # a query with nothing to search for is refused, as by words
+    host = load_host(quiet=True)
+    try:
+        embedder, why = select_embedder(host.registries, host.config.core, host.home,
+                                        host.config.plugin_sections)
+    except Exception as exc:  # a broken embedder choice: words still work
+        embedder, why = None, f"semantic search is off: {exc}"
+    finally:
+        host.shutdown()
+    if embedder is None:
+        result = search_messages(archive, query, limit=limit, user=user)
+        return result.hits, result.matched, why
+    try:
+        from .hybrid import hybrid_candidates
+        from .vector_index import VectorIndex
+
+        fused = hybrid_candidates(archive, query, embedder, VectorIndex(archive),
+                                  limit=DEFAULT_CANDIDATES, user=user)
+        return hits_for(archive, fused.found[:limit], fused.plan), fused.matched, fused.problem
+    finally:
+        embedder.close()
 
 
 @sessions.command("reindex")
@@ -219,8 +253,9 @@ def reindex_cmd(rebuild: bool, as_json: bool) -> None:
     try:
         from .vectors import pending, reindex, state
     except ImportError as exc:
-        raise click.ClickException(f"{exc.name} is missing: pip install 'hermes-core-kernel[embeddings]'"
-                                   ) from None
+        from hermes_core.embeddings import INSTALL_HINT
+
+        raise click.ClickException(f"{exc.name} is missing: {INSTALL_HINT}") from None
     with _archive(create=True) as archive:
         assert archive is not None
         old = state(archive, embedder)

@@ -25,7 +25,8 @@ from typing import Any
 from .store import SessionArchive
 from .vector_store import vector_store
 
-__all__ = ["ArchiveForget", "DeletedSessions", "delete_sessions", "forget_messages"]
+__all__ = ["ArchiveForget", "DeletedSessions", "count_messages", "delete_sessions",
+           "forget_messages"]
 
 _CHUNK = 500
 
@@ -92,6 +93,15 @@ def _find(read: Callable[[str, tuple[Any, ...]], list[Any]], subject: str,
         if needle in _squash(title):
             found.titles.append(sid)
     return found
+
+
+def count_messages(archive: SessionArchive, scope: str = "all") -> int:
+    """How many messages the archive holds in ``scope`` (what a forget plan is measured
+    against)."""
+    where, params = _scope_sql(scope)
+    rows = archive.db.read("SELECT count(*) FROM messages AS m JOIN sessions AS s "
+                           "ON s.num = m.session WHERE 1 = 1" + where, params)
+    return int(rows[0][0])
 
 
 def forget_messages(archive: SessionArchive, subject: str, *, scope: str = "all",

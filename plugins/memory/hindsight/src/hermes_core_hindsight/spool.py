@@ -15,7 +15,6 @@ and ``os.replace``, so a crash leaves either the old or the new spool, never hal
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import time
@@ -37,13 +36,13 @@ class Spool:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
+        # the kernel's lock (an flock on ``.spool-<bank>.lock`` where the OS has one, so any
+        # platform imports this module; threads of one process are serialised too)
+        from hermes_core.atomic import locked
+
         self.directory.mkdir(parents=True, exist_ok=True)
-        with open(self._lock_path, "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        with locked(self._lock_path.with_suffix("")):
+            yield
 
     @staticmethod
     def _write_lines(path: Path, records: list[dict[str, Any]]) -> None:

@@ -49,7 +49,7 @@ def forget_in(home: Path, subject: str, storage_url: str | None = None) -> subpr
     env.pop("HERMES_CORE_STORAGE_URL", None)
     if storage_url:
         env["HERMES_CORE_STORAGE_URL"] = storage_url
-    done = subprocess.run([sys.executable, "-m", "hermes_core", "forget", subject], env=env,
+    done = subprocess.run([sys.executable, "-m", "hermes_core", "forget", subject, "--yes"], env=env,
                           input="y\n", capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     return done

@@ -44,7 +44,7 @@ def copy_archive(source: StorageSide, target: StorageSide, progress: CopyProgres
                                 plugin="session_archive")
     path = archive_path(settings, source.home)
     if not source.is_database and not path.exists():
-        return _report(ImportReport(), 0, note=f"no archive at {path}")
+        return _report(ImportReport(), note=f"no archive at {path}")
     with ExitStack() as stack:
         # the source first: an unreachable database fails before a file is created
         source_archive = stack.enter_context(_open(source, settings))

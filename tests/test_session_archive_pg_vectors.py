@@ -271,37 +271,82 @@ def test_the_reindex_command_embeds_a_postgresql_archive(home: Path, pg_url: str
     assert json.loads(again.output[again.output.index("{"):])["embedded"] == 0
 
 
-def test_storage_migrate_says_the_vectors_are_rebuilt_and_reindex_restores_them(
+def test_storage_migrate_copies_the_vectors_and_the_target_embeds_nothing(
         tmp_path: Path, pg_url: str) -> None:
+    """SQLite -> PostgreSQL -> SQLite: every vector arrives (the same bytes, on the target's
+    ids), the target's indexer and reindex find nothing to embed, semantic search works at
+    once; a second run copies nothing twice."""
     import json
 
     from click.testing import CliRunner
 
     from hermes_core.cli import cli
 
-    home = tmp_path / "home"
+    home, back = tmp_path / "home", tmp_path / "back"
     home.mkdir()
-    g = GuardedEmbedder(Synonyms(None, None))
+    back.mkdir()
+    seen: list[str] = []
+    g = counting(seen)
     with SessionArchive(home / "state.db") as files:
         add(files, "s-dog", "We adopted a whippet", "from the shelter")
-        assert reindex(files, g) == 2
+        add(files, "s-db", "the database migration failed", "rolled back the schema")
+        files.append_messages("s-db", [Message("tool", "psql output", tool_name="terminal")])
+        assert reindex(files, g) == 4
+        source = {r[0]: bytes(r[1]) for r in files.db.read(
+            "SELECT m.content, v.vec FROM messages AS m JOIN message_vectors AS v ON v.id = m.id")}
+    seen.clear()
     env = {"HERMES_CORE_HOME": str(home), "HERMES_CORE_STORAGE_URL": ""}
     result = CliRunner().invoke(cli, ["storage", "migrate", "--to", pg_url, "--json"], env=env,
                                 catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["plugins"]["session_archive"]["detail"][
-        "vectors_to_rebuild"] == 2
+    detail = json.loads(result.output)["plugins"]["session_archive"]["detail"]
+    assert detail["vectors_copied"] == 4 and detail["vectors_to_rebuild"] == 0
     text = CliRunner().invoke(cli, ["storage", "migrate", "--to", pg_url], env=env,
                               catch_exceptions=False).output
-    assert "2 message vector(s) not copied" in text and "sessions reindex" in text
+    assert "0 message vector(s) copied, 4 already there" in text
     database = open_archive(SessionArchiveConfig(), home, pg_url)
     try:
-        assert pending(database) == 2 and reindex(database, g) == 2
+        copied = {r[0]: bytes(r[1]) for r in database.db.read(
+            "SELECT m.content, v.vec FROM messages AS m JOIN message_vectors AS v ON v.id = m.id")}
+        assert copied == source
+        assert state(database, g).model == "synonyms-v1"
+        assert pending(database) == 0 and index_batch(database, g) == 0
+        assert reindex(database, g) == 0
         out = session_search(database, "what pet", semantic=Semantic(embedder=g,
                                                                      index=VectorIndex(database)))
-        assert top(out) == ["s-dog"]
+        assert top(out)[0] == "s-dog"
+        assert seen == ["what pet"]  # the query; no message was embedded again
     finally:
         database.close()
+    env = {"HERMES_CORE_HOME": str(back), "HERMES_CORE_STORAGE_URL": ""}
+    result = CliRunner().invoke(cli, ["storage", "migrate", "--from", pg_url, "--json"], env=env,
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    with SessionArchive(back / "state.db") as returned:
+        assert {r[0]: bytes(r[1]) for r in returned.db.read(
+            "SELECT m.content, v.vec FROM messages AS m JOIN message_vectors AS v "
+            "ON v.id = m.id")} == source
+        assert pending(returned) == 0 and index_batch(returned, g) == 0
+    assert seen == ["what pet"]
+
+
+def test_storage_migrate_leaves_another_models_target_alone(tmp_path: Path, pg_url: str) -> None:
+    from hermes_core.plugins.memory.session_archive.migrate import copy_vectors
+
+    with SessionArchive(tmp_path / "a.db") as files:
+        add(files, "s-dog", "We adopted a whippet", "from the shelter")
+        assert reindex(files, GuardedEmbedder(Synonyms(None, None))) == 2
+        database = open_archive(SessionArchiveConfig(), tmp_path, pg_url)
+        try:
+            add(database, "s-other", "a plan for the garden", "tomatoes first")
+            assert reindex(database, GuardedEmbedder(SynonymsV2(None, None))) == 2
+            add(database, "s-dog", "We adopted a whippet", "from the shelter")
+            out = copy_vectors(files, database)
+            assert out.copied == 0 and out.not_copied == 2
+            assert out.problem is not None and "sessions reindex" in out.problem
+            assert state(database, None).model == "synonyms-v2"
+        finally:
+            database.close()
 
 
 @pytest.mark.parametrize("dimension", [4, 100, 384, 500])

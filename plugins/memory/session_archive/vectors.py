@@ -19,8 +19,11 @@ row's Hamming distance to its own sign bits, then ranks the closest few hundred 
 of their stored float16 vectors.
 
 The indexer is a daemon thread per archive, woken when messages are appended; it embeds in
-batches through the guarded embedder and never holds a turn (the append path only sets an event).
-A failing embedder pauses it; nothing is lost, the cursor stays where it was.
+batches through the guarded embedder and never holds a turn (the append path only sets an event),
+nor shares the CPU with one: the embedder's background lane runs each batch in small slices, each
+once turns have paused (hermes_core.embeddings.turn_in_flight). A failing embedder pauses it;
+nothing is lost, the cursor stays where it was. ``storage migrate`` copies the vectors
+(migrate.py), so the target has nothing to embed.
 """
 
 from __future__ import annotations
@@ -98,24 +101,26 @@ def _claim(store: VectorStore, con: Any, embedder: GuardedEmbedder) -> bool:
     return bool(store._write(con, tx))
 
 
-def index_batch(archive: SessionArchive, embedder: GuardedEmbedder, size: int = 32) -> int:
+def index_batch(archive: SessionArchive, embedder: GuardedEmbedder, size: int = 32,
+                stop: threading.Event | None = None) -> int:
     """Embed the next ``size`` pending messages; return how many were considered (0: done;
     :data:`~.vector_store.BUSY`: another node of a shared database is indexing).
 
     Raises EmbeddingError when the embedder fails (the cursor does not move: nothing is lost).
     """
     store = vector_store(archive)
-    return store.exclusive(lambda con: _batch(store, con, embedder, size), BUSY)
+    return store.exclusive(lambda con: _batch(store, con, embedder, size, stop), BUSY)
 
 
-def _batch(store: VectorStore, con: Any, embedder: GuardedEmbedder, size: int) -> int:
+def _batch(store: VectorStore, con: Any, embedder: GuardedEmbedder, size: int,
+           stop: threading.Event | None = None) -> int:
     if not _claim(store, con, embedder):
         return 0
     through = int(store.meta(con).get("vectors_through") or 0)
     rows = store.pending_rows(con, through, size, TEXT_CHARS)
     if not rows:
         return 0
-    blobs = _blobs(embedder, rows)
+    blobs = _blobs(embedder, rows, stop)
     last = max(through, int(rows[-1][0]))
 
     def tx(c: Any) -> None:
@@ -128,9 +133,10 @@ def _batch(store: VectorStore, con: Any, embedder: GuardedEmbedder, size: int) -
     return len(rows)
 
 
-def _blobs(embedder: GuardedEmbedder, rows: list[Any]) -> list[tuple[int, bytes, str]]:
+def _blobs(embedder: GuardedEmbedder, rows: list[Any],
+           stop: threading.Event | None = None) -> list[tuple[int, bytes, str]]:
     """(id, float16 vector, text) of each pending (id, text) row."""
-    vectors = np.asarray(embedder.embed([r[1] for r in rows], background=True),
+    vectors = np.asarray(embedder.embed([r[1] for r in rows], background=True, stop=stop),
                          dtype=np.float32)
     if not np.all(np.isfinite(vectors)):
         raise EmbeddingError(f"embedder {embedder.name} returned NaN or infinite values")
@@ -257,7 +263,7 @@ class VectorIndexer:
                 try:
                     if state(self.archive, self.embedder, count=False).problem:
                         break  # another model's vectors: reindex is required, say so on search
-                    n = index_batch(self.archive, self.embedder, self.batch)
+                    n = index_batch(self.archive, self.embedder, self.batch, self._stop)
                     self.error = None
                     if n == BUSY:  # another node of the database is embedding: let it
                         self._stop.wait(1.0)

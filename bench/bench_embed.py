@@ -1,0 +1,144 @@
+"""Indexing speed of the local embedder, and what the embedder costs a replay's turns.
+
+1. **texts/s**: all-MiniLM-L6-v2 (plugins/embedders/minilm) on the chat messages of examples/
+   (the replay transcripts' user and assistant messages and every distinct turn of the eval
+   paraphrase sets, cut to 2,000 characters as the archive's indexer does), A B A B against
+   another checkout's embedder imported by path (``--base DIR``, e.g. a ``git worktree`` of an
+   older commit), medians, ratio to the target (200 texts/s on 2 cores). Wall-clock rates
+   depend on what else runs on the machine, so the CPU-time rate (this process's CPU seconds,
+   one BLAS thread) is printed beside it. The lowest cosine between the two checkouts' vectors
+   of the same text shows the arithmetic is unchanged.
+2. **replay turns/s**: ``hermes-core replay`` of an example transcript in a scratch home with
+   the embedder installed (``embeddings.embedder: auto``) and with ``none``, A B A B, each run a
+   fresh process, medians, ratio to the target (0.8).
+
+Run: ``python bench/bench_embed.py [--base DIR] [--rounds N] [--transcript FILE]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+TEXTS_TARGET = 200.0
+REPLAY_TARGET = 0.8
+
+
+def chat_texts(root: Path = ROOT) -> list[str]:
+    """User and assistant messages of the example transcripts and eval sets (2,000 chars)."""
+    out: list[str] = []
+    seen: set[str] = set()
+    for path in sorted((root / "examples").glob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            obj = json.loads(line)
+            if obj.get("role") in ("user", "assistant") and obj.get("content"):
+                out.append(obj["content"][:2000])
+    for path in sorted((root / "examples" / "eval").glob("paraphrase*.json")):
+        for question in json.loads(path.read_text(encoding="utf-8")):
+            for session in question["haystack_sessions"]:
+                for turn in session:
+                    if turn["content"] not in seen:
+                        seen.add(turn["content"])
+                        out.append(turn["content"][:2000])
+    return out
+
+
+def load_embedder(root: Path, name: str) -> Any:
+    """The minilm embedder of the checkout at ``root``, imported by path as module ``name``."""
+    folder = root / "plugins" / "embedders" / "minilm"
+    spec = importlib.util.spec_from_file_location(name, folder / "__init__.py",
+                                                  submodule_search_locations=[str(folder)])
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    embedder = module.MiniLMEmbedder(module.MiniLMConfig())
+    embedder.embed(["load the model"])
+    return embedder
+
+
+def rates(embedder: Any, texts: list[str]) -> tuple[float, float]:
+    """(texts per wall second, texts per CPU second) of one embedding of ``texts``."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    embedder.embed(texts)
+    return len(texts) / (time.perf_counter() - wall), len(texts) / (time.process_time() - cpu)
+
+
+def bench_texts(base: Path | None, rounds: int) -> None:
+    import numpy as np
+
+    texts = chat_texts()
+    chars = statistics.median(len(t) for t in texts)
+    sides = {"this checkout": load_embedder(ROOT, "bench_minilm_new")}
+    if base is not None:
+        sides["base " + base.name] = load_embedder(base.resolve(), "bench_minilm_base")
+    tokenizer = sides["this checkout"]._load()[1]
+    pieces = [len(e.ids) for e in tokenizer.encode_batch(texts)]
+    print(f"texts: {len(texts)} chat messages, median {chars:.0f} chars, "
+          f"{statistics.mean(pieces):.1f} word pieces on average (at most 128)")
+    if base is not None:
+        a, b = (np.asarray(e.embed(texts)) for e in sides.values())
+        print(f"  lowest cosine between the two checkouts' vectors: {float((a * b).sum(1).min()):.7f}"
+              " (target >= 0.9999)")
+    figures: dict[str, list[tuple[float, float]]] = {k: [] for k in sides}
+    for _ in range(rounds):  # A B A B
+        for key, embedder in sides.items():
+            figures[key].append(rates(embedder, texts))
+    for key, runs in figures.items():
+        wall = statistics.median(r[0] for r in runs)
+        cpu = statistics.median(r[1] for r in runs)
+        print(f"  {key:24s} {wall:7.1f} texts/s wall ({wall / TEXTS_TARGET:.2f}x the target), "
+              f"{cpu:7.1f} texts/CPU-s ({cpu / TEXTS_TARGET:.2f}x)")
+    if base is not None:
+        new, old = (statistics.median(r[1] for r in runs) for runs in figures.values())
+        wnew, wold = (statistics.median(r[0] for r in runs) for runs in figures.values())
+        print(f"  speed-up over the base: {wnew / wold:.2f}x wall, {new / old:.2f}x CPU time")
+
+
+def replay_rate(transcript: Path, embedder: str) -> float:
+    with tempfile.TemporaryDirectory(prefix="bench-embed-") as home:
+        Path(home, "config.yaml").write_text(f"embeddings:\n  embedder: {embedder}\n")
+        env = {**os.environ, "HERMES_CORE_HOME": home}
+        out = subprocess.run([sys.executable, "-m", "hermes_core", "replay", "--json",
+                              str(transcript)], env=env, capture_output=True, text=True,
+                             check=True, cwd=ROOT)
+        return float(json.loads(out.stdout)["summary"]["turns_per_second"])
+
+
+def bench_replay(transcript: Path, rounds: int) -> None:
+    runs: dict[str, list[float]] = {"auto": [], "none": []}
+    for _ in range(rounds):
+        for key in runs:
+            runs[key].append(replay_rate(transcript, key))
+    with_, without = (statistics.median(v) for v in runs.values())
+    print(f"replay {transcript.name}: {with_:.1f} turns/s with the embedder, {without:.1f} "
+          f"without ({runs}); ratio {with_ / without:.2f} (target >= {REPLAY_TARGET})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--base", type=Path, help="another checkout to compare with")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--transcript", type=Path,
+                        default=ROOT / "examples" / "first-week.jsonl")
+    parser.add_argument("--skip-replay", action="store_true")
+    args = parser.parse_args()
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    bench_texts(args.base, args.rounds)
+    if not args.skip_replay:
+        bench_replay(args.transcript, args.rounds)
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
+
+
+if __name__ == "__main__":
+    main()

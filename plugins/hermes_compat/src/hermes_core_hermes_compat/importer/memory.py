@@ -15,6 +15,7 @@ silently.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,16 +76,21 @@ def _call(router: ToolRouter, tool: str, args: dict[str, Any], n: int) -> dict[s
     return data if isinstance(data, dict) else {"success": False, "error": outcome.content}
 
 
-def _stored(router: ToolRouter, name: str, target: str) -> set[str] | None:
-    """The entries ``target`` holds now, from the store's refusal of an impossible replace."""
+def _count(router: ToolRouter, name: str, target: str) -> tuple[int, set[str]]:
+    """How many entries ``target`` holds now, and those it lists in full: a refused remove of
+    text no entry holds answers with the current entries (the tool's retry aid, long ones
+    shortened) and changes nothing."""
     answer = _call(router, name, {"action": "remove", "target": target,
-                                  "old_text": "\x00hermes-import-probe\x00"}, 0)
-    entries = answer.get("current_entries")
-    return {str(e).strip() for e in entries} if isinstance(entries, list) else None
+                                  "old_text": "hermes-import-probe-5f0c1e9a7d"}, 0)
+    listed = answer.get("current_entries")
+    if not isinstance(listed, list):
+        return 0, set()
+    note = re.search(r"of (\d+) entries", str(answer.get("current_entries_note") or ""))
+    return (int(note.group(1)) if note else len(listed)), {str(e) for e in listed}
 
 
-def import_memory(memory_tool: tuple[Tool, str] | None, path: Path, target: str, *,
-                  dry_run: bool) -> MemoryImport:
+def import_memory(memory_tool: tuple[Tool, str] | None, path: Path, target: str
+                  ) -> MemoryImport:
     """Add ``path``'s entries to ``target`` through the memory tool; see the module docstring."""
     result = MemoryImport(target, path.name)
     entries = read_entries(path)
@@ -97,20 +103,21 @@ def import_memory(memory_tool: tuple[Tool, str] | None, path: Path, target: str,
         return result
     name = memory_tool[0].name
     router = ToolRouter({name: memory_tool})
-    stored = _stored(router, name, target) or set()
-    result.already = [e for e in entries if e in stored]
-    new = [e for e in entries if e not in stored]
-    if dry_run:
-        result.added = new
-        return result
+    before, listed = _count(router, name, target)
     reason = ""
-    for keep in range(len(new), 0, -1):
-        ops = [{"action": "add", "content": e} for e in new[:keep]]
+    kept = 0
+    for keep in range(len(entries), 0, -1):
+        ops = [{"action": "add", "content": e} for e in entries[:keep]]
         answer = _call(router, name, {"target": target, "operations": ops}, keep)
         if answer.get("success"):
-            result.added = new[:keep]
+            kept = keep
+            added = int(answer.get("entry_count", before)) - before
+            # the store skipped the adds it already held: those are the ones it did not add
+            result.added = [e for e in entries[:keep] if e not in listed][:added]
+            result.already = [e for e in entries[:keep] if e not in result.added]
             break
         reason = reason or str(answer.get("error") or answer)
-    left = new[len(result.added):]
-    result.left = [{"entry": e, "reason": reason} for e in left]
+    # listed in full by the store, so surely there (a long entry is listed shortened)
+    result.already += [e for e in entries[kept:] if e in listed]
+    result.left = [{"entry": e, "reason": reason} for e in entries[kept:] if e not in listed]
     return result

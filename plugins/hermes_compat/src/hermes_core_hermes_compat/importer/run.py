@@ -112,7 +112,7 @@ def _memory(host: PluginHost, home: HermesHome, dry_run: bool,
             entries = read_entries(path)
             report.memory.append(MemoryImport(target, name, len(entries), added=entries))
             continue
-        part = import_memory(tool, path, target, dry_run=False)
+        part = import_memory(tool, path, target)
         report.memory.append(part)
         if part.left:
             key = "memory_char_limit" if target == "memory" else "user_char_limit"

@@ -42,8 +42,7 @@ SHORT_HELP: dict[str, str] = {
     "doctor": "Check the home folder, config, plugins, state.db and the API key.",
     "eval": "Score the memory stack's recall on a LongMemEval or LoCoMo file, offline.",
     "forget": "Delete everything the memory providers keep that mentions TEXT.",
-    "import": "Bring another agent's sessions, memory and skills into this home (importers are "
-              "plugins).",
+    "import": "Bring another agent's history and memory into this home (importers are plugins).",
     "plugins": "List, install and switch plugins.",
     "replay": "Replay a recorded conversation (JSONL) through the configured plugins, with no API "
               "key.",

@@ -46,4 +46,4 @@ class _PluginSubcommands(click.Group):
 
 @click.group("import", cls=_PluginSubcommands)
 def import_group() -> None:
-    """Bring another agent's sessions, memory and skills into this home (importers are plugins)."""
+    """Bring another agent's history and memory into this home (importers are plugins)."""

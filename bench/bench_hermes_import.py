@@ -1,9 +1,10 @@
 """``hermes-core import hermes`` rate (messages/s) on a Hermes Agent state.db of 100k messages.
 
-The source home is written by hermes-agent's own ``SessionDB`` (install it: ``pip install
+The source home is written by hermes-agent's own ``SessionDB`` (``pip install
 hermes-agent==0.19.0``; the ``hermes-agent`` tox env has it): sessions of 100 messages
 (user/assistant turns, one in ten with a tool call and its result; chains of ten sessions
-linked by compaction), through ``replace_messages``, one transaction per session, as Hermes' own bulk path does.
+linked by compaction), through ``replace_messages``, one transaction per session, as Hermes'
+own bulk path does.
 Building it is timed too: Hermes' own bulk write rate on this machine is the reference figure.
 
 Then, alternating (A B A B ...), each into a fresh hermes-core home:

@@ -49,7 +49,6 @@ def load_host(*, tolerate_bad_config: bool = False, quiet: bool = True,
     """Load every plugin; plugin failures are kept in the records, not logged to the terminal."""
     from ..config import load_config
     from ..host import PluginHost
-    from ..storage.transfer import CopyProgress
 
     if tolerate_bad_config:
         config, error = load_config_or_defaults()

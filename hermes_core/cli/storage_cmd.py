@@ -11,8 +11,6 @@ store: a third-party plugin's store takes part exactly like a built-in one. Then
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -20,8 +18,7 @@ import click
 from ._common import echo_json, load_host, progress_bars, warn
 
 if TYPE_CHECKING:
-    from ..host import PluginHost
-    from ..storage.transfer import CopyProgress
+    pass
 
 __all__ = ["storage"]
 

@@ -22,8 +22,9 @@ from click.testing import CliRunner
 pytest.importorskip("agent.memory_provider", reason="needs hermes-agent==0.19.0 "
                                                     "(tox -e hermes-agent)")
 
-from hermes_core.cli import cli  # noqa: E402
-from hermes_core_hermes_compat.hermes_side.install import main as install  # noqa: E402
+from hermes_core_hermes_compat.hermes_side.install import main as install
+
+from hermes_core.cli import cli
 
 DRIVE = r'''
 import json, sys

@@ -22,7 +22,7 @@ from click.testing import CliRunner
 
 pytest.importorskip("hermes_state", reason="needs hermes-agent==0.19.0 (tox -e hermes-agent)")
 
-from hermes_core.cli import cli  # noqa: E402
+from hermes_core.cli import cli
 
 #: run by the real hermes-agent in a subprocess with HERMES_HOME set; prints what it wrote
 BUILD_HOME = r'''

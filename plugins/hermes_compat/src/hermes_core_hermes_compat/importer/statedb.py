@@ -95,15 +95,15 @@ def count_messages(path: Path) -> int:
         con.close()
 
 
-def _ordered_sessions(con: sqlite3.Connection) -> list[sqlite3.Row]:
+def _ordered_sessions(con: sqlite3.Connection) -> list[dict[str, Any]]:
     """Every session, parents before their children, otherwise by start time."""
-    rows = con.execute("SELECT * FROM sessions ORDER BY started_at, id").fetchall()
+    rows = [dict(r) for r in con.execute("SELECT * FROM sessions ORDER BY started_at, id")]
     by_id = {r["id"]: r for r in rows}
-    out: list[sqlite3.Row] = []
+    out: list[dict[str, Any]] = []
     placed: set[str] = set()
     for row in rows:
-        path: list[sqlite3.Row] = []
-        cur: sqlite3.Row | None = row
+        path: list[dict[str, Any]] = []
+        cur: dict[str, Any] | None = row
         while cur is not None and cur["id"] not in placed and cur not in path:
             path.append(cur)
             parent = cur["parent_session_id"]
@@ -114,8 +114,8 @@ def _ordered_sessions(con: sqlite3.Connection) -> list[sqlite3.Row]:
     return out
 
 
-def _branched(row: sqlite3.Row) -> bool:
-    raw = row["model_config"] if "model_config" in row.keys() else None
+def _branched(row: dict[str, Any]) -> bool:
+    raw = row.get("model_config")
     if not raw:
         return False
     try:
@@ -125,40 +125,36 @@ def _branched(row: sqlite3.Row) -> bool:
     return isinstance(cfg, dict) and cfg.get("_branched_from") is not None
 
 
-def _get(row: sqlite3.Row, key: str) -> Any:
-    return row[key] if key in row.keys() else None
-
-
-def _session_line(row: sqlite3.Row, by_id: dict[str, sqlite3.Row]) -> dict[str, Any]:
+def _session_line(row: dict[str, Any], by_id: dict[str, dict[str, Any]]) -> dict[str, Any]:
     parent_id = row["parent_session_id"] or None
     parent = by_id.get(parent_id) if parent_id else None
     if parent_id is None:
         origin = "new"
     elif _branched(row):
         origin = "branch"
-    elif parent is not None and _get(parent, "end_reason") == "compression":
+    elif parent is not None and parent.get("end_reason") == "compression":
         origin = "compression"
     else:
         origin = "new"
     attributes: dict[str, Any] = {"imported_from": "hermes", "hermes_source": row["source"]}
     for key in ("user_id", "chat_id", "cwd", "git_branch", "profile_name"):
-        value = _get(row, key)
+        value = row.get(key)
         if value not in (None, ""):
             attributes[f"hermes_{key}"] = value
-    cost = _get(row, "actual_cost_usd")
+    cost = row.get("actual_cost_usd")
     if cost is None:
-        cost = _get(row, "estimated_cost_usd")
+        cost = row.get("estimated_cost_usd")
     return {
         "type": "session", "format": FORMAT, "id": row["id"],
-        "platform": str(row["source"] or "cli"), "model": _get(row, "model"),
-        "title": _get(row, "title"), "started_at": row["started_at"],
-        "ended_at": _get(row, "ended_at"), "end_reason": _get(row, "end_reason"),
+        "platform": str(row["source"] or "cli"), "model": row.get("model"),
+        "title": row.get("title"), "started_at": row["started_at"],
+        "ended_at": row.get("ended_at"), "end_reason": row.get("end_reason"),
         "parent_session_id": parent_id, "origin": origin,
-        "input_tokens": _get(row, "input_tokens") or 0,
-        "output_tokens": _get(row, "output_tokens") or 0,
-        "cache_read_tokens": _get(row, "cache_read_tokens") or 0,
-        "cache_write_tokens": _get(row, "cache_write_tokens") or 0,
-        "api_calls": _get(row, "api_call_count") or 0, "cost_usd": cost or 0,
+        "input_tokens": row.get("input_tokens") or 0,
+        "output_tokens": row.get("output_tokens") or 0,
+        "cache_read_tokens": row.get("cache_read_tokens") or 0,
+        "cache_write_tokens": row.get("cache_write_tokens") or 0,
+        "api_calls": row.get("api_call_count") or 0, "cost_usd": cost or 0,
         "attributes": attributes,
     }
 
@@ -192,11 +188,12 @@ def _tool_calls(raw: Any) -> list[dict[str, Any]]:
         calls = json.loads(raw) if isinstance(raw, str) else raw
     except ValueError:
         return []
-    out = []
+    out: list[dict[str, Any]] = []
     for call in calls if isinstance(calls, list) else []:
         if not isinstance(call, dict):
             continue
-        fn = call.get("function") if isinstance(call.get("function"), dict) else call
+        nested = call.get("function")
+        fn: dict[str, Any] = nested if isinstance(nested, dict) else call
         args: Any = fn.get("arguments", {})
         if isinstance(args, str):
             try:

@@ -139,8 +139,8 @@ def test_provider_not_installed_is_reported(core: Path, tmp_path: Path) -> None:
     assert report["provider"] == {"hermes": "holographic", "provider": "hermes-holographic",
                                   "status": "not installed"}
     assert "hermes-core hermes plugins" in report["problems"][0]
-    assert "hermes-holographic" not in (core / "config.yaml").read_text() if (
-        core / "config.yaml").exists() else True
+    config = core / "config.yaml"
+    assert not config.exists() or "hermes-holographic" not in config.read_text()
 
 
 PROVIDER_PLUGIN = '''

@@ -58,9 +58,10 @@ def _curated(host: PluginHost, role: str) -> tuple[Tool, str] | None:
     return None
 
 
-def _sessions(host: PluginHost, home: HermesHome, dry_run: bool, progress: CopyProgress,
-              workdir: Path, report: HermesImportReport) -> Path | None:
-    """Read state.db into an export-format file (nothing written to this home yet)."""
+def _read_sessions(home: HermesHome, progress: CopyProgress, workdir: Path,
+                   report: HermesImportReport) -> Path | None:
+    """Read state.db into an export-format file in ``workdir`` (private to this user, deleted
+    afterwards); nothing is written to this home yet."""
     if not home.state_db.exists():
         report.sessions = {"note": f"no state.db in {home.root}"}
         return None
@@ -168,7 +169,7 @@ def import_hermes(host: PluginHost, source: Path, *, dry_run: bool = False,
         if (home.memories / name).exists():
             read_entries(home.memories / name)
     with tempfile.TemporaryDirectory(prefix="hermes-import-") as tmp:
-        sessions_file = _sessions(host, home, dry_run, progress, Path(tmp), report)
+        sessions_file = _read_sessions(home, progress, Path(tmp), report)
         if not dry_run:
             host.activate_memory_providers()
         if sessions_file is not None:

@@ -88,3 +88,43 @@ def test_install_refuses_a_missing_home(tmp_path: Path,
     assert install(["install", str(tmp_path / "nope")]) == 1
     assert "is not a folder" in capsys.readouterr().err
     assert install([]) == 2
+
+
+LOOP_PLUGIN = '''
+from hermes_core import hookimpl
+from hermes_core.kinds import MemoryProvider
+from hermes_core_hermes_compat.hermes_side.provider import HermesCoreMemory
+
+
+class Loop(MemoryProvider):
+    """What selecting the provider through the bridge would do: serve the stack to itself."""
+
+    name = "loop"
+
+    def __init__(self, config, context):
+        super().__init__(config, context)
+        HermesCoreMemory(context.home).initialize("inner", platform="cli")
+
+
+@hookimpl
+def register_memory_providers(register):
+    register(Loop)
+'''
+
+
+def test_the_provider_refuses_to_serve_the_stack_it_is_part_of(tmp_path: Path) -> None:
+    core = tmp_path / "core"
+    (core / "plugins" / "loop").mkdir(parents=True)
+    (core / "plugins" / "loop" / "__init__.py").write_text(LOOP_PLUGIN)
+    (core / "config.yaml").write_text("memory:\n  providers: [file_memory, session_archive, "
+                                      "loop]\n")
+    from hermes_core_hermes_compat.hermes_side.provider import HermesCoreMemory
+
+    provider = HermesCoreMemory(core)
+    provider.initialize("outer", platform="cli")  # the looping provider is skipped, not fatal
+    try:
+        names = {provider._host.instance_name(k) for k in provider._host.providers()}
+        assert names == {"file_memory", "session_archive"}
+        assert "hermes_core_session_search" in {s["name"] for s in provider.get_tool_schemas()}
+    finally:
+        provider.shutdown()

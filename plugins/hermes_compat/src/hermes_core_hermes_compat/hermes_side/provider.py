@@ -43,6 +43,9 @@ __all__ = ["TOOL_PREFIX", "HermesCoreMemory"]
 log = logging.getLogger("hermes_core.hermes_side")
 
 TOOL_PREFIX = "hermes_core_"
+#: set while this thread loads a hermes-core host for the provider: a stack that selects this
+#: provider again (through the bridge) would load itself without end
+_loading = threading.local()
 
 
 class HermesCoreMemory(MemoryProvider):  # type: ignore[misc]
@@ -94,9 +97,17 @@ class HermesCoreMemory(MemoryProvider):  # type: ignore[misc]
 
         with self._lock:
             if self._host is None:
+                if getattr(_loading, "active", False):
+                    raise RuntimeError(
+                        "the hermes_core Hermes provider cannot run inside the hermes-core stack "
+                        "it serves: remove hermes-hermes_core from memory.providers")
                 home = self.home or home_dir()
-                host = PluginHost.load(home, config=load_config(home))
-                host.activate_memory_providers()
+                _loading.active = True
+                try:
+                    host = PluginHost.load(home, config=load_config(home))
+                    host.activate_memory_providers()
+                finally:
+                    _loading.active = False
                 tools = {f"{TOOL_PREFIX}{name}": entry for name, entry in host.tools().items()
                          if entry[0].curation is None}
                 hooks = host.config.core.hooks

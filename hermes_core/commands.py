@@ -1,4 +1,5 @@
-"""What a plugin's ``register_commands`` command uses: the loaded host, JSON output, warnings.
+"""What a plugin's ``register_commands`` command uses: the loaded host, JSON output, warnings,
+progress bars.
 
 A plugin command is a plain click command; these helpers keep it consistent with the kernel's::
 
@@ -19,6 +20,6 @@ A plugin command is a plain click command; these helpers keep it consistent with
 
 from __future__ import annotations
 
-from .cli._common import echo_json, load_host, warn
+from .cli._common import echo_json, load_host, progress_bars, warn
 
-__all__ = ["echo_json", "load_host", "warn"]
+__all__ = ["echo_json", "load_host", "progress_bars", "warn"]

@@ -203,6 +203,7 @@ RECEIVERS: dict[str, frozenset[str]] = {
     "send": _PLATFORM,
     "doctor_checks": _MODULE,
     "copy_storage": _MODULE,
+    "import_sessions": _MODULE,
 }
 
 
@@ -426,3 +427,10 @@ class Hooks:
         thread and without a deadline (a migration takes as long as the data needs)."""
         return self._all(self._relay.copy_storage, None, _copy_report, source=source,
                          target=target, progress=progress)
+
+    def import_sessions(self, *, target: StorageSide, path: Path, dry_run: bool,
+                        progress: CopyProgress) -> list[HookOutcome]:
+        """Every loaded plugin module that keeps a session archive imports the sessions of
+        ``path`` (the export format), on the caller's thread and without a deadline."""
+        return self._all(self._relay.import_sessions, None, _copy_report, target=target,
+                         path=path, dry_run=dry_run, progress=progress)

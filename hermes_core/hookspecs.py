@@ -58,6 +58,7 @@ __all__ = [
     "doctor_checks",
     "forget",
     "get_tools",
+    "import_sessions",
     "load_session",
     "on_erasure",
     "on_memory_write",
@@ -115,7 +116,7 @@ CONTEXT_ENGINE_HOOKS = (
 TOOL_HOOKS = ("get_tools", "on_post_compress")
 PLATFORM_HOOKS = ("connect", "disconnect", "send")
 #: implemented by plugin modules, called by the kernel's commands about every plugin's stores
-MODULE_HOOKS = ("doctor_checks", "copy_storage")
+MODULE_HOOKS = ("doctor_checks", "copy_storage", "import_sessions")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -178,6 +179,8 @@ def register_commands(register: Callable[[Any], None]) -> None:
     one name is an error naming both, and the first keeps it. A disabled plugin's commands are
     gone, and invoking one says which plugin provides it and how to enable it. The built-in
     plugins register theirs (``memory``, ``sessions``, ``skills``, ``context``) the same way.
+    ``register(command, group="import")`` adds a sub-command to a kernel group instead
+    (``hermes-core import NAME``: an importer of another agent's data).
 
     Inside a command, ``hermes_core.commands.load_host()`` gives a loaded host.
     """
@@ -541,4 +544,25 @@ def copy_storage(source: StorageSide, target: StorageSide, progress: CopyProgres
     summary lines, JSON detail), or ``None`` when the plugin keeps no store. Raise an error saying
     what could not be copied and how to fix it: the command names the plugin, lets the others
     copy theirs, and exits with 1.
+    """
+
+
+@hookspec
+def import_sessions(target: StorageSide, path: Path, dry_run: bool, progress: CopyProgress
+                    ) -> CopyReport | None:
+    """Store the sessions of ``path`` in this plugin's session archive (an importer's way in).
+
+    ``path`` is a JSON Lines file in the archive export format (``hermes-core-session/1``: a
+    ``session`` line, then its ``message`` lines; docs/reference/stores.md), written by an
+    importer such as ``hermes-core import hermes``. Called once, on every loaded plugin module, on
+    the caller's thread and without a deadline; ``target`` is this home (its ``config`` says
+    which backend, ``url`` the database when ``storage.url`` is set). A session whose id the
+    archive already holds is skipped, never overwritten, so an import can run again and adds
+    nothing; a parent must come before its compaction children in the file. With ``dry_run``
+    nothing is written and the counts say what would be. Report progress with
+    ``progress(task, done, total)``.
+
+    Return a :class:`~hermes_core.storage.transfer.CopyReport` (``copied`` sessions and messages,
+    ``skipped`` sessions already there), or ``None`` when the plugin keeps no session archive.
+    Raise an error naming the file, the line and the fix for a malformed file.
     """

@@ -51,11 +51,15 @@ from .paths import home_dir, plugins_dir
 from .registry import KINDS, Registries
 from .types import MemoryWrite
 
-__all__ = ["RESERVED_COMMANDS", "HookOutcome", "PluginHost", "create_plugin_manager"]
+__all__ = ["COMMAND_GROUPS", "RESERVED_COMMANDS", "HookOutcome", "PluginHost",
+           "create_plugin_manager"]
 
 #: the kernel's own sub-commands, which no plugin may register
-RESERVED_COMMANDS = frozenset({"chat", "config", "doctor", "eval", "forget", "plugins", "replay",
-                               "serve", "storage"})
+RESERVED_COMMANDS = frozenset({"chat", "config", "doctor", "eval", "forget", "import", "plugins",
+                               "replay", "serve", "storage"})
+#: the kernel's command groups plugins add sub-commands to: ``register(command, group="import")``
+#: makes ``hermes-core import NAME``
+COMMAND_GROUPS = frozenset({"import"})
 
 log = logging.getLogger("hermes_core")
 
@@ -90,6 +94,8 @@ class PluginHost:
         self._embedder_lock = threading.Lock()
         #: CLI commands offered by plugins: name -> (click command, plugin)
         self.commands: dict[str, tuple[Any, str]] = {}
+        #: sub-commands of the kernel's groups (COMMAND_GROUPS): group -> name -> (command, plugin)
+        self.subcommands: dict[str, dict[str, tuple[Any, str]]] = {}
         #: the kind of each registered instance, by manager name (modules are not listed)
         self._kinds: dict[str, str] = {}
         #: the registered name of each instance (``file_memory``), by manager name
@@ -341,7 +347,7 @@ class PluginHost:
 
     def _collect_commands(self, record: PluginRecord) -> None:
         """File the click commands a plugin offers through ``register_commands``."""
-        def register(command: Any) -> None:
+        def register(command: Any, *, group: str | None = None) -> None:
             import click
 
             if not isinstance(command, click.Command) or not command.name:
@@ -349,17 +355,24 @@ class PluginHost:
                     f"plugin {record.name!r}: register_commands got {command!r}; register a "
                     "click.Command or click.Group that has a name")
             name = command.name
-            if name in RESERVED_COMMANDS:
+            if group is not None and group not in COMMAND_GROUPS:
+                raise RegistryError(
+                    f"plugin {record.name!r} registers {name!r} under {group!r}, which is not "
+                    f"a kernel command group (those are: {', '.join(sorted(COMMAND_GROUPS))})")
+            if group is None and name in RESERVED_COMMANDS:
                 raise RegistryError(
                     f"plugin {record.name!r} registers the command {name!r}, which is the "
                     "kernel's own; rename the plugin's command")
-            owner = self.commands.get(name)
+            table = self.commands if group is None else self.subcommands.setdefault(group, {})
+            spelled = name if group is None else f"{group} {name}"
+            owner = table.get(name)
             if owner is not None:
                 raise RegistryError(
-                    f"command {name!r} is registered by both {owner[1]!r} and {record.name!r}; "
-                    f"{owner[1]!r} keeps it. Disable one of them or rename one command")
-            self.commands[name] = (command, record.name)
-            record.registers.append(f"command:{name}")
+                    f"command {spelled!r} is registered by both {owner[1]!r} and "
+                    f"{record.name!r}; {owner[1]!r} keeps it. Disable one of them or rename one "
+                    "command")
+            table[name] = (command, record.name)
+            record.registers.append(f"command:{spelled}")
 
         hook = self.hooks.register_commands
         for outcome in hook(register=register, only=record.name):
@@ -395,6 +408,8 @@ class PluginHost:
         if record is None:
             return
         self.commands = {k: v for k, v in self.commands.items() if v[1] != name}
+        self.subcommands = {g: {k: v for k, v in table.items() if v[1] != name}
+                            for g, table in self.subcommands.items()}
         if self.pm.get_plugin(name) is not None:
             self.pm.unregister(name=name)
         for kind in KINDS:

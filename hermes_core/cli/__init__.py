@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "doctor": "hermes_core.cli.doctor_cmd:doctor",
     "eval": "hermes_core.cli.eval_cmd:eval_command",
     "forget": "hermes_core.cli.forget_cmd:forget",
+    "import": "hermes_core.cli.import_cmd:import_group",
     "plugins": "hermes_core.cli.plugins_cmd:plugins",
     "replay": "hermes_core.cli.replay_cmd:replay",
     "serve": "hermes_core.cli.serve_cmd:serve",
@@ -41,6 +42,7 @@ SHORT_HELP: dict[str, str] = {
     "doctor": "Check the home folder, config, plugins, state.db and the API key.",
     "eval": "Score the memory stack's recall on a LongMemEval or LoCoMo file, offline.",
     "forget": "Delete everything the memory providers keep that mentions TEXT.",
+    "import": "Bring another agent's history and memory into this home (importers are plugins).",
     "plugins": "List, install and switch plugins.",
     "replay": "Replay a recorded conversation (JSONL) through the configured plugins, with no API "
               "key.",

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -14,8 +16,9 @@ from ._command_index import remember_commands
 if TYPE_CHECKING:
     from ..config import LoadedConfig
     from ..host import PluginHost
+    from ..storage.transfer import CopyProgress
 
-__all__ = ["echo_json", "load_config_or_defaults", "load_host", "warn"]
+__all__ = ["echo_json", "load_config_or_defaults", "load_host", "progress_bars", "warn"]
 
 
 def echo_json(data: Any) -> None:
@@ -68,3 +71,34 @@ def load_host(*, tolerate_bad_config: bool = False, quiet: bool = True,
 def exit_code(ok: bool) -> None:
     if not ok:
         sys.exit(1)
+
+
+@contextmanager
+def progress_bars(host: PluginHost, quiet: bool) -> Iterator[CopyProgress]:
+    """``progress(task, done, total)``: one rich bar per task on stderr, labelled with the plugin
+    whose hook reports it (none with ``quiet``, e.g. --json, or without a terminal)."""
+    console: Any = None
+    if not quiet:
+        from rich.console import Console
+
+        console = Console(stderr=True)
+    if console is None or not console.is_terminal:
+        def silent(task: str, done: int, total: int) -> None:
+            return None
+
+        yield silent
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    tasks: dict[tuple[str, str], Any] = {}
+    with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+                  TimeRemainingColumn(), console=console) as bar:
+
+        def progress(task: str, done: int, total: int) -> None:
+            plugin = host.hooks.current_plugin() or ""
+            key = (plugin, str(task))
+            if key not in tasks:
+                tasks[key] = bar.add_task(f"{plugin}: {task}" if plugin else task, total=None)
+            bar.update(tasks[key], completed=done, total=total)
+
+        yield progress

@@ -11,17 +11,14 @@ store: a third-party plugin's store takes part exactly like a built-in one. Then
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from ._common import echo_json, load_host, warn
+from ._common import echo_json, load_host, progress_bars, warn
 
 if TYPE_CHECKING:
-    from ..host import PluginHost
-    from ..storage.transfer import CopyProgress
+    pass
 
 __all__ = ["storage"]
 
@@ -103,7 +100,7 @@ def migrate(to_url: str | None, from_url: str | None, as_json: bool) -> None:
         database = StorageSide(home=files.home, config=host.config, url=url)
         source, target = (files, database) if into_db else (database, files)
         try:
-            with _progress_bars(host, as_json) as progress:
+            with progress_bars(host, as_json) as progress:
                 outcomes = host.hooks.copy_storage(source=source, target=target,
                                                    progress=progress)
         finally:
@@ -142,34 +139,3 @@ def _counts_line(part: dict[str, Any]) -> str:
     copied = ", ".join(f"{n} {kind}" for kind, n in part["copied"].items()) or "nothing"
     skipped = ", ".join(f"{n} {kind}" for kind, n in part["skipped"].items() if n)
     return f"copied {copied}" + (f"; already there: {skipped}" if skipped else "")
-
-
-@contextmanager
-def _progress_bars(host: PluginHost, quiet: bool) -> Iterator[CopyProgress]:
-    """``progress(task, done, total)`` for the hook: one rich bar per plugin and task (none with
-    --json or without a terminal)."""
-    console: Any = None
-    if not quiet:
-        from rich.console import Console
-
-        console = Console(stderr=True)
-    if console is None or not console.is_terminal:
-        def silent(task: str, done: int, total: int) -> None:
-            return None
-
-        yield silent
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
-
-    tasks: dict[tuple[str, str], Any] = {}
-    with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-                  TimeRemainingColumn(), console=console) as bar:
-
-        def progress(task: str, done: int, total: int) -> None:
-            plugin = host.hooks.current_plugin() or "?"
-            key = (plugin, str(task))
-            if key not in tasks:
-                tasks[key] = bar.add_task(f"{plugin}: {task}", total=None)
-            bar.update(tasks[key], completed=done, total=total)
-
-        yield progress

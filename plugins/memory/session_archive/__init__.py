@@ -354,3 +354,12 @@ def copy_storage(source: StorageSide, target: StorageSide, progress: CopyProgres
     from .migrate import copy_archive
 
     return copy_archive(source, target, progress)
+
+
+@hookimpl
+def import_sessions(target: StorageSide, path: Path, dry_run: bool, progress: CopyProgress
+                    ) -> CopyReport:
+    """An importer's sessions (export format) into this home's archive (see :mod:`.migrate`)."""
+    from .migrate import import_file
+
+    return import_file(target, path, dry_run, progress)

@@ -28,7 +28,7 @@ from .transfer import ImportReport, export_lines, import_jsonl
 from .vector_store import vector_store
 from .vectors import TEXT_CHARS
 
-__all__ = ["BATCH", "copy_archive", "copy_sessions", "copy_vectors"]
+__all__ = ["BATCH", "copy_archive", "copy_sessions", "copy_vectors", "import_file"]
 
 #: sessions written per import batch (one temporary JSONL file each)
 BATCH = 200
@@ -55,6 +55,41 @@ def copy_archive(source: StorageSide, target: StorageSide, progress: CopyProgres
         vectors = copy_vectors(source_archive, target_archive,
                                progress=lambda done, total: progress("vectors", done, total))
     return _report(out, vectors)
+
+
+def import_file(target: StorageSide, path: Path, dry_run: bool,
+                progress: CopyProgress) -> CopyReport:
+    """The ``import_sessions`` hook: the sessions of an export-format file into ``target``'s
+    archive (SQLite file or PostgreSQL), skipping those already there."""
+    from . import archive_path
+
+    settings = validate_section(target.config, "session_archive", SessionArchiveConfig,
+                                plugin="session_archive")
+    total = path.stat().st_size
+    done = 0
+
+    def advance(n: int) -> None:
+        nonlocal done
+        done += n
+        progress("sessions", done, total)
+
+    progress("sessions", 0, total)
+    with ExitStack() as stack:
+        if dry_run and not target.is_database and not archive_path(settings, target.home).exists():
+            # nothing is there yet: count against an empty archive, create no file in the home
+            scratch = Path(stack.enter_context(tempfile.TemporaryDirectory())) / "state.db"
+            archive = stack.enter_context(SessionArchive(scratch, background_checkpoints=False))
+        else:
+            archive = stack.enter_context(_open(target, settings))
+        out = import_jsonl(archive, path, progress=advance, dry_run=dry_run)
+    verb = "would import" if dry_run else "imported"
+    return CopyReport(
+        copied={"sessions": out.sessions_imported, "messages": out.messages_imported},
+        skipped={"sessions": out.sessions_skipped},
+        lines=[f"{verb} {out.sessions_imported} session(s), {out.messages_imported} message(s); "
+               f"{out.sessions_skipped} already there"],
+        detail={"skipped_ids": out.skipped_ids, "sessions_completed": out.sessions_completed,
+                "dry_run": dry_run})
 
 
 def _open(side: StorageSide, settings: SessionArchiveConfig) -> SessionArchive:

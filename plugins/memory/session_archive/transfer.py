@@ -124,10 +124,12 @@ def import_jsonl(
     path: str | Path,
     *,
     progress: Callable[[int], None] | None = None,
+    dry_run: bool = False,
 ) -> ImportReport:
     """Import a JSONL file written by :func:`export_session` (or by hand in that format).
 
-    ``progress`` is called with the number of bytes read after each line.
+    ``progress`` is called with the number of bytes read after each line. With ``dry_run`` the
+    file is read and checked in full but nothing is written: the report counts what would be.
     """
     path = Path(path)
     report = ImportReport()
@@ -137,7 +139,10 @@ def import_jsonl(
     def flush() -> None:
         nonlocal head, pending
         if head is not None:
-            _write_session(archive, head, pending, report)
+            if dry_run:
+                _count_session(archive, head, pending, report)
+            else:
+                _write_session(archive, head, pending, report)
         head, pending = None, []
 
     with open(path, "rb") as fh:
@@ -198,6 +203,18 @@ def _attributes_problem(attributes: object) -> str | None:
     except UserKeyError as exc:
         return f"attributes.{USER_ATTRIBUTE}: {exc}"
     return None
+
+
+def _count_session(
+    archive: SessionArchive, head: dict[str, Any], messages: list[Message], report: ImportReport
+) -> None:
+    """What :func:`_write_session` would do with a session new to the archive (a dry run)."""
+    if archive.has_session(head["id"]):
+        report.sessions_skipped += 1
+        report.skipped_ids.append(head["id"])
+        return
+    report.sessions_imported += 1
+    report.messages_imported += len(messages)
 
 
 def _write_session(

@@ -1,0 +1,123 @@
+"""MEMORY.md / USER.md of a Hermes home into the curated memory, as one version per file.
+
+Hermes' files hold entries separated by a line with only ``§`` (the same format hermes-core's file
+memory uses). The entries go through the memory tool the active provider offers (the tool whose
+:class:`~hermes_core.kinds.Curation` role is ``memory``: the kernel's public way in, the one the
+background review uses), in one all-or-nothing call per file, from a session whose ``origin`` is
+``import``: the store's own checks apply (limits, threat scan), an entry already stored is a
+no-op, and the history records one version with origin ``import``.
+
+When the whole file does not fit the store's limit, the longest leading run of entries that fits
+is stored and every entry left out is reported with the store's reason; nothing is dropped
+silently.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hermes_core.kinds import Tool
+from hermes_core.toolrun import ToolRouter
+from hermes_core.types import Session, ToolCall
+
+from .home import HermesImportError
+
+__all__ = ["FILES", "MemoryImport", "import_memory", "read_entries"]
+
+DELIMITER = "\n§\n"
+#: Hermes file -> the store target
+FILES = {"MEMORY.md": "memory", "USER.md": "user"}
+IMPORT_SESSION = Session(id="hermes-import", platform="import",
+                         attributes={"origin": "import", "origin_session_id": "hermes-import"})
+
+
+@dataclass
+class MemoryImport:
+    target: str
+    file: str
+    entries: int = 0
+    added: list[str] = field(default_factory=list)
+    already: list[str] = field(default_factory=list)
+    #: entries not stored, each with the store's reason
+    left: list[dict[str, str]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"target": self.target, "file": self.file, "entries": self.entries,
+                "added": len(self.added), "already_there": len(self.already), "left": self.left}
+
+
+def read_entries(path: Path) -> list[str]:
+    """The entries of a Hermes memory file (split on the ``§`` line, stripped, no empties,
+    first occurrence of a repeat kept)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise HermesImportError(f"{path} is not UTF-8 text ({exc}); re-save it as UTF-8 and run "
+                                "the import again; nothing was imported") from None
+    out: list[str] = []
+    for part in text.split(DELIMITER):
+        entry = part.strip()
+        if entry and entry not in out:
+            out.append(entry)
+    return out
+
+
+def _call(router: ToolRouter, tool: str, args: dict[str, Any], n: int) -> dict[str, Any]:
+    outcome = router.run_one(ToolCall(id=f"hermes-import-{n}", name=tool, arguments=args),
+                             IMPORT_SESSION)
+    try:
+        data = json.loads(outcome.content)
+    except ValueError:
+        return {"success": False, "error": outcome.content}
+    return data if isinstance(data, dict) else {"success": False, "error": outcome.content}
+
+
+def _count(router: ToolRouter, name: str, target: str) -> tuple[int, set[str]]:
+    """How many entries ``target`` holds now, and those it lists in full: a refused remove of
+    text no entry holds answers with the current entries (the tool's retry aid, long ones
+    shortened) and changes nothing."""
+    answer = _call(router, name, {"action": "remove", "target": target,
+                                  "old_text": "hermes-import-probe-5f0c1e9a7d"}, 0)
+    listed = answer.get("current_entries")
+    if not isinstance(listed, list):
+        return 0, set()
+    note = re.search(r"of (\d+) entries", str(answer.get("current_entries_note") or ""))
+    return (int(note.group(1)) if note else len(listed)), {str(e) for e in listed}
+
+
+def import_memory(memory_tool: tuple[Tool, str] | None, path: Path, target: str
+                  ) -> MemoryImport:
+    """Add ``path``'s entries to ``target`` through the memory tool; see the module docstring."""
+    result = MemoryImport(target, path.name)
+    entries = read_entries(path)
+    result.entries = len(entries)
+    if not entries:
+        return result
+    if memory_tool is None:
+        result.left = [{"entry": e, "reason": "no active memory provider offers a memory tool "
+                        "(add file_memory to memory.providers)"} for e in entries]
+        return result
+    name = memory_tool[0].name
+    router = ToolRouter({name: memory_tool})
+    before, listed = _count(router, name, target)
+    reason = ""
+    kept = 0
+    for keep in range(len(entries), 0, -1):
+        ops = [{"action": "add", "content": e} for e in entries[:keep]]
+        answer = _call(router, name, {"target": target, "operations": ops}, keep)
+        if answer.get("success"):
+            kept = keep
+            added = int(answer.get("entry_count", before)) - before
+            # the store skipped the adds it already held: those are the ones it did not add
+            result.added = [e for e in entries[:keep] if e not in listed][:added]
+            result.already = [e for e in entries[:keep] if e not in result.added]
+            break
+        reason = reason or str(answer.get("error") or answer)
+    # listed in full by the store, so surely there (a long entry is listed shortened)
+    result.already += [e for e in entries[kept:] if e in listed]
+    result.left = [{"entry": e, "reason": reason} for e in entries[kept:] if e not in listed]
+    return result

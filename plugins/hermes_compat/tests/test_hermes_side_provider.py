@@ -1,0 +1,133 @@
+"""The reverse direction: hermes-agent 0.19.0's own MemoryManager runs hermes-core's stack.
+
+The provider is installed the way Hermes 0.19.0 finds one (a folder plugin in
+``$HERMES_HOME/plugins/hermes_core/``, written by the install step), loaded by Hermes' own
+``plugins.memory.load_memory_provider`` and driven by Hermes' ``MemoryManager`` in a subprocess
+(Hermes' top-level ``agent``/``plugins`` packages and its HERMES_HOME stay out of this process).
+The hermes-core home behind it is real: file memory, the SQLite session archive with
+``prefetch: true``. No LLM is involved.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+try:  # the real distribution, not a stand-in for its module names
+    metadata.version("hermes-agent")
+except metadata.PackageNotFoundError:
+    pytest.skip("needs hermes-agent==0.19.0 (tox -e hermes-agent)", allow_module_level=True)
+
+from hermes_core_hermes_compat.hermes_side.install import main as install
+
+from hermes_core.cli import cli
+
+DRIVE = r'''
+import json, sys
+from agent.memory_manager import MemoryManager
+from plugins.memory import load_memory_provider
+
+provider = load_memory_provider("hermes_core")
+assert provider is not None and provider.name == "hermes_core", provider
+mm = MemoryManager()
+mm.add_provider(provider)
+mm.initialize_all(session_id="hs-one", platform="cli")
+out = {"system": mm.build_system_prompt()}
+mm.sync_all("my favourite database is zqpostgres", "noted, zqpostgres it is",
+            session_id="hs-one")
+mm.flush_pending(timeout=30)
+mm.on_session_switch("hs-two", parent_session_id="", reset=True, reason="new_session")
+out["prefetch"] = mm.prefetch_all("which database is zqpostgres", session_id="hs-two")
+out["tools"] = sorted(s["name"] for s in mm.get_all_tool_schemas())
+out["search"] = json.loads(mm.handle_tool_call("hermes_core_session_search",
+                                               {"query": "zqpostgres"}))
+mm.shutdown_all()
+print(json.dumps(out))
+'''
+
+
+def test_hermes_memory_manager_runs_the_hermes_core_stack(tmp_path: Path) -> None:
+    hermes, core = tmp_path / "hermes", tmp_path / "core"
+    hermes.mkdir()
+    (hermes / "config.yaml").write_text("memory:\n  provider: hermes_core\n")
+    assert install(["install", str(hermes)]) == 0
+    assert "MemoryProvider" in (hermes / "plugins" / "hermes_core" / "__init__.py").read_text()
+    (core / "memories").mkdir(parents=True)
+    (core / "memories" / "MEMORY.md").write_text("The team deploys on zqtuesday")
+    (core / "config.yaml").write_text(
+        "memory:\n  prefetch_timeout: 10\nsession_archive:\n  prefetch: true\n")
+
+    env = {**os.environ, "HERMES_HOME": str(hermes), "HERMES_CORE_HOME": str(core)}
+    done = subprocess.run([sys.executable, "-c", DRIVE], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+
+    # several hermes-core providers behind Hermes' one slot: the file memory's block ...
+    assert "zqtuesday" in out["system"]
+    # ... and the archive's recall of the earlier session, through hermes-core's prefetch
+    assert "zqpostgres" in out["prefetch"] and "session_archive" in out["prefetch"]
+    # the hybrid archive search as a tool, renamed so it shadows no Hermes tool
+    assert "hermes_core_session_search" in out["tools"] and "memory" not in out["tools"]
+    assert "hs-one" in json.dumps(out["search"])
+
+    # sync_turn landed in hermes-core's archive
+    found = CliRunner().invoke(cli, ["sessions", "search", "zqpostgres", "--json"],
+                               env={"HERMES_CORE_HOME": str(core)}, catch_exceptions=False)
+    hits = json.loads(found.stdout)["hits"]
+    assert {h["session_id"] for h in hits} == {"hs-one"}
+    assert {h["role"] for h in hits} == {"user", "assistant"}
+
+
+def test_install_refuses_a_missing_home(tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    assert install(["install", str(tmp_path / "nope")]) == 1
+    assert "is not a folder" in capsys.readouterr().err
+    assert install([]) == 2
+
+
+LOOP_PLUGIN = '''
+from hermes_core import hookimpl
+from hermes_core.kinds import MemoryProvider
+from hermes_core_hermes_compat.hermes_side.provider import HermesCoreMemory
+
+
+class Loop(MemoryProvider):
+    """What selecting the provider through the bridge would do: serve the stack to itself."""
+
+    name = "loop"
+
+    def __init__(self, config, context):
+        super().__init__(config, context)
+        HermesCoreMemory(context.home).initialize("inner", platform="cli")
+
+
+@hookimpl
+def register_memory_providers(register):
+    register(Loop)
+'''
+
+
+def test_the_provider_refuses_to_serve_the_stack_it_is_part_of(tmp_path: Path) -> None:
+    core = tmp_path / "core"
+    (core / "plugins" / "loop").mkdir(parents=True)
+    (core / "plugins" / "loop" / "__init__.py").write_text(LOOP_PLUGIN)
+    (core / "config.yaml").write_text("memory:\n  providers: [file_memory, session_archive, "
+                                      "loop]\n")
+    from hermes_core_hermes_compat.hermes_side.provider import HermesCoreMemory
+
+    provider = HermesCoreMemory(core)
+    provider.initialize("outer", platform="cli")  # the looping provider is skipped, not fatal
+    try:
+        names = {provider._host.instance_name(k) for k in provider._host.providers()}
+        assert names == {"file_memory", "session_archive"}
+        assert "hermes_core_session_search" in {s["name"] for s in provider.get_tool_schemas()}
+    finally:
+        provider.shutdown()

@@ -1,0 +1,174 @@
+"""``hermes-core import hermes`` on bad input: a corrupt or foreign state.db, a memory file over
+the store's limit, a folder that is not a Hermes home, a provider that is not installed.
+
+Each is refused (or reported) naming the file and the fix, and nothing already stored in the
+hermes-core home changes. These homes are written with the sqlite3 module in Hermes' schema (the
+columns the importer reads), so the tests run without hermes-agent; test_import_hermes_home.py
+uses the real one.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from hermes_core.cli import cli
+
+SCHEMA = """
+CREATE TABLE sessions (id TEXT PRIMARY KEY, source TEXT NOT NULL, user_id TEXT, model TEXT,
+    model_config TEXT, parent_session_id TEXT, started_at REAL NOT NULL, ended_at REAL,
+    end_reason TEXT, title TEXT);
+CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL,
+    role TEXT NOT NULL, content TEXT, tool_call_id TEXT, tool_calls TEXT, tool_name TEXT,
+    timestamp REAL NOT NULL, active INTEGER NOT NULL DEFAULT 1,
+    compacted INTEGER NOT NULL DEFAULT 0);
+"""
+
+
+def hermes_home(root: Path, *, sessions: int = 1, memory: list[str] | None = None,
+                config: str | None = None) -> Path:
+    """A small Hermes home: ``sessions`` sessions of two messages, optional MEMORY.md."""
+    root.mkdir(parents=True, exist_ok=True)
+    con = sqlite3.connect(root / "state.db")
+    con.executescript(SCHEMA)
+    for n in range(sessions):
+        con.execute("INSERT INTO sessions (id, source, started_at) VALUES (?, 'cli', ?)",
+                    (f"s{n}", 1000.0 + n))
+        con.executemany("INSERT INTO messages (session_id, role, content, timestamp) "
+                        "VALUES (?, ?, ?, ?)",
+                        [(f"s{n}", "user", f"question zqq{n}", 1000.0 + n),
+                         (f"s{n}", "assistant", f"answer zqa{n}", 1000.5 + n)])
+    con.commit()
+    con.close()
+    if memory is not None:
+        (root / "memories").mkdir()
+        (root / "memories" / "MEMORY.md").write_text("\n§\n".join(memory), encoding="utf-8")
+    if config is not None:
+        (root / "config.yaml").write_text(config, encoding="utf-8")
+    return root
+
+
+def run(core: Path, *args: str) -> Any:
+    return CliRunner().invoke(cli, list(args), env={"HERMES_CORE_HOME": str(core)},
+                              catch_exceptions=False)
+
+
+def snapshot(core: Path) -> dict[str, Any]:
+    """What the hermes-core home holds: its sessions (export) and its memory files."""
+    export = run(core, "sessions", "export", "--all")
+    memories = {p.name: p.read_text() for p in (core / "memories").glob("*.md")}
+    return {"sessions": export.stdout, "memories": memories}
+
+
+@pytest.fixture
+def core(tmp_path: Path) -> Path:
+    """A hermes-core home that already holds one imported session and one memory entry."""
+    home = tmp_path / "core"
+    first = hermes_home(tmp_path / "first", memory=["kept entry"])
+    assert run(home, "import", "hermes", str(first)).exit_code == 0
+    return home
+
+
+def test_corrupt_state_db_is_refused_and_nothing_changes(core: Path, tmp_path: Path) -> None:
+    bad = hermes_home(tmp_path / "bad", memory=["new entry"])
+    (bad / "state.db").write_bytes(b"this is not SQLite at all" * 100)
+    before = snapshot(core)
+    result = run(core, "import", "hermes", str(bad))
+    assert result.exit_code == 1
+    assert str(bad / "state.db") in result.output and "integrity_check" in result.output
+    assert "nothing was imported" in result.output
+    assert snapshot(core) == before  # not even the (valid) memory file was taken
+
+
+def test_foreign_state_db_names_the_file_and_the_fix(core: Path, tmp_path: Path) -> None:
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    # hermes-core's own archive is SQLite too, but not Hermes' schema
+    (foreign / "state.db").write_bytes((core / "state.db").read_bytes())
+    before = snapshot(core)
+    result = run(core, "import", "hermes", str(foreign))
+    assert result.exit_code == 1
+    assert f"{foreign / 'state.db'} is not a Hermes Agent state.db" in result.output
+    assert "~/.hermes" in result.output
+    assert snapshot(core) == before
+
+
+def test_not_a_hermes_home(core: Path, tmp_path: Path) -> None:
+    empty = tmp_path / "photos"
+    empty.mkdir()
+    before = snapshot(core)
+    for path, words in ((empty, "is not a Hermes Agent home"),
+                        (tmp_path / "missing", "does not exist"),
+                        (core, "is this hermes-core home")):
+        result = run(core, "import", "hermes", str(path))
+        assert result.exit_code == 1, result.output
+        assert str(path) in result.output and words in result.output
+    assert snapshot(core) == before
+
+
+def test_memory_over_the_limit_is_reported_not_dropped(core: Path, tmp_path: Path) -> None:
+    entries = [f"fact {n}: " + "x" * 500 for n in range(6)]  # about 3,000 of 2,200 characters
+    home = hermes_home(tmp_path / "big", memory=entries)
+    result = run(core, "import", "hermes", str(home), "--json")
+    assert result.exit_code == 1  # something was left out: the user has to act
+    report = json.loads(result.stdout)
+    part = report["memory"][0]
+    stored = json.loads(run(core, "memory", "show", "--json").stdout)["memory"]["entries"]
+    assert stored[0] == "kept entry" and stored[1:] == entries[:part["added"]]
+    # 4 of 508 characters fit beside the entry already there (2,054 of 2,200 with separators)
+    assert part["added"] == 4 and [x["entry"] for x in part["left"]] == entries[4:]
+    problem = next(p for p in report["problems"] if "MEMORY.md" in p)
+    assert str(home / "memories" / "MEMORY.md") in problem
+    assert "file_memory.memory_char_limit" in problem and "2 of its 6 entries" in problem
+    # the sessions of that home were still imported; a second run adds nothing new
+    assert report["sessions"]["imported"] == {"sessions": 0, "messages": 0}  # same ids s0
+    again = json.loads(run(core, "import", "hermes", str(home), "--json").stdout)
+    assert again["memory"][0]["added"] == 0 and len(again["memory"][0]["left"]) == 2
+
+
+def test_provider_not_installed_is_reported(core: Path, tmp_path: Path) -> None:
+    home = hermes_home(tmp_path / "prov", sessions=0, config="memory:\n  provider: holographic\n")
+    result = run(core, "import", "hermes", str(home), "--json")
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert report["provider"] == {"hermes": "holographic", "provider": "hermes-holographic",
+                                  "status": "not installed"}
+    assert "hermes-core hermes plugins" in report["problems"][0]
+    config = core / "config.yaml"
+    assert not config.exists() or "hermes-holographic" not in config.read_text()
+
+
+PROVIDER_PLUGIN = '''
+from hermes_core import hookimpl
+from hermes_core.kinds import MemoryProvider
+
+
+class Fake(MemoryProvider):
+    name = "hermes-fake"
+
+
+@hookimpl
+def register_memory_providers(register):
+    register(Fake)
+'''
+
+
+def test_provider_mapped_to_memory_providers(core: Path, tmp_path: Path) -> None:
+    plugin = core / "plugins" / "fakeprov"
+    plugin.mkdir(parents=True)
+    (plugin / "__init__.py").write_text(PROVIDER_PLUGIN)
+    home = hermes_home(tmp_path / "prov", sessions=0, config="memory:\n  provider: fake\n")
+    dry = json.loads(run(core, "import", "hermes", str(home), "--dry-run", "--json").stdout)
+    assert dry["provider"]["status"] == "would be added"
+    result = run(core, "import", "hermes", str(home), "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["provider"]["status"] == "added"
+    shown = json.loads(run(core, "config", "get", "memory.providers", "--json").stdout)
+    assert shown[-1] == "hermes-fake" and "file_memory" in shown
+    again = json.loads(run(core, "import", "hermes", str(home), "--json").stdout)
+    assert again["provider"]["status"] == "already selected"

@@ -37,6 +37,9 @@ __all__ = [
     "kind_name",
 ]
 
+#: this distribution's package: its Hermes-side provider serves hermes-core to Hermes and is never
+#: offered to hermes-core as a Hermes plugin (it would load the stack inside itself)
+_OWN_PACKAGE = __name__.rpartition(".")[0]
 #: entry-point groups Hermes plugins are published under
 GROUPS = ("hermes_agent.memory_providers", "hermes_agent.plugins", "hermes.memory_provider",
           "hermes.memory_providers")
@@ -140,6 +143,8 @@ def _entry_point_candidates() -> tuple[HermesCandidate, ...]:
     """Read once per process, like the kernel's own entry points."""
     out: list[HermesCandidate] = []
     for group, ep in _entry_points():
+        if ep.module.startswith(_OWN_PACKAGE):
+            continue  # hermes-core's own stack offered to Hermes (hermes_side): never bridged back
         dist = ep.dist
         module = ep.module
         kind: Kind = "memory-provider"
@@ -168,6 +173,8 @@ def _folder(path: Path, source: Source, kind: Kind | None = None) -> HermesCandi
         text = init.read_text(encoding="utf-8", errors="replace")
     except OSError:
         text = ""
+    if f"{_OWN_PACKAGE}.hermes_side" in text:
+        return None  # the folder plugin `hermes_side install` writes: hermes-core itself
     return HermesCandidate(name=kind_name(path.name), plugin=path.name, source=source,
                            kind=kind or _kind_of_text(text), path=path)
 

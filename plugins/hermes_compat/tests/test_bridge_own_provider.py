@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from hermes_core_hermes_compat import discovery
 from hermes_core_hermes_compat.hermes_side.install import install_folder_plugin
 

@@ -48,6 +48,8 @@ class CredentialError(Exception):
 
 
 def _usable(token: str, where: str) -> str:
+    if not token:
+        raise CredentialError(f"{where} is empty")
     if not _TOKEN_RE.match(token):
         raise CredentialError(f"{where} does not hold a usable bearer token (it must be printable "
                               "ASCII without spaces)")
@@ -77,7 +79,10 @@ def _read_file(path: Path) -> tuple[str, tuple[int, int, int]]:
             f"the token file {path} may be read by other users (mode "
             f"{stat.S_IMODE(info.st_mode):04o}); run 'chmod 600 {path}' (and, if others may have "
             "read it, 'hermes-core mcp token --rotate' to replace the token)")
-    token = _usable(raw.strip(), f"the token file {path}")
+    try:
+        token = _usable(raw.strip(), f"the token file {path}")
+    except CredentialError as exc:
+        raise CredentialError(f"{exc}; {fix}") from None
     return token, (info.st_ino, info.st_mtime_ns, info.st_size)
 
 

@@ -27,7 +27,7 @@ import os
 import socket
 import stat
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -239,6 +239,26 @@ def _unix_socket(path: Path) -> socket.socket:
     return sock
 
 
+def _server_class() -> type[Any]:
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn that, stopped by SIGTERM or SIGINT, returns instead of raising the signal again
+        (which would kill the process before the archived sessions end and the socket goes)."""
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            with super().capture_signals():
+                try:
+                    yield
+                finally:
+                    captured = getattr(self, "_captured_signals", None)
+                    if isinstance(captured, list):
+                        captured.clear()
+
+    return Server
+
+
 def run_http(stack: StackServer, options: HttpOptions,
              announce: Callable[[str], None] | None = None) -> None:
     """Serve until interrupted; ``announce`` gets the URL once the socket listens."""
@@ -262,7 +282,7 @@ def run_http(stack: StackServer, options: HttpOptions,
     config = uvicorn.Config(app, host=options.host, port=options.port, log_level=options.log_level,
                             access_log=options.log_level in ("debug", "info"), lifespan="on",
                             http=protocol, backlog=ACCEPT_BATCH, server_header=False)
-    web = uvicorn.Server(config)
+    web = _server_class()(config)
 
     async def sweep() -> None:
         """End the archived sessions of connections idle as long as the SDK's own expiry."""

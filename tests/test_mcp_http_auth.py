@@ -185,8 +185,8 @@ def test_an_unusable_token_refuses_to_start_naming_the_fix(home: Path, problem: 
     before = path.read_bytes()
     refused = cli(home, "mcp", "serve", "--transport", "http", "--port", "0", **extra)
     assert refused.returncode != 0
-    expected = {"loose": f"chmod 600 {path}", "short": "too short to be a bearer token: use at least 16 random characters; delete it",
-                "spaces": "usable bearer token",
+    expected = {"loose": f"chmod 600 {path}",
+                "short": "at least 16 random characters; delete it", "spaces": "usable bearer token",
                 "empty": "is empty; delete it", "env": "HERMES_CORE_MCP_TOKEN is too short"}[problem]
     assert expected in refused.stderr, refused.stderr
     assert "Traceback" not in refused.stderr

@@ -287,9 +287,13 @@ def run_http(stack: StackServer, options: HttpOptions,
     async def sweep() -> None:
         """End the archived sessions of connections idle as long as the SDK's own expiry."""
         interval = min(max(options.idle_seconds / 4, 0.2), 30.0)
+        trims = 0
         while True:
             await anyio.sleep(interval)
             if await anyio.to_thread.run_sync(stack.expire_idle, options.idle_seconds):
+                trims = 4  # the SDK frees its side of the sessions about now too: trim a while
+            if trims:
+                trims -= 1
                 _release_memory()
 
     async def main() -> None:

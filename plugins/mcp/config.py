@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -53,6 +53,8 @@ class ServerSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    #: as in a client's ``.mcp.json`` (optional: ``command`` or ``url`` already says which)
+    type: Literal["stdio", "http", "streamable-http", "sse"] | None = None
     command: str | None = Field(default=None, min_length=1, description="stdio: the program to start")
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict, description="stdio: extra environment variables")
@@ -69,6 +71,13 @@ class ServerSpec(BaseModel):
         if (self.command is None) == (self.url is None):
             raise ValueError("give either 'command' (a stdio server hermes-core starts) or 'url' "
                              "(a streamable HTTP server), not both and not neither")
+        if self.type == "sse":
+            raise ValueError("type 'sse' (the older HTTP+SSE transport) is not supported: point "
+                             "'url' at the server's streamable HTTP endpoint and set type 'http'")
+        if self.type is not None and self.type.replace("streamable-", "") != self.transport:
+            given = "'command'" if self.command is not None else "'url'"
+            raise ValueError(f"type {self.type!r} does not match {given}: a server with 'command' "
+                             "is type 'stdio', one with 'url' is type 'http'")
         if self.url is not None:
             if not re.match(r"^https?://", self.url):
                 raise ValueError(f"url {self.url!r} must start with http:// or https://")

@@ -338,3 +338,32 @@ def test_stdio_still_needs_no_token(home: Path) -> None:
 
     assert "memory" in anyio.run(tools)
     assert not (home / "mcp-token").exists()
+
+
+def test_doctor_names_servers_without_the_provider_and_a_loose_token_file(home: Path) -> None:
+    """Issue 34 item 9: mcp.servers set but 'mcp' not in memory.providers passed every check."""
+    (home / "config.yaml").write_text(
+        "memory:\n  providers: [file_memory, session_archive]\n"
+        "mcp:\n  servers:\n    files:\n      command: x\n", encoding="utf-8")
+    token = home / "mcp-token"
+    token.write_text("a-good-long-token-0123456789abcdef\n", encoding="utf-8")
+    os.chmod(token, 0o644)
+
+    def checks() -> dict[str, dict[str, Any]]:
+        done = cli(home, "doctor", "--json")
+        rows = json.loads(done.stdout)
+        rows = rows["checks"] if isinstance(rows, dict) else rows
+        return {row["name"]: row for row in rows if "mcp" in row["name"]}
+
+    found = checks()
+    unused = next(v for k, v in found.items() if k.endswith("mcp servers in use"))
+    assert unused["warning"] and "'mcp' is not in memory.providers" in unused["detail"]
+    loose = next(v for k, v in found.items() if k.endswith("mcp token"))
+    assert not loose["ok"] and f"chmod 600 {token}" in loose["detail"]
+    assert stat.S_IMODE(token.stat().st_mode) == 0o644, "doctor changed the file"
+    os.chmod(token, 0o600)
+    (home / "config.yaml").write_text(
+        "memory:\n  providers: [file_memory, session_archive, mcp]\n"
+        "mcp:\n  servers:\n    files:\n      command: x\n", encoding="utf-8")
+    found = checks()
+    assert all(v["ok"] and not v["warning"] for k, v in found.items() if "mcp " in k), found

@@ -20,6 +20,12 @@ work. The difference of the medians is the overhead of going through MCP.
 For scale, the same SDK client against a trivial echo server over stdio (the SDK's own floor on
 this machine) is measured in the same run.
 
+With ``--baseline SRC`` (a checkout of an earlier commit, e.g. ``git archive <commit> | tar -x -C
+SRC``), the HTTP round trips are also compared side by side: that tree's server (no token check)
+and this one's (every request checked for the bearer token), alternating A B A B for ``--rounds``
+rounds on the same home; the median of each run's p50s is compared (target: this tree within 5 %
+of the baseline, ratio = 1.05 x baseline / this).
+
 Target: p50 <= 5 ms over stdio for a memory read. Nothing asserts; ratio = target / measured
 (>= 1.0 means the target is met). The machine is shared and noisy: compare figures of one run.
 """
@@ -42,6 +48,8 @@ from mcp import Client, StdioServerParameters
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_MEMORY_READ_MS = 5.0
+#: the bearer token this tree's HTTP server is given (a baseline without the check ignores it)
+TOKEN = "bench-token-0123456789abcdef"
 
 ECHO_SERVER = '''
 import anyio, mcp_types as types
@@ -135,9 +143,11 @@ def serve_stdio(home: Path, n: int) -> dict[str, list[float]]:
     return anyio.run(run)
 
 
-def serve_http(home: Path, n: int) -> dict[str, list[float]]:
+def serve_http(home: Path, n: int, src: Path = ROOT) -> dict[str, list[float]]:
+    """Round trips against ``src``'s ``mcp serve --transport http`` (this tree by default)."""
+    env = {**env_for(home), "PYTHONPATH": str(src), "HERMES_CORE_MCP_TOKEN": TOKEN}
     proc = subprocess.Popen([sys.executable, "-m", "hermes_core", "mcp", "serve", "--transport",
-                             "http", "--port", "0"], env=env_for(home), stderr=subprocess.PIPE,
+                             "http", "--port", "0"], env=env, stderr=subprocess.PIPE,
                             stdout=subprocess.DEVNULL, text=True)
     try:
         assert proc.stderr is not None
@@ -150,13 +160,74 @@ def serve_http(home: Path, n: int) -> dict[str, list[float]]:
             raise SystemExit("mcp serve --transport http did not start")
 
         async def run() -> dict[str, list[float]]:
-            async with Client(url) as client:
+            import httpx2
+            from mcp.client.streamable_http import streamable_http_client
+
+            headers = {"authorization": f"Bearer {TOKEN}"}
+            async with httpx2.AsyncClient(headers=headers, timeout=120) as http, \
+                    Client(streamable_http_client(url, http_client=http)) as client:
                 return await round_trips(client, n)
 
         return anyio.run(run)
     finally:
         proc.terminate()
         proc.wait(60)
+
+
+def gate_cost(n: int = 200_000) -> tuple[float, float]:
+    """Microseconds per request of an empty ASGI app, bare and behind ``mcp serve``'s gate (the
+    bearer-token and Origin checks), in this process: the check's own cost, free of the noise of
+    a round trip on a shared machine. Alternated A B A B; the medians."""
+    from hermes_core.plugins.mcp.credential import Credential
+    from hermes_core.plugins.mcp.serve import gate
+
+    async def bare(scope: Any, receive: Any, send: Any) -> None:
+        return None
+
+    class NoStack:
+        def end(self, key: str) -> bool:
+            return False
+
+    gated = gate(bare, NoStack(), Credential(TOKEN), [])  # type: ignore[arg-type]
+    scope = {"type": "http", "path": "/mcp", "method": "POST", "headers": [
+        (b"host", b"127.0.0.1:8765"), (b"content-type", b"application/json"),
+        (b"accept", b"application/json, text/event-stream"),
+        (b"authorization", f"Bearer {TOKEN}".encode())]}
+    runs: dict[str, list[float]] = {"bare": [], "gated": []}
+
+    async def run() -> None:
+        for _ in range(3):
+            for name, app in (("bare", bare), ("gated", gated)):
+                start = time.perf_counter()
+                for _ in range(n // 3):
+                    await app(scope, None, None)
+                runs[name].append((time.perf_counter() - start) / (n // 3) * 1e6)
+
+    anyio.run(run)
+    return pct(runs["bare"], 0.5), pct(runs["gated"], 0.5)
+
+
+def http_side_by_side(home: Path, n: int, baseline: Path, rounds: int) -> None:
+    """A B A B: the baseline tree's HTTP server, then this tree's, ``rounds`` times, each run on a
+    fresh copy of ``home`` (every call is archived: a reused home would favour the first run)."""
+    import shutil
+
+    runs: dict[str, dict[str, list[float]]] = {"baseline": {}, "this tree": {}}
+    print(f"http side by side, A = {baseline.name} (baseline), B = this tree (token checked), "
+          f"{rounds} rounds of {n} calls")
+    for r in range(rounds):
+        for name, src in (("baseline", baseline), ("this tree", ROOT)):
+            copy = home.with_name(f"run-{r}-{name.replace(' ', '-')}")
+            shutil.copytree(home, copy)
+            got = serve_http(copy, n, src)
+            for label, values in got.items():
+                runs[name].setdefault(label, []).append(pct(values, 0.5))
+            print(f"  round {r + 1} {name:<9} " + "   ".join(
+                f"{label} p50 {pct(v, 0.5):6.2f} ms" for label, v in got.items()))
+    for label in runs["baseline"]:
+        a, b = pct(runs["baseline"][label], 0.5), pct(runs["this tree"][label], 0.5)
+        print(f" {label}: median of p50s, baseline {a:.2f} ms, this tree {b:.2f} ms, "
+              f"this/baseline {b / a:.3f}; target within 5 % -> ratio {1.05 * a / b:.2f}")
 
 
 def sdk_floor(root: Path, n: int) -> list[float]:
@@ -215,10 +286,22 @@ def line(label: str, values: list[float]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="a source tree of an earlier commit to compare HTTP round trips with")
+    parser.add_argument("--rounds", type=int, default=4, help="A B rounds with --baseline")
+    parser.add_argument("--only-http", action="store_true",
+                        help="with --baseline: the side-by-side comparison only")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-mcp-") as tmp:
         root = Path(tmp)
         home = make_home(root)
+        bare, gated = gate_cost()
+        print(f"the HTTP gate (token + Origin check) in process: {gated - bare:.2f} us per request "
+              f"(bare {bare:.2f} us, gated {gated:.2f} us)")
+        if args.baseline is not None:
+            http_side_by_side(home, args.calls, args.baseline.resolve(), args.rounds)
+            if args.only_http:
+                return
         print(f"mcp serve round trips ({args.calls} calls each, SDK client in this process)")
         results = {}
         for transport, run in (("stdio", serve_stdio), ("http", serve_http)):

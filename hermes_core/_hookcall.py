@@ -475,10 +475,21 @@ class HookCallEngine:
 
         return undo
 
+    def report_late(self, hook: str, plugin: str, *, queued: bool, deadline: float, setting: str,
+                    kwargs: Mapping[str, Any]) -> None:
+        """Report an implementation that a caller with its own deadline stopped waiting for (the
+        prefetch runner's lanes): the same log line and problem as a late call of any hook.
+        ``queued``: it was still busy with an earlier late call and was not called again."""
+        outcome = HookOutcome(plugin, seconds=deadline, status="queued" if queued else "timed_out")
+        self._report(hook, plugin, outcome, kwargs, deadline=(deadline, setting))
+        if self.trace:
+            self._trace(hook, plugin, outcome.seconds, outcome.status)
+
     def _report(self, hook: str, plugin: str, outcome: HookOutcome, kwargs: Mapping[str, Any],
-                message: str | None = None) -> None:
+                message: str | None = None, *, deadline: tuple[float, str] | None = None) -> None:
         import logging
 
+        seconds, setting = deadline or (self._timeout_of(hook), f"hooks.timeouts.{hook}")
         if message is not None:
             text = f"plugin {plugin} in hook {hook}: {message}"
         elif outcome.status == "error":
@@ -488,8 +499,8 @@ class HookCallEngine:
             text = f"plugin {plugin}: hook {hook} returned the wrong type: {outcome.error}"
         elif outcome.status == "timed_out":
             text = (f"plugin {plugin} did not answer hook {hook} within its deadline "
-                    f"({self._timeout_of(hook):g} s; raise hooks.timeouts.{hook} if it needs "
-                    "longer); the caller went on without it, and the call still runs")
+                    f"({seconds:g} s; raise {setting} if it needs longer); the caller went on "
+                    "without it, and the call still runs")
         else:
             text = (f"plugin {plugin} is still busy with an earlier late call; hook {hook} was "
                     "queued behind it and the caller did not wait")

@@ -250,6 +250,13 @@ class Hooks:
         """Receive every later problem; returns the function that unsubscribes."""
         return self.engine.subscribe(listener)
 
+    def report_late(self, caller: pluggy.HookCaller, plugin: str, *, queued: bool, deadline: float,
+                    setting: str, **kwargs: Any) -> None:
+        """Report a plugin that a caller with its own deadline went on without (see
+        :meth:`HookCallEngine.report_late`): logged and kept like every other late hook."""
+        self.engine.report_late(caller.name, plugin, queued=queued, deadline=deadline,
+                                setting=setting, kwargs=kwargs)
+
     def current_plugin(self) -> str | None:
         """The plugin whose implementation is running on this thread (for registry callbacks)."""
         return self.engine.current_plugin()

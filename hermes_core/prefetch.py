@@ -12,6 +12,10 @@ default) passes, whichever comes first. Then:
   provider costs one stuck daemon thread, never a pile of them, and never more than the deadline;
 * a provider that raised contributes nothing (``error``); the error is logged with its name.
 
+Lateness is reported as every hook's is (:meth:`~hermes_core.hooks.Hooks.report_late`): one
+warning naming the plugin, the deadline and the setting to raise (``memory.prefetch_timeout``),
+and a problem on ``host.hooks.problems`` (``timed_out``, or ``queued`` while still busy).
+
 A late answer is not lost: it becomes that provider's "last answer" for the next turn.
 """
 
@@ -148,16 +152,23 @@ class PrefetchRunner:
         if idle:
             batch.done.wait(max(0.0, deadline - time.perf_counter()))
         out: list[PrefetchResult] = []
+        submitted = {lane.plugin for lane in idle}
+        late: list[tuple[str, bool]] = []
         with batch.lock, self.lock:
             for plugin in plugins:
                 label = provider_label(plugin)
                 answer = batch.results.get(plugin)
                 if answer is None:  # late, or busy with an earlier turn's call
                     out.append(PrefetchResult(label, plugin, "stale", self._lanes[plugin].last))
+                    late.append((plugin, plugin not in submitted))
                     continue
                 text, seconds, error = answer
                 status: Status = "error" if error is not None else "fresh"
                 out.append(PrefetchResult(label, plugin, status, text, seconds, error))
+        for plugin, queued in late:  # logged and kept as a problem, as every late hook is
+            self.host.hooks.report_late(self.host.pm.hook.prefetch, plugin, queued=queued,
+                                        deadline=self.timeout, setting="memory.prefetch_timeout",
+                                        query=query, session=session)
         return out
 
     def forget(self) -> None:

@@ -203,6 +203,9 @@ def test_name_clashes_name_server_and_tool(hermes_home: Path) -> None:
     ("    neither:\n      args: [x]", "either 'command'"),
     ("    web:\n      url: ftp://127.0.0.1/mcp", "http://"),
     ("    web:\n      url: http://127.0.0.1:1/mcp\n      env: {A: b}", "stdio"),
+    ("    web:\n      type: stdio\n      url: http://127.0.0.1:1/mcp", "type 'stdio' does not match"),
+    ("    web:\n      type: sse\n      url: http://127.0.0.1:1/sse", "'sse'"),
+    ("    web:\n      type: websocket\n      url: http://127.0.0.1:1/mcp", "type"),
 ])
 def test_bad_server_config_is_refused_with_the_key(hermes_home: Path, servers: str, message: str) -> None:
     (hermes_home / "config.yaml").write_text(config(servers), encoding="utf-8")
@@ -210,6 +213,19 @@ def test_bad_server_config_is_refused_with_the_key(hermes_home: Path, servers: s
     try:
         problems = [msg for key, msg in host.config_problems() if key == "mcp"]
         assert problems and message in problems[0] and "mcp" in problems[0]
+    finally:
+        host.shutdown()
+
+
+def test_an_entry_pasted_from_mcp_json_with_its_type_key_is_accepted(hermes_home: Path) -> None:
+    """Issue 34 item 9: the ``type`` key of a .mcp.json entry was refused ("allowed keys: none")."""
+    (hermes_home / "config.yaml").write_text(config(
+        "    files:\n      type: stdio\n      command: x\n"
+        "    web:\n      type: http\n      url: http://127.0.0.1:1/mcp\n"
+        "    web2:\n      type: streamable-http\n      url: http://127.0.0.1:1/mcp"), encoding="utf-8")
+    host = make_host(hermes_home)
+    try:
+        assert [msg for key, msg in host.config_problems() if key == "mcp"] == []
     finally:
         host.shutdown()
 

@@ -160,3 +160,47 @@ def test_a_provider_that_raises_contributes_nothing_and_is_logged(home, caplog):
 def test_timeout_must_be_positive(home):
     with pytest.raises(ValueError, match="positive"):
         PrefetchRunner(make_host(home), timeout=0)
+
+
+def test_a_hung_prefetch_is_logged_and_reported_as_every_late_hook_is(home, release, caplog):
+    """Issue 33 N8: a hung prefetch was bounded but silent, unlike every other late hook."""
+
+    class Hung(MemoryProvider):
+        name = "hung"
+
+        @hookimpl
+        def prefetch(self, query):
+            release.wait(10)
+
+        @hookimpl
+        def system_prompt_block(self):
+            release.wait(10)  # another hook, late the kernel's usual way
+
+    host = make_host(home, providers=[Hung, Fast],
+                     config_text="hooks:\n  timeouts:\n    system_prompt_block: 0.5\n")
+    runner = PrefetchRunner(host, timeout=0.5)
+    before = host.hooks.problem_count
+    with caplog.at_level(logging.WARNING, logger="hermes_core.hooks"):
+        runner.run("first", SESSION)  # called, and late
+        runner.run("second", SESSION)  # still busy: not called again
+        host.hooks.system_prompt_block(session=SESSION)
+    runner.close()
+    problems = list(host.hooks.problems)[-3:]
+    assert host.hooks.problem_count == before + 3
+    assert [(p.hook, p.plugin, p.status) for p in problems] == [
+        ("prefetch", "memory-provider:hung", "timed_out"),
+        ("prefetch", "memory-provider:hung", "queued"),
+        ("system_prompt_block", "memory-provider:hung", "timed_out"),
+    ]
+    assert problems[0].session_id == SESSION.id
+    late_prefetch, _queued, late_block = (p.message for p in problems)
+    assert late_prefetch == (
+        "plugin memory-provider:hung did not answer hook prefetch within its deadline (0.5 s; "
+        "raise memory.prefetch_timeout if it needs longer); the caller went on without it, and "
+        "the call still runs")
+    # the same sentence as any other hook's, but for the hook and the setting to raise
+    assert late_block == late_prefetch.replace("hook prefetch", "hook system_prompt_block").replace(
+        "memory.prefetch_timeout", "hooks.timeouts.system_prompt_block")
+    logged = [r for r in caplog.records if r.name == "hermes_core.hooks"]
+    assert [r.getMessage() for r in logged][-3:] == [p.message for p in problems]
+    assert {r.levelno for r in logged[-3:]} == {logging.WARNING}

@@ -13,14 +13,20 @@ still loads, and its commands and tools say how to install it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from hermes_core import hookimpl
 
 from .config import McpConfig, ServerSpec
 from .tools import McpTools
 
-__all__ = ["McpConfig", "McpTools", "ServerSpec", "register_commands", "register_memory_providers"]
+if TYPE_CHECKING:
+    from hermes_core.config import LoadedConfig
+    from hermes_core.doctor import DoctorCheck
+
+__all__ = ["McpConfig", "McpTools", "ServerSpec", "doctor_checks", "register_commands",
+           "register_memory_providers"]
 
 
 @hookimpl
@@ -33,3 +39,11 @@ def register_commands(register: Callable[[Any], None]) -> None:
     from .commands import mcp_group
 
     register(mcp_group)
+
+
+@hookimpl
+def doctor_checks(home: Path, config: LoadedConfig) -> list[DoctorCheck]:
+    """mcp.servers without the ``mcp`` provider; the HTTP token file (see :mod:`.doctor`)."""
+    from .doctor import mcp_checks
+
+    return mcp_checks(home, config)

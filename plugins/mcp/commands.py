@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -65,41 +68,134 @@ def mcp_group() -> None:
 @mcp_group.command("serve")
 @click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True)
 @click.option("--host", "bind", default="127.0.0.1", show_default=True,
-              help="HTTP: the address to bind (off loopback a bearer token is required).")
+              help="HTTP: the address to bind (anything but loopback is reachable from the network).")
 @click.option("--port", type=click.IntRange(0, 65535), default=DEFAULT_PORT, show_default=True,
               help="HTTP: the port (0 picks a free one; the URL is printed on stderr).")
-def serve(transport: str, bind: str, port: int) -> None:
-    """Serve the configured memory providers' tools, recall, remember, memory files and skills."""
-    from .serve import ServeError, require_token, run_http, run_stdio
+@click.option("--uds", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="HTTP: serve on this Unix domain socket (mode 0600) instead of a TCP port.")
+@click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"],
+                                               case_sensitive=False), default=None,
+              help="What is logged on stderr (INFO adds one line per HTTP request). Default WARNING.")
+def serve(transport: str, bind: str, port: int, uds: Path | None, log_level: str | None) -> None:
+    """Serve the configured memory providers' tools, recall, remember, memory files and skills.
+
+    Over HTTP every request needs 'Authorization: Bearer <token>': the token is
+    $HERMES_CORE_MCP_TOKEN, or the home's mcp-token file, created (0600) and shown once on the
+    first start. See docs/mcp.md.
+    """
+    from .credential import CredentialError, resolve
+    from .serve import HttpOptions, ServeError, run_http, run_stdio
     from .server import StackServer
 
     _need_sdk()
+    if log_level is not None:
+        _log_to_stderr(log_level.upper())
     host = load_host()
     settings = _settings(host)
-    token = None
+    options = None
+    fresh: str | None = None
     if transport == "http":
         try:
-            token = require_token(bind, settings.token_env)
-        except ServeError as exc:
+            credential, fresh = resolve(host.home, settings.token_env)
+        except CredentialError as exc:
             raise click.ClickException(str(exc)) from None
+        options = HttpOptions(
+            credential, host=bind, port=port, uds=uds, allowed_origins=settings.allowed_origins,
+            idle_seconds=settings.session_idle_minutes * 60, max_sessions=settings.max_sessions,
+            header_timeout=settings.header_timeout_seconds,
+            max_pending=settings.max_pending_connections,
+            log_level=(log_level or "warning").lower())
     activate_served_providers(host)
     try:
-        stack = StackServer(host, transport=transport)
+        stack = StackServer(host, transport=transport, max_conversations=settings.max_sessions)
     except Exception as exc:
         host.shutdown()
         raise click.ClickException(str(exc)) from None
+
+    def announce(url: str) -> None:
+        click.echo(f"hermes-core mcp: serving on {url}", err=True)
+        if fresh is not None:
+            click.echo(client_snippet(url, fresh, host.home), err=True)
+
     try:
-        if transport == "stdio":
+        if options is None:
             run_stdio(stack)
         else:
-            run_http(stack, host=bind, port=port, token=token)
+            run_http(stack, options, announce)
     except KeyboardInterrupt:
         pass
+    except ServeError as exc:
+        raise click.ClickException(str(exc)) from None
     except OSError as exc:
-        raise click.ClickException(f"cannot serve on {bind}:{port}: {exc}") from None
+        raise click.ClickException(f"cannot serve on {uds or f'{bind}:{port}'}: {exc}") from None
     finally:
         stack.close()
         host.shutdown()
+
+
+def client_snippet(url: str, token: str, home: Path) -> str:
+    """What to paste into an MCP client's configuration (shown once, with a new token)."""
+    from .credential import TOKEN_FILE
+
+    entry: dict[str, Any] = {"type": "http", "url": url,
+                             "headers": {"Authorization": f"Bearer {token}"}}
+    if url.startswith("unix:"):
+        entry["url"] = "http://localhost/mcp"
+        entry["socket"] = url[len("unix:"):]
+    paste = json.dumps({"mcpServers": {"hermes-core": entry}}, indent=2)
+    return (f"hermes-core mcp: a new bearer token was written to {home / TOKEN_FILE} (mode 0600); "
+            "it is shown this once. Every HTTP request must carry it. For a client's MCP "
+            f"configuration (e.g. .mcp.json):\n{paste}")
+
+
+@mcp_group.command("token")
+@click.option("--rotate", is_flag=True,
+              help="Replace the token with a new one; a running server refuses the old one within "
+                   "a second.")
+@click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")
+def token(rotate: bool, as_json: bool) -> None:
+    """Where the HTTP server's bearer token comes from; --rotate replaces (revokes) it."""
+    from .credential import TOKEN_FILE, CredentialError
+    from .credential import resolve as resolve_token
+    from .credential import rotate as rotate_token
+
+    host = load_host()
+    settings = _settings(host)
+    path = host.home / TOKEN_FILE
+    from_env = bool(os.environ.get(settings.token_env, "").strip())
+    shown: str | None = None
+    if rotate:
+        shown = rotate_token(host.home)
+    problem = None
+    if path.exists() or from_env:
+        try:
+            resolve_token(host.home, settings.token_env)
+        except CredentialError as exc:
+            problem = str(exc)
+    source = f"environment variable {settings.token_env}" if from_env else str(path)
+    if as_json:
+        echo_json({"source": source, "file": str(path), "file_exists": path.exists(),
+                   "rotated": rotate, "problem": problem,
+                   **({"token": shown} if shown is not None else {})})
+    else:
+        click.echo(f"the token comes from: {source}"
+                   + ("" if from_env or path.exists() else
+                      " (not created yet: the first 'mcp serve --transport http' creates it)"))
+        if from_env and rotate:
+            click.echo(f"note: {settings.token_env} is set, so servers use it, not the new file")
+        if shown is not None:
+            click.echo(f"new token (shown this once): {shown}")
+        if problem:
+            click.echo(f"problem: {problem}", err=True)
+    if problem:
+        sys.exit(1)
+
+
+def _log_to_stderr(level: str) -> None:
+    root = logging.getLogger()
+    for handler in root.handlers:  # the terminal's handler (set up by the CLI at WARNING)
+        handler.setLevel(level)
+    logging.getLogger("hermes_core").setLevel(level)
 
 
 @mcp_group.command("servers")

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -53,6 +53,8 @@ class ServerSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    #: as in a client's ``.mcp.json`` (optional: ``command`` or ``url`` already says which)
+    type: Literal["stdio", "http", "streamable-http", "sse"] | None = None
     command: str | None = Field(default=None, min_length=1, description="stdio: the program to start")
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict, description="stdio: extra environment variables")
@@ -69,6 +71,13 @@ class ServerSpec(BaseModel):
         if (self.command is None) == (self.url is None):
             raise ValueError("give either 'command' (a stdio server hermes-core starts) or 'url' "
                              "(a streamable HTTP server), not both and not neither")
+        if self.type == "sse":
+            raise ValueError("type 'sse' (the older HTTP+SSE transport) is not supported: point "
+                             "'url' at the server's streamable HTTP endpoint and set type 'http'")
+        if self.type is not None and self.type.replace("streamable-", "") != self.transport:
+            given = "'command'" if self.command is not None else "'url'"
+            raise ValueError(f"type {self.type!r} does not match {given}: a server with 'command' "
+                             "is type 'stdio', one with 'url' is type 'http'")
         if self.url is not None:
             if not re.match(r"^https?://", self.url):
                 raise ValueError(f"url {self.url!r} must start with http:// or https://")
@@ -95,9 +104,31 @@ class McpConfig(BaseModel):
     connect_timeout: float = Field(default=20.0, gt=0, le=600)
     #: the most characters of one tool result passed to the model (longer: head and tail kept)
     max_result_chars: int = Field(default=50_000, ge=1000, le=2_000_000)
-    #: ``mcp serve --transport http`` bound to anything but loopback needs a bearer token from
-    #: this environment variable
+    #: ``mcp serve --transport http`` demands a bearer token on every request: this environment
+    #: variable's value, or else the home's ``mcp-token`` file (created 0600 on first use)
     token_env: str = Field(default="HERMES_CORE_MCP_TOKEN", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    #: web origins allowed to call the HTTP server (a request with any other ``Origin`` header gets
+    #: 403): exact ``scheme://host[:port]`` values; none by default, so no web page can drive it
+    allowed_origins: list[str] = Field(default_factory=list)
+    #: an HTTP client session without a request for this long is closed, and its archived session
+    #: ended (reason ``expired``)
+    session_idle_minutes: float = Field(default=30.0, gt=0, le=24 * 60)
+    #: the most HTTP client sessions open at once: a new one beyond it gets 503
+    max_sessions: int = Field(default=500, ge=1, le=100_000)
+    #: a connection must send its request line and headers within this many seconds
+    header_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
+    #: the most connections still sending headers; a new one closes the one waiting longest
+    max_pending_connections: int = Field(default=64, ge=1, le=10_000)
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _origins(cls, origins: list[str]) -> list[str]:
+        for origin in origins:
+            if not re.match(r"^https?://[^/\s]+$", origin):
+                raise ValueError(f"allowed origin {origin!r} is not an origin: write "
+                                 "scheme://host[:port], e.g. https://app.example or "
+                                 "http://localhost:3000 (no path, no trailing '/')")
+        return origins
 
     @field_validator("servers")
     @classmethod

@@ -1,19 +1,35 @@
 """``hermes-core mcp serve``: the MCP handlers over stdio or streamable HTTP.
 
 The handlers are thin: each runs the synchronous :class:`~.server.StackServer` call in a worker
-thread. Over HTTP the server binds 127.0.0.1 by default; bound to any other address it refuses to
-start unless a bearer token is set in the environment variable named by ``mcp.token_env``
-(``HERMES_CORE_MCP_TOKEN`` by default), and then every request must carry
-``Authorization: Bearer <token>``. A token set while on loopback is enforced too.
+thread. stdio needs no credential (the client owns the process). HTTP, on loopback too, passes
+every request through :func:`gate` before the SDK sees it:
+
+1. ``GET /health`` answers ``{"status": "ok"}`` (nothing else, no credential needed);
+2. the bearer token (:mod:`.credential`): missing, wrong or revoked gets 401, whatever the method;
+3. an ``Origin`` header not listed in ``mcp.allowed_origins`` gets 403 (a web page cannot drive
+   the server);
+
+and the connections are bounded as the webhook's are (:mod:`hermes_core.httpguard`: a header
+deadline, a cap on connections still sending headers), client sessions by ``mcp.max_sessions``,
+and a session idle for ``mcp.session_idle_minutes`` is closed with its archived session.
+``--uds PATH`` serves on a Unix domain socket (mode 0600) instead of a TCP port.
 """
 
 from __future__ import annotations
 
-import hmac
+import contextlib
+import ctypes
+import ctypes.util
+import gc
+import json
 import logging
 import os
+import socket
+import stat
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hermes_core.netaddr import is_loopback
@@ -23,7 +39,13 @@ from .server import StackServer, connection_key
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
 
-__all__ = ["ServeError", "build_server", "is_loopback", "require_token", "run_http", "run_stdio"]
+    from .credential import Credential
+
+__all__ = ["HttpOptions", "ServeError", "build_server", "gate", "is_loopback", "run_http",
+           "run_stdio"]
+
+#: the Host header values a loopback (or Unix socket) server accepts (DNS rebinding protection)
+_LOCAL_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "[::1]"]
 
 log = logging.getLogger("hermes_core.plugins.mcp")
 
@@ -32,21 +54,6 @@ class ServeError(Exception):
     """The server cannot start as asked; the message says how to fix it."""
 
 
-
-
-def require_token(host: str, token_env: str) -> str | None:
-    """The bearer token to demand, or ``None`` (loopback without a token). Raises
-    :class:`ServeError` for a non-loopback address without one."""
-    token = os.environ.get(token_env, "").strip() or None
-    if token is None and not is_loopback(host):
-        raise ServeError(
-            f"refusing to serve MCP over HTTP on {host}: off loopback every request must carry a "
-            f"bearer token, and {token_env} is not set. Set {token_env} to a long random secret "
-            "(clients send 'Authorization: Bearer <it>'), or bind 127.0.0.1")
-    if token is not None and len(token) < 16:
-        raise ServeError(f"{token_env} is too short to be a bearer token: use at least 16 "
-                         "random characters")
-    return token
 
 
 def build_server(stack: StackServer) -> Server[Any]:
@@ -121,48 +128,200 @@ def run_stdio(stack: StackServer) -> None:
     anyio.run(main)
 
 
-def _bearer(app: Any, token: str) -> Callable[..., Awaitable[None]]:
-    expected = f"Bearer {token}".encode()
+@dataclass
+class HttpOptions:
+    """How ``mcp serve --transport http`` listens and whom it lets in."""
 
-    async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            given = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not hmac.compare_digest(given, expected):
-                body = b'{"error": "missing or wrong bearer token (Authorization: Bearer ...)"}'
-                await send({"type": "http.response.start", "status": 401, "headers": [
-                    (b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
-                await send({"type": "http.response.body", "body": body})
-                return
+    credential: Credential
+    host: str = "127.0.0.1"
+    port: int = 0
+    #: a Unix domain socket path to serve on instead of ``host:port``
+    uds: Path | None = None
+    allowed_origins: Sequence[str] = field(default_factory=list)
+    idle_seconds: float = 30 * 60.0
+    max_sessions: int = 500
+    header_timeout: float = 10.0
+    max_pending: int = 64
+    log_level: str = "warning"
+
+
+def _answer(status: int, payload: dict[str, Any], *extra: tuple[bytes, bytes]
+            ) -> Callable[[Any], Awaitable[None]]:
+    body = json.dumps(payload).encode()
+
+    async def send_it(send: Any) -> None:
+        await send({"type": "http.response.start", "status": status, "headers": [
+            (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+            *extra]})
+        await send({"type": "http.response.body", "body": body})
+
+    return send_it
+
+
+_HEALTHY = _answer(200, {"status": "ok"})
+_UNAUTHORIZED = _answer(401, {"error": "missing, wrong or revoked bearer token: send "
+                              "'Authorization: Bearer <token>' (the token is in the server's "
+                              "HERMES_CORE_MCP_TOKEN or its home's mcp-token file)"},
+                        (b"www-authenticate", b'Bearer realm="hermes-core"'))
+
+
+def gate(app: Any, stack: StackServer, credential: Credential, allowed_origins: Sequence[str]
+         ) -> Callable[..., Awaitable[None]]:
+    """The ASGI application in front of the SDK's: health, token, origin (see the module doc);
+    a client's ``DELETE`` of its session also ends its archived session."""
+    import anyio.to_thread
+
+    origins = frozenset(o.encode("latin-1") for o in allowed_origins)
+    forbidden = _answer(403, {"error": "this Origin is not allowed: list it in "
+                              "mcp.allowed_origins (exact scheme://host[:port]) to let a web "
+                              "page call the server"})
+
+    async def gated(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        if scope.get("path") == "/health" and scope.get("method") in ("GET", "HEAD"):
+            await _HEALTHY(send)
+            return
+        if not credential.accepts(headers.get(b"authorization", b"")):
+            await _UNAUTHORIZED(send)
+            return
+        origin = headers.get(b"origin")
+        if origin is not None and origin not in origins:
+            await forbidden(send)
+            return
         await app(scope, receive, send)
+        sid = headers.get(b"mcp-session-id")
+        if scope.get("method") == "DELETE" and sid:
+            await anyio.to_thread.run_sync(stack.end, f"http-session:{sid.decode('latin-1')}")
 
-    return guarded
+    return gated
 
 
-def run_http(stack: StackServer, *, host: str, port: int, token: str | None,
+def _release_memory() -> None:
+    """Give freed memory back to the system after sessions ended (glibc keeps it otherwise)."""
+    gc.collect()
+    name = ctypes.util.find_library("c")
+    if name and sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):  # AttributeError: not glibc
+            ctypes.CDLL(name).malloc_trim(0)
+
+
+def _unix_socket(path: Path) -> socket.socket:
+    """A listening Unix socket at ``path``, mode 0600 from the start; raises ServeError."""
+    from hermes_core.httpguard import ACCEPT_BATCH
+
+    if path.is_symlink() or (path.exists() and not stat.S_ISSOCK(path.lstat().st_mode)):
+        raise ServeError(f"{path} exists and is not a socket: pick another --uds path")
+    if path.exists():
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(str(path))
+        except OSError:
+            path.unlink()  # left by a server that is gone
+        else:
+            raise ServeError(f"another server is listening on {path}: stop it or pick another "
+                             "--uds path")
+        finally:
+            probe.close()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)
+    try:
+        sock.bind(str(path))
+    except OSError as exc:
+        sock.close()
+        raise ServeError(f"cannot listen on {path}: {exc.strerror}") from None
+    finally:
+        os.umask(old)
+    os.chmod(path, 0o600)
+    sock.listen(ACCEPT_BATCH)
+    return sock
+
+
+def _server_class() -> type[Any]:
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn that, stopped by SIGTERM or SIGINT, returns instead of raising the signal again
+        (which would kill the process before the archived sessions end and the socket goes)."""
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            with super().capture_signals():
+                try:
+                    yield
+                finally:
+                    captured = getattr(self, "_captured_signals", None)
+                    if isinstance(captured, list):
+                        captured.clear()
+
+    return Server
+
+
+def run_http(stack: StackServer, options: HttpOptions,
              announce: Callable[[str], None] | None = None) -> None:
     """Serve until interrupted; ``announce`` gets the URL once the socket listens."""
     import anyio
+    import anyio.to_thread
     import uvicorn
+    from mcp.server.transport_security import TransportSecuritySettings
 
+    from hermes_core.httpguard import ACCEPT_BATCH, guarded_protocol
+
+    local = options.uds is not None or is_loopback(options.host)
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=local, allowed_hosts=_LOCAL_HOSTS if local else [],
+        allowed_origins=list(options.allowed_origins))
     server = build_server(stack)
-    app: Any = server.streamable_http_app(host=host)
-    if token is not None:
-        app = _bearer(app, token)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-    web = uvicorn.Server(config)
+    app = gate(server.streamable_http_app(
+        host=options.host, transport_security=security, session_idle_timeout=options.idle_seconds,
+        max_sessions=options.max_sessions), stack, options.credential, options.allowed_origins)
+    protocol, _pending = guarded_protocol(options.header_timeout, options.max_pending)
+    sock = _unix_socket(options.uds) if options.uds is not None else None
+    config = uvicorn.Config(app, host=options.host, port=options.port, log_level=options.log_level,
+                            access_log=options.log_level in ("debug", "info"), lifespan="on",
+                            http=protocol, backlog=ACCEPT_BATCH, server_header=False)
+    web = _server_class()(config)
+
+    async def sweep() -> None:
+        """End the archived sessions of connections idle as long as the SDK's own expiry."""
+        interval = min(max(options.idle_seconds / 4, 0.2), 30.0)
+        trims = 0
+        while True:
+            await anyio.sleep(interval)
+            if await anyio.to_thread.run_sync(stack.expire_idle, options.idle_seconds):
+                trims = 4  # the SDK frees its side of the sessions about now too: trim a while
+            if trims:
+                trims -= 1
+                _release_memory()
 
     async def main() -> None:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(web.serve)
+            async def serve_then_stop() -> None:
+                await web.serve(sockets=[sock] if sock is not None else None)
+                tg.cancel_scope.cancel()  # the sweep too
+
+            tg.start_soon(serve_then_stop)
             while not web.started:
                 if web.should_exit:
                     return
                 await anyio.sleep(0.02)
-            bound = web.servers[0].sockets[0].getsockname()[1] if web.servers else port
-            shown = f"[{host}]" if ":" in host else host
-            (announce or _stderr)(f"http://{shown}:{bound}/mcp")
+            if options.uds is not None:
+                url = f"unix:{options.uds}"
+            else:
+                bound = web.servers[0].sockets[0].getsockname()[1] if web.servers else options.port
+                shown = f"[{options.host}]" if ":" in options.host else options.host
+                url = f"http://{shown}:{bound}/mcp"
+            (announce or _stderr)(url)
+            tg.start_soon(sweep)
 
-    anyio.run(main)
+    try:
+        anyio.run(main)
+    finally:
+        if sock is not None and options.uds is not None:
+            sock.close()
+            options.uds.unlink(missing_ok=True)
 
 
 def _stderr(url: str) -> None:

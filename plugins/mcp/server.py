@@ -21,6 +21,7 @@ import contextlib
 import json
 import logging
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -80,7 +81,8 @@ class ServedCall:
 @dataclass
 class _Conversation:
     session: Session
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    #: ``time.monotonic()`` of the last call on this connection
+    last_used: float = field(default_factory=time.monotonic)
 
 
 def connection_key(transport: str, request: Any, meta: Any) -> str:
@@ -105,8 +107,10 @@ def connection_key(transport: str, request: Any, meta: Any) -> str:
 class StackServer:
     """The stack behind the MCP handlers (sync: the async layer calls it in worker threads)."""
 
-    def __init__(self, host: PluginHost, *, transport: str) -> None:
+    def __init__(self, host: PluginHost, *, transport: str, max_conversations: int = 500) -> None:
         self.host = host
+        #: the most connections with an open archive session (the least recently used is ended)
+        self.max_conversations = max_conversations
         self.transport = transport
         self.tools: dict[str, tuple[Tool, str]] = {
             name: entry for name, entry in host.tools().items() if entry[1] != CLIENT_INSTANCE}
@@ -136,9 +140,12 @@ class StackServer:
     # --------------------------------------------------------------------------------- calling
 
     def session_for(self, key: str, client_name: str | None = None) -> Session:
+        crowded: list[_Conversation] = []
         with self._lock:
-            conv = self._conversations.get(key)
+            conv = self._conversations.pop(key, None)
             if conv is not None:
+                conv.last_used = time.monotonic()
+                self._conversations[key] = conv  # most recently used last
                 return conv.session
             from hermes_core.agent import new_session_id
 
@@ -148,12 +155,44 @@ class StackServer:
             session = Session(id=new_session_id(), platform=PLATFORM, title=None,
                               model=None, attributes=attributes)
             self._conversations[key] = _Conversation(session)
+            while len(self._conversations) > self.max_conversations:
+                crowded.append(self._conversations.pop(next(iter(self._conversations))))
+        self._end(crowded, EndReason.EXPIRED)
         for outcome in self.host.hooks.on_session_switch(new_session=session, old_session=None,
                                                          reason=SwitchReason.NEW):
             if outcome.error is not None:
                 log.error("%s failed to open MCP session %s: %s", outcome.plugin, session.id,
                           outcome.error)
         return session
+
+    def end(self, key: str) -> bool:
+        """End the archive session of a connection the client closed; False if it had none."""
+        with self._lock:
+            conv = self._conversations.pop(key, None)
+        self._end([conv] if conv is not None else [], EndReason.USER_EXIT)
+        return conv is not None
+
+    def expire_idle(self, max_idle: float) -> int:
+        """End the sessions of connections without a call for ``max_idle`` seconds; how many."""
+        cutoff = time.monotonic() - max_idle
+        with self._lock:
+            idle = [k for k, c in self._conversations.items() if c.last_used <= cutoff]
+            expired = [self._conversations.pop(k) for k in idle]
+        self._end(expired, EndReason.EXPIRED)
+        return len(expired)
+
+    @property
+    def open_sessions(self) -> int:
+        """How many connections have an open archive session."""
+        return len(self._conversations)
+
+    def _end(self, conversations: list[_Conversation], reason: EndReason) -> None:
+        for conv in conversations:
+            for outcome in self.host.hooks.on_session_end(session=conv.session, messages=[],
+                                                          reason=reason):
+                if outcome.error is not None:
+                    log.error("%s failed to end MCP session %s: %s", outcome.plugin,
+                              conv.session.id, outcome.error)
 
     def call(self, name: str, arguments: dict[str, Any] | None, session: Session) -> ServedCall:
         """Run one tool call and record it (call and answer) in the session. An unknown tool
@@ -316,9 +355,7 @@ class StackServer:
         """End every connection's session (reason ``shutdown``) and stop the prefetch lanes."""
         with self._lock:
             conversations, self._conversations = list(self._conversations.values()), {}
-        for conv in conversations:
-            self.host.hooks.on_session_end(session=conv.session, messages=[],
-                                           reason=EndReason.SHUTDOWN)
+        self._end(conversations, EndReason.SHUTDOWN)
         self.prefetch.close()
 
 

@@ -83,7 +83,7 @@ class WebhookServer:
         """Bind, start serving and return once requests are accepted."""
         import uvicorn
 
-        from .guard import guarded_protocol
+        from hermes_core.httpguard import guarded_protocol
 
         protocol, self.pending = guarded_protocol(self.header_timeout, self.max_pending_connections,
                                                   self.body_timeout)

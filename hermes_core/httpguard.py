@@ -1,17 +1,24 @@
-"""Bounding connections that have not yet sent a request: the header deadline and the cap.
+"""Bounding HTTP connections that have not yet sent a request: the header deadline and the cap.
+
+A public kernel module: every HTTP front end of hermes-core (the webhook platform, ``mcp serve
+--transport http``, third-party platforms) serves through it, so the rule lives in one place.
 
 uvicorn starts no timer until a connection's first response is sent, so a client that opens a
 socket and trickles (or never sends) its request line would hold a file descriptor forever; a few
-hundred such sockets, no signature needed, starve the server of descriptors and ``/health`` stops
-answering. :func:`guarded_protocol` makes a subclass of uvicorn's h11 protocol that
+hundred such sockets, no credential needed, starve the server of descriptors and even a health
+check stops answering. :func:`guarded_protocol` makes a subclass of uvicorn's h11 protocol that
 
 * closes a connection that has not finished its request line and headers within
   ``header_timeout`` seconds of its first byte (of connecting, for a new connection), and
 * keeps at most ``max_pending`` such connections: a new one closes the one waiting longest, so
   fresh clients (a health check, a real request) always get in, and
 * closes a connection whose request body is still arriving ``body_timeout`` seconds after its
-  headers. The application answers such a body with 408 first where it reads one
-  (``webhook.body_timeout_seconds``); this is the backstop for routes that never read theirs.
+  headers. An application may answer such a body with 408 first where it reads one; this is the
+  backstop for routes that never read theirs.
+
+Serve it with ``uvicorn.Config(http=protocol, backlog=ACCEPT_BATCH)``: asyncio accepts up to
+``backlog`` connections in one go before any of them is looked at, so a small batch keeps a flood
+of sockets from using up the file descriptors before the cap can close the surplus.
 """
 
 from __future__ import annotations
@@ -22,7 +29,10 @@ from typing import Any
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-__all__ = ["PendingConnections", "guarded_protocol"]
+__all__ = ["ACCEPT_BATCH", "PendingConnections", "guarded_protocol"]
+
+#: the listen backlog to pair with the protocol (see the module doc)
+ACCEPT_BATCH = 64
 
 
 class PendingConnections:

@@ -66,7 +66,8 @@ def test_reference_examples_run(source):
 # ------------------------------------------------------------------ commands named in the docs
 
 #: commands that come with a distribution of their own (not installed with the kernel)
-_OTHER_DISTRIBUTIONS = {"import": "hermes-core-hermes-compat", "honcho": "hermes-core-honcho",
+_OTHER_DISTRIBUTIONS = {"import": "hermes-core-hermes-compat", "hermes": "hermes-core-hermes-compat",
+                        "honcho": "hermes-core-honcho",
                         "hindsight": "hermes-core-hindsight"}
 _COMMAND = re.compile(r"(?:^|[\s(`$/])hermes-core((?:\s+[a-z][a-z0-9-]*(?![\w:-]))+)")
 

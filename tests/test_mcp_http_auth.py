@@ -215,8 +215,16 @@ def test_a_second_os_user_cannot_read_the_token_file(tmp_path: Path) -> None:
         return subprocess.run(["cat", str(path)], user=other.pw_uid, group=other.pw_gid,
                               extra_groups=[], capture_output=True, text=True, timeout=WAIT)
 
-    # the control: the other user can read a world-readable file in the same folder
-    assert read_as_other(home / "config.yaml").returncode == 0
+    # the control: the other user can walk to and read a world-readable file in the same folder
+    # (modes set again here: the command run above may tighten what it found in the home)
+    for folder in (home, *home.parents):
+        if folder != Path("/"):
+            os.chmod(folder, os.stat(folder).st_mode | 0o005)
+    control = home / "control.txt"
+    control.write_text("readable\n", encoding="utf-8")
+    os.chmod(control, 0o644)
+    readable = read_as_other(control)
+    assert readable.returncode == 0, readable.stderr
     denied = read_as_other(home / "mcp-token")
     assert denied.returncode != 0 and "Permission denied" in denied.stderr
     assert json.loads(created.stdout)["token"] not in denied.stdout

@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -195,39 +197,43 @@ def test_an_unusable_token_refuses_to_start_naming_the_fix(home: Path, problem: 
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
                     reason="switching to another OS user needs root; this run is not root")
-def test_a_second_os_user_cannot_read_the_token_file(tmp_path: Path) -> None:
+def test_a_second_os_user_cannot_read_the_token_file() -> None:
     try:
         other = pwd.getpwnam("nobody")
     except KeyError:
         pytest.skip("there is no 'nobody' user to switch to")
-    # a home the other user may walk into: only the token file's own mode protects it
-    for folder in (tmp_path, *tmp_path.parents):
-        if folder != Path("/"):
-            os.chmod(folder, os.stat(folder).st_mode | 0o005)
-    home = tmp_path / "shared-home"
-    home.mkdir(mode=0o755)
-    (home / "config.yaml").write_text(CONFIG, encoding="utf-8")
-    os.chmod(home / "config.yaml", 0o644)
-    created = cli(home, "mcp", "token", "--rotate", "--json")
-    assert created.returncode == 0, created.stderr
+    # a folder the other user may walk into, made for this test (no existing folder's mode is
+    # changed): only the token file's own mode protects it
+    base = Path(tempfile.mkdtemp(prefix="hermes-core-second-user-"))
+    try:
+        closed = [str(f) for f in base.parents if not os.stat(f).st_mode & 0o001]
+        if closed:
+            pytest.skip(f"the temporary folder's parents are closed to other users ({closed[0]}); "
+                        "set TMPDIR to a folder they may traverse")
+        os.chmod(base, 0o755)
+        home = base / "shared-home"
+        home.mkdir(mode=0o755)
+        (home / "config.yaml").write_text(CONFIG, encoding="utf-8")
+        created = cli(home, "mcp", "token", "--rotate", "--json")
+        assert created.returncode == 0, created.stderr
 
-    def read_as_other(path: Path) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["cat", str(path)], user=other.pw_uid, group=other.pw_gid,
-                              extra_groups=[], capture_output=True, text=True, timeout=WAIT)
+        def read_as_other(path: Path) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(["cat", str(path)], user=other.pw_uid, group=other.pw_gid,
+                                  extra_groups=[], capture_output=True, text=True, timeout=WAIT)
 
-    # the control: the other user can walk to and read a world-readable file in the same folder
-    # (modes set again here: the command run above may tighten what it found in the home)
-    for folder in (home, *home.parents):
-        if folder != Path("/"):
-            os.chmod(folder, os.stat(folder).st_mode | 0o005)
-    control = home / "control.txt"
-    control.write_text("readable\n", encoding="utf-8")
-    os.chmod(control, 0o644)
-    readable = read_as_other(control)
-    assert readable.returncode == 0, readable.stderr
-    denied = read_as_other(home / "mcp-token")
-    assert denied.returncode != 0 and "Permission denied" in denied.stderr
-    assert json.loads(created.stdout)["token"] not in denied.stdout
+        # the control: the other user can walk to and read a world-readable file beside it
+        # (the home's mode set again: the command above may have made it private)
+        os.chmod(home, 0o755)
+        control = home / "control.txt"
+        control.write_text("readable\n", encoding="utf-8")
+        os.chmod(control, 0o644)
+        readable = read_as_other(control)
+        assert readable.returncode == 0, readable.stderr
+        denied = read_as_other(home / "mcp-token")
+        assert denied.returncode != 0 and "Permission denied" in denied.stderr
+        assert json.loads(created.stdout)["token"] not in denied.stdout
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def test_the_unix_socket_transport_is_private_and_needs_the_token(home: Path) -> None:

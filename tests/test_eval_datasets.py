@@ -155,3 +155,31 @@ def test_locomo_bad_date_and_speaker():
     data = parse_dataset([conv, locomo_conversation()])
     assert "conversation.session_1[0].speaker: 'Bob' is neither speaker_a nor speaker_b" in (
         data.cases[0].questions[0].problem or "")
+
+
+def test_variant_and_outdated_fields_in_both_formats():
+    conv = locomo_conversation()
+    conv["qa"][1].update(variant="update", outdated=["D1:2", "D7:7"])
+    data = parse_dataset([conv])
+    q1, q2, _q3 = data.cases[0].questions
+    assert q1.variant is None and q1.outdated_turns == []
+    assert (q2.variant, q2.outdated_turns, q2.outdated_sessions) == ("update", ["D1:2"], ["session_1"])
+    assert any("outdated[1]: D7:7 names no turn" in note for note in q2.notes)
+    (lme,) = parse_dataset([lme_question(variant="update", outdated_session_ids=["s2"])]).questions
+    assert (lme.variant, lme.outdated_sessions) == ("update", ["s2"])
+
+
+@pytest.mark.parametrize(("fmt", "change", "expected"), [
+    ("locomo", {"variant": 3}, "qa[1].variant: expected a string, got int"),
+    ("lme", {"variant": ["x"]}, "variant: expected a string, got list"),
+    ("lme", {"outdated_session_ids": ["s9"]}, "outdated_session_ids[0]: 's9' is not one of"),
+])
+def test_bad_variant_or_outdated_is_the_questions_problem(fmt, change, expected):
+    if fmt == "locomo":
+        conv = locomo_conversation()
+        conv["qa"][1].update(change)
+        questions = parse_dataset([conv]).questions
+        assert questions[0].problem is None and expected in (questions[1].problem or "")
+    else:
+        good, bad = parse_dataset([lme_question(), lme_question("q2", **change)]).questions
+        assert good.problem is None and expected in (bad.problem or "")

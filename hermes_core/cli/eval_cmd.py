@@ -147,6 +147,9 @@ def eval_command(dataset: Path, fmt: str, providers: tuple[str, ...], engine: st
     click.echo(f"{overall['questions']} questions: {overall['scored']} scored, {overall['failed']} "
                f"failed, {overall['no_evidence']} without evidence; ingest {ingest['turns']} turns "
                f"at {ingest['turns_per_second']} turns/s; {report['seconds']} s in all")
+    if overall["units_found_by_text"]:
+        click.echo(f"{overall['units_found_by_text']} of {overall['units_found']} evidence units found "
+                   "were credited by text (items without a session id; see docs/eval.md)")
     for failure in report["failures"][:5]:
         click.echo(click.style(f"  failed {failure['id']}: {failure['reason']}", fg="yellow"))
     if out is not None:

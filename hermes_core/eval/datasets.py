@@ -108,9 +108,14 @@ class Question:
     evidence_turns: list[str] = field(default_factory=list)
     abstention: bool = False
     category: int | None = None
-    #: a finer label inside the type (hermes-core's own ``variant`` field in LongMemEval files,
-    #: e.g. "paraphrase"); reports group by "type / variant" when it is set
+    #: a finer label inside the type (hermes-core's own ``variant`` field, in LongMemEval files and
+    #: LoCoMo ``qa`` entries, e.g. "paraphrase"); reports group by "type / variant" when it is set
     variant: str | None = None
+    #: knowledge updates: where the superseded statement is (hermes-core's own fields: LongMemEval
+    #: ``outdated_session_ids``, LoCoMo ``outdated`` dialogue ids), to check that the current
+    #: statement ranks above it
+    outdated_sessions: list[str] = field(default_factory=list)
+    outdated_turns: list[str] = field(default_factory=list)
     #: why this question cannot be evaluated (it is then counted as a failure)
     problem: str | None = None
     notes: list[str] = field(default_factory=list)
@@ -225,6 +230,26 @@ def _str(value: Any, where: str, *, allow_number: bool = False) -> str:
     raise _Bad(f"{where}: expected a string, got {type(value).__name__}")
 
 
+def _variant(item: dict[str, Any], where: str) -> str | None:
+    variant = item.get("variant")
+    if variant is not None and not isinstance(variant, str):
+        raise _Bad(f"{where}variant: expected a string, got {type(variant).__name__}")
+    return variant
+
+
+def _dia_ids(text: str, where: str, turn_session: dict[str, str], notes: list[str]) -> list[str]:
+    """Every dialogue id in ``text`` that names a turn (a few published entries hold two ids in
+    one string, "D8:6; D9:17"); an id naming no turn is noted and ignored."""
+    out = []
+    for m in _DIA_ID.finditer(text):
+        dia = f"D{int(m.group(1))}:{int(m.group(2))}"
+        if dia not in turn_session:
+            notes.append(f"{where}: {dia} names no turn of the conversation; ignored")
+        elif dia not in out:
+            out.append(dia)
+    return out
+
+
 def _list(value: Any, where: str) -> list[Any]:
     if not isinstance(value, list):
         raise _Bad(f"{where}: expected a list, got {type(value).__name__}")
@@ -301,12 +326,16 @@ def _lme_case(item: Any, index: int) -> Case:
     for k, e in enumerate(evidence):
         if e not in seen:
             raise _Bad(f"answer_session_ids[{k}]: {e!r} is not one of haystack_session_ids")
-    variant = item.get("variant")
-    if variant is not None and not isinstance(variant, str):
-        raise _Bad(f"variant: expected a string, got {type(variant).__name__}")
+    variant = _variant(item, "")
+    outdated = [_str(e, f"outdated_session_ids[{k}]")
+                for k, e in enumerate(_list(item.get("outdated_session_ids", []),
+                                            "outdated_session_ids"))]
+    for k, e in enumerate(outdated):
+        if e not in seen:
+            raise _Bad(f"outdated_session_ids[{k}]: {e!r} is not one of haystack_session_ids")
     q = Question(id=qid, type=qtype, question=question, answer=answer, date=qdate,
                  date_text=qdate_text, evidence_sessions=evidence, abstention=qid.endswith("_abs"),
-                 variant=variant)
+                 variant=variant, outdated_sessions=outdated)
     if qtype not in LONGMEMEVAL_TYPES:
         q.problem = (f"question {index} (id {qid!r}): question_type: unknown type {qtype!r}; "
                      f"expected one of {', '.join(LONGMEMEVAL_TYPES)}")
@@ -413,15 +442,13 @@ def _locomo_question(entry: Any, k: int, q: Question, turn_session: dict[str, st
     key = "adversarial_answer" if category == 5 and "answer" not in entry else "answer"
     q.answer = _str(entry.get(key), f"{where}.{key}", allow_number=True)
     q.abstention = category == 5
-    for e, raw in enumerate(_list(entry.get("evidence", []), f"{where}.evidence")):
-        text = _str(raw, f"{where}.evidence[{e}]")
-        # a few published entries hold two ids in one string ("D8:6; D9:17"): take every id
-        for m in _DIA_ID.finditer(text):
-            dia = f"D{int(m.group(1))}:{int(m.group(2))}"
-            if dia not in turn_session:
-                q.notes.append(f"evidence {dia} names no turn of the conversation; ignored")
-                continue
-            if dia not in q.evidence_turns:
-                q.evidence_turns.append(dia)
-                if turn_session[dia] not in q.evidence_sessions:
-                    q.evidence_sessions.append(turn_session[dia])
+    q.variant = _variant(entry, f"{where}.")
+    for field_name, turns, sessions in (("evidence", q.evidence_turns, q.evidence_sessions),
+                                        ("outdated", q.outdated_turns, q.outdated_sessions)):
+        for e, raw in enumerate(_list(entry.get(field_name, []), f"{where}.{field_name}")):
+            label = f"{where}.{field_name}[{e}]"
+            for dia in _dia_ids(_str(raw, label), label, turn_session, q.notes):
+                if dia not in turns:
+                    turns.append(dia)
+                    if turn_session[dia] not in sessions:
+                        sessions.append(turn_session[dia])

@@ -3,17 +3,26 @@
 **Evidence units.** LongMemEval: each answer session (``answer_session_ids``). LoCoMo: each evidence
 dialogue turn (``evidence``, e.g. ``D1:3``).
 
-**When an item covers a unit** (either rule suffices):
+**When an item covers a unit**: by identity wherever the item carries one, by text only where
+it does not.
 
-1. *by session id*: the item names a session (a tool result's ``session_id``) that the harness
-   stored for the unit's haystack session (LongMemEval: that session; LoCoMo: the session holding
-   the turn — as LoCoMo's own evaluation scores session-level retrieval);
-2. *by text*: the item's text contains the unit's evidence text. The evidence text of a LongMemEval
+1. *by identity*: an item that names a session (a tool result's ``session_id``) covers exactly the
+   units of the haystack session the harness stored under that id (LongMemEval: that session;
+   LoCoMo: every evidence turn of that session — session-level retrieval, as LoCoMo's own
+   evaluation scores it). Its text is not consulted: an item from another session never covers a
+   unit, however much text the two share (templated or repeated sentences would otherwise be
+   credited to the wrong session), and an item naming a session the harness did not store (the
+   question's own) covers nothing.
+2. *by text* (the fallback, for items without a session id: a prompt block's or a prefetch's
+   lines): the item's text contains the unit's evidence text. The evidence text of a LongMemEval
    session is its turns marked ``has_answer`` (all its user turns when none is marked); of a LoCoMo
    unit, the turn itself. Text is compared after normalising (lower case, every run of characters
    other than letters and digits becomes one space); a turn is contained when any 8 consecutive
    words of it appear consecutively in the item, or, for a turn shorter than 8 words, when all of
    it does. A snippet or a window that cuts a long turn still counts; a lone common word never does.
+
+Each score says how many of the units it found were credited by text (``by_text``), so a report
+can say how much of a figure rests on the fallback.
 
 **Metrics at k** over the ranked items ``1..k`` (a unit counts once, at the first item covering it):
 
@@ -95,18 +104,11 @@ def contains_turn(item_words: list[str], shingles: set[tuple[str, ...]]) -> bool
 
 def covered_units(item: Item, evidence: Sequence[Evidence], session_map: dict[str, str]) -> set[str]:
     """The units ``item`` covers (see the module docstring)."""
-    out = set()
-    mapped = session_map.get(item.session_id) if item.session_id else None
-    words: list[str] | None = None
-    for ev in evidence:
-        if mapped is not None and mapped == ev.session:
-            out.add(ev.unit)
-            continue
-        if words is None:
-            words = normalise(item.text)
-        if any(contains_turn(words, s) for s in ev.shingles):
-            out.add(ev.unit)
-    return out
+    if item.session_id:
+        mapped = session_map.get(item.session_id)
+        return {ev.unit for ev in evidence if mapped is not None and mapped == ev.session}
+    words = normalise(item.text)
+    return {ev.unit for ev in evidence if any(contains_turn(words, s) for s in ev.shingles)}
 
 
 def score_ranking(items: Sequence[Item], evidence: Sequence[Evidence], session_map: dict[str, str],
@@ -114,13 +116,17 @@ def score_ranking(items: Sequence[Item], evidence: Sequence[Evidence], session_m
     """recall@k, hit@k and ndcg@k for each k, and where each unit was first found (1-based)."""
     units = [ev.unit for ev in evidence]
     first: dict[str, int] = {}
+    by_text: set[str] = set()
     gains: list[int] = []
     for rank, item in enumerate(items, start=1):
         new = covered_units(item, evidence, session_map) - set(first)
         for unit in new:
             first[unit] = rank
+        if not item.session_id:
+            by_text |= new
         gains.append(1 if new else 0)
-    out: dict[str, object] = {"found_at": {u: first.get(u) for u in units}}
+    out: dict[str, object] = {"found_at": {u: first.get(u) for u in units},
+                              "by_text": sorted(by_text)}
     for k in ks:
         found = sum(1 for u in units if first.get(u, k + 1) <= k)
         dcg = sum(g / math.log2(i + 2) for i, g in enumerate(gains[:k]))
@@ -144,16 +150,24 @@ def score_stack(rankings: Sequence[Sequence[Item]], evidence: Sequence[Evidence]
     width = max(1, sum(1 for r in rankings if r))
     depth = max((len(r) for r in rankings), default=0)
     first: dict[str, int] = {}
+    by_text: set[str] = set()
     gains: list[int] = []
     for rank in range(1, depth + 1):
         new: set[str] = set()
+        by_identity: set[str] = set()
         for ranking in rankings:
             if rank <= len(ranking):
-                new |= covered_units(ranking[rank - 1], evidence, session_map) - set(first)
+                item = ranking[rank - 1]
+                found = covered_units(item, evidence, session_map) - set(first)
+                new |= found
+                if item.session_id:
+                    by_identity |= found
         for unit in new:
             first[unit] = rank
+        by_text |= new - by_identity
         gains.append(len(new))
-    out: dict[str, object] = {"found_at": {u: first.get(u) for u in units}}
+    out: dict[str, object] = {"found_at": {u: first.get(u) for u in units},
+                              "by_text": sorted(by_text)}
     for k in ks:
         found = sum(1 for u in units if first.get(u, k + 1) <= k)
         dcg = sum(g / math.log2(i + 2) for i, g in enumerate(gains[:k]))

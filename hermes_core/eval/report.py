@@ -32,6 +32,10 @@ def summarise(questions: Sequence[dict[str, Any]], ks: Sequence[int]) -> dict[st
     for k in ks:
         for metric in ("recall", "hit", "ndcg"):
             row[f"{metric}@{k}"] = _mean([q["scores"][f"{metric}@{k}"] for q in scored])
+    # how much of the figures rests on the text fallback (items without a session id)
+    row["units_found"] = sum(sum(1 for at in q["scores"]["found_at"].values() if at is not None)
+                             for q in scored)
+    row["units_found_by_text"] = sum(len(q["scores"].get("by_text", [])) for q in scored)
     row["tokens_mean"] = _mean([float(q["tokens"]) for q in ok])
     latencies = [q["retrieval_ms"] for q in ok if q["retrieval_ms"] is not None]
     row["retrieval_ms_median"] = round(statistics.median(latencies), 2) if latencies else None

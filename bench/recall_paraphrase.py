@@ -1,9 +1,10 @@
-"""Offline recall on a LongMemEval-format set: word search vs vectors vs hybrid, per variant.
+"""Offline recall on a set: word search vs vectors vs hybrid, per variant.
 
-Loads every distinct haystack session of the dataset into a fresh archive (message timestamps
-from ``haystack_dates``), embeds it with the local embedder, then asks each question through
-``hybrid_candidates`` in four modes and reports session-level hit@k (an evidence session among
-the first k distinct sessions) per ``variant``:
+Reads a LongMemEval or LoCoMo file (as ``hermes-core eval`` does, with hermes-core's ``variant``
+and ``outdated`` fields). Loads every distinct haystack session of the dataset into a fresh
+archive (message timestamps from the session dates), embeds it with the local embedder, then
+asks each question through ``hybrid_candidates`` in four modes and reports session-level hit@k
+(an evidence session among the first k distinct sessions) per ``variant``:
 
 * ``words``: the archive's word search alone (BM25, the fallbacks of query.py);
 * ``vectors``: cosine similarity alone (each message ranked by its own vector, exactly, as the
@@ -53,6 +54,35 @@ MODES = ("words", "vectors", "rrf", "hybrid")
 
 def _when(text: str) -> float:
     return datetime.strptime(text.split(" (")[0] + text.split(")")[-1], "%Y/%m/%d %H:%M").timestamp()
+
+
+def read_questions(path: str | Path) -> list[dict]:
+    """Any file ``hermes-core eval`` reads (LongMemEval or LoCoMo, with hermes-core's ``variant``
+    and ``outdated`` fields) as LongMemEval-shaped question dicts over shared sessions: LoCoMo's
+    one conversation becomes its sessions (ids ``<sample_id>/session_<n>``) and each ``qa`` entry
+    a question whose evidence and outdated sessions hold its dialogue ids."""
+    from hermes_core.eval import load_dataset
+
+    data = load_dataset(path)
+    out = []
+    for case in data.cases:
+        prefix = f"{case.id}/" if data.format == "locomo" else ""
+        sessions = case.sessions_in_date_order()
+        for q in case.questions:
+            if q.problem is not None:
+                raise SystemExit(f"{path}: {q.problem}")
+            out.append({
+                "question_id": q.id, "question_type": q.type, "question": q.question,
+                "variant": q.variant,
+                "haystack_session_ids": [prefix + s.id for s in sessions],
+                "haystack_dates": [s.date.strftime("%Y/%m/%d (%a) %H:%M") if s.date else
+                                   "1970/01/01 (Thu) 00:00" for s in sessions],
+                "haystack_sessions": [[{"role": t.role, "content": t.content} for t in s.turns]
+                                      for s in sessions],
+                "answer_session_ids": [prefix + e for e in q.evidence_sessions],
+                "outdated_session_ids": [prefix + e for e in q.outdated_sessions],
+            })
+    return [q for q in out if q["answer_session_ids"]]
 
 
 def load(dataset: list[dict], archive: SessionArchive) -> None:
@@ -194,7 +224,7 @@ def main() -> None:
     parser.add_argument("--weight", action="append", default=[], metavar="FIELD=VALUE",
                         help="a field of hybrid.Weights, e.g. differs=false (repeatable)")
     args = parser.parse_args()
-    dataset = json.loads(Path(args.dataset).read_text(encoding="utf-8"))
+    dataset = read_questions(args.dataset)
     report = evaluate(dataset, args.k, weights_from(args.weight))
     if args.json:
         print(json.dumps(report, indent=2))

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import sys
 import tempfile
 import time
@@ -34,7 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from recall_paraphrase import load, ranked_sessions
+from recall_paraphrase import load, ranked_sessions, read_questions
 
 from hermes_core.embeddings import GuardedEmbedder
 from hermes_core.plugins.embedders.minilm import MiniLMConfig, MiniLMEmbedder
@@ -82,7 +81,7 @@ class _Set:
 
 
 def _open(path: Path, embedder: _Cached, folder: Path) -> _Set:
-    questions = json.loads(path.read_text(encoding="utf-8"))
+    questions = read_questions(path)
     archive = SessionArchive(folder / f"{path.stem}.db")
     load(questions, archive)
     guarded = GuardedEmbedder(embedder, timeout=600)

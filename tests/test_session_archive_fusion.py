@@ -3,11 +3,11 @@ real SQLite archive with the deterministic topic embedder of tests/embedder_supp
 vectors are topic counts, so cosines are known in advance); one test with the real
 all-MiniLM-L6-v2 when it is installed.
 
-Rules: no recency prior; a later conversation supersedes an earlier one only when it is on the
-same topic, at least ``update_days`` later, relevant to the question in its own right, states a
-change (a change word, or a new value of something the earlier one named), and the question asks
-about the present state; without an embedder the word ranking is
-exactly the lexical one."""
+Rules: no recency prior; the ranking is never reordered by a presumed update: a later
+conversation is named beside an earlier one (``newer``) only when it is on the same topic, at
+least ``update_days`` later, relevant to the question in its own right, states a change (a change
+word, or a new value of something the earlier one named), and the question asks about the present
+state; without an embedder the word ranking is exactly the lexical one."""
 
 from __future__ import annotations
 
@@ -73,6 +73,14 @@ def ranked(archive: SessionArchive, query: str, g: GuardedEmbedder | None,
     return list(dict.fromkeys(rows[i] for i in ids))
 
 
+def newer(archive: SessionArchive, query: str, g: GuardedEmbedder, index: VectorIndex,
+          weights: Weights | None = None) -> dict[str, str]:
+    """session -> the later session named beside it as a possible update."""
+    result = hybrid_candidates(archive, query, g, index, weights=weights)
+    sid = dict(archive.db.read("SELECT chain, id FROM sessions"))
+    return {sid[a]: sid[b] for a, (b, _message) in result.newer.items()}
+
+
 # the earlier statement is the closer match (cosine ~1); the later one mixes in another topic
 # (cosine ~0.89 with the question: relevant, but below the earlier one)
 EARLY = ("early", T0, ["I write all my code in helix"])
@@ -87,10 +95,11 @@ def test_a_later_statement_of_a_change_supersedes_for_a_present_state_question(
         tmp_path: Path) -> None:
     archive, g, index = build(tmp_path, [EARLY, late(30)])
     try:
-        assert ranked(archive, "Which editor do I use?", g, index)[:2] == ["late", "early"]
-        # the rule, switched off, is what moved it: by meaning alone the earlier one leads
+        # named beside the earlier one, which keeps its place (the closer match)
+        assert ranked(archive, "Which editor do I use?", g, index)[:2] == ["early", "late"]
+        assert newer(archive, "Which editor do I use?", g, index) == {"early": "late"}
         off = replace(Weights(), update_window=0)
-        assert ranked(archive, "Which editor do I use?", g, index, off)[:2] == ["early", "late"]
+        assert newer(archive, "Which editor do I use?", g, index, off) == {}
     finally:
         archive.close()
 
@@ -98,10 +107,9 @@ def test_a_later_statement_of_a_change_supersedes_for_a_present_state_question(
 def test_no_supersession_within_days_of_the_earlier_statement(tmp_path: Path) -> None:
     archive, g, index = build(tmp_path, [EARLY, late(3)])
     try:
-        assert ranked(archive, "Which editor do I use?", g, index)[:2] == ["early", "late"]
+        assert newer(archive, "Which editor do I use?", g, index) == {}
         sooner = replace(Weights(), update_days=2.0)
-        assert ranked(archive, "Which editor do I use?", g, index, sooner)[:2] == [
-            "late", "early"]
+        assert newer(archive, "Which editor do I use?", g, index, sooner) == {"early": "late"}
     finally:
         archive.close()
 
@@ -110,7 +118,7 @@ def test_no_supersession_by_a_conversation_that_states_no_change(tmp_path: Path)
     archive, g, index = build(tmp_path, [
         EARLY, late(30, "helix tips for the dog's sake, neovim keys")])
     try:
-        assert ranked(archive, "Which editor do I use?", g, index)[:2] == ["early", "late"]
+        assert newer(archive, "Which editor do I use?", g, index) == {}
     finally:
         archive.close()
 
@@ -124,10 +132,10 @@ def test_a_new_value_of_the_same_thing_supersedes_without_a_change_word(
     archive, g, index = build(tmp_path, [
         VALUED, late(30, "Only two plugins in Helix, the dog sleeps on the desk")])
     try:
-        assert ranked(archive, "Which editor do I use?", g, index)[:2] == ["late", "early"]
-        # switched off, only a change word would do: the earlier, closer match leads
+        assert newer(archive, "Which editor do I use?", g, index) == {"early": "late"}
+        # switched off, only a change word would do
         off = replace(Weights(), differs=False)
-        assert ranked(archive, "Which editor do I use?", g, index, off)[:2] == ["early", "late"]
+        assert newer(archive, "Which editor do I use?", g, index, off) == {}
     finally:
         archive.close()
 
@@ -140,7 +148,7 @@ def test_no_supersession_without_a_new_value_of_something_named_before(
         tmp_path: Path, text: str) -> None:
     archive, g, index = build(tmp_path, [VALUED, late(30, text)])
     try:
-        assert ranked(archive, "Which editor do I use?", g, index)[:2] == ["early", "late"]
+        assert newer(archive, "Which editor do I use?", g, index) == {}
     finally:
         archive.close()
 
@@ -148,9 +156,9 @@ def test_no_supersession_without_a_new_value_of_something_named_before(
 def test_the_change_word_path_switched_off_leaves_only_new_values(tmp_path: Path) -> None:
     archive, g, index = build(tmp_path, [EARLY, late(30)])
     try:
-        assert ranked(archive, "Which editor do I use?", g, index)[:2] == ["late", "early"]
+        assert newer(archive, "Which editor do I use?", g, index) == {"early": "late"}
         off = replace(Weights(), change_word=False)  # "gave up on helix ..., neovim now"
-        assert ranked(archive, "Which editor do I use?", g, index, off)[:2] == ["early", "late"]
+        assert newer(archive, "Which editor do I use?", g, index, off) == {}
     finally:
         archive.close()
 
@@ -162,6 +170,7 @@ def test_no_supersession_for_a_question_about_an_event_or_the_earlier_state(
         for question in ("Which editor did I use?", "Which editor was I on first?",
                          "Suggest an editor", "editor"):
             assert ranked(archive, question, g, index)[:2] == ["early", "late"], question
+            assert newer(archive, question, g, index) == {}, question
     finally:
         archive.close()
 
@@ -174,10 +183,9 @@ def test_no_supersession_by_a_conversation_that_does_not_answer_the_question(
         EARLY, late(30, "the dog and the whippet vet now, helix")])
     try:
         loose = replace(Weights(), same_topic=0.0)
-        assert ranked(archive, "Which editor do I use?", g, index, loose)[:2] == [
-            "early", "late"]
-        assert ranked(archive, "Which editor do I use?", g, index,
-                      replace(loose, update_relevance=0.0))[:2] == ["late", "early"]
+        assert newer(archive, "Which editor do I use?", g, index, loose) == {}
+        assert newer(archive, "Which editor do I use?", g, index,
+                     replace(loose, update_relevance=0.0)) == {"early": "late"}
     finally:
         archive.close()
 
@@ -190,9 +198,10 @@ def test_no_supersession_across_topics(tmp_path: Path) -> None:
         # "later" (cosine ~0.32 with the editor question and with the earlier statement) is
         # relevant enough at this bar, but not on the earlier one's topic (cosine < same_topic)
         relevant = replace(Weights(), update_relevance=0.3)
-        assert ranked(archive, "Which editor do I use?", g, index, relevant)[0] == "early"
-        assert ranked(archive, "Which editor do I use?", g, index,
-                      replace(relevant, same_topic=0.3))[0] == "later"
+        assert "later" not in newer(archive, "Which editor do I use?", g, index,
+                                    relevant).values()
+        assert newer(archive, "Which editor do I use?", g, index,
+                     replace(relevant, same_topic=0.3)).get("early") == "later"
     finally:
         archive.close()
 
@@ -259,7 +268,7 @@ def test_which_values_a_statement_gives(text: str, found: set[str]) -> None:
     assert values(text) == found
 
 
-def test_the_real_model_ranks_the_current_statement_first(tmp_path: Path) -> None:
+def test_the_real_model_names_the_current_statement_beside_the_outdated_one(tmp_path: Path) -> None:
     minilm = pytest.importorskip("hermes_core.plugins.embedders.minilm")
     if minilm.MiniLMEmbedder.unavailable():
         pytest.skip(minilm.MiniLMEmbedder.unavailable())
@@ -276,12 +285,32 @@ def test_the_real_model_ranks_the_current_statement_first(tmp_path: Path) -> Non
         reindex(archive, g)
         index = VectorIndex(archive)
         index.refresh(g.dimension)
-        assert ranked(archive, "Who is my manager?", g, index)[:2] == ["new", "old"]
-        off = replace(Weights(), update_window=0)  # by relevance alone, the outdated one leads
-        assert ranked(archive, "Who is my manager?", g, index, off)[:2] == ["old", "new"]
-        # a question about the past keeps the order by relevance
-        past = "Who was my manager at the start?"
-        assert ranked(archive, past, g, index) == ranked(archive, past, g, index, off)
+        # by relevance the outdated statement leads; the current one is named beside it
+        assert ranked(archive, "Who is my manager?", g, index)[:2] == ["old", "new"]
+        assert newer(archive, "Who is my manager?", g, index) == {"old": "new"}
+        # a question about the past gets no such note
+        assert newer(archive, "Who was my manager at the start?", g, index) == {}
         g.close()
+    finally:
+        archive.close()
+
+
+def test_session_search_shows_the_later_statement_beside_the_earlier_one(tmp_path: Path) -> None:
+    from hermes_core.plugins.memory.session_archive.tool import Semantic, session_search
+
+    archive, g, index = build(tmp_path, [EARLY, late(30)])
+    try:
+        out = session_search(archive, "Which editor do I use?",
+                             semantic=Semantic(embedder=g, index=index))
+        first = out["results"][0]
+        assert first["session_id"] == "early"
+        assert first["newer"]["session_id"] == "late"
+        assert first["newer"]["snippet"] == "gave up on helix for the dog's sake, neovim now"
+        # the later one is still listed in its own place; nothing is dropped or reordered
+        assert [r["session_id"] for r in out["results"]][:2] == ["early", "late"]
+        assert "newer" not in out["results"][1]
+        past = session_search(archive, "Which editor did I use?",
+                              semantic=Semantic(embedder=g, index=index))
+        assert all("newer" not in r for r in past["results"])
     finally:
         archive.close()

@@ -135,10 +135,14 @@ def test_an_exact_word_match_still_wins_and_is_labelled(archive: SessionArchive)
     assert out["results"][0]["hits"][0]["found_by"] == "words+meaning"
 
 
-def test_the_later_statement_of_a_fact_ranks_first(archive: SessionArchive) -> None:
+def test_the_later_statement_of_a_fact_is_shown_with_the_earlier(archive: SessionArchive) -> None:
     out = session_search(archive, "which editor do I use for coding?",
                          semantic=semantic(archive, Synonyms(None, None)))
-    assert top(out)[:2] == ["s-editor-new", "s-editor-old"]
+    listed = {r["session_id"]: r for r in out["results"]}
+    assert {"s-editor-new", "s-editor-old"} <= set(listed)
+    # by relevance the earlier statement leads here; the later one is named beside it
+    assert top(out)[:2] == ["s-editor-old", "s-editor-new"]
+    assert listed["s-editor-old"]["newer"]["session_id"] == "s-editor-new"
 
 
 def test_the_background_indexer_fills_vectors_without_the_turn(archive: SessionArchive) -> None:

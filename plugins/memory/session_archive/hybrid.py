@@ -28,8 +28,13 @@ plus :attr:`Weights.support` times the next :attr:`Weights.support_count` messag
 the similarity of unrelated text (:attr:`Weights.floor`): several relevant turns beat one
 incidental match. Messages are returned grouped by conversation, best conversation first.
 
-Knowledge updates (:func:`_supersede`): a conversation B is taken for an update of a
-better-ranked conversation A, and moved just above it, when all of these hold:
+Knowledge updates (:func:`_updates`): the ranking is never reordered by a guess that a fact
+changed (measured on three development sets written independently, moving a presumed update
+above what it supersedes cost exact-word questions 0.19-0.23 of hit@3 and paraphrase and
+preference questions up to 0.07, for 0.04-0.07 on updates). Instead a later conversation B that
+looks like an update of a listed conversation A is named beside A (``HybridResult.newer``; the
+search tool shows it as A's ``newer``), so the reader sees both and decides. B is taken for an
+update of a better-ranked A when all of these hold:
 
 * topic: some message of A and some message of B have a cosine of at least
   :attr:`Weights.same_topic` (their best matches alone miss updates worded differently);
@@ -60,7 +65,7 @@ from __future__ import annotations
 
 import re
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -104,7 +109,7 @@ class Weights:
     support: float = 0.5
     #: ... of its next best messages, this many
     support_count: int = 1
-    #: supersession: two conversations are on the same topic when some message of one and some
+    #: updates: two conversations are on the same topic when some message of one and some
     #: message of the other have at least this cosine ...
     same_topic: float = 0.35
     #: ... the later one was at least this many days after the earlier (sooner, it is the same
@@ -136,6 +141,9 @@ class HybridResult:
     #: what semantic search lacked for this query (None: it took part)
     problem: str | None
     plan: SearchPlan
+    #: conversation (chain) -> (a later conversation that looks like an update of it, that
+    #: conversation's best message id); only for questions about the present state
+    newer: dict[int, tuple[int, int]] = field(default_factory=dict)
 
 
 def hybrid_candidates(
@@ -227,8 +235,8 @@ def hybrid_candidates(
     if lex_ids:
         vec.update(index.similarities(qv, lex_ids))
     fused, via, stamps = _fuse(archive, lexical, matched, vec, nearest_ids, w)
-    found = _by_conversation(archive, fused, vec, stamps, index, w, asks_current(query))
-    return HybridResult(found, matched if lexical else "meaning", via, problem, plan)
+    found, newer = _by_conversation(archive, fused, vec, stamps, index, w, asks_current(query))
+    return HybridResult(found, matched if lexical else "meaning", via, problem, plan, newer)
 
 
 def allowed_ids(archive: SessionArchive, ids: list[int], *, roles: tuple[str, ...] | None,
@@ -352,10 +360,10 @@ def _fuse(archive: SessionArchive, lexical: list[Candidate], matched: str,
 
 def _by_conversation(archive: SessionArchive, fused: list[Candidate], vec: dict[int, float],
                      stamps: dict[int, float], index: VectorIndex, w: Weights,
-                     current: bool = True) -> list[Candidate]:
+                     current: bool = True) -> tuple[list[Candidate], dict[int, tuple[int, int]]]:
     """``fused`` grouped by conversation, conversations ordered by their score (best message
-    plus support from its next best; when the question asks about the ``current`` state, later
-    updates above what they supersede)."""
+    plus support from its next best); and, when the question asks about the ``current`` state,
+    the later conversations that look like updates of listed ones (:func:`_updates`)."""
     groups: dict[int, list[Candidate]] = {}
     for c in fused:
         groups.setdefault(c.chain, []).append(c)
@@ -365,9 +373,8 @@ def _by_conversation(archive: SessionArchive, fused: list[Candidate], vec: dict[
                       for c in members[1: 1 + w.support_count])
         score[chain] = -members[0].score + w.support * support
     order = sorted(groups, key=lambda ch: (-score[ch], groups[ch][0].score, -groups[ch][0].id))
-    if current:
-        order = _supersede(archive, order, groups, vec, stamps, index, w)
-    return [c for ch in order for c in groups[ch]]
+    newer = _updates(archive, order, groups, vec, stamps, index, w) if current else {}
+    return [c for ch in order for c in groups[ch]], newer
 
 
 _PRESENT = "is are am do does will now current currently nowadays these today moment s"
@@ -400,12 +407,12 @@ def states_change(text: str) -> bool:
     return CHANGE.search(text.casefold()) is not None
 
 
-def _supersede(archive: SessionArchive, order: list[int], groups: dict[int, list[Candidate]],
-               vec: dict[int, float], stamps: dict[int, float], index: VectorIndex, w: Weights,
-               ) -> list[int]:
-    """Later conversations that update a better-ranked earlier one on the same topic moved just
-    above it (see the module docstring: topic, time, relevance, a stated change; no score
-    margin)."""
+def _updates(archive: SessionArchive, order: list[int], groups: dict[int, list[Candidate]],
+             vec: dict[int, float], stamps: dict[int, float], index: VectorIndex, w: Weights,
+             ) -> dict[int, tuple[int, int]]:
+    """For each of the first conversations, the latest later one among them that looks like an
+    update of it (see the module docstring: topic, time, relevance, a stated change; no score
+    margin), with that conversation's best message."""
     head = order[: w.update_window]
     members = {ch: [c.id for c in groups[ch][: w.topic_messages]] for ch in head}
     said = _texts(archive, [i for ids in members.values() for i in ids])
@@ -419,10 +426,12 @@ def _supersede(archive: SessionArchive, order: list[int], groups: dict[int, list
     when = {ch: stamps.get(groups[ch][0].id, 0.0) for ch in head}
     relevance = {ch: vec.get(groups[ch][0].id, 0.0) for ch in head}
     gap = w.update_days * 86400.0
-    out = list(head)
-    for b in head:  # in rank order: an update of an update lands above both
-        for a in out[: out.index(b)]:
+    out: dict[int, tuple[int, int]] = {}
+    for pos, b in enumerate(head):
+        for a in head[:pos]:
             if a not in mats or b not in mats or when[b] - when[a] < gap:
+                continue
+            if a in out and when[out[a][0]] >= when[b]:
                 continue
             if not any(i in changed for i in members[b]) and not (
                     w.differs and _new_values(stated, members[b], members[a])):
@@ -430,10 +439,8 @@ def _supersede(archive: SessionArchive, order: list[int], groups: dict[int, list
             if relevance[b] < w.update_relevance * relevance[a]:
                 continue
             if float(np.max(mats[a] @ mats[b].T)) >= w.same_topic:
-                out.remove(b)
-                out.insert(out.index(a), b)
-                break
-    return out + order[w.update_window:]
+                out[a] = (b, groups[b][0].id)
+    return out
 
 
 def _texts(archive: SessionArchive, ids: list[int]) -> dict[int, tuple[str, str]]:

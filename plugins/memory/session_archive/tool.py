@@ -327,6 +327,7 @@ def session_search(
     if not query.strip():
         return _recent(archive, current_session_id, limit or 5, user)
     via: dict[int, str] = {}
+    newer: dict[int, tuple[int, int]] = {}
     problem: str | None = semantic.problem if semantic is not None else None
     if semantic is not None and semantic.embedder is not None:
         from .hybrid import hybrid_candidates  # numpy: only when semantic search is on
@@ -335,7 +336,7 @@ def session_search(
                                   exclude_lineage_of=current_session_id, roles=roles,
                                   limit=candidates, user=user)
         found, matched, plan, via = fused.found, fused.matched, fused.plan, fused.via
-        problem = fused.problem
+        problem, newer = fused.problem, fused.newer
     else:
         plan = plan_query(archive, query)
         found, matched = run_plan(archive, plan, exclude_lineage_of=current_session_id,
@@ -362,7 +363,8 @@ def session_search(
     # what the envelope takes (and the notes added below) is not available to the results
     reserve = _size(out) + 160 + (120 if summarise else 0)
     out.update(_present(archive, chosen, groups, heads, titled, plan, window_chars,
-                        result_chars - reserve, sessions_matched=len(groups), via=via))
+                        result_chars - reserve, sessions_matched=len(groups), via=via,
+                        newer=newer))
     if summarise is not None:
         note = summarise(out["results"], query)
         if note:
@@ -380,13 +382,23 @@ def _heads(archive: SessionArchive, chains: list[int]) -> dict[int, tuple[Any, .
         "AND c.superseded = 0 ORDER BY c.num", tuple(chains))}
 
 
+def _newer(archive: SessionArchive, chain: int, message_id: int) -> dict[str, Any]:
+    head = _heads(archive, [chain]).get(chain)
+    text = full_content(archive, message_id)
+    return {"session_id": head[1] if head else None, "started_at": _when(head[6]) if head else None,
+            "message_id": message_id, "snippet": text[:240] + ("…" if len(text) > 240 else ""),
+            "note": "a later conversation on the same topic that may update this one"}
+
+
 def _present(
     archive: SessionArchive, chosen: list[int], groups: dict[int, list[Candidate]],
     heads: dict[int, tuple[Any, ...]], titled: list[int], plan: SearchPlan, window_chars: int,
     result_chars: int, *, sessions_matched: int, via: dict[int, str] | None = None,
+    newer: dict[int, tuple[int, int]] | None = None,
 ) -> dict[str, Any]:
     """The results part of a search: per session its hits, then windows sharing what is left
-    of ``result_chars``."""
+    of ``result_chars``; a session that a later one seems to update names it (``newer``: its
+    session, date and best message), beside it, not instead of it."""
     hit_chars, message_chars, hits_per = _sizes(result_chars)
     context = result_chars >= 50_000  # a small result shows neighbours in the window instead
     skeletons = {ch: _skeleton(archive, ch) for ch in chosen}
@@ -414,6 +426,8 @@ def _present(
             h.pop("platform", None)
         if result["model"] is None:
             result.pop("model")
+        if newer and ch in newer:
+            result["newer"] = _newer(archive, *newer[ch])
         results.append(result)
     out: dict[str, Any] = {"results": results, "count": len(results),
                            "sessions_matched": sessions_matched}

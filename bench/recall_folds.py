@@ -8,8 +8,10 @@ the local embedder, and every question is asked in three modes (see bench/recall
 archive ranks sessions, and a question is a hit at k when one of its evidence sessions is among
 the first k distinct sessions (no text matching at all).
 
-It prints, per fold and kind, hit@k of each mode, the hybrid's current-above-outdated share for
-updates, then the worst fold per kind, and the protocol's verdicts:
+It prints, per fold and kind, hit@k of each mode; for updates, the share where the hybrid ranks
+the current statement above the outdated one, and the share where the current statement is among
+the first k or named beside one of them (``newer``, what session_search shows); then the worst
+fold per kind, and the protocol's verdicts:
 
 * on every fold and kind, the default at least matches words alone and vectors alone (within
   ``--tolerance``, 0.02);
@@ -55,6 +57,7 @@ def fold(path: Path, k: int, weights_args: list[str]) -> dict:
         rows[kind] = {"n": row["n"], **{m: round(row[m], 4) for m in MODES}}
         if "hybrid_current_above_outdated" in row:
             rows[kind]["current_above_outdated"] = round(row["hybrid_current_above_outdated"], 4)
+            rows[kind]["current_shown"] = round(row["hybrid_current_shown"], 4)
     return {"set": path.name, "questions": len(questions), "kinds": rows,
             "seconds": round(time.perf_counter() - started, 1)}
 
@@ -92,8 +95,8 @@ WIDTH = 34
 
 def _row(label: str, n: int, row: dict) -> str:
     cells = " ".join(f"{row[m]:>8.2f}" for m in MODES)
-    extra = f"   current>outdated {row['current_above_outdated']:.2f}" if (
-        "current_above_outdated" in row) else ""
+    extra = (f"   current>outdated {row['current_above_outdated']:.2f}, current listed or "
+             f"named beside {row['current_shown']:.2f}") if "current_above_outdated" in row else ""
     return f"  {label:<{WIDTH}} {n:>4} {cells}{extra}"
 
 

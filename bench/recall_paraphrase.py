@@ -126,6 +126,17 @@ def run_mode(archive, guarded, index, question: str, mode: str, weights: Weights
     return ranked_sessions(archive, [c.id for c in r.found])
 
 
+def shown_beside(archive, guarded, index, question: str, weights: Weights, k: int) -> set[str]:
+    """The sessions named beside the first k (``newer``: a later conversation that looks like
+    an update of one of them; the search tool shows it with that result)."""
+    r = hybrid_candidates(archive, question, guarded, index, weights=weights)
+    top: list[int] = []
+    for c in r.found:
+        if c.chain not in top:
+            top.append(c.chain)
+    return set(ranked_sessions(archive, [r.newer[ch][1] for ch in top[:k] if ch in r.newer]))
+
+
 def _nearest(guarded, index, question: str) -> list[int]:
     """Every message ranked by the cosine of its own vector (exact: all are rescored)."""
     import numpy as np
@@ -156,6 +167,7 @@ def evaluate(dataset: list[dict], k: int, weights: Weights, quiet: bool = False)
         order: dict[str, dict[str, list[int]]] = collections.defaultdict(
             lambda: collections.defaultdict(list))
         misses: dict[str, list[str]] = collections.defaultdict(list)
+        shown: dict[str, list[int]] = collections.defaultdict(list)
         ranks: dict[str, dict[str, int]] = collections.defaultdict(dict)
         for item in dataset:
             variant = item.get("variant") or item["question_type"]
@@ -178,6 +190,9 @@ def evaluate(dataset: list[dict], k: int, weights: Weights, quiet: bool = False)
                     old = min((ranked.index(s) for s in item["outdated_session_ids"]
                                if s in ranked), default=10**6)
                     order[variant][mode].append(int(cur < old))
+                    if mode == "hybrid":  # the current statement listed, or named beside
+                        beside = shown_beside(archive, guarded, index, item["question"], weights, k)
+                        shown[variant].append(int(ok or bool(set(evidence) & beside)))
         archive.close()
     def mean(xs: list) -> float:
         return sum(xs) / len(xs)
@@ -190,6 +205,8 @@ def evaluate(dataset: list[dict], k: int, weights: Weights, quiet: bool = False)
     for v, per_mode in order.items():
         for m, xs in per_mode.items():
             table[v][f"{m}_current_above_outdated"] = mean(xs)
+    for v, xs in shown.items():
+        table[v]["hybrid_current_shown"] = mean(xs)
     return {"k": k, "by_variant": table, "hybrid_misses": dict(misses),
             "ranks": {q: r for q, r in ranks.items() if set(r.values()) != {1}}}
 

@@ -158,10 +158,10 @@ def score_stack(rankings: Sequence[Sequence[Item]], evidence: Sequence[Evidence]
         for ranking in rankings:
             if rank <= len(ranking):
                 item = ranking[rank - 1]
-                found = covered_units(item, evidence, session_map) - set(first)
-                new |= found
+                covered = covered_units(item, evidence, session_map) - set(first)
+                new |= covered
                 if item.session_id:
-                    by_identity |= found
+                    by_identity |= covered
         for unit in new:
             first[unit] = rank
         by_text |= new - by_identity

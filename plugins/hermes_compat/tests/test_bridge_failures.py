@@ -37,10 +37,10 @@ def test_broken_provider_leaves_the_turn_and_others_working(core_home: Path, mod
                  monkeypatch=monkeypatch)
     assert [t["reply"] for t in report.turns] == ["Noted.", "Utrecht."]
     assert "Utrecht" in report.turns[1]["prefetch"][-1]["text"]  # the other provider recalls
-    if mode == "raise-init":
-        problems = [p for t in report.turns for p in t["hook_problems"]
+    if mode == "raise-init":  # not raised again by every hook: reported once (see
+        # test_bridge_lifecycle.py for the warning, doctor and the retry)
+        assert not [p for t in report.turns for p in t["hook_problems"]
                     if "hermes-broken" in p["plugin"]]
-        assert problems and all("cannot open the broken store" in p["message"] for p in problems)
     else:  # the hung prefetch missed its deadline each turn; the turn did not wait for it
         late = [p for t in report.turns for p in t["prefetch"] if p["provider"] == "hermes-broken"]
         assert late and all(p["status"] != "fresh" and not p["text"] for p in late), late

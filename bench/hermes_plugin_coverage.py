@@ -47,7 +47,10 @@ PLUGINS: list[str] = [
     # ten more that keep their data on the machine (no cloud service)
     "hermes-brain-memory==0.1.0",
     "hermes-dreaming==0.3.2",
-    "hermes-hy-memory==0.2.8",
+    # in place of hermes-hy-memory 0.2.8, which turned out to need an OpenAI-compatible
+    # embeddings service (OPENAI_API_KEY) even in its "lite" mode: the next plugin of the index
+    # that says it keeps everything local ("local-first, zero-cloud")
+    "mnemosyne-hermes==0.7.6",
     "hermes-kiokuko==0.1.25",
     "hermes-local-rag==1.6.0",
     "hermes-okf==0.5.9",
@@ -82,6 +85,29 @@ FOLDER_INSTALLERS: dict[str, str] = {
         from hermes_brain_memory.installer import main
         assert main(["--hermes-home", str(HERMES_HOME_DIR), "install"]) == 0
     """),
+    "knos-hermes": textwrap.dedent("""
+        from knos_hermes.install import install
+        install(HERMES_HOME_DIR)
+    """),
+}
+
+#: plugins that answer for the git repository the agent runs in: the replay runs inside a new
+#: empty repository (every other plugin runs in an empty folder)
+IN_GIT_REPO = {"knos-hermes"}
+
+#: what reading the plugin's source says about a reason the bridge can only report generically
+NOTES: dict[str, str] = {
+    "hermes-itsuki": "a cloud service (its API key)",
+    "hermes-brain-memory": "its is_available() looks for the `brain` CLI of the npm package "
+                           "brain-memory, which the npm registry does not have",
+    "hermes-dreaming": "a general Hermes plugin (slash commands, tools, hooks), not a memory "
+                       "provider or context engine",
+    "hermesguardian": "a general Hermes plugin (hooks gating memory writes), not a memory "
+                      "provider or context engine",
+    "hermes-kiokuko": "its is_available() checks the real Hermes host (hermes_cli.profiles, "
+                      "Hermes' tool dispatch): it needs hermes-agent itself",
+    "keepsake-memory": "the package has no register(ctx) and no entry point; its Hermes "
+                       "wrapper folder is only in its source repository",
 }
 
 #: what a Hermes user of the plugin has set up before it runs (Hermes' own ``memory setup``
@@ -126,15 +152,16 @@ class Outcome:
     status: str = ""
     survives: bool = False
     reason: str = ""
+    note: str = ""
 
     @property
     def runs(self) -> bool:
         return self.loads and self.registers and self.survives
 
 
-def sh(cmd: list[str], *, env: dict[str, str] | None = None, timeout: float = 900
-       ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+def sh(cmd: list[str], *, env: dict[str, str] | None = None, timeout: float = 900,
+       cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=cwd)
 
 
 def ensure_venv(where: Path) -> Path:
@@ -166,8 +193,8 @@ def model_folder(python: Path) -> str:
 
 
 def try_plugin(python: Path, requirement: str) -> Outcome:
-    result = Outcome(requirement)
     dist = requirement.split("==")[0]
+    result = Outcome(requirement, note=NOTES.get(dist, ""))
     try:
         for pre in PRE_INSTALL.get(dist, []):
             out = sh([str(python), "-m", "pip", "install", "--quiet", *pre])
@@ -183,9 +210,11 @@ def try_plugin(python: Path, requirement: str) -> Outcome:
         return result
     result.installed = True
     with tempfile.TemporaryDirectory() as tmp:
-        user, core = Path(tmp) / "home", Path(tmp) / "core"
-        user.mkdir()
-        core.mkdir()
+        user, core, work = Path(tmp) / "home", Path(tmp) / "core", Path(tmp) / "work"
+        for folder in (user, core, work):
+            folder.mkdir()
+        if dist in IN_GIT_REPO:
+            sh(["git", "init", "-q", str(work)])
         env = {**os.environ, "HOME": str(user), "HERMES_CORE_HOME": str(core)}
         for name in ("HERMES_HOME", "HERMES_CORE_HERMES_HOME", "ANTHROPIC_API_KEY"):
             env.pop(name, None)
@@ -206,7 +235,7 @@ def try_plugin(python: Path, requirement: str) -> Outcome:
             if (user / ".hermes" / "plugins").is_dir():
                 env["HERMES_CORE_HERMES_HOME"] = str(user / ".hermes")
         hermes = str(python.parent / "hermes-core")
-        listed = sh([hermes, "hermes", "plugins", "--json"], env=env, timeout=300)
+        listed = sh([hermes, "hermes", "plugins", "--json"], env=env, timeout=300, cwd=work)
         if listed.returncode:
             result.reason = f"hermes plugins failed: {last_line(listed.stderr)}"
             return result
@@ -243,7 +272,8 @@ def try_plugin(python: Path, requirement: str) -> Outcome:
         config += "hooks:\n  timeouts:\n" + "".join(
             f"    {hook}: {seconds}\n" for hook, seconds in DEADLINES.items() if hook != "prefetch")
         (core / "config.yaml").write_text(config, encoding="utf-8")
-        replay = sh([hermes, "replay", str(transcript), "--json"], env=env, timeout=600)
+        replay = sh([hermes, "replay", str(transcript), "--json", "--in-place"], env=env,
+                    timeout=600, cwd=work)
         if replay.returncode:
             result.reason = f"replay exited {replay.returncode}: {last_line(replay.stderr)}"
             return result
@@ -252,6 +282,14 @@ def try_plugin(python: Path, requirement: str) -> Outcome:
                     if plugin["name"] in p["plugin"]]
         if problems:
             result.reason = f"hook problems in the replay: {problems[0]['message'][:300]}"
+            return result
+        # an initialize that raised is reported once (not as a problem of each hook): doctor
+        # names it from the note the bridge keeps in the home
+        doctor = sh([hermes, "doctor", "--json"], env=env, timeout=300, cwd=work)
+        failed = [c for c in json.loads(doctor.stdout or "[]")
+                  if c["name"] == f"Hermes plugin {plugin['name']}: last session"]
+        if failed:
+            result.reason = failed[0]["detail"][:300]
             return result
         result.survives = True
     return result
@@ -279,6 +317,8 @@ def main() -> None:
                       f"survives={outcome.survives!s:<5} {mark}", flush=True)
                 if outcome.reason:
                     print(f"    why: {outcome.reason}", flush=True)
+                if outcome.reason and outcome.note:
+                    print(f"    note: {outcome.note}", flush=True)
     running = sum(o.runs for o in outcomes)
     share = running / len(outcomes) if outcomes else 0.0
     if args.json:

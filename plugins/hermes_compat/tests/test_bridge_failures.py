@@ -148,3 +148,36 @@ def test_name_clash_between_two_sources(core_home: Path, tmp_path: Path,
     out = cli("hermes", "plugins", "--json")
     statuses = [p["status"] for p in json.loads(out.stdout)["plugins"] if p["name"] == "hermes-recorder"]
     assert statuses == ["ready", "failed"]
+
+
+def test_one_distribution_publishing_a_name_in_two_groups_is_one_plugin(
+        core_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As hermes-okf does: its provider class under ``hermes.memory_providers`` and a general
+    plugin (CLI commands only) under ``hermes_agent.plugins``, both named alike. The provider
+    is listed, once, and runs; it is not reported as clashing with itself."""
+    site = tmp_path / "site"
+    (site / "twogroups").mkdir(parents=True)
+    (site / "twogroups" / "__init__.py").write_text(
+        hermes_style.SWITCHER.replace("def register(ctx):", "def register_provider(ctx):")
+        + "\n\ndef register(ctx):\n    ctx.register_cli_command('twogroups', None)\n",
+        encoding="utf-8")
+    info = site / "twogroups-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: twogroups\nVersion: 0.1\n",
+                                   encoding="utf-8")
+    (info / "entry_points.txt").write_text(
+        "[hermes_agent.plugins]\ntwogroups = twogroups\n\n"
+        "[hermes.memory_providers]\ntwogroups = twogroups:Switcher\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(site))
+    discovery._entry_points.cache_clear()
+    discovery._entry_point_candidates.cache_clear()
+    try:
+        found = [c for c in discovery.discover(core_home) if c.distribution == "twogroups"]
+        assert [(c.name, c.group, c.clash) for c in found] == [
+            ("hermes-twogroups", "hermes.memory_providers", None)]
+        from hermes_core_hermes_compat.status import status_of
+
+        assert status_of(found[0], core_home).status == "ready"
+    finally:
+        discovery._entry_points.cache_clear()
+        discovery._entry_point_candidates.cache_clear()

@@ -40,9 +40,11 @@ __all__ = [
 #: this distribution's package: its Hermes-side provider serves hermes-core to Hermes and is never
 #: offered to hermes-core as a Hermes plugin (it would load the stack inside itself)
 _OWN_PACKAGE = __name__.rpartition(".")[0]
-#: entry-point groups Hermes plugins are published under
-GROUPS = ("hermes_agent.memory_providers", "hermes_agent.plugins", "hermes.memory_provider",
-          "hermes.memory_providers")
+#: entry-point groups Hermes plugins are published under, the provider groups first: a
+#: distribution publishing one name in a provider group and in the general plugins group (its
+#: provider there, its CLI commands here) is listed once, as its provider
+GROUPS = ("hermes_agent.memory_providers", "hermes.memory_provider", "hermes.memory_providers",
+          "hermes_agent.plugins")
 #: the drop-in folder for Hermes folder plugins, inside the hermes-core home
 FOLDER_NAME = "hermes-plugins"
 #: an existing Hermes home whose plugins/ folder is scanned too
@@ -205,6 +207,9 @@ def discover(home: Path) -> list[HermesCandidate]:
     out: list[HermesCandidate] = []
     for candidate in [*_from_entry_points(), *_from_folders(home)]:
         first = seen.get(candidate.name)
+        if (first is not None and first.source == candidate.source == "entry-point"
+                and first.distribution == candidate.distribution):
+            continue  # one plugin's two entry points (see GROUPS): not a clash
         if first is not None:
             candidate.clash = (
                 f"the name {candidate.name!r} is already taken by the Hermes {first.where}; "

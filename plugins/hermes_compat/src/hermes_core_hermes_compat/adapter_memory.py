@@ -24,7 +24,8 @@ The mapping (hermes-core hook -> Hermes method):
   ``handle_tool_call(name, args)``; ``shutdown`` -> ``shutdown()`` on every object.
 
 Every call into one Hermes object runs on that object's own thread (:class:`.calls.Pinned`):
-Hermes calls a provider from one thread, and providers rely on it.
+Hermes calls a provider from one thread, and providers rely on it. Only the static descriptions
+(``is_available``, ``get_config_schema``, ``get_tool_schemas``) are asked on the caller's thread.
 
 An ``initialize`` that raises marks the object failed for that session: the failure is reported
 once (``plugins list`` warnings, ``doctor`` of the running host) and the object's hooks do
@@ -111,7 +112,7 @@ class _Slot:
         self.pinned = calls.Pinned(thread_name, hermes_home)
         self.failure: _Failure | None = None
 
-    def call(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    def call(self, fn: Callable[..., calls.T], /, *args: Any, **kwargs: Any) -> calls.T:
         """``fn(*args, **kwargs)`` on this object's thread, in its Hermes home."""
         return self.pinned.run(fn, *args, **kwargs)
 
@@ -362,10 +363,10 @@ class HermesMemoryProvider(MemoryProvider):
 
     @hookimpl
     def get_tools(self) -> list[Tool]:
-        slot = next(iter(self._slots.values()), None)
-        if slot is None:
-            return hermes_tools(self._spare, self.name, self._problem, self._call_tool)
-        return slot.call(hermes_tools, slot.obj, self.name, self._problem, self._call_tool)
+        # a static description, asked on the caller's thread: the tools are offered even while
+        # the object's own thread is held by a hung call
+        obj = next(iter(self._slots.values())).obj if self._slots else self._spare
+        return hermes_tools(obj, self.name, self._problem, self._call_tool)
 
     def _call_tool(self, tool: str, args: dict[str, Any], ctx: ToolContext) -> Any:
         if ctx.session is None:

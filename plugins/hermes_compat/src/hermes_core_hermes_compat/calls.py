@@ -30,13 +30,15 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from . import shims
 
 __all__ = ["COMPAT_DIR", "Pinned", "compat_root", "hermes_home_for", "in_home", "point_env"]
 
 COMPAT_DIR = "hermes-compat"
+
+T = TypeVar("T")
 
 
 def compat_root(home: Path) -> Path:
@@ -90,12 +92,12 @@ class Pinned:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
-    def run(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    def run(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         call = functools.partial(fn, *args, **kwargs)
         if threading.current_thread() is self._thread:  # a call made from inside a call
             with in_home(self.home):
                 return call()
-        future: Future[Any] = Future()
+        future: Future[T] = Future()
         with self._lock:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._serve, args=(self._queue,),

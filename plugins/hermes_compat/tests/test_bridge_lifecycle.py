@@ -8,6 +8,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import hermes_core_hermes_compat.adapter_memory as adapter
@@ -50,8 +51,6 @@ def test_calls_into_one_object_run_on_its_own_thread(core_home: Path,
 
 def test_pinned_runs_in_order_on_one_thread_and_nested_calls_do_not_wait(tmp_path: Path) -> None:
     pinned = calls.Pinned("test-pinned", tmp_path)
-    import threading
-
     seen: list[int] = []
 
     def outer() -> int:
@@ -83,6 +82,14 @@ def attempts(core_home: Path) -> list[str]:
     return log.read_text(encoding="utf-8").split()
 
 
+def doctor(core_home: Path) -> dict[str, dict[str, object]]:
+    """``hermes-core doctor --json`` of ``core_home`` in another process, checks by name."""
+    out = subprocess.run([sys.executable, "-m", "hermes_core", "doctor", "--json"],
+                         capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "HERMES_CORE_HOME": str(core_home)})
+    return {c["name"]: c for c in json.loads(out.stdout)}
+
+
 def test_failed_initialize_is_reported_once_and_tried_again_later(
         flaky_host: RecordingHost, core_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     try:
@@ -98,12 +105,8 @@ def test_failed_initialize_is_reported_once_and_tried_again_later(
         # doctor, in another process, names the failure of the last session
         (core_home / "config.yaml").write_text("memory:\n  providers: [hermes-flaky]\n",
                                                encoding="utf-8")
-        doctor = subprocess.run(
-            [sys.executable, "-m", "hermes_core", "doctor", "--json"], capture_output=True,
-            text=True, timeout=300, env={**os.environ, "HERMES_CORE_HOME": str(core_home)})
-        checks = {c["name"]: c for c in json.loads(doctor.stdout)}
-        last = checks["Hermes plugin hermes-flaky: last session"]
-        assert not last["ok"] and "the flaky store is not mounted" in last["detail"]
+        last = doctor(core_home)["Hermes plugin hermes-flaky: last session"]
+        assert not last["ok"] and "the flaky store is not mounted" in str(last["detail"])
 
         # a later session tries again (it fails a second time), then the pause passes
         monkeypatch.setattr(adapter, "RETRY_SECONDS", 0.0)
@@ -117,10 +120,7 @@ def test_failed_initialize_is_reported_once_and_tried_again_later(
                     if "initialize() raised" in w]
         assert len(warnings) == 1 and "the flaky store is not mounted" in warnings[0]
         # once it ran, doctor no longer names a failure
-        doctor = subprocess.run(
-            [sys.executable, "-m", "hermes_core", "doctor", "--json"], capture_output=True,
-            text=True, timeout=300, env={**os.environ, "HERMES_CORE_HOME": str(core_home)})
-        names = {c["name"] for c in json.loads(doctor.stdout)}
+        names = set(doctor(core_home))
         assert "Hermes plugin hermes-flaky: last session" not in names
         assert "Hermes plugin hermes-flaky" in names
     finally:

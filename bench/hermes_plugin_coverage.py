@@ -108,6 +108,13 @@ NOTES: dict[str, str] = {
                       "Hermes' tool dispatch): it needs hermes-agent itself",
     "keepsake-memory": "the package has no register(ctx) and no entry point; its Hermes "
                        "wrapper folder is only in its source repository",
+    "hermes-local-rag": "its is_available() wants the EmbeddingGemma LiteRT model under "
+                        "~/.hermes/models, which it downloads from a model hub",
+    "hermes-scope-recall": "its initialize() wants the installation manifest its own "
+                           "agent-operated install workflow (plan-install, apply-install) "
+                           "writes into the Hermes home; this script does not run it",
+    "hermes-cashew": "its first prefetch imports sentence-transformers (and torch): on a busy "
+                     "2-core machine that alone took about 70 s",
 }
 
 #: what a Hermes user of the plugin has set up before it runs (Hermes' own ``memory setup``

@@ -181,3 +181,31 @@ def test_one_distribution_publishing_a_name_in_two_groups_is_one_plugin(
     finally:
         discovery._entry_points.cache_clear()
         discovery._entry_point_candidates.cache_clear()
+
+
+def test_a_general_plugin_yields_its_name_to_a_provider(
+        core_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As knos does: its own package publishes a general Hermes plugin (tools, a hook) named
+    ``knos``, and knos-hermes installs the memory provider ``knos`` as a folder plugin. The
+    provider gets the name; the general plugin is the one reported as clashing."""
+    site = tmp_path / "site"
+    (site / "generalknos").mkdir(parents=True)
+    (site / "generalknos" / "__init__.py").write_text(
+        "def register(ctx):\n    ctx.register_hook('pre_tool_call', print)\n", encoding="utf-8")
+    info = site / "generalknos-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: generalknos\nVersion: 0.1\n",
+                                   encoding="utf-8")
+    (info / "entry_points.txt").write_text("[hermes_agent.plugins]\nrecorder = generalknos\n",
+                                           encoding="utf-8")
+    monkeypatch.syspath_prepend(str(site))
+    drop_folder_plugin(core_home, "recorder", hermes_style.RECORDER)
+    discovery._entry_points.cache_clear()
+    discovery._entry_point_candidates.cache_clear()
+    try:
+        found = [c for c in discovery.discover(core_home) if c.name == "hermes-recorder"]
+        assert [(c.source, c.clash is None) for c in found] == [("folder", True),
+                                                                 ("entry-point", False)]
+    finally:
+        discovery._entry_points.cache_clear()
+        discovery._entry_point_candidates.cache_clear()

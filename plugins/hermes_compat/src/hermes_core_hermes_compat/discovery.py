@@ -73,6 +73,9 @@ class HermesCandidate:
     #: set when the name clashes with an earlier candidate (then it is never loaded)
     clash: str | None = None
     notes: list[str] = field(default_factory=list)
+    #: a general plugin (its source registers no provider or engine): it yields its name to a
+    #: provider or engine found anywhere else
+    general: bool = False
 
     @property
     def where(self) -> str:
@@ -150,6 +153,7 @@ def _entry_point_candidates() -> tuple[HermesCandidate, ...]:
         dist = ep.dist
         module = ep.module
         kind: Kind = "memory-provider"
+        general = False
         if group == "hermes_agent.plugins":
             file = _module_file(dist, module) if dist is not None else None
             try:
@@ -157,11 +161,12 @@ def _entry_point_candidates() -> tuple[HermesCandidate, ...]:
             except OSError:
                 text = ""
             kind = _kind_of_text(text)
+            general = bool(text) and not (_ENGINE_CALL.search(text) or _MEMORY_CALL.search(text))
         out.append(HermesCandidate(
             name=kind_name(ep.name), plugin=ep.name, source="entry-point", kind=kind,
             group=group, module=module, attr=ep.attr or None,
             distribution=dist.metadata["Name"] if dist is not None else None,
-            version=dist.version if dist is not None else None))
+            version=dist.version if dist is not None else None, general=general))
     out.sort(key=lambda c: (GROUPS.index(c.group or GROUPS[0]), (c.distribution or "").lower(),
                             c.plugin))
     return tuple(out)
@@ -205,7 +210,8 @@ def discover(home: Path) -> list[HermesCandidate]:
     ``clash``."""
     seen: dict[str, HermesCandidate] = {}
     out: list[HermesCandidate] = []
-    for candidate in [*_from_entry_points(), *_from_folders(home)]:
+    found = [*_from_entry_points(), *_from_folders(home)]
+    for candidate in sorted(found, key=lambda c: c.general):  # stable: the order above
         first = seen.get(candidate.name)
         if (first is not None and first.source == candidate.source == "entry-point"
                 and first.distribution == candidate.distribution):

@@ -113,6 +113,8 @@ NOTES: dict[str, str] = {
     "hermes-scope-recall": "its initialize() wants the installation manifest its own "
                            "agent-operated install workflow (plan-install, apply-install) "
                            "writes into the Hermes home; this script does not run it",
+    "knos-hermes": "its is_available() calls knos.paths.current_repo(), which the knos it "
+                   "requires (knos>=0.1.1, so the newest) no longer has",
     "hermes-cashew": "its first prefetch imports sentence-transformers (and torch): on a busy "
                      "2-core machine that alone took about 70 s",
 }

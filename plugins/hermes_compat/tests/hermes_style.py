@@ -214,3 +214,91 @@ class KeepLast(ContextEngine):
 def register(ctx):
     ctx.register_context_engine(KeepLast())
 '''
+
+#: a provider whose ``initialize`` raises the first ``{fail_times}`` times (its attempts are
+#: counted in a file of its hermes_home), then recalls a fixed line
+FLAKY = '''
+from pathlib import Path
+from agent.memory_provider import MemoryProvider
+
+FAIL_TIMES = {fail_times}
+
+
+class Flaky(MemoryProvider):
+    name = "flaky"
+
+    def is_available(self):
+        return True
+
+    def initialize(self, session_id, **kwargs):
+        attempts = Path(kwargs["hermes_home"]) / "attempts.log"
+        with open(attempts, "a", encoding="utf-8") as f:
+            f.write(session_id + "\\n")
+        if len(attempts.read_text(encoding="utf-8").split()) <= FAIL_TIMES:
+            raise OSError("the flaky store is not mounted")
+
+    def prefetch(self, query, *, session_id=""):
+        return "flaky recall"
+
+    def get_tool_schemas(self):
+        return [{{"name": "flaky_ping", "description": "answers pong",
+                  "parameters": {{"type": "object", "properties": {{}}}}}}]
+
+    def handle_tool_call(self, tool_name, args, **kwargs):
+        return '{{"answer": "pong"}}'
+
+
+def register(ctx):
+    ctx.register_memory_provider(Flaky())
+'''
+
+#: a provider holding a SQLite connection opened in ``initialize`` and used from every method,
+#: as published providers do (sqlite3 refuses a connection used from another thread); it logs
+#: the thread of each call
+THREAD_BOUND = '''
+import sqlite3, threading
+from pathlib import Path
+from agent.memory_provider import MemoryProvider
+
+
+class ThreadBound(MemoryProvider):
+    name = "threadbound"
+
+    def is_available(self):
+        return True
+
+    def initialize(self, session_id, **kwargs):
+        self.db = sqlite3.connect(Path(kwargs["hermes_home"]) / "turns.db")
+        self.db.execute("CREATE TABLE IF NOT EXISTS turns (user TEXT, assistant TEXT)")
+        self.db.execute("CREATE TABLE IF NOT EXISTS calls (method TEXT, thread INTEGER)")
+        self._log("initialize")
+
+    def _log(self, method):
+        self.db.execute("INSERT INTO calls VALUES (?, ?)", (method, threading.get_ident()))
+        self.db.commit()
+
+    def system_prompt_block(self):
+        self._log("system_prompt_block")
+        return ""
+
+    def prefetch(self, query, *, session_id=""):
+        self._log("prefetch")
+        rows = self.db.execute("SELECT user FROM turns").fetchall()
+        return "\\n".join("- " + r[0] for r in rows)
+
+    def sync_turn(self, user_content, assistant_content, *, session_id=""):
+        self._log("sync_turn")
+        self.db.execute("INSERT INTO turns VALUES (?, ?)", (user_content, assistant_content))
+        self.db.commit()
+
+    def get_tool_schemas(self):
+        return []
+
+    def shutdown(self):
+        self._log("shutdown")
+        self.db.close()
+
+
+def register(ctx):
+    ctx.register_memory_provider(ThreadBound())
+'''

@@ -37,10 +37,10 @@ def test_broken_provider_leaves_the_turn_and_others_working(core_home: Path, mod
                  monkeypatch=monkeypatch)
     assert [t["reply"] for t in report.turns] == ["Noted.", "Utrecht."]
     assert "Utrecht" in report.turns[1]["prefetch"][-1]["text"]  # the other provider recalls
-    if mode == "raise-init":
-        problems = [p for t in report.turns for p in t["hook_problems"]
+    if mode == "raise-init":  # not raised again by every hook: reported once (see
+        # test_bridge_lifecycle.py for the warning, doctor and the retry)
+        assert not [p for t in report.turns for p in t["hook_problems"]
                     if "hermes-broken" in p["plugin"]]
-        assert problems and all("cannot open the broken store" in p["message"] for p in problems)
     else:  # the hung prefetch missed its deadline each turn; the turn did not wait for it
         late = [p for t in report.turns for p in t["prefetch"] if p["provider"] == "hermes-broken"]
         assert late and all(p["status"] != "fresh" and not p["text"] for p in late), late
@@ -148,3 +148,64 @@ def test_name_clash_between_two_sources(core_home: Path, tmp_path: Path,
     out = cli("hermes", "plugins", "--json")
     statuses = [p["status"] for p in json.loads(out.stdout)["plugins"] if p["name"] == "hermes-recorder"]
     assert statuses == ["ready", "failed"]
+
+
+def test_one_distribution_publishing_a_name_in_two_groups_is_one_plugin(
+        core_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As hermes-okf does: its provider class under ``hermes.memory_providers`` and a general
+    plugin (CLI commands only) under ``hermes_agent.plugins``, both named alike. The provider
+    is listed, once, and runs; it is not reported as clashing with itself."""
+    site = tmp_path / "site"
+    (site / "twogroups").mkdir(parents=True)
+    (site / "twogroups" / "__init__.py").write_text(
+        hermes_style.SWITCHER.replace("def register(ctx):", "def register_provider(ctx):")
+        + "\n\ndef register(ctx):\n    ctx.register_cli_command('twogroups', None)\n",
+        encoding="utf-8")
+    info = site / "twogroups-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: twogroups\nVersion: 0.1\n",
+                                   encoding="utf-8")
+    (info / "entry_points.txt").write_text(
+        "[hermes_agent.plugins]\ntwogroups = twogroups\n\n"
+        "[hermes.memory_providers]\ntwogroups = twogroups:Switcher\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(site))
+    discovery._entry_points.cache_clear()
+    discovery._entry_point_candidates.cache_clear()
+    try:
+        found = [c for c in discovery.discover(core_home) if c.distribution == "twogroups"]
+        assert [(c.name, c.group, c.clash) for c in found] == [
+            ("hermes-twogroups", "hermes.memory_providers", None)]
+        from hermes_core_hermes_compat.status import status_of
+
+        assert status_of(found[0], core_home).status == "ready"
+    finally:
+        discovery._entry_points.cache_clear()
+        discovery._entry_point_candidates.cache_clear()
+
+
+def test_a_general_plugin_yields_its_name_to_a_provider(
+        core_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As knos does: its own package publishes a general Hermes plugin (tools, a hook) named
+    ``knos``, and knos-hermes installs the memory provider ``knos`` as a folder plugin. The
+    provider gets the name; the general plugin is the one reported as clashing."""
+    site = tmp_path / "site"
+    (site / "generalknos").mkdir(parents=True)
+    (site / "generalknos" / "__init__.py").write_text(
+        "def register(ctx):\n    ctx.register_hook('pre_tool_call', print)\n", encoding="utf-8")
+    info = site / "generalknos-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: generalknos\nVersion: 0.1\n",
+                                   encoding="utf-8")
+    (info / "entry_points.txt").write_text("[hermes_agent.plugins]\nrecorder = generalknos\n",
+                                           encoding="utf-8")
+    monkeypatch.syspath_prepend(str(site))
+    drop_folder_plugin(core_home, "recorder", hermes_style.RECORDER)
+    discovery._entry_points.cache_clear()
+    discovery._entry_point_candidates.cache_clear()
+    try:
+        found = [c for c in discovery.discover(core_home) if c.name == "hermes-recorder"]
+        assert [(c.source, c.clash is None) for c in found] == [("folder", True),
+                                                                 ("entry-point", False)]
+    finally:
+        discovery._entry_points.cache_clear()
+        discovery._entry_point_candidates.cache_clear()

@@ -59,14 +59,23 @@ class Case:
     store: str = ""
     #: whether its prefetch recalls something for first-week's turns
     recalls: bool = True
+    #: memory.prefetch_timeout of its runs
+    prefetch_timeout: float = 0.3
+
+    def memory(self, providers: str = "") -> str:
+        """The ``memory:`` section of its runs (``providers`` a YAML list, or none)."""
+        listed = f"  providers: {providers}\n" if providers else ""
+        return f"memory:\n{listed}  prefetch_timeout: {self.prefetch_timeout}\n"
 
 
 CASES = [
     # verbatim's recall answers only from claims its judge extracted at a session's end; the
     # scripted question comes before that, so it abstains (its own, correct answer)
+    # (the replay sends turns back to back: a prefetch waits on the provider object's one
+    # thread for the previous turn's sync_turn and queue_prefetch, which a user's typing hides)
     Case("hermes-verbatim", "verbatim_recall", {"query": "Rotterdam"}, expect=None,
          config="hermes-verbatim:\n  capture.enabled: true\n", store="hermes-compat/verbatim",
-         recalls=False),
+         recalls=False, prefetch_timeout=10),
     Case("hermes-local-memory", "memory_context", {"query": "Rotterdam"}, expect="Local Memory",
          setup=_local_memory_setup, store="hermes-compat/local_memory"),
     # search_wiki searches the compiled wiki; synced turns go to the daily chronicle
@@ -97,7 +106,7 @@ def test_real_plugin_in_a_replay(case: Case, core_home: Path, user_home: Path,
     before = listing(user_home)
     report = run(core_home, transcript(case),
                  providers=["file_memory", "session_archive", case.name],
-                 config=SLOW_INIT + case.config, monkeypatch=monkeypatch)
+                 config=SLOW_INIT + case.memory() + case.config, monkeypatch=monkeypatch)
     assert case.name in report.providers
     assert report.summary["write_failures"] == 0
     problems = [p for t in report.turns for p in t["hook_problems"] if case.name in p["plugin"]]
@@ -154,8 +163,8 @@ def test_listed_and_cli_replay_exits_0(case: Case, core_home: Path, user_home: P
     if case.setup:
         case.setup(core_home, user_home)
     (core_home / "config.yaml").write_text(
-        f"memory:\n  providers: [file_memory, session_archive, {case.name}]\n"
-        + SLOW_INIT + case.config, encoding="utf-8")
+        case.memory(f"[file_memory, session_archive, {case.name}]") + SLOW_INIT + case.config,
+        encoding="utf-8")
     before = listing(user_home)
     listed = cli("plugins", "list", "--json")
     assert listed.returncode == 0, listed.stderr

@@ -22,12 +22,22 @@ The mapping (hermes-core hook -> Hermes method):
   ``on_pre_compress(messages)``; ``on_memory_write`` -> ``on_memory_write(action, target,
   content, metadata)``; ``get_tools`` -> ``get_tool_schemas()``, each call ->
   ``handle_tool_call(name, args)``; ``shutdown`` -> ``shutdown()`` on every object.
+
+Every call into one Hermes object runs on that object's own thread (:class:`.calls.Pinned`):
+Hermes calls a provider from one thread, and providers rely on it. Only the static descriptions
+(``is_available``, ``get_config_schema``, ``get_tool_schemas``) are asked on the caller's thread.
+
+An ``initialize`` that raises marks the object failed for that session: the failure is reported
+once (``plugins list`` warnings, ``doctor`` of the running host) and the object's hooks do
+nothing until a later session, or until :data:`RETRY_SECONDS` (doubling after each failure, up to
+:data:`RETRY_MAX_SECONDS`) have passed; its tools answer with the reason meanwhile.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -37,13 +47,18 @@ from hermes_core.errors import PluginError, ToolError
 from hermes_core.kinds import MemoryProvider, PluginContext, Tool
 from hermes_core.types import MemoryWrite, Message, Session, SwitchReason, ToolContext
 
-from . import calls
+from . import calls, status
 from .convert import accepts, call_with, to_openai, tool_spec
 from .discovery import HermesCandidate
 from .loading import HermesLoadError, Loaded, load
 from .settings import HermesSection, check_section
 
-__all__ = ["HermesMemoryProvider", "hermes_tools", "memory_class", "overrides", "tool_result"]
+__all__ = ["RETRY_MAX_SECONDS", "RETRY_SECONDS", "HermesMemoryProvider", "hermes_tools",
+           "memory_class", "overrides", "tool_result"]
+
+#: seconds before a failed ``initialize`` is tried again in the same session (doubling)
+RETRY_SECONDS = 30.0
+RETRY_MAX_SECONDS = 900.0
 
 
 def overrides(obj: Any, method: str) -> bool:
@@ -66,17 +81,40 @@ def unavailable_reason(obj: Any) -> str:
     return "its is_available() is False: it needs its service, a key or a setting"
 
 
+class _Failure:
+    """The last failed ``initialize`` of a slot: for which session, and when to try again."""
+
+    __slots__ = ("count", "message", "retry_at", "session_id")
+
+    def __init__(self, session_id: str, message: str, count: int) -> None:
+        self.session_id = session_id
+        self.message = message
+        self.count = count
+        wait = min(RETRY_SECONDS * 2 ** (count - 1), RETRY_MAX_SECONDS)
+        self.retry_at = time.monotonic() + wait
+
+    def holds(self, session_id: str) -> bool:
+        """Whether ``session_id``'s hooks are still to be skipped."""
+        return session_id == self.session_id and time.monotonic() < self.retry_at
+
+
 class _Slot:
-    """One Hermes provider object and the session it is initialised for."""
+    """One Hermes provider object, its own thread, and the session it is initialised for."""
 
-    __slots__ = ("hermes_home", "lock", "obj", "session_id", "turns")
+    __slots__ = ("failure", "hermes_home", "lock", "obj", "pinned", "session_id", "turns")
 
-    def __init__(self, obj: Any, hermes_home: Path) -> None:
+    def __init__(self, obj: Any, hermes_home: Path, thread_name: str) -> None:
         self.obj = obj
         self.hermes_home = hermes_home
         self.session_id: str | None = None
         self.turns = 0
         self.lock = threading.RLock()
+        self.pinned = calls.Pinned(thread_name, hermes_home)
+        self.failure: _Failure | None = None
+
+    def call(self, fn: Callable[..., calls.T], /, *args: Any, **kwargs: Any) -> calls.T:
+        """``fn(*args, **kwargs)`` on this object's thread, in its Hermes home."""
+        return self.pinned.run(fn, *args, **kwargs)
 
 
 class HermesMemoryProvider(MemoryProvider):
@@ -97,6 +135,15 @@ class HermesMemoryProvider(MemoryProvider):
         values = dict(config.model_extra or {})
         schema = self._safe(first, "get_config_schema", default=[])
         self._values = check_section(values, schema, plugin=self.candidate.plugin, section=section)
+        if self._values and callable(getattr(first, "save_config", None)):
+            # as Hermes' `memory setup` does before the agent starts: the settings are saved,
+            # then the provider is built anew, so one reading them when built sees them
+            home = calls.hermes_home_for(context.home, self.candidate.plugin, None)
+            home.mkdir(parents=True, exist_ok=True)
+            with calls.in_home(home):
+                first.save_config(dict(self._values), str(home))
+            self._loaded = self._load()
+            first = self._loaded.providers[0]
         if not self._safe(first, "is_available", default=False):
             raise PluginError(f"Hermes plugin {self.candidate.plugin!r}: needs its service or key: "
                               f"{unavailable_reason(first)}")
@@ -150,30 +197,53 @@ class HermesMemoryProvider(MemoryProvider):
                     obj = self._load().providers[0]
                 self._spare = None
                 home = calls.hermes_home_for(self.context.home, self.candidate.plugin, key)
-                slot = self._slots[key] = _Slot(obj, home)
+                slot = self._slots[key] = _Slot(obj, home, f"hermes-{self.candidate.plugin}")
         return slot
 
-    def _ready(self, session: Session) -> _Slot:
-        """The slot of ``session``'s user, initialised for ``session`` (once)."""
+    def _ready(self, session: Session) -> _Slot | None:
+        """The slot of ``session``'s user, initialised for ``session`` (once); None while its
+        ``initialize`` failed for this session (see :class:`_Failure`)."""
         slot = self._slot(session)
         if slot.session_id == session.id:
             return slot
         with slot.lock:
-            if slot.session_id is None:
-                self._initialize(slot, session)
-            elif slot.session_id != session.id:
-                # the new session's first hook came before the worker's on_session_switch
-                reset = session.parent_session_id != slot.session_id
-                self._switch(slot, session, slot.session_id, reset=reset, reason="")
+            if slot.failure is not None and slot.failure.holds(session.id):
+                return None
+            try:
+                if slot.session_id is None:
+                    self._initialize(slot, session)
+                elif slot.session_id != session.id:
+                    # the new session's first hook came before the worker's on_session_switch
+                    reset = session.parent_session_id != slot.session_id
+                    self._switch(slot, session, slot.session_id, reset=reset, reason="")
+            except Exception as exc:
+                count = slot.failure.count + 1 if slot.failure is not None else 1
+                slot.failure = _Failure(session.id, f"{type(exc).__name__}: {exc}", count)
+                self._problem(f"initialize() raised {slot.failure.message}; its hooks are "
+                              "skipped for this session, and it is tried again in a later "
+                              "session or after a pause")
+                self._note(slot.failure.message)
+                return None
+            slot.failure = None
+            self._note(None)  # also a note an earlier process left
         return slot
+
+    def _note(self, failure: str | None) -> None:
+        """Keep (or clear) the note ``doctor`` shows of the last failed ``initialize``."""
+        try:
+            if failure is None:
+                status.clear_failure(self.context.home, self.candidate.plugin)
+            else:
+                status.note_failure(self.context.home, self.candidate.plugin, failure)
+        except OSError as exc:
+            self._problem(f"the note of its failed initialize() cannot be kept: {exc}")
 
     def _switch(self, slot: _Slot, new: Session, parent: str, *, reset: bool, reason: str) -> None:
         """Move ``slot`` to session ``new``: the provider's own ``on_session_switch`` when it
         has one, else ``initialize`` again (it keeps its session from initialize)."""
         if overrides(slot.obj, "on_session_switch"):
-            with calls.in_home(slot.hermes_home):
-                call_with(slot.obj.on_session_switch, new.id, parent_session_id=parent,
-                          reset=reset, rewound=False, reason=reason)
+            slot.call(call_with, slot.obj.on_session_switch, new.id, parent_session_id=parent,
+                      reset=reset, rewound=False, reason=reason)
             slot.session_id = new.id
         else:
             self._initialize(slot, new)
@@ -190,20 +260,19 @@ class HermesMemoryProvider(MemoryProvider):
             kwargs["parent_session_id"] = session.parent_session_id
         if session.model:
             kwargs["model"] = session.model
-        with calls.in_home(slot.hermes_home):
-            save = getattr(slot.obj, "save_config", None)
-            if self._values and slot.session_id is None and callable(save):
-                save(dict(self._values), str(slot.hermes_home))
-            slot.obj.initialize(session.id, **kwargs)
+        save = getattr(slot.obj, "save_config", None)
+        if self._values and slot.session_id is None and callable(save):
+            slot.call(save, dict(self._values), str(slot.hermes_home))
+        slot.session_id = None  # a failed initialize leaves the object uninitialised
+        slot.call(slot.obj.initialize, session.id, **kwargs)
         slot.session_id = session.id
 
     def _run(self, session: Session, method: str, *args: Any, **kwargs: Any) -> Any:
         slot = self._ready(session)
-        fn = getattr(slot.obj, method, None)
-        if not callable(fn):
+        fn = getattr(slot.obj, method, None) if slot is not None else None
+        if slot is None or not callable(fn):
             return None
-        with calls.in_home(slot.hermes_home):
-            return call_with(fn, *args, session_id=session.id, **kwargs)
+        return slot.call(call_with, fn, *args, session_id=session.id, **kwargs)
 
     def _text(self, value: Any, method: str) -> str | None:
         if value is None or value == "":
@@ -225,11 +294,12 @@ class HermesMemoryProvider(MemoryProvider):
         if message.role != "user":
             return
         slot = self._ready(session)
+        if slot is None:
+            return
         slot.turns += 1
         if overrides(slot.obj, "on_turn_start"):
-            with calls.in_home(slot.hermes_home):
-                call_with(slot.obj.on_turn_start, slot.turns, message.content,
-                          platform=session.platform)
+            slot.call(call_with, slot.obj.on_turn_start, slot.turns, message.content,
+                      platform=session.platform)
 
     @hookimpl
     def prefetch(self, query: str, session: Session) -> str | None:
@@ -243,22 +313,21 @@ class HermesMemoryProvider(MemoryProvider):
     def sync_turn(self, user_message: Message, assistant_message: Message, session: Session,
                   messages: list[Message]) -> None:
         slot = self._ready(session)
-        if not callable(getattr(slot.obj, "sync_turn", None)):
+        if slot is None or not callable(getattr(slot.obj, "sync_turn", None)):
             return
         extra: dict[str, Any] = {"session_id": session.id}
         if accepts(slot.obj.sync_turn, "messages"):
             extra["messages"] = to_openai(messages)
-        with calls.in_home(slot.hermes_home):
-            call_with(slot.obj.sync_turn, user_message.content, assistant_message.content, **extra)
+        slot.call(call_with, slot.obj.sync_turn, user_message.content, assistant_message.content,
+                  **extra)
 
     @hookimpl
     def on_pre_compress(self, messages: list[Message], session: Session) -> str | None:
         slot = self._ready(session)
-        fn = getattr(slot.obj, "on_pre_compress", None)
-        if not callable(fn):
+        fn = getattr(slot.obj, "on_pre_compress", None) if slot is not None else None
+        if slot is None or not callable(fn):
             return None
-        with calls.in_home(slot.hermes_home):
-            return self._text(fn(to_openai(messages)), "on_pre_compress")
+        return self._text(slot.call(fn, to_openai(messages)), "on_pre_compress")
 
     @hookimpl
     def on_session_switch(self, new_session: Session, old_session: Session | None,
@@ -277,8 +346,7 @@ class HermesMemoryProvider(MemoryProvider):
         fn = getattr(slot.obj, "on_session_end", None) if slot is not None else None
         if slot is None or slot.session_id is None or not callable(fn):
             return
-        with calls.in_home(slot.hermes_home):
-            fn(to_openai(messages))
+        slot.call(fn, to_openai(messages))
 
     @hookimpl
     def on_memory_write(self, write: MemoryWrite) -> None:
@@ -289,19 +357,23 @@ class HermesMemoryProvider(MemoryProvider):
         for slot in chosen:
             fn = getattr(slot.obj, "on_memory_write", None)
             if callable(fn):
-                with calls.in_home(slot.hermes_home):
-                    call_with(fn, write.action, write.target, write.content, metadata=metadata)
+                slot.call(call_with, fn, write.action, write.target, write.content,
+                          metadata=metadata)
 
     @hookimpl
     def shutdown(self) -> None:
         for slot in list(self._slots.values()):
             fn = getattr(slot.obj, "shutdown", None)
-            if slot.session_id is not None and callable(fn):
-                with calls.in_home(slot.hermes_home):
-                    fn()
+            try:
+                if slot.session_id is not None and callable(fn):
+                    slot.call(fn)
+            finally:
+                slot.pinned.close()
 
     @hookimpl
     def get_tools(self) -> list[Tool]:
+        # a static description, asked on the caller's thread: the tools are offered even while
+        # the object's own thread is held by a hung call
         obj = next(iter(self._slots.values())).obj if self._slots else self._spare
         return hermes_tools(obj, self.name, self._problem, self._call_tool)
 
@@ -309,8 +381,11 @@ class HermesMemoryProvider(MemoryProvider):
         if ctx.session is None:
             raise ToolError(f"tool {tool!r} of {self.name} needs a session")
         slot = self._ready(ctx.session)
-        with calls.in_home(slot.hermes_home):
-            return slot.obj.handle_tool_call(tool, args)
+        if slot is None:
+            failure = self._slot(ctx.session).failure
+            raise ToolError(f"{self.name} is not available in this session: its initialize() "
+                            f"failed ({failure.message if failure else 'unknown error'})")
+        return slot.call(slot.obj.handle_tool_call, tool, args)
 
 
 def hermes_tools(obj: Any, owner: str, problem: Callable[[str], None],

@@ -7,24 +7,38 @@ the bridge sets that folder as the answer of the stand-in ``hermes_constants.get
 process-wide variable, so it is pointed at the common parent ``<home>/hermes-compat/`` when the
 first plugin initialises: a plugin (or its own background thread) reading it directly stays
 inside the hermes-core home too.
+
+:class:`Pinned` runs every call into one Hermes provider object on one thread of its own. Hermes
+calls a provider from its agent's thread, so published providers keep thread-bound state (a
+SQLite connection per thread, whose open write then locks out the connection of the kernel's
+background lane: "database is locked"). The kernel calls hooks from several lanes; the adapter
+hands each call to the object's own thread and waits for it there, so the kernel's deadline
+still bounds the wait and a hung call costs the turn one deadline, never more.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib
 import os
+import queue
 import re
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from pathlib import Path
+from typing import Any, TypeVar
 
 from . import shims
 
-__all__ = ["COMPAT_DIR", "compat_root", "hermes_home_for", "in_home", "point_env"]
+__all__ = ["COMPAT_DIR", "Pinned", "compat_root", "hermes_home_for", "in_home", "point_env"]
 
 COMPAT_DIR = "hermes-compat"
+
+T = TypeVar("T")
 
 
 def compat_root(home: Path) -> Path:
@@ -60,3 +74,55 @@ def in_home(path: Path) -> Iterator[None]:
         yield
     finally:
         var.reset(token)
+
+
+_Call = tuple[Callable[[], Any], "Future[Any]"]
+
+
+class Pinned:
+    """One daemon thread running, in order, every call into one Hermes object, each with
+    ``home`` as its Hermes home. The caller waits for the result without a bound of its own:
+    the kernel's deadline bounds the caller, and a hung call keeps only this thread (a daemon:
+    it never holds the process at exit)."""
+
+    def __init__(self, name: str, home: Path) -> None:
+        self.name = name
+        self.home = home
+        self._queue: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def run(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        call = functools.partial(fn, *args, **kwargs)
+        if threading.current_thread() is self._thread:  # a call made from inside a call
+            with in_home(self.home):
+                return call()
+        future: Future[T] = Future()
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._serve, args=(self._queue,),
+                                                name=self.name, daemon=True)
+                self._thread.start()
+            self._queue.put((call, future))
+        return future.result()
+
+    def _serve(self, calls: queue.SimpleQueue[_Call | None]) -> None:
+        while (item := calls.get()) is not None:
+            call, future = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                with in_home(self.home):
+                    value = call()
+            except BaseException as exc:  # a plugin's SystemExit is its call's error too
+                future.set_exception(exc)
+            else:
+                future.set_result(value)
+
+    def close(self) -> None:
+        """Let the thread end once the calls already handed to it are done."""
+        with self._lock:
+            if self._thread is not None:
+                self._queue.put(None)
+                self._queue = queue.SimpleQueue()
+                self._thread = None

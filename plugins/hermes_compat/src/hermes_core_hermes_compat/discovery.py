@@ -40,9 +40,11 @@ __all__ = [
 #: this distribution's package: its Hermes-side provider serves hermes-core to Hermes and is never
 #: offered to hermes-core as a Hermes plugin (it would load the stack inside itself)
 _OWN_PACKAGE = __name__.rpartition(".")[0]
-#: entry-point groups Hermes plugins are published under
-GROUPS = ("hermes_agent.memory_providers", "hermes_agent.plugins", "hermes.memory_provider",
-          "hermes.memory_providers")
+#: entry-point groups Hermes plugins are published under, the provider groups first: a
+#: distribution publishing one name in a provider group and in the general plugins group (its
+#: provider there, its CLI commands here) is listed once, as its provider
+GROUPS = ("hermes_agent.memory_providers", "hermes.memory_provider", "hermes.memory_providers",
+          "hermes_agent.plugins")
 #: the drop-in folder for Hermes folder plugins, inside the hermes-core home
 FOLDER_NAME = "hermes-plugins"
 #: an existing Hermes home whose plugins/ folder is scanned too
@@ -71,6 +73,9 @@ class HermesCandidate:
     #: set when the name clashes with an earlier candidate (then it is never loaded)
     clash: str | None = None
     notes: list[str] = field(default_factory=list)
+    #: a general plugin (its source registers no provider or engine): it yields its name to a
+    #: provider or engine found anywhere else
+    general: bool = False
 
     @property
     def where(self) -> str:
@@ -148,6 +153,7 @@ def _entry_point_candidates() -> tuple[HermesCandidate, ...]:
         dist = ep.dist
         module = ep.module
         kind: Kind = "memory-provider"
+        general = False
         if group == "hermes_agent.plugins":
             file = _module_file(dist, module) if dist is not None else None
             try:
@@ -155,11 +161,12 @@ def _entry_point_candidates() -> tuple[HermesCandidate, ...]:
             except OSError:
                 text = ""
             kind = _kind_of_text(text)
+            general = bool(text) and not (_ENGINE_CALL.search(text) or _MEMORY_CALL.search(text))
         out.append(HermesCandidate(
             name=kind_name(ep.name), plugin=ep.name, source="entry-point", kind=kind,
             group=group, module=module, attr=ep.attr or None,
             distribution=dist.metadata["Name"] if dist is not None else None,
-            version=dist.version if dist is not None else None))
+            version=dist.version if dist is not None else None, general=general))
     out.sort(key=lambda c: (GROUPS.index(c.group or GROUPS[0]), (c.distribution or "").lower(),
                             c.plugin))
     return tuple(out)
@@ -203,8 +210,12 @@ def discover(home: Path) -> list[HermesCandidate]:
     ``clash``."""
     seen: dict[str, HermesCandidate] = {}
     out: list[HermesCandidate] = []
-    for candidate in [*_from_entry_points(), *_from_folders(home)]:
+    found = [*_from_entry_points(), *_from_folders(home)]
+    for candidate in sorted(found, key=lambda c: c.general):  # stable: the order above
         first = seen.get(candidate.name)
+        if (first is not None and first.source == candidate.source == "entry-point"
+                and first.distribution == candidate.distribution):
+            continue  # one plugin's two entry points (see GROUPS): not a clash
         if first is not None:
             candidate.clash = (
                 f"the name {candidate.name!r} is already taken by the Hermes {first.where}; "

@@ -59,7 +59,7 @@ def doctor_checks(home: Path, config: LoadedConfig) -> list[DoctorCheck]:
     from hermes_core.doctor import DoctorCheck
 
     from .discovery import discover
-    from .status import READY, status_of
+    from .status import READY, last_failure, status_of
 
     core = config.core
     selected = {*core.memory.providers, core.context.engine}
@@ -77,4 +77,9 @@ def doctor_checks(home: Path, config: LoadedConfig) -> list[DoctorCheck]:
             f"Hermes plugin {candidate.name}", ok=good,
             detail=f"{status.status}: {status.detail}" if status.detail else status.status,
             fix=None if good else (status.fix or None)))
+        failure = last_failure(home, candidate.plugin)
+        if failure is not None:
+            checks.append(DoctorCheck(
+                f"Hermes plugin {candidate.name}: last session", ok=False, detail=failure,
+                fix="fix what the error names; the next session tries again"))
     return checks

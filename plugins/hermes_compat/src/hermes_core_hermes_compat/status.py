@@ -5,21 +5,30 @@ Statuses: ``ready``; ``needs service or key`` (its ``is_available()`` is False, 
 secret is unset); ``needs hermes-agent`` (it imports a part of Hermes the bridge does not
 provide); ``failed`` (it does not import or register: the error and the fix are given).
 Finding out imports the plugin, so only commands that ask for it do this.
+
+A provider whose ``initialize`` raised in a session leaves a note in the home
+(:func:`note_failure`), removed by its next successful ``initialize``; ``doctor`` shows it, so a
+failure seen by a server or an earlier run is named by a later ``doctor`` too.
 """
 
 from __future__ import annotations
 
+import json
+import re
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from hermes_core.atomic import atomic_write
 
 from . import calls
 from .discovery import HermesCandidate, discover
 from .loading import HermesLoadError, load
 from .settings import missing_secrets
 
-__all__ = ["FAILED", "NEEDS_HERMES", "NEEDS_SERVICE", "READY", "PluginStatus", "status_of",
-           "statuses"]
+__all__ = ["FAILED", "NEEDS_HERMES", "NEEDS_SERVICE", "READY", "PluginStatus", "clear_failure",
+           "last_failure", "note_failure", "status_of", "statuses"]
 
 READY = "ready"
 NEEDS_SERVICE = "needs service or key"
@@ -95,3 +104,29 @@ def status_of(candidate: HermesCandidate, home: Path) -> PluginStatus:
 
 def statuses(home: Path) -> list[PluginStatus]:
     return [status_of(c, home) for c in discover(home)]
+
+
+def _failure_file(home: Path, plugin: str) -> Path:
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", plugin)
+    return calls.compat_root(home) / ".failures" / f"{safe}.json"
+
+
+def note_failure(home: Path, plugin: str, message: str) -> None:
+    """Keep the last failed ``initialize`` of ``plugin`` for ``doctor``."""
+    path = _failure_file(home, plugin)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {"message": message, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    atomic_write(path, json.dumps(record).encode("utf-8"))
+
+
+def clear_failure(home: Path, plugin: str) -> None:
+    _failure_file(home, plugin).unlink(missing_ok=True)
+
+
+def last_failure(home: Path, plugin: str) -> str | None:
+    """The note of :func:`note_failure` as a sentence, or None."""
+    try:
+        record = json.loads(_failure_file(home, plugin).read_text(encoding="utf-8"))
+        return f"initialize() failed at {record['at']}: {record['message']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return None

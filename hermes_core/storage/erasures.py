@@ -27,10 +27,11 @@ from typing import Any
 
 from ..errors import HermesCoreError
 from ..private import private_sqlite
+from .erasure_log import LOG_MIGRATION, ErasureLog
 from .url import StorageURL, redact_url
 
-__all__ = ["COMPONENT", "SQLITE_FILE", "ErasureLedger", "ErasureRecordError", "record_erasure",
-           "tell_running_servers"]
+__all__ = ["COMPONENT", "SQLITE_FILE", "ErasureLedger", "ErasureRecordError", "forget_noted",
+           "note_forget", "record_erasure", "tell_running_servers"]
 
 #: the SQLite file in the home (without ``storage.url``)
 SQLITE_FILE = "erasures.db"
@@ -48,6 +49,7 @@ _READ = "SELECT generation FROM erasure_generation WHERE id = 1"
 MIGRATIONS: list[Any] = [
     (1, "erasure_generation: a counter that every forget, rollback and session deletion raises",
      [_TABLE.replace("IF NOT EXISTS ", ""), _SEED]),
+    LOG_MIGRATION,
 ]
 
 
@@ -210,3 +212,45 @@ def tell_running_servers(what: str, **where: Any) -> int | None:
 
         click.echo(f"warning: {exc}", err=True)
         return None
+
+
+def _log_of(home: Path | None, storage_url: str | None) -> ErasureLog:
+    from ..paths import home_dir
+    from .url import resolve_storage_url
+
+    return ErasureLog(home if home is not None else home_dir(), resolve_storage_url(storage_url))
+
+
+def note_forget(subject: str, scope: str, *, home: Path | None = None,
+                storage_url: str | None = None) -> int | None:
+    """Before a forget deletes anything: note it for the turns in flight
+    (:mod:`.erasure_log`); returns the note's id for :func:`forget_noted`. A failure is printed
+    as a warning (the forget still runs; only a turn in flight may archive the subject again)."""
+    log = _log_of(home, storage_url)
+    try:
+        return log.note("forget", subject, scope)
+    except Exception as exc:
+        import click
+
+        click.echo(f"warning: turns in flight were not told of this forget ({_reason(exc)}); "
+                   "an answer being written right now may keep the subject: run the forget "
+                   "again once running conversations are idle", err=True)
+        return None
+    finally:
+        log.close()
+
+
+def forget_noted(note_id: int | None, *, home: Path | None = None,
+                 storage_url: str | None = None) -> None:
+    """The noted forget finished: conversations loaded from now on are clean of it."""
+    if note_id is None:
+        return
+    log = _log_of(home, storage_url)
+    try:
+        log.done(note_id)
+    except Exception as exc:  # the note stays pending: later writes keep checking it
+        import click
+
+        click.echo(f"warning: could not mark the forget done ({_reason(exc)})", err=True)
+    finally:
+        log.close()

@@ -7,7 +7,8 @@ one read of one row) to learn of a ``forget``, ``memory rollback`` or ``sessions
 another process. Measured: the whole check as a turn pays it (the host's method, its few-ms reuse
 window turned off so that every call reads the store), on SQLite (``erasures.db`` in a temporary
 home, after one erasure so that the file exists) and on PostgreSQL (a throwaway server on this
-machine unless ``--url`` is given). Printed: median and p95 microseconds per check, and the ratio
+machine unless ``--url`` is given; the reader LISTENs for the notification each erasure sends,
+so a check polls its socket and reads the row only after a notification or every few seconds). Printed: median and p95 microseconds per check, and the ratio
 to the target.
 
 Target: < 0.5 ms per turn (ratio = 500 us / p95; >= 1.0 means met). Nothing asserts.

@@ -138,11 +138,11 @@ def run_forget(subject: str, *, dry_run: bool, scope: str = "all", force: bool =
             else:
                 from ..storage.erasures import forget_noted, note_forget, tell_running_servers
 
-                where = {"home": host.home, "storage_url": host.config.core.storage.url}
-                note = note_forget(subject, scope, **where)  # turns in flight re-apply it
+                home, url = host.home, host.config.core.storage.url
+                note = note_forget(subject, scope, home=home, storage_url=url)  # turns in flight
                 result = _rows(host, _forget_hook(host, subject, scope, False), False)
-                tell_running_servers("forget", **where)
-                forget_noted(note, **where)
+                tell_running_servers("forget", home=home, storage_url=url)
+                forget_noted(note, home=home, storage_url=url)
     finally:
         host.shutdown()
     return {"subject": subject, "dry_run": dry_run, "plan": plan, "result": result,

@@ -113,7 +113,7 @@ class ErasureLog:
                                   row).fetchone()
                 return int(got[0])
 
-            return self._pg(insert, retry=False)
+            return int(self._pg(insert, retry=False))
         con = self._writer()
         try:
             con.execute("BEGIN IMMEDIATE")

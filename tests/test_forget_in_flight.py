@@ -128,3 +128,22 @@ def test_a_note_matches_as_forget_does_and_a_done_note_settles(tmp_path: Path) -
     assert log.settled() == first
     assert log.since(first) == []
     log.close()
+
+
+def test_doctor_reports_a_forget_that_never_finished(home: Path) -> None:
+    """A doctor blind spot: a forget stopped between its note and its end (the archive keeps
+    re-checking it; what it had not deleted is still stored)."""
+    import sqlite3
+
+    from hermes_core.cli.doctor_cmd import run_checks
+
+    log = ErasureLog(home)
+    assert next(c for c in run_checks() if c["name"] == "erasure log")["warning"] is False
+    log.done(log.note("forget", "finished subject", "all"))
+    log.note("forget", "stopped subject", "all")
+    log.close()
+    with sqlite3.connect(home / "erasures.db") as con:  # noted 20 minutes ago
+        con.execute("UPDATE erasure_log SET recorded_at = recorded_at - 1200")
+    check = next(c for c in run_checks() if c["name"] == "erasure log")
+    assert check["ok"] and check["warning"], check
+    assert "1 forget(s)" in check["detail"] and "forget" in check["fix"]

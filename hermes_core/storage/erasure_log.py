@@ -151,6 +151,13 @@ class ErasureLog:
         rows = self._read(_SETTLED, ())
         return int(rows[0][0]) if rows else 0
 
+    def stalled(self, before: float) -> int:
+        """How many forgets noted before ``before`` (a time.time()) never finished."""
+        p = "%s" if self.url is not None else "?"
+        rows = self._read(f"SELECT count(*) FROM erasure_log WHERE done = 0 AND recorded_at < {p}",
+                          (before,))
+        return int(rows[0][0]) if rows else 0
+
     def since(self, mark: int) -> list[ErasureNote]:
         """The notes after ``mark`` (oldest first)."""
         p = "%s" if self.url is not None else "?"

@@ -11,6 +11,9 @@ session archive), bearer token from the environment.
    with all of them open, and once every archived session has ended (``mcp.session_idle_minutes``
    set to ``--idle-seconds``). Target: memory back within 10 % of the start (ratio = 1.10 x start
    / after; >= 1.0 means met), and every archived session ended (ratio = ended / opened).
+   ``--rounds`` (default 2) repeats it: a later round ending where the first did shows that
+   nothing is kept per session (what the first round adds is caches filling up to their bounds:
+   RssAnon and RssFile are printed to tell the heap from file pages).
 2. **slow connections**: the server's open-file limit lowered to ``--fd-limit``; ``--slow`` sockets
    each send half a request header and stall; meanwhile real SDK clients call ``tools/list``.
    Target: every legitimate call answered (ratio = answered / tried).
@@ -99,33 +102,48 @@ def make_home(root: Path, idle_seconds: float, sessions: int) -> Path:
     return home
 
 
-def abandoned(root: Path, count: int, idle_seconds: float) -> None:
-    home = make_home(root / "abandoned", idle_seconds, count)
+def rss_parts(pid: int) -> str:
+    """Anonymous and file-backed resident memory (what grows: the heap, or pages of files)."""
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                  if line.startswith(("RssAnon", "RssFile")))
+    return ", ".join(f"{k} {int(v.split()[0]) / 1024:.1f} MB" for k, v in fields.items())
+
+
+def abandoned(root: Path, count: int, idle_seconds: float, rounds: int) -> None:
+    home = make_home(root / "abandoned", idle_seconds, count * rounds)
     with http_server(home) as url, httpx.Client(timeout=120) as client:
         pid = server_pid(int(url.rsplit(":", 1)[1].split("/")[0]))
         open_session(client, url, -1)  # warm-up: the first call loads what every call needs
         start = rss_mb(pid)
-        began = time.perf_counter()
-        ok = sum(open_session(client, url, n) for n in range(count))
-        opened_s = time.perf_counter() - began
-        peak = rss_mb(pid)
-        print(f"abandoned sessions: {ok}/{count} opened in {opened_s:.1f} s; RSS start "
-              f"{start:.1f} MB, all open {peak:.1f} MB")
-        deadline = time.monotonic() + idle_seconds * 4 + 120
-        total, ended = archive_counts(home)
-        while ended < total and time.monotonic() < deadline:
-            time.sleep(0.5)
+        print(f"abandoned sessions: RSS start {start:.1f} MB ({rss_parts(pid)})")
+        settled_of: list[float] = []
+        for round_no in range(1, rounds + 1):
+            began = time.perf_counter()
+            ok = sum(open_session(client, url, n) for n in range(count))
+            opened_s = time.perf_counter() - began
+            peak = rss_mb(pid)
+            print(f"  round {round_no}: {ok}/{count} opened in {opened_s:.1f} s; all open "
+                  f"{peak:.1f} MB")
+            deadline = time.monotonic() + idle_seconds * 4 + 120
             total, ended = archive_counts(home)
-        waited = time.perf_counter() - began - opened_s
-        after = rss_mb(pid)
-        print(f"  after expiry ({waited:.1f} s later): RSS {after:.1f} MB "
-              f"({after / start:.3f} x start); archived sessions ended {ended}/{total}")
-        time.sleep(idle_seconds)  # one more idle period: the server's next sweeps have run
-        settled = rss_mb(pid)
-        print(f"  one idle period later: RSS {settled:.1f} MB ({settled / start:.3f} x start)")
-        after = min(after, settled)
-        print(f"  target: RSS within 10 % of start -> ratio {1.10 * start / after:.2f}; "
+            while ended < total and time.monotonic() < deadline:
+                time.sleep(0.5)
+                total, ended = archive_counts(home)
+            waited = time.perf_counter() - began - opened_s
+            after = rss_mb(pid)
+            print(f"    after expiry ({waited:.1f} s later): RSS {after:.1f} MB "
+                  f"({after / start:.3f} x start); archived sessions ended {ended}/{total}")
+            time.sleep(idle_seconds)  # one more idle period: the server's next sweeps have run
+            settled = rss_mb(pid)
+            print(f"    one idle period later: RSS {settled:.1f} MB ({settled / start:.3f} x start;"
+                  f" {rss_parts(pid)})")
+            settled_of.append(min(after, settled))
+        first = settled_of[0]
+        print(f"  target: RSS within 10 % of start -> ratio {1.10 * start / first:.2f}; "
               f"sessions ended -> ratio {ended / max(total, 1):.2f}")
+        if rounds > 1:
+            print(f"  each later round of {count} against the first (1.00: nothing kept per "
+                  "session): " + ", ".join(f"{v / first:.3f}" for v in settled_of[1:]))
 
 
 def slow_connections(root: Path, count: int, fd_limit: int) -> None:
@@ -161,12 +179,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=1000)
     parser.add_argument("--idle-seconds", type=float, default=20.0)
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="rounds of abandoned sessions (a later one shows what each keeps)")
     parser.add_argument("--slow", type=int, default=300)
     parser.add_argument("--fd-limit", type=int, default=256)
     args = parser.parse_args()
     os.environ.setdefault("PYTHONPATH", str(ROOT))
     with tempfile.TemporaryDirectory(prefix="bench-mcp-sessions-") as tmp:
-        abandoned(Path(tmp), args.sessions, args.idle_seconds)
+        abandoned(Path(tmp), args.sessions, args.idle_seconds, args.rounds)
         slow_connections(Path(tmp), args.slow, args.fd_limit)
 
 

@@ -73,8 +73,8 @@ _NAME_RE = re.compile(r"<\s*(/?)\s*memory[-_\s]*context(?![\w-])", re.IGNORECASE
 _ATTRS_RE = re.compile(r"[^<>]*>")
 _NOTE_RE = re.compile(re.escape(FENCE_NOTE), re.IGNORECASE)
 #: what a tag looks like once whitespace is removed and '_' folded to '-', for prefix checks
-_CANON_OPEN = "<memory-context"
-_CANON_CLOSE = "</memory-context"
+_CANON_OPEN = "<memorycontext"
+_CANON_CLOSE = "</memorycontext"
 #: how much trailing text the scrubber may hold back while it waits to see whether a tag completes
 _MAX_HOLD = 4096
 #: how much text after an opening tag the scrubber holds while deciding: echoed block or mention
@@ -85,6 +85,7 @@ _BLOCK_STARTS = ("[recalled by the memory system", "## ")
 NEUTRAL_OPEN = "\u2039memory-context\u203a"
 NEUTRAL_CLOSE = "\u2039/memory-context\u203a"
 _PARTIAL_ENTITY_RE = re.compile(r"&#?[A-Za-z0-9]{0,10}$")
+_OPEN_ENTITY_RE = re.compile(r"&#?[A-Za-z0-9]{1,10}$")
 _ASCII_INVISIBLE_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 #: every character that folds to '<' (computed over all of Unicode with textnorm.fold_char), and
 #: '&' for entities: text without any of them holds no tag, checked at C speed before folding
@@ -278,7 +279,8 @@ def _partial_tag_len(data: str) -> int:
     folded, starts, _ends = fold_with_offsets(data[window:])
     start = folded.rfind("<")
     if start >= 0:
-        canon = re.sub(r"\s+", "", folded[start:]).lower().replace("_", "-")
+        # the name as _NAME_RE reads it: any run of spaces, '-' or '_' between its words
+        canon = re.sub(r"[\s_-]+", "", folded[start:]).lower()
         # a prefix of the tag ("</mem"), or the whole name with attributes still arriving
         if ">" not in canon and any(t.startswith(canon) or canon.startswith(t)
                                     for t in (_CANON_OPEN, _CANON_CLOSE)):
@@ -339,7 +341,8 @@ class StreamScrubber:
         for tag in _tags(data, final=False, prev=prev):
             if closing_only and not tag.closing:
                 continue
-            if not tag.complete:
+            if not tag.complete or (tag.end == len(data) and _OPEN_ENTITY_RE.search(data)):
+                # an entity at the very end ("&gt" of "&gt;") may still be arriving
                 return None, tag.start
             return tag, tag.start
         return None, len(data) - _partial_tag_len(data)
@@ -405,7 +408,7 @@ class StreamScrubber:
             shown = rest.feed(body) + rest.flush()
             self.hidden_chars += rest.hidden_chars
             return NEUTRAL_OPEN + shown
-        return tail
+        return neutralise(tail) if _MAY_OPEN_RE.search(tail) else tail  # a tag never finished
 
     def feed_all(self, chunks: Iterable[str]) -> str:
         return "".join(self.feed(c) for c in chunks) + self.flush()

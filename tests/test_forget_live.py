@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -116,7 +117,12 @@ def test_the_erasure_generation_in_postgresql_is_shared(tmp_path: Path, pg_url: 
     one, two = ErasureLedger(tmp_path / "a", url), ErasureLedger(tmp_path / "b", url)
     assert one.current() == two.current() == 0
     assert record_erasure("forget", home=tmp_path / "a", storage_url=pg_url) == 1
-    assert two.current() == 1 and not (tmp_path / "b" / "erasures.db").exists()
+    # a reader that just read learns of it by notification (delivered a moment after the commit)
+    deadline = time.monotonic() + 30
+    while two.current() != 1:
+        assert time.monotonic() < deadline, "the notification never arrived"
+    assert ErasureLedger(tmp_path / "c", url).current() == 1  # a new reader reads the row
+    assert not (tmp_path / "b" / "erasures.db").exists()
 
 
 def cli_in(home: Path, storage_url: str, *args: str) -> None:
@@ -169,3 +175,25 @@ def test_two_nodes_on_postgresql_forget_then_a_message(tmp_path: Path, pg_url: s
     assert hits == []
     for i in range(2):
         assert files_mentioning(tmp_path / f"node-{i}", TOKEN) == []
+
+
+def test_a_postgresql_reader_learns_by_notification_and_after_its_connection_was_cut(
+        tmp_path: Path, pg_url: str) -> None:
+    """The reader's check is a poll of a LISTENing connection; a raise is seen through the
+    notification, and one made while its connection was cut (a node away) on reconnection."""
+    from hermes_core.storage import parse_storage_url
+    from hermes_core.storage.pool import get_pool
+
+    url = parse_storage_url(pg_url)
+    reader = ErasureLedger(tmp_path / "a", url)
+    assert reader.current() == 0
+    assert record_erasure("forget", home=tmp_path / "b", storage_url=pg_url) == 1
+    deadline = time.monotonic() + 30
+    while reader.current() != 1:  # the notification, not the periodic re-read
+        assert time.monotonic() < deadline, "the notification never arrived"
+    pid = reader._reader.info.backend_pid
+    with get_pool(url).connection() as con:  # an administrator (or a failover) cuts it
+        con.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    assert record_erasure("sessions delete", home=tmp_path / "b", storage_url=pg_url) == 2
+    assert reader.current() == 2
+    reader.close()

@@ -136,11 +136,13 @@ def run_forget(subject: str, *, dry_run: bool, scope: str = "all", force: bool =
             if confirm is not None and not confirm(plan):
                 cancelled = True
             else:
-                result = _rows(host, _forget_hook(host, subject, scope, False), False)
-                from ..storage.erasures import tell_running_servers
+                from ..storage.erasures import forget_noted, note_forget, tell_running_servers
 
-                tell_running_servers("forget", home=host.home,
-                                     storage_url=host.config.core.storage.url)
+                home, url = host.home, host.config.core.storage.url
+                note = note_forget(subject, scope, home=home, storage_url=url)  # turns in flight
+                result = _rows(host, _forget_hook(host, subject, scope, False), False)
+                tell_running_servers("forget", home=home, storage_url=url)
+                forget_noted(note, home=home, storage_url=url)
     finally:
         host.shutdown()
     return {"subject": subject, "dry_run": dry_run, "plan": plan, "result": result,

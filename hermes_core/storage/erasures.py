@@ -9,16 +9,20 @@ snapshots, prepared recalls. Each of them, once its deletion is committed, adds 
 * with ``storage.url``: the ``erasure_generation`` table of the shared database (component
   ``erasures``), so every node of a service sees one counter.
 
-A server reads the counter before each turn (one indexed read of one row: microseconds on SQLite,
-one round trip on PostgreSQL) and compares it with the value its live state was built under;
-when it moved, the host tells the plugins (``on_erasure``: drop frozen snapshots and caches) and
-the dispatcher rebuilds each live conversation from the stores before its next turn. Because the
+A server reads the counter before each turn (one indexed read of one row on SQLite, microseconds;
+on PostgreSQL a poll of a connection LISTENing for the notification each raise sends, with the row
+read again only when one came or every few seconds) and compares it with the value its live
+state was built under; when it moved, the host tells the plugins (``on_erasure``: drop frozen
+snapshots and caches) and the dispatcher rebuilds each live conversation from the stores before
+its next turn. Because the
 counter is stored, a node that was down or cut off during the erasure sees it on its next turn.
-Only the kind of erasure is recorded, never what was erased.
+Only the kind of erasure is recorded here, never what was erased; a forget also notes a digest of
+its subject for the turns in flight (:mod:`.erasure_log`).
 """
 
 from __future__ import annotations
 
+import select
 import sqlite3
 import threading
 import time
@@ -27,15 +31,20 @@ from typing import Any
 
 from ..errors import HermesCoreError
 from ..private import private_sqlite
+from .erasure_log import LOG_MIGRATION, ErasureLog
 from .url import StorageURL, redact_url
 
-__all__ = ["COMPONENT", "SQLITE_FILE", "ErasureLedger", "ErasureRecordError", "record_erasure",
-           "tell_running_servers"]
+__all__ = ["COMPONENT", "SQLITE_FILE", "ErasureLedger", "ErasureRecordError", "forget_noted",
+           "note_forget", "record_erasure", "tell_running_servers"]
 
 #: the SQLite file in the home (without ``storage.url``)
 SQLITE_FILE = "erasures.db"
 #: the component name of the PostgreSQL table
 COMPONENT = "erasures"
+#: the PostgreSQL notification channel raised with the generation
+CHANNEL = "hermes_core_erasures"
+#: seconds after which a PostgreSQL reader reads the row even without a notification
+RECHECK_SECONDS = 2.0
 _TABLE = """CREATE TABLE IF NOT EXISTS erasure_generation (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     generation BIGINT NOT NULL,
@@ -48,6 +57,7 @@ _READ = "SELECT generation FROM erasure_generation WHERE id = 1"
 MIGRATIONS: list[Any] = [
     (1, "erasure_generation: a counter that every forget, rollback and session deletion raises",
      [_TABLE.replace("IF NOT EXISTS ", ""), _SEED]),
+    LOG_MIGRATION,
 ]
 
 
@@ -65,6 +75,8 @@ class ErasureLedger:
         self._con: sqlite3.Connection | None = None
         self._pool: Any = None
         self._reader: Any = None
+        self._cached: int | None = None
+        self._read_at = 0.0
         self._lock = threading.Lock()
 
     @property
@@ -105,27 +117,55 @@ class ErasureLedger:
         return self._pool
 
     def _pg_current(self) -> int:
-        # a connection of its own, kept open, with the statement prepared: one round trip and
-        # no pool bookkeeping per turn (the pool is only for the migration and for record())
-        from .pool import CONNECT_TIMEOUT, import_psycopg
+        # A connection of its own, kept open and LISTENing on CHANNEL: raising the generation
+        # notifies in the same transaction, so a turn's check is a poll of that connection's
+        # socket (no round trip) and the row is read again only when a notification came, or
+        # after RECHECK_SECONDS (a connection silently cut). A new or re-opened connection reads
+        # the row first: what changed while a node was down or cut off is seen at once.
+        from .pool import import_psycopg
 
         psycopg = import_psycopg()
         self._pg_pool()  # the table exists (migrated once per process)
-        assert self.url is not None
         with self._lock:
             for attempt in (1, 2):
-                if self._reader is None or self._reader.closed:
-                    self._reader = psycopg.connect(self.url.url, autocommit=True,
-                                                   connect_timeout=CONNECT_TIMEOUT)
                 try:
-                    row = self._reader.execute(_READ, prepare=True).fetchone()
-                    return int(row[0]) if row else 0
+                    return self._pg_cached()
                 except psycopg.OperationalError:
-                    self._reader.close()  # the server dropped it: one fresh connection
+                    if self._reader is not None:
+                        self._reader.close()  # the server dropped it: one fresh connection
                     self._reader = None
                     if attempt == 2:
                         raise
         return 0
+
+    def _pg_cached(self) -> int:
+        from .pool import CONNECT_TIMEOUT, import_psycopg
+
+        now = time.monotonic()
+        if self._reader is None or self._reader.closed:
+            assert self.url is not None
+            self._reader = import_psycopg().connect(self.url.url, autocommit=True,
+                                                    connect_timeout=CONNECT_TIMEOUT)
+            self._reader.execute(f"LISTEN {CHANNEL}")
+            self._cached = None
+        if self._cached is None or now - self._read_at > RECHECK_SECONDS or self._notified():
+            row = self._reader.execute(_READ, prepare=True).fetchone()
+            self._cached = int(row[0]) if row else 0
+            self._read_at = now
+        return self._cached
+
+    def _notified(self) -> bool:
+        """Whether anything arrived on the listening connection (a notification, or the server
+        closing it: the read that follows then fails and reconnects)."""
+        assert self._reader is not None
+        pgconn = self._reader.pgconn
+        ready, _, _ = select.select([pgconn.socket], [], [], 0)
+        if not ready:
+            return False
+        pgconn.consume_input()
+        while pgconn.notifies() is not None:
+            pass
+        return True
 
     # -------------------------------------------------------------------------------- write
 
@@ -142,6 +182,7 @@ class ErasureLedger:
                         "UPDATE erasure_generation SET generation = generation + 1, "
                         "recorded_at = %s, what = %s WHERE id = 1 RETURNING generation",
                         (now, what)).fetchone()
+                    con.execute(f"NOTIFY {CHANNEL}")  # delivered at commit
                     return int(row[0])
 
                 return int(run_on(self._pg_pool(), bump, retry=False))
@@ -172,6 +213,7 @@ class ErasureLedger:
             if self._reader is not None:
                 self._reader.close()
                 self._reader = None
+                self._cached = None
 
 
 def _reason(exc: BaseException) -> str:
@@ -210,3 +252,45 @@ def tell_running_servers(what: str, **where: Any) -> int | None:
 
         click.echo(f"warning: {exc}", err=True)
         return None
+
+
+def _log_of(home: Path | None, storage_url: str | None) -> ErasureLog:
+    from ..paths import home_dir
+    from .url import resolve_storage_url
+
+    return ErasureLog(home if home is not None else home_dir(), resolve_storage_url(storage_url))
+
+
+def note_forget(subject: str, scope: str, *, home: Path | None = None,
+                storage_url: str | None = None) -> int | None:
+    """Before a forget deletes anything: note it for the turns in flight
+    (:mod:`.erasure_log`); returns the note's id for :func:`forget_noted`. A failure is printed
+    as a warning (the forget still runs; only a turn in flight may archive the subject again)."""
+    log = _log_of(home, storage_url)
+    try:
+        return log.note("forget", subject, scope)
+    except Exception as exc:
+        import click
+
+        click.echo(f"warning: turns in flight were not told of this forget ({_reason(exc)}); "
+                   "an answer being written right now may keep the subject: run the forget "
+                   "again once running conversations are idle", err=True)
+        return None
+    finally:
+        log.close()
+
+
+def forget_noted(note_id: int | None, *, home: Path | None = None,
+                 storage_url: str | None = None) -> None:
+    """The noted forget finished: conversations loaded from now on are clean of it."""
+    if note_id is None:
+        return
+    log = _log_of(home, storage_url)
+    try:
+        log.done(note_id)
+    except Exception as exc:  # the note stays pending: later writes keep checking it
+        import click
+
+        click.echo(f"warning: could not mark the forget done ({_reason(exc)})", err=True)
+    finally:
+        log.close()

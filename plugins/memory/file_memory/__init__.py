@@ -302,7 +302,11 @@ class FileMemory(MemoryProvider):
 
     @hookimpl
     def on_session_end(self, session: Session) -> None:
-        """The optional background curator (``file_memory.curator``)."""
+        """The session's frozen snapshot is let go (a server ending many sessions, an MCP
+        server's expired ones, keeps none of them); then the optional background curator
+        (``file_memory.curator``)."""
+        with self._lock:
+            self._snapshots.pop(session.id, None)
         from .background import maybe_curate
 
         maybe_curate(self.store, self.config.curator, self.context)

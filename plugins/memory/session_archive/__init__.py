@@ -115,6 +115,14 @@ class SessionArchiveProvider(MemoryProvider):
             # on_message raises this error to the turn, until the file is repaired.
             self.open_error = exc
             context.logger.error("%s", exc)
+        from hermes_core.storage import resolve_storage_url
+        from hermes_core.storage.erasure_log import ErasureLog
+
+        from .late_forget import LateForgets
+
+        url = resolve_storage_url(getattr(storage, "url", None))
+        #: forgets landing while a turn is in flight (see :mod:`.late_forget`)
+        self.late_forgets = LateForgets(ErasureLog(context.home, url))
         self._tool = make_tool(lambda: self.archive, self._search_settings)
         self._semantic: Semantic | None = None
         self._semantic_lock = threading.Lock()
@@ -216,6 +224,7 @@ class SessionArchiveProvider(MemoryProvider):
             usage = None
         # Raises ArchiveWriteError when the message could not be stored (it waits in the spool).
         self.archive.append_message(session, message, usage=usage)
+        self.late_forgets.after_write(self.archive, session, message)
         if message.role in ("user", "assistant"):
             self.semantic()
             if self._indexer is not None:
@@ -246,6 +255,7 @@ class SessionArchiveProvider(MemoryProvider):
         if self._archive is None:
             return  # on_message reports the unusable archive on every message
         origin = str(reason.value if isinstance(reason, SwitchReason) else reason)
+        self.late_forgets.inherit(new_session.id, old_session.id if old_session else None)
         created = self.archive.open_session(new_session, origin=origin)
         if not created and origin == SwitchReason.RESUME.value:
             self.archive.reopen_session(new_session.id)
@@ -257,6 +267,7 @@ class SessionArchiveProvider(MemoryProvider):
     def on_session_end(self, session: Session, reason: EndReason) -> None:
         if self._archive is None:
             return
+        self.late_forgets.ended(session.id)
         self.archive.open_session(session)
         self.archive.end_session(session.id, str(getattr(reason, "value", reason)))
 
@@ -266,10 +277,12 @@ class SessionArchiveProvider(MemoryProvider):
     ) -> tuple[Session, list[Message]] | None:
         if self._archive is None:
             return None
+        mark = self.late_forgets.mark()  # read before the history: see .late_forget
         found = self.archive.resumable(platform, conversation_key, session_id)
         if found is None:
             return None
         record, stored = found
+        self.late_forgets.loaded(record.id, mark)
         session = Session(
             id=record.id, platform=record.platform, model=record.model, title=record.title,
             parent_session_id=record.parent_session_id, started_at=record.started_at,
@@ -303,6 +316,7 @@ class SessionArchiveProvider(MemoryProvider):
             self._indexer.close()
         if self._archive is not None:
             self._archive.close()
+        self.late_forgets.erasures.close()
 
     @hookimpl
     def forget(self, subject: str, scope: str, dry_run: bool) -> ForgetReport:

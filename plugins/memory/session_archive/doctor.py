@@ -29,8 +29,39 @@ def archive_checks(home: Path, config: LoadedConfig) -> list[DoctorCheck]:
     url = _database(config)
     if url is not None:  # the file is not in use: say where the archive is instead
         return [DoctorCheck(name, True, f"not used: the archive is in the database {url} "
-                            "(storage.url; the activation check connects to it)")]
-    return [check_archive(path, name)]
+                            "(storage.url; the activation check connects to it)"),
+                erasure_log_check(home, url)]
+    return [check_archive(path, name), erasure_log_check(home, None)]
+
+
+#: seconds after which a forget still noted as running is reported (no forget takes that long)
+STALLED_FORGET = 600.0
+
+
+def erasure_log_check(home: Path, url: StorageURL | None) -> DoctorCheck:
+    """The erasure log the archive re-applies forgets from (hermes_core.storage.erasure_log):
+    readable, and no forget that started and never finished (a process stopped mid-way)."""
+    import time
+
+    from hermes_core.storage.erasure_log import ErasureLog
+
+    log = ErasureLog(home, url)
+    where = url.redacted if url is not None else str(log.path)
+    try:
+        stalled = log.stalled(time.time() - STALLED_FORGET)
+    except Exception as exc:
+        return DoctorCheck("erasure log", False, f"{where}: cannot be read ({exc})",
+                           fix="make the file readable (or the database reachable): a forget "
+                               "landing during a turn is otherwise not applied to its answer")
+    finally:
+        log.close()
+    if stalled:
+        return DoctorCheck("erasure log", True, f"{where}: {stalled} forget(s) started more than "
+                           f"{STALLED_FORGET / 60:.0f} minutes ago never finished (the process "
+                           "was stopped?)", warning=True,
+                           fix="run each recent 'hermes-core forget' again: what it had not "
+                               "deleted yet is still stored")
+    return DoctorCheck("erasure log", True, f"{where}: no unfinished forget")
 
 
 def _database(config: LoadedConfig) -> StorageURL | None:

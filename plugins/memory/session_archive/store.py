@@ -268,6 +268,9 @@ class SessionArchive:
         """Record when and why a session ended (a missing session is an error)."""
         when = time.time() if ended_at is None else ended_at
         self._update(session_id, "ended_at = ?, end_reason = ?", (when, str(reason)))
+        # a server ending many sessions (an MCP server's expired ones) keeps nothing of them;
+        # a resumed session's number is read again
+        self._nums.pop(session_id, None)
 
     def reopen_session(self, session_id: str) -> None:
         """A resumed session is live again: clear its end."""

@@ -117,6 +117,11 @@ class Deliveries:
         self._lock = threading.Lock()
         self._busy: set[str] = set()
         self._pruned_at = 0.0
+        from hermes_core.storage.erasure_log import ErasureLog
+
+        #: forgets noted while a turn runs: its kept answer is checked against them (see answer)
+        self._erasures = ErasureLog(home if home is not None else Path("."), url)
+        self._marks: dict[str, int] = {}
 
     # ------------------------------------------------------------------------------ opening
 
@@ -164,6 +169,7 @@ class Deliveries:
             if self._con is not None:
                 self._con.close()
                 self._con = None
+        self._erasures.close()
 
     # ------------------------------------------------------------------------------- access
 
@@ -241,7 +247,15 @@ class Deliveries:
                         (self.owner, msg_id))
             return Claim("new")
 
+        try:
+            mark = self._erasures.settled()  # before the turn: see answer()
+        except Exception as exc:
+            raise DeliveryStoreUnavailable(f"reading the erasure log failed: {exc}; the "
+                                           "message was not run, retry it later") from None
         claim: Claim = self._run(run, f"recording message {msg_id!r}")
+        if claim.outcome == "new":
+            with self._lock:
+                self._marks[msg_id] = mark
         return claim
 
     def answer(self, msg_id: str, status: int, body: dict[str, Any]) -> None:
@@ -251,6 +265,16 @@ class Deliveries:
             "UPDATE webhook_deliveries SET state = 'done', status = ?, answer = ? "
             "WHERE id = ? AND owner = ?"), (status, text, msg_id, self.owner)),
             f"storing the answer to {msg_id!r}")
+        with self._lock:
+            mark = self._marks.pop(msg_id, None)
+        if mark is None:
+            return
+        # a forget that ran during the turn (noted after the claim) is applied to the answer
+        # kept just now, the way the forget itself treats kept answers
+        for note in self._erasures.since(mark):
+            subject = note.find_in(text) if note.what == "forget" else None
+            if subject is not None:
+                self.erase_mentions(subject, dry_run=False)
 
     def erase_mentions(self, subject: str, *, dry_run: bool) -> list[str]:
         """The ids whose kept answer mentions ``subject`` (case and runs of whitespace ignored);
@@ -276,6 +300,8 @@ class Deliveries:
 
     def release(self, msg_id: str) -> None:
         """Give up the claim of a turn that failed: a retry runs it again."""
+        with self._lock:
+            self._marks.pop(msg_id, None)
         self._run(lambda con: con.execute(self._sql(
             "DELETE FROM webhook_deliveries WHERE id = ? AND owner = ? AND state = 'running'"),
             (msg_id, self.owner)), f"releasing {msg_id!r}")

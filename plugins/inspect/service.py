@@ -171,7 +171,8 @@ class Inspector:
         if not archive.has_session(session_id):
             raise missing
         data: dict[str, Any] = archive.show(session_id)
-        if user is not None and (data["session"].get("user_id") or "") != user:
+        owner = (data["session"].get("attributes") or {}).get("user_id") or ""
+        if user is not None and owner != user:
             raise missing  # another user's session: as if it did not exist
         messages = data["messages"]
         data["message_count"] = len(messages)

@@ -34,9 +34,9 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from session_corpus import Corpus  # noqa: E402
+from session_corpus import Corpus
 
-from hermes_core.types import Message  # noqa: E402
+from hermes_core.types import Message
 
 TARGETS_MS = {"memory read": 50.0, "session page (200 msgs)": 100.0, "search": 150.0}
 PAGE_TARGET = 300 * 1024
@@ -78,7 +78,7 @@ def build_home(home: Path, messages: int) -> tuple[str, list[str]]:
 
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def main() -> None:

@@ -33,7 +33,7 @@ from hermes_core.private import private_dir, write_private_text
 
 __all__ = ["MIN_LENGTH", "TOKEN_FILE", "Credential", "CredentialError", "resolve", "rotate"]
 
-log = logging.getLogger("hermes_core.plugins.mcp")
+log = logging.getLogger(__name__)
 
 #: the token file, in the home
 TOKEN_FILE = "mcp-token"

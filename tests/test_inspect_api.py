@@ -5,22 +5,21 @@ the same ASGI app in-process)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
 import threading
 from pathlib import Path
 
-import itertools
-
 import httpx
 import pytest
 
 pytest.importorskip("fastapi")
 
-from fastapi.testclient import TestClient  # noqa: E402
+from fastapi.testclient import TestClient
 
-from tests.inspect_support import memory_text, open_stack, plant, run  # noqa: E402
+from tests.inspect_support import memory_text, open_stack, plant, run
 
 #: every route of the API with a request that is valid once authorised
 ENDPOINTS: list[tuple[str, str, dict | None]] = [
@@ -130,7 +129,7 @@ def test_with_the_home_token_every_endpoint_answers(sqlite_client):
     client, stack = sqlite_client
     for method, path, body in ENDPOINTS:
         url = _url(path)
-        if "memory" in url and "?" not in url and method == "POST" or url.startswith(
+        if ("memory" in url and "?" not in url and method == "POST") or url.startswith(
                 ("/api/memory", "/api/sessions", "/api/search", "/api/recall", "/api/forget")):
             url += ("&" if "?" in url else "?") + "user=alice"
         answer = client.request(method, url, json=body, headers=stack.auth())

@@ -21,7 +21,7 @@ import pytest
 
 pytest.importorskip("fastapi")
 
-from tests.inspect_support import ROOT, open_stack, plant, run  # noqa: E402
+from tests.inspect_support import ROOT, open_stack, plant, run
 
 SHOTS = ROOT / "docs" / "images" / "inspect"
 WAIT = 20.0

@@ -60,11 +60,11 @@ class Inspector:
         self.host = host
         providers = host.providers()
         #: the provider with the MEMORY.md/USER.md surface (the file memory), if active
-        self.memory = next((p for p in providers.values()
+        self.memory: Any = next((p for p in providers.values()
                             if all(hasattr(p, a) for a in ("describe", "edit", "rollback",
                                                            "user_store"))), None)
         #: the session archive provider (its ``archive``), if active
-        self.sessions = next((p for p in providers.values()
+        self.sessions: Any = next((p for p in providers.values()
                               if hasattr(getattr(type(p), "archive", None), "fget")), None)
         self.tools = host.tools()
         self.router = ToolRouter(self.tools, timeout=host.config.core.hooks.tool_timeout)

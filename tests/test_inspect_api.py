@@ -19,6 +19,7 @@ pytest.importorskip("fastapi")
 
 from fastapi.testclient import TestClient
 
+from hermes_core.testing.harness import isolated_home
 from tests.inspect_support import memory_text, open_stack, plant, run
 
 #: every route of the API with a request that is valid once authorised
@@ -47,18 +48,13 @@ ENDPOINTS: list[tuple[str, str, dict | None]] = [
 def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A planted SQLite home, made once; tests on SQLite get a copy (planting takes seconds)."""
     path = tmp_path_factory.mktemp("inspect") / "home"
-    path.mkdir()
-    saved = {k: os.environ.get(k) for k in ("HERMES_CORE_HOME", "HERMES_CORE_STORAGE_URL")}
-    os.environ["HERMES_CORE_HOME"] = str(path)
-    os.environ.pop("HERMES_CORE_STORAGE_URL", None)
+    storage = os.environ.pop("HERMES_CORE_STORAGE_URL", None)
     try:
-        plant(path)
+        with isolated_home(path=path):
+            plant(path)
     finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        if storage is not None:
+            os.environ["HERMES_CORE_STORAGE_URL"] = storage
     return path
 
 

@@ -294,3 +294,56 @@ def test_real_server_on_loopback_concurrent_edits_lose_nothing(sqlite_client):
                 "CLI fact during the page's writes"} <= set(texts)
     finally:
         running.stop()
+
+
+def test_recall_shows_a_hung_provider_as_late_within_the_deadline(home, monkeypatch):
+    """A provider that hangs: recall answers after the prefetch deadline, saying it was late;
+    the fast one's answer is fenced as the model sees it."""
+    import time
+
+    from agent_support import make_host
+
+    from hermes_core import MemoryProvider, hookimpl
+    from hermes_core.bearer import resolve
+    from hermes_core.plugins.inspect.api import build_app
+    from hermes_core.plugins.inspect.auth import Gate
+    from hermes_core.plugins.inspect.service import Inspector
+
+    release = threading.Event()
+
+    class Hung(MemoryProvider):
+        name = "hung"
+
+        @hookimpl
+        def prefetch(self, query):
+            release.wait(10)
+            return "too late"
+
+    class Fast(MemoryProvider):
+        name = "fast"
+
+        @hookimpl
+        def prefetch(self, query):
+            return f"fast knows {query}"
+
+    monkeypatch.delenv("HERMES_CORE_MCP_TOKEN", raising=False)
+    host = make_host(home, providers=[Hung, Fast])
+    credential, token = resolve(home, "HERMES_CORE_MCP_TOKEN")
+    inspector = Inspector(host)
+    try:
+        client = TestClient(build_app(inspector, Gate(credential, home)))
+        auth = {"Authorization": f"Bearer {token}"}
+        started = time.perf_counter()
+        answer = client.post("/api/recall", json={"query": "tea"}, headers=auth).json()
+        assert time.perf_counter() - started < 5  # the 10 s hang was cut at the deadline
+        assert [(p["provider"], p["status"]) for p in answer["providers"]] == [
+            ("hung", "stale"), ("fast", "fresh")]
+        assert "<memory-context>" in answer["block"] and "fast knows tea" in answer["block"]
+        state = client.get("/api/providers", headers=auth).json()
+        assert state["recall_timings"]["hung"]["late"] == 1
+        assert state["recall_timings"]["fast"]["calls"] == 1
+        assert state["problem_count"] >= 1 and "hung" in json.dumps(state["problems_by_plugin"])
+    finally:
+        release.set()
+        inspector.close()
+        host.shutdown()

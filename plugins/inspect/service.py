@@ -72,6 +72,8 @@ class Inspector:
         self.prefetch = PrefetchRunner(host, timeout=self.recall_timeout)
         self.started = time.time()
         self._write_lock = threading.Lock()
+        #: per provider, the recalls run from the inspector since it started
+        self._timings: dict[str, dict[str, float]] = {}
 
     def close(self) -> None:
         self.prefetch.close()
@@ -209,6 +211,14 @@ class Inspector:
         _check_query(query)
         started = time.perf_counter()
         results = self.prefetch.run(query, self._session(user))
+        with self._write_lock:
+            for r in results:
+                row = self._timings.setdefault(r.provider, {"calls": 0, "late": 0, "errors": 0,
+                                                            "max_seconds": 0.0})
+                row["calls"] += 1
+                row["late"] += r.status == "stale"
+                row["errors"] += r.status == "error"
+                row["max_seconds"] = max(row["max_seconds"], r.seconds or 0.0)
         return {
             "query": query, "timeout_seconds": self.recall_timeout,
             "seconds": round(time.perf_counter() - started, 4),
@@ -229,8 +239,22 @@ class Inspector:
                 "memory_providers": list(self.host.config.core.memory.providers),
                 "context_engine": self.host.config.core.context.engine,
                 "prefetch_timeout": self.recall_timeout,
-                "problems": [str(p) for p in getattr(self.host.hooks, "problems", [])][-50:],
+                "problem_count": self.host.hooks.problem_count,
+                "problems_by_plugin": self._problem_counts(),
+                "problems": [f"{p.plugin} {p.hook} {p.status}: {p.message}"
+                             for p in list(self.host.hooks.problems)[-50:]],
+                "recall_timings": {name: dict(t) for name, t in self._timings.items()},
                 "started_at": self.started}
+
+    def _problem_counts(self) -> dict[str, dict[str, int]]:
+        """Per plugin: how many of its hook calls failed or were late, by status."""
+        out: dict[str, dict[str, int]] = {}
+        for problem in list(self.host.hooks.problems):
+            name = self.host.instance_name(problem.plugin)
+            row = out.setdefault(name, {})
+            key = f"{problem.hook}:{problem.status}"
+            row[key] = row.get(key, 0) + 1
+        return out
 
     def doctor(self) -> list[dict[str, Any]]:
         from hermes_core.cli.doctor_cmd import run_checks

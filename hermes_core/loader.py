@@ -63,6 +63,7 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "cli": "hermes_core.plugins.platforms.cli",
     "webhook": "hermes_core.plugins.platforms.webhook",
     "mcp": "hermes_core.plugins.mcp",
+    "inspect": "hermes_core.plugins.inspect",
     "minilm": "hermes_core.plugins.embedders.minilm",
 }
 

@@ -37,6 +37,7 @@ ALLOWED = {
     ("cli/serve_cmd.py", "webhook"),  # serve's default --platform
     ("scaffold.py", "file_memory"),  # the README of a scaffolded plugin shows a selection
     ("embeddings.py", "minilm"),  # embeddings.embedder: auto prefers the first-party local one
+    ("bearer.py", "mcp"),  # the home's token keeps its public names: mcp-token, 'mcp token'
 }
 _PREFIX = "hermes_core.plugins."
 

@@ -300,6 +300,76 @@ class FileMemory(MemoryProvider):
         stores = [self.store, *self._stores.values()]
         self.recall.forget([e for st in stores for t in TARGETS for e in st.entries(t)])
 
+    # ------------------------------------------- the history and pins, for other plugins' use
+    # (hermes-core inspect): thin calls into this plugin's library, so no plugin imports it
+
+    def describe(self, store: MemoryStore) -> dict[str, Any]:
+        """Both stores as data: entries (pinned or not), size against the limit, the newest
+        version number (0: no version recorded) and any problem reading a file."""
+        from .entries import joined_size, usage_label
+        from .pins import read_pins
+
+        pins = read_pins(store)
+        stores: dict[str, Any] = {}
+        for target, state in store.read_many(TARGETS).items():
+            size, limit = joined_size(state.entries), store.limit(target)
+            stores[target] = {
+                "file": store.path(target).name, "enabled": self.target_enabled(target),
+                "entries": [{"text": e, "pinned": e in pins.get(target, [])}
+                            for e in state.entries],
+                "size": size, "limit": limit, "usage": usage_label(size, limit),
+                "problem": state.problem}
+        versions = store.history.read() if store.history is not None else []
+        return {"version": versions[-1].version if versions else 0, "stores": stores}
+
+    def edit(self, store: MemoryStore, action: str, target: str, *, content: str = "",
+             old_text: str = "", origin: str) -> dict[str, Any]:
+        """``add`` / ``replace`` / ``remove`` one entry of ``store`` as ``memory add`` does,
+        recorded with ``origin``; a refusal raises :class:`MemoryRefused` naming the fix."""
+        from .history import Provenance
+
+        by = Provenance(origin)
+        if action == "add":
+            result = store.add(target, content, by=by)
+        elif action == "replace":
+            result = store.replace(target, old_text, content, by=by)
+        elif action == "remove":
+            result = store.remove(target, old_text, by=by)
+        else:
+            raise ValueError(f"unknown memory action {action!r}: add, replace or remove")
+        return {"target": result.target, "written": result.written, "usage": result.usage,
+                "entries": result.entries}
+
+    def rollback(self, store: MemoryStore, number: int, *, origin: str) -> dict[str, Any]:
+        """Put ``store`` back as it was right after version ``number`` (a new version)."""
+        from .history import Provenance
+        from .versions import rollback
+
+        result = rollback(store, number, by=Provenance(origin))
+        return dataclasses.asdict(result)
+
+    def diff(self, store: MemoryStore, version: int, other: int | None = None
+             ) -> list[dict[str, Any]]:
+        """What ``version`` changed, or how the stores differ between two versions."""
+        from .diffs import version_diff
+
+        return [d.to_dict() for d in version_diff(store.history, version, other)]
+
+    def pin(self, store: MemoryStore, target: str, text: str) -> str:
+        from .pins import pin
+
+        return pin(store, target, text)
+
+    def unpin(self, store: MemoryStore, target: str, text: str) -> list[str]:
+        from .pins import unpin
+
+        return unpin(store, target, text)
+
+    def pins(self, store: MemoryStore) -> dict[str, list[str]]:
+        from .pins import read_pins
+
+        return read_pins(store)
+
     @hookimpl
     def on_session_end(self, session: Session) -> None:
         """The session's frozen snapshot is let go (a server ending many sessions, an MCP

@@ -1,0 +1,100 @@
+"""A home for the inspector's tests: the first-week replay planted in place, two users' memories
+and sessions (``memory.scope: user``), a loaded host with the inspector over it.
+
+The replay's words come from the transcript (no model is called); everything else is real: the
+stores on SQLite files or the test PostgreSQL server, the archive, the HTTP server.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from hermes_core.cli import cli
+from hermes_core.types import EndReason, Message, Session, SwitchReason
+
+ROOT = Path(__file__).resolve().parent.parent
+FIRST_WEEK = ROOT / "examples" / "first-week.jsonl"
+USERS = ("alice", "bob")
+
+
+def run(*args: str) -> Any:
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def plant(home: Path) -> None:
+    """Config (user scope), the replay, one memory entry and one session per user."""
+    (home / "config.yaml").write_text("memory:\n  scope: user\n", encoding="utf-8")
+    run("replay", "--in-place", str(FIRST_WEEK))
+    for user in USERS:
+        run("memory", "add", "--user", user, "--target", "memory",
+            f"{user.title()} keeps bees on a rooftop in Porto")
+    from hermes_core.commands import load_host
+
+    host = load_host()
+    try:
+        host.activate_memory_providers()
+        for user in USERS:
+            session = Session(id=f"s-{user}", platform="inspect-test",
+                              attributes={"user_id": user})
+            host.hooks.on_session_switch(new_session=session, old_session=None,
+                                         reason=SwitchReason.NEW)
+            host.hooks.on_message(message=Message("user", f"{user}: my beehive count is 12"),
+                                  session=session)
+            host.hooks.on_message(message=Message("assistant", "Noted, twelve hives."),
+                                  session=session)
+            host.hooks.on_session_end(session=session, messages=[], reason=EndReason.USER_EXIT)
+    finally:
+        host.shutdown()
+
+
+@dataclass
+class Stack:
+    inspector: Any
+    gate: Any
+    app: Any
+    token: str
+    user_tokens: dict[str, str]
+
+    def auth(self, user: str | None = None) -> dict[str, str]:
+        value = self.token if user is None else self.user_tokens[user]
+        return {"Authorization": f"Bearer {value}"}
+
+
+@contextmanager
+def open_stack(home: Path) -> Iterator[Stack]:
+    from hermes_core.bearer import resolve
+    from hermes_core.commands import load_host
+    from hermes_core.plugins.inspect.api import build_app
+    from hermes_core.plugins.inspect.auth import Gate, issue_user_token
+    from hermes_core.plugins.inspect.service import Inspector
+
+    host = load_host()
+    host.activate_memory_providers()
+    credential, token = resolve(home, "HERMES_CORE_MCP_TOKEN")
+    assert token is not None
+    inspector = Inspector(host)
+    gate = Gate(credential, home)
+    tokens = {user: issue_user_token(home, user) for user in USERS}
+    try:
+        yield Stack(inspector, gate, build_app(inspector, gate), token, tokens)
+    finally:
+        inspector.close()
+        host.shutdown()
+
+
+def memory_text(home: Path, storage_url: str | None) -> str:
+    """MEMORY.md + USER.md of the shared memory as stored (files, or the database via the CLI)."""
+    if storage_url is None:
+        return "".join((home / "memories" / f).read_text(encoding="utf-8")
+                       for f in ("MEMORY.md", "USER.md") if (home / "memories" / f).exists())
+    shown = json.loads(run("memory", "show", "--json").output)
+    return json.dumps(shown)

@@ -2,7 +2,9 @@
 Selenium; no browser is downloaded): open the one-time link, find a fact planted by the first-week
 replay, search the archive, open a session, diff two versions, roll one back (the file on disk
 changes), forget a subject after its preview. Stored ``<script>`` is shown as text, never run.
-A screenshot of each view goes to docs/images/inspect/ (docs/inspect.md shows them).
+A screenshot of each view is saved: into the test's temporary folder, or, with
+HERMES_CORE_SCREENSHOTS=docs/images/inspect, into the folder docs/inspect.md shows (how the
+committed pictures are made), so a plain test run leaves the checkout unchanged.
 
 Without chromium this file skips, unless HERMES_CORE_TEST_BROWSER_REQUIRED=1 (tox, CI): then a
 missing browser fails.
@@ -23,7 +25,7 @@ pytest.importorskip("fastapi")
 
 from tests.inspect_support import ROOT, open_stack, plant, run
 
-SHOTS = ROOT / "docs" / "images" / "inspect"
+SHOTS_ENV = "HERMES_CORE_SCREENSHOTS"
 WAIT = 20.0
 
 
@@ -76,7 +78,8 @@ def until(check: Callable[[], Any], what: str, timeout: float = WAIT) -> Any:
     raise AssertionError(f"timed out waiting for {what}" + (f" ({last})" if last else ""))
 
 
-def test_the_page_in_a_real_browser(browser, home: Path, monkeypatch: pytest.MonkeyPatch):
+def test_the_page_in_a_real_browser(browser, home: Path, monkeypatch: pytest.MonkeyPatch,
+                                    tmp_path: Path):
     from selenium.webdriver.common.by import By
 
     from hermes_core.plugins.inspect.serve import start_thread
@@ -86,7 +89,8 @@ def test_the_page_in_a_real_browser(browser, home: Path, monkeypatch: pytest.Mon
     plant(home)
     run("memory", "add", "--target", "memory",
         "<script>window.__ran = 1</script><img src=x onerror=\"window.__ran=2\"> is just text")
-    SHOTS.mkdir(parents=True, exist_ok=True)
+    shots_dir = ROOT / os.environ[SHOTS_ENV] if os.environ.get(SHOTS_ENV) else tmp_path / "shots"
+    shots_dir.mkdir(parents=True, exist_ok=True)
     memory_md = home / "memories" / "MEMORY.md"
     with open_stack(home) as stack:
         running = start_thread(stack.app)
@@ -98,7 +102,7 @@ def test_the_page_in_a_real_browser(browser, home: Path, monkeypatch: pytest.Mon
             until(lambda: any("Rotterdam" in t for t in texts(".entry .text")), "the fact")
             assert any("<script>window.__ran = 1</script>" in t for t in texts(".entry .text"))
             assert browser.execute_script("return window.__ran === undefined")
-            browser.save_screenshot(str(SHOTS / "memory.png"))
+            browser.save_screenshot(str(shots_dir / "memory.png"))
 
             # sessions: a search that finds the ETL conversation, then open it
             find(By.ID, "nav-sessions").click()
@@ -110,7 +114,7 @@ def test_the_page_in_a_real_browser(browser, home: Path, monkeypatch: pytest.Mon
             hit.click()
             until(lambda: any("timing out" in t for t in texts("#session-view .msg .body")),
                   "the session's messages")
-            browser.save_screenshot(str(SHOTS / "sessions.png"))
+            browser.save_screenshot(str(shots_dir / "sessions.png"))
 
             # history: diff the first and the newest version, then roll back to the first
             find(By.ID, "nav-history").click()
@@ -121,7 +125,7 @@ def test_the_page_in_a_real_browser(browser, home: Path, monkeypatch: pytest.Mon
             find(By.ID, "diff-b").send_keys(str(newest))
             find(By.ID, "diff-go").click()
             until(lambda: texts("#diff-out .add"), "the diff's added lines")
-            browser.save_screenshot(str(SHOTS / "history.png"))
+            browser.save_screenshot(str(shots_dir / "history.png"))
             def on_disk() -> str:  # version 1 wrote USER.md only: MEMORY.md did not exist yet
                 return memory_md.read_text(encoding="utf-8") if memory_md.exists() else ""
 
@@ -137,11 +141,11 @@ def test_the_page_in_a_real_browser(browser, home: Path, monkeypatch: pytest.Mon
             find(By.ID, "recall-q").send_keys("where does Priya work?")
             find(By.ID, "recall-go").click()
             until(lambda: find(By.ID, "recall-block").text, "the recall block")
-            browser.save_screenshot(str(SHOTS / "recall.png"))
+            browser.save_screenshot(str(shots_dir / "recall.png"))
             find(By.ID, "nav-providers").click()
             until(lambda: "file_memory" in find(By.ID, "providers-out").text, "the plugins")
             until(lambda: find(By.ID, "doctor-out").text, "doctor's checks")
-            browser.save_screenshot(str(SHOTS / "providers.png"))
+            browser.save_screenshot(str(shots_dir / "providers.png"))
 
             # forget: preview, then confirm
             find(By.ID, "nav-forget").click()
@@ -149,7 +153,7 @@ def test_the_page_in_a_real_browser(browser, home: Path, monkeypatch: pytest.Mon
             find(By.ID, "forget-preview").click()
             until(lambda: find(By.ID, "forget-confirm").is_displayed(), "the preview")
             assert "Rotterdam" in (home / "memories" / "USER.md").read_text(encoding="utf-8")
-            browser.save_screenshot(str(SHOTS / "forget.png"))
+            browser.save_screenshot(str(shots_dir / "forget.png"))
             find(By.ID, "forget-confirm").click()
             browser.switch_to.alert.accept()
             until(lambda: browser.find_elements(By.ID, "forget-done"), "the deletion")

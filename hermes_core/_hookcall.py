@@ -31,6 +31,13 @@ that adds what pluggy does not do:
 
 A wrapper's two parts (before and after its ``yield``) each run on its plugin's lane under the
 hook's deadline; a part that is late makes the wrapper transparent for that call.
+
+**Queued calls** (``host.hooks.later``, ``later=`` here) do not wait: pluggy's executor runs on the
+caller's thread as usual, in pluggy's order, but each implementation is queued on its plugin's
+lane for the conversation (:meth:`Lane.submit`) and counted on the conversation's
+:class:`~._lanes.Backlog`; its outcome is reported when it has run, as a waited call's would be.
+A call with wrappers is queued whole, on the outermost wrapper's lane, and runs there as a
+waited call, so the wrappers still see the inner results.
 """
 
 from __future__ import annotations
@@ -47,7 +54,7 @@ from typing import Any, Literal
 
 import pluggy
 
-from ._lanes import CallResult, Lane, LaneSet, shard_of
+from ._lanes import Backlog, CallResult, Lane, LaneSet, TaskKind, _Ticket, shard_of
 
 __all__ = ["HookCallEngine", "HookOutcome", "HookProblem", "OutcomeStatus"]
 
@@ -82,6 +89,26 @@ class HookProblem:
 
 
 Check = Callable[[Any], str | None]
+
+
+@dataclass(slots=True, frozen=True)
+class Later:
+    """How to queue a call instead of waiting for it: on which backlog, with what label."""
+
+    backlog: Backlog
+    label: str
+    kind: TaskKind
+
+
+class _Queued:
+    """A queued call being handed to the lanes on the caller's thread."""
+
+    __slots__ = ("kwargs", "later", "ticket")
+
+    def __init__(self, later: Later, ticket: _Ticket, kwargs: Mapping[str, Any]) -> None:
+        self.later = later
+        self.ticket = ticket
+        self.kwargs = kwargs
 
 
 class _Batch:
@@ -165,9 +192,11 @@ class HookCallEngine:
         check: Check | None = None,
         only: str | None = None,
         exclude: str | None = None,
+        later: Later | None = None,
     ) -> tuple[Any, list[HookOutcome]]:
         """Call the hook; return pluggy's result (a list, or one value for ``firstresult`` hooks)
-        and one :class:`HookOutcome` per implementation that ran, in call order."""
+        and one :class:`HookOutcome` per implementation that ran, in call order. With ``later``
+        the call is queued (see the module doc) and returns ``([], [])`` at once."""
         impls = caller.get_hookimpls()
         key = (caller.name, receivers, lane, only, exclude, *map(id, impls))
         prepared = self._guarded.get(key)
@@ -178,6 +207,9 @@ class HookCallEngine:
             self._guarded[key] = prepared
         firstresult = _firstresult(caller)
         if not prepared.impls:
+            return (None if firstresult else []), []
+        if later is not None:
+            self._queue(caller, prepared, kwargs, firstresult, later)
             return (None if firstresult else []), []
         stack: list[tuple[list[HookOutcome], Mapping[str, Any]]] | None = getattr(
             self._local, "stack", None)
@@ -198,6 +230,43 @@ class HookCallEngine:
             self._local.batch = outer
         return result, record
 
+    def _queue(self, caller: pluggy.HookCaller, prepared: _Prepared, kwargs: Mapping[str, Any],
+               firstresult: bool, later: Later) -> None:
+        """Hand a call to the lanes without waiting (see the module doc)."""
+        ticket = later.backlog.open(later.label, later.kind)
+        if ticket is None:
+            return
+        queued = _Queued(later, ticket, kwargs)
+        wrappers = [i for i in prepared.impls if i.wrapper or i.hookwrapper]
+        try:
+            if wrappers:  # pluggy runs the last registered wrapper outermost
+                lane = self._lane(wrappers[-1].plugin_name, prepared.purpose, kwargs, later)
+                if lane is not None:
+                    hook, impls = caller.name, prepared.impls
+                    later.backlog.put(ticket, lane, lambda: self._run_queued_whole(
+                        hook, impls, kwargs, firstresult))
+                    return
+            previous = getattr(self._local, "queued", None)
+            self._local.queued = queued
+            try:
+                self.pm._hookexec(caller.name, prepared.impls, kwargs, firstresult)
+            finally:
+                self._local.queued = previous
+        finally:
+            later.backlog.seal(ticket)
+
+    def _run_queued_whole(self, hook: str, impls: list[pluggy.HookImpl],
+                          kwargs: Mapping[str, Any], firstresult: bool) -> None:
+        """A queued call with wrappers, on the outermost wrapper's lane, as a waited call."""
+        stack = getattr(self._local, "stack", None)
+        if stack is None:
+            stack = self._local.stack = []
+        stack.append(([], kwargs))
+        try:
+            self.pm._hookexec(hook, impls, kwargs, firstresult)
+        finally:
+            stack.pop()
+
     def _prepare(self, hook: str, impls: Sequence[pluggy.HookImpl], receivers: frozenset[str],
                  lane: str | None, check: Check | None, only: str | None,
                  exclude: str | None) -> _Prepared:
@@ -212,10 +281,13 @@ class HookCallEngine:
         batch = tuple(i.plugin_name for i in chosen) if batchable else None
         return _Prepared(guarded, batch, lane)
 
-    def _lane(self, plugin: str, purpose: str | None, kwargs: Mapping[str, Any]) -> Lane | None:
+    def _lane(self, plugin: str, purpose: str | None, kwargs: Mapping[str, Any],
+              later: Later | None = None) -> Lane | None:
         if purpose is None:
             return None
-        return self.lanes.get(plugin, purpose, shard_of(conversation_of(kwargs), self.lanes.shards))
+        key = later.backlog.key if later is not None and later.backlog.key else None
+        return self.lanes.get(plugin, purpose,
+                              shard_of(key or conversation_of(kwargs), self.lanes.shards))
 
     # ------------------------------------------------------------------------------ one runner
 
@@ -323,6 +395,41 @@ class HookCallEngine:
             return None
         return outcome.value if outcome.status == "ok" else None
 
+    def _queue_one(self, hook: str, plugin: str, call: Callable[[], Any], check: Check | None,
+                   queued: _Queued, purpose: str | None) -> None:
+        """Queue one implementation of a queued call; it reports its outcome once it has run."""
+        kwargs = queued.kwargs
+
+        def job() -> None:
+            start = time.perf_counter()
+            try:
+                outcome = HookOutcome(plugin, call(), seconds=time.perf_counter() - start)
+            except Exception as exc:
+                outcome = HookOutcome(plugin, error=exc, seconds=time.perf_counter() - start,
+                                      status="error")
+            if outcome.value is not None and check is not None:
+                wrong = check(outcome.value)
+                if wrong is not None:
+                    outcome.status, outcome.value = "bad_return", None
+                    outcome.error = TypeError(wrong)
+            if outcome.status != "ok":
+                self._report(hook, plugin, outcome, kwargs)
+            if self.trace:
+                self._trace(hook, plugin, outcome.seconds, outcome.status)
+
+        def late(status: OutcomeStatus) -> None:
+            self._report(hook, plugin, HookOutcome(plugin, seconds=self._timeout_of(hook),
+                                                   status=status), kwargs)
+            if self.trace:
+                self._trace(hook, plugin, self._timeout_of(hook), status)
+
+        lane = self._lane(plugin, purpose, kwargs, queued.later)
+        if lane is None:  # an unbounded hook has no lane: it runs here
+            job()
+        else:
+            queued.later.backlog.put(queued.ticket, lane, job, deadline=self._timeout_of(hook),
+                                     on_late=late)
+
     def current_plugin(self) -> str | None:
         """The plugin whose implementation runs on this thread now."""
         return getattr(self._local, "plugin", None)
@@ -354,6 +461,10 @@ class HookCallEngine:
                 finally:
                     self._local.plugin = previous
 
+            queued: _Queued | None = getattr(self._local, "queued", None)
+            if queued is not None:  # host.hooks.later: queue it on the lane, do not wait
+                self._queue_one(hook, plugin, call, check, queued, lane)
+                return None
             batch: _Batch | None = getattr(self._local, "batch", None)
             if batch is not None:  # on a runner: the whole call is there (see _run_batch)
                 return self._in_batch(batch, hook, plugin, call, check)

@@ -54,7 +54,8 @@ from typing import Any, Literal
 
 import pluggy
 
-from ._lanes import Backlog, CallResult, Lane, LaneSet, TaskKind, _Ticket, shard_of
+from ._backlog import Backlog, TaskKind, _Ticket
+from ._lanes import CallResult, Lane, LaneSet, shard_of
 
 __all__ = ["HookCallEngine", "HookOutcome", "HookProblem", "OutcomeStatus"]
 

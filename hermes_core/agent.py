@@ -36,7 +36,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from . import clock, deprecations
-from ._lanes import Backlog, DrainReport
+from ._backlog import Backlog, DrainReport
 from .curation import CurationJob, Curator, carry_over, curation_tools, make_job
 from .embeddings import turn_in_flight
 from .errors import NotStored

@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
+from ._backlog import Backlog, TaskKind
 from ._hookcall import Check, HookCallEngine, HookOutcome, HookProblem, Later, OutcomeStatus
-from ._lanes import Backlog, LaneSet, TaskKind
+from ._lanes import LaneSet
 from .types import CompressionResult, Message, Session
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ import pytest
 from agent_support import make_host
 
 from hermes_core import MemoryProvider, Message, Session, hookimpl
-from hermes_core._lanes import Backlog, drain_all
+from hermes_core._backlog import Backlog, drain_all
 
 SESSION = Session(id="s1")
 TESTS = Path(__file__).parent
@@ -223,7 +223,7 @@ from pathlib import Path
 sys.path.insert(0, sys.argv[4])
 from agent_support import make_host
 from hermes_core import MemoryProvider, Message, Session, hookimpl
-from hermes_core._lanes import Backlog
+from hermes_core._backlog import Backlog
 out = Path(sys.argv[1])
 
 class Writer(MemoryProvider):

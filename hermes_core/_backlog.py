@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import contextvars
+import functools
 import logging
 import threading
 import time
@@ -23,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ._lanes import Lane, Status
+from ._lanes import Lane, Runners, Status
 
 __all__ = ["Backlog", "DrainReport", "TaskKind", "drain_all"]
 
@@ -49,17 +50,35 @@ class _Ticket:
 class _Part:
     """One plugin's part of a queued call."""
 
-    __slots__ = ("counted", "deadline", "lane", "on_late", "start", "ticket")
+    __slots__ = ("context", "counted", "deadline", "fn", "group", "lane", "on_late", "start",
+                 "ticket")
 
-    def __init__(self, ticket: _Ticket, lane: Lane, deadline: float | None,
+    def __init__(self, ticket: _Ticket, lane: Lane, fn: Callable[[], None],
+                 context: contextvars.Context, deadline: float | None,
                  on_late: Callable[[Status], None] | None) -> None:
         self.ticket = ticket
         self.lane = lane
+        self.fn = fn
+        self.context = context
         self.deadline = deadline
         self.on_late = on_late
         self.start: float | None = None
         #: no longer awaited: it finished, passed its deadline, or sits behind a late call
         self.counted = False
+        #: the parts run one after the other on one runner thread, when this is one of them
+        self.group: _Group | None = None
+
+
+class _Group:
+    """Parts of one queued call run on one runner thread over their claimed lanes."""
+
+    __slots__ = ("abandoned", "current", "lock", "parts")
+
+    def __init__(self, parts: list[_Part]) -> None:
+        self.lock = threading.Lock()
+        self.parts = parts
+        self.current = -1  # the index of the part running (or run last)
+        self.abandoned = False  # a part was late: the rest went to their own lanes
 
 
 @dataclass(slots=True)
@@ -120,33 +139,13 @@ class Backlog:
         """Queue one plugin's part of ``ticket`` on ``lane``, run in the caller's context;
         ``on_late`` hears ``timed_out`` or ``queued`` (see the class doc)."""
         self._sweep()
-        part = _Part(ticket, lane, deadline, on_late)
-        context = contextvars.copy_context()
-
-        def job() -> None:
-            with self._cond:
-                if part in self._waiting:
-                    self._waiting.remove(part)
-                if ticket.dropped:
-                    return
-                part.start = time.monotonic()
-                self._running.append(part)
-            try:
-                context.run(fn)
-            finally:
-                with self._cond:
-                    self._running.remove(part)
-                    in_time = not part.counted
-                if in_time and part.deadline is not None:
-                    lane.trust()  # it answered in time: a lane late before is trusted again
-                self._count(part)
-
+        part = _Part(ticket, lane, fn, contextvars.copy_context(), deadline, on_late)
         behind_late = lane.behind_late()
         with self._cond:
             ticket.left += 1
             if not behind_late:
                 self._waiting.append(part)
-        if not lane.submit(job, ticket.label):
+        if not lane.submit(lambda: self._run(part), ticket.label):
             log.warning("%s: %r arrived after the lane closed and was not run", lane.name,
                         ticket.label)
             with self._cond:
@@ -157,6 +156,65 @@ class Backlog:
             self._count(part)
             if on_late is not None:
                 on_late("queued")
+
+    def put_claimed(self, ticket: _Ticket, parts: list[tuple[Lane, Callable[[], None],
+                                                             float | None,
+                                                             Callable[[Status], None] | None]],
+                    runners: Runners) -> None:
+        """Run several plugins' parts of ``ticket`` one after the other on one runner thread (one
+        hand-off instead of one per plugin). The caller has claimed their lanes
+        (:meth:`Lane.try_claim`), so each plugin still sees its calls in order; each claim is
+        released once its part has run. When a part is late, the parts not started yet go to
+        their own lanes (noticed, like every lateness, at the next put, flush or drain)."""
+        self._sweep()
+        context = contextvars.copy_context()
+        group = _Group([_Part(ticket, lane, fn, context, deadline, on_late)
+                        for lane, fn, deadline, on_late in parts])
+        with self._cond:
+            ticket.left += len(group.parts)
+            for part in group.parts:
+                part.group = group
+                self._waiting.append(part)
+
+        def job() -> None:
+            for index, part in enumerate(group.parts):
+                with group.lock:
+                    if group.abandoned:
+                        return
+                    group.current = index
+                try:
+                    self._run(part)
+                finally:
+                    part.lane.release()
+
+        if not runners.submit(job):
+            self._reroute(group.parts)
+
+    def _reroute(self, parts: list[_Part]) -> None:
+        """Hand claimed parts not started to their own lanes (ahead of what the claims held)."""
+        for part in parts:
+            part.context = part.context.copy()  # the late part still runs in the shared one
+            part.lane.release(first=functools.partial(self._run, part))
+
+    def _run(self, part: _Part) -> None:
+        """Run one part where it is (its lane's thread, or a runner holding its lane's claim)."""
+        with self._cond:
+            if part in self._waiting:
+                self._waiting.remove(part)
+            if part.ticket.dropped:
+                return
+            part.start = time.monotonic()
+            self._running.append(part)
+            self._cond.notify_all()  # a waiter re-reads when the next deadline is due
+        try:
+            part.context.run(part.fn)
+        finally:
+            with self._cond:
+                self._running.remove(part)
+                in_time = not part.counted
+            if in_time and part.deadline is not None:
+                part.lane.trust()  # it answered in time: a lane late before is trusted again
+            self._count(part)
 
     def seal(self, ticket: _Ticket) -> None:
         """Every part of ``ticket`` is queued: it is done once they are."""
@@ -197,6 +255,12 @@ class Backlog:
             self._count(part)
             if part.on_late is not None:
                 part.on_late("timed_out")
+            group = part.group
+            if group is not None:
+                with group.lock:
+                    rest = [] if group.abandoned else group.parts[group.current + 1:]
+                    group.abandoned = True
+                self._reroute(rest)
         for part in behind:  # now behind a late call: not awaited either
             self._count(part)
             if part.on_late is not None:

@@ -35,7 +35,9 @@ hook's deadline; a part that is late makes the wrapper transparent for that call
 **Queued calls** (``host.hooks.later``, ``later=`` here) do not wait: pluggy's executor runs on the
 caller's thread as usual, in pluggy's order, but each implementation is queued on its plugin's
 lane for the conversation (:meth:`Lane.submit`) and counted on the conversation's
-:class:`~._lanes.Backlog`; its outcome is reported when it has run, as a waited call's would be.
+:class:`~._backlog.Backlog`; its outcome is reported when it has run, as a waited call's would be.
+As for a waited call, the implementations whose lanes are idle are claimed and run one after the
+other on one runner thread (one hand-off per call); a late one sends the rest to their lanes.
 A call with wrappers is queued whole, on the outermost wrapper's lane, and runs there as a
 waited call, so the wrappers still see the inner results.
 """
@@ -104,12 +106,16 @@ class Later:
 class _Queued:
     """A queued call being handed to the lanes on the caller's thread."""
 
-    __slots__ = ("kwargs", "later", "ticket")
+    __slots__ = ("claimed", "kwargs", "later", "ticket")
 
-    def __init__(self, later: Later, ticket: _Ticket, kwargs: Mapping[str, Any]) -> None:
+    def __init__(self, later: Later, ticket: _Ticket, kwargs: Mapping[str, Any],
+                 claim: bool) -> None:
         self.later = later
         self.ticket = ticket
         self.kwargs = kwargs
+        #: the parts whose lanes were claimed, to run on one runner; None: each on its lane
+        self.claimed: list[tuple[Lane, Callable[[], None], float | None,
+                                 Callable[[Any], None] | None]] | None = [] if claim else None
 
 
 class _Batch:
@@ -237,8 +243,8 @@ class HookCallEngine:
         ticket = later.backlog.open(later.label, later.kind)
         if ticket is None:
             return
-        queued = _Queued(later, ticket, kwargs)
         wrappers = [i for i in prepared.impls if i.wrapper or i.hookwrapper]
+        queued = _Queued(later, ticket, kwargs, claim=prepared.batch is not None)
         try:
             if wrappers:  # pluggy runs the last registered wrapper outermost
                 lane = self._lane(wrappers[-1].plugin_name, prepared.purpose, kwargs, later)
@@ -253,6 +259,8 @@ class HookCallEngine:
                 self.pm._hookexec(caller.name, prepared.impls, kwargs, firstresult)
             finally:
                 self._local.queued = previous
+            if queued.claimed:
+                later.backlog.put_claimed(ticket, queued.claimed, self.lanes.runners)
         finally:
             later.backlog.seal(ticket)
 
@@ -427,6 +435,8 @@ class HookCallEngine:
         lane = self._lane(plugin, purpose, kwargs, queued.later)
         if lane is None:  # an unbounded hook has no lane: it runs here
             job()
+        elif queued.claimed is not None and lane.try_claim(hook):
+            queued.claimed.append((lane, job, self._timeout_of(hook), late))
         else:
             queued.later.backlog.put(queued.ticket, lane, job, deadline=self._timeout_of(hook),
                                      on_late=late)

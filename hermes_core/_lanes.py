@@ -147,14 +147,20 @@ class Lane:
         with self._lock:
             self._late = self._trust.late = True
 
-    def release(self) -> None:
-        """End a claim: the held calls go to the lane's thread, in the order they came."""
+    def release(self, first: Callable[[], Any] | None = None) -> None:
+        """End a claim: the held calls go to the lane's thread, in the order they came, after
+        ``first`` (the claimed call itself, when the claimer did not run it)."""
         with self._lock:
             if self._claim is None:
                 return
             self._claim = None
             self._backlog -= 1
             held, self._held = self._held, []
+            if first is not None:
+                job = _Job(first, "claimed call", wait=False)
+                job.abandoned = False
+                self._backlog += 1
+                held.insert(0, job)
             for job in held:
                 if self._stopped:
                     self._backlog -= 1

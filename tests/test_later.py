@@ -76,8 +76,7 @@ def test_calls_are_queued_and_run_in_order_on_each_plugins_lane(home, release):
         mine = [event for who, event, _thread in seen if who == name]
         assert mine == [e for i in range(20) for e in (f"t{i}", f"prefetch q{i}")]
         threads = {thread for who, _event, thread in seen if who == name}
-        assert len(threads) == 1
-        assert threads.pop().startswith(f"hermes-lane-background-memory-provider:{name}")
+        assert threading.current_thread().name not in threads  # never on the caller's thread
     assert backlog.completed == 40
     assert backlog.drain().status == "idle"
     host.shutdown()
@@ -94,7 +93,8 @@ def test_one_conversation_keeps_one_lane_across_its_sessions(home):
                                            reason="compression", backlog=backlog)
     assert backlog.flush(5)
     assert [e for _w, e, _t in seen] == [e for i in range(10) for e in (f"t{i}", f"switch next-{i}")]
-    assert len({t for _w, _e, t in seen}) == 1
+    threads = {t for _w, _e, t in seen}
+    assert len(threads) == 1 and threads.pop().startswith("hermes-lane-background-memory-provider:a")
     host.shutdown()
 
 
@@ -132,6 +132,22 @@ def test_a_failing_call_is_reported_and_the_next_one_still_runs(home, caplog):
     assert [(p.hook, p.plugin, p.status, p.session_id) for p in problems] == [
         ("sync_turn", "memory-provider:flaky", "error", "s1")]
     assert "disk full" in caplog.text
+    host.shutdown()
+
+
+def test_a_late_plugin_hands_the_rest_of_a_call_to_their_lanes_in_order(home, release):
+    seen: list[tuple[str, str, str]] = []
+    # pluggy calls the last registered first: "slow" runs first on the runner and hangs there
+    host = make_host(home, providers=[_provider("fast", seen), _provider("slow", seen, release)],
+                     config_text="hooks:\n  timeouts:\n    sync_turn: 0.2\n")
+    backlog = Backlog("c", drain_timeout=5)
+    for i in range(3):
+        _sync(host, backlog, f"t{i}")
+    assert backlog.flush(5)  # slow is late: fast's parts went to its lane, none waits on slow
+    assert [e for who, e, _t in seen if who == "fast"] == ["t0", "t1", "t2"]
+    release.set()
+    host.hooks.drain(5)
+    assert [e for who, e, _t in seen if who == "slow"] == ["t0", "t1", "t2"]
     host.shutdown()
 
 

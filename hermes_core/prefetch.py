@@ -88,11 +88,11 @@ class _Lane:
 
         def call() -> None:
             start = time.perf_counter()
-            outcomes = context.run(self._runner.host.hooks.prefetch, query=query,
-                                   session=session, only=self.plugin)
+            outcomes = self._runner.host.hooks.prefetch(query=query, session=session,
+                                                        only=self.plugin)
             self._answer(outcomes, time.perf_counter() - start, batch)
 
-        if not self._lane.submit(call, "prefetch"):
+        if not self._lane.submit(lambda: context.run(call), "prefetch"):
             self.busy = False
             batch.deliver(self.plugin, "", 0.0, "the prefetch lane is closed")
 

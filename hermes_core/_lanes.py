@@ -46,7 +46,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["READ_ONLY", "SHARDS", "CallResult", "Lane", "LaneSet", "Runners", "Status",
+__all__ = ["SHARDS", "CallResult", "Lane", "LaneSet", "Runners", "Status",
            "run_bounded", "shard_of"]
 
 log = logging.getLogger("hermes_core.lanes")
@@ -68,9 +68,6 @@ PROBE_SECONDS = 0.05
 
 #: lanes per plugin and purpose; a conversation's calls all go to one of them
 SHARDS = 8
-
-#: purposes whose calls only read (``prefetch``): a drain at shutdown does not wait for them
-READ_ONLY = frozenset({"prefetch"})
 
 
 def shard_of(key: str | None, shards: int = SHARDS) -> int:
@@ -300,8 +297,8 @@ class LaneSet:
         #: threads that run whole hook calls over claimed lanes
         self.runners = Runners(f"{prefix}-runner")
 
-    def get(self, plugin: str, purpose: str, shard: int = 0, *, name: str | None = None) -> Lane:
-        """The lane of a plugin for a purpose and shard; ``name`` names its thread (else
+    def get(self, plugin: str, purpose: str, shard: int = 0) -> Lane:
+        """The lane of a plugin for a purpose and shard (its thread:
         ``<prefix>-<purpose>-<plugin>[-<shard>]``)."""
         key = (plugin, purpose, shard)
         lane = self._lanes.get(key)
@@ -309,27 +306,20 @@ class LaneSet:
             with self._lock:
                 lane = self._lanes.get(key)
                 if lane is None:
-                    name = name or (f"{self._prefix}-{purpose}-{plugin}"
-                                    + (f"-{shard}" if shard else ""))
+                    name = f"{self._prefix}-{purpose}-{plugin}" + (f"-{shard}" if shard else "")
                     trust = self._trust.setdefault((plugin, purpose), _Trust())
                     lane = self._lanes[key] = Lane(name, trust)
         return lane
 
-    def _stores(self) -> list[Lane]:
-        """The lanes whose calls may store something (all but the read-only purposes)."""
-        return [lane for (_p, purpose, _s), lane in list(self._lanes.items())
-                if purpose not in READ_ONLY]
-
     def busy(self) -> list[str]:
-        """Labels of lanes with calls queued or running (read-only lanes left out)."""
+        """Labels of lanes with calls queued or running."""
         return [f"{lane.name} ({lane.running() or 'queued'}, {lane.backlog} call(s))"
-                for lane in self._stores() if lane.backlog]
+                for lane in list(self._lanes.values()) if lane.backlog]
 
     def drain(self, timeout: float) -> list[str]:
-        """Wait up to ``timeout`` seconds in all for every lane that may store something to
-        finish; return what did not."""
+        """Wait up to ``timeout`` seconds in all for every lane to finish; return what did not."""
         deadline = time.monotonic() + timeout
-        for lane in self._stores():
+        for lane in list(self._lanes.values()):
             lane.wait_idle(max(0.0, deadline - time.monotonic()))
         return self.busy()
 

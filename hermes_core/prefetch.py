@@ -2,8 +2,8 @@
 
 Hermes joined each provider's prefetch thread for up to 8 s on the turn's critical path and left
 the thread running when it timed out. Here each provider's ``prefetch`` runs on its own lane of
-the kernel's one executor (:mod:`._lanes`, purpose ``prefetch``: a daemon thread created on first
-use that runs that provider's calls one at a time). A turn hands the query to every idle
+the kernel's one executor (a :class:`~._lanes.Lane` of this runner's: a daemon thread created on
+first use that runs that provider's calls one at a time). A turn hands the query to every idle
 lane and waits until all have answered or the deadline (``memory.prefetch_timeout``, 0.3 s by
 default) passes, whichever comes first. Then:
 
@@ -28,10 +28,10 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from ._lanes import Lane
 from .fence import provider_label, provider_text
 
 if TYPE_CHECKING:
-    from ._lanes import Lane
     from .hooks import HookOutcome
     from .host import PluginHost
     from .types import Session
@@ -96,6 +96,9 @@ class _Lane:
             self.busy = False
             batch.deliver(self.plugin, "", 0.0, "the prefetch lane is closed")
 
+    def stop(self) -> None:
+        self._lane.stop()
+
     def _answer(self, outcomes: list[HookOutcome], seconds: float, batch: _Batch) -> None:
         text, error = "", None
         for outcome in outcomes:  # this lane's provider (more than one if it has wrappers)
@@ -137,8 +140,8 @@ class PrefetchRunner:
             for plugin in plugins:
                 lane = self._lanes.get(plugin)
                 if lane is None:
-                    lane = self._lanes[plugin] = _Lane(self, plugin, self.host.hooks.engine.lanes.get(
-                        plugin, "prefetch", name=f"hermes-prefetch-{provider_label(plugin)}"))
+                    lane = self._lanes[plugin] = _Lane(
+                        self, plugin, Lane(f"hermes-prefetch-{provider_label(plugin)}"))
                 if not lane.busy:
                     idle.append(lane)
         batch = _Batch(len(idle))
@@ -174,6 +177,8 @@ class PrefetchRunner:
                 lane.last = ""
 
     def close(self) -> None:
-        """Forget the lanes (they are the host's: it stops them at shutdown)."""
+        """Stop the lanes; a lane stuck in a provider stays stuck but is a daemon thread."""
         with self.lock:
-            self._lanes = {}
+            lanes, self._lanes = list(self._lanes.values()), {}
+        for lane in lanes:
+            lane.stop()

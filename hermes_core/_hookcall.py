@@ -31,57 +31,59 @@ that adds what pluggy does not do:
 
 A wrapper's two parts (before and after its ``yield``) each run on its plugin's lane under the
 hook's deadline; a part that is late makes the wrapper transparent for that call.
+
+**Queued calls** (``host.hooks.later``, ``later=`` here) do not wait: pluggy's executor runs on the
+caller's thread as usual, in pluggy's order, but each implementation is queued on its plugin's
+lane for the conversation (:meth:`Lane.submit`) and counted on the conversation's
+:class:`~._backlog.Backlog`; its outcome is reported when it has run, as a waited call's would be.
+As for a waited call, the implementations whose lanes are idle are claimed and run one after the
+other on one runner thread (one hand-off per call); a late one sends the rest to their lanes.
+A call with wrappers is queued whole, on the outermost wrapper's lane, and runs there as a
+waited call, so the wrappers still see the inner results.
 """
 
 from __future__ import annotations
 
 import contextvars
-import os
-import sys
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import pluggy
 
+from ._backlog import Backlog, TaskKind, _Ticket
 from ._lanes import CallResult, Lane, LaneSet, shard_of
+from ._problems import HookOutcome, HookProblem, OutcomeStatus, ProblemLog
 
 __all__ = ["HookCallEngine", "HookOutcome", "HookProblem", "OutcomeStatus"]
 
-OutcomeStatus = Literal["ok", "error", "timed_out", "queued", "bad_return"]
-
-@dataclass(slots=True)
-class HookOutcome:
-    """What one implementation did in one hook call."""
-
-    plugin: str  #: the plugin-manager name (``memory-provider:file_memory``, a module plugin's name)
-    value: Any = None
-    error: BaseException | None = None
-    seconds: float = 0.0
-    status: OutcomeStatus = "ok"
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
+Check = Callable[[Any], str | None]
 
 
 @dataclass(slots=True, frozen=True)
-class HookProblem:
-    """An implementation that raised, was late, or returned the wrong type."""
+class Later:
+    """How to queue a call instead of waiting for it: on which backlog, with what label."""
 
-    hook: str
-    plugin: str
-    status: OutcomeStatus
-    message: str
-    session_id: str | None = None
-    #: what the implementation raised (or the TypeError describing a wrong return)
-    error: BaseException | None = None
+    backlog: Backlog
+    label: str
+    kind: TaskKind
 
 
-Check = Callable[[Any], str | None]
+class _Queued:
+    """A queued call being handed to the lanes on the caller's thread."""
+
+    __slots__ = ("claimed", "kwargs", "later", "ticket")
+
+    def __init__(self, later: Later, ticket: _Ticket, kwargs: Mapping[str, Any],
+                 claim: bool) -> None:
+        self.later = later
+        self.ticket = ticket
+        self.kwargs = kwargs
+        #: the parts whose lanes were claimed, to run on one runner; None: each on its lane
+        self.claimed: list[tuple[Lane, Callable[[], None], float | None,
+                                 Callable[[Any], None] | None]] | None = [] if claim else None
 
 
 class _Batch:
@@ -129,7 +131,7 @@ def conversation_of(kwargs: Mapping[str, Any]) -> str | None:
     return key if isinstance(key, str) else None
 
 
-class HookCallEngine:
+class HookCallEngine(ProblemLog):
     """Runs hook calls for one plugin manager (see the module doc)."""
 
     def __init__(
@@ -146,12 +148,7 @@ class HookCallEngine:
         self.lanes = lanes or LaneSet()
         self._guarded: dict[tuple[Any, ...], _Prepared] = {}
         self._local = threading.local()
-        self._plock = threading.Lock()
-        #: the most recent problems, oldest first (bounded); ``problem_count`` counts them all
-        self.problems: deque[HookProblem] = deque(maxlen=1000)
-        self.problem_count = 0
-        self._listeners: list[Callable[[HookProblem], None]] = []
-        self.trace = os.environ.get("HERMES_CORE_TRACE_PLUGINS", "") not in ("", "0")
+        ProblemLog.__init__(self)
 
     # ------------------------------------------------------------------------------ the call
 
@@ -165,9 +162,11 @@ class HookCallEngine:
         check: Check | None = None,
         only: str | None = None,
         exclude: str | None = None,
+        later: Later | None = None,
     ) -> tuple[Any, list[HookOutcome]]:
         """Call the hook; return pluggy's result (a list, or one value for ``firstresult`` hooks)
-        and one :class:`HookOutcome` per implementation that ran, in call order."""
+        and one :class:`HookOutcome` per implementation that ran, in call order. With ``later``
+        the call is queued (see the module doc) and returns ``([], [])`` at once."""
         impls = caller.get_hookimpls()
         key = (caller.name, receivers, lane, only, exclude, *map(id, impls))
         prepared = self._guarded.get(key)
@@ -178,6 +177,9 @@ class HookCallEngine:
             self._guarded[key] = prepared
         firstresult = _firstresult(caller)
         if not prepared.impls:
+            return (None if firstresult else []), []
+        if later is not None:
+            self._queue(caller, prepared, kwargs, firstresult, later)
             return (None if firstresult else []), []
         stack: list[tuple[list[HookOutcome], Mapping[str, Any]]] | None = getattr(
             self._local, "stack", None)
@@ -198,6 +200,45 @@ class HookCallEngine:
             self._local.batch = outer
         return result, record
 
+    def _queue(self, caller: pluggy.HookCaller, prepared: _Prepared, kwargs: Mapping[str, Any],
+               firstresult: bool, later: Later) -> None:
+        """Hand a call to the lanes without waiting (see the module doc)."""
+        ticket = later.backlog.open(later.label, later.kind)
+        if ticket is None:
+            return
+        wrappers = [i for i in prepared.impls if i.wrapper or i.hookwrapper]
+        queued = _Queued(later, ticket, kwargs, claim=prepared.batch is not None)
+        try:
+            if wrappers:  # pluggy runs the last registered wrapper outermost
+                lane = self._lane(wrappers[-1].plugin_name, prepared.purpose, kwargs, later)
+                if lane is not None:
+                    hook, impls = caller.name, prepared.impls
+                    later.backlog.put(ticket, lane, lambda: self._run_queued_whole(
+                        hook, impls, kwargs, firstresult))
+                    return
+            previous = getattr(self._local, "queued", None)
+            self._local.queued = queued
+            try:
+                self.pm._hookexec(caller.name, prepared.impls, kwargs, firstresult)
+            finally:
+                self._local.queued = previous
+            if queued.claimed:
+                later.backlog.put_claimed(ticket, queued.claimed, self.lanes.runners)
+        finally:
+            later.backlog.seal(ticket)
+
+    def _run_queued_whole(self, hook: str, impls: list[pluggy.HookImpl],
+                          kwargs: Mapping[str, Any], firstresult: bool) -> None:
+        """A queued call with wrappers, on the outermost wrapper's lane, as a waited call."""
+        stack = getattr(self._local, "stack", None)
+        if stack is None:
+            stack = self._local.stack = []
+        stack.append(([], kwargs))
+        try:
+            self.pm._hookexec(hook, impls, kwargs, firstresult)
+        finally:
+            stack.pop()
+
     def _prepare(self, hook: str, impls: Sequence[pluggy.HookImpl], receivers: frozenset[str],
                  lane: str | None, check: Check | None, only: str | None,
                  exclude: str | None) -> _Prepared:
@@ -212,10 +253,13 @@ class HookCallEngine:
         batch = tuple(i.plugin_name for i in chosen) if batchable else None
         return _Prepared(guarded, batch, lane)
 
-    def _lane(self, plugin: str, purpose: str | None, kwargs: Mapping[str, Any]) -> Lane | None:
+    def _lane(self, plugin: str, purpose: str | None, kwargs: Mapping[str, Any],
+              later: Later | None = None) -> Lane | None:
         if purpose is None:
             return None
-        return self.lanes.get(plugin, purpose, shard_of(conversation_of(kwargs), self.lanes.shards))
+        key = later.backlog.key if later is not None and later.backlog.key else None
+        return self.lanes.get(plugin, purpose,
+                              shard_of(key or conversation_of(kwargs), self.lanes.shards))
 
     # ------------------------------------------------------------------------------ one runner
 
@@ -323,6 +367,43 @@ class HookCallEngine:
             return None
         return outcome.value if outcome.status == "ok" else None
 
+    def _queue_one(self, hook: str, plugin: str, call: Callable[[], Any], check: Check | None,
+                   queued: _Queued, purpose: str | None) -> None:
+        """Queue one implementation of a queued call; it reports its outcome once it has run."""
+        kwargs = queued.kwargs
+
+        def job() -> None:
+            start = time.perf_counter()
+            try:
+                outcome = HookOutcome(plugin, call(), seconds=time.perf_counter() - start)
+            except Exception as exc:
+                outcome = HookOutcome(plugin, error=exc, seconds=time.perf_counter() - start,
+                                      status="error")
+            if outcome.value is not None and check is not None:
+                wrong = check(outcome.value)
+                if wrong is not None:
+                    outcome.status, outcome.value = "bad_return", None
+                    outcome.error = TypeError(wrong)
+            if outcome.status != "ok":
+                self._report(hook, plugin, outcome, kwargs)
+            if self.trace:
+                self._trace(hook, plugin, outcome.seconds, outcome.status)
+
+        def late(status: OutcomeStatus) -> None:
+            self._report(hook, plugin, HookOutcome(plugin, seconds=self._timeout_of(hook),
+                                                   status=status), kwargs)
+            if self.trace:
+                self._trace(hook, plugin, self._timeout_of(hook), status)
+
+        lane = self._lane(plugin, purpose, kwargs, queued.later)
+        if lane is None:  # an unbounded hook has no lane: it runs here
+            job()
+        elif queued.claimed is not None and lane.try_claim(hook):
+            queued.claimed.append((lane, job, self._timeout_of(hook), late))
+        else:
+            queued.later.backlog.put(queued.ticket, lane, job, deadline=self._timeout_of(hook),
+                                     on_late=late)
+
     def current_plugin(self) -> str | None:
         """The plugin whose implementation runs on this thread now."""
         return getattr(self._local, "plugin", None)
@@ -354,6 +435,10 @@ class HookCallEngine:
                 finally:
                     self._local.plugin = previous
 
+            queued: _Queued | None = getattr(self._local, "queued", None)
+            if queued is not None:  # host.hooks.later: queue it on the lane, do not wait
+                self._queue_one(hook, plugin, call, check, queued, lane)
+                return None
             batch: _Batch | None = getattr(self._local, "batch", None)
             if batch is not None:  # on a runner: the whole call is there (see _run_batch)
                 return self._in_batch(batch, hook, plugin, call, check)
@@ -461,78 +546,10 @@ class HookCallEngine:
 
         return guarded
 
-    # ------------------------------------------------------------------------------ problems
-
-    def subscribe(self, listener: Callable[[HookProblem], None]) -> Callable[[], None]:
-        """Call ``listener`` with every problem from now on (on the thread that saw it)."""
-        with self._plock:
-            self._listeners.append(listener)
-
-        def undo() -> None:
-            with self._plock:
-                if listener in self._listeners:
-                    self._listeners.remove(listener)
-
-        return undo
-
-    def report_late(self, hook: str, plugin: str, *, queued: bool, deadline: float, setting: str,
-                    kwargs: Mapping[str, Any]) -> None:
-        """Report an implementation that a caller with its own deadline stopped waiting for (the
-        prefetch runner's lanes): the same log line and problem as a late call of any hook.
-        ``queued``: it was still busy with an earlier late call and was not called again."""
-        outcome = HookOutcome(plugin, seconds=deadline, status="queued" if queued else "timed_out")
-        self._report(hook, plugin, outcome, kwargs, deadline=(deadline, setting))
-        if self.trace:
-            self._trace(hook, plugin, outcome.seconds, outcome.status)
-
-    def _report(self, hook: str, plugin: str, outcome: HookOutcome, kwargs: Mapping[str, Any],
-                message: str | None = None, *, deadline: tuple[float, str] | None = None) -> None:
-        import logging
-
-        seconds, setting = deadline or (self._timeout_of(hook), f"hooks.timeouts.{hook}")
-        if message is not None:
-            text = f"plugin {plugin} in hook {hook}: {message}"
-        elif outcome.status == "error":
-            text = (f"plugin {plugin} raised {type(outcome.error).__name__} in hook {hook}: "
-                    f"{outcome.error}")
-        elif outcome.status == "bad_return":
-            text = f"plugin {plugin}: hook {hook} returned the wrong type: {outcome.error}"
-        elif outcome.status == "timed_out":
-            text = (f"plugin {plugin} did not answer hook {hook} within its deadline "
-                    f"({seconds:g} s; raise {setting} if it needs longer); the caller went on "
-                    "without it, and the call still runs")
-        else:
-            text = (f"plugin {plugin} is still busy with an earlier late call; hook {hook} was "
-                    "queued behind it and the caller did not wait")
-        problem = HookProblem(hook, plugin, outcome.status, text, _session_id(kwargs), outcome.error)
-        level = logging.WARNING if outcome.status in ("timed_out", "queued") else logging.ERROR
-        logging.getLogger("hermes_core.hooks").log(
-            level, "%s", problem.message,
-            exc_info=(outcome.error if outcome.error is not None
-                      and logging.getLogger("hermes_core").isEnabledFor(logging.DEBUG) else None))
-        with self._plock:
-            self.problems.append(problem)
-            self.problem_count += 1
-            listeners = list(self._listeners)
-        for listener in listeners:
-            try:
-                listener(problem)
-            except Exception:  # pragma: no cover - kernel listeners are simple appends
-                logging.getLogger("hermes_core.hooks").exception("problem listener failed")
-
-    def _trace(self, hook: str, plugin: str, seconds: float, status: str) -> None:
-        print(f"hermes-core trace: {hook} {plugin} {seconds * 1000:.3f} ms {status}",
-              file=sys.stderr, flush=True)
-
 
 def _firstresult(caller: pluggy.HookCaller) -> bool:
     spec = caller.spec
     return bool(spec is not None and spec.opts.get("firstresult"))
-
-
-def _session_id(kwargs: Mapping[str, Any]) -> str | None:
-    session = kwargs.get("session") or kwargs.get("new_session")
-    return getattr(session, "id", None)
 
 
 def outcomes_values(outcomes: Sequence[HookOutcome]) -> list[Any]:

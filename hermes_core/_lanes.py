@@ -30,6 +30,9 @@ name no conversation share shard 0.
 
 Late results are discarded (their errors are logged). :meth:`LaneSet.drain` waits for every lane's
 backlog within a bound at shutdown and reports what did not finish.
+
+A call nobody waits for (``host.hooks.later``) is :meth:`Lane.submit`-ted and counted on its
+conversation's :class:`~._backlog.Backlog`.
 """
 
 from __future__ import annotations
@@ -43,8 +46,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["SHARDS", "CallResult", "Lane", "LaneSet", "Runners", "Status", "run_bounded",
-           "shard_of"]
+__all__ = ["SHARDS", "CallResult", "Lane", "LaneSet", "Runners", "Status",
+           "run_bounded", "shard_of"]
 
 log = logging.getLogger("hermes_core.lanes")
 
@@ -141,14 +144,20 @@ class Lane:
         with self._lock:
             self._late = self._trust.late = True
 
-    def release(self) -> None:
-        """End a claim: the held calls go to the lane's thread, in the order they came."""
+    def release(self, first: Callable[[], Any] | None = None) -> None:
+        """End a claim: the held calls go to the lane's thread, in the order they came, after
+        ``first`` (the claimed call itself, when the claimer did not run it)."""
         with self._lock:
             if self._claim is None:
                 return
             self._claim = None
             self._backlog -= 1
             held, self._held = self._held, []
+            if first is not None:
+                job = _Job(first, "claimed call", wait=False)
+                job.abandoned = False
+                self._backlog += 1
+                held.insert(0, job)
             for job in held:
                 if self._stopped:
                     self._backlog -= 1
@@ -201,6 +210,34 @@ class Lane:
                     job.abandoned = True
             return CallResult("timed_out", seconds=wait)
 
+    def submit(self, fn: Callable[[], Any], label: str = "") -> bool:
+        """Queue ``fn`` on the lane and return at once; False when the lane is closed. Nobody
+        reads the result: ``fn`` reports its own outcome (what it raises is logged)."""
+        with self._lock:
+            if self._stopped:
+                return False
+            self._backlog += 1
+            job = _Job(fn, label, wait=False)
+            job.abandoned = False  # not late: nobody was waiting
+            if self._claim is not None:
+                self._held.append(job)
+            else:
+                if self._thread is None:
+                    self._start()
+                self._jobs.put(job)
+        return True
+
+    def behind_late(self) -> bool:
+        """Whether a call queued now would wait behind a call its caller stopped waiting for."""
+        with self._lock:
+            return self._late and self._backlog > 0
+
+    def trust(self) -> None:
+        """A call answered within its deadline: the lane (and the plugin) is trusted again."""
+        if self._late or self._trust.late:
+            with self._lock:
+                self._late = self._trust.late = False
+
     def owns_current_thread(self) -> bool:
         """Whether the caller runs on this lane (a call from there must run inline)."""
         return self._ident == threading.get_ident()
@@ -225,6 +262,9 @@ class Lane:
                 self._backlog -= 1
                 if self._backlog == 0:
                     self._idle.notify_all()
+            if job.reply is None and result.error is not None and not abandoned:
+                log.error("%s: %s raised %s: %s", self.name, job.label,
+                          type(result.error).__name__, result.error)
             if abandoned:
                 if result.error is not None:
                     log.error("%s: %s raised %s after its caller stopped waiting: %s", self.name,
@@ -258,6 +298,8 @@ class LaneSet:
         self.runners = Runners(f"{prefix}-runner")
 
     def get(self, plugin: str, purpose: str, shard: int = 0) -> Lane:
+        """The lane of a plugin for a purpose and shard (its thread:
+        ``<prefix>-<purpose>-<plugin>[-<shard>]``)."""
         key = (plugin, purpose, shard)
         lane = self._lanes.get(key)
         if lane is None:

@@ -2,9 +2,8 @@
 
 Read :meth:`Agent.run_turn` top to bottom; each step names the hook it calls. The helpers it uses
 live in role-named modules: :mod:`.fence` (recall fencing, the stream scrubber),
-:mod:`.prefetch` (the deadline runner), :mod:`.toolrun` (routing, parallel batches, budget),
-:mod:`.worker` (the background FIFO worker) and :mod:`.curation` (the background memory review,
-the pre-compaction flush, the skill nudge).
+:mod:`.prefetch` (the deadline runner), :mod:`.toolrun` (routing, parallel batches, budget)
+and :mod:`.curation` (the background memory review, the pre-compaction flush, the skill nudge).
 
 A conversation is a chain of sessions: a compaction continues it in a child session
 (``parent_session_id`` = the old id), so the :class:`Agent` outlives its sessions. The kernel only
@@ -16,15 +15,18 @@ in curation (``Tool.curation``).
 
 Every hook call goes through the host's typed facade (``host.hooks``, :mod:`hermes_core.hooks`):
 pluggy's order, ``firstresult`` and wrappers, each implementation isolated and bounded by its
-deadline. A hook that raises, is late or returns the wrong type is recorded with the plugin's name
-(on :attr:`TurnResult.problems` and in the log) and the turn goes on. Only the LLM call itself can fail a turn
+deadline. What the turn does not wait for (``sync_turn``, ``queue_prefetch``, the session
+boundaries) goes through ``host.hooks.later``: queued on each provider's lane for this
+conversation, counted on :attr:`Agent.worker` (the conversation's backlog: flushed on demand,
+drained with a bound at close). A hook that raises, is late or returns the wrong type is
+recorded with the plugin's name (on :attr:`TurnResult.problems` and in the log) and the turn
+goes on. Only the LLM call itself can fail a turn
 (:class:`~hermes_core.llm.LLMError`); the user message is archived by then and stays in the history.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import logging
 import secrets
@@ -34,6 +36,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from . import clock, deprecations
+from ._backlog import Backlog, DrainReport
 from .curation import CurationJob, Curator, carry_over, curation_tools, make_job
 from .embeddings import turn_in_flight
 from .errors import NotStored
@@ -43,7 +46,6 @@ from .prefetch import PrefetchRunner
 from .results import CompactionRecord, TurnResult, estimate_tokens
 from .toolrun import IterationBudget, ToolOutcome, ToolRouter
 from .types import EndReason, Message, Session, SwitchReason, Usage
-from .worker import DrainReport, SessionWorker
 
 if TYPE_CHECKING:
     from .hooks import HookOutcome, HookProblem
@@ -136,7 +138,9 @@ class Agent:
         self.turns = 0
         self.prompt_builds = 0
         self._prefetch = PrefetchRunner(host, timeout=core.memory.prefetch_timeout)
-        self.worker = SessionWorker(drain_timeout=core.memory.worker_drain_timeout)
+        #: this conversation's calls queued on the plugins' lanes (``host.hooks.later``)
+        self.worker = Backlog(str(self.session.attributes.get("conversation_key") or self.session.id),
+                              drain_timeout=core.memory.worker_drain_timeout)
         self.curator = Curator(host, aux_llm, on_notice=on_notice,
                                prior_user_turns=sum(1 for m in self.history if m.role == "user"))
         self._hygiene_due = self.resumed and bool(self.history)
@@ -194,7 +198,7 @@ class Agent:
     # ----------------------------------------------------------------------------- the session
 
     def start(self) -> None:
-        """Begin the session: tell the providers (on the worker), assemble the system prompt once."""
+        """Begin the session: tell the providers (on queued), assemble the system prompt once."""
         with self._lock:
             if self._started:
                 return
@@ -202,9 +206,8 @@ class Agent:
                 raise RuntimeError("this agent is closed; create a new one")
             self._assemble()  # first: a tool-name collision must stop the session before it starts
             reason = SwitchReason.RESUME if self.resumed else SwitchReason.NEW
-            self._on_worker("boundary", f"on_session_switch -> {self.session.id} ({reason})",
-                            self.host.hooks.on_session_switch, new_session=self.session,
-                            old_session=None, reason=reason)
+            self.host.hooks.later.on_session_switch(new_session=self.session, old_session=None,
+                                                    reason=reason, backlog=self.worker)
             self._started = True
 
     def _assemble(self) -> None:
@@ -321,13 +324,12 @@ class Agent:
                     result.budget_exhausted = True
                     break
 
-            # 6. Turn end: sync_turn, then queue_prefetch, on the worker (FIFO, never awaited here).
+            # 6. Turn end: sync_turn, then queue_prefetch, queued on each provider's lane for this
+            #    conversation (in order, never awaited here).
             session, snapshot = self.session, list(self.history)
-            self._on_worker("write", f"sync_turn {session.id} turn {self.turns}",
-                            self.host.hooks.sync_turn, user_message=user,
-                            assistant_message=result.assistant, session=session, messages=snapshot)
-            self._on_worker("prefetch", f"queue_prefetch {session.id} turn {self.turns}",
-                            self.host.hooks.queue_prefetch, query=text, session=session)
+            self.host.hooks.later.sync_turn(user_message=user, assistant_message=result.assistant,
+                                            session=session, messages=snapshot, backlog=self.worker)
+            self.host.hooks.later.queue_prefetch(query=text, session=session, backlog=self.worker)
 
             result.reply = result.assistant.content
             if result.budget_exhausted and not result.reply.strip():
@@ -443,7 +445,7 @@ class Agent:
         self, focus_topic: str | None, trigger: Literal["auto", "manual", "hygiene"]
     ) -> CompactionRecord | None:
         """flush -> on_pre_compress -> compress -> on_post_compress -> child session ->
-        on_session_switch (worker) -> new prompt."""
+        on_session_switch (queued) -> new prompt."""
         started = time.perf_counter()
         before = list(self.history)
         # The model saves what the summary could lose; the exchange never joins the history.
@@ -479,9 +481,8 @@ class Agent:
         self._session_ids.add(self.session.id)
         self.history = after
         self.last_prompt_tokens = None
-        self._on_worker("boundary", f"on_session_switch {old.id} -> {self.session.id} (compression)",
-                        self.host.hooks.on_session_switch, new_session=self.session,
-                        old_session=old, reason=SwitchReason.COMPRESSION)
+        self.host.hooks.later.on_session_switch(new_session=self.session, old_session=old,
+                                                reason=SwitchReason.COMPRESSION, backlog=self.worker)
         # The child session's history starts with the compacted messages; messages carried over
         # unchanged are marked so an archive can tell them from new ones.
         kept = {id(m) for m in before}
@@ -527,9 +528,8 @@ class Agent:
         with self._lock:
             self.start()
             old, snapshot = self.session, list(self.history)
-            self._on_worker("boundary", f"on_session_end {old.id} (new_session)",
-                            self.host.hooks.on_session_end, session=old, messages=snapshot,
-                            reason=EndReason.NEW_SESSION)
+            self.host.hooks.later.on_session_end(session=old, messages=snapshot,
+                                                 reason=EndReason.NEW_SESSION, backlog=self.worker)
             self.session = Session(id=new_session_id(), platform=old.platform, model=old.model,
                                    attributes=dict(old.attributes))
             self._session_ids.add(self.session.id)
@@ -537,23 +537,22 @@ class Agent:
             self.last_prompt_tokens = None
             self._prefetch.forget()
             self.curator.reset()
-            self._on_worker("boundary", f"on_session_switch {old.id} -> {self.session.id} ({reason})",
-                            self.host.hooks.on_session_switch, new_session=self.session,
-                            old_session=old, reason=reason)
+            self.host.hooks.later.on_session_switch(new_session=self.session, old_session=old,
+                                                    reason=reason, backlog=self.worker)
             self._assemble()
             return self.session
 
     def close(self, reason: EndReason = EndReason.USER_EXIT, *, shutdown_host: bool = True) -> DrainReport:
-        """End the session (on_session_end), drain the worker within its bound, shut plugins down."""
+        """End the session (on_session_end), drain what is queued within its bound, shut plugins
+        down."""
         with self._lock:
             if self._closed:
                 return DrainReport("idle")
             self._closed = True
             if self._started:
                 session, snapshot = self.session, list(self.history)
-                self._on_worker("boundary", f"on_session_end {session.id} ({reason})",
-                                self.host.hooks.on_session_end, session=session,
-                                messages=snapshot, reason=reason)
+                self.host.hooks.later.on_session_end(session=session, messages=snapshot,
+                                                     reason=reason, backlog=self.worker)
             self.curator.close()  # a running review gets its own bound, then writes nothing more
             report = self.worker.drain()
             self._prefetch.close()
@@ -589,14 +588,6 @@ class Agent:
 
     def _emit(self, message: Message) -> list[HookOutcome]:
         return self.host.hooks.on_message(message=message, session=self.session)
-
-    def _on_worker(self, kind: Literal["write", "prefetch", "boundary"], label: str,
-                   hook: Callable[..., Any], **kwargs: Any) -> None:
-        """Queue one call of a facade method on the worker (FIFO); skipped when no plugin of the
-        receiving kind implements the hook."""
-        if not self.host.hooks.implemented(getattr(self.host.pm.hook, hook.__name__)):
-            return
-        self.worker.submit(label, functools.partial(hook, **kwargs), kind=kind)
 
 
 

@@ -223,8 +223,9 @@ class ConversationDispatcher:
         """Run one turn and yield the reply's text as the model produces it.
 
         The turn takes its place in the conversation's queue now (not on the first ``next``) and
-        runs on its own thread; a consumer that stops early does not stop the turn, whose reply is
-        archived all the same. A failure is raised as :class:`TurnFailed` from the iterator.
+        runs on a thread of the host's executor; a consumer that stops early does not stop the
+        turn, whose reply is archived all the same. A failure is raised as :class:`TurnFailed`
+        from the iterator.
         """
         slot, ticket = self._checkout(message.platform, message.conversation_key)
         items: queue.Queue[str | TurnResult | BaseException] = queue.Queue()
@@ -235,8 +236,8 @@ class ConversationDispatcher:
             except BaseException as exc:  # handed to the consumer, raised there
                 items.put(exc)
 
-        threading.Thread(target=work, name=f"dispatch:{message.conversation_key[:32]}",
-                         daemon=True).start()
+        if not self.host.hooks.engine.lanes.runners.submit(work):  # the host was shut down
+            items.put(RuntimeError("the plugin host is shut down; no turn can run"))
         return self._drain(items)
 
     @staticmethod

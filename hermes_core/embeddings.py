@@ -17,13 +17,13 @@ import concurrent.futures
 import contextlib
 import logging
 import math
-import queue
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._lanes import Lane
 from .compaction.redact import redact
 from .fence import shorten_result
 from .kinds import Embedder, EmbedderUnavailable, PluginContext
@@ -215,7 +215,8 @@ class _Stopped(Exception):
 
 
 class _Lane:
-    """One daemon thread running calls in order (a minimal single-worker executor).
+    """Calls run in order on one lane of the kernel's executor (:class:`~._lanes.Lane`, a daemon
+    thread), each answered through a future.
 
     Not a ``ThreadPoolExecutor``: the interpreter joins those workers at exit, so an embedder
     call that hangs would keep a finished command (``sessions reindex``, ``serve``) from ever
@@ -223,53 +224,42 @@ class _Lane:
     """
 
     def __init__(self, name: str, initializer: Callable[[], None] | None = None) -> None:
-        self._name = name
+        self._lane = Lane(name)
         self._initializer = initializer
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
-        self._closed = False
+        self._waiting: set[concurrent.futures.Future[Any]] = set()
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future[Any]:
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        with self._lock:
-            if self._closed:
-                raise RuntimeError(f"{self._name} is closed")
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
-                self._thread.start()
-            self._queue.put((future, fn, args))
-        return future
 
-    def _run(self) -> None:
-        if self._initializer is not None:
-            self._initializer()
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            future, fn, args = item
+        def job() -> None:
+            with self._lock:
+                self._waiting.discard(future)
+                first, self._initializer = self._initializer, None
+            if first is not None:
+                first()  # once, on the lane's thread
             if not future.set_running_or_notify_cancel():
-                continue
+                return
             try:
-                result = fn(*args)
+                future.set_result(fn(*args))
             except BaseException as exc:  # handed to the waiting caller, which checks it
                 future.set_exception(exc)
-            else:
-                future.set_result(result)
+
+        with self._lock:
+            self._waiting.add(future)
+        if not self._lane.submit(job, "embed"):
+            with self._lock:
+                self._waiting.discard(future)
+            raise RuntimeError(f"{self._lane.name} is closed")
+        return future
 
     def shutdown(self) -> None:
         """Cancel the calls not started yet and let the thread end after the current one."""
         with self._lock:
-            self._closed = True
-            while True:
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is not None:
-                    item[0].cancel()
-            self._queue.put(None)
+            waiting, self._waiting = self._waiting, set()
+        for future in waiting:
+            future.cancel()
+        self._lane.stop()
 
 
 def _problem_with(vectors: Any, count: int, dimension: int) -> str | None:

@@ -10,6 +10,11 @@ Results: a plain hook returns one :class:`HookOutcome` per implementation that r
 (``outcome.value`` is ``None`` unless ``outcome.ok``); a ``firstresult`` hook returns the first
 answer or ``None``. Problems (raised, late, wrong type) are also kept on :attr:`Hooks.problems` and
 passed to :meth:`Hooks.subscribe` listeners.
+
+Two call forms: ``host.hooks.X(...)`` waits, each implementation under the hook's deadline;
+``host.hooks.later.X(...)`` (:class:`Later`: ``sync_turn``, ``queue_prefetch`` and the session
+boundaries) queues each implementation on its plugin's lane for the conversation and returns at
+once; the conversation's :class:`~hermes_core._lanes.Backlog` flushes and drains what is queued.
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
-from ._hookcall import Check, HookCallEngine, HookOutcome, HookProblem, OutcomeStatus
+from ._backlog import Backlog, TaskKind
+from ._hookcall import Check, HookCallEngine, HookOutcome, HookProblem, Later, OutcomeStatus
 from ._lanes import LaneSet
 from .types import CompressionResult, Message, Session
 
@@ -41,6 +47,7 @@ __all__ = [
     "HookOutcome",
     "HookProblem",
     "Hooks",
+    "LaterHooks",
     "OutcomeStatus",
     "values",
 ]
@@ -220,6 +227,8 @@ class Hooks:
         self._pm = pm
         self._relay = pm.hook
         self.engine = HookCallEngine(pm, kind_of=kind_of, timeout_of=timeout_of, lanes=LaneSet())
+        #: the queued form of the background hooks (see the module doc)
+        self.later = LaterHooks(self)
 
     # -------------------------------------------------------------------------------- plumbing
 
@@ -274,6 +283,7 @@ class Hooks:
         return self.engine.lanes.drain(timeout)
 
     def close(self) -> None:
+        self.later.backlog.drain(0)  # the lanes were drained before: nothing is left to wait for
         self.engine.lanes.close()
 
     # ---------------------------------------------------------------------------- registries
@@ -441,3 +451,48 @@ class Hooks:
         ``path`` (the export format), on the caller's thread and without a deadline."""
         return self._all(self._relay.import_sessions, None, _copy_report, target=target,
                          path=path, dry_run=dry_run, progress=progress)
+
+
+class LaterHooks:
+    """``host.hooks.later``: the background hooks, queued on each plugin's lane, never awaited.
+
+    Each method takes the hook's arguments and ``backlog``: the conversation's
+    :class:`~hermes_core._lanes.Backlog` that counts the call and picks the lane shard (by
+    default one shared backlog, the shard then follows the session). A call no plugin implements
+    queues nothing.
+    """
+
+    def __init__(self, hooks: Hooks) -> None:
+        self._engine = hooks.engine
+        self._relay = hooks._relay
+        #: where calls without a backlog of their own are counted
+        self.backlog = Backlog()
+
+    def _queue(self, caller: pluggy.HookCaller, kind: TaskKind, label: str,
+               backlog: Backlog | None, **kwargs: Any) -> None:
+        self._engine.call(caller, kwargs, receivers=RECEIVERS[caller.name], lane=BACKGROUND,
+                          check=_nothing, later=Later(backlog or self.backlog, label, kind))
+
+    def sync_turn(self, *, user_message: Message, assistant_message: Message, session: Session,
+                  messages: list[Message], backlog: Backlog | None = None) -> None:
+        turn = sum(1 for m in messages if m.role == "user")
+        self._queue(self._relay.sync_turn, "write", f"sync_turn {session.id} turn {turn}",
+                    backlog, user_message=user_message, assistant_message=assistant_message,
+                    session=session, messages=messages)
+
+    def queue_prefetch(self, *, query: str, session: Session, backlog: Backlog | None = None
+                       ) -> None:
+        self._queue(self._relay.queue_prefetch, "prefetch", f"queue_prefetch {session.id}",
+                    backlog, query=query, session=session)
+
+    def on_session_switch(self, *, new_session: Session, old_session: Session | None,
+                          reason: SwitchReason, backlog: Backlog | None = None) -> None:
+        old = old_session.id if old_session is not None else None
+        self._queue(self._relay.on_session_switch, "boundary",
+                    f"on_session_switch {old} -> {new_session.id} ({reason})", backlog,
+                    new_session=new_session, old_session=old_session, reason=reason)
+
+    def on_session_end(self, *, session: Session, messages: list[Message], reason: EndReason,
+                       backlog: Backlog | None = None) -> None:
+        self._queue(self._relay.on_session_end, "boundary", f"on_session_end {session.id} ({reason})",
+                    backlog, session=session, messages=messages, reason=reason)

@@ -1,8 +1,9 @@
 """Prefetch under a deadline: every provider's ``prefetch`` at once, none allowed to hold the turn.
 
 Hermes joined each provider's prefetch thread for up to 8 s on the turn's critical path and left
-the thread running when it timed out. Here each provider has one *lane*: a daemon thread, created
-on first use, that runs that provider's calls one at a time. A turn hands the query to every idle
+the thread running when it timed out. Here each provider's ``prefetch`` runs on its own lane of
+the kernel's one executor (a :class:`~._lanes.Lane` of this runner's: a daemon thread created on
+first use that runs that provider's calls one at a time). A turn hands the query to every idle
 lane and waits until all have answered or the deadline (``memory.prefetch_timeout``, 0.3 s by
 default) passes, whichever comes first. Then:
 
@@ -22,15 +23,16 @@ A late answer is not lost: it becomes that provider's "last answer" for the next
 from __future__ import annotations
 
 import contextvars
-import queue
 import threading
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from ._lanes import Lane
 from .fence import provider_label, provider_text
 
 if TYPE_CHECKING:
+    from .hooks import HookOutcome
     from .host import PluginHost
     from .types import Session
 
@@ -71,48 +73,44 @@ class _Batch:
 
 
 class _Lane:
-    """One provider's daemon thread and its last answer."""
+    """One provider's prefetch lane (on the kernel's executor) and its last answer."""
 
-    def __init__(self, runner: PrefetchRunner, plugin: str) -> None:
+    def __init__(self, runner: PrefetchRunner, plugin: str, lane: Lane) -> None:
         self.plugin = plugin
         self.last = ""
         self.busy = False
         self._runner = runner
-        self._jobs: queue.SimpleQueue[
-            tuple[str, Session, _Batch, contextvars.Context] | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(
-            target=self._loop, name=f"hermes-prefetch-{provider_label(plugin)}", daemon=True
-        )
-        self._thread.start()
+        self._lane = lane
 
     def submit(self, query: str, session: Session, batch: _Batch) -> None:
         self.busy = True
-        self._jobs.put((query, session, batch, contextvars.copy_context()))
+        context = contextvars.copy_context()  # the call runs in the turn's context
+
+        def call() -> None:
+            start = time.perf_counter()
+            outcomes = self._runner.host.hooks.prefetch(query=query, session=session,
+                                                        only=self.plugin)
+            self._answer(outcomes, time.perf_counter() - start, batch)
+
+        if not self._lane.submit(lambda: context.run(call), "prefetch"):
+            self.busy = False
+            batch.deliver(self.plugin, "", 0.0, "the prefetch lane is closed")
 
     def stop(self) -> None:
-        self._jobs.put(None)
+        self._lane.stop()
 
-    def _loop(self) -> None:
-        while True:
-            job = self._jobs.get()
-            if job is None:
-                return
-            query, session, batch, context = job
-            start = time.perf_counter()
-            outcomes = context.run(self._runner.host.hooks.prefetch, query=query,
-                                   session=session, only=self.plugin)
-            seconds = time.perf_counter() - start
-            text, error = "", None
-            for outcome in outcomes:  # this lane's provider (more than one if it has wrappers)
-                if outcome.error is not None:
-                    error = f"{type(outcome.error).__name__}: {outcome.error}"
-                elif outcome.value is not None:
-                    text = provider_text(outcome.value, plugin=self.plugin, hook="prefetch")
-            with self._runner.lock:
-                if error is None:
-                    self.last = text
-                self.busy = False
-            batch.deliver(self.plugin, text, seconds, error)
+    def _answer(self, outcomes: list[HookOutcome], seconds: float, batch: _Batch) -> None:
+        text, error = "", None
+        for outcome in outcomes:  # this lane's provider (more than one if it has wrappers)
+            if outcome.error is not None:
+                error = f"{type(outcome.error).__name__}: {outcome.error}"
+            elif outcome.value is not None:
+                text = provider_text(outcome.value, plugin=self.plugin, hook="prefetch")
+        with self._runner.lock:
+            if error is None:
+                self.last = text
+            self.busy = False
+        batch.deliver(self.plugin, text, seconds, error)
 
 
 class PrefetchRunner:
@@ -142,7 +140,8 @@ class PrefetchRunner:
             for plugin in plugins:
                 lane = self._lanes.get(plugin)
                 if lane is None:
-                    lane = self._lanes[plugin] = _Lane(self, plugin)
+                    lane = self._lanes[plugin] = _Lane(
+                        self, plugin, Lane(f"hermes-prefetch-{provider_label(plugin)}"))
                 if not lane.busy:
                     idle.append(lane)
         batch = _Batch(len(idle))

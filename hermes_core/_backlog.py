@@ -1,0 +1,341 @@
+"""A conversation's backlog: the calls it queued on its plugins' lanes (``host.hooks.later``).
+
+A call nobody waits for is :meth:`~._lanes.Lane.submit`-ted on each plugin's lane and counted
+here, so it can be flushed, and drained with a bound when the conversation closes (and at
+interpreter exit):
+
+* queued ``prefetch`` calls are dropped first: they only prepare a next turn that will not come,
+  and they must not eat the writes' time;
+* writes and session boundaries then get the whole bound;
+* what still has not run when the bound passes is logged at ERROR level, call by call, and
+  returned in a :class:`DrainReport`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextvars
+import functools
+import logging
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ._lanes import Lane, Runners, Status
+
+__all__ = ["Backlog", "DrainReport", "TaskKind", "drain_all"]
+
+log = logging.getLogger("hermes_core.lanes")
+
+TaskKind = Literal["write", "prefetch", "boundary"]
+DrainStatus = Literal["idle", "drained", "timed_out"]
+
+
+class _Ticket:
+    """One queued hook call: its parts on one or more plugins' lanes."""
+
+    __slots__ = ("dropped", "kind", "label", "left", "seq")
+
+    def __init__(self, label: str, kind: TaskKind, seq: int) -> None:
+        self.label = label
+        self.kind = kind
+        self.seq = seq
+        self.left = 1  # its parts still awaited, plus one until the caller has queued them all
+        self.dropped = False  # a drain gave up on it: parts not started yet never run
+
+
+class _Part:
+    """One plugin's part of a queued call."""
+
+    __slots__ = ("context", "counted", "deadline", "fn", "group", "lane", "on_late", "start",
+                 "ticket")
+
+    def __init__(self, ticket: _Ticket, lane: Lane, fn: Callable[[], None],
+                 context: contextvars.Context, deadline: float | None,
+                 on_late: Callable[[Status], None] | None) -> None:
+        self.ticket = ticket
+        self.lane = lane
+        self.fn = fn
+        self.context = context
+        self.deadline = deadline
+        self.on_late = on_late
+        self.start: float | None = None
+        #: no longer awaited: it finished, passed its deadline, or sits behind a late call
+        self.counted = False
+        #: the parts run one after the other on one runner thread, when this is one of them
+        self.group: _Group | None = None
+
+
+class _Group:
+    """Parts of one queued call run on one runner thread over their claimed lanes."""
+
+    __slots__ = ("abandoned", "current", "lock", "parts")
+
+    def __init__(self, parts: list[_Part]) -> None:
+        self.lock = threading.Lock()
+        self.parts = parts
+        self.current = -1  # the index of the part running (or run last)
+        self.abandoned = False  # a part was late: the rest went to their own lanes
+
+
+@dataclass(slots=True)
+class DrainReport:
+    """How a drain went."""
+
+    status: DrainStatus
+    seconds: float = 0.0
+    #: labels of queued prefetch calls dropped because the conversation is over
+    skipped_prefetch: list[str] = field(default_factory=list)
+    #: labels of writes/boundaries that did not run (or did not finish) within the bound
+    abandoned: list[str] = field(default_factory=list)
+
+
+_live: weakref.WeakSet[Backlog] = weakref.WeakSet()
+_live_lock = threading.Lock()
+
+
+class Backlog:
+    """One conversation's calls queued on its plugins' lanes (``host.hooks.later``).
+
+    ``key`` picks the lane shard of every call queued here, so the calls of one conversation
+    reach each plugin in the order they were made, across the sessions of a chain; ``None``
+    takes the shard from each call's own session.
+
+    A part that runs past its hook's deadline is reported late (``timed_out``) and no longer
+    awaited; it keeps running, and the parts queued behind it on its lane are reported
+    ``queued`` and not awaited either, so a hung plugin never holds :meth:`flush` or
+    :meth:`drain` longer than one deadline. Lateness is noticed by whoever next queues, flushes
+    or drains.
+    """
+
+    def __init__(self, key: str | None = None, *, drain_timeout: float = 10.0) -> None:
+        self.key = key
+        self.drain_timeout = drain_timeout
+        self._cond = threading.Condition()
+        self._open: dict[int, _Ticket] = {}  # by sequence number, oldest first
+        self._running: list[_Part] = []
+        self._waiting: list[_Part] = []  # queued on a lane, not started, still awaited
+        self._seq = 0
+        self.completed = 0  #: queued calls that finished (every plugin's part of them)
+        self.closed = False
+        with _live_lock:
+            _live.add(self)
+
+    def open(self, label: str, kind: TaskKind) -> _Ticket | None:
+        """Start one queued call; None (and a warning) once the backlog is drained."""
+        with self._cond:
+            if self.closed:
+                log.warning("%r arrived after its conversation was closed and was not run", label)
+                return None
+            self._seq += 1
+            ticket = self._open[self._seq] = _Ticket(label, kind, self._seq)
+            return ticket
+
+    def put(self, ticket: _Ticket, lane: Lane, fn: Callable[[], None], *,
+            deadline: float | None = None, on_late: Callable[[Status], None] | None = None) -> None:
+        """Queue one plugin's part of ``ticket`` on ``lane``, run in the caller's context;
+        ``on_late`` hears ``timed_out`` or ``queued`` (see the class doc)."""
+        self._sweep()
+        part = _Part(ticket, lane, fn, contextvars.copy_context(), deadline, on_late)
+        behind_late = lane.behind_late()
+        with self._cond:
+            ticket.left += 1
+            if not behind_late:
+                self._waiting.append(part)
+        if not lane.submit(lambda: self._run(part), ticket.label):
+            log.warning("%s: %r arrived after the lane closed and was not run", lane.name,
+                        ticket.label)
+            with self._cond:
+                if part in self._waiting:
+                    self._waiting.remove(part)
+            self._count(part)
+        elif behind_late:
+            self._count(part)
+            if on_late is not None:
+                on_late("queued")
+
+    def put_claimed(self, ticket: _Ticket, parts: list[tuple[Lane, Callable[[], None],
+                                                             float | None,
+                                                             Callable[[Status], None] | None]],
+                    runners: Runners) -> None:
+        """Run several plugins' parts of ``ticket`` one after the other on one runner thread (one
+        hand-off instead of one per plugin). The caller has claimed their lanes
+        (:meth:`Lane.try_claim`), so each plugin still sees its calls in order; each claim is
+        released once its part has run. When a part is late, the parts not started yet go to
+        their own lanes (noticed, like every lateness, at the next put, flush or drain)."""
+        self._sweep()
+        context = contextvars.copy_context()
+        group = _Group([_Part(ticket, lane, fn, context, deadline, on_late)
+                        for lane, fn, deadline, on_late in parts])
+        with self._cond:
+            ticket.left += len(group.parts)
+            for part in group.parts:
+                part.group = group
+                self._waiting.append(part)
+
+        def job() -> None:
+            for index, part in enumerate(group.parts):
+                with group.lock:
+                    if group.abandoned:
+                        return
+                    group.current = index
+                try:
+                    self._run(part)
+                finally:
+                    part.lane.release()
+
+        if not runners.submit(job):
+            self._reroute(group.parts)
+
+    def _reroute(self, parts: list[_Part]) -> None:
+        """Hand claimed parts not started to their own lanes (ahead of what the claims held)."""
+        for part in parts:
+            part.context = part.context.copy()  # the late part still runs in the shared one
+            part.lane.release(first=functools.partial(self._run, part))
+
+    def _run(self, part: _Part) -> None:
+        """Run one part where it is (its lane's thread, or a runner holding its lane's claim)."""
+        with self._cond:
+            if part in self._waiting:
+                self._waiting.remove(part)
+            if part.ticket.dropped:
+                return
+            part.start = time.monotonic()
+            self._running.append(part)
+            self._cond.notify_all()  # a waiter re-reads when the next deadline is due
+        try:
+            part.context.run(part.fn)
+        finally:
+            with self._cond:
+                self._running.remove(part)
+                in_time = not part.counted
+            if in_time and part.deadline is not None:
+                part.lane.trust()  # it answered in time: a lane late before is trusted again
+            self._count(part)
+
+    def seal(self, ticket: _Ticket) -> None:
+        """Every part of ``ticket`` is queued: it is done once they are."""
+        with self._cond:
+            self._settle(ticket)
+
+    def _count(self, part: _Part) -> None:
+        with self._cond:
+            if not part.counted:
+                part.counted = True
+                self._settle(part.ticket)
+
+    def _settle(self, ticket: _Ticket) -> None:
+        ticket.left -= 1
+        if ticket.left == 0 and self._open.pop(ticket.seq, None) is not None:
+            self.completed += 1
+            self._cond.notify_all()
+
+    def _sweep(self) -> float | None:
+        """Report the running parts past their deadline; return the seconds to the next one."""
+        now = time.monotonic()
+        late: list[_Part] = []
+        due: list[float] = []
+        with self._cond:
+            for part in self._running:
+                if part.counted or part.deadline is None or part.start is None:
+                    continue
+                left = part.start + part.deadline - now
+                if left <= 0:
+                    late.append(part)
+                else:
+                    due.append(left)
+            lanes = {id(part.lane) for part in late}
+            behind = [p for p in self._waiting if id(p.lane) in lanes]
+            self._waiting = [p for p in self._waiting if id(p.lane) not in lanes]
+        for part in late:
+            part.lane.mark_late()
+            self._count(part)
+            if part.on_late is not None:
+                part.on_late("timed_out")
+            group = part.group
+            if group is not None:
+                with group.lock:
+                    rest = [] if group.abandoned else group.parts[group.current + 1:]
+                    group.abandoned = True
+                self._reroute(rest)
+        for part in behind:  # now behind a late call: not awaited either
+            self._count(part)
+            if part.on_late is not None:
+                part.on_late("queued")
+        return min(due, default=None)
+
+    def _wait(self, done: Callable[[], bool], timeout: float | None) -> bool:
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            due = self._sweep()
+            with self._cond:
+                if done():
+                    return True
+                now = time.monotonic()
+                if end is not None and now >= end:
+                    return False
+                steps = [x for x in (due, None if end is None else end - now) if x is not None]
+                self._cond.wait(max(min(steps), 0.001) if steps else None)
+
+    def pending(self) -> list[str]:
+        """Labels of the calls queued or running, oldest first."""
+        with self._cond:
+            return [t.label for t in self._open.values()]
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every call queued so far has run; False if ``timeout`` passed first."""
+        with self._cond:
+            target = self._seq
+        return self._wait(lambda: not self._open or next(iter(self._open)) > target, timeout)
+
+    def drain(self, timeout: float | None = None) -> DrainReport:
+        """Stop accepting calls, let what is queued run within ``timeout`` seconds (default
+        :attr:`drain_timeout`), report the rest (see the module doc). Safe to call again."""
+        bound = self.drain_timeout if timeout is None else timeout
+        start = time.perf_counter()
+        with self._cond:
+            already, self.closed = self.closed, True
+            skipped = [t for t in self._open.values() if t.kind == "prefetch"
+                       and not any(p.ticket is t for p in self._running)]
+            for ticket in skipped:
+                ticket.dropped = True
+                del self._open[ticket.seq]
+            busy = bool(self._open)
+        finished = self._wait(lambda: not self._open, bound)
+        with self._cond:
+            left = list(self._open.values())
+            for ticket in left:  # what has not started never will
+                ticket.dropped = True
+            self._open.clear()
+        seconds = time.perf_counter() - start
+        abandoned = [t.label for t in left]
+        if abandoned:
+            log.error("%d memory call(s) did not finish within the %.1f s shutdown bound "
+                      "(memory.worker_drain_timeout) and may not be stored: %s",
+                      len(abandoned), bound, "; ".join(abandoned))
+        if skipped and not already:
+            log.debug("dropped %d queued prefetch call(s) at shutdown", len(skipped))
+        status: DrainStatus = "timed_out" if not finished else ("drained" if busy else "idle")
+        return DrainReport(status, seconds, [t.label for t in skipped], abandoned)
+
+
+def drain_all(timeout: float | None = None) -> list[DrainReport]:
+    """Drain every open backlog, sharing one deadline (by default the longest bound of those
+    with calls pending)."""
+    with _live_lock:
+        backlogs = [b for b in _live if not b.closed]
+    if not backlogs:
+        return []
+    bound = timeout if timeout is not None else max(
+        (b.drain_timeout for b in backlogs if b.pending()), default=0.0)
+    deadline = time.perf_counter() + bound
+    return [b.drain(max(0.0, deadline - time.perf_counter())) for b in backlogs]
+
+
+@atexit.register
+def _drain_at_exit() -> None:
+    # Lane threads are daemons, killed when the interpreter ends: queued writes would vanish.
+    drain_all()

@@ -247,9 +247,11 @@ class Backlog:
                     late.append(part)
                 else:
                     due.append(left)
-            lanes = {id(part.lane) for part in late}
-            behind = [p for p in self._waiting if id(p.lane) in lanes]
-            self._waiting = [p for p in self._waiting if id(p.lane) not in lanes]
+            behind: list[_Part] = []
+            if late:  # the common case has none: no pass over what waits
+                lanes = {id(part.lane) for part in late}
+                behind = [p for p in self._waiting if id(p.lane) in lanes]
+                self._waiting = [p for p in self._waiting if id(p.lane) not in lanes]
         for part in late:
             part.lane.mark_late()
             self._count(part)

@@ -18,9 +18,9 @@ import pytest
 pytest.importorskip("fastapi")
 
 from fastapi.testclient import TestClient
+from inspect_support import memory_text, open_stack, plant, run
 
 from hermes_core.testing.harness import isolated_home
-from tests.inspect_support import memory_text, open_stack, plant, run
 
 #: every route of the API with a request that is valid once authorised
 ENDPOINTS: list[tuple[str, str, dict | None]] = [

@@ -23,7 +23,7 @@ import pytest
 
 pytest.importorskip("fastapi")
 
-from tests.inspect_support import ROOT, open_stack, plant, run
+from inspect_support import ROOT, open_stack, plant, run
 
 SHOTS_ENV = "HERMES_CORE_SCREENSHOTS"
 WAIT = 20.0

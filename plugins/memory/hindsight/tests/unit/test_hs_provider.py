@@ -211,7 +211,11 @@ def test_shutdown_keeps_unsent_turns_in_the_spool(hermes_home, fake):
     turn(again, Session(id="s-up"), "the server is back")
     assert again.writer.flush(5)
     contents = [b["items"][0]["content"] for b in fake.calls("/memories")]
-    assert "server is down" in contents[0] and "server is back" in contents[1]
+    # the spooled turn goes first; the first process's writer, still retrying the turn it was
+    # sending at shutdown, may deliver it once more (at least once, as its warning says)
+    assert "server is down" in contents[0] and any("server is back" in c for c in contents)
+    assert all("server is down" in c or "server is back" in c for c in contents)
+    assert sum("server is back" in c for c in contents) == 1
     assert not spool.exists()
     again.shutdown()
 

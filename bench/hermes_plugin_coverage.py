@@ -58,6 +58,15 @@ PLUGINS: list[str] = [
     "hermesguardian==0.1.0",
     "keepsake-memory==1.1.1",
     "knos-hermes==0.1.0",
+    # more of the index's Hermes memory plugins that say they keep their data on the machine
+    "forge-hermes-plugin==0.3.81",
+    "nyx-memory==7.16.0",
+    "openwolf-hermes==0.1.0",
+    "plur-hermes==0.22.1",
+    "rag-memory-plugin==1.0.0",
+    "yantrikdb-hermes-plugin==0.27.1",
+    "hyatlas-memory==1.4.2",
+    "hermes-memory-pgvector==1.0.0",
 ]
 
 #: installed before the plugin itself: a requirement the plugin leaves open that must not pull a
@@ -88,6 +97,10 @@ FOLDER_INSTALLERS: dict[str, str] = {
     "knos-hermes": textwrap.dedent("""
         from knos_hermes.install import install
         install(HERMES_HOME_DIR)
+    """),
+    "yantrikdb-hermes-plugin": textwrap.dedent("""
+        from yantrikdb_hermes_plugin.cli import main
+        assert main(["install", "--hermes-home", str(HERMES_HOME_DIR)]) == 0
     """),
 }
 

@@ -302,3 +302,86 @@ class ThreadBound(MemoryProvider):
 def register(ctx):
     ctx.register_memory_provider(ThreadBound())
 '''
+
+#: a provider whose first prefetch loads something slow (here: it waits for a file the test
+#: writes, as a model import waits for the disk); it logs when that first call ends
+SLOW_START = '''
+import json, time
+from pathlib import Path
+from agent.memory_provider import MemoryProvider
+
+
+class SlowStart(MemoryProvider):
+    name = "slowstart"
+
+    def __init__(self):
+        self.home = None
+        self.loaded = False
+        self.said = []
+
+    def is_available(self):
+        return True
+
+    def initialize(self, session_id, **kwargs):
+        self.home = Path(kwargs["hermes_home"])
+
+    def _log(self, event, **data):
+        with open(self.home / "calls.jsonl", "a", encoding="utf-8") as f:
+            f.write(json.dumps({"event": event, **data}) + "\\n")
+
+    def prefetch(self, query, *, session_id=""):
+        if not self.loaded:
+            self._log("loading")
+            deadline = time.monotonic() + 60
+            while not (self.home / "release").exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            self.loaded = True
+            self._log("loaded")
+        return "slowstart recalls: " + " | ".join(self.said) if self.said else ""
+
+    def sync_turn(self, user_content, assistant_content, *, session_id=""):
+        self.said.append(user_content)
+
+    def get_tool_schemas(self):
+        return []
+
+
+def register(ctx):
+    ctx.register_memory_provider(SlowStart())
+'''
+
+#: a provider that contributes to the compaction summary and keeps what memory writes it is told
+#: of, with their metadata (Hermes' ``on_pre_compress`` and ``on_memory_write``)
+FLUSHER = '''
+import json
+from pathlib import Path
+from agent.memory_provider import MemoryProvider
+
+
+class Flusher(MemoryProvider):
+    name = "flusher"
+
+    def is_available(self):
+        return True
+
+    def initialize(self, session_id, **kwargs):
+        self.home = Path(kwargs["hermes_home"])
+
+    def _log(self, event, **data):
+        with open(self.home / "calls.jsonl", "a", encoding="utf-8") as f:
+            f.write(json.dumps({"event": event, **data}) + "\\n")
+
+    def on_pre_compress(self, messages):
+        self._log("on_pre_compress", messages=messages)
+        return "Keep: the user's hives are Ada and Grace."
+
+    def on_memory_write(self, action, target, content, metadata=None):
+        self._log("on_memory_write", content=content, metadata=metadata)
+
+    def get_tool_schemas(self):
+        return []
+
+
+def register(ctx):
+    ctx.register_memory_provider(Flusher())
+'''

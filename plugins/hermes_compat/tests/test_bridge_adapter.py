@@ -4,6 +4,7 @@ dropped into the home's hermes-plugins/ folder."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -155,3 +156,70 @@ def test_hermes_context_engine(core_home: Path, monkeypatch: pytest.MonkeyPatch)
     assert compactions[0]["messages_after"] < compactions[0]["messages_before"]
     count = json.loads(report.turns[-1]["tool_calls"][0]["result"])["compactions"]
     assert count == len(compactions)
+
+
+def test_a_slow_first_prefetch_warms_off_the_turn(core_home: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A provider whose first prefetch takes long (loading a model) is "warming": the turn waits
+    only part of the prefetch deadline, reports no missed deadline, and the provider joins the
+    recall once its first call has ended."""
+    import conftest
+
+    drop_folder_plugin(core_home, "slowstart", hermes_style.SLOW_START)
+    home = core_home / "hermes-compat" / "slowstart"
+
+    class Gate(conftest.SpyLLM):
+        """The model of the first turn lets the provider finish loading and waits until it has
+        (real state: the line its first prefetch writes when done), so the next turn is warm."""
+
+        def respond(self, **kw: Any) -> Any:
+            if not conftest.SpyLLM.requests:
+                (home / "release").write_text("", encoding="utf-8")
+                deadline = time.monotonic() + 30
+                while not any(c["event"] == "loaded" for c in calls_of(core_home, "slowstart")):
+                    assert time.monotonic() < deadline, "the first prefetch never ended"
+                    time.sleep(0.01)
+            return super().respond(**kw)
+
+    monkeypatch.setattr(conftest, "SpyLLM", Gate)
+    report = run(core_home, [("I grow tomatoes in Gouda.", "Nice."),
+                             ("What do I grow?", "Tomatoes.")],
+                 providers=["file_memory", "hermes-slowstart"],
+                 config="memory:\n  prefetch_timeout: 0.5\n", monkeypatch=monkeypatch)
+    first, second = report.turns
+    assert not [p for t in report.turns for p in t["hook_problems"] if "slowstart" in p["plugin"]]
+    mine = [p for p in first["prefetch"] if p["provider"] == "hermes-slowstart"]
+    assert mine and mine[0]["status"] == "fresh" and not mine[0]["text"]  # warming: no recall
+    recalled = [p for p in second["prefetch"] if p["provider"] == "hermes-slowstart"]
+    assert "tomatoes in Gouda" in recalled[0]["text"]
+    assert [c["event"] for c in calls_of(core_home, "slowstart")] == ["loading", "loaded"]
+
+
+def test_pre_compress_and_the_flush_writes_reach_hermes_providers(core_home: Path) -> None:
+    """Before a compaction Hermes calls ``on_pre_compress(messages)`` (OpenAI-shaped) and puts
+    the text into the summary prompt; the pre-compaction flush's memory writes reach
+    ``on_memory_write`` with Hermes' metadata, ``execution_context`` "flush"."""
+    from hermes_core.types import MemoryWrite
+
+    drop_folder_plugin(core_home, "flusher", hermes_style.FLUSHER)
+    host = _host(core_home, "memory:\n  providers: [hermes-flusher]\n")
+    try:
+        provider: Any = host.activate_memory_providers()[0]
+        session = Session("s-1")
+        text = provider.on_pre_compress([Message("user", "My hives: Ada, Grace."),
+                                         Message("assistant", "Noted.")], session)
+        assert text == "Keep: the user's hives are Ada and Grace."
+        for origin in ("memory_flush", "assistant_tool"):
+            provider.on_memory_write(MemoryWrite("add", "user", f"by {origin}", origin=origin,
+                                                 session_id="s-1", provider="file_memory"))
+        calls = calls_of(core_home, "flusher")
+        assert calls[0] == {"event": "on_pre_compress", "messages": [
+            {"role": "user", "content": "My hives: Ada, Grace."},
+            {"role": "assistant", "content": "Noted."}]}
+        writes = [c for c in calls if c["event"] == "on_memory_write"]
+        assert writes[0]["metadata"] == {"write_origin": "memory_flush", "execution_context": "flush",
+                                         "session_id": "s-1", "tool_name": "memory",
+                                         "provider": "file_memory"}
+        assert writes[1]["metadata"]["execution_context"] == "foreground"
+    finally:
+        host.shutdown()

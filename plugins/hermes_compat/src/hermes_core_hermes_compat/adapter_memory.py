@@ -12,7 +12,9 @@ The mapping (hermes-core hook -> Hermes method):
   agent_context="primary", user_id=..., parent_session_id=...)`` once, lazily; under
   ``memory.scope: user`` one Hermes provider object per user key, each in its own home;
 * ``system_prompt_block`` -> ``system_prompt_block()``; ``prefetch`` -> ``prefetch(query,
-  session_id=)``; ``queue_prefetch`` -> ``queue_prefetch(query, session_id=)``;
+  session_id=)`` (the object's first one waited for only part of the deadline: a provider still
+  loading is "warming", see :meth:`HermesMemoryProvider.prefetch`); ``queue_prefetch`` ->
+  ``queue_prefetch(query, session_id=)``;
 * ``on_message`` (user message) -> ``on_turn_start(turn_number, text)``;
 * ``sync_turn`` -> ``sync_turn(user, assistant, session_id=, messages=)`` (``messages`` only when
   the plugin's signature takes it);
@@ -20,7 +22,7 @@ The mapping (hermes-core hook -> Hermes method):
   plugin overrides it, else ``initialize`` again with the new id;
 * ``on_session_end`` -> ``on_session_end(messages)``; ``on_pre_compress`` ->
   ``on_pre_compress(messages)``; ``on_memory_write`` -> ``on_memory_write(action, target,
-  content, metadata)``; ``get_tools`` -> ``get_tool_schemas()``, each call ->
+  content, metadata)`` with Hermes' metadata keys (:func:`write_metadata`); ``get_tools`` -> ``get_tool_schemas()``, each call ->
   ``handle_tool_call(name, args)``; ``shutdown`` -> ``shutdown()`` on every object.
 
 Every call into one Hermes object runs on that object's own thread (:class:`.calls.Pinned`):
@@ -36,9 +38,12 @@ nothing until a later session, or until :data:`RETRY_SECONDS` (doubling after ea
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -53,9 +58,13 @@ from .discovery import HermesCandidate
 from .loading import HermesLoadError, Loaded, load
 from .settings import HermesSection, check_section
 
-__all__ = ["RETRY_MAX_SECONDS", "RETRY_SECONDS", "HermesMemoryProvider", "hermes_tools",
-           "memory_class", "overrides", "tool_result"]
+__all__ = ["RETRY_MAX_SECONDS", "RETRY_SECONDS", "WARM_SHARE", "HermesMemoryProvider",
+           "hermes_tools", "memory_class", "overrides", "tool_result", "write_metadata"]
 
+log = logging.getLogger(__name__)
+
+#: the share of ``memory.prefetch_timeout`` a turn waits for a provider's first (cold) prefetch
+WARM_SHARE = 0.8
 #: seconds before a failed ``initialize`` is tried again in the same session (doubling)
 RETRY_SECONDS = 30.0
 RETRY_MAX_SECONDS = 900.0
@@ -101,7 +110,8 @@ class _Failure:
 class _Slot:
     """One Hermes provider object, its own thread, and the session it is initialised for."""
 
-    __slots__ = ("failure", "hermes_home", "lock", "obj", "pinned", "session_id", "turns")
+    __slots__ = ("failure", "hermes_home", "lock", "obj", "pinned", "session_id", "turns", "warm",
+                 "warming")
 
     def __init__(self, obj: Any, hermes_home: Path, thread_name: str) -> None:
         self.obj = obj
@@ -111,6 +121,10 @@ class _Slot:
         self.lock = threading.RLock()
         self.pinned = calls.Pinned(thread_name, hermes_home)
         self.failure: _Failure | None = None
+        #: a prefetch has answered once (the object's first, cold call is behind it)
+        self.warm = False
+        #: the cold first prefetch, still running on the object's thread after the turn left it
+        self.warming: Future[Any] | None = None
 
     def call(self, fn: Callable[..., calls.T], /, *args: Any, **kwargs: Any) -> calls.T:
         """``fn(*args, **kwargs)`` on this object's thread, in its Hermes home."""
@@ -150,6 +164,8 @@ class HermesMemoryProvider(MemoryProvider):
         self._slots: dict[str | None, _Slot] = {}
         self._spare: Any | None = first
         self._user_scope = context.config.memory.scope == "user"
+        #: how long a turn waits for a provider's cold first prefetch (see :meth:`prefetch`)
+        self._warm_wait = context.config.memory.prefetch_timeout * WARM_SHARE
 
     # ------------------------------------------------------------------ loading and slots
 
@@ -303,7 +319,43 @@ class HermesMemoryProvider(MemoryProvider):
 
     @hookimpl
     def prefetch(self, query: str, session: Session) -> str | None:
-        return self._text(self._run(session, "prefetch", query), "prefetch")
+        slot = self._ready(session)
+        fn = getattr(slot.obj, "prefetch", None) if slot is not None else None
+        if slot is None or not callable(fn):
+            return None
+        if slot.warm:
+            return self._text(slot.call(call_with, fn, query, session_id=session.id), "prefetch")
+        if slot.warming is not None:  # the first prefetch is still loading what it needs
+            return None
+        # Cold: the object's first prefetch may import a model or a library (seconds to minutes).
+        # The turn waits for it only part of the prefetch deadline; past that the provider is
+        # "warming": the call goes on on the object's thread, and the turns meanwhile get no
+        # recall from it, at once, instead of a missed deadline each.
+        future = slot.pinned.submit(call_with, fn, query, session_id=session.id)
+        try:
+            value = future.result(timeout=self._warm_wait)
+        except FutureTimeout:
+            slot.warming = future
+            future.add_done_callback(lambda _done, s=slot: self._warmed(s))
+            log.info("Hermes plugin %r is warming: its first prefetch has run %.2f s (loading "
+                     "what it needs); it joins the recall once that call ends",
+                     self.candidate.plugin, self._warm_wait)
+            return None
+        slot.warm = True
+        return self._text(value, "prefetch")
+
+    def _warmed(self, slot: _Slot) -> None:
+        future, slot.warming = slot.warming, None
+        slot.warm = True
+        error = future.exception() if future is not None else None
+        if error is not None:
+            self._problem(f"its first prefetch() raised {type(error).__name__}: {error}")
+        else:
+            log.info("Hermes plugin %r is warm", self.candidate.plugin)
+
+    def warming(self) -> bool:
+        """Whether a first prefetch is still running after its turn went on without it."""
+        return any(slot.warming is not None for slot in self._slots.values())
 
     @hookimpl
     def queue_prefetch(self, query: str, session: Session) -> None:
@@ -352,8 +404,7 @@ class HermesMemoryProvider(MemoryProvider):
     def on_memory_write(self, write: MemoryWrite) -> None:
         slots = [s for s in self._slots.values() if s.session_id is not None]
         chosen = [s for s in slots if s.session_id == write.session_id] or slots[:1]
-        metadata = {"write_origin": write.origin, "session_id": write.session_id or "",
-                    "provider": write.provider or "", "old_text": write.old_text}
+        metadata = write_metadata(write)
         for slot in chosen:
             fn = getattr(slot.obj, "on_memory_write", None)
             if callable(fn):
@@ -386,6 +437,25 @@ class HermesMemoryProvider(MemoryProvider):
             raise ToolError(f"{self.name} is not available in this session: its initialize() "
                             f"failed ({failure.message if failure else 'unknown error'})")
         return slot.call(slot.obj.handle_tool_call, tool, args)
+
+
+#: hermes-core's write origins as Hermes names them (``write_origin``, ``execution_context``)
+_ORIGINS: dict[str, tuple[str, str]] = {
+    "assistant_tool": ("assistant_tool", "foreground"),
+    "memory_review": ("background_review", "background_review"),
+    # the pre-compaction flush: Hermes' documented context name for it
+    "memory_flush": ("memory_flush", "flush"),
+}
+
+
+def write_metadata(write: MemoryWrite) -> dict[str, Any]:
+    """The ``metadata`` Hermes passes to ``on_memory_write`` (its keys ``write_origin``,
+    ``execution_context``, ``session_id``, ``tool_name``), plus what hermes-core knows more."""
+    origin, context = _ORIGINS.get(write.origin, (write.origin, "foreground"))
+    metadata: dict[str, Any] = {"write_origin": origin, "execution_context": context,
+                                "session_id": write.session_id or "", "tool_name": "memory",
+                                "provider": write.provider or "", "old_text": write.old_text}
+    return {k: v for k, v in metadata.items() if v not in (None, "")}
 
 
 def hermes_tools(obj: Any, owner: str, problem: Callable[[str], None],

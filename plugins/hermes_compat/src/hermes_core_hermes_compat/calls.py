@@ -93,18 +93,21 @@ class Pinned:
         self._lock = threading.Lock()
 
     def run(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-        call = functools.partial(fn, *args, **kwargs)
         if threading.current_thread() is self._thread:  # a call made from inside a call
             with in_home(self.home):
-                return call()
+                return fn(*args, **kwargs)
+        return self.submit(fn, *args, **kwargs).result()
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        """Hand ``fn(*args, **kwargs)`` to the thread; its future, not waited for."""
         future: Future[T] = Future()
         with self._lock:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._serve, args=(self._queue,),
                                                 name=self.name, daemon=True)
                 self._thread.start()
-            self._queue.put((call, future))
-        return future.result()
+            self._queue.put((functools.partial(fn, *args, **kwargs), future))
+        return future
 
     def _serve(self, calls: queue.SimpleQueue[_Call | None]) -> None:
         while (item := calls.get()) is not None:

@@ -129,7 +129,11 @@ NOTES: dict[str, str] = {
     "knos-hermes": "its is_available() calls knos.paths.current_repo(), which the knos it "
                    "requires (knos>=0.1.1, so the newest) no longer has",
     "hermes-cashew": "its first prefetch imports sentence-transformers (and torch): on a busy "
-                     "2-core machine that alone took about 70 s",
+                     "2-core machine that alone took about 70 s (the bridge reports it warming)",
+    "plur-hermes": "its register(ctx) runs the npm CLI @plur-ai/cli, which the npm registry "
+                   "does not have",
+    "forge-hermes-plugin": "a general Hermes plugin (tools, hooks, a skill)",
+    "openwolf-hermes": "a general Hermes plugin (a command, hooks)",
 }
 
 #: what a Hermes user of the plugin has set up before it runs (Hermes' own ``memory setup``

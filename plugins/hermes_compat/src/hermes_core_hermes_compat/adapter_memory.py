@@ -22,8 +22,9 @@ The mapping (hermes-core hook -> Hermes method):
   plugin overrides it, else ``initialize`` again with the new id;
 * ``on_session_end`` -> ``on_session_end(messages)``; ``on_pre_compress`` ->
   ``on_pre_compress(messages)``; ``on_memory_write`` -> ``on_memory_write(action, target,
-  content, metadata)`` with Hermes' metadata keys (:func:`write_metadata`); ``get_tools`` -> ``get_tool_schemas()``, each call ->
-  ``handle_tool_call(name, args)``; ``shutdown`` -> ``shutdown()`` on every object.
+  content, metadata)`` with Hermes' metadata keys (:func:`write_metadata`); ``get_tools`` ->
+  ``get_tool_schemas()``, each call -> ``handle_tool_call(name, args)``; ``shutdown`` ->
+  ``shutdown()`` on every object.
 
 Every call into one Hermes object runs on that object's own thread (:class:`.calls.Pinned`):
 Hermes calls a provider from one thread, and providers rely on it. Only the static descriptions
@@ -337,9 +338,9 @@ class HermesMemoryProvider(MemoryProvider):
         except FutureTimeout:
             slot.warming = future
             future.add_done_callback(lambda _done, s=slot: self._warmed(s))
-            log.info("Hermes plugin %r is warming: its first prefetch has run %.2f s (loading "
-                     "what it needs); it joins the recall once that call ends",
-                     self.candidate.plugin, self._warm_wait)
+            self._problem(f"warming: its first prefetch() has not answered in "
+                          f"{self._warm_wait:.2f} s (loading a model or library, or hung); the "
+                          "turns go on without its recall until that call ends")
             return None
         slot.warm = True
         return self._text(value, "prefetch")

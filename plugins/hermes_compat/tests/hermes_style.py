@@ -80,8 +80,8 @@ class Recorder(MemoryProvider):
 
 def register(ctx):
     ctx.register_memory_provider(Recorder())
-    ctx.register_tool("extra_tool", {}, lambda args: "")
-    ctx.register_hook("post_llm_call", lambda **kw: None)
+    ctx.register_skill("recorder-notes", "SKILL.md")
+    ctx.register_hook("transform_llm_output", lambda **kw: None)
 '''
 
 #: a provider whose sync_turn takes ``messages`` and which follows session switches itself

@@ -42,6 +42,7 @@ import json
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -51,11 +52,13 @@ from typing import Any, ClassVar
 from hermes_core import hookimpl
 from hermes_core.errors import PluginError, ToolError
 from hermes_core.kinds import MemoryProvider, PluginContext, Tool
-from hermes_core.types import MemoryWrite, Message, Session, SwitchReason, ToolContext
+from hermes_core.types import EndReason, MemoryWrite, Message, Session, SwitchReason, ToolContext
 
 from . import calls, status
 from .convert import accepts, call_with, to_openai, tool_spec
 from .discovery import HermesCandidate
+from .general import (HooksOnly, Registered, available, block_message, fire, injected_context,
+                      result_text, run_handler, tool_schema, unmapped_hooks)
 from .loading import HermesLoadError, Loaded, load
 from .settings import HermesSection, check_section
 
@@ -63,6 +66,10 @@ __all__ = ["RETRY_MAX_SECONDS", "RETRY_SECONDS", "WARM_SHARE", "HermesMemoryProv
            "hermes_tools", "memory_class", "overrides", "tool_result", "write_metadata"]
 
 log = logging.getLogger(__name__)
+
+#: the live bridged plugins, for the hooks Hermes fires around every tool (``pre_tool_call``
+#: of any Hermes plugin sees the tools of all of them)
+_LIVE: weakref.WeakSet[HermesMemoryProvider] = weakref.WeakSet()
 
 #: the share of ``memory.prefetch_timeout`` a turn waits for a provider's first (cold) prefetch
 WARM_SHARE = 0.8
@@ -109,13 +116,18 @@ class _Failure:
 
 
 class _Slot:
-    """One Hermes provider object, its own thread, and the session it is initialised for."""
+    """One Hermes provider object (with the hooks and tools registered beside it), its own
+    thread, and the session it is initialised for."""
 
-    __slots__ = ("failure", "hermes_home", "lock", "obj", "pinned", "session_id", "turns", "warm",
-                 "warming")
+    __slots__ = ("failure", "history", "history_of", "hermes_home", "hooks", "lock", "obj",
+                 "pinned", "session_id", "turns", "warm", "warming")
 
-    def __init__(self, obj: Any, hermes_home: Path, thread_name: str) -> None:
-        self.obj = obj
+    def __init__(self, loaded: Loaded, hermes_home: Path, thread_name: str) -> None:
+        self.obj = loaded.providers[0]
+        self.hooks = loaded.registered
+        #: the session's messages as Hermes hooks see them (kept only for ``pre_llm_call``)
+        self.history: list[dict[str, Any]] = []
+        self.history_of: str | None = None
         self.hermes_home = hermes_home
         self.session_id: str | None = None
         self.turns = 0
@@ -159,14 +171,19 @@ class HermesMemoryProvider(MemoryProvider):
                 first.save_config(dict(self._values), str(home))
             self._loaded = self._load()
             first = self._loaded.providers[0]
+        self.general = isinstance(first, HooksOnly)
         if not self._safe(first, "is_available", default=False):
             raise PluginError(f"Hermes plugin {self.candidate.plugin!r}: needs its service or key: "
                               f"{unavailable_reason(first)}")
         self._slots: dict[str | None, _Slot] = {}
-        self._spare: Any | None = first
+        self._spare: Loaded | None = self._loaded
         self._user_scope = context.config.memory.scope == "user"
         #: how long a turn waits for a provider's cold first prefetch (see :meth:`prefetch`)
         self._warm_wait = context.config.memory.prefetch_timeout * WARM_SHARE
+        #: the Hermes hooks and tools its register(ctx) registered (the same for every slot)
+        self._hooks = self._loaded.registered
+        if self._hooks:
+            _LIVE.add(self)
 
     # ------------------------------------------------------------------ loading and slots
 
@@ -180,10 +197,18 @@ class HermesMemoryProvider(MemoryProvider):
             raise PluginError(f"{exc} (fix: {exc.fix})" if exc.fix else str(exc)) from exc
         for name in loaded.unsupported:
             self._problem(f"its register(ctx) called ctx.{name}(), which hermes-core does not "
-                          "support: skipped (the provider still runs)")
+                          "support: skipped (the rest still runs)")
+        for hook in unmapped_hooks(loaded.registered):
+            self._problem(f"its hook {hook} is not delivered in hermes-core")
+        for command in loaded.registered.commands:
+            self._problem(f"its command {command} is not available in hermes-core (no plugin "
+                          "slash commands in chat; a Hermes CLI command is not mapped)")
         if not loaded.providers:
-            raise PluginError(f"Hermes plugin {self.candidate.plugin!r} registered no memory "
-                              "provider (it is a context engine: select it in context.engine)")
+            if not loaded.registered:
+                raise PluginError(f"Hermes plugin {self.candidate.plugin!r} registered no memory "
+                                  "provider, hook or tool (a context engine: select it in "
+                                  "context.engine)")
+            loaded.providers.append(HooksOnly())
         return loaded
 
     def _problem(self, message: str) -> None:
@@ -209,12 +234,10 @@ class HermesMemoryProvider(MemoryProvider):
         with self._lock:
             slot = self._slots.get(key)
             if slot is None:
-                obj = self._spare
-                if obj is None:
-                    obj = self._load().providers[0]
+                loaded = self._spare if self._spare is not None else self._load()
                 self._spare = None
                 home = calls.hermes_home_for(self.context.home, self.candidate.plugin, key)
-                slot = self._slots[key] = _Slot(obj, home, f"hermes-{self.candidate.plugin}")
+                slot = self._slots[key] = _Slot(loaded, home, f"hermes-{self.candidate.plugin}")
         return slot
 
     def _ready(self, session: Session) -> _Slot | None:
@@ -308,18 +331,58 @@ class HermesMemoryProvider(MemoryProvider):
 
     @hookimpl
     def on_message(self, message: Message, session: Session) -> None:
-        if message.role != "user":
+        keep = self._hooks.has("pre_llm_call")
+        if message.role != "user" and not keep:
             return
         slot = self._ready(session)
         if slot is None:
+            return
+        if keep:
+            if slot.history_of != session.id:
+                slot.history, slot.history_of = [], session.id
+            slot.history.extend(to_openai([message]))
+        if message.role != "user":
             return
         slot.turns += 1
         if overrides(slot.obj, "on_turn_start"):
             slot.call(call_with, slot.obj.on_turn_start, slot.turns, message.content,
                       platform=session.platform)
 
+    # ------------------------------------------------------------------ Hermes hooks
+
+    def _fire(self, session: Session, hook: str, **kwargs: Any) -> list[Any]:
+        """The answers of the plugin's ``hook`` callbacks, called on its object's thread."""
+        if not self._hooks.has(hook):
+            return []
+        slot = self._ready(session)
+        if slot is None:
+            return []
+        return slot.call(fire, slot.hooks, hook, self._problem, **kwargs)
+
+    @staticmethod
+    def _turn(slot: _Slot, session: Session) -> dict[str, Any]:
+        """What Hermes passes to every hook of a turn."""
+        return {"session_id": session.id, "task_id": session.id,
+                "turn_id": f"{session.id}:{slot.turns}", "model": session.model or "",
+                "platform": session.platform}
+
     @hookimpl
     def prefetch(self, query: str, session: Session) -> str | None:
+        text = self._recall(query, session)
+        if not self._hooks.has("pre_llm_call"):
+            return text
+        slot = self._ready(session)
+        if slot is None:
+            return text
+        history = list(slot.history) if slot.history_of == session.id else []
+        answers = slot.call(fire, slot.hooks, "pre_llm_call", self._problem, user_message=query,
+                            conversation_history=history, is_first_turn=len(history) <= 1,
+                            sender_id=session.user_id or "", **self._turn(slot, session))
+        extra = injected_context(answers)
+        return "\n\n".join(part for part in (text, extra) if part) or None
+
+    def _recall(self, query: str, session: Session) -> str | None:
+        """The provider's own ``prefetch``."""
         slot = self._ready(session)
         fn = getattr(slot.obj, "prefetch", None) if slot is not None else None
         if slot is None or not callable(fn):
@@ -366,13 +429,21 @@ class HermesMemoryProvider(MemoryProvider):
     def sync_turn(self, user_message: Message, assistant_message: Message, session: Session,
                   messages: list[Message]) -> None:
         slot = self._ready(session)
-        if slot is None or not callable(getattr(slot.obj, "sync_turn", None)):
+        if slot is None:
             return
-        extra: dict[str, Any] = {"session_id": session.id}
-        if accepts(slot.obj.sync_turn, "messages"):
-            extra["messages"] = to_openai(messages)
-        slot.call(call_with, slot.obj.sync_turn, user_message.content, assistant_message.content,
-                  **extra)
+        if callable(getattr(slot.obj, "sync_turn", None)):
+            extra: dict[str, Any] = {"session_id": session.id}
+            if accepts(slot.obj.sync_turn, "messages"):
+                extra["messages"] = to_openai(messages)
+            slot.call(call_with, slot.obj.sync_turn, user_message.content,
+                      assistant_message.content, **extra)
+        if self._hooks.has("post_llm_call"):
+            self._fire(session, "post_llm_call", user_message=user_message.content,
+                       assistant_response=assistant_message.content,
+                       conversation_history=to_openai(messages), **self._turn(slot, session))
+        # Hermes 0.19.0 fires on_session_end at the end of every turn (run_conversation)
+        self._fire(session, "on_session_end", completed=True, interrupted=False,
+                   **self._turn(slot, session))
 
     @hookimpl
     def on_pre_compress(self, messages: list[Message], session: Session) -> str | None:
@@ -387,19 +458,28 @@ class HermesMemoryProvider(MemoryProvider):
                           reason: SwitchReason) -> None:
         slot = self._slot(new_session)
         with slot.lock:
-            if slot.session_id is None or slot.session_id == new_session.id:
-                return  # initialised lazily, or already moved by the new session's first hook
-            parent = old_session.id if old_session is not None else slot.session_id
-            self._switch(slot, new_session, parent,
-                         reset=reason in (SwitchReason.NEW, SwitchReason.RESET), reason=str(reason))
+            if slot.session_id is not None and slot.session_id != new_session.id:
+                parent = old_session.id if old_session is not None else slot.session_id
+                self._switch(slot, new_session, parent, reason=str(reason),
+                             reset=reason in (SwitchReason.NEW, SwitchReason.RESET))
+        # otherwise initialised lazily, or already moved by the new session's first hook
+        if reason == SwitchReason.RESET or (reason == SwitchReason.NEW and old_session is not None):
+            self._fire(new_session, "on_session_reset", session_id=new_session.id,
+                       platform=new_session.platform, reason="new_session")
+        if reason == SwitchReason.NEW:  # a brand-new session: not a resume, not a compaction
+            self._fire(new_session, "on_session_start", session_id=new_session.id,
+                       model=new_session.model or "", platform=new_session.platform)
 
     @hookimpl
-    def on_session_end(self, session: Session, messages: list[Message]) -> None:
+    def on_session_end(self, session: Session, messages: list[Message], reason: EndReason) -> None:
         slot = self._slots.get(self._key(session))
         fn = getattr(slot.obj, "on_session_end", None) if slot is not None else None
-        if slot is None or slot.session_id is None or not callable(fn):
-            return
-        slot.call(fn, to_openai(messages))
+        if slot is not None and slot.session_id is not None and callable(fn):
+            slot.call(fn, to_openai(messages))
+        if slot is not None and slot.session_id is not None:
+            self._fire(session, "on_session_finalize", session_id=session.id,
+                       platform=session.platform,
+                       reason="session_boundary" if reason == EndReason.NEW_SESSION else "shutdown")
 
     @hookimpl
     def on_memory_write(self, write: MemoryWrite) -> None:
@@ -414,6 +494,7 @@ class HermesMemoryProvider(MemoryProvider):
 
     @hookimpl
     def shutdown(self) -> None:
+        _LIVE.discard(self)
         for slot in list(self._slots.values()):
             fn = getattr(slot.obj, "shutdown", None)
             try:
@@ -426,10 +507,36 @@ class HermesMemoryProvider(MemoryProvider):
     def get_tools(self) -> list[Tool]:
         # a static description, asked on the caller's thread: the tools are offered even while
         # the object's own thread is held by a hung call
-        obj = next(iter(self._slots.values())).obj if self._slots else self._spare
-        return hermes_tools(obj, self.name, self._problem, self._call_tool)
+        with self._lock:
+            spare = self._spare
+            first = next(iter(self._slots.values()), None)
+        obj = first.obj if first is not None else spare.providers[0] if spare else None
+        tools = [] if self.general else hermes_tools(obj, self.name, self._problem,
+                                                     self._call_tool, check=False)
+        return tools + self._registered_tools(first.hooks if first is not None
+                                              else spare.registered if spare else self._hooks)
 
-    def _call_tool(self, tool: str, args: dict[str, Any], ctx: ToolContext) -> Any:
+    def _registered_tools(self, registered: Registered) -> list[Tool]:
+        """hermes-core tools for the plugin's ``ctx.register_tool`` calls whose ``check_fn``
+        lets them be offered."""
+        tools = []
+        for entry in registered.tools:
+            try:
+                name, description, params = tool_schema(entry)
+                if not available(entry):
+                    self._problem(f"tool {entry.name!r} is not offered: its check_fn() is false")
+                    continue
+            except Exception as exc:  # a schema hermes-core cannot express, a check that raised
+                self._problem(f"tool {entry.name!r} is not offered: {type(exc).__name__}: {exc}")
+                continue
+
+            def handle(args: Any, ctx: ToolContext, _name: str = name) -> str:
+                return self._call_registered(_name, dict(args or {}), ctx)
+            tools.append(Tool(name=name, description=description or f"{self.name} tool",
+                              parameters=params, handler=handle))
+        return tools
+
+    def _tool_slot(self, tool: str, ctx: ToolContext) -> tuple[_Slot, Session]:
         if ctx.session is None:
             raise ToolError(f"tool {tool!r} of {self.name} needs a session")
         slot = self._ready(ctx.session)
@@ -437,7 +544,59 @@ class HermesMemoryProvider(MemoryProvider):
             failure = self._slot(ctx.session).failure
             raise ToolError(f"{self.name} is not available in this session: its initialize() "
                             f"failed ({failure.message if failure else 'unknown error'})")
-        return slot.call(slot.obj.handle_tool_call, tool, args)
+        return slot, ctx.session
+
+    def _call_tool(self, tool: str, args: dict[str, Any], ctx: ToolContext) -> str:
+        slot, session = self._tool_slot(tool, ctx)
+        return self._guarded(slot, session, tool, args, ctx, lambda: tool_result(
+            self.name, tool, slot.call(slot.obj.handle_tool_call, tool, args), self._problem))
+
+    def _call_registered(self, tool: str, args: dict[str, Any], ctx: ToolContext) -> str:
+        slot, session = self._tool_slot(tool, ctx)
+        entry = next((e for e in slot.hooks.tools if e.name == tool), None)
+        if entry is None:
+            raise ToolError(f"{self.name} has no tool {tool!r} in this session")
+        return self._guarded(slot, session, tool, args, ctx, lambda: result_text(slot.call(
+            run_handler, entry, args, task_id=session.id, session_id=session.id)))
+
+    def _guarded(self, slot: _Slot, session: Session, tool: str, args: dict[str, Any],
+                 ctx: ToolContext, run: Callable[[], str]) -> str:
+        """Run a Hermes tool between the ``pre_tool_call``, ``post_tool_call`` and
+        ``transform_tool_result`` hooks of every live bridged plugin, as Hermes' dispatch does."""
+        peers = [p for p in list(_LIVE) if p.context.home == self.context.home]
+        if not peers:
+            return run()
+        base = {"tool_name": tool, "args": args, "tool_call_id": ctx.tool_call_id or "",
+                "api_request_id": "", "middleware_trace": [], **self._turn(slot, session)}
+        base.pop("model"), base.pop("platform")
+        answers = [a for p in peers for a in p._fire(session, "pre_tool_call", **base)]
+        blocked = block_message(answers, tool)
+        start = time.perf_counter()
+        if blocked is not None:
+            text = json.dumps({"error": blocked}, ensure_ascii=False)
+            for p in peers:
+                p._fire(session, "post_tool_call", result=text, duration_ms=0, status="blocked",
+                        error_type="blocked", error_message=blocked, **base)
+            return text
+        try:
+            text = run()
+        except Exception as exc:
+            ms = int((time.perf_counter() - start) * 1000)
+            error = json.dumps({"error": f"{type(exc).__name__}: {exc}"}, ensure_ascii=False)
+            for p in peers:
+                p._fire(session, "post_tool_call", result=error, duration_ms=ms, status="error",
+                        error_type=type(exc).__name__, error_message=str(exc), **base)
+            raise
+        done = {"result": text, "duration_ms": int((time.perf_counter() - start) * 1000),
+                "status": "ok", "error_type": None, "error_message": None}
+        for p in peers:
+            p._fire(session, "post_tool_call", **done, **base)
+        for p in peers:
+            replaced = next((a for a in p._fire(session, "transform_tool_result", **done, **base)
+                             if isinstance(a, str)), None)
+            if replaced is not None:
+                return replaced
+        return text
 
 
 #: hermes-core's write origins as Hermes names them (``write_origin``, ``execution_context``)
@@ -460,10 +619,11 @@ def write_metadata(write: MemoryWrite) -> dict[str, Any]:
 
 
 def hermes_tools(obj: Any, owner: str, problem: Callable[[str], None],
-                 call: Callable[[str, dict[str, Any], ToolContext], Any]) -> list[Tool]:
+                 call: Callable[[str, dict[str, Any], ToolContext], Any], *,
+                 check: bool = True) -> list[Tool]:
     """hermes-core tools for ``obj.get_tool_schemas()``; each call goes through ``call`` and its
-    result is checked by :func:`tool_result`. Schemas hermes-core cannot express are skipped and
-    reported through ``problem``."""
+    result is checked by :func:`tool_result` (unless ``check`` is false: ``call`` did it).
+    Schemas hermes-core cannot express are skipped and reported through ``problem``."""
     try:
         schemas = obj.get_tool_schemas() or []
     except Exception as exc:
@@ -481,7 +641,8 @@ def hermes_tools(obj: Any, owner: str, problem: Callable[[str], None],
             continue
 
         def handle(args: Any, ctx: ToolContext, _name: str = name) -> str:
-            return tool_result(owner, _name, call(_name, dict(args or {}), ctx), problem)
+            value = call(_name, dict(args or {}), ctx)
+            return tool_result(owner, _name, value, problem) if check else str(value)
         tools.append(Tool(name=name, description=description or f"{owner} tool",
                           parameters=params, handler=handle))
     return tools

@@ -44,3 +44,7 @@ def plugins_command(as_json: bool) -> None:
             click.echo(f"    fix: {s.fix}")
         if s.skipped:
             click.echo(f"    skipped registrations hermes-core does not support: {', '.join(s.skipped)}")
+        if s.hooks or s.tools:
+            click.echo(f"    runs: {', '.join([*s.hooks, *(f'tool {t}' for t in s.tools)])}")
+        for item in s.unmapped:
+            click.echo(f"    not delivered: {item}")

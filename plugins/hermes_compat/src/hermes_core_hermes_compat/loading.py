@@ -25,6 +25,7 @@ from typing import Any
 
 from . import calls, shims
 from .discovery import HermesCandidate
+from .general import Registered, RegisteredTool
 
 __all__ = ["NEEDS_HERMES", "HermesLoadError", "Loaded", "load"]
 
@@ -53,21 +54,65 @@ class Loaded:
 
     providers: list[Any] = field(default_factory=list)
     engines: list[Any] = field(default_factory=list)
-    #: registrations skipped: ``register_tool``, ``register_hook``, ...
+    #: hooks, tools and commands (:mod:`.general`)
+    registered: Registered = field(default_factory=Registered)
+    #: registrations skipped: ``register_skill``, ``register_middleware``, ...
     unsupported: list[str] = field(default_factory=list)
 
 
-class _Collector:
-    """The ``ctx`` handed to ``register(ctx)``: keeps providers and engines, notes the rest."""
+class _Manifest:
+    """What a plugin may read of ``ctx.manifest``."""
 
-    def __init__(self, loaded: Loaded) -> None:
+    def __init__(self, name: str) -> None:
+        self.name = self.key = name
+        self.source = "hermes-core"
+
+
+class _Collector:
+    """The ``ctx`` handed to ``register(ctx)``: keeps providers, engines, hooks, tools and the
+    names of commands; notes the rest."""
+
+    #: Hermes' profile name for a home that is not one of its profiles
+    profile_name = "default"
+
+    def __init__(self, loaded: Loaded, plugin: str) -> None:
         self._loaded = loaded
+        self.manifest = _Manifest(plugin)
 
     def register_memory_provider(self, provider: Any, *args: Any, **kwargs: Any) -> None:
         self._loaded.providers.append(provider)
 
     def register_context_engine(self, engine: Any, *args: Any, **kwargs: Any) -> None:
         self._loaded.engines.append(engine)
+
+    def register_hook(self, hook_name: str, callback: Any) -> None:
+        if not callable(callback):
+            raise TypeError(f"register_hook({hook_name!r}, ...) needs a callable, got "
+                            f"{type(callback).__name__}")
+        self._loaded.registered.hooks.setdefault(str(hook_name), []).append(callback)
+
+    def register_tool(self, name: str, toolset: str, schema: Any, handler: Any,
+                      check_fn: Any = None, requires_env: Any = None, is_async: bool = False,
+                      description: str = "", emoji: str = "", override: bool = False) -> None:
+        if not callable(handler):
+            raise TypeError(f"register_tool({name!r}, ...) needs a callable handler")
+        self._loaded.registered.tools.append(RegisteredTool(
+            name=str(name), toolset=str(toolset), schema=schema, handler=handler,
+            check_fn=check_fn if callable(check_fn) else None, is_async=bool(is_async),
+            description=str(description or "")))
+
+    def register_command(self, name: str, handler: Any = None, description: str = "",
+                         args_hint: str = "") -> None:
+        self._loaded.registered.commands.append("/" + str(name).strip().lstrip("/"))
+
+    def register_cli_command(self, name: str, help: str = "", setup_fn: Any = None,
+                             handler_fn: Any = None, description: str = "") -> None:
+        self._loaded.registered.commands.append(f"hermes {name}")
+
+    def inject_message(self, content: str, role: str = "user") -> bool:
+        """Hermes answers False where it has no interactive CLI to queue into (its gateway);
+        hermes-core gives a plugin no way into a conversation either."""
+        return False
 
     def __getattr__(self, name: str) -> Any:
         if not name.startswith("register_"):
@@ -180,7 +225,7 @@ def _register(candidate: HermesCandidate, target: Any) -> Loaded:
             obj = register()
             (loaded.engines if hasattr(obj, "compress") else loaded.providers).append(obj)
         elif callable(register):
-            register(_Collector(loaded))
+            register(_Collector(loaded, candidate.plugin))
         else:
             raise HermesLoadError(
                 f"{candidate.where} has no register(ctx) function and is not a provider class",
@@ -193,10 +238,11 @@ def _register(candidate: HermesCandidate, target: Any) -> Loaded:
         raise HermesLoadError(
             f"{candidate.where}: register(ctx) raised {type(exc).__name__}: {exc}",
             fix="report the error to the plugin's author") from exc
-    if not loaded.providers and not loaded.engines:
-        extra = (f" (it called only {', '.join(loaded.unsupported)}, which hermes-core does not "
-                 "support)") if loaded.unsupported else ""
+    if not loaded.providers and not loaded.engines and not loaded.registered:
+        skipped = loaded.unsupported + loaded.registered.commands
+        extra = (f" (it registered only {', '.join(skipped)}, which hermes-core does not "
+                 "run)") if skipped else ""
         raise HermesLoadError(
-            f"{candidate.where} registered no memory provider and no context engine{extra}",
-            fix="it is not a memory or context plugin; uninstall it or leave it unselected")
+            f"{candidate.where} registered no memory provider, context engine, hook or tool"
+            f"{extra}", fix="hermes-core cannot run it; uninstall it or leave it unselected")
     return loaded

@@ -24,6 +24,7 @@ from hermes_core.atomic import atomic_write
 
 from . import calls
 from .discovery import HermesCandidate, discover
+from .general import DELIVERED, unmapped_hooks
 from .loading import HermesLoadError, load
 from .settings import missing_secrets
 
@@ -51,6 +52,12 @@ class PluginStatus:
     path: str | None = None
     #: registrations of its register(ctx) hermes-core skipped
     skipped: list[str] = field(default_factory=list)
+    #: Hermes hooks it registered that hermes-core delivers (:data:`.general.DELIVERED`)
+    hooks: list[str] = field(default_factory=list)
+    #: Hermes hooks (with the reason) and commands it registered that are not delivered
+    unmapped: list[str] = field(default_factory=list)
+    #: tools it registered with ``ctx.register_tool``
+    tools: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -69,11 +76,21 @@ def status_of(candidate: HermesCandidate, home: Path) -> PluginStatus:
         out.detail, out.fix = str(exc), exc.fix
         return out
     out.skipped = list(loaded.unsupported)
+    registered = loaded.registered
+    out.hooks = [name for name in registered.hooks if name in DELIVERED]
+    out.unmapped = unmapped_hooks(registered) + [
+        f"{command} (command: hermes-core has no counterpart)" for command in registered.commands]
+    out.tools = [tool.name for tool in registered.tools]
     if loaded.engines and not loaded.providers:
         out.kind = "context-engine"
         out.detail = f"context engine: select it with hermes-core config set context.engine {candidate.name}"
         return out
     out.kind = "memory-provider"
+    if not loaded.providers:  # hooks and tools only: it acts through a provider slot
+        out.kind = "general"
+        out.detail = (f"general plugin (hooks, tools): add {candidate.name} to memory.providers "
+                      "to run them")
+        return out
     provider = loaded.providers[0]
     method = "is_available"
     try:

@@ -1,0 +1,291 @@
+"""Hermes *general* plugins (hooks, tools, commands registered by ``register(ctx)``) in hermes-core.
+
+The plugins are written here in Hermes 0.19.0's form and dropped into the home's
+``hermes-plugins/`` folder; each hook logs the keyword arguments it got into its Hermes home, so
+the tests check both that the hook ran at its point of the turn and what it was given. The model's
+words are scripted (the replay, or the loopback Messages API server with the real anthropic SDK):
+the only fake part.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import hermes_core_hermes_compat.plugin as bridge
+import pytest
+from conftest import drop_folder_plugin, recall_in_prompt, run
+
+from hermes_core.agent import Agent
+from hermes_core.fence import FENCE_OPEN
+from hermes_core.llm import AnthropicLLM
+from hermes_core.testing import MessagesAPIServer, Reply, make_host
+
+#: a general plugin using every hook the bridge delivers, three tools and a slash command
+POLICY = '''
+import json
+from hermes_constants import get_hermes_home
+
+
+def _log(event, **fields):
+    home = get_hermes_home()
+    home.mkdir(parents=True, exist_ok=True)
+    with open(home / "calls.jsonl", "a", encoding="utf-8") as out:
+        out.write(json.dumps({"event": event, **fields}, default=str) + "\\n")
+
+
+def on_session_start(session_id, model=None, platform=None, **kw):
+    _log("on_session_start", session_id=session_id, platform=platform)
+
+
+def pre_llm_call(session_id, user_message, conversation_history, is_first_turn, model, platform,
+                 sender_id, **kw):
+    _log("pre_llm_call", session_id=session_id, user_message=user_message,
+         roles=[m["role"] for m in conversation_history], is_first_turn=is_first_turn,
+         platform=platform, turn_id=kw.get("turn_id"))
+    return {"context": f"POLICY-NOTE: answer in {len(user_message)} words or fewer"}
+
+
+def post_llm_call(session_id, user_message, assistant_response, conversation_history, **kw):
+    _log("post_llm_call", user_message=user_message, assistant_response=assistant_response,
+         messages=len(conversation_history))
+
+
+def on_session_end(session_id, completed, interrupted, **kw):
+    _log("on_session_end", session_id=session_id, completed=completed, interrupted=interrupted)
+
+
+def on_session_finalize(session_id, platform, reason, **kw):
+    _log("on_session_finalize", session_id=session_id, reason=reason)
+
+
+def on_session_reset(session_id, platform, reason, **kw):
+    _log("on_session_reset", session_id=session_id, reason=reason)
+
+
+def pre_tool_call(tool_name, args, session_id, tool_call_id, **kw):
+    _log("pre_tool_call", tool_name=tool_name, args=args, tool_call_id=tool_call_id)
+    if tool_name == "vault_delete":
+        return {"action": "block", "message": "deleting from the vault is not allowed"}
+
+
+def post_tool_call(tool_name, result, status, duration_ms, **kw):
+    _log("post_tool_call", tool_name=tool_name, status=status, result=result)
+
+
+def transform_tool_result(tool_name, result, **kw):
+    if tool_name == "vault_read":
+        return result.replace("secret", "[redacted]")
+
+
+def failing_hook(**kw):
+    raise RuntimeError("this callback always fails")
+
+
+def vault_read(args, **kw):
+    return json.dumps({"key": args.get("key"), "text": "the secret is 42"})
+
+
+def vault_delete(args, **kw):
+    _log("vault_delete ran")
+    return json.dumps({"deleted": args.get("key")})
+
+
+def _schema(name):
+    return {"name": name, "description": f"{name} of the vault",
+            "parameters": {"type": "object", "properties": {"key": {"type": "string"}}}}
+
+
+def register(ctx):
+    for hook in ("on_session_start", "pre_llm_call", "post_llm_call", "on_session_end",
+                 "on_session_finalize", "on_session_reset", "pre_tool_call", "post_tool_call",
+                 "transform_tool_result"):
+        ctx.register_hook(hook, globals()[hook])
+    ctx.register_hook("post_llm_call", failing_hook)   # fails: the others still run
+    ctx.register_hook("subagent_stop", failing_hook)   # no hermes-core counterpart
+    ctx.register_tool(name="vault_read", toolset="vault", schema=_schema("vault_read"),
+                      handler=vault_read)
+    ctx.register_tool("vault_delete", "vault", _schema("vault_delete"), vault_delete)
+    ctx.register_tool("vault_hidden", "vault", _schema("vault_hidden"), vault_read,
+                      check_fn=lambda: False)
+    ctx.register_command("vault", lambda raw_args: "ok", description="the vault")
+'''
+
+#: a general plugin whose hooks hang or raise, and a tool that hangs
+STUCK = '''
+import json, threading
+
+_never = threading.Event()
+
+
+def pre_llm_call(**kw):
+    _never.wait()
+
+
+def pre_tool_call(tool_name, **kw):
+    if tool_name == "stuck_tool":
+        _never.wait()
+
+
+def post_llm_call(**kw):
+    raise ValueError("post_llm_call is broken")
+
+
+def quick(args, **kw):
+    return json.dumps({"ok": True})
+
+
+def register(ctx):
+    ctx.register_hook("pre_llm_call", pre_llm_call)
+    ctx.register_hook("pre_tool_call", pre_tool_call)
+    ctx.register_hook("post_llm_call", post_llm_call)
+    schema = {"name": "stuck_tool", "description": "hangs in its pre_tool_call hook",
+              "parameters": {"type": "object", "properties": {}}}
+    ctx.register_tool("stuck_tool", "stuck", schema, quick)
+'''
+
+
+def calls_of(core_home: Path, plugin: str) -> list[dict[str, Any]]:
+    path = core_home / "hermes-compat" / plugin / "calls.jsonl"
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def events(calls: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    return [c for c in calls if c["event"] == name]
+
+
+TURNS = [
+    {"user": "Hello, I keep my notes in the vault.", "assistant": "Understood."},
+    {"user": "Read the vault key a, then delete it.",
+     "tool_calls": [{"name": "vault_read", "arguments": {"key": "a"}},
+                    {"name": "vault_delete", "arguments": {"key": "a"}}],
+     "assistant": "Read it; deleting was refused."},
+    {"user": "Start over.", "assistant": "Fresh start.", "new_session": True},
+]
+
+
+def test_general_plugin_hooks_and_tools_in_a_replay(core_home: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    drop_folder_plugin(core_home, "policy", POLICY)
+    report = run(core_home, TURNS, providers=["file_memory", "hermes-policy"],
+                 monkeypatch=monkeypatch)
+    assert "hermes-policy" in report.providers
+    assert {"vault_read", "vault_delete"} <= set(report.tools)
+    assert "vault_hidden" not in report.tools  # its check_fn() is false
+    calls = calls_of(core_home, "policy")
+    sessions = [t["session_id"] for t in report.turns]
+    first, second = sessions[0], sessions[2]
+    assert first != second
+
+    # on_session_start: once per brand-new session, at its start
+    assert [c["session_id"] for c in events(calls, "on_session_start")] == [first, second]
+    # pre_llm_call: once per turn, with the history up to and including the user's message
+    pre = events(calls, "pre_llm_call")
+    assert [c["user_message"] for c in pre] == [t["user"] for t in TURNS]
+    assert pre[0]["is_first_turn"] is True and pre[0]["roles"] == ["user"]
+    assert pre[1]["is_first_turn"] is False and pre[1]["roles"] == ["user", "assistant", "user"]
+    assert pre[2]["is_first_turn"] is True and pre[2]["session_id"] == second
+    assert pre[0]["platform"] and pre[0]["turn_id"] != pre[1]["turn_id"]
+    # its context reaches the model, fenced and labelled, on the user message only
+    injected = recall_in_prompt("hermes-policy")
+    assert injected and all("POLICY-NOTE: answer in" in block for block in injected)
+    # post_llm_call and the per-turn on_session_end after each turn; the failing callback
+    # registered for post_llm_call spoils nothing
+    post = events(calls, "post_llm_call")
+    assert [c["assistant_response"] for c in post] == [t["assistant"] for t in TURNS]
+    assert post[1]["messages"] >= 5  # user, tool-calling assistant, 2 tool results, assistant
+    ended = events(calls, "on_session_end")
+    assert len(ended) == 3 and all(c["completed"] and not c["interrupted"] for c in ended)
+    # /new: the old session is finalised, the new one reset; the end of the replay finalises
+    finalized = events(calls, "on_session_finalize")
+    assert [(c["session_id"], c["reason"]) for c in finalized] == [
+        (first, "session_boundary"), (second, "shutdown")]
+    assert [(c["session_id"], c["reason"]) for c in events(calls, "on_session_reset")] == [
+        (second, "new_session")]
+
+    # tools: pre_tool_call sees each call; a block answers the call and the tool never runs
+    assert [c["tool_name"] for c in events(calls, "pre_tool_call")] == ["vault_read",
+                                                                        "vault_delete"]
+    assert events(calls, "pre_tool_call")[0]["args"] == {"key": "a"}
+    assert not events(calls, "vault_delete ran")
+    results = {c["name"]: c for c in report.turns[1]["tool_calls"]}
+    assert json.loads(results["vault_read"]["result"]) == {"key": "a",
+                                                           "text": "the [redacted] is 42"}
+    assert json.loads(results["vault_delete"]["result"]) == {
+        "error": "deleting from the vault is not allowed"}
+    assert [(c["tool_name"], c["status"]) for c in events(calls, "post_tool_call")] == [
+        ("vault_read", "ok"), ("vault_delete", "blocked")]
+
+
+def test_general_plugin_listed_with_what_runs_and_what_does_not(core_home: Path) -> None:
+    drop_folder_plugin(core_home, "policy", POLICY)
+    out = subprocess.run([sys.executable, "-m", "hermes_core", "hermes", "plugins", "--json"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    found = {p["name"]: p for p in json.loads(out.stdout)["plugins"]}["hermes-policy"]
+    assert found["kind"] == "general" and found["status"] == "ready"
+    assert "memory.providers" in found["detail"]
+    assert found["tools"] == ["vault_read", "vault_delete", "vault_hidden"]
+    assert set(found["hooks"]) == {"on_session_start", "pre_llm_call", "post_llm_call",
+                                   "on_session_end", "on_session_finalize", "on_session_reset",
+                                   "pre_tool_call", "post_tool_call", "transform_tool_result"}
+    unmapped = "\n".join(found["unmapped"])
+    assert "subagent_stop (no delegation hook" in unmapped
+    assert "pre_tool_call (partly: only around the tools of Hermes plugins" in unmapped
+    assert "/vault (command: hermes-core has no counterpart)" in unmapped
+    text = subprocess.run([sys.executable, "-m", "hermes_core", "hermes", "plugins"],
+                          capture_output=True, text=True, timeout=120).stdout
+    assert "not delivered: subagent_stop" in text
+
+
+def test_failures_are_named_and_the_turn_goes_on(core_home: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pre_llm_call that hangs costs the turn one prefetch deadline; a pre_tool_call that
+    hangs costs one tool deadline; a post_llm_call that raises is logged. The other plugin and
+    the turn go on."""
+    drop_folder_plugin(core_home, "stuck", STUCK)
+    drop_folder_plugin(core_home, "policy", POLICY)
+    turns = [{"user": "Use the stuck tool.", "tool_calls": [{"name": "stuck_tool",
+                                                              "arguments": {}}],
+              "assistant": "It did not answer."},
+             {"user": "And now?", "assistant": "Still here."}]
+    report = run(core_home, turns, providers=["file_memory", "hermes-stuck", "hermes-policy"],
+                 config="memory:\n  prefetch_timeout: 0.3\nhooks:\n  tool_timeout: 1\n",
+                 monkeypatch=monkeypatch)
+    assert [t["reply"] for t in report.turns] == ["It did not answer.", "Still here."]
+    call = report.turns[0]["tool_calls"][0]
+    assert not call["ok"] and "did not finish within 1 s" in call["result"]
+    # the other plugin's pre_llm_call still reached the model on both turns
+    assert len(recall_in_prompt("hermes-policy")) >= 2
+    problems = [p for t in report.turns for p in t["hook_problems"]]
+    assert any(p["plugin"].endswith("hermes-stuck") and p["hook"] == "prefetch"
+               for p in problems)
+    assert not any("hermes-policy" in p["plugin"] for p in problems)
+
+
+def test_injected_context_reaches_the_messages_api(core_home: Path) -> None:
+    """With the real anthropic SDK against the loopback Messages API server: pre_llm_call's
+    context is on the user message of the request, the system prompt is untouched."""
+    drop_folder_plugin(core_home, "policy", POLICY)
+    with MessagesAPIServer([Reply(text="Short answer.")]) as api:
+        host = make_host(core_home, plugins=[("hermes_compat", bridge)], config=(
+            "memory:\n  providers: [file_memory, hermes-policy]\n"
+            f"llm:\n  base_url: {api.base_url}\n  api_key: test-key\n  model: claude-test\n"
+            "  max_retries: 0\n"))
+        agent = Agent.create(host, AnthropicLLM(api_key="test-key", base_url=api.base_url,
+                                                model="claude-test"))
+        try:
+            result = agent.run_turn("How long should answers be?")
+        finally:
+            agent.close()
+        bodies = api.bodies
+    assert result.reply == "Short answer."
+    text = bodies[0]["messages"][0]["content"][0]["text"]
+    assert text.startswith("How long should answers be?\n\n" + FENCE_OPEN)
+    assert "POLICY-NOTE: answer in 27 words or fewer" in text
+    assert "POLICY-NOTE" not in json.dumps(bodies[0]["system"])
+    assert [t["name"] for t in bodies[0]["tools"] if t["name"].startswith("vault")] == [
+        "vault_read", "vault_delete"]

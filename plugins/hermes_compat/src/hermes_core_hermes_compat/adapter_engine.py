@@ -22,8 +22,7 @@ from hermes_core.kinds import ContextEngine, PluginContext, Tool
 from hermes_core.types import CompressionResult, Message, Session, ToolContext, Usage
 
 from . import calls
-from .adapter_memory import hermes_tools
-from .convert import call_with, from_openai, to_openai
+from .convert import call_with, from_openai, hermes_tools, to_openai
 from .discovery import HermesCandidate
 from .loading import HermesLoadError, load
 from .settings import HermesSection

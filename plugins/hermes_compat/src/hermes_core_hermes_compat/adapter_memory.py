@@ -38,7 +38,7 @@ nothing until a later session, or until :data:`RETRY_SECONDS` (doubling after ea
 
 from __future__ import annotations
 
-import json
+import functools
 import logging
 import threading
 import time
@@ -55,15 +55,25 @@ from hermes_core.kinds import MemoryProvider, PluginContext, Tool
 from hermes_core.types import EndReason, MemoryWrite, Message, Session, SwitchReason, ToolContext
 
 from . import calls, status
-from .convert import accepts, call_with, to_openai, tool_spec
+from .convert import accepts, call_with, hermes_tools, to_openai, tool_result, write_metadata
 from .discovery import HermesCandidate
-from .general import (HooksOnly, Registered, available, block_message, fire, injected_context,
-                      result_text, run_handler, tool_schema, unmapped_hooks)
+from .general import (
+    HooksOnly,
+    Registered,
+    available,
+    fire,
+    guarded_call,
+    injected_context,
+    result_text,
+    run_handler,
+    tool_schema,
+    unmapped_hooks,
+)
 from .loading import HermesLoadError, Loaded, load
 from .settings import HermesSection, check_section
 
 __all__ = ["RETRY_MAX_SECONDS", "RETRY_SECONDS", "WARM_SHARE", "HermesMemoryProvider",
-           "hermes_tools", "memory_class", "overrides", "tool_result", "write_metadata"]
+           "memory_class", "overrides", "write_metadata"]
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +129,7 @@ class _Slot:
     """One Hermes provider object (with the hooks and tools registered beside it), its own
     thread, and the session it is initialised for."""
 
-    __slots__ = ("failure", "history", "history_of", "hermes_home", "hooks", "lock", "obj",
+    __slots__ = ("failure", "hermes_home", "history", "history_of", "hooks", "lock", "obj",
                  "pinned", "session_id", "turns", "warm", "warming")
 
     def __init__(self, loaded: Loaded, hermes_home: Path, thread_name: str) -> None:
@@ -569,102 +579,7 @@ class HermesMemoryProvider(MemoryProvider):
         base = {"tool_name": tool, "args": args, "tool_call_id": ctx.tool_call_id or "",
                 "api_request_id": "", "middleware_trace": [], **self._turn(slot, session)}
         base.pop("model"), base.pop("platform")
-        answers = [a for p in peers for a in p._fire(session, "pre_tool_call", **base)]
-        blocked = block_message(answers, tool)
-        start = time.perf_counter()
-        if blocked is not None:
-            text = json.dumps({"error": blocked}, ensure_ascii=False)
-            for p in peers:
-                p._fire(session, "post_tool_call", result=text, duration_ms=0, status="blocked",
-                        error_type="blocked", error_message=blocked, **base)
-            return text
-        try:
-            text = run()
-        except Exception as exc:
-            ms = int((time.perf_counter() - start) * 1000)
-            error = json.dumps({"error": f"{type(exc).__name__}: {exc}"}, ensure_ascii=False)
-            for p in peers:
-                p._fire(session, "post_tool_call", result=error, duration_ms=ms, status="error",
-                        error_type=type(exc).__name__, error_message=str(exc), **base)
-            raise
-        done = {"result": text, "duration_ms": int((time.perf_counter() - start) * 1000),
-                "status": "ok", "error_type": None, "error_message": None}
-        for p in peers:
-            p._fire(session, "post_tool_call", **done, **base)
-        for p in peers:
-            replaced = next((a for a in p._fire(session, "transform_tool_result", **done, **base)
-                             if isinstance(a, str)), None)
-            if replaced is not None:
-                return replaced
-        return text
-
-
-#: hermes-core's write origins as Hermes names them (``write_origin``, ``execution_context``)
-_ORIGINS: dict[str, tuple[str, str]] = {
-    "assistant_tool": ("assistant_tool", "foreground"),
-    "memory_review": ("background_review", "background_review"),
-    # the pre-compaction flush: Hermes' documented context name for it
-    "memory_flush": ("memory_flush", "flush"),
-}
-
-
-def write_metadata(write: MemoryWrite) -> dict[str, Any]:
-    """The ``metadata`` Hermes passes to ``on_memory_write`` (its keys ``write_origin``,
-    ``execution_context``, ``session_id``, ``tool_name``), plus what hermes-core knows more."""
-    origin, context = _ORIGINS.get(write.origin, (write.origin, "foreground"))
-    metadata: dict[str, Any] = {"write_origin": origin, "execution_context": context,
-                                "session_id": write.session_id or "", "tool_name": "memory",
-                                "provider": write.provider or "", "old_text": write.old_text}
-    return {k: v for k, v in metadata.items() if v not in (None, "")}
-
-
-def hermes_tools(obj: Any, owner: str, problem: Callable[[str], None],
-                 call: Callable[[str, dict[str, Any], ToolContext], Any], *,
-                 check: bool = True) -> list[Tool]:
-    """hermes-core tools for ``obj.get_tool_schemas()``; each call goes through ``call`` and its
-    result is checked by :func:`tool_result` (unless ``check`` is false: ``call`` did it).
-    Schemas hermes-core cannot express are skipped and reported through ``problem``."""
-    try:
-        schemas = obj.get_tool_schemas() or []
-    except Exception as exc:
-        problem(f"get_tool_schemas() raised {type(exc).__name__}: {exc}; no tools offered")
-        return []
-    if not isinstance(schemas, list):
-        problem(f"get_tool_schemas() returned {type(schemas).__name__}, not a list: no tools offered")
-        return []
-    tools: list[Tool] = []
-    for schema in schemas:
-        try:
-            name, description, params = tool_spec(schema)
-        except ValueError as exc:
-            problem(f"a tool schema cannot be expressed in hermes-core, skipped: {exc}")
-            continue
-
-        def handle(args: Any, ctx: ToolContext, _name: str = name) -> str:
-            value = call(_name, dict(args or {}), ctx)
-            return tool_result(owner, _name, value, problem) if check else str(value)
-        tools.append(Tool(name=name, description=description or f"{owner} tool",
-                          parameters=params, handler=handle))
-    return tools
-
-
-def tool_result(owner: str, tool: str, result: Any, problem: Callable[[str], None]) -> str:
-    """A Hermes tool result as text: JSON text passes; other text passes with a reported
-    problem; JSON-able data is converted; anything else is a clear tool error."""
-    if isinstance(result, str):
-        try:
-            json.loads(result)
-        except ValueError:
-            problem(f"handle_tool_call({tool!r}) returned text that is not JSON; passed to the "
-                    "model as plain text")
-        return result
-    try:
-        text = json.dumps(result, ensure_ascii=False)
-    except (TypeError, ValueError):
-        raise ToolError(f"{owner}: handle_tool_call({tool!r}) returned a "
-                        f"{type(result).__name__}, neither JSON text nor JSON data") from None
-    problem(f"handle_tool_call({tool!r}) returned {type(result).__name__}, not JSON text; converted")
-    return text
+        return guarded_call([functools.partial(p._fire, session) for p in peers], tool, base, run)
 
 
 def memory_class(candidate: HermesCandidate) -> type[HermesMemoryProvider]:

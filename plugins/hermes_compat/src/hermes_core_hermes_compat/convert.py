@@ -14,10 +14,12 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from hermes_core.kinds import TOOL_NAME_RE
-from hermes_core.types import Message, ToolCall
+from hermes_core.errors import ToolError
+from hermes_core.kinds import TOOL_NAME_RE, Tool
+from hermes_core.types import MemoryWrite, Message, ToolCall, ToolContext
 
-__all__ = ["accepts", "call_with", "from_openai", "to_openai", "tool_spec"]
+__all__ = ["accepts", "call_with", "from_openai", "hermes_tools", "to_openai", "tool_result",
+           "tool_spec", "write_metadata"]
 
 
 def to_openai(messages: Sequence[Message]) -> list[dict[str, Any]]:
@@ -122,3 +124,71 @@ def accepts(fn: Callable[..., Any], name: str) -> bool:
 def call_with(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Call ``fn`` with ``args`` and only those ``kwargs`` its signature accepts."""
     return fn(*args, **{k: v for k, v in kwargs.items() if accepts(fn, k)})
+
+
+def hermes_tools(obj: Any, owner: str, problem: Callable[[str], None],
+                 call: Callable[[str, dict[str, Any], ToolContext], Any], *,
+                 check: bool = True) -> list[Tool]:
+    """hermes-core tools for ``obj.get_tool_schemas()``; each call goes through ``call`` and its
+    result is checked by :func:`tool_result` (unless ``check`` is false: ``call`` did it).
+    Schemas hermes-core cannot express are skipped and reported through ``problem``."""
+    try:
+        schemas = obj.get_tool_schemas() or []
+    except Exception as exc:
+        problem(f"get_tool_schemas() raised {type(exc).__name__}: {exc}; no tools offered")
+        return []
+    if not isinstance(schemas, list):
+        problem(f"get_tool_schemas() returned {type(schemas).__name__}, not a list: no tools offered")
+        return []
+    tools: list[Tool] = []
+    for schema in schemas:
+        try:
+            name, description, params = tool_spec(schema)
+        except ValueError as exc:
+            problem(f"a tool schema cannot be expressed in hermes-core, skipped: {exc}")
+            continue
+
+        def handle(args: Any, ctx: ToolContext, _name: str = name) -> str:
+            value = call(_name, dict(args or {}), ctx)
+            return tool_result(owner, _name, value, problem) if check else str(value)
+        tools.append(Tool(name=name, description=description or f"{owner} tool",
+                          parameters=params, handler=handle))
+    return tools
+
+
+def tool_result(owner: str, tool: str, result: Any, problem: Callable[[str], None]) -> str:
+    """A Hermes tool result as text: JSON text passes; other text passes with a reported
+    problem; JSON-able data is converted; anything else is a clear tool error."""
+    if isinstance(result, str):
+        try:
+            json.loads(result)
+        except ValueError:
+            problem(f"handle_tool_call({tool!r}) returned text that is not JSON; passed to the "
+                    "model as plain text")
+        return result
+    try:
+        text = json.dumps(result, ensure_ascii=False)
+    except (TypeError, ValueError):
+        raise ToolError(f"{owner}: handle_tool_call({tool!r}) returned a "
+                        f"{type(result).__name__}, neither JSON text nor JSON data") from None
+    problem(f"handle_tool_call({tool!r}) returned {type(result).__name__}, not JSON text; converted")
+    return text
+
+
+#: hermes-core's write origins as Hermes names them (``write_origin``, ``execution_context``)
+_ORIGINS: dict[str, tuple[str, str]] = {
+    "assistant_tool": ("assistant_tool", "foreground"),
+    "memory_review": ("background_review", "background_review"),
+    # the pre-compaction flush: Hermes' documented context name for it
+    "memory_flush": ("memory_flush", "flush"),
+}
+
+
+def write_metadata(write: MemoryWrite) -> dict[str, Any]:
+    """The ``metadata`` Hermes passes to ``on_memory_write`` (its keys ``write_origin``,
+    ``execution_context``, ``session_id``, ``tool_name``), plus what hermes-core knows more."""
+    origin, context = _ORIGINS.get(write.origin, (write.origin, "foreground"))
+    metadata: dict[str, Any] = {"write_origin": origin, "execution_context": context,
+                                "session_id": write.session_id or "", "tool_name": "memory",
+                                "provider": write.provider or "", "old_text": write.old_text}
+    return {k: v for k, v in metadata.items() if v not in (None, "")}

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +28,8 @@ from typing import Any
 from .convert import call_with, tool_spec
 
 __all__ = ["DELIVERED", "PARTIAL", "UNMAPPED", "HooksOnly", "Registered", "RegisteredTool",
-           "available", "block_message", "fire", "injected_context", "result_text", "run_handler",
+           "available", "block_message", "fire", "guarded_call", "injected_context", "result_text",
+           "run_handler",
            "tool_schema", "unmapped_hooks"]
 
 #: Hermes hook -> the hermes-core hook it is called from (the same point of a turn)
@@ -214,6 +216,43 @@ def run_handler(entry: RegisteredTool, args: dict[str, Any], **kwargs: Any) -> A
     if entry.is_async or inspect.isawaitable(value):
         value = _await(value)
     return value
+
+
+def guarded_call(peers: list[Callable[..., list[Any]]], tool: str, base: dict[str, Any],
+                 run: Callable[[], str]) -> str:
+    """Run one Hermes tool call (``run``) between the ``pre_tool_call``, ``post_tool_call`` and
+    ``transform_tool_result`` hooks of every live bridged plugin (``peers``: each fires one of
+    its hooks by name and keyword arguments, answering the list of answers), as Hermes' dispatch
+    does: a block answers the call with ``{"error": message}`` and the tool does not run; the
+    first string ``transform_tool_result`` answers replaces the result."""
+    blocked = block_message([a for fire_hook in peers
+                             for a in fire_hook("pre_tool_call", **base)], tool)
+    start = time.perf_counter()
+    if blocked is not None:
+        text = json.dumps({"error": blocked}, ensure_ascii=False)
+        for fire_hook in peers:
+            fire_hook("post_tool_call", result=text, duration_ms=0, status="blocked",
+                      error_type="blocked", error_message=blocked, **base)
+        return text
+    try:
+        text = run()
+    except Exception as exc:
+        ms = int((time.perf_counter() - start) * 1000)
+        error = json.dumps({"error": f"{type(exc).__name__}: {exc}"}, ensure_ascii=False)
+        for fire_hook in peers:
+            fire_hook("post_tool_call", result=error, duration_ms=ms, status="error",
+                      error_type=type(exc).__name__, error_message=str(exc), **base)
+        raise
+    done = {"result": text, "duration_ms": int((time.perf_counter() - start) * 1000),
+            "status": "ok", "error_type": None, "error_message": None}
+    for fire_hook in peers:
+        fire_hook("post_tool_call", **done, **base)
+    for fire_hook in peers:
+        answers = fire_hook("transform_tool_result", **done, **base)
+        replaced = next((a for a in answers if isinstance(a, str)), None)
+        if replaced is not None:
+            return replaced
+    return text
 
 
 def result_text(value: Any) -> str:

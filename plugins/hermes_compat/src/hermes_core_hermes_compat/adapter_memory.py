@@ -192,6 +192,7 @@ class HermesMemoryProvider(MemoryProvider):
         self._warm_wait = context.config.memory.prefetch_timeout * WARM_SHARE
         #: the Hermes hooks and tools its register(ctx) registered (the same for every slot)
         self._hooks = self._loaded.registered
+        self._called: set[str] = set()
         if self._hooks:
             _LIVE.add(self)
 
@@ -367,7 +368,14 @@ class HermesMemoryProvider(MemoryProvider):
         slot = self._ready(session)
         if slot is None:
             return []
+        self._ran(f"hook {hook}")
         return slot.call(fire, slot.hooks, hook, self._problem, **kwargs)
+
+    def _ran(self, what: str) -> None:
+        """Log (once per process) that one of the plugin's registered callables was called."""
+        if what not in self._called:
+            self._called.add(what)
+            log.info("Hermes plugin %r: its %s was called", self.candidate.plugin, what)
 
     @staticmethod
     def _turn(slot: _Slot, session: Session) -> dict[str, Any]:
@@ -566,6 +574,7 @@ class HermesMemoryProvider(MemoryProvider):
         entry = next((e for e in slot.hooks.tools if e.name == tool), None)
         if entry is None:
             raise ToolError(f"{self.name} has no tool {tool!r} in this session")
+        self._ran(f"tool {tool}")
         return self._guarded(slot, session, tool, args, ctx, lambda: result_text(slot.call(
             run_handler, entry, args, task_id=session.id, session_id=session.id)))
 

@@ -12,6 +12,8 @@ Nothing here asserts: the machine is shared and noisy, so read the figures. Need
   written twice: natively (hermes-core hooks) and as a Hermes provider (``register(ctx)``,
   ``agent.memory_provider``) dropped into ``hermes-plugins/`` and run through the bridge. Same
   logic, same kernel; the difference of the medians is the bridge. Rounds alternate A B A B.
+  The same once more as a Hermes *general* plugin: hooks only (``pre_llm_call`` answering the
+  recall, ``post_llm_call`` keeping the note), ``ctx.register_hook``.
 * **Import and load time, bridge unused**: ``import hermes_core`` in a fresh interpreter, and
   ``PluginHost.load()`` + activating the default providers, with the bridge enabled and with it
   disabled (``HERMES_CORE_DISABLE_PLUGINS=hermes_compat``), a few Hermes plugins installed or
@@ -71,6 +73,23 @@ def register(ctx):
     ctx.register_memory_provider(Notes())
 '''
 
+HERMES_HOOKS = '''
+NOTES = []
+
+
+def pre_llm_call(user_message, **kwargs):
+    return {"context": " | ".join(NOTES[-3:])}
+
+
+def post_llm_call(user_message, **kwargs):
+    NOTES.append(user_message[:40])
+
+
+def register(ctx):
+    ctx.register_hook("pre_llm_call", pre_llm_call)
+    ctx.register_hook("post_llm_call", post_llm_call)
+'''
+
 
 class NativeNotes(MemoryProvider):
     name = "native-notes"
@@ -103,9 +122,10 @@ class NativeNotes(MemoryProvider):
 def make_agent(home: Path, provider: str) -> Agent:
     import hermes_core_hermes_compat.plugin as bridge
 
-    folder = home / "hermes-plugins" / "notes"
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "__init__.py").write_text(HERMES_STYLE, encoding="utf-8")
+    for name, source in (("notes", HERMES_STYLE), ("notes_hooks", HERMES_HOOKS)):
+        folder = home / "hermes-plugins" / name
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "__init__.py").write_text(source, encoding="utf-8")
 
     class Reg:
         @hookimpl
@@ -168,17 +188,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--turns", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--providers-only", action="store_true",
+                        help="only the per-turn figures of the provider (for comparing checkouts)")
     args = parser.parse_args()
     native: list[float] = []
     bridged: list[float] = []
+    hooks: list[float] = []
     for _ in range(args.rounds):  # A B A B
         native.append(turn_ms("native-notes", args.turns))
         bridged.append(turn_ms("hermes-notes", args.turns))
+        if not args.providers_only:
+            hooks.append(turn_ms("hermes-notes-hooks", args.turns))
     n, b = statistics.median(native), statistics.median(bridged)
     print(f"{args.turns} turns per round, {args.rounds} rounds alternating (medians of medians)")
     report("turn with a native provider (median)", n, "ms")
     report("turn with the same provider through the bridge (median)", b, "ms")
     report("bridge overhead per turn", b - n, "ms", TARGET_OVERHEAD_MS)
+    if hooks:
+        h = statistics.median(hooks)
+        report("turn with the same logic as Hermes hooks (median)", h, "ms")
+        report("bridge overhead per turn, general plugin (hooks)", h - n, "ms", TARGET_OVERHEAD_MS)
+    if args.providers_only:
+        return
 
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)

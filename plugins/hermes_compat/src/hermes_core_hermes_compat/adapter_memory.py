@@ -375,7 +375,8 @@ class HermesMemoryProvider(MemoryProvider):
         """Log (once per process) that one of the plugin's registered callables was called."""
         if what not in self._called:
             self._called.add(what)
-            log.info("Hermes plugin %r: its %s was called", self.candidate.plugin, what)
+            self.context.logger.info("Hermes plugin %r: its %s was called",
+                                     self.candidate.plugin, what)
 
     @staticmethod
     def _turn(slot: _Slot, session: Session) -> dict[str, Any]:

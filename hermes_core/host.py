@@ -107,6 +107,8 @@ class PluginHost:
         self._erasures: ErasureLedger | None = None
         self._erasures_read_at = 0.0
         self._erasures_lock = threading.Lock()
+        #: the host this one was made from by :meth:`child_host` (None for a loaded host)
+        self.parent: PluginHost | None = None
 
     def heed_erasures(self) -> int | None:
         """Read the stores' erasure generation (:mod:`hermes_core.storage.erasures`); when it
@@ -145,6 +147,8 @@ class PluginHost:
     def embedder(self) -> Any:
         """The embedder ``embeddings.embedder`` selects, built once (thread-safe) and guarded;
         ``None`` when semantic search is off or nothing can run (a warning says why)."""
+        if self.parent is not None:
+            return self.parent.embedder()
         with self._embedder_lock:
             if self._embedder_chosen:
                 return self._embedder
@@ -605,6 +609,43 @@ class PluginHost:
         others = {k: v for k, v in self.instances.items() if k not in keys}
         self.instances = {**others, **{k: v for k, v in zip(keys, out, strict=True) if k}}
         return out
+
+    def child_host(self) -> PluginHost:
+        """A host for a delegated child agent: a plugin manager of its own holding this host's
+        plugin modules and active memory providers (the same objects, in the same order) and a
+        new instance of the active context engine, so the child's compactions and token counts
+        never touch the parent's engine. Close it with :meth:`close_child`; the providers stay
+        this host's (their ``shutdown`` is not called)."""
+        child = PluginHost(create_plugin_manager(), self.home, self.config)
+        child.parent = self
+        child.records, child.registries = self.records, self.registries
+        for key, obj in self.pm.list_name_plugin():
+            if obj is None or self._kinds.get(key) in (ENGINE, PLATFORM):
+                continue
+            child.pm.register(obj, name=key)
+            if key in self._kinds:
+                child._kinds[key], child._names[key] = self._kinds[key], self._names[key]
+        child.instances = {k: v for k, v in self.instances.items() if k in child._kinds}
+        name = self.engine_name
+        if name is not None:
+            child.activate(ENGINE, name, config_key="context.engine")
+        return child
+
+    def close_child(self, drain_timeout: float) -> list[str]:
+        """Close a :meth:`child_host`: wait (within ``drain_timeout``) for its late calls, shut
+        down the engine it built, unregister everything; the shared providers keep running."""
+        if self.parent is None:
+            raise RuntimeError("close_child() is for a host made by child_host(); use shutdown()")
+        busy = self.hooks.drain(drain_timeout)
+        for key, kind in list(self._kinds.items()):
+            if kind == ENGINE:
+                self.hooks.shutdown(only=key)
+        for key in list(self.instances):
+            self.pm.unregister(name=key)
+        self.instances.clear()
+        self._kinds.clear()
+        self.hooks.close()
+        return busy
 
     def deactivate(self, instance: object) -> None:
         key = self.pm.get_name(instance)

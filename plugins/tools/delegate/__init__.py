@@ -20,6 +20,7 @@ After the children, the parent's providers hear ``on_delegation`` once per child
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import threading
 import time
 from collections.abc import Callable
@@ -192,9 +193,9 @@ def delegate(args: DelegateInput, context: ToolContext) -> str:
         child = parent.subagent(host, title=title, tools=tools, identity=SUBAGENT_IDENTITY)
         prompt = spec.task if not spec.context else f"{spec.task}\n\nBackground:\n{spec.context}"
         token = call.child()
-        started.append((spec, child.session.id, token, _start(
-            lambda c=child, h=host, p=prompt, t=token: _run_child(c, h, p, turn, limit, t),
-            name=f"hermes-delegate-{index}")))
+        job = functools.partial(_run_child, child, host, prompt, turn, limit, token)
+        started.append((spec, child.session.id, token,
+                        _start(job, name=f"hermes-delegate-{index}")))
     _wait([f for *_rest, f in started], time.monotonic() + settings.timeout, call)
     outcomes = [_outcome(spec, sid, future, token, settings.timeout, limit)
                 for spec, sid, token, future in started]

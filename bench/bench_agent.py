@@ -12,6 +12,10 @@ Nothing here asserts: the machine is shared and noisy, so read the figures.
   engine's hooks, queuing the turn's sync on the worker. The worker's own run of ``sync_turn`` /
   ``queue_prefetch`` happens off the turn; it is flushed between turns, outside the timing, and
   reported separately as the sustained figure (turns back to back, worker competing for the GIL).
+* **Delegation**: one turn that delegates one task (parent call, child's call, parent's answer)
+  against the same three scripted model calls run inline (a no-op tool in place of
+  ``delegate_task``), alternated A B A B; the difference is the per-child overhead (child host,
+  its engine instance, child session, thread, ``on_delegation``). Target <= 5 ms per child.
 * **Replay**: ``hermes-core replay examples/long-incident.jsonl`` through the library with the
   built-in stack (file memory, compressor), in a fresh scratch home per run; turns per second.
 """
@@ -24,14 +28,18 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-from hermes_core import ContextEngine, MemoryProvider, PluginHost, hookimpl
+from hermes_core import ContextEngine, MemoryProvider, PluginHost, Tool, hookimpl
 from hermes_core.agent import Agent
 from hermes_core.config import load_config, parse_config_text
+from hermes_core.llm import LLMResponse
 from hermes_core.testing import CannedLLM
+from hermes_core.types import ToolCall, Usage
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_OVERHEAD_MS = 1.0  # with 10 providers
+TARGET_DELEGATION_MS = 5.0  # per child, the model excluded
 
 
 class Quiet(MemoryProvider):
@@ -118,6 +126,80 @@ def turn_overhead(providers: int, turns: int) -> tuple[float, float, float]:
     return statistics.median(samples), samples[int(len(samples) * 0.95)], sustained
 
 
+class DelegationScript:
+    """The model's words for the delegation bench, answered at once (the only fake)."""
+
+    def __init__(self, tool: str) -> None:
+        self.tool = tool
+
+    def respond(self, *, system: str, messages: Any, max_tokens: int, model: str | None = None,
+                timeout: float | None = None, tools: Any = None, on_text: Any = None) -> LLMResponse:
+        usage = Usage(input_tokens=100, output_tokens=10)
+        if system.startswith("You are a subagent"):
+            return LLMResponse(text="the child's answer", usage=usage, stop_reason="end_turn")
+        last = messages[-1]
+        if last.role == "user":
+            args = {"tasks": [{"task": "look into it"}]} if self.tool == "delegate_task" else {}
+            return LLMResponse(text="", usage=usage, stop_reason="tool_use",
+                               tool_calls=[ToolCall(id="c1", name=self.tool, arguments=args)])
+        if self.tool == "work" and last.role == "tool" and len(messages) < 5:
+            # inline: the call the child would have made, then the tool loop goes on
+            return LLMResponse(text="", usage=usage, stop_reason="tool_use",
+                               tool_calls=[ToolCall(id="c2", name="work", arguments={})])
+        return LLMResponse(text="done", usage=usage, stop_reason="end_turn")
+
+    def complete(self, **kwargs: Any) -> str:
+        return ""
+
+
+def delegation_agent(home: Path, tool: str) -> Agent:
+    from hermes_core.plugins.tools import delegate
+
+    class Reg:
+        @hookimpl
+        def register_memory_providers(self, register):
+            register(type("Q0", (Quiet,), {"name": "q0"}))
+
+        @hookimpl
+        def register_context_engines(self, register):
+            register(Never)
+
+        @hookimpl
+        def register_tools(self, register):
+            register(Tool(name="work", description="no-op", handler=lambda args, ctx: "ok",
+                          parameters={"type": "object", "properties": {}}))
+
+    config = parse_config_text("memory:\n  providers: [q0]\ncontext:\n  engine: bench_engine\n",
+                               home / "config.yaml")
+    host = PluginHost.load(home, config=config, builtins=False, entry_points=False,
+                           directories=False, plugins=[("bench", Reg()), ("delegate", delegate)])
+    return Agent.create(host, DelegationScript(tool))  # type: ignore[arg-type]
+
+
+def delegation_overhead(turns: int) -> tuple[float, float]:
+    """(median ms of a turn delegating one task, median ms of the same calls inline), A B A B."""
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "a").mkdir()
+        (Path(tmp) / "b").mkdir()
+        delegated = delegation_agent(Path(tmp) / "a", "delegate_task")
+        inline = delegation_agent(Path(tmp) / "b", "work")
+        times: dict[str, list[float]] = {"delegated": [], "inline": []}
+        for i in range(turns + 20):
+            for label, agent in (("delegated", delegated), ("inline", inline)):
+                if i % 50 == 0:
+                    agent.history.clear()
+                start = time.perf_counter()
+                result = agent.run_turn("please look into it")
+                elapsed = (time.perf_counter() - start) * 1000
+                assert result.reply == "done", result.reply
+                agent.worker.flush(5)
+                if i >= 20:  # warm-up turns are not counted
+                    times[label].append(elapsed)
+        delegated.close()
+        inline.close()
+    return statistics.median(times["delegated"]), statistics.median(times["inline"])
+
+
 def replay_speed(runs: int) -> tuple[float, int, int]:
     """(median turns/s, turns, compactions) replaying the long example with the built-in stack."""
     from hermes_core.replay import build_host, load_transcript, replay
@@ -152,6 +234,10 @@ def main() -> None:
         report(f"kernel overhead per turn, {n:2d} providers (median)", median, "ms", target)
         report("  p95", p95, "ms")
         report("  sustained, worker running alongside (mean)", sustained, "ms")
+    with_child, inline = delegation_overhead(max(50, args.turns // 10))
+    report("turn delegating 1 task, 3 scripted calls (median)", with_child, "ms")
+    report("same 3 scripted calls inline (median)", inline, "ms")
+    report("  delegation overhead per child", with_child - inline, "ms", TARGET_DELEGATION_MS)
     rate, turns, compactions = replay_speed(args.runs)
     report(f"replay examples/long-incident.jsonl ({turns} turns, {compactions} compaction)",
            rate, "turns/s")

@@ -32,7 +32,7 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, Literal
 
 from . import clock, deprecations
@@ -45,6 +45,7 @@ from .models import context_window
 from .prefetch import PrefetchRunner
 from .results import CompactionRecord, TurnResult, estimate_tokens
 from .toolrun import IterationBudget, ToolOutcome, ToolRouter
+from .turn import CancelToken, TurnContext
 from .types import EndReason, Message, Session, SwitchReason, Usage
 
 if TYPE_CHECKING:
@@ -104,6 +105,11 @@ class Agent:
     background thread; the same notices are also attached to the next :class:`TurnResult`.
     ``aux_llm`` serves the memory review and flush (default: built from ``llm.*`` with
     ``llm.auxiliary_model``, see :class:`~hermes_core.curation.Curator`).
+
+    ``tools`` limits the session's tools to those names; ``identity`` replaces the system
+    prompt's first part (SOUL.md); ``depth`` is how many delegations deep this agent runs (see
+    :meth:`subagent`). A ``session`` whose ``agent_context`` is ``"subagent"`` is a new session,
+    never a resumed one.
     """
 
     def __init__(
@@ -117,6 +123,9 @@ class Agent:
         last_prompt_tokens: int | None = None,
         on_notice: Callable[[str], None] | None = None,
         aux_llm: ChatLLM | None = None,
+        tools: Collection[str] | None = None,
+        identity: str | None = None,
+        depth: int = 0,
     ) -> None:
         core = host.config.core
         if host.engine is None and core.memory.providers and not host.providers():
@@ -127,7 +136,10 @@ class Agent:
         self.llm = llm
         self.max_tokens = core.llm.max_tokens
         self.max_iterations = core.llm.max_iterations
-        self.resumed = session is not None
+        self.resumed = session is not None and session.agent_context == "primary"
+        self.allowed_tools = None if tools is None else frozenset(tools)
+        self.identity = identity
+        self.depth = depth
         self.session = session or Session(id=new_session_id(), platform=platform, model=core.llm.model)
         self.history: list[Message] = list(history or [])
         self.system_prompt = ""
@@ -149,6 +161,7 @@ class Agent:
         self._closed = False
         self._session_ids = {self.session.id}
         self._turn_thread: int | None = None
+        self._cancel: CancelToken | None = None
         self._problems: list[HookProblem] = []
         self._problem_lock = threading.Lock()
         self._unsubscribe = host.hooks.subscribe(self._on_problem)
@@ -205,19 +218,21 @@ class Agent:
             if self._closed:
                 raise RuntimeError("this agent is closed; create a new one")
             self._assemble()  # first: a tool-name collision must stop the session before it starts
-            reason = SwitchReason.RESUME if self.resumed else SwitchReason.NEW
+            reason = (SwitchReason.DELEGATION if self.session.agent_context == "subagent"
+                      else SwitchReason.RESUME if self.resumed else SwitchReason.NEW)
             self.host.hooks.later.on_session_switch(new_session=self.session, old_session=None,
                                                     reason=reason, backlog=self.worker)
             self._started = True
 
     def _assemble(self) -> None:
         """Build the tool list and the system prompt; kept byte-identical until the next compaction."""
-        self.router = ToolRouter.from_host(self.host)
+        self.router = ToolRouter.from_host(self.host, self.allowed_tools)
         self.tool_schemas = self.router.schemas()
-        identity = DEFAULT_IDENTITY
+        identity = self.identity or DEFAULT_IDENTITY
         soul = self.host.home / "SOUL.md"
         try:
-            identity = soul.read_text(encoding="utf-8").strip() or DEFAULT_IDENTITY
+            if self.identity is None:
+                identity = soul.read_text(encoding="utf-8").strip() or DEFAULT_IDENTITY
         except FileNotFoundError:
             pass
         except (OSError, UnicodeDecodeError) as exc:
@@ -239,8 +254,14 @@ class Agent:
     # ---------------------------------------------------------------------------------- a turn
 
     def run_turn(self, text: str, *, on_text: Callable[[str], None] | None = None,
-                 message_id: str | None = None) -> TurnResult:
+                 message_id: str | None = None, budget: IterationBudget | None = None,
+                 cancel: CancelToken | None = None) -> TurnResult:
         """Run one user turn and return its result; ``on_text`` receives the reply as it streams.
+
+        ``budget`` is the model calls the turn may make (default: ``llm.max_iterations`` of its
+        own; a delegated child gets a share of its parent's, see :meth:`IterationBudget.child`).
+        ``cancel`` stops the turn before its next model call once cancelled (as :meth:`cancel`
+        does); the result then has ``cancelled`` set.
 
         ``message_id`` (the sender's id of the message) is stored on the user message
         (``meta["message_id"]``). When the history's last user message is that id and text (a
@@ -286,14 +307,22 @@ class Agent:
             result = TurnResult("", self.session.id, user, user, prefetch=recall, recall_block=block)
             if hygiene is not None:
                 result.compactions.append(hygiene)
-            budget = IterationBudget(self.max_iterations)
+            budget = budget or IterationBudget(self.max_iterations)
+            token = self._cancel = cancel or CancelToken()
+            turn = TurnContext(self, budget, token, self.depth)
             scrubber = StreamScrubber()
             while True:
+                if token.cancelled:  # Agent.cancel(), or the delegating call gave up on this one
+                    result.cancelled = True
+                    break
                 # 3. Context engine: compact first when should_compress says so.
                 self._maybe_compact(result)
-                # 4. The LLM call, then update_from_response with its usage.
+                # 4. The LLM call (counted first: a shared budget may have no call left), then
+                #    update_from_response with its usage.
+                if not budget.take():
+                    result.budget_exhausted = True
+                    break
                 response = self._call_llm(user, block, scrubber, on_text, result)
-                budget.spend()
                 self.host.hooks.update_from_response(usage=response.usage)
                 self.last_prompt_tokens = response.usage.prompt_tokens or None
                 assistant = Message("assistant", scrub(response.text), tool_calls=list(response.tool_calls),
@@ -308,7 +337,7 @@ class Agent:
                 if budget.exhausted:
                     outcomes = [self._refused(call) for call in response.tool_calls]
                 else:
-                    outcomes = self.router.run(response.tool_calls, self.session)
+                    outcomes = self.router.run(response.tool_calls, self.session, turn)
                 notes = [n for n in (budget.note(),
                                      self.curator.skill_nudge(self.router, response.tool_calls)) if n]
                 if notes:
@@ -324,16 +353,23 @@ class Agent:
                     result.budget_exhausted = True
                     break
 
+            self._cancel = None
             # 6. Turn end: sync_turn, then queue_prefetch, queued on each provider's lane for this
-            #    conversation (in order, never awaited here).
+            #    conversation (in order, never awaited here). A subagent's turn is not the user's:
+            #    its messages are archived (on_message) but no provider stores it as a turn.
             session, snapshot = self.session, list(self.history)
-            self.host.hooks.later.sync_turn(user_message=user, assistant_message=result.assistant,
-                                            session=session, messages=snapshot, backlog=self.worker)
-            self.host.hooks.later.queue_prefetch(query=text, session=session, backlog=self.worker)
+            if session.agent_context == "primary" and result.assistant is not user:
+                self.host.hooks.later.sync_turn(user_message=user, assistant_message=result.assistant,
+                                                session=session, messages=snapshot,
+                                                backlog=self.worker)
+                self.host.hooks.later.queue_prefetch(query=text, session=session,
+                                                     backlog=self.worker)
 
-            result.reply = result.assistant.content
-            if result.budget_exhausted and not result.reply.strip():
-                result.reply = (f"(The turn stopped: all {self.max_iterations} model calls of its "
+            result.reply = result.assistant.content if result.assistant is not user else ""
+            if result.cancelled and not result.reply.strip():
+                result.reply = f"(The turn was cancelled: {token.reason or 'cancelled'}.)"
+            elif result.budget_exhausted and not result.reply.strip():
+                result.reply = (f"(The turn stopped: all {budget.limit} model calls of its "
                                 "budget were used before a final answer.)")
             result.session_id = self.session.id
             result.iterations = budget.used
@@ -350,6 +386,30 @@ class Agent:
                                and p.hook in _WRITE_HOOKS]
             result.seconds = time.perf_counter() - started
             return result
+
+    def cancel(self, reason: str = "cancelled by the user") -> bool:
+        """Cancel the running turn (from another thread): it stops before its next model call,
+        and the children it delegated to stop with it. False when no turn is running."""
+        token = self._cancel
+        if token is None:
+            return False
+        token.cancel(reason)
+        return True
+
+    def subagent(self, host: PluginHost, *, title: str, tools: Collection[str] | None = None,
+                 identity: str | None = None) -> Agent:
+        """A child agent for a delegated task, on ``host`` (a :meth:`PluginHost.child_host`: its
+        own context engine instance, the same memory providers): a new session whose
+        ``parent_session_id`` is this agent's session and whose ``agent_context`` is
+        ``"subagent"``, one level deeper, with the same model client."""
+        attributes: dict[str, Any] = {"agent_context": "subagent", "delegation_depth": self.depth + 1}
+        if self.session.user_id is not None:
+            attributes["user_id"] = self.session.user_id
+        session = Session(id=new_session_id(), platform=self.session.platform,
+                          model=self.session.model, title=title,
+                          parent_session_id=self.session.id, attributes=attributes)
+        return Agent(host, self.llm, session=session, tools=tools, identity=identity,
+                     depth=self.depth + 1)
 
     def _stored_retry(self, text: str, message_id: str | None) -> Message | None:
         """The history's last user message when it is ``message_id`` with ``text`` (stored by
@@ -519,6 +579,8 @@ class Agent:
         return self._compact(None, "hygiene")
 
     def _curation_job(self, messages: list[Message]) -> CurationJob | None:
+        if self.session.agent_context != "primary":
+            return None  # a subagent's work is not the user's conversation: nothing to curate
         return make_job(self.host, self.router, self.session, messages, self.system_prompt)
 
     # ------------------------------------------------------------------------- session changes

@@ -142,6 +142,7 @@ DEFAULT_HOOK_TIMEOUTS: dict[str, float] = {
     "on_session_switch": 5.0,
     "on_session_end": 5.0,
     "on_memory_write": 5.0,
+    "on_delegation": 5.0,
     "forget": 30.0,
     "on_erasure": 2.0,
     # front ends and shutdown
@@ -229,6 +230,21 @@ class EmbeddingsSection(StrictModel):
         return value
 
 
+class DelegationSection(StrictModel):
+    #: offer the ``delegate_task`` tool; ``false`` leaves it out of every session's tool list
+    enabled: bool = True
+    #: how deep children may delegate again: 1 = the main agent's children cannot delegate
+    max_depth: int = Field(default=1, ge=1, le=5)
+    #: children one ``delegate_task`` call runs at once; further tasks of the call are refused
+    max_parallel: int = Field(default=3, ge=1, le=16)
+    #: tools a child may use (names); ``None`` = every tool of the parent's session
+    allowed_tools: list[str] | None = None
+    #: model calls one child may make (it also spends the parent's turn budget, shared)
+    child_max_iterations: int = Field(default=30, ge=1, le=1000)
+    #: seconds a ``delegate_task`` call waits for its children before cancelling the rest
+    timeout: float = Field(default=100.0, gt=0, le=3600)
+
+
 class PluginsSection(StrictModel):
     #: plugin names (or distribution names) never imported
     disabled: list[str] = Field(default_factory=list)
@@ -246,6 +262,7 @@ class CoreConfig(StrictModel):
     logging: LoggingSection = Field(default_factory=LoggingSection)
     storage: StorageSection = Field(default_factory=StorageSection)
     embeddings: EmbeddingsSection = Field(default_factory=EmbeddingsSection)
+    delegation: DelegationSection = Field(default_factory=DelegationSection)
 
 
 CORE_SECTIONS: tuple[str, ...] = tuple(CoreConfig.model_fields)

@@ -191,6 +191,7 @@ RECEIVERS: dict[str, frozenset[str]] = {
     "sync_turn": _MEMORY,
     "on_pre_compress": _MEMORY,
     "on_memory_write": _MEMORY,
+    "on_delegation": _MEMORY,
     "load_session": _MEMORY,
     "on_session_switch": _LIFECYCLE,
     "on_session_end": _LIFECYCLE,
@@ -353,6 +354,11 @@ class Hooks:
         """Every provider but ``exclude`` (the plugin-manager name of the one that wrote)."""
         return self._all(self._relay.on_memory_write, BACKGROUND, _nothing, exclude=exclude,
                          write=write)
+
+    def on_delegation(self, *, task: str, result: str, child_session_id: str, status: str,
+                      session: Session) -> list[HookOutcome]:
+        return self._all(self._relay.on_delegation, TURN, _nothing, task=task, result=result,
+                         child_session_id=child_session_id, status=status, session=session)
 
     def shutdown(self, *, only: str) -> list[HookOutcome]:
         """One instance at a time: the host calls them in reverse activation order."""

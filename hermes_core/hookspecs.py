@@ -60,6 +60,7 @@ __all__ = [
     "get_tools",
     "import_sessions",
     "load_session",
+    "on_delegation",
     "on_erasure",
     "on_memory_write",
     "on_message",
@@ -108,6 +109,7 @@ MEMORY_HOOKS = (
     "load_session",
     "forget",
     "on_erasure",
+    "on_delegation",
 )
 CONTEXT_ENGINE_HOOKS = (
     "should_compress", "compress", "update_from_response", "on_turn_start", "on_prompt_assembled",
@@ -280,6 +282,21 @@ def on_memory_write(write: MemoryWrite) -> None:
     """Mirror a successful write to another provider's store.
 
     Called on every active provider except the one that wrote, after the write reached disk.
+    """
+
+
+@hookspec
+def on_delegation(task: str, result: str, child_session_id: str, status: str,
+                  session: Session) -> None:
+    """A child agent the model delegated ``task`` to has finished.
+
+    Called on the delegating agent's providers (under a deadline, on the turn's path, once per
+    child, after the ``delegate_task`` call's children are done). ``result`` is the child's final
+    answer as the parent receives it (or the error text); ``status`` is ``completed``,
+    ``failed``, ``timed_out``, ``budget_exhausted`` or ``cancelled``; ``child_session_id`` is the
+    child's archived session (its ``parent_session_id`` is ``session.id``); ``session`` is the
+    delegating session. The child's own turns never reach ``sync_turn``: record here what the
+    user's memory should keep of the delegated work, if anything. Return nothing.
     """
 
 

@@ -74,6 +74,8 @@ def create_plugin_manager() -> pluggy.PluginManager:
 if TYPE_CHECKING:
     from .storage.erasures import ErasureLedger
 
+#: closed child hosts a host keeps for reuse (see :meth:`PluginHost.child_host`)
+_SPARE_CHILDREN = 4
 #: seconds a read of the erasure generation is reused (one turn's dispatcher and prefetch)
 _ERASURES_FRESH = 0.005
 
@@ -107,6 +109,14 @@ class PluginHost:
         self._erasures: ErasureLedger | None = None
         self._erasures_read_at = 0.0
         self._erasures_lock = threading.Lock()
+        #: the host this one was made from by :meth:`child_host` (None for a loaded host)
+        self.parent: PluginHost | None = None
+        #: closed child hosts kept for the next delegation (building one registers every plugin
+        #: again), with the registrations they were built from
+        self._spare_children: list[tuple[tuple[tuple[str, int], ...], PluginHost]] = []
+        self._spare_lock = threading.Lock()
+        self._spare_signature: tuple[tuple[str, int], ...] = ()
+        self._closed = False
 
     def heed_erasures(self) -> int | None:
         """Read the stores' erasure generation (:mod:`hermes_core.storage.erasures`); when it
@@ -145,6 +155,8 @@ class PluginHost:
     def embedder(self) -> Any:
         """The embedder ``embeddings.embedder`` selects, built once (thread-safe) and guarded;
         ``None`` when semantic search is off or nothing can run (a warning says why)."""
+        if self.parent is not None:
+            return self.parent.embedder()
         with self._embedder_lock:
             if self._embedder_chosen:
                 return self._embedder
@@ -606,6 +618,61 @@ class PluginHost:
         self.instances = {**others, **{k: v for k, v in zip(keys, out, strict=True) if k}}
         return out
 
+    def child_host(self) -> PluginHost:
+        """A host for a delegated child agent: a plugin manager of its own holding this host's
+        plugin modules and active memory providers (the same objects, in the same order) and a
+        new instance of the active context engine, so the child's compactions and token counts
+        never touch the parent's engine. Close it with :meth:`close_child`; the providers stay
+        this host's (their ``shutdown`` is not called)."""
+        shared = [(key, obj) for key, obj in self.pm.list_name_plugin()
+                  if obj is not None and self._kinds.get(key) not in (ENGINE, PLATFORM)]
+        signature = tuple((key, id(obj)) for key, obj in shared)
+        child: PluginHost | None = None
+        with self._spare_lock:
+            for i, (sig, _spare) in enumerate(self._spare_children):
+                if sig == signature:
+                    child = self._spare_children.pop(i)[1]
+                    break
+        if child is None:
+            child = PluginHost(create_plugin_manager(), self.home, self.config)
+            child.parent = self
+            child.records, child.registries = self.records, self.registries
+            for key, obj in shared:
+                child.pm.register(obj, name=key)
+                if key in self._kinds:
+                    child._kinds[key], child._names[key] = self._kinds[key], self._names[key]
+            child.instances = {k: v for k, v in self.instances.items() if k in child._kinds}
+            child._spare_signature = signature
+        name = self.engine_name
+        if name is not None:
+            child.activate(ENGINE, name, config_key="context.engine")
+        return child
+
+    def close_child(self, drain_timeout: float) -> list[str]:
+        """Close a :meth:`child_host`: wait (within ``drain_timeout``) for its late calls, shut
+        down the engine it built, unregister everything; the shared providers keep running."""
+        if self.parent is None:
+            raise RuntimeError("close_child() is for a host made by child_host(); use shutdown()")
+        busy = self.hooks.drain(drain_timeout)
+        for key, kind in list(self._kinds.items()):
+            if kind == ENGINE:
+                self.hooks.shutdown(only=key)
+                self.deactivate(self.instances[key])
+        parent = self.parent
+        with parent._spare_lock:
+            if not busy and len(parent._spare_children) < _SPARE_CHILDREN and not parent._closed:
+                parent._spare_children.append((self._spare_signature, self))
+                return busy
+        self._release_child()
+        return busy
+
+    def _release_child(self) -> None:
+        for key in list(self.instances):
+            self.pm.unregister(name=key)
+        self.instances.clear()
+        self._kinds.clear()
+        self.hooks.close()
+
     def deactivate(self, instance: object) -> None:
         key = self.pm.get_name(instance)
         if key is not None:
@@ -651,6 +718,11 @@ class PluginHost:
             self.hooks.shutdown(only=key)
         for instance in list(self.instances.values()):
             self.deactivate(instance)
+        with self._spare_lock:
+            self._closed = True
+            spares, self._spare_children = self._spare_children, []
+        for _sig, spare in spares:
+            spare._release_child()
         closer = getattr(self._embedder, "close", None)
         if callable(closer):
             try:

@@ -288,9 +288,9 @@ class Tool:
     ``path_arguments`` names the arguments holding file paths, so calls touching the same path are
     never run at the same time.
 
-    ``guidance`` is prompt text the kernel adds to the system prompt of a session that offers the
-    tool (when and how to use it); ``curation`` makes the tool part of the kernel's memory
-    curation (see :class:`Curation`).
+    ``available(config)`` lets the config switch the tool off. ``guidance`` is prompt text the
+    kernel adds to the system prompt of a session that offers the tool (when and how to use it);
+    ``curation`` makes the tool part of the kernel's memory curation (see :class:`Curation`).
     """
 
     name: str
@@ -302,6 +302,10 @@ class Tool:
     path_arguments: tuple[str, ...] = ()
     guidance: str = ""
     curation: Curation | None = None
+    #: called with the :class:`~hermes_core.config.CoreConfig` when a session's tool list is
+    #: built: False leaves the tool out of it (a tool the config switched off is absent, not
+    #: failing); ``None``: always offered
+    available: Callable[[Any], bool] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not TOOL_NAME_RE.match(self.name):

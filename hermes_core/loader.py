@@ -60,6 +60,7 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "lossless": "hermes_core.plugins.context_engine.lossless",
     "skills": "hermes_core.plugins.memory.skills",
     "todo": "hermes_core.plugins.tools.todo",
+    "delegate": "hermes_core.plugins.tools.delegate",
     "cli": "hermes_core.plugins.platforms.cli",
     "webhook": "hermes_core.plugins.platforms.webhook",
     "mcp": "hermes_core.plugins.mcp",

@@ -78,6 +78,8 @@ class TurnResult:
     system_prompts: list[str] = field(default_factory=list)
     iterations: int = 0
     budget_exhausted: bool = False
+    #: the turn was cancelled (:meth:`Agent.cancel`, or the delegating call gave up on it)
+    cancelled: bool = False
     #: characters passed to ``on_text`` (after scrubbing)
     streamed_chars: int = 0
     seconds: float = 0.0

@@ -20,10 +20,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -36,6 +38,7 @@ from .types import ToolCall, ToolContext
 if TYPE_CHECKING:
     from .host import PluginHost
     from .kinds import Tool
+    from .turn import TurnContext
     from .types import Session
 
 __all__ = ["MAX_PARALLEL", "IterationBudget", "ToolOutcome", "ToolRouter", "paths_overlap"]
@@ -95,8 +98,9 @@ class ToolRouter:
         self._schemas = [tool.schema() for tool, _plugin in self.tools.values()]
 
     @classmethod
-    def from_host(cls, host: PluginHost) -> ToolRouter:
-        """Every tool of the host's plugins; :class:`RegistryError` naming both on a collision."""
+    def from_host(cls, host: PluginHost, allowed: Collection[str] | None = None) -> ToolRouter:
+        """Every tool of the host's plugins (those in ``allowed`` when given; not those whose
+        ``available(config)`` says no); :class:`RegistryError` naming both on a collision."""
         conflicts = host.registries.tools.conflicts
         if conflicts:
             name, owners = next(iter(conflicts.items()))
@@ -104,8 +108,11 @@ class ToolRouter:
                 f"tool {name!r} is registered by {' and '.join(repr(p) for p in owners)}; "
                 f"disable all but one of them ('hermes-core plugins disable NAME')"
             )
-        hooks = host.config.core.hooks
-        return cls(host.tools(), timeout=hooks.tool_timeout, result_chars=hooks.tool_result_chars)
+        core = host.config.core
+        tools = {name: entry for name, entry in host.tools().items()
+                 if (allowed is None or name in allowed)
+                 and (entry[0].available is None or entry[0].available(core))}
+        return cls(tools, timeout=core.hooks.tool_timeout, result_chars=core.hooks.tool_result_chars)
 
     def schemas(self) -> list[dict[str, Any]]:
         """The provider-neutral tool schemas to send with each request."""
@@ -129,18 +136,23 @@ class ToolRouter:
             seen.append(paths)
         return True
 
-    def run(self, calls: Sequence[ToolCall], session: Session | None) -> list[ToolOutcome]:
-        """Run ``calls`` (parallel when allowed); one outcome per call, in the model's order."""
+    def run(self, calls: Sequence[ToolCall], session: Session | None,
+            turn: TurnContext | None = None) -> list[ToolOutcome]:
+        """Run ``calls`` (parallel when allowed); one outcome per call, in the model's order.
+        ``turn`` is handed to each tool (``ToolContext.turn``)."""
         if self.parallel_batch(calls):
             with ThreadPoolExecutor(
                 max_workers=min(MAX_PARALLEL, len(calls)), thread_name_prefix="hermes-tool"
             ) as pool:
-                outcomes = list(pool.map(lambda c: self.run_one(c, session, parallel=True), calls))
+                outcomes = list(pool.map(
+                    lambda c: self.run_one(c, session, parallel=True, turn=turn), calls))
             return outcomes
-        return [self.run_one(call, session) for call in calls]
+        return [self.run_one(call, session, turn=turn) for call in calls]
 
-    def run_one(self, call: ToolCall, session: Session | None, *, parallel: bool = False) -> ToolOutcome:
-        """Run one call; never raises for the tool's fault."""
+    def run_one(self, call: ToolCall, session: Session | None, *, parallel: bool = False,
+                turn: TurnContext | None = None) -> ToolOutcome:
+        """Run one call; never raises for the tool's fault. A call past its deadline has its
+        token (``ToolContext.turn.cancel``) cancelled, so work it started can stop."""
         entry = self.tools.get(call.name)
         if entry is None:
             available = ", ".join(sorted(self.tools)) or "none"
@@ -150,13 +162,17 @@ class ToolRouter:
             )
         tool, plugin = entry
         start = time.perf_counter()
-        context = ToolContext(session=session, tool_call_id=call.id, plugin_name=plugin)
+        if turn is not None:  # a token of its own, cancelled with the turn or at the deadline
+            turn = dataclasses.replace(turn, cancel=turn.cancel.child())
+        context = ToolContext(session=session, tool_call_id=call.id, plugin_name=plugin, turn=turn)
         result = run_bounded(lambda: tool.invoke(call.arguments, context), self.timeout,
                              name=f"hermes-tool-{call.name}")
         exc = result.error
         if result.status == "ok":
             content, is_error = result.value, False
         elif result.status == "timed_out":
+            if turn is not None:
+                turn.cancel.cancel(f"the call passed its {self.timeout:g} s deadline")
             log.error("plugin %s: tool %s did not finish within %g s (hooks.tool_timeout); the turn "
                       "went on without its result", plugin, call.name, self.timeout)
             content = (f"Error: tool {call.name!r} did not finish within {self.timeout:g} s and was "
@@ -177,40 +193,76 @@ class ToolRouter:
 
 
 class IterationBudget:
-    """LLM calls allowed in one turn, and the notes that tell the model the budget is running out."""
+    """LLM calls allowed in one turn, and the notes that tell the model the budget is running out.
+
+    One budget is shared by a turn and the children it delegates to: a child's budget
+    (:meth:`child`) has its own limit and also takes each call from its parent, which always keeps
+    one call back for its own answer. :meth:`take` is atomic, so children running in parallel
+    never overdraw it.
+    """
 
     WRAP_UP = 0.7
     RESPOND_NOW = 0.9
 
-    def __init__(self, limit: int = 90) -> None:
+    def __init__(self, limit: int = 90, *, parent: IterationBudget | None = None) -> None:
         if limit < 1:
             raise ValueError(f"the iteration budget must be at least 1, got {limit}")
         self.limit = limit
         self.used = 0
+        self.parent = parent
+        self._lock = threading.Lock()
+
+    def child(self, limit: int) -> IterationBudget:
+        """A budget for a delegated child: at most ``limit`` calls, each also spent here."""
+        return IterationBudget(limit, parent=self)
+
+    def take(self, reserve: int = 0) -> bool:
+        """Count one LLM call before it is made; False (nothing counted) when no call is left
+        beyond ``reserve`` here or in a parent."""
+        with self._lock:
+            if self.used + 1 + reserve > self.limit:
+                return False
+            if self.parent is not None and not self.parent.take(reserve=1):
+                return False
+            self.used += 1
+            return True
 
     def spend(self) -> None:
-        """Count one LLM call."""
-        self.used += 1
+        """Count one LLM call (whatever is left)."""
+        with self._lock:
+            self.used += 1
+
+    @property
+    def remaining(self) -> int:
+        return max(0, self.limit - self.used)
 
     @property
     def exhausted(self) -> bool:
-        return self.used >= self.limit
+        return self.used >= self.limit or (self.parent is not None and self.parent.remaining <= 1)
 
     def note(self) -> str | None:
         """The note for the tool results that follow the current call, or ``None``."""
-        if self.used >= self.limit:
+        if self.exhausted:
+            spent = (f"all {self.limit} model calls of this turn are used" if self.parent is None
+                     else f"this task's share of the delegating agent's budget is used "
+                          f"({self.used} model calls here)")
+            return f"[Budget: {spent}. No more tools will run; the turn ends here.]"
+        # the fuller of this budget and the shared one above it decides
+        used, limit = self.used, self.limit
+        level = used / limit
+        budget = self.parent
+        while budget is not None:
+            if budget.used / budget.limit > level:
+                used, limit, level = budget.used, budget.limit, budget.used / budget.limit
+            budget = budget.parent
+        if used >= round(limit * self.RESPOND_NOW):
             return (
-                f"[Budget: all {self.limit} model calls of this turn are used. No more tools "
-                "will run; the turn ends here.]"
-            )
-        if self.used >= round(self.limit * self.RESPOND_NOW):
-            return (
-                f"[Budget: {self.used} of {self.limit} model calls of this turn used. Respond now: "
+                f"[Budget: {used} of {limit} model calls of this turn used. Respond now: "
                 "stop calling tools and give the user your answer with what you have.]"
             )
-        if self.used >= round(self.limit * self.WRAP_UP):
+        if used >= round(limit * self.WRAP_UP):
             return (
-                f"[Budget: {self.used} of {self.limit} model calls of this turn used. Wrap up: "
+                f"[Budget: {used} of {limit} model calls of this turn used. Wrap up: "
                 "finish the current step and answer soon; avoid starting new work.]"
             )
         return None

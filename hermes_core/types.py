@@ -41,6 +41,7 @@ class SwitchReason(enum.StrEnum):
     COMPRESSION = "compression"  #: a compaction opened a child session; the conversation goes on
     BRANCH = "branch"  #: a copy of the conversation continues under a new id
     RESET = "reset"  #: the same conversation key was wiped and restarted
+    DELEGATION = "delegation"  #: a subagent's session starts (``parent_session_id``: the delegating one)
 
 
 class EndReason(enum.StrEnum):
@@ -52,6 +53,7 @@ class EndReason(enum.StrEnum):
     EXPIRED = "expired"
     SHUTDOWN = "shutdown"
     ERROR = "error"
+    DELEGATED = "delegated"  #: a delegated child's task is done (its answer went to the parent)
 
 
 @dataclass(slots=True)
@@ -100,6 +102,15 @@ class Session:
         user's memory apart by it; a compaction's child session carries it on."""
         value = self.attributes.get("user_id")
         return value if isinstance(value, str) and value else None
+
+    @property
+    def agent_context(self) -> str:
+        """Who speaks in this session: ``"primary"`` (the user's conversation) or ``"subagent"``
+        (a child agent's task, started by ``delegate_task``; ``attributes["agent_context"]``).
+        A provider must not record a subagent's turns as the user's words: the kernel sends it
+        no ``sync_turn`` or ``queue_prefetch`` for such a session."""
+        value = self.attributes.get("agent_context")
+        return value if isinstance(value, str) and value else "primary"
 
 
 @dataclass(slots=True)
@@ -197,6 +208,9 @@ class ToolContext:
     #: the name of the plugin that registered the tool (set by the kernel)
     plugin_name: str | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+    #: the running turn (a :class:`hermes_core.turn.TurnContext`: its agent, shared budget and
+    #: cancellation), set by the agent loop; ``None`` when a tool is called outside a turn
+    turn: Any = None
 
 
 @dataclass(slots=True)

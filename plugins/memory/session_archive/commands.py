@@ -153,8 +153,12 @@ def show_cmd(session_id: str, as_json: bool) -> None:
                f"({s['end_reason'] or 'open'})")
     if s["parent_session_id"]:
         click.echo(f"  parent {s['parent_session_id']} ({s['origin']})")
-    if data["children"]:
-        click.echo(f"  children {', '.join(data['children'])}")
+    delegated = {d["id"] for d in data.get("delegations", [])}
+    compacted = [c for c in data["children"] if c not in delegated]
+    if compacted:
+        click.echo(f"  children {', '.join(compacted)}")
+    for d in data.get("delegations", []):
+        click.echo(f"  delegated {d['id']}  {d['title'] or '(untitled)'}")
     click.echo(f"  tokens in {s['input_tokens']} out {s['output_tokens']} cache read "
                f"{s['cache_read_tokens']} write {s['cache_write_tokens']}  cost "
                f"${s['cost_usd']:.4f}")

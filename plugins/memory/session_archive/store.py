@@ -238,7 +238,7 @@ class SessionArchive:
                 if origin in ("new", "branch", "reset"):
                     self._detach(con, num, origin)
                 return False
-            guess = "compression" if parent_session_id else "new"
+            guess = _origin(attributes, parent_session_id)
             self._create(con, sid, platform=platform or "cli", model=model, title=title,
                          parent_session_id=parent_session_id, origin=origin or guess,
                          started_at=started_at, attributes=attributes)
@@ -440,7 +440,7 @@ class SessionArchive:
             return self._create(
                 con, session.id, platform=session.platform, model=session.model,
                 title=session.title, parent_session_id=session.parent_session_id,
-                origin="compression" if session.parent_session_id else "new",
+                origin=_origin(session.attributes, session.parent_session_id),
                 started_at=session.started_at, attributes=session.attributes,
             )
         return self._create(con, session)
@@ -588,7 +588,7 @@ class SessionArchive:
             params = (platform, conversation_key)
         else:
             chain = ("SELECT chain FROM sessions WHERE platform = ? AND superseded = 0 "
-                     "ORDER BY updated_at DESC, num DESC LIMIT 1")
+                     "AND origin <> 'delegation' ORDER BY updated_at DESC, num DESC LIMIT 1")
             params = (platform,)
         # the newest session of that chain, then its messages: two reads (the record's chain
         # figures, which only listings show, are left at their defaults)
@@ -607,10 +607,20 @@ class SessionArchive:
     def show(self, session_id: str) -> dict[str, Any]:
         """A session's record and its messages, as plain data."""
         record = self.get_session(session_id)
-        children = [r[0] for r in self.db.read(
-            "SELECT id FROM sessions WHERE parent_session_id = ? ORDER BY num", (session_id,))]
+        rows = self.db.read("SELECT id, origin, title FROM sessions WHERE parent_session_id = ? "
+                            "ORDER BY num", (session_id,))
         return {
             "session": record.to_dict(),
-            "children": children,
+            "children": [r[0] for r in rows],
+            # the child sessions of delegate_task calls made in this session
+            "delegations": [{"id": r[0], "title": r[2]} for r in rows if r[1] == "delegation"],
             "messages": [m.to_dict() for m in self.messages(session_id)],
         }
+
+
+def _origin(attributes: dict[str, Any] | None, parent_session_id: str | None) -> str:
+    """The origin of a session first seen through a message: a subagent's session is a
+    delegation (not part of its parent's compaction chain), a child otherwise a compaction's."""
+    if (attributes or {}).get("agent_context") == "subagent":
+        return "delegation"
+    return "compression" if parent_session_id else "new"

@@ -105,7 +105,7 @@ def register(ctx):
                  "transform_tool_result"):
         ctx.register_hook(hook, globals()[hook])
     ctx.register_hook("post_llm_call", failing_hook)   # fails: the others still run
-    ctx.register_hook("subagent_stop", failing_hook)   # no hermes-core counterpart
+    ctx.register_hook("pre_gateway_dispatch", failing_hook)   # no hermes-core counterpart
     ctx.register_tool(name="vault_read", toolset="vault", schema=_schema("vault_read"),
                       handler=vault_read)
     ctx.register_tool("vault_delete", "vault", _schema("vault_delete"), vault_delete)
@@ -233,12 +233,12 @@ def test_general_plugin_listed_with_what_runs_and_what_does_not(core_home: Path)
                                    "on_session_end", "on_session_finalize", "on_session_reset",
                                    "pre_tool_call", "post_tool_call", "transform_tool_result"}
     unmapped = "\n".join(found["unmapped"])
-    assert "subagent_stop (no delegation hook" in unmapped
+    assert "pre_gateway_dispatch (hermes-core's platforms dispatch" in unmapped
     assert "pre_tool_call (partly: only around the tools of Hermes plugins" in unmapped
     assert "/vault (command: hermes-core has no counterpart)" in unmapped
     text = subprocess.run([sys.executable, "-m", "hermes_core", "hermes", "plugins"],
                           capture_output=True, text=True, timeout=120).stdout
-    assert "not delivered: subagent_stop" in text
+    assert "not delivered: pre_gateway_dispatch" in text
 
 
 def test_failures_are_named_and_the_turn_goes_on(core_home: Path,

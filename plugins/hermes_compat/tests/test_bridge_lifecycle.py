@@ -11,8 +11,8 @@ import sys
 import threading
 from pathlib import Path
 
-import hermes_core_hermes_compat.adapter_memory as adapter
 import hermes_core_hermes_compat.plugin as bridge
+import hermes_core_hermes_compat.slots as slots
 import hermes_style
 import pytest
 from conftest import drop_folder_plugin, run
@@ -109,7 +109,7 @@ def test_failed_initialize_is_reported_once_and_tried_again_later(
         assert not last["ok"] and "the flaky store is not mounted" in str(last["detail"])
 
         # a later session tries again (it fails a second time), then the pause passes
-        monkeypatch.setattr(adapter, "RETRY_SECONDS", 0.0)
+        monkeypatch.setattr(slots, "RETRY_SECONDS", 0.0)
         s2 = Session("s2")
         assert flaky.prefetch("bees?", s2) is None  # type: ignore[attr-defined]
         assert attempts(core_home) == ["s1", "s2"]

@@ -9,8 +9,10 @@ isolation and problem reports apply to it like to any provider.
 The mapping (hermes-core hook -> Hermes method):
 
 * any hook of a session not seen yet -> ``initialize(session_id, hermes_home=..., platform=...,
-  agent_context="primary", user_id=..., parent_session_id=...)`` once, lazily; under
-  ``memory.scope: user`` one Hermes provider object per user key, each in its own home;
+  agent_context=..., user_id=..., parent_session_id=...)`` once, lazily; under
+  ``memory.scope: user`` one Hermes provider object per user key, each in its own home; a
+  delegated child session (``agent_context`` ``"subagent"``) gets an object of its own, shut down
+  when the child ends (see :mod:`.delegation`);
 * ``system_prompt_block`` -> ``system_prompt_block()``; ``prefetch`` -> ``prefetch(query,
   session_id=)`` (the object's first one waited for only part of the deadline: a provider still
   loading is "warming", see :meth:`HermesMemoryProvider.prefetch`); ``queue_prefetch`` ->
@@ -22,7 +24,8 @@ The mapping (hermes-core hook -> Hermes method):
   plugin overrides it, else ``initialize`` again with the new id;
 * ``on_session_end`` -> ``on_session_end(messages)``; ``on_pre_compress`` ->
   ``on_pre_compress(messages)``; ``on_memory_write`` -> ``on_memory_write(action, target,
-  content, metadata)`` with Hermes' metadata keys (:func:`write_metadata`); ``get_tools`` ->
+  content, metadata)`` with Hermes' metadata keys (:func:`write_metadata`); ``on_delegation``
+  -> ``on_delegation(task, result, child_session_id=)`` and ``subagent_stop``; ``get_tools`` ->
   ``get_tool_schemas()``, each call -> ``handle_tool_call(name, args)``; ``shutdown`` ->
   ``shutdown()`` on every object.
 
@@ -44,9 +47,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from pathlib import Path
 from typing import Any, ClassVar
 
 from hermes_core import hookimpl
@@ -56,6 +57,7 @@ from hermes_core.types import EndReason, MemoryWrite, Message, Session, SwitchRe
 
 from . import calls, status
 from .convert import accepts, call_with, hermes_tools, to_openai, tool_result, write_metadata
+from .delegation import delegated_result, start_kwargs, stop_kwargs
 from .discovery import HermesCandidate
 from .general import (
     HooksOnly,
@@ -71,6 +73,7 @@ from .general import (
 )
 from .loading import HermesLoadError, Loaded, load
 from .settings import HermesSection, check_section
+from .slots import RETRY_MAX_SECONDS, RETRY_SECONDS, Failure, Slot
 
 __all__ = ["RETRY_MAX_SECONDS", "RETRY_SECONDS", "WARM_SHARE", "HermesMemoryProvider",
            "memory_class", "overrides", "write_metadata"]
@@ -83,9 +86,6 @@ _LIVE: weakref.WeakSet[HermesMemoryProvider] = weakref.WeakSet()
 
 #: the share of ``memory.prefetch_timeout`` a turn waits for a provider's first (cold) prefetch
 WARM_SHARE = 0.8
-#: seconds before a failed ``initialize`` is tried again in the same session (doubling)
-RETRY_SECONDS = 30.0
-RETRY_MAX_SECONDS = 900.0
 
 
 def overrides(obj: Any, method: str) -> bool:
@@ -106,52 +106,6 @@ def unavailable_reason(obj: Any) -> str:
         if isinstance(text, str) and text.strip():
             return text.strip()
     return "its is_available() is False: it needs its service, a key or a setting"
-
-
-class _Failure:
-    """The last failed ``initialize`` of a slot: for which session, and when to try again."""
-
-    __slots__ = ("count", "message", "retry_at", "session_id")
-
-    def __init__(self, session_id: str, message: str, count: int) -> None:
-        self.session_id = session_id
-        self.message = message
-        self.count = count
-        wait = min(RETRY_SECONDS * 2 ** (count - 1), RETRY_MAX_SECONDS)
-        self.retry_at = time.monotonic() + wait
-
-    def holds(self, session_id: str) -> bool:
-        """Whether ``session_id``'s hooks are still to be skipped."""
-        return session_id == self.session_id and time.monotonic() < self.retry_at
-
-
-class _Slot:
-    """One Hermes provider object (with the hooks and tools registered beside it), its own
-    thread, and the session it is initialised for."""
-
-    __slots__ = ("failure", "hermes_home", "history", "history_of", "hooks", "lock", "obj",
-                 "pinned", "session_id", "turns", "warm", "warming")
-
-    def __init__(self, loaded: Loaded, hermes_home: Path, thread_name: str) -> None:
-        self.obj = loaded.providers[0]
-        self.hooks = loaded.registered
-        #: the session's messages as Hermes hooks see them (kept only for ``pre_llm_call``)
-        self.history: list[dict[str, Any]] = []
-        self.history_of: str | None = None
-        self.hermes_home = hermes_home
-        self.session_id: str | None = None
-        self.turns = 0
-        self.lock = threading.RLock()
-        self.pinned = calls.Pinned(thread_name, hermes_home)
-        self.failure: _Failure | None = None
-        #: a prefetch has answered once (the object's first, cold call is behind it)
-        self.warm = False
-        #: the cold first prefetch, still running on the object's thread after the turn left it
-        self.warming: Future[Any] | None = None
-
-    def call(self, fn: Callable[..., calls.T], /, *args: Any, **kwargs: Any) -> calls.T:
-        """``fn(*args, **kwargs)`` on this object's thread, in its Hermes home."""
-        return self.pinned.run(fn, *args, **kwargs)
 
 
 class HermesMemoryProvider(MemoryProvider):
@@ -185,7 +139,7 @@ class HermesMemoryProvider(MemoryProvider):
         if not self._safe(first, "is_available", default=False):
             raise PluginError(f"Hermes plugin {self.candidate.plugin!r}: needs its service or key: "
                               f"{unavailable_reason(first)}")
-        self._slots: dict[str | None, _Slot] = {}
+        self._slots: dict[str | None, Slot] = {}
         self._spare: Loaded | None = self._loaded
         self._user_scope = context.config.memory.scope == "user"
         #: how long a turn waits for a provider's cold first prefetch (see :meth:`prefetch`)
@@ -193,6 +147,8 @@ class HermesMemoryProvider(MemoryProvider):
         #: the Hermes hooks and tools its register(ctx) registered (the same for every slot)
         self._hooks = self._loaded.registered
         self._called: set[str] = set()
+        #: when each running child session of a delegation began (for ``subagent_stop``)
+        self._children: dict[str, float] = {}
         if self._hooks:
             _LIVE.add(self)
 
@@ -240,20 +196,30 @@ class HermesMemoryProvider(MemoryProvider):
     def _key(self, session: Session | None) -> str | None:
         return session.user_id if (self._user_scope and session is not None) else None
 
-    def _slot(self, session: Session | None) -> _Slot:
+    @staticmethod
+    def _slot_key(key: str | None, session: Session | None) -> str | None:
+        """A child session of a delegation has a slot (a Hermes object) of its own."""
+        if session is None or session.agent_context == "primary":
+            return key
+        return f"{session.agent_context}:{session.id}"
+
+    def _slot(self, session: Session | None) -> Slot:
         key = self._key(session)
+        slot_key = self._slot_key(key, session)
         with self._lock:
-            slot = self._slots.get(key)
+            slot = self._slots.get(slot_key)
             if slot is None:
                 loaded = self._spare if self._spare is not None else self._load()
                 self._spare = None
                 home = calls.hermes_home_for(self.context.home, self.candidate.plugin, key)
-                slot = self._slots[key] = _Slot(loaded, home, f"hermes-{self.candidate.plugin}")
+                slot = self._slots[slot_key] = Slot(
+                    loaded, home, f"hermes-{self.candidate.plugin}",
+                    session.agent_context if session is not None else "primary")
         return slot
 
-    def _ready(self, session: Session) -> _Slot | None:
+    def _ready(self, session: Session) -> Slot | None:
         """The slot of ``session``'s user, initialised for ``session`` (once); None while its
-        ``initialize`` failed for this session (see :class:`_Failure`)."""
+        ``initialize`` failed for this session (see :class:`Failure`)."""
         slot = self._slot(session)
         if slot.session_id == session.id:
             return slot
@@ -269,7 +235,7 @@ class HermesMemoryProvider(MemoryProvider):
                     self._switch(slot, session, slot.session_id, reset=reset, reason="")
             except Exception as exc:
                 count = slot.failure.count + 1 if slot.failure is not None else 1
-                slot.failure = _Failure(session.id, f"{type(exc).__name__}: {exc}", count)
+                slot.failure = Failure(session.id, f"{type(exc).__name__}: {exc}", count)
                 self._problem(f"initialize() raised {slot.failure.message}; its hooks are "
                               "skipped for this session, and it is tried again in a later "
                               "session or after a pause")
@@ -289,7 +255,7 @@ class HermesMemoryProvider(MemoryProvider):
         except OSError as exc:
             self._problem(f"the note of its failed initialize() cannot be kept: {exc}")
 
-    def _switch(self, slot: _Slot, new: Session, parent: str, *, reset: bool, reason: str) -> None:
+    def _switch(self, slot: Slot, new: Session, parent: str, *, reset: bool, reason: str) -> None:
         """Move ``slot`` to session ``new``: the provider's own ``on_session_switch`` when it
         has one, else ``initialize`` again (it keeps its session from initialize)."""
         if overrides(slot.obj, "on_session_switch"):
@@ -299,11 +265,11 @@ class HermesMemoryProvider(MemoryProvider):
         else:
             self._initialize(slot, new)
 
-    def _initialize(self, slot: _Slot, session: Session) -> None:
+    def _initialize(self, slot: Slot, session: Session) -> None:
         slot.hermes_home.mkdir(parents=True, exist_ok=True)
         calls.point_env(self.context.home)
         kwargs: dict[str, Any] = {"hermes_home": str(slot.hermes_home),
-                                  "platform": session.platform, "agent_context": "primary",
+                                  "platform": session.platform, "agent_context": slot.agent_context,
                                   "agent_identity": "hermes-core"}
         if session.user_id:
             kwargs["user_id"] = session.user_id
@@ -355,6 +321,8 @@ class HermesMemoryProvider(MemoryProvider):
         if message.role != "user":
             return
         slot.turns += 1
+        if slot.turns == 1 and slot.agent_context == "subagent":
+            self._subagent_started(session, message.content)
         if overrides(slot.obj, "on_turn_start"):
             slot.call(call_with, slot.obj.on_turn_start, slot.turns, message.content,
                       platform=session.platform)
@@ -379,7 +347,7 @@ class HermesMemoryProvider(MemoryProvider):
                                      self.candidate.plugin, what)
 
     @staticmethod
-    def _turn(slot: _Slot, session: Session) -> dict[str, Any]:
+    def _turn(slot: Slot, session: Session) -> dict[str, Any]:
         """What Hermes passes to every hook of a turn."""
         return {"session_id": session.id, "task_id": session.id,
                 "turn_id": f"{session.id}:{slot.turns}", "model": session.model or "",
@@ -427,7 +395,7 @@ class HermesMemoryProvider(MemoryProvider):
         slot.warm = True
         return self._text(value, "prefetch")
 
-    def _warmed(self, slot: _Slot) -> None:
+    def _warmed(self, slot: Slot) -> None:
         future, slot.warming = slot.warming, None
         slot.warm = True
         error = future.exception() if future is not None else None
@@ -488,9 +456,14 @@ class HermesMemoryProvider(MemoryProvider):
         if reason == SwitchReason.NEW:  # a brand-new session: not a resume, not a compaction
             self._fire(new_session, "on_session_start", session_id=new_session.id,
                        model=new_session.model or "", platform=new_session.platform)
+        if reason == SwitchReason.DELEGATION:
+            self._children[new_session.id] = time.monotonic()
 
     @hookimpl
     def on_session_end(self, session: Session, messages: list[Message], reason: EndReason) -> None:
+        if session.agent_context != "primary":
+            self._end_child(session)
+            return
         slot = self._slots.get(self._key(session))
         fn = getattr(slot.obj, "on_session_end", None) if slot is not None else None
         if slot is not None and slot.session_id is not None and callable(fn):
@@ -500,9 +473,55 @@ class HermesMemoryProvider(MemoryProvider):
                        platform=session.platform,
                        reason="session_boundary" if reason == EndReason.NEW_SESSION else "shutdown")
 
+    def _end_child(self, session: Session) -> None:
+        """A delegated child session ended: its Hermes object is shut down and dropped. Its
+        messages reach no ``on_session_end`` (a child's turns are not the user's)."""
+        with self._lock:
+            slot = self._slots.pop(self._slot_key(self._key(session), session), None)
+        if slot is None:
+            return
+        try:
+            fn = getattr(slot.obj, "shutdown", None)
+            if slot.session_id is not None and callable(fn):
+                slot.call(fn)
+        finally:
+            slot.pinned.close()
+
+    def _subagent_started(self, child: Session, goal: str) -> None:
+        """``subagent_start`` on the delegating session's object, as Hermes fires it on the
+        parent's side when a child begins."""
+        if not self._hooks.has("subagent_start"):
+            return
+        with self._lock:
+            parent = next((s for s in self._slots.values()
+                           if s.session_id == child.parent_session_id), None)
+        if parent is None:
+            return
+        self._ran("hook subagent_start")
+        parent.call(fire, parent.hooks, "subagent_start", self._problem, **start_kwargs(
+            child, goal, f"{child.parent_session_id}:{parent.turns}",
+            parent.agent_context == "subagent", self.context.config.delegation.max_depth))
+
+    @hookimpl
+    def on_delegation(self, task: str, result: str, child_session_id: str, status: str,
+                      session: Session) -> None:
+        started = self._children.pop(child_session_id, None)
+        slot = self._ready(session)
+        if slot is None:
+            return
+        fn = getattr(slot.obj, "on_delegation", None)
+        if callable(fn):
+            slot.call(call_with, fn, task, delegated_result(result, status),
+                      child_session_id=child_session_id)
+        ms = int((time.monotonic() - started) * 1000) if started is not None else 0
+        self._fire(session, "subagent_stop", **stop_kwargs(
+            session, child_session_id, result, status, f"{session.id}:{slot.turns}", ms,
+            self.context.config.delegation.max_depth))
+
     @hookimpl
     def on_memory_write(self, write: MemoryWrite) -> None:
-        slots = [s for s in self._slots.values() if s.session_id is not None]
+        slots = [s for s in self._slots.values()
+                 if s.session_id is not None and s.agent_context == "primary"]
         chosen = [s for s in slots if s.session_id == write.session_id] or slots[:1]
         metadata = write_metadata(write)
         for slot in chosen:
@@ -555,7 +574,7 @@ class HermesMemoryProvider(MemoryProvider):
                               parameters=params, handler=handle))
         return tools
 
-    def _tool_slot(self, tool: str, ctx: ToolContext) -> tuple[_Slot, Session]:
+    def _tool_slot(self, tool: str, ctx: ToolContext) -> tuple[Slot, Session]:
         if ctx.session is None:
             raise ToolError(f"tool {tool!r} of {self.name} needs a session")
         slot = self._ready(ctx.session)
@@ -579,7 +598,7 @@ class HermesMemoryProvider(MemoryProvider):
         return self._guarded(slot, session, tool, args, ctx, lambda: result_text(slot.call(
             run_handler, entry, args, task_id=session.id, session_id=session.id)))
 
-    def _guarded(self, slot: _Slot, session: Session, tool: str, args: dict[str, Any],
+    def _guarded(self, slot: Slot, session: Session, tool: str, args: dict[str, Any],
                  ctx: ToolContext, run: Callable[[], str]) -> str:
         """Run a Hermes tool between the ``pre_tool_call``, ``post_tool_call`` and
         ``transform_tool_result`` hooks of every live bridged plugin, as Hermes' dispatch does."""

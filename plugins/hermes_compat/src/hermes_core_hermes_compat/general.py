@@ -48,6 +48,9 @@ DELIVERED: dict[str, str] = {
     "post_tool_call": "after each tool call of a Hermes plugin or provider",
     "transform_tool_result": "after each tool call of a Hermes plugin or provider: a string "
                              "replaces the result",
+    "subagent_start": "on_message: a delegated child session's first user message (its task), "
+                      "fired on the delegating session's side",
+    "subagent_stop": "on_delegation: once per finished child, on the delegating session's side",
 }
 
 #: delivered only in part: hermes-core's own tools have no hook around their calls
@@ -66,8 +69,6 @@ UNMAPPED: dict[str, str] = {
                         "the context engine",
     "api_request_error": "no hermes-core hook for a failed model call",
     "pre_verify": "hermes-core has no verification loop",
-    "subagent_start": "no delegation hook in this version of the bridge",
-    "subagent_stop": "no delegation hook in this version of the bridge",
     "pre_gateway_dispatch": "hermes-core's platforms dispatch messages without a plugin hook",
     "pre_approval_request": "hermes-core has no approval gate",
     "post_approval_response": "hermes-core has no approval gate",

@@ -1,0 +1,73 @@
+"""One Hermes provider object as the adapter holds it: :class:`Slot` and its :class:`Failure`.
+
+The adapter (:mod:`.adapter_memory`) keeps one slot per user key for the user's own sessions, and
+one per running child session of a delegation (``agent_context`` ``"subagent"``), so a child never
+moves the parent's object to another session.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+from . import calls
+from .loading import Loaded
+
+__all__ = ["RETRY_MAX_SECONDS", "RETRY_SECONDS", "Failure", "Slot"]
+
+#: seconds before a failed ``initialize`` is tried again in the same session (doubling)
+RETRY_SECONDS = 30.0
+RETRY_MAX_SECONDS = 900.0
+
+
+class Failure:
+    """The last failed ``initialize`` of a slot: for which session, and when to try again."""
+
+    __slots__ = ("count", "message", "retry_at", "session_id")
+
+    def __init__(self, session_id: str, message: str, count: int) -> None:
+        self.session_id = session_id
+        self.message = message
+        self.count = count
+        wait = min(RETRY_SECONDS * 2 ** (count - 1), RETRY_MAX_SECONDS)
+        self.retry_at = time.monotonic() + wait
+
+    def holds(self, session_id: str) -> bool:
+        """Whether ``session_id``'s hooks are still to be skipped."""
+        return session_id == self.session_id and time.monotonic() < self.retry_at
+
+
+class Slot:
+    """One Hermes provider object (with the hooks and tools registered beside it), its own
+    thread, and the session it is initialised for."""
+
+    __slots__ = ("agent_context", "failure", "hermes_home", "history", "history_of", "hooks",
+                 "lock", "obj", "pinned", "session_id", "turns", "warm", "warming")
+
+    def __init__(self, loaded: Loaded, hermes_home: Path, thread_name: str,
+                 agent_context: str = "primary") -> None:
+        self.obj = loaded.providers[0]
+        self.hooks = loaded.registered
+        #: ``"primary"`` (the user's sessions) or ``"subagent"`` (one delegated child session)
+        self.agent_context = agent_context
+        #: the session's messages as Hermes hooks see them (kept only for ``pre_llm_call``)
+        self.history: list[dict[str, Any]] = []
+        self.history_of: str | None = None
+        self.hermes_home = hermes_home
+        self.session_id: str | None = None
+        self.turns = 0
+        self.lock = threading.RLock()
+        self.pinned = calls.Pinned(thread_name, hermes_home)
+        self.failure: Failure | None = None
+        #: a prefetch has answered once (the object's first, cold call is behind it)
+        self.warm = False
+        #: the cold first prefetch, still running on the object's thread after the turn left it
+        self.warming: Future[Any] | None = None
+
+    def call(self, fn: Callable[..., calls.T], /, *args: Any, **kwargs: Any) -> calls.T:
+        """``fn(*args, **kwargs)`` on this object's thread, in its Hermes home."""
+        return self.pinned.run(fn, *args, **kwargs)

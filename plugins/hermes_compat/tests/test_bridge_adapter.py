@@ -146,9 +146,11 @@ def test_hermes_context_engine(core_home: Path, monkeypatch: pytest.MonkeyPatch)
     turns: list[Any] = [(f"message number {i} " + "words " * 40, f"reply {i}") for i in range(4)]
     turns.append({"user": "how many compactions?", "tool_calls": [
         {"name": "keeplast_count", "arguments": {}}], "assistant": "Some."})
-    # the bridge tells the engine the model's window (update_model), as Hermes does
+    # the bridge tells the engine the model's window (update_model), as Hermes does; the
+    # delegate_task schema is left out so the tiny window holds the same turns as before it
     report = run(core_home, turns, providers=["file_memory"], engine="hermes-keeplast",
-                 config="llm:\n  context_window: 2000\n", monkeypatch=monkeypatch)
+                 config="llm:\n  context_window: 2000\ndelegation:\n  enabled: false\n",
+                 monkeypatch=monkeypatch)
     assert report.engine == "hermes-keeplast"
     compactions = [c for t in report.turns for c in t["compactions"]]
     assert compactions and all(c["engine"].endswith("hermes-keeplast") for c in compactions)

@@ -114,18 +114,26 @@ def _archive_conversation(stack: StackServer, *texts: tuple[str, str]) -> Sessio
     return chat
 
 
+@contextlib.contextmanager
+def staging(home: Path, storage_url: str | None, monkeypatch: pytest.MonkeyPatch
+            ) -> Iterator[tuple[StackServer, Session, Session]]:
+    """The default config's stack with one archived chat about the staging database, and an MCP
+    connection's session: (stack, the chat, the MCP session)."""
+    config = f"storage:\n  url: {storage_url}\n" if storage_url else ""
+    with served(home, config, monkeypatch) as stack:
+        chat = _archive_conversation(
+            stack, ("user", "Which port does the staging database listen on?"),
+            ("assistant", "The staging database listens on port 5433, behind the bastion host."))
+        yield stack, chat, stack.session_for("stdio", "test-client")
+
+
 def test_recall_with_the_default_config_returns_what_the_archive_holds(
     tmp_path: Path, storage_url: str | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 34 item 9: with the default config (no provider recalls through prefetch) recall
     answered "", the first thing an MCP user tries. Now: the archive's best hits, fenced."""
     home = tmp_path / "home"
-    config = f"storage:\n  url: {storage_url}\n" if storage_url else ""
-    with served(home, config, monkeypatch) as stack:
-        chat = _archive_conversation(
-            stack, ("user", "Which port does the staging database listen on?"),
-            ("assistant", "The staging database listens on port 5433, behind the bastion host."))
-        session = stack.session_for("stdio", "test-client")
+    with staging(home, storage_url, monkeypatch) as (stack, chat, session):
         answer = stack.call("recall", {"query": "staging database port"}, session)
     assert not answer.is_error, answer.text
     assert answer.text.startswith("<memory-context>"), answer.text
@@ -162,12 +170,7 @@ def test_mcp_tool_calls_are_not_archived_as_turns(
     """Issue 34 item 9: every MCP call was archived as a user turn (and its answer as the
     assistant's), so MCP logs crowded the user's own conversations out of every search."""
     home = tmp_path / "home"
-    config = f"storage:\n  url: {storage_url}\n" if storage_url else ""
-    with served(home, config, monkeypatch) as stack:
-        chat = _archive_conversation(
-            stack, ("user", "Which port does the staging database listen on?"),
-            ("assistant", "The staging database listens on port 5433."))
-        session = stack.session_for("stdio", "test-client")
+    with staging(home, storage_url, monkeypatch) as (stack, chat, session):
         for _ in range(3):
             assert not stack.call("recall", {"query": "staging database port"}, session).is_error
             assert not stack.call("session_search", {"query": "staging database"},

@@ -239,16 +239,18 @@ class StackServer:
         if SEARCH not in self.tools:
             return nothing_recalled(results, searched=None)
 
+        tool, plugin = self.tools[SEARCH]
+        context = ToolContext(session=session, plugin_name=plugin)
+
         def search(args: dict[str, Any]) -> dict[str, Any]:
-            answer = self._run(SEARCH, args, session)
-            if answer.is_error:
-                raise LookupError(answer.text)
-            found: dict[str, Any] = json.loads(answer.text)
+            # on this (the handler's worker) thread, not through the router's thread per call:
+            # a fresh thread for every recall had glibc open arenas that stay resident (issue 33)
+            found: dict[str, Any] = json.loads(tool.invoke(args, context))
             return found
 
         try:
             hits = search_hits(search, query)
-        except (LookupError, ValueError) as exc:
+        except Exception as exc:  # the archive's failure is a reason, not the answer's end
             return nothing_recalled(results, searched=f"{SEARCH} failed: {exc}")
         if hits.text:
             return build_block([(f"{provider_name(self.tools[SEARCH][1])} ({SEARCH})", hits.text)])

@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
@@ -103,10 +104,41 @@ def make_home(root: Path, idle_seconds: float, sessions: int) -> Path:
 
 
 def rss_parts(pid: int) -> str:
-    """Anonymous and file-backed resident memory (what grows: the heap, or pages of files)."""
+    """Anonymous and file-backed resident memory (what grows: the heap, or pages of files), and
+    the anonymous part by kind (:func:`anon_kinds`)."""
     fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
                   if line.startswith(("RssAnon", "RssFile")))
-    return ", ".join(f"{k} {int(v.split()[0]) / 1024:.1f} MB" for k, v in fields.items())
+    return ", ".join([*(f"{k} {int(v.split()[0]) / 1024:.1f} MB" for k, v in fields.items()),
+                      *(f"{k} {v / 1024:.1f} MB" for k, v in anon_kinds(pid).items())])
+
+
+def anon_kinds(pid: int) -> dict[str, int]:
+    """Resident KiB of the anonymous mappings by kind: the main ``heap`` (brk), glibc's
+    ``thread arenas`` (one per thread that allocated, up to 8 per core: a read-write part followed
+    by its reserved rest, 64 MiB in all), and ``other`` (Python's 1 MiB object arenas, adjacent
+    ones merged by the kernel, mmap'd large blocks, thread stacks)."""
+    maps: list[list[Any]] = []  # [start, end, permissions, name, resident KiB]
+    head: list[Any] | None = None
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 5 and "-" in parts[0] and ":" in parts[3]:
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
+            head = [lo, hi, parts[1], parts[5] if len(parts) > 5 else "", 0]
+            maps.append(head)
+        elif parts and parts[0] == "Rss:" and head is not None:
+            head[4] = int(parts[1])
+    out = {"heap": 0, "thread arenas": 0, "other": 0}
+    for i, (lo, hi, perm, name, rss) in enumerate(maps):
+        nxt = maps[i + 1] if i + 1 < len(maps) else None
+        if name == "[heap]":
+            out["heap"] += rss
+        elif name or not perm.startswith("rw"):
+            continue
+        elif nxt and nxt[2].startswith("---") and nxt[0] == hi and nxt[1] - lo == 64 << 20:
+            out["thread arenas"] += rss
+        else:
+            out["other"] += rss
+    return out
 
 
 def abandoned(root: Path, count: int, idle_seconds: float, rounds: int) -> None:

@@ -202,5 +202,25 @@ class Registries:
                     f"(hermes-core config set {section}.FIELD VALUE), then select it")))
         return problems
 
+    def unused_settings(self, config: LoadedConfig) -> list[str]:
+        """Warnings for settings that take effect only through a memory provider that is not in
+        ``memory.providers``: fields its Config marks ``json_schema_extra={"needs_provider":
+        True}`` (``mcp.servers``), set in config.yaml while the provider is not selected."""
+        selected = set(config.core.memory.providers)
+        out: list[str] = []
+        for name, reg in sorted(self.memory_providers.entries.items()):
+            section = getattr(reg.obj, "config_section", None) or name
+            raw = config.raw.get(section)
+            if name in selected or not isinstance(raw, dict):
+                continue
+            model = getattr(reg.obj, "Config", NoConfig)
+            for key, info in model.model_fields.items():
+                extra = info.json_schema_extra
+                if raw.get(key) and isinstance(extra, dict) and extra.get("needs_provider"):
+                    out.append(f"{config.where(f'{section}.{key}')}: {section}.{key} is set, but {name!r} is "
+                               f"not in memory.providers, so it has no effect: add {name} to "
+                               f"memory.providers (or remove {section}.{key})")
+        return out
+
 
 RegisterFn = Callable[[Any], None]

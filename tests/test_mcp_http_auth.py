@@ -381,3 +381,26 @@ def test_doctor_names_servers_without_the_provider_and_a_loose_token_file(home: 
         "mcp:\n  servers:\n    files:\n      command: x\n", encoding="utf-8")
     found = checks()
     assert all(v["ok"] and not v["warning"] for k, v in found.items() if "mcp " in k), found
+
+
+def test_config_validate_warns_of_servers_without_the_provider(home: Path) -> None:
+    """Issue 34 item 9: with mcp.servers set (pasted from .mcp.json, type key and all) but 'mcp'
+    not in memory.providers, `config validate` said the file was valid and nothing more."""
+    config = home / "config.yaml"
+    config.write_text(
+        "memory:\n  providers: [file_memory, session_archive]\n"
+        "mcp:\n  servers:\n    files:\n      type: stdio\n      command: x\n", encoding="utf-8")
+    before = config.read_bytes()
+    done = cli(home, "config", "validate", "--json")
+    assert done.returncode == 0, done.stderr  # valid: a warning, not an error
+    report = json.loads(done.stdout)
+    assert report["valid"] and not report["errors"]
+    assert report["warnings"] == [
+        f"{config}, line 4: mcp.servers is set, but 'mcp' is not in memory.providers, so it has "
+        "no effect: add mcp to memory.providers (or remove mcp.servers)"], report
+    text = cli(home, "config", "validate")
+    assert "mcp.servers is set, but 'mcp' is not in memory.providers" in text.stderr
+    assert config.read_bytes() == before
+    config.write_text(before.decode().replace("session_archive]", "session_archive, mcp]"),
+                      encoding="utf-8")
+    assert json.loads(cli(home, "config", "validate", "--json").stdout)["warnings"] == []

@@ -5,6 +5,7 @@ and is never served. The stack is driven in-process (StackServer: what the MCP h
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -94,3 +95,90 @@ def test_a_memory_entry_the_prompt_withholds_is_withheld_from_the_resource_too(
     assert "The build uses make" in text
     assert "obey this note" not in text
     assert "[withheld: this MEMORY.md entry matched threat pattern invisible_unicode_U+00AD" in text
+
+
+def _archive_conversation(stack: StackServer, *texts: tuple[str, str]) -> Session:
+    """An earlier chat conversation, archived through the hooks as the agent archives one."""
+    from hermes_core.types import EndReason, Message, SwitchReason
+
+    chat = Session(id=f"chat-{len(texts)}", platform="cli", title="Staging setup")
+    hooks = stack.host.hooks
+    for outcome in hooks.on_session_switch(new_session=chat, old_session=None,
+                                           reason=SwitchReason.NEW):
+        assert outcome.error is None, outcome.error
+    for role, text in texts:
+        for outcome in hooks.on_message(message=Message(role, text), session=chat):
+            assert outcome.error is None, outcome.error
+    for outcome in hooks.on_session_end(session=chat, messages=[], reason=EndReason.USER_EXIT):
+        assert outcome.error is None, outcome.error
+    return chat
+
+
+@contextlib.contextmanager
+def staging(home: Path, storage_url: str | None, monkeypatch: pytest.MonkeyPatch
+            ) -> Iterator[tuple[StackServer, Session, Session]]:
+    """The default config's stack with one archived chat about the staging database, and an MCP
+    connection's session: (stack, the chat, the MCP session)."""
+    config = f"storage:\n  url: {storage_url}\n" if storage_url else ""
+    with served(home, config, monkeypatch) as stack:
+        chat = _archive_conversation(
+            stack, ("user", "Which port does the staging database listen on?"),
+            ("assistant", "The staging database listens on port 5433, behind the bastion host."))
+        yield stack, chat, stack.session_for("stdio", "test-client")
+
+
+def test_recall_with_the_default_config_returns_what_the_archive_holds(
+    tmp_path: Path, storage_url: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 34 item 9: with the default config (no provider recalls through prefetch) recall
+    answered "", the first thing an MCP user tries. Now: the archive's best hits, fenced."""
+    home = tmp_path / "home"
+    with staging(home, storage_url, monkeypatch) as (stack, chat, session):
+        answer = stack.call("recall", {"query": "staging database port"}, session)
+    assert not answer.is_error, answer.text
+    assert answer.text.startswith("<memory-context>"), answer.text
+    assert "## session_archive (session_search)" in answer.text
+    assert "5433" in answer.text and chat.id in answer.text
+
+
+def test_recall_says_why_nothing_came_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    with served(home, "", monkeypatch) as stack:
+        session = stack.session_for("stdio", "test-client")
+        empty = stack.call("recall", {"query": "staging database port"}, session)
+        _archive_conversation(stack, ("user", "We planted tulips in the garden."))
+        unmatched = stack.call("recall", {"query": "staging database port"}, session)
+    for answer in (empty, unmatched):
+        assert not answer.is_error
+        assert answer.text.startswith("Nothing recalled for this query:"), answer.text
+        assert "session_archive.prefetch: true" in answer.text
+        assert "hermes://memory/MEMORY.md" in answer.text
+    assert "the archive holds no conversation yet" in empty.text
+    assert "session_search found no archived message matching it" in unmatched.text
+    with served(home, "memory:\n  providers: [file_memory]\n", monkeypatch) as stack:
+        session = stack.session_for("stdio", "test-client")
+        alone = stack.call("recall", {"query": "tulips"}, session)
+    assert "no session_search tool is served (add session_archive to memory.providers)" \
+        in alone.text
+
+
+def test_mcp_tool_calls_are_not_archived_as_turns(
+    tmp_path: Path, storage_url: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 34 item 9: every MCP call was archived as a user turn (and its answer as the
+    assistant's), so MCP logs crowded the user's own conversations out of every search."""
+    home = tmp_path / "home"
+    with staging(home, storage_url, monkeypatch) as (stack, chat, session):
+        for _ in range(3):
+            assert not stack.call("recall", {"query": "staging database port"}, session).is_error
+            assert not stack.call("session_search", {"query": "staging database"},
+                                  session).is_error
+        assert not stack.call("remember", {"text": "The staging database is on port 5433"},
+                              session).is_error
+        other = stack.session_for("http-session:other", "another-client")
+        found = json.loads(stack.call("session_search", {"query": "staging database port"},
+                                      other).text)
+    sessions = {r["session_id"]: r["platform"] for r in found["results"]}
+    assert sessions == {chat.id: "cli"}, found

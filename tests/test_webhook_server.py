@@ -395,3 +395,35 @@ def test_send_without_an_outbound_url_is_a_clear_error(home):
     outcome = host.hooks.send(conversation_key="alice", text="hi")
     assert "webhook.outbound_url" in str(outcome[0].error)
     host.shutdown()
+
+
+def test_accepted_connections_have_tcp_nodelay() -> None:
+    """The listener is made with the proto getaddrinfo gives (IPPROTO_TCP): asyncio sets
+    TCP_NODELAY only on connections a listener of that proto accepts, and a response written as
+    headers then body otherwise waits for the client's delayed ACK (~40 ms per keep-alive
+    request on loopback)."""
+    import asyncio
+
+    from hermes_core.plugins.platforms.webhook.server import _bind
+
+    listener = _bind("127.0.0.1", 0)
+    assert listener.proto == socket.IPPROTO_TCP
+
+    async def accept_one() -> int:
+        accepted: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        class Probe(asyncio.Protocol):
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                sock = transport.get_extra_info("socket")
+                accepted.set_result(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+                transport.close()
+
+        server = await asyncio.get_running_loop().create_server(Probe, sock=listener)
+        async with server:
+            _reader, writer = await asyncio.open_connection(*listener.getsockname()[:2])
+            try:
+                return await asyncio.wait_for(accepted, 10)
+            finally:
+                writer.close()
+
+    assert asyncio.run(accept_one()) != 0

@@ -126,7 +126,7 @@ def unset(key: str) -> None:
 
 
 @config.command("validate")
-@click.option("--json", "as_json", is_flag=True, help="Print {valid, errors, plugin_errors}.")
+@click.option("--json", "as_json", is_flag=True, help="Print {valid, errors, plugin_errors, warnings}.")
 def validate(as_json: bool) -> None:
     """Check config.yaml against the core and every plugin's model; exit 1 if invalid."""
     from ..config import check_config_text
@@ -135,6 +135,7 @@ def validate(as_json: bool) -> None:
 
     errors: list[str] = []
     plugin_errors: list[str] = []
+    warnings: list[str] = []  # settings that have no effect as the config stands
     path = config_path()
     try:
         text = path.read_text(encoding="utf-8")
@@ -151,16 +152,19 @@ def validate(as_json: bool) -> None:
             errors += [line for _key, msg in host.config_problems(loaded)
                        for line in msg.splitlines()]
             plugin_errors = [f"{r.name}: {r.error}" for r in host.records.values() if r.error]
+            warnings = host.registries.unused_settings(loaded)
             if not errors:  # build what a session would, in a scratch home: every problem
-                activation_errors, warnings = host.dry_activation()
+                activation_errors, activation_warnings = host.dry_activation()
                 errors += activation_errors
-                plugin_errors += warnings
+                plugin_errors += activation_warnings
     if as_json:
         echo_json({"valid": not errors, "path": str(config_path()), "errors": errors,
-                   "plugin_errors": plugin_errors})
+                   "plugin_errors": plugin_errors, "warnings": warnings})
     else:
         for line in plugin_errors:
             warn(f"plugin {line}")
+        for line in warnings:
+            warn(line)
         if errors:
             for line in errors:
                 click.echo(line, err=True)

@@ -97,7 +97,10 @@ class McpConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    servers: dict[str, ServerSpec] = Field(default_factory=dict)
+    #: the servers whose tools reach sessions through the ``mcp`` memory provider (so only when
+    #: ``mcp`` is in ``memory.providers``: ``config validate`` and ``doctor`` warn otherwise)
+    servers: dict[str, ServerSpec] = Field(default_factory=dict,
+                                           json_schema_extra={"needs_provider": True})
     #: deadline of one tool call, in seconds (a server may override it)
     call_timeout: float = Field(default=30.0, gt=0, le=3600)
     #: how long starting and listing one server may take, in seconds

@@ -5,11 +5,16 @@
 * tools: every tool of the active memory providers (``host.tools()``: ``memory``,
   ``session_search``, ``skills_*``, third-party ones) with their JSON schemas, plus ``recall``
   (what the providers' ``prefetch`` would inject into a turn, fenced and labelled exactly as the
-  agent does) and ``remember`` (one entry added to MEMORY.md through the ``memory`` tool);
+  agent does; when that is nothing, the archive's search for the query, or a sentence saying why
+  nothing came back: see :mod:`.recall`) and ``remember`` (one entry added to MEMORY.md through
+  the ``memory`` tool);
 * resources: ``hermes://memory/MEMORY.md``, ``hermes://memory/USER.md`` and one
   ``hermes://skills/<name>`` per skill (through the ``skills_list``/``skill_view`` tools);
-* sessions: each client connection is a session in the archive (platform ``mcp``); every tool call
-  and its answer go through the providers' ``on_message``, so they are searchable later.
+* sessions: each client connection is a session (platform ``mcp``) the providers open and end,
+  so per-session state (a user key, snapshots) has a home. The calls themselves are not archived:
+  the conversation lives in the client, and a log of tool calls stored as user turns would crowd
+  the user's own conversations out of every search (and each ``recall`` answer would be found
+  again by the next one).
 
 The tools of the ``mcp`` provider itself (other MCP servers' tools) are never served: a server
 serving its own clients' tools could call itself.
@@ -31,7 +36,9 @@ from hermes_core.fence import build_block
 from hermes_core.kinds import Tool
 from hermes_core.prefetch import PrefetchRunner
 from hermes_core.toolrun import ToolRouter
-from hermes_core.types import EndReason, Message, Session, SwitchReason, ToolCall, ToolContext
+from hermes_core.types import EndReason, Session, SwitchReason, ToolCall, ToolContext
+
+from .recall import SEARCH, nothing_recalled, provider_name, search_hits
 
 if TYPE_CHECKING:
     from hermes_core.host import PluginHost
@@ -45,10 +52,8 @@ REMEMBER = "remember"
 PLATFORM = "mcp"
 #: the instance whose tools are other servers' tools (never served back)
 CLIENT_INSTANCE = "memory-provider:mcp"
-#: a stored answer is cut to this many characters (the archive keeps what the client saw first)
-MAX_STORED = 8000
 #: the most characters a call's arguments may hold (as JSON); larger calls are refused unrun and
-#: unrecorded (no served tool needs more: a memory entry holds ~2,000, a query a few hundred)
+#: unrun (no served tool needs more: a memory entry holds ~2,000, a query a few hundred)
 MAX_ARGUMENTS = 100_000
 
 #: resource file name -> the file memory's target
@@ -130,8 +135,9 @@ class StackServer:
         out = [{"name": name, "description": tool.description, "input_schema": tool.input_schema()}
                for name, (tool, _plugin) in sorted(self.tools.items())]
         out.append({"name": RECALL, "input_schema": _RECALL_SCHEMA, "description":
-                    "What the memory providers recall for a message: the fenced <memory-context> "
-                    "block the agent adds to a turn, one labelled part per provider."})
+                    "What the memory recalls for a message: the fenced <memory-context> "
+                    "block the agent adds to a turn (one labelled part per provider), else the "
+                    "archive's best matching earlier conversations, else why nothing matched."})
         if "memory" in self.tools:
             out.append({"name": REMEMBER, "input_schema": _REMEMBER_SCHEMA, "description":
                         "Keep one durable fact in MEMORY.md (the agent's own notes)."})
@@ -209,8 +215,6 @@ class StackServer:
             return ServedCall(f"the arguments of tool {name!r} hold {size:,} characters; the limit "
                               f"is {MAX_ARGUMENTS:,}: send less (nothing was run or stored)",
                               is_error=True)
-        self._record(session, Message("user", _call_text(name, args),
-                                      meta={"mcp": {"tool": name, "arguments": args}}))
         try:
             if name == RECALL:
                 answer = ServedCall(self.recall(str(args["query"]), session))
@@ -223,14 +227,34 @@ class StackServer:
 
             detail = str(exc) if isinstance(exc, ToolError) else f"{type(exc).__name__}: {exc}"
             answer = ServedCall(f"tool {name!r} failed: {detail}", is_error=True)
-        self._record(session, Message("assistant", answer.text[:MAX_STORED],
-                                      meta={"mcp": {"tool": name, "is_error": answer.is_error}}))
         return answer
 
     def recall(self, query: str, session: Session) -> str:
-        """What ``prefetch`` gives for ``query``, fenced as the agent fences it ("" if nothing)."""
+        """What ``prefetch`` gives for ``query``, fenced as the agent fences it; else the search
+        tool's hits, fenced the same way; else why nothing came back (see :mod:`.recall`)."""
         results = self.prefetch.run(query, session)
-        return build_block([(r.provider, r.text) for r in results])
+        block = build_block([(r.provider, r.text) for r in results])
+        if block:
+            return block
+        if SEARCH not in self.tools:
+            return nothing_recalled(results, searched=None)
+
+        tool, plugin = self.tools[SEARCH]
+        context = ToolContext(session=session, plugin_name=plugin)
+
+        def search(args: dict[str, Any]) -> dict[str, Any]:
+            # on this (the handler's worker) thread, not through the router's thread per call:
+            # a fresh thread for every recall had glibc open arenas that stay resident (issue 33)
+            found: dict[str, Any] = json.loads(tool.invoke(args, context))
+            return found
+
+        try:
+            hits = search_hits(search, query)
+        except Exception as exc:  # the archive's failure is a reason, not the answer's end
+            return nothing_recalled(results, searched=f"{SEARCH} failed: {exc}")
+        if hits.text:
+            return build_block([(f"{provider_name(self.tools[SEARCH][1])} ({SEARCH})", hits.text)])
+        return nothing_recalled(results, searched=hits.why)
 
     def _remember(self, text: str, session: Session) -> ServedCall:
         entry = self.tools.get("memory")
@@ -270,11 +294,6 @@ class StackServer:
         where = "/".join(str(p) for p in errors[0].path) or "(arguments)"
         return (f"invalid arguments for tool {name!r} at {where}: {errors[0].message}; nothing was "
                 "changed")
-
-    def _record(self, session: Session, message: Message) -> None:
-        for outcome in self.host.hooks.on_message(message=message, session=session):
-            if outcome.error is not None:
-                log.error("%s failed to record an MCP message: %s", outcome.plugin, outcome.error)
 
     # ------------------------------------------------------------------------------- resources
 
@@ -358,11 +377,3 @@ class StackServer:
         self._end(conversations, EndReason.SHUTDOWN)
         self.prefetch.close()
 
-
-def _call_text(name: str, args: dict[str, Any]) -> str:
-    """The searchable text of a call: the words themselves for recall/remember."""
-    if name == RECALL:
-        return str(args.get("query", ""))
-    if name == REMEMBER:
-        return str(args.get("text", ""))
-    return f"[{name}] {json.dumps(args, ensure_ascii=False, sort_keys=True)}"

@@ -37,6 +37,10 @@ def _bind(host: str, port: int) -> socket.socket:
         raise WebhookStartError(f"cannot listen on {host!r}: {exc.strerror}; give an IP address "
                                 "or a resolvable name with --host (webhook.host)") from None
     family, kind, proto, _name, address = infos[0]
+    # the proto getaddrinfo gives (IPPROTO_TCP), never 0: asyncio sets TCP_NODELAY only on
+    # connections accepted by a listener whose proto is IPPROTO_TCP, and without it an answer
+    # sent as headers then body waits ~40 ms for the client's delayed ACK on every keep-alive
+    # request (bench: 44 ms p50 with proto 0, 0.8 ms with IPPROTO_TCP)
     sock = socket.socket(family, kind, proto)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:

@@ -178,11 +178,10 @@ class Spool:
     def ack(self, entries: Iterable[SpoolEntry]) -> None:
         """Remove delivered records (one line per entry), and move unreadable lines aside."""
         done = Counter(e.key for e in entries)
-        if not done:
-            return
         with locked(self.path):
+            lines = self._lines()
             keep, bad = [], []
-            for line in self._lines():
+            for line in lines:
                 key = _key(line)
                 if _parse(line) is None:
                     bad.append(line if line.endswith(b"\n") else line + b"\n")
@@ -190,6 +189,8 @@ class Spool:
                     done[key] -= 1
                 else:
                     keep.append(line)
+            if len(keep) == len(lines):
+                return  # nothing to remove
             if bad:
                 aside = self.path.with_name(self.path.name + ".unreadable")
                 with open(aside, "ab") as fh:

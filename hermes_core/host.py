@@ -12,7 +12,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +34,7 @@ from .errors import (
     RegistryError,
     UnknownNameError,
 )
-from .hooks import ENGINE, MEMORY, MODULE, PLATFORM, HookOutcome, Hooks
+from .hooks import BACKGROUND, ENGINE, MEMORY, MODULE, PLATFORM, HookOutcome, Hooks
 from .kinds import PluginContext, Tool
 from .loader import (
     Candidate,
@@ -524,6 +524,7 @@ class PluginHost:
             notify_memory_write=functools.partial(self.notify_memory_write, source=name),
             embedder=self.embedder,
             report_problem=functools.partial(self._report_problem, reg.plugin),
+            run_later=functools.partial(self._run_later, f"{kind}:{name}"),
         )
         try:
             instance = cls(config=self.plugin_config(cls), context=context)
@@ -535,6 +536,10 @@ class PluginHost:
                 f"{type(exc).__name__}: {exc}"
             ) from exc
         return instance, f"{kind}:{name}", reg.plugin
+
+    def _run_later(self, key: str, fn: Callable[[], None], label: str) -> bool:
+        """``PluginContext.run_later``: ``fn`` on the instance's background lane, shard 0."""
+        return self.hooks.engine.lanes.get(key, BACKGROUND, 0).submit(fn, label)
 
     def _report_problem(self, plugin: str, message: str) -> None:
         """An instance's non-fatal problem: logged, kept on its plugin's record (once)."""

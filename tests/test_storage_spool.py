@@ -103,8 +103,8 @@ def test_a_retry_pause_ends_when_stop_is_set(tmp_path: Path) -> None:
     assert ns(spool) == [1]
 
 
-def test_a_torn_last_line_is_never_read_and_never_swallows_the_next(tmp_path: Path,
-                                                                      caplog: pytest.LogCaptureFixture) -> None:
+def test_a_torn_last_line_is_never_read_and_never_swallows_the_next(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     spool = Spool(tmp_path / "s.jsonl")
     spool.append({"n": 1})
     with open(spool.path, "ab") as fh:
@@ -180,7 +180,7 @@ def test_kill_9_mid_append_loses_and_tears_nothing(tmp_path: Path) -> None:
     procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), tag],
                               stdout=subprocess.PIPE, text=True) for tag in "ab"]
     returned: dict[str, int] = {}
-    for tag, proc in zip("ab", procs, strict=True):
+    for proc in procs:
         assert proc.stdout is not None
         for _ in range(150):  # let it get going
             proc.stdout.readline()

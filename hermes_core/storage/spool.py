@@ -26,7 +26,10 @@ acknowledging removes one line with that content: identical records are intercha
 is removed once it holds nothing.
 
 :meth:`Spool.deliver` is the common loop: send each pending record, acknowledge it, set aside
-the records the receiver refuses for good, stop at the first other failure.
+the records the receiver refuses for good, stop at the first other failure. A :class:`Courier`
+is a plugin's outbox over it: every write is appended first, then delivered on the caller's
+thread while the receiver answers, and in the background (one attempt at a time, through
+``PluginContext.run_later``) while it does not.
 """
 
 from __future__ import annotations
@@ -41,14 +44,14 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..atomic import atomic_write, locked
 from ..private import private_dir
 
-__all__ = ["DEFAULT_MAX_BYTES", "Delivery", "Spool", "SpoolEntry", "SpoolFullError"]
+__all__ = ["DEFAULT_MAX_BYTES", "Courier", "Delivery", "Spool", "SpoolEntry", "SpoolFullError"]
 
 log = logging.getLogger("hermes_core.storage.spool")
 
@@ -85,6 +88,8 @@ class Delivery:
     error: BaseException | None = None
     #: records still waiting when it stopped
     left: int = 0
+    #: why the refused records were refused, in order
+    refusals: list[BaseException] = field(default_factory=list)
 
 
 def _key(line: bytes) -> str:
@@ -235,6 +240,7 @@ class Spool:
                         (rejected if rejected is not None else self._rejected()).append(
                             {**entry.record, "rejected": str(error), "rejected_at": time.time()})
                         report.rejected += 1
+                        report.refusals.append(error)
                     else:
                         report.sent += 1
                     done.append(entry)
@@ -266,6 +272,102 @@ class Spool:
 
     def _rejected(self) -> Spool:
         return Spool(self.path.with_name(self.path.stem + ".rejected.jsonl"))
+
+
+class Courier:
+    """Writes to a receiver that may be down, never lost: a spool and its delivery.
+
+    :meth:`put` appends the records durably, then delivers the spool on the caller's thread
+    (a plugin calls it from a hook that already runs on its own lane, such as ``sync_turn``). A
+    delivery that fails makes the courier *failing*: later puts only append, and one delivery at
+    a time is queued with ``run_later`` (the plugin's ``PluginContext.run_later``), so an outage
+    costs one attempt per write rather than a lane held by retries. The first delivery that gets
+    through ends it. Records left at shutdown wait in the spool; the next start delivers them
+    (:meth:`later`).
+    """
+
+    def __init__(
+        self,
+        spool: Spool,
+        send: Callable[[Record], None],
+        *,
+        run_later: Callable[[Callable[[], None], str], bool],
+        refused: Callable[[BaseException], bool] = lambda exc: False,
+        rejected: Spool | None = None,
+        attempts: int = 1,
+        pause: Callable[[int, BaseException], float] = lambda attempt, exc: 0.5 * 2 ** attempt,
+        report: Callable[[Delivery], None] = lambda delivery: None,
+        label: str = "deliver the spool",
+    ) -> None:
+        self.spool = spool
+        self.rejected = rejected
+        self._send, self._refused, self._pause = send, refused, pause
+        self._run_later, self._report, self._label = run_later, report, label
+        self.attempts = attempts
+        #: the last delivery failed: puts append only, deliveries go to the background
+        self.failing = False
+        #: set at shutdown: a retry pause ends, the record waits for the next start
+        self.stop = threading.Event()
+        self._cond = threading.Condition()
+        self._queued = False
+        self._busy = 0
+
+    def put(self, *records: Record, now: bool = True) -> Delivery | None:
+        """Keep ``records`` (``OSError`` if they could not be kept), then deliver: on this
+        thread when ``now`` and the receiver answered last time, else in the background."""
+        self.spool.append(*records)
+        if now and not self.failing:
+            return self.deliver()
+        self.later()
+        return None
+
+    def deliver(self) -> Delivery:
+        """Deliver the spool now, on this thread."""
+        delivery = self.spool.deliver(
+            self._send, refused=self._refused, rejected=self.rejected,
+            attempts=1 if self.failing else self.attempts, pause=self._pause, stop=self.stop)
+        self.failing = delivery.error is not None
+        self._report(delivery)
+        return delivery
+
+    def later(self) -> bool:
+        """Queue one background delivery (none if one is queued already); False if the host
+        would not take it (the records wait for the next delivery)."""
+        with self._cond:
+            if self._queued or self.stop.is_set():
+                return self._queued
+            self._queued = True
+            self._busy += 1
+
+        def run() -> None:
+            with self._cond:
+                self._queued = False
+            try:
+                if not self.stop.is_set():
+                    self.deliver()
+            finally:
+                self._done()
+
+        if not self._run_later(run, self._label):
+            with self._cond:
+                self._queued = False
+            self._done()
+            return False
+        return True
+
+    def _done(self) -> None:
+        with self._cond:
+            self._busy -= 1
+            self._cond.notify_all()
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until no background delivery is queued or running; False after ``timeout``."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._busy == 0, max(0.0, timeout))
+
+    def close(self) -> None:
+        """Stop: a retry pause ends now and no background delivery starts."""
+        self.stop.set()
 
 
 def _last_byte(fd: int, size: int) -> bytes:

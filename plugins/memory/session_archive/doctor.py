@@ -15,10 +15,9 @@ from hermes_core.config import LoadedConfig, validate_section
 from hermes_core.doctor import DoctorCheck
 from hermes_core.errors import HermesCoreError
 from hermes_core.storage import StorageURL
-
-from .config import SessionArchiveConfig
 from hermes_core.storage.spool import Spool
 
+from .config import SessionArchiveConfig
 from .db import connect_read_only, recovery_advice, spool_path
 from .schema import APPLICATION_ID, LATEST_VERSION
 

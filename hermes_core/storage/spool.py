@@ -88,8 +88,8 @@ class Delivery:
     error: BaseException | None = None
     #: records still waiting when it stopped
     left: int = 0
-    #: why the refused records were refused, in order
-    refusals: list[BaseException] = field(default_factory=list)
+    #: the refused records and why they were refused, in order
+    refusals: list[tuple[Record, BaseException]] = field(default_factory=list)
 
 
 def _key(line: bytes) -> str:
@@ -240,7 +240,7 @@ class Spool:
                         (rejected if rejected is not None else self._rejected()).append(
                             {**entry.record, "rejected": str(error), "rejected_at": time.time()})
                         report.rejected += 1
-                        report.refusals.append(error)
+                        report.refusals.append((entry.record, error))
                     else:
                         report.sent += 1
                     done.append(entry)

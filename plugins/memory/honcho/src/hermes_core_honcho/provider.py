@@ -188,7 +188,7 @@ class HonchoProvider(MemoryProvider):
 
     def _delivered(self, delivery: Delivery) -> None:
         path = self.outbox.spool.path
-        for exc in delivery.refusals:
+        for _job, exc in delivery.refusals:
             if isinstance(exc, HonchoRejected):
                 log.error("honcho: the server refused a write and it will not be retried: %s; "
                           "the job is kept in %s", exc, self.rejected.path)

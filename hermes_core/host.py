@@ -89,6 +89,8 @@ class PluginHost:
         self.registries = Registries()
         #: activated instances, by their manager name ("memory-provider:file_memory", ...)
         self.instances: dict[str, object] = {}
+        #: set once shutdown has drained the lanes: ``run_later`` then refuses new work
+        self._lanes_closed = False
         self._embedder: Any = None
         self._embedder_chosen = False
         self._embedder_lock = threading.Lock()
@@ -539,6 +541,8 @@ class PluginHost:
 
     def _run_later(self, key: str, fn: Callable[[], None], label: str) -> bool:
         """``PluginContext.run_later``: ``fn`` on the instance's background lane, shard 0."""
+        if self._lanes_closed:
+            return False
         return self.hooks.engine.lanes.get(key, BACKGROUND, 0).submit(fn, label)
 
     def _report_problem(self, plugin: str, message: str) -> None:
@@ -649,6 +653,7 @@ class PluginHost:
         bounded. Returns the lanes that were still busy (also logged)."""
         bound = self.config.core.memory.worker_drain_timeout if drain_timeout is None else drain_timeout
         busy = self.hooks.drain(bound)
+        self._lanes_closed = True
         if busy:
             log.error("plugin calls still running after the %.1f s shutdown bound; their work may "
                       "be lost: %s", bound, "; ".join(busy))

@@ -17,7 +17,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "plugins"))
+# appended: plugins/inspect must not shadow the standard library's inspect
+sys.path.append(str(ROOT / "plugins"))
 
 OWNERS = ["", "alice", "bob"]
 ENTRY = re.compile(r"^\[(w\d+-k\d+)\] v(\d+) [a-z]+$")

@@ -12,7 +12,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +34,7 @@ from .errors import (
     RegistryError,
     UnknownNameError,
 )
-from .hooks import ENGINE, MEMORY, MODULE, PLATFORM, HookOutcome, Hooks
+from .hooks import BACKGROUND, ENGINE, MEMORY, MODULE, PLATFORM, HookOutcome, Hooks
 from .kinds import PluginContext, Tool
 from .loader import (
     Candidate,
@@ -91,6 +91,8 @@ class PluginHost:
         self.registries = Registries()
         #: activated instances, by their manager name ("memory-provider:file_memory", ...)
         self.instances: dict[str, object] = {}
+        #: set once shutdown has drained the lanes: ``run_later`` then refuses new work
+        self._lanes_closed = False
         self._embedder: Any = None
         self._embedder_chosen = False
         self._embedder_lock = threading.Lock()
@@ -536,6 +538,7 @@ class PluginHost:
             notify_memory_write=functools.partial(self.notify_memory_write, source=name),
             embedder=self.embedder,
             report_problem=functools.partial(self._report_problem, reg.plugin),
+            run_later=functools.partial(self._run_later, f"{kind}:{name}"),
         )
         try:
             instance = cls(config=self.plugin_config(cls), context=context)
@@ -547,6 +550,12 @@ class PluginHost:
                 f"{type(exc).__name__}: {exc}"
             ) from exc
         return instance, f"{kind}:{name}", reg.plugin
+
+    def _run_later(self, key: str, fn: Callable[[], None], label: str) -> bool:
+        """``PluginContext.run_later``: ``fn`` on the instance's background lane, shard 0."""
+        if self._lanes_closed:
+            return False
+        return self.hooks.engine.lanes.get(key, BACKGROUND, 0).submit(fn, label)
 
     def _report_problem(self, plugin: str, message: str) -> None:
         """An instance's non-fatal problem: logged, kept on its plugin's record (once)."""
@@ -711,6 +720,7 @@ class PluginHost:
         bounded. Returns the lanes that were still busy (also logged)."""
         bound = self.config.core.memory.worker_drain_timeout if drain_timeout is None else drain_timeout
         busy = self.hooks.drain(bound)
+        self._lanes_closed = True
         if busy:
             log.error("plugin calls still running after the %.1f s shutdown bound; their work may "
                       "be lost: %s", bound, "; ".join(busy))

@@ -73,6 +73,17 @@ class PluginContext:
     #: tell the kernel about a problem that does not stop the instance (an MCP server that
     #: failed to start, say): logged, and shown as a warning of the plugin by ``doctor``
     report_problem: Callable[[str], None] = field(default=lambda message: None)
+    #: ``run_later(fn, label)``: queue ``fn`` on this instance's background lane (the lane of its
+    #: later hooks for calls that name no conversation) and return at once; False (``fn`` not
+    #: queued) once the host is closing. The host drains the lane, within
+    #: ``memory.worker_drain_timeout``, before it calls ``shutdown``; what ``fn`` raises is logged.
+    #: Without a host (a context built by hand) ``fn`` runs at once.
+    run_later: Callable[[Callable[[], None], str], bool] = field(default=lambda fn, label: _now(fn))
+
+
+def _now(fn: Callable[[], None]) -> bool:
+    fn()
+    return True
 
 
 class _Instantiable:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from hermes_core.plugins.memory.session_archive import SessionArchive
+from hermes_core.plugins.memory.session_archive.records import spool_record
 from hermes_core.types import Message
 
 
@@ -34,7 +35,7 @@ def test_doctor_checks_the_configured_archive_not_home_state_db(home: Path, tmp_
 def test_doctor_reports_spooled_messages(home: Path) -> None:
     db = home / "state.db"
     with SessionArchive(db) as archive:
-        archive.spool.add("s", ("user", "waiting", None, None, None, 1.0, None))
+        archive.spool.append(spool_record("s", ("user", "waiting", None, None, None, 1.0, None)))
         # the archive is open: this entry waits until the next write or open
         check = checks()["state.db"]
     assert check["ok"] and check["warning"] and "1 message(s) wait" in check["detail"]

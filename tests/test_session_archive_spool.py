@@ -24,6 +24,7 @@ from hermes_core.plugins.memory.session_archive import (
     SessionArchiveConfig,
     SessionArchiveProvider,
 )
+from hermes_core.plugins.memory.session_archive.records import spool_record
 from hermes_core.testing import make_instance
 from hermes_core.types import Message, Session
 
@@ -71,14 +72,14 @@ def test_a_full_database_spools_every_message_and_replays_them_in_order(tmp_path
             failures.append(str(exc))
     assert failures, "the size limit never bit"
     assert all("disk is full" in f and "kept in" in f for f in failures)
-    spooled = archive.spool.read()
+    spooled = archive.spool.pending()
     assert len(spooled) == len(failures)
     con.execute("PRAGMA max_page_count = 1073741823")  # space again
     archive.append_message(Session(id="s"), Message("user", "turn after"))
     stored = contents(archive, "s")
     assert stored[0] == "turn before" and stored[-1] == "turn after"
     assert [s.split(" ", 2)[1] for s in stored[1:-1]] == [str(i) for i in range(40)]
-    assert not archive.spool.pending()
+    assert not archive.spool.has_pending()
     archive.close()
 
 
@@ -117,7 +118,7 @@ def test_the_os_refusing_writes_spools_and_the_next_open_stores_them(tmp_path: P
     assert all("kept in" in r and "state.db.spool.jsonl" in r for r in failed)
     with SessionArchive(path) as archive:  # no limit now: the open stores the spool
         stored = contents(archive, "s")
-        assert not archive.spool.pending()
+        assert not archive.spool.has_pending()
     assert stored[0] == "before the disk filled"
     assert [s.split(" ", 2)[1] for s in stored[1:]] == [str(i) for i in range(40)]
 
@@ -125,16 +126,16 @@ def test_the_os_refusing_writes_spools_and_the_next_open_stores_them(tmp_path: P
 def test_a_crash_after_storing_the_spool_never_stores_it_twice(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     with SessionArchive(path) as archive:
-        archive.spool.add(Session(id="s", title="Spooled"), ("user", "one", None, None, None,
-                                                             1.0, None))
-        archive.spool.add("s", ("user", "two", None, None, None, 2.0, None))
+        archive.spool.append(spool_record(Session(id="s", title="Spooled"),
+                                          ("user", "one", None, None, None, 1.0, None)))
+        archive.spool.append(spool_record("s", ("user", "two", None, None, None, 2.0, None)))
         # The replay committed, then the process died before emptying the spool:
-        assert archive._store_spooled(archive.spool.read()) == 2
-        assert archive.spool.pending()
+        assert archive._store_spooled(archive.spool.pending()) == 2
+        assert archive.spool.has_pending()
         assert archive.replay_spool() == 0  # the ids are recorded: nothing stored again
         assert contents(archive, "s") == ["one", "two"]
         assert archive.get_session("s").title == "Spooled"
-        assert not archive.spool.pending()
+        assert not archive.spool.has_pending()
 
 
 def test_the_provider_raises_on_a_failed_write_and_keeps_the_message(hermes_home: Path) -> None:
@@ -219,5 +220,5 @@ def test_a_large_damaged_file_is_checked_in_the_background_and_refuses_writes(
         time.sleep(0.01)
     with pytest.raises(ArchiveWriteError, match=r"integrity check failed.*kept in"):
         archive.append_message("s", Message("user", "after the check"))
-    assert [e.row[1] for e in archive.spool.read()] == ["after the check"]
+    assert [e.record["row"][1] for e in archive.spool.pending()] == ["after the check"]
     archive.close()

@@ -492,4 +492,4 @@ def test_a_lock_held_too_long_is_a_clear_error_and_the_message_waits_in_the_spoo
         a.append_message("s", Message("user", "after"))
         assert [m.content for m in a.messages("s")] == ["first", "second", "after"]
         assert [m.content for m in a.messages("new-session")] == ["third"]
-        assert not a.spool.pending()
+        assert not a.spool.has_pending()

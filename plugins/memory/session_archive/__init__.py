@@ -37,7 +37,6 @@ from .errors import (
     SessionNotFoundError,
 )
 from .search import search_messages
-from .spool import Spool
 from .store import SessionArchive
 from .tool import Semantic, make_tool, session_search
 
@@ -231,11 +230,13 @@ class SessionArchiveProvider(MemoryProvider):
                 self._indexer.wake()  # an event: embedding happens on the indexer's thread
 
     def _spool_unopened(self, session: Session, message: Message) -> ArchiveWriteError:
-        from .records import encode_message
+        from hermes_core.storage.spool import Spool
+
+        from .records import encode_message, spool_record
 
         spool = Spool(spool_path(self.path))
         try:
-            spool.add(session, encode_message(message)[0])
+            spool.append(spool_record(session, encode_message(message)[0]))
         except OSError as exc:
             return MessageNotStored(
                 f"a message could NOT be stored: the session archive is unusable "

@@ -15,11 +15,11 @@ from hermes_core.config import LoadedConfig, validate_section
 from hermes_core.doctor import DoctorCheck
 from hermes_core.errors import HermesCoreError
 from hermes_core.storage import StorageURL
+from hermes_core.storage.spool import Spool
 
 from .config import SessionArchiveConfig
 from .db import connect_read_only, recovery_advice, spool_path
 from .schema import APPLICATION_ID, LATEST_VERSION
-from .spool import Spool
 
 __all__ = ["archive_checks", "archive_location"]
 
@@ -137,7 +137,7 @@ def check_archive(path: Path, name: str = "state.db") -> DoctorCheck:
 
 def _spooled(path: Path) -> int:
     try:
-        return len(Spool(spool_path(path)).read())
+        return len(Spool(spool_path(path)))
     except OSError:
         return 0
 

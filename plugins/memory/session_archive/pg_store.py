@@ -31,14 +31,11 @@ class _NoSpool:
     def __init__(self, where: str) -> None:
         self.path = f"no local spool ({where} is shared by every node)"
 
-    def pending(self) -> bool:
+    def has_pending(self) -> bool:
         return False
 
-    def add(self, session: Any, row: Any) -> None:
+    def append(self, *records: Any) -> None:
         raise OSError("a PostgreSQL archive keeps no local spool")
-
-    def replay(self, archive: Any) -> int:
-        return 0
 
 
 class PgSessionArchive(SessionArchive):

@@ -10,11 +10,14 @@ objects JSON cannot express).
 from __future__ import annotations
 
 import json
+import os
 import re
+import time
+import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from hermes_core.types import Message, ToolCall
+from hermes_core.types import Message, Session, ToolCall
 
 __all__ = [
     "ROLES",
@@ -24,6 +27,8 @@ __all__ = [
     "clean_text",
     "decode_tool_calls",
     "encode_message",
+    "session_from_spool",
+    "spool_record",
 ]
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -197,3 +202,30 @@ class Candidate:
     score: float
     #: the compaction chain of the message's session (filled by :func:`attach_chains`)
     chain: int = 0
+
+
+def spool_record(session: Session | str, row: tuple[Any, ...]) -> dict[str, Any]:
+    """A message the archive could not store, as a record of its spool: a unique id (noted in
+    the ``meta`` table when stored, so a replay interrupted after its commit stores nothing
+    twice), what is needed to create the session if the archive never saw it, and the row."""
+    if isinstance(session, str):
+        fields: dict[str, Any] = {"id": session}
+    else:
+        fields = {"id": session.id, "platform": session.platform, "model": session.model,
+                  "title": session.title, "parent_session_id": session.parent_session_id,
+                  "started_at": session.started_at, "attributes": dict(session.attributes or {})}
+    entry_id = f"{time.time_ns():x}-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+    return {"v": 1, "id": entry_id, "session": fields, "row": list(row)}
+
+
+def session_from_spool(fields: dict[str, Any]) -> Session | str:
+    """The session of a spool record (:func:`spool_record`)."""
+    if set(fields) == {"id"}:
+        return str(fields["id"])
+    return Session(
+        id=str(fields["id"]), platform=fields.get("platform") or "cli",
+        model=fields.get("model"), title=fields.get("title"),
+        parent_session_id=fields.get("parent_session_id"),
+        started_at=float(fields.get("started_at") or time.time()),
+        attributes=dict(fields.get("attributes") or {}),
+    )

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from hermes_core.storage.errors import StorageError
+from hermes_core.storage.spool import Spool, SpoolEntry
 from hermes_core.types import Message, Session, Usage
 
 from .db import Database, spool_path
@@ -26,8 +27,15 @@ from .errors import (
     MessageNotStored,
     SessionNotFoundError,
 )
-from .records import SessionRecord, StoredMessage, _json, clean_text, encode_message
-from .spool import Spool, SpoolEntry, already_stored, mark_stored, session_from_fields
+from .records import (
+    SessionRecord,
+    StoredMessage,
+    _json,
+    clean_text,
+    encode_message,
+    session_from_spool,
+    spool_record,
+)
 
 __all__ = ["LINEAGE_CTE", "LINEAGE_SQL", "SessionArchive", "base_title"]
 
@@ -90,7 +98,7 @@ class SessionArchive:
         integrity_check: bool = True,
     ) -> None:
         self.path = Path(path)
-        #: messages that could not be stored wait here (see spool.py)
+        #: messages that could not be stored wait here (hermes_core.storage.spool)
         self.spool = Spool(spool_path(self.path))
         self.db = Database(
             self.path, busy_timeout=busy_timeout, synchronous=synchronous,
@@ -333,7 +341,7 @@ class SessionArchive:
         if repairs:
             log.warning("message repaired before storing (%d lone surrogates replaced)", repairs)
         try:
-            if self.spool.pending():  # earlier messages first: order is kept
+            if self.spool.has_pending():  # earlier messages first: order is kept
                 self.replay_spool()
             if usage is not None:
                 return self._append_counted(session, row, _usage_params(usage, 0.0, 1))
@@ -348,7 +356,7 @@ class SessionArchive:
     ) -> ArchiveWriteError:
         reason = str(self.db._translate(exc) if isinstance(exc, sqlite3.DatabaseError) else exc)
         try:
-            self.spool.add(session, row)
+            self.spool.append(spool_record(session, row))
         except OSError as spool_exc:
             return self._not_kept(reason, spool_exc)
         return ArchiveWriteError(
@@ -365,9 +373,19 @@ class SessionArchive:
         )
 
     def replay_spool(self) -> int:
-        """Store the spooled messages now; return how many. Raises while the archive cannot."""
+        """Store the spooled messages now, in order, in one transaction; return how many.
+
+        As the spool's only consumer (another process replaying waits); the spool is emptied
+        after the commit, and each message's spool id is noted in ``meta`` in the same commit, so
+        a crash in between stores nothing twice. Raises while the archive cannot write (the
+        spool is then left as it was).
+        """
+        if not self.spool.has_pending():
+            return 0
         try:
-            count = self.spool.replay(self)
+            with self.spool.consuming() as entries:
+                count = self._store_spooled(entries) if entries else 0
+                self.spool.ack(entries)
         except sqlite3.DatabaseError as exc:
             raise self.db._translate(exc) from exc
         if count:
@@ -379,15 +397,22 @@ class SessionArchive:
         def tx(con: sqlite3.Connection) -> int:
             stored = 0
             for entry in entries:
-                if already_stored(con, entry.id):
+                if "id" not in entry.record or not isinstance(entry.record.get("row"), list):
+                    log.error("%s: a record of %s is not a message and was skipped: %.200r",
+                              self.path, self.spool.path.name, entry.record)
                     continue
-                session = session_from_fields(entry.session)
+                mark = "spooled:" + str(entry.record["id"])
+                if con.execute("SELECT 1 FROM meta WHERE key = ?", (mark,)).fetchone():
+                    continue
+                session = session_from_spool(dict(entry.record["session"]))
                 sid = session.id if isinstance(session, Session) else session
                 num = self._num(con, sid)
                 if num is None:
                     num = self._create_from(con, session)
-                rowid = int(con.execute(_INSERT_MESSAGE, (num, *entry.row)).lastrowid or 0)
-                mark_stored(con, entry.id, rowid)
+                rowid = int(con.execute(_INSERT_MESSAGE, (num, *entry.record["row"])).lastrowid
+                            or 0)
+                con.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                            (mark, str(rowid)))
                 stored += 1
             return stored
 

@@ -22,9 +22,8 @@ def test_sync_turn_stores_both_messages_in_the_session(make_provider, honcho_ser
     provider = make_provider()
     session = Session(id="20250301_101010_abcdef", platform="cli")
     provider.on_session_switch(new_session=session, old_session=None, reason=SwitchReason.NEW)
-    start = time.perf_counter()
+    # sync_turn sends on the thread it is called on: the kernel calls it on the provider's lane
     turn(provider, session, "I moved to Lisbon last spring.", "Lisbon, nice.")
-    assert time.perf_counter() - start < 0.05, "sync_turn must only queue the write"
     assert provider.wait_idle(5)
     stored = honcho_server.store.messages(WS, session.id)
     assert [(m["peer_id"], m["content"]) for m in stored] == [
@@ -239,17 +238,20 @@ def test_refused_writes_are_kept_aside(make_provider, honcho_server, hermes_home
 
 def test_shutdown_keeps_unsent_writes_for_the_next_start(make_provider, hermes_home, tmp_path) -> None:  # type: ignore[no-untyped-def]
     with HonchoTestServer(tmp_path / "other.db") as server:
-        config = (f"honcho:\n  base_url: {server.url}\n  workspace: {WS}\n  timeout: 2\n"
-                  "  retry_delay: 0.05\n  shutdown_timeout: 0.2\n")
+        config = (f"honcho:\n  base_url: {server.url}\n  workspace: {WS}\n  timeout: 0.3\n"
+                  "  retry_delay: 0.05\n")
         provider = make_provider(config=config)
-        server.latency = 1.0
+        server.latency = 1.0  # every request times out: the writes wait in the outbox
         for i in range(3):
             turn(provider, Session(id="s-shut"), f"queued message {i}")
+        assert provider.outbox.failing
         start = time.perf_counter()
         provider.shutdown()
         assert time.perf_counter() - start < 1.0
         outbox = hermes_home / "honcho" / "outbox.jsonl"
         assert outbox.exists()
+        kept = [json.loads(line)["messages"][0]["content"] for line in outbox.read_text().splitlines()]
+        assert kept == [f"queued message {i}" for i in range(3)], "in order, none lost"
         server.latency = 0.0
         again = make_provider(config=config)  # a new start sends what was kept
         assert again.wait_idle(10)
@@ -268,4 +270,4 @@ def test_server_down_fails_open(make_provider, honcho_server) -> None:  # type: 
     provider.queue_prefetch(query="anything about my projects?", session=Session(id="down"))
     turn(provider, Session(id="down"), "kept for later")
     assert provider.wait_idle(10)
-    assert provider.writer.spooled == 1
+    assert len(provider.outbox.spool) == 1

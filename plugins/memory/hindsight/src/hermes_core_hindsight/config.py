@@ -76,7 +76,8 @@ class HindsightConfig(BaseModel):
     retain_max_chars: int = Field(default=60_000, ge=1_000, le=10_000_000)
     #: attempts per retain before it is set aside in the spool file (retried later)
     retain_attempts: int = Field(default=3, ge=1, le=10)
-    #: turns waiting for the writer; beyond this, new turns go straight to the spool file
+    #: no longer used (accepted so older configs still load): there is no queue in memory, every
+    #: turn is kept in the spool file before it is sent
     max_queued_turns: int = Field(default=500, ge=1, le=100_000)
 
     #: fact types to recall; empty means "what the server has": observations when its
@@ -104,9 +105,11 @@ class HindsightConfig(BaseModel):
     retain_timeout: float = Field(default=30.0, gt=0, le=600)
     #: seconds a reflect may take (the server's LLM reasons over many memories)
     reflect_timeout: float = Field(default=60.0, gt=0, le=600)
-    #: how long a session switch waits for the previous session's turns to be sent
+    #: how long a session end waits for a background send (of mirrored notes, or of the spool
+    #: while the server was failing)
     switch_flush_timeout: float = Field(default=5.0, ge=0, le=120)
-    #: how long shutdown waits for queued turns before setting the rest aside in the spool file
+    #: no longer used (accepted so older configs still load): unsent turns already wait in the
+    #: spool file, and the kernel's ``memory.worker_drain_timeout`` bounds shutdown
     shutdown_timeout: float = Field(default=10.0, ge=0, le=300)
 
     @field_validator("base_url")

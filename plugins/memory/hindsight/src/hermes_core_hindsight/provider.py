@@ -3,14 +3,19 @@
 Data path of a turn (see docs in README.md):
 
 * ``sync_turn`` builds one retain *job* for the turn (``User: ...`` / ``Assistant: ...`` text,
-  session, lineage and platform tags, string metadata) and hands it to the background writer: the
-  kernel's worker is never held by the network;
-* the writer sends it to ``POST /banks/{bank}/memories`` under the document id of the session with
+  session, lineage and platform tags, string metadata), keeps it in the spool file
+  (``hindsight/spool-<bank>.jsonl``, a :class:`hermes_core.storage.spool.Courier`) and sends the
+  spool in order, there: the kernel runs ``sync_turn`` on this provider's own lane, never on the
+  turn's thread;
+* a job goes to ``POST /banks/{bank}/memories`` under the document id of the session with
   ``update_mode="append"`` when the server's ``/version`` is 0.5.0 or later (older servers get one
-  document per turn);
+  document per turn); a retryable failure is tried ``retain_attempts`` times with a growing pause,
+  then the job waits in the spool: while the server is failing, turns are only kept and one
+  background attempt at a time (``run_later``) sends the spool; the next start sends what is left.
+  A job the server refuses (4xx) goes to ``rejected-<bank>.jsonl`` with the reason;
 * ``queue_prefetch`` starts a recall in the background; ``prefetch`` serves it (see :mod:`.recall`);
-* ``on_session_switch`` and ``on_session_end`` wait (bounded) until the session's turns are sent;
-  ``shutdown`` waits (bounded) and keeps what is left in the spool file.
+* ``on_session_end`` waits (bounded) for a background send; ``shutdown`` leaves what is unsent in
+  the spool.
 
 With ``memory.scope: user`` every user key has a bank of its own (:func:`.config.user_bank`):
 turns, recall, the tools and mirrored notes of a session go to the bank of the session's user
@@ -31,6 +36,7 @@ from typing import Any
 
 from hermes_core import hookimpl
 from hermes_core.kinds import MemoryProvider, PluginContext, Tool
+from hermes_core.storage.spool import Courier, Delivery, Spool
 from hermes_core.types import (
     EndReason,
     ForgetReport,
@@ -49,9 +55,7 @@ from .client import (
 )
 from .config import FACT_TYPES, FactType, HindsightConfig, user_bank
 from .recall import Prefetcher, render
-from .spool import Spool
 from .tools import build_tools
-from .writer import RetainWriter
 
 __all__ = ["HindsightMemory"]
 
@@ -61,6 +65,8 @@ PROBE_RETRY = 5.0
 PROBE_TIMEOUT = 2.0
 #: at most this share of ``memory.prefetch_timeout`` is spent waiting for a live recall
 LIVE_WAIT_SHARE = 0.6
+#: seconds before the second attempt of a retain; doubled for each later one
+BACKOFF = 0.5
 
 
 def _iso(timestamp: float) -> str:
@@ -114,9 +120,15 @@ class HindsightMemory(MemoryProvider):
         self._banks: set[str] = {config.bank}
         deadline = context.config.memory.prefetch_timeout
         self.live_wait = min(config.prefetch_live_wait, LIVE_WAIT_SHARE * deadline)
-        self.writer = RetainWriter(
-            self._send, Spool(context.home / "hindsight", config.bank), refused=_refused,
-            logger=self.log, attempts=config.retain_attempts, max_queued=config.max_queued_turns)
+        folder = context.home / "hindsight"
+        self.rejected = Spool(folder / f"rejected-{config.bank}.jsonl")
+        self.retains = Courier(
+            Spool(folder / f"spool-{config.bank}.jsonl"), self._send, run_later=context.run_later,
+            refused=_refused, rejected=self.rejected, attempts=config.retain_attempts,
+            pause=lambda attempt, exc: BACKOFF * 2 ** attempt, report=self._delivered,
+            label="hindsight: send the spool")
+        if self.retains.spool.has_pending():  # a previous run left turns: they go first
+            self.retains.later()
         self.prefetcher = Prefetcher(self._recall_for_prefetch, logger=self.log)
         self._tools = build_tools(self)
         self._closed = False
@@ -205,6 +217,14 @@ class HindsightMemory(MemoryProvider):
             for op in dict.fromkeys(i for i in ids if isinstance(i, str) and i):
                 self._operations.append((bank, op))
 
+    def _delivered(self, delivery: Delivery) -> None:
+        for job, exc in delivery.refusals:
+            self.log.error("hindsight: the server refused %s: %s (kept in %s)",
+                           job.get("label", "a turn"), exc, self.rejected.path)
+        if delivery.error is not None:
+            self.log.warning("hindsight: %d turn(s) kept in %s to be sent later: %s",
+                             delivery.left, self.retains.spool.path, delivery.error)
+
     def _recall_for_prefetch(self, query: str, session: Session) -> list[Memory]:
         limit = self.config.prefetch_max_results * 3  # room for skipped current-session memories
         memories = self.client.recall(
@@ -289,10 +309,7 @@ class HindsightMemory(MemoryProvider):
             root = self.lineage_root(new_session)
             with self._lock:
                 self._lineage[new_session.id] = root
-        if old_session is not None:
-            if not self.writer.flush(self.config.switch_flush_timeout):
-                self.log.info("hindsight: turns of session %s are still being sent after %.1f s; "
-                              "they will follow", old_session.id, self.config.switch_flush_timeout)
+        if old_session is not None:  # its turns were sent by sync_turn, on this lane
             self.prefetcher.drop(old_session.id)
 
     @hookimpl
@@ -302,7 +319,7 @@ class HindsightMemory(MemoryProvider):
             return
         job = self.turn_job(user_message, assistant_message, session, messages)
         if job is not None:
-            self.writer.submit(job)
+            self.retains.put(job)  # kept, then sent here, on the provider's own lane
 
     @hookimpl
     def queue_prefetch(self, query: str, session: Session) -> None:
@@ -320,7 +337,7 @@ class HindsightMemory(MemoryProvider):
 
     @hookimpl
     def on_session_end(self, session: Session, messages: list[Message], reason: EndReason) -> None:
-        self.writer.flush(self.config.switch_flush_timeout)
+        self.retains.wait_idle(self.config.switch_flush_timeout)
         self.prefetcher.drop(session.id)
 
     @hookimpl
@@ -349,9 +366,9 @@ class HindsightMemory(MemoryProvider):
         item = {"content": write.content.strip(), "context": f"saved to {write.target} notes",
                 "metadata": {"source": "memory-write", "target": write.target,
                              "origin": write.origin}, "tags": tags}
-        self.writer.submit({"bank": bank, "items": [item],
-                            "label": f"{write.action} of a {write.target} note",
-                            "operation_id": str(uuid.uuid4())})
+        self.retains.put({"bank": bank, "items": [item],
+                          "label": f"{write.action} of a {write.target} note",
+                          "operation_id": str(uuid.uuid4())}, now=False)
 
     @hookimpl
     def get_tools(self) -> list[Tool]:
@@ -379,7 +396,7 @@ class HindsightMemory(MemoryProvider):
         every scope looks in the one bank.
         """
         needle = " ".join(subject.split()).casefold()
-        self.writer.flush(10.0)  # queued turns first: they may mention it too
+        self.retains.wait_idle(10.0)  # notes being sent first: they may mention it too
         if scope.startswith("user:") and self.per_user:
             banks = [self.bank_of_user(scope[len("user:"):])]
         else:  # global scope: the one bank, whatever the scope (as it always was)
@@ -410,7 +427,7 @@ class HindsightMemory(MemoryProvider):
         if self._closed:
             return
         self._closed = True
-        self.writer.close(self.config.shutdown_timeout)
+        self.retains.close()  # what is unsent waits in the spool for the next start
         self.prefetcher.close()
         self.client.close()
 
@@ -419,8 +436,8 @@ class HindsightMemory(MemoryProvider):
     def settle(self, timeout: float = 30.0) -> bool:
         """Wait until everything retained so far is stored and searchable on the server.
 
-        In order, each step bounded by what is left of ``timeout``: the writer has sent what was
-        queued; turns it had to spool (the server was slow or down) have been sent too; every
+        In order, each step bounded by what is left of ``timeout``: the background send is over;
+        turns left in the spool (the server was slow or down) have been sent too; every
         async retain it sent has reached a final state in the server's own operation status
         (``GET /operations/{id}``: completed, failed, cancelled); and the bank has no pending or
         processing operation left (consolidations the retains started). Recalls in flight have
@@ -432,13 +449,12 @@ class HindsightMemory(MemoryProvider):
         def left() -> float:
             return max(0.0, end - time.monotonic())
 
-        if not self.writer.flush(timeout):
+        if not self.retains.wait_idle(timeout):
             return False
-        while self.writer.spool.count() and left() > 0:
-            if not self.writer.retry_spool(left()) or (
-                    self.writer.spool.count() and not self._wait(0.2, end)):
+        while self.retains.spool.has_pending() and left() > 0:
+            if self.retains.deliver().error is not None and not self._wait(0.2, end):
                 return False
-        if self.writer.spool.count():
+        if self.retains.spool.has_pending():
             return False
         try:
             if not self._operations_done(end):

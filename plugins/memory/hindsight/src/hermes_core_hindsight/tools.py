@@ -1,6 +1,6 @@
 """The model's tools: ``hindsight_retain``, ``hindsight_recall``, ``hindsight_reflect``.
 
-Each tool talks to the server directly (not through the background writer): the model asked, so it
+Each tool talks to the server directly (not through the spool): the model asked, so it
 should learn whether it worked. Failures raise :class:`~hermes_core.errors.ToolError` with a message
 the model can act on; the kernel turns that into an error result. Successes are small JSON objects.
 """

@@ -63,8 +63,8 @@ def settle_bank(base_url: str, bank: str, key: str | None = API_KEY,
 def settled(provider: HindsightMemory) -> None:
     """The provider's retains are stored and searchable on the server (its operation status)."""
     assert provider.settle(SETTLE), (
-        f"not settled after {SETTLE:.0f} s: writer pending {provider.writer.pending()}, spooled "
-        f"{provider.writer.spool.count()}, failed operations {provider.failed_operations}")
+        f"not settled after {SETTLE:.0f} s: spooled {len(provider.retains.spool)}, failed "
+        f"operations {provider.failed_operations}")
     assert not provider.failed_operations, provider.failed_operations
 
 
@@ -73,7 +73,7 @@ def test_replayed_conversation_is_retained(server, hermes_home, bank, api_key_en
     host = load_host(hermes_home, "memory:\n  providers: [file_memory, hindsight]\n"
                      + config_text(server.base_url, bank), RecordingHost)
     assert isinstance(host, RecordingHost)
-    report = replay(transcript, host)  # shuts the host down: the writer is flushed
+    report = replay(transcript, host)  # shuts the host down: the lanes are drained
     assert report.summary["turns"] == len(transcript.turns)
     assert report.summary["tool_errors"] == 0 and report.summary["worker_drain"]["status"] == "drained"
     assert report.summary["logged_problems"] == 0, [t["log"] for t in report.turns]

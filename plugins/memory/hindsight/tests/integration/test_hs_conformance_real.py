@@ -21,7 +21,7 @@ class _RealServer(MemoryProviderConformance):
 
     def settle(self, provider: HindsightMemory) -> None:
         assert provider.settle(300), (
-            "the writer or the server's queue did not settle in 300 s (it ends as soon as the "
+            "the spool or the server's queue did not settle in 300 s (it ends as soon as the "
             f"server reports the operations finished); failed: {provider.failed_operations}")
 
 

@@ -14,7 +14,7 @@ def test_forget_lists_matches_and_explains_why_it_cannot_delete(provider: Hindsi
     provider.sync_turn(user_message=Message("user", "I moved to Lisbon last spring"),
                        assistant_message=Message("assistant", "Nice."), session=session,
                        messages=[])
-    assert provider.writer.flush(5)
+    assert provider.retains.wait_idle(5)
     report = provider.forget(subject="lisbon", scope="all", dry_run=False)
     assert isinstance(report, ForgetReport) and report.matched >= 1 and report.deleted == 0
     assert "deletes whole documents" in (report.cannot_delete or "")

@@ -29,7 +29,7 @@ def test_turn_is_retained_as_append_to_the_session_document(provider, fake):
     root = Session(id="s-root", platform="cli")
     history = turn(provider, root, "I fixed the database hang by raising the pool size to 40")
     turn(provider, root, "and the cache is Redis 7", history=history)
-    assert provider.writer.flush(5)
+    assert provider.retains.wait_idle(5)
     bodies = fake.calls("/memories")
     assert len(bodies) == 2 and all(b["async"] is True for b in bodies)
     # one operation id per turn: a re-send after a lost answer is a no-op on the server
@@ -53,7 +53,7 @@ def test_compaction_child_carries_parent_and_lineage_tags(provider, fake):
     provider.on_session_switch(child, root, SwitchReason.COMPRESSION)
     provider.on_session_switch(grandchild, child, SwitchReason.COMPRESSION)
     turn(provider, grandchild, "still about the outage")
-    assert provider.writer.flush(5)
+    assert provider.retains.wait_idle(5)
     item = fake.calls("/memories")[0]["items"][0]
     assert {"session:s-3", "parent:s-2", "lineage:s-1"} <= set(item["tags"])
     assert item["metadata"]["parent_session_id"] == "s-2"
@@ -63,7 +63,7 @@ def test_old_server_gets_one_document_per_turn(hermes_home, fake):
     fake.version = "0.4.2"
     provider = build_provider(hermes_home, fake)
     turn(provider, Session(id="s-old"), "hello there")
-    assert provider.writer.flush(5)
+    assert provider.retains.wait_idle(5)
     item = fake.calls("/memories")[0]["items"][0]
     assert item["document_id"] == "s-old#turn-1" and "update_mode" not in item
     provider.shutdown()
@@ -73,7 +73,7 @@ def test_long_turn_is_split_into_items_of_one_document(hermes_home, fake):
     provider = build_provider(hermes_home, fake,
                               "hindsight:\n  bank: unit\n  retain_item_chars: 1000\n")
     turn(provider, Session(id="s-long"), "word " * 500)
-    assert provider.writer.flush(5)
+    assert provider.retains.wait_idle(5)
     items = fake.calls("/memories")[0]["items"]
     assert len(items) == 3 and {i["document_id"] for i in items} == {"s-long"}
     assert "".join(i["content"] for i in items).startswith("User: word word")
@@ -83,7 +83,7 @@ def test_long_turn_is_split_into_items_of_one_document(hermes_home, fake):
 def test_huge_turn_keeps_its_head_and_tail(hermes_home, fake):
     provider = build_provider(hermes_home, fake, "hindsight:\n  retain_max_chars: 3000\n")
     turn(provider, Session(id="s-huge"), "START " + "x" * 1_000_000 + " END")
-    assert provider.writer.flush(5)
+    assert provider.retains.wait_idle(5)
     text = "".join(i["content"] for i in fake.calls("/memories")[0]["items"])
     assert len(text) < 3100 and text.startswith("User: START") and "characters left out" in text
     assert "Assistant: Noted." in text
@@ -94,21 +94,28 @@ def test_retry_after_a_lost_answer_reuses_the_operation_id(hermes_home, fake):
     provider = build_provider(hermes_home, fake)
     fake.retain_status = 503
     turn(provider, Session(id="s-retry"), "try again")
-    assert provider.writer.flush(10)
+    assert provider.retains.wait_idle(10)
     ids = {b["operation_id"] for b in fake.calls("/memories")}
     assert len(fake.calls("/memories")) == 3 and len(ids) == 1
     provider.shutdown()
 
 
-def test_sync_turn_never_waits_for_a_slow_server(provider, fake):
+def test_a_slow_server_holds_the_providers_lane_never_the_caller(provider, fake):
+    """The kernel runs sync_turn on the provider's lane (here: its background lane, through the
+    same run_later the provider uses), so the caller never waits for the server."""
     fake.release.clear()  # every request hangs until released
     start = time.perf_counter()
     for n in range(5):
-        turn(provider, Session(id="s-slow"), f"message {n}")
+        assert provider.context.run_later(
+            lambda n=n: turn(provider, Session(id="s-slow"), f"message {n}"), f"turn {n}")
     assert time.perf_counter() - start < 0.05
     fake.release.set()
-    assert provider.writer.flush(5)
-    assert len(fake.calls("/memories")) == 5
+    deadline = time.monotonic() + 5
+    while len(fake.calls("/memories")) < 5:
+        assert time.monotonic() < deadline, fake.calls("/memories")
+        time.sleep(0.01)
+    contents = [b["items"][0]["content"] for b in fake.calls("/memories")]
+    assert contents == [f"User: message {n}\nAssistant: Noted." for n in range(5)], "in order"
 
 
 def test_queued_recall_is_served_from_memory(provider, fake):
@@ -186,17 +193,16 @@ def test_live_wait_stays_below_the_kernel_deadline(hermes_home, fake):
     provider.shutdown()
 
 
-def test_switch_flushes_the_old_session_and_drops_its_recall(provider, fake):
+def test_a_turn_is_sent_before_the_switch_that_follows_it(provider, fake):
     fake.delay = 0.05
     old, new = Session(id="old"), Session(id="new")
     turn(provider, old, "first message of the old session")
+    assert len(fake.calls("/memories")) == 1, "sync_turn sends on its own lane, before returning"
     provider.on_session_switch(new, old, SwitchReason.NEW)
-    assert len(fake.calls("/memories")) == 1, "the switch waits until the old turns are sent"
 
 
 def test_shutdown_keeps_unsent_turns_in_the_spool(hermes_home, fake):
-    provider = build_provider(hermes_home, fake,
-                              "hindsight:\n  bank: unit\n  shutdown_timeout: 0.2\n")
+    provider = build_provider(hermes_home, fake, "hindsight:\n  bank: unit\n")
     fake.down = True
     turn(provider, Session(id="s-down"), "remember this even though the server is down")
     start = time.perf_counter()
@@ -209,13 +215,11 @@ def test_shutdown_keeps_unsent_turns_in_the_spool(hermes_home, fake):
     fake.down = False  # the next process sends the spool before its first turn
     again = build_provider(hermes_home, fake)
     turn(again, Session(id="s-up"), "the server is back")
-    assert again.writer.flush(5)
+    assert again.retains.wait_idle(5)
     contents = [b["items"][0]["content"] for b in fake.calls("/memories")]
-    # the spooled turn goes first; the first process's writer, still retrying the turn it was
-    # sending at shutdown, may deliver it once more (at least once, as its warning says)
-    assert "server is down" in contents[0] and any("server is back" in c for c in contents)
-    assert all("server is down" in c or "server is back" in c for c in contents)
-    assert sum("server is back" in c for c in contents) == 1
+    # the spooled turn goes first, once
+    assert "server is down" in contents[0] and "server is back" in contents[1]
+    assert len(contents) == 2
     assert not spool.exists()
     again.shutdown()
 
@@ -224,7 +228,7 @@ def test_memory_write_is_mirrored_and_remove_is_not(provider, fake):
     provider.on_memory_write(MemoryWrite("add", "user", "Prefers short answers",
                                          session_id="s1", provider="file_memory"))
     provider.on_memory_write(MemoryWrite("remove", "user", "Prefers short answers"))
-    assert provider.writer.flush(5)
+    assert provider.retains.wait_idle(5)
     bodies = fake.calls("/memories")
     assert len(bodies) == 1
     item = bodies[0]["items"][0]
@@ -293,7 +297,7 @@ def test_settle_waits_for_the_servers_own_operation_status(provider, fake):
     each retain it sent to reach a final state in ``GET /operations/{id}``."""
     fake.index_on_completion = True
     turn(provider, Session(id="s-ops"), "I fixed the database hang by raising the pool size")
-    assert provider.writer.flush(5)
+    assert provider.retains.wait_idle(5)
     (op,) = fake.operations
     fake.operations[op] = ["pending", "processing", "processing", "completed"]
     assert provider.settle(10)
@@ -302,24 +306,24 @@ def test_settle_waits_for_the_servers_own_operation_status(provider, fake):
     assert found and "database hang" in found[0].text
 
 
-def test_settle_sends_what_the_writer_had_to_spool(hermes_home, fake):
+def test_settle_sends_what_had_to_wait_in_the_spool(hermes_home, fake):
     """Before: a retain that failed while the server was busy went to the spool, flush() counted
     it as dealt with, and settle() reported success with the memory not stored (empty recall)."""
     provider = build_provider(hermes_home, fake, "hindsight:\n  bank: unit\n  retain_attempts: 1\n")
     fake.down = True
     turn(provider, Session(id="s-busy"), "the import froze; raising the pool size fixed it")
-    assert provider.writer.flush(5)
-    assert provider.writer.spool.count() == 1
+    assert provider.retains.wait_idle(5)
+    assert len(provider.retains.spool) == 1
     fake.down = False
     assert provider.settle(10)
-    assert provider.writer.spool.count() == 0
+    assert len(provider.retains.spool) == 0
     assert [m["content"] for m in fake.memories if "pool size" in str(m["content"])]
     provider.shutdown()
 
 
 def test_settle_reports_failed_operations(provider, fake):
     turn(provider, Session(id="s-fail"), "a turn the server fails to store")
-    assert provider.writer.flush(5)
+    assert provider.retains.wait_idle(5)
     (op,) = fake.operations
     fake.operations[op] = ["failed"]
     assert provider.settle(10)
@@ -328,7 +332,7 @@ def test_settle_reports_failed_operations(provider, fake):
 
 def test_settle_is_bounded_when_an_operation_never_finishes(provider, fake):
     turn(provider, Session(id="s-stuck"), "a turn whose operation never finishes")
-    assert provider.writer.flush(5)
+    assert provider.retains.wait_idle(5)
     (op,) = fake.operations
     fake.operations[op] = ["processing"]
     assert provider.settle(0.5) is False

@@ -1,5 +1,6 @@
-"""The spool imports and works where there is no ``fcntl`` (Windows): it locks through the
-kernel's ``hermes_core.atomic.locked``, which degrades to a thread lock there."""
+"""The provider keeps its retains where there is no ``fcntl`` (Windows): its spool is the kernel's
+``hermes_core.storage.spool``, which locks through ``hermes_core.atomic.locked`` (a thread lock
+there)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ CODE = """
 import sys
 sys.modules["fcntl"] = None  # as on Windows: 'import fcntl' raises ImportError
 from pathlib import Path
-from hermes_core_hindsight.spool import Spool
-spool = Spool(Path(sys.argv[1]), "b")
-spool.add([{"n": 1}, {"n": 2}])
+import hermes_core_hindsight.provider
+from hermes_core.storage.spool import Spool
+spool = Spool(Path(sys.argv[1]) / "spool-b.jsonl")
+spool.append({"n": 1}, {"n": 2})
 print(len(list(Path(sys.argv[1]).glob("spool-b.jsonl"))))
 """
 

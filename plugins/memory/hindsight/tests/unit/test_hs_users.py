@@ -44,7 +44,7 @@ def test_alices_fact_is_recalled_for_alice_and_never_for_bob(per_user, fake):
     alice, bob = user_session("s-alice", "alice"), user_session("s-bob", "bob")
     say(per_user, alice, "I always drink jasmine tea in the morning")
     say(per_user, bob, "my build uses gradle")
-    assert per_user.writer.flush(5)
+    assert per_user.retains.wait_idle(5)
     banks = {body["items"][0]["content"].split("\n")[0]: body_bank
              for body, body_bank in zip(fake.calls("/memories"),
                                         [m["bank"] for m in fake.memories], strict=True)}
@@ -83,7 +83,7 @@ def test_a_note_goes_to_the_bank_of_the_session_it_was_written_in(per_user, fake
     per_user.on_memory_write(MemoryWrite("add", "user", "Alice is vegetarian", session_id="s-alice"))
     # a session the provider never saw: its user is unknown, so the note is not mirrored at all
     per_user.on_memory_write(MemoryWrite("add", "user", "Someone likes opera", session_id="s-x"))
-    assert per_user.writer.flush(5)
+    assert per_user.retains.wait_idle(5)
     assert [(m["bank"], m["content"]) for m in fake.memories] == [
         (user_bank("unit", "alice"), "Alice is vegetarian")]
 
@@ -91,7 +91,7 @@ def test_a_note_goes_to_the_bank_of_the_session_it_was_written_in(per_user, fake
 def test_forget_for_one_user_looks_only_in_that_users_bank(per_user, fake):
     say(per_user, user_session("s-a", "alice"), "I moved to Lisbon")
     say(per_user, user_session("s-b", "bob"), "I visited Lisbon once")
-    assert per_user.writer.flush(5)
+    assert per_user.retains.wait_idle(5)
     report = per_user.forget(subject="lisbon", scope="user:alice", dry_run=True)
     assert report.matched == 1 and "moved" in report.items[0]
     everyone = per_user.forget(subject="lisbon", scope="all", dry_run=True)
@@ -101,7 +101,7 @@ def test_forget_for_one_user_looks_only_in_that_users_bank(per_user, fake):
 def test_forget_for_everyone_finds_users_another_process_served(per_user, fake, hermes_home):
     say(per_user, user_session("s-a", "alice"), "I moved to Lisbon")
     say(per_user, user_session("s-b", "bob"), "I visited Lisbon once")
-    assert per_user.writer.flush(5)
+    assert per_user.retains.wait_idle(5)
     fresh = build_provider(hermes_home, fake, PER_USER)  # another node, or after a restart
     try:
         everyone = fresh.forget(subject="lisbon", scope="all", dry_run=True)
@@ -114,7 +114,7 @@ def test_forget_for_everyone_finds_users_another_process_served(per_user, fake, 
 
 def test_global_scope_keeps_one_bank_whatever_the_user(provider, fake):
     say(provider, user_session("s-alice", "alice"), "I always drink jasmine tea")
-    assert provider.writer.flush(5)
+    assert provider.retains.wait_idle(5)
     assert {m["bank"] for m in fake.memories} == {"unit"}
     # today's behaviour: everyone shares the bank, so another user's session recalls it too
     assert "jasmine" in recalled(provider, user_session("s-bob", "bob"), "which tea do I drink")

@@ -114,7 +114,8 @@ class HonchoConfig(BaseModel):
     tool_timeout: float = Field(default=8.0, gt=0, le=300)
     #: pause before the one retry of a failed write, seconds (a Retry-After header may lengthen it)
     retry_delay: float = Field(default=2.0, ge=0, le=60)
-    #: at shutdown, how long queued writes may take before they are kept in the outbox for later
+    #: no longer used (accepted so older configs still load): unsent writes already wait in the
+    #: outbox, and the kernel's ``memory.worker_drain_timeout`` bounds shutdown
     shutdown_timeout: float = Field(default=5.0, ge=0, le=120)
     #: mirror the file memory's user-profile writes (target "user") as Honcho conclusions
     mirror_memory_writes: bool = True

@@ -14,7 +14,15 @@ peer is in - so one user's facts are never recalled for another. A session witho
 
 Nothing here touches the network on the turn's thread except the tools the model calls:
 
-* ``sync_turn`` and ``on_memory_write`` queue jobs for the writer thread (:mod:`.writer`);
+* every write is a *job* (a JSON object) kept first in the outbox (``honcho/outbox.jsonl``, a
+  :class:`hermes_core.storage.spool.Courier`), then sent in order. ``sync_turn`` runs on the
+  provider's own lane (the kernel queues it there), so it sends at once, on that lane; a session
+  boundary and a mirrored note are sent on the provider's background lane (``run_later``). A job
+  that fails for a reason that may pass (Honcho unreachable, busy, answering junk) is tried once
+  more after ``retry_delay`` (longer if the server sent ``Retry-After``) and then waits in the
+  outbox: while Honcho is failing, writes are only kept, and one background attempt at a time
+  sends the outbox; the next start sends what is left. A job the server *rejects* (a 4xx other
+  than 429) is logged and kept in ``honcho/rejected.jsonl`` for a person to look at;
 * ``queue_prefetch`` asks the refresher thread for new recall (:mod:`.recall`), and ``prefetch``
   returns what it prepared. Only the first prefetch of a session, which has nothing prepared yet,
   waits for it, at most ``first_turn_wait`` seconds and always less than the kernel's
@@ -32,17 +40,21 @@ from typing import Any
 
 from hermes_core import hookimpl
 from hermes_core.kinds import MemoryProvider, PluginContext, Tool
+from hermes_core.storage.spool import Courier, Delivery, Spool
 from hermes_core.types import ForgetReport, MemoryWrite, Message, Session, SwitchReason
 
 from .chunking import split_message
-from .client import HonchoClient, HonchoError
+from .client import HonchoClient, HonchoError, HonchoRejected, HonchoUnavailable
 from .config import HonchoConfig, session_id_for, user_peer_id
 from .recall import Layer, RecallState, base_text, is_trivial, render
-from .writer import Job, Outbox, Writer
 
 __all__ = ["HonchoProvider"]
 
 log = logging.getLogger("hermes_core.plugins.honcho")
+
+Job = dict[str, Any]
+#: messages per request (and so per job: a retry resends one job whole)
+BATCH = 100
 
 
 def _iso(timestamp: float) -> str:
@@ -74,8 +86,13 @@ class HonchoProvider(MemoryProvider):
         self._peers: set[str] = set()  # peers known to exist (the AI peer, user peers)
         self._current: str | None = None
         folder = context.home / "honcho"
-        self.writer = Writer(self._perform, Outbox(folder / "outbox.jsonl"),
-                             Outbox(folder / "rejected.jsonl"), retry_delay=config.retry_delay)
+        self.rejected = Spool(folder / "rejected.jsonl")
+        self.outbox = Courier(Spool(folder / "outbox.jsonl"), self._perform,
+                              run_later=context.run_later, refused=_refused,
+                              rejected=self.rejected, attempts=2,
+                              pause=self._retry_pause, report=self._delivered,
+                              label="honcho: send the outbox")
+        self._down_since: float | None = None
         self._refresh_cond = threading.Condition()
         self._pending: dict[str, Any] | None = None
         self._refreshing: str | None = None  # the Honcho session being refreshed
@@ -84,7 +101,10 @@ class HonchoProvider(MemoryProvider):
         self._refresher = threading.Thread(target=self._refresh_loop, name="honcho-refresher",
                                            daemon=True)
         self._refresher.start()
-        self.writer.resend_outbox()
+        if self.outbox.spool.has_pending():
+            log.info("honcho: sending %d job(s) kept in %s", len(self.outbox.spool),
+                     self.outbox.spool.path)
+            self.outbox.later()
         from .tools import build_tools
 
         self._tools = build_tools(self) if config.recall_mode != "context" else []
@@ -158,7 +178,31 @@ class HonchoProvider(MemoryProvider):
         })
         self._ready.add(sid)
 
-    # ---------------------------------------------------------------------------- the writer
+    # ---------------------------------------------------------------------------- the writes
+
+    def _retry_pause(self, attempt: int, exc: BaseException) -> float:
+        delay = self.config.retry_delay
+        if isinstance(exc, HonchoUnavailable) and exc.retry_after is not None:
+            delay = max(delay, min(exc.retry_after, 30.0))
+        return delay
+
+    def _delivered(self, delivery: Delivery) -> None:
+        path = self.outbox.spool.path
+        for _job, exc in delivery.refusals:
+            if isinstance(exc, HonchoRejected):
+                log.error("honcho: the server refused a write and it will not be retried: %s; "
+                          "the job is kept in %s", exc, self.rejected.path)
+            else:  # a bug in building the request: keep the data, say so
+                log.error("honcho: a write failed unexpectedly (%s: %s); the job is kept in %s",
+                          type(exc).__name__, exc, self.rejected.path)
+        if delivery.error is not None:
+            level = logging.WARNING if self._down_since is None else logging.DEBUG
+            self._down_since = self._down_since or time.time()
+            log.log(level, "honcho: a write failed (%s); %d job(s) kept in %s and sent again once "
+                    "Honcho answers", delivery.error, delivery.left, path)
+        elif self._down_since is not None and delivery.sent:
+            log.info("honcho: reachable again after %.0f s", time.time() - self._down_since)
+            self._down_since = None
 
     def _perform(self, job: Job) -> None:
         kind = job.get("kind")
@@ -172,10 +216,7 @@ class HonchoProvider(MemoryProvider):
             return
         if kind == "messages":
             assert isinstance(sid, str)
-            messages = job["messages"]
-            while messages:  # stored batches leave the job, so a retry never sends them twice
-                self.client.add_messages(sid, messages[:100])
-                del messages[:100]
+            self.client.add_messages(sid, job["messages"])
         elif kind == "conclude":
             peer = job.get("peer") or self.user
             self.ensure_peers(peer)
@@ -223,7 +264,7 @@ class HonchoProvider(MemoryProvider):
             if pending is not None and pending["sid"] == sid:  # coalesce: one refresh, newest query
                 base, dialectic = base or pending["base"], dialectic or pending["dialectic"]
             self._pending = {"sid": sid, "query": query, "turn": turn, "base": base,
-                             "dialectic": dialectic, "after": self.writer.wait_target()}
+                             "dialectic": dialectic}
             self._refresh_cond.notify_all()
 
     def _refresh_loop(self) -> None:
@@ -237,8 +278,8 @@ class HonchoProvider(MemoryProvider):
                 assert job is not None
                 self._refreshing = job["sid"]
             try:
-                # Read after this turn's messages were written (bounded): the dialectic sees them.
-                self.writer.wait(job["after"], timeout=self.config.timeout)
+                # This turn's messages were sent by sync_turn, before queue_prefetch on the same
+                # lane: the dialectic sees them.
                 self._refresh(job)
             except Exception:  # never let the thread die: recall just stays as it was
                 log.exception("honcho: recall refresh failed unexpectedly")
@@ -281,17 +322,12 @@ class HonchoProvider(MemoryProvider):
     def wait_idle(self, timeout: float = 10.0) -> bool:
         """Wait (bounded) until queued writes and recall refreshes are done: for tests and benchmarks."""
         deadline = time.monotonic() + timeout
-        while True:
-            if not self.writer.wait(timeout=max(0.0, deadline - time.monotonic())):
-                return False
-            with self._refresh_cond:
-                done = self._refresh_cond.wait_for(
-                    lambda: self._pending is None and self._refreshing is None,
-                    max(0.0, deadline - time.monotonic()))
-            if not done:
-                return False
-            if self.writer.idle:
-                return True
+        if not self.outbox.wait_idle(timeout):
+            return False
+        with self._refresh_cond:
+            return self._refresh_cond.wait_for(
+                lambda: self._pending is None and self._refreshing is None,
+                max(0.0, deadline - time.monotonic()))
 
     # -------------------------------------------------------------------------------- hooks
 
@@ -358,7 +394,10 @@ class HonchoProvider(MemoryProvider):
         if items:
             with self._lock:
                 meta = dict(self._meta.get(sid) or {})
-            self.writer.submit({"kind": "messages", "session": sid, "meta": meta, "messages": items})
+            # kept, then sent here: the kernel runs sync_turn on this provider's own lane
+            self.outbox.put(*({"kind": "messages", "session": sid, "meta": meta,
+                               "messages": items[i:i + BATCH]}
+                              for i in range(0, len(items), BATCH)))
 
     @hookimpl
     def on_session_switch(self, new_session: Session, old_session: Session | None,
@@ -371,7 +410,7 @@ class HonchoProvider(MemoryProvider):
             parent = self._states.get(self.session_id(old_session))
             if parent is not None:
                 self._state(sid).inherit(parent)
-        self.writer.submit({"kind": "session", "session": sid, "meta": meta})
+        self.outbox.put({"kind": "session", "session": sid, "meta": meta}, now=False)
 
     @hookimpl
     def on_memory_write(self, write: MemoryWrite) -> None:
@@ -390,10 +429,11 @@ class HonchoProvider(MemoryProvider):
                 return
             peer = self.user
         if write.action in ("add", "replace") and write.content.strip():
-            self.writer.submit({"kind": "conclude", "content": write.content.strip(),
-                                "peer": peer, **({"session": sid} if sid else {})})
+            self.outbox.put({"kind": "conclude", "content": write.content.strip(),
+                             "peer": peer, **({"session": sid} if sid else {})}, now=False)
         if write.action in ("replace", "remove") and write.old_text:
-            self.writer.submit({"kind": "forget", "content": write.old_text, "peer": peer})
+            self.outbox.put({"kind": "forget", "content": write.old_text, "peer": peer},
+                            now=False)
 
     @hookimpl
     def on_pre_compress(self, messages: list[Message], session: Session) -> str | None:
@@ -458,6 +498,11 @@ class HonchoProvider(MemoryProvider):
                 return
             self._stopped = True
             self._refresh_cond.notify_all()
-        self.writer.close(self.config.shutdown_timeout)
+        self.outbox.close()  # unsent jobs wait in the outbox for the next start
         self._refresher.join(0.2)  # a refresh stuck in a request is a daemon thread
         self.client.close()
+
+
+def _refused(exc: BaseException) -> bool:
+    """A write sending again cannot help: the server refused it, or building it failed."""
+    return isinstance(exc, HonchoRejected) or not isinstance(exc, HonchoError)

@@ -7,6 +7,7 @@ loopback server over real HTTP.
 
 from __future__ import annotations
 
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -72,15 +73,21 @@ def test_replay_lands_turn_by_turn_and_a_later_session_recalls_it(
 def test_every_turn_completes_when_honcho_fails(hermes_home: Path, tmp_path: Path,
                                                 failure: str) -> None:
     server = HonchoTestServer(tmp_path / "honcho.db").start()
-    section = (f"honcho:\n  base_url: {server.url}\n  workspace: {WS}\n  timeout: 0.5\n"
-               "  tool_timeout: 0.3\n  retry_delay: 0.05\n  shutdown_timeout: 0.5\n")
+    url = server.url
+    # "down": a port this test holds bound and never listens on, so every connection is refused
+    # (a stopped server's port could be taken by the next listener, e.g. the Messages API's)
+    held = socket.socket()
     if failure == "down":
         server.stop()
-    elif failure == "slow":
+        held.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{held.getsockname()[1]}"
+    section = (f"honcho:\n  base_url: {url}\n  workspace: {WS}\n  timeout: 0.5\n"
+               "  tool_timeout: 0.3\n  retry_delay: 0.05\n  shutdown_timeout: 0.5\n")
+    if failure == "slow":
         server.latency = 1.0
     elif failure == "dropped":
         server.faults.append(Fault("drop"))
-    else:
+    elif failure != "down":
         server.faults.append(Fault("status", status=int(failure), retry_after=0))
     script = [Reply(tool_calls=[{"name": "honcho_search", "input": {"query": "editor"}}]),
               Reply(text="Searched."), Reply(text="Second answer."), Reply(text="Third answer.")]
@@ -99,6 +106,7 @@ def test_every_turn_completes_when_honcho_fails(hermes_home: Path, tmp_path: Pat
             outbox = hermes_home / "honcho" / "outbox.jsonl"
             agent.close()
     finally:
+        held.close()
         if failure != "down":
             server.stop()
     for result, _seconds in results:

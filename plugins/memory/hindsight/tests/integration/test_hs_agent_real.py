@@ -167,7 +167,9 @@ def test_turns_complete_within_the_deadline_when_the_server_is_down_or_hung(
         hermes_home, dead_url, bank):
     host = load_host(hermes_home, "memory:\n  providers: [hindsight]\n  prefetch_timeout: 0.3\n"
                      + config_text(dead_url, bank, "  shutdown_timeout: 1\n"
-                                                   "  switch_flush_timeout: 0.5\n"))
+                                                   "  switch_flush_timeout: 0.5\n"
+                                                   "  connect_timeout: 10\n"
+                                                   "  recall_timeout: 20\n"))
     with MessagesAPIServer(default=Reply(text="ok")) as api:
         agent = Agent.create(host, AnthropicLLM(api_key="test-key", base_url=api.base_url,
                                                 model="claude-test"))
@@ -180,8 +182,10 @@ def test_turns_complete_within_the_deadline_when_the_server_is_down_or_hung(
         start = time.perf_counter()
         agent.close()
         closing = time.perf_counter() - start
-    # 0.3 s prefetch deadline + a loopback LLM call; never the provider's timeouts
-    assert max(seconds) < 0.8, seconds
+    # a turn waits for the 0.3 s prefetch deadline and a loopback LLM call, never for the
+    # provider's own timeouts (10 s to connect, 20 s to recall): a bound far from both sides, so
+    # a loaded machine does not decide the outcome
+    assert max(seconds) < 5, seconds
     assert closing < 10, closing
     spool = hermes_home / "hindsight" / f"spool-{bank}.jsonl"
     assert len(spool.read_text().splitlines()) == 4, "every turn kept for later, none lost"

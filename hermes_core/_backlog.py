@@ -88,16 +88,18 @@ class _Group:
         self.finished = False  # the runner ran out of parts: nothing joins any more
         self.abandoned = False  # a part was late: the rest went to their own lanes
 
-    def join(self, parts: list[_Part], label: str) -> list[_Part]:
-        """Take the parts whose lanes this group holds with nothing held behind, or can claim
-        now; return the others (to queue on their lanes)."""
+    def join(self, parts: list[_Part], label: str, *, claim: bool) -> list[_Part]:
+        """Take the parts whose lanes this group holds with nothing held behind (or, with
+        ``claim``, can claim now); return the others. A group already handed to a runner takes
+        no lane it does not hold: a plugin idle until now does not wait behind its parts."""
         rest: list[_Part] = []
         with self.lock:
             if self.finished or self.abandoned:
                 return parts
             for part in parts:
                 lane = part.lane
-                if (lane in self.pending and lane.claim_is_clear()) or lane.try_claim(label):
+                if ((lane in self.pending and lane.claim_is_clear())
+                        or (claim and lane.try_claim(label))):
                     part.group = self
                     self.parts.append(part)
                     self.pending[lane] = self.pending.get(lane, 0) + 1
@@ -214,8 +216,8 @@ class Backlog:
         """Queue several plugins' parts of ``ticket`` to run one after the other on one runner
         thread (one hand-off instead of one per plugin).
 
-        The parts join the group still pending from an earlier call when it holds their lanes
-        (or can claim them), else a new group claims their lanes (:meth:`Lane.try_claim`); a part
+        The parts join the group still pending from an earlier call when it holds their lanes,
+        else a new group claims their lanes (:meth:`Lane.try_claim`); a part
         whose lane is busy or late goes to the lane itself. Each plugin so still sees its calls
         one at a time and in order. When a part is late, the parts of its group not started yet
         go to their own lanes (noticed, like every lateness, at the next put, flush or drain)."""
@@ -226,10 +228,10 @@ class Backlog:
         self._register(made)
         with self._cond:
             pending = self._group
-        rest = made if pending is None else pending.join(made, ticket.label)
+        rest = made if pending is None else pending.join(made, ticket.label, claim=False)
         if rest:
             group = _Group()
-            rest = group.join(rest, ticket.label)
+            rest = group.join(rest, ticket.label, claim=True)
             if group.parts:
                 with self._cond:
                     self._group = group

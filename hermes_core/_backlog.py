@@ -222,8 +222,9 @@ class Backlog:
         one at a time and in order. When a part is late, the parts of its group not started yet
         go to their own lanes (noticed, like every lateness, at the next put, flush or drain)."""
         self._sweep()
-        context = contextvars.copy_context()
-        made = [_Part(ticket, lane, fn, context, deadline, on_late)
+        # a context per part: the parts may run at once on different threads (some join the
+        # pending group, others a new one or their lanes), and a context runs on one at a time
+        made = [_Part(ticket, lane, fn, contextvars.copy_context(), deadline, on_late)
                 for lane, fn, deadline, on_late in parts]
         self._register(made)
         with self._cond:
@@ -280,8 +281,6 @@ class Backlog:
         """End the claims on these lanes, their parts not started first, in order (ahead of
         what the claims held)."""
         for lane, parts in by_lane.items():
-            for part in parts:
-                part.context = part.context.copy()  # the late part still runs in the shared one
             lane.release(first=[functools.partial(self._run, part) for part in parts])
 
     def _run(self, part: _Part) -> None:

@@ -106,6 +106,43 @@ def test_a_call_queued_behind_a_pending_one_on_the_same_lanes_costs_no_more_hand
     host.shutdown()
 
 
+def test_one_calls_parts_split_between_the_pending_runner_and_a_new_one_run_side_by_side(
+        home, release):
+    seen: list[tuple[str, str, str]] = []
+    a_prefetched = threading.Event()
+
+    class Late(MemoryProvider):  # implements only queue_prefetch: its lane is not held
+        name = "c"
+
+        @hookimpl
+        def queue_prefetch(self, query):
+            # waits until "a" runs its part of the same call on the other runner
+            seen.append(("c", f"prefetch {query} saw a: {a_prefetched.wait(10)}", ""))
+
+    class A(MemoryProvider):
+        name = "a"
+
+        @hookimpl
+        def sync_turn(self, user_message):
+            release.wait(10)
+            seen.append(("a", user_message.content, ""))
+
+        @hookimpl
+        def queue_prefetch(self, query):
+            a_prefetched.set()
+            seen.append(("a", f"prefetch {query}", ""))
+
+    host = make_host(home, providers=[Late, _provider("b", seen), A])
+    backlog = Backlog("c", drain_timeout=5)
+    _sync(host, backlog, "t")  # a and b: one runner, held in a's sync_turn
+    host.hooks.later.queue_prefetch(query="q", session=SESSION, backlog=backlog)
+    release.set()
+    assert backlog.flush(15)
+    assert ("c", "prefetch q saw a: True", "") in seen
+    assert [e for who, e, _t in seen if who == "a"] == ["t", "prefetch q"]
+    host.shutdown()
+
+
 def test_one_conversation_keeps_one_lane_across_its_sessions(home):
     seen: list[tuple[str, str, str]] = []
     host = make_host(home, providers=[_provider("a", seen)])

@@ -17,8 +17,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-# appended: plugins/inspect must not shadow the standard library's inspect
-sys.path.append(str(ROOT / "plugins"))
+sys.path.append(str(ROOT / "plugins"))  # last: plugins/inspect must not shadow the stdlib inspect
 
 OWNERS = ["", "alice", "bob"]
 ENTRY = re.compile(r"^\[(w\d+-k\d+)\] v(\d+) [a-z]+$")

@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -70,15 +70,80 @@ class _Part:
 
 
 class _Group:
-    """Parts of one queued call run on one runner thread over their claimed lanes."""
+    """Parts run one after the other on one runner thread, over lanes claimed for them.
 
-    __slots__ = ("abandoned", "current", "lock", "parts")
+    A later call whose lanes the group still holds joins it (its parts go after the ones
+    there), so a turn's queued calls cost one hand-off in all. ``pending`` counts, per lane, the
+    parts not run yet: the lane's claim is released after the last of them.
+    """
 
-    def __init__(self, parts: list[_Part]) -> None:
+    __slots__ = ("abandoned", "current", "finished", "lock", "parts", "pending", "running")
+
+    def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.parts = parts
+        self.parts: list[_Part] = []
+        self.pending: dict[Lane, int] = {}
         self.current = -1  # the index of the part running (or run last)
+        self.running = False  # parts[current] runs now
+        self.finished = False  # the runner ran out of parts: nothing joins any more
         self.abandoned = False  # a part was late: the rest went to their own lanes
+
+    def join(self, parts: list[_Part], label: str, *, claim: bool) -> list[_Part]:
+        """Take the parts whose lanes this group holds with nothing held behind (or, with
+        ``claim``, can claim now); return the others. A group already handed to a runner takes
+        no lane it does not hold: a plugin idle until now does not wait behind its parts."""
+        rest: list[_Part] = []
+        with self.lock:
+            if self.finished or self.abandoned:
+                return parts
+            for part in parts:
+                lane = part.lane
+                if ((lane in self.pending and lane.claim_is_clear())
+                        or (claim and lane.try_claim(label))):
+                    part.group = self
+                    self.parts.append(part)
+                    self.pending[lane] = self.pending.get(lane, 0) + 1
+                else:
+                    rest.append(part)
+        return rest
+
+    def next(self, index: int) -> _Part | None:
+        """The part to run at ``index``; None when there is none (or the group was abandoned)."""
+        with self.lock:
+            if self.abandoned or index >= len(self.parts):
+                self.finished = True
+                return None
+            self.current, self.running = index, True
+            return self.parts[index]
+
+    def ran(self, index: int) -> tuple[bool, list[_Part]]:
+        """The part at ``index`` is over: whether to release its lane, and the parts still to run
+        on that lane first (when the group was abandoned meanwhile)."""
+        lane = self.parts[index].lane
+        with self.lock:
+            self.running = False
+            if self.abandoned:  # abandon() left this lane's parts to the runner
+                return True, [p for p in self.parts[index + 1:] if p.lane is lane]
+            left = self.pending[lane] - 1
+            if left:
+                self.pending[lane] = left
+                return False, []
+            del self.pending[lane]
+            return True, []
+
+    def abandon(self) -> dict[Lane, list[_Part]]:
+        """Stop the runner; the parts not started, by lane (except the running part's lane,
+        which the runner hands over when that part is over)."""
+        with self.lock:
+            if self.abandoned:
+                return {}
+            self.abandoned = True
+            busy = self.parts[self.current].lane if self.running else None
+            rest: dict[Lane, list[_Part]] = {}
+            for part in self.parts[self.current + 1:]:
+                if part.lane is not busy:
+                    rest.setdefault(part.lane, []).append(part)
+            return rest
 
 
 @dataclass(slots=True)
@@ -119,6 +184,7 @@ class Backlog:
         self._running: list[_Part] = []
         self._waiting: list[_Part] = []  # queued on a lane, not started, still awaited
         self._seq = 0
+        self._group: _Group | None = None  # the last group handed to a runner
         self.completed = 0  #: queued calls that finished (every plugin's part of them)
         self.closed = False
         with _live_lock:
@@ -140,61 +206,82 @@ class Backlog:
         ``on_late`` hears ``timed_out`` or ``queued`` (see the class doc)."""
         self._sweep()
         part = _Part(ticket, lane, fn, contextvars.copy_context(), deadline, on_late)
-        behind_late = lane.behind_late()
+        self._register([part])
+        self._to_lane(part)
+
+    def put_batch(self, ticket: _Ticket, parts: Sequence[tuple[Lane, Callable[[], None],
+                                                                float | None,
+                                                                Callable[[Status], None] | None]],
+                  runners: Runners) -> None:
+        """Queue several plugins' parts of ``ticket`` to run one after the other on one runner
+        thread (one hand-off instead of one per plugin).
+
+        The parts join the group still pending from an earlier call when it holds their lanes,
+        else a new group claims their lanes (:meth:`Lane.try_claim`); a part
+        whose lane is busy or late goes to the lane itself. Each plugin so still sees its calls
+        one at a time and in order. When a part is late, the parts of its group not started yet
+        go to their own lanes (noticed, like every lateness, at the next put, flush or drain)."""
+        self._sweep()
+        # a context per part: the parts may run at once on different threads (some join the
+        # pending group, others a new one or their lanes), and a context runs on one at a time
+        made = [_Part(ticket, lane, fn, contextvars.copy_context(), deadline, on_late)
+                for lane, fn, deadline, on_late in parts]
+        self._register(made)
         with self._cond:
-            ticket.left += 1
-            if not behind_late:
+            pending = self._group
+        rest = made if pending is None else pending.join(made, ticket.label, claim=False)
+        if rest:
+            group = _Group()
+            rest = group.join(rest, ticket.label, claim=True)
+            if group.parts:
+                with self._cond:
+                    self._group = group
+                if not runners.submit(functools.partial(self._run_group, group)):
+                    self._reroute(group.abandon())
+        for part in rest:
+            self._to_lane(part)
+
+    def _register(self, parts: list[_Part]) -> None:
+        """Count parts on their ticket and await them (until they run, are late or are behind a
+        late call)."""
+        with self._cond:
+            for part in parts:
+                part.ticket.left += 1
                 self._waiting.append(part)
-        if not lane.submit(lambda: self._run(part), ticket.label):
+
+    def _to_lane(self, part: _Part) -> None:
+        """Queue a registered part on its own lane."""
+        lane = part.lane
+        behind_late = lane.behind_late()
+        queued = lane.submit(functools.partial(self._run, part), part.ticket.label)
+        if not queued:
             log.warning("%s: %r arrived after the lane closed and was not run", lane.name,
-                        ticket.label)
+                        part.ticket.label)
+        if not queued or behind_late:
             with self._cond:
                 if part in self._waiting:
                     self._waiting.remove(part)
             self._count(part)
-        elif behind_late:
-            self._count(part)
-            if on_late is not None:
-                on_late("queued")
+            if queued and part.on_late is not None:
+                part.on_late("queued")
 
-    def put_claimed(self, ticket: _Ticket, parts: list[tuple[Lane, Callable[[], None],
-                                                             float | None,
-                                                             Callable[[Status], None] | None]],
-                    runners: Runners) -> None:
-        """Run several plugins' parts of ``ticket`` one after the other on one runner thread (one
-        hand-off instead of one per plugin). The caller has claimed their lanes
-        (:meth:`Lane.try_claim`), so each plugin still sees its calls in order; each claim is
-        released once its part has run. When a part is late, the parts not started yet go to
-        their own lanes (noticed, like every lateness, at the next put, flush or drain)."""
-        self._sweep()
-        context = contextvars.copy_context()
-        group = _Group([_Part(ticket, lane, fn, context, deadline, on_late)
-                        for lane, fn, deadline, on_late in parts])
-        with self._cond:
-            ticket.left += len(group.parts)
-            for part in group.parts:
-                part.group = group
-                self._waiting.append(part)
+    def _run_group(self, group: _Group) -> None:
+        """A runner's job: the group's parts in order, each lane released after its last part."""
+        index = 0
+        while (part := group.next(index)) is not None:
+            try:
+                self._run(part)
+            finally:
+                release, first = group.ran(index)
+                if release:
+                    self._reroute({part.lane: first})
+            index += 1
 
-        def job() -> None:
-            for index, part in enumerate(group.parts):
-                with group.lock:
-                    if group.abandoned:
-                        return
-                    group.current = index
-                try:
-                    self._run(part)
-                finally:
-                    part.lane.release()
-
-        if not runners.submit(job):
-            self._reroute(group.parts)
-
-    def _reroute(self, parts: list[_Part]) -> None:
-        """Hand claimed parts not started to their own lanes (ahead of what the claims held)."""
-        for part in parts:
-            part.context = part.context.copy()  # the late part still runs in the shared one
-            part.lane.release(first=functools.partial(self._run, part))
+    def _reroute(self, by_lane: dict[Lane, list[_Part]]) -> None:
+        """End the claims on these lanes, their parts not started first, in order (ahead of
+        what the claims held)."""
+        for lane, parts in by_lane.items():
+            lane.release(first=[functools.partial(self._run, part) for part in parts])
 
     def _run(self, part: _Part) -> None:
         """Run one part where it is (its lane's thread, or a runner holding its lane's claim)."""
@@ -257,12 +344,8 @@ class Backlog:
             self._count(part)
             if part.on_late is not None:
                 part.on_late("timed_out")
-            group = part.group
-            if group is not None:
-                with group.lock:
-                    rest = [] if group.abandoned else group.parts[group.current + 1:]
-                    group.abandoned = True
-                self._reroute(rest)
+            if part.group is not None:
+                self._reroute(part.group.abandon())
         for part in behind:  # now behind a late call: not awaited either
             self._count(part)
             if part.on_late is not None:

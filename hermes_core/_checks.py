@@ -65,41 +65,58 @@ def check_hooks(obj: object, kind: str, pm: pluggy.PluginManager, *, label: str)
                     "rename it")))
             continue
         hook = opts.get("specname") or attr
-        if hook not in SPEC_NAMES:
-            if opts.get("optionalhook"):
-                continue
-            out.append(HookCheck("error", (
-                f"{label}: {attr}() is marked @hookimpl but {hook!r} is no hermes-core hook"
-                f"{_did_you_mean(hook, allowed or list(SPEC_NAMES))} (the hooks are listed in "
-                "hermes_core.hookspecs; mark it @hookimpl(optionalhook=True) if it is meant for "
-                "a later version)")))
+        misplaced = _placement_problems(attr, hook, opts, kind, allowed, label)
+        if misplaced is not None:  # nothing more to check
+            out.extend(misplaced)
             continue
-        if kind not in RECEIVERS[hook]:
-            receivers = " or ".join(sorted(RECEIVERS[hook]))
-            out.append(HookCheck("error", (
-                f"{label}: implements {hook}, which the kernel calls only on a {receivers}; "
-                f"a {kind} never receives it. Move it to the class you register as a "
-                f"{receivers}, or remove it")))
-            continue
-        function = getattr(obj, attr)
-        spec_args = set(inspect.signature(getattr(hookspecs, hook)).parameters)
-        impl = pluggy.HookImpl(obj, label, function, opts)
-        extra = [a for a in (*impl.argnames, *impl.kwargnames) if a not in spec_args]
-        if extra:
-            out.append(HookCheck("error", (
-                f"{label}: {hook}() takes {', '.join(repr(a) for a in extra)}, which the spec "
-                f"does not pass; its signature is {spec_signature(hook)} (take any subset of those "
-                "names)")))
-        if inspect.iscoroutinefunction(function) or inspect.isasyncgenfunction(function):
-            out.append(HookCheck("error", (
-                f"{label}: {hook}() is `async def`, but the kernel calls hooks as plain functions "
-                "(each on a plugin thread, under a deadline) and would get a coroutine it never "
-                f"awaits; make it a plain `def` (call an async client with asyncio.run, or use "
-                "its synchronous API)")))
-            continue
-        is_gen = inspect.isgeneratorfunction(function)
-        if (opts.get("wrapper") or opts.get("hookwrapper")) and not is_gen:
-            out.append(HookCheck("error", (
-                f"{label}: {hook}() is marked as a wrapper but is not a generator; a wrapper "
-                "must `yield` exactly once")))
+        out.extend(_shape_problems(obj, attr, hook, opts, label))
+    return out
+
+
+def _placement_problems(attr: str, hook: str, opts: pluggy.HookimplOpts, kind: str,
+                        allowed: list[str], label: str) -> list[HookCheck] | None:
+    """A marked implementation of no hook, or of a hook its kind never receives (an optional
+    hook of a later version is skipped: no problem); None when it is in place."""
+    if hook not in SPEC_NAMES:
+        if opts.get("optionalhook"):
+            return []
+        return [HookCheck("error", (
+            f"{label}: {attr}() is marked @hookimpl but {hook!r} is no hermes-core hook"
+            f"{_did_you_mean(hook, allowed or list(SPEC_NAMES))} (the hooks are listed in "
+            "hermes_core.hookspecs; mark it @hookimpl(optionalhook=True) if it is meant for "
+            "a later version)"))]
+    if kind not in RECEIVERS[hook]:
+        receivers = " or ".join(sorted(RECEIVERS[hook]))
+        return [HookCheck("error", (
+            f"{label}: implements {hook}, which the kernel calls only on a {receivers}; "
+            f"a {kind} never receives it. Move it to the class you register as a "
+            f"{receivers}, or remove it"))]
+    return None
+
+
+def _shape_problems(obj: object, attr: str, hook: str, opts: pluggy.HookimplOpts,
+                    label: str) -> list[HookCheck]:
+    """What is wrong with an implementation's arguments and kind of function."""
+    out: list[HookCheck] = []
+    function = getattr(obj, attr)
+    spec_args = set(inspect.signature(getattr(hookspecs, hook)).parameters)
+    impl = pluggy.HookImpl(obj, label, function, opts)
+    extra = [a for a in (*impl.argnames, *impl.kwargnames) if a not in spec_args]
+    if extra:
+        out.append(HookCheck("error", (
+            f"{label}: {hook}() takes {', '.join(repr(a) for a in extra)}, which the spec "
+            f"does not pass; its signature is {spec_signature(hook)} (take any subset of those "
+            "names)")))
+    if inspect.iscoroutinefunction(function) or inspect.isasyncgenfunction(function):
+        out.append(HookCheck("error", (
+            f"{label}: {hook}() is `async def`, but the kernel calls hooks as plain functions "
+            "(each on a plugin thread, under a deadline) and would get a coroutine it never "
+            f"awaits; make it a plain `def` (call an async client with asyncio.run, or use "
+            "its synchronous API)")))
+        return out
+    is_gen = inspect.isgeneratorfunction(function)
+    if (opts.get("wrapper") or opts.get("hookwrapper")) and not is_gen:
+        out.append(HookCheck("error", (
+            f"{label}: {hook}() is marked as a wrapper but is not a generator; a wrapper "
+            "must `yield` exactly once")))
     return out

@@ -37,7 +37,9 @@ caller's thread as usual, in pluggy's order, but each implementation is queued o
 lane for the conversation (:meth:`Lane.submit`) and counted on the conversation's
 :class:`~._backlog.Backlog`; its outcome is reported when it has run, as a waited call's would be.
 As for a waited call, the implementations whose lanes are idle are claimed and run one after the
-other on one runner thread (one hand-off per call); a late one sends the rest to their lanes.
+other on one runner thread; a call queued while that runner still holds its lanes joins it (a
+turn's ``sync_turn`` and ``queue_prefetch`` cost one hand-off together, see
+:meth:`~._backlog.Backlog.put_batch`); a late one sends the rest to their lanes.
 A call with wrappers is queued whole, on the outermost wrapper's lane, and runs there as a
 waited call, so the wrappers still see the inner results.
 """
@@ -74,15 +76,17 @@ class Later:
 class _Queued:
     """A queued call being handed to the lanes on the caller's thread."""
 
-    __slots__ = ("claimed", "kwargs", "later", "ticket")
+    __slots__ = ("kwargs", "later", "parts", "shard", "ticket", "timeout")
 
     def __init__(self, later: Later, ticket: _Ticket, kwargs: Mapping[str, Any],
-                 claim: bool) -> None:
+                 claim: bool, shard: int, timeout: float) -> None:
         self.later = later
         self.ticket = ticket
         self.kwargs = kwargs
-        #: the parts whose lanes were claimed, to run on one runner; None: each on its lane
-        self.claimed: list[tuple[Lane, Callable[[], None], float | None,
+        self.shard = shard  #: the lane shard of the conversation (one per call)
+        self.timeout = timeout  #: the hook's deadline
+        #: the parts to hand to the backlog together (one runner); None: each on its lane
+        self.parts: list[tuple[Lane, Callable[[], None], float | None,
                                  Callable[[Any], None] | None]] | None = [] if claim else None
 
 
@@ -207,7 +211,9 @@ class HookCallEngine(ProblemLog):
         if ticket is None:
             return
         wrappers = [i for i in prepared.impls if i.wrapper or i.hookwrapper]
-        queued = _Queued(later, ticket, kwargs, claim=prepared.batch is not None)
+        shard = shard_of(later.backlog.key or conversation_of(kwargs), self.lanes.shards)
+        queued = _Queued(later, ticket, kwargs, prepared.batch is not None, shard,
+                         self._timeout_of(caller.name))
         try:
             if wrappers:  # pluggy runs the last registered wrapper outermost
                 lane = self._lane(wrappers[-1].plugin_name, prepared.purpose, kwargs, later)
@@ -222,8 +228,8 @@ class HookCallEngine(ProblemLog):
                 self.pm._hookexec(caller.name, prepared.impls, kwargs, firstresult)
             finally:
                 self._local.queued = previous
-            if queued.claimed:
-                later.backlog.put_claimed(ticket, queued.claimed, self.lanes.runners)
+            if queued.parts:
+                later.backlog.put_batch(ticket, queued.parts, self.lanes.runners)
         finally:
             later.backlog.seal(ticket)
 
@@ -389,20 +395,21 @@ class HookCallEngine(ProblemLog):
             if self.trace:
                 self._trace(hook, plugin, outcome.seconds, outcome.status)
 
-        def late(status: OutcomeStatus) -> None:
-            self._report(hook, plugin, HookOutcome(plugin, seconds=self._timeout_of(hook),
-                                                   status=status), kwargs)
-            if self.trace:
-                self._trace(hook, plugin, self._timeout_of(hook), status)
+        timeout = queued.timeout
 
-        lane = self._lane(plugin, purpose, kwargs, queued.later)
-        if lane is None:  # an unbounded hook has no lane: it runs here
+        def late(status: OutcomeStatus) -> None:
+            self._report(hook, plugin, HookOutcome(plugin, seconds=timeout, status=status), kwargs)
+            if self.trace:
+                self._trace(hook, plugin, timeout, status)
+
+        if purpose is None:  # an unbounded hook has no lane: it runs here
             job()
-        elif queued.claimed is not None and lane.try_claim(hook):
-            queued.claimed.append((lane, job, self._timeout_of(hook), late))
+            return
+        lane = self.lanes.get(plugin, purpose, queued.shard)
+        if queued.parts is not None:  # the backlog picks a runner or the lane at the end
+            queued.parts.append((lane, job, timeout, late))
         else:
-            queued.later.backlog.put(queued.ticket, lane, job, deadline=self._timeout_of(hook),
-                                     on_late=late)
+            queued.later.backlog.put(queued.ticket, lane, job, deadline=timeout, on_late=late)
 
     def current_plugin(self) -> str | None:
         """The plugin whose implementation runs on this thread now."""

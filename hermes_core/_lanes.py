@@ -42,7 +42,7 @@ import queue
 import threading
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -144,21 +144,29 @@ class Lane:
         with self._lock:
             self._late = self._trust.late = True
 
-    def release(self, first: Callable[[], Any] | None = None) -> None:
+    def claim_is_clear(self) -> bool:
+        """Whether the lane is claimed with no call held behind the claim (and is trusted), so
+        the claimer may run one more call of it under the same claim, ahead of later ones."""
+        with self._lock:
+            return (self._claim is not None and not self._held and not self._stopped
+                    and not self._late and not self._trust.late)
+
+    def release(self, first: Sequence[Callable[[], Any]] = ()) -> None:
         """End a claim: the held calls go to the lane's thread, in the order they came, after
-        ``first`` (the claimed call itself, when the claimer did not run it)."""
+        ``first`` (claimed calls the claimer did not run, in their order)."""
         with self._lock:
             if self._claim is None:
                 return
             self._claim = None
             self._backlog -= 1
             held, self._held = self._held, []
-            if first is not None:
-                job = _Job(first, "claimed call", wait=False)
+            ahead: list[_Job] = []
+            for fn in first:
+                job = _Job(fn, "claimed call", wait=False)
                 job.abandoned = False
                 self._backlog += 1
-                held.insert(0, job)
-            for job in held:
+                ahead.append(job)
+            for job in ahead + held:
                 if self._stopped:
                     self._backlog -= 1
                     if job.reply is not None:
@@ -342,6 +350,8 @@ class Runners:
         self._idle = 0
         self._threads = 0
         self._closed = False
+        #: functions handed to the pool so far (each one hand-off to another thread)
+        self.submitted = 0
 
     def submit(self, fn: Callable[[], None]) -> bool:
         """Run ``fn`` on an idle thread (a new one if none is); False once closed. ``fn`` must not
@@ -349,6 +359,7 @@ class Runners:
         with self._lock:
             if self._closed:
                 return False
+            self.submitted += 1
             if self._idle:
                 self._idle -= 1
             else:

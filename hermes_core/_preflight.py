@@ -46,6 +46,46 @@ def shutdown_quietly(instance: object, *, timeout: float, label: str) -> None:
         log.debug("%s: shutdown of a refused instance raised", label, exc_info=result.error)
 
 
+def _registered(instance: object, kind: str, manager_name: str, label: str,
+                scratch_pm: pluggy.PluginManager, timeout_of: Callable[[str], float],
+                errors: list[str], warnings: list[str]) -> bool:
+    """Check a built instance's hooks and register it on ``scratch_pm``; False (its problems
+    added to ``errors``, the instance shut down when its hooks are wrong) when it cannot take
+    part."""
+    checks = check_hooks(instance, kind, scratch_pm, label=label)
+    errors += [c.message for c in checks if c.severity == "error"]
+    warnings += [c.message for c in checks if c.severity == "warning"]
+    if any(c.severity == "error" for c in checks):
+        shutdown_quietly(instance, timeout=timeout_of(Hooks.shutdown.__name__), label=label)
+        return False
+    try:
+        scratch_pm.register(instance, name=manager_name)
+    except (pluggy.PluginValidationError, ValueError) as exc:
+        errors.append(f"{label}: {exc}")
+        return False
+    return True
+
+
+def _tool_clashes(scratch: Hooks, registries: Registries) -> list[str]:
+    """Tools offered by two plugins (registered or from ``get_tools``), and failing
+    ``get_tools`` calls."""
+    errors: list[str] = []
+    owners: dict[str, list[str]] = {}
+    for tool_name, reg in registries.tools.entries.items():
+        owners.setdefault(tool_name, []).append(reg.plugin)
+    for outcome in scratch.get_tools():
+        if not outcome.ok:
+            errors.append(f"{outcome.plugin}: get_tools failed: {outcome.error}")
+        for tool in outcome.value or ():
+            owners.setdefault(tool.name, []).append(outcome.plugin)
+    for tool_name, offered_by in sorted(owners.items()):
+        if len(offered_by) > 1:
+            errors.append(f"tool {tool_name!r} is offered by {' and '.join(map(repr, offered_by))}"
+                          ": a session would refuse to start; disable one of them or remove "
+                          "one from memory.providers")
+    return errors
+
+
 def dry_activation(
     wanted: Sequence[tuple[str, str, str]],
     *,
@@ -72,34 +112,13 @@ def dry_activation(
                 errors.append(str(exc))
                 continue
             label = f"plugin {plugin!r}: {KINDS[kind][1]} {name!r}"
-            checks = check_hooks(instance, kind, scratch_pm, label=label)
-            errors += [c.message for c in checks if c.severity == "error"]
-            warnings += [c.message for c in checks if c.severity == "warning"]
-            if any(c.severity == "error" for c in checks):
-                shutdown_quietly(instance, timeout=timeout_of(Hooks.shutdown.__name__), label=label)
-                continue
-            try:
-                scratch_pm.register(instance, name=manager_name)
-            except (pluggy.PluginValidationError, ValueError) as exc:
-                errors.append(f"{label}: {exc}")
-                continue
-            kinds[manager_name] = kind
-            built.append((manager_name, instance))
-            plugins[plugin] = None
+            if _registered(instance, kind, manager_name, label, scratch_pm, timeout_of, errors,
+                           warnings):
+                kinds[manager_name] = kind
+                built.append((manager_name, instance))
+                plugins[plugin] = None
         scratch = Hooks(scratch_pm, kind_of=lambda n: kinds.get(n, MODULE), timeout_of=timeout_of)
-        owners: dict[str, list[str]] = {}
-        for tool_name, reg in registries.tools.entries.items():
-            owners.setdefault(tool_name, []).append(reg.plugin)
-        for outcome in scratch.get_tools():
-            if not outcome.ok:
-                errors.append(f"{outcome.plugin}: get_tools failed: {outcome.error}")
-            for tool in outcome.value or ():
-                owners.setdefault(tool.name, []).append(outcome.plugin)
-        for tool_name, offered_by in sorted(owners.items()):
-            if len(offered_by) > 1:
-                errors.append(f"tool {tool_name!r} is offered by {' and '.join(map(repr, offered_by))}"
-                              ": a session would refuse to start; disable one of them or remove "
-                              "one from memory.providers")
+        errors += _tool_clashes(scratch, registries)
         for plugin in plugins:
             record = records.get(plugin)
             if record is not None:

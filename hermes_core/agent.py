@@ -46,7 +46,7 @@ from .prefetch import PrefetchRunner
 from .results import CompactionRecord, TurnResult, estimate_tokens
 from .toolrun import IterationBudget, ToolOutcome, ToolRouter
 from .turn import CancelToken, TurnContext
-from .types import EndReason, Message, Session, SwitchReason, Usage
+from .types import EndReason, Message, Session, SwitchReason, ToolCall, Usage
 
 if TYPE_CHECKING:
     from .hooks import HookOutcome, HookProblem
@@ -287,18 +287,7 @@ class Agent:
             deprecations.engine_turn_start(self.engine)
 
             # 1. The user message joins the history and is archived at once (on_message).
-            user = stored or Message("user", text,
-                                     meta={"message_id": message_id} if message_id else {})
-            if stored is None:
-                self.history.append(user)
-            refused = None if stored is not None else next(
-                (o for o in self._emit(user) if isinstance(o.error, NotStored)), None)
-            if refused is not None:  # its store never saw it: the turn must not be answered
-                self.history.pop()
-                self.turns -= 1
-                raise NotStored(f"plugin {refused.plugin} could not store the message: "
-                                f"{refused.error} The turn was not run (the model was not "
-                                "called); send the message again")
+            user = stored or self._store_user(text, message_id)
 
             # 2. Recall under the deadline (prefetch); fenced, for the API copy of this message only.
             recall = self._prefetch.run(text, self.session)
@@ -332,23 +321,8 @@ class Agent:
                 result.assistant = assistant
                 if not response.tool_calls:
                     break
-                # 5. Tools: routed to their plugins; the budget's note and the skill nudge ride on
-                #    the batch's last result (never in the system prompt).
-                if budget.exhausted:
-                    outcomes = [self._refused(call) for call in response.tool_calls]
-                else:
-                    outcomes = self.router.run(response.tool_calls, self.session, turn)
-                notes = [n for n in (budget.note(),
-                                     self.curator.skill_nudge(self.router, response.tool_calls)) if n]
-                if notes:
-                    outcomes[-1].content = "\n\n".join([outcomes[-1].content, *notes])
-                for outcome in outcomes:
-                    message = Message("tool", outcome.content, tool_call_id=outcome.call.id,
-                                      tool_name=outcome.call.name,
-                                      meta={"is_error": True} if outcome.is_error else {})
-                    self.history.append(message)
-                    self._emit(message)
-                result.tools.extend(outcomes)
+                # 5. Tools: routed to their plugins.
+                result.tools.extend(self._run_tools(response.tool_calls, budget, turn))
                 if budget.exhausted:
                     result.budget_exhausted = True
                     break
@@ -364,28 +338,65 @@ class Agent:
                                                 backlog=self.worker)
                 self.host.hooks.later.queue_prefetch(query=text, session=session,
                                                      backlog=self.worker)
+            # 7. Curation, notices and problems.
+            return self._finish(result, budget, token, snapshot, started)
 
-            result.reply = result.assistant.content if result.assistant is not user else ""
-            if result.cancelled and not result.reply.strip():
-                result.reply = f"(The turn was cancelled: {token.reason or 'cancelled'}.)"
-            elif result.budget_exhausted and not result.reply.strip():
-                result.reply = (f"(The turn stopped: all {budget.limit} model calls of its "
-                                "budget were used before a final answer.)")
-            result.session_id = self.session.id
-            result.iterations = budget.used
-            # 7. Curation: a background memory review when one is due (on its own thread, after
-            #    this result is returned; it touches no hook but the memory tool's own).
-            result.review_started = self.curator.end_turn(
-                result.tools, lambda: self._curation_job(snapshot),
-                memory_tools={t.name for t, _ in curation_tools(self.router.tools, "memory")})
-            result.notices = self.curator.take_notices()
-            result.problems = self.take_problems()
-            # A store that could not record a message must be seen, not just logged.
-            result.notices += [f"a memory provider could not store this conversation: {p.message}"
-                               for p in result.problems if p.status == "error"
-                               and p.hook in _WRITE_HOOKS]
-            result.seconds = time.perf_counter() - started
-            return result
+    def _store_user(self, text: str, message_id: str | None) -> Message:
+        """Append the user message to the history and archive it (on_message); when a store
+        refuses it, take it back and raise :class:`NotStored` (the model is not called)."""
+        user = Message("user", text, meta={"message_id": message_id} if message_id else {})
+        self.history.append(user)
+        refused = next((o for o in self._emit(user) if isinstance(o.error, NotStored)), None)
+        if refused is not None:  # its store never saw it: the turn must not be answered
+            self.history.pop()
+            self.turns -= 1
+            raise NotStored(f"plugin {refused.plugin} could not store the message: "
+                            f"{refused.error} The turn was not run (the model was not "
+                            "called); send the message again")
+        return user
+
+    def _run_tools(self, calls: list[ToolCall], budget: IterationBudget,
+                   turn: TurnContext) -> list[ToolOutcome]:
+        """Route the model's tool calls to their plugins and append their results; the budget's
+        note and the skill nudge ride on the batch's last result (never in the system prompt)."""
+        if budget.exhausted:
+            outcomes = [self._refused(call) for call in calls]
+        else:
+            outcomes = self.router.run(calls, self.session, turn)
+        notes = [n for n in (budget.note(), self.curator.skill_nudge(self.router, calls)) if n]
+        if notes:
+            outcomes[-1].content = "\n\n".join([outcomes[-1].content, *notes])
+        for outcome in outcomes:
+            message = Message("tool", outcome.content, tool_call_id=outcome.call.id,
+                              tool_name=outcome.call.name,
+                              meta={"is_error": True} if outcome.is_error else {})
+            self.history.append(message)
+            self._emit(message)
+        return outcomes
+
+    def _finish(self, result: TurnResult, budget: IterationBudget, token: CancelToken,
+                snapshot: list[Message], started: float) -> TurnResult:
+        """Fill in the turn's result; start a background memory review when one is due (on its
+        own thread, after this result is returned; it touches no hook but the memory tool's)."""
+        result.reply = result.assistant.content if result.assistant is not result.user else ""
+        if result.cancelled and not result.reply.strip():
+            result.reply = f"(The turn was cancelled: {token.reason or 'cancelled'}.)"
+        elif result.budget_exhausted and not result.reply.strip():
+            result.reply = (f"(The turn stopped: all {budget.limit} model calls of its "
+                            "budget were used before a final answer.)")
+        result.session_id = self.session.id
+        result.iterations = budget.used
+        result.review_started = self.curator.end_turn(
+            result.tools, lambda: self._curation_job(snapshot),
+            memory_tools={t.name for t, _ in curation_tools(self.router.tools, "memory")})
+        result.notices = self.curator.take_notices()
+        result.problems = self.take_problems()
+        # A store that could not record a message must be seen, not just logged.
+        result.notices += [f"a memory provider could not store this conversation: {p.message}"
+                           for p in result.problems if p.status == "error"
+                           and p.hook in _WRITE_HOOKS]
+        result.seconds = time.perf_counter() - started
+        return result
 
     def cancel(self, reason: str = "cancelled by the user") -> bool:
         """Cancel the running turn (from another thread): it stops before its next model call,

@@ -113,97 +113,137 @@ def load_transcript(path: str | Path) -> Transcript:
 
 def parse_transcript(lines: Sequence[str], *, name: str = "<transcript>") -> Transcript:
     """Parse transcript lines (see the module docstring for the format)."""
-    meta: dict[str, Any] = {}
-    turns: list[TranscriptTurn] = []
-    pending_new = False
-    seen_any = False
-
-    def fail(line: int, message: str) -> ReplayError:
-        return ReplayError(f"{name}, line {line}: {message}")
-
-    def open_calls(turn: TranscriptTurn) -> RecordedResponse | None:
-        last = turn.responses[-1] if turn.responses else None
-        return last if last is not None and last.tool_calls else None
-
+    parser = _Parser(name)
     for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
+        if raw.strip():
+            parser.line(number, raw)
+    return parser.finish()
+
+
+def _open_calls(turn: TranscriptTurn) -> RecordedResponse | None:
+    """The turn's last response when its tool calls still wait for results."""
+    last = turn.responses[-1] if turn.responses else None
+    return last if last is not None and last.tool_calls else None
+
+
+class _Parser:
+    """:func:`parse_transcript`'s state, one non-blank line at a time."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.meta: dict[str, Any] = {}
+        self.turns: list[TranscriptTurn] = []
+        self.pending_new = False
+        self.seen_any = False
+
+    def fail(self, line: int, message: str) -> ReplayError:
+        return ReplayError(f"{self.name}, line {line}: {message}")
+
+    def line(self, number: int, raw: str) -> None:
+        obj = self._object(number, raw)
+        if "meta" in obj:
+            if self.seen_any or set(obj) != {"meta"} or not isinstance(obj["meta"], dict):
+                raise self.fail(number, 'a {"meta": {...}} line may only be the first line, on '
+                                        "its own")
+            self.meta = obj["meta"]
+            self.seen_any = True
+            return
+        self.seen_any = True
+        if "event" in obj:
+            self._event(number, obj, raw)
+            return
+        role, content = self._role_and_content(number, obj)
+        if role == "user":
+            self._user(number, content)
+            return
+        if not self.turns:
+            raise self.fail(number, f"the transcript must start with a user line, not {role}")
+        if role == "tool":
+            self._tool(number, obj, content)
+        else:
+            self._assistant(number, obj, content)
+
+    def _object(self, number: int, raw: str) -> dict[str, Any]:
         try:
             obj = json.loads(raw)
         except json.JSONDecodeError as exc:
-            raise fail(number, f"not valid JSON ({exc.msg} at column {exc.colno}); each line must "
-                               "be one JSON object") from None
+            raise self.fail(number, f"not valid JSON ({exc.msg} at column {exc.colno}); each "
+                                    "line must be one JSON object") from None
         if not isinstance(obj, dict):
-            raise fail(number, f"expected a JSON object, got {type(obj).__name__}")
-        if "meta" in obj:
-            if seen_any or set(obj) != {"meta"} or not isinstance(obj["meta"], dict):
-                raise fail(number, 'a {"meta": {...}} line may only be the first line, on its own')
-            meta = obj["meta"]
-            seen_any = True
-            continue
-        seen_any = True
-        if "event" in obj:
-            if obj != {"event": "new_session"}:
-                raise fail(number, f"unknown event line {raw.strip()[:80]}; the only event is "
-                                   '{"event": "new_session"}')
-            if turns and open_calls(turns[-1]):
-                raise fail(number, "a session cannot end while tool calls wait for a response")
-            pending_new = True
-            continue
+            raise self.fail(number, f"expected a JSON object, got {type(obj).__name__}")
+        return obj
+
+    def _event(self, number: int, obj: dict[str, Any], raw: str) -> None:
+        if obj != {"event": "new_session"}:
+            raise self.fail(number, f"unknown event line {raw.strip()[:80]}; the only event is "
+                                    '{"event": "new_session"}')
+        if self.turns and _open_calls(self.turns[-1]):
+            raise self.fail(number, "a session cannot end while tool calls wait for a response")
+        self.pending_new = True
+
+    def _role_and_content(self, number: int, obj: dict[str, Any]) -> tuple[str, str]:
         role = obj.get("role")
         if role not in _KEYS:
-            raise fail(number, f"'role' must be 'user', 'assistant' or 'tool', got {role!r}")
+            raise self.fail(number, f"'role' must be 'user', 'assistant' or 'tool', got {role!r}")
         unknown = set(obj) - _KEYS[role]
         if unknown:
-            raise fail(number, f"unknown key {sorted(unknown)[0]!r} for a {role} line; allowed: "
-                               f"{', '.join(sorted(_KEYS[role]))}")
+            raise self.fail(number, f"unknown key {sorted(unknown)[0]!r} for a {role} line; "
+                                    f"allowed: {', '.join(sorted(_KEYS[role]))}")
         content = obj.get("content", "")
         if not isinstance(content, str):
-            raise fail(number, f"'content' must be a string, got {type(content).__name__}")
-        if role == "user":
-            if not content.strip():
-                raise fail(number, "a user line needs non-empty 'content'")
-            if turns and not turns[-1].responses:
-                raise fail(number, f"the turn starting on line {turns[-1].line} has no assistant "
-                                   "response; add an assistant line before this user line")
-            if turns and (pending := open_calls(turns[-1])) is not None:
-                raise fail(number, f"the tool calls on line {pending.line} are never followed by "
-                                   "an assistant response; add one before this user line")
-            turns.append(TranscriptTurn(number, content, new_session=pending_new))
-            pending_new = False
-            continue
-        if not turns:
-            raise fail(number, f"the transcript must start with a user line, not {role}")
-        turn = turns[-1]
-        if role == "tool":
-            pending = open_calls(turn)
-            call_id = obj.get("tool_call_id")
-            ids = [c.id for c in pending.tool_calls] if pending else []
-            if call_id not in ids:
-                where = f"; the open calls are {', '.join(ids)}" if ids else (
-                    "; no assistant tool call is waiting for a result")
-                raise fail(number, f"'tool_call_id' {call_id!r} answers no tool call{where}")
-            assert pending is not None
-            pending.results[call_id] = content
-            continue
+            raise self.fail(number, f"'content' must be a string, got {type(content).__name__}")
+        return role, content
+
+    def _user(self, number: int, content: str) -> None:
+        turns = self.turns
+        if not content.strip():
+            raise self.fail(number, "a user line needs non-empty 'content'")
+        if turns and not turns[-1].responses:
+            raise self.fail(number, f"the turn starting on line {turns[-1].line} has no "
+                                    "assistant response; add an assistant line before this user "
+                                    "line")
+        if turns and (pending := _open_calls(turns[-1])) is not None:
+            raise self.fail(number, f"the tool calls on line {pending.line} are never followed "
+                                    "by an assistant response; add one before this user line")
+        turns.append(TranscriptTurn(number, content, new_session=self.pending_new))
+        self.pending_new = False
+
+    def _tool(self, number: int, obj: dict[str, Any], content: str) -> None:
+        pending = _open_calls(self.turns[-1])
+        call_id = obj.get("tool_call_id")
+        ids = [c.id for c in pending.tool_calls] if pending else []
+        if pending is None or call_id not in ids:
+            where = f"; the open calls are {', '.join(ids)}" if ids else (
+                "; no assistant tool call is waiting for a result")
+            raise self.fail(number, f"'tool_call_id' {call_id!r} answers no tool call{where}")
+        pending.results[call_id] = content
+
+    def _assistant(self, number: int, obj: dict[str, Any], content: str) -> None:
+        turn = self.turns[-1]
         if turn.responses and not turn.responses[-1].tool_calls:
-            raise fail(number, f"the response on line {turn.responses[-1].line} had no tool calls, "
-                               "so the model's turn was over; start a new turn with a user line")
-        calls = _tool_calls(obj.get("tool_calls", []), number, fail)
+            raise self.fail(number, f"the response on line {turn.responses[-1].line} had no tool "
+                                    "calls, so the model's turn was over; start a new turn with a "
+                                    "user line")
+        calls = _tool_calls(obj.get("tool_calls", []), number, self.fail)
         if not calls and not content.strip():
-            raise fail(number, "an assistant line needs 'content' text or 'tool_calls'")
-        turn.responses.append(RecordedResponse(number, content, calls, _usage(obj, number, fail)))
-    if not turns:
-        raise ReplayError(f"{name}: no turns found; a transcript needs at least one user line "
-                          "followed by an assistant line")
-    last = turns[-1]
-    if not last.responses:
-        raise fail(last.line, "the last turn has no assistant response")
-    if (pending := open_calls(last)) is not None:
-        raise fail(pending.line, "these tool calls are never followed by an assistant response")
-    if pending_new:
-        raise ReplayError(f"{name}: the file ends with a new_session event and no turn after it")
-    return Transcript(name, meta, turns)
+            raise self.fail(number, "an assistant line needs 'content' text or 'tool_calls'")
+        turn.responses.append(RecordedResponse(number, content, calls,
+                                               _usage(obj, number, self.fail)))
+
+    def finish(self) -> Transcript:
+        if not self.turns:
+            raise ReplayError(f"{self.name}: no turns found; a transcript needs at least one user "
+                              "line followed by an assistant line")
+        last = self.turns[-1]
+        if not last.responses:
+            raise self.fail(last.line, "the last turn has no assistant response")
+        if (pending := _open_calls(last)) is not None:
+            raise self.fail(pending.line, "these tool calls are never followed by an assistant "
+                                          "response")
+        if self.pending_new:
+            raise ReplayError(f"{self.name}: the file ends with a new_session event and no turn "
+                              "after it")
+        return Transcript(self.name, self.meta, self.turns)
 
 
 def _tool_calls(value: Any, line: int, fail: Callable[[int, str], ReplayError]) -> list[ToolCall]:

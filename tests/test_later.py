@@ -82,6 +82,68 @@ def test_calls_are_queued_and_run_in_order_on_each_plugins_lane(home, release):
     host.shutdown()
 
 
+def test_a_call_queued_behind_a_pending_one_on_the_same_lanes_costs_no_more_hand_off(home,
+                                                                                      release):
+    seen: list[tuple[str, str, str]] = []
+    names = [f"p{i}" for i in range(10)]
+    # pluggy calls the last registered first: its gate holds the runner until both are queued
+    host = make_host(home, providers=[_provider(n, seen, release if n == "p9" else None)
+                                      for n in names])
+    runners = host.hooks.engine.lanes.runners
+    backlog = Backlog("c", drain_timeout=5)
+    before, threads = runners.submitted, {t.ident for t in threading.enumerate()}
+    _sync(host, backlog, "t")
+    host.hooks.later.queue_prefetch(query="q", session=SESSION, backlog=backlog)
+    _sync(host, backlog, "t2")
+    assert runners.submitted - before == 1  # one hand-off for the three calls
+    release.set()
+    assert backlog.flush(5)
+    assert len({thread for _who, _event, thread in seen}) == 1  # all on that one runner
+    assert not [t.name for t in threading.enumerate()  # no lane thread was started
+                if t.ident not in threads and t.name.startswith("hermes-lane-background")]
+    for name in names:
+        assert [e for who, e, _t in seen if who == name] == ["t", "prefetch q", "t2"]
+    assert backlog.completed == 3
+    host.shutdown()
+
+
+def test_one_calls_parts_split_between_the_pending_runner_and_a_new_one_run_side_by_side(
+        home, release):
+    seen: list[tuple[str, str, str]] = []
+    a_prefetched = threading.Event()
+
+    class Late(MemoryProvider):  # implements only queue_prefetch: its lane is not held
+        name = "c"
+
+        @hookimpl
+        def queue_prefetch(self, query):
+            # waits until "a" runs its part of the same call on the other runner
+            seen.append(("c", f"prefetch {query} saw a: {a_prefetched.wait(10)}", ""))
+
+    class A(MemoryProvider):
+        name = "a"
+
+        @hookimpl
+        def sync_turn(self, user_message):
+            release.wait(10)
+            seen.append(("a", user_message.content, ""))
+
+        @hookimpl
+        def queue_prefetch(self, query):
+            a_prefetched.set()
+            seen.append(("a", f"prefetch {query}", ""))
+
+    host = make_host(home, providers=[Late, _provider("b", seen), A])
+    backlog = Backlog("c", drain_timeout=5)
+    _sync(host, backlog, "t")  # a and b: one runner, held in a's sync_turn
+    host.hooks.later.queue_prefetch(query="q", session=SESSION, backlog=backlog)
+    release.set()
+    assert backlog.flush(15)
+    assert ("c", "prefetch q saw a: True", "") in seen
+    assert [e for who, e, _t in seen if who == "a"] == ["t", "prefetch q"]
+    host.shutdown()
+
+
 def test_one_conversation_keeps_one_lane_across_its_sessions(home):
     seen: list[tuple[str, str, str]] = []
     host = make_host(home, providers=[_provider("a", seen)])
@@ -148,6 +210,48 @@ def test_a_late_plugin_hands_the_rest_of_a_call_to_their_lanes_in_order(home, re
     release.set()
     host.hooks.drain(5)
     assert [e for who, e, _t in seen if who == "slow"] == ["t0", "t1", "t2"]
+    host.shutdown()
+
+
+def test_a_late_plugin_with_later_calls_joined_to_its_runner_sees_one_call_at_a_time(home,
+                                                                                      release):
+    seen: list[str] = []
+    overlaps: list[str] = []
+    active = threading.Semaphore(1)
+
+    class Slow(MemoryProvider):
+        name = "slow"
+
+        @hookimpl
+        def sync_turn(self, user_message):
+            if not active.acquire(blocking=False):
+                overlaps.append(user_message.content)
+                return
+            try:
+                if user_message.content == "t0":
+                    release.wait(10)
+                seen.append(user_message.content)
+            finally:
+                active.release()
+
+        @hookimpl
+        def queue_prefetch(self, query):
+            seen.append(f"prefetch {query}")
+
+    fast: list[str] = []
+    host = make_host(home, providers=[_provider("fast", fast), Slow],
+                     config_text="hooks:\n  timeouts:\n    sync_turn: 0.2\n")
+    backlog = Backlog("c", drain_timeout=5)
+    for i in range(3):  # t1, t2 and the prefetches join the runner that hangs in slow's t0
+        _sync(host, backlog, f"t{i}")
+        host.hooks.later.queue_prefetch(query=f"q{i}", session=SESSION, backlog=backlog)
+    assert backlog.flush(5)  # slow is late: fast's parts went to its lane
+    assert [e for _w, e, _t in fast] == [e for i in range(3) for e in (f"t{i}", f"prefetch q{i}")]
+    assert seen == []  # slow's later calls wait behind its hung one
+    release.set()
+    host.hooks.drain(5)
+    assert overlaps == []
+    assert seen == [e for i in range(3) for e in (f"t{i}", f"prefetch q{i}")]
     host.shutdown()
 
 

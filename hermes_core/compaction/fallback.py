@@ -120,12 +120,27 @@ def extract_facts(
     the paths and commands in tool arguments). That bounds the cost on very long histories.
     """
     facts = Facts(messages=len(messages))
-    seen: set[str] = set()
-    requests: list[str] = []
-    budget = scan_chars
-    # an error is most useful next to the command that caused it
+    scan = _Scan(facts, limit, scan_chars, _commands_by_call(messages))
+    for message in reversed(messages):
+        text = _text_of(message)
+        sample = scan.sample(text)  # None once the budget is spent
+        if message.role == "user":
+            scan.user(text, sample)
+        elif message.role == "assistant":
+            scan.assistant(message, text, sample)
+        elif message.role == "tool" and sample is not None and len(facts.errors) < 6:
+            scan.tool_error(message, sample)
+        if sample is not None:
+            scan.values(message.role, sample)
+    facts.requests = _with_first_request(messages, list(reversed(scan.requests)))
+    for name in ("constraints", "decisions", "files", "written", "commands", "errors", "values"):
+        setattr(facts, name, list(reversed(getattr(facts, name))))
+    return facts
+
+
+def _commands_by_call(messages: Sequence[Message]) -> dict[str, str]:
+    """The command of each tool call that ran one (an error is most useful next to it)."""
     command_of: dict[str, str] = {}
-    error_lines: set[str] = set()
     for message in messages:
         for call in message.tool_calls:
             if isinstance(call.arguments, dict):
@@ -134,64 +149,92 @@ def extract_facts(
                     if isinstance(value, str):
                         command_of[call.id] = _clip(value, 120)
                         break
-    for message in reversed(messages):
-        text = _text_of(message)
-        scan = budget > 0
-        if scan:
-            text_sample = text if len(text) <= 20_000 else text[:10_000] + "\n" + text[-10_000:]
-            budget -= len(text_sample)
-        if message.role == "user":
-            _add(requests, seen, _clip(text, 300), limit)
-            if scan:
-                for sentence in _SENTENCE_END.split(text_sample)[:40]:
-                    if _CONSTRAINT.search(sentence):
-                        _add(facts.constraints, seen, _clip(sentence, 200), 8)
-        elif message.role == "assistant":
-            if not facts.last_reply and text.strip():
-                facts.last_reply = _clip(text, 400)
-            for call in message.tool_calls:
-                facts.tools[call.name] = facts.tools.get(call.name, 0) + 1
-                writes = _WRITING_TOOL.search(call.name) is not None
-                _scan_arguments(call.arguments, facts, seen, limit, writes=writes)
-            if scan:
-                for sentence in _SENTENCE_END.split(text_sample)[:40]:
-                    if _DECISION.search(sentence):
-                        _add(facts.decisions, seen, _clip(sentence, 200), 8)
-        elif message.role == "tool" and scan and len(facts.errors) < 6:
-            line = _error_line(text_sample)
-            key = _clip(line, 200) if line is not None else ""
-            # the same error repeated is one fact: dedupe on the line, not on the command
-            if line is not None and key not in error_lines:
-                error_lines.add(key)
-                command = command_of.get(message.tool_call_id or "")
-                name = message.tool_name or "tool"
-                where = f"{name}: {command}" if command else name
-                _add(facts.errors, seen, f"[{where}] {key}", 6)
-        if not scan:
-            continue
-        if message.role != "tool" or len(facts.files) < limit:
-            for match in _PATH.finditer(text_sample):
-                _add(facts.files, seen, match[1], limit * 2)
-        if message.role != "tool":
-            for match in _URL.finditer(text_sample):
-                _add(facts.values, seen, match[0], limit)
-            for match in _BACKTICK.finditer(text_sample):
-                _add(facts.values, seen, f"`{match[1]}`", limit)
-            for match in _ASSIGN.finditer(text_sample):
-                _add(facts.values, seen, f"{match[1]}={match[2]}", limit)
-            for match in _SHELL_LINE.finditer(text_sample):
-                _add(facts.commands, seen, _clip(match[1], 200), limit)
-    facts.requests = list(reversed(requests))
-    # the first request usually states the overall goal: keep it even when newer ones fill the list
+    return command_of
+
+
+def _with_first_request(messages: Sequence[Message], requests: list[str]) -> list[str]:
+    """The first request usually states the overall goal: kept even when newer ones fill the
+    list."""
     for message in messages:
         if message.role == "user" and _text_of(message).strip():
             first = _clip(_text_of(message), 300)
-            if first not in facts.requests:
-                facts.requests.insert(0, first)
+            if first not in requests:
+                requests.insert(0, first)
             break
-    for name in ("constraints", "decisions", "files", "written", "commands", "errors", "values"):
-        setattr(facts, name, list(reversed(getattr(facts, name))))
-    return facts
+    return requests
+
+
+class _Scan:
+    """What :func:`extract_facts` carries from one message to the next (newest first)."""
+
+    def __init__(self, facts: Facts, limit: int, budget: int, command_of: dict[str, str]) -> None:
+        self.facts = facts
+        self.limit = limit
+        self.budget = budget
+        self.command_of = command_of
+        self.seen: set[str] = set()
+        self.requests: list[str] = []
+        self.error_lines: set[str] = set()
+
+    def sample(self, text: str) -> str | None:
+        """The part of ``text`` to search (its ends when it is long); None when the budget of
+        characters to search is spent."""
+        if self.budget <= 0:
+            return None
+        sample = text if len(text) <= 20_000 else text[:10_000] + "\n" + text[-10_000:]
+        self.budget -= len(sample)
+        return sample
+
+    def user(self, text: str, sample: str | None) -> None:
+        _add(self.requests, self.seen, _clip(text, 300), self.limit)
+        if sample is not None:
+            for sentence in _SENTENCE_END.split(sample)[:40]:
+                if _CONSTRAINT.search(sentence):
+                    _add(self.facts.constraints, self.seen, _clip(sentence, 200), 8)
+
+    def assistant(self, message: Message, text: str, sample: str | None) -> None:
+        facts = self.facts
+        if not facts.last_reply and text.strip():
+            facts.last_reply = _clip(text, 400)
+        for call in message.tool_calls:
+            facts.tools[call.name] = facts.tools.get(call.name, 0) + 1
+            writes = _WRITING_TOOL.search(call.name) is not None
+            _scan_arguments(call.arguments, facts, self.seen, self.limit, writes=writes)
+        if sample is not None:
+            for sentence in _SENTENCE_END.split(sample)[:40]:
+                if _DECISION.search(sentence):
+                    _add(facts.decisions, self.seen, _clip(sentence, 200), 8)
+
+    def tool_error(self, message: Message, sample: str) -> None:
+        line = _error_line(sample)
+        if line is None:
+            return
+        key = _clip(line, 200)
+        # the same error repeated is one fact: dedupe on the line, not on the command
+        if key in self.error_lines:
+            return
+        self.error_lines.add(key)
+        command = self.command_of.get(message.tool_call_id or "")
+        name = message.tool_name or "tool"
+        where = f"{name}: {command}" if command else name
+        _add(self.facts.errors, self.seen, f"[{where}] {key}", 6)
+
+    def values(self, role: str, sample: str) -> None:
+        """Paths, URLs, inline code, assignments and shell lines in a searched text."""
+        facts, seen, limit = self.facts, self.seen, self.limit
+        if role != "tool" or len(facts.files) < limit:
+            for match in _PATH.finditer(sample):
+                _add(facts.files, seen, match[1], limit * 2)
+        if role == "tool":
+            return
+        for match in _URL.finditer(sample):
+            _add(facts.values, seen, match[0], limit)
+        for match in _BACKTICK.finditer(sample):
+            _add(facts.values, seen, f"`{match[1]}`", limit)
+        for match in _ASSIGN.finditer(sample):
+            _add(facts.values, seen, f"{match[1]}={match[2]}", limit)
+        for match in _SHELL_LINE.finditer(sample):
+            _add(facts.commands, seen, _clip(match[1], 200), limit)
 
 
 def _scan_arguments(

@@ -1,0 +1,131 @@
+"""docs/architecture.md stays true: its floors table is the kernel's import graph, and the
+arrows it rules out (the kernel importing a plugin, a plugin importing another) do not exist.
+
+The graph is read from the source (``ast``), not by importing: an import at module level is an
+arrow; one inside a function (lazy) or under ``TYPE_CHECKING`` is not. ``from hermes_core import
+X`` is an arrow to the module ``X`` lazily comes from (``hermes_core._LAZY``).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from functools import cache
+from pathlib import Path
+
+import hermes_core
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = ROOT / "docs" / "architecture.md"
+
+
+def _unit(module: str) -> str:
+    """The unit a module belongs to: a top-level module of the kernel, or a subpackage
+    (``hermes_core.storage.pool`` -> ``storage``); ``plugins.<kind>.<name>`` for a plugin."""
+    parts = module.split(".")[1:]
+    if not parts:
+        return "hermes_core"
+    if parts[0] == "plugins":
+        return ".".join(parts[:3] if len(parts) > 1 and _is_group(parts[1]) else parts[:2])
+    return parts[0]
+
+
+@cache
+def _is_group(folder: str) -> bool:
+    """Whether ``plugins/<folder>`` groups plugins of a kind (memory, platforms, ...) rather than
+    being one plugin (mcp, inspect): it holds no module but its ``__init__``."""
+    return [p.name for p in (ROOT / "plugins" / folder).glob("*.py")] == ["__init__.py"]
+
+
+def _module_of(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[0] == "plugins":
+        parts.insert(0, "hermes_core")
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _sources() -> list[Path]:
+    kernel = [p for p in (ROOT / "hermes_core").rglob("*.py")
+              if p.relative_to(ROOT / "hermes_core").parts[0] != "plugins"]
+    plugins = [p for p in (ROOT / "plugins").rglob("*.py")
+               if not {"tests", "src"} & set(p.relative_to(ROOT).parts)]
+    return kernel + plugins
+
+
+def _targets(node: ast.ImportFrom | ast.Import, module: str, package: bool) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names if a.name.startswith("hermes_core")]
+    if node.level:
+        base = module.split(".") if package else module.split(".")[:-1]
+        base = base[:len(base) - node.level + 1]
+        target = ".".join(base + ([node.module] if node.module else []))
+    else:
+        target = node.module or ""
+    if target == "hermes_core":  # the package's lazy names come from their modules
+        lazy = getattr(hermes_core, "_LAZY")  # noqa: B009 - a private table, read on purpose
+        return [f"hermes_core.{lazy[a.name]}" if a.name in lazy else "hermes_core"
+                for a in node.names]
+    return [target] if target.startswith("hermes_core") else []
+
+
+@cache
+def graph() -> dict[str, set[str]]:
+    """unit -> the units it imports at module level (itself excluded)."""
+    edges: dict[str, set[str]] = {}
+    for path in _sources():
+        module = _module_of(path)
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        found = edges.setdefault(_unit(module), set())
+        todo: list[ast.AST] = list(tree.body)
+        while todo:
+            node = todo.pop()
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                todo.extend(node.orelse)
+                continue
+            if isinstance(node, (ast.If, ast.Try)):
+                todo.extend(ast.iter_child_nodes(node))
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                for target in _targets(node, module, path.name == "__init__.py"):
+                    found.add(_unit(target))
+        found.discard(_unit(module))
+    return edges
+
+
+def documented_floors() -> dict[str, int]:
+    """The floors table of docs/architecture.md: unit -> floor."""
+    floors: dict[str, int] = {}
+    for line in PAGE.read_text(encoding="utf-8").splitlines():
+        row = re.match(r"\|\s*(\d+)\s*\|(.*)\|\s*$", line)
+        if row:
+            for name in re.findall(r"`([\w.]+)`", row.group(2)):
+                floors[name] = int(row.group(1))
+    return floors
+
+
+def test_the_floors_table_is_the_import_graph():
+    edges = graph()
+    kernel = {u for u in edges if u != "plugins" and not u.startswith("plugins.")} - {"hermes_core"}
+
+    @cache
+    def floor(unit: str) -> int:
+        below = [floor(d) for d in edges.get(unit, ()) if d in kernel]
+        return 1 + max(below, default=-1)
+
+    actual = {unit: floor(unit) for unit in kernel}
+    assert documented_floors() == actual, (
+        "docs/architecture.md's floors table no longer matches the imports; the floors are:\n"
+        + "\n".join(f"| {f} | " + ", ".join(f"`{u}`" for u in sorted(actual)
+                                            if actual[u] == f) + " |"
+                    for f in sorted(set(actual.values()))))
+
+
+def test_the_kernel_imports_no_plugin_and_no_plugin_imports_another():
+    edges = graph()
+    for unit, targets in edges.items():
+        plugins = {t for t in targets if t.startswith("plugins.")}
+        if unit.startswith("plugins."):
+            assert not plugins, f"{unit} imports another plugin's modules: {sorted(plugins)}"
+        else:
+            assert not plugins, f"the kernel's {unit} imports a plugin: {sorted(plugins)}"

@@ -158,7 +158,9 @@ def test_a_provider_sleeping_ten_seconds_costs_at_most_the_deadline(home):
         result = agent.run_turn("second")
         agent.close()
     waited = arrivals[-1] - start
-    assert waited < 0.3 + 0.05, f"the request left {waited:.3f}s after the turn started"
+    # the 0.3 s deadline, not the provider's 10 s sleep, bounds the wait: a bound far from both,
+    # so a loaded machine does not decide the outcome
+    assert waited < 3, f"the request left {waited:.3f}s after the turn started"
     assert result.prefetch[0].status == "stale"
     assert result.prefetch[0].text == "quick the first time"  # its last answer, still fenced
     assert "quick the first time" in api.bodies[-1]["messages"][-1]["content"][0]["text"]

@@ -81,3 +81,18 @@ def test_split_message_boundaries() -> None:
     text = "Un café à Lisboa. 東京で会いましょう。 " * 50
     assert "".join(p.removeprefix(CONTINUED) for p in split_message(text, 120)).replace(" ", "") == \
         text.replace(" ", "")
+
+
+def test_a_setting_no_longer_used_still_loads_and_says_so() -> None:
+    import warnings
+
+    from hermes_core_honcho.config import HonchoConfig
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        config = HonchoConfig(base_url="http://127.0.0.1:1", workspace="w", shutdown_timeout=1)
+        HonchoConfig(base_url="http://127.0.0.1:1", workspace="w")
+    assert config.shutdown_timeout == 1
+    assert [w.category for w in caught] == [DeprecationWarning]
+    assert "honcho.shutdown_timeout is no longer used" in str(caught[0].message)
+    assert "remove it from config.yaml" in str(caught[0].message)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import warnings
 from typing import Literal
 from urllib.parse import urlsplit
 
@@ -153,6 +154,15 @@ class HindsightConfig(BaseModel):
         if len(set(value)) != len(value):
             raise ValueError(f"recall_types lists a type twice: {value}")
         return value
+
+    @model_validator(mode="after")
+    def _unused_settings(self) -> HindsightConfig:
+        # kept for one minor release so older configs load; set, they say so
+        for name in sorted({'max_queued_turns', 'shutdown_timeout'} & self.model_fields_set):
+            warnings.warn(f"hindsight.{name} is no longer used (unsent writes wait in the spool file; "
+                          "memory.worker_drain_timeout bounds shutdown): remove it from config.yaml",
+                          DeprecationWarning, stacklevel=2)
+        return self
 
     @model_validator(mode="after")
     def _timeouts_agree(self) -> HindsightConfig:

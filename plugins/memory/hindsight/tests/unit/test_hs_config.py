@@ -63,3 +63,18 @@ def test_api_key_from_environment_is_secret(hermes_home, monkeypatch):
 def test_base_url_from_environment(hermes_home, monkeypatch):
     monkeypatch.setenv("HINDSIGHT_BASE_URL", "http://10.0.0.5:9999")
     assert section(hermes_home, "hindsight: {}\n").base_url == "http://10.0.0.5:9999"
+
+
+def test_settings_no_longer_used_still_load_and_say_so() -> None:
+    import warnings
+
+    from hermes_core_hindsight.config import HindsightConfig
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        config = HindsightConfig(base_url="http://127.0.0.1:1", bank="b", max_queued_turns=5,
+                                 shutdown_timeout=1)
+    assert config.max_queued_turns == 5
+    assert [str(w.message).split(" is ")[0] for w in caught] == [
+        "hindsight.max_queued_turns", "hindsight.shutdown_timeout"]
+    assert all(w.category is DeprecationWarning for w in caught)

@@ -217,9 +217,11 @@ def test_shutdown_keeps_unsent_turns_in_the_spool(hermes_home, fake):
     turn(again, Session(id="s-up"), "the server is back")
     assert again.retains.wait_idle(5)
     contents = [b["items"][0]["content"] for b in fake.calls("/memories")]
-    # the spooled turn goes first, once
-    assert "server is down" in contents[0] and "server is back" in contents[1]
-    assert len(contents) == 2
+    # the spooled turn goes first; an attempt of the first process still running when the server
+    # came back may deliver it once more (at least once, as documented), never the new turn twice
+    assert "server is down" in contents[0] and any("server is back" in c for c in contents)
+    assert all("server is down" in c or "server is back" in c for c in contents)
+    assert sum("server is back" in c for c in contents) == 1
     assert not spool.exists()
     again.shutdown()
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import warnings
 from typing import Literal
 from urllib.parse import urlsplit
 
@@ -153,6 +154,15 @@ class HonchoConfig(BaseModel):
             raise ValueError(f"honcho.user_peer_prefix {value!r} may only hold 1-20 letters, "
                              "digits, '_' or '-'")
         return value
+
+    @model_validator(mode="after")
+    def _unused_settings(self) -> HonchoConfig:
+        # kept for one minor release so older configs load; set, they say so
+        for name in sorted({'shutdown_timeout'} & self.model_fields_set):
+            warnings.warn(f"honcho.{name} is no longer used (unsent writes wait in the spool file; "
+                          "memory.worker_drain_timeout bounds shutdown): remove it from config.yaml",
+                          DeprecationWarning, stacklevel=2)
+        return self
 
     @model_validator(mode="after")
     def _cloud_needs_key(self) -> HonchoConfig:

@@ -8,6 +8,7 @@ stores on SQLite files or the test PostgreSQL server, the archive, the HTTP serv
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -30,8 +31,39 @@ def run(*args: str) -> Any:
     return result
 
 
+def eval_question(qid: str, group: str, recall: float, tokens: int) -> dict[str, Any]:
+    """One question record as ``run_eval`` makes it (its figures chosen by the test)."""
+    scores = {f"{metric}@{k}": recall for k in (1, 3) for metric in ("recall", "hit", "ndcg")}
+    return {"id": qid, "group": group, "ok": True, "failure": None, "tokens": tokens,
+            "retrieval_ms": 1.0, "scores": {**scores, "found_at": {"s1": 1}, "by_text": []},
+            "sources": [{"source": "session_archive", "status": "ok", "tokens": tokens,
+                         "ms": 1.0, "scores": scores}]}
+
+
+def plant_eval(home: Path) -> None:
+    """Two eval reports built by the eval's own report builder, and one file that is not one."""
+    from hermes_core.eval import build_report
+
+    folder = home / "eval"
+    folder.mkdir(exist_ok=True)
+    runs = {"words-only.json": [("q1", "single-session", 0.5, 120), ("q2", "temporal", 0.0, 80)],
+            "hybrid.json": [("q1", "single-session", 1.0, 150), ("q2", "temporal", 0.5, 90)]}
+    for name, questions in runs.items():
+        run_data = {"questions": [eval_question(*q) for q in questions], "ingest": {},
+                    "seconds": 1.0}
+        report = build_report(run_data, dataset="tiny.json", fmt="longmemeval",
+                              providers=["session_archive"], engine="compressor", ks=[1, 3],
+                              answered=False)
+        (folder / name).write_text(json.dumps(report), encoding="utf-8")
+    (folder / "notes.json").write_text('{"not": "a report"}', encoding="utf-8")
+    for age, name in enumerate(("hybrid.json", "words-only.json", "notes.json")):  # hybrid newest
+        os.utime(folder / name, (1_800_000_000 - age * 60, 1_800_000_000 - age * 60))
+
+
 def plant(home: Path) -> None:
-    """Config (user scope), the replay, one memory entry and one session per user."""
+    """Config (user scope), the replay, one memory entry and one session per user, two eval
+    reports."""
+    plant_eval(home)
     (home / "config.yaml").write_text("memory:\n  scope: user\n", encoding="utf-8")
     run("replay", "--in-place", str(FIRST_WEEK))
     for user in USERS:
@@ -52,6 +84,15 @@ def plant(home: Path) -> None:
             host.hooks.on_message(message=Message("assistant", "Noted, twelve hives."),
                                   session=session)
             host.hooks.on_session_end(session=session, messages=[], reason=EndReason.USER_EXIT)
+        # a subagent alice's session delegated to: a child with its parent link
+        child = Session(id="s-alice-research", platform="inspect-test", parent_session_id="s-alice",
+                        attributes={"user_id": "alice", "agent_context": "subagent"})
+        host.hooks.on_session_switch(new_session=child, old_session=None,
+                                     reason=SwitchReason.DELEGATION)
+        for role, text in (("user", "Which flowers suit a rooftop apiary?"),
+                           ("assistant", "Lavender, borage and thyme.")):
+            host.hooks.on_message(message=Message(role, text), session=child)
+        host.hooks.on_session_end(session=child, messages=[], reason=EndReason.DELEGATED)
     finally:
         host.shutdown()
 

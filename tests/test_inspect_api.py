@@ -40,6 +40,8 @@ ENDPOINTS: list[tuple[str, str, dict | None]] = [
     ("POST", "/api/recall", {"query": "how many hives"}),
     ("GET", "/api/providers", None),
     ("GET", "/api/doctor", None),
+    ("GET", "/api/eval", None),
+    ("GET", "/api/eval/{name}", None),
     ("POST", "/api/forget", {"subject": "Rotterdam", "dry_run": True}),
 ]
 
@@ -101,7 +103,8 @@ def client(stack) -> TestClient:
 
 
 def _url(path: str) -> str:
-    return path.replace("{target}", "memory").replace("{session_id}", "s-alice")
+    return (path.replace("{target}", "memory").replace("{session_id}", "s-alice")
+            .replace("{name}", "hybrid.json"))
 
 
 def test_every_route_is_listed_here_and_in_the_openapi_document(sqlite_client):
@@ -208,6 +211,8 @@ def test_a_user_token_sees_only_its_user(client, stack):
     ids = {r["session_id"] for r in found["results"]}
     assert ids == {"s-alice"}
     assert client.get("/api/doctor", headers=alice).status_code == 403
+    assert client.get("/api/eval", headers=alice).status_code == 403
+    assert client.get("/api/eval/hybrid.json", headers=alice).status_code == 403
     written = client.post("/api/memory/memory/add", json={"content": "Alice drinks mate"},
                           headers=alice)
     assert written.status_code == 200
@@ -260,8 +265,9 @@ def test_page_is_self_contained_and_small(sqlite_client):
     assert page.status_code == 200 and "default-src 'none'" in page.headers[
         "content-security-policy"]
     assert len(page.content) <= 300 * 1024
-    assert "innerHTML" not in page.text and "http://" not in page.text.replace(
-        'xmlns="http://', "")
+    # namespace names (never fetched) aside, no address outside the server appears
+    names = page.text.replace('xmlns="http://', "").replace('"http://www.w3.org/2000/svg"', "")
+    assert "innerHTML" not in page.text and "http://" not in names
 
 
 def test_real_server_on_loopback_concurrent_edits_lose_nothing(sqlite_client):
@@ -347,3 +353,24 @@ def test_recall_shows_a_hung_provider_as_late_within_the_deadline(home, monkeypa
         release.set()
         inspector.close()
         host.shutdown()
+
+
+def test_eval_reports_listed_and_charted_and_bad_names_refused(sqlite_client):
+    client, stack = sqlite_client
+    runs = client.get("/api/eval", headers=stack.auth()).json()
+    by_name = {r["name"]: r for r in runs}
+    assert set(by_name) == {"words-only.json", "hybrid.json", "notes.json"}
+    assert "not a hermes-core eval report" in by_name["notes.json"]["error"]
+    assert by_name["hybrid.json"]["recall"] == {"@1": 0.75, "@3": 0.75}
+    assert by_name["words-only.json"]["questions"] == 2
+    one = client.get("/api/eval/words-only.json", headers=stack.auth()).json()
+    assert one["types"] == ["single-session", "temporal", "overall"]
+    assert one["recall"]["temporal"] == {"@1": 0.0, "@3": 0.0}
+    assert one["tokens_mean"]["single-session"] == 120.0
+    assert [q["tokens"] for q in one["questions"]] == [120, 80]
+    missing = client.get("/api/eval/nothing.json", headers=stack.auth())
+    assert missing.status_code == 404 and "no eval report 'nothing.json'" in missing.json()["detail"]
+    bad = client.get("/api/eval/bad name.json", headers=stack.auth())
+    assert bad.status_code == 400 and "not a report name" in bad.json()["detail"]
+    not_report = client.get("/api/eval/notes.json", headers=stack.auth())
+    assert not_report.status_code == 400 and "--out FILE" in not_report.json()["detail"]

@@ -1,6 +1,7 @@
 """The inspector's page in a real headless browser (Debian's chromium and chromedriver, driven by
 Selenium; no browser is downloaded): open the one-time link, find a fact planted by the first-week
-replay, search the archive, open a session, diff two versions, roll one back (the file on disk
+replay, search the archive (words, then a paraphrase found by meaning), open a session, a
+delegated child and its parent, compare two eval reports, diff two versions, roll one back (the file on disk
 changes), forget a subject after its preview. Stored ``<script>`` is shown as text, never run.
 A screenshot of each view is saved: into the test's temporary folder, or, with
 HERMES_CORE_SCREENSHOTS=docs/images/inspect, into the folder docs/inspect.md shows (how the
@@ -116,6 +117,40 @@ def test_the_page_in_a_real_browser(browser, home: Path, monkeypatch: pytest.Mon
                   "the session's messages")
             browser.save_screenshot(str(shots_dir / "sessions.png"))
 
+            # a paraphrase (no word of the question is in the message) found by meaning, once
+            # the archive's background indexer has embedded every stored message
+            from hermes_core.plugins.memory.session_archive.vectors import pending
+
+            archive = stack.inspector.sessions
+            archive.semantic()
+            until(lambda: pending(archive.archive) == 0, "the archive's vectors", timeout=120)
+            find(By.ID, "search-q").clear()
+            find(By.ID, "search-q").send_keys("batch import stalls before dawn")
+            find(By.ID, "search-go").click()
+
+            def by_meaning() -> bool:
+                return any(t.startswith("meaning") and "timing out" in t
+                           for t in texts("#search-results .hit .mute"))
+
+            until(by_meaning, "a hit found by meaning")
+
+            # a delegated child session, then its parent through the link
+            def click(by: str, what: str) -> bool:  # the list re-renders: find and click anew
+                browser.find_element(by, what).click()
+                return True
+
+            find(By.ID, "nav-sessions").click()
+            until(lambda: click(By.CSS_SELECTOR,
+                                '#session-list .session[data-id="s-alice-research"]'),
+                  "the child session")
+            until(lambda: find(By.ID, "session-id").text == "s-alice-research", "the child")
+            link = "//div[@id='session-view']//p[starts-with(., 'parent:')]/a"
+            assert find(By.XPATH, link).text == "s-alice"
+            until(lambda: click(By.XPATH, link), "the parent link")
+            until(lambda: find(By.ID, "session-id").text == "s-alice",
+                  "the parent session: " + find(By.ID, "status").text)
+            assert any("s-alice-research" in t for t in texts("#session-view p"))
+
             # history: diff the first and the newest version, then roll back to the first
             find(By.ID, "nav-history").click()
             rows = until(lambda: browser.find_elements(By.CSS_SELECTOR, "#history-list .version"),
@@ -146,6 +181,17 @@ def test_the_page_in_a_real_browser(browser, home: Path, monkeypatch: pytest.Mon
             until(lambda: "file_memory" in find(By.ID, "providers-out").text, "the plugins")
             until(lambda: find(By.ID, "doctor-out").text, "doctor's checks")
             browser.save_screenshot(str(shots_dir / "providers.png"))
+
+            # eval: two reports side by side, per question type
+            find(By.ID, "nav-eval").click()
+            until(lambda: len(browser.find_elements(By.CSS_SELECTOR, "#eval-recall rect")) == 6,
+                  "the recall chart (3 types x 2 runs)")
+            rows = {r.find_elements(By.TAG_NAME, "td")[0].text: [
+                td.text for td in r.find_elements(By.TAG_NAME, "td")[1:]]
+                for r in browser.find_elements(By.CSS_SELECTOR, "#eval-table .eval-row")}
+            assert rows["temporal"] == ["0.500", "0.000", "-0.500"]  # hybrid, words-only, B - A
+            assert browser.find_elements(By.CSS_SELECTOR, "#eval-tokens rect")
+            browser.save_screenshot(str(shots_dir / "eval.png"))
 
             # forget: preview, then confirm
             find(By.ID, "nav-forget").click()

@@ -238,6 +238,23 @@ def build_app(inspector: Inspector, gate: Gate) -> FastAPI:
                                 "home's token")
         return inspector.doctor()
 
+    def home_only(access: Annotated[Access, Depends(caller)]) -> Access:
+        if access.user is not None:
+            raise HTTPException(403, detail="eval reports belong to the whole home: use the "
+                                "home's token")
+        return access
+
+    @app.get("/api/eval", tags=["eval"])
+    def eval_runs(access: Annotated[Access, Depends(home_only)]) -> list[dict[str, Any]]:
+        """The reports of 'hermes-core eval --out' in the home's eval/ folder, newest first
+        (a file that is not a report is listed with an error)."""
+        return inspector.eval_runs()
+
+    @app.get("/api/eval/{name}", tags=["eval"])
+    def eval_run(name: str, access: Annotated[Access, Depends(home_only)]) -> dict[str, Any]:
+        """One report: recall per question type and k, tokens per question."""
+        return inspector.eval_run(name)
+
     @app.post("/api/forget", tags=["forget"])
     def forget(body: Forget, user: User) -> dict[str, Any]:
         """forget's preview (dry_run, the default), or with confirm the deletion."""

@@ -26,6 +26,8 @@ from hermes_core.prefetch import PrefetchRunner
 from hermes_core.toolrun import ToolRouter
 from hermes_core.types import Session, ToolCall
 
+from .evalruns import EVAL_DIR, list_runs, read_run
+
 if TYPE_CHECKING:
     from hermes_core.host import PluginHost
 
@@ -77,6 +79,19 @@ class Inspector:
 
     def close(self) -> None:
         self.prefetch.close()
+
+    # -------------------------------------------------------------------------------- eval
+
+    def eval_runs(self) -> list[dict[str, Any]]:
+        """The eval reports in the home's ``eval/`` folder, newest first."""
+        return list_runs(self.host.home / EVAL_DIR)
+
+    def eval_run(self, name: str) -> dict[str, Any]:
+        """One report's figures per question type and k, and per question."""
+        try:
+            return read_run(self.host.home / EVAL_DIR, name)
+        except LookupError as exc:
+            raise NotFound(str(exc)) from None
 
     # ------------------------------------------------------------------------------ memory
 

@@ -203,7 +203,7 @@ def test_a_user_token_sees_only_its_user(client, stack):
         "Alice keeps bees on a rooftop in Porto"]
     assert client.get("/api/memory?user=bob", headers=alice).status_code == 403
     sessions = client.get("/api/sessions", headers=alice).json()
-    assert [s["id"] for s in sessions] == ["s-alice"]
+    assert [s["id"] for s in sessions] == ["s-alice-research", "s-alice"]  # with its subagent's
     assert client.get("/api/sessions/s-alice", headers=alice).status_code == 200
     other = client.get("/api/sessions/s-bob", headers=alice)
     assert other.status_code == 404 and "no session 's-bob'" in other.json()["detail"]
@@ -224,8 +224,10 @@ def test_a_user_token_sees_only_its_user(client, stack):
 
 def test_session_show_pin_recall_and_forget_preview_then_confirm(client, stack, home, backend):
     listed = client.get("/api/sessions?user=alice", headers=stack.auth()).json()
-    shown = client.get(f"/api/sessions/{listed[0]['id']}?user=alice", headers=stack.auth()).json()
-    assert shown["message_count"] == 2 and shown["lineage"] == ["s-alice"]
+    assert [s["id"] for s in listed] == ["s-alice-research", "s-alice"]
+    shown = client.get("/api/sessions/s-alice?user=alice", headers=stack.auth()).json()
+    assert shown["message_count"] == 2 and shown["lineage"] == ["s-alice", "s-alice-research"]
+    assert shown["children"] == ["s-alice-research"]
     assert shown["messages"][0]["content"] == "alice: my beehive count is 12"
     pinned = client.post("/api/memory/pin?user=alice", json={"target": "memory", "text": "bees"},
                          headers=stack.auth())

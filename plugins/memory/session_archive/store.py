@@ -73,7 +73,8 @@ WITH RECURSIVE
   lineage(num) AS (
     SELECT num FROM sessions WHERE id IN (SELECT id FROM up UNION SELECT id FROM down))
 """
-LINEAGE_SQL = LINEAGE_CTE + "SELECT s.num, s.id FROM lineage JOIN sessions AS s USING (num)"
+LINEAGE_SQL = (LINEAGE_CTE + "SELECT s.num, s.id FROM lineage JOIN sessions AS s USING (num) "
+               "ORDER BY s.started_at, s.num")  # ancestors first, on both backends
 
 
 def base_title(title: str) -> str:

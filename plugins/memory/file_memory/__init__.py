@@ -319,8 +319,8 @@ class FileMemory(MemoryProvider):
                             for e in state.entries],
                 "size": size, "limit": limit, "usage": usage_label(size, limit),
                 "problem": state.problem}
-        versions = store.history.read() if store.history is not None else []
-        return {"version": versions[-1].version if versions else 0, "stores": stores}
+        return {"version": store.history.newest() if store.history is not None else 0,
+                "stores": stores}
 
     def edit(self, store: MemoryStore, action: str, target: str, *, content: str = "",
              old_text: str = "", origin: str) -> dict[str, Any]:

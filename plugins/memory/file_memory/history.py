@@ -150,6 +150,8 @@ class History:
         #: the newest ``after`` of each store (valid while ``_cache`` is): a version whose
         #: ``before`` equals it leaves ``before`` out, which halves what most writes append
         self._last_after: dict[str, str | None] = {}
+        #: (stat key, newest version) for :meth:`newest`, apart from the writers' cache
+        self._newest: tuple[tuple[int, int, int], int] | None = None
 
     # -------------------------------------------------------------------------------- reading
 
@@ -168,6 +170,21 @@ class History:
             except (ValueError, KeyError, TypeError):
                 continue
         return out
+
+    def newest(self) -> int:
+        """The newest version's number (0: none); reads the file only when it changed."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return 0
+        key = (st.st_ino, st.st_size, st.st_mtime_ns)
+        cached = self._newest
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        versions = self.read()
+        number = versions[-1].version if versions else 0
+        self._newest = (key, number)
+        return number
 
     def get(self, number: int) -> Version:
         """The version ``number``; :class:`UnknownVersion` explains why when it is not held."""

@@ -67,6 +67,12 @@ class PgHistory(History):
 
     # -------------------------------------------------------------------------- reading
 
+    def newest(self) -> int:
+        rows = self._run(lambda con: con.execute(
+            "SELECT max(version) FROM memory_versions WHERE owner = %s",
+            (self.owner,)).fetchall(), retry=True)
+        return int(rows[0][0] or 0)
+
     def read(self) -> list[Version]:
         rows = self._run(lambda con: con.execute(
             "SELECT data FROM memory_versions WHERE owner = %s ORDER BY version",

@@ -93,13 +93,15 @@ def archive_counts(home: Path) -> tuple[int, int]:
     return int(total), int(ended)
 
 
-def make_home(root: Path, idle_seconds: float, sessions: int) -> Path:
+def make_home(root: Path, idle_seconds: float, sessions: int, embedder: str | None = None) -> Path:
     home = root / "home"
     (home / "memories").mkdir(parents=True)
     (home / "config.yaml").write_text(
         "memory:\n  providers: [file_memory, session_archive]\n"
         f"mcp:\n  session_idle_minutes: {idle_seconds / 60:.4f}\n  max_sessions: {sessions + 100}\n"
-        "  header_timeout_seconds: 5\n", encoding="utf-8")
+        "  header_timeout_seconds: 5\n"
+        + (f"embeddings:\n  embedder: {embedder}\n  timeout: 120\n" if embedder else ""),
+        encoding="utf-8")
     return home
 
 
@@ -141,8 +143,9 @@ def anon_kinds(pid: int) -> dict[str, int]:
     return out
 
 
-def abandoned(root: Path, count: int, idle_seconds: float, rounds: int) -> None:
-    home = make_home(root / "abandoned", idle_seconds, count * rounds)
+def abandoned(root: Path, count: int, idle_seconds: float, rounds: int,
+              embedder: str | None = None) -> None:
+    home = make_home(root / "abandoned", idle_seconds, count * rounds, embedder)
     with http_server(home) as url, httpx.Client(timeout=120) as client:
         pid = server_pid(int(url.rsplit(":", 1)[1].split("/")[0]))
         open_session(client, url, -1)  # warm-up: the first call loads what every call needs
@@ -215,10 +218,13 @@ def main() -> None:
                         help="rounds of abandoned sessions (a later one shows what each keeps)")
     parser.add_argument("--slow", type=int, default=300)
     parser.add_argument("--fd-limit", type=int, default=256)
+    parser.add_argument("--embedder", default=None,
+                        help="embeddings.embedder for the abandoned sessions' home (none: words "
+                        "only; default: the config's auto, the local embedder when installed)")
     args = parser.parse_args()
     os.environ.setdefault("PYTHONPATH", str(ROOT))
     with tempfile.TemporaryDirectory(prefix="bench-mcp-sessions-") as tmp:
-        abandoned(Path(tmp), args.sessions, args.idle_seconds, args.rounds)
+        abandoned(Path(tmp), args.sessions, args.idle_seconds, args.rounds, args.embedder)
         slow_connections(Path(tmp), args.slow, args.fd_limit)
 
 

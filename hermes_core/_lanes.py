@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 __all__ = ["SHARDS", "CallResult", "Lane", "LaneSet", "Runners", "Status",
-           "run_bounded", "shard_of"]
+           "run_bounded", "run_here", "shard_of"]
 
 log = logging.getLogger("hermes_core.lanes")
 
@@ -396,14 +396,20 @@ def run_bounded(fn: Callable[[], Any], timeout: float, name: str) -> CallResult:
     done = threading.Event()
 
     def target() -> None:
-        start = time.perf_counter()
-        try:
-            box.append(CallResult("ok", fn(), seconds=time.perf_counter() - start))
-        except Exception as exc:
-            box.append(CallResult("error", error=exc, seconds=time.perf_counter() - start))
+        box.append(run_here(fn))
         done.set()
 
     threading.Thread(target=target, name=name, daemon=True).start()
     if done.wait(timeout):
         return box[0]
     return CallResult("timed_out", seconds=timeout)
+
+
+def run_here(fn: Callable[[], Any]) -> CallResult:
+    """Run ``fn`` on this thread: its value or its exception as a :class:`CallResult` (the caller
+    bounds the wait, e.g. an async layer that abandons the thread at its deadline)."""
+    start = time.perf_counter()
+    try:
+        return CallResult("ok", fn(), seconds=time.perf_counter() - start)
+    except Exception as exc:
+        return CallResult("error", error=exc, seconds=time.perf_counter() - start)

@@ -22,10 +22,6 @@ from . import hookspecs
 from ._checks import HookCheck, check_hooks
 from ._markers import PROJECT_NAME
 from ._preflight import dry_activation, shutdown_quietly
-from .config import (
-    LoadedConfig,
-    load_config,
-)
 from .deprecations import old_forms
 from .errors import (
     ConfigError,
@@ -72,6 +68,7 @@ def create_plugin_manager() -> pluggy.PluginManager:
 
 
 if TYPE_CHECKING:
+    from .config import LoadedConfig
     from .storage.erasures import ErasureLedger
 
 #: closed child hosts a host keeps for reuse (see :meth:`PluginHost.child_host`)
@@ -228,7 +225,10 @@ class PluginHost:
         add throwaway plugins. Disabled names are applied before anything is imported.
         """
         home = home or home_dir()
-        config = config if config is not None else load_config(home)
+        if config is None:  # the config models are imported with the first config, not the kernel
+            from .config import load_config
+
+            config = load_config(home)
         host = cls(create_plugin_manager(), home, config)
         blocked = blocked_names(config.core.plugins.disabled)
         allowed = allowed_names(config.core.plugins.enabled_only)

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
-from .config import CORE_SECTIONS, LoadedConfig, validate_section
 from .errors import ConfigError, HermesCoreError, RegistryError, UnknownNameError
 from .kinds import KIND_NAME_RE, NoConfig, Tool
+
+if TYPE_CHECKING:
+    from .config import LoadedConfig
 
 __all__ = ["KINDS", "Registration", "Registries", "Registry"]
 
@@ -153,12 +155,16 @@ class Registries:
 
     def section_settings(self, section: str, config: LoadedConfig) -> Any:
         """The validated settings of the plugin config ``section`` (raises ConfigError)."""
+        from .config import validate_section
+
         _name, model, plugin = self.config_owners()[section]
         return validate_section(config, section, model, plugin=plugin)
 
     def config_problems(self, config: LoadedConfig) -> list[tuple[str, str]]:
         """(key, message) for each problem of the plugin sections and selections of ``config``
         against what is registered; empty when valid."""
+        from .config import CORE_SECTIONS
+
         owners = self.config_owners()
         problems: list[tuple[str, str]] = []
         for section in config.plugin_sections:

@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ._lanes import run_bounded
+from ._lanes import run_bounded, run_here
 from .errors import RegistryError, ToolError
 from .fence import MAX_TOOL_RESULT_CHARS, shorten_result
 from .types import ToolCall, ToolContext
@@ -150,9 +150,10 @@ class ToolRouter:
         return [self.run_one(call, session, turn=turn) for call in calls]
 
     def run_one(self, call: ToolCall, session: Session | None, *, parallel: bool = False,
-                turn: TurnContext | None = None) -> ToolOutcome:
+                turn: TurnContext | None = None, here: bool = False) -> ToolOutcome:
         """Run one call; never raises for the tool's fault. A call past its deadline has its
-        token (``ToolContext.turn.cancel``) cancelled, so work it started can stop."""
+        token (``ToolContext.turn.cancel``) cancelled, so work it started can stop. With
+        ``here`` the tool runs on this thread and the caller bounds it (no thread per call)."""
         entry = self.tools.get(call.name)
         if entry is None:
             available = ", ".join(sorted(self.tools)) or "none"
@@ -165,8 +166,9 @@ class ToolRouter:
         if turn is not None:  # a token of its own, cancelled with the turn or at the deadline
             turn = dataclasses.replace(turn, cancel=turn.cancel.child())
         context = ToolContext(session=session, tool_call_id=call.id, plugin_name=plugin, turn=turn)
-        result = run_bounded(lambda: tool.invoke(call.arguments, context), self.timeout,
-                             name=f"hermes-tool-{call.name}")
+        invoke = lambda: tool.invoke(call.arguments, context)  # noqa: E731
+        result = run_here(invoke) if here else run_bounded(invoke, self.timeout,
+                                                           name=f"hermes-tool-{call.name}")
         exc = result.error
         if result.status == "ok":
             content, is_error = result.value, False

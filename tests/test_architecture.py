@@ -129,3 +129,19 @@ def test_the_kernel_imports_no_plugin_and_no_plugin_imports_another():
             assert not plugins, f"{unit} imports another plugin's modules: {sorted(plugins)}"
         else:
             assert not plugins, f"the kernel's {unit} imports a plugin: {sorted(plugins)}"
+
+
+def test_the_kernel_import_leaves_the_config_models_to_the_first_loaded_config():
+    """``import hermes_core.host`` does not build the config models (issue 34: start-up); a host
+    loaded from a home does."""
+    import subprocess
+    import sys
+
+    probe = ("import sys, hermes_core.host as h; before = 'hermes_core.config' in sys.modules; "
+             "import tempfile, pathlib; home = pathlib.Path(tempfile.mkdtemp()); "
+             "h.PluginHost.load(home, entry_points=False); "
+             "print(before, 'hermes_core.config' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "True"], out.stdout

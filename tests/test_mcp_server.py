@@ -203,3 +203,44 @@ def test_a_hung_stack_tool_is_an_error_answer_and_the_server_goes_on(stack_home:
     assert stalled.is_error and "'stall'" in text_of(stalled) and "did not finish" in text_of(stalled)
     assert not added.is_error
     assert "Still answering" in (stack_home / "memories" / "USER.md").read_text(encoding="utf-8")
+
+
+def test_served_tool_calls_start_no_thread_per_call(tmp_path: Path, monkeypatch: Any) -> None:
+    """A tool call runs on the handler's worker thread, bounded by the async layer: a thread
+    started per call cost a scheduling round trip and kept glibc arenas resident (issue 33)."""
+    import threading
+
+    from hermes_core.plugins.mcp.commands import activate_served_providers
+    from hermes_core.plugins.mcp.server import StackServer
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.yaml").write_text("memory:\n  providers: [file_memory, session_archive]\n",
+                                      encoding="utf-8")
+    monkeypatch.setenv("HERMES_CORE_HOME", str(home))
+    host = PluginHost.load(home, entry_points=False)
+    activate_served_providers(host)
+    stack = StackServer(host, transport="stdio")
+    try:
+        stack.serve("stdio", "warm-up", "session_search", {"query": "warm"})  # lanes start once
+        started: list[str] = []
+        real_start = threading.Thread.start
+
+        def counting_start(self: threading.Thread) -> None:
+            started.append(self.name)
+            real_start(self)
+
+        monkeypatch.setattr(threading.Thread, "start", counting_start)
+        answers = [stack.serve("stdio", "client", "session_search", {"query": f"deploy {i}"})
+                   for i in range(5)]
+        added = stack.serve("stdio", "client", "memory",
+                            {"action": "add", "target": "memory", "content": "Kept on a worker"})
+    finally:
+        monkeypatch.undo()
+        stack.close()
+        host.shutdown()
+    assert not any(a.is_error for a in answers), [a.text for a in answers]
+    assert not added.is_error, added.text
+    assert not [n for n in started if n.startswith("hermes-tool")], started
+    assert stack.deadline("session_search") == host.config.core.hooks.tool_timeout
+    assert stack.deadline("recall") > stack.deadline("session_search")

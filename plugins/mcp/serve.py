@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from hermes_core.netaddr import is_loopback
 
-from .server import StackServer, connection_key
+from .server import ServedCall, StackServer, connection_key
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
@@ -57,6 +57,7 @@ class ServeError(Exception):
 
 
 def build_server(stack: StackServer) -> Server[Any]:
+    import anyio
     import anyio.to_thread
     import mcp_types as types
     from mcp.server.lowlevel import Server
@@ -74,11 +75,16 @@ def build_server(stack: StackServer) -> Server[Any]:
         key = connection_key(stack.transport, ctx.request, meta)
         info = (meta or {}).get("io.modelcontextprotocol/clientInfo") if isinstance(meta, dict) else None
         name = info.get("name") if isinstance(info, dict) else _legacy_client_name(ctx)
-        session = await in_thread(stack.session_for, key, name)
-        try:
-            answer = await in_thread(stack.call, params.name, params.arguments, session)
-        except LookupError as exc:
-            raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
+        deadline = stack.deadline(params.name)
+        answer: ServedCall | None = None
+        with anyio.move_on_after(deadline):
+            try:  # a call past its deadline is abandoned on its worker thread (it may finish)
+                answer = await anyio.to_thread.run_sync(stack.serve, key, name, params.name,
+                                                        params.arguments, abandon_on_cancel=True)
+            except LookupError as exc:
+                raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
+        if answer is None:
+            answer = stack.late(params.name, deadline)
         return types.CallToolResult(content=[types.TextContent(type="text", text=answer.text)],
                                     is_error=answer.is_error)
 

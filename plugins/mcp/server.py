@@ -200,6 +200,27 @@ class StackServer:
                     log.error("%s failed to end MCP session %s: %s", outcome.plugin,
                               conv.session.id, outcome.error)
 
+    def serve(self, key: str, client_name: str | None, name: str,
+              arguments: dict[str, Any] | None) -> ServedCall:
+        """One client call on the handler's worker thread: the connection's session, then the
+        call (one hop from the event loop; the caller bounds it by :meth:`deadline`)."""
+        return self.call(name, arguments, self.session_for(key, client_name))
+
+    def deadline(self, name: str) -> float:
+        """Seconds a call of tool ``name`` may take before the client gets :meth:`late`'s answer:
+        ``hooks.tool_timeout``, plus ``memory.prefetch_timeout`` for ``recall``."""
+        if name == RECALL:
+            return self.router.timeout + self.prefetch.timeout
+        return self.router.timeout
+
+    def late(self, name: str, seconds: float) -> ServedCall:
+        """The answer to a call abandoned at its deadline (it may still finish in the background)."""
+        log.error("MCP tool %s did not finish within %g s (hooks.tool_timeout); the client got "
+                  "an error answer", name, seconds)
+        return ServedCall(f"Error: tool {name!r} did not finish within {seconds:g} s and was "
+                          "abandoned; it may still complete in the background. Do not assume "
+                          "it ran.", is_error=True)
+
     def call(self, name: str, arguments: dict[str, Any] | None, session: Session) -> ServedCall:
         """Run one tool call and record it (call and answer) in the session. An unknown tool
         raises ``LookupError``; bad arguments and tool failures are error answers."""
@@ -264,10 +285,12 @@ class StackServer:
         return self._run("memory", {"action": "add", "target": "memory", "content": text}, session)
 
     def _run(self, name: str, args: dict[str, Any], session: Session) -> ServedCall:
-        """Run a stack tool as the agent does: routed to its plugin, bounded by
-        ``hooks.tool_timeout``, its failure an error answer."""
+        """Run a stack tool as the agent does: routed to its plugin, its failure an error
+        answer (bounded by ``hooks.tool_timeout`` in the async layer: :meth:`deadline`)."""
         call = ToolCall(id=f"mcp-{uuid.uuid4().hex[:16]}", name=name, arguments=args)
-        outcome = self.router.run_one(call, session)
+        # on this (the handler's worker) thread: the async layer bounds the call, and a fresh
+        # thread per call cost a scheduling round trip and opened glibc arenas (issue 33)
+        outcome = self.router.run_one(call, session, here=True)
         answer = ServedCall(outcome.content, is_error=outcome.is_error)
         # a tool that refuses with {"success": false, ...} (the memory tool) answers an error:
         # the client must not take a refused write for a stored one

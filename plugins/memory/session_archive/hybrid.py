@@ -286,8 +286,28 @@ def matching_ids(archive: SessionArchive, expression: str, ids: list[int]) -> se
     return out
 
 
+#: threads kept for the vector halves of queries running at once (more queue: each half is
+#: bounded by the embedding's deadline and a finite scan)
+QUERY_THREADS = 4
+_POOL: Any = None
+_POOL_LOCK = threading.Lock()
+
+
+def _query_pool() -> Any:
+    """Threads kept for the vector halves of queries: a thread started per query had glibc open
+    a thread arena that stayed resident (issue 33), and cost a start on every search."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _POOL = ThreadPoolExecutor(max_workers=QUERY_THREADS,
+                                       thread_name_prefix="archive-vector-query")
+        return _POOL
+
+
 class _VectorSide:
-    """The vector half of a query on its own thread: refresh the index (read the vectors
+    """The vector half of a query on a kept thread: refresh the index (read the vectors
     stored since, by this node or another; without waiting for a first load in progress),
     wait for the query's embedding, find the nearest vectors."""
 
@@ -295,10 +315,8 @@ class _VectorSide:
                  exclude: set[int] | None, words_done: threading.Event) -> None:
         self._out: tuple[Any, list[tuple[int, float]], int] | None = None
         self._error: EmbeddingError | None = None
-        self._thread = threading.Thread(target=self._run, name="archive-vector-query",
-                                        args=(waiting, index, dimension, k, exclude, words_done),
-                                        daemon=True)
-        self._thread.start()
+        self._done = _query_pool().submit(self._run, waiting, index, dimension, k, exclude,
+                                          words_done)
 
     def _run(self, waiting: Any, index: VectorIndex, dimension: int, k: int,
              exclude: set[int] | None, words_done: threading.Event) -> None:
@@ -319,7 +337,7 @@ class _VectorSide:
             self._error = EmbeddingError(f"semantic search failed: {type(exc).__name__}: {exc}")
 
     def result(self) -> tuple[Any, list[tuple[int, float]], int]:
-        self._thread.join()  # bounded: the embedding has its deadline, the scan is finite
+        self._done.result()  # bounded: the embedding has its deadline, the scan is finite
         if self._error is not None:
             raise self._error
         assert self._out is not None

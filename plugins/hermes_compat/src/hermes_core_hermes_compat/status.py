@@ -24,7 +24,7 @@ from hermes_core.atomic import atomic_write
 
 from . import calls
 from .discovery import HermesCandidate, discover
-from .general import DELIVERED, unmapped_hooks
+from .general import DELIVERED, skill_tool_name, unmapped_hooks
 from .loading import HermesLoadError, load
 from .settings import missing_secrets
 
@@ -56,6 +56,10 @@ class PluginStatus:
     hooks: list[str] = field(default_factory=list)
     #: Hermes hooks (with the reason) and commands it registered that are not delivered
     unmapped: list[str] = field(default_factory=list)
+    #: its ``ctx.register_skill`` skills (shown by the tool ``<plugin>_skill``)
+    skills: list[str] = field(default_factory=list)
+    #: its slash and CLI commands, as hermes-core runs them (``hermes-core hermes NAME``)
+    commands: list[str] = field(default_factory=list)
     #: tools it registered with ``ctx.register_tool``
     tools: list[str] = field(default_factory=list)
 
@@ -78,9 +82,12 @@ def status_of(candidate: HermesCandidate, home: Path) -> PluginStatus:
     out.skipped = list(loaded.unsupported)
     registered = loaded.registered
     out.hooks = [name for name in registered.hooks if name in DELIVERED]
-    out.unmapped = unmapped_hooks(registered) + [
-        f"{command} (command: hermes-core has no counterpart)" for command in registered.commands]
+    out.unmapped = unmapped_hooks(registered) + [f"{r} (refused)" for r in loaded.refused]
+    out.commands = [spelled(c.kind, c.name) for c in registered.commands]
     out.tools = [tool.name for tool in registered.tools]
+    if registered.skills:
+        out.tools.append(skill_tool_name(candidate.plugin))
+        out.skills = [skill.name for skill in registered.skills]
     if loaded.engines and not loaded.providers:
         out.kind = "context-engine"
         out.detail = f"context engine: select it with hermes-core config set context.engine {candidate.name}"
@@ -119,8 +126,28 @@ def status_of(candidate: HermesCandidate, home: Path) -> PluginStatus:
     return out
 
 
+def spelled(kind: str, name: str) -> str:
+    """How hermes-core runs a Hermes command (see :mod:`.hermes_commands`)."""
+    return f"hermes-core hermes slash {name}" if kind == "slash" else f"hermes-core hermes {name}"
+
+
 def statuses(home: Path) -> list[PluginStatus]:
-    return [status_of(c, home) for c in discover(home)]
+    """Every plugin's status; a command whose name is the ``hermes`` group's own or another
+    plugin's is moved from ``commands`` to ``unmapped``, refused, naming both."""
+    from .commands import hermes_group
+
+    found = [status_of(c, home) for c in discover(home)]
+    owners: dict[str, list[str]] = {
+        spelled("cli", name): ["hermes-core itself"] for name in hermes_group.commands}
+    for s in found:
+        for command in s.commands:
+            owners.setdefault(command, []).append(f"Hermes plugin {s.plugin!r}")
+    for s in found:
+        clashing = [c for c in s.commands if len(owners[c]) > 1]
+        s.commands = [c for c in s.commands if c not in clashing]
+        s.unmapped += [f"{c} (command refused: the name is claimed by "
+                       f"{' and by '.join(owners[c])})" for c in clashing]
+    return found
 
 
 def _failure_file(home: Path, plugin: str) -> Path:

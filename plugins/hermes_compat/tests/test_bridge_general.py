@@ -24,8 +24,8 @@ from hermes_core.fence import FENCE_OPEN
 from hermes_core.llm import AnthropicLLM
 from hermes_core.testing import MessagesAPIServer, Reply, make_host
 
-#: a general plugin using every hook the bridge delivers, three tools and a slash command
-POLICY = '''
+#: the plugins' own log: each hook's arguments, into its Hermes home
+LOG_SOURCE = '''
 import json
 from hermes_constants import get_hermes_home
 
@@ -35,7 +35,10 @@ def _log(event, **fields):
     home.mkdir(parents=True, exist_ok=True)
     with open(home / "calls.jsonl", "a", encoding="utf-8") as out:
         out.write(json.dumps({"event": event, **fields}, default=str) + "\\n")
+'''
 
+#: a general plugin using every hook the bridge delivers, three tools and a slash command
+POLICY = LOG_SOURCE + '''
 
 def on_session_start(session_id, model=None, platform=None, **kw):
     _log("on_session_start", session_id=session_id, platform=platform)
@@ -298,17 +301,7 @@ def test_injected_context_reaches_the_messages_api(core_home: Path) -> None:
 
 #: a Hermes guard plugin: it refuses writes to the user profile through any tool, and records
 #: every call it sees (hermesguardian and openwolf-hermes work this way)
-GUARD = '''
-import json
-from hermes_constants import get_hermes_home
-
-
-def _log(event, **fields):
-    home = get_hermes_home()
-    home.mkdir(parents=True, exist_ok=True)
-    with open(home / "calls.jsonl", "a", encoding="utf-8") as out:
-        out.write(json.dumps({"event": event, **fields}, default=str) + "\\n")
-
+GUARD = LOG_SOURCE + '''
 
 def pre_tool_call(tool_name, args, session_id, tool_call_id, **kw):
     _log("pre_tool_call", tool_name=tool_name, args=args, session_id=session_id)

@@ -28,12 +28,30 @@ from typing import Any
 
 from .convert import call_with, tool_spec
 
-__all__ = ["DELIVERED", "PARTIAL", "SKILL_CHARS", "UNMAPPED", "HooksOnly", "Registered",
-           "RegisteredCommand", "RegisteredSkill", "RegisteredTool", "skill_schema", "skill_text",
-           "skill_tool_name",
-           "available", "block_message", "fire", "injected_context", "post_tool_fields", "result_text",
-           "run_handler",
-           "tool_schema", "transformed", "unmapped_hooks"]
+__all__ = [
+    "DELIVERED",
+    "PARTIAL",
+    "SKILL_CHARS",
+    "UNMAPPED",
+    "HooksOnly",
+    "Registered",
+    "RegisteredCommand",
+    "RegisteredSkill",
+    "RegisteredTool",
+    "available",
+    "block_message",
+    "fire",
+    "injected_context",
+    "post_tool_fields",
+    "result_text",
+    "run_handler",
+    "skill_schema",
+    "skill_text",
+    "skill_tool_name",
+    "tool_schema",
+    "transformed",
+    "unmapped_hooks",
+]
 
 #: Hermes hook -> the hermes-core hook it is called from (the same point of a turn)
 DELIVERED: dict[str, str] = {

@@ -400,3 +400,36 @@ def test_a_slow_session_start_hook_goes_on_without_a_missed_deadline(
     assert report.summary["hooks_timed_out"] == 0 and report.summary["hook_problems"] == 0
     assert [c["event"] for c in calls_of(core_home, "slow")] == ["on_session_start done",
                                                                  "post_llm_call"]
+
+
+def test_a_provider_tool_registered_again_is_offered_once(core_home: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """As mnemosyne-hermes does: register(ctx) registers its provider and then each of the
+    provider's tools again with ctx.register_tool. Hermes' provider loading ignores the second
+    registration; the bridge offers the provider's tool once (no clash with itself)."""
+    import hermes_style
+
+    drop_folder_plugin(core_home, "recorder", hermes_style.RECORDER + '''
+
+_register_provider = register
+
+
+def register(ctx):
+    _register_provider(ctx)
+    ctx.register_tool("recorder_notes", "recorder",
+                      {"name": "recorder_notes", "description": "the notes, again",
+                       "parameters": {"type": "object", "properties": {}}},
+                      lambda args, **kw: "the copy")
+''')
+    turns = [{"user": "Show the notes.", "tool_calls": [{"name": "recorder_notes",
+                                                         "arguments": {}}],
+              "assistant": "Shown."}]
+    report = run(core_home, turns, providers=["file_memory", "hermes-recorder"],
+                 monkeypatch=monkeypatch)
+    assert report.tools.count("recorder_notes") == 1
+    call = report.turns[0]["tool_calls"][0]
+    assert call["ok"] and "notes" in json.loads(call["result"])  # the provider's handler
+    out = subprocess.run([sys.executable, "-m", "hermes_core", "hermes", "plugins", "--json"],
+                         capture_output=True, text=True, timeout=120)
+    found = {p["name"]: p for p in json.loads(out.stdout)["plugins"]}["hermes-recorder"]
+    assert found["tools"] == []

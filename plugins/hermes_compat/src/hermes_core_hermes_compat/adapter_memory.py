@@ -587,8 +587,13 @@ class HermesMemoryProvider(MemoryProvider):
         obj = first.obj if first is not None else spare.providers[0] if spare else None
         tools = [] if self.general else hermes_tools(obj, self.name, self._problem,
                                                      self._call_tool, check=False)
-        return tools + self._registered_tools(first.hooks if first is not None
-                                              else spare.registered if spare else self._hooks)
+        # a provider's own tool wins over a ctx.register_tool of the same name (mnemosyne-hermes
+        # registers each of its provider's tools again): Hermes loads a provider's register(ctx)
+        # with a register_tool that does nothing, and offers the provider's tools
+        own = {tool.name for tool in tools}
+        return tools + [t for t in self._registered_tools(
+            first.hooks if first is not None else spare.registered if spare else self._hooks)
+            if t.name not in own]
 
     def _registered_tools(self, registered: Registered) -> list[Tool]:
         """hermes-core tools for the plugin's ``ctx.register_tool`` calls whose ``check_fn``

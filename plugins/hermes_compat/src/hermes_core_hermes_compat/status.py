@@ -13,6 +13,7 @@ failure seen by a server or an earlier run is named by a later ``doctor`` too.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
@@ -23,6 +24,7 @@ from typing import Any
 from hermes_core.atomic import atomic_write
 
 from . import calls
+from .convert import tool_spec
 from .discovery import HermesCandidate, discover
 from .general import DELIVERED, skill_tool_name, unmapped_hooks
 from .loading import HermesLoadError, load
@@ -99,6 +101,16 @@ def status_of(candidate: HermesCandidate, home: Path) -> PluginStatus:
                       "to run them")
         return out
     provider = loaded.providers[0]
+    # a register_tool of a name its provider offers is the provider's tool (see get_tools)
+    own = set()
+    try:
+        with calls.in_home(calls.hermes_home_for(home, candidate.plugin, None)):
+            for schema in provider.get_tool_schemas() or []:
+                with contextlib.suppress(ValueError, TypeError):
+                    own.add(tool_spec(schema)[0])
+    except Exception:
+        own = set()
+    out.tools = [tool for tool in out.tools if tool not in own]
     method = "is_available"
     try:
         with calls.in_home(calls.hermes_home_for(home, candidate.plugin, None)):

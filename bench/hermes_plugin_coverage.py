@@ -145,14 +145,13 @@ NOTES: dict[str, str] = {
     "hermesguardian": "a general Hermes plugin (hooks gating memory writes), not a memory "
                       "provider or context engine",
     "hermes-kiokuko": "its is_available() checks the real Hermes host (hermes_cli.profiles, "
-                      "Hermes' tool dispatch): it needs hermes-agent itself",
+                      "Hermes' tool dispatch): it runs beside hermes-agent 0.19.0",
     "keepsake-memory": "the package has no register(ctx) and no entry point; its Hermes "
                        "wrapper folder is only in its source repository",
     "hermes-local-rag": "its is_available() wants the EmbeddingGemma LiteRT model under "
                         "~/.hermes/models, which it downloads from a model hub",
-    "hermes-scope-recall": "its initialize() wants the installation manifest its own "
-                           "agent-operated install workflow (plan-install, apply-install) "
-                           "writes into the Hermes home; this script does not run it",
+    "hermes-scope-recall": "its initialize() wants the installation manifest its own install "
+                           "workflow (apply-install) writes; the run does that first",
     "knos-hermes": "its is_available() calls knos.paths.current_repo(), which the knos it "
                    "requires (knos>=0.1.1, so the newest) no longer has",
     "hermes-cashew": "its first prefetch imports sentence-transformers (and torch): on a busy "

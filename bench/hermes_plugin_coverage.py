@@ -9,12 +9,14 @@ checkout, then each plugin of :data:`PLUGINS` from the package index, and prints
   (``ready``, ``needs service or key``, ``needs hermes-agent``);
 * **survives a turn**: ``hermes-core replay`` of a two-turn transcript with it selected (beside
   ``file_memory``) exits 0 with no hook problem of its own;
-* **its callables run**: for a plugin whose ``register(ctx)`` also registered hooks, tools or
-  commands (a general Hermes plugin registers only those), every one of them is delivered by the
-  bridge and was called in the replay (the transcript then also calls each of its tools listed in
-  :data:`TOOL_CALLS` and starts a new session, so the session hooks fire), and the bridge logged
-  no problem of the plugin (a hook that raised, a tool not offered). A hook Hermes 0.19.0 itself
-  never calls (not one of its hook names) is not counted against it.
+* **its callables run**: for a plugin whose ``register(ctx)`` also registered hooks, tools,
+  commands or skills (a general Hermes plugin registers only those), every one of them is
+  delivered by the bridge and was called (the transcript then also calls each of its tools listed
+  in :data:`TOOL_CALLS` and one of hermes-core's own tools, :data:`CORE_TOOL_CALL`, and starts a
+  new session, so the session hooks fire; each command is run once through ``hermes-core
+  hermes``, :data:`COMMAND_CALLS`, and must exit 0), and the bridge logged no problem of the
+  plugin (a hook that raised, a tool not offered). A hook Hermes 0.19.0 itself never calls (not
+  one of its hook names) is not counted against it.
 
 A plugin "runs unchanged" when all four hold. Every one that does not has its reason printed.
 Nothing asserts; the figures are for docs/hermes.md.
@@ -109,7 +111,25 @@ FOLDER_INSTALLERS: dict[str, str] = {
         from yantrikdb_hermes_plugin.cli import main
         assert main(["install", "--hermes-home", str(HERMES_HOME_DIR)]) == 0
     """),
+    # its README's install workflow (apply-install; plan-install only prints the same plan), with
+    # the Hermes home the bridge gives the plugin as the instance root: initialize() reads the
+    # installation manifest there. The wrapper folder it also writes is for a Hermes without
+    # entry points; it goes to a folder the bridge does not read (the entry point is used)
+    "hermes-scope-recall": textwrap.dedent("""
+        import sys
+        from scope_recall.maintenance.cli import main
+        assert main(["apply-install", "--host", "hermes",
+                     "--target-plugin-dir", str(CORE.parent / "scope-recall-wrapper"),
+                     "--instance-root", str(CORE / "hermes-compat" / "scope-recall"),
+                     "--project-root", str(WORK), "--agent-id", "default",
+                     "--python", sys.executable]) == 0
+    """),
 }
+
+#: plugins that need hermes-agent itself (not only the modules the bridge stands in for), as a
+#: Hermes user has it installed: each runs in a second venv (``<venv>-hermes-agent``) with
+#: hermes-agent 0.19.0 installed beside it, so the other plugins keep running without it
+WITH_HERMES_AGENT: dict[str, str] = {"hermes-kiokuko": "hermes-agent==0.19.0"}
 
 #: plugins that answer for the git repository the agent runs in: the replay runs inside a new
 #: empty repository (every other plugin runs in an empty folder)
@@ -125,14 +145,13 @@ NOTES: dict[str, str] = {
     "hermesguardian": "a general Hermes plugin (hooks gating memory writes), not a memory "
                       "provider or context engine",
     "hermes-kiokuko": "its is_available() checks the real Hermes host (hermes_cli.profiles, "
-                      "Hermes' tool dispatch): it needs hermes-agent itself",
+                      "Hermes' tool dispatch): it runs beside hermes-agent 0.19.0",
     "keepsake-memory": "the package has no register(ctx) and no entry point; its Hermes "
                        "wrapper folder is only in its source repository",
     "hermes-local-rag": "its is_available() wants the EmbeddingGemma LiteRT model under "
                         "~/.hermes/models, which it downloads from a model hub",
-    "hermes-scope-recall": "its initialize() wants the installation manifest its own "
-                           "agent-operated install workflow (plan-install, apply-install) "
-                           "writes into the Hermes home; this script does not run it",
+    "hermes-scope-recall": "its initialize() wants the installation manifest its own install "
+                           "workflow (apply-install) writes; the run does that first",
     "knos-hermes": "its is_available() calls knos.paths.current_repo(), which the knos it "
                    "requires (knos>=0.1.1, so the newest) no longer has",
     "hermes-cashew": "its first prefetch imports sentence-transformers (and torch): on a busy "
@@ -147,6 +166,21 @@ NOTES: dict[str, str] = {
 #: read-only call of each, with arguments its schema accepts
 TOOL_CALLS: dict[str, list[tuple[str, dict[str, object]]]] = {
     "hermes-dreaming": [("dreaming_get_state", {})],
+    # their ctx.register_skill skills, shown by the bridge's <plugin>_skill tool
+    "forge-hermes-plugin": [("forge_skill", {"name": "forge-hermes"})],
+    "hermes-local-memory": [("local_memory_skill", {"name": "maintenance"})],
+}
+#: a read-only call of one of hermes-core's own tools (the file memory's), made in the replay of
+#: every plugin that registered hooks or tools: a pre_tool_call/post_tool_call hook must see it
+CORE_TOOL_CALL: tuple[str, dict[str, object]] = ("memory", {"action": "search",
+                                                            "query": "Rotterdam"})
+#: how the run invokes a plugin's commands (``hermes-core hermes ...`` arguments), read-only
+#: ones; a command not listed is run with ``--help`` (CLI) or no argument (slash)
+COMMAND_CALLS: dict[str, list[str]] = {
+    "hermes-core hermes dreaming": ["dreaming", "status"],
+    "hermes-core hermes slash dreaming": ["slash", "dreaming", "status"],
+    "hermes-core hermes mnemosyne": ["mnemosyne", "version"],
+    "hermes-core hermes slash openwolf": ["slash", "openwolf", "status"],
 }
 
 #: what a Hermes user of the plugin has set up before it runs (Hermes' own ``memory setup``
@@ -239,6 +273,13 @@ def try_plugin(python: Path, requirement: str) -> Outcome:
     dist = requirement.split("==")[0]
     result = Outcome(requirement, note=NOTES.get(dist, ""))
     try:
+        if dist in WITH_HERMES_AGENT:
+            python = ensure_venv(python.parent.parent.with_name(
+                python.parent.parent.name + "-hermes-agent"))
+            out = sh([str(python), "-m", "pip", "install", "--quiet", WITH_HERMES_AGENT[dist]])
+            if out.returncode:
+                result.reason = f"pip install {WITH_HERMES_AGENT[dist]} failed: {last_line(out.stderr)}"
+                return result
         for pre in PRE_INSTALL.get(dist, []):
             out = sh([str(python), "-m", "pip", "install", "--quiet", *pre])
             if out.returncode:
@@ -270,7 +311,8 @@ def try_plugin(python: Path, requirement: str) -> Outcome:
         installer = FOLDER_INSTALLERS.get(dist)
         if installer:
             code = (f"from pathlib import Path\nFOLDER = Path({str(core / 'hermes-plugins')!r})\n"
-                    f"HERMES_HOME_DIR = Path({str(user / '.hermes')!r})\n" + installer)
+                    f"HERMES_HOME_DIR = Path({str(user / '.hermes')!r})\n"
+                    f"CORE = Path({str(core)!r})\nWORK = Path({str(work)!r})\n" + installer)
             out = sh([str(python), "-c", code], env=env)
             if out.returncode:
                 result.reason = f"its installer failed: {last_line(out.stderr)}"
@@ -306,7 +348,7 @@ def try_plugin(python: Path, requirement: str) -> Outcome:
             f"tool {t}" for t in plugin.get("tools", [])]
         lines: list[dict[str, object]] = list(TRANSCRIPT)
         if registered or plugin.get("unmapped"):
-            lines += callables_turns(TOOL_CALLS.get(dist, []))
+            lines += callables_turns([*TOOL_CALLS.get(dist, []), CORE_TOOL_CALL])
         transcript = Path(tmp) / "t.jsonl"
         transcript.write_text("\n".join(json.dumps(line) for line in lines), encoding="utf-8")
         if plugin["kind"] == "context-engine":
@@ -341,6 +383,17 @@ def try_plugin(python: Path, requirement: str) -> Outcome:
             return result
         result.survives = True
         check_callables(result, plugin, registered, core / "logs" / "hermes-core.log")
+        for command in plugin.get("commands", []):
+            words = COMMAND_CALLS.get(command) or (
+                command.split()[2:] if " slash " in command else [*command.split()[2:], "--help"])
+            ran = sh([hermes, "hermes", *words], env=env, timeout=300, cwd=work)
+            if ran.returncode:
+                result.missing.append(f"command {command} ({' '.join(words)}) exited "
+                                      f"{ran.returncode}: {last_line(ran.stderr or ran.stdout)}")
+            else:
+                result.called.append(f"command {' '.join(words)}")
+        if result.missing:
+            result.reason = "its registered callables do not all run: " + "; ".join(result.missing)
     return result
 
 

@@ -135,6 +135,8 @@ DEFAULT_HOOK_TIMEOUTS: dict[str, float] = {
     "compress": 180.0,
     "on_post_compress": 5.0,
     "get_tools": 5.0,
+    "on_pre_tool_call": 5.0,  # around each tool call (a guard may block it)
+    "on_post_tool_call": 5.0,
     "load_session": 10.0,
     # on the background worker (a late provider delays only its own later calls)
     "sync_turn": 5.0,

@@ -368,7 +368,7 @@ class Curator:
             prompt += f"\n(The {omitted} earliest messages of the conversation are not shown.)"
         prompt += self._entries_text(job)
         messages = [*history, Message("user", prompt)]
-        router = ToolRouter({tool.name: job.memory_tool})
+        router = ToolRouter({tool.name: job.memory_tool}, hooks=self.host.hooks)
         # The memory tool keys its per-turn retry allowance by session id: a session id of its
         # own keeps the review's refusals away from the foreground turn's count.
         tool_session = Session(id=f"{job.session.id}:{kind}", platform=job.session.platform,

@@ -36,7 +36,8 @@ if TYPE_CHECKING:
     from .config import LoadedConfig
     from .kinds import Tool
     from .storage.transfer import CopyProgress, StorageSide
-    from .types import Dispatcher, EndReason, MemoryWrite, SwitchReason, Usage
+    from .toolrun import ToolOutcome
+    from .types import Dispatcher, EndReason, MemoryWrite, SwitchReason, ToolCall, Usage
 
 __all__ = [
     "CONTEXT_PLAN_KEYS",
@@ -67,6 +68,8 @@ _INSTANCES = frozenset({MEMORY, ENGINE, PLATFORM})
 _ANY = frozenset({MEMORY, ENGINE, PLATFORM, MODULE})
 #: forget reaches what providers and the engine keep, and what plugin modules keep themselves
 _FORGET = frozenset({MEMORY, ENGINE, MODULE})
+#: the hooks around each tool call reach the same: any plugin may guard or watch tool calls
+_TOOL_CALLS = _FORGET
 
 #: lanes: "turn" for the hooks on a turn's path, "background" for the worker's hooks
 TURN = "turn"
@@ -212,6 +215,8 @@ RECEIVERS: dict[str, frozenset[str]] = {
     "doctor_checks": _MODULE,
     "copy_storage": _MODULE,
     "import_sessions": _MODULE,
+    "on_pre_tool_call": _TOOL_CALLS,
+    "on_post_tool_call": _TOOL_CALLS,
 }
 
 
@@ -390,6 +395,17 @@ class Hooks:
     def on_post_compress(self, *, messages: list[Message], session: Session) -> list[HookOutcome]:
         return self._all(self._relay.on_post_compress, TURN, _text, messages=messages,
                          session=session)
+
+    def on_pre_tool_call(self, *, call: ToolCall, session: Session | None, plugin: str
+                         ) -> list[HookOutcome]:
+        """Every implementation, in call order; a non-empty text answer is a reason to block."""
+        return self._all(self._relay.on_pre_tool_call, TURN, _text, call=call, session=session,
+                         plugin=plugin)
+
+    def on_post_tool_call(self, *, call: ToolCall, session: Session | None, outcome: ToolOutcome
+                          ) -> list[HookOutcome]:
+        return self._all(self._relay.on_post_tool_call, TURN, _nothing, call=call,
+                         session=session, outcome=outcome)
 
     # ---------------------------------------------------------------------------- the engine
 

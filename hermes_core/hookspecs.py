@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from .doctor import DoctorCheck
     from .kinds import Tool
     from .storage.transfer import CopyProgress, CopyReport, StorageSide
+    from .toolrun import ToolOutcome
     from .types import (
         CompressionResult,
         Dispatcher,
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
         Message,
         Session,
         SwitchReason,
+        ToolCall,
         Usage,
     )
 
@@ -65,7 +67,9 @@ __all__ = [
     "on_memory_write",
     "on_message",
     "on_post_compress",
+    "on_post_tool_call",
     "on_pre_compress",
+    "on_pre_tool_call",
     "on_prompt_assembled",
     "on_session_end",
     "on_session_switch",
@@ -115,7 +119,7 @@ CONTEXT_ENGINE_HOOKS = (
     "should_compress", "compress", "update_from_response", "on_turn_start", "on_prompt_assembled",
     "describe_context",
 )
-TOOL_HOOKS = ("get_tools", "on_post_compress")
+TOOL_HOOKS = ("get_tools", "on_post_compress", "on_pre_tool_call", "on_post_tool_call")
 PLATFORM_HOOKS = ("connect", "disconnect", "send")
 #: implemented by plugin modules, called by the kernel's commands about every plugin's stores
 MODULE_HOOKS = ("doctor_checks", "copy_storage", "import_sessions")
@@ -582,4 +586,35 @@ def import_sessions(target: StorageSide, path: Path, dry_run: bool, progress: Co
     Return a :class:`~hermes_core.storage.transfer.CopyReport` (``copied`` sessions and messages,
     ``skipped`` sessions already there), or ``None`` when the plugin keeps no session archive.
     Raise an error naming the file, the line and the fix for a malformed file.
+    """
+
+
+# --------------------------------------------------------------------------------------------------
+# Around every tool call: implemented by memory providers, the context engine and plugin modules
+# --------------------------------------------------------------------------------------------------
+
+
+@hookspec
+def on_pre_tool_call(call: ToolCall, session: Session | None, plugin: str) -> str | None:
+    """A tool call is about to run: ``call`` (name, arguments, id) of the tool that ``plugin``
+    owns, in ``session`` (``None`` outside a conversation).
+
+    Called for every tool call the kernel's tool runner makes (the model's calls, the memory
+    review's and flush's, any plugin's tools), on the calling thread, each implementation under
+    ``hooks.timeouts.on_pre_tool_call``. Every implementation is called, so observers see each
+    call. Return ``None`` to let the call run, or a non-empty reason to block it: the tool does
+    not run and the model reads an error result naming the blocking plugin and the reason (the
+    first reason, in call order, wins). An implementation that raises, is late or answers
+    something other than text is logged and counts as ``None``: it never blocks or fails a call.
+    """
+
+
+@hookspec
+def on_post_tool_call(call: ToolCall, session: Session | None, outcome: ToolOutcome) -> None:
+    """A tool call ended: ``outcome`` holds what the model will read (``content``,
+    ``is_error``), the owning ``plugin``, ``seconds`` and, for a call an ``on_pre_tool_call``
+    blocked, ``blocked_by`` (the blocking plugin). Called for every call the runner made or
+    blocked, unknown tools excepted, each implementation under
+    ``hooks.timeouts.on_post_tool_call``; observe only: the answer is ignored and a failure is
+    logged, never the call's.
     """

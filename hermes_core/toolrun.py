@@ -16,6 +16,10 @@
   default). From 70 % of the budget a "wrap up" note, from 90 % a "respond now" note, is appended
   to the batch's last tool result: inside the conversation, never in the system prompt, so the
   prompt cache is untouched.
+* **Guards.** A router built with the host's hooks (:meth:`ToolRouter.from_host`) calls
+  ``on_pre_tool_call`` before each call of a known tool (a text answer blocks it: the model reads
+  an error naming the plugin and its reason) and ``on_post_tool_call`` after it, each under its
+  hook deadline; a failing or late implementation is logged and never fails the call.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from .fence import MAX_TOOL_RESULT_CHARS, shorten_result
 from .types import ToolCall, ToolContext
 
 if TYPE_CHECKING:
+    from .hooks import Hooks
     from .host import PluginHost
     from .kinds import Tool
     from .turn import TurnContext
@@ -59,6 +64,8 @@ class ToolOutcome:
     is_error: bool = False
     seconds: float = 0.0
     parallel: bool = False  #: whether it ran in a parallel batch
+    #: the plugin whose ``on_pre_tool_call`` blocked the call (it did not run), else ``None``
+    blocked_by: str | None = None
 
 
 def _norm(path: str) -> str:
@@ -87,8 +94,10 @@ class ToolRouter:
     """The session's tools by name, and how to run a response's calls."""
 
     def __init__(self, tools: dict[str, tuple[Tool, str]], *, timeout: float = 120.0,
-                 result_chars: int = MAX_TOOL_RESULT_CHARS) -> None:
+                 result_chars: int = MAX_TOOL_RESULT_CHARS, hooks: Hooks | None = None) -> None:
         self.tools = dict(tools)
+        #: the hooks called around each call (``on_pre_tool_call``, ``on_post_tool_call``)
+        self.hooks = hooks
         #: the deadline of one call (``hooks.tool_timeout``); the model gets an error result after it
         self.timeout = timeout
         #: the longest result passed on (``hooks.tool_result_chars``)
@@ -112,7 +121,8 @@ class ToolRouter:
         tools = {name: entry for name, entry in host.tools().items()
                  if (allowed is None or name in allowed)
                  and (entry[0].available is None or entry[0].available(core))}
-        return cls(tools, timeout=core.hooks.tool_timeout, result_chars=core.hooks.tool_result_chars)
+        return cls(tools, timeout=core.hooks.tool_timeout, result_chars=core.hooks.tool_result_chars,
+                   hooks=host.hooks)
 
     def schemas(self) -> list[dict[str, Any]]:
         """The provider-neutral tool schemas to send with each request."""
@@ -162,6 +172,29 @@ class ToolRouter:
                 is_error=True,
             )
         tool, plugin = entry
+        blocked = self._blocked(call, session, plugin)
+        if blocked is not None:
+            by, reason = blocked
+            outcome = ToolOutcome(call, plugin, f"Error: the plugin {by!r} blocked this call of "
+                                  f"{call.name!r}: {reason}", True, 0.0, parallel, blocked_by=by)
+        else:
+            outcome = self._invoke(tool, plugin, call, session, parallel, turn)
+        if self.hooks is not None:
+            self.hooks.on_post_tool_call(call=call, session=session, outcome=outcome)
+        return outcome
+
+    def _blocked(self, call: ToolCall, session: Session | None, plugin: str
+                 ) -> tuple[str, str] | None:
+        """(plugin, reason) of the first ``on_pre_tool_call`` answer that blocks the call."""
+        if self.hooks is None:
+            return None
+        for answer in self.hooks.on_pre_tool_call(call=call, session=session, plugin=plugin):
+            if answer.ok and isinstance(answer.value, str) and answer.value.strip():
+                return answer.plugin.partition(":")[2] or answer.plugin, answer.value.strip()
+        return None
+
+    def _invoke(self, tool: Tool, plugin: str, call: ToolCall, session: Session | None,
+                parallel: bool, turn: TurnContext | None) -> ToolOutcome:
         start = time.perf_counter()
         if turn is not None:  # a token of its own, cancelled with the turn or at the deadline
             turn = dataclasses.replace(turn, cancel=turn.cancel.child())

@@ -72,9 +72,10 @@ def test_status_command(core_home: Path) -> None:
     assert out.returncode == 0, out.stderr
     found = {p["name"]: p for p in json.loads(out.stdout)["plugins"]}
     assert found["hermes-recorder"]["status"] == "ready"
-    assert found["hermes-recorder"]["skipped"] == ["register_skill"]
+    assert found["hermes-recorder"]["skipped"] == []
     assert found["hermes-recorder"]["unmapped"] == [
-        "transform_llm_output (no hermes-core hook may replace the reply text)"]
+        "transform_llm_output (no hermes-core hook may replace the reply text)",
+        "ctx.register_skill('recorder-notes', ...): SKILL.md not found at SKILL.md (refused)"]
     assert found["hermes-keeplast"]["kind"] == "context-engine"
     assert found["hermes-keeplast"]["status"] == "ready"
     assert found["hermes-needs-hermes"]["status"] == "needs hermes-agent"
@@ -114,7 +115,8 @@ def test_problems_reach_plugin_warnings(core_home: Path) -> None:
         warnings = "\n".join(host.records["hermes_compat"].warnings)
         assert "prefetch() returned dict, not str" in warnings
         assert "cannot be expressed" in warnings and "broken_array" in warnings
-        assert "ctx.register_skill()" in warnings
+        assert ("its register(ctx) call ctx.register_skill('recorder-notes', ...): SKILL.md not "
+                "found at SKILL.md was refused") in warnings
         assert "its hook transform_llm_output (no hermes-core hook" in warnings
     finally:
         host.shutdown()

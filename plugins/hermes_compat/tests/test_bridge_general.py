@@ -24,8 +24,8 @@ from hermes_core.fence import FENCE_OPEN
 from hermes_core.llm import AnthropicLLM
 from hermes_core.testing import MessagesAPIServer, Reply, make_host
 
-#: a general plugin using every hook the bridge delivers, three tools and a slash command
-POLICY = '''
+#: the plugins' own log: each hook's arguments, into its Hermes home
+LOG_SOURCE = '''
 import json
 from hermes_constants import get_hermes_home
 
@@ -35,7 +35,10 @@ def _log(event, **fields):
     home.mkdir(parents=True, exist_ok=True)
     with open(home / "calls.jsonl", "a", encoding="utf-8") as out:
         out.write(json.dumps({"event": event, **fields}, default=str) + "\\n")
+'''
 
+#: a general plugin using every hook the bridge delivers, three tools and a slash command
+POLICY = LOG_SOURCE + '''
 
 def on_session_start(session_id, model=None, platform=None, **kw):
     _log("on_session_start", session_id=session_id, platform=platform)
@@ -214,8 +217,9 @@ def test_general_plugin_hooks_and_tools_in_a_replay(core_home: Path,
     results = {c["name"]: c for c in report.turns[1]["tool_calls"]}
     assert json.loads(results["vault_read"]["result"]) == {"key": "a",
                                                            "text": "the [redacted] is 42"}
-    assert json.loads(results["vault_delete"]["result"]) == {
-        "error": "deleting from the vault is not allowed"}
+    assert results["vault_delete"]["result"] == (
+        "Error: the plugin 'hermes-policy' blocked this call of 'vault_delete': deleting from "
+        "the vault is not allowed")
     assert [(c["tool_name"], c["status"]) for c in events(calls, "post_tool_call")] == [
         ("vault_read", "ok"), ("vault_delete", "blocked")]
 
@@ -234,8 +238,10 @@ def test_general_plugin_listed_with_what_runs_and_what_does_not(core_home: Path)
                                    "pre_tool_call", "post_tool_call", "transform_tool_result"}
     unmapped = "\n".join(found["unmapped"])
     assert "pre_gateway_dispatch (hermes-core's platforms dispatch" in unmapped
-    assert "pre_tool_call (partly: only around the tools of Hermes plugins" in unmapped
-    assert "/vault (command: hermes-core has no counterpart)" in unmapped
+    assert "transform_tool_result (partly: only the results of Hermes plugins' tools" in unmapped
+    assert not [u for u in found["unmapped"] if u.startswith(("pre_tool_call", "post_tool_call"))]
+    assert "/vault" not in unmapped
+    assert found["commands"] == ["hermes-core hermes slash vault"]
     text = subprocess.run([sys.executable, "-m", "hermes_core", "hermes", "plugins"],
                           capture_output=True, text=True, timeout=120).stdout
     assert "not delivered: pre_gateway_dispatch" in text
@@ -244,7 +250,8 @@ def test_general_plugin_listed_with_what_runs_and_what_does_not(core_home: Path)
 def test_failures_are_named_and_the_turn_goes_on(core_home: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """A pre_llm_call that hangs costs the turn one prefetch deadline; a pre_tool_call that
-    hangs costs one tool deadline; a post_llm_call that raises is logged. The other plugin and
+    hangs costs one on_pre_tool_call deadline, and the plugin's tool, queued behind it on the
+    plugin's thread, one tool deadline; a post_llm_call that raises is logged. The other plugin and
     the turn go on."""
     drop_folder_plugin(core_home, "stuck", STUCK)
     drop_folder_plugin(core_home, "policy", POLICY)
@@ -253,7 +260,8 @@ def test_failures_are_named_and_the_turn_goes_on(core_home: Path,
               "assistant": "It did not answer."},
              {"user": "And now?", "assistant": "Still here."}]
     report = run(core_home, turns, providers=["file_memory", "hermes-stuck", "hermes-policy"],
-                 config="memory:\n  prefetch_timeout: 0.3\nhooks:\n  tool_timeout: 1\n",
+                 config="memory:\n  prefetch_timeout: 0.3\nhooks:\n  tool_timeout: 1\n"
+                        "  timeouts:\n    on_pre_tool_call: 0.5\n",
                  monkeypatch=monkeypatch)
     assert [t["reply"] for t in report.turns] == ["It did not answer.", "Still here."]
     call = report.turns[0]["tool_calls"][0]
@@ -289,3 +297,139 @@ def test_injected_context_reaches_the_messages_api(core_home: Path) -> None:
     assert "POLICY-NOTE" not in json.dumps(bodies[0]["system"])
     assert [t["name"] for t in bodies[0]["tools"] if t["name"].startswith("vault")] == [
         "vault_read", "vault_delete"]
+
+
+#: a Hermes guard plugin: it refuses writes to the user profile through any tool, and records
+#: every call it sees (hermesguardian and openwolf-hermes work this way)
+GUARD = LOG_SOURCE + '''
+
+def pre_tool_call(tool_name, args, session_id, tool_call_id, **kw):
+    _log("pre_tool_call", tool_name=tool_name, args=args, session_id=session_id)
+    if args.get("target") == "user":
+        return {"action": "block", "message": "the user profile is read-only"}
+    if tool_name == "memory" and args.get("action") == "search":
+        raise RuntimeError("this guard is broken for searches")
+
+
+def post_tool_call(tool_name, result, status, error_type, **kw):
+    _log("post_tool_call", tool_name=tool_name, status=status, error_type=error_type,
+         result=result)
+
+
+def register(ctx):
+    ctx.register_hook("pre_tool_call", pre_tool_call)
+    ctx.register_hook("post_tool_call", post_tool_call)
+'''
+
+
+def test_hermes_tool_hooks_guard_hermes_cores_own_tools(core_home: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hermes' pre_tool_call/post_tool_call see the file memory's own ``memory`` tool (not a
+    Hermes plugin's): a block keeps the write out of USER.md, a guard that raises lets the call
+    run."""
+    drop_folder_plugin(core_home, "guard", GUARD)
+    turns = [{"user": "Remember things, please.",
+              "tool_calls": [
+                  {"name": "memory", "arguments": {"action": "add", "target": "memory",
+                                                   "content": "Priya runs the data team"}},
+                  {"name": "memory", "arguments": {"action": "add", "target": "user",
+                                                   "content": "Priya lives in Rotterdam"}},
+                  {"name": "memory", "arguments": {"action": "search", "query": "Priya"}}],
+              "assistant": "Noted."}]
+    report = run(core_home, turns, providers=["file_memory", "hermes-guard"],
+                 monkeypatch=monkeypatch)
+    assert report.turns[0]["reply"] == "Noted."
+    results = report.turns[0]["tool_calls"]
+    assert [c["ok"] for c in results] == [True, False, True]
+    assert results[1]["result"] == ("Error: the plugin 'hermes-guard' blocked this call of "
+                                    "'memory': the user profile is read-only")
+    assert "Priya runs the data team" in results[2]["result"]  # the broken guard blocked nothing
+    memories = core_home / "memories"
+    assert "Priya runs the data team" in (memories / "MEMORY.md").read_text(encoding="utf-8")
+    user = memories / "USER.md"
+    assert not user.exists() or "Rotterdam" not in user.read_text(encoding="utf-8")
+    calls = calls_of(core_home, "guard")
+    session = report.turns[0]["session_id"]
+    assert [(c["tool_name"], c["args"].get("target"), c["session_id"])
+            for c in events(calls, "pre_tool_call")] == [
+        ("memory", "memory", session), ("memory", "user", session), ("memory", None, session)]
+    assert [(c["status"], c["error_type"]) for c in events(calls, "post_tool_call")] == [
+        ("ok", None), ("blocked", "plugin_block"), ("ok", None)]
+
+
+#: a plugin whose on_session_start is slow (forge-hermes-plugin starts its local service there)
+SLOW_START = '''
+import json, time
+from hermes_constants import get_hermes_home
+
+
+def _log(event):
+    home = get_hermes_home()
+    home.mkdir(parents=True, exist_ok=True)
+    with open(home / "calls.jsonl", "a", encoding="utf-8") as out:
+        out.write(json.dumps({"event": event, "at": time.monotonic()}) + "\\n")
+
+
+def on_session_start(**kw):
+    time.sleep(1.5)   # the plugin's own slow start (longer than the 0.5 s deadline below)
+    _log("on_session_start done")
+
+
+def post_llm_call(**kw):
+    _log("post_llm_call")
+
+
+def register(ctx):
+    ctx.register_hook("on_session_start", on_session_start)
+    ctx.register_hook("post_llm_call", post_llm_call)
+'''
+
+
+def test_a_slow_session_start_hook_goes_on_without_a_missed_deadline(
+        core_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Hermes on_session_start slower than the on_session_switch deadline is waited for only
+    part of it: it finishes on the plugin's thread, the plugin's later hooks run after it, in
+    order, and no hook problem is reported."""
+    drop_folder_plugin(core_home, "slow", SLOW_START)
+    report = run(core_home, [{"user": "Hello.", "assistant": "Hi."}],
+                 providers=["file_memory", "hermes-slow"],
+                 config="hooks:\n  timeouts:\n    on_session_switch: 0.5\n    sync_turn: 10\n",
+                 monkeypatch=monkeypatch)
+    assert report.turns[0]["reply"] == "Hi."
+    assert not [p for t in report.turns for p in t["hook_problems"] if "hermes-slow" in p["plugin"]]
+    assert report.summary["hooks_timed_out"] == 0 and report.summary["hook_problems"] == 0
+    assert [c["event"] for c in calls_of(core_home, "slow")] == ["on_session_start done",
+                                                                 "post_llm_call"]
+
+
+def test_a_provider_tool_registered_again_is_offered_once(core_home: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """As mnemosyne-hermes does: register(ctx) registers its provider and then each of the
+    provider's tools again with ctx.register_tool. Hermes' provider loading ignores the second
+    registration; the bridge offers the provider's tool once (no clash with itself)."""
+    import hermes_style
+
+    drop_folder_plugin(core_home, "recorder", hermes_style.RECORDER + '''
+
+_register_provider = register
+
+
+def register(ctx):
+    _register_provider(ctx)
+    ctx.register_tool("recorder_notes", "recorder",
+                      {"name": "recorder_notes", "description": "the notes, again",
+                       "parameters": {"type": "object", "properties": {}}},
+                      lambda args, **kw: "the copy")
+''')
+    turns = [{"user": "Show the notes.", "tool_calls": [{"name": "recorder_notes",
+                                                         "arguments": {}}],
+              "assistant": "Shown."}]
+    report = run(core_home, turns, providers=["file_memory", "hermes-recorder"],
+                 monkeypatch=monkeypatch)
+    assert report.tools.count("recorder_notes") == 1
+    call = report.turns[0]["tool_calls"][0]
+    assert call["ok"] and "notes" in json.loads(call["result"])  # the provider's handler
+    out = subprocess.run([sys.executable, "-m", "hermes_core", "hermes", "plugins", "--json"],
+                         capture_output=True, text=True, timeout=120)
+    found = {p["name"]: p for p in json.loads(out.stdout)["plugins"]}["hermes-recorder"]
+    assert found["tools"] == []

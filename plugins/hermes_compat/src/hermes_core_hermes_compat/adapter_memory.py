@@ -53,7 +53,16 @@ from typing import Any, ClassVar
 from hermes_core import hookimpl
 from hermes_core.errors import PluginError, ToolError
 from hermes_core.kinds import MemoryProvider, PluginContext, Tool
-from hermes_core.types import EndReason, MemoryWrite, Message, Session, SwitchReason, ToolContext
+from hermes_core.toolrun import ToolOutcome
+from hermes_core.types import (
+    EndReason,
+    MemoryWrite,
+    Message,
+    Session,
+    SwitchReason,
+    ToolCall,
+    ToolContext,
+)
 
 from . import calls, status
 from .convert import accepts, call_with, hermes_tools, to_openai, tool_result, write_metadata
@@ -63,12 +72,17 @@ from .general import (
     HooksOnly,
     Registered,
     available,
+    block_message,
     fire,
-    guarded_call,
     injected_context,
+    post_tool_fields,
     result_text,
     run_handler,
+    skill_schema,
+    skill_text,
+    skill_tool_name,
     tool_schema,
+    transformed,
     unmapped_hooks,
 )
 from .loading import HermesLoadError, Loaded, load
@@ -144,6 +158,8 @@ class HermesMemoryProvider(MemoryProvider):
         self._user_scope = context.config.memory.scope == "user"
         #: how long a turn waits for a provider's cold first prefetch (see :meth:`prefetch`)
         self._warm_wait = context.config.memory.prefetch_timeout * WARM_SHARE
+        #: how long a session-boundary Hermes hook (an observer) is waited for
+        self._boundary_wait = context.config.hooks.timeout("on_session_switch") * WARM_SHARE
         #: the Hermes hooks and tools its register(ctx) registered (the same for every slot)
         self._hooks = self._loaded.registered
         self._called: set[str] = set()
@@ -165,11 +181,10 @@ class HermesMemoryProvider(MemoryProvider):
         for name in loaded.unsupported:
             self._problem(f"its register(ctx) called ctx.{name}(), which hermes-core does not "
                           "support: skipped (the rest still runs)")
+        for refused in loaded.refused:
+            self._problem(f"its register(ctx) call {refused} was refused (the rest still runs)")
         for hook in unmapped_hooks(loaded.registered):
             self._problem(f"its hook {hook} is not delivered in hermes-core")
-        for command in loaded.registered.commands:
-            self._problem(f"its command {command} is not available in hermes-core (no plugin "
-                          "slash commands in chat; a Hermes CLI command is not mapped)")
         if not loaded.providers:
             if not loaded.registered:
                 raise PluginError(f"Hermes plugin {self.candidate.plugin!r} registered no memory "
@@ -270,7 +285,9 @@ class HermesMemoryProvider(MemoryProvider):
         calls.point_env(self.context.home)
         kwargs: dict[str, Any] = {"hermes_home": str(slot.hermes_home),
                                   "platform": session.platform, "agent_context": slot.agent_context,
-                                  "agent_identity": "hermes-core"}
+                                  # as Hermes 0.19.0: its profile's name (the bridge has one,
+                                  # "default", as ctx.profile_name) and its workspace
+                                  "agent_identity": "default", "agent_workspace": "hermes"}
         if session.user_id:
             kwargs["user_id"] = session.user_id
         if session.parent_session_id:
@@ -338,6 +355,25 @@ class HermesMemoryProvider(MemoryProvider):
             return []
         self._ran(f"hook {hook}")
         return slot.call(fire, slot.hooks, hook, self._problem, **kwargs)
+
+    def _observe(self, session: Session, hook: str, **kwargs: Any) -> None:
+        """Fire a session-boundary Hermes hook, whose answer Hermes ignores, waiting for it only
+        part of the kernel's deadline: a slow one (forge-hermes-plugin's on_session_start
+        starts its local service) goes on on the plugin's thread, where later calls into the
+        plugin queue behind it, as behind a warming prefetch, instead of missing the deadline."""
+        if not self._hooks.has(hook):
+            return
+        slot = self._ready(session)
+        if slot is None:
+            return
+        self._ran(f"hook {hook}")
+        future = slot.pinned.submit(fire, slot.hooks, hook, self._problem, **kwargs)
+        try:
+            future.result(timeout=self._boundary_wait)
+        except FutureTimeout:
+            log.info("Hermes plugin %r: its %s hook has not answered in %.1f s; it goes on on the "
+                     "plugin's thread, and later calls into the plugin wait for it",
+                     self.candidate.plugin, hook, self._boundary_wait)
 
     def _ran(self, what: str) -> None:
         """Log (once per process) that one of the plugin's registered callables was called."""
@@ -451,11 +487,11 @@ class HermesMemoryProvider(MemoryProvider):
                              reset=reason in (SwitchReason.NEW, SwitchReason.RESET))
         # otherwise initialised lazily, or already moved by the new session's first hook
         if reason == SwitchReason.RESET or (reason == SwitchReason.NEW and old_session is not None):
-            self._fire(new_session, "on_session_reset", session_id=new_session.id,
-                       platform=new_session.platform, reason="new_session")
+            self._observe(new_session, "on_session_reset", session_id=new_session.id,
+                          platform=new_session.platform, reason="new_session")
         if reason == SwitchReason.NEW:  # a brand-new session: not a resume, not a compaction
-            self._fire(new_session, "on_session_start", session_id=new_session.id,
-                       model=new_session.model or "", platform=new_session.platform)
+            self._observe(new_session, "on_session_start", session_id=new_session.id,
+                          model=new_session.model or "", platform=new_session.platform)
         if reason == SwitchReason.DELEGATION:
             self._children[new_session.id] = time.monotonic()
 
@@ -551,8 +587,13 @@ class HermesMemoryProvider(MemoryProvider):
         obj = first.obj if first is not None else spare.providers[0] if spare else None
         tools = [] if self.general else hermes_tools(obj, self.name, self._problem,
                                                      self._call_tool, check=False)
-        return tools + self._registered_tools(first.hooks if first is not None
-                                              else spare.registered if spare else self._hooks)
+        # a provider's own tool wins over a ctx.register_tool of the same name (mnemosyne-hermes
+        # registers each of its provider's tools again): Hermes loads a provider's register(ctx)
+        # with a register_tool that does nothing, and offers the provider's tools
+        own = {tool.name for tool in tools}
+        return tools + [t for t in self._registered_tools(
+            first.hooks if first is not None else spare.registered if spare else self._hooks)
+            if t.name not in own]
 
     def _registered_tools(self, registered: Registered) -> list[Tool]:
         """hermes-core tools for the plugin's ``ctx.register_tool`` calls whose ``check_fn``
@@ -572,7 +613,24 @@ class HermesMemoryProvider(MemoryProvider):
                 return self._call_registered(_name, dict(args or {}), ctx)
             tools.append(Tool(name=name, description=description or f"{self.name} tool",
                               parameters=params, handler=handle))
+        if registered.skills:
+            tools.append(self._skill_tool(registered))
         return tools
+
+    def _skill_tool(self, registered: Registered) -> Tool:
+        """One read-only tool showing the plugin's ``ctx.register_skill`` skills by name (Hermes
+        loads a plugin's skill only when asked: it is not in the system prompt either)."""
+        name = skill_tool_name(self.candidate.plugin)
+        spec = skill_schema(self.candidate.plugin, registered.skills)
+
+        def show(args: Any, ctx: ToolContext) -> str:
+            self._ran(f"tool {name}")
+            try:
+                return skill_text(registered.skills, str(dict(args or {}).get("name", "")))
+            except (LookupError, OSError) as exc:
+                raise ToolError(f"{self.name}: {exc}") from exc
+        return Tool(name=name, description=spec["description"], parameters=spec["parameters"],
+                    handler=show)
 
     def _tool_slot(self, tool: str, ctx: ToolContext) -> tuple[Slot, Session]:
         if ctx.session is None:
@@ -598,17 +656,54 @@ class HermesMemoryProvider(MemoryProvider):
         return self._guarded(slot, session, tool, args, ctx, lambda: result_text(slot.call(
             run_handler, entry, args, task_id=session.id, session_id=session.id)))
 
+    def _tool_base(self, session: Session, tool: str, args: dict[str, Any], call_id: str
+                   ) -> dict[str, Any] | None:
+        """What Hermes passes to its tool hooks about one call (``None``: no slot this session)."""
+        slot = self._ready(session)
+        if slot is None:
+            return None
+        base = {"tool_name": tool, "args": args, "tool_call_id": call_id, "api_request_id": "",
+                "middleware_trace": [], **self._turn(slot, session)}
+        base.pop("model"), base.pop("platform")
+        return base
+
     def _guarded(self, slot: Slot, session: Session, tool: str, args: dict[str, Any],
                  ctx: ToolContext, run: Callable[[], str]) -> str:
-        """Run a Hermes tool between the ``pre_tool_call``, ``post_tool_call`` and
-        ``transform_tool_result`` hooks of every live bridged plugin, as Hermes' dispatch does."""
-        peers = [p for p in list(_LIVE) if p.context.home == self.context.home]
-        if not peers:
-            return run()
-        base = {"tool_name": tool, "args": args, "tool_call_id": ctx.tool_call_id or "",
-                "api_request_id": "", "middleware_trace": [], **self._turn(slot, session)}
-        base.pop("model"), base.pop("platform")
-        return guarded_call([functools.partial(p._fire, session) for p in peers], tool, base, run)
+        """Run a Hermes tool and hand its result to the ``transform_tool_result`` hooks of every
+        live bridged plugin, as Hermes' dispatch does (``pre_tool_call`` and ``post_tool_call``
+        come from the kernel's hooks around every call)."""
+        text = run()
+        peers = [p for p in list(_LIVE) if p.context.home == self.context.home
+                 and p._hooks.has("transform_tool_result")]
+        base = self._tool_base(session, tool, args, ctx.tool_call_id or "") if peers else None
+        if base is None:
+            return text
+        base["duration_ms"] = 0
+        return transformed([functools.partial(p._fire, session) for p in peers], base, text)
+
+    @hookimpl
+    def on_pre_tool_call(self, call: ToolCall, session: Session | None, plugin: str
+                         ) -> str | None:
+        """Hermes' ``pre_tool_call`` before every tool call hermes-core makes: a ``block``
+        (or ``approve``, which hermes-core has no gate for) answer blocks it."""
+        if session is None or not self._hooks.has("pre_tool_call"):
+            return None
+        base = self._tool_base(session, call.name, dict(call.arguments), call.id)
+        if base is None:
+            return None
+        return block_message(self._fire(session, "pre_tool_call", **base), call.name)
+
+    @hookimpl
+    def on_post_tool_call(self, call: ToolCall, session: Session | None, outcome: ToolOutcome
+                          ) -> None:
+        """Hermes' ``post_tool_call`` after every tool call hermes-core made or blocked."""
+        if session is None or not self._hooks.has("post_tool_call"):
+            return
+        base = self._tool_base(session, call.name, dict(call.arguments), call.id)
+        if base is not None:
+            self._fire(session, "post_tool_call", **base, **post_tool_fields(
+                outcome.content, outcome.is_error, outcome.blocked_by is not None,
+                outcome.seconds))
 
 
 def memory_class(candidate: HermesCandidate) -> type[HermesMemoryProvider]:

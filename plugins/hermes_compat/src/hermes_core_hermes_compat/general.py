@@ -20,17 +20,38 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import time
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .convert import call_with, tool_spec
 
-__all__ = ["DELIVERED", "PARTIAL", "UNMAPPED", "HooksOnly", "Registered", "RegisteredTool",
-           "available", "block_message", "fire", "guarded_call", "injected_context", "result_text",
-           "run_handler",
-           "tool_schema", "unmapped_hooks"]
+__all__ = [
+    "DELIVERED",
+    "PARTIAL",
+    "SKILL_CHARS",
+    "UNMAPPED",
+    "HooksOnly",
+    "Registered",
+    "RegisteredCommand",
+    "RegisteredSkill",
+    "RegisteredTool",
+    "available",
+    "block_message",
+    "fire",
+    "injected_context",
+    "post_tool_fields",
+    "result_text",
+    "run_handler",
+    "skill_schema",
+    "skill_text",
+    "skill_tool_name",
+    "tool_schema",
+    "transformed",
+    "unmapped_hooks",
+]
 
 #: Hermes hook -> the hermes-core hook it is called from (the same point of a turn)
 DELIVERED: dict[str, str] = {
@@ -43,9 +64,9 @@ DELIVERED: dict[str, str] = {
                       "every turn (run_conversation), not at a session's end",
     "on_session_finalize": "on_session_end: the session really ends (exit, /new, expiry)",
     "on_session_reset": "on_session_switch (reason new after /new, or reset)",
-    "pre_tool_call": "around each tool call of a Hermes plugin or provider (the bridge runs "
-                     "them); a block answers the call",
-    "post_tool_call": "after each tool call of a Hermes plugin or provider",
+    "pre_tool_call": "on_pre_tool_call: before every tool call hermes-core makes (its own "
+                     "tools, MCP tools, Hermes plugins' tools); a block answers the call",
+    "post_tool_call": "on_post_tool_call: after every tool call hermes-core made or blocked",
     "transform_tool_result": "after each tool call of a Hermes plugin or provider: a string "
                              "replaces the result",
     "subagent_start": "on_message: a delegated child session's first user message (its task), "
@@ -53,11 +74,11 @@ DELIVERED: dict[str, str] = {
     "subagent_stop": "on_delegation: once per finished child, on the delegating session's side",
 }
 
-#: delivered only in part: hermes-core's own tools have no hook around their calls
+#: delivered only in part: hermes-core's hook after a tool call observes, it cannot replace
 PARTIAL: dict[str, str] = {
-    name: "only around the tools of Hermes plugins; hermes-core's own tools (memory, "
-          "session_search, MCP tools, ...) have no hook around their calls"
-    for name in ("pre_tool_call", "post_tool_call", "transform_tool_result")}
+    "transform_tool_result": "only the results of Hermes plugins' tools are replaced; "
+                             "on_post_tool_call observes hermes-core's own tools' results and "
+                             "cannot change them"}
 
 #: Hermes hook -> why hermes-core has no counterpart (it is never called)
 UNMAPPED: dict[str, str] = {
@@ -95,16 +116,59 @@ class RegisteredTool:
 
 
 @dataclass
+class RegisteredCommand:
+    """One ``ctx.register_command`` (``slash``: ``handler(raw_args)``) or
+    ``ctx.register_cli_command`` (``cli``: argparse ``setup_fn(parser)``, ``handler_fn(args)``)
+    call; run by :mod:`.hermes_commands`."""
+
+    kind: str  #: ``slash`` or ``cli``
+    name: str
+    help: str = ""
+    handler: Callable[..., Any] | None = None
+    setup_fn: Callable[..., Any] | None = None
+
+    @property
+    def spelled(self) -> str:
+        """As Hermes spells it: ``/name`` or ``hermes name``."""
+        return f"/{self.name}" if self.kind == "slash" else f"hermes {self.name}"
+
+
+@dataclass
+class RegisteredSkill:
+    """One ``ctx.register_skill(name, path, description)`` call: a read-only SKILL.md."""
+
+    name: str
+    path: Path
+    description: str = ""
+
+    def summary(self) -> str:
+        """Its description, else the first text line of the file (no heading marks)."""
+        if self.description:
+            return self.description
+        try:
+            with self.path.open(encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    text = line.strip().lstrip("#").strip()
+                    if text and text != "---" and ":" not in text[:20]:
+                        return text[:160]
+        except OSError:
+            pass
+        return ""
+
+
+@dataclass
 class Registered:
     """The hooks, tools and commands one ``register(ctx)`` call registered."""
 
     hooks: dict[str, list[Callable[..., Any]]] = field(default_factory=dict)
     tools: list[RegisteredTool] = field(default_factory=list)
-    #: commands with no hermes-core counterpart: ``/name`` (slash) or ``hermes name`` (CLI)
-    commands: list[str] = field(default_factory=list)
+    #: slash and CLI commands (``hermes-core hermes NAME``, ``hermes-core hermes slash NAME``)
+    commands: list[RegisteredCommand] = field(default_factory=list)
+    #: read-only skills, offered through one tool (:func:`skill_tool_name`)
+    skills: list[RegisteredSkill] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.hooks or self.tools)
+        return bool(self.hooks or self.tools or self.commands or self.skills)
 
     def has(self, hook: str) -> bool:
         return bool(self.hooks.get(hook))
@@ -219,41 +283,60 @@ def run_handler(entry: RegisteredTool, args: dict[str, Any], **kwargs: Any) -> A
     return value
 
 
-def guarded_call(peers: list[Callable[..., list[Any]]], tool: str, base: dict[str, Any],
-                 run: Callable[[], str]) -> str:
-    """Run one Hermes tool call (``run``) between the ``pre_tool_call``, ``post_tool_call`` and
-    ``transform_tool_result`` hooks of every live bridged plugin (``peers``: each fires one of
-    its hooks by name and keyword arguments, answering the list of answers), as Hermes' dispatch
-    does: a block answers the call with ``{"error": message}`` and the tool does not run; the
-    first string ``transform_tool_result`` answers replaces the result."""
-    blocked = block_message([a for fire_hook in peers
-                             for a in fire_hook("pre_tool_call", **base)], tool)
-    start = time.perf_counter()
-    if blocked is not None:
-        text = json.dumps({"error": blocked}, ensure_ascii=False)
-        for fire_hook in peers:
-            fire_hook("post_tool_call", result=text, duration_ms=0, status="blocked",
-                      error_type="blocked", error_message=blocked, **base)
-        return text
-    try:
-        text = run()
-    except Exception as exc:
-        ms = int((time.perf_counter() - start) * 1000)
-        error = json.dumps({"error": f"{type(exc).__name__}: {exc}"}, ensure_ascii=False)
-        for fire_hook in peers:
-            fire_hook("post_tool_call", result=error, duration_ms=ms, status="error",
-                      error_type=type(exc).__name__, error_message=str(exc), **base)
-        raise
-    done = {"result": text, "duration_ms": int((time.perf_counter() - start) * 1000),
-            "status": "ok", "error_type": None, "error_message": None}
+def transformed(peers: list[Callable[..., list[Any]]], base: dict[str, Any], text: str) -> str:
+    """The result of a Hermes tool after the ``transform_tool_result`` hooks of every live
+    bridged plugin (``peers``: each fires one of its hooks by name and keyword arguments,
+    answering the list of answers): the first string answer replaces it, as in Hermes."""
     for fire_hook in peers:
-        fire_hook("post_tool_call", **done, **base)
-    for fire_hook in peers:
-        answers = fire_hook("transform_tool_result", **done, **base)
+        answers = fire_hook("transform_tool_result", result=text, status="ok", error_type=None,
+                            error_message=None, **base)
         replaced = next((a for a in answers if isinstance(a, str)), None)
         if replaced is not None:
             return replaced
     return text
+
+
+def post_tool_fields(content: str, is_error: bool, blocked: bool, seconds: float
+                     ) -> dict[str, Any]:
+    """What Hermes' ``post_tool_call`` receives about a call's end, from a hermes-core outcome:
+    ``result`` (the text the model reads), ``duration_ms``, ``status`` (``ok``, ``error`` or
+    ``blocked``), ``error_type`` and ``error_message``."""
+    status = "blocked" if blocked else "error" if is_error else "ok"
+    return {"result": content, "duration_ms": int(seconds * 1000), "status": status,
+            "error_type": {"blocked": "plugin_block", "error": "tool_error"}.get(status),
+            "error_message": content if status != "ok" else None}
+
+
+#: the longest skill text a skill tool answers with (a SKILL.md is a page or two)
+SKILL_CHARS = 60_000
+
+
+def skill_tool_name(plugin: str) -> str:
+    """The tool that shows a plugin's skills: ``<plugin>_skill`` in tool-name characters."""
+    return (re.sub(r"[^A-Za-z0-9_]+", "_", plugin).strip("_")[:58] or "hermes") + "_skill"
+
+
+def skill_schema(plugin: str, skills: list[RegisteredSkill]) -> dict[str, Any]:
+    """(description, parameters) of a plugin's skill tool, listing each skill."""
+    listing = "; ".join(f"{s.name}: {s.summary()}" if s.summary() else s.name for s in skills)
+    return {
+        "description": (f"Read one of the skills (procedures) the Hermes plugin {plugin!r} ships, "
+                        f"by name. Skills: {listing}")[:1024],
+        "parameters": {"type": "object", "properties": {"name": {
+            "type": "string", "enum": [s.name for s in skills],
+            "description": "the skill's name"}}, "required": ["name"]},
+    }
+
+
+def skill_text(skills: list[RegisteredSkill], name: str) -> str:
+    """The text of skill ``name``; ``LookupError`` naming the skills there are."""
+    skill = next((s for s in skills if s.name == name), None)
+    if skill is None:
+        raise LookupError(f"no skill {name!r}; the skills are: "
+                          f"{', '.join(s.name for s in skills)}")
+    text = skill.path.read_text(encoding="utf-8", errors="replace")
+    return text if len(text) <= SKILL_CHARS else (
+        text[:SKILL_CHARS] + f"\n[... {len(text) - SKILL_CHARS} more characters not shown]")
 
 
 def result_text(value: Any) -> str:

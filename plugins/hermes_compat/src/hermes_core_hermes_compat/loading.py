@@ -25,7 +25,7 @@ from typing import Any
 
 from . import calls, shims
 from .discovery import HermesCandidate
-from .general import Registered, RegisteredTool
+from .general import Registered, RegisteredCommand, RegisteredSkill, RegisteredTool
 
 __all__ = ["NEEDS_HERMES", "HermesLoadError", "Loaded", "load"]
 
@@ -56,8 +56,10 @@ class Loaded:
     engines: list[Any] = field(default_factory=list)
     #: hooks, tools and commands (:mod:`.general`)
     registered: Registered = field(default_factory=Registered)
-    #: registrations skipped: ``register_skill``, ``register_middleware``, ...
+    #: registrations skipped: ``register_middleware``, ...
     unsupported: list[str] = field(default_factory=list)
+    #: registrations refused for bad input (``ctx.register_skill('x', ...): why``); the rest runs
+    refused: list[str] = field(default_factory=list)
 
 
 class _Manifest:
@@ -103,11 +105,38 @@ class _Collector:
 
     def register_command(self, name: str, handler: Any = None, description: str = "",
                          args_hint: str = "") -> None:
-        self._loaded.registered.commands.append("/" + str(name).strip().lstrip("/"))
+        clean = str(name).lower().strip().lstrip("/").replace(" ", "-")
+        if not clean or not callable(handler):  # Hermes warns and skips it too
+            self._loaded.unsupported.append("register_command (no name or handler)")
+            return
+        self._loaded.registered.commands.append(RegisteredCommand(
+            "slash", clean, str(description or args_hint or ""), handler=handler))
 
     def register_cli_command(self, name: str, help: str = "", setup_fn: Any = None,
                              handler_fn: Any = None, description: str = "") -> None:
-        self._loaded.registered.commands.append(f"hermes {name}")
+        if not str(name).strip() or not (callable(setup_fn) or callable(handler_fn)):
+            self._loaded.unsupported.append("register_cli_command (no name or callable)")
+            return
+        self._loaded.registered.commands.append(RegisteredCommand(
+            "cli", str(name).strip(), str(help or description or ""),
+            handler=handler_fn if callable(handler_fn) else None,
+            setup_fn=setup_fn if callable(setup_fn) else None))
+
+    def register_skill(self, name: str, path: Any, description: str = "") -> None:
+        """Kept as Hermes does (a read-only skill loaded only on request). A bad name or a
+        missing file, which Hermes raises for, is refused and named; the rest of the plugin
+        still runs."""
+        clean = str(name)
+        where = Path(str(path))
+        if not clean or not re.fullmatch(r"[A-Za-z0-9_-]+", clean):
+            why = "the name must match [a-zA-Z0-9_-]+"
+        elif not where.is_file():
+            why = f"SKILL.md not found at {where}"
+        else:
+            self._loaded.registered.skills.append(RegisteredSkill(clean, where,
+                                                                  str(description or "")))
+            return
+        self._loaded.refused.append(f"ctx.register_skill({clean!r}, ...): {why}")
 
     def inject_message(self, content: str, role: str = "user") -> bool:
         """Hermes answers False where it has no interactive CLI to queue into (its gateway);
@@ -239,10 +268,11 @@ def _register(candidate: HermesCandidate, target: Any) -> Loaded:
             f"{candidate.where}: register(ctx) raised {type(exc).__name__}: {exc}",
             fix="report the error to the plugin's author") from exc
     if not loaded.providers and not loaded.engines and not loaded.registered:
-        skipped = loaded.unsupported + loaded.registered.commands
+        skipped = loaded.unsupported
         extra = (f" (it registered only {', '.join(skipped)}, which hermes-core does not "
                  "run)") if skipped else ""
         raise HermesLoadError(
-            f"{candidate.where} registered no memory provider, context engine, hook or tool"
+            f"{candidate.where} registered no memory provider, context engine, hook, tool or "
+            "command"
             f"{extra}", fix="hermes-core cannot run it; uninstall it or leave it unselected")
     return loaded

@@ -13,6 +13,7 @@ failure seen by a server or an earlier run is named by a later ``doctor`` too.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
@@ -23,8 +24,9 @@ from typing import Any
 from hermes_core.atomic import atomic_write
 
 from . import calls
+from .convert import tool_spec
 from .discovery import HermesCandidate, discover
-from .general import DELIVERED, unmapped_hooks
+from .general import DELIVERED, skill_tool_name, unmapped_hooks
 from .loading import HermesLoadError, load
 from .settings import missing_secrets
 
@@ -56,6 +58,10 @@ class PluginStatus:
     hooks: list[str] = field(default_factory=list)
     #: Hermes hooks (with the reason) and commands it registered that are not delivered
     unmapped: list[str] = field(default_factory=list)
+    #: its ``ctx.register_skill`` skills (shown by the tool ``<plugin>_skill``)
+    skills: list[str] = field(default_factory=list)
+    #: its slash and CLI commands, as hermes-core runs them (``hermes-core hermes NAME``)
+    commands: list[str] = field(default_factory=list)
     #: tools it registered with ``ctx.register_tool``
     tools: list[str] = field(default_factory=list)
 
@@ -78,9 +84,12 @@ def status_of(candidate: HermesCandidate, home: Path) -> PluginStatus:
     out.skipped = list(loaded.unsupported)
     registered = loaded.registered
     out.hooks = [name for name in registered.hooks if name in DELIVERED]
-    out.unmapped = unmapped_hooks(registered) + [
-        f"{command} (command: hermes-core has no counterpart)" for command in registered.commands]
+    out.unmapped = unmapped_hooks(registered) + [f"{r} (refused)" for r in loaded.refused]
+    out.commands = [spelled(c.kind, c.name) for c in registered.commands]
     out.tools = [tool.name for tool in registered.tools]
+    if registered.skills:
+        out.tools.append(skill_tool_name(candidate.plugin))
+        out.skills = [skill.name for skill in registered.skills]
     if loaded.engines and not loaded.providers:
         out.kind = "context-engine"
         out.detail = f"context engine: select it with hermes-core config set context.engine {candidate.name}"
@@ -92,6 +101,16 @@ def status_of(candidate: HermesCandidate, home: Path) -> PluginStatus:
                       "to run them")
         return out
     provider = loaded.providers[0]
+    # a register_tool of a name its provider offers is the provider's tool (see get_tools)
+    own = set()
+    try:
+        with calls.in_home(calls.hermes_home_for(home, candidate.plugin, None)):
+            for schema in provider.get_tool_schemas() or []:
+                with contextlib.suppress(ValueError, TypeError):
+                    own.add(tool_spec(schema)[0])
+    except Exception:
+        own = set()
+    out.tools = [tool for tool in out.tools if tool not in own]
     method = "is_available"
     try:
         with calls.in_home(calls.hermes_home_for(home, candidate.plugin, None)):
@@ -119,8 +138,28 @@ def status_of(candidate: HermesCandidate, home: Path) -> PluginStatus:
     return out
 
 
+def spelled(kind: str, name: str) -> str:
+    """How hermes-core runs a Hermes command (see :mod:`.hermes_commands`)."""
+    return f"hermes-core hermes slash {name}" if kind == "slash" else f"hermes-core hermes {name}"
+
+
 def statuses(home: Path) -> list[PluginStatus]:
-    return [status_of(c, home) for c in discover(home)]
+    """Every plugin's status; a command whose name is the ``hermes`` group's own or another
+    plugin's is moved from ``commands`` to ``unmapped``, refused, naming both."""
+    from .commands import hermes_group
+
+    found = [status_of(c, home) for c in discover(home)]
+    owners: dict[str, list[str]] = {
+        spelled("cli", name): ["hermes-core itself"] for name in hermes_group.commands}
+    for s in found:
+        for command in s.commands:
+            owners.setdefault(command, []).append(f"Hermes plugin {s.plugin!r}")
+    for s in found:
+        clashing = [c for c in s.commands if len(owners[c]) > 1]
+        s.commands = [c for c in s.commands if c not in clashing]
+        s.unmapped += [f"{c} (command refused: the name is claimed by "
+                       f"{' and by '.join(owners[c])})" for c in clashing]
+    return found
 
 
 def _failure_file(home: Path, plugin: str) -> Path:

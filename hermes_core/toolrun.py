@@ -178,7 +178,7 @@ class ToolRouter:
             outcome = ToolOutcome(call, plugin, f"Error: the plugin {by!r} blocked this call of "
                                   f"{call.name!r}: {reason}", True, 0.0, parallel, blocked_by=by)
         else:
-            outcome = self._invoke(tool, plugin, call, session, parallel, turn)
+            outcome = self._invoke(tool, plugin, call, session, parallel, turn, here)
         if self.hooks is not None:
             self.hooks.on_post_tool_call(call=call, session=session, outcome=outcome)
         return outcome
@@ -194,7 +194,7 @@ class ToolRouter:
         return None
 
     def _invoke(self, tool: Tool, plugin: str, call: ToolCall, session: Session | None,
-                parallel: bool, turn: TurnContext | None) -> ToolOutcome:
+                parallel: bool, turn: TurnContext | None, here: bool) -> ToolOutcome:
         start = time.perf_counter()
         if turn is not None:  # a token of its own, cancelled with the turn or at the deadline
             turn = dataclasses.replace(turn, cancel=turn.cancel.child())

@@ -47,6 +47,7 @@ waited call, so the wrappers still see the inner results.
 from __future__ import annotations
 
 import contextvars
+import functools
 import threading
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
@@ -206,26 +207,34 @@ class HookCallEngine(ProblemLog):
 
     def _queue(self, caller: pluggy.HookCaller, prepared: _Prepared, kwargs: Mapping[str, Any],
                firstresult: bool, later: Later) -> None:
-        """Hand a call to the lanes without waiting (see the module doc)."""
+        """Hand a call to the conversation's dispatcher without waiting (see the module doc):
+        the caller's thread pays one append; :meth:`_expand` runs on the dispatcher."""
         ticket = later.backlog.open(later.label, later.kind)
-        if ticket is None:
-            return
+        if ticket is not None:
+            later.backlog.defer(ticket, functools.partial(
+                self._expand, caller.name, prepared, kwargs, firstresult, later, ticket),
+                self.lanes.runners)
+
+    def _expand(self, hook: str, prepared: _Prepared, kwargs: Mapping[str, Any],
+                firstresult: bool, later: Later, ticket: _Ticket) -> None:
+        """Turn a queued call into one part per implementation, in pluggy's order, on the
+        backlog's dispatcher (pluggy's executor and its monitoring see the call here)."""
         wrappers = [i for i in prepared.impls if i.wrapper or i.hookwrapper]
         shard = shard_of(later.backlog.key or conversation_of(kwargs), self.lanes.shards)
         queued = _Queued(later, ticket, kwargs, prepared.batch is not None, shard,
-                         self._timeout_of(caller.name))
+                         self._timeout_of(hook))
         try:
             if wrappers:  # pluggy runs the last registered wrapper outermost
                 lane = self._lane(wrappers[-1].plugin_name, prepared.purpose, kwargs, later)
                 if lane is not None:
-                    hook, impls = caller.name, prepared.impls
+                    impls = prepared.impls
                     later.backlog.put(ticket, lane, lambda: self._run_queued_whole(
                         hook, impls, kwargs, firstresult))
                     return
             previous = getattr(self._local, "queued", None)
             self._local.queued = queued
             try:
-                self.pm._hookexec(caller.name, prepared.impls, kwargs, firstresult)
+                self.pm._hookexec(hook, prepared.impls, kwargs, firstresult)
             finally:
                 self._local.queued = previous
             if queued.parts:

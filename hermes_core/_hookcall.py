@@ -32,13 +32,15 @@ that adds what pluggy does not do:
 A wrapper's two parts (before and after its ``yield``) each run on its plugin's lane under the
 hook's deadline; a part that is late makes the wrapper transparent for that call.
 
-**Queued calls** (``host.hooks.later``, ``later=`` here) do not wait: pluggy's executor runs on the
-caller's thread as usual, in pluggy's order, but each implementation is queued on its plugin's
-lane for the conversation (:meth:`Lane.submit`) and counted on the conversation's
-:class:`~._backlog.Backlog`; its outcome is reported when it has run, as a waited call's would be.
-As for a waited call, the implementations whose lanes are idle are claimed and run one after the
-other on one runner thread; a call queued while that runner still holds its lanes joins it (a
-turn's ``sync_turn`` and ``queue_prefetch`` cost one hand-off together, see
+**Queued calls** (``host.hooks.later``, ``later=`` here) do not wait: the caller's thread only
+opens the call's ticket and appends one closure with the hook's arguments to the conversation's
+:class:`~._backlog.Backlog` (:meth:`~._backlog.Backlog.defer`). The backlog's one dispatcher
+(a runner thread) expands the calls in the order they came: pluggy's executor runs there, in
+pluggy's order, and each implementation becomes a part queued on its plugin's lane for the
+conversation; its outcome is reported when it has run, as a waited call's would be. The
+implementations whose lanes are idle are claimed and run by the dispatcher itself, one after the
+other; a call expanded while it still holds their lanes joins it (a turn's ``sync_turn`` and
+``queue_prefetch`` cost the turn one hand-off together, see
 :meth:`~._backlog.Backlog.put_batch`); a late one sends the rest to their lanes.
 A call with wrappers is queued whole, on the outermost wrapper's lane, and runs there as a
 waited call, so the wrappers still see the inner results.

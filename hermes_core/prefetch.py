@@ -3,9 +3,11 @@
 Hermes joined each provider's prefetch thread for up to 8 s on the turn's critical path and left
 the thread running when it timed out. Here each provider's ``prefetch`` runs on its own lane of
 the kernel's one executor (a :class:`~._lanes.Lane` of this runner's: a daemon thread created on
-first use that runs that provider's calls one at a time). A turn hands the query to every idle
-lane and waits until all have answered or the deadline (``memory.prefetch_timeout``, 0.3 s by
-default) passes, whichever comes first. Then:
+first use that runs that provider's calls one at a time). A turn hands its idle providers to one
+runner thread of the executor, which calls them one after the other (one hand-off, not one per
+provider); when one of them takes longer than :data:`SOLO_SECONDS`, the ones not started yet go
+to their own lanes and answer side by side. The turn waits until all have answered or the
+deadline (``memory.prefetch_timeout``, 0.3 s by default) passes, whichever comes first. Then:
 
 * a provider that answered in time contributes its answer (``fresh``);
 * a provider that is late, or still busy with an earlier call, contributes the last answer it

@@ -20,6 +20,7 @@ import logging
 import threading
 import time
 import weakref
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -146,6 +147,23 @@ class _Group:
             return rest
 
 
+class _Dispatcher:
+    """The one thread that expands a backlog's queued calls into parts, in the order they were
+    queued, and runs the group it made (see :meth:`Backlog.defer`)."""
+
+    __slots__ = ("group", "index", "part", "run")
+
+    def __init__(self, run: bool) -> None:
+        self.group: _Group | None = None  #: the group this thread runs itself
+        self.index = 0  #: the index of the group's next part
+        self.part: _Part | None = None  #: the part it runs now
+        self.run = run  #: False: it only expands (the runners are closed), parts go to lanes
+
+
+#: the dispatcher running on this thread, and its backlog
+_here = threading.local()
+
+
 @dataclass(slots=True)
 class DrainReport:
     """How a drain went."""
@@ -185,6 +203,11 @@ class Backlog:
         self._waiting: list[_Part] = []  # queued on a lane, not started, still awaited
         self._seq = 0
         self._group: _Group | None = None  # the last group handed to a runner
+        #: queued calls not expanded into parts yet, in order, and the thread expanding them
+        self._deferred: deque[tuple[contextvars.Context, Callable[[], None]]] = deque()
+        self._dispatcher: _Dispatcher | None = None
+        self._runners: Runners | None = None
+        self._expanding = 0  # calls being expanded now
         self.completed = 0  #: queued calls that finished (every plugin's part of them)
         self.closed = False
         with _live_lock:
@@ -236,10 +259,98 @@ class Backlog:
             if group.parts:
                 with self._cond:
                     self._group = group
-                if not runners.submit(functools.partial(self._run_group, group)):
+                here: _Dispatcher | None = getattr(_here, "dispatcher", None)
+                if (here is not None and getattr(_here, "backlog", None) is self and here.run
+                        and (here.group is None or here.group.finished)):
+                    here.group, here.index = group, 0  # the dispatcher runs it next
+                elif not runners.submit(functools.partial(self._run_group, group)):
                     self._reroute(group.abandon())
         for part in rest:
             self._to_lane(part)
+
+    def defer(self, ticket: _Ticket, expand: Callable[[], None], runners: Runners) -> None:
+        """Hand a queued call to this backlog's dispatcher: ``expand`` (run in the caller's
+        context) turns it into its parts (:meth:`put`, :meth:`put_batch`) and seals ``ticket``.
+
+        The caller's thread pays one append, and one hand-off when no dispatcher is active. The
+        dispatcher expands the calls one at a time in the order they came, so each plugin still
+        gets its parts in order, and runs the group its expansion claimed itself (the calls
+        expanded between two of its parts join that group, as :meth:`put_batch` describes). A
+        dispatcher stuck in a part past its deadline is replaced by a new one for the calls
+        queued since; the late one only finishes its part."""
+        context = contextvars.copy_context()
+        self._runners = runners
+        self._sweep()
+        with self._cond:
+            self._deferred.append((context, expand))
+            current = self._dispatcher
+            if current is not None and not (current.part is not None and current.part.counted):
+                return  # it expands this call after what it does now
+        self._kick(runners)
+
+    def _kick(self, runners: Runners) -> None:
+        """Start a dispatcher for the deferred calls when none is active (or the active one is
+        stuck in a late part)."""
+        with self._cond:
+            current = self._dispatcher
+            if not self._deferred or (current is not None and not (
+                    current.part is not None and current.part.counted)):
+                return
+            dispatcher = self._dispatcher = _Dispatcher(run=True)
+        if not runners.submit(functools.partial(self._dispatch, dispatcher)):
+            # the runners are closed: expand here, each part to its own lane
+            dispatcher.run = False
+            self._dispatch(dispatcher)
+
+    def _dispatch(self, me: _Dispatcher) -> None:
+        """A dispatcher's job: expand the deferred calls, run the group they claimed."""
+        _here.dispatcher, _here.backlog = me, self
+        try:
+            while True:
+                self._expand(me)
+                group = me.group
+                part = group.next(me.index) if group is not None else None
+                if group is None or part is None:
+                    with self._cond:
+                        if self._dispatcher is not me:
+                            return
+                        if not self._deferred:
+                            self._dispatcher = None
+                            return
+                    me.group = None
+                    continue
+                me.part = part
+                try:
+                    self._run(part)
+                finally:
+                    me.part = None
+                    self._expand(me)  # before its lane is released: later calls join the group
+                    release, first = group.ran(me.index)
+                    if release:
+                        self._reroute({part.lane: first})
+                me.index += 1
+        finally:
+            _here.dispatcher = _here.backlog = None
+
+    def _expand(self, me: _Dispatcher) -> None:
+        """Expand the deferred calls, oldest first, while ``me`` is the dispatcher."""
+        while True:
+            with self._cond:
+                if self._dispatcher is not me or not self._deferred:
+                    return
+                context, expand = self._deferred.popleft()
+                self._expanding += 1
+            try:
+                context.run(expand)
+            finally:
+                with self._cond:
+                    self._expanding -= 1
+                    if not self._deferred and not self._expanding:
+                        self._cond.notify_all()
+
+    def _expanded(self, timeout: float) -> bool:
+        """Wait until no queued call waits to be expanded; False if ``timeout`` passed first."""
+        return self._wait(lambda: not self._deferred and not self._expanding, timeout)
 
     def _register(self, parts: list[_Part]) -> None:
         """Count parts on their ticket and await them (until they run, are late or are behind a
@@ -350,6 +461,8 @@ class Backlog:
             self._count(part)
             if part.on_late is not None:
                 part.on_late("queued")
+        if late and self._runners is not None:
+            self._kick(self._runners)  # the dispatcher may be the one stuck in a late part
         return min(due, default=None)
 
     def _wait(self, done: Callable[[], bool], timeout: float | None) -> bool:
@@ -405,6 +518,15 @@ class Backlog:
             log.debug("dropped %d queued prefetch call(s) at shutdown", len(skipped))
         status: DrainStatus = "timed_out" if not finished else ("drained" if busy else "idle")
         return DrainReport(status, seconds, [t.label for t in skipped], abandoned)
+
+
+def expand_all(timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds until every open backlog's queued calls are expanded into
+    parts on their lanes (before the lanes are drained and closed); False if some are not."""
+    deadline = time.monotonic() + timeout
+    with _live_lock:
+        backlogs = list(_live)
+    return all(b._expanded(max(0.0, deadline - time.monotonic())) for b in backlogs)
 
 
 def drain_all(timeout: float | None = None) -> list[DrainReport]:

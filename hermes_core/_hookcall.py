@@ -32,13 +32,15 @@ that adds what pluggy does not do:
 A wrapper's two parts (before and after its ``yield``) each run on its plugin's lane under the
 hook's deadline; a part that is late makes the wrapper transparent for that call.
 
-**Queued calls** (``host.hooks.later``, ``later=`` here) do not wait: pluggy's executor runs on the
-caller's thread as usual, in pluggy's order, but each implementation is queued on its plugin's
-lane for the conversation (:meth:`Lane.submit`) and counted on the conversation's
-:class:`~._backlog.Backlog`; its outcome is reported when it has run, as a waited call's would be.
-As for a waited call, the implementations whose lanes are idle are claimed and run one after the
-other on one runner thread; a call queued while that runner still holds its lanes joins it (a
-turn's ``sync_turn`` and ``queue_prefetch`` cost one hand-off together, see
+**Queued calls** (``host.hooks.later``, ``later=`` here) do not wait: the caller's thread only
+opens the call's ticket and appends one closure with the hook's arguments to the conversation's
+:class:`~._backlog.Backlog` (:meth:`~._backlog.Backlog.defer`). The backlog's one dispatcher
+(a runner thread) expands the calls in the order they came: pluggy's executor runs there, in
+pluggy's order, and each implementation becomes a part queued on its plugin's lane for the
+conversation; its outcome is reported when it has run, as a waited call's would be. The
+implementations whose lanes are idle are claimed and run by the dispatcher itself, one after the
+other; a call expanded while it still holds their lanes joins it (a turn's ``sync_turn`` and
+``queue_prefetch`` cost the turn one hand-off together, see
 :meth:`~._backlog.Backlog.put_batch`); a late one sends the rest to their lanes.
 A call with wrappers is queued whole, on the outermost wrapper's lane, and runs there as a
 waited call, so the wrappers still see the inner results.
@@ -47,6 +49,7 @@ waited call, so the wrappers still see the inner results.
 from __future__ import annotations
 
 import contextvars
+import functools
 import threading
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
@@ -206,26 +209,34 @@ class HookCallEngine(ProblemLog):
 
     def _queue(self, caller: pluggy.HookCaller, prepared: _Prepared, kwargs: Mapping[str, Any],
                firstresult: bool, later: Later) -> None:
-        """Hand a call to the lanes without waiting (see the module doc)."""
+        """Hand a call to the conversation's dispatcher without waiting (see the module doc):
+        the caller's thread pays one append; :meth:`_expand` runs on the dispatcher."""
         ticket = later.backlog.open(later.label, later.kind)
-        if ticket is None:
-            return
+        if ticket is not None:
+            later.backlog.defer(ticket, functools.partial(
+                self._expand, caller.name, prepared, kwargs, firstresult, later, ticket),
+                self.lanes.runners)
+
+    def _expand(self, hook: str, prepared: _Prepared, kwargs: Mapping[str, Any],
+                firstresult: bool, later: Later, ticket: _Ticket) -> None:
+        """Turn a queued call into one part per implementation, in pluggy's order, on the
+        backlog's dispatcher (pluggy's executor and its monitoring see the call here)."""
         wrappers = [i for i in prepared.impls if i.wrapper or i.hookwrapper]
         shard = shard_of(later.backlog.key or conversation_of(kwargs), self.lanes.shards)
         queued = _Queued(later, ticket, kwargs, prepared.batch is not None, shard,
-                         self._timeout_of(caller.name))
+                         self._timeout_of(hook))
         try:
             if wrappers:  # pluggy runs the last registered wrapper outermost
                 lane = self._lane(wrappers[-1].plugin_name, prepared.purpose, kwargs, later)
                 if lane is not None:
-                    hook, impls = caller.name, prepared.impls
+                    impls = prepared.impls
                     later.backlog.put(ticket, lane, lambda: self._run_queued_whole(
                         hook, impls, kwargs, firstresult))
                     return
             previous = getattr(self._local, "queued", None)
             self._local.queued = queued
             try:
-                self.pm._hookexec(caller.name, prepared.impls, kwargs, firstresult)
+                self.pm._hookexec(hook, prepared.impls, kwargs, firstresult)
             finally:
                 self._local.queued = previous
             if queued.parts:

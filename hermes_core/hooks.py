@@ -19,12 +19,13 @@ once; the conversation's :class:`~hermes_core._lanes.Backlog` flushes and drains
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pluggy
 
-from ._backlog import Backlog, TaskKind
+from ._backlog import Backlog, TaskKind, expand_all
 from ._hookcall import Check, HookCallEngine, HookOutcome, HookProblem, Later, OutcomeStatus
 from ._lanes import LaneSet
 from .types import CompressionResult, Message, Session
@@ -285,8 +286,11 @@ class Hooks:
         return [n for n in names if only is None or n == only]
 
     def drain(self, timeout: float) -> list[str]:
-        """Wait for late calls still on the plugins' lanes; return the lanes still busy."""
-        return self.engine.lanes.drain(timeout)
+        """Wait for late calls still on the plugins' lanes (queued calls first reach theirs);
+        return the lanes still busy."""
+        deadline = time.monotonic() + timeout
+        expand_all(timeout)
+        return self.engine.lanes.drain(max(0.0, deadline - time.monotonic()))
 
     def close(self) -> None:
         self.later.backlog.drain(0)  # the lanes were drained before: nothing is left to wait for

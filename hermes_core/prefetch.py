@@ -3,9 +3,11 @@
 Hermes joined each provider's prefetch thread for up to 8 s on the turn's critical path and left
 the thread running when it timed out. Here each provider's ``prefetch`` runs on its own lane of
 the kernel's one executor (a :class:`~._lanes.Lane` of this runner's: a daemon thread created on
-first use that runs that provider's calls one at a time). A turn hands the query to every idle
-lane and waits until all have answered or the deadline (``memory.prefetch_timeout``, 0.3 s by
-default) passes, whichever comes first. Then:
+first use that runs that provider's calls one at a time). A turn hands its idle providers to one
+runner thread of the executor, which calls them one after the other (one hand-off, not one per
+provider); when one of them takes longer than :data:`SOLO_SECONDS`, the ones not started yet go
+to their own lanes and answer side by side. The turn waits until all have answered or the
+deadline (``memory.prefetch_timeout``, 0.3 s by default) passes, whichever comes first. Then:
 
 * a provider that answered in time contributes its answer (``fresh``);
 * a provider that is late, or still busy with an earlier call, contributes the last answer it
@@ -53,16 +55,24 @@ class PrefetchResult:
     error: str | None = None
 
 
+#: how long one provider may run on the shared runner before the providers after it are handed
+#: to their own lanes (in-process providers answer in microseconds; one doing I/O does not)
+SOLO_SECONDS = 0.02
+
+
 class _Batch:
     """The answers of one turn's prefetch, filled in by the lanes."""
 
-    __slots__ = ("done", "lock", "pending", "results")
+    __slots__ = ("current", "done", "lock", "pending", "results", "since", "taken")
 
     def __init__(self, pending: int) -> None:
         self.lock = threading.Lock()
         self.pending = pending
         self.done = threading.Event()
         self.results: dict[str, tuple[str, float, str | None]] = {}
+        self.current: _Lane | None = None  #: the provider the runner calls now
+        self.since = 0.0  #: when that call started
+        self.taken = False  #: the caller sent the providers not started yet to their lanes
 
     def deliver(self, plugin: str, text: str, seconds: float, error: str | None) -> None:
         with self.lock:
@@ -82,17 +92,18 @@ class _Lane:
         self._runner = runner
         self._lane = lane
 
+    def call(self, query: str, session: Session, batch: _Batch) -> None:
+        """Run this provider's prefetch here and deliver its answer."""
+        start = time.perf_counter()
+        outcomes = self._runner.host.hooks.prefetch(query=query, session=session,
+                                                    only=self.plugin)
+        self._answer(outcomes, time.perf_counter() - start, batch)
+
     def submit(self, query: str, session: Session, batch: _Batch) -> None:
         self.busy = True
         context = contextvars.copy_context()  # the call runs in the turn's context
-
-        def call() -> None:
-            start = time.perf_counter()
-            outcomes = self._runner.host.hooks.prefetch(query=query, session=session,
-                                                        only=self.plugin)
-            self._answer(outcomes, time.perf_counter() - start, batch)
-
-        if not self._lane.submit(lambda: context.run(call), "prefetch"):
+        if not self._lane.submit(lambda: context.run(self.call, query, session, batch),
+                                 "prefetch"):
             self.busy = False
             batch.deliver(self.plugin, "", 0.0, "the prefetch lane is closed")
 
@@ -146,8 +157,11 @@ class PrefetchRunner:
                     idle.append(lane)
         batch = _Batch(len(idle))
         deadline = time.perf_counter() + self.timeout
-        for lane in idle:
-            lane.submit(query, session, batch)
+        if len(idle) > 1:
+            self._run_together(idle, query, session, batch, deadline)
+        else:
+            for lane in idle:
+                lane.submit(query, session, batch)
         if idle:
             batch.done.wait(max(0.0, deadline - time.perf_counter()))
         out: list[PrefetchResult] = []
@@ -169,6 +183,47 @@ class PrefetchRunner:
                                         deadline=self.timeout, setting="memory.prefetch_timeout",
                                         query=query, session=session)
         return out
+
+    def _run_together(self, idle: list[_Lane], query: str, session: Session, batch: _Batch,
+                      deadline: float) -> None:
+        """The idle providers one after the other on one runner of the kernel's executor (one
+        hand-off instead of one per provider). When one of them runs longer than
+        :data:`SOLO_SECONDS`, the caller hands the ones not started yet to their own lanes, so
+        they still answer side by side under the shared deadline; the slow one goes on where it
+        is, its provider busy until it answers."""
+        with self.lock:
+            for lane in idle:
+                lane.busy = True
+        context = contextvars.copy_context()  # the calls run in the turn's context
+
+        def job() -> None:
+            for lane in idle:
+                with batch.lock:
+                    if batch.taken:
+                        return
+                    batch.current, batch.since = lane, time.perf_counter()
+                context.run(lane.call, query, session, batch)
+            with batch.lock:
+                batch.current = None
+
+        if not self.host.hooks.engine.lanes.runners.submit(job):  # closed: lane by lane
+            batch.taken = True
+        while not batch.taken:
+            with batch.lock:
+                current, since = batch.current, batch.since
+            wait = SOLO_SECONDS if current is None else since + SOLO_SECONDS - time.perf_counter()
+            wait = min(wait, deadline - time.perf_counter())
+            if batch.done.wait(max(0.0, wait)) or time.perf_counter() >= deadline:
+                return
+            with batch.lock:
+                if batch.current is current and batch.since == since and current is not None:
+                    batch.taken = True
+        with batch.lock:  # the runner starts no other provider now: the rest go to their lanes
+            started = batch.current
+            rest = idle[idle.index(started) + 1:] if started is not None else [
+                lane for lane in idle if lane.plugin not in batch.results]
+        for lane in rest:
+            lane.submit(query, session, batch)
 
     def forget(self) -> None:
         """Drop every provider's last answer (a new conversation must not see the old recall)."""

@@ -242,6 +242,9 @@ class LayerCase:
     layer: Callable[[str], Any]
     direct: Callable[[str], tuple[Callable[[], Any], Callable[[Callable[[str], None]], Any]]]
     history: list[Message]
+    #: ``own_work(base_url)`` returns a function doing the layer's own work of one call without
+    #: the network (converting the request, mapping a recorded answer back); optional
+    own_work: Callable[[str], Callable[[], Any]] | None = None
 
 
 def _first_delta_ms(stream: Callable[[Callable[[str], None]], Any]) -> float:
@@ -254,26 +257,47 @@ def _first_delta_ms(stream: Callable[[Callable[[str], None]], Any]) -> float:
 
 def client_layer(case: LayerCase, calls: int) -> dict[str, float]:
     """Medians (ms) of one call and of the time to the first streamed delta, through the client
-    and with the SDK directly, alternated A B A B after 20 warm-up rounds."""
-    times: dict[str, list[float]] = {"layer": [], "direct": [], "layer_ttft": [], "direct_ttft": []}
+    and with the SDK directly, alternated A B A B after 20 warm-up rounds; ``*_diff`` are the
+    medians of the paired differences (each A minus the B next to it), steadier on a busy
+    machine than the difference of the medians; ``own`` the layer's own work without the
+    network (when the case gives it)."""
+    times: dict[str, list[float]] = {"layer": [], "direct": [], "layer_ttft": [], "direct_ttft": [],
+                                     "diff": [], "ttft_diff": [], "own": []}
     with case.server() as server:
         client = case.layer(server.base_url)
         call, stream = case.direct(server.base_url)
         send = functools.partial(client.respond, system="You are terse.", messages=case.history,
                                  max_tokens=64)
         for i in range(calls + 20):
-            for label, fn in (("layer", send), ("direct", call)):
+            pair = []
+            for label, fn in (("layer", send), ("direct", call)) if i % 2 else (
+                    ("direct", call), ("layer", send)):
                 start = time.perf_counter()
                 fn()
-                if i >= 20:
-                    times[label].append((time.perf_counter() - start) * 1000)
-            layer_ttft = _first_delta_ms(lambda on_text: send(on_text=on_text))
-            direct_ttft = _first_delta_ms(stream)
+                pair.append((label, (time.perf_counter() - start) * 1000))
+            if i % 2:
+                layer_ttft = _first_delta_ms(lambda on_text: send(on_text=on_text))
+                direct_ttft = _first_delta_ms(stream)
+            else:
+                direct_ttft = _first_delta_ms(stream)
+                layer_ttft = _first_delta_ms(lambda on_text: send(on_text=on_text))
             if i >= 20:
+                took = dict(pair)
+                for label, ms in took.items():
+                    times[label].append(ms)
+                times["diff"].append(took["layer"] - took["direct"])
                 times["layer_ttft"].append(layer_ttft)
                 times["direct_ttft"].append(direct_ttft)
+                times["ttft_diff"].append(layer_ttft - direct_ttft)
+        if case.own_work is not None:
+            work = case.own_work(server.base_url)
+            for i in range(calls * 10 + 100):
+                start = time.perf_counter()
+                work()
+                if i >= 100:
+                    times["own"].append((time.perf_counter() - start) * 1000)
         client.close()
-    return {k: statistics.median(v) for k, v in times.items()}
+    return {k: statistics.median(v) if v else float("nan") for k, v in times.items()}
 
 
 def anthropic_case() -> LayerCase:
@@ -304,18 +328,36 @@ def anthropic_case() -> LayerCase:
 
         return (lambda: sdk.messages.create(**request)), stream
 
+    def own_work(url: str) -> Callable[[], Any]:
+        from hermes_core.plugins.llm.anthropic.client import to_response
+
+        client = layer(url)
+        sdk = anthropic.Anthropic(api_key="k", base_url=url, max_retries=0)
+        recorded = sdk.messages.create(**client.build_request(
+            system="You are terse.", messages=history, max_tokens=64))
+
+        def work() -> Any:
+            client.build_request(system="You are terse.", messages=history, max_tokens=64)
+            return to_response(recorded)
+
+        return work
+
     return LayerCase("anthropic", lambda: MessagesAPIServer(lambda body: answer), layer, direct,
-                     history)
+                     history, own_work)
 
 
 def report_layer(case: LayerCase, calls: int) -> None:
     m = client_layer(case, calls)
     report(f"{case.name}: one call through the client (median)", m["layer"], "ms")
     report(f"{case.name}: the same request, SDK directly (median)", m["direct"], "ms")
-    report(f"  {case.name} client layer per call", m["layer"] - m["direct"], "ms", TARGET_LAYER_MS)
+    report(f"  {case.name} client layer per call (median of A-B pairs)", m["diff"], "ms",
+           TARGET_LAYER_MS)
+    if m["own"] == m["own"]:  # measured
+        report(f"  {case.name} layer's own work, no network (median)", m["own"], "ms",
+               TARGET_LAYER_MS)
     report(f"{case.name}: first streamed token, through the client", m["layer_ttft"], "ms")
     report(f"{case.name}: first streamed token, SDK directly", m["direct_ttft"], "ms")
-    report(f"  {case.name} added to the first token", m["layer_ttft"] - m["direct_ttft"], "ms",
+    report(f"  {case.name} added to the first token (median of A-B pairs)", m["ttft_diff"], "ms",
            TARGET_FIRST_TOKEN_MS)
 
 

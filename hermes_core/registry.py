@@ -30,6 +30,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "tool": ("register_tools", "tool"),
     "platform": ("register_platforms", "platform"),
     "embedder": ("register_embedders", "embedder"),
+    "llm-client": ("register_llm_clients", "model client"),
 }
 
 
@@ -131,6 +132,7 @@ class Registries:
     tools: Registry[Tool] = field(default_factory=lambda: Registry("tool"))
     platforms: Registry[type] = field(default_factory=lambda: Registry("platform"))
     embedders: Registry[type] = field(default_factory=lambda: Registry("embedder"))
+    llm_clients: Registry[type] = field(default_factory=lambda: Registry("llm-client"))
 
     def by_kind(self, kind: str) -> Registry[Any]:
         registries: dict[str, Registry[Any]] = {
@@ -139,6 +141,7 @@ class Registries:
             "tool": self.tools,
             "platform": self.platforms,
             "embedder": self.embedders,
+            "llm-client": self.llm_clients,
         }
         return registries[kind]
 
@@ -146,7 +149,7 @@ class Registries:
         """config section -> (class name, Config model, plugin) for every registered class."""
         out: dict[str, tuple[str, type[BaseModel], str]] = {}
         for registry in (self.memory_providers, self.context_engines, self.platforms,
-                         self.embedders):
+                         self.embedders, self.llm_clients):
             for reg in registry.entries.values():
                 cls = reg.obj
                 section = getattr(cls, "config_section", None) or reg.name
@@ -185,6 +188,11 @@ class Registries:
             ("context.engine", self.context_engines, core.context.engine)]
         selections += [(f"memory.providers[{i}]", self.memory_providers, name)
                        for i, name in enumerate(core.memory.providers)]
+        raw_llm = config.raw.get("llm")
+        if isinstance(raw_llm, dict) and raw_llm.get("client"):  # the default is checked at start
+            selections.append(("llm.client", self.llm_clients, core.llm.client))
+        if core.llm.auxiliary_client:
+            selections.append(("llm.auxiliary_client", self.llm_clients, core.llm.auxiliary_client))
         if core.embeddings.embedder not in ("auto", "none"):  # the two choices of no name
             selections.append(("embeddings.embedder", self.embedders, core.embeddings.embedder))
         checked = set(config.plugin_sections)

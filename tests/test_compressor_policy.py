@@ -186,7 +186,7 @@ def test_default_engine_is_the_compressor_with_its_section(home: Path) -> None:
     engine = host.activate("context-engine", host.config.core.context.engine, config_key="context.engine")
     assert isinstance(engine, Compressor)
     assert engine.settings.threshold == 0.3 and engine.settings.protect_last_n == 8
-    assert engine.llm is None  # no key in this home: the extractive summary will be used
+    assert engine.llm is not None and engine.llm.unavailable()  # no key: the summary falls back
     result = host.pm.hook.compress(messages=build_history(200), focus_topic="tests",
                                    memory_context="", session=None)
     assert "not_configured" in " ".join(result.notices)

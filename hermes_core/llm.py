@@ -49,6 +49,8 @@ __all__ = [
     "build_request",
     "cache_marker",
     "classify_exception",
+    "failure_for_status",
+    "retry_within",
     "run_with_deadline",
     "to_anthropic_messages",
 ]
@@ -324,37 +326,11 @@ class AnthropicLLM:
         on_text: Callable[[str], None] | None,
         total: float,
     ) -> Any:
-        deadline = time.monotonic() + total
         once = client.with_options(max_retries=0)
-        attempt = 0
-        while True:
-            remaining = deadline - time.monotonic()
-            try:
-                if remaining <= 0:
-                    raise TimeoutError(f"no time left of the {total:g} s bound")
-                options: dict[str, Any] = {"timeout": remaining}
-                return run_with_deadline(
-                    functools.partial(_attempt, once, request, on_text, options), remaining
-                )
-            except LLMError as exc:
-                error, wait = exc, _backoff(attempt, exc)
-            except Exception as exc:
-                error, wait = classify_exception(exc), _backoff(attempt, exc)
-            if time.monotonic() >= deadline - 0.01:
-                raise LLMError(
-                    f"the LLM call took longer than its {total:g} s bound, retries included "
-                    f"({attempt + 1} attempt(s)); last problem: {error}",
-                    failure=LLMFailure.TIMEOUT, status=error.status,
-                ) from error
-            if not error.transient or attempt >= self.max_retries:
-                raise error
-            if time.monotonic() + wait >= deadline:
-                raise LLMError(
-                    f"{error} (not retried: the {total:g} s bound leaves no time to wait "
-                    f"{wait:.1f} s and try again)", failure=error.failure, status=error.status,
-                ) from error
-            time.sleep(wait)
-            attempt += 1
+        return retry_within(
+            lambda remaining: _attempt(once, request, on_text, {"timeout": remaining}),
+            total=total, max_retries=self.max_retries, classify=classify_exception,
+        )
 
     def complete(
         self,
@@ -397,6 +373,53 @@ def _attempt(
         raise classify_exception(exc) from exc
 
 
+T = TypeVar("T")
+
+
+def retry_within(
+    attempt: Callable[[float], T],
+    *,
+    total: float,
+    max_retries: int,
+    classify: Callable[[BaseException], LLMError] = classify_exception,
+) -> T:
+    """``attempt(remaining_seconds)`` retried within ``total`` seconds, back-off included.
+
+    Each attempt runs under :func:`run_with_deadline` with the time that is left (an attempt
+    should also bound its own request by it); only transient failures are retried, at most
+    ``max_retries`` times, waiting as :func:`_backoff` says but never past the deadline.
+    ``classify`` turns what an attempt raised into an :class:`LLMError` (a client passes its
+    SDK's classifier). Every model client with a total bound uses this one loop.
+    """
+    deadline = time.monotonic() + total
+    tries = 0
+    while True:
+        remaining = deadline - time.monotonic()
+        try:
+            if remaining <= 0:
+                raise TimeoutError(f"no time left of the {total:g} s bound")
+            return run_with_deadline(functools.partial(attempt, remaining), remaining)
+        except LLMError as exc:
+            error, wait = exc, _backoff(tries, exc)
+        except Exception as exc:
+            error, wait = classify(exc), _backoff(tries, exc)
+        if time.monotonic() >= deadline - 0.01:
+            raise LLMError(
+                f"the LLM call took longer than its {total:g} s bound, retries included "
+                f"({tries + 1} attempt(s)); last problem: {error}",
+                failure=LLMFailure.TIMEOUT, status=error.status,
+            ) from error
+        if not error.transient or tries >= max_retries:
+            raise error
+        if time.monotonic() + wait >= deadline:
+            raise LLMError(
+                f"{error} (not retried: the {total:g} s bound leaves no time to wait "
+                f"{wait:.1f} s and try again)", failure=error.failure, status=error.status,
+            ) from error
+        time.sleep(wait)
+        tries += 1
+
+
 def _backoff(attempt: int, exc: BaseException | None) -> float:
     """Seconds before retry ``attempt + 1``: the server's ``retry-after`` if it sent one, else
     exponential (0.5 s, 1 s, 2 s, ... up to 8 s) with jitter."""
@@ -411,9 +434,6 @@ def _backoff(attempt: int, exc: BaseException | None) -> float:
                 except ValueError:
                     pass
     return float(min(8.0, 0.5 * 2**attempt) * (0.75 + random.random() / 2))
-
-
-T = TypeVar("T")
 
 
 def run_with_deadline(fn: Callable[[], T], seconds: float) -> T:

@@ -16,6 +16,11 @@ Nothing here asserts: the machine is shared and noisy, so read the figures.
   against the same three scripted model calls run inline (a no-op tool in place of
   ``delegate_task``), alternated A B A B; the difference is the per-child overhead (child host,
   its engine instance, child session, thread, ``on_delegation``). Target <= 5 ms per child.
+* **The openai client's layer**: ``OpenAIClient.respond`` against the same request made directly
+  with the openai SDK, both on the loopback OpenAI-compatible server, alternated A B A B on a
+  20-message history with tool calls: the per-call overhead of the layer (conversion both ways,
+  usage, stop reason; target <= 0.5 ms) and the time to the first streamed token it adds
+  (target <= 1 ms). Medians of the paired differences.
 * **Replay**: ``hermes-core replay examples/long-incident.jsonl`` through the library with the
   built-in stack (file memory, compressor), in a fresh scratch home per run; turns per second.
 """
@@ -40,6 +45,8 @@ from hermes_core.types import ToolCall, Usage
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_OVERHEAD_MS = 1.0  # with 10 providers
 TARGET_DELEGATION_MS = 5.0  # per child, the model excluded
+TARGET_LAYER_MS = 0.5  # the model client's layer per call, against a direct SDK call
+TARGET_FIRST_TOKEN_MS = 1.0  # time to the first streamed token added by the layer
 
 
 class Quiet(MemoryProvider):
@@ -217,6 +224,89 @@ def replay_speed(runs: int) -> tuple[float, int, int]:
     return statistics.median(rates), len(transcript.turns), compactions
 
 
+def openai_layer_overhead(calls: int) -> dict[str, float]:
+    """Medians (ms) of the openai client against direct SDK calls, A B A B on one server."""
+    import logging as _logging
+
+    import openai
+
+    from hermes_core.kinds import PluginContext
+    from hermes_core.plugins.llm.openai import OpenAIClient, OpenAIConfig
+    from hermes_core.plugins.llm.openai.convert import from_completion, to_chat_messages
+    from hermes_core.testing import OpenAIAPIServer, Reply
+    from hermes_core.types import Message
+
+    history: list[Message] = []
+    for i in range(5):
+        history += [Message("user", f"question {i} " * 20),
+                    Message("assistant", "", tool_calls=[ToolCall(f"c{i}", "note", {"text": "x" * 80})]),
+                    Message("tool", '{"saved": "' + "x" * 80 + '"}', tool_call_id=f"c{i}"),
+                    Message("assistant", f"answer {i} " * 20)]
+    answer = Reply(text="a short answer of a few words", chunk_size=8,
+                   usage={"prompt_tokens": 900, "completion_tokens": 8})
+    times: dict[str, list[float]] = {"sdk": [], "client": [], "sdk_first": [], "client_first": []}
+    with tempfile.TemporaryDirectory() as tmp, OpenAIAPIServer(default=answer) as api:
+        core = parse_config_text("llm:\n  client: openai\n  model: gpt-test\n",
+                                 Path(tmp) / "config.yaml").core
+        context = PluginContext(plugin_name="openai", home=Path(tmp), config=core,
+                                logger=_logging.getLogger("bench"))
+        client = OpenAIClient(OpenAIConfig(base_url=api.base_url, api_key_env=None), context)
+        sdk = openai.OpenAI(api_key="no-key", base_url=api.base_url, max_retries=2, timeout=600.0)
+        body = {"model": "gpt-test", "messages": to_chat_messages("system prompt", history),
+                "max_tokens": 100}
+
+        def direct() -> None:
+            sdk.chat.completions.create(**body)
+
+        def layered() -> None:
+            client.respond(system="system prompt", messages=history, max_tokens=100)
+
+        def direct_first() -> float:
+            start = time.perf_counter()
+            with sdk.chat.completions.create(**body, stream=True,
+                                             stream_options={"include_usage": True}) as stream:
+                first = 0.0
+                for chunk in stream:
+                    if not first and chunk.choices and chunk.choices[0].delta.content:
+                        first = time.perf_counter() - start
+            return first
+
+        def layered_first() -> float:
+            start, first = time.perf_counter(), [0.0]
+
+            def seen(_delta: str) -> None:
+                if not first[0]:
+                    first[0] = time.perf_counter() - start
+            client.respond(system="system prompt", messages=history, max_tokens=100, on_text=seen)
+            return first[0]
+
+        for _ in range(20):  # warm up: connections, imports
+            direct(), layered(), direct_first(), layered_first()
+        order = [("sdk", direct), ("client", layered)]
+        firsts = [("sdk_first", direct_first), ("client_first", layered_first)]
+        for i in range(calls):
+            flip = -1 if i % 2 else 1  # A B, then B A: neither side always goes second
+            for name, fn in order[::flip]:
+                start = time.perf_counter()
+                fn()
+                times[name].append((time.perf_counter() - start) * 1000)
+            for name, first_fn in firsts[::flip]:
+                times[name].append(first_fn() * 1000)
+        # the layer's own work, without the network: conversion there and back, per call
+        completion = sdk.chat.completions.create(**body)
+        start = time.perf_counter()
+        for _ in range(calls):
+            client.build_request(system="system prompt", messages=history, max_tokens=100)
+            from_completion(completion)
+        work = (time.perf_counter() - start) * 1000 / calls
+        client.close()
+    pairs = zip(times["client"], times["sdk"], strict=True)
+    firsts = zip(times["client_first"], times["sdk_first"], strict=True)
+    return {**{k: statistics.median(v) for k, v in times.items()},
+            "layer": statistics.median(b - a for b, a in pairs), "work": work,
+            "first_added": statistics.median(b - a for b, a in firsts)}
+
+
 def report(label: str, value: float, unit: str, target: float | None = None) -> None:
     ratio = f"  ratio to target {value / target:.2f} (target < {target:g} {unit})" if target else ""
     print(f"{label:<58} {value:9.3f} {unit}{ratio}")
@@ -238,6 +328,17 @@ def main() -> None:
     report("turn delegating 1 task, 3 scripted calls (median)", with_child, "ms")
     report("same 3 scripted calls inline (median)", inline, "ms")
     report("  delegation overhead per child", with_child - inline, "ms", TARGET_DELEGATION_MS)
+    layer = openai_layer_overhead(max(100, args.turns // 4))
+    report("openai: direct SDK call, 20-message history (median)", layer["sdk"], "ms")
+    report("openai: same call through OpenAIClient.respond (median)", layer["client"], "ms")
+    report("  openai client layer per call (median of A B pairs)", layer["layer"], "ms",
+           TARGET_LAYER_MS)
+    report("  the layer's own work per call, in process (mean)", layer["work"], "ms",
+           TARGET_LAYER_MS)
+    report("openai: first streamed token, direct SDK (median)", layer["sdk_first"], "ms")
+    report("openai: first streamed token, OpenAIClient (median)", layer["client_first"], "ms")
+    report("  time to first token added by the layer (median of pairs)", layer["first_added"],
+           "ms", TARGET_FIRST_TOKEN_MS)
     rate, turns, compactions = replay_speed(args.runs)
     report(f"replay examples/long-incident.jsonl ({turns} turns, {compactions} compaction)",
            rate, "turns/s")

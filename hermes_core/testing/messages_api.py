@@ -288,6 +288,9 @@ def _usage(body: dict[str, Any], reply: Reply) -> dict[str, int]:
 class _Handler(BaseHTTPRequestHandler):
     api: MessagesAPIServer
     protocol_version = "HTTP/1.1"
+    #: headers and body go out in separate writes: without TCP_NODELAY the body waits for the
+    #: client's delayed ACK (about 40 ms per keep-alive request)
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
         return

@@ -38,6 +38,7 @@ ALLOWED = {
     ("scaffold.py", "file_memory"),  # the README of a scaffolded plugin shows a selection
     ("embeddings.py", "minilm"),  # embeddings.embedder: auto prefers the first-party local one
     ("bearer.py", "mcp"),  # the home's token keeps its public names: mcp-token, 'mcp token'
+    ("threats.py", "openai"),  # a pattern of secret-bearing variable names (OPENAI_API_KEY)
 }
 _PREFIX = "hermes_core.plugins."
 

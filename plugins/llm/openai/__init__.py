@@ -215,7 +215,7 @@ class OpenAIClient(LLMClient):
         import openai
 
         model, where = request.get("model"), self.config.base_url or "OpenAI's API"
-        if isinstance(exc, openai.APITimeoutError) or isinstance(exc, TimeoutError):
+        if isinstance(exc, (openai.APITimeoutError, TimeoutError)):
             return LLMError(f"the openai client's request for model {model} to {where} timed out: "
                             f"{exc}", failure=LLMFailure.TIMEOUT)
         if isinstance(exc, openai.APIConnectionError):

@@ -90,14 +90,15 @@ def to_chat_tools(tools: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             for tool in tools]
 
 
-def read_arguments(name: str, raw: str | None, finish_reason: str | None) -> tuple[dict[str, Any], str | None]:
+def read_arguments(name: str, raw: str | None,
+                   finish_reason: str | None) -> tuple[dict[str, Any], str | None]:
     """``(arguments, error)`` of one call's JSON text; ``error`` is what the model will read."""
     text = (raw or "").strip()
     if not text:
         return {}, None  # a call without parameters: some servers send ""
     try:
         value = json.loads(text)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         cut = " (the answer was cut off at max_tokens)" if finish_reason == "length" else ""
         shown = text if len(text) <= 200 else text[:200] + "..."
         return {}, (f"the arguments of this call to {name!r} are not valid JSON{cut}: {exc.msg} "

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_support import CallLog, engine_class, make_host
+from agent_support import CallLog, engine_class, make_host, note_tool
 from openai_support import openai_client
 
-from hermes_core import MemoryProvider, Tool, hookimpl
+from hermes_core import MemoryProvider, hookimpl
 from hermes_core.agent import Agent
 from hermes_core.llm import AnthropicLLM, ChatLLM, LLMError, LLMFailure
 from hermes_core.plugins.memory.file_memory import FileMemory
@@ -37,15 +37,6 @@ SCRIPT = [
     # turn 3: the history has grown past the engine's threshold: compacted first
     Reply(text="Still here."),
 ]
-
-
-def note_tool(saved: list[str]) -> Tool:
-    return Tool(
-        name="note", description="Save a note.", parallel_safe=True,
-        parameters={"type": "object", "properties": {"text": {"type": "string"}},
-                    "required": ["text"]},
-        handler=lambda args, ctx: saved.append(args["text"]) or {"saved": args["text"]},
-    )
 
 
 def archive_recorder(log: CallLog) -> type[MemoryProvider]:

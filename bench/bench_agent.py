@@ -16,22 +16,26 @@ Nothing here asserts: the machine is shared and noisy, so read the figures.
   against the same three scripted model calls run inline (a no-op tool in place of
   ``delegate_task``), alternated A B A B; the difference is the per-child overhead (child host,
   its engine instance, child session, thread, ``on_delegation``). Target <= 5 ms per child.
-* **The openai client's layer**: ``OpenAIClient.respond`` against the same request made directly
-  with the openai SDK, both on the loopback OpenAI-compatible server, alternated A B A B on a
-  20-message history with tool calls: the per-call overhead of the layer (conversion both ways,
-  usage, stop reason; target <= 0.5 ms) and the time to the first streamed token it adds
-  (target <= 1 ms). Medians of the paired differences.
 * **Replay**: ``hermes-core replay examples/long-incident.jsonl`` through the library with the
   built-in stack (file memory, compressor), in a fresh scratch home per run; turns per second.
+* **Model client layer** (per client, :func:`client_layer`): one call through the client
+  (``respond``: the kernel's messages converted, the SDK called, the answer mapped back) against
+  the same request sent with the SDK directly, both to the client's loopback server, alternated
+  A B A B; the difference of the medians is the layer's cost per call (target <= 0.5 ms). The
+  same for streaming: time to the first text delta through ``respond(on_text=...)`` against the
+  SDK's own stream (target <= 1 ms added). A client is described by a :class:`LayerCase`.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,13 +44,13 @@ from hermes_core.agent import Agent
 from hermes_core.config import load_config, parse_config_text
 from hermes_core.llm import LLMResponse
 from hermes_core.testing import CannedLLM
-from hermes_core.types import ToolCall, Usage
+from hermes_core.types import Message, ToolCall, Usage
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_OVERHEAD_MS = 1.0  # with 10 providers
+TARGET_LAYER_MS = 0.5  # the model client layer, per call
+TARGET_FIRST_TOKEN_MS = 1.0  # added to the time to the first streamed token
 TARGET_DELEGATION_MS = 5.0  # per child, the model excluded
-TARGET_LAYER_MS = 0.5  # the model client's layer per call, against a direct SDK call
-TARGET_FIRST_TOKEN_MS = 1.0  # time to the first streamed token added by the layer
 
 
 class Quiet(MemoryProvider):
@@ -224,17 +228,133 @@ def replay_speed(runs: int) -> tuple[float, int, int]:
     return statistics.median(rates), len(transcript.turns), compactions
 
 
-def openai_layer_overhead(calls: int) -> dict[str, float]:
-    """Medians (ms) of the openai client against direct SDK calls, A B A B on one server."""
-    import logging as _logging
+@dataclass
+class LayerCase:
+    """One model client to measure against its SDK, both talking to one loopback server.
 
+    ``server()`` starts the server (a context manager with ``base_url``); ``layer(base_url)``
+    builds the client; ``direct(base_url)`` returns ``(call, stream)``: ``call()`` sends the
+    same request with the SDK directly, ``stream(on_text)`` streams it, calling ``on_text`` with
+    each text delta. ``history`` is the conversation sent (kernel messages)."""
+
+    name: str
+    server: Callable[[], Any]
+    layer: Callable[[str], Any]
+    direct: Callable[[str], tuple[Callable[[], Any], Callable[[Callable[[str], None]], Any]]]
+    history: list[Message]
+    #: ``own_work(base_url)`` returns a function doing the layer's own work of one call without
+    #: the network (converting the request, mapping a recorded answer back); optional
+    own_work: Callable[[str], Callable[[], Any]] | None = None
+
+
+def _first_delta_ms(stream: Callable[[Callable[[str], None]], Any]) -> float:
+    """Milliseconds from the call to its first text delta (the call then runs to its end)."""
+    first: list[float] = []
+    start = time.perf_counter()
+    stream(lambda _delta: first.append(time.perf_counter()) if not first else None)
+    return (first[0] - start) * 1000 if first else float("nan")
+
+
+def client_layer(case: LayerCase, calls: int) -> dict[str, float]:
+    """Medians (ms) of one call and of the time to the first streamed delta, through the client
+    and with the SDK directly, alternated A B A B after 20 warm-up rounds; ``*_diff`` are the
+    medians of the paired differences (each A minus the B next to it), steadier on a busy
+    machine than the difference of the medians; ``own`` the layer's own work without the
+    network (when the case gives it)."""
+    times: dict[str, list[float]] = {"layer": [], "direct": [], "layer_ttft": [], "direct_ttft": [],
+                                     "diff": [], "ttft_diff": [], "own": []}
+    with case.server() as server:
+        client = case.layer(server.base_url)
+        call, stream = case.direct(server.base_url)
+        send = functools.partial(client.respond, system="You are terse.", messages=case.history,
+                                 max_tokens=64)
+        for i in range(calls + 20):
+            pair = []
+            for label, fn in (("layer", send), ("direct", call)) if i % 2 else (
+                    ("direct", call), ("layer", send)):
+                start = time.perf_counter()
+                fn()
+                pair.append((label, (time.perf_counter() - start) * 1000))
+            if i % 2:
+                layer_ttft = _first_delta_ms(lambda on_text: send(on_text=on_text))
+                direct_ttft = _first_delta_ms(stream)
+            else:
+                direct_ttft = _first_delta_ms(stream)
+                layer_ttft = _first_delta_ms(lambda on_text: send(on_text=on_text))
+            if i >= 20:
+                took = dict(pair)
+                for label, ms in took.items():
+                    times[label].append(ms)
+                times["diff"].append(took["layer"] - took["direct"])
+                times["layer_ttft"].append(layer_ttft)
+                times["direct_ttft"].append(direct_ttft)
+                times["ttft_diff"].append(layer_ttft - direct_ttft)
+        if case.own_work is not None:
+            work = case.own_work(server.base_url)
+            for i in range(calls * 10 + 100):
+                start = time.perf_counter()
+                work()
+                if i >= 100:
+                    times["own"].append((time.perf_counter() - start) * 1000)
+        client.close()
+    return {k: statistics.median(v) if v else float("nan") for k, v in times.items()}
+
+
+def anthropic_case() -> LayerCase:
+    """The ``anthropic`` client and the anthropic SDK against the loopback Messages API."""
+    import anthropic
+
+    from hermes_core.plugins.llm.anthropic import AnthropicClient
+    from hermes_core.testing import MessagesAPIServer
+
+    history = [Message("user", "What did we decide about the deploy?"),
+               Message("assistant", "To ship on Tuesday after the migration."),
+               Message("user", "And the rollback plan?")]
+    answer = "Roll back with the previous image; the migration is reversible."
+
+    def layer(url: str) -> AnthropicClient:
+        return AnthropicClient(api_key="k", base_url=url, model="claude-test", max_retries=0)
+
+    def direct(url: str) -> tuple[Callable[[], Any], Callable[[Callable[[str], None]], Any]]:
+        sdk = anthropic.Anthropic(api_key="k", base_url=url, max_retries=0)
+        request = layer(url).build_request(system="You are terse.", messages=history,
+                                           max_tokens=64)
+
+        def stream(on_text: Callable[[str], None]) -> Any:
+            with sdk.messages.stream(**request) as events:
+                for delta in events.text_stream:
+                    on_text(delta)
+                return events.get_final_message()
+
+        return (lambda: sdk.messages.create(**request)), stream
+
+    def own_work(url: str) -> Callable[[], Any]:
+        from hermes_core.plugins.llm.anthropic.client import to_response
+
+        client = layer(url)
+        sdk = anthropic.Anthropic(api_key="k", base_url=url, max_retries=0)
+        recorded = sdk.messages.create(**client.build_request(
+            system="You are terse.", messages=history, max_tokens=64))
+
+        def work() -> Any:
+            client.build_request(system="You are terse.", messages=history, max_tokens=64)
+            return to_response(recorded)
+
+        return work
+
+    return LayerCase("anthropic", lambda: MessagesAPIServer(lambda body: answer), layer, direct,
+                     history, own_work)
+
+
+def openai_case() -> LayerCase:
+    """The ``openai`` client and the openai SDK against the loopback OpenAI-compatible server,
+    on a 20-message history with tool calls (so the conversion has work to do)."""
     import openai
 
     from hermes_core.kinds import PluginContext
     from hermes_core.plugins.llm.openai import OpenAIClient, OpenAIConfig
-    from hermes_core.plugins.llm.openai.convert import from_completion, to_chat_messages
+    from hermes_core.plugins.llm.openai.convert import from_completion
     from hermes_core.testing import OpenAIAPIServer, Reply
-    from hermes_core.types import Message
 
     history: list[Message] = []
     for i in range(5):
@@ -242,69 +362,60 @@ def openai_layer_overhead(calls: int) -> dict[str, float]:
                     Message("assistant", "", tool_calls=[ToolCall(f"c{i}", "note", {"text": "x" * 80})]),
                     Message("tool", '{"saved": "' + "x" * 80 + '"}', tool_call_id=f"c{i}"),
                     Message("assistant", f"answer {i} " * 20)]
-    answer = Reply(text="a short answer of a few words", chunk_size=8,
-                   usage={"prompt_tokens": 900, "completion_tokens": 8})
-    times: dict[str, list[float]] = {"sdk": [], "client": [], "sdk_first": [], "client_first": []}
-    with tempfile.TemporaryDirectory() as tmp, OpenAIAPIServer(default=answer) as api:
-        core = parse_config_text("llm:\n  client: openai\n  model: gpt-test\n",
-                                 Path(tmp) / "config.yaml").core
-        context = PluginContext(plugin_name="openai", home=Path(tmp), config=core,
-                                logger=_logging.getLogger("bench"))
-        client = OpenAIClient(OpenAIConfig(base_url=api.base_url, api_key_env=None), context)
-        sdk = openai.OpenAI(api_key="no-key", base_url=api.base_url, max_retries=2, timeout=600.0)
-        body = {"model": "gpt-test", "messages": to_chat_messages("system prompt", history),
-                "max_tokens": 100}
+    answer = Reply(text="Roll back with the previous image; the migration is reversible.",
+                   chunk_size=8, usage={"prompt_tokens": 900, "completion_tokens": 14})
+    home = Path(tempfile.mkdtemp(prefix="bench-openai-"))
+    core = parse_config_text("llm:\n  client: openai\n  model: gpt-test\n  max_retries: 0\n",
+                             home / "config.yaml").core
 
-        def direct() -> None:
-            sdk.chat.completions.create(**body)
+    def layer(url: str) -> OpenAIClient:
+        context = PluginContext(plugin_name="openai", home=home, config=core,
+                                logger=logging.getLogger("bench"))
+        return OpenAIClient(OpenAIConfig(base_url=url, api_key_env=None), context)
 
-        def layered() -> None:
-            client.respond(system="system prompt", messages=history, max_tokens=100)
+    def direct(url: str) -> tuple[Callable[[], Any], Callable[[Callable[[str], None]], Any]]:
+        sdk = openai.OpenAI(api_key="no-key", base_url=url, max_retries=0)
+        request = layer(url).build_request(system="You are terse.", messages=history,
+                                           max_tokens=64)
 
-        def direct_first() -> float:
-            start = time.perf_counter()
-            with sdk.chat.completions.create(**body, stream=True,
-                                             stream_options={"include_usage": True}) as stream:
-                first = 0.0
-                for chunk in stream:
-                    if not first and chunk.choices and chunk.choices[0].delta.content:
-                        first = time.perf_counter() - start
-            return first
+        def stream(on_text: Callable[[str], None]) -> Any:
+            with sdk.chat.completions.create(**request, stream=True,
+                                             stream_options={"include_usage": True}) as chunks:
+                for chunk in chunks:
+                    if chunk.choices and chunk.choices[0].delta.content:
+                        on_text(chunk.choices[0].delta.content)
 
-        def layered_first() -> float:
-            start, first = time.perf_counter(), [0.0]
+        return (lambda: sdk.chat.completions.create(**request)), stream
 
-            def seen(_delta: str) -> None:
-                if not first[0]:
-                    first[0] = time.perf_counter() - start
-            client.respond(system="system prompt", messages=history, max_tokens=100, on_text=seen)
-            return first[0]
+    def own_work(url: str) -> Callable[[], Any]:
+        client = layer(url)
+        sdk = openai.OpenAI(api_key="no-key", base_url=url, max_retries=0)
+        recorded = sdk.chat.completions.create(**client.build_request(
+            system="You are terse.", messages=history, max_tokens=64))
 
-        for _ in range(20):  # warm up: connections, imports
-            direct(), layered(), direct_first(), layered_first()
-        order = [("sdk", direct), ("client", layered)]
-        firsts = [("sdk_first", direct_first), ("client_first", layered_first)]
-        for i in range(calls):
-            flip = -1 if i % 2 else 1  # A B, then B A: neither side always goes second
-            for name, fn in order[::flip]:
-                start = time.perf_counter()
-                fn()
-                times[name].append((time.perf_counter() - start) * 1000)
-            for name, first_fn in firsts[::flip]:
-                times[name].append(first_fn() * 1000)
-        # the layer's own work, without the network: conversion there and back, per call
-        completion = sdk.chat.completions.create(**body)
-        start = time.perf_counter()
-        for _ in range(calls):
-            client.build_request(system="system prompt", messages=history, max_tokens=100)
-            from_completion(completion)
-        work = (time.perf_counter() - start) * 1000 / calls
-        client.close()
-    pairs = zip(times["client"], times["sdk"], strict=True)
-    firsts = zip(times["client_first"], times["sdk_first"], strict=True)
-    return {**{k: statistics.median(v) for k, v in times.items()},
-            "layer": statistics.median(b - a for b, a in pairs), "work": work,
-            "first_added": statistics.median(b - a for b, a in firsts)}
+        def work() -> Any:
+            client.build_request(system="You are terse.", messages=history, max_tokens=64)
+            return from_completion(recorded)
+
+        return work
+
+    return LayerCase("openai", lambda: OpenAIAPIServer(default=answer), layer, direct, history,
+                     own_work)
+
+
+def report_layer(case: LayerCase, calls: int) -> None:
+    m = client_layer(case, calls)
+    report(f"{case.name}: one call through the client (median)", m["layer"], "ms")
+    report(f"{case.name}: the same request, SDK directly (median)", m["direct"], "ms")
+    report(f"  {case.name} client layer per call (median of A-B pairs)", m["diff"], "ms",
+           TARGET_LAYER_MS)
+    if m["own"] == m["own"]:  # measured
+        report(f"  {case.name} layer's own work, no network (median)", m["own"], "ms",
+               TARGET_LAYER_MS)
+    report(f"{case.name}: first streamed token, through the client", m["layer_ttft"], "ms")
+    report(f"{case.name}: first streamed token, SDK directly", m["direct_ttft"], "ms")
+    report(f"  {case.name} added to the first token (median of A-B pairs)", m["ttft_diff"], "ms",
+           TARGET_FIRST_TOKEN_MS)
 
 
 def report(label: str, value: float, unit: str, target: float | None = None) -> None:
@@ -316,7 +427,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--turns", type=int, default=2000)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=300, help="model client layer: calls per side")
+    parser.add_argument("--only-clients", action="store_true", help="measure only the client layer")
     args = parser.parse_args()
+    for case in (anthropic_case(), openai_case()):
+        report_layer(case, args.calls)
+    if args.only_clients:
+        return
     print(f"{args.turns} turns per figure (medians), {args.runs} replay runs")
     for n in (0, 1, 10):
         median, p95, sustained = turn_overhead(n, args.turns)
@@ -328,17 +445,6 @@ def main() -> None:
     report("turn delegating 1 task, 3 scripted calls (median)", with_child, "ms")
     report("same 3 scripted calls inline (median)", inline, "ms")
     report("  delegation overhead per child", with_child - inline, "ms", TARGET_DELEGATION_MS)
-    layer = openai_layer_overhead(max(100, args.turns // 4))
-    report("openai: direct SDK call, 20-message history (median)", layer["sdk"], "ms")
-    report("openai: same call through OpenAIClient.respond (median)", layer["client"], "ms")
-    report("  openai client layer per call (median of A B pairs)", layer["layer"], "ms",
-           TARGET_LAYER_MS)
-    report("  the layer's own work per call, in process (mean)", layer["work"], "ms",
-           TARGET_LAYER_MS)
-    report("openai: first streamed token, direct SDK (median)", layer["sdk_first"], "ms")
-    report("openai: first streamed token, OpenAIClient (median)", layer["client_first"], "ms")
-    report("  time to first token added by the layer (median of pairs)", layer["first_added"],
-           "ms", TARGET_FIRST_TOKEN_MS)
     rate, turns, compactions = replay_speed(args.runs)
     report(f"replay examples/long-incident.jsonl ({turns} turns, {compactions} compaction)",
            rate, "turns/s")

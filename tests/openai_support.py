@@ -1,15 +1,13 @@
 """Building the ``openai`` model client for tests, as the kernel does: its config section
-validated by the registry, a real PluginContext, the real openai SDK talking to the loopback
+validated, a real PluginContext (``PluginHost.llm``), the real openai SDK talking to the loopback
 OpenAI-compatible server (hermes_core.testing.OpenAIAPIServer, whose script fakes the words)."""
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 from hermes_core import PluginHost
 from hermes_core.config import parse_config_text
-from hermes_core.kinds import PluginContext
 from hermes_core.plugins.llm.openai import OpenAIClient
 from hermes_core.testing import OpenAIAPIServer
 
@@ -25,11 +23,10 @@ def client_config(api: OpenAIAPIServer | None, openai_extra: str = "", llm_extra
 
 def openai_client(home: Path, api: OpenAIAPIServer | None, openai_extra: str = "",
                   llm_extra: str = "") -> OpenAIClient:
+    """The client ``llm.client: openai`` selects, built by the kernel (``PluginHost.llm``)."""
     config = parse_config_text(client_config(api, openai_extra, llm_extra), home / "config.yaml")
     host = PluginHost.load(home, config=config, builtins=True, entry_points=False,
                            directories=False)
-    assert host.registries.llm_clients.entries["openai"].obj is OpenAIClient
-    settings = host.registries.section_settings("openai", config)
-    context = PluginContext(plugin_name="openai", home=home, config=config.core,
-                            logger=logging.getLogger("hermes_core.plugins.llm.openai"))
-    return OpenAIClient(settings, context)
+    client = host.llm("main")
+    assert isinstance(client, OpenAIClient)
+    return client

@@ -18,7 +18,8 @@ from openai_support import openai_client
 
 from hermes_core import MemoryProvider, hookimpl
 from hermes_core.agent import Agent
-from hermes_core.llm import AnthropicLLM, ChatLLM, LLMError, LLMFailure
+from hermes_core.llm import ChatLLM, LLMError, LLMFailure
+from hermes_core.plugins.llm.anthropic import AnthropicClient
 from hermes_core.plugins.memory.file_memory import FileMemory
 from hermes_core.testing import Failure, MessagesAPIServer, OpenAIAPIServer, Reply
 
@@ -57,7 +58,7 @@ def wire(kind: str, home: Path, script: list[Any]) -> Iterator[tuple[Any, ChatLL
     """A loopback server of the client's API answering ``script``, and the client on it."""
     if kind == "anthropic":
         with MessagesAPIServer(script) as api:
-            yield api, AnthropicLLM(api_key="test-key", base_url=api.base_url, model="gpt-test",
+            yield api, AnthropicClient(api_key="test-key", base_url=api.base_url, model="gpt-test",
                                     max_retries=0)
     else:
         with OpenAIAPIServer(script) as api:

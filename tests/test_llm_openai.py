@@ -9,10 +9,12 @@ import logging
 import sys
 
 import pytest
-from openai_support import openai_client
+from openai_support import client_config, openai_client
 
+from hermes_core import PluginHost
+from hermes_core.config import parse_config_text
 from hermes_core.llm import ChatLLM, LLMError, LLMFailure
-from hermes_core.plugins.llm.openai import INSTALL, OpenAIClient, OpenAIConfig
+from hermes_core.plugins.llm.openai import INSTALL, OpenAIClient
 from hermes_core.testing import Broken, Failure, OpenAIAPIServer, Reply
 from hermes_core.types import Message, ToolCall
 
@@ -197,14 +199,33 @@ def test_context_window_from_config_then_listing_else_none(home):
                          ).context_window("gpt-test") is None
 
 
-def test_without_the_sdk_the_client_names_the_install_command(home, monkeypatch):
-    client = openai_client(home, None)  # registered and built while the SDK is importable
-    monkeypatch.setitem(sys.modules, "openai", None)  # now `import openai` fails
-    with pytest.raises(LLMError) as err:
-        OpenAIClient(OpenAIConfig(), client.context)
-    assert err.value.failure is LLMFailure.NOT_CONFIGURED
+def test_without_the_sdk_selecting_the_client_names_the_install_command(home, monkeypatch):
+    from hermes_core.errors import HermesCoreError
+    from hermes_core.models import check_model
+
+    monkeypatch.setitem(sys.modules, "openai", None)  # `import openai` now fails
+    config = parse_config_text(client_config(None), home / "config.yaml")
+    host = PluginHost.load(home, config=config, builtins=True, entry_points=False,
+                           directories=False)
+    assert "openai" in host.registries.llm_clients.names()  # still registered, still listed
+    with pytest.raises(HermesCoreError) as err:
+        check_model(host, "main")  # what chat and serve do before they start
+    assert isinstance(err.value, LLMError) and err.value.failure is LLMFailure.NOT_CONFIGURED
     assert str(err.value) == ("llm.client is 'openai', but the openai package is not installed: "
                               "pip install 'hermes-core-kernel[openai]'") and INSTALL in str(err.value)
+
+
+def test_selection_sets_the_model_per_role_and_a_missing_key_is_reported(home, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    text = ("llm:\n  client: openai\n  model: big-model\n  auxiliary_model: small-model\n"
+            "openai:\n  context_windows: {big-model: 65536}\n")
+    host = PluginHost.load(home, config=parse_config_text(text, home / "config.yaml"),
+                           builtins=True, entry_points=False, directories=False)
+    main, aux = host.llm("main"), host.llm("auxiliary")
+    assert isinstance(main, OpenAIClient) and isinstance(aux, OpenAIClient)
+    assert (main.model, aux.model) == ("big-model", "small-model")
+    assert "export OPENAI_API_KEY=" in (main.unavailable() or "")
+    assert main.context_window("big-model") == 65536
 
 
 def test_a_stream_cut_mid_answer_is_a_transient_failure(home):

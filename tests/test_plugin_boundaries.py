@@ -38,7 +38,10 @@ ALLOWED = {
     ("scaffold.py", "file_memory"),  # the README of a scaffolded plugin shows a selection
     ("embeddings.py", "minilm"),  # embeddings.embedder: auto prefers the first-party local one
     ("bearer.py", "mcp"),  # the home's token keeps its public names: mcp-token, 'mcp token'
-    ("threats.py", "openai"),  # a pattern of secret-bearing variable names (OPENAI_API_KEY)
+    ("config.py", "anthropic"),  # the default llm.client
+    ("llm.py", "anthropic"),  # hermes_core.llm.AnthropicLLM: the old name, a deprecation alias
+    ("threats.py", "anthropic"),  # a vendor's name in a pattern of risky shell commands
+    ("threats.py", "openai"),  # the same pattern names OPENAI_API_KEY-style variables
 }
 _PREFIX = "hermes_core.plugins."
 

@@ -10,7 +10,7 @@ Without it the client is still registered (``plugins list`` shows it); building 
 that command. The SDK is imported on the first request, as the anthropic client does.
 
 Retries: without a ``timeout`` the SDK's own (``llm.max_retries``, honouring ``retry-after``;
-a 401 is never retried); with one, :func:`hermes_core.llm.retry_within` bounds the whole call.
+a 401 is never retried); with one, :func:`hermes_core.llm.call_within` bounds the whole call.
 Conversions both ways are in :mod:`.convert`.
 """
 
@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from hermes_core import hookimpl
 from hermes_core.kinds import LLMClient, PluginContext
-from hermes_core.llm import LLMError, LLMFailure, LLMResponse, failure_for_status, retry_within
+from hermes_core.llm import LLMError, LLMFailure, LLMResponse, call_within, failure_for_status
 from hermes_core.types import Message
 
 from .convert import StreamAssembler, from_completion, to_chat_messages, to_chat_tools
@@ -109,6 +109,16 @@ class OpenAIClient(LLMClient):
 
     # ------------------------------------------------------------------------------ the SDK
 
+    def unavailable(self) -> str | None:
+        """No key where one is needed (no network; ``chat`` then exits 3 saying so)."""
+        try:
+            self.api_key()
+        except LLMError:
+            return (f"no API key is configured: export {self.config.api_key_env}=... (the "
+                    "variable openai.api_key_env names), or set 'api_key_env: null' in the "
+                    "openai section for a local server that needs no key")
+        return None
+
     def api_key(self) -> str:
         """The key to send; a placeholder when ``api_key_env`` is null (no key needed)."""
         if self.config.api_key is not None:
@@ -178,7 +188,7 @@ class OpenAIClient(LLMClient):
         """One Chat Completions call; streams when ``on_text`` is given.
 
         Without ``timeout``: ``llm.timeout`` per attempt and the SDK's retries; with it, the
-        whole call (retries and back-off included) is bounded by :func:`retry_within`.
+        whole call (retries and back-off included) is bounded by :func:`call_within`.
         """
         request = self.build_request(system=system, messages=messages, max_tokens=max_tokens,
                                      model=model, tools=tools, stream=on_text is not None)
@@ -186,7 +196,7 @@ class OpenAIClient(LLMClient):
         if timeout is None:
             return self._attempt(client, request, on_text, None)
         once = client.with_options(max_retries=0)
-        return retry_within(lambda left: self._attempt(once, request, on_text, left),
+        return call_within(lambda left: self._attempt(once, request, on_text, left),
                             total=float(timeout), max_retries=self.max_retries,
                             classify=lambda exc: self.classify(exc, request))
 

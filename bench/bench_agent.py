@@ -346,6 +346,63 @@ def anthropic_case() -> LayerCase:
                      history, own_work)
 
 
+def openai_case() -> LayerCase:
+    """The ``openai`` client and the openai SDK against the loopback OpenAI-compatible server,
+    on a 20-message history with tool calls (so the conversion has work to do)."""
+    import openai
+
+    from hermes_core.kinds import PluginContext
+    from hermes_core.plugins.llm.openai import OpenAIClient, OpenAIConfig
+    from hermes_core.plugins.llm.openai.convert import from_completion
+    from hermes_core.testing import OpenAIAPIServer, Reply
+
+    history: list[Message] = []
+    for i in range(5):
+        history += [Message("user", f"question {i} " * 20),
+                    Message("assistant", "", tool_calls=[ToolCall(f"c{i}", "note", {"text": "x" * 80})]),
+                    Message("tool", '{"saved": "' + "x" * 80 + '"}', tool_call_id=f"c{i}"),
+                    Message("assistant", f"answer {i} " * 20)]
+    answer = Reply(text="Roll back with the previous image; the migration is reversible.",
+                   chunk_size=8, usage={"prompt_tokens": 900, "completion_tokens": 14})
+    home = Path(tempfile.mkdtemp(prefix="bench-openai-"))
+    core = parse_config_text("llm:\n  client: openai\n  model: gpt-test\n  max_retries: 0\n",
+                             home / "config.yaml").core
+
+    def layer(url: str) -> OpenAIClient:
+        context = PluginContext(plugin_name="openai", home=home, config=core,
+                                logger=logging.getLogger("bench"))
+        return OpenAIClient(OpenAIConfig(base_url=url, api_key_env=None), context)
+
+    def direct(url: str) -> tuple[Callable[[], Any], Callable[[Callable[[str], None]], Any]]:
+        sdk = openai.OpenAI(api_key="no-key", base_url=url, max_retries=0)
+        request = layer(url).build_request(system="You are terse.", messages=history,
+                                           max_tokens=64)
+
+        def stream(on_text: Callable[[str], None]) -> Any:
+            with sdk.chat.completions.create(**request, stream=True,
+                                             stream_options={"include_usage": True}) as chunks:
+                for chunk in chunks:
+                    if chunk.choices and chunk.choices[0].delta.content:
+                        on_text(chunk.choices[0].delta.content)
+
+        return (lambda: sdk.chat.completions.create(**request)), stream
+
+    def own_work(url: str) -> Callable[[], Any]:
+        client = layer(url)
+        sdk = openai.OpenAI(api_key="no-key", base_url=url, max_retries=0)
+        recorded = sdk.chat.completions.create(**client.build_request(
+            system="You are terse.", messages=history, max_tokens=64))
+
+        def work() -> Any:
+            client.build_request(system="You are terse.", messages=history, max_tokens=64)
+            return from_completion(recorded)
+
+        return work
+
+    return LayerCase("openai", lambda: OpenAIAPIServer(default=answer), layer, direct, history,
+                     own_work)
+
+
 def report_layer(case: LayerCase, calls: int) -> None:
     m = client_layer(case, calls)
     report(f"{case.name}: one call through the client (median)", m["layer"], "ms")
@@ -373,7 +430,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=300, help="model client layer: calls per side")
     parser.add_argument("--only-clients", action="store_true", help="measure only the client layer")
     args = parser.parse_args()
-    for case in (anthropic_case(),):
+    for case in (anthropic_case(), openai_case()):
         report_layer(case, args.calls)
     if args.only_clients:
         return

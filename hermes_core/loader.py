@@ -67,6 +67,7 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "inspect": "hermes_core.plugins.inspect",
     "minilm": "hermes_core.plugins.embedders.minilm",
     "anthropic": "hermes_core.plugins.llm.anthropic",
+    "openai": "hermes_core.plugins.llm.openai",
 }
 
 Source = Literal["builtin", "entry-point", "directory"]

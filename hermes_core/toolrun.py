@@ -9,7 +9,8 @@
   overlapping paths (``path_arguments``: the same file, or a file inside a folder another call
   names). Otherwise they run one after the other, in the model's order. Results always come back
   in the model's order.
-* **Errors are results.** An unknown tool, invalid arguments, :class:`~hermes_core.errors.ToolError`
+* **Errors are results.** An unknown tool, invalid arguments (``ToolCall.error``: a call the client
+  could not read), :class:`~hermes_core.errors.ToolError`
   or any other exception becomes an error result the model reads (``is_error``); the loop goes on.
   Unexpected exceptions are logged with the plugin's name.
 * **Budget.** :class:`IterationBudget` counts LLM calls per turn (``llm.max_iterations``, 90 by
@@ -172,8 +173,10 @@ class ToolRouter:
                 is_error=True,
             )
         tool, plugin = entry
-        blocked = self._blocked(call, session, plugin)
-        if blocked is not None:
+        blocked = None if call.error is not None else self._blocked(call, session, plugin)
+        if call.error is not None:  # the client could not read the call: tell the model why
+            outcome = ToolOutcome(call, plugin, f"Error: {call.error}", is_error=True)
+        elif blocked is not None:
             by, reason = blocked
             outcome = ToolOutcome(call, plugin, f"Error: the plugin {by!r} blocked this call of "
                                   f"{call.name!r}: {reason}", True, 0.0, parallel, blocked_by=by)

@@ -63,6 +63,9 @@ class ToolCall:
     id: str
     name: str
     arguments: dict[str, Any] = field(default_factory=dict)
+    #: set by a model client when it could not read the call (arguments that are not valid
+    #: JSON): the tool is not run, and the model gets this text back as the call's error result
+    error: str | None = None
 
 
 @dataclass(slots=True)

@@ -18,7 +18,8 @@ from hermes_core.llm import LLMResponse
 from hermes_core.plugins.llm.anthropic import AnthropicClient
 from hermes_core.types import Message, ToolCall, Usage
 
-__all__ = ["CallLog", "ScriptLLM", "engine_class", "make_host", "recorder", "reply", "tool_reply"]
+__all__ = ["CallLog", "ScriptLLM", "engine_class", "make_host", "note_tool", "recorder", "reply",
+           "tool_reply"]
 
 
 class CallLog:
@@ -99,6 +100,16 @@ def make_host(
     if engine is not None:
         host.activate("context-engine", engine.name, config_key="context.engine")
     return host
+
+
+def note_tool(saved: list[str]) -> Tool:
+    """A parallel-safe tool that appends its ``text`` argument to ``saved``."""
+    return Tool(
+        name="note", description="Save a note.", parallel_safe=True,
+        parameters={"type": "object", "properties": {"text": {"type": "string"}},
+                    "required": ["text"]},
+        handler=lambda args, ctx: saved.append(args["text"]) or {"saved": args["text"]},
+    )
 
 
 def reply(text: str, usage: Usage | None = None) -> LLMResponse:

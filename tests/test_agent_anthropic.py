@@ -10,9 +10,9 @@ import threading
 import time
 
 import pytest
-from agent_support import CallLog, engine_class, make_host, recorder
+from agent_support import CallLog, engine_class, make_host, note_tool, recorder
 
-from hermes_core import ContextEngine, MemoryProvider, Tool, hookimpl
+from hermes_core import ContextEngine, MemoryProvider, hookimpl
 from hermes_core.agent import Agent
 from hermes_core.fence import FENCE_OPEN
 from hermes_core.llm import LLMError, LLMFailure
@@ -42,15 +42,6 @@ def usage_log(log: CallLog):
                     f"write={usage.cache_write_tokens} prompt={usage.prompt_tokens}")
 
     return Meter
-
-
-def note_tool(saved: list[str]) -> Tool:
-    return Tool(
-        name="note", description="Save a note.", parallel_safe=True,
-        parameters={"type": "object", "properties": {"text": {"type": "string"}},
-                    "required": ["text"]},
-        handler=lambda args, ctx: saved.append(args["text"]) or {"saved": args["text"]},
-    )
 
 
 def llm_for(api: MessagesAPIServer, **kw) -> AnthropicLLM:

@@ -19,9 +19,10 @@ import uuid
 from typing import Any
 
 import pytest
+from openai_support import client_config
 from platform_support import EchoModel, archived, platform_config, user_texts
 
-from hermes_core.testing import MessagesAPIServer, Reply
+from hermes_core.testing import MessagesAPIServer, OpenAIAPIServer, Reply
 
 TMUX = shutil.which("tmux") or "tmux"
 pytestmark = pytest.mark.needs_tmux
@@ -102,6 +103,36 @@ def test_chat_in_a_real_terminal_streams_replies_runs_commands_and_continues(hom
         again.wait_for("EXIT=0")
     assert seen == ["my name is Ada", "what is my name?"]
     assert len({sid for sid, *_ in archived(home)}) == 1
+
+
+def test_chat_streams_through_the_openai_client(home, tmux_socket):
+    """llm.client: openai in config.yaml: the same chat, streamed through the real openai SDK from
+    the loopback OpenAI-compatible server (its echo replies arrive in 4-character deltas)."""
+    with OpenAIAPIServer(EchoModel()) as api:
+        config = "memory:\n  providers: [session_archive]\ncontext:\n  engine: compressor\n"
+        config += client_config(api, openai_extra="  context_windows: {gpt-test: 32768}\n")
+        (home / "config.yaml").write_text(config, encoding="utf-8")
+        pane = start_chat(tmux_socket, home)
+        pane.wait_for("Type a message")
+        pane.type("my name is Ada")
+        pane.wait_for("hermes> re: my name is Ada (1)")
+        pane.type("what is my name?")
+        pane.wait_for("hermes> re: what is my name? (2)")
+        pane.type("/quit")
+        screen = pane.wait_for("EXIT=0")
+        bodies = api.bodies
+    assert "warning" not in screen and "Traceback" not in screen  # the window is known
+    assert len(bodies) == 2 and all(b["stream"] is True for b in bodies)
+    assert user_texts(bodies[-1]) == ["my name is Ada", "what is my name?"]  # history resent
+    assert len({sid for sid, *_ in archived(home)}) == 1
+
+
+def test_chat_on_the_openai_client_without_its_key_exits_3_naming_the_variable(home, tmux_socket):
+    config = client_config(None).replace("  api_key_env: null\n", "  api_key_env: HC_TEST_NO_SUCH_KEY\n")
+    (home / "config.yaml").write_text(config, encoding="utf-8")
+    pane = start_chat(tmux_socket, home)
+    screen = pane.wait_for("EXIT=3")
+    assert "export HC_TEST_NO_SUCH_KEY=" in screen and "api_key_env: null" in screen
 
 
 def test_chat_in_a_terminal_without_a_key_says_so_and_exits_3(home, tmux_socket):

@@ -41,6 +41,7 @@ ALLOWED = {
     ("config.py", "anthropic"),  # the default llm.client
     ("llm.py", "anthropic"),  # hermes_core.llm.AnthropicLLM: the old name, a deprecation alias
     ("threats.py", "anthropic"),  # a vendor's name in a pattern of risky shell commands
+    ("threats.py", "openai"),  # the same pattern names OPENAI_API_KEY-style variables
 }
 _PREFIX = "hermes_core.plugins."
 

@@ -1,7 +1,8 @@
 """The kit for plugin authors' tests.
 
 * :class:`MessagesAPIServer`: a loopback Anthropic Messages API server that the real anthropic SDK
-  can talk to, answering from a script (see :mod:`.messages_api`);
+  can talk to, answering from a script (see :mod:`.messages_api`), and :class:`OpenAIAPIServer`,
+  its OpenAI-compatible Chat Completions sibling for the real openai SDK (:mod:`.openai_api`);
 * :func:`isolated_home`, :func:`make_host`, :func:`registered_plugin`, :func:`make_instance`:
   building blocks that work with or without pytest (see :mod:`.harness`);
 * :class:`MemoryProviderConformance`, :class:`ContextEngineConformance`: the contract suites to
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
         Reply,
         ScriptItem,
     )
+    from .openai_api import OpenAIAPIServer
     from .replaying import run_replay, transcript_from
 
 __all__ = [
@@ -45,6 +47,7 @@ __all__ = [
     "ForgetConformance",
     "MemoryProviderConformance",
     "MessagesAPIServer",
+    "OpenAIAPIServer",
     "RecordedRequest",
     "Reply",
     "ScriptItem",
@@ -71,6 +74,7 @@ _HOME = {
                      "ScriptItem"], "messages_api"),
     **dict.fromkeys(["run_replay", "transcript_from"], "replaying"),
     "CannedLLM": "canned_llm",
+    "OpenAIAPIServer": "openai_api",
 }
 
 

@@ -127,6 +127,10 @@ class _Server(ThreadingHTTPServer):
 class MessagesAPIServer:
     """The server; use it as a context manager (or call :meth:`start` / :meth:`stop`)."""
 
+    #: the path answered with model replies (a subclass speaking another API changes both)
+    endpoint = "/v1/messages"
+    handler: type[BaseHTTPRequestHandler]  # set below, once _Handler exists
+
     def __init__(
         self,
         script: Iterable[ScriptItem] | Responder = (),
@@ -152,14 +156,14 @@ class MessagesAPIServer:
     def start(self) -> MessagesAPIServer:
         if self._server is not None:
             return self
-        handler = type("_Handler", (_Handler,), {"api": self})
+        handler = type("_Handler", (self.handler,), {"api": self})
         self._server = _Server(("127.0.0.1", 0), handler)
         self._stopping.clear()
         # a short poll interval keeps stop() (and so every test using the server) fast
         self._thread = threading.Thread(
             target=self._server.serve_forever,
             kwargs={"poll_interval": 0.02},
-            name="messages-api-server",
+            name=f"{type(self).__name__}",
             daemon=True,
         )
         self._thread.start()
@@ -202,8 +206,8 @@ class MessagesAPIServer:
 
     @property
     def bodies(self) -> list[dict[str, Any]]:
-        """The JSON bodies of every ``/v1/messages`` request, in arrival order."""
-        return [r.body for r in self.requests if r.path == "/v1/messages" and r.body is not None]
+        """The JSON bodies of every request to :attr:`endpoint`, in arrival order."""
+        return [r.body for r in self.requests if r.path == self.endpoint and r.body is not None]
 
     def _next_item(self, body: dict[str, Any]) -> ScriptItem:
         if self._responder is not None:
@@ -285,13 +289,16 @@ def _usage(body: dict[str, Any], reply: Reply) -> dict[str, int]:
 class _Handler(BaseHTTPRequestHandler):
     api: MessagesAPIServer
     protocol_version = "HTTP/1.1"
+    #: headers and body go out in separate writes: without TCP_NODELAY the body waits for the
+    #: client's delayed ACK (about 40 ms per keep-alive request)
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
         return
 
     def do_GET(self) -> None:
         self._record(None)
-        self._send_json(404, _error_body(404, f"no route for GET {self.path}"))
+        self._send_json(404, self._error_body(404, f"no route for GET {self.path}"))
 
     def do_POST(self) -> None:
         length = int(self.headers.get("content-length") or 0)
@@ -305,14 +312,14 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/v1/messages/count_tokens":
             self._count_tokens(body, record)
             return
-        if path != "/v1/messages":
+        if path != self.api.endpoint:
             record.status = 404
-            self._send_json(404, _error_body(404, f"no route for POST {path}"))
+            self._send_json(404, self._error_body(404, f"no route for POST {path}"))
             return
-        problem = _problem(body) if self.api.validate else None
+        problem = self._problem(body) if self.api.validate else None
         if problem is not None or body is None:
             record.status = 400
-            self._send_json(400, _error_body(400, problem or "the body is not valid JSON"))
+            self._send_json(400, self._error_body(400, problem or "the body is not valid JSON"))
             return
         item = self.api._next_item(body)
         if isinstance(item, str):
@@ -329,13 +336,20 @@ class _Handler(BaseHTTPRequestHandler):
             if item.retry_after_ms is not None:
                 headers["retry-after-ms"] = str(item.retry_after_ms)
             message = item.message or f"simulated HTTP {item.status}"
-            self._send_json(item.status, _error_body(item.status, message, item.error_type), headers)
+            self._send_json(item.status, self._error_body(item.status, message, item.error_type),
+                            headers)
             return
         record.status = 200
         if body.get("stream"):
             self._stream(body, item)
         else:
             self._send_json(200, self._message(body, item))
+
+    def _problem(self, body: Any) -> str | None:
+        return _problem(body)
+
+    def _error_body(self, status: int, message: str, error_type: str | None = None) -> dict[str, Any]:
+        return _error_body(status, message, error_type)
 
     # ------------------------------------------------------------------------------- helpers
 
@@ -470,6 +484,9 @@ class _Handler(BaseHTTPRequestHandler):
         for name, data in events:
             self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
         self.wfile.flush()
+
+
+MessagesAPIServer.handler = _Handler
 
 
 def _block_start(index: int, block: dict[str, Any]) -> tuple[str, dict[str, Any]]:

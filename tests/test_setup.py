@@ -1,0 +1,226 @@
+"""``hermes-core setup``: driven by flags and by piped answers, the config it writes, its diff and
+backup, bad input, and ``setup --check`` against the loopback Messages API (only the model's
+words are fake) and against a closed port."""
+
+from __future__ import annotations
+
+import json
+import socket
+import stat
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from hermes_core.cli import cli
+from hermes_core.testing import MessagesAPIServer
+
+THIRD_PARTY = """
+from hermes_core import MemoryProvider, hookimpl
+
+class Notes(MemoryProvider):
+    name = "notes"
+    description = "Notes kept by a third-party plugin."
+
+@hookimpl
+def register_memory_providers(register):
+    register(Notes)
+"""
+
+
+@pytest.fixture
+def run(home):
+    runner = CliRunner()
+
+    def invoke(*args: str, input: str | None = None):
+        return runner.invoke(cli, list(args), input=input, catch_exceptions=False)
+
+    return invoke
+
+
+def written(home: Path) -> dict:
+    return yaml.safe_load((home / "config.yaml").read_text(encoding="utf-8"))
+
+
+FLAGS = ("setup", "--yes", "--client", "anthropic", "--model", "claude-test",
+         "--provider", "session_archive", "--provider", "file_memory", "--embedder", "none",
+         "--scope", "user")
+
+
+def test_flags_write_a_config_that_validates_and_holds_no_key(run, home, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret-value")
+    result = run(*FLAGS)
+    assert result.exit_code == 0, result.output
+    data = written(home)
+    assert data["llm"] == {"client": "anthropic", "model": "claude-test"}
+    assert data["memory"] == {"providers": ["session_archive", "file_memory"], "scope": "user"}
+    assert data["embeddings"] == {"embedder": "none"}
+    assert "sk-ant" not in (home / "config.yaml").read_text()
+    assert "$ANTHROPIC_API_KEY, which is set" in result.output
+    assert run("config", "validate").exit_code == 0
+    again = run(*FLAGS)  # the same answers: nothing to change, no backup
+    assert "nothing changed" in again.output and not (home / "config.yaml.bak").exists()
+
+
+def test_piped_answers_drive_the_prompts_and_a_bad_name_is_asked_again(run, home):
+    answers = ["anthropic", "claude-piped", "-", "session_archive, nope", "session_archive, skills",
+               "bogus", "none", "global"]
+    result = run("setup", input="\n".join(answers) + "\n")
+    assert result.exit_code == 0, result.output
+    assert "unknown memory provider 'nope'; valid: " in result.output
+    assert "file_memory" in result.output.split("unknown memory provider 'nope'")[1]
+    assert "unknown embedder 'bogus'; valid: auto, none" in result.output
+    data = written(home)
+    assert data["llm"]["model"] == "claude-piped" and "base_url" not in data["llm"]
+    assert data["memory"]["providers"] == ["session_archive", "skills"]
+    assert run("config", "validate").exit_code == 0
+
+
+def test_installed_providers_are_offered_with_where_they_come_from(run, home, fake_dist):
+    fake_dist("hermes-core-notes", "1.2", {"notes": "notes_mod"}, {"notes_mod": THIRD_PARTY})
+    answers = ["anthropic", "", "-", "notes, session_archive", "none", "global"]
+    result = run("setup", input="\n".join(answers) + "\n")
+    assert result.exit_code == 0, result.output
+    assert "notes  (installed: hermes-core-notes 1.2) - Notes kept by a third-party plugin." \
+        in result.output
+    assert "session_archive  (built-in)" in result.output
+    assert written(home)["memory"]["providers"] == ["notes", "session_archive"]
+
+
+def test_unknown_names_in_flags_list_the_valid_ones(run, home):
+    for flag, value, kind in [("--client", "nope", "model client"),
+                              ("--provider", "nope", "memory provider"),
+                              ("--embedder", "nope", "embedder")]:
+        result = run("setup", "--yes", flag, value)
+        assert result.exit_code == 2, result.output
+        assert f"unknown {kind} 'nope'; valid: " in result.output
+    assert "valid: anthropic" in run("setup", "--yes", "--client", "nope").output
+    assert not (home / "config.yaml").exists()
+
+
+def test_no_terminal_and_no_answer_names_the_flag(run, home):
+    result = run("setup", input="")
+    assert result.exit_code == 2
+    assert "the input ended" in result.output and "pass --client" in result.output
+    assert not (home / "config.yaml").exists()
+
+
+def test_an_existing_config_is_diffed_kept_with_its_other_sections_and_backed_up(run, home):
+    old = ("# my notes about this home\nhooks:\n  tool_timeout: 30  # slow tools\n"
+           "memory:\n  providers: [session_archive]\n")
+    (home / "config.yaml").write_text(old, encoding="utf-8")
+    declined = run("setup", *FLAGS[2:], input="-\n\n")  # no --yes: asked (base URL, replace?)
+    assert declined.exit_code == 0, declined.output
+    assert "+  scope: user" in declined.output and "-  providers: [session_archive]" \
+        in declined.output
+    assert "Nothing written." in declined.output
+    assert (home / "config.yaml").read_text() == old and not (home / "config.yaml.bak").exists()
+    result = run(*FLAGS)
+    assert result.exit_code == 0, result.output
+    text = (home / "config.yaml").read_text()
+    assert "# my notes about this home" in text and "tool_timeout: 30  # slow tools" in text
+    assert (home / "config.yaml.bak").read_text() == old
+    assert stat.S_IMODE((home / "config.yaml.bak").stat().st_mode) == 0o600
+
+
+def test_the_diff_masks_a_stored_key(run, home):
+    (home / "config.yaml").write_text("llm:\n  api_key: sk-ant-old-secret\n", encoding="utf-8")
+    result = run(*FLAGS)
+    assert result.exit_code == 0, result.output
+    assert "sk-ant-old-secret" not in result.output and "api_key: **********" in result.output
+    assert written(home)["llm"]["api_key"] == "sk-ant-old-secret"  # nothing stored is lost
+
+
+def test_a_malformed_config_is_kept_unless_yes_then_backed_up(run, home):
+    bad = "memory: [unclosed\n"
+    (home / "config.yaml").write_text(bad, encoding="utf-8")
+    refused = run("setup", input="anthropic\n")
+    assert refused.exit_code == 1
+    assert "malformed YAML" in refused.output and "hermes-core setup --yes" in refused.output
+    assert (home / "config.yaml").read_text() == bad
+    result = run(*FLAGS)
+    assert result.exit_code == 0, result.output
+    assert "malformed" in result.output
+    assert (home / "config.yaml.bak").read_text() == bad
+    assert written(home)["memory"]["scope"] == "user"
+
+
+def test_store_key_writes_it_0600_and_says_so(run, home, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-stored")
+    result = run(*FLAGS, "--store-key")
+    assert result.exit_code == 0, result.output
+    assert written(home)["llm"]["api_key"] == "sk-ant-stored"
+    assert stat.S_IMODE((home / "config.yaml").stat().st_mode) == 0o600
+    assert "The API key is stored in" in result.output and "mode 0600" in result.output
+    assert "sk-ant-stored" not in result.output
+
+
+def test_a_fixed_key_variable_cannot_be_renamed(run, home):
+    result = run(*FLAGS, "--api-key-env", "MY_KEY")
+    assert result.exit_code == 2
+    assert "client 'anthropic' cannot take another variable (it reads ANTHROPIC_API_KEY only)" \
+        in result.output
+    assert not (home / "config.yaml").exists()
+
+
+def test_an_invalid_result_is_refused_and_nothing_written(run, home):
+    old = "context:\n  engine: not-installed\n"
+    (home / "config.yaml").write_text(old, encoding="utf-8")
+    result = run(*FLAGS)
+    assert result.exit_code == 1
+    assert "not valid" in result.output and "not-installed" in result.output
+    assert (home / "config.yaml").read_text() == old and not (home / "config.yaml.bak").exists()
+
+
+# ------------------------------------------------------------------------------ setup --check
+
+def _closed_port() -> int:
+    with socket.socket() as s:  # bound, never listening: connections are refused
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _setup_against(run, base_url: str) -> None:
+    result = run("setup", "--yes", "--client", "anthropic", "--model", "claude-test",
+                 "--provider", "session_archive", "--embedder", "none", "--base-url", base_url)
+    assert result.exit_code == 0, result.output
+
+
+def test_check_answers_ok_through_the_loopback_messages_api(run, home, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    with MessagesAPIServer(["OK"]) as api:
+        url = api.base_url
+        _setup_against(run, url)
+        result = run("setup", "--check")
+        assert result.exit_code == 0, result.output
+        assert len(api.requests) == 1 and api.requests[0].body["model"] == "claude-test"
+    assert f"[ok  ] model: client anthropic, model claude-test, base URL {url}: " \
+        "answered in" in result.output
+    assert "[ok  ] activation:" in result.output
+
+
+def test_check_reports_a_dead_endpoint_clearly(run, home, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))  # held, never listening: nothing else can take the port
+    try:
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        _setup_against(run, url)
+        result = run("setup", "--check", "--timeout", "5", "--json")
+    finally:
+        sock.close()
+    assert result.exit_code == 1
+    model = json.loads(result.output)[0]
+    assert model["ok"] is False and model["name"] == "model"
+    assert f"client anthropic, model claude-test, base URL {url}" in model["detail"]
+    assert "the endpoint does not answer (connection)" in model["detail"]
+    assert "llm.base_url" in model["fix"]
+
+
+def test_check_without_a_key_names_the_variable(run, home):
+    _setup_against(run, f"http://127.0.0.1:{_closed_port()}")
+    result = run("setup", "--check")
+    assert result.exit_code == 1
+    assert "no API key, so nothing was sent" in result.output
+    assert "fix: export ANTHROPIC_API_KEY=..." in result.output

@@ -105,6 +105,11 @@ class ContextSection(StrictModel):
 
 
 class LLMSection(StrictModel):
+    #: the model client (a name registered through ``register_llm_clients``): ``anthropic``,
+    #: ``openai`` or a third-party one; ``hermes-core plugins list`` shows the installed ones
+    client: str = "anthropic"
+    #: the client of the auxiliary model (summaries, memory reviews); ``None``: ``client``
+    auxiliary_client: str | None = None
     model: str = "claude-sonnet-4-6"
     #: the model for summaries and reviews; defaults to ``model``
     auxiliary_model: str | None = None

@@ -184,6 +184,7 @@ RECEIVERS: dict[str, frozenset[str]] = {
     "register_platforms": _MODULE,
     "register_commands": _MODULE,
     "register_embedders": _MODULE,
+    "register_llm_clients": _MODULE,
     "system_prompt_block": _MEMORY,
     "prefetch": _MEMORY,
     "queue_prefetch": _MEMORY,
@@ -309,6 +310,11 @@ class Hooks:
     def register_embedders(self, *, register: Callable[[type], None], only: str | None = None
                            ) -> list[HookOutcome]:
         return self._all(self._relay.register_embedders, None, _registers, only=only, register=register)
+
+    def register_llm_clients(self, *, register: Callable[[type], None], only: str | None = None
+                             ) -> list[HookOutcome]:
+        return self._all(self._relay.register_llm_clients, None, _registers, only=only,
+                         register=register)
 
     def register_commands(self, *, register: Callable[[Any], None], only: str | None = None
                           ) -> list[HookOutcome]:

@@ -19,8 +19,8 @@ only what you use, and your plugin keeps working when later versions add argumen
 
 The reference for plugin authors, one section per hook with a runnable example, is in
 ``docs/reference/`` (one page per kind: memory-providers.md, context-engines.md, tools.md,
-platforms.md, commands.md, stores.md, embedders.md); a test fails when a hook below has no section
-there or no test exercising it.
+platforms.md, commands.md, stores.md, embedders.md, llm-clients.md); a test fails when a hook
+below has no section there or no test exercising it.
 """
 
 from __future__ import annotations
@@ -75,6 +75,7 @@ __all__ = [
     "register_commands",
     "register_context_engines",
     "register_embedders",
+    "register_llm_clients",
     "register_memory_providers",
     "register_platforms",
     "register_tools",
@@ -94,6 +95,7 @@ REGISTRY_HOOKS = (
     "register_platforms",
     "register_commands",
     "register_embedders",
+    "register_llm_clients",
 )
 MEMORY_HOOKS = (
     "on_message",
@@ -520,6 +522,25 @@ def register_embedders(register: Callable[[type], None]) -> None:
     installed, ``none``: word search only). An embedder turns texts into unit vectors:
     ``embed(texts)``, ``dimension`` and ``model_id``; it is instantiated lazily and may load a
     model on first use.
+    """
+
+
+# --------------------------------------------------------------------------------------------------
+# LLM clients: a registry hook (the classes are selected by ``llm.client`` / ``llm.auxiliary_client``)
+# --------------------------------------------------------------------------------------------------
+
+
+@hookspec
+def register_llm_clients(register: Callable[[type], None]) -> None:
+    """Offer model client classes (subclasses of :class:`hermes_core.kinds.LLMClient`).
+
+    Called once when the plugin manager is built. Same contract as
+    :func:`register_memory_providers`: each class has a ``name`` and optionally a ``Config``
+    model (its own config.yaml section, for vendor settings). ``llm.client`` selects the client
+    of the main model, ``llm.auxiliary_client`` the one of summaries and memory reviews (default:
+    the same). The kernel builds the selected class with ``(config, context)``; it answers
+    ``respond``/``complete`` (:class:`hermes_core.llm.ChatLLM`) and raises
+    :class:`hermes_core.llm.LLMError` with an :class:`hermes_core.llm.LLMFailure` for every failure.
     """
 
 

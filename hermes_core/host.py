@@ -333,6 +333,7 @@ class PluginHost:
                     self.registries.memory_providers,
                     self.registries.context_engines,
                     self.registries.platforms,
+                    self.registries.llm_clients,
                 ):
                     registry.disabled_hint.setdefault(record.name, record.name)
 
@@ -345,6 +346,7 @@ class PluginHost:
             "tool": self.hooks.register_tools,
             "platform": self.hooks.register_platforms,
             "embedder": self.hooks.register_embedders,
+            "llm-client": self.hooks.register_llm_clients,
         }
         self._collect_commands(record)
         for kind, call in calls.items():

@@ -28,6 +28,8 @@ from .types import MemoryWrite, ToolContext
 if TYPE_CHECKING:
     from .config import CoreConfig
     from .embeddings import GuardedEmbedder
+    from .llm import LLMResponse
+    from .types import Message
 
 __all__ = [
     "CURATION_ROLES",
@@ -35,6 +37,7 @@ __all__ = [
     "Curation",
     "Embedder",
     "EmbedderUnavailable",
+    "LLMClient",
     "MemoryProvider",
     "NoConfig",
     "Platform",
@@ -283,6 +286,77 @@ class Embedder(_Instantiable):
 
     def embed(self, texts: Sequence[str]) -> Sequence[Sequence[float]]:
         raise NotImplementedError(f"{type(self).__name__}.embed is not implemented")
+
+
+class LLMClient(_Instantiable):
+    """Base class for model clients (registered with ``register_llm_clients``).
+
+    ``llm.client`` selects the client of the main model and ``llm.auxiliary_client`` the one of
+    summaries and memory reviews; the kernel builds it with ``(config, context)`` where
+    ``config`` is the client's own section (vendor settings) and ``context.config.llm`` holds the
+    client-neutral settings (``model``, ``max_tokens``, ``timeout``, ``max_retries``, ...).
+    A client implements :class:`hermes_core.llm.ChatLLM`: :meth:`respond` (one call, tools and
+    streaming) and :meth:`complete` (text only; given here on top of ``respond``). Every failure
+    is an :class:`hermes_core.llm.LLMError` with its :class:`hermes_core.llm.LLMFailure` class
+    (``AUTH`` for a wrong key: never retried).
+
+    Tools come as dicts with ``name``, ``description``, ``input_schema``; tool calls go back as
+    :class:`hermes_core.types.ToolCall`; tool results are ``Message(role="tool", ...)`` in the
+    history. The client converts both ways for its vendor.
+    """
+
+    #: the model this instance asks when a call names none (set by the kernel for each role)
+    model: str = ""
+
+    def respond(
+        self,
+        *,
+        system: str,
+        messages: Sequence[Message],
+        max_tokens: int,
+        model: str | None = None,
+        timeout: float | None = None,
+        tools: Sequence[dict[str, Any]] | None = None,
+        on_text: Callable[[str], None] | None = None,
+    ) -> LLMResponse:
+        """One model call; ``on_text`` (when given) receives each streamed text delta."""
+        raise NotImplementedError(f"{type(self).__name__}.respond is not implemented")
+
+    def complete(
+        self,
+        *,
+        system: str,
+        messages: list[Message],
+        max_tokens: int,
+        model: str | None = None,
+        timeout: float | None = None,
+    ) -> str:
+        """The text of one response; an empty answer is an ``EMPTY`` failure."""
+        from .llm import LLMError, LLMFailure
+
+        response = self.respond(system=system, messages=messages, max_tokens=max_tokens,
+                                model=model, timeout=timeout)
+        if not response.text.strip():
+            raise LLMError(f"the LLM answered with no text (stop_reason={response.stop_reason!r})",
+                           failure=LLMFailure.EMPTY)
+        return response.text
+
+    def context_window(self, model: str) -> int | None:
+        """The model's context window in tokens; ``None`` when this client does not know it."""
+        return None
+
+    def count_tokens(self, *, system: str, messages: Sequence[Message],
+                     tools: Sequence[dict[str, Any]] | None, model: str) -> int | None:
+        """An exact count of the prompt from the vendor, or ``None`` (the kernel then uses its
+        local estimate)."""
+        return None
+
+    def supports_tools(self, model: str) -> bool:
+        """Whether ``model`` can be offered tools."""
+        return True
+
+    def close(self) -> None:
+        """Release connections; called once when the host closes."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "tool": ("register_tools", "tool"),
     "platform": ("register_platforms", "platform"),
     "embedder": ("register_embedders", "embedder"),
+    "llm-client": ("register_llm_clients", "model client"),
 }
 
 
@@ -129,6 +130,7 @@ class Registries:
     tools: Registry[Tool] = field(default_factory=lambda: Registry("tool"))
     platforms: Registry[type] = field(default_factory=lambda: Registry("platform"))
     embedders: Registry[type] = field(default_factory=lambda: Registry("embedder"))
+    llm_clients: Registry[type] = field(default_factory=lambda: Registry("llm-client"))
 
     def by_kind(self, kind: str) -> Registry[Any]:
         registries: dict[str, Registry[Any]] = {
@@ -137,6 +139,7 @@ class Registries:
             "tool": self.tools,
             "platform": self.platforms,
             "embedder": self.embedders,
+            "llm-client": self.llm_clients,
         }
         return registries[kind]
 
@@ -144,7 +147,7 @@ class Registries:
         """config section -> (class name, Config model, plugin) for every registered class."""
         out: dict[str, tuple[str, type[BaseModel], str]] = {}
         for registry in (self.memory_providers, self.context_engines, self.platforms,
-                         self.embedders):
+                         self.embedders, self.llm_clients):
             for reg in registry.entries.values():
                 cls = reg.obj
                 section = getattr(cls, "config_section", None) or reg.name

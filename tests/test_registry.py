@@ -95,7 +95,7 @@ def test_register_raising_is_recorded_and_others_load(home):
 
 @pytest.mark.parametrize("hook", ["register_context_engines", "register_memory_providers",
                                   "register_tools", "register_platforms", "register_embedders",
-                                  "register_commands"])
+                                  "register_llm_clients", "register_commands"])
 def test_a_registry_hook_that_returns_what_it_should_register_is_named(home, hook):
     """Returning the classes instead of calling ``register`` would silently offer nothing."""
     def offer(self, register):

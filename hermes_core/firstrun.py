@@ -115,8 +115,11 @@ def _choices(host: PluginHost, registry: Any) -> list[Choice]:
 def catalog(host: PluginHost) -> Catalog:
     """Everything the loaded host offers for the questions of setup."""
     regs = host.registries
+    clients = _choices(host, regs.llm_clients)
+    if _LLM_SECTION_CLIENT not in regs.llm_clients.entries:  # the kernel's own, not a plugin yet
+        clients.insert(0, Choice(_LLM_SECTION_CLIENT, "built-in", "Anthropic's Messages API"))
     return Catalog(
-        clients=_choices(host, regs.llm_clients),
+        clients=clients,
         providers=_choices(host, regs.memory_providers),
         embedders=[*(Choice(word, "setting", text) for word, text in EMBEDDER_WORDS.items()),
                    *_choices(host, regs.embedders)],
@@ -131,18 +134,19 @@ def _env_of(model: type[Any], field_name: str) -> str | None:
 
 def client_info(registries: Registries, name: str) -> ClientInfo:
     """Where client ``name`` keeps its key and base URL (raises when it is not installed)."""
-    cls = registries.llm_clients.resolve(name, config_key="llm.client").obj
-    default_model = getattr(cls, "default_model", None)
     if name == _LLM_SECTION_CLIENT:
         return ClientInfo(name, _env_of(LLMSection, "api_key"), None, "llm.api_key",
-                          "llm.base_url", default_model or LLMSection.model_fields["model"].default)
+                          "llm.base_url", LLMSection.model_fields["model"].default)
+    cls = registries.llm_clients.resolve(name, config_key="llm.client").obj
+    default_model = getattr(cls, "default_model", None)
     section = getattr(cls, "config_section", None) or name
-    fields = getattr(getattr(cls, "Config", None), "model_fields", {})
+    config_model: Any = getattr(cls, "Config", None)
+    fields = getattr(config_model, "model_fields", {})
     key_env = None
     if "api_key_env" in fields:
         key_env = fields["api_key_env"].default
     elif "api_key" in fields:
-        key_env = _env_of(cls.Config, "api_key")
+        key_env = _env_of(config_model, "api_key")
     return ClientInfo(
         name, key_env if isinstance(key_env, str) else None,
         f"{section}.api_key_env" if "api_key_env" in fields else None,
@@ -237,14 +241,16 @@ def _check(ok: bool, detail: str, fix: str | None = None) -> dict[str, Any]:
 def model_check(host: PluginHost, *, timeout: float = 20.0) -> dict[str, Any]:
     """One tiny request through the configured client (``timeout`` bounds it, retries included),
     as a check in ``doctor``'s shape: what answered, or which client, base URL and step failed."""
-    from .llm import LLMError, LLMFailure, build_llm
+    from .llm import AnthropicLLM, LLMError, LLMFailure
     from .types import Message
 
     core = host.config.core
     name, model = core.llm.client, core.llm.model
+    if name != _LLM_SECTION_CLIENT:
+        return _check(False, f"client {name!r}: this kernel builds only the anthropic client")
     try:
         info = client_info(host.registries, name)
-        client = build_llm(host.registries, core, "main")
+        client: Any = AnthropicLLM.from_config(core)
     except ConfigError as exc:
         return _check(False, f"client {name!r} cannot be built: {exc}")
     where = _base_url(host, info, client)

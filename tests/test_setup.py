@@ -28,6 +28,30 @@ def register_memory_providers(register):
     register(Notes)
 """
 
+#: a third-party model client with its own section: base URL and key variable settings
+CLIENT = """
+from pydantic import BaseModel
+from hermes_core import hookimpl
+from hermes_core.kinds import LLMClient
+from hermes_core.llm import LLMResponse
+
+class Echo(LLMClient):
+    name = "echo"
+    description = "Repeats the last user message."
+
+    class Config(BaseModel):
+        base_url: str = "http://127.0.0.1:1"
+        api_key_env: str = "ECHO_KEY"
+
+    def respond(self, *, system, messages, max_tokens, model=None, timeout=None, tools=None,
+                on_text=None):
+        return LLMResponse(text=messages[-1].content, model=model)
+
+@hookimpl
+def register_llm_clients(register):
+    register(Echo)
+"""
+
 
 @pytest.fixture
 def run(home):
@@ -86,6 +110,23 @@ def test_installed_providers_are_offered_with_where_they_come_from(run, home, fa
         in result.output
     assert "session_archive  (built-in)" in result.output
     assert written(home)["memory"]["providers"] == ["notes", "session_archive"]
+
+
+def test_a_third_party_client_takes_its_own_key_variable_and_needs_a_model(run, home,
+                                                                         dir_plugin):
+    dir_plugin("echo_client", CLIENT)
+    no_model = run("setup", "--yes", "--client", "echo", "--provider", "session_archive")
+    assert no_model.exit_code == 2 and "Model (echo): no default; pass --model" in no_model.output
+    answers = ["echo", "echo-1", "http://127.0.0.1:8080/v1", "MY_ECHO_KEY", "session_archive",
+               "none", "global"]
+    result = run("setup", input="\n".join(answers) + "\n")
+    assert result.exit_code == 0, result.output
+    assert "echo  (directory plugin echo_client) - Repeats the last user message." in result.output
+    assert "The key is read from $MY_ECHO_KEY, which is NOT set" in result.output
+    data = written(home)
+    assert data["llm"] == {"client": "echo", "model": "echo-1"}
+    assert data["echo"] == {"base_url": "http://127.0.0.1:8080/v1", "api_key_env": "MY_ECHO_KEY"}
+    assert run("config", "validate").exit_code == 0
 
 
 def test_unknown_names_in_flags_list_the_valid_ones(run, home):

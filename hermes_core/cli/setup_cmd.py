@@ -6,6 +6,7 @@ in :mod:`hermes_core.firstrun`; this module asks and prints.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -151,8 +152,6 @@ def _current(host: PluginHost, dotted: str) -> str | None:
 
 
 def _key_to_store(info: ClientInfo, env: str | None, ask: _Asker) -> str:
-    import os
-
     if info.key_setting is None:
         raise click.UsageError(f"--store-key: client {info.name!r} has no key setting")
     if env and os.environ.get(env):
@@ -201,45 +200,43 @@ def setup(check: bool, timeout: float, as_json: bool, yes: bool, **flags: Any) -
     if check:
         _run_check(timeout, as_json)
         return
-    from ..firstrun import (apply_config, backup_path, catalog, config_diff, malformed_reason,
-                            render_config)
+    from .. import firstrun
     from ..paths import config_path
 
     path = config_path()
     old = _read_old(path)
     base = old or ""
-    malformed = None if old is None else malformed_reason(old, path)
+    malformed = None if old is None else firstrun.malformed_reason(old, path)
     if malformed is not None:
+        bak = firstrun.backup_path(path).name
         if not yes:
             raise click.ClickException(
                 f"{malformed}\nsetup keeps what is there: fix the file, or run 'hermes-core "
-                f"setup --yes' to replace it (the old file is kept as {backup_path(path).name})")
-        warn(f"{path} is malformed; it is replaced, the old file kept as "
-             f"{backup_path(path).name}")
+                f"setup --yes' to replace it (the old file is kept as {bak})")
+        warn(f"{path} is malformed; it is replaced, the old file kept as {bak}")
         base = ""
     host = load_host(tolerate_bad_config=True, warn_config=old is not None and malformed is None)
     try:
-        answers, info = _ask_answers(host, catalog(host), flags, _Asker(not yes))
+        answers, info = _ask_answers(host, firstrun.catalog(host), flags, _Asker(not yes))
     finally:
         host.hooks.close()
-    new = render_config(base, path, answers, info)
+    new = firstrun.render_config(base, path, answers, info)
     if old is not None and new == old:
         click.echo(f"{path} already says this; nothing changed.")
         return
     if old is not None:
-        click.echo(f"\n{path} exists; the changes:\n" + config_diff(old, new, path), nl=False)
+        click.echo(f"\n{path} exists; the changes:\n{firstrun.config_diff(old, new, path)}",
+                   nl=False)
         if not yes and not _confirm(f"Replace {path.name}?"):
             click.echo("Nothing written.")
             return
-    backup = apply_config(path, old, new)
+    backup = firstrun.apply_config(path, old, new)
     click.echo(f"Wrote {path}" + (f" (the old file is {backup})" if backup else "") + ".")
     if answers.api_key is not None:
         click.echo(f"The API key is stored in {path} (mode 0600); the environment variable "
                    f"{info.key_env or ''} is safer: unset {info.key_setting} to go back to it.")
     elif info.key_env:
         env = answers.api_key_env or info.key_env
-        import os
-
         state = "is set" if os.environ.get(env) else "is NOT set: export it before 'chat'"
         click.echo(f"The key is read from ${env}, which {state}.")
     click.echo("Next: 'hermes-core setup --check' checks that the model answers and the "

@@ -20,7 +20,7 @@ from __future__ import annotations
 import difflib
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +62,10 @@ class Catalog:
     def names(self, what: str) -> list[str]:
         choices: list[Choice] = getattr(self, what)
         return [c.name for c in choices]
+
+    def as_dict(self) -> dict[str, list[dict[str, str]]]:
+        return {what: [asdict(c) for c in getattr(self, what)]
+                for what in ("clients", "providers", "embedders")}
 
 
 @dataclass

@@ -14,7 +14,7 @@ import yaml
 from click.testing import CliRunner
 
 from hermes_core.cli import cli
-from hermes_core.testing import MessagesAPIServer
+from hermes_core.testing import Failure, MessagesAPIServer
 
 THIRD_PARTY = """
 from hermes_core import MemoryProvider, hookimpl
@@ -265,3 +265,26 @@ def test_check_without_a_key_names_the_variable(run, home):
     assert result.exit_code == 1
     assert "no API key, so nothing was sent" in result.output
     assert "fix: export ANTHROPIC_API_KEY=..." in result.output
+
+
+def test_check_names_a_refused_key_without_retrying(run, home, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "wrong-key")
+    with MessagesAPIServer([Failure(401, "invalid x-api-key")] * 5) as api:
+        _setup_against(run, api.base_url)
+        result = run("setup", "--check")
+        asked = len(api.requests)
+    assert result.exit_code == 1
+    assert "the key was refused (HTTP 401)" in result.output
+    assert "fix: check the key in ANTHROPIC_API_KEY" in result.output
+    assert asked == 1  # a wrong key is not retried
+
+
+def test_json_lists_what_can_be_chosen(run, home):
+    result = run("setup", "--json")
+    assert result.exit_code == 0, result.output
+    offer = json.loads(result.output)
+    assert offer["clients"][0]["name"] == "anthropic"
+    assert {"name": "file_memory", "origin": "built-in"}.items() <= next(
+        p for p in offer["providers"] if p["name"] == "file_memory").items()
+    assert [e["name"] for e in offer["embedders"]][:2] == ["auto", "none"]
+    assert not (home / "config.yaml").exists()

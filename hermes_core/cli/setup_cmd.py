@@ -188,7 +188,8 @@ def _read_old(path: Path) -> str | None:
                    "start.")
 @click.option("--timeout", default=20.0, show_default=True, type=click.FloatRange(0.1, 600),
               help="Seconds --check waits for the model.")
-@click.option("--json", "as_json", is_flag=True, help="With --check: print the checks as JSON.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print as JSON what can be chosen (with --check: the checks); writes nothing.")
 def setup(check: bool, timeout: float, as_json: bool, yes: bool, **flags: Any) -> None:
     """Write config.yaml by answering a few questions (every one is also a flag).
 
@@ -203,6 +204,13 @@ def setup(check: bool, timeout: float, as_json: bool, yes: bool, **flags: Any) -
     from .. import firstrun
     from ..paths import config_path
 
+    if as_json:
+        host = load_host(tolerate_bad_config=True)
+        try:
+            echo_json(firstrun.catalog(host).as_dict())
+        finally:
+            host.hooks.close()
+        return
     path = config_path()
     old = _read_old(path)
     base = old or ""

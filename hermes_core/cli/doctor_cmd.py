@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from ..hooks import HookOutcome
     from ..host import PluginHost
 
-__all__ = ["activation_check", "doctor", "embedder_check", "print_checks", "run_checks"]
+__all__ = ["activation_check", "doctor", "embedder_check", "print_checks", "report_checks",
+           "run_checks"]
 
 
 
@@ -167,7 +168,11 @@ def doctor(as_json: bool) -> None:
     Then every loaded plugin checks what it keeps (the built-ins: state.db, MEMORY.md, USER.md),
     each check labelled with its plugin.
     """
-    checks = run_checks()
+    report_checks(run_checks(), as_json)
+
+
+def report_checks(checks: list[dict[str, Any]], as_json: bool) -> None:
+    """Print the checks (JSON, or one line each); exit 1 when one failed."""
     if as_json:
         echo_json(checks)
     else:

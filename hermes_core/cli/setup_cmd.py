@@ -84,19 +84,24 @@ def _given(value: Any, proc: Any) -> Any:
         raise click.UsageError(exc.format_message()) from None
 
 
+def _pick_one(ask: _Asker, kind: str, title: str, choices: list[Any], given: str | None,
+              flag: str, default: str) -> str:
+    """One name among ``choices``: the flag's (checked), or asked after listing them."""
+    proc = _one(kind, [c.name for c in choices], flag)
+    if given is not None:
+        return str(_given(given, proc))
+    if ask.interactive:
+        _show(title, choices)
+    return str(ask(kind[0].upper() + kind[1:], flag, default=default, value_proc=proc))
+
+
 def _ask_answers(host: PluginHost, offer: Catalog, flags: dict[str, Any], ask: _Asker
                  ) -> tuple[Any, ClientInfo]:
     from ..firstrun import Answers, client_info
 
     core = host.config.core
-    clients = offer.names("clients")
-    if flags["client"] is not None:
-        client = _given(flags["client"], _one("model client", clients, "--client"))
-    else:
-        if ask.interactive:
-            _show("Model clients", offer.clients)
-        client = ask("Model client", "--client", default=core.llm.client,
-                     value_proc=_one("model client", clients, "--client"))
+    client = _pick_one(ask, "model client", "Model clients", offer.clients, flags["client"],
+                       "--client", core.llm.client)
     info = client_info(host.registries, client)
     default_model = core.llm.model if client == core.llm.client else info.default_model
     model = flags["model"] or ask(f"Model ({client})", "--model", default=default_model)
@@ -126,14 +131,8 @@ def _ask_answers(host: PluginHost, offer: Catalog, flags: dict[str, Any], ask: _
                         default=", ".join(core.memory.providers),
                         value_proc=_names("memory provider", offer.names("providers"),
                                           "--provider"))
-    embedders = offer.names("embedders")
-    if flags["embedder"] is not None:
-        embedder = _given(flags["embedder"], _one("embedder", embedders, "--embedder"))
-    else:
-        if ask.interactive:
-            _show("Embedders (semantic search)", offer.embedders)
-        embedder = ask("Embedder", "--embedder", default=core.embeddings.embedder,
-                       value_proc=_one("embedder", embedders, "--embedder"))
+    embedder = _pick_one(ask, "embedder", "Embedders (semantic search)", offer.embedders,
+                         flags["embedder"], "--embedder", core.embeddings.embedder)
     scope = flags["scope"] or ask("Memory scope (global: one memory; user: one per user)",
                                   "--scope", default=core.memory.scope,
                                   type=click.Choice(["global", "user"]))
@@ -263,7 +262,7 @@ def _confirm(text: str) -> bool:
 
 def _run_check(timeout: float, as_json: bool) -> None:
     from ..firstrun import model_check
-    from .doctor_cmd import activation_check, embedder_check, print_checks
+    from .doctor_cmd import activation_check, embedder_check, report_checks
 
     host = load_host()
     try:
@@ -276,9 +275,4 @@ def _run_check(timeout: float, as_json: bool) -> None:
         checks.append(embedder_check(host))
     finally:
         host.hooks.close()
-    if as_json:
-        echo_json(checks)
-    else:
-        print_checks(checks)
-    if not all(c["ok"] for c in checks):
-        raise SystemExit(1)
+    report_checks(checks, as_json)

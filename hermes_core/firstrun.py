@@ -8,9 +8,10 @@ takes them as flags) and hands the answers here:
   bridge registers them) and the embedders, each with where it comes from;
 * :func:`client_info` says where a client keeps its key, its key's environment variable and its
   base URL, read from the client's ``Config`` model;
-* :func:`render_config` edits the existing text (comments, order and every other section kept)
-  and :func:`apply_config` validates the result as ``config validate`` does, keeps the old file
-  as ``config.yaml.bak`` and replaces the file atomically;
+* :func:`render_config` edits the existing text (comments, order and every other section kept);
+  :func:`new_problems` checks the result as ``config validate`` does (refusing what the edit
+  would break), and :func:`write_config` keeps the old file as ``config.yaml.bak`` and replaces
+  the file atomically;
 * :func:`model_check` sends one tiny request through the configured client, bounded by a short
   deadline, and says clearly what failed: which client, which base URL, which variable.
 """
@@ -32,8 +33,9 @@ if TYPE_CHECKING:
     from .host import PluginHost
     from .registry import Registries
 
-__all__ = ["Answers", "Catalog", "Choice", "ClientInfo", "apply_config", "catalog", "client_info",
-           "config_diff", "malformed_reason", "model_check", "render_config"]
+__all__ = ["Answers", "Catalog", "Choice", "ClientInfo", "catalog", "client_info",
+           "config_diff", "malformed_reason", "model_check", "new_problems", "render_config",
+           "write_config"]
 
 #: the embedder settings that are not plugin names
 EMBEDDER_WORDS = {"auto": "the local MiniLM embedder when installed, else word search only",
@@ -207,25 +209,48 @@ def config_diff(old: str, new: str, path: Path) -> str:
     return "".join(_masked(line if line.endswith("\n") else line + "\n") for line in lines)
 
 
-def backup_path(path: Path) -> Path:
-    return path.with_name(path.name + ".bak")
+def backup_path(path: Path, old: str | None = None) -> Path:
+    """Where the old file is kept: ``config.yaml.bak``, or (when that holds something else)
+    the first free ``config.yaml.bak.N``, so an earlier backup is not lost either."""
+    candidate = path.with_name(path.name + ".bak")
+    n = 0
+    while candidate.exists():
+        try:
+            if old is not None and candidate.read_text(encoding="utf-8") == old:
+                break
+        except (OSError, UnicodeDecodeError):
+            pass
+        n += 1
+        candidate = path.with_name(f"{path.name}.bak.{n}")
+    return candidate
 
 
-def apply_config(path: Path, old: str | None, new: str) -> Path | None:
-    """Validate ``new`` as ``config validate`` would, keep ``old`` (when there is a file) as
-    ``config.yaml.bak``, then replace the file atomically (mode 0600). Returns the backup's path.
+_WHERE = re.compile(r", line \d+(?:, column \d+)?")
 
-    Raises :class:`ConfigError` naming every problem, and then nothing is written.
-    """
+
+def new_problems(path: Path, old: str | None, new: str) -> list[str]:
+    """Check ``new`` as ``config validate`` would; raise :class:`ConfigError` naming the problems
+    it has that ``old`` did not have. Returns the problems both have (the old file's own, e.g. the
+    section of a plugin that is not installed: they do not block setup, and are reported)."""
+    errors = check_config_file_text(new, path).errors
+    had = set()
+    if errors and old is not None and malformed_reason(old, path) is None:
+        had = {_WHERE.sub("", e) for e in check_config_file_text(old, path).errors}
+    added = [e for e in errors if _WHERE.sub("", e) not in had]
+    if added:
+        raise ConfigError("the config setup would write is not valid:\n  "
+                          + "\n  ".join(added) + f"\n{path} was not changed.")
+    return [e for e in errors if e not in added]
+
+
+def write_config(path: Path, old: str | None, new: str) -> Path | None:
+    """Keep ``old`` (when there is a file) as a backup (mode 0600), then replace the file
+    atomically (mode 0600). Returns the backup's path."""
     from .atomic import atomic_write
 
-    report = check_config_file_text(new, path)
-    if report.errors:
-        raise ConfigError("the config setup would write is not valid:\n  "
-                          + "\n  ".join(report.errors) + f"\n{path} was not changed.")
     backup = None
     if old is not None:
-        backup = backup_path(path)
+        backup = backup_path(path, old)
         try:
             atomic_write(backup, old.encode("utf-8"))
         except OSError as exc:

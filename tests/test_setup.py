@@ -205,13 +205,51 @@ def test_a_fixed_key_variable_cannot_be_renamed(run, home):
     assert not (home / "config.yaml").exists()
 
 
-def test_an_invalid_result_is_refused_and_nothing_written(run, home):
+BROKEN = """
+from hermes_core import MemoryProvider, hookimpl
+
+class Broken(MemoryProvider):
+    name = "broken"
+
+    def __init__(self, *args, **kwargs):
+        raise RuntimeError("cannot open its store")
+
+@hookimpl
+def register_memory_providers(register):
+    register(Broken)
+"""
+
+
+def test_a_result_that_would_not_start_is_refused_before_asking(run, home, dir_plugin):
+    dir_plugin("broken_provider", BROKEN)
+    old = "memory:\n  scope: user\n"
+    (home / "config.yaml").write_text(old, encoding="utf-8")
+    result = run("setup", "--client", "anthropic", "--model", "m", "--base-url", "",
+                 "--provider", "broken", "--embedder", "none", "--scope", "user", input="y\n")
+    assert result.exit_code == 1
+    assert "not valid" in result.output and "cannot open its store" in result.output
+    assert "Replace config.yaml?" not in result.output  # refused before the question
+    assert (home / "config.yaml").read_text() == old and not (home / "config.yaml.bak").exists()
+
+
+def test_problems_the_file_already_had_do_not_block_and_are_named(run, home):
     old = "context:\n  engine: not-installed\n"
     (home / "config.yaml").write_text(old, encoding="utf-8")
     result = run(*FLAGS)
-    assert result.exit_code == 1
-    assert "not valid" in result.output and "not-installed" in result.output
-    assert (home / "config.yaml").read_text() == old and not (home / "config.yaml.bak").exists()
+    assert result.exit_code == 0, result.output
+    assert "left as it was: " in result.output and "not-installed" in result.output
+    assert written(home)["context"] == {"engine": "not-installed"}
+    assert (home / "config.yaml.bak").read_text() == old
+
+
+def test_an_earlier_backup_is_not_overwritten(run, home):
+    (home / "config.yaml.bak").write_text("memory:\n  scope: global\n", encoding="utf-8")
+    (home / "config.yaml").write_text("memory:\n  scope: global\n# v2\n", encoding="utf-8")
+    result = run(*FLAGS)
+    assert result.exit_code == 0, result.output
+    assert (home / "config.yaml.bak").read_text() == "memory:\n  scope: global\n"
+    assert (home / "config.yaml.bak.1").read_text() == "memory:\n  scope: global\n# v2\n"
+    assert "config.yaml.bak.1" in result.output
 
 
 # ------------------------------------------------------------------------------ setup --check

@@ -215,7 +215,7 @@ def setup(check: bool, timeout: float, as_json: bool, yes: bool, **flags: Any) -
     base = old or ""
     malformed = None if old is None else firstrun.malformed_reason(old, path)
     if malformed is not None:
-        bak = firstrun.backup_path(path).name
+        bak = firstrun.backup_path(path, old).name
         if not yes:
             raise click.ClickException(
                 f"{malformed}\nsetup keeps what is there: fix the file, or run 'hermes-core "
@@ -231,13 +231,15 @@ def setup(check: bool, timeout: float, as_json: bool, yes: bool, **flags: Any) -
     if old is not None and new == old:
         click.echo(f"{path} already says this; nothing changed.")
         return
+    for problem in firstrun.new_problems(path, old, new):
+        warn(f"left as it was: {problem}")
     if old is not None:
         click.echo(f"\n{path} exists; the changes:\n{firstrun.config_diff(old, new, path)}",
                    nl=False)
         if not yes and not _confirm(f"Replace {path.name}?"):
             click.echo("Nothing written.")
             return
-    backup = firstrun.apply_config(path, old, new)
+    backup = firstrun.write_config(path, old, new)
     click.echo(f"Wrote {path}" + (f" (the old file is {backup})" if backup else "") + ".")
     if answers.api_key is not None:
         click.echo(f"The API key is stored in {path} (mode 0600); the environment variable "

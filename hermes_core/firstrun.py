@@ -112,10 +112,12 @@ def _origin(host: PluginHost, plugin: str) -> str:
 
 
 def _choices(host: PluginHost, registry: Any) -> list[Choice]:
-    return [Choice(reg.name, _origin(host, reg.plugin),
-                   str(getattr(reg.obj, "description", "") or "").strip().splitlines()[0]
-                   if getattr(reg.obj, "description", "") else "")
-            for reg in (registry.entries[name] for name in registry.names())]
+    out = []
+    for name in registry.names():
+        reg = registry.entries[name]
+        lines = str(getattr(reg.obj, "description", "") or "").strip().splitlines()
+        out.append(Choice(name, _origin(host, reg.plugin), lines[0] if lines else ""))
+    return out
 
 
 def catalog(host: PluginHost) -> Catalog:

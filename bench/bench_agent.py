@@ -18,15 +18,24 @@ Nothing here asserts: the machine is shared and noisy, so read the figures.
   its engine instance, child session, thread, ``on_delegation``). Target <= 5 ms per child.
 * **Replay**: ``hermes-core replay examples/long-incident.jsonl`` through the library with the
   built-in stack (file memory, compressor), in a fresh scratch home per run; turns per second.
+* **Model client layer** (per client, :func:`client_layer`): one call through the client
+  (``respond``: the kernel's messages converted, the SDK called, the answer mapped back) against
+  the same request sent with the SDK directly, both to the client's loopback server, alternated
+  A B A B; the difference of the medians is the layer's cost per call (target <= 0.5 ms). The
+  same for streaming: time to the first text delta through ``respond(on_text=...)`` against the
+  SDK's own stream (target <= 1 ms added). A client is described by a :class:`LayerCase`.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +44,12 @@ from hermes_core.agent import Agent
 from hermes_core.config import load_config, parse_config_text
 from hermes_core.llm import LLMResponse
 from hermes_core.testing import CannedLLM
-from hermes_core.types import ToolCall, Usage
+from hermes_core.types import Message, ToolCall, Usage
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_OVERHEAD_MS = 1.0  # with 10 providers
+TARGET_LAYER_MS = 0.5  # the model client layer, per call
+TARGET_FIRST_TOKEN_MS = 1.0  # added to the time to the first streamed token
 TARGET_DELEGATION_MS = 5.0  # per child, the model excluded
 
 
@@ -217,6 +228,97 @@ def replay_speed(runs: int) -> tuple[float, int, int]:
     return statistics.median(rates), len(transcript.turns), compactions
 
 
+@dataclass
+class LayerCase:
+    """One model client to measure against its SDK, both talking to one loopback server.
+
+    ``server()`` starts the server (a context manager with ``base_url``); ``layer(base_url)``
+    builds the client; ``direct(base_url)`` returns ``(call, stream)``: ``call()`` sends the
+    same request with the SDK directly, ``stream(on_text)`` streams it, calling ``on_text`` with
+    each text delta. ``history`` is the conversation sent (kernel messages)."""
+
+    name: str
+    server: Callable[[], Any]
+    layer: Callable[[str], Any]
+    direct: Callable[[str], tuple[Callable[[], Any], Callable[[Callable[[str], None]], Any]]]
+    history: list[Message]
+
+
+def _first_delta_ms(stream: Callable[[Callable[[str], None]], Any]) -> float:
+    """Milliseconds from the call to its first text delta (the call then runs to its end)."""
+    first: list[float] = []
+    start = time.perf_counter()
+    stream(lambda _delta: first.append(time.perf_counter()) if not first else None)
+    return (first[0] - start) * 1000 if first else float("nan")
+
+
+def client_layer(case: LayerCase, calls: int) -> dict[str, float]:
+    """Medians (ms) of one call and of the time to the first streamed delta, through the client
+    and with the SDK directly, alternated A B A B after 20 warm-up rounds."""
+    times: dict[str, list[float]] = {"layer": [], "direct": [], "layer_ttft": [], "direct_ttft": []}
+    with case.server() as server:
+        client = case.layer(server.base_url)
+        call, stream = case.direct(server.base_url)
+        send = functools.partial(client.respond, system="You are terse.", messages=case.history,
+                                 max_tokens=64)
+        for i in range(calls + 20):
+            for label, fn in (("layer", send), ("direct", call)):
+                start = time.perf_counter()
+                fn()
+                if i >= 20:
+                    times[label].append((time.perf_counter() - start) * 1000)
+            layer_ttft = _first_delta_ms(lambda on_text: send(on_text=on_text))
+            direct_ttft = _first_delta_ms(stream)
+            if i >= 20:
+                times["layer_ttft"].append(layer_ttft)
+                times["direct_ttft"].append(direct_ttft)
+        client.close()
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def anthropic_case() -> LayerCase:
+    """The ``anthropic`` client and the anthropic SDK against the loopback Messages API."""
+    import anthropic
+
+    from hermes_core.plugins.llm.anthropic import AnthropicClient
+    from hermes_core.testing import MessagesAPIServer
+
+    history = [Message("user", "What did we decide about the deploy?"),
+               Message("assistant", "To ship on Tuesday after the migration."),
+               Message("user", "And the rollback plan?")]
+    answer = "Roll back with the previous image; the migration is reversible."
+
+    def layer(url: str) -> AnthropicClient:
+        return AnthropicClient(api_key="k", base_url=url, model="claude-test", max_retries=0)
+
+    def direct(url: str) -> tuple[Callable[[], Any], Callable[[Callable[[str], None]], Any]]:
+        sdk = anthropic.Anthropic(api_key="k", base_url=url, max_retries=0)
+        request = layer(url).build_request(system="You are terse.", messages=history,
+                                           max_tokens=64)
+
+        def stream(on_text: Callable[[str], None]) -> Any:
+            with sdk.messages.stream(**request) as events:
+                for delta in events.text_stream:
+                    on_text(delta)
+                return events.get_final_message()
+
+        return (lambda: sdk.messages.create(**request)), stream
+
+    return LayerCase("anthropic", lambda: MessagesAPIServer(lambda body: answer), layer, direct,
+                     history)
+
+
+def report_layer(case: LayerCase, calls: int) -> None:
+    m = client_layer(case, calls)
+    report(f"{case.name}: one call through the client (median)", m["layer"], "ms")
+    report(f"{case.name}: the same request, SDK directly (median)", m["direct"], "ms")
+    report(f"  {case.name} client layer per call", m["layer"] - m["direct"], "ms", TARGET_LAYER_MS)
+    report(f"{case.name}: first streamed token, through the client", m["layer_ttft"], "ms")
+    report(f"{case.name}: first streamed token, SDK directly", m["direct_ttft"], "ms")
+    report(f"  {case.name} added to the first token", m["layer_ttft"] - m["direct_ttft"], "ms",
+           TARGET_FIRST_TOKEN_MS)
+
+
 def report(label: str, value: float, unit: str, target: float | None = None) -> None:
     ratio = f"  ratio to target {value / target:.2f} (target < {target:g} {unit})" if target else ""
     print(f"{label:<58} {value:9.3f} {unit}{ratio}")
@@ -226,7 +328,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--turns", type=int, default=2000)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=300, help="model client layer: calls per side")
+    parser.add_argument("--only-clients", action="store_true", help="measure only the client layer")
     args = parser.parse_args()
+    for case in (anthropic_case(),):
+        report_layer(case, args.calls)
+    if args.only_clients:
+        return
     print(f"{args.turns} turns per figure (medians), {args.runs} replay runs")
     for n in (0, 1, 10):
         median, p95, sustained = turn_overhead(n, args.turns)

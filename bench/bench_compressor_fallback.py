@@ -29,8 +29,9 @@ from typing import Any
 from hermes_core.compaction.markers import is_summary_message
 from hermes_core.config import CoreConfig, LLMSection
 from hermes_core.kinds import PluginContext
-from hermes_core.llm import AnthropicLLM, LLMError
+from hermes_core.llm import LLMError
 from hermes_core.plugins.context_engine.compressor import Compressor, CompressorConfig
+from hermes_core.plugins.llm.anthropic import AnthropicLLM
 from hermes_core.replay import load_transcript
 from hermes_core.testing import Broken, Failure, MessagesAPIServer, Reply
 from hermes_core.types import Message, ToolCall

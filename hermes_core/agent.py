@@ -169,16 +169,12 @@ class Agent:
     @classmethod
     def create(cls, host: PluginHost, llm: ChatLLM | None = None, **kwargs: Any) -> Agent:
         """Activate what the config selects (``memory.providers``, ``context.engine``) and build an
-        agent; ``llm`` defaults to :class:`~hermes_core.llm.AnthropicLLM` from ``llm.*``."""
+        agent; ``llm`` defaults to the client ``llm.client`` selects (:meth:`PluginHost.llm`)."""
         core = host.config.core
         host.activate_memory_providers()  # once per host: what is active already is kept
         if host.engine is None:
             host.activate("context-engine", core.context.engine, config_key="context.engine")
-        if llm is None:
-            from .llm import AnthropicLLM
-
-            llm = AnthropicLLM.from_config(core)
-        return cls(host, llm, **kwargs)
+        return cls(host, llm if llm is not None else host.llm("main"), **kwargs)
 
     @property
     def on_notice(self) -> Callable[[str], None] | None:
@@ -582,7 +578,7 @@ class Agent:
         self._hygiene_due = False
         tokens = self.last_prompt_tokens or estimate_tokens(self.history, self.system_prompt,
                                                             self.tool_schemas)
-        window = context_window(self.host.config.core)
+        window = context_window(self.host.config.core, client=self.llm)
         if tokens <= HYGIENE_RATIO * window:
             return None
         log.info("resumed session %s holds ~%d tokens of a %d-token window; compacting it before "

@@ -275,14 +275,13 @@ class Curator:
 
     @property
     def llm(self) -> ChatLLM:
-        """The LLM reviews and flushes use: the one given, else :class:`AnthropicLLM` built from
-        ``llm.*`` on first use. Not the agent's own by default, on purpose: like the compressor's
-        summariser, curation is an auxiliary job, and a replayed transcript (whose LLM serves
-        only the recorded turn responses) must not feed it."""
+        """The LLM reviews and flushes use: the one given, else the auxiliary model client
+        (``llm.auxiliary_client``, :meth:`PluginHost.llm`) on first use. Not the agent's own by
+        default, on purpose: like the compressor's summariser, curation is an auxiliary job,
+        and a replayed transcript (whose LLM serves only the recorded turn responses) must not
+        feed it."""
         if self._llm is None:
-            from .llm import AnthropicLLM
-
-            self._llm = AnthropicLLM.from_config(self.host.config.core, model=self.model)
+            self._llm = self.host.llm("auxiliary")
         return self._llm
 
     # ------------------------------------------------------------------------- turn points

@@ -202,16 +202,12 @@ class ConversationDispatcher:
     @classmethod
     def open(cls, host: PluginHost, llm: ChatLLM | None = None, **kwargs: Any) -> ConversationDispatcher:
         """Activate what the config selects (once per host) and build a dispatcher; ``llm``
-        defaults to :class:`~hermes_core.llm.AnthropicLLM` from ``llm.*``."""
+        defaults to the model client ``llm.client`` selects (:meth:`PluginHost.llm`)."""
         core = host.config.core
         host.activate_memory_providers()  # once per host: what is active already is kept
         if host.engine is None:
             host.activate("context-engine", core.context.engine, config_key="context.engine")
-        if llm is None:
-            from .llm import AnthropicLLM
-
-            llm = AnthropicLLM.from_config(core)
-        return cls(host, llm, **kwargs)
+        return cls(host, llm if llm is not None else host.llm("main"), **kwargs)
 
     # ------------------------------------------------------------------------ the Dispatcher
 

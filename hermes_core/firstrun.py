@@ -123,11 +123,8 @@ def _choices(host: PluginHost, registry: Any) -> list[Choice]:
 def catalog(host: PluginHost) -> Catalog:
     """Everything the loaded host offers for the questions of setup."""
     regs = host.registries
-    clients = _choices(host, regs.llm_clients)
-    if _LLM_SECTION_CLIENT not in regs.llm_clients.entries:  # the kernel's own, not a plugin yet
-        clients.insert(0, Choice(_LLM_SECTION_CLIENT, "built-in", "Anthropic's Messages API"))
     return Catalog(
-        clients=clients,
+        clients=_choices(host, regs.llm_clients),
         providers=_choices(host, regs.memory_providers),
         embedders=[*(Choice(word, "setting", text) for word, text in EMBEDDER_WORDS.items()),
                    *_choices(host, regs.embedders)],
@@ -142,10 +139,10 @@ def _env_of(model: type[Any], field_name: str) -> str | None:
 
 def client_info(registries: Registries, name: str) -> ClientInfo:
     """Where client ``name`` keeps its key and base URL (raises when it is not installed)."""
+    cls = registries.llm_clients.resolve(name, config_key="llm.client").obj
     if name == _LLM_SECTION_CLIENT:
         return ClientInfo(name, _env_of(LLMSection, "api_key"), None, "llm.api_key",
                           "llm.base_url", LLMSection.model_fields["model"].default)
-    cls = registries.llm_clients.resolve(name, config_key="llm.client").obj
     default_model = getattr(cls, "default_model", None)
     section = getattr(cls, "config_section", None) or name
     config_model: Any = getattr(cls, "Config", None)
@@ -272,17 +269,16 @@ def _check(ok: bool, detail: str, fix: str | None = None) -> dict[str, Any]:
 def model_check(host: PluginHost, *, timeout: float = 20.0) -> dict[str, Any]:
     """One tiny request through the configured client (``timeout`` bounds it, retries included),
     as a check in ``doctor``'s shape: what answered, or which client, base URL and step failed."""
-    from .llm import AnthropicLLM, LLMError, LLMFailure
+    from .errors import HermesCoreError
+    from .llm import LLMError, LLMFailure
     from .types import Message
 
     core = host.config.core
     name, model = core.llm.client, core.llm.model
-    if name != _LLM_SECTION_CLIENT:
-        return _check(False, f"client {name!r}: this kernel builds only the anthropic client")
     try:
         info = client_info(host.registries, name)
-        client: Any = AnthropicLLM.from_config(core)
-    except ConfigError as exc:
+        client = host.llm("main")
+    except HermesCoreError as exc:  # unknown name, invalid section, missing extra
         return _check(False, f"client {name!r} cannot be built: {exc}")
     where = _base_url(host, info, client)
     who = f"client {name}, model {model}, base URL {where}"
@@ -303,10 +299,6 @@ def model_check(host: PluginHost, *, timeout: float = 20.0) -> dict[str, Any]:
                           "start the server, or fix the base URL"
                           + (f" ({info.base_url_setting})" if info.base_url_setting else ""))
         return _check(False, f"{who}: the request failed ({exc.failure}): {exc}")
-    finally:
-        close = getattr(client, "close", None)
-        if callable(close):
-            close()
     return _check(True, f"{who}: answered in {time.monotonic() - started:.2f} s")
 
 

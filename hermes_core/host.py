@@ -72,6 +72,7 @@ def create_plugin_manager() -> pluggy.PluginManager:
 
 
 if TYPE_CHECKING:
+    from .kinds import LLMClient
     from .storage.erasures import ErasureLedger
 
 #: closed child hosts a host keeps for reuse (see :meth:`PluginHost.child_host`)
@@ -96,6 +97,8 @@ class PluginHost:
         self._embedder: Any = None
         self._embedder_chosen = False
         self._embedder_lock = threading.Lock()
+        self._llms: dict[str, Any] = {}
+        self._llm_lock = threading.Lock()
         #: CLI commands offered by plugins: name -> (click command, plugin)
         self.commands: dict[str, tuple[Any, str]] = {}
         #: sub-commands of the kernel's groups (COMMAND_GROUPS): group -> name -> (command, plugin)
@@ -175,6 +178,28 @@ class PluginHost:
             else:
                 log.info("embeddings: %s", why)
             return self._embedder
+
+    def llm(self, role: str = "main") -> LLMClient:
+        """The model client of ``role`` (``main``: ``llm.client``, ``auxiliary``:
+        ``llm.auxiliary_client``), built once per host (thread-safe) and closed with it.
+        Raises like :func:`hermes_core.llm.build_llm` (an unknown name lists the installed ones)."""
+        if self.parent is not None:
+            return self.parent.llm(role)
+        with self._llm_lock:
+            client = self._llms.get(role)
+            if client is None:
+                from .llm import build_llm
+
+                client = build_llm(self.registries, self.config.core, role, config=self.config,
+                                   context=self._llm_context)
+                self._llms[role] = client
+            return client  # type: ignore[no-any-return]
+
+    def _llm_context(self, plugin: str) -> PluginContext:
+        return PluginContext(plugin_name=plugin, home=self.home, config=self.config.core,
+                             logger=logging.getLogger(f"hermes_core.plugins.{plugin}"),
+                             report_problem=functools.partial(self._report_problem, plugin),
+                             llm=self.llm)
 
     def kind_of(self, manager_name: str) -> str:
         """``memory-provider``, ``context-engine``, ``platform``, or ``module`` for plugin modules."""
@@ -541,6 +566,7 @@ class PluginHost:
             embedder=self.embedder,
             report_problem=functools.partial(self._report_problem, reg.plugin),
             run_later=functools.partial(self._run_later, f"{kind}:{name}"),
+            llm=self.llm,
         )
         try:
             instance = cls(config=self.plugin_config(cls), context=context)
@@ -735,12 +761,15 @@ class PluginHost:
             spares, self._spare_children = self._spare_children, []
         for _sig, spare in spares:
             spare._release_child()
-        closer = getattr(self._embedder, "close", None)
-        if callable(closer):
-            try:
-                closer()
-            except Exception:
-                log.debug("closing the embedder raised", exc_info=True)
+        with self._llm_lock:
+            clients, self._llms = list(self._llms.values()), {}
+        for closer in [getattr(c, "close", None) for c in clients] + [
+                getattr(self._embedder, "close", None)]:
+            if callable(closer):
+                try:
+                    closer()
+                except Exception:
+                    log.debug("closing a model client or the embedder raised", exc_info=True)
         self.hooks.close()
         if self._erasures is not None:
             self._erasures.close()

@@ -82,6 +82,18 @@ class PluginContext:
     #: ``memory.worker_drain_timeout``, before it calls ``shutdown``; what ``fn`` raises is logged.
     #: Without a host (a context built by hand) ``fn`` runs at once.
     run_later: Callable[[Callable[[], None], str], bool] = field(default=lambda fn, label: _now(fn))
+    #: ``llm(role)``: the model client of ``"main"`` (``llm.client``) or ``"auxiliary"``
+    #: (``llm.auxiliary_client``: summaries, memory reviews), built once by the host; it raises
+    #: :class:`hermes_core.llm.LLMError` (or an unknown-name error) when none can be built.
+    #: Without a host (a context built by hand) there is no client.
+    llm: Callable[[str], LLMClient] = field(default=lambda role: _no_client(role))
+
+
+def _no_client(role: str) -> LLMClient:
+    from .llm import LLMError, LLMFailure
+
+    raise LLMError(f"no {role} model client: this plugin context was built without a host",
+                   failure=LLMFailure.NOT_CONFIGURED)
 
 
 def _now(fn: Callable[[], None]) -> bool:
@@ -352,8 +364,14 @@ class LLMClient(_Instantiable):
         return None
 
     def supports_tools(self, model: str) -> bool:
-        """Whether ``model`` can be offered tools."""
+        """Whether ``model`` can be offered tools (the agent refuses to start with one that
+        cannot: its memory, search and skills are tools)."""
         return True
+
+    def unavailable(self) -> str | None:
+        """Why this client cannot answer at all (no key, a missing package), or ``None``; cheap,
+        no network. ``chat`` and ``serve`` refuse to start with it (exit 3)."""
+        return None
 
     def close(self) -> None:
         """Release connections; called once when the host closes."""

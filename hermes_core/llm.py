@@ -1,32 +1,35 @@
-"""The kernel's LLM interface, and its Anthropic implementation.
+"""The kernel's model interface: the provider-neutral shapes, failure classes, the retry loop
+within a total deadline, and :func:`build_llm`, which builds the client ``llm.client`` selects.
 
-:class:`LLM` is the small protocol everything else depends on (the compressor's summariser, later
-the agent loop): ``complete`` returns text, ``respond`` returns text, tool calls and usage. Tests
-inject their own implementation or point :class:`AnthropicLLM` at the loopback server in
-:mod:`hermes_core.testing.messages_api`.
+:class:`ChatLLM` is what the agent loop, the compressor's summariser, the curator and the
+session archive's summaries depend on: ``complete`` returns text, ``respond`` returns text, tool
+calls and usage. The clients themselves are plugins of the ``llm`` kind
+(:class:`hermes_core.kinds.LLMClient`, registered through ``register_llm_clients``); tests
+inject their own implementation or point a client at a loopback server
+(:mod:`hermes_core.testing.messages_api`).
 
 Failures are classified structurally into :class:`LLMFailure` from the SDK's exception types and
 HTTP status codes (never by matching message text), so callers can decide per class: the
 compressor falls back to a deterministic summary for every class, the agent loop may retry only
-transient ones.
-
-The anthropic SDK is imported on the first request, not at import time: it costs close to a
-second of start-up, which ``--help`` and the compressor's no-key path never pay.
+transient ones, and an ``AUTH`` failure (a wrong key) is never retried.
 """
 
 from __future__ import annotations
 
 import enum
 import functools
+import importlib
+import logging
 import random
 import threading
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from .anthropic_request import (
-    CacheTTL,
     apply_cache_breakpoints,
     build_request,
     cache_marker,
@@ -36,23 +39,33 @@ from .errors import HermesCoreError
 from .types import Message, ToolCall, Usage
 
 if TYPE_CHECKING:
-    from .config import CoreConfig
+    from .config import CoreConfig, LoadedConfig
+    from .kinds import LLMClient, PluginContext
+    from .registry import Registries
 
 __all__ = [
     "LLM",
-    "AnthropicLLM",
+    "ROLES",
     "ChatLLM",
     "LLMError",
     "LLMFailure",
     "LLMResponse",
+    "Role",
     "apply_cache_breakpoints",
+    "build_llm",
     "build_request",
     "cache_marker",
-    "classify_exception",
+    "call_within",
+    "client_name",
+    "failure_for_status",
+    "retry_delay",
     "run_with_deadline",
     "to_anthropic_messages",
 ]
 
+#: who asks: the main model (the agent loop) or the auxiliary one (summaries, memory reviews)
+Role = Literal["main", "auxiliary"]
+ROLES: tuple[Role, ...] = ("main", "auxiliary")
 
 
 class LLMFailure(enum.StrEnum):
@@ -182,237 +195,6 @@ def failure_for_status(status: int) -> LLMFailure:
     return LLMFailure.SERVER_ERROR if status >= 500 else LLMFailure.OTHER
 
 
-def classify_exception(exc: BaseException) -> LLMError:
-    """Turn what the SDK (or transport) raised into an :class:`LLMError`, by type and status."""
-    if isinstance(exc, LLMError):
-        return exc
-    import anthropic  # already imported: the exception came from it (or the call never ran)
-
-    if isinstance(exc, anthropic.APITimeoutError):
-        return LLMError(f"the LLM request timed out: {exc}", failure=LLMFailure.TIMEOUT)
-    if isinstance(exc, anthropic.APIConnectionError):
-        return LLMError(f"the LLM endpoint could not be reached: {exc}", failure=LLMFailure.CONNECTION)
-    if isinstance(exc, anthropic.APIStatusError):
-        status = int(exc.status_code)
-        failure = failure_for_status(status)
-        return LLMError(f"the LLM returned HTTP {status}: {exc.message}", failure=failure, status=status)
-    if isinstance(exc, TimeoutError):
-        return LLMError(f"the LLM request timed out: {exc}", failure=LLMFailure.TIMEOUT)
-    return LLMError(f"the LLM call failed: {type(exc).__name__}: {exc}", failure=LLMFailure.OTHER)
-
-
-# --------------------------------------------------------------------------------------------------
-# The Anthropic implementation
-# --------------------------------------------------------------------------------------------------
-
-
-class AnthropicLLM:
-    """:class:`LLM` on the anthropic SDK (any Messages-API-compatible endpoint).
-
-    Retries are the SDK's own (``max_retries``, honouring ``retry-after``), except when a call
-    passes ``timeout``: that bounds the whole call and the retries are budgeted within it (see
-    :meth:`respond`). The client is built on the first call; ``client=`` injects one.
-    """
-
-    def __init__(
-        self,
-        *,
-        api_key: str | None,
-        model: str = "claude-sonnet-4-6",
-        base_url: str | None = None,
-        max_retries: int = 2,
-        timeout: float = 600.0,
-        cache_ttl: CacheTTL | None = "5m",
-        client: Any = None,
-    ) -> None:
-        self.api_key = api_key
-        self.model = model
-        self.base_url = base_url
-        self.max_retries = max_retries
-        self.timeout = timeout
-        self.cache_ttl = cache_ttl
-        self._client = client
-        self._lock = threading.Lock()
-
-    @classmethod
-    def from_config(cls, config: CoreConfig, *, model: str | None = None) -> AnthropicLLM:
-        """Built from ``llm.*``; ``model`` overrides ``llm.model`` (e.g. the auxiliary model)."""
-        llm = config.llm
-        key = llm.api_key.get_secret_value() if llm.api_key is not None else None
-        return cls(
-            api_key=key,
-            model=model or llm.model,
-            base_url=llm.base_url,
-            max_retries=llm.max_retries,
-            timeout=llm.timeout,
-            cache_ttl=llm.cache_ttl,
-        )
-
-    @property
-    def client(self) -> Any:
-        """The ``anthropic.Anthropic`` client, created on first use."""
-        if self._client is None:
-            with self._lock:
-                if self._client is None:
-                    if not self.api_key:
-                        raise LLMError(
-                            "no API key for the LLM: set llm.api_key in config.yaml or the "
-                            "ANTHROPIC_API_KEY environment variable",
-                            failure=LLMFailure.NOT_CONFIGURED,
-                        )
-                    import anthropic
-
-                    self._client = anthropic.Anthropic(
-                        api_key=self.api_key,
-                        base_url=self.base_url,
-                        max_retries=self.max_retries,
-                        timeout=self.timeout,
-                    )
-        return self._client
-
-    def build_request(
-        self,
-        *,
-        system: str,
-        messages: Sequence[Message],
-        max_tokens: int,
-        model: str | None = None,
-        tools: Sequence[dict[str, Any]] | None = None,
-    ) -> dict[str, Any]:
-        """The body this instance would send (see :func:`build_request`)."""
-        return build_request(
-            system=system,
-            messages=messages,
-            model=model or self.model,
-            max_tokens=max_tokens,
-            tools=tools,
-            cache_ttl=self.cache_ttl,
-        )
-
-    def respond(
-        self,
-        *,
-        system: str,
-        messages: Sequence[Message],
-        max_tokens: int,
-        model: str | None = None,
-        timeout: float | None = None,
-        tools: Sequence[dict[str, Any]] | None = None,
-        on_text: Callable[[str], None] | None = None,
-    ) -> LLMResponse:
-        """One Messages-API call; streams when ``on_text`` is given (called with each text delta).
-
-        Without ``timeout`` the client's settings apply: ``llm.timeout`` per attempt and the SDK's
-        ``max_retries``. With ``timeout``, it bounds the WHOLE call, retries and their back-off
-        included: the SDK's own retries are off, each attempt gets only the time that is left,
-        back-off never sleeps past the deadline, and the attempt runs on a helper thread that is
-        abandoned at the deadline (so even a server dripping one byte at a time cannot hold the
-        caller). Raises :class:`LLMError` (classified) for every failure of the call itself.
-        """
-        request = self.build_request(
-            system=system, messages=messages, max_tokens=max_tokens, model=model, tools=tools
-        )
-        client = self.client
-        if timeout is None:
-            return _to_response(_attempt(client, request, on_text, {}))
-        return _to_response(self._bounded(client, request, on_text, float(timeout)))
-
-    def _bounded(
-        self,
-        client: Any,
-        request: dict[str, Any],
-        on_text: Callable[[str], None] | None,
-        total: float,
-    ) -> Any:
-        deadline = time.monotonic() + total
-        once = client.with_options(max_retries=0)
-        attempt = 0
-        while True:
-            remaining = deadline - time.monotonic()
-            try:
-                if remaining <= 0:
-                    raise TimeoutError(f"no time left of the {total:g} s bound")
-                options: dict[str, Any] = {"timeout": remaining}
-                return run_with_deadline(
-                    functools.partial(_attempt, once, request, on_text, options), remaining
-                )
-            except LLMError as exc:
-                error, wait = exc, _backoff(attempt, exc)
-            except Exception as exc:
-                error, wait = classify_exception(exc), _backoff(attempt, exc)
-            if time.monotonic() >= deadline - 0.01:
-                raise LLMError(
-                    f"the LLM call took longer than its {total:g} s bound, retries included "
-                    f"({attempt + 1} attempt(s)); last problem: {error}",
-                    failure=LLMFailure.TIMEOUT, status=error.status,
-                ) from error
-            if not error.transient or attempt >= self.max_retries:
-                raise error
-            if time.monotonic() + wait >= deadline:
-                raise LLMError(
-                    f"{error} (not retried: the {total:g} s bound leaves no time to wait "
-                    f"{wait:.1f} s and try again)", failure=error.failure, status=error.status,
-                ) from error
-            time.sleep(wait)
-            attempt += 1
-
-    def complete(
-        self,
-        *,
-        system: str,
-        messages: list[Message],
-        max_tokens: int,
-        model: str | None = None,
-        timeout: float | None = None,
-    ) -> str:
-        """The text of one response; an empty or whitespace-only answer is an ``EMPTY`` failure."""
-        response = self.respond(
-            system=system, messages=messages, max_tokens=max_tokens, model=model, timeout=timeout
-        )
-        if not response.text.strip():
-            raise LLMError(
-                f"the LLM answered with no text (stop_reason={response.stop_reason!r})",
-                failure=LLMFailure.EMPTY,
-            )
-        return response.text
-
-
-def _attempt(
-    client: Any,
-    request: dict[str, Any],
-    on_text: Callable[[str], None] | None,
-    options: dict[str, Any],
-) -> Any:
-    """One request (with the client's own retries); SDK errors become :class:`LLMError`."""
-    try:
-        if on_text is not None:
-            with client.messages.stream(**request, **options) as stream:
-                for delta in stream.text_stream:
-                    on_text(delta)
-                return stream.get_final_message()
-        return client.messages.create(**request, **options)
-    except LLMError:
-        raise
-    except Exception as exc:
-        raise classify_exception(exc) from exc
-
-
-def _backoff(attempt: int, exc: BaseException | None) -> float:
-    """Seconds before retry ``attempt + 1``: the server's ``retry-after`` if it sent one, else
-    exponential (0.5 s, 1 s, 2 s, ... up to 8 s) with jitter."""
-    cause = exc.__cause__ if isinstance(exc, LLMError) else exc
-    headers = getattr(getattr(cause, "response", None), "headers", None)
-    if headers is not None:
-        for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-            value = headers.get(name)
-            if value is not None:
-                try:
-                    return max(0.0, float(value) * scale)
-                except ValueError:
-                    pass
-    return float(min(8.0, 0.5 * 2**attempt) * (0.75 + random.random() / 2))
-
-
 T = TypeVar("T")
 
 
@@ -442,28 +224,132 @@ def run_with_deadline(fn: Callable[[], T], seconds: float) -> T:
     return box["value"]  # type: ignore[no-any-return]
 
 
-def _to_response(message: Any) -> LLMResponse:
-    texts: list[str] = []
-    calls: list[ToolCall] = []
-    for block in getattr(message, "content", None) or ():
-        kind = getattr(block, "type", None)
-        if kind == "text":
-            texts.append(block.text)
-        elif kind == "tool_use":
-            args = block.input if isinstance(block.input, dict) else {"input": block.input}
-            calls.append(ToolCall(id=block.id, name=block.name, arguments=dict(args)))
-    raw_usage = getattr(message, "usage", None)
-    usage = Usage(
-        input_tokens=int(getattr(raw_usage, "input_tokens", 0) or 0),
-        output_tokens=int(getattr(raw_usage, "output_tokens", 0) or 0),
-        cache_read_tokens=int(getattr(raw_usage, "cache_read_input_tokens", 0) or 0),
-        cache_write_tokens=int(getattr(raw_usage, "cache_creation_input_tokens", 0) or 0),
-        model=getattr(message, "model", None),
-    )
-    return LLMResponse(
-        text="".join(texts),
-        tool_calls=calls,
-        usage=usage,
-        stop_reason=getattr(message, "stop_reason", None),
-        model=getattr(message, "model", None),
-    )
+def retry_delay(attempt: int, exc: BaseException | None) -> float:
+    """Seconds before retry ``attempt + 1``: the server's ``retry-after`` if it sent one (on the
+    exception's ``response``, or its cause's), else exponential (0.5 s, 1 s, 2 s, ... up to 8 s)
+    with jitter."""
+    cause = exc.__cause__ if isinstance(exc, LLMError) else exc
+    headers = getattr(getattr(cause, "response", None), "headers", None)
+    if headers is not None:
+        for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+            value = headers.get(name)
+            if value is not None:
+                try:
+                    return max(0.0, float(value) * scale)
+                except ValueError:
+                    pass
+    return float(min(8.0, 0.5 * 2**attempt) * (0.75 + random.random() / 2))
+
+
+def call_within(attempt: Callable[[float], T], *, total: float, max_retries: int,
+                classify: Callable[[BaseException], LLMError]) -> T:
+    """``attempt(seconds_left)`` retried on transient failures, all within ``total`` seconds.
+
+    Each attempt runs under :func:`run_with_deadline` with the time that is left (so even a
+    server dripping one byte at a time cannot hold the caller); back-off
+    (:func:`retry_delay`) never sleeps past the deadline; a failure that is not transient
+    (``AUTH``, ``BAD_REQUEST``, ...) is raised at once, never retried. What ``attempt`` raises
+    other than :class:`LLMError` is turned into one by ``classify``. A client with its own
+    SDK calls this with the SDK's retries off.
+    """
+    deadline = time.monotonic() + total
+    tries = 0
+    while True:
+        remaining = deadline - time.monotonic()
+        try:
+            if remaining <= 0:
+                raise TimeoutError(f"no time left of the {total:g} s bound")
+            return run_with_deadline(functools.partial(attempt, remaining), remaining)
+        except LLMError as exc:
+            error, wait = exc, retry_delay(tries, exc)
+        except Exception as exc:
+            error, wait = classify(exc), retry_delay(tries, exc)
+        if time.monotonic() >= deadline - 0.01:
+            raise LLMError(
+                f"the LLM call took longer than its {total:g} s bound, retries included "
+                f"({tries + 1} attempt(s)); last problem: {error}",
+                failure=LLMFailure.TIMEOUT, status=error.status,
+            ) from error
+        if not error.transient or tries >= max_retries:
+            raise error
+        if time.monotonic() + wait >= deadline:
+            raise LLMError(
+                f"{error} (not retried: the {total:g} s bound leaves no time to wait "
+                f"{wait:.1f} s and try again)", failure=error.failure, status=error.status,
+            ) from error
+        time.sleep(wait)
+        tries += 1
+
+
+# --------------------------------------------------------------------------------------------------
+# Building the selected client
+# --------------------------------------------------------------------------------------------------
+
+
+def client_name(core: CoreConfig, role: str) -> tuple[str, str]:
+    """``(client name, config key that chose it)`` for ``role``."""
+    if role == "auxiliary" and core.llm.auxiliary_client:
+        return core.llm.auxiliary_client, "llm.auxiliary_client"
+    return core.llm.client, "llm.client"
+
+
+def build_llm(
+    registries: Registries,
+    core: CoreConfig,
+    role: str = "main",
+    *,
+    config: LoadedConfig | None = None,
+    context: Callable[[str], PluginContext] | None = None,
+    home: Path | None = None,
+) -> LLMClient:
+    """The client ``llm.client`` (role ``main``) or ``llm.auxiliary_client`` (role
+    ``auxiliary``, default: the same client) selects, built with its validated section, its
+    ``model`` set to ``llm.model`` or ``llm.auxiliary_model`` (default: ``llm.model``).
+
+    ``config`` supplies the client's own section (default: its defaults); ``context(plugin)``
+    the :class:`~hermes_core.kinds.PluginContext` (the host passes its own; default: a plain one
+    on ``home``). Raises :class:`~hermes_core.errors.UnknownNameError` listing the installed
+    clients for an unknown name, :class:`~hermes_core.errors.ConfigError` for an invalid
+    section, and :class:`LLMError` when the client cannot start (a missing extra: its message
+    names the install command).
+    """
+    from .config import validate_section
+    from .kinds import NoConfig, PluginContext
+
+    if role not in ROLES:
+        raise ValueError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
+    name, key = client_name(core, role)
+    reg = registries.llm_clients.resolve(name, config_key=key)
+    cls: Any = reg.obj
+    model_cls = getattr(cls, "Config", NoConfig)
+    section = getattr(cls, "config_section", None) or reg.name
+    settings = (validate_section(config, section, model_cls, plugin=reg.plugin) if config is not None
+                else model_cls.model_validate({}))
+    if context is not None:
+        ctx = context(reg.plugin)
+    else:
+        from .paths import home_dir
+
+        ctx = PluginContext(plugin_name=reg.plugin, home=home or home_dir(), config=core,
+                            logger=logging.getLogger(f"hermes_core.plugins.{reg.plugin}"))
+    try:
+        client = cls(settings, ctx)
+    except (LLMError, HermesCoreError):
+        raise
+    except Exception as exc:
+        raise LLMError(f"{key}: model client {name!r} (plugin {reg.plugin!r}) failed to start: "
+                       f"{type(exc).__name__}: {exc}", failure=LLMFailure.NOT_CONFIGURED) from exc
+    model = core.llm.auxiliary_model if role == "auxiliary" else None
+    client.model = model or core.llm.model
+    return client  # type: ignore[no-any-return]
+
+
+def __getattr__(name: str) -> Any:
+    """``AnthropicLLM``: the old name of the first-party ``anthropic`` client, kept importable."""
+    if name == "AnthropicLLM":
+        warnings.warn("hermes_core.llm.AnthropicLLM moved to the anthropic client plugin: import "
+                      "AnthropicClient from hermes_core.plugins.llm.anthropic, or build the "
+                      "configured client with hermes_core.llm.build_llm", DeprecationWarning,
+                      stacklevel=2)
+        return importlib.import_module("hermes_core.plugins.llm.anthropic").AnthropicClient
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

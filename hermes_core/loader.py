@@ -66,6 +66,7 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "mcp": "hermes_core.plugins.mcp",
     "inspect": "hermes_core.plugins.inspect",
     "minilm": "hermes_core.plugins.embedders.minilm",
+    "anthropic": "hermes_core.plugins.llm.anthropic",
 }
 
 Source = Literal["builtin", "entry-point", "directory"]

@@ -182,6 +182,11 @@ class Registries:
             ("context.engine", self.context_engines, core.context.engine)]
         selections += [(f"memory.providers[{i}]", self.memory_providers, name)
                        for i, name in enumerate(core.memory.providers)]
+        raw_llm = config.raw.get("llm")
+        if isinstance(raw_llm, dict) and raw_llm.get("client"):  # the default is checked at start
+            selections.append(("llm.client", self.llm_clients, core.llm.client))
+        if core.llm.auxiliary_client:
+            selections.append(("llm.auxiliary_client", self.llm_clients, core.llm.auxiliary_client))
         if core.embeddings.embedder not in ("auto", "none"):  # the two choices of no name
             selections.append(("embeddings.embedder", self.embedders, core.embeddings.embedder))
         checked = set(config.plugin_sections)

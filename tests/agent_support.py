@@ -15,6 +15,7 @@ from typing import Any
 from hermes_core import CompressionResult, ContextEngine, MemoryProvider, PluginHost, Tool, hookimpl
 from hermes_core.config import parse_config_text
 from hermes_core.llm import LLMResponse
+from hermes_core.plugins.llm.anthropic import AnthropicClient
 from hermes_core.types import Message, ToolCall, Usage
 
 __all__ = ["CallLog", "ScriptLLM", "engine_class", "make_host", "recorder", "reply", "tool_reply"]
@@ -83,6 +84,10 @@ def make_host(
         def register_tools(self, register: Callable[[Tool], None]) -> None:
             for tool in tools:
                 register(tool)
+
+        @hookimpl
+        def register_llm_clients(self, register: Callable[[type], None]) -> None:
+            register(AnthropicClient)  # the auxiliary model of reviews and flushes
 
     host = host_cls.load(
         home, config=config, builtins=False, entry_points=False, directories=False,

@@ -12,7 +12,9 @@ from typing import Any
 
 from hermes_core.config import CoreConfig, LLMSection
 from hermes_core.kinds import PluginContext
-from hermes_core.llm import LLMError, LLMFailure
+from hermes_core.llm import LLMError, LLMFailure, build_llm
+from hermes_core.plugins.llm.anthropic import AnthropicClient
+from hermes_core.registry import Registries
 from hermes_core.types import Message, ToolCall
 
 __all__ = ["ScriptedLLM", "build_history", "make_context"]
@@ -26,9 +28,14 @@ _WORDS = [
 
 
 def make_context(home: Path, *, window: int | None = None, **llm: Any) -> PluginContext:
+    """A context whose ``llm(role)`` builds the anthropic client from ``llm.*`` as a host would
+    (through :func:`hermes_core.llm.build_llm`)."""
     core = CoreConfig(llm=LLMSection(context_window=window, **llm))
+    registries = Registries()
+    registries.llm_clients.add(AnthropicClient, "anthropic")
     return PluginContext(
-        plugin_name="test", home=home, config=core, logger=logging.getLogger("test.context")
+        plugin_name="test", home=home, config=core, logger=logging.getLogger("test.context"),
+        llm=lambda role: build_llm(registries, core, role, home=home),
     )
 
 

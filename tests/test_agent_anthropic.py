@@ -15,7 +15,8 @@ from agent_support import CallLog, engine_class, make_host, recorder
 from hermes_core import ContextEngine, MemoryProvider, Tool, hookimpl
 from hermes_core.agent import Agent
 from hermes_core.fence import FENCE_OPEN
-from hermes_core.llm import AnthropicLLM, LLMError, LLMFailure
+from hermes_core.llm import LLMError, LLMFailure
+from hermes_core.plugins.llm.anthropic import AnthropicLLM
 from hermes_core.testing import Failure, MessagesAPIServer, Reply
 
 

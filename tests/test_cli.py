@@ -152,7 +152,7 @@ def test_doctor_reports(run, home, dir_plugin):
     result = run("doctor", "--json")
     checks = {c["name"]: c for c in json.loads(result.output)}
     assert checks["plugins"]["warning"] and "nofile" in checks["plugins"]["detail"]
-    assert checks["api key"]["warning"] is True
+    assert checks["model"]["warning"] is True and "no API key" in checks["model"]["detail"]
     assert result.exit_code == 0
     (home / "state.db").write_bytes(b"this is not sqlite" * 100)
     result = run("doctor")

@@ -64,7 +64,7 @@ def test_estimate_text_and_nothing_to_compact(home: Path, tmp_path: Path) -> Non
     assert code == 0
     assert out.startswith(f"engine compressor: {len(history)} messages")
     assert "threshold 0.5 = 100000 tokens: over it" in out and "a compaction would keep:" in out
-    assert "from table" in out  # the default model is in the window table
+    assert "from client" in out  # the anthropic client knows the default model (its table)
     small = write_jsonl(tmp_path / "s.jsonl", build_history(2))
     code, out = run("context", "estimate", str(small))
     assert "a compaction would change nothing" in out

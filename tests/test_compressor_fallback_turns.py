@@ -21,8 +21,8 @@ from hermes_core.compaction.fallback import (
 )
 from hermes_core.compaction.markers import is_summary_message
 from hermes_core.compaction.repair import history_problems
-from hermes_core.llm import AnthropicLLM
 from hermes_core.plugins.context_engine.compressor import Compressor, CompressorConfig
+from hermes_core.plugins.llm.anthropic import AnthropicLLM
 from hermes_core.testing import Broken, Failure, MessagesAPIServer, Reply
 from hermes_core.types import Message, ToolCall
 

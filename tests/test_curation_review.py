@@ -17,7 +17,7 @@ from hermes_core import MemoryProvider, PluginHost, hookimpl
 from hermes_core.agent import Agent
 from hermes_core.config import parse_config_text
 from hermes_core.curation import REVIEW_PROMPT, Curator
-from hermes_core.llm import AnthropicLLM
+from hermes_core.plugins.llm.anthropic import AnthropicLLM
 from hermes_core.plugins.memory.file_memory import FileMemory
 from hermes_core.plugins.memory.session_archive import SessionArchiveProvider
 from hermes_core.testing import Failure, MessagesAPIServer, Reply
@@ -37,6 +37,10 @@ def make_host(home, *, providers=(), memory: str = "", config_text: str = "") ->
         def register_memory_providers(self, register):
             for cls in providers:
                 register(cls)
+
+        @hookimpl
+        def register_llm_clients(self, register):
+            register(AnthropicLLM)  # the review's model: the real client, on the loopback API
 
     host = PluginHost.load(home, config=parse_config_text(text, home / "config.yaml"),
                            builtins=False, entry_points=False, directories=False,

@@ -17,7 +17,7 @@ from agent_support import CallLog
 from hermes_core import ContextEngine, MemoryProvider, PluginHost, Tool, hookimpl
 from hermes_core.agent import Agent
 from hermes_core.config import parse_config_text
-from hermes_core.llm import AnthropicLLM
+from hermes_core.plugins.llm.anthropic import AnthropicLLM
 from hermes_core.plugins.memory import session_archive
 from hermes_core.plugins.tools import delegate
 from hermes_core.testing import Failure, MessagesAPIServer, Reply

@@ -14,7 +14,7 @@ import pytest
 from hermes_core import MemoryProvider, Tool, hookimpl
 from hermes_core.eval import EvalOptions, StackSpec, build_report, parse_dataset, run_eval
 from hermes_core.eval.judge import LONGMEMEVAL_JUDGE
-from hermes_core.llm import AnthropicLLM
+from hermes_core.plugins.llm.anthropic import AnthropicLLM
 from hermes_core.testing import MessagesAPIServer
 
 BIKE = "I keep my bicycle locked in the shed behind the blue house on Elm Street"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from agent_support import CallLog, engine_class, make_host
 
 from hermes_core.agent import Agent, estimate_tokens
-from hermes_core.llm import AnthropicLLM
+from hermes_core.plugins.llm.anthropic import AnthropicLLM
 from hermes_core.testing import MessagesAPIServer, assert_well_formed
 from hermes_core.types import Message, Session
 

@@ -14,7 +14,6 @@ import pytest
 from hermes_core.config import CoreConfig, LLMSection
 from hermes_core.llm import (
     LLM,
-    AnthropicLLM,
     LLMError,
     LLMFailure,
     apply_cache_breakpoints,
@@ -22,6 +21,7 @@ from hermes_core.llm import (
     to_anthropic_messages,
 )
 from hermes_core.models import DEFAULT_CONTEXT_WINDOW, context_window, lookup_context_window, window_source
+from hermes_core.plugins.llm.anthropic import AnthropicLLM
 from hermes_core.testing import Failure, MessagesAPIServer, Reply
 from hermes_core.types import Message, ToolCall
 

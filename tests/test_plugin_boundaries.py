@@ -38,6 +38,9 @@ ALLOWED = {
     ("scaffold.py", "file_memory"),  # the README of a scaffolded plugin shows a selection
     ("embeddings.py", "minilm"),  # embeddings.embedder: auto prefers the first-party local one
     ("bearer.py", "mcp"),  # the home's token keeps its public names: mcp-token, 'mcp token'
+    ("config.py", "anthropic"),  # the default llm.client
+    ("llm.py", "anthropic"),  # hermes_core.llm.AnthropicLLM: the old name, a deprecation alias
+    ("threats.py", "anthropic"),  # a vendor's name in a pattern of risky shell commands
 }
 _PREFIX = "hermes_core.plugins."
 

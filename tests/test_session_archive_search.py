@@ -16,9 +16,11 @@ from archive_support import make_archive
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hermes_core.config import LLMSection, parse_config_text
+from hermes_core.config import parse_config_text
 from hermes_core.errors import ToolError
 from hermes_core.host import PluginHost
+from hermes_core.plugins.llm import anthropic as anthropic_plugin
+from hermes_core.plugins.llm.anthropic import AnthropicClient
 from hermes_core.plugins.memory import session_archive as plugin
 from hermes_core.plugins.memory.session_archive import (
     ArchiveWriteError,
@@ -266,7 +268,7 @@ class FakeMessagesAPI:
                                                                 "message": "boom"}})
                     return
                 text = "" if api.mode == "empty" else (
-                    "SUMMARY: " + body["messages"][0]["content"].split("\n")[0])
+                    "SUMMARY: " + prompt_text(body).split("\n")[0])
                 self._send(200, {
                     "id": "msg_1", "type": "message", "role": "assistant",
                     "model": body["model"], "stop_reason": "end_turn",
@@ -295,6 +297,12 @@ class FakeMessagesAPI:
         self.server.server_close()
 
 
+def prompt_text(body: dict[str, Any]) -> str:
+    """The first message's text, sent as a string or as content blocks (the client's form)."""
+    content = body["messages"][0]["content"]
+    return content if isinstance(content, str) else "".join(b.get("text", "") for b in content)
+
+
 @pytest.fixture
 def api() -> Iterator[FakeMessagesAPI]:
     server = FakeMessagesAPI()
@@ -302,8 +310,9 @@ def api() -> Iterator[FakeMessagesAPI]:
     server.close()
 
 
-def llm(url: str, key: str | None = "test-key", aux: str | None = "claude-aux") -> LLMSection:
-    return LLMSection(api_key=key, base_url=url, auxiliary_model=aux)
+def llm(url: str, key: str | None = "test-key", aux: str | None = "claude-aux") -> AnthropicClient:
+    """The auxiliary client as the host builds it: its model is the auxiliary one."""
+    return AnthropicClient(api_key=key, base_url=url, model=aux, max_retries=0)
 
 
 def results_for(archive: SessionArchive) -> list[dict[str, Any]]:
@@ -316,14 +325,14 @@ def test_summaries_replace_windows(archive: SessionArchive, api: FakeMessagesAPI
     assert all(r["summary"].startswith("SUMMARY: Search query: gateway") for r in results)
     assert all("window" not in r and r["hits"] for r in results)
     assert len(api.requests) == 5 and {r["model"] for r in api.requests} == {"claude-aux"}
-    assert "gateway" in api.requests[0]["messages"][0]["content"]
+    assert "gateway" in prompt_text(api.requests[0])
 
 
 def test_the_main_model_is_used_without_an_auxiliary_one(
     archive: SessionArchive, api: FakeMessagesAPI
 ) -> None:
     results = results_for(archive)[:1]
-    summarise_results(results, "gateway", LLMSection(api_key="k", base_url=api.url, model="big"))
+    summarise_results(results, "gateway", AnthropicClient(api_key="k", base_url=api.url, model="big"))
     assert api.requests[0]["model"] == "big"
 
 
@@ -372,7 +381,8 @@ def host_with_archive(home: Path, extra: str = "") -> PluginHost:
     config = parse_config_text(
         "memory:\n  providers: [session_archive]\n" + extra, home / "config.yaml")
     host = PluginHost.load(home, config=config, builtins=False, entry_points=False,
-                           directories=False, plugins=[("session_archive", plugin)])
+                           directories=False, plugins=[("session_archive", plugin),
+                                                       ("anthropic", anthropic_plugin)])
     host.activate_memory_providers()
     return host
 

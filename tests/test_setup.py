@@ -127,6 +127,10 @@ def test_a_third_party_client_takes_its_own_key_variable_and_needs_a_model(run, 
     assert data["llm"] == {"client": "echo", "model": "echo-1"}
     assert data["echo"] == {"base_url": "http://127.0.0.1:8080/v1", "api_key_env": "MY_ECHO_KEY"}
     assert run("config", "validate").exit_code == 0
+    check = run("setup", "--check")  # built through the registry, as a session builds it
+    assert check.exit_code == 0, check.output
+    assert "[ok  ] model: client echo, model echo-1, base URL http://127.0.0.1:8080/v1: answered" \
+        in check.output
 
 
 def test_unknown_names_in_flags_list_the_valid_ones(run, home):

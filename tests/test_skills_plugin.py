@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from hermes_core.agent import Agent
 from hermes_core.cli import cli as main
-from hermes_core.llm import AnthropicLLM
+from hermes_core.plugins.llm.anthropic import AnthropicLLM
 from hermes_core.plugins.memory.skills import (
     SkillError,
     SkillLibrary,

@@ -14,7 +14,7 @@ from agent_support import CallLog, engine_class, make_host
 
 from hermes_core import hookimpl
 from hermes_core.agent import Agent
-from hermes_core.llm import AnthropicLLM
+from hermes_core.plugins.llm.anthropic import AnthropicLLM
 from hermes_core.plugins.tools import todo
 from hermes_core.testing import MessagesAPIServer, Reply, assert_well_formed
 from hermes_core.types import Session

@@ -20,14 +20,25 @@ class NoKeyError(click.ClickException):
 
 
 def require_api_key(host: PluginHost, command: str) -> None:
-    """Refuse to start a live front end without an API key, and say what works without one."""
-    if host.config.core.llm.api_key is None:
+    """Refuse to start a live front end whose model client cannot answer (no key: exit 3, and
+    say what works without one; an unknown client; a model without tool calls), and warn about
+    what should be fixed (an unknown context window)."""
+    from ..errors import HermesCoreError
+    from ..models import check_model
+
+    try:
+        check = check_model(host, "main")
+    except HermesCoreError as exc:  # an unknown llm.client lists the installed ones
+        raise click.ClickException(str(exc)) from exc
+    if check.unavailable:
         raise NoKeyError(
-            f"'{command}' talks to the model and no API key is configured: export "
-            "ANTHROPIC_API_KEY=... (or set llm.api_key in config.yaml; llm.base_url for another "
-            "Messages-API endpoint). To see the plugins at work without a key, replay a recorded "
-            "conversation: 'hermes-core replay examples/first-week.jsonl'."
-        )
+            f"'{command}' talks to the model and {check.unavailable}. To see the plugins at work "
+            "without a key, replay a recorded conversation: "
+            "'hermes-core replay examples/first-week.jsonl'.")
+    if check.refused:
+        raise click.ClickException(check.refused)
+    for warning in check.warnings:
+        click.echo(f"warning: {warning}", err=True)
 
 
 @click.command("chat")

@@ -21,8 +21,8 @@ if TYPE_CHECKING:
     from ..hooks import HookOutcome
     from ..host import PluginHost
 
-__all__ = ["activation_check", "doctor", "embedder_check", "print_checks", "report_checks",
-           "run_checks"]
+__all__ = ["activation_check", "doctor", "embedder_check", "model_check", "print_checks",
+           "report_checks", "run_checks"]
 
 
 
@@ -73,14 +73,10 @@ def run_checks() -> list[dict[str, Any]]:
         else:
             checks.append(activation_check(host))
         checks.append(embedder_check(host))
-    key_set = bool(host.config.core.llm.api_key)
-    checks.append({
-        "name": "api key",
-        "ok": True,
-        "warning": not key_set,
-        "detail": "ANTHROPIC_API_KEY is set" if key_set else
-        "no key: set ANTHROPIC_API_KEY (or llm.api_key); 'hermes-core replay' works without one",
-    })
+    llm = host.config.core.llm
+    checks.append(model_check(host, "main"))
+    if llm.auxiliary_client or (llm.auxiliary_model and llm.auxiliary_model != llm.model):
+        checks.append(model_check(host, "auxiliary"))
     try:
         checks.extend(plugin_checks(host, home))
     finally:
@@ -96,6 +92,28 @@ def activation_check(host: PluginHost) -> dict[str, Any]:
     return {"name": "activation", "ok": not errors, "warning": bool(warnings),
             "detail": ("every selected provider, the engine and the tools start" if not errors
                        else f"{len(errors)} problem(s) a session would hit") + "".join(lines)}
+
+
+def model_check(host: PluginHost, role: str) -> dict[str, Any]:
+    """The model client of ``role``: it can be built, has what it needs to answer (a key), its
+    model takes tools, and its context window is known (no request is sent)."""
+    from ..errors import HermesCoreError
+    from ..models import check_model, window_source
+
+    name = "model" if role == "main" else "auxiliary model"
+    try:
+        check = check_model(host, role)
+    except HermesCoreError as exc:  # an unknown or conflicting llm.client
+        return {"name": name, "ok": False, "detail": str(exc)}
+    source = window_source(host.config.core, model=check.model, client=host.llm(role))
+    detail = f"client {check.client!r}, model {check.model!r}, context window from {source}"
+    problems = [p for p in (check.unavailable, check.refused) if p]
+    if check.unavailable:
+        problems[0] += "; 'hermes-core replay' works without one"
+    lines = "".join(f"\n  {p}" for p in problems) + "".join(
+        f"\n  warning: {w}" for w in check.warnings)
+    return {"name": name, "ok": check.refused is None,
+            "warning": bool(check.unavailable or check.warnings), "detail": detail + lines}
 
 
 def embedder_check(host: PluginHost) -> dict[str, Any]:

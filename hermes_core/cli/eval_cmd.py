@@ -75,7 +75,6 @@ def eval_command(dataset: Path, fmt: str, providers: tuple[str, ...], engine: st
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from ..config import load_config
     from ..eval import EvalOptions, StackSpec, build_report, load_dataset, run_eval
     from ..paths import home_dir
 
@@ -95,14 +94,22 @@ def eval_command(dataset: Path, fmt: str, providers: tuple[str, ...], engine: st
         shutil.rmtree(check, ignore_errors=True)
     llm = judge = None
     if answer:
-        from ..llm import AnthropicLLM
+        from ..host import PluginHost
+        from ..llm import build_llm
 
-        core = load_config(real).core
-        if core.llm.api_key is None and not core.llm.base_url:
-            raise click.UsageError("--answer needs a model: set llm.api_key (ANTHROPIC_API_KEY) or "
-                                   "llm.base_url")
-        llm = AnthropicLLM.from_config(core)
-        judge = AnthropicLLM.from_config(core, model=judge_model) if judge_model else llm
+        loaded = PluginHost.load(real)
+        try:
+            core = loaded.config.core
+            llm = build_llm(loaded.registries, core, "main", config=loaded.config, home=real)
+            if getattr(llm, "api_key", "") is None and not core.llm.base_url:
+                raise click.UsageError("--answer needs a model: set llm.api_key (ANTHROPIC_API_KEY) "
+                                       "or llm.base_url, or choose another llm.client")
+            judge = llm
+            if judge_model:
+                judge = build_llm(loaded.registries, core, "main", config=loaded.config, home=real)
+                judge.model = judge_model
+        finally:
+            loaded.shutdown()
     total = len(data.questions) if limit is None else min(limit, len(data.questions))
     console = Console(file=sys.stderr)
     progress = Progress(TextColumn("eval"), BarColumn(), MofNCompleteColumn(),

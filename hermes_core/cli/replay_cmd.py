@@ -77,6 +77,20 @@ def _print_turn(t: dict[str, Any]) -> None:
             click.echo(click.style(f"  plugin    {_short(problem['message'], _WIDTH)}", fg="yellow"))
 
 
+def _warn_window(host: Any) -> None:
+    """Warn (stderr) when the configured model's context window is unknown: compaction in the
+    replay would fire at the wrong point."""
+    from ..models import window_warning
+
+    try:
+        client = host.llm("main")
+    except Exception:  # an unknown llm.client: replay answers from the file anyway
+        client = None
+    warning = window_warning(host.config.core, client=client)
+    if warning:
+        click.echo(f"warning: {warning}", err=True)
+
+
 @click.command("replay")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the whole report as JSON.")
@@ -108,6 +122,7 @@ def replay(file: Path, as_json: bool, providers: tuple[str, ...], in_place: bool
         host = build_host(config, home, providers=list(providers) if providers else None,
                           keep_key=use_key)
         printer = None if as_json else _print_turn
+        _warn_window(host)
         report = run(transcript, host, on_turn=printer)
     finally:
         if not in_place and not keep_home:

@@ -276,5 +276,5 @@ def _run_check(timeout: float, as_json: bool) -> None:
             checks.append(activation_check(host))
         checks.append(embedder_check(host))
     finally:
-        host.hooks.close()
+        host.shutdown()  # closes the model client too
     report_checks(checks, as_json)

@@ -59,13 +59,20 @@ class CompactionReport:
     notices: list[str] = field(default_factory=list)
 
 
+#: the share of the threshold from which a history is counted by the model client (when it can)
+COUNT_BAND = 0.8
+
+
 class CompactionPolicy:
     """Thresholds and loop guards; knows nothing about how a history is compacted."""
 
     def __init__(
-        self, *, window: int, threshold: float, max_per_turn: int, enabled: bool = True
+        self, *, window: int, threshold: float, max_per_turn: int, enabled: bool = True,
+        counter: Callable[[list[Message]], int | None] | None = None,
     ) -> None:
         self.window = window
+        #: the model client's exact count of a history, or None (see :meth:`tokens`)
+        self.counter = counter
         self.threshold = threshold
         self.threshold_tokens = max(1, int(window * threshold))
         self.max_per_turn = max_per_turn
@@ -94,10 +101,17 @@ class CompactionPolicy:
         self.usage_stale = False
 
     def tokens(self, messages: list[Message], prompt_tokens: int | None = None) -> int:
-        """The best available size of the next prompt."""
+        """The best available size of the next prompt: the model's last reported usage when it is
+        fresh, else the local estimate; near the threshold (``COUNT_BAND`` of it and above) the
+        model client's exact count replaces the estimate when the client has one (a network
+        call, so only where the verdict may change; the client caches counts by prompt)."""
         estimate = estimate_messages(messages) + self.overhead_tokens
         if prompt_tokens and not self.usage_stale:
             return max(int(prompt_tokens), estimate)
+        if self.counter is not None and estimate >= COUNT_BAND * self.threshold_tokens:
+            counted = self.counter(messages)
+            if counted:
+                return int(counted) + self.overhead_tokens
         return estimate
 
     def blocked_reason(self, tokens: int) -> str | None:
@@ -173,16 +187,28 @@ class PolicyEngine(ContextEngine):
     def __init__(self, config: BaseModel, context: PluginContext, *, window: int | None = None) -> None:
         super().__init__(config, context)
         self.log = context.logger
-        self.window = int(window or context_window(context.config))
+        self.client = _main_client(context)
+        self.window = int(window or context_window(context.config, client=self.client))
         settings: Any = config
         self.policy = CompactionPolicy(
             window=self.window,
             threshold=float(settings.threshold),
             max_per_turn=int(getattr(settings, "max_per_turn", 3)),
             enabled=bool(getattr(settings, "enabled", True)),
+            counter=self._count if self.client is not None else None,
         )
         self.max_passes = int(getattr(settings, "max_passes", 3))
         self.last_report: CompactionReport | None = None
+
+    def _count(self, messages: list[Message]) -> int | None:
+        """The main model client's count of ``messages`` (history only), or None."""
+        try:
+            counted = self.client.count_tokens(system="", messages=messages, tools=None,
+                                               model=self.context.config.llm.model)
+            return int(counted) if counted else None
+        except Exception:
+            self.log.debug("count_tokens raised; using the local estimate", exc_info=True)
+            return None
 
     # ----------------------------------------------------------------------- properties
 
@@ -298,3 +324,11 @@ class PolicyEngine(ContextEngine):
             return None
         self.log.info("pre-flight compaction took %.1f ms", 1000 * (time.perf_counter() - started))
         return CompressionResult(messages=current, summary=result.summary, notices=notices)
+
+
+def _main_client(context: PluginContext) -> Any:
+    """The main model client of ``context`` (its window and token counts), or None without one."""
+    try:
+        return context.llm("main")
+    except Exception:  # built by hand, or an unknown llm.client (reported at start)
+        return None

@@ -1,7 +1,8 @@
 """A loopback Anthropic Messages API server for tests.
 
 It is a real HTTP server on 127.0.0.1 (``http.server`` on a thread) that speaks ``POST
-/v1/messages`` in JSON and, when the request says ``"stream": true``, in server-sent events, so the
+/v1/messages`` in JSON and, when the request says ``"stream": true``, in server-sent events (and
+``POST /v1/messages/count_tokens``, answered with a deterministic count), so the
 real anthropic SDK (and anything built on it) can be tested end to end. Only the model's words are
 fake: they come from a *script* of canned items or from a callable that sees each request body.
 
@@ -301,6 +302,9 @@ class _Handler(BaseHTTPRequestHandler):
             body = None
         record = self._record(body)
         path = self.path.split("?", 1)[0]
+        if path == "/v1/messages/count_tokens":
+            self._count_tokens(body, record)
+            return
         if path != "/v1/messages":
             record.status = 404
             self._send_json(404, _error_body(404, f"no route for POST {path}"))
@@ -334,6 +338,19 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, self._message(body, item))
 
     # ------------------------------------------------------------------------------- helpers
+
+    def _count_tokens(self, body: dict[str, Any] | None, record: RecordedRequest) -> None:
+        """``POST /v1/messages/count_tokens``: the body of a request without ``max_tokens``,
+        answered with ``{"input_tokens": N}``, N the same rough deterministic count as a reply's
+        usage (plus the tools' size)."""
+        problem = _problem({**body, "max_tokens": 1}) if isinstance(body, dict) else None
+        if body is None or problem is not None:
+            record.status = 400
+            self._send_json(400, _error_body(400, problem or "the body is not valid JSON"))
+            return
+        record.status = 200
+        tools = len(json.dumps(body.get("tools", []))) // 4 if body.get("tools") else 0
+        self._send_json(200, {"input_tokens": _usage(body, Reply(text=""))["input_tokens"] + tools})
 
     def _break(self, kind: str) -> None:
         self.close_connection = True

@@ -41,8 +41,9 @@ from hermes_core.compaction.tokens import (
     estimate_text,
     message_token_list,
 )
+from hermes_core.errors import HermesCoreError
 from hermes_core.kinds import PluginContext
-from hermes_core.llm import LLM, AnthropicLLM, LLMError, LLMFailure, run_with_deadline
+from hermes_core.llm import LLM, LLMError, LLMFailure, run_with_deadline
 from hermes_core.models import context_window
 from hermes_core.types import CompressionResult, Message
 
@@ -86,11 +87,15 @@ class Compressor(PolicyEngine):
         self.settings = config
         core = context.config
         self.summary_model = config.summary_model or core.llm.auxiliary_model or core.llm.model
-        self.summary_window = context_window(core, model=self.summary_model)
+        self._no_model: str | None = None
         if llm is _DEFAULT:
-            # Built lazily: the SDK is imported on the first summary, never at start-up.
-            llm = AnthropicLLM.from_config(core, model=self.summary_model) if core.llm.api_key else None
+            # the auxiliary model client (llm.auxiliary_client); its SDK loads on the first summary
+            try:
+                llm = context.llm("auxiliary")
+            except (LLMError, HermesCoreError) as exc:
+                llm, self._no_model = None, str(exc)
         self.llm = llm
+        self.summary_window = context_window(core, model=self.summary_model, client=llm)
         self.tail_budget = max(1, int(self.threshold_tokens * config.target_ratio))
         self._failures = 0
         self._fallback_chars = 8_000
@@ -321,7 +326,7 @@ class Compressor(PolicyEngine):
                 return text, "llm", None
             if failure is None:  # pragma: no cover - _call_model returns text or a failure
                 failure = LLMError("the summary model returned nothing", failure=LLMFailure.OTHER)
-            if failure.failure != LLMFailure.WINDOW_TOO_SMALL:
+            if failure.failure not in (LLMFailure.WINDOW_TOO_SMALL, LLMFailure.NOT_CONFIGURED):
                 # a real call failed: do not hammer the endpoint on the next compaction
                 self._failures += 1
                 pause = min(_MAX_COOLDOWN, s.failure_cooldown_seconds * 2 ** (self._failures - 1))
@@ -372,8 +377,7 @@ class Compressor(PolicyEngine):
         """Why no summary call should be made now (no model, cooling down), or ``None``."""
         if self.llm is None:
             return LLMError(
-                "no summary model is configured (set llm.api_key in config.yaml or the "
-                "ANTHROPIC_API_KEY environment variable)",
+                f"no summary model is configured ({self._no_model or 'no model client'})",
                 failure=LLMFailure.NOT_CONFIGURED,
             )
         if time.monotonic() < self._cooldown_until and self._last_failure is not None:
@@ -418,8 +422,8 @@ class Compressor(PolicyEngine):
         )
         llm = self.llm
         try:
-            # summary_timeout bounds the whole call, the SDK's retries included (AnthropicLLM
-            # budgets them); the deadline here also holds an injected LLM to it, with a little
+            # summary_timeout bounds the whole call, the SDK's retries included (the clients
+            # budget them); the deadline here also holds an injected LLM to it, with a little
             # grace so the LLM's own, more precise error wins when it keeps the bound.
             text = run_with_deadline(
                 lambda: llm.complete(

@@ -45,7 +45,7 @@ def describe_compaction(engine: Compressor, messages: list[Message]) -> dict[str
         "messages": len(messages),
         "tokens": total,
         "context_window": engine.window,
-        "context_window_source": window_source(engine.context.config),
+        "context_window_source": window_source(engine.context.config, client=engine.client),
         "threshold": s.threshold,
         "threshold_tokens": engine.threshold_tokens,
         "over_threshold": total >= engine.threshold_tokens,

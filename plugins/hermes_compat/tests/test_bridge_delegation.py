@@ -18,7 +18,7 @@ import hermes_core_hermes_compat.plugin as bridge
 from conftest import drop_folder_plugin
 
 from hermes_core.agent import Agent
-from hermes_core.llm import AnthropicLLM
+from hermes_core.plugins.llm.anthropic import AnthropicLLM
 from hermes_core.testing import Failure, MessagesAPIServer, Reply, make_host
 
 DELEG = '''

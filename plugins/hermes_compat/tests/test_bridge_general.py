@@ -21,7 +21,7 @@ from conftest import drop_folder_plugin, recall_in_prompt, run
 
 from hermes_core.agent import Agent
 from hermes_core.fence import FENCE_OPEN
-from hermes_core.llm import AnthropicLLM
+from hermes_core.plugins.llm.anthropic import AnthropicLLM
 from hermes_core.testing import MessagesAPIServer, Reply, make_host
 
 #: a general plugin using every hook the bridge delivers, three tools and a slash command

@@ -72,11 +72,7 @@ def maybe_curate(store: MemoryStore, config: CuratorConfig, context: Any) -> lis
                                near_duplicate=config.near_duplicate)
             if config.use_model:
                 try:
-                    from hermes_core.llm import AnthropicLLM
-
-                    core = context.config
-                    llm = AnthropicLLM.from_config(
-                        core, model=core.llm.auxiliary_model or core.llm.model)
+                    llm = context.llm("auxiliary")
                     proposal = model_changes(proposal, llm, pins=pinned_entries(store, target))
                 except Exception as exc:  # the model is optional: keep the offline proposal
                     logger.warning("file_memory curator: the model's part failed (%s); using "

@@ -256,11 +256,16 @@ def curate(target: str | None, do_apply: bool, use_model: bool, as_json: bool,
 
 
 def _aux_llm() -> Any:
-    from hermes_core.config import load_config
-    from hermes_core.llm import AnthropicLLM
+    """The auxiliary model client (``llm.auxiliary_client``) of this home's config."""
+    from hermes_core.host import PluginHost
+    from hermes_core.llm import build_llm
 
-    core = load_config().core
-    return AnthropicLLM.from_config(core, model=core.llm.auxiliary_model or core.llm.model)
+    host = PluginHost.load()
+    try:
+        return build_llm(host.registries, host.config.core, "auxiliary", config=host.config,
+                         home=host.home)
+    finally:
+        host.shutdown()
 
 
 @click.command("pin")

@@ -182,12 +182,15 @@ class SessionArchiveProvider(MemoryProvider):
         c = self.settings
         summarise: Callable[[list[dict[str, Any]], str], str | None] | None = None
         if c.summaries:
-            llm = self.context.config.llm
 
             def summarise(results: list[dict[str, Any]], query: str) -> str | None:
                 from .summarise import summarise_results  # only summaries pay for this import
 
-                return summarise_results(results, query, llm, timeout=c.summary_timeout,
+                try:
+                    client: Any = self.context.llm("auxiliary")
+                except Exception as exc:  # an unknown client name: excerpts, with the reason
+                    return f"summaries are off ({exc}), so excerpts are shown"
+                return summarise_results(results, query, client, timeout=c.summary_timeout,
                                          concurrency=c.summary_concurrency,
                                          max_tokens=c.summary_max_tokens)
 

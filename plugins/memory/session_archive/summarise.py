@@ -1,7 +1,7 @@
-"""Optional per-session summaries of search results, by an auxiliary model (anthropic SDK).
+"""Optional per-session summaries of search results, by the auxiliary model client.
 
 Bounded on every side: at most ``concurrency`` requests in flight, one overall deadline for the
-whole batch, no SDK retries (the deadline is the retry budget). A session whose summary fails,
+whole batch, which also bounds each call, its retries included. A session whose summary fails,
 times out or comes back empty keeps its raw excerpt; so does every session when no key or model is
 configured. The fallback is the normal result, never an error.
 """
@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
-from hermes_core.config import LLMSection
+from hermes_core.llm import ChatLLM, LLMError, LLMFailure
+from hermes_core.types import Message
 
 __all__ = ["SYSTEM_PROMPT", "summarise_results"]
 
@@ -39,60 +40,57 @@ def _transcript(result: dict[str, Any], limit: int = 60_000) -> str:
     return "\n".join(lines)[:limit]
 
 
-def _one(client: Any, model: str, query: str, result: dict[str, Any], max_tokens: int) -> str:
+def _one(client: ChatLLM, query: str, result: dict[str, Any], max_tokens: int,
+         timeout: float) -> str:
     title = result.get("title") or "untitled"
     prompt = (
         f"Search query: {query}\n\nExcerpt of the session \"{title}\" "
         f"({result.get('started_at', '')}):\n\n{_transcript(result)}"
     )
-    response = client.messages.create(
-        model=model, max_tokens=max_tokens, system=SYSTEM_PROMPT,
-        messages=[{"role": "user", "content": prompt}],
-    )
-    text = "".join(getattr(b, "text", "") for b in response.content if b.type == "text").strip()
-    if not text:
-        raise ValueError("the model returned no text")
-    return text
+    return client.complete(system=SYSTEM_PROMPT, messages=[Message(role="user", content=prompt)],
+                           max_tokens=max_tokens, timeout=timeout).strip()
 
 
 def summarise_results(
     results: Sequence[dict[str, Any]],
     query: str,
-    llm: LLMSection,
+    client: ChatLLM | None,
     *,
     timeout: float = 30.0,
     concurrency: int = 3,
     max_tokens: int = 600,
 ) -> str | None:
-    """Put a ``summary`` on each result that got one (its ``window`` is then dropped).
+    """Put a ``summary`` on each result that got one (its ``window`` is then dropped), asking
+    ``client`` (the auxiliary model client, which knows its model); ``None``: no client.
 
     Returns a note for the caller when some or all summaries are missing, else None.
     """
     if not results:
         return None
-    key = llm.api_key.get_secret_value() if llm.api_key is not None else None
-    model = llm.auxiliary_model or llm.model
-    if not key or not model:
-        return "summaries are off: no API key or model configured, so excerpts are shown"
-    import anthropic  # only summaries pay for the SDK import
-
-    client = anthropic.Anthropic(api_key=key, base_url=llm.base_url, timeout=timeout,
-                                 max_retries=0)
+    if client is None:
+        return "summaries are off: no model client is configured, so excerpts are shown"
     pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="archive-summary")
     started = time.monotonic()
-    futures = {pool.submit(_one, client, model, query, r, max_tokens): r for r in results}
+    futures = {pool.submit(_one, client, query, r, max_tokens, timeout): r for r in results}
     done, pending = wait(futures, timeout=timeout)
     pool.shutdown(wait=False, cancel_futures=True)
     errors: list[str] = []
+    unconfigured: list[str] = []
     for future in done:
         result = futures[future]
         try:
             result["summary"] = future.result()
             result.pop("window", None)
+        except LLMError as exc:  # this session keeps its excerpt
+            (unconfigured if exc.failure is LLMFailure.NOT_CONFIGURED else errors).append(
+                str(exc)[:200])
         except Exception as exc:  # any failure: this session keeps its excerpt
             errors.append(f"{type(exc).__name__}: {exc}"[:200])
     if pending:
         errors.append(f"{len(pending)} timed out after {time.monotonic() - started:.1f}s")
+    if unconfigured and not errors:
+        return f"summaries are off: {unconfigured[0]}; so excerpts are shown"
+    errors += unconfigured
     failures = len(results) - sum("summary" in r for r in results)
     if failures:
         log.warning("session summaries incomplete: %s", "; ".join(errors))

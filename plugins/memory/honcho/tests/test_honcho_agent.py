@@ -18,7 +18,7 @@ from hermes_core_honcho.testing import Fault, HonchoTestServer
 
 from hermes_core.agent import Agent
 from hermes_core.config import parse_config_text
-from hermes_core.llm import AnthropicLLM
+from hermes_core.plugins.llm.anthropic import AnthropicLLM
 from hermes_core.replay import RecordingHost, load_transcript, replay
 from hermes_core.testing import MessagesAPIServer, Reply
 

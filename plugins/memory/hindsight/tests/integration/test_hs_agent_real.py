@@ -19,7 +19,7 @@ from hermes_core.agent import Agent
 from hermes_core.config import parse_config_text
 from hermes_core.errors import ToolError
 from hermes_core.host import PluginHost
-from hermes_core.llm import AnthropicLLM
+from hermes_core.plugins.llm.anthropic import AnthropicLLM
 from hermes_core.replay import RecordingHost, load_transcript, replay
 from hermes_core.testing import MessagesAPIServer, Reply, make_instance
 from hermes_core.types import Session, ToolContext

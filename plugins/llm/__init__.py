@@ -1,0 +1,1 @@
+"""First-party model clients (the ``llm`` plugin kind): one package per client."""

@@ -40,8 +40,8 @@ __all__ = ["Answers", "Catalog", "Choice", "ClientInfo", "catalog", "client_info
 #: the embedder settings that are not plugin names
 EMBEDDER_WORDS = {"auto": "the local MiniLM embedder when installed, else word search only",
                   "none": "word search only"}
-#: the one client whose settings are ``llm.base_url`` / ``llm.api_key`` (the contract of the kind)
-_LLM_SECTION_CLIENT = "anthropic"
+#: the one client whose connection is ``llm.base_url`` / ``llm.api_key``: the default client
+_LLM_SECTION_CLIENT = LLMSection.model_fields["client"].default
 #: what ``setup --check`` asks the model
 _PING = "Reply with the single word OK."
 

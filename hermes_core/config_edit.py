@@ -10,14 +10,16 @@ from __future__ import annotations
 import io
 import os
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .config import LoadedConfig, file_values_only, parse_config_text
+from .config import LoadedConfig, check_config_text, file_values_only, parse_config_text
 from .errors import ConfigError
 from .private import private_dir
 
-__all__ = ["edit_config_text", "parse_cli_value", "set_config_value", "write_config_text"]
+__all__ = ["ConfigReport", "check_config_file_text", "edit_config_text", "parse_cli_value",
+           "set_config_value", "write_config_text"]
 
 
 def parse_cli_value(text: str) -> Any:
@@ -129,3 +131,43 @@ def set_config_value(
     loaded = parse_config_text(new, path)
     write_config_text(path, new)
     return loaded
+
+
+@dataclass
+class ConfigReport:
+    """What ``config validate`` finds in a config text: ``errors`` make it invalid;
+    ``plugin_errors`` (plugins that failed to load or warned at activation) and ``warnings``
+    (settings without effect as the config stands) do not."""
+
+    errors: list[str] = field(default_factory=list)
+    plugin_errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def valid(self) -> bool:
+        return not self.errors
+
+
+def check_config_file_text(text: str, path: Path) -> ConfigReport:
+    """Every problem of ``text`` as the config at ``path``: the core sections', then (against the
+    config with the bad core values left out) each plugin section's and each selection's, then
+    what a session would hit building the selected plugins (in a scratch home).
+
+    ``config validate`` checks the file with it, and ``setup`` the text it is about to write.
+    """
+    from .host import PluginHost
+
+    report = ConfigReport()
+    loaded, report.errors = check_config_text(text, path)
+    if loaded is None:
+        return report
+    host = PluginHost.load(config=loaded)
+    report.errors += [line for _key, msg in host.config_problems(loaded)
+                      for line in msg.splitlines()]
+    report.plugin_errors = [f"{r.name}: {r.error}" for r in host.records.values() if r.error]
+    report.warnings = host.registries.unused_settings(loaded)
+    if not report.errors:  # build what a session would, in a scratch home: every problem
+        activation_errors, activation_warnings = host.dry_activation()
+        report.errors += activation_errors
+        report.plugin_errors += activation_warnings
+    return report

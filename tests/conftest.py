@@ -90,6 +90,18 @@ _PG_FIXTURES = frozenset({"pg_server", "own_pg_server", "pg_url"})
 TMUX_REQUIRED_ENV = "HERMES_CORE_TEST_TMUX_REQUIRED"
 
 
+@pytest.fixture
+def tmux_socket() -> Iterator[str]:
+    """A private tmux server's socket name (tests/tmux_support.py); the server is killed after."""
+    import subprocess
+    import uuid
+
+    socket = f"hermes-core-test-{uuid.uuid4().hex[:8]}"
+    yield socket
+    subprocess.run([shutil.which("tmux") or "tmux", "-L", socket, "kill-server"],
+                   capture_output=True, timeout=10)
+
+
 def _required(env: str) -> bool:
     """Tests that need an outside program are required unless ``env`` is "0": a missing server
     fails them, so a run without one can never pass as green by skipping."""

@@ -8,77 +8,21 @@ skip. The tmux server uses a private socket and is killed at the end.
 
 from __future__ import annotations
 
-import os
-import shlex
-import shutil
-import subprocess
-import sys
 import threading
-import time
-import uuid
 from typing import Any
 
 import pytest
 from openai_support import client_config
 from platform_support import EchoModel, archived, platform_config, user_texts
+from tmux_support import Pane, start_pane
 
 from hermes_core.testing import MessagesAPIServer, OpenAIAPIServer, Reply
 
-TMUX = shutil.which("tmux") or "tmux"
 pytestmark = pytest.mark.needs_tmux
 
 
-class Pane:
-    def __init__(self, socket: str, name: str) -> None:
-        self.socket, self.name = socket, name
-
-    def tmux(self, *args: str) -> str:
-        return subprocess.run([TMUX, "-L", self.socket, *args], check=True, capture_output=True,
-                              text=True, timeout=10).stdout
-
-    def type(self, text: str) -> None:
-        self.tmux("send-keys", "-t", self.name, "-l", text)
-        self.tmux("send-keys", "-t", self.name, "Enter")
-
-    def screen(self) -> str:
-        return self.tmux("capture-pane", "-p", "-J", "-t", self.name, "-S", "-200")
-
-    def wait_prompt(self, prompt: str, timeout: float = 20.0) -> None:
-        """Wait until the last non-empty line of the pane is ``prompt`` (nothing typed yet)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            lines = [line for line in self.screen().splitlines() if line.strip()]
-            if lines and lines[-1].rstrip() == prompt.rstrip():
-                return
-            time.sleep(0.05)
-        raise AssertionError(f"the prompt {prompt!r} did not come back:\n{self.screen()}")
-
-    def wait_for(self, text: str, timeout: float = 20.0) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            screen = self.screen()
-            if text in screen:
-                return screen
-            time.sleep(0.1)
-        raise AssertionError(f"{text!r} did not appear; the pane shows:\n{self.screen()}")
-
-
-@pytest.fixture
-def tmux_socket():
-    socket = f"hermes-core-test-{uuid.uuid4().hex[:8]}"
-    yield socket
-    subprocess.run([TMUX, "-L", socket, "kill-server"], capture_output=True, timeout=10)
-
-
 def start_chat(socket: str, home, *args: str) -> Pane:
-    name = f"chat-{uuid.uuid4().hex[:6]}"
-    env = {"HERMES_CORE_HOME": str(home), "NO_COLOR": "1", "TERM": "xterm-256color"}
-    command = " ".join([*(f"{k}={shlex.quote(v)}" for k, v in env.items()),
-                        shlex.quote(sys.executable), "-m", "hermes_core", "chat", *args,
-                        "; echo EXIT=$?; sleep 30"])
-    subprocess.run([TMUX, "-L", socket, "new-session", "-d", "-s", name, "-x", "160", "-y", "50",
-                    command], check=True, timeout=10, env={**os.environ, "TMUX": ""})
-    return Pane(socket, name)
+    return start_pane(socket, home, "chat", *args)
 
 
 def test_chat_in_a_real_terminal_streams_replies_runs_commands_and_continues(home, tmux_socket):

@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "plugins": "hermes_core.cli.plugins_cmd:plugins",
     "replay": "hermes_core.cli.replay_cmd:replay",
     "serve": "hermes_core.cli.serve_cmd:serve",
+    "setup": "hermes_core.cli.setup_cmd:setup",
     "storage": "hermes_core.cli.storage_cmd:storage",
 }
 
@@ -47,6 +48,7 @@ SHORT_HELP: dict[str, str] = {
     "replay": "Replay a recorded conversation (JSONL) through the configured plugins, with no API "
               "key.",
     "serve": "Serve the agent over HTTP: POST a signed JSON message, get the reply.",
+    "setup": "Write config.yaml by answering a few questions (every one is also a flag).",
     "storage": "Where the stores keep their data (SQLite files or one PostgreSQL database).",
 }
 
@@ -130,7 +132,7 @@ def cli(ctx: click.Context, debug: bool, home: str | None) -> None:
     """hermes-core: the plugin kernel of an agent's memory and context.
 
     Memory providers, context engines, tools and platforms are plugins. Start with
-    'hermes-core plugins list' and 'hermes-core doctor'.
+    'hermes-core setup', then 'hermes-core doctor'.
     """
     if home:
         os.environ["HERMES_CORE_HOME"] = home

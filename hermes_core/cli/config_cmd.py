@@ -129,34 +129,17 @@ def unset(key: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print {valid, errors, plugin_errors, warnings}.")
 def validate(as_json: bool) -> None:
     """Check config.yaml against the core and every plugin's model; exit 1 if invalid."""
-    from ..config import check_config_text
-    from ..host import PluginHost
+    from ..config_edit import ConfigReport, check_config_file_text
     from ..paths import config_path
 
-    errors: list[str] = []
-    plugin_errors: list[str] = []
-    warnings: list[str] = []  # settings that have no effect as the config stands
     path = config_path()
     try:
-        text = path.read_text(encoding="utf-8")
+        report = check_config_file_text(path.read_text(encoding="utf-8"), path)
     except FileNotFoundError:
-        text = ""
+        report = check_config_file_text("", path)
     except (OSError, UnicodeDecodeError) as exc:
-        text, errors = None, [f"{path}: cannot read the config file: {exc}"]
-    if text is not None:
-        # Every problem at once: the core sections', then (against the config with the bad core
-        # values left out) each plugin section's and each selection's.
-        loaded, errors = check_config_text(text, path)
-        if loaded is not None:
-            host = PluginHost.load(config=loaded)
-            errors += [line for _key, msg in host.config_problems(loaded)
-                       for line in msg.splitlines()]
-            plugin_errors = [f"{r.name}: {r.error}" for r in host.records.values() if r.error]
-            warnings = host.registries.unused_settings(loaded)
-            if not errors:  # build what a session would, in a scratch home: every problem
-                activation_errors, activation_warnings = host.dry_activation()
-                errors += activation_errors
-                plugin_errors += activation_warnings
+        report = ConfigReport(errors=[f"{path}: cannot read the config file: {exc}"])
+    errors, plugin_errors, warnings = report.errors, report.plugin_errors, report.warnings
     if as_json:
         echo_json({"valid": not errors, "path": str(config_path()), "errors": errors,
                    "plugin_errors": plugin_errors, "warnings": warnings})

@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from ..hooks import HookOutcome
     from ..host import PluginHost
 
-__all__ = ["doctor", "embedder_check", "model_check", "run_checks"]
+__all__ = ["activation_check", "doctor", "embedder_check", "model_check", "print_checks",
+           "report_checks", "run_checks"]
 
 
 
@@ -70,12 +71,7 @@ def run_checks() -> list[dict[str, Any]]:
         except HermesCoreError as exc:
             checks.append({"name": "selections", "ok": False, "detail": str(exc)})
         else:
-            errors, warnings = host.dry_activation()
-            lines = [f"\n  {m}" for m in errors] + [f"\n  warning: {m}" for m in warnings]
-            checks.append({"name": "activation", "ok": not errors, "warning": bool(warnings),
-                           "detail": ("every selected provider, the engine and the tools start"
-                                      if not errors else f"{len(errors)} problem(s) a session "
-                                      "would hit") + "".join(lines)})
+            checks.append(activation_check(host))
         checks.append(embedder_check(host))
     llm = host.config.core.llm
     checks.append(model_check(host, "main"))
@@ -86,6 +82,16 @@ def run_checks() -> list[dict[str, Any]]:
     finally:
         host.hooks.close()
     return checks
+
+
+def activation_check(host: PluginHost) -> dict[str, Any]:
+    """Every selected provider, the engine and the tools built as a session would (in a scratch
+    home): what a session would hit."""
+    errors, warnings = host.dry_activation()
+    lines = [f"\n  {m}" for m in errors] + [f"\n  warning: {m}" for m in warnings]
+    return {"name": "activation", "ok": not errors, "warning": bool(warnings),
+            "detail": ("every selected provider, the engine and the tools start" if not errors
+                       else f"{len(errors)} problem(s) a session would hit") + "".join(lines)}
 
 
 def model_check(host: PluginHost, role: str) -> dict[str, Any]:
@@ -180,19 +186,28 @@ def doctor(as_json: bool) -> None:
     Then every loaded plugin checks what it keeps (the built-ins: state.db, MEMORY.md, USER.md),
     each check labelled with its plugin.
     """
-    checks = run_checks()
+    report_checks(run_checks(), as_json)
+
+
+def report_checks(checks: list[dict[str, Any]], as_json: bool) -> None:
+    """Print the checks (JSON, or one line each); exit 1 when one failed."""
     if as_json:
         echo_json(checks)
     else:
-        for c in checks:
-            mark = click.style("ok  ", fg="green") if c["ok"] else click.style("FAIL", fg="red")
-            if c["ok"] and c.get("warning"):
-                mark = click.style("warn", fg="yellow")
-            label = f"{c['plugin']} / {c['name']}" if c.get("plugin") else c["name"]
-            if c.get("plugin") and c["name"].startswith(f"{c['plugin']}: "):
-                label = c["name"]
-            click.echo(f"[{mark}] {label}: {c['detail']}")
-            if c.get("fix"):
-                click.echo(f"       fix: {c['fix']}")
+        print_checks(checks)
     if not all(c["ok"] for c in checks):
         raise SystemExit(1)
+
+
+def print_checks(checks: list[dict[str, Any]]) -> None:
+    """One line per check, ``[ok  ]``/``[warn]``/``[FAIL]``, and its fix when it has one."""
+    for c in checks:
+        mark = click.style("ok  ", fg="green") if c["ok"] else click.style("FAIL", fg="red")
+        if c["ok"] and c.get("warning"):
+            mark = click.style("warn", fg="yellow")
+        label = f"{c['plugin']} / {c['name']}" if c.get("plugin") else c["name"]
+        if c.get("plugin") and c["name"].startswith(f"{c['plugin']}: "):
+            label = c["name"]
+        click.echo(f"[{mark}] {label}: {c['detail']}")
+        if c.get("fix"):
+            click.echo(f"       fix: {c['fix']}")

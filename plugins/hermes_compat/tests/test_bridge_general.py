@@ -21,7 +21,6 @@ from conftest import drop_folder_plugin, recall_in_prompt, run
 
 from hermes_core.agent import Agent
 from hermes_core.fence import FENCE_OPEN
-from hermes_core.plugins.llm.anthropic import AnthropicLLM
 from hermes_core.testing import MessagesAPIServer, Reply, make_host
 
 #: the plugins' own log: each hook's arguments, into its Hermes home
@@ -283,8 +282,7 @@ def test_injected_context_reaches_the_messages_api(core_home: Path) -> None:
             "memory:\n  providers: [file_memory, hermes-policy]\n"
             f"llm:\n  base_url: {api.base_url}\n  api_key: test-key\n  model: claude-test\n"
             "  max_retries: 0\n"))
-        agent = Agent.create(host, AnthropicLLM(api_key="test-key", base_url=api.base_url,
-                                                model="claude-test"))
+        agent = Agent.create(host)  # the client llm.* selects (the kernel builds it)
         try:
             result = agent.run_turn("How long should answers be?")
         finally:

@@ -1,0 +1,119 @@
+"""The Messages API's own context management, as the ``anthropic`` client sends it.
+
+A context engine asks for it through :meth:`hermes_core.kinds.LLMClient.platform_context`; this
+module checks the edit names against the installed SDK's types (the ``Edit`` union of
+``BetaContextManagementConfigParam``), knows the beta header each edit needs, and tells a refusal
+of the feature (an HTTP 400 naming it) from other bad requests.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import typing
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from hermes_core.errors import ConfigError
+from hermes_core.llm import LLMError, LLMFailure
+
+__all__ = ["PlatformContext", "beta_for", "sdk_edit_names"]
+
+#: the ``anthropic-beta`` value each edit needs (the names of the SDK's ``AnthropicBetaParam``)
+_BETAS = {
+    "clear_tool_uses_20250919": "context-management-2025-06-27",
+    "clear_thinking_20251015": "context-management-2025-06-27",
+    "compact_20260112": "compact-2026-01-12",
+}
+#: words of a 400's message that say the platform feature itself was refused
+_REFUSAL_WORDS = ("context_management", "context-management", "compact", "anthropic-beta",
+                  "clear_tool_uses", "clear_thinking")
+
+
+@functools.lru_cache(maxsize=1)
+def sdk_edit_names() -> tuple[str, tuple[str, ...]]:
+    """``(SDK version, edit type names its types define)``: ``()`` for an SDK without
+    context management."""
+    import anthropic
+
+    version = str(getattr(anthropic, "__version__", "unknown"))
+    try:
+        from anthropic.types.beta.beta_context_management_config_param import Edit
+    except ImportError:
+        return version, ()
+    names = []
+    for edit in typing.get_args(Edit):
+        literal = typing.get_type_hints(edit).get("type")
+        names.extend(str(arg) for arg in typing.get_args(literal))
+    return version, tuple(names)
+
+
+def beta_for(edit_type: str) -> str:
+    return _BETAS[edit_type]
+
+
+def check_edits(edits: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``edits`` as plain dicts, or :class:`ConfigError` naming an edit the installed SDK (or
+    this client) does not know and the SDK needed."""
+    version, known = sdk_edit_names()
+    out = []
+    for edit in edits:
+        kind = edit.get("type") if isinstance(edit, dict) else None
+        if not isinstance(kind, str):
+            raise ConfigError(f"a context-management edit needs a 'type' name, got {edit!r}")
+        if kind not in known:
+            listed = ", ".join(known) or "none"
+            raise ConfigError(
+                f"platform context feature {kind!r} is not defined by the installed anthropic SDK "
+                f"{version} (it defines: {listed}); it needs a newer anthropic SDK than {version} "
+                "(pip install -U anthropic) that defines it, or remove it from "
+                "compression.platform.features")
+        if kind not in _BETAS:
+            raise ConfigError(
+                f"platform context feature {kind!r} is defined by the anthropic SDK {version} but "
+                f"this hermes-core does not know its beta header; known: {', '.join(_BETAS)}")
+        out.append(dict(edit))
+    return out
+
+
+class PlatformContext:
+    """The edits one client sends, until the server refuses them."""
+
+    def __init__(self, edits: list[dict[str, Any]], on_refused: Callable[[str], None]) -> None:
+        self.edits = edits
+        self.betas = sorted({beta_for(str(e["type"])) for e in edits})
+        self.on_refused = on_refused
+        self.refused: str | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def active(self) -> bool:
+        return self.refused is None and bool(self.edits)
+
+    def fields(self) -> dict[str, Any]:
+        """The keyword arguments the SDK's beta ``messages.create`` takes for them."""
+        return {"context_management": {"edits": [dict(e) for e in self.edits]},
+                "betas": list(self.betas)}
+
+    def is_refusal(self, error: LLMError) -> bool:
+        """Whether ``error`` (of a request that carried the edits) refuses the feature: a 400 (or
+        404/422) whose message names it."""
+        if error.failure is not LLMFailure.BAD_REQUEST:
+            return False
+        text = str(error).lower()
+        return any(word in text for word in _REFUSAL_WORDS)
+
+    def refuse(self, error: LLMError) -> None:
+        """Stop sending the edits and tell the engine (once)."""
+        with self._lock:
+            if self.refused is not None:
+                return
+            self.refused = str(error)
+        why = (f"the Messages API refused the platform context management "
+               f"({', '.join(str(e['type']) for e in self.edits)}): {error}")
+        try:
+            self.on_refused(why)
+        except Exception:  # the engine's callback must not fail the call that succeeded
+            import logging
+
+            logging.getLogger("hermes_core.plugins.anthropic").exception("on_refused raised")

@@ -596,8 +596,9 @@ class Agent:
             messages_before=len(before), messages_after=len(after),
             tokens_before=estimate_tokens(before, old_prompt, old_tools),
             tokens_after=estimate_tokens(after, self.system_prompt, self.tool_schemas),
-            engine=None, summary=block.get("content"), notices=["Context compaction: the model platform compacted "
-                                                "the earlier turns (server-side compaction)."],
+            engine=None, summary=block.get("content"),
+            notices=["Context compaction: the model platform compacted the earlier turns "
+                     "(server-side compaction)."],
             seconds=time.perf_counter() - started)
 
     def _hygiene(self) -> CompactionRecord | None:

@@ -372,8 +372,8 @@ class LLMClient(_Instantiable):
         Returns ``None`` when the client will send them, else why it cannot (the default:
         unsupported; the context engine then keeps its local path). A client that supports the
         feature but does not know an edit's name raises :class:`~hermes_core.errors.ConfigError`
-        naming it. When the vendor later refuses the edits (an HTTP 400 naming them), the client
-        sends the request again without them, stops sending them and calls ``on_refused(why)``."""
+        naming it. When a request carrying the edits is refused as a bad request and the same request
+        without them goes through, the client stops sending them and calls ``on_refused(why)``."""
         return f"the {self.name or type(self).__name__!r} model client has no platform context management"
 
     def supports_tools(self, model: str) -> bool:

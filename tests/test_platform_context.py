@@ -259,9 +259,8 @@ def test_a_feature_the_sdk_does_not_know_is_refused_at_start(hermes_home):
     import anthropic
 
     settings = "  platform:\n    features: [compact_20990101]\n"
-    with MessagesAPIServer([]) as api:
-        with pytest.raises(HermesCoreError) as caught:
-            Agent.create(host(hermes_home, api, settings))
+    with MessagesAPIServer([]) as api, pytest.raises(HermesCoreError) as caught:
+        Agent.create(host(hermes_home, api, settings))
     text = str(caught.value)
     assert "compact_20990101" in text and anthropic.__version__ in text
     assert "newer anthropic SDK" in text
@@ -300,7 +299,7 @@ def test_the_server_model_keeps_what_it_declares():
                                                              "value": 100_000}}]}}
     assert apply_context_management(body)[1] == []  # would clear too little: nothing cleared
     body["context_management"]["edits"][0]["clear_at_least"]["value"] = 10
-    read, (applied,) = apply_context_management(body)
+    _read, (applied,) = apply_context_management(body)
     assert applied["cleared_tool_uses"] == 3 and applied["cleared_input_tokens"] > 2500
     assert body["messages"][2]["content"][0]["content"] == "x" * 4000  # the input is untouched
 
@@ -321,3 +320,43 @@ def test_config_error_names_the_sdk_version_without_a_server():
     assert {"clear_tool_uses_20250919", "clear_thinking_20251015", "compact_20260112"} <= set(known)
     with pytest.raises(ConfigError, match=version):
         check_edits([{"type": "clear_everything_20300101"}])
+
+
+def test_a_streamed_response_carries_its_compaction_block():
+    from hermes_core.plugins.llm.anthropic import AnthropicClient
+
+    with MessagesAPIServer([Reply(compaction="the summary", text="go on", chunk_size=2)]) as api:
+        client = AnthropicClient(api_key="test", base_url=api.base_url, model="claude-test",
+                                 max_retries=0)
+        assert client.platform_context([{"type": "compact_20260112"}], lambda why: None) is None
+        shown: list[str] = []
+        response = client.respond(system="s", messages=[Message("user", "hi")], max_tokens=50,
+                                  on_text=shown.append)
+        client.close()
+        (request,) = api.requests
+    assert request.headers["anthropic-beta"] == "compact-2026-01-12"
+    assert "".join(shown) == response.text == "go on"
+    assert response.compaction == {"type": "compaction", "content": "the summary",
+                                   "encrypted_content": "opaque-test-state"}
+    assert response.as_message().meta["compaction"]["content"] == "the summary"
+
+
+def test_a_bad_request_that_fails_without_the_edits_too_keeps_them():
+    from hermes_core.llm import LLMError
+    from hermes_core.plugins.llm.anthropic import AnthropicClient
+    from hermes_core.testing import Failure
+
+    refused: list[str] = []
+    with MessagesAPIServer([Failure(400, "messages: too long"), Failure(400, "messages: too long"),
+                            "fine"]) as api:
+        client = AnthropicClient(api_key="test", base_url=api.base_url, model="claude-test",
+                                 max_retries=0)
+        client.platform_context([{"type": "compact_20260112"}], refused.append)
+        with pytest.raises(LLMError, match="too long"):
+            client.respond(system="s", messages=[Message("user", "hi")], max_tokens=50)
+        client.respond(system="s", messages=[Message("user", "hi")], max_tokens=50)
+        client.close()
+        bodies = api.bodies
+    # the second try (without the edits) failed too: the edits were not the problem, kept
+    assert ["context_management" in b for b in bodies] == [True, False, True]
+    assert refused == []

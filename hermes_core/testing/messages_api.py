@@ -494,6 +494,7 @@ class _Handler(BaseHTTPRequestHandler):
                          "encrypted_content": block["encrypted_content"]}
                 events.append(_block_delta(index, delta))
             elif block["type"] == "text":
+                events.append(_block_start(index, {"type": "text", "text": ""}))
                 size = max(1, reply.chunk_size)
                 for pos in range(0, len(block["text"]), size):
                     delta = {"type": "text_delta", "text": block["text"][pos : pos + size]}

@@ -57,7 +57,8 @@ class PlatformSettings(BaseModel):
         return value
 
 
-def build_edits(settings: PlatformSettings, *, thinking: bool = False) -> tuple[list[dict[str, Any]], list[str]]:
+def build_edits(settings: PlatformSettings, *,
+                thinking: bool = False) -> tuple[list[dict[str, Any]], list[str]]:
     """``(edits, notes)``: the ``context_management.edits`` objects for ``settings`` (shaped as
     the SDK's ``BetaClearToolUses20250919EditParam`` / ``BetaCompact20260112EditParam``); a name
     the engine has no settings for goes as ``{"type": name}`` so the client can say whether its

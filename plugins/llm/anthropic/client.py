@@ -181,7 +181,7 @@ class AnthropicClient(LLMClient):
         try:
             return self._send({**request, **platform.fields()}, on_text, timeout)
         except LLMError as exc:
-            if not platform.is_refusal(exc):
+            if not platform.may_be_refusal(exc):
                 raise
             # the same request without the feature: when it goes through, the feature was the
             # problem, and the engine's local path takes over from now on

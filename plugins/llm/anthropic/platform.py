@@ -3,7 +3,7 @@
 A context engine asks for it through :meth:`hermes_core.kinds.LLMClient.platform_context`; this
 module checks the edit names against the installed SDK's types (the ``Edit`` union of
 ``BetaContextManagementConfigParam``), knows the beta header each edit needs, and tells a refusal
-of the feature (an HTTP 400 naming it) from other bad requests.
+of the feature (a bad request that goes through without it) from other bad requests.
 """
 
 from __future__ import annotations
@@ -25,9 +25,6 @@ _BETAS = {
     "clear_thinking_20251015": "context-management-2025-06-27",
     "compact_20260112": "compact-2026-01-12",
 }
-#: words of a 400's message that say the platform feature itself was refused
-_REFUSAL_WORDS = ("context_management", "context-management", "compact", "anthropic-beta",
-                  "clear_tool_uses", "clear_thinking")
 
 
 @functools.lru_cache(maxsize=1)
@@ -41,7 +38,7 @@ def sdk_edit_names() -> tuple[str, tuple[str, ...]]:
         from anthropic.types.beta.beta_context_management_config_param import Edit
     except ImportError:
         return version, ()
-    names = []
+    names: list[str] = []
     for edit in typing.get_args(Edit):
         literal = typing.get_type_hints(edit).get("type")
         names.extend(str(arg) for arg in typing.get_args(literal))
@@ -95,13 +92,12 @@ class PlatformContext:
         return {"context_management": {"edits": [dict(e) for e in self.edits]},
                 "betas": list(self.betas)}
 
-    def is_refusal(self, error: LLMError) -> bool:
-        """Whether ``error`` (of a request that carried the edits) refuses the feature: a 400 (or
-        404/422) whose message names it."""
-        if error.failure is not LLMFailure.BAD_REQUEST:
-            return False
-        text = str(error).lower()
-        return any(word in text for word in _REFUSAL_WORDS)
+    def may_be_refusal(self, error: LLMError) -> bool:
+        """Whether ``error`` (of a request that carried the edits) may refuse the feature: a bad
+        request (400/404/413/422). The client proves it by sending the request again without
+        the edits: when that one goes through, the edits were the problem (decided by outcome,
+        never by the error's wording)."""
+        return error.failure is LLMFailure.BAD_REQUEST
 
     def refuse(self, error: LLMError) -> None:
         """Stop sending the edits and tell the engine (once)."""

@@ -360,3 +360,52 @@ def test_a_bad_request_that_fails_without_the_edits_too_keeps_them():
     # the second try (without the edits) failed too: the edits were not the problem, kept
     assert ["context_management" in b for b in bodies] == [True, False, True]
     assert refused == []
+
+
+def test_every_engine_sharing_the_client_hears_of_a_refusal():
+    from hermes_core.plugins.llm.anthropic import AnthropicClient
+
+    class Engine:  # what a compressor (parent's or delegated child's) registers
+        def __init__(self) -> None:
+            self.heard: list[str] = []
+
+        def refused(self, why: str) -> None:
+            self.heard.append(why)
+
+    parent, child, gone = Engine(), Engine(), Engine()
+    edit = [{"type": "clear_tool_uses_20250919"}]
+    with MessagesAPIServer(["fine"], refuse_context_management=True) as api:
+        client = AnthropicClient(api_key="test", base_url=api.base_url, model="claude-test",
+                                 max_retries=0)
+        assert client.platform_context(edit, parent.refused) is None
+        assert client.platform_context(edit, child.refused) is None
+        assert client.platform_context(edit, gone.refused) is None
+        del gone  # a finished child's engine: held weakly, not kept alive
+        client.respond(system="s", messages=[Message("user", "hi")], max_tokens=50)
+        late = client.platform_context(edit, Engine().refused)
+        client.close()
+    assert len(parent.heard) == len(child.heard) == 1 and "refused" in parent.heard[0]
+    assert late is not None and "refused them earlier" in late  # a later engine starts local
+
+
+def test_a_compaction_trigger_beyond_the_window_is_refused_at_start(hermes_home):
+    settings = ("  platform:\n    features: [compact_20260112]\n"
+                "    compaction_trigger_tokens: 150000\n")
+    with MessagesAPIServer([]) as api, pytest.raises(HermesCoreError,
+                                                     match="compaction_trigger_tokens"):
+        Agent.create(host(hermes_home, api, settings, extra="  context_window: 100000\n"))
+
+
+def test_clear_thinking_is_not_sent_without_thinking():
+    from hermes_core.plugins.context_engine.compressor.platform import (
+        PlatformSettings,
+        build_edits,
+    )
+
+    settings = PlatformSettings(features=["clear_thinking_20251015", "clear_tool_uses_20250919"])
+    edits, notes = build_edits(settings)
+    assert [e["type"] for e in edits] == ["clear_tool_uses_20250919"]
+    assert "no extended thinking" in notes[0]
+    edits, _ = build_edits(settings, thinking=True)
+    assert edits[0] == {"type": "clear_thinking_20251015",
+                        "keep": {"type": "thinking_turns", "value": 1}}

@@ -41,7 +41,7 @@ from hermes_core.compaction.tokens import (
     estimate_text,
     message_token_list,
 )
-from hermes_core.errors import HermesCoreError
+from hermes_core.errors import ConfigError, HermesCoreError
 from hermes_core.kinds import PluginContext
 from hermes_core.llm import LLM, LLMError, LLMFailure, run_with_deadline
 from hermes_core.models import context_window
@@ -117,6 +117,12 @@ class Compressor(PolicyEngine):
             self.log.warning("compression.platform: %s", note)
         if not edits:
             return
+        compact = next((e for e in edits if e["type"] == COMPACT), None)
+        if compact is not None and compact["trigger"]["value"] >= self.window:
+            raise ConfigError(
+                f"compression.platform.compaction_trigger_tokens ({compact['trigger']['value']}) "
+                f"is not below the model's context window ({self.window} tokens): the server "
+                "would never compact before the window is full; lower it")
         why = ("there is no main model client" if self.client is None
                else self.client.platform_context(edits, self._platform_refused))
         if why is not None:

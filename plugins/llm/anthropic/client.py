@@ -206,8 +206,17 @@ class AnthropicClient(LLMClient):
         every call and count from now on; raises :class:`~hermes_core.errors.ConfigError` for an
         edit the installed SDK does not define. An empty list switches it off."""
         checked = check_edits(edits)
-        self._platform = PlatformContext(checked, on_refused) if checked else None
         with self._lock:
+            current = self._platform
+            if checked and current is not None and current.edits == checked:
+                # another engine on this client (a delegated child's): the same edits
+                if current.refused is not None:
+                    return f"the Messages API refused them earlier: {current.refused}"
+                current.listen(on_refused)
+                return None
+            self._platform = PlatformContext(checked) if checked else None
+            if self._platform is not None:
+                self._platform.listen(on_refused)
             self._counts.clear()
         return None
 

@@ -9,8 +9,11 @@ of the feature (a bad request that goes through without it) from other bad reque
 from __future__ import annotations
 
 import functools
+import inspect
+import logging
 import threading
 import typing
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -73,15 +76,29 @@ def check_edits(edits: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-class PlatformContext:
-    """The edits one client sends, until the server refuses them."""
+log = logging.getLogger("hermes_core.plugins.anthropic")
 
-    def __init__(self, edits: list[dict[str, Any]], on_refused: Callable[[str], None]) -> None:
+
+class PlatformContext:
+    """The edits one client sends, until the server refuses them, and who to tell then (every
+    engine sharing the client: a delegated child's compressor asks too). Engines are held
+    weakly, so the engines of finished children do not pile up."""
+
+    def __init__(self, edits: list[dict[str, Any]]) -> None:
         self.edits = edits
         self.betas = sorted({beta_for(str(e["type"])) for e in edits})
-        self.on_refused = on_refused
         self.refused: str | None = None
         self._lock = threading.Lock()
+        self._listeners: list[Callable[[], Callable[[str], None] | None]] = []
+
+    def listen(self, on_refused: Callable[[str], None]) -> None:
+        ref: Callable[[], Callable[[str], None] | None]
+        if inspect.ismethod(on_refused):
+            ref = weakref.WeakMethod(on_refused)
+        else:
+            ref = functools.partial(lambda fn: fn, on_refused)
+        with self._lock:
+            self._listeners = [r for r in self._listeners if r() is not None] + [ref]
 
     @property
     def active(self) -> bool:
@@ -105,11 +122,11 @@ class PlatformContext:
             if self.refused is not None:
                 return
             self.refused = str(error)
+            listeners = [fn for ref in self._listeners if (fn := ref()) is not None]
         why = (f"the Messages API refused the platform context management "
                f"({', '.join(str(e['type']) for e in self.edits)}): {error}")
-        try:
-            self.on_refused(why)
-        except Exception:  # the engine's callback must not fail the call that succeeded
-            import logging
-
-            logging.getLogger("hermes_core.plugins.anthropic").exception("on_refused raised")
+        for fn in listeners:
+            try:
+                fn(why)
+            except Exception:  # an engine's callback must not fail the call that succeeded
+                log.exception("on_refused raised")

@@ -24,12 +24,20 @@ Nothing here asserts: the machine is shared and noisy, so read the figures.
   A B A B; the difference of the medians is the layer's cost per call (target <= 0.5 ms). The
   same for streaming: time to the first text delta through ``respond(on_text=...)`` against the
   SDK's own stream (target <= 1 ms added). A client is described by a :class:`LayerCase`.
+* **Context editing** (:func:`editing_tokens`, ``--only-editing``): a 100-turn tool-heavy
+  conversation (each turn: the model fetches a ~1,000-token page, then answers) through the
+  agent loop, the real anthropic SDK and the loopback Messages API, once with
+  ``compression.platform`` sending ``clear_tool_uses_20250919`` and once without. Tokens per turn
+  are the input tokens the server reports reading, which the loopback server computes with its
+  *model* of the clearing rule (``hermes_core.testing.context_model``), not the platform's own
+  accounting. The local compressor is kept out of it (a window of 1,000,000 tokens).
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import json
 import logging
 import statistics
 import tempfile
@@ -418,6 +426,59 @@ def report_layer(case: LayerCase, calls: int) -> None:
            TARGET_FIRST_TOKEN_MS)
 
 
+_EDITING = ("  platform:\n    features: [clear_tool_uses_20250919]\n"
+            "    clear_trigger_tokens: 30000\n    keep_tool_uses: 3\n")
+
+
+class _Pages:
+    @hookimpl
+    def register_tools(self, register: Callable[[Tool], None]) -> None:
+        def fetch(args: dict[str, Any], context: Any) -> str:
+            return f"page {args.get('page')}: " + "build log line, nothing failed. " * 125
+
+        register(Tool(name="fetch", description="Fetch a page of the build log.", handler=fetch,
+                      parameters={"type": "object", "properties": {"page": {"type": "string"}}}))
+
+
+def _page_model(body: dict[str, Any]) -> Any:
+    from hermes_core.testing import Reply
+
+    last = body["messages"][-1]["content"]
+    if isinstance(last, list) and any(b.get("type") == "tool_result" for b in last):
+        return Reply(text="Read it; nothing failed on that page.")
+    return Reply(tool_calls=[{"name": "fetch", "input": {"page": str(len(body["messages"]))}}])
+
+
+def editing_tokens(turns: int, editing: bool) -> tuple[list[int], int]:
+    """``(input tokens the server read per turn, request bytes of the last call)``."""
+    from hermes_core.testing import MessagesAPIServer, make_host
+
+    with tempfile.TemporaryDirectory() as tmp, MessagesAPIServer(_page_model) as api:
+        text = ("memory:\n  providers: []\ncontext:\n  engine: compressor\n"
+                f"llm:\n  base_url: {api.base_url}\n  api_key: bench\n  model: claude-test\n"
+                "  context_window: 1000000\n  max_retries: 0\ncompression:\n"
+                + (_EDITING if editing else "  enabled: true\n"))
+        host = make_host(Path(tmp), plugins=[("pages", _Pages())], config=text)
+        agent = Agent.create(host)
+        per_turn = [sum(u.input_tokens for u in agent.run_turn(f"read page {n}").usage)
+                    for n in range(turns)]
+        agent.close()
+        last = api.requests[-1]
+        return per_turn, len(json.dumps(last.body))
+
+
+def report_editing(turns: int) -> None:
+    off, off_bytes = editing_tokens(turns, editing=False)
+    on, on_bytes = editing_tokens(turns, editing=True)
+    report(f"context editing off: input tokens per turn, mean of {turns}", statistics.mean(off), "tok")
+    report(f"context editing on:  input tokens per turn, mean of {turns}", statistics.mean(on), "tok")
+    report("  last turn, off", off[-1], "tok")
+    report("  last turn, on", on[-1], "tok")
+    report("  ratio on/off, all turns (tokens the server read)", sum(on) / sum(off), "")
+    report("  request bytes of the last call, off / on (the kernel sends all)",
+           off_bytes / max(1, on_bytes), "")
+
+
 def report(label: str, value: float, unit: str, target: float | None = None) -> None:
     ratio = f"  ratio to target {value / target:.2f} (target < {target:g} {unit})" if target else ""
     print(f"{label:<58} {value:9.3f} {unit}{ratio}")
@@ -429,7 +490,13 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--calls", type=int, default=300, help="model client layer: calls per side")
     parser.add_argument("--only-clients", action="store_true", help="measure only the client layer")
+    parser.add_argument("--only-editing", action="store_true",
+                        help="measure only context editing's tokens per turn")
+    parser.add_argument("--editing-turns", type=int, default=100)
     args = parser.parse_args()
+    report_editing(args.editing_turns)
+    if args.only_editing:
+        return
     for case in (anthropic_case(), openai_case()):
         report_layer(case, args.calls)
     if args.only_clients:

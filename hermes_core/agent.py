@@ -308,10 +308,15 @@ class Agent:
                     result.budget_exhausted = True
                     break
                 response = self._call_llm(user, block, scrubber, on_text, result)
+                if response.compaction is not None:  # the server compacted what came before
+                    result.compactions.append(self._server_compaction(user, response.compaction))
                 self.host.hooks.update_from_response(usage=response.usage)
                 self.last_prompt_tokens = response.usage.prompt_tokens or None
+                meta: dict[str, Any] = {"usage": response.usage.as_meta()}
+                if response.compaction is not None:
+                    meta["compaction"] = response.compaction  # sent back with this message
                 assistant = Message("assistant", scrub(response.text), tool_calls=list(response.tool_calls),
-                                    meta={"usage": response.usage.as_meta()})
+                                    meta=meta)
                 self.history.append(assistant)
                 self._emit(assistant)
                 result.assistant = assistant
@@ -540,6 +545,23 @@ class Agent:
         # Working state a summary may blur (open todo items) joins the user side (on_post_compress).
         after, carried_note = carry_over(self.host, after, self.session)
 
+        old_prompt, old_tools = self.system_prompt, self.tool_schemas
+        old = self._continue_in_child(before, after)
+        return CompactionRecord(
+            trigger=trigger, old_session_id=old.id, new_session_id=self.session.id,
+            messages_before=len(before), messages_after=len(after),
+            tokens_before=estimate_tokens(before, old_prompt, old_tools),
+            tokens_after=estimate_tokens(after, self.system_prompt, self.tool_schemas),
+            engine=engine_name, summary=compressed.summary, notices=notices,
+            memory_context=memory_context, flush=flush, carried_note=carried_note,
+            engine_report=_report_of(compressed.report, engine_name)
+            if compressed.report is not None else deprecations.engine_last_report(self.engine),
+            seconds=time.perf_counter() - started,
+        )
+
+    def _continue_in_child(self, before: list[Message], after: list[Message]) -> Session:
+        """The conversation goes on in a child session holding ``after``: on_session_switch
+        (queued), the messages archived there, the prompt rebuilt; returns the old session."""
         old = self.session
         self.session = Session(
             id=new_session_id(), platform=old.platform, model=old.model, title=old.title,
@@ -557,19 +579,27 @@ class Agent:
             if id(message) in kept:
                 message = dataclasses.replace(message, meta={**message.meta, "carried_over": old.id})
             self._emit(message)
+        self._assemble()  # the one rebuild of the system prompt a compaction allows
+        return old
+
+    def _server_compaction(self, user: Message, block: dict[str, Any]) -> CompactionRecord:
+        """The model platform compacted the history (a compaction block opens the response):
+        everything before this turn's request stays archived in the old session; the child
+        session holds the request, and the response (with its block) joins it next."""
+        started = time.perf_counter()
+        before = list(self.history)
+        after = [self.history[self._current_user_index(user)]]
         old_prompt, old_tools = self.system_prompt, self.tool_schemas
-        self._assemble()  # the one rebuild of the system prompt this compaction allows
+        old = self._continue_in_child(before, after)
         return CompactionRecord(
-            trigger=trigger, old_session_id=old.id, new_session_id=self.session.id,
+            trigger="server", old_session_id=old.id, new_session_id=self.session.id,
             messages_before=len(before), messages_after=len(after),
             tokens_before=estimate_tokens(before, old_prompt, old_tools),
             tokens_after=estimate_tokens(after, self.system_prompt, self.tool_schemas),
-            engine=engine_name, summary=compressed.summary, notices=notices,
-            memory_context=memory_context, flush=flush, carried_note=carried_note,
-            engine_report=_report_of(compressed.report, engine_name)
-            if compressed.report is not None else deprecations.engine_last_report(self.engine),
-            seconds=time.perf_counter() - started,
-        )
+            engine=None, summary=block.get("content"),
+            notices=["Context compaction: the model platform compacted the earlier turns "
+                     "(server-side compaction)."],
+            seconds=time.perf_counter() - started)
 
     def _hygiene(self) -> CompactionRecord | None:
         """Compact a resumed history above :data:`HYGIENE_RATIO` of the window (once per agent)."""

@@ -28,8 +28,6 @@ MAX_CACHE_BREAKPOINTS = 4
 _UNCACHEABLE_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 
 
-
-
 def _text_block(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
 
@@ -67,6 +65,10 @@ def to_anthropic_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
             blocks, role = [result], "user"
         elif msg.role == "assistant":
             blocks = [_text_block(msg.content)] if msg.content.strip() else []
+            compaction = msg.meta.get("compaction")
+            if isinstance(compaction, dict):
+                # the server's compaction block goes back verbatim, ahead of the reply
+                blocks.insert(0, {**compaction, "type": "compaction"})
             blocks += [
                 {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
                 for call in msg.tool_calls

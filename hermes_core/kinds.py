@@ -363,6 +363,19 @@ class LLMClient(_Instantiable):
         local estimate)."""
         return None
 
+    def platform_context(self, edits: Sequence[dict[str, Any]],
+                         on_refused: Callable[[str], None]) -> str | None:
+        """Ask the client to send the vendor's own context management with the main model's
+        requests from now on: ``edits`` are the vendor's edit objects (for Anthropic, the
+        ``context_management.edits`` items, e.g. ``{"type": "clear_tool_uses_20250919", ...}``).
+
+        Returns ``None`` when the client will send them, else why it cannot (the default:
+        unsupported; the context engine then keeps its local path). A client that supports the
+        feature but does not know an edit's name raises :class:`~hermes_core.errors.ConfigError`
+        naming it. When a request carrying the edits is refused as a bad request and the same request
+        without them goes through, the client stops sending them and calls ``on_refused(why)``."""
+        return f"the {self.name or type(self).__name__!r} model client has no platform context management"
+
     def supports_tools(self, model: str) -> bool:
         """Whether ``model`` can be offered tools (the agent refuses to start with one that
         cannot: its memory, search and skills are tools)."""

@@ -124,10 +124,15 @@ class LLMResponse:
     usage: Usage = field(default_factory=Usage)
     stop_reason: str | None = None
     model: str | None = None
+    #: the vendor's server-side compaction block this response opened with (sent back verbatim
+    #: with the assistant message: ``Message.meta["compaction"]``), or None
+    compaction: dict[str, Any] | None = None
 
     def as_message(self) -> Message:
         """The response as the assistant message to append to a history."""
-        return Message(role="assistant", content=self.text, tool_calls=list(self.tool_calls))
+        meta = {"compaction": dict(self.compaction)} if self.compaction is not None else {}
+        return Message(role="assistant", content=self.text, tool_calls=list(self.tool_calls),
+                       meta=meta)
 
 
 @runtime_checkable

@@ -42,7 +42,8 @@ def estimate_tokens(
 class CompactionRecord:
     """What one compaction did."""
 
-    trigger: Literal["auto", "manual", "hygiene"]
+    #: ``server``: the model platform compacted (a compaction block in its response)
+    trigger: Literal["auto", "manual", "hygiene", "server"]
     old_session_id: str
     new_session_id: str
     messages_before: int

@@ -87,6 +87,11 @@ class CompactionPolicy:
         self.last_usage: Usage | None = None
         #: a compaction happened after the last usage report, so that report is stale
         self.usage_stale = False
+        #: the platform's context management in use (``compression.platform``): ``None`` (the
+        #: local path only), ``"editing"`` (the server clears old tool results, so its figures
+        #: are trusted over the local estimate of the uncleared history) or ``"compaction"``
+        #: (the server compacts: no automatic local compaction)
+        self.platform: str | None = None
 
     def begin_turn(self) -> None:
         self.compactions_this_turn = 0
@@ -106,12 +111,26 @@ class CompactionPolicy:
         model client's exact count replaces the estimate when the client has one (a network
         call, so only where the verdict may change; the client caches counts by prompt)."""
         estimate = estimate_messages(messages) + self.overhead_tokens
+        if self.platform is not None:
+            return self._server_tokens(messages, prompt_tokens, estimate)
         if prompt_tokens and not self.usage_stale:
             return max(int(prompt_tokens), estimate)
         if self.counter is not None and estimate >= COUNT_BAND * self.threshold_tokens:
             counted = self.counter(messages)
             if counted:
                 return int(counted) + self.overhead_tokens
+        return estimate
+
+    def _server_tokens(self, messages: list[Message], prompt_tokens: int | None,
+                       estimate: int) -> int:
+        """The size the server will see after its edits: its count near the threshold, else its
+        last usage report, else (nothing from the server yet) the local estimate."""
+        if self.counter is not None and estimate >= COUNT_BAND * self.threshold_tokens:
+            counted = self.counter(messages)
+            if counted:
+                return int(counted) + self.overhead_tokens
+        if prompt_tokens and not self.usage_stale:
+            return int(prompt_tokens)
         return estimate
 
     def blocked_reason(self, tokens: int) -> str | None:
@@ -126,7 +145,7 @@ class CompactionPolicy:
         return None
 
     def should_compress(self, messages: list[Message], prompt_tokens: int | None) -> bool:
-        if not self.enabled or not messages:
+        if not self.enabled or not messages or self.platform == "compaction":
             return False
         tokens = self.tokens(messages, prompt_tokens)
         if tokens < self.threshold_tokens:

@@ -12,6 +12,12 @@ Script items:
 * :class:`Reply`: text and/or tool calls, stop reason, usage, an optional delay (a slow response);
 * :class:`Failure`: an HTTP error in the API's error shape (429, 500, 529, ...), optionally slow.
 
+Context management (``context_management`` with its ``anthropic-beta`` headers) is accepted and
+applied by a model of the platform's rules (:mod:`hermes_core.testing.context_model`): usage and
+``count_tokens`` count what that model keeps, and the reply reports ``applied_edits``.
+``Reply(compaction="summary")`` opens the reply with a compaction block;
+``refuse_context_management=True`` answers 400 naming the field to any request carrying it.
+
 Every request is recorded (:attr:`MessagesAPIServer.requests`), including those answered with an
 error. By default the server also checks the body like the real API does for the mistakes an
 adapter can make (missing fields, a tool_result that answers no tool_use of the turn before, more
@@ -37,6 +43,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from .context_model import apply_context_management, context_problem, rough_tokens
 
 __all__ = ["Broken", "Failure", "MessagesAPIServer", "RecordedRequest", "Reply", "ScriptItem"]
 
@@ -70,6 +78,8 @@ class Reply:
     delay: float = 0.0
     #: how many characters each streamed text delta carries
     chunk_size: int = 16
+    #: a server-side compaction: the summary of a ``compaction`` block opening the reply
+    compaction: str | None = None
 
 
 @dataclass
@@ -138,12 +148,15 @@ class MessagesAPIServer:
         default: ScriptItem | None = None,
         validate: bool = True,
         model: str = "claude-test",
+        refuse_context_management: bool = False,
     ) -> None:
         self._responder: Responder | None = script if callable(script) else None
         self._script: deque[ScriptItem] = deque() if callable(script) else deque(script)
         self.default = default
         self.validate = validate
         self.model = model
+        #: answer 400 naming ``context_management`` to any request carrying it
+        self.refuse_context_management = refuse_context_management
         self.requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -280,10 +293,11 @@ def _problem(body: Any) -> str | None:
 def _usage(body: dict[str, Any], reply: Reply) -> dict[str, int]:
     if reply.usage is not None:
         return {"input_tokens": 0, "output_tokens": 0, **reply.usage}
-    # a rough, deterministic count: enough for code that reads usage, not a tokenizer
-    size = len(json.dumps(body.get("messages", []))) + len(json.dumps(body.get("system", "")))
+    # a rough, deterministic count of what the model reads (after context management): enough
+    # for code that reads usage, not a tokenizer
+    read, _applied = apply_context_management(body)
     produced = len(reply.text) + sum(len(json.dumps(c.get("input", {}))) for c in reply.tool_calls)
-    return {"input_tokens": max(1, size // 4), "output_tokens": max(1, produced // 4)}
+    return {"input_tokens": rough_tokens(read), "output_tokens": max(1, produced // 4)}
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -317,6 +331,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, self._error_body(404, f"no route for POST {path}"))
             return
         problem = self._problem(body) if self.api.validate else None
+        if problem is None and isinstance(body, dict) and "context_management" in body:
+            problem = ("context_management: Extra inputs are not permitted"
+                       if self.api.refuse_context_management
+                       else context_problem(body, self.headers.get("anthropic-beta") or ""))
         if problem is not None or body is None:
             record.status = 400
             self._send_json(400, self._error_body(400, problem or "the body is not valid JSON"))
@@ -358,13 +376,20 @@ class _Handler(BaseHTTPRequestHandler):
         answered with ``{"input_tokens": N}``, N the same rough deterministic count as a reply's
         usage (plus the tools' size)."""
         problem = _problem({**body, "max_tokens": 1}) if isinstance(body, dict) else None
+        if problem is None and isinstance(body, dict) and "context_management" in body:
+            problem = ("context_management: Extra inputs are not permitted"
+                       if self.api.refuse_context_management
+                       else context_problem(body, self.headers.get("anthropic-beta") or ""))
         if body is None or problem is not None:
             record.status = 400
             self._send_json(400, _error_body(400, problem or "the body is not valid JSON"))
             return
         record.status = 200
         tools = len(json.dumps(body.get("tools", []))) // 4 if body.get("tools") else 0
-        self._send_json(200, {"input_tokens": _usage(body, Reply(text=""))["input_tokens"] + tools})
+        answer: dict[str, Any] = {"input_tokens": _usage(body, Reply(text=""))["input_tokens"] + tools}
+        if "context_management" in body:
+            answer["context_management"] = {"original_input_tokens": rough_tokens(body) + tools}
+        self._send_json(200, answer)
 
     def _break(self, kind: str) -> None:
         self.close_connection = True
@@ -401,6 +426,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _content(self, reply: Reply) -> list[dict[str, Any]]:
         content: list[dict[str, Any]] = []
+        if reply.compaction is not None:
+            content.append({"type": "compaction", "content": reply.compaction,
+                            "encrypted_content": "opaque-test-state"})
         if reply.text:
             content.append({"type": "text", "text": reply.text})
         for n, call in enumerate(reply.tool_calls):
@@ -418,7 +446,7 @@ class _Handler(BaseHTTPRequestHandler):
         return reply.stop_reason or ("tool_use" if reply.tool_calls else "end_turn")
 
     def _message(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
-        return {
+        message = {
             "id": self.api._message_id(),
             "type": "message",
             "role": "assistant",
@@ -428,6 +456,9 @@ class _Handler(BaseHTTPRequestHandler):
             "stop_sequence": None,
             "usage": _usage(body, reply),
         }
+        if "context_management" in body:
+            message["context_management"] = {"applied_edits": apply_context_management(body)[1]}
+        return message
 
     def _send_json(
         self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
@@ -457,7 +488,12 @@ class _Handler(BaseHTTPRequestHandler):
             ("ping", {"type": "ping"}),
         ]
         for index, block in enumerate(self._content(reply)):
-            if block["type"] == "text":
+            if block["type"] == "compaction":
+                events.append(_block_start(index, {"type": "compaction", "content": None}))
+                delta = {"type": "compaction_delta", "content": block["content"],
+                         "encrypted_content": block["encrypted_content"]}
+                events.append(_block_delta(index, delta))
+            elif block["type"] == "text":
                 events.append(_block_start(index, {"type": "text", "text": ""}))
                 size = max(1, reply.chunk_size)
                 for pos in range(0, len(block["text"]), size):

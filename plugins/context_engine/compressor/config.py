@@ -8,7 +8,9 @@ from pydantic import Field, model_validator
 
 from hermes_core.compaction.settings import CompactionSettings, check_fraction
 
-__all__ = ["CompactionSettings", "CompressorConfig", "check_fraction"]
+from .platform import PlatformSettings
+
+__all__ = ["CompactionSettings", "CompressorConfig", "PlatformSettings", "check_fraction"]
 
 
 class CompressorConfig(CompactionSettings):
@@ -40,6 +42,9 @@ class CompressorConfig(CompactionSettings):
     #: after a failed summary call the model is not asked again for this long (doubling per
     #: consecutive failure, at most 15 minutes); the extractive summary is used meanwhile
     failure_cooldown_seconds: float = Field(default=60.0, ge=0)
+    #: the model platform's own context management (context editing, server compaction) when
+    #: the main model client supports it; absent: the local path only (docs/context-engines.md)
+    platform: PlatformSettings | None = None
 
     @model_validator(mode="after")
     def _summary_bounds(self) -> CompressorConfig:

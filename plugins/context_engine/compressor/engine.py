@@ -41,13 +41,14 @@ from hermes_core.compaction.tokens import (
     estimate_text,
     message_token_list,
 )
-from hermes_core.errors import HermesCoreError
+from hermes_core.errors import ConfigError, HermesCoreError
 from hermes_core.kinds import PluginContext
 from hermes_core.llm import LLM, LLMError, LLMFailure, run_with_deadline
 from hermes_core.models import context_window
 from hermes_core.types import CompressionResult, Message
 
 from .config import CompressorConfig
+from .platform import COMPACT, PlatformSettings, build_edits
 from .prune import clear, prunable
 from .summary import SUMMARY_SYSTEM, build_prompt, serialize_turns, summary_budget
 
@@ -101,6 +102,41 @@ class Compressor(PolicyEngine):
         self._fallback_chars = 8_000
         self._cooldown_until = 0.0
         self._last_failure: LLMError | None = None
+        #: why the platform's context management is not in use (None: in use, or not asked for)
+        self.platform_off: str | None = None
+        if config.platform is not None:
+            self._use_platform(config.platform)
+
+    # ---------------------------------------------------------------------------- platform
+
+    def _use_platform(self, settings: PlatformSettings) -> None:
+        """Hand the platform's edits to the main model client; the local path stays when it
+        cannot. An edit name the client's SDK does not know raises (refused at start)."""
+        edits, notes = build_edits(settings)
+        for note in notes:
+            self.log.warning("compression.platform: %s", note)
+        if not edits:
+            return
+        compact = next((e for e in edits if e["type"] == COMPACT), None)
+        if compact is not None and compact["trigger"]["value"] >= self.window:
+            raise ConfigError(
+                f"compression.platform.compaction_trigger_tokens ({compact['trigger']['value']}) "
+                f"is not below the model's context window ({self.window} tokens): the server "
+                "would never compact before the window is full; lower it")
+        why = ("there is no main model client" if self.client is None
+               else self.client.platform_context(edits, self._platform_refused))
+        if why is not None:
+            self._platform_refused(f"{why}; compression.platform is not used")
+            return
+        self.policy.platform = "compaction" if any(e["type"] == COMPACT for e in edits) else "editing"
+        self.log.info("compression.platform: sending %s", ", ".join(e["type"] for e in edits))
+
+    def _platform_refused(self, why: str) -> None:
+        """The platform's context management is off (unsupported or refused): local path."""
+        self.policy.platform = None
+        self.platform_off = f"{why}; the local compaction runs instead"
+        self.log.warning("%s", self.platform_off)
+        self.context.report_problem(self.platform_off)
 
     # ------------------------------------------------------------------------------- hooks
 

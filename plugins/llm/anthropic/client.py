@@ -30,6 +30,8 @@ from hermes_core.llm import (
 from hermes_core.models import lookup_context_window
 from hermes_core.types import Message, ToolCall, Usage
 
+from .platform import PlatformContext, check_edits
+
 __all__ = ["AnthropicClient", "AnthropicSettings", "classify_exception"]
 
 log = logging.getLogger("hermes_core.plugins.anthropic")
@@ -120,6 +122,7 @@ class AnthropicClient(LLMClient):
         self._client = client
         self._lock = threading.Lock()
         self._counts: OrderedDict[str, int] = OrderedDict()
+        self._platform: PlatformContext | None = None
 
     @classmethod
     def from_config(cls, config: CoreConfig, *, model: str | None = None) -> AnthropicClient:
@@ -172,6 +175,22 @@ class AnthropicClient(LLMClient):
         """
         request = self.build_request(system=system, messages=messages, max_tokens=max_tokens,
                                      model=model, tools=tools)
+        platform = self._platform
+        if platform is None or not platform.active:
+            return self._send(request, on_text, timeout)
+        try:
+            return self._send({**request, **platform.fields()}, on_text, timeout)
+        except LLMError as exc:
+            if not platform.may_be_refusal(exc):
+                raise
+            # the same request without the feature: when it goes through, the feature was the
+            # problem, and the engine's local path takes over from now on
+            response = self._send(request, on_text, timeout)
+            platform.refuse(exc)
+            return response
+
+    def _send(self, request: dict[str, Any], on_text: Callable[[str], None] | None,
+              timeout: float | None) -> LLMResponse:
         client = self.client
         if timeout is None:
             return to_response(_attempt(client, request, on_text, {}))
@@ -180,6 +199,26 @@ class AnthropicClient(LLMClient):
                               total=float(timeout), max_retries=self.max_retries,
                               classify=classify_exception)
         return to_response(message)
+
+    def platform_context(self, edits: Sequence[dict[str, Any]],
+                         on_refused: Callable[[str], None]) -> str | None:
+        """Send ``edits`` as ``context_management`` (with their ``anthropic-beta`` headers) on
+        every call and count from now on; raises :class:`~hermes_core.errors.ConfigError` for an
+        edit the installed SDK does not define. An empty list switches it off."""
+        checked = check_edits(edits)
+        with self._lock:
+            current = self._platform
+            if checked and current is not None and current.edits == checked:
+                # another engine on this client (a delegated child's): the same edits
+                if current.refused is not None:
+                    return f"the Messages API refused them earlier: {current.refused}"
+                current.listen(on_refused)
+                return None
+            self._platform = PlatformContext(checked) if checked else None
+            if self._platform is not None:
+                self._platform.listen(on_refused)
+            self._counts.clear()
+        return None
 
     def unavailable(self) -> str | None:
         if self.api_key or self._client is not None:
@@ -204,6 +243,9 @@ class AnthropicClient(LLMClient):
         except ValueError:
             return None
         request.pop("max_tokens", None)
+        platform = self._platform
+        if platform is not None and platform.active:
+            request.update(platform.fields())  # the count after the server's edits
         key = hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).hexdigest()
         with self._lock:
             if key in self._counts:
@@ -212,7 +254,8 @@ class AnthropicClient(LLMClient):
         try:
             once = self.client.with_options(max_retries=0,
                                             timeout=self.settings.count_tokens_timeout)
-            counted = int(once.messages.count_tokens(**request).input_tokens)
+            api = once.beta.messages if "betas" in request else once.messages
+            counted = int(api.count_tokens(**request).input_tokens)
         except Exception as exc:
             log.info("count_tokens failed, using the local estimate: %s", classify_exception(exc))
             return None
@@ -232,13 +275,14 @@ class AnthropicClient(LLMClient):
 def _attempt(client: Any, request: dict[str, Any], on_text: Callable[[str], None] | None,
              options: dict[str, Any]) -> Any:
     """One request (with the client's own retries); SDK errors become :class:`LLMError`."""
+    api = client.beta.messages if "betas" in request else client.messages
     try:
         if on_text is not None:
-            with client.messages.stream(**request, **options) as stream:
+            with api.stream(**request, **options) as stream:
                 for delta in stream.text_stream:
                     on_text(delta)
                 return stream.get_final_message()
-        return client.messages.create(**request, **options)
+        return api.create(**request, **options)
     except LLMError:
         raise
     except Exception as exc:
@@ -249,9 +293,13 @@ def to_response(message: Any) -> LLMResponse:
     """An SDK ``Message`` as the kernel's :class:`LLMResponse`."""
     texts: list[str] = []
     calls: list[ToolCall] = []
+    compaction: dict[str, Any] | None = None
     for block in getattr(message, "content", None) or ():
         kind = getattr(block, "type", None)
-        if kind == "text":
+        if kind == "compaction" and getattr(block, "content", None):
+            # the server compacted the history before this point: sent back verbatim later
+            compaction = block.model_dump(mode="json", exclude_none=True)
+        elif kind == "text":
             texts.append(block.text)
         elif kind == "tool_use":
             args = block.input if isinstance(block.input, dict) else {"input": block.input}
@@ -266,4 +314,4 @@ def to_response(message: Any) -> LLMResponse:
     )
     return LLMResponse(text="".join(texts), tool_calls=calls, usage=usage,
                        stop_reason=getattr(message, "stop_reason", None),
-                       model=getattr(message, "model", None))
+                       model=getattr(message, "model", None), compaction=compaction)

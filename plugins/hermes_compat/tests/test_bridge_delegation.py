@@ -18,7 +18,6 @@ import hermes_core_hermes_compat.plugin as bridge
 from conftest import drop_folder_plugin
 
 from hermes_core.agent import Agent
-from hermes_core.plugins.llm.anthropic import AnthropicLLM
 from hermes_core.testing import Failure, MessagesAPIServer, Reply, make_host
 
 DELEG = '''
@@ -128,9 +127,10 @@ def test_delegation_reaches_a_hermes_plugin_as_hermes_tells_it(core_home: Path) 
 
     with MessagesAPIServer(respond) as api:
         host = make_host(core_home, plugins=[("hermes_compat", bridge)], config=(
-            "memory:\n  providers: [session_archive, hermes-deleg]\n"))
-        agent = Agent.create(host, AnthropicLLM(api_key="test-key", base_url=api.base_url,
-                                                model="claude-test", max_retries=0))
+            "memory:\n  providers: [session_archive, hermes-deleg]\n"
+            f"llm:\n  base_url: {api.base_url}\n  api_key: test-key\n  model: claude-test\n"
+            "  max_retries: 0\n"))
+        agent = Agent.create(host)  # the client llm.* selects (the kernel builds it)
         try:
             first = agent.run_turn("Two jobs, please.")
             second = agent.run_turn("Next question.")

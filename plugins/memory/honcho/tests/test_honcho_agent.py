@@ -18,12 +18,17 @@ from hermes_core_honcho.testing import Fault, HonchoTestServer
 
 from hermes_core.agent import Agent
 from hermes_core.config import parse_config_text
-from hermes_core.plugins.llm.anthropic import AnthropicLLM
 from hermes_core.replay import RecordingHost, load_transcript, replay
 from hermes_core.testing import MessagesAPIServer, Reply
 
 EXAMPLE = Path(__file__).resolve().parents[4] / "examples" / "first-week.jsonl"
 WS = "test-ws"
+
+
+def llm_section(base_url: str) -> str:
+    """The `llm:` section pointing the kernel's main client at a loopback Messages API server."""
+    return (f"llm:\n  base_url: {base_url}\n  api_key: test-key\n  model: claude-test\n"
+            "  max_retries: 0\n")
 
 
 def load_host(home: Path, honcho_section: str, extra: str = "") -> RecordingHost:
@@ -93,10 +98,8 @@ def test_every_turn_completes_when_honcho_fails(hermes_home: Path, tmp_path: Pat
               Reply(text="Searched."), Reply(text="Second answer."), Reply(text="Third answer.")]
     try:
         with MessagesAPIServer(script) as api:
-            host = load_host(hermes_home, section)
-            llm = AnthropicLLM(api_key="test-key", base_url=api.base_url, model="claude-test",
-                               max_retries=0)
-            agent = Agent.create(host, llm)
+            host = load_host(hermes_home, section + llm_section(api.base_url))
+            agent = Agent.create(host)  # the client llm.* selects (the kernel builds it)
             results = []
             for text in ("Which editor do I use, do you remember?",
                          "I switched to Helix last month, for the record.",

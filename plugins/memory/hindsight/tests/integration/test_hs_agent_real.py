@@ -19,12 +19,17 @@ from hermes_core.agent import Agent
 from hermes_core.config import parse_config_text
 from hermes_core.errors import ToolError
 from hermes_core.host import PluginHost
-from hermes_core.plugins.llm.anthropic import AnthropicLLM
 from hermes_core.replay import RecordingHost, load_transcript, replay
 from hermes_core.testing import MessagesAPIServer, Reply, make_instance
 from hermes_core.types import Session, ToolContext
 
 from .conftest import API_KEY, REPO, config_text
+
+
+def llm_section(base_url: str) -> str:
+    """The `llm:` section pointing the kernel's main client at a loopback Messages API server."""
+    return (f"llm:\n  base_url: {base_url}\n  api_key: test-key\n  model: claude-test\n"
+            "  max_retries: 0\n")
 
 
 def load_host(home: Path, text: str, cls: type[PluginHost] = PluginHost) -> PluginHost:
@@ -100,11 +105,11 @@ def test_new_session_recalls_an_earlier_fact_in_other_words(server, hermes_home,
                                                             api_key_env):
     # The turn's live recall may take up to 5 s (the default 0.2 s is a latency budget, tested
     # elsewhere; on a loaded machine a recall can miss it and the turn rightly goes on without it)
-    host = load_host(hermes_home, "memory:\n  providers: [hindsight]\n  prefetch_timeout: 10\n"
-                     + config_text(server.base_url, bank, "  prefetch_live_wait: 5\n"))
     with MessagesAPIServer(["Glad it works now.", "You raised the connection pool size to 40."]) as api:
-        agent = Agent.create(host, AnthropicLLM(api_key="test-key", base_url=api.base_url,
-                                                model="claude-test"))
+        host = load_host(hermes_home, "memory:\n  providers: [hindsight]\n  prefetch_timeout: 10\n"
+                         + config_text(server.base_url, bank, "  prefetch_live_wait: 5\n")
+                         + llm_section(api.base_url))
+        agent = Agent.create(host)  # the client llm.* selects (the kernel builds it)
         agent.run_turn("The nightly import froze again. I fixed the database hang by raising "
                        "the connection pool size to 40.")
         first_session = agent.session.id
@@ -165,14 +170,14 @@ def dead_url(request) -> Iterator[str]:
 
 def test_turns_complete_within_the_deadline_when_the_server_is_down_or_hung(
         hermes_home, dead_url, bank):
-    host = load_host(hermes_home, "memory:\n  providers: [hindsight]\n  prefetch_timeout: 0.3\n"
-                     + config_text(dead_url, bank, "  shutdown_timeout: 1\n"
-                                                   "  switch_flush_timeout: 0.5\n"
-                                                   "  connect_timeout: 10\n"
-                                                   "  recall_timeout: 20\n"))
     with MessagesAPIServer(default=Reply(text="ok")) as api:
-        agent = Agent.create(host, AnthropicLLM(api_key="test-key", base_url=api.base_url,
-                                                model="claude-test"))
+        host = load_host(hermes_home, "memory:\n  providers: [hindsight]\n  prefetch_timeout: 0.3\n"
+                         + config_text(dead_url, bank, "  shutdown_timeout: 1\n"
+                                                       "  switch_flush_timeout: 0.5\n"
+                                                       "  connect_timeout: 10\n"
+                                                       "  recall_timeout: 20\n")
+                         + llm_section(api.base_url))
+        agent = Agent.create(host)  # the client llm.* selects (the kernel builds it)
         seconds = []
         for n in range(4):
             result = agent.run_turn(f"turn number {n} about the deploy")

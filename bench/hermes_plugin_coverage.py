@@ -139,6 +139,12 @@ WITH_HERMES_AGENT: dict[str, str] = {"hermes-kiokuko": "hermes-agent==0.19.0"}
 #: empty repository (every other plugin runs in an empty folder)
 IN_GIT_REPO = {"knos-hermes"}
 
+#: commands a user of the plugin runs once in that folder before Hermes (console scripts of the
+#: plugin's own packages, from the venv): knos answers only for a repository it has read, and its
+#: setup message says to run ``knos point`` there (its store goes to ``~/.knos``, shared by every
+#: agent on the machine by design)
+USER_COMMANDS: dict[str, list[list[str]]] = {"knos-hermes": [["knos", "point"]]}
+
 #: what reading the plugin's source says about a reason the bridge can only report generically
 NOTES: dict[str, str] = {
     "hermes-itsuki": "a cloud service (its API key)",
@@ -188,8 +194,13 @@ TOOL_CALLS: dict[str, list[tuple[str, dict[str, object]]]] = {
     "hermes-local-memory": [("local_memory_skill", {"name": "maintenance"})],
     # a provider's own tools (get_tool_schemas): a read-only call of one
     "hermes-cashew": [("cashew_query", {"query": "Which city is Priya's team in?"})],
-    "knos-hermes": [("knos_recall", {"query": "Rotterdam"})],
+    # knos stores no turns (it reads a repository and what agents record): the model records
+    # a fact with its tool, then recalls it
+    "knos-hermes": [("knos_remember", {"fact": "Priya's data team is in Rotterdam."}),
+                    ("knos_recall", {"query": "Where is Priya's data team?"})],
 }
+#: what a tool's answer must contain (a provider answering its own errors as text)
+TOOL_ANSWERS: dict[str, str] = {"knos_recall": "Rotterdam", "knos_remember": "Remembered"}
 #: a read-only call of one of hermes-core's own tools (the file memory's), made in the replay of
 #: every plugin that registered hooks or tools: a pre_tool_call/post_tool_call hook must see it
 CORE_TOOL_CALL: tuple[str, dict[str, object]] = ("memory", {"action": "search",
@@ -331,6 +342,12 @@ def try_plugin(python: Path, requirement: str) -> Outcome:
         for relative, text in USER_FILES.get(dist, {}).items():
             (user / relative).parent.mkdir(parents=True, exist_ok=True)
             (user / relative).write_text(text, encoding="utf-8")
+        for command in USER_COMMANDS.get(dist, []):
+            out = sh([str(python.parent / command[0]), *command[1:]], env=env, timeout=300,
+                     cwd=work)
+            if out.returncode:
+                result.reason = f"`{' '.join(command)}` failed: {last_line(out.stderr or out.stdout)}"
+                return result
         installer = FOLDER_INSTALLERS.get(dist)
         if installer:
             code = (f"from pathlib import Path\nFOLDER = Path({str(core / 'hermes-plugins')!r})\n"
@@ -440,7 +457,11 @@ def callables_turns(tools: list[tuple[str, dict[str, object]]]) -> list[dict[str
 #: what the bridge logs when a plugin's registered hook or tool is first called, and the
 #: problems it reports that are not about the call itself (named in ``unmapped`` already)
 _CALLED = re.compile(r"Hermes plugin '([^']+)': its ((?:hook|tool) \S+) was called")
-_NOT_A_PROBLEM = ("is not delivered", "is not available in hermes-core", "still runs")
+_NOT_A_PROBLEM = ("is not delivered", "is not available in hermes-core", "still runs",
+                  # a tool answering plain text where Hermes documents JSON: Hermes' own
+                  # MemoryManager passes it to the model unchanged, as the bridge does (the
+                  # answer's content is checked by TOOL_ANSWERS where the script knows it)
+                  "returned text that is not JSON; passed to the model as plain text")
 #: the bridge's note that a cold provider's first prefetch outlasted the part of the deadline a
 #: turn waits for it ("warming"): by design the turns go on without its recall until that call
 #: ends (the replay's settling waits for it: the plugin's later hooks queue behind it on its
@@ -485,6 +506,9 @@ def check_tool_answers(result: Outcome, dist: str, report: dict[str, object]) ->
             result.missing.append(f"tool {name} was not run in the replay")
         elif not all(c["ok"] for c in mine):
             result.missing.append(f"tool {name} answered an error: {str(mine[0]['result'])[:200]}")
+        elif TOOL_ANSWERS.get(name, "") not in str(mine[0]["result"]):
+            result.missing.append(f"tool {name} answered without {TOOL_ANSWERS[name]!r}: "
+                                  f"{str(mine[0]['result'])[:200]}")
         elif f"tool {name}" not in result.called:
             result.called.append(f"tool {name}")
     if result.missing:

@@ -449,7 +449,9 @@ def callables_turns(tools: list[tuple[str, dict[str, object]]]) -> list[dict[str
         out.append({"role": "assistant", "content": "",
                     "tool_calls": [{"name": n, "arguments": a} for n, a in tools]})
         out.append({"role": "assistant", "content": "Done."})
-    out += [{"event": "new_session"}, {"role": "user", "content": "A new day."},
+    # the new session's question asks about the first session again: a provider's recall of it
+    out += [{"event": "new_session"},
+            {"role": "user", "content": "A new day. Where is my team again?"},
             {"role": "assistant", "content": "Good morning."}]
     return out
 

@@ -231,7 +231,11 @@ ENV: dict[str, dict[str, str]] = {
 #: kernel's defaults (made for warm providers) do not wait for; a turn that needs longer than
 #: these is counted as not surviving
 DEADLINES: dict[str, float] = {"prefetch": 30, "system_prompt_block": 60, "on_message": 60,
-                               "sync_turn": 120, "queue_prefetch": 60, "on_session_end": 120}
+                               "sync_turn": 120, "queue_prefetch": 60, "on_session_end": 120,
+                               # a provider's shutdown() queues behind a first prefetch still
+                               # loading a library on its thread: the process must not end while
+                               # native code runs there (a run once exited with SIGABRT so)
+                               "shutdown": 120}
 SECTIONS: dict[str, str] = {
     # its default model name would be fetched from a model hub: point it at the local copy
     "hermes-semantic-memory": "  embedding_backend: sentence-transformers\n"

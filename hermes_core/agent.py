@@ -4,7 +4,7 @@ Read :meth:`Agent.run_turn` top to bottom; each step names the hook it calls. Th
 live in role-named modules: :mod:`.fence` (recall fencing, the stream scrubber),
 :mod:`.prefetch` (the deadline runner), :mod:`.toolrun` (routing, parallel batches, budget),
 :mod:`.curation` (the background memory review, the pre-compaction flush, the skill nudge),
-:mod:`.prompt` (the system prompt) and :mod:`.compacting` (the engine's pass of a compaction).
+:mod:`._prompt` (the system prompt) and :mod:`._compacting` (the engine's pass of a compaction).
 
 A conversation is a chain of sessions: a compaction continues it in a child session
 (``parent_session_id`` = the old id), so the :class:`Agent` outlives its sessions. The kernel only
@@ -37,14 +37,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from . import clock, deprecations
 from ._backlog import Backlog, DrainReport
-from .compacting import EnginePass, engine_pass
+from ._compacting import EnginePass, engine_pass
+from ._prompt import DEFAULT_IDENTITY, compose_system_prompt
 from .curation import CurationJob, Curator, curation_tools, make_job
 from .embeddings import turn_in_flight
 from .errors import NotStored
 from .fence import StreamScrubber, build_block, scrub
 from .models import context_window
 from .prefetch import PrefetchRunner
-from .prompt import DEFAULT_IDENTITY, compose_system_prompt
 from .results import CompactionRecord, TurnResult, estimate_tokens, reported_prompt_tokens, retried_turn
 from .toolrun import IterationBudget, ToolOutcome, ToolRouter
 from .turn import CancelToken, TurnContext

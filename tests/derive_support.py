@@ -52,16 +52,20 @@ def scripted(body: dict[str, Any]) -> Reply:
 # ----------------------------------------------------------------------------- the host
 
 
-def make_host(home: Path, api: MessagesAPIServer, storage_url: str | None = None,
-              extra: str = "") -> PluginHost:
+def config_text(api: MessagesAPIServer, storage_url: str | None = None, extra: str = "") -> str:
+    """config.yaml for derived memory through the anthropic client at ``api``."""
     storage = f"storage:\n  url: {storage_url}\n" if storage_url else ""
-    config = parse_config_text(
+    return (
         "memory:\n  providers: [session_archive]\n  scope: user\n"
         "embeddings:\n  embedder: none\n"
         f"llm:\n  api_key: k\n  model: claude-test\n  base_url: {api.base_url}\n"
         "  max_retries: 0\n"
-        f"session_archive:\n  derive: true\n  derive_timeout: 20\n{extra}{storage}",
-        home / "config.yaml")
+        f"session_archive:\n  derive: true\n  derive_timeout: 20\n{extra}{storage}")
+
+
+def make_host(home: Path, api: MessagesAPIServer, storage_url: str | None = None,
+              extra: str = "") -> PluginHost:
+    config = parse_config_text(config_text(api, storage_url, extra), home / "config.yaml")
     host = PluginHost.load(home, config=config, builtins=False, entry_points=False,
                            directories=False, plugins=[("session_archive", plugin),
                                                        ("anthropic", anthropic_plugin)])

@@ -13,11 +13,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from derive_support import make_host, provider_of, scripted, settle, start
+
 from hermes_core.plugins.memory.session_archive.facts import derivation_state, list_facts
 from hermes_core.testing import MessagesAPIServer, Recording, RecordingClient, prompt_hash
 from hermes_core.types import Message
-
-from derive_support import make_host, provider_of, scripted, settle, start
 
 DATA = Path(__file__).parent / "data" / "derive_recording.json"
 #: fixed times, so the prompts (which carry the turn's date) are the same on every run

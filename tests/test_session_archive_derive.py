@@ -9,13 +9,24 @@ database (both backends for the mechanics), the lane the real host's background 
 from __future__ import annotations
 
 import json
-import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from derive_support import (
+    TURN_LINE,
+    config_text,
+    make_host,
+    prompt_of,
+    provider_of,
+    scripted,
+    search,
+    settle,
+    start,
+    turn,
+)
 
 import hermes_core.plugins.llm.anthropic as anthropic_plugin
 import hermes_core.plugins.memory.session_archive as plugin
@@ -30,17 +41,6 @@ from hermes_core.plugins.memory.session_archive.facts import (
 )
 from hermes_core.testing.messages_api import Failure, MessagesAPIServer, Reply
 
-from derive_support import (
-    TURN_LINE,
-    make_host,
-    prompt_of,
-    provider_of,
-    scripted,
-    search,
-    settle,
-    start,
-    turn,
-)
 
 @pytest.fixture
 def api() -> Iterator[MessagesAPIServer]:
@@ -287,3 +287,40 @@ def test_derive_is_off_by_default(tmp_path: Path, api: MessagesAPIServer) -> Non
     assert api.bodies == []
     built.shutdown()
 
+
+
+def test_doctor_and_the_cli_show_the_lane_and_the_facts(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from hermes_core.cli import cli
+    from hermes_core.config import load_config
+    from hermes_core.plugins.memory.session_archive.doctor import archive_checks
+
+    answers = iter([scripted, lambda body: Reply(text="not json at all")])
+
+    def two(body: dict[str, Any]) -> Reply:
+        return next(answers)(body)
+
+    with MessagesAPIServer(two) as api:
+        (home / "config.yaml").write_text(config_text(api))
+        host = make_host(home, api)
+        s1 = start(host, "a1", "alice")
+        turn(host, s1, "Our team is based in Porto these days")
+        turn(host, s1, "hmm")
+        settle(host)
+        host.shutdown()
+    (check,) = [c for c in archive_checks(home, load_config()) if c.name == "derived memory"]
+    assert check.ok and check.warning
+    assert "1 facts (1 current) from 2 turns, 0 turn(s) waiting" in check.detail
+    assert "the answer is not JSON" in check.detail and check.fix
+    runner = CliRunner()
+    listed = runner.invoke(cli, ["sessions", "facts", "--user", "alice", "--json"],
+                           catch_exceptions=False)
+    assert listed.exit_code == 0, listed.output
+    (fact,) = json.loads(listed.output)
+    assert (fact["fact"], fact["session_id"], fact["current"]) == (
+        "The user's team is based in Porto", "a1", True)
+    assert json.loads(runner.invoke(cli, ["sessions", "facts", "--json"]).output) == []
+    state = json.loads(runner.invoke(cli, ["sessions", "facts", "--state", "--json"]).output)
+    assert state["turns"] == 2 and state["skipped"] == 1 and state["tokens_per_turn"] > 0

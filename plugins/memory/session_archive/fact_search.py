@@ -22,10 +22,13 @@ __all__ = ["MIN_COSINE", "search_facts"]
 
 MIN_COSINE = 0.45
 _WORD = re.compile(r"\w+")
-_STOP = frozenset(
-    "a an and are as at be but by did do does for from had has have he her his how i if in is "
-    "it its me my of on or our she so that the their them they this to was we were what when "
-    "where which who why will with you your about any can could would should".split())
+_STOP = frozenset((
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "did", "do", "does", "for", "from",
+    "had", "has", "have", "he", "her", "his", "how", "i", "if", "in", "is", "it", "its", "me",
+    "my", "of", "on", "or", "our", "she", "so", "that", "the", "their", "them", "they", "this",
+    "to", "was", "we", "were", "what", "when", "where", "which", "who", "why", "will", "with",
+    "you", "your", "about", "any", "can", "could", "would", "should",
+))
 
 
 def _words(text: str) -> set[str]:

@@ -31,7 +31,7 @@ from .store import SessionArchive
 from .vector_store import vector_store
 
 __all__ = ["DerivationState", "Fact", "NewFact", "Turn", "derivation_state", "facts_of",
-           "list_facts", "mentioning", "pending_turns", "record_error", "save_turn",
+           "list_facts", "mentioning", "pending_turns", "read_state", "record_error", "save_turn",
            "turn_messages"]
 
 #: characters of one message the model reads
@@ -141,11 +141,14 @@ class DerivationState:
 
 
 def _meta(archive: SessionArchive, con: Any = None) -> dict[str, str]:
-    table = vector_store(archive).meta_table
+    read = archive.db.read if con is None else (lambda sql: con.execute(sql).fetchall())
+    return _read_meta(read, vector_store(archive).meta_table)
+
+
+def _read_meta(read: Callable[[str], list[Any]], table: str) -> dict[str, str]:
     keys = ",".join(f"'{k}'" for k in _META_KEYS)
-    sql = f"SELECT key, value FROM {table} WHERE key IN ({keys})"
-    rows = con.execute(sql).fetchall() if con is not None else archive.db.read(sql)
-    return {str(k): str(v) for k, v in rows}
+    return {str(k): str(v) for k, v in read(f"SELECT key, value FROM {table} WHERE key IN "
+                                             f"({keys})")}
 
 
 def _set(archive: SessionArchive, con: Any, key: str, value: str | None) -> None:
@@ -158,11 +161,17 @@ def _set(archive: SessionArchive, con: Any, key: str, value: str | None) -> None
 
 
 def derivation_state(archive: SessionArchive) -> DerivationState:
-    meta = _meta(archive)
+    return read_state(archive.db.read, vector_store(archive).meta_table)
+
+
+def read_state(read: Callable[..., list[Any]], meta_table: str = "meta") -> DerivationState:
+    """The derivation's state through ``read(sql, params=())`` (the archive's reads, or a
+    read-only connection's: ``doctor``)."""
+    meta = _read_meta(read, meta_table)
     through = int(meta.get("facts_through") or 0)
-    backlog = int(archive.db.read(
+    backlog = int(read(
         f"SELECT count(*) FROM messages AS m WHERE m.id > ? AND {_TURN_END}", (through,))[0][0])
-    facts, current = archive.db.read(
+    facts, current = read(
         "SELECT count(*), coalesce(sum(CASE WHEN superseded_by IS NULL THEN 1 ELSE 0 END), 0) "
         "FROM facts")[0]
     return DerivationState(through, backlog, int(facts), int(current), meta.get("facts_error"),
@@ -304,8 +313,8 @@ def record_error(archive: SessionArchive, problem: str) -> None:
     archive._write(lambda con: _set(archive, con, "facts_error", _stamp(problem)))
 
 
-def mentioning(read: Callable[[str, tuple[Any, ...]], list[Any]], needle: str, scope_sql: str, params: tuple[Any, ...],
-               messages: Sequence[int]) -> list[tuple[int, str, str]]:
+def mentioning(read: Callable[[str, tuple[Any, ...]], list[Any]], needle: str, scope_sql: str,
+               params: tuple[Any, ...], messages: Sequence[int]) -> list[tuple[int, str, str]]:
     """(id, session id, text) of the facts a forget removes: those whose text mentions
     ``needle`` (squashed, casefolded) in scope, and those read from one of ``messages``.
     ``read(sql, params)`` runs a query (a transaction's connection, or the archive's reads)."""

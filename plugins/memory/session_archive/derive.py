@@ -3,7 +3,8 @@
 With ``session_archive.derive: true`` the archive asks the auxiliary model client
 (``PluginContext.llm("auxiliary")``) about every settled turn (a user message and the reply that
 ends it: an assistant message calling no tool), on the provider's own background lane
-(``PluginContext.run_later``), never on the turn's path: the turn only queues a wake-up. The
+(``PluginContext.run_later``), never on the turn's path: the turn only queues a wake-up, and
+each derivation waits until turns have paused (``hermes_core.embeddings.wait_for_pause``). The
 model answers with JSON, validated strictly by :func:`parse_facts`; what passes is stored by
 facts.py with its links, validity and (when an embedder is active) a vector.
 
@@ -36,6 +37,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from hermes_core.embeddings import wait_for_pause
 from hermes_core.llm import LLMError, LLMFailure
 from hermes_core.types import Message
 
@@ -255,6 +257,7 @@ class Deriver:
     def _one(self, archive: SessionArchive, turn: Turn, through: int) -> bool | None:
         """Derive one turn: True once stored, False when another process did it first, None
         when the model failed (nothing written but the error)."""
+        wait_for_pause()  # turns first: a derivation never shares the CPU with one for long
         current = facts_of(archive, turn.user_id, limit=self.context_facts)
         prompt = build_prompt(turn, current)
         problem: str | None = None

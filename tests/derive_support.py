@@ -89,8 +89,13 @@ def start(host: PluginHost, sid: str, user: str) -> Session:
     return session
 
 
-def settle(host: PluginHost) -> None:
-    assert provider_of(host).deriver.wait_idle(30), "the derivation lane did not finish"
+def settle(host: PluginHost, bound: float = 180.0) -> None:
+    """Wait until the derivation lane has nothing queued or running (a deadline on its state:
+    three test runs share two cores here, so the bound is generous)."""
+    deriver = provider_of(host).deriver
+    assert deriver.wait_idle(bound), (
+        f"the derivation lane did not finish within {bound:.0f} s (queued: {deriver._queued}, "
+        f"last error: {deriver.error})")
 
 
 def search(host: PluginHost, query: str, user: str, sid: str = "elsewhere") -> dict[str, Any]:

@@ -40,6 +40,7 @@ from hermes_core.plugins.memory.session_archive.facts import (
     list_facts,
 )
 from hermes_core.testing.messages_api import Failure, MessagesAPIServer, Reply
+from hermes_core.types import Message, Session
 
 
 @pytest.fixture
@@ -76,6 +77,10 @@ def test_facts_are_written_linked_superseded_searched_and_forgotten(
     assert lisbon.to_dict()["valid_from"] == "2026-03-02"
     assert [f.text for f in list_facts(archive, user="alice", current_only=True)] == [
         "The user moved the team to Lisbon", "The user cannot eat spicy food"]
+    # the archive's API the inspector (GET /api/facts) uses
+    shown = archive.facts(all_users=True)
+    assert len(shown) == 3 and {f["user"] for f in shown} == {"alice"}
+    assert archive.facts(user="bob") == []
     state = derivation_state(archive)
     assert (state.backlog, state.error, state.turns) == (0, None, 3)
     assert state.tokens_per_turn() and state.tokens_per_turn() > 40
@@ -324,3 +329,35 @@ def test_doctor_and_the_cli_show_the_lane_and_the_facts(
     assert json.loads(runner.invoke(cli, ["sessions", "facts", "--json"]).output) == []
     state = json.loads(runner.invoke(cli, ["sessions", "facts", "--state", "--json"]).output)
     assert state["turns"] == 2 and state["skipped"] == 1 and state["tokens_per_turn"] > 0
+
+
+def test_facts_get_vectors_and_are_found_by_meaning(tmp_path: Path) -> None:
+    """With an embedder each fact is stored with a vector; a query sharing no word with it finds
+    it by meaning (a deterministic topic embedder: the plumbing, not a model)."""
+    from embedder_support import TopicEmbedder
+
+    from hermes_core.embeddings import GuardedEmbedder
+    from hermes_core.plugins.llm.anthropic import AnthropicClient
+    from hermes_core.plugins.memory.session_archive import SessionArchive
+    from hermes_core.plugins.memory.session_archive.derive import Deriver
+    from hermes_core.plugins.memory.session_archive.fact_search import search_facts
+
+    class Food(TopicEmbedder):
+        topics = {"spicy": 0, "chili": 0, "hot": 0, "lisbon": 1, "porto": 1}
+
+    embedder = GuardedEmbedder(Food(), timeout=30)
+    archive = SessionArchive(tmp_path / "state.db")
+    archive.open_session(Session(id="a1"))
+    archive.append_messages("a1", [Message("user", "I really can't handle spicy food"),
+                                   Message("assistant", "Noted.")])
+    with MessagesAPIServer(scripted) as api:
+        client = AnthropicClient(api_key="k", base_url=api.base_url, model="aux", max_retries=0)
+        deriver = Deriver(lambda: archive, client, lambda fn, label: (fn(), True)[1],
+                          embedder=lambda: embedder)
+        deriver.wake()  # run_later runs it at once here
+    (fact,) = archive.db.read("SELECT text, length(vec) FROM facts")
+    assert fact == ("The user cannot eat spicy food", 2 * Food.dimension)
+    by_meaning = search_facts(archive, "any chili dishes tonight?", user=None, embedder=embedder)
+    assert [f["fact"] for f in by_meaning] == ["The user cannot eat spicy food"]
+    assert search_facts(archive, "any chili dishes tonight?", user=None) == []  # words alone
+    archive.close()

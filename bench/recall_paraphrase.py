@@ -149,7 +149,7 @@ def evaluate(dataset: list[dict], k: int, weights: Weights, quiet: bool = False)
     with tempfile.TemporaryDirectory() as tmp:
         archive = SessionArchive(Path(tmp) / "state.db")
         load(dataset, archive)
-        guarded = GuardedEmbedder(MiniLMEmbedder(MiniLMConfig()), timeout=120)
+        guarded = GuardedEmbedder(MiniLMEmbedder(MiniLMConfig()), timeout=600)  # busy machines
         start = time.perf_counter()
         n = reindex(archive, guarded)
         if not quiet:

@@ -218,6 +218,36 @@ def test_a_newer_conversation_gets_no_recency_bonus(tmp_path: Path) -> None:
         archive.close()
 
 
+def test_a_message_with_every_word_of_the_query_outranks_a_slightly_closer_meaning(
+        tmp_path: Path) -> None:
+    # "both" holds both words, its cosine ~0.95; "meaning" holds neither, its cosine ~1.0: the
+    # word weight (0.2 x BM25 / best BM25) carries the exact match over the small gap
+    archive, g, index = build(tmp_path, [
+        ("both", T0, ["helix lisbon neovim"]), ("meaning", T0 + DAY, ["vim flight"])])
+    try:
+        assert ranked(archive, "helix lisbon", g, index)[:2] == ["both", "meaning"]
+        off = replace(Weights(), words=0.0)
+        assert ranked(archive, "helix lisbon", g, index, off)[:2] == ["meaning", "both"]
+    finally:
+        archive.close()
+
+
+def test_an_any_word_fallback_match_gets_no_word_weight(tmp_path: Path) -> None:
+    # no message holds "spaceship": the word search falls back to any word and finds "both" by
+    # "helix" alone; that is no evidence, so the closer meaning stays first (with the word
+    # weight, ~0.89 + 0.2 would pass ~1.0)
+    archive, g, index = build(tmp_path, [
+        ("both", T0, ["helix lisbon neovim"]), ("meaning", T0 + DAY, ["vim"])])
+    try:
+        result = hybrid_candidates(archive, "helix spaceship", g, index)
+        assert result.matched == "any"
+        assert ranked(archive, "helix spaceship", g, index)[:2] == ["meaning", "both"]
+        # the same gap with every word matched: the word weight decides
+        assert ranked(archive, "helix neovim", g, index)[:2] == ["both", "meaning"]
+    finally:
+        archive.close()
+
+
 def test_without_an_embedder_the_ranking_is_exactly_the_word_ranking(tmp_path: Path) -> None:
     archive, _g, _index = build(tmp_path, [
         EARLY, late(30), ("trip", T0 + DAY, ["flight to lisbon with the dog, helix on the laptop"]),

@@ -82,8 +82,9 @@ def _matrix(blobs: list[bytes], dimension: int) -> Any:
 
 
 class VectorStorage(Protocol):
-    """Where one archive's vectors live, next to its messages (:mod:`.vector_storage`); everything else of hybrid search is shared. Vectors are little-endian
-    float32 bytes; an empty one marks a message with no text (never compared, never retried)."""
+    """Where one archive's vectors live, next to its messages (:mod:`.vector_storage`);
+    everything else of hybrid search is shared. Vectors are little-endian float32 bytes; an
+    empty one marks a message with no text (never compared, never retried)."""
 
     path: Any
 

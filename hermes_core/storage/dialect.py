@@ -69,6 +69,9 @@ class Database:
         """``fn(connection)``; ``retry``: safe to run again after a dropped connection."""
         raise NotImplementedError
 
+    def close(self) -> None:
+        """Release what this object holds (a pool is the process's: closed at exit)."""
+
     @contextlib.contextmanager
     def transaction(self, *, lock: int | None = None) -> Iterator[Any]:
         """A connection in a transaction (committed when the block ends, rolled back when it
@@ -184,9 +187,6 @@ class PgDatabase(Database):
         self._what = what
         self._psycopg = import_psycopg()
         self.pool: Any = open_component(url, component, migrations)
-
-    def close(self) -> None:
-        """Nothing to close: the pool is the process's (closed at exit)."""
 
     def run(self, fn: Callable[[Any], T], *, retry: bool = False) -> T:
         from .component import run_on

@@ -108,7 +108,7 @@ class Spans:
     path: Any
 
     def close(self) -> None:
-        self.db.close()  # type: ignore[attr-defined]
+        self.db.close()
 
     def _insert_messages(self, con: Any, span_id: int, messages: Sequence[Message]) -> None:
         """Insert one span's messages, in order, with their words indexed."""

@@ -44,7 +44,7 @@ class SpanVectorStorage:
 
     def close(self) -> None:
         if self._own:
-            self.db.close()  # type: ignore[attr-defined]
+            self.db.close()
 
     def unembedded(self, model: str, limit: int) -> list[tuple[int, str, str | None]]:
         rows = self.db.fetch(

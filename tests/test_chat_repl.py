@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 
 import pytest
 from click.testing import CliRunner
@@ -51,6 +52,36 @@ def test_messages_stream_and_are_archived(home):
     assert [(r, k.startswith("cli:"), c) for _s, r, k, c in archived(home)] == [
         ("user", True, "hello there"), ("assistant", True, "re: hello there (1)"),
         ("user", True, "second one"), ("assistant", True, "re: second one (2)")]
+
+
+def test_a_warning_logged_during_a_reply_is_shown_after_it(home):
+    """The terminal's log lines wait for the reply's line to end (they were printed in the middle
+    of it: 'hermes> WARNING ...' then the reply)."""
+    out = io.StringIO()
+    terminal = logging.StreamHandler(out)  # stderr and stdout share one terminal
+    terminal.setLevel(logging.WARNING)
+    terminal.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    echo = EchoModel()
+
+    def model(body):
+        logging.getLogger("hermes_core.test").warning("the embedder is slow today")
+        return echo(body)
+
+    root = logging.getLogger()
+    root.addHandler(terminal)
+    try:
+        with MessagesAPIServer(model) as api:
+            host = host_for(home, api)
+            platform, dispatcher = connect_platform(host, "cli")
+            try:
+                platform.run(host, read=lines("hello there"), out=out)
+            finally:
+                disconnect_platform(host, platform, dispatcher)
+                host.shutdown()
+    finally:
+        root.removeHandler(terminal)
+    text = out.getvalue()
+    assert "hermes> re: hello there (1)\nWARNING hermes_core.test: the embedder is slow today\n" in text
 
 
 def test_continue_resumes_the_latest_terminal_session(home):

@@ -21,13 +21,19 @@ from hermes_core.testing import MessagesAPIServer, OpenAIAPIServer, Reply
 pytestmark = pytest.mark.needs_tmux
 
 
+#: the terminal is what these tests read: the archive searches by words only, so that a log line of
+#: the local embedder (installed in the test env; "did not answer within 10 s" on a loaded machine)
+#: never lands in the middle of the pane
+WORDS_ONLY = "embeddings:\n  embedder: none\n"
+
+
 def start_chat(socket: str, home, *args: str) -> Pane:
     return start_pane(socket, home, "chat", *args)
 
 
 def test_chat_in_a_real_terminal_streams_replies_runs_commands_and_continues(home, tmux_socket):
     with MessagesAPIServer(EchoModel()) as api:
-        (home / "config.yaml").write_text(platform_config(api), encoding="utf-8")
+        (home / "config.yaml").write_text(platform_config(api, WORDS_ONLY), encoding="utf-8")
         pane = start_chat(tmux_socket, home)
         pane.wait_for("Type a message")
         pane.type("my name is Ada")
@@ -53,7 +59,8 @@ def test_chat_streams_through_the_openai_client(home, tmux_socket):
     """llm.client: openai in config.yaml: the same chat, streamed through the real openai SDK from
     the loopback OpenAI-compatible server (its echo replies arrive in 4-character deltas)."""
     with OpenAIAPIServer(EchoModel()) as api:
-        config = "memory:\n  providers: [session_archive]\ncontext:\n  engine: compressor\n"
+        config = ("memory:\n  providers: [session_archive]\ncontext:\n  engine: compressor\n"
+                  + WORDS_ONLY)
         config += client_config(api, openai_extra="  context_windows: {gpt-test: 32768}\n")
         (home / "config.yaml").write_text(config, encoding="utf-8")
         pane = start_chat(tmux_socket, home)
@@ -107,7 +114,7 @@ def test_ctrl_d_typed_while_a_reply_streams_ends_the_chat(home, tmux_socket):
     saw, and was ignored: the chat kept waiting."""
     model = HeldModel()
     with MessagesAPIServer(model) as api:
-        (home / "config.yaml").write_text(platform_config(api), encoding="utf-8")
+        (home / "config.yaml").write_text(platform_config(api, WORDS_ONLY), encoding="utf-8")
         pane = start_chat(tmux_socket, home)
         pane.wait_for("Type a message")
         pane.type("hello there")

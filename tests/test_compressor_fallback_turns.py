@@ -128,7 +128,9 @@ def test_the_timeout_bounds_the_whole_call_not_each_retry(tmp_path: Path) -> Non
     with MessagesAPIServer(default=Reply(text="too late", delay=3)) as api:
         engine = make(tmp_path, api, summary_timeout=0.5)
         result = engine.compact(incident_history(20))
-    assert len(api.requests) == 1  # no second attempt: the bound was spent
+    # no second attempt: the bound was spent (on a loaded machine the first may not even have
+    # reached the server within 0.5 s; what matters is that none followed it)
+    assert len(api.requests) <= 1
     assert "longer than its 0.5 s bound, retries included" in " ".join(result.notices)
 
 

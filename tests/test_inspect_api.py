@@ -36,6 +36,7 @@ ENDPOINTS: list[tuple[str, str, dict | None]] = [
     ("POST", "/api/memory/unpin", {"target": "memory", "text": "bees"}),
     ("GET", "/api/sessions", None),
     ("GET", "/api/sessions/{session_id}", None),
+    ("GET", "/api/facts", None),
     ("GET", "/api/search?q=beehive", None),
     ("POST", "/api/recall", {"query": "how many hives"}),
     ("GET", "/api/providers", None),
@@ -129,7 +130,8 @@ def test_with_the_home_token_every_endpoint_answers(sqlite_client):
     for method, path, body in ENDPOINTS:
         url = _url(path)
         if ("memory" in url and "?" not in url and method == "POST") or url.startswith(
-                ("/api/memory", "/api/sessions", "/api/search", "/api/recall", "/api/forget")):
+                ("/api/memory", "/api/sessions", "/api/search", "/api/recall", "/api/forget",
+                 "/api/facts")):
             url += ("&" if "?" in url else "?") + "user=alice"
         answer = client.request(method, url, json=body, headers=stack.auth())
         assert answer.status_code == 200, (method, url, answer.text)

@@ -42,6 +42,8 @@ ALLOWED = {
     ("llm.py", "anthropic"),  # hermes_core.llm.AnthropicLLM: the old name, a deprecation alias
     ("threats.py", "anthropic"),  # a vendor's name in a pattern of risky shell commands
     ("threats.py", "openai"),  # the same pattern names OPENAI_API_KEY-style variables
+    ("testing/context_model.py", "anthropic"),  # the Messages API's own header, anthropic-beta
+    ("testing/messages_api.py", "anthropic"),  # the same header, read by the loopback server
 }
 _PREFIX = "hermes_core.plugins."
 

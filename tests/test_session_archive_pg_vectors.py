@@ -258,6 +258,8 @@ def test_the_reindex_command_embeds_a_postgresql_archive(home: Path, pg_url: str
     if minilm.MiniLMEmbedder.unavailable():
         pytest.skip(minilm.MiniLMEmbedder.unavailable())
     monkeypatch.setenv("HERMES_CORE_STORAGE_URL", pg_url)
+    # the embedder's bound is not what this checks (its default 10 s was passed under load)
+    (home / "config.yaml").write_text("embeddings:\n  timeout: 300\n")
     a = open_archive(SessionArchiveConfig(), home, pg_url)
     add(a, "s1", "the printer shows error E42 again", "clearing the queue fixed it")
     a.append_messages("s1", [Message("tool", "printer idle", tool_name="terminal")])

@@ -91,8 +91,11 @@ def test_a_version_1_file_gains_user_ids_from_its_attributes(tmp_path: Path) -> 
         a.open_session(Session(id="a1", attributes={"user_id": "alice"}))
         a.open_session(Session(id="n1"))
         a.append_message("a1", Message("user", "alice likes tea"))
-    # turn it back into a version-1 file: no user_id column, no vector table
+    # turn it back into a version-1 file: no user_id column, no vector table, no facts tables
     con = sqlite3.connect(path)
+    con.execute("DROP TRIGGER facts_message_ad")
+    con.execute("DROP TABLE facts")
+    con.execute("DROP TABLE fact_sources")
     con.execute("DROP TRIGGER message_vectors_ad")
     con.execute("DROP TABLE message_vectors")
     con.execute("DROP INDEX sessions_user")

@@ -47,7 +47,7 @@ def test_setup_asks_writes_a_valid_config_and_check_names_the_dead_endpoint(home
 
         check = start_pane(tmux_socket, home, "setup", "--check", "--timeout", "5",
                            env={"ANTHROPIC_API_KEY": "test-key"})
-        screen = check.wait_for("EXIT=1", timeout=60)
+        screen = check.wait_for("EXIT=1")
     finally:
         held.close()
     assert f"[FAIL] model: client anthropic, model claude-tmux, base URL {url}: the endpoint " \

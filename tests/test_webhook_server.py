@@ -36,7 +36,7 @@ class Running:
         self.host = host_for(home, api, config)
         self.platform, self.dispatcher = connect_platform(self.host, "webhook")
         self.url = self.platform.url
-        self.client = httpx.Client(base_url=self.url, timeout=30)
+        self.client = httpx.Client(base_url=self.url, timeout=180)  # a bound: turns under load
 
     def post(self, payload, *, path: str = "/messages", sign_it: bool = True,
              secret: str = SECRET, timestamp: int | None = None, headers=None,

@@ -16,6 +16,9 @@ import uuid
 from pathlib import Path
 
 TMUX = shutil.which("tmux") or "tmux"
+#: how long a wait for the screen may take: a bound, not an expectation (a CLI starting on a
+#: loaded 2-core machine took past 20 s); each wait returns as soon as the text shows
+WAIT = 180.0
 
 __all__ = ["TMUX", "Pane", "start_pane"]
 
@@ -26,7 +29,7 @@ class Pane:
 
     def tmux(self, *args: str) -> str:
         return subprocess.run([TMUX, "-L", self.socket, *args], check=True, capture_output=True,
-                              text=True, timeout=10).stdout
+                              text=True, timeout=60).stdout
 
     def type(self, text: str) -> None:
         self.tmux("send-keys", "-t", self.name, "-l", text)
@@ -35,7 +38,7 @@ class Pane:
     def screen(self) -> str:
         return self.tmux("capture-pane", "-p", "-J", "-t", self.name, "-S", "-200")
 
-    def wait_prompt(self, prompt: str, timeout: float = 20.0) -> None:
+    def wait_prompt(self, prompt: str, timeout: float = WAIT) -> None:
         """Wait until the last non-empty line of the pane is ``prompt`` (nothing typed yet)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -45,7 +48,7 @@ class Pane:
             time.sleep(0.05)
         raise AssertionError(f"the prompt {prompt!r} did not come back:\n{self.screen()}")
 
-    def wait_for(self, text: str, timeout: float = 20.0) -> str:
+    def wait_for(self, text: str, timeout: float = WAIT) -> str:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             screen = self.screen()
@@ -62,7 +65,7 @@ def start_pane(socket: str, home: Path, *args: str, env: dict[str, str] | None =
            **(env or {})}
     command = " ".join([*(f"{k}={shlex.quote(v)}" for k, v in env.items()),
                         shlex.quote(sys.executable), "-m", "hermes_core",
-                        *(shlex.quote(a) for a in args), "; echo EXIT=$?; sleep 30"])
+                        *(shlex.quote(a) for a in args), "; echo EXIT=$?; sleep 300"])
     subprocess.run([TMUX, "-L", socket, "new-session", "-d", "-s", name, "-x", "160", "-y", "50",
-                    command], check=True, timeout=10, env={**os.environ, "TMUX": ""})
+                    command], check=True, timeout=60, env={**os.environ, "TMUX": ""})
     return Pane(socket, name)

@@ -8,6 +8,8 @@
 * :class:`MemoryProviderConformance`, :class:`ContextEngineConformance`: the contract suites to
   subclass in your tests (see :mod:`.conformance`; they need pytest and jsonschema);
 * :class:`CannedLLM`: an in-process model answering at once with fixed words (benchmarks);
+* :class:`Recording`, :class:`RecordingClient`, :func:`prompt_hash`: model answers recorded once
+  and replayed offline by prompt hash (see :mod:`.recorded`);
 * :func:`run_replay`: run a scripted conversation through real plugins and get the replay
   report (see :mod:`.replaying`);
 * the pytest plugin :mod:`.pytest_plugin` (fixtures ``hermes_home``, ``hermes_host``,
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
         ScriptItem,
     )
     from .openai_api import OpenAIAPIServer
+    from .recorded import Recording, RecordingClient, prompt_hash
     from .replaying import run_replay, transcript_from
 
 __all__ = [
@@ -49,6 +52,8 @@ __all__ = [
     "MessagesAPIServer",
     "OpenAIAPIServer",
     "RecordedRequest",
+    "Recording",
+    "RecordingClient",
     "Reply",
     "ScriptItem",
     "assert_well_formed",
@@ -56,6 +61,7 @@ __all__ = [
     "isolated_home",
     "make_host",
     "make_instance",
+    "prompt_hash",
     "registered_plugin",
     "run_replay",
     "transcript_from",
@@ -75,6 +81,7 @@ _HOME = {
     **dict.fromkeys(["run_replay", "transcript_from"], "replaying"),
     "CannedLLM": "canned_llm",
     "OpenAIAPIServer": "openai_api",
+    **dict.fromkeys(["Recording", "RecordingClient", "prompt_hash"], "recorded"),
 }
 
 

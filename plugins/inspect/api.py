@@ -205,6 +205,12 @@ def build_app(inspector: Inspector, gate: Gate) -> FastAPI:
         """Sessions, newest first, each with its parent (compaction, delegation)."""
         return inspector.list_sessions(user, limit, offset)
 
+    @app.get("/api/facts", tags=["sessions"])
+    def facts(user: User, limit: Annotated[int, Query(ge=1, le=1000)] = 100
+              ) -> list[dict[str, Any]]:
+        """Facts derived from settled turns (session_archive.derive), newest first."""
+        return inspector.list_facts(user, limit)
+
     @app.get("/api/sessions/{session_id}", tags=["sessions"])
     def session(session_id: str, user: User, offset: Annotated[int, Query(ge=0)] = 0,
                 limit: Annotated[int, Query(ge=1, le=1000)] = 200) -> dict[str, Any]:

@@ -180,6 +180,12 @@ class Inspector:
                                                 user=user)
         return [r.to_dict() for r in records]
 
+    def list_facts(self, user: str | None, limit: int) -> list[dict[str, Any]]:
+        """Derived memory of the archive (``session_archive.derive``), newest first."""
+        facts: list[dict[str, Any]] = self._archive().facts(user=user, all_users=user is None,
+                                                            limit=limit)
+        return facts
+
     def show_session(self, user: str | None, session_id: str, offset: int, limit: int
                      ) -> dict[str, Any]:
         archive = self._archive()

@@ -150,3 +150,25 @@ def test_skills_are_read_through_one_tool(core_home: Path,
     assert shown["ok"] and shown["result"].startswith("# Packing\n\n1. List what you need.")
     assert not missing["ok"]
     assert "no skill 'sailing'; the skills are: packing, unpacking" in missing["result"]
+
+
+#: a slash command that starts its work by putting a prompt into the conversation, as
+#: hermes-dreaming's ``/dreaming run`` does (Hermes 0.19.0 queues it as the interactive CLI's next
+#: input and answers False in its gateway)
+NUDGE = '''
+def register(ctx):
+    def _slash(raw_args):
+        queued = ctx.inject_message("Please run the cycle: " + raw_args)
+        return f"queued={queued}"
+    ctx.register_command("nudge", handler=_slash, description="asks the agent to act")
+'''
+
+
+def test_inject_message_is_refused_with_a_warning_naming_the_plugin(core_home: Path) -> None:
+    drop_folder_plugin(core_home, "nudger", NUDGE)
+    out = hermes_core("slash", "nudge", "now")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "queued=False"  # the plugin is told, as Hermes' gateway tells it
+    assert "Hermes plugin 'nudger': ctx.inject_message()" in out.stderr
+    assert "not delivered" in out.stderr
+    assert "Please run the cycle" not in out.stderr  # the message itself is not logged

@@ -126,6 +126,27 @@ class SessionArchiveProvider(MemoryProvider):
         self._semantic: Semantic | None = None
         self._semantic_lock = threading.Lock()
         self._indexer: Any = None
+        #: the derivation lane (session_archive.derive), or None when off
+        self.deriver: Any = self._start_deriver() if config.derive else None
+
+    def _start_deriver(self) -> Any:
+        """The derivation lane; a ConfigError when ``derive`` is on and no model client can be
+        built (checked now, not at the first turn)."""
+        from hermes_core.errors import ConfigError
+
+        from .derive import Deriver
+
+        try:
+            client = self.context.llm("auxiliary")
+        except Exception as exc:
+            raise ConfigError(
+                f"session_archive.derive is on but no model client can be built ({exc}); "
+                "configure llm.client (or llm.auxiliary_client) and its model, or set "
+                "session_archive.derive: false") from exc
+        c = self.settings
+        return Deriver(lambda: self.archive, client, self.context.run_later,
+                       embedder=lambda: self.semantic().embedder, timeout=c.derive_timeout,
+                       max_tokens=c.derive_max_tokens, context_facts=c.derive_context_facts)
 
     def semantic(self) -> Semantic:
         """Semantic search's parts, set up on first use: the kernel's embedder (``None`` when
@@ -195,10 +216,20 @@ class SessionArchiveProvider(MemoryProvider):
                                          max_tokens=c.summary_max_tokens)
 
         scope = getattr(getattr(self.context.config, "memory", None), "scope", "global")
+        semantic = self.semantic()
+        facts: Callable[[str, str | None, str | None], list[dict[str, Any]]] | None = None
+        if c.derive:
+
+            def facts(query: str, user: str | None, current: str | None) -> list[dict[str, Any]]:
+                from .fact_search import search_facts
+
+                return search_facts(self.archive, query, user=user, current_session_id=current,
+                                    embedder=semantic.embedder)
+
         return {"window_chars": c.window_chars, "candidates": c.candidates,
                 "demote_platforms": tuple(c.demote_platforms), "summarise": summarise,
                 "limit_default": c.max_sessions, "per_user": scope == "user",
-                "result_chars": c.result_chars, "semantic": self.semantic()}
+                "result_chars": c.result_chars, "semantic": semantic, "facts": facts}
 
     def settle(self, timeout: float = 30.0) -> bool:
         """Wait until every stored message that gets a vector has one (the background indexer is
@@ -231,6 +262,8 @@ class SessionArchiveProvider(MemoryProvider):
             self.semantic()
             if self._indexer is not None:
                 self._indexer.wake()  # an event: embedding happens on the indexer's thread
+        if self.deriver is not None and message.role == "assistant" and not message.tool_calls:
+            self.deriver.wake()  # the turn settled: derivation runs on the background lane
 
     def _spool_unopened(self, session: Session, message: Message) -> ArchiveWriteError:
         from hermes_core.storage.spool import Spool
@@ -316,6 +349,8 @@ class SessionArchiveProvider(MemoryProvider):
 
     @hookimpl
     def shutdown(self) -> None:
+        if self.deriver is not None:
+            self.deriver.close()
         if self._indexer is not None:
             self._indexer.close()
         if self._archive is not None:
@@ -335,6 +370,8 @@ class SessionArchiveProvider(MemoryProvider):
         if len(found.messages) > 50:
             items.append(f"... and {len(found.messages) - 50} more messages")
         items += [f"title of session {sid}" for sid in found.titles]
+        items += [f"derived fact {fid} of session {sid}: {text[:100]}"
+                  for fid, sid, text in found.facts[:50]]
         return ForgetReport(self.name, matched=found.matched, deleted=found.deleted,
                             dry_run=dry_run, items=items, total=total)
 

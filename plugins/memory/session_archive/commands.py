@@ -95,7 +95,7 @@ def _one_line(text: str | None, width: int) -> str:
 @click.group()
 def sessions() -> None:
     """The session archive (state.db): list, show, search, export, import, delete, reindex,
-    review."""
+    review, facts."""
 
 
 def _user_key(value: str | None) -> str | None:
@@ -132,6 +132,47 @@ def list_cmd(limit: int, every: bool, user: str | None, as_json: bool) -> None:
         click.echo(f"{r.id}  {_when(r.updated_at)}  {r.platform:<8} "
                    f"{r.chain_messages if not every else r.message_count:>5} msgs  "
                    f"{_one_line(r.title or r.preview or '', 60)}{chain}")
+
+
+@sessions.command("facts")
+@click.option("--user", metavar="KEY", help="That user key's facts (default: sessions without one).")
+@click.option("--all-users", is_flag=True, help="Every user's facts.")
+@click.option("--session", "session_id", metavar="ID", help="Facts read from that session only.")
+@click.option("--current", is_flag=True, help="Only facts no newer fact superseded.")
+@click.option("--state", is_flag=True,
+              help="The derivation lane instead: turns waiting, last problem, model tokens.")
+@click.option("--limit", default=100, show_default=True, type=click.IntRange(1, 100_000))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def facts_cmd(user: str | None, all_users: bool, session_id: str | None, current: bool,
+              state: bool, limit: int, as_json: bool) -> None:
+    """Derived memory (session_archive.derive): the facts read from settled turns, newest first,
+    each with its session, source messages and validity. Forget them with 'hermes-core forget'."""
+    from .facts import derivation_state, list_facts
+
+    with _archive() as archive:
+        if state:
+            found = None if archive is None else derivation_state(archive)
+            if as_json:
+                echo_json(found.to_dict() if found else None)
+            else:
+                click.echo("No archive yet." if found is None else "\n".join(
+                    f"{k}: {v}" for k, v in found.to_dict().items()))
+            return
+        facts = [] if archive is None else list_facts(
+            archive, user=_user_key(user), all_users=all_users, current_only=current,
+            session_id=session_id, limit=limit)
+    if as_json:
+        echo_json([f.to_dict() for f in facts])
+        return
+    if not facts:
+        click.echo("No derived facts (session_archive.derive is off, or nothing derived yet).")
+        return
+    for f in facts:
+        d = f.to_dict()
+        valid = f"since {d['valid_from']}" + ("" if f.current else
+                                             f", superseded by {f.superseded_by}")
+        click.echo(f"{f.id:>6}  {f.kind:<10} {_one_line(f.text, 70)}  ({valid}; session "
+                   f"{f.session_id}, messages {', '.join(map(str, f.sources))})")
 
 
 @sessions.command("show")

@@ -49,3 +49,14 @@ class SessionArchiveConfig(BaseModel):
     summary_timeout: float = Field(default=30.0, gt=0, le=600)
     summary_concurrency: int = Field(default=3, ge=1, le=8)
     summary_max_tokens: int = Field(default=600, ge=50, le=8192)
+    #: derived memory: the auxiliary model (llm.auxiliary_client / llm.auxiliary_model, else the
+    #: main one) reads each settled turn in the background and writes dated facts (preferences,
+    #: decisions, changing states) linked to their messages, found by session_search beside the
+    #: messages. Off by default: it costs one model call per turn (see docs/session-archive.md)
+    derive: bool = False
+    #: seconds one derivation call may take; a slower model is tried again at the next turn
+    derive_timeout: float = Field(default=60.0, gt=0, le=600)
+    #: the most tokens one derivation answer may take
+    derive_max_tokens: int = Field(default=1024, ge=100, le=8192)
+    #: the user's newest current facts shown with each turn, so an update can supersede one
+    derive_context_facts: int = Field(default=30, ge=0, le=200)

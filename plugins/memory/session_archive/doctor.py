@@ -31,7 +31,45 @@ def archive_checks(home: Path, config: LoadedConfig) -> list[DoctorCheck]:
         return [DoctorCheck(name, True, f"not used: the archive is in the database {url} "
                             "(storage.url; the activation check connects to it)"),
                 erasure_log_check(home, url)]
-    return [check_archive(path, name), erasure_log_check(home, None)]
+    checks = [check_archive(path, name), erasure_log_check(home, None)]
+    if _derive_on(config) and path.exists():
+        checks.append(derivation_check(path))
+    return checks
+
+
+def _derive_on(config: LoadedConfig) -> bool:
+    try:
+        return bool(validate_section(config, "session_archive", SessionArchiveConfig,
+                                     plugin="session_archive").derive)
+    except HermesCoreError:
+        return False
+
+
+def derivation_check(path: Path) -> DoctorCheck:
+    """Derived memory's lane (session_archive.derive): facts stored, turns waiting, the last
+    problem (a failing model, refused answers). Read-only, like every check here."""
+    from .facts import read_state
+
+    name = "derived memory"
+    try:
+        con, _note = connect_read_only(path)
+        try:
+            state = read_state(lambda sql, params=(): con.execute(sql, params).fetchall())
+        finally:
+            con.close()
+    except sqlite3.Error as exc:
+        return DoctorCheck(name, True, f"{path}: not readable yet ({exc}); the archive creates "
+                           "its facts table at its next start", warning=True)
+    per_turn = state.tokens_per_turn()
+    detail = (f"{state.facts} facts ({state.current} current) from {state.turns} turns, "
+              f"{state.backlog} turn(s) waiting"
+              + (f", {per_turn:.0f} model tokens per turn" if per_turn else ""))
+    if state.error:
+        return DoctorCheck(name, True, f"{detail}; last problem: {state.error}", warning=True,
+                           fix="check the auxiliary model (llm.auxiliary_client / "
+                               "llm.auxiliary_model and its key); waiting turns are derived "
+                               "once it answers")
+    return DoctorCheck(name, True, detail)
 
 
 #: seconds after which a forget still noted as running is reported (no forget takes that long)

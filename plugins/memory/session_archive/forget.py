@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .facts import mentioning
 from .store import SessionArchive
 from .vector_store import vector_store
 
@@ -41,12 +42,14 @@ class ArchiveForget:
     messages: list[tuple[int, str, str, str]] = field(default_factory=list)
     #: ids of sessions whose title mentions the subject
     titles: list[str] = field(default_factory=list)
+    #: (id, session id, text) of derived facts mentioning it or read from a matching message
+    facts: list[tuple[int, str, str]] = field(default_factory=list)
     deleted: int = 0
     dry_run: bool = False
 
     @property
     def matched(self) -> int:
-        return len(self.messages) + len(self.titles)
+        return len(self.messages) + len(self.titles) + len(self.facts)
 
 
 @dataclass(slots=True)
@@ -112,6 +115,12 @@ def forget_messages(archive: SessionArchive, subject: str, *, scope: str = "all"
     def tx(con: sqlite3.Connection) -> ArchiveForget:
         found = _find(lambda sql, args: con.execute(sql, args).fetchall(), subject, scope)
         ids = [m[0] for m in found.messages]
+        where, params = _scope_sql(scope)
+        found.facts = mentioning(lambda sql, args: con.execute(sql, args).fetchall(),
+                                 _squash(subject), where, params, ids)
+        for start in range(0, len(found.facts), _CHUNK):
+            chunk = [f[0] for f in found.facts[start:start + _CHUNK]]
+            con.execute(f"DELETE FROM facts WHERE id IN ({','.join('?' * len(chunk))})", chunk)
         for start in range(0, len(ids), _CHUNK):
             chunk = ids[start:start + _CHUNK]
             con.execute(f"DELETE FROM messages WHERE id IN ({','.join('?' * len(chunk))})",
@@ -125,6 +134,9 @@ def forget_messages(archive: SessionArchive, subject: str, *, scope: str = "all"
 
     if dry_run:  # only read: on either backend, through the archive's read path
         found = _find(archive.db.read, subject, scope)
+        where, params = _scope_sql(scope)
+        found.facts = mentioning(archive.db.read, _squash(subject), where, params,
+                                 [m[0] for m in found.messages])
         found.dry_run = True
         return found
     return archive._write(tx)

@@ -15,6 +15,8 @@ the archive's queries run on both. Search uses PostgreSQL's own text search:
 Semantic search (migration 4): ``message_vectors`` holds one float16 embedding per message
 (``bytea``, no extension needed), ``archive_meta`` the model they were made with (vectors.py).
 
+Derived memory (migration 6): ``facts`` and ``fact_sources`` (derive.py, facts.py).
+
 Triggers keep each session's message count and last activity in sync, as state.db's do.
 """
 
@@ -232,6 +234,49 @@ _V5: list[str] = [
 ]
 
 
+#: derived memory (derive.py, facts.py), as state.db's version 4: deleting a message deletes the
+#: facts read from it; deleting a fact makes the one it superseded current again
+_FACTS: list[str] = [
+    """CREATE TABLE facts (
+        id BIGSERIAL PRIMARY KEY,
+        session BIGINT NOT NULL REFERENCES sessions(num) ON DELETE CASCADE,
+        user_id TEXT,
+        kind TEXT NOT NULL,
+        topic TEXT NOT NULL,
+        text TEXT NOT NULL,
+        valid_from DOUBLE PRECISION NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        superseded_by BIGINT,
+        superseded_at DOUBLE PRECISION,
+        model TEXT,
+        vec BYTEA
+    )""",
+    "CREATE INDEX facts_user ON facts(user_id, id)",
+    "CREATE INDEX facts_session ON facts(session)",
+    """CREATE TABLE fact_sources (
+        fact BIGINT NOT NULL REFERENCES facts(id) ON DELETE CASCADE,
+        message BIGINT NOT NULL,
+        PRIMARY KEY (fact, message)
+    )""",
+    "CREATE INDEX fact_sources_message ON fact_sources(message)",
+    """CREATE FUNCTION hermes_facts_message_gone() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        DELETE FROM facts WHERE id IN (SELECT fact FROM fact_sources WHERE message = OLD.id);
+        RETURN OLD;
+    END $$""",
+    """CREATE TRIGGER facts_message_gone AFTER DELETE ON messages
+        FOR EACH ROW EXECUTE FUNCTION hermes_facts_message_gone()""",
+    """CREATE FUNCTION hermes_facts_gone() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        UPDATE facts SET superseded_by = NULL, superseded_at = NULL
+            WHERE superseded_by = OLD.id;
+        RETURN OLD;
+    END $$""",
+    """CREATE TRIGGER facts_gone AFTER DELETE ON facts
+        FOR EACH ROW EXECUTE FUNCTION hermes_facts_gone()""",
+]
+
+
 MIGRATIONS: list[PgMigration] = [
     (1, "sessions, messages, text search (english tsvector), CJK runs, counters", _V1),
     (2, "trigram index over CJK runs (pg_trgm, when available)", _cjk_index),
@@ -239,4 +284,5 @@ MIGRATIONS: list[PgMigration] = [
      _bucket_index),
     (4, "message_vectors (float16 embeddings, in commit order) and archive_meta", _VECTORS),
     (5, "search vectors kept in the row (STORAGE MAIN); vacuum after 2% new rows", _V5),
+    (6, "facts and fact_sources: memory derived from settled turns", _FACTS),
 ]

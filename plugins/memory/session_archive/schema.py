@@ -16,8 +16,10 @@ version 3 ``message_vectors``, the embeddings of semantic search):
 * ``messages_cjk`` (trigram) and ``messages_cjk_grams`` (unigrams and bigrams, rowids only):
   contentless FTS5 tables over the CJK runs of the few messages that have any; see cjk.py.
 * ``meta``: key/value pairs; ``schema_version`` mirrors ``PRAGMA user_version`` for humans.
-* ``message_vectors`` (version 2): one float16 embedding per user/assistant message, written by
+* ``message_vectors`` (version 3): one float16 embedding per user/assistant message, written by
   the background indexer (vectors.py); ``meta`` records the model they were made with.
+* ``facts`` and ``fact_sources`` (version 4): derived memory (derive.py, facts.py), each fact
+  linked to the messages it was read from; triggers delete a fact with any of its messages.
 
 Triggers keep every index in sync with ``messages``; copies of messages a compaction carried into a
 child session (``meta.carried_over``) are stored but not indexed, so a search finds each once.
@@ -195,10 +197,44 @@ _V3 = [
     END""",
 ]
 
+_V4 = [
+    # derived memory (facts.py): atomic facts the auxiliary model read from settled turns, each
+    # linked to the messages it came from; deleting a message deletes what was derived from it,
+    # and deleting a fact makes the one it superseded current again
+    """CREATE TABLE facts (
+        id INTEGER PRIMARY KEY,
+        session INTEGER NOT NULL,
+        user_id TEXT,
+        kind TEXT NOT NULL,
+        topic TEXT NOT NULL,
+        text TEXT NOT NULL,
+        valid_from REAL NOT NULL,
+        created_at REAL NOT NULL,
+        superseded_by INTEGER,
+        superseded_at REAL,
+        model TEXT,
+        vec BLOB
+    )""",
+    "CREATE INDEX facts_user ON facts(user_id, id)",
+    "CREATE INDEX facts_session ON facts(session)",
+    """CREATE TABLE fact_sources (fact INTEGER NOT NULL, message INTEGER NOT NULL,
+        PRIMARY KEY (fact, message)) WITHOUT ROWID""",
+    "CREATE INDEX fact_sources_message ON fact_sources(message)",
+    """CREATE TRIGGER facts_message_ad AFTER DELETE ON messages BEGIN
+        DELETE FROM facts WHERE id IN (SELECT fact FROM fact_sources WHERE message = old.id);
+    END""",
+    """CREATE TRIGGER facts_ad AFTER DELETE ON facts BEGIN
+        DELETE FROM fact_sources WHERE fact = old.id;
+        UPDATE facts SET superseded_by = NULL, superseded_at = NULL WHERE superseded_by = old.id;
+    END""",
+]
+
 MIGRATIONS: list[Migration] = [
     (1, "initial schema: sessions, messages, FTS5 (external content), CJK indexes, meta", _V1),
     (2, "sessions.user_id: the conversation's user key (memory.scope: user)", _V2),
     (3, "message_vectors: embeddings for semantic search, filled in the background", _V3),
+    (4, "facts and fact_sources: memory derived from settled turns (session_archive.derive)",
+     _V4),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -643,6 +643,17 @@ class SessionArchive:
             "messages": [m.to_dict() for m in self.messages(session_id)],
         }
 
+    def facts(self, *, user: str | None = None, all_users: bool = False,
+              current_only: bool = False, session_id: str | None = None,
+              limit: int = 100) -> list[dict[str, Any]]:
+        """Derived memory (``session_archive.derive``): stored facts as plain data, newest
+        first (see :func:`.facts.list_facts`)."""
+        from .facts import list_facts
+
+        return [f.to_dict() for f in list_facts(self, user=user, all_users=all_users,
+                                                current_only=current_only,
+                                                session_id=session_id, limit=limit)]
+
 
 def _origin(attributes: dict[str, Any] | None, parent_session_id: str | None) -> str:
     """The origin of a session first seen through a message: a subagent's session is a

@@ -304,6 +304,7 @@ def session_search(
     semantic: Semantic | None = None,
     user: str | None = None,
     per_user: bool = False,
+    facts: Callable[[str, str | None, str | None], list[dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
     """The tool's result as plain data; raises QueryError for an unusable query.
 
@@ -345,10 +346,16 @@ def session_search(
                            "matched": _MATCHED[matched]}
     if semantic is not None:
         out["semantic"] = problem or "on"
+    derived = facts(query, user, current_session_id) if facts is not None else []
+    if derived:  # derived memory (fact_search.py): each names its source session
+        out["facts"] = derived
     titled = _title_chains(archive, query, current_session_id, user)
     if not found and not titled:
         out.update(results=[], count=0, note="No earlier session matches. Try other words, or an "
                    "empty query to list recent sessions.")
+        if derived:
+            out["note"] = ("No earlier message matches; the facts were derived from earlier "
+                           "sessions: call again with a fact's session_id to read it.")
         return out
     attach_chains(archive, found)
     groups: dict[int, list[Candidate]] = {ch: [] for ch in titled}  # a title match comes first

@@ -160,7 +160,7 @@ class VectorStore:
         id after the largest one left, so after the newest messages are deleted, new messages
         reuse ids the cursor has passed: move the cursor back to the largest id left."""
         con.execute(f"UPDATE {self.meta_table} SET value = CAST((SELECT coalesce(max(id), 0) "
-                    "FROM messages) AS TEXT) WHERE key = 'vectors_through' AND "
+                    "FROM messages) AS TEXT) WHERE key IN ('vectors_through', 'facts_through') AND "
                     "CAST(value AS INTEGER) > (SELECT coalesce(max(id), 0) FROM messages)")
 
     def pending_count(self, through: int) -> int:

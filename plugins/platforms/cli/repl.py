@@ -8,6 +8,7 @@ archived, resumable (``--continue``) and searchable like the others.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -111,6 +112,10 @@ class Chat:
 
     def turn(self, text: str) -> None:
         """Send one message and stream the reply."""
+        with _log_lines_after_the_reply():
+            self._turn(text)
+
+    def _turn(self, text: str) -> None:
         self.write(self.settings.reply_label, style="reply")
         try:
             incoming = IncomingMessage(PLATFORM, self.key, text, user_id=os_user())
@@ -125,6 +130,35 @@ class Chat:
         except KeyboardInterrupt:
             # The turn runs on the dispatcher's thread: it finishes and is archived regardless.
             self.say("\n(interrupted: the reply is still being produced and stored)", style="dim")
+
+
+@contextlib.contextmanager
+def _log_lines_after_the_reply() -> Iterator[None]:
+    """Hold the log lines meant for the terminal until the reply's line has ended.
+
+    A warning logged on any thread while a reply streams (a slow embedder, a late provider) would
+    otherwise land in the middle of the reply. The log file gets it at once (its handler is not
+    held); the terminal shows it right after the reply.
+    """
+    handlers = [h for h in logging.getLogger().handlers
+                if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)]
+    held: list[logging.LogRecord] = []
+
+    def hold(record: logging.LogRecord) -> bool:
+        held.append(record)
+        return False
+
+    for handler in handlers:
+        handler.addFilter(hold)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(hold)
+        for record in held:
+            for handler in handlers:
+                if record.levelno >= handler.level:
+                    handler.handle(record)
 
 
 @contextlib.contextmanager

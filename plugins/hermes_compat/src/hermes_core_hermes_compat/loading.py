@@ -15,6 +15,7 @@ import hashlib
 import importlib
 import importlib.util
 import inspect
+import logging
 import re
 import sys
 import threading
@@ -36,6 +37,7 @@ HERMES_TOP_LEVEL = frozenset({"agent", "tools", "hermes_cli", "hermes_constants"
 NEEDS_HERMES = "needs hermes-agent"
 _PACKAGE = "hermes_core_hermes_folder_plugins"
 _lock = threading.RLock()
+log = logging.getLogger(__name__)
 
 
 class HermesLoadError(Exception):
@@ -139,8 +141,14 @@ class _Collector:
         self._loaded.refused.append(f"ctx.register_skill({clean!r}, ...): {why}")
 
     def inject_message(self, content: str, role: str = "user") -> bool:
-        """Hermes answers False where it has no interactive CLI to queue into (its gateway);
-        hermes-core gives a plugin no way into a conversation either."""
+        """Hermes answers False where it has no interactive CLI to queue into (its gateway), with
+        a warning; hermes-core gives a plugin no way into a conversation either. The warning
+        names the plugin, so a command that relies on it (``/dreaming run`` starts its cycle
+        this way) is seen not to have started anything."""
+        log.warning("Hermes plugin %r: ctx.inject_message() asked to put a %s message of %d "
+                    "characters into the conversation; hermes-core lets no plugin add to a "
+                    "conversation (as in Hermes' gateway), so it was not delivered",
+                    self.manifest.name, role, len(str(content)))
         return False
 
     def __getattr__(self, name: str) -> Any:

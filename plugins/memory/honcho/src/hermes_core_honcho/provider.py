@@ -88,7 +88,10 @@ class HonchoProvider(MemoryProvider):
         folder = context.home / "honcho"
         self.rejected = Spool(folder / "rejected.jsonl")
         self.outbox = Courier(Spool(folder / "outbox.jsonl"), self._perform,
-                              run_later=context.run_later, refused=_refused,
+                              run_later=context.run_later,
+                              # a write cut by the client closing at shutdown is not refused:
+                              # it waits in the outbox for the next start
+                              refused=lambda exc: not self._stopped and _refused(exc),
                               rejected=self.rejected, attempts=2,
                               pause=self._retry_pause, report=self._delivered,
                               label="honcho: send the outbox")

@@ -1,0 +1,93 @@
+"""The context engine's pass of a compaction, apart from the agent's state.
+
+:meth:`Agent._compact <hermes_core.agent.Agent>` takes the history, asks the providers what must
+survive (``on_pre_compress``), lets the engine compress (``compress``), merges the plugins'
+working-state notes into the result (``on_post_compress``), and only then moves the conversation
+into a child session. The middle part, which reads the host's hooks and returns data, lives here;
+the session change stays with the agent, which owns the session.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from . import deprecations
+from .curation import carry_over
+from .fence import provider_text
+
+if TYPE_CHECKING:
+    from .curation import CurationReport
+    from .host import PluginHost
+    from .types import Message, Session
+
+__all__ = ["EnginePass", "engine_pass", "engine_report"]
+
+log = logging.getLogger("hermes_core.agent")
+
+
+@dataclass(slots=True)
+class EnginePass:
+    """What the engine and the providers made of a history: the compacted messages and what the
+    compaction record reports about them."""
+
+    after: list[Message]
+    engine: str | None
+    summary: str | None
+    notices: list[str] = field(default_factory=list)
+    memory_context: str = ""
+    carried_note: str | None = None
+    report: dict[str, Any] | None = None
+    flush: CurationReport | None = None
+
+
+def engine_pass(host: PluginHost, session: Session, before: list[Message],
+                focus_topic: str | None, flush: CurationReport | None) -> EnginePass | None:
+    """on_pre_compress -> compress -> on_post_compress over ``before``; ``None`` when the engine
+    made no change (no engine answered, it failed, it returned nothing or the same messages)."""
+    pieces = []
+    for outcome in host.hooks.on_pre_compress(messages=before, session=session):
+        text = provider_text(outcome.value, plugin=outcome.plugin, hook="on_pre_compress")
+        if text and outcome.ok:
+            pieces.append(f"## {host.instance_name(outcome.plugin)}\n{text}")
+    memory_context = "\n\n".join(pieces)
+    compressed = host.hooks.compress(session=session, messages=before, focus_topic=focus_topic,
+                                     memory_context=memory_context)
+    if compressed is None:
+        return None  # no engine answered (or it failed: recorded as a problem of the turn)
+    if not compressed.messages:
+        log.error("the context engine's compress returned an empty history; it was kept as it was")
+        return None
+    engine = host.engine
+    name = host.pm.get_name(engine) if engine is not None else None
+    notices = list(compressed.notices)
+    for notice in notices:
+        log.warning("compaction: %s", notice)
+    after = list(compressed.messages)
+    if len(after) == len(before) and all(a is b for a, b in zip(after, before, strict=True)):
+        return None  # no progress: keep the session and the prompt as they are
+    # Working state a summary may blur (open todo items) joins the user side (on_post_compress).
+    after, carried_note = carry_over(host, after, session)
+    report = (engine_report(compressed.report, name) if compressed.report is not None
+              else deprecations.engine_last_report(engine))
+    return EnginePass(after, name, compressed.summary, notices, memory_context, carried_note,
+                      report, flush)
+
+
+def engine_report(report: object, engine: str | None) -> dict[str, Any] | None:
+    """``CompressionResult.report`` as JSON-able data; a wrong type is logged, not dropped silently."""
+    if report is None:
+        return None
+    if isinstance(report, dict):
+        try:
+            json.dumps(report)
+        except (TypeError, ValueError) as exc:
+            log.error("context engine %s: CompressionResult.report is not JSON-serialisable (%s); "
+                      "it was left out of the compaction record", engine, exc)
+            return None
+        return dict(report)
+    log.error("context engine %s: CompressionResult.report must be a dict, not %s; it was left "
+              "out of the compaction record", engine, type(report).__name__)
+    return None

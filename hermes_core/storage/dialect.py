@@ -21,8 +21,8 @@ What differs, and how a :class:`Database` answers it:
 * lists: :meth:`Database.any_of` is ``col IN (?, ?, ...)`` or ``col = ANY(%s)``;
 * text: :meth:`Database.text_in` / :meth:`Database.text_out` keep NUL characters (see
   :mod:`.text`); SQLite stores every string as it is;
-* full-text search: :meth:`Database.word_match` builds the join, condition and rank of "every
-  word" or "any word" over an FTS5 table (SQLite) or a ``tsvector`` column (PostgreSQL, the
+* full-text search: :meth:`Database.word_match` builds the join, condition, rank and order of
+  "every word" or "any word" over an FTS5 table (SQLite) or a ``tsvector`` column (PostgreSQL, the
   ``simple`` configuration: lower-cased words, no stemming, as FTS5's ``unicode61``).
 """
 
@@ -48,13 +48,16 @@ Params = Sequence[object]
 
 @dataclass(frozen=True, slots=True)
 class WordMatch:
-    """A full-text condition: ``FROM ... {join} WHERE {where} ... ORDER BY {rank} DESC``;
+    """A full-text condition: ``FROM ... {join} WHERE {where} ... ORDER BY {order}``;
     ``params`` come before any other parameter of the statement (join and where both precede
     the rest of the WHERE clause)."""
 
     join: str
     where: str
-    rank: str  #: higher is better
+    rank: str  #: the score to select, higher is better
+    #: best first, in the index's own terms (FTS5 sorts by ``bm25`` alone: no second key to
+    #: compare, the cheapest order; PostgreSQL's ties are broken by ``m.id``)
+    order: str
     params: tuple[object, ...]
 
 
@@ -159,7 +162,8 @@ class SqliteDatabase(Database):
     def word_match(self, words: str, terms: Sequence[str], *, every: bool) -> WordMatch:
         quoted = [f'"{t}"' for t in terms]  # each term a phrase: no FTS5 syntax gets through
         return WordMatch(f"JOIN {words} ON {words}.rowid = m.id", f"{words} MATCH ?",
-                         f"-bm25({words})", ((" " if every else " OR ").join(quoted),))
+                         f"-bm25({words})", f"bm25({words})",
+                         ((" " if every else " OR ").join(quoted),))
 
 
 @functools.lru_cache(maxsize=512)
@@ -244,5 +248,6 @@ class PgDatabase(Database):
 
     def word_match(self, words: str, terms: Sequence[str], *, every: bool) -> WordMatch:
         query = (" && " if every else " || ").join(["plainto_tsquery('simple', ?)"] * len(terms))
-        return WordMatch(f", (SELECT {query} AS query) AS q", f"{words} @@ q.query",
-                         f"ts_rank_cd({words}, q.query)", tuple(terms))
+        rank = f"ts_rank_cd({words}, q.query)"
+        return WordMatch(f", (SELECT {query} AS query) AS q", f"{words} @@ q.query", rank,
+                         f"{rank} DESC, m.id", tuple(terms))

@@ -88,8 +88,8 @@ def match_words(db: Database, prefix: str, words: str, conversation: str, terms:
         rows = db.fetch(
             f"SELECT {columns.format(rank=match.rank)} FROM {prefix}span_messages m "
             f"JOIN {prefix}spans s ON s.id = m.span_id {match.join} "
-            f"WHERE {match.where} AND s.conversation = ? ORDER BY {match.rank} DESC, m.id "
-            "LIMIT ?", (*match.params, conversation, limit))
+            f"WHERE {match.where} AND s.conversation = ? ORDER BY {match.order} LIMIT ?",
+            (*match.params, conversation, limit))
         if rows:
             return rows, how
         if len(terms) == 1:

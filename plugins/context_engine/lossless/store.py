@@ -1,33 +1,37 @@
-"""The lossless engine's archive: compacted spans of messages in a small SQLite file.
+"""The lossless engine's archive: compacted spans of messages, in a SQLite file or the database.
 
 Each compaction stores the messages it takes out of the live context as one *span*, verbatim,
-with a short digest. A contentless FTS5 index (no second copy of the text) makes them searchable;
-reads come from the ``span_messages`` table itself.
+with a short digest, in one transaction (all or nothing). A word index makes them searchable:
+every word first, any word when nothing has them all, best first; reads come from the
+``span_messages`` table itself.
 
 Spans belong to a *conversation*: the root of a lineage of sessions (a compaction's child session
 continues its parent's conversation). The engine only ever searches or expands spans of the
 conversation it serves, so two users of one webhook never see each other's turns.
 
-This store is the engine's own (``$HERMES_CORE_HOME/context.db`` by default), independent of the
-session archive plugin: the engine works whichever memory providers are active.
+:class:`Spans` is the store, written once over a :class:`~hermes_core.storage.dialect.Database`.
+Its backends differ only in their schema and the word index: :class:`SpanStore` here is the
+engine's own SQLite file (``$HERMES_CORE_HOME/context.db`` by default: a contentless FTS5 index,
+no second copy of the text), :class:`~.pg_store.PgSpanStore` the ``storage.url`` database
+(``lossless_*`` tables, a ``tsvector`` column). The store is independent of the session archive
+plugin: the engine works whichever memory providers are active.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from hermes_core.private import private_sqlite
+from hermes_core.storage.dialect import Database, SqliteDatabase
 from hermes_core.types import Message, ToolCall
 
 from .records import SearchHit, Span, StoredMessage, calls_json, fts_terms, snippet
 
-__all__ = ["SpanStore"]
+__all__ = ["SpanStore", "Spans", "indexed_text", "match_words"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS spans (
@@ -60,55 +64,85 @@ CREATE TABLE IF NOT EXISTS conversations (
     root TEXT NOT NULL
 );
 """
+_COLUMNS = "id, conversation, created_at, first_ts, last_ts, n_messages, digest"
+_FORGOTTEN_DIGEST = "(digest removed: it mentioned a forgotten subject)"
 
-class SpanStore:
-    """Spans in one SQLite file; safe to share between threads (one connection, one lock)."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        private_sqlite(path)  # 0600, and so its -wal/-shm
-        self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA busy_timeout=5000")
-        self._db.executescript(_SCHEMA)
+def indexed_text(message: Message) -> str:
+    """What the word index holds for a message: its text and its tool calls."""
+    text = message.content
+    if message.tool_calls:
+        text += " " + " ".join(
+            f"{c.name} {json.dumps(c.arguments, ensure_ascii=False, default=str)}"
+            for c in message.tool_calls)
+    return text
+
+
+def match_words(db: Database, prefix: str, words: str, conversation: str, terms: list[str],
+                limit: int, columns: str) -> tuple[list[Any], str]:
+    """``columns`` (of ``m``, a message; ``{rank}``: its word score, higher is better) of the
+    conversation's messages holding every word of ``terms``, else any of them, best first; and
+    which matched ("all", "any" or "none")."""
+    for every, how in ((True, "all"), (False, "any")):
+        match = db.word_match(words, terms, every=every)
+        rows = db.fetch(
+            f"SELECT {columns.format(rank=match.rank)} FROM {prefix}span_messages m "
+            f"JOIN {prefix}spans s ON s.id = m.span_id {match.join} "
+            f"WHERE {match.where} AND s.conversation = ? ORDER BY {match.order} LIMIT ?",
+            (*match.params, conversation, limit))
+        if rows:
+            return rows, how
+        if len(terms) == 1:
+            break
+    return [], "none"
+
+
+class Spans:
+    """The spans of one backend; safe to share between threads. A backend sets :attr:`db`,
+    :attr:`prefix` (of its table names), :attr:`words` (its word index, see
+    :meth:`~hermes_core.storage.dialect.Database.word_match`) and writes the index."""
+
+    db: Database
+    prefix = ""
+    words = "span_fts"
+    path: Any
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        self.db.close()
+
+    def _insert_messages(self, con: Any, span_id: int, messages: Sequence[Message]) -> None:
+        """Insert one span's messages, in order, with their words indexed."""
+        raise NotImplementedError
+
+    def _unindex(self, con: Any, rows: list[tuple[int, str, str | None]]) -> None:
+        """Take (id, content, tool calls) of messages about to be deleted out of the index."""
+
+    def _claim_ids(self, con: Any, explicit: bool) -> None:
+        """Before (``explicit`` False) and after (True) inserting spans with ids of their own."""
 
     def vector_storage(self) -> Any:
-        """Where semantic search keeps this archive's vectors (:mod:`.sqlite_vectors`)."""
-        from .sqlite_vectors import SqliteVectorStorage
+        """Where semantic search keeps this archive's vectors (:mod:`.vector_storage`)."""
+        from .vector_storage import SpanVectorStorage
 
-        return SqliteVectorStorage(self.path)
+        return SpanVectorStorage(self)
 
     def count_vectors(self) -> int:
         """Message vectors stored (any model; 0 before semantic search first ran)."""
-        with self._lock:
-            if not self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
-                                    "AND name = 'span_vectors'").fetchone():
-                return 0
-            return int(self._db.execute("SELECT count(*) FROM span_vectors").fetchone()[0])
+        return int(self.db.fetch(f"SELECT count(*) FROM {self.prefix}span_vectors")[0][0])
 
     # --------------------------------------------------------------------------- lineage
 
     def root_of(self, session_id: str) -> str | None:
-        with self._lock:
-            row = self._db.execute(
-                "SELECT root FROM conversations WHERE session_id = ?", (session_id,)
-            ).fetchone()
+        row = self.db.fetchone(
+            f"SELECT root FROM {self.prefix}conversations WHERE session_id = ?", (session_id,))
         return str(row[0]) if row else None
 
     def link(self, session_id: str, root: str) -> None:
         """Record that ``session_id`` belongs to the conversation ``root``."""
-        with self._lock:
-            self._db.execute(
-                "INSERT INTO conversations(session_id, root) VALUES (?, ?) "
-                "ON CONFLICT(session_id) DO UPDATE SET root = excluded.root",
-                (session_id, root),
-            )
+        self.db.execute(
+            f"INSERT INTO {self.prefix}conversations(session_id, root) VALUES (?, ?) "
+            "ON CONFLICT (session_id) DO UPDATE SET root = excluded.root", (session_id, root),
+            retry=True)  # the same row either way
 
     # ----------------------------------------------------------------------------- writes
 
@@ -117,101 +151,80 @@ class SpanStore:
         now = time.time()
         first = messages[0].timestamp if messages else None
         last = messages[-1].timestamp if messages else None
-        with self._lock:
-            try:
-                self._db.execute("BEGIN IMMEDIATE")
-                cur = self._db.execute(
-                    "INSERT INTO spans(conversation, created_at, first_ts, last_ts, n_messages, digest)"
-                    " VALUES (?, ?, ?, ?, ?, ?)",
-                    (conversation, now, first, last, len(messages), digest),
-                )
-                span_id = int(cur.lastrowid or 0)
-                for seq, message in enumerate(messages):
-                    calls = calls_json(message) if message.tool_calls else None
-                    cur = self._db.execute(
-                        "INSERT INTO span_messages(span_id, seq, role, content, tool_calls, "
-                        "tool_call_id, tool_name, timestamp) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                        (
-                            span_id,
-                            seq,
-                            message.role,
-                            message.content,
-                            calls,
-                            message.tool_call_id,
-                            message.tool_name,
-                            message.timestamp,
-                        ),
-                    )
-                    text = message.content
-                    if message.tool_calls:
-                        text += " " + " ".join(
-                            f"{c.name} {json.dumps(c.arguments, ensure_ascii=False, default=str)}"
-                            for c in message.tool_calls
-                        )
-                    self._db.execute(
-                        "INSERT INTO span_fts(rowid, text) VALUES (?, ?)", (cur.lastrowid, text)
-                    )
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-        return Span(span_id, conversation, now, first, last, len(messages), digest)
+        with self.db.transaction() as con:
+            (span_id,) = con.execute(self.db.sql(
+                f"INSERT INTO {self.prefix}spans(conversation, created_at, first_ts, last_ts, "
+                "n_messages, digest) VALUES (?, ?, ?, ?, ?, ?) RETURNING id"),
+                (conversation, now, first, last, len(messages), self.db.text_in(digest)),
+            ).fetchone()
+            self._insert_messages(con, int(span_id), messages)
+        return Span(int(span_id), conversation, now, first, last, len(messages), digest)
+
+    def insert_spans(self, items: list[tuple[Span, list[Message]]]) -> int:
+        """Insert spans with their messages in one transaction (``storage migrate``), keeping
+        each span's id when it is free; how many got a new id."""
+        renumbered = 0
+        db, p = self.db, self.prefix
+        with db.transaction() as con:
+            self._claim_ids(con, False)
+            for span, messages in items:
+                values = (span.conversation, span.created_at, span.first_ts, span.last_ts,
+                          span.n_messages, db.text_in(span.digest))
+                if db.rows(con, f"SELECT 1 FROM {p}spans WHERE id = ?", (span.id,)):
+                    renumbered += 1
+                    (span_id,) = con.execute(db.sql(
+                        f"INSERT INTO {p}spans(conversation, created_at, first_ts, last_ts, "
+                        "n_messages, digest) VALUES (?, ?, ?, ?, ?, ?) RETURNING id"),
+                        values).fetchone()
+                else:
+                    span_id = span.id
+                    con.execute(db.sql(
+                        f"INSERT INTO {p}spans(id, conversation, created_at, first_ts, "
+                        "last_ts, n_messages, digest) VALUES (?, ?, ?, ?, ?, ?, ?)"),
+                        (span.id, *values))
+                    self._claim_ids(con, True)
+                self._insert_messages(con, int(span_id), messages)
+        return renumbered
 
     # ------------------------------------------------------------------------------ reads
 
     def spans(self, conversation: str, *, limit: int | None = None) -> list[Span]:
         """The conversation's spans, oldest first (the newest ``limit`` when given)."""
-        sql = (
-            "SELECT id, conversation, created_at, first_ts, last_ts, n_messages, digest FROM spans "
-            "WHERE conversation = ? ORDER BY id DESC"
-        )
+        sql = f"SELECT {_COLUMNS} FROM {self.prefix}spans WHERE conversation = ? ORDER BY id DESC"
         params: tuple[object, ...] = (conversation,)
         if limit is not None:
             sql += " LIMIT ?"
             params += (limit,)
-        with self._lock:
-            rows = self._db.execute(sql, params).fetchall()
-        return [Span(*row) for row in reversed(rows)]
+        return [self._span(row) for row in reversed(self.db.fetch(sql, params))]
 
     def count_spans(self, conversation: str) -> int:
-        with self._lock:
-            row = self._db.execute(
-                "SELECT count(*) FROM spans WHERE conversation = ?", (conversation,)
-            ).fetchone()
-        return int(row[0])
+        return int(self.db.fetch(f"SELECT count(*) FROM {self.prefix}spans WHERE "
+                                 "conversation = ?", (conversation,))[0][0])
 
     def span(self, span_id: int) -> Span | None:
-        with self._lock:
-            row = self._db.execute(
-                "SELECT id, conversation, created_at, first_ts, last_ts, n_messages, digest "
-                "FROM spans WHERE id = ?",
-                (span_id,),
-            ).fetchone()
-        return Span(*row) if row else None
+        row = self.db.fetchone(f"SELECT {_COLUMNS} FROM {self.prefix}spans WHERE id = ?",
+                               (span_id,))
+        return self._span(row) if row else None
 
     def messages(self, span_id: int, start: int = 0, count: int = 50) -> list[StoredMessage]:
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT seq, role, content, tool_calls, tool_call_id, tool_name, timestamp "
-                "FROM span_messages WHERE span_id = ? AND seq >= ? ORDER BY seq LIMIT ?",
-                (span_id, start, count),
-            ).fetchall()
+        rows = self.db.fetch(
+            "SELECT seq, role, content, tool_calls, tool_call_id, tool_name, timestamp "
+            f"FROM {self.prefix}span_messages WHERE span_id = ? AND seq >= ? ORDER BY seq "
+            "LIMIT ?", (span_id, start, count))
         out = []
         for seq, role, content, calls, call_id, tool_name, ts in rows:
-            tool_calls = [
-                ToolCall(id=c["id"], name=c["name"], arguments=c.get("arguments") or {})
-                for c in json.loads(calls or "[]")
-            ]
-            message = Message(
-                role=role,
-                content=content,
-                tool_calls=tool_calls,
-                tool_call_id=call_id,
-                tool_name=tool_name,
-                timestamp=ts if ts is not None else 0.0,
-            )
+            tool_calls = [ToolCall(id=c["id"], name=c["name"], arguments=c.get("arguments") or {})
+                          for c in json.loads(self.db.text_out(calls) if calls else "[]")]
+            message = Message(role=role, content=self.db.text_out(content), tool_calls=tool_calls,
+                              tool_call_id=call_id, tool_name=tool_name,
+                              timestamp=ts if ts is not None else 0.0)
             out.append(StoredMessage(span_id, int(seq), message))
         return out
+
+    def matching(self, conversation: str, terms: list[str], limit: int, columns: str
+                 ) -> tuple[list[Any], str]:
+        """See :func:`match_words`."""
+        return match_words(self.db, self.prefix, self.words, conversation, terms, limit, columns)
 
     def search(self, conversation: str, query: str, *, limit: int = 8) -> list[SearchHit]:
         """Messages of the conversation's spans matching ``query``, best first.
@@ -222,22 +235,13 @@ class SpanStore:
         terms = fts_terms(query)
         if not terms:
             return []
-        quoted = [f'"{t}"' for t in terms]
-        for expression in (" ".join(quoted), " OR ".join(quoted)):
-            with self._lock:
-                rows = self._db.execute(
-                    "SELECT m.span_id, m.seq, m.role, m.content, m.tool_calls, m.timestamp "
-                    "FROM span_fts JOIN span_messages m ON m.id = span_fts.rowid "
-                    "JOIN spans s ON s.id = m.span_id "
-                    "WHERE span_fts MATCH ? AND s.conversation = ? ORDER BY bm25(span_fts) LIMIT ?",
-                    (expression, conversation, limit),
-                ).fetchall()
-            if rows or len(terms) == 1:
-                break
-        return [
-            SearchHit(int(span), int(seq), role, snippet(content + " " + (calls or ""), terms), ts)
-            for span, seq, role, content, calls, ts in rows
-        ]
+        rows, _how = self.matching(conversation, terms, limit,
+                                   "m.span_id, m.seq, m.role, m.content, m.tool_calls, "
+                                   "m.timestamp")
+        out = self.db.text_out
+        return [SearchHit(int(span), int(seq), role,
+                          snippet(out(content) + " " + (out(calls) if calls else ""), terms), ts)
+                for span, seq, role, content, calls, ts in rows]
 
     # ----------------------------------------------------------------------------- forget
 
@@ -245,40 +249,83 @@ class SpanStore:
         """Delete archived messages mentioning ``subject`` (case and whitespace ignored).
 
         Returns ((span id, seq) of each match, digests cleared). In one transaction: each row
-        leaves ``span_messages`` and the contentless index (which needs the indexed text back,
-        rebuilt exactly as :meth:`add_span` built it); a span digest that mentions the subject is
+        leaves ``span_messages`` and the word index; a span digest that mentions the subject is
         replaced by a neutral note.
         """
         needle = " ".join(subject.split()).casefold()
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT id, span_id, seq, content, tool_calls FROM span_messages").fetchall()
-            hits = [r for r in rows
-                    if needle in " ".join((r[3] + " " + (r[4] or "")).split()).casefold()]
-            digests = [d[0] for d in self._db.execute("SELECT id, digest FROM spans")
-                       if needle in " ".join(d[1].split()).casefold()]
-            if dry_run or (not hits and not digests):
-                return [(r[1], r[2]) for r in hits], len(digests)
-            try:
-                self._db.execute("BEGIN IMMEDIATE")
-                for rowid, _span, _seq, content, calls in hits:
-                    text = content
-                    parsed = json.loads(calls) if calls else []
-                    if parsed:
-                        text += " " + " ".join(
-                            f"{c['name']} "
-                            f"{json.dumps(c.get('arguments') or {}, ensure_ascii=False, default=str)}"
-                            for c in parsed
-                        )
-                    self._db.execute("INSERT INTO span_fts(span_fts, rowid, text) "
-                                     "VALUES ('delete', ?, ?)", (rowid, text))
-                    self._db.execute("DELETE FROM span_messages WHERE id = ?", (rowid,))
-                for span_id in digests:
-                    self._db.execute("UPDATE spans SET digest = ? WHERE id = ?",
-                                     ("(digest removed: it mentioned a forgotten subject)",
-                                      span_id))
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-        return [(r[1], r[2]) for r in hits], len(digests)
+        db, p, out = self.db, self.prefix, self.db.text_out
+
+        def mentions(text: str) -> bool:
+            return bool(needle) and needle in " ".join(text.split()).casefold()
+
+        with db.transaction() as con:
+            rows = db.rows(con, "SELECT id, span_id, seq, content, tool_calls FROM "
+                           f"{p}span_messages{db.for_update}")
+            hits = [(int(r[0]), int(r[1]), int(r[2]), out(r[3]), out(r[4]) if r[4] else None)
+                    for r in rows]
+            hits = [h for h in hits if mentions(h[3] + " " + (h[4] or ""))]
+            digests = [int(r[0]) for r in db.rows(con, f"SELECT id, digest FROM {p}spans"
+                                                  f"{db.for_update}") if mentions(out(r[1]))]
+            if not dry_run:
+                if hits:
+                    self._unindex(con, [(h[0], h[3], h[4]) for h in hits])
+                    where, params = db.any_of("id", [h[0] for h in hits])
+                    con.execute(db.sql(f"DELETE FROM {p}span_messages WHERE {where}"), params)
+                if digests:
+                    where, params = db.any_of("id", digests)
+                    con.execute(db.sql(f"UPDATE {p}spans SET digest = ? WHERE {where}"),
+                                (_FORGOTTEN_DIGEST, *params))
+        return [(h[1], h[2]) for h in hits], len(digests)
+
+    # --------------------------------------------------------------------------- transfer
+
+    def conversation_links(self) -> list[tuple[str, str]]:
+        return [(str(a), str(b)) for a, b in self.db.fetch(
+            f"SELECT session_id, root FROM {self.prefix}conversations ORDER BY session_id")]
+
+    def conversations(self) -> list[str]:
+        return [str(r[0]) for r in self.db.fetch(
+            f"SELECT DISTINCT conversation FROM {self.prefix}spans ORDER BY 1")]
+
+    def _span(self, row: Any) -> Span:
+        return Span(int(row[0]), row[1], row[2], row[3], row[4], int(row[5]),
+                    self.db.text_out(row[6]))
+
+
+class SpanStore(Spans):
+    """Spans in one SQLite file, with a contentless FTS5 word index (one connection, one lock)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        private_sqlite(path)  # 0600, and so its -wal/-shm
+        self.db = SqliteDatabase(path, schema=_SCHEMA)
+
+    def count_vectors(self) -> int:
+        # the table is made by semantic search's first run
+        if not self.db.fetch("SELECT 1 FROM sqlite_master WHERE name = 'span_vectors'"):
+            return 0
+        return super().count_vectors()
+
+    def _insert_messages(self, con: Any, span_id: int, messages: Sequence[Message]) -> None:
+        for seq, message in enumerate(messages):
+            cur = con.execute(
+                "INSERT INTO span_messages(span_id, seq, role, content, tool_calls, "
+                "tool_call_id, tool_name, timestamp) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (span_id, seq, message.role, message.content,
+                 calls_json(message) if message.tool_calls else None,
+                 message.tool_call_id, message.tool_name, message.timestamp))
+            con.execute("INSERT INTO span_fts(rowid, text) VALUES (?, ?)",
+                        (cur.lastrowid, indexed_text(message)))
+
+    def _unindex(self, con: Any, rows: list[tuple[int, str, str | None]]) -> None:
+        # a contentless index forgets a row only when given back exactly the text it indexed
+        for rowid, content, calls in rows:
+            text = content
+            parsed = json.loads(calls) if calls else []
+            if parsed:
+                text += " " + " ".join(
+                    f"{c['name']} "
+                    f"{json.dumps(c.get('arguments') or {}, ensure_ascii=False, default=str)}"
+                    for c in parsed)
+            con.execute("INSERT INTO span_fts(span_fts, rowid, text) VALUES ('delete', ?, ?)",
+                        (rowid, text))

@@ -1,7 +1,7 @@
 """Copying the lossless archive between backends (``hermes-core storage migrate``).
 
 Works on either store (:class:`~.store.SpanStore`, :class:`~.pg_store.PgSpanStore`) through their
-public reads, plus one write per backend here. What is copied:
+public reads and :meth:`~.store.Spans.insert_spans`. What is copied:
 
 * every session -> conversation link the target lacks;
 * every conversation that has no span in the target yet, whole, in one transaction (an
@@ -26,7 +26,6 @@ from hermes_core.storage.transfer import CopyReport, StorageSide
 from hermes_core.types import Message
 
 from .records import Span, calls_json
-from .store import SpanStore
 
 __all__ = ["LosslessCopy", "copy_archive", "copy_lossless", "dump"]
 
@@ -46,24 +45,6 @@ class LosslessCopy:
     vectors: int = 0
 
 
-def _links(store: Any) -> list[tuple[str, str]]:
-    if isinstance(store, SpanStore):
-        with store._lock:
-            rows = store._db.execute(
-                "SELECT session_id, root FROM conversations ORDER BY session_id").fetchall()
-        return [(str(a), str(b)) for a, b in rows]
-    return store.conversation_links()  # type: ignore[no-any-return]
-
-
-def _conversations(store: Any) -> list[str]:
-    if isinstance(store, SpanStore):
-        with store._lock:
-            rows = store._db.execute(
-                "SELECT DISTINCT conversation FROM spans ORDER BY 1").fetchall()
-        return [str(r[0]) for r in rows]
-    return store.conversations()  # type: ignore[no-any-return]
-
-
 def _messages(store: Any, span_id: int) -> list[Message]:
     out: list[Message] = []
     start = 0
@@ -78,80 +59,10 @@ def _messages(store: Any, span_id: int) -> list[Message]:
 def dump(store: Any) -> dict[str, Any]:
     """Everything the store holds, in a comparable form (links, spans, messages)."""
     return {
-        "links": _links(store),
+        "links": store.conversation_links(),
         "spans": {conv: [(s, _messages(store, s.id)) for s in store.spans(conv)]
-                  for conv in _conversations(store)},
+                  for conv in store.conversations()},
     }
-
-
-def _insert_sqlite(store: SpanStore, items: list[tuple[Span, list[Message]]]) -> int:
-    """Insert one conversation's spans in one transaction, keeping ids when free; how many
-    got a new id."""
-    from .pg_store import indexed_text
-
-    renumbered = 0
-    with store._lock:
-        db = store._db
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            for span, messages in items:
-                taken = db.execute("SELECT 1 FROM spans WHERE id = ?", (span.id,)).fetchone()
-                renumbered += bool(taken)
-                cur = db.execute(
-                    "INSERT INTO spans(id, conversation, created_at, first_ts, last_ts, "
-                    "n_messages, digest) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (None if taken else span.id, span.conversation, span.created_at,
-                     span.first_ts, span.last_ts, span.n_messages, span.digest))
-                span_id = int(cur.lastrowid or 0)
-                for seq, message in enumerate(messages):
-                    row = db.execute(
-                        "INSERT INTO span_messages(span_id, seq, role, content, tool_calls, "
-                        "tool_call_id, tool_name, timestamp) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                        (span_id, seq, message.role, message.content,
-                         calls_json(message) if message.tool_calls else None,
-                         message.tool_call_id, message.tool_name, message.timestamp))
-                    db.execute("INSERT INTO span_fts(rowid, text) VALUES (?, ?)",
-                               (row.lastrowid, indexed_text(message)))
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-    return renumbered
-
-
-def _insert_pg(store: Any, items: list[tuple[Span, list[Message]]]) -> int:
-    """The same for the database store: one conversation, one transaction."""
-    from hermes_core.storage.text import encode_text
-
-    from .pg_store import insert_span_messages
-
-    def run(con: Any) -> int:
-        renumbered = 0
-        with con.transaction():
-            con.execute("LOCK TABLE lossless_spans IN SHARE ROW EXCLUSIVE MODE")
-            for span, messages in items:
-                taken = con.execute("SELECT 1 FROM lossless_spans WHERE id = %s",
-                                    (span.id,)).fetchone()
-                values = (span.conversation, span.created_at, span.first_ts, span.last_ts,
-                          span.n_messages, encode_text(span.digest))
-                if taken:
-                    renumbered += 1
-                    (span_id,) = con.execute(
-                        "INSERT INTO lossless_spans(conversation, created_at, first_ts, "
-                        "last_ts, n_messages, digest) VALUES (%s, %s, %s, %s, %s, %s) "
-                        "RETURNING id", values).fetchone()
-                else:
-                    span_id = span.id
-                    con.execute(
-                        "INSERT INTO lossless_spans(id, conversation, created_at, first_ts, "
-                        "last_ts, n_messages, digest) VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                        (span.id, *values))
-                    con.execute("SELECT setval(pg_get_serial_sequence('lossless_spans', 'id'), "
-                                "greatest((SELECT max(id) FROM lossless_spans), 1))")
-                insert_span_messages(con, span_id, messages)
-        return renumbered
-
-    return int(store._run(run))
 
 
 def copy_lossless(source: Any, target: Any) -> LosslessCopy:
@@ -161,17 +72,16 @@ def copy_lossless(source: Any, target: Any) -> LosslessCopy:
     out = LosslessCopy()
     count_vectors = getattr(source, "count_vectors", None)
     out.vectors = int(count_vectors()) if count_vectors is not None else 0
-    known = dict(_links(target))
-    for session_id, root in _links(source):
+    known = dict(target.conversation_links())
+    for session_id, root in source.conversation_links():
         if session_id not in known:
             target.link(session_id, root)
-    insert = _insert_sqlite if isinstance(target, SpanStore) else _insert_pg
-    for conversation in _conversations(source):
+    for conversation in source.conversations():
         if target.count_spans(conversation):
             out.kept += 1
             continue
         items = [(span, _messages(source, span.id)) for span in source.spans(conversation)]
-        out.renumbered += insert(target, items)
+        out.renumbered += target.insert_spans(items)
         out.conversations += 1
         out.spans += len(items)
         out.messages += sum(len(m) for _, m in items)

@@ -2,9 +2,9 @@
 
 Each archived message gets one vector beside its text (float32, 1.5 KB per message at 384
 dimensions), with the model id and the hash of the text it was computed from: in the
-``span_vectors`` table of the engine's own ``context.db`` (:mod:`.sqlite_vectors`), or in
-``lossless_span_vectors`` of the ``storage.url`` database (:mod:`.pg_vectors`). The two differ only
-in their SQL (:class:`VectorStorage`); the indexing and the fusion here are shared. A background
+``span_vectors`` table of the engine's own ``context.db``, or in ``lossless_span_vectors`` of the
+``storage.url`` database (:mod:`.vector_storage`, one module over the storage dialect); the
+indexing and the fusion here are shared. A background
 thread fills the table after each compaction, so archiving never waits for a model; a message
 without a vector yet is found by its words only. After a switch of model the old vectors are
 ignored (never compared with the new model's) and recomputed by the same thread.
@@ -82,9 +82,9 @@ def _matrix(blobs: list[bytes], dimension: int) -> Any:
 
 
 class VectorStorage(Protocol):
-    """Where one archive's vectors live, next to its messages (:mod:`.sqlite_vectors`,
-    :mod:`.pg_vectors`); everything else of hybrid search is shared. Vectors are little-endian
-    float32 bytes; an empty one marks a message with no text (never compared, never retried)."""
+    """Where one archive's vectors live, next to its messages (:mod:`.vector_storage`);
+    everything else of hybrid search is shared. Vectors are little-endian float32 bytes; an
+    empty one marks a message with no text (never compared, never retried)."""
 
     path: Any
 

@@ -27,6 +27,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from hermes_core.storage.dialect import PgDatabase
+
 from .history import History, Version
 
 __all__ = ["PgHistory", "PgMemoryExtras"]
@@ -35,16 +37,13 @@ __all__ = ["PgHistory", "PgMemoryExtras"]
 class PgHistory(History):
     """The version log of one owner (the shared memory, or one user's) in PostgreSQL."""
 
-    def __init__(self, run: Callable[..., Any],
-                 connect: Callable[[], contextlib.AbstractContextManager[Any]], owner: str,
-                 where: str, *, limit: int = 200) -> None:
+    def __init__(self, db: PgDatabase, owner: str, where: str, *, limit: int = 200) -> None:
         # no file: ``path`` is what messages show (the redacted URL and the owner)
         self.path = where  # type: ignore[assignment]
         self.directory = where  # type: ignore[assignment]
         self.limit = max(1, int(limit))
         self.owner = owner
-        self._run_outside = run
-        self._connect = connect
+        self.db = db
         self._bound = threading.local()
 
     # ---------------------------------------------------------------------- connections
@@ -59,24 +58,19 @@ class PgHistory(History):
         finally:
             self._bound.con = previous
 
-    def _run(self, fn: Callable[[Any], Any], *, retry: bool = False) -> Any:
+    def _rows(self, sql: str, params: tuple[object, ...]) -> list[Any]:
+        """A read, in the bound transaction if there is one."""
         con = getattr(self._bound, "con", None)
-        if con is not None:
-            return fn(con)
-        return self._run_outside(fn, retry)
+        return self.db.rows(con, sql, params) if con is not None else self.db.fetch(sql, params)
 
     # -------------------------------------------------------------------------- reading
 
     def newest(self) -> int:
-        rows = self._run(lambda con: con.execute(
-            "SELECT max(version) FROM memory_versions WHERE owner = %s",
-            (self.owner,)).fetchall(), retry=True)
-        return int(rows[0][0] or 0)
+        return self._tail()[0]
 
     def read(self) -> list[Version]:
-        rows = self._run(lambda con: con.execute(
-            "SELECT data FROM memory_versions WHERE owner = %s ORDER BY version",
-            (self.owner,)).fetchall(), retry=True)
+        rows = self._rows("SELECT data FROM memory_versions WHERE owner = ? ORDER BY version",
+                          (self.owner,))
         out = []
         for (data,) in rows:
             try:
@@ -91,114 +85,89 @@ class PgHistory(History):
     def locked(self) -> Iterator[None]:
         """Hold the owner's history lock: in the bound transaction, or in one of its own
         (committed when the block ends, rolled back when it raises)."""
-        if getattr(self._bound, "con", None) is not None:
-            self._lock_head(self._bound.con)
+        con = getattr(self._bound, "con", None)
+        if con is not None:
+            self._lock_head(con)
             yield
             return
-        with self._connect() as con, con.transaction(), self.bound(con):
+        with self.db.transaction() as con, self.bound(con):
             self._lock_head(con)
             yield
 
-    def locked_call(self, fn: Callable[[], Any]) -> Any:
-        """``fn()`` with the owner's history lock held, in a transaction of its own (or in the
-        bound one)."""
-        if getattr(self._bound, "con", None) is not None:
-            self._lock_head(self._bound.con)
-            return fn()
-
-        def run(con: Any) -> Any:
-            with con.transaction(), self.bound(con):
-                self._lock_head(con)
-                return fn()
-
-        return self._run_outside(run)
+    def _run(self, statement: str, params: tuple[object, ...]) -> None:
+        """One statement in the bound transaction."""
+        self._bound.con.execute(self.db.sql(statement), params)
 
     def _lock_head(self, con: Any) -> tuple[int, dict[str, str | None]]:
         """Lock the owner's head row: (last version, the newest ``after`` of each store)."""
-        con.execute("INSERT INTO memory_history_heads(owner, last) VALUES (%s, 0) "
-                    "ON CONFLICT (owner) DO NOTHING", (self.owner,))
-        last, after = con.execute("SELECT last, last_after FROM memory_history_heads "
-                                  "WHERE owner = %s FOR UPDATE", (self.owner,)).fetchone()
+        con.execute(self.db.sql("INSERT INTO memory_history_heads(owner, last) VALUES (?, 0) "
+                                "ON CONFLICT (owner) DO NOTHING"), (self.owner,))
+        last, after = self.db.rows(con, "SELECT last, last_after FROM memory_history_heads "
+                                   "WHERE owner = ? FOR UPDATE", (self.owner,))[0]
         return int(last), json.loads(after or "{}")
 
     def append(self, build: Callable[[int], Version]) -> tuple[Version, int]:
         """Insert the version ``build(next number)`` (in the bound transaction)."""
-
-        def run(con: Any) -> Version:
-            last, last_after = self._lock_head(con)
-            version = build(last + 1)
-            for target, store in version.stores.items():
-                if ("before" in store and target in last_after
-                        and store["before"] == last_after[target]):
-                    del store["before"]  # the previous version's "after": see state_at
-                last_after[target] = store.get("after")
-            con.execute("UPDATE memory_history_heads SET last = %s, last_after = %s "
-                        "WHERE owner = %s",
-                        (version.version, json.dumps(last_after), self.owner))
-            con.execute("INSERT INTO memory_versions(owner, version, time, data) "
-                        "VALUES (%s, %s, %s, %s)",
-                        (self.owner, version.version, version.time, _dump(version)))
-            return version
-
-        return self._run(run), 0
+        last, last_after = self._lock_head(self._bound.con)
+        version = build(last + 1)
+        for target, store in version.stores.items():
+            if ("before" in store and target in last_after
+                    and store["before"] == last_after[target]):
+                del store["before"]  # the previous version's "after": see state_at
+            last_after[target] = store.get("after")
+        self._run("UPDATE memory_history_heads SET last = ?, last_after = ? WHERE owner = ?",
+                  (version.version, json.dumps(last_after), self.owner))
+        self._run("INSERT INTO memory_versions(owner, version, time, data) VALUES (?, ?, ?, ?)",
+                  (self.owner, version.version, version.time, _dump(version)))
+        return version, 0
 
     def undo(self, size: int) -> None:
         """Nothing to do: the version goes with the transaction that failed."""
 
     def _tail(self) -> tuple[int, int]:
-        row = self._run(lambda con: con.execute(
-            "SELECT coalesce(max(version), 0), count(*) FROM memory_versions WHERE owner = %s",
-            (self.owner,)).fetchone(), retry=True)
+        row = self._rows("SELECT coalesce(max(version), 0), count(*) FROM memory_versions "
+                         "WHERE owner = ?", (self.owner,))[0]
         return int(row[0]), int(row[1])
 
     def prune(self) -> int:
-        return int(self.locked_call(lambda: History.prune(self)))
+        with self.locked():
+            return History.prune(self)
 
     def _rewrite(self, versions: list[Version]) -> None:
         """Make the owner's log exactly ``versions`` (``prune``, ``redact``), in the bound
         transaction."""
-
-        def run(con: Any) -> None:
-            con.execute("DELETE FROM memory_versions WHERE owner = %s AND NOT "
-                        "(version = ANY(%s))", (self.owner, [v.version for v in versions]))
-            with con.cursor() as cur:
-                cur.executemany(
-                    "UPDATE memory_versions SET data = %s WHERE owner = %s AND version = %s",
-                    [(_dump(v), self.owner, v.version) for v in versions])
-            last_after: dict[str, str | None] = {}
-            for item in versions:
-                for target, store in item.stores.items():
-                    last_after[target] = store.get("after")
-            con.execute("UPDATE memory_history_heads SET last_after = %s WHERE owner = %s",
-                        (json.dumps(last_after), self.owner))
-
-        self._run(run)
+        keep, params = self.db.any_of("version", [v.version for v in versions])
+        self._run(f"DELETE FROM memory_versions WHERE owner = ? AND NOT ({keep})",
+                  (self.owner, *params))
+        self.db.executemany(
+            self._bound.con, "UPDATE memory_versions SET data = ? WHERE owner = ? AND version = ?",
+            [(_dump(v), self.owner, v.version) for v in versions])
+        last_after: dict[str, str | None] = {}
+        for item in versions:
+            for target, store in item.stores.items():
+                last_after[target] = store.get("after")
+        self._run("UPDATE memory_history_heads SET last_after = ? WHERE owner = ?",
+                  (json.dumps(last_after), self.owner))
 
     def redact(self, subject: str) -> int:
-        return int(self.locked_call(lambda: History.redact(self, subject)))
+        with self.locked():
+            return History.redact(self, subject)
 
     # ------------------------------------------------------------------------ transfer
 
     def import_versions(self, versions: list[Version]) -> int:
         """Copy ``versions`` in (``storage migrate``) when this owner has none yet; how many."""
-
-        def run() -> int:
-            con = self._bound.con
-            (count,) = con.execute("SELECT count(*) FROM memory_versions WHERE owner = %s",
-                                   (self.owner,)).fetchone()
-            if count or not versions:
+        with self.locked():
+            if self._tail()[1] or not versions:
                 return 0
-            with con.cursor() as cur:
-                cur.executemany(
-                    "INSERT INTO memory_versions(owner, version, time, data) "
-                    "VALUES (%s, %s, %s, %s)",
-                    [(self.owner, v.version, v.time, _dump(v)) for v in versions])
-            con.execute("UPDATE memory_history_heads SET last = greatest(last, %s) "
-                        "WHERE owner = %s", (max(v.version for v in versions), self.owner))
+            self.db.executemany(
+                self._bound.con,
+                "INSERT INTO memory_versions(owner, version, time, data) VALUES (?, ?, ?, ?)",
+                [(self.owner, v.version, v.time, _dump(v)) for v in versions])
+            self._run("UPDATE memory_history_heads SET last = greatest(last, ?) WHERE owner = ?",
+                      (max(v.version for v in versions), self.owner))
             self._rewrite(versions)  # sets the newest "after" of each store
             return len(versions)
-
-        return int(self.locked_call(run))
 
 
 def _dump(version: Version) -> str:
@@ -210,49 +179,44 @@ class PgMemoryExtras:
     """Pins and the background curator's state of one owner (mixed into the PG store)."""
 
     owner: str
-    _run_pg: Callable[..., Any]
+    db: PgDatabase
 
     def read_pins(self) -> dict[str, list[str]]:
-        row = self._run_pg(lambda con: con.execute(
-            "SELECT data FROM memory_pins WHERE owner = %s", (self.owner,)).fetchone(), True)
+        row = self.db.fetchone("SELECT data FROM memory_pins WHERE owner = ?", (self.owner,))
         return _pins(row[0] if row else None)
 
     def update_pins(self, change: Callable[[dict[str, list[str]]], bool]) -> None:
         """Apply ``change`` to the pins under their row lock; saved when it returns True."""
-
-        def run(con: Any) -> None:
-            with con.transaction():
-                con.execute("INSERT INTO memory_pins(owner, data) VALUES (%s, '{}') "
-                            "ON CONFLICT (owner) DO NOTHING", (self.owner,))
-                (data,) = con.execute("SELECT data FROM memory_pins WHERE owner = %s "
-                                      "FOR UPDATE", (self.owner,)).fetchone()
-                pins = _pins(data)
-                if change(pins):
-                    body = json.dumps({k: v for k, v in pins.items() if v}, ensure_ascii=False)
-                    con.execute("UPDATE memory_pins SET data = %s WHERE owner = %s",
-                                (body, self.owner))
-
-        self._run_pg(run)
+        db = self.db
+        with db.transaction() as con:
+            con.execute(db.sql("INSERT INTO memory_pins(owner, data) VALUES (?, '{}') "
+                               "ON CONFLICT (owner) DO NOTHING"), (self.owner,))
+            (data,) = db.rows(con, "SELECT data FROM memory_pins WHERE owner = ? FOR UPDATE",
+                              (self.owner,))[0]
+            pins = _pins(data)
+            if change(pins):
+                body = json.dumps({k: v for k, v in pins.items() if v}, ensure_ascii=False)
+                con.execute(db.sql("UPDATE memory_pins SET data = ? WHERE owner = ?"),
+                            (body, self.owner))
 
     def count_curator_session(self) -> int:
         """Count one more session end for the background curator; the new count."""
-        row = self._run_pg(lambda con: con.execute(
-            "INSERT INTO memory_state(owner, key, value) VALUES (%s, 'curator_sessions', '1') "
-            "ON CONFLICT (owner, key) DO UPDATE SET value = "
-            "(memory_state.value::bigint + 1)::text RETURNING value", (self.owner,)).fetchone())
+        (row,) = self.db.run(lambda con: self.db.rows(
+            con, "INSERT INTO memory_state(owner, key, value) VALUES (?, 'curator_sessions', "
+            "'1') ON CONFLICT (owner, key) DO UPDATE SET value = "
+            "(memory_state.value::bigint + 1)::text RETURNING value", (self.owner,)))
         return int(row[0])
 
     def save_proposal(self, body: bytes) -> None:
         """Keep the background curator's last proposal (JSON) for ``memory curate``."""
-        self._run_pg(lambda con: con.execute(
-            "INSERT INTO memory_state(owner, key, value) VALUES (%s, 'curation_proposal', %s) "
+        self.db.execute(
+            "INSERT INTO memory_state(owner, key, value) VALUES (?, 'curation_proposal', ?) "
             "ON CONFLICT (owner, key) DO UPDATE SET value = excluded.value",
-            (self.owner, body.decode("utf-8"))))
+            (self.owner, body.decode("utf-8")))
 
     def saved_proposal(self) -> str | None:
-        row = self._run_pg(lambda con: con.execute(
-            "SELECT value FROM memory_state WHERE owner = %s AND key = 'curation_proposal'",
-            (self.owner,)).fetchone(), True)
+        row = self.db.fetchone("SELECT value FROM memory_state WHERE owner = ? AND "
+                               "key = 'curation_proposal'", (self.owner,))
         return str(row[0]) if row else None
 
 

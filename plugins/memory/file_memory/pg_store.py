@@ -24,9 +24,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from hermes_core.storage import StorageURL
-from hermes_core.storage.component import open_component, run_on
+from hermes_core.storage.component import open_component
+from hermes_core.storage.dialect import PgDatabase
 from hermes_core.storage.migrations import PgMigration
-from hermes_core.storage.pool import connect_error, import_psycopg
 
 from .entries import canonical_text, parse_entries
 from .errors import MemoryRefused, WriteFailed
@@ -121,65 +121,34 @@ class PgMemoryStore(PgMemoryExtras, MemoryStore):
         # what messages and listings show as "where": never a real path, never the password
         self.directory = PurePosixPath(url.redacted.replace("/", "|")) / (owner or "_shared")  # type: ignore[assignment]
         self._swept: set[str] = set()
-        self._psycopg = import_psycopg()
-        self._pool: Any = open_component(url, COMPONENT, MIGRATIONS)
+        # a refused statement: WriteFailed, "the memory store in URL refused the request: ..."
+        self.db = PgDatabase(url, COMPONENT, MIGRATIONS, error=WriteFailed,
+                             what="the memory store")
         where = f"{url.redacted} (memory history{', user ' + owner if owner else ''})"
         #: the version log (``None`` when ``history_limit`` is 0: no versions are kept)
         self.history: PgHistory | None = (  # type: ignore[assignment]
-            PgHistory(self._run_pg, self._pool.connection, owner, where, limit=history_limit)
-            if history_limit > 0 else None)
-
-    def _run_pg(self, fn: Callable[[Any], Any], retry: bool = False) -> Any:
-        return self._run(fn, "memory", retry=retry)
+            PgHistory(self.db, owner, where, limit=history_limit) if history_limit > 0 else None)
 
     def path(self, target: str) -> _Where:  # type: ignore[override]
         name = FILENAMES[check_target(target)]
         where = f"{self.url.redacted} ({name}{', user ' + self.owner if self.owner else ''})"
         return _Where(where, name)
 
-    def _run(self, fn: Callable[[Any], Any], target: str, *, retry: bool = False) -> Any:
-        """``fn(connection)``; ``retry``: safe to run again after a dropped connection."""
-        psycopg = self._psycopg
-        try:
-            return run_on(self._pool, fn, retry=retry)
-        except MemoryRefused:
-            raise
-        except psycopg.OperationalError as exc:
-            raise WriteFailed(str(connect_error(self.url, exc)), target=target) from None
-        except psycopg.Error as exc:
-            raise WriteFailed(f"the memory store in {self.url.redacted} refused the write: "
-                              f"{exc}; nothing was changed", target=target) from None
-
     def read(self, target: str) -> FileState:
-        target = check_target(target)
-
-        def run(con: Any) -> FileState:
-            row = con.execute("SELECT text FROM memory_documents WHERE owner = %s AND "
-                              "target = %s", (self.owner, target)).fetchone()
-            if row is None:
-                return FileState([])
-            return FileState(parse_entries(row[0]), raw=file_form(row[0]))
-
-        try:
-            return self._run(run, target, retry=True)  # type: ignore[no-any-return]
-        except WriteFailed as exc:
-            # as with an unreadable file: reported in the state, never raised on a read
-            return FileState([], problem=exc.message)
+        return self.read_many([target])[target]
 
     def read_many(self, targets: Iterable[str]) -> dict[str, FileState]:
         """The documents of ``targets`` in one query (a session start reads both)."""
         wanted = [check_target(t) for t in targets]
-
-        def run(con: Any) -> dict[str, FileState]:
-            rows = dict(con.execute("SELECT target, text FROM memory_documents WHERE owner = %s "
-                                    "AND target = ANY(%s)", (self.owner, wanted)).fetchall())
-            return {t: FileState(parse_entries(rows[t]), raw=file_form(rows[t])) if t in rows
-                    else FileState([]) for t in wanted}
-
+        where, params = self.db.any_of("target", wanted)
         try:
-            return self._run(run, wanted[0] if wanted else "memory", retry=True)  # type: ignore[no-any-return]
-        except WriteFailed as exc:  # as read(): reported in each state, never raised
+            rows = dict(self.db.fetch(f"SELECT target, text FROM memory_documents WHERE "
+                                      f"owner = ? AND {where}", (self.owner, *params)))
+        except WriteFailed as exc:
+            # as with an unreadable file: reported in each state, never raised on a read
             return {t: FileState([], problem=exc.message) for t in wanted}
+        return {t: FileState(parse_entries(rows[t]), raw=file_form(rows[t])) if t in rows
+                else FileState([]) for t in wanted}
 
     def overwrite(
         self, target: str, entries: list[str], *, expected: bytes | None,
@@ -217,57 +186,52 @@ class PgMemoryStore(PgMemoryExtras, MemoryStore):
         changes: list[dict[str, object]] | None = None,
     ) -> WriteResult:
         limit = self.limits[target]
+        with self.db.transaction() as con:
+            text = self._locked_text(con, target)
+            current = parse_entries(text)
+            raw = file_form(text)
+            new, applied = change(current, raw)
+            if new == current:
+                return WriteResult(target, applied, current, limit, written=False)
+            body = canonical_text(new)
+            self._set_text(con, target, body)
+            if self.history is not None:
+                listed = (changes if changes is not None
+                          else describe_changes(target, current, new, applied))
+                stores: dict[str, dict[str, str | None]] = {target: {
+                    "before": raw.decode("utf-8") if raw is not None else None,
+                    "after": body + "\n" if body else ""}}
+                who = by or Provenance()
+                with self.history.bound(con):
+                    self.history.append(lambda n: Version(
+                        n, now(), action, who.origin, list(listed), stores,
+                        session_id=who.session_id, message_id=who.message_id))
+                    self.history.prune()
+            return WriteResult(target, applied, new, limit, written=True)
 
-        def run(con: Any) -> WriteResult:
-            with con.transaction():
-                con.execute("INSERT INTO memory_documents(owner, target) VALUES (%s, %s) "
-                            "ON CONFLICT DO NOTHING", (self.owner, target))
-                (text,) = con.execute(
-                    "SELECT text FROM memory_documents WHERE owner = %s AND target = %s "
-                    "FOR UPDATE", (self.owner, target)).fetchone()
-                current = parse_entries(text)
-                raw = file_form(text)
-                new, applied = change(current, raw)
-                if new == current:
-                    return WriteResult(target, applied, current, limit, written=False)
-                body = canonical_text(new)
-                con.execute(
-                    "UPDATE memory_documents SET text = %s, version = version + 1, "
-                    "updated_at = extract(epoch FROM now()) WHERE owner = %s AND target = %s",
-                    (body, self.owner, target))
-                if self.history is not None:
-                    listed = (changes if changes is not None
-                              else describe_changes(target, current, new, applied))
-                    stores: dict[str, dict[str, str | None]] = {target: {
-                        "before": raw.decode("utf-8") if raw is not None else None,
-                        "after": body + "\n" if body else ""}}
-                    who = by or Provenance()
-                    with self.history.bound(con):
-                        self.history.append(lambda n: Version(
-                            n, now(), action, who.origin, list(listed), stores,
-                            session_id=who.session_id, message_id=who.message_id))
-                        self.history.prune()
-                return WriteResult(target, applied, new, limit, written=True)
+    def _locked_text(self, con: Any, target: str) -> str:
+        """The document's text, its row locked until the transaction ends (made if missing)."""
+        con.execute(self.db.sql("INSERT INTO memory_documents(owner, target) VALUES (?, ?) "
+                                "ON CONFLICT DO NOTHING"), (self.owner, target))
+        (text,) = self.db.rows(con, "SELECT text FROM memory_documents WHERE owner = ? AND "
+                               "target = ? FOR UPDATE", (self.owner, target))[0]
+        return str(text)
 
-        return self._run(run, target)  # type: ignore[no-any-return]
-
+    def _set_text(self, con: Any, target: str, text: str, *, when: str = "") -> int:
+        """Write the document's text (``when``: a further condition); the rows changed."""
+        cur = con.execute(self.db.sql(
+            "UPDATE memory_documents SET text = ?, version = version + 1, updated_at = "
+            f"extract(epoch FROM now()) WHERE owner = ? AND target = ?{when}"),
+            (text, self.owner, target))
+        return int(cur.rowcount or 0)
 
     def put_document(self, target: str, entries: list[str]) -> bool:
         """Write ``entries`` into ``target`` if it is empty, recording no version (``storage
         migrate``: the copied history already ends with this text); True when written."""
         target = check_target(target)
-
-        def run(con: Any) -> bool:
-            with con.transaction():
-                con.execute("INSERT INTO memory_documents(owner, target) VALUES (%s, %s) "
-                            "ON CONFLICT DO NOTHING", (self.owner, target))
-                cur = con.execute(
-                    "UPDATE memory_documents SET text = %s, version = version + 1, "
-                    "updated_at = extract(epoch FROM now()) WHERE owner = %s AND target = %s "
-                    "AND text = ''", (canonical_text(entries), self.owner, target))
-                return bool(cur.rowcount)
-
-        return bool(self._run(run, target))
+        with self.db.transaction() as con:
+            self._locked_text(con, target)
+            return bool(self._set_text(con, target, canonical_text(entries), when=" AND text = ''"))
 
     def write_stores(
         self,
@@ -283,47 +247,36 @@ class PgMemoryStore(PgMemoryExtras, MemoryStore):
         """:func:`.versions.write_stores` in one transaction: lock both documents (MEMORY then
         USER), compute, record the version, write, run ``after_write`` (forget's redaction of
         the history), commit. Anything raised rolls all of it back."""
-
-        def run(con: Any) -> Version | None:
-            with con.transaction():
-                states: dict[str, FileState] = {}
-                for target in TARGETS:
-                    con.execute("INSERT INTO memory_documents(owner, target) VALUES (%s, %s) "
-                                "ON CONFLICT DO NOTHING", (self.owner, target))
-                    (text,) = con.execute(
-                        "SELECT text FROM memory_documents WHERE owner = %s AND target = %s "
-                        "FOR UPDATE", (self.owner, target)).fetchone()
-                    states[target] = FileState(parse_entries(text), raw=file_form(text))
-                new = {t: d for t, d in compute(states).items() if d != states[t].raw}
-                history = self.history
-                with history.bound(con) if history is not None else contextlib.nullcontext():
-                    if not new:
-                        if after_write is not None:
-                            with (history.locked() if history is not None
-                                  else contextlib.nullcontext()):
-                                after_write()
-                        return None
-                    listed = changes(states, new)
-                    stores = {t: {"before": _decoded(states[t].raw), "after": _decoded(d)}
-                              for t, d in new.items()}
-                    version = None
-                    if history is not None:
-                        version, _size = history.append(lambda n: Version(
-                            n, now(), action, by.origin, listed, stores,
-                            session_id=by.session_id, message_id=by.message_id,
-                            restores=restores))
-                    for target, data in new.items():
-                        con.execute(
-                            "UPDATE memory_documents SET text = %s, version = version + 1, "
-                            "updated_at = extract(epoch FROM now()) WHERE owner = %s AND "
-                            "target = %s", (_stored_text(data), self.owner, target))
+        with self.db.transaction() as con:
+            states: dict[str, FileState] = {}
+            for target in TARGETS:  # MEMORY then USER: the fixed lock order
+                text = self._locked_text(con, target)
+                states[target] = FileState(parse_entries(text), raw=file_form(text))
+            new = {t: d for t, d in compute(states).items() if d != states[t].raw}
+            history = self.history
+            with history.bound(con) if history is not None else contextlib.nullcontext():
+                if not new:
                     if after_write is not None:
-                        after_write()
-                    if history is not None:
-                        history.prune()
-                    return version
-
-        return self._run(run, "memory")  # type: ignore[no-any-return]
+                        with (history.locked() if history is not None
+                              else contextlib.nullcontext()):
+                            after_write()
+                    return None
+                listed = changes(states, new)
+                stores = {t: {"before": _decoded(states[t].raw), "after": _decoded(d)}
+                          for t, d in new.items()}
+                version = None
+                if history is not None:
+                    version, _size = history.append(lambda n: Version(
+                        n, now(), action, by.origin, listed, stores,
+                        session_id=by.session_id, message_id=by.message_id,
+                        restores=restores))
+                for target, data in new.items():
+                    self._set_text(con, target, _stored_text(data))
+                if after_write is not None:
+                    after_write()
+                if history is not None:
+                    history.prune()
+                return version
 
 
 class _Where:

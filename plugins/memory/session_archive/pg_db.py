@@ -20,6 +20,7 @@ from hermes_core.storage import StorageURL, redact_url
 from hermes_core.storage.component import run_on
 from hermes_core.storage.migrations import migrate
 from hermes_core.storage.pool import connect_error, get_pool, import_psycopg
+from hermes_core.storage.text import decode_text, encode_text
 
 from .errors import ArchiveError
 from .pg_schema import COMPONENT, MIGRATIONS
@@ -60,22 +61,13 @@ def to_pg(sql: str) -> str:
     return out
 
 
-# PostgreSQL text cannot hold NUL; SQLite's can. NUL is stored as ESC + "0" and ESC itself (a
-# noncharacter no text uses) as ESC + "1", so every string comes back exactly as it was written.
-_ESC = "\U0010fffe"
-_UNESCAPE = re.compile(_ESC + "([01])")
-
-
+# PostgreSQL text cannot hold NUL; SQLite's can (hermes_core.storage.text keeps it)
 def _enc(value: Any) -> Any:
-    if isinstance(value, str) and ("\x00" in value or _ESC in value):
-        return value.replace(_ESC, _ESC + "1").replace("\x00", _ESC + "0")
-    return value
+    return encode_text(value) if isinstance(value, str) else value
 
 
 def _dec(value: Any) -> Any:
-    if isinstance(value, str) and _ESC in value:
-        return _UNESCAPE.sub(lambda m: "\x00" if m.group(1) == "0" else _ESC, value)
-    return value
+    return decode_text(value) if isinstance(value, str) else value
 
 
 def _row(row: Any) -> Any:

@@ -153,83 +153,194 @@ def render_skill(name: str, description: str, body: str, extra: dict[str, Any] |
     return f"{_FENCE}\n{head}\n{_FENCE}\n{body.strip()}\n"
 
 
+#: one stored skill: (name, a key that changes with its content, its bytes, or why unreadable)
+Row = tuple[str, object, "Callable[[], bytes]"]
+
+
 class SkillLibrary:
-    """The skills folder. Reads take no lock (writes replace files atomically)."""
+    """The skills, with their rules (names, limits, threat scan, parsing) written once.
+
+    This class keeps them as files of a folder: reads take no lock (writes replace files
+    atomically), writes take the folder's lock. :class:`~.pg_library.PgSkillLibrary` keeps them
+    as rows; a medium supplies :meth:`_rows`, :meth:`_insert`, :meth:`_edit` and
+    :meth:`_delete_where`."""
 
     def __init__(self, directory: Path, *, max_chars: int = 20_000) -> None:
         self.directory = Path(directory)
         self.max_chars = max_chars
-        # path -> (mtime_ns, size, parsed): prompt assembly re-reads only files that changed
-        self._cache: dict[Path, tuple[int, int, Skill]] = {}
+        # name -> (content key, parsed): prompt assembly re-reads only skills that changed
+        self._cache: dict[str, tuple[object, Skill]] = {}
         self._cache_lock = threading.Lock()
 
     def path(self, name: str) -> Path:
-        return self.directory / f"{_check_name(name)}.md"
+        return self._where(_check_name(name))
+
+    def _where(self, name: str) -> Path:
+        """The file of a skill (its name for messages and listings)."""
+        return self.directory / f"{name}.md"
 
     @property
     def location(self) -> str:
         """Where the skills are kept, for messages (the folder here)."""
         return str(self.directory)
 
+    # ------------------------------------------------------------------ the medium (files)
+
+    def _rows(self, name: str | None) -> list[Row]:
+        """The skill ``name`` ([] when absent), or every skill by name when None."""
+        if name is not None:
+            paths = [self.path(name)]
+        else:
+            try:
+                paths = sorted(Path(e.path) for e in os.scandir(self.directory)
+                               if e.name.endswith(".md") and not e.name.startswith(".")
+                               and e.is_file())
+            except FileNotFoundError:
+                return []
+            except OSError as exc:
+                raise SkillError(f"cannot list {self.directory}: {exc.strerror or exc}") from None
+        rows: list[Row] = []
+        for path in paths:
+            try:
+                stat = path.stat()
+            except OSError as exc:
+                if name is not None and isinstance(exc, FileNotFoundError):
+                    return []
+                error = str(exc.strerror or exc)
+            else:
+                rows.append((path.stem, (stat.st_mtime_ns, stat.st_size), path.read_bytes))
+                continue
+            rows.append((path.stem, None, _unreadable(error)))
+        return rows
+
+    def _insert(self, name: str, data: bytes, *, note: str = "") -> bool:
+        """Store ``data`` as ``name`` unless the name is taken; True when stored."""
+        path = self.path(name)
+        with self._write_lock():
+            if path.exists():
+                return False
+            self._write(path, data, note)
+        return True
+
+    @contextlib.contextmanager
+    def _edit(self, name: str) -> Iterator[tuple[Row | None, Callable[[bytes], None]]]:
+        """Under the write lock: the skill (None when absent) and how to replace its bytes."""
+        path = self.path(name)
+        with self._write_lock():
+            rows = self._rows(name)
+            yield (rows[0] if rows else None), lambda new: self._write(
+                path, new, "; nothing was changed")
+
+    def _delete_where(self, matches: Callable[[str], bool], dry_run: bool) -> list[str]:
+        """Delete every skill whose text ``matches``, all of them or none (each is first
+        renamed aside, then unlinked); the names of those found."""
+        with self._write_lock():
+            found = []
+            for skill in self.all():
+                try:
+                    text = skill.path.read_text(encoding="utf-8", errors="replace")
+                except OSError:
+                    continue
+                if matches(text):
+                    found.append(skill.path)
+            if dry_run or not found:
+                return [p.stem for p in found]
+            moved: list[tuple[Path, Path]] = []
+            try:
+                for path in found:
+                    aside = path.with_name(f".{path.name}.forget")
+                    os.replace(path, aside)
+                    moved.append((path, aside))
+            except OSError as exc:
+                for path, aside in moved:
+                    os.replace(aside, path)
+                raise SkillError(f"cannot delete {path.name}: {exc.strerror or exc}; no skill "
+                                 "was deleted") from None
+            for _path, aside in moved:
+                aside.unlink()
+            return [p.stem for p in found]
+
+    @contextlib.contextmanager
+    def _write_lock(self) -> Iterator[None]:
+        try:
+            private_dir(self.directory)
+        except OSError as exc:
+            raise SkillError(f"cannot create {self.directory}: {exc.strerror or exc}") from None
+        # One lock for the folder (a hidden ".skills.lock").
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(locked(self.directory / ".skills"))
+            except LockUnavailable as exc:
+                raise SkillError(str(exc.strerror)) from None
+            yield
+
+    def _write(self, path: Path, data: bytes, note: str) -> None:
+        try:
+            atomic_write(path, data, mode=PRIVATE_FILE_MODE)
+        except OSError as exc:
+            raise SkillError(f"cannot write {path}: {exc.strerror or exc}{note}") from None
+
     # ------------------------------------------------------------------------------- reading
 
-    def load(self, path: Path) -> Skill:
-        """One file, parsed; unreadable files become a Skill with ``error``."""
-        try:
-            stat = path.stat()
-        except OSError as exc:
-            return Skill(path.stem, path, error=f"cannot read {path.name}: {exc.strerror or exc}")
+    def _skill(self, row: Row) -> Skill:
+        """A stored skill, parsed (from the cache when its content did not change)."""
+        name, key, read = row
+        path = self._where(name)
         with self._cache_lock:
-            cached = self._cache.get(path)
-        if cached is not None and cached[0] == stat.st_mtime_ns and cached[1] == stat.st_size:
-            return cached[2]
+            cached = self._cache.get(name)
+        if key is not None and cached is not None and cached[0] == key:
+            return cached[1]
         try:
-            text = path.read_bytes().decode("utf-8")
+            text = read().decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            skill = Skill(path.stem, path, error=f"cannot read {path.name}: {exc}")
-        else:
-            skill = parse_skill(text, path)
-            if skill.error is None and len(text) > self.max_chars:
-                skill.error = (f"{path.name} has {len(text)} characters, over the limit of "
-                               f"{self.max_chars} (skills.max_chars); shorten it")
-        with self._cache_lock:
-            self._cache[path] = (stat.st_mtime_ns, stat.st_size, skill)
+            return Skill(name, path, error=f"cannot read {path.name}: {exc}")
+        skill = parse_skill(text, path)
+        if skill.error is None and len(text) > self.max_chars:
+            skill.error = (f"{path.name} has {len(text)} characters, over the limit of "
+                           f"{self.max_chars} (skills.max_chars); shorten it")
+        if key is not None:
+            with self._cache_lock:
+                self._cache[name] = (key, skill)
         return skill
 
+    def load(self, path: Path) -> Skill:
+        """One skill, parsed; an unreadable one becomes a Skill with ``error``."""
+        rows = self._rows(path.stem) if NAME_RE.match(path.stem) else []
+        return self._skill(rows[0]) if rows else Skill(
+            path.stem, path, error=f"cannot read {path.name}: no such skill")
+
     def all(self) -> list[Skill]:
-        """Every ``*.md`` file of the folder, by name; broken ones carry ``error``."""
-        try:
-            entries = sorted(e.path for e in os.scandir(self.directory)
-                             if e.name.endswith(".md") and not e.name.startswith(".") and e.is_file())
-        except FileNotFoundError:
-            return []
-        except OSError as exc:
-            raise SkillError(f"cannot list {self.directory}: {exc.strerror or exc}") from None
-        return [self.load(Path(p)) for p in entries]
+        """Every skill, by name; broken ones carry ``error``."""
+        return [self._skill(row) for row in self._rows(None)]
 
     def get(self, name: str) -> Skill:
         """The skill ``name``; SkillError when it does not exist or cannot be used."""
-        path = self.path(name)
-        if not path.exists():
+        rows = self._rows(_check_name(name))
+        if not rows:
             known = ", ".join(s.name for s in self.all() if s.error is None) or "none"
             raise SkillError(f"there is no skill named {name!r}. Known skills: {known}")
-        skill = self.load(path)
+        skill = self._skill(rows[0])
         if skill.error is not None:
             raise SkillError(f"skill {name!r} cannot be used: {skill.error}")
         return skill
 
+    def raw(self) -> Iterator[tuple[str, bytes]]:
+        """(name, exact bytes) of every skill, by name (``storage migrate``)."""
+        for name, _key, read in self._rows(None):
+            try:
+                yield name, read()
+            except OSError:
+                continue
+
     # ------------------------------------------------------------------------------ writing
 
     def create(self, name: str, description: str, body: str) -> Skill:
-        """Write a new skill; refuses an existing name, bad input and blocked content."""
+        """Store a new skill; refuses an existing name, bad input and blocked content."""
         text = self._checked_new(name, description, body)
-        path = self.path(name)
-        with self._write_lock():
-            if path.exists():
-                raise SkillError(f"a skill named {name!r} already exists; use action 'patch' to "
-                                 "change it, or pick another name")
-            self._write(path, text)
-        return self.load(path)
+        if not self._insert(name, text.encode("utf-8"), note="; nothing was changed"):
+            raise SkillError(f"a skill named {name!r} already exists; use action 'patch' to "
+                             "change it, or pick another name")
+        return self.get(name)
 
     def _checked_new(self, name: str, description: str, body: str) -> str:
         """The text of a new skill, after every check (name, description, body, scan, size)."""
@@ -249,16 +360,22 @@ class SkillLibrary:
         return text
 
     def patch(self, name: str, old_text: str, new_text: str) -> Skill:
-        """Replace the one occurrence of ``old_text`` in the skill's file by ``new_text``."""
+        """Replace the one occurrence of ``old_text`` in the skill by ``new_text``; read and
+        written under the write lock, so no write is lost."""
         if not old_text:
             raise SkillError("'old_text' is required: a part of the skill, quoted exactly, that "
                              "occurs once")
-        path = self.path(name)
-        with self._write_lock():
-            self.get(name)  # exists and is usable; read under the lock, so no write is lost
-            text = path.read_text(encoding="utf-8")
-            self._write(path, self._patched(name, text, old_text, new_text))
-        return self.load(path)
+        name = _check_name(name)
+        with self._edit(name) as (row, save):
+            if row is None:
+                self.get(name)  # raises, naming the known skills
+                raise SkillError(f"there is no skill named {name!r}")  # pragma: no cover
+            skill = self._skill((name, None, row[2]))
+            if skill.error is not None:
+                raise SkillError(f"skill {name!r} cannot be used: {skill.error}")
+            text = row[2]().decode("utf-8")
+            save(self._patched(name, text, old_text, new_text).encode("utf-8"))
+        return self.get(name)
 
     def _patched(self, name: str, text: str, old_text: str, new_text: str) -> str:
         """``text`` with its one ``old_text`` replaced, checked like a new skill."""
@@ -276,78 +393,24 @@ class SkillLibrary:
         self._check_size(new)
         return new
 
-    def raw(self) -> Iterator[tuple[str, bytes]]:
-        """(name, exact bytes) of every ``*.md`` file, by name (``storage migrate``)."""
-        for skill in self.all():
-            try:
-                yield skill.path.stem, skill.path.read_bytes()
-            except OSError:
-                continue
-
     def put_raw(self, name: str, data: bytes) -> bool:
-        """Write ``data`` as ``<name>.md`` unless it exists; True when written (no checks
+        """Store ``data`` as skill ``name`` unless it exists; True when stored (no checks
         beyond the name: a copied file is listed as unusable when it breaks a rule)."""
-        path = self.path(name)
-        with self._write_lock():
-            if path.exists():
-                return False
-            try:
-                atomic_write(path, data, mode=PRIVATE_FILE_MODE)
-            except OSError as exc:
-                raise SkillError(f"cannot write {path}: {exc.strerror or exc}") from None
-        return True
+        return self._insert(_check_name(name), data)
 
     def forget_matching(self, matches: Callable[[str], bool], *, dry_run: bool) -> list[Path]:
-        """Delete every skill file whose text ``matches``, all of them or none (each is first
-        renamed aside, then unlinked); the paths of those found."""
-        with self._write_lock():
-            found = []
-            for skill in self.all():
-                try:
-                    text = skill.path.read_text(encoding="utf-8", errors="replace")
-                except OSError:
-                    continue
-                if matches(text):
-                    found.append(skill.path)
-            if dry_run or not found:
-                return found
-            moved: list[tuple[Path, Path]] = []
-            try:
-                for path in found:
-                    aside = path.with_name(f".{path.name}.forget")
-                    os.replace(path, aside)
-                    moved.append((path, aside))
-            except OSError as exc:
-                for path, aside in moved:
-                    os.replace(aside, path)
-                raise SkillError(f"cannot delete {path.name}: {exc.strerror or exc}; no skill "
-                                 "was deleted") from None
-            for _path, aside in moved:
-                aside.unlink()
-            return found
+        """Delete every skill whose text ``matches``, all of them or none; the path of each
+        found."""
+        return [self._where(name) for name in self._delete_where(matches, dry_run)]
 
     def _check_size(self, text: str) -> None:
         if len(text) > self.max_chars:
             raise SkillError(f"the skill would have {len(text)} characters, over the limit of "
                              f"{self.max_chars}; keep procedures short or split them")
 
-    @contextlib.contextmanager
-    def _write_lock(self) -> Iterator[None]:
-        try:
-            private_dir(self.directory)
-        except OSError as exc:
-            raise SkillError(f"cannot create {self.directory}: {exc.strerror or exc}") from None
-        # One lock for the folder (a hidden ".skills.lock").
-        with contextlib.ExitStack() as stack:
-            try:
-                stack.enter_context(locked(self.directory / ".skills"))
-            except LockUnavailable as exc:
-                raise SkillError(str(exc.strerror)) from None
-            yield
 
-    def _write(self, path: Path, text: str) -> None:
-        try:
-            atomic_write(path, text.encode("utf-8"), mode=PRIVATE_FILE_MODE)
-        except OSError as exc:
-            raise SkillError(f"cannot write {path}: {exc.strerror or exc}; nothing was "
-                             "changed") from None
+def _unreadable(reason: str) -> Callable[[], bytes]:
+    def read() -> bytes:
+        raise OSError(reason)
+
+    return read

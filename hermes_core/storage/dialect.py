@@ -1,0 +1,253 @@
+"""One store, two backends: what differs between a SQLite file and the ``storage.url`` database.
+
+A store that keeps one concept (the lossless engine's spans, the skills, ...) is written once,
+against a :class:`Database`, with SQL in SQLite's spelling (``?`` placeholders); the backend
+part of the store is then its schema and a few statements that really differ. What the two
+databases share is written the same: ``INSERT ... ON CONFLICT (...) DO UPDATE SET x =
+excluded.x`` and ``DO NOTHING`` (upserts), ``RETURNING``, ``count(*)``, joins.
+
+What differs, and how a :class:`Database` answers it:
+
+* placeholders: the SQL is written with ``?``; :class:`PgDatabase` sends ``%s``;
+* connections: :class:`SqliteDatabase` is one connection under a lock (``check_same_thread``
+  off); :class:`PgDatabase` borrows from the process's pool of the URL, its component migrated
+  on open (:func:`.component.open_component`), reads retried once after a dropped connection,
+  psycopg's errors turned into the store's own error with a message naming the database
+  (password hidden) and saying nothing was changed;
+* transactions: :meth:`Database.transaction` is ``BEGIN IMMEDIATE`` on SQLite (the file's write
+  lock: writers are serialised, so ``FOR UPDATE`` and advisory locks are not needed there) and a
+  transaction, with ``lock``'s transaction-level advisory lock taken first, on PostgreSQL;
+  :attr:`Database.for_update` is ``" FOR UPDATE"`` or empty;
+* lists: :meth:`Database.any_of` is ``col IN (?, ?, ...)`` or ``col = ANY(%s)``;
+* text: :meth:`Database.text_in` / :meth:`Database.text_out` keep NUL characters (see
+  :mod:`.text`); SQLite stores every string as it is;
+* full-text search: :meth:`Database.word_match` builds the join, condition, rank and order of
+  "every word" or "any word" over an FTS5 table (SQLite) or a ``tsvector`` column (PostgreSQL, the
+  ``simple`` configuration: lower-cased words, no stemming, as FTS5's ``unicode61``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .text import decode_text, encode_text
+from .url import StorageURL
+
+__all__ = ["Database", "PgDatabase", "SqliteDatabase", "WordMatch"]
+
+T = TypeVar("T")
+Params = Sequence[object]
+
+
+@dataclass(frozen=True, slots=True)
+class WordMatch:
+    """A full-text condition: ``FROM ... {join} WHERE {where} ... ORDER BY {order}``;
+    ``params`` come before any other parameter of the statement (join and where both precede
+    the rest of the WHERE clause)."""
+
+    join: str
+    where: str
+    rank: str  #: the score to select, higher is better
+    #: best first, in the index's own terms (FTS5 sorts by ``bm25`` alone: no second key to
+    #: compare, the cheapest order; PostgreSQL's ties are broken by ``m.id``)
+    order: str
+    params: tuple[object, ...]
+
+
+class Database:
+    """The part of a store that depends on the backend (see the module docstring)."""
+
+    for_update = ""
+    #: where the data is, for messages (a path, or the URL with its password hidden)
+    where: str
+
+    def run(self, fn: Callable[[Any], T], *, retry: bool = False) -> T:
+        """``fn(connection)``; ``retry``: safe to run again after a dropped connection."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release what this object holds (a pool is the process's: closed at exit)."""
+
+    @contextlib.contextmanager
+    def transaction(self, *, lock: int | None = None) -> Iterator[Any]:
+        """A connection in a transaction (committed when the block ends, rolled back when it
+        raises); ``lock``: an advisory lock held until then (PostgreSQL)."""
+        raise NotImplementedError
+        yield  # pragma: no cover
+
+    def sql(self, text: str) -> str:
+        """``text`` (``?`` placeholders) in this backend's spelling."""
+        return text
+
+    def fetch(self, sql: str, params: Params = (), *, binary: bool = False) -> list[Any]:
+        """Every row of a read (retried once after a dropped connection)."""
+        return self.run(lambda con: self.rows(con, sql, params, binary=binary), retry=True)
+
+    def fetchone(self, sql: str, params: Params = ()) -> Any:
+        rows = self.fetch(sql, params)
+        return rows[0] if rows else None
+
+    def execute(self, sql: str, params: Params = (), *, retry: bool = False) -> int:
+        """One write in a transaction of its own; the rows it changed."""
+        return self.run(lambda con: int(con.execute(self.sql(sql), params).rowcount or 0),
+                        retry=retry)
+
+    def rows(self, con: Any, sql: str, params: Params = (), *, binary: bool = False
+             ) -> list[Any]:
+        """Every row of ``sql`` on ``con`` (a connection from :meth:`run` / :meth:`transaction`)."""
+        return list(con.execute(self.sql(sql), params).fetchall())
+
+    def executemany(self, con: Any, sql: str, rows: Sequence[Params]) -> None:
+        """``sql`` once per parameter row, on ``con``."""
+        con.executemany(sql, rows)
+
+    def any_of(self, column: str, values: Sequence[object]) -> tuple[str, tuple[object, ...]]:
+        """``column`` is one of ``values``: (condition, its parameters)."""
+        return f"{column} IN ({','.join('?' * len(values))})", tuple(values)
+
+    def text_in(self, value: str) -> str:
+        return value
+
+    def text_out(self, value: str) -> str:
+        return value
+
+    def word_match(self, words: str, terms: Sequence[str], *, every: bool) -> WordMatch:
+        """Rows of the table aliased ``m`` (key ``m.id``) whose words hold every (``every``) or
+        any of ``terms``. ``words``: the FTS5 table keyed by ``m.id`` (SQLite) or the
+        ``tsvector`` column of ``m`` (PostgreSQL)."""
+        raise NotImplementedError
+
+
+class SqliteDatabase(Database):
+    """One SQLite file: one connection shared by threads under a lock, WAL journal."""
+
+    def __init__(self, path: Path, *, schema: str = "", wal: bool = True) -> None:
+        self.path = path
+        self.where = str(path)
+        self.lock = threading.Lock()
+        self.con = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        if wal:
+            self.con.execute("PRAGMA journal_mode=WAL")
+            self.con.execute("PRAGMA synchronous=NORMAL")
+        self.con.execute("PRAGMA busy_timeout=5000")
+        if schema:
+            self.con.executescript(schema)
+
+    def close(self) -> None:
+        with self.lock:
+            self.con.close()
+
+    def run(self, fn: Callable[[Any], T], *, retry: bool = False) -> T:
+        with self.lock:
+            return fn(self.con)
+
+    @contextlib.contextmanager
+    def transaction(self, *, lock: int | None = None) -> Iterator[Any]:
+        with self.lock:
+            self.con.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.con
+            except BaseException:
+                self.con.execute("ROLLBACK")
+                raise
+            self.con.execute("COMMIT")
+
+    def word_match(self, words: str, terms: Sequence[str], *, every: bool) -> WordMatch:
+        quoted = [f'"{t}"' for t in terms]  # each term a phrase: no FTS5 syntax gets through
+        return WordMatch(f"JOIN {words} ON {words}.rowid = m.id", f"{words} MATCH ?",
+                         f"-bm25({words})", f"bm25({words})",
+                         ((" " if every else " OR ").join(quoted),))
+
+
+@functools.lru_cache(maxsize=512)
+def _pg_sql(text: str) -> str:
+    return text.replace("%", "%%").replace("?", "%s")
+
+
+class PgDatabase(Database):
+    """A component of the ``storage.url`` database, on the process's pool for that URL.
+
+    ``error(message)`` makes the store's own exception; ``what`` names the store in the message
+    of a refused request (``"{what} in {url} refused the request: {reason}; nothing was
+    changed"``)."""
+
+    for_update = " FOR UPDATE"
+
+    def __init__(self, url: StorageURL, component: str, migrations: Sequence[Any], *,
+                 error: Callable[[str], Exception], what: str) -> None:
+        from .component import open_component
+        from .pool import import_psycopg
+
+        self.url = url
+        self.where = url.redacted
+        self._error = error
+        self._what = what
+        self._psycopg = import_psycopg()
+        self.pool: Any = open_component(url, component, migrations)
+
+    def run(self, fn: Callable[[Any], T], *, retry: bool = False) -> T:
+        from .component import run_on
+        from .pool import connect_error
+
+        psycopg = self._psycopg
+        try:
+            return run_on(self.pool, fn, retry=retry)
+        except psycopg.OperationalError as exc:
+            raise self._error(str(connect_error(self.url, exc))) from None
+        except psycopg.Error as exc:
+            raise self._error(f"{self._what} in {self.url.redacted} refused the request: "
+                              f"{exc}; nothing was changed") from None
+
+    @contextlib.contextmanager
+    def transaction(self, *, lock: int | None = None) -> Iterator[Any]:
+        # a generator cannot go through run(): the errors are mapped here, in the same words
+        from .pool import connect_error
+
+        psycopg = self._psycopg
+        try:
+            with self.pool.connection() as con, con.transaction():
+                if lock is not None:
+                    con.execute("SELECT pg_advisory_xact_lock(%s)", (lock,))
+                yield con
+        except psycopg.OperationalError as exc:
+            with contextlib.suppress(Exception):
+                self.pool.check()
+            raise self._error(str(connect_error(self.url, exc))) from None
+        except psycopg.Error as exc:
+            raise self._error(f"{self._what} in {self.url.redacted} refused the request: "
+                              f"{exc}; nothing was changed") from None
+
+    def sql(self, text: str) -> str:
+        return _pg_sql(text)
+
+    def rows(self, con: Any, sql: str, params: Params = (), *, binary: bool = False
+             ) -> list[Any]:
+        # binary results: a bytea arrives as bytes, not as hex text to decode
+        with con.cursor(binary=binary) as cur:
+            return list(cur.execute(self.sql(sql), params).fetchall())
+
+    def executemany(self, con: Any, sql: str, rows: Sequence[Params]) -> None:
+        with con.cursor() as cur:  # psycopg pipelines the rows: one round trip
+            cur.executemany(self.sql(sql), rows)
+
+    def any_of(self, column: str, values: Sequence[object]) -> tuple[str, tuple[object, ...]]:
+        return f"{column} = ANY(?)", (list(values),)
+
+    def text_in(self, value: str) -> str:
+        return encode_text(value)
+
+    def text_out(self, value: str) -> str:
+        return decode_text(value)
+
+    def word_match(self, words: str, terms: Sequence[str], *, every: bool) -> WordMatch:
+        query = (" && " if every else " || ").join(["plainto_tsquery('simple', ?)"] * len(terms))
+        rank = f"ts_rank_cd({words}, q.query)"
+        return WordMatch(f", (SELECT {query} AS query) AS q", f"{words} @@ q.query", rank,
+                         f"{rank} DESC, m.id", tuple(terms))

@@ -78,6 +78,15 @@ PLUGINS: list[str] = [
     "hermes-memory-pgvector==1.0.0",
 ]
 
+#: more local plugins of the index, added after the list above was measured: run and counted the
+#: same way, reported as a second figure (the list above stays the figure to compare)
+EXTENDED: list[str] = [
+    # a verbatim SQLite archive of every turn (stdlib sqlite3, its file under the Hermes home)
+    "memex-hermes==0.2.2",
+    # a general plugin: a search tool over sessions and memory, and three hooks
+    "hermes-snow-search==0.7.0",
+]
+
 #: installed before the plugin itself: a requirement the plugin leaves open that must not pull a
 #: GPU build (``torch==2.13.0`` is the CPU build; an open ``torch`` requirement takes CUDA)
 PRE_INSTALL: dict[str, list[list[str]]] = {
@@ -183,6 +192,13 @@ NOTES: dict[str, str] = {
                          "cache_ttl=...), which its own RAGCore does not accept (TypeError); it "
                          "logs the error and registers nothing, in Hermes too",
     "openwolf-hermes": "a general Hermes plugin (a command, hooks)",
+    "hermes-snow-search": "a general Hermes plugin whose tool searches Hermes' own stores "
+                          "(state.db through hermes_state.SessionDB, memory_store.db, "
+                          "memories/MEMORY.md and USER.md under the Hermes home), which "
+                          "hermes-core does not keep",
+    "memex-hermes": "keeps every turn in its own SQLite file, ~/.memex/data/memex.db (shared "
+                    "with memex' other tools by design) unless MEMEX_DB or memex.json in its "
+                    "Hermes home names another",
 }
 
 #: tool calls the replay makes for a plugin that registered tools (``ctx.register_tool``): a
@@ -198,9 +214,12 @@ TOOL_CALLS: dict[str, list[tuple[str, dict[str, object]]]] = {
     # a fact with its tool, then recalls it
     "knos-hermes": [("knos_remember", {"fact": "Priya's data team is in Rotterdam."}),
                     ("knos_recall", {"query": "Where is Priya's data team?"})],
+    # a search over the conversation so far: it must find the first turn's city
+    "hermes-snow-search": [("snow_search", {"query": "Rotterdam"})],
 }
 #: what a tool's answer must contain (a provider answering its own errors as text)
-TOOL_ANSWERS: dict[str, str] = {"knos_recall": "Rotterdam", "knos_remember": "Remembered"}
+TOOL_ANSWERS: dict[str, str] = {"knos_recall": "Rotterdam", "knos_remember": "Remembered",
+                                "snow_search": "Rotterdam"}
 #: a read-only call of one of hermes-core's own tools (the file memory's), made in the replay of
 #: every plugin that registered hooks or tools: a pre_tool_call/post_tool_call hook must see it
 CORE_TOOL_CALL: tuple[str, dict[str, object]] = ("memory", {"action": "search",
@@ -527,7 +546,8 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", default=None, help="distribution names to try")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    chosen = [r for r in PLUGINS if args.only is None or r.split("==")[0] in args.only]
+    chosen = [r for r in [*PLUGINS, *EXTENDED]
+              if args.only is None or r.split("==")[0] in args.only]
     with tempfile.TemporaryDirectory() as tmp:
         python = ensure_venv(args.venv or Path(tmp) / "venv")
         outcomes = []
@@ -550,14 +570,21 @@ def main() -> None:
                     print(f"    why: {outcome.reason}", flush=True)
                 if outcome.reason and outcome.note:
                     print(f"    note: {outcome.note}", flush=True)
-    running = sum(o.runs for o in outcomes)
-    share = running / len(outcomes) if outcomes else 0.0
+    listed = [o for o in outcomes if o.requirement in PLUGINS]
+    figures = {"list": (sum(o.runs for o in listed), len(listed)),
+               "extended": (sum(o.runs for o in outcomes), len(outcomes))}
     if args.json:
         print(json.dumps({"plugins": [asdict(o) | {"runs": o.runs} for o in outcomes],
-                          "running": running, "total": len(outcomes)}, indent=2))
+                          "running": figures["list"][0], "total": figures["list"][1],
+                          "running_extended": figures["extended"][0],
+                          "total_extended": figures["extended"][1]}, indent=2))
         return
-    print(f"\n{running} of {len(outcomes)} run unchanged ({share:.0%}); target >= 80 %: "
-          f"ratio to target {share / 0.8:.2f}")
+    print()
+    for label, (running, total) in (("of the list", figures["list"]),
+                                     ("with the extended list", figures["extended"])):
+        share = running / total if total else 0.0
+        print(f"{running} of {total} run unchanged {label} ({share:.0%}); target >= 80 %: "
+              f"ratio to target {share / 0.8:.2f}")
 
 
 if __name__ == "__main__":

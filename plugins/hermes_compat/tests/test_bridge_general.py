@@ -10,6 +10,7 @@ the only fake part.
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -170,7 +171,9 @@ TURNS = [
 
 
 def test_general_plugin_hooks_and_tools_in_a_replay(core_home: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+                                                   monkeypatch: pytest.MonkeyPatch,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
     drop_folder_plugin(core_home, "policy", POLICY)
     report = run(core_home, TURNS, providers=["file_memory", "hermes-policy"],
                  monkeypatch=monkeypatch)
@@ -221,6 +224,15 @@ def test_general_plugin_hooks_and_tools_in_a_replay(core_home: Path,
         "the vault is not allowed")
     assert [(c["tool_name"], c["status"]) for c in events(calls, "post_tool_call")] == [
         ("vault_read", "ok"), ("vault_delete", "blocked")]
+
+    # the bridge names the first call of each registered hook and tool in its log (what
+    # bench/hermes_plugin_coverage.py reads to tell what ran): every one that ran above
+    mark = "Hermes plugin 'policy': its "
+    named = {r.getMessage()[len(mark):].removesuffix(" was called") for r in caplog.records
+             if r.getMessage().startswith(mark) and r.getMessage().endswith(" was called")}
+    assert {"hook on_session_start", "hook pre_llm_call", "hook post_llm_call",
+            "hook on_session_end", "hook on_session_finalize", "hook on_session_reset",
+            "hook pre_tool_call", "hook post_tool_call", "tool vault_read"} <= named, named
 
 
 def test_general_plugin_listed_with_what_runs_and_what_does_not(core_home: Path) -> None:

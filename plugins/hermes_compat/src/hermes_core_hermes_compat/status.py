@@ -124,7 +124,7 @@ def status_of(candidate: HermesCandidate, home: Path) -> PluginStatus:
         return out
     unset = missing_secrets(schema, plugin=candidate.plugin)
     if not available or unset:
-        from .adapter_memory import unavailable_reason
+        from .adapter_objects import unavailable_reason
 
         out.status = NEEDS_SERVICE
         out.detail = unavailable_reason(provider) if not available else ""

@@ -1,0 +1,263 @@
+"""The Hermes objects behind one bridged memory provider (:mod:`.adapter_memory`).
+
+A Hermes provider object is bound to one session at a time and must be called from one thread, so
+the adapter keeps a :class:`~.slots.Slot` (an object, its own thread, its Hermes home) per user
+key, and one per delegated child session. This module holds that part of the adapter: loading the
+plugin (``register(ctx)``), choosing the slot of a session, ``initialize`` once per session
+(lazily, with Hermes' keyword arguments) or ``on_session_switch`` when the session changes, the
+failed-``initialize`` bookkeeping that ``doctor`` shows, and firing the hooks the plugin's
+``register(ctx)`` registered on the slot's thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any, ClassVar
+
+from hermes_core.errors import PluginError
+from hermes_core.kinds import PluginContext
+from hermes_core.types import Session
+
+from . import calls, status
+from .convert import call_with
+from .discovery import HermesCandidate
+from .general import HooksOnly, Registered, fire, unmapped_hooks
+from .loading import HermesLoadError, Loaded, load
+from .slots import Failure, Slot
+
+__all__ = ["ProviderObjects", "overrides", "unavailable_reason"]
+
+log = logging.getLogger(__name__)
+
+
+def overrides(obj: Any, method: str) -> bool:
+    """Whether ``obj``'s class defines ``method`` itself rather than inheriting Hermes' no-op."""
+    for klass in type(obj).__mro__:
+        if method in vars(klass):
+            return klass.__module__ not in ("agent.memory_provider", "agent.context_engine")
+    return False
+
+
+def unavailable_reason(obj: Any) -> str:
+    reason = getattr(obj, "unavailable_reason", None)
+    if callable(reason):
+        try:
+            text = reason()
+        except Exception:
+            text = ""
+        if isinstance(text, str) and text.strip():
+            return text.strip()
+    return "its is_available() is False: it needs its service, a key or a setting"
+
+
+
+class ProviderObjects:
+    """Loading, per-session slots and registered-hook firing of
+    :class:`~.adapter_memory.HermesMemoryProvider` (its base; set up by its ``__init__``)."""
+
+    candidate: ClassVar[HermesCandidate]
+    context: PluginContext
+    _problems: set[str]
+    _lock: threading.Lock
+    _slots: dict[str | None, Slot]
+    _spare: Loaded | None
+    _user_scope: bool
+    _values: dict[str, Any]
+    _boundary_wait: float
+    _hooks: Registered
+    _called: set[str]
+
+    def _load(self) -> Loaded:
+        # plugins that read HERMES_HOME when registered must see the bridge's folder already
+        calls.point_env(self.context.home)
+        try:
+            loaded = load(self.candidate, calls.hermes_home_for(
+                self.context.home, self.candidate.plugin, None))
+        except HermesLoadError as exc:
+            raise PluginError(f"{exc} (fix: {exc.fix})" if exc.fix else str(exc)) from exc
+        for name in loaded.unsupported:
+            self._problem(f"its register(ctx) called ctx.{name}(), which hermes-core does not "
+                          "support: skipped (the rest still runs)")
+        for refused in loaded.refused:
+            self._problem(f"its register(ctx) call {refused} was refused (the rest still runs)")
+        for hook in unmapped_hooks(loaded.registered):
+            self._problem(f"its hook {hook} is not delivered in hermes-core")
+        if not loaded.providers:
+            if not loaded.registered:
+                raise PluginError(f"Hermes plugin {self.candidate.plugin!r} registered no memory "
+                                  "provider, hook or tool (a context engine: select it in "
+                                  "context.engine)")
+            loaded.providers.append(HooksOnly())
+        return loaded
+
+    def _problem(self, message: str) -> None:
+        if message not in self._problems:
+            self._problems.add(message)
+            self.context.report_problem(f"Hermes plugin {self.candidate.plugin!r}: {message}")
+
+    def _safe(self, obj: Any, method: str, *, default: Any) -> Any:
+        fn = getattr(obj, method, None)
+        if not callable(fn):  # providers that do not subclass Hermes' base class omit some
+            return default
+        try:
+            return fn()
+        except Exception as exc:
+            self._problem(f"{method}() raised {type(exc).__name__}: {exc}")
+            return default
+
+    def _key(self, session: Session | None) -> str | None:
+        return session.user_id if (self._user_scope and session is not None) else None
+
+    @staticmethod
+    def _slot_key(key: str | None, session: Session | None) -> str | None:
+        """A child session of a delegation has a slot (a Hermes object) of its own."""
+        if session is None or session.agent_context == "primary":
+            return key
+        return f"{session.agent_context}:{session.id}"
+
+    def _slot(self, session: Session | None) -> Slot:
+        key = self._key(session)
+        slot_key = self._slot_key(key, session)
+        with self._lock:
+            slot = self._slots.get(slot_key)
+            if slot is None:
+                loaded = self._spare if self._spare is not None else self._load()
+                self._spare = None
+                home = calls.hermes_home_for(self.context.home, self.candidate.plugin, key)
+                slot = self._slots[slot_key] = Slot(
+                    loaded, home, f"hermes-{self.candidate.plugin}",
+                    session.agent_context if session is not None else "primary")
+        return slot
+
+    def _ready(self, session: Session) -> Slot | None:
+        """The slot of ``session``'s user, initialised for ``session`` (once); None while its
+        ``initialize`` failed for this session (see :class:`Failure`)."""
+        slot = self._slot(session)
+        if slot.session_id == session.id:
+            return slot
+        with slot.lock:
+            if slot.failure is not None and slot.failure.holds(session.id):
+                return None
+            try:
+                if slot.session_id is None:
+                    self._initialize(slot, session)
+                elif slot.session_id != session.id:
+                    # the new session's first hook came before the worker's on_session_switch
+                    reset = session.parent_session_id != slot.session_id
+                    self._switch(slot, session, slot.session_id, reset=reset, reason="")
+            except Exception as exc:
+                count = slot.failure.count + 1 if slot.failure is not None else 1
+                slot.failure = Failure(session.id, f"{type(exc).__name__}: {exc}", count)
+                self._problem(f"initialize() raised {slot.failure.message}; its hooks are "
+                              "skipped for this session, and it is tried again in a later "
+                              "session or after a pause")
+                self._note(slot.failure.message)
+                return None
+            slot.failure = None
+            self._note(None)  # also a note an earlier process left
+        return slot
+
+    def _note(self, failure: str | None) -> None:
+        """Keep (or clear) the note ``doctor`` shows of the last failed ``initialize``."""
+        try:
+            if failure is None:
+                status.clear_failure(self.context.home, self.candidate.plugin)
+            else:
+                status.note_failure(self.context.home, self.candidate.plugin, failure)
+        except OSError as exc:
+            self._problem(f"the note of its failed initialize() cannot be kept: {exc}")
+
+    def _switch(self, slot: Slot, new: Session, parent: str, *, reset: bool, reason: str) -> None:
+        """Move ``slot`` to session ``new``: the provider's own ``on_session_switch`` when it
+        has one, else ``initialize`` again (it keeps its session from initialize)."""
+        if overrides(slot.obj, "on_session_switch"):
+            slot.call(call_with, slot.obj.on_session_switch, new.id, parent_session_id=parent,
+                      reset=reset, rewound=False, reason=reason)
+            slot.session_id = new.id
+        else:
+            self._initialize(slot, new)
+
+    def _initialize(self, slot: Slot, session: Session) -> None:
+        slot.hermes_home.mkdir(parents=True, exist_ok=True)
+        calls.point_env(self.context.home)
+        kwargs: dict[str, Any] = {"hermes_home": str(slot.hermes_home),
+                                  "platform": session.platform, "agent_context": slot.agent_context,
+                                  # as Hermes 0.19.0: its profile's name (the bridge has one,
+                                  # "default", as ctx.profile_name) and its workspace
+                                  "agent_identity": "default", "agent_workspace": "hermes"}
+        if session.user_id:
+            kwargs["user_id"] = session.user_id
+        if session.parent_session_id:
+            kwargs["parent_session_id"] = session.parent_session_id
+        if session.model:
+            kwargs["model"] = session.model
+        save = getattr(slot.obj, "save_config", None)
+        if self._values and slot.session_id is None and callable(save):
+            slot.call(save, dict(self._values), str(slot.hermes_home))
+        slot.session_id = None  # a failed initialize leaves the object uninitialised
+        slot.call(slot.obj.initialize, session.id, **kwargs)
+        slot.session_id = session.id
+
+    def _run(self, session: Session, method: str, *args: Any, **kwargs: Any) -> Any:
+        slot = self._ready(session)
+        fn = getattr(slot.obj, method, None) if slot is not None else None
+        if slot is None or not callable(fn):
+            return None
+        return slot.call(call_with, fn, *args, session_id=session.id, **kwargs)
+
+    def _text(self, value: Any, method: str) -> str | None:
+        if value is None or value == "":
+            return None
+        if not isinstance(value, str):
+            self._problem(f"{method}() returned {type(value).__name__}, not str: dropped "
+                          "(a Hermes provider must return text)")
+            return None
+        return value
+
+
+    # ------------------------------------------------------------------ Hermes hooks
+
+    def _fire(self, session: Session, hook: str, **kwargs: Any) -> list[Any]:
+        """The answers of the plugin's ``hook`` callbacks, called on its object's thread."""
+        if not self._hooks.has(hook):
+            return []
+        slot = self._ready(session)
+        if slot is None:
+            return []
+        self._ran(f"hook {hook}")
+        return slot.call(fire, slot.hooks, hook, self._problem, **kwargs)
+
+    def _observe(self, session: Session, hook: str, **kwargs: Any) -> None:
+        """Fire a session-boundary Hermes hook, whose answer Hermes ignores, waiting for it only
+        part of the kernel's deadline: a slow one (forge-hermes-plugin's on_session_start
+        starts its local service) goes on on the plugin's thread, where later calls into the
+        plugin queue behind it, as behind a warming prefetch, instead of missing the deadline."""
+        if not self._hooks.has(hook):
+            return
+        slot = self._ready(session)
+        if slot is None:
+            return
+        self._ran(f"hook {hook}")
+        future = slot.pinned.submit(fire, slot.hooks, hook, self._problem, **kwargs)
+        try:
+            future.result(timeout=self._boundary_wait)
+        except FutureTimeout:
+            log.info("Hermes plugin %r: its %s hook has not answered in %.1f s; it goes on on the "
+                     "plugin's thread, and later calls into the plugin wait for it",
+                     self.candidate.plugin, hook, self._boundary_wait)
+
+    def _ran(self, what: str) -> None:
+        """Log (once per process) that one of the plugin's registered callables was called."""
+        if what not in self._called:
+            self._called.add(what)
+            self.context.logger.info("Hermes plugin %r: its %s was called",
+                                     self.candidate.plugin, what)
+
+    @staticmethod
+    def _turn(slot: Slot, session: Session) -> dict[str, Any]:
+        """What Hermes passes to every hook of a turn."""
+        return {"session_id": session.id, "task_id": session.id,
+                "turn_id": f"{session.id}:{slot.turns}", "model": session.model or "",
+                "platform": session.platform}

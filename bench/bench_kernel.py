@@ -6,7 +6,12 @@ bench/bench_agent.py (providers without I/O, a stub LLM).
 Prints medians and their ratio to the targets of issue 2 (ratio < 1.0 means the target is met).
 Nothing here asserts: the machine is shared and noisy, so read the figures.
 
-    python bench/bench_kernel.py [--runs 15]
+    python bench/bench_kernel.py [--runs 15] [--against SRC] [--import-only]
+
+``--against SRC`` times ``import hermes_core.host`` from another source tree too (a checkout or a
+``git archive`` of main), alternated with this one (A B A B) in one run; ``--import-only`` prints
+only that comparison. Besides wall time it prints the child's CPU time (user + sys), which a
+loaded machine inflates much less than wall time.
 
 The 20 "installed" plugins are real distributions written as dist-info folders (what pip writes)
 into a directory on PYTHONPATH, so importlib.metadata discovers them as it discovers pip installs.
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -67,7 +73,14 @@ def report(label: str, value: float, unit: str, target: float | None) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--against", type=Path, default=None,
+                        help="another source tree to time the kernel import from, side by side")
+    parser.add_argument("--import-only", action="store_true",
+                        help="time only the kernel import (with --against: both trees)")
     args = parser.parse_args()
+    if args.import_only:
+        kernel_import(args.runs, dict(os.environ), args.against)
+        return
     exe = shutil.which("hermes-core", path=str(Path(sys.executable).parent)) or "hermes-core"
     print(f"python {sys.version.split()[0]}, {args.runs} runs per figure, medians")
     with tempfile.TemporaryDirectory() as tmp:
@@ -79,8 +92,7 @@ def main() -> None:
                "ms", None)
         report("import hermes_core", time_command(
             [sys.executable, "-c", "import hermes_core"], base_env, args.runs), "ms", 100)
-        report("import the kernel (host, config, hookspecs, pydantic)", time_command(
-            [sys.executable, "-c", "import hermes_core.host"], base_env, args.runs), "ms", 100)
+        kernel_import(args.runs, base_env, args.against)
         for count in (0, 20):
             site = make_site(root, count)
             env = {**base_env, "PYTHONPATH": os.pathsep.join(
@@ -93,6 +105,42 @@ def main() -> None:
     facade_overhead(args.runs)
     print("per-turn kernel overhead (hook calls of a whole turn, 1 and 10 providers): "
           "python bench/bench_agent.py")
+
+
+def kernel_import(runs: int, env: dict[str, str], against: Path | None) -> None:
+    """``import hermes_core.host`` in a fresh interpreter, from this tree (A) and, with
+    ``against``, from that tree (B), alternated A B A B: medians of wall time and of the child's
+    CPU time (user + sys), each with its ratio to the 100 ms target of issue 34."""
+    trees = {"this tree": Path(__file__).resolve().parents[1]}
+    if against is not None:
+        trees["--against " + against.name] = against.resolve()
+    code = "import sys, hermes_core.host; print(sys.modules['hermes_core'].__file__)"
+    wall: dict[str, list[float]] = {name: [] for name in trees}
+    cpu: dict[str, list[float]] = {name: [] for name in trees}
+    with tempfile.TemporaryDirectory() as scratch:  # cwd: '' on sys.path must not be a tree
+        for turn in range(runs + 1):
+            for name, root in trees.items():
+                child_env = {**env, "PYTHONPATH": str(root)}
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                start = time.perf_counter()
+                out = subprocess.run([sys.executable, "-c", code], env=child_env, cwd=scratch,
+                                     capture_output=True, text=True, check=True).stdout
+                elapsed = (time.perf_counter() - start) * 1000
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                if not out.strip().startswith(str(root)):
+                    raise SystemExit(f"{name}: imported {out.strip()}, not a module of {root}")
+                if turn:  # the first round warms the page cache
+                    wall[name].append(elapsed)
+                    cpu[name].append((after.ru_utime - before.ru_utime
+                                      + after.ru_stime - before.ru_stime) * 1000)
+    for name in trees:
+        report(f"import hermes_core.host, {name}, wall", statistics.median(wall[name]), "ms", 100)
+        report(f"import hermes_core.host, {name}, CPU user+sys", statistics.median(cpu[name]),
+               "ms", 100)
+    if against is not None:
+        a, b = trees
+        print(f"{'  this tree / --against':<52} wall {statistics.median(wall[a]) / statistics.median(wall[b]):.2f}, "
+              f"CPU {statistics.median(cpu[a]) / statistics.median(cpu[b]):.2f}")
 
 
 def pytest_plugin_import(runs: int, env: dict[str, str]) -> None:

@@ -139,8 +139,9 @@ def kernel_import(runs: int, env: dict[str, str], against: Path | None) -> None:
                "ms", 100)
     if against is not None:
         a, b = trees
-        print(f"{'  this tree / --against':<52} wall {statistics.median(wall[a]) / statistics.median(wall[b]):.2f}, "
-              f"CPU {statistics.median(cpu[a]) / statistics.median(cpu[b]):.2f}")
+        wall_ratio = statistics.median(wall[a]) / statistics.median(wall[b])
+        cpu_ratio = statistics.median(cpu[a]) / statistics.median(cpu[b])
+        print(f"{'  this tree / --against':<52} wall {wall_ratio:.2f}, CPU {cpu_ratio:.2f}")
 
 
 def pytest_plugin_import(runs: int, env: dict[str, str]) -> None:

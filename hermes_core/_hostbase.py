@@ -179,18 +179,17 @@ class HostBase:
     @property
     def engine_name(self) -> str | None:
         """The name of the active context engine, if any."""
-        for key, kind in self._kinds.items():
-            if kind == ENGINE:
-                return self._names.get(key)
-        return None
+        key = self._engine_key()
+        return None if key is None else self._names.get(key)
 
     @property
     def engine(self) -> object | None:
         """The active context engine instance, if any."""
-        for key, kind in self._kinds.items():
-            if kind == ENGINE:
-                return self.instances.get(key)
-        return None
+        key = self._engine_key()
+        return None if key is None else self.instances.get(key)
+
+    def _engine_key(self) -> str | None:
+        return next((key for key, kind in self._kinds.items() if kind == ENGINE), None)
 
     def providers(self) -> dict[str, object]:
         """Active memory providers by their manager name, in activation order."""

@@ -131,35 +131,34 @@ def test_the_kernel_imports_no_plugin_and_no_plugin_imports_another():
             assert not plugins, f"the kernel's {unit} imports a plugin: {sorted(plugins)}"
 
 
-def test_the_kernel_import_leaves_the_config_models_to_the_first_loaded_config():
-    """``import hermes_core.host`` does not build the config models (issue 34: start-up); a host
-    loaded from a home does."""
+def _fresh_interpreter(code: str) -> list[str]:
+    """The lines ``code`` prints in a new interpreter (what it imports is what a user's pays)."""
     import subprocess
     import sys
 
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.splitlines()
+
+
+def test_the_kernel_import_leaves_the_config_models_to_the_first_loaded_config():
+    """``import hermes_core.host`` does not build the config models (issue 34: start-up); a host
+    loaded from a home does."""
     probe = ("import sys, hermes_core.host as h; before = 'hermes_core.config' in sys.modules; "
              "import tempfile, pathlib; home = pathlib.Path(tempfile.mkdtemp()); "
              "h.PluginHost.load(home, entry_points=False); "
              "print(before, 'hermes_core.config' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                         cwd=ROOT, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["False", "True"], out.stdout
+    assert _fresh_interpreter(probe) == ["False True"]
 
 
 def test_the_kernel_import_leaves_pydantic_to_the_first_config_model():
     """``import hermes_core.host`` (and ``hermes_core.kinds``, whose classes plugins subclass)
     loads no pydantic, nor the other modules it only needs when used (issue 34: start-up);
     asking for a kind's default ``Config`` does, and it is ``NoConfig`` as before."""
-    import subprocess
-    import sys
-
     probe = ("import sys, hermes_core.host, hermes_core.kinds as k; "
              "print(sorted(m for m in ('pydantic', 'tempfile', 'json') if m in sys.modules)); "
              "from pydantic import BaseModel; "
              "print(k.MemoryProvider.Config is k.NoConfig is hermes_core.NoConfig, "
              "issubclass(k.NoConfig, BaseModel), k.config_model(object) is k.NoConfig)")
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                         cwd=ROOT, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.splitlines() == ["[]", "True True True"], out.stdout
+    assert _fresh_interpreter(probe) == ["[]", "True True True"]

@@ -157,7 +157,7 @@ def test_the_kernel_import_leaves_pydantic_to_the_first_config_model():
     loads no pydantic, nor the other modules it only needs when used (issue 34: start-up);
     asking for a kind's default ``Config`` does, and it is ``NoConfig`` as before."""
     probe = ("import sys, hermes_core.host, hermes_core.kinds as k; "
-             "print(sorted(m for m in ('pydantic', 'tempfile', 'json') if m in sys.modules)); "
+             "print(sorted(m for m in ('pydantic', 'tempfile', 'json', 'datetime') if m in sys.modules)); "
              "from pydantic import BaseModel; "
              "print(k.MemoryProvider.Config is k.NoConfig is hermes_core.NoConfig, "
              "issubclass(k.NoConfig, BaseModel), k.config_model(object) is k.NoConfig)")

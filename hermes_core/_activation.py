@@ -193,6 +193,7 @@ class Activation(HostBase):
         others = {k: v for k, v in self.instances.items() if k not in keys}
         self.instances = {**others, **{k: v for k, v in zip(keys, out, strict=True) if k}}
         return out
+
     def deactivate(self, instance: object) -> None:
         key = self.pm.get_name(instance)
         if key is not None:

@@ -198,6 +198,7 @@ class HostBase:
     def platforms(self) -> dict[str, object]:
         """Active platform adapters by their manager name."""
         return {k: v for k, v in self.instances.items() if self._kinds.get(k) == PLATFORM}
+
     def _report_problem(self, plugin: str, message: str) -> None:
         """An instance's non-fatal problem: logged, kept on its plugin's record (once)."""
         log.warning("plugin %s: %s", plugin, message)

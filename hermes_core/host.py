@@ -100,6 +100,9 @@ class PluginHost(Loading, Activation):
         new = [msg for key, msg in self.config_problems(after) if key not in known]
         if new:
             raise ConfigError("\n".join(new) + "\nconfig.yaml was not changed.")
+
+    # ------------------------------------------------------------------------------- delegation
+
     def child_host(self) -> PluginHost:
         """A host for a delegated child agent: a plugin manager of its own holding this host's
         plugin modules and active memory providers (the same objects, in the same order) and a

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import importlib
 import inspect
 import logging
 import re
@@ -35,6 +36,7 @@ __all__ = [
     "CURATION_ROLES",
     "ContextEngine",
     "Curation",
+    "DeferredConfig",
     "Embedder",
     "EmbedderUnavailable",
     "LLMClient",
@@ -75,11 +77,33 @@ def config_model(cls: type) -> type[BaseModel]:
     return _no_config() if model is _NO_CONFIG else model
 
 
-class _DefaultConfig:
-    """The ``Config`` of the kind base classes: :class:`NoConfig`, imported on first use."""
+class DeferredConfig:
+    """A ``Config`` imported when it is first read, not when the plugin's module is:
+    ``Config = DeferredConfig("my_plugin.config", "MyConfig")`` in a registered class. The kernel
+    reads ``Config`` when it validates the class's section, so a plugin whose module is imported
+    (``plugins list``, ``--help``, a library user) pays for pydantic only when a config is."""
+
+    __slots__ = ("attribute", "module")
+
+    def __init__(self, module: str, attribute: str) -> None:
+        self.module = module
+        self.attribute = attribute
 
     def __get__(self, instance: object, owner: type | None = None) -> type[BaseModel]:
-        return _no_config()
+        try:
+            model: type[BaseModel] = getattr(importlib.import_module(self.module), self.attribute)
+        except (ImportError, AttributeError) as exc:
+            # never an AttributeError: getattr(cls, "Config", default) would hide it
+            from .errors import RegistryError
+
+            where = owner.__qualname__ if owner is not None else "a class"
+            raise RegistryError(
+                f"{where}.Config = {self!r} cannot be imported ({type(exc).__name__}: {exc}); "
+                "name an importable module and the model class it defines") from exc
+        return model
+
+    def __repr__(self) -> str:
+        return f"DeferredConfig({self.module!r}, {self.attribute!r})"
 
 
 @dataclass(slots=True)
@@ -138,7 +162,7 @@ class _Instantiable:
     if TYPE_CHECKING:
         Config: ClassVar[type[BaseModel]]
     else:
-        Config = _DefaultConfig()
+        Config = DeferredConfig("hermes_core._noconfig", "NoConfig")
     #: the config.yaml section holding this class's settings; defaults to ``name``
     config_section: ClassVar[str | None] = None
     #: one line for listings

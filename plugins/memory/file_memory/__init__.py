@@ -25,7 +25,6 @@ from hermes_core.types import ForgetReport, Message, Session, SwitchReason, Tool
 from .backend import open_store
 from .entries import dedupe
 from .errors import MemoryRefused
-from .recall import EntryRecall, Hit, render_recall
 from .snapshot import Snapshot, load_snapshot
 from .store import TARGETS, MemoryStore
 
@@ -37,6 +36,7 @@ if TYPE_CHECKING:
     from hermes_core.storage.transfer import CopyProgress, CopyReport, StorageSide
 
     from .config import FileMemoryConfig
+    from .recall import Hit
     from .tool import MemoryToolHandler
 
 __all__ = [
@@ -89,6 +89,8 @@ class FileMemory(MemoryProvider):
         self._stores_lock = threading.Lock()
         self._handlers: dict[str, MemoryToolHandler] = {}
         #: ranking of entries by words and meaning (prefetch, the tool's search)
+        from .recall import EntryRecall  # the embedder's machinery: with the provider
+
         self.recall = EntryRecall(context.embedder, enabled=config.semantic, core=context.config)
         self.handler = self._new_handler(self.store)
         from .tool import build_tool
@@ -264,6 +266,8 @@ class FileMemory(MemoryProvider):
         if not self.config.recall_limit or not query.strip() or self.recall.embedder() is None:
             return None  # no semantic ranking: nothing, at once
         hits, _problem = self.recall_entries(query, session, budget=self.config.recall_timeout)
+        from .recall import render_recall
+
         return render_recall(hits) if hits else None
 
     @hookimpl

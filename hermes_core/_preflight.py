@@ -9,7 +9,6 @@ match its spec, a tool name two plugins offer) is named before a session runs.
 from __future__ import annotations
 
 import logging
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -104,6 +103,8 @@ def dry_activation(
     kinds: dict[str, str] = {}
     built: list[tuple[str, object]] = []
     plugins: dict[str, None] = {}
+    import tempfile  # with shutil and random, a tenth of the kernel's import: only when used
+
     with tempfile.TemporaryDirectory(prefix="hermes-core-dry-") as tmp:
         for kind, name, key in wanted:
             try:

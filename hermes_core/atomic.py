@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -87,6 +86,8 @@ def _fsync_dir(directory: Path) -> None:
 
 def atomic_write(path: Path, data: bytes, *, mode: int = 0o600) -> None:
     """Replace ``path`` by ``data`` atomically and durably; raise ``OSError`` on failure."""
+    import tempfile  # with shutil, bz2 and lzma: paid by the first write, not by an import
+
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:

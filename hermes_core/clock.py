@@ -18,7 +18,10 @@ import contextvars
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from datetime import datetime
 
 __all__ = ["frozen_at", "now", "now_datetime", "set_now"]
 
@@ -33,6 +36,8 @@ def now() -> float:
 
 def now_datetime() -> datetime:
     """:func:`now` as an aware UTC datetime."""
+    from datetime import UTC, datetime  # not at module level: the kernel's import needs none
+
     return datetime.fromtimestamp(now(), tz=UTC)
 
 
@@ -54,6 +59,10 @@ def frozen_at(when: float | datetime | None) -> Iterator[None]:
 def _seconds(when: float | datetime | None) -> float | None:
     if when is None:
         return None
+    if isinstance(when, int | float):
+        return float(when)
+    from datetime import UTC, datetime
+
     if isinstance(when, datetime):
         if when.tzinfo is None:
             when = when.replace(tzinfo=UTC)

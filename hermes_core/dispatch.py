@@ -31,9 +31,9 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ._slots import Slot, shared_locks
 from .agent import Agent, TurnResult
 from .errors import HermesCoreError, NotStored
 from .types import EndReason, IncomingMessage, Message, Session
@@ -88,45 +88,6 @@ class TurnFailed(HermesCoreError):
         self.failure = failure
         self.transient = transient
         self.status = status
-
-
-@dataclass(eq=False)
-class _Slot:
-    """One conversation: its agent (when live) and the ticket queue that orders its turns."""
-
-    platform: str
-    key: str
-    agent: Agent | None = None
-    #: callers holding or waiting for a ticket; a slot in use is never evicted or dropped
-    users: int = 0
-    last_used: float = field(default_factory=time.monotonic)
-    next_ticket: int = 0
-    serving: int = 0
-    abandoned: set[int] = field(default_factory=set)
-    #: the stores' erasure generation the agent was built under (None: not known)
-    generation: int | None = None
-    cond: threading.Condition = field(default_factory=threading.Condition)
-
-    def wait_turn(self, ticket: int, timeout: float | None = None) -> bool:
-        """Block until ``ticket`` is served; False (the ticket given up) when ``timeout`` passes."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self.cond:
-            while self.serving != ticket:
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    self.abandoned.add(ticket)
-                    return False
-                self.cond.wait(left)
-            return True
-
-    def done(self) -> None:
-        """Serve the next ticket, skipping those whose callers gave up."""
-        with self.cond:
-            self.serving += 1
-            while self.serving in self.abandoned:
-                self.abandoned.discard(self.serving)
-                self.serving += 1
-            self.cond.notify_all()
 
 
 #: A platform's check that runs in the conversation's place in line (under its cross-node lock
@@ -188,7 +149,7 @@ class ConversationDispatcher:
         #: the connected platform that delivers agent-initiated messages (``send``), if any
         self.platform_key: str | None = None
         self._lock = threading.Lock()
-        self._slots: dict[tuple[str, str], _Slot] = {}
+        self._slots: dict[tuple[str, str], Slot] = {}
         self._closed = False
         # Bounds the turns running at once (LLM calls, tools); taken after the conversation's
         # ticket, so a conversation waiting for capacity keeps its place in line.
@@ -197,7 +158,7 @@ class ConversationDispatcher:
         #: agents closed to make room or because they idled (for tests and ``stats``)
         self.evictions = 0
         #: cross-node turn locks when the storage is shared (storage.url); None on one node
-        self._locks = _shared_locks(host)
+        self._locks = shared_locks(host)
 
     @classmethod
     def open(cls, host: PluginHost, llm: ChatLLM | None = None, **kwargs: Any) -> ConversationDispatcher:
@@ -345,7 +306,7 @@ class ConversationDispatcher:
 
     # ---------------------------------------------------------------------------- plumbing
 
-    def _checkout(self, platform: str, key: str) -> tuple[_Slot, int]:
+    def _checkout(self, platform: str, key: str) -> tuple[Slot, int]:
         """Take a ticket in the conversation's queue (creating its slot)."""
         if not isinstance(key, str) or not key:
             raise TurnFailed("a conversation key must be a non-empty string", conversation_key="",
@@ -356,28 +317,28 @@ class ConversationDispatcher:
                                  conversation_key=key, failure="closed", transient=True)
             slot = self._slots.get((platform, key))
             if slot is None:
-                slot = self._slots[(platform, key)] = _Slot(platform, key)
+                slot = self._slots[(platform, key)] = Slot(platform, key)
             return slot, self._claim(slot)
 
-    def _claim(self, slot: _Slot) -> int:
+    def _claim(self, slot: Slot) -> int:
         # called with self._lock held
         slot.users += 1
         ticket = slot.next_ticket
         slot.next_ticket += 1
         return ticket
 
-    def _checkin(self, slot: _Slot) -> None:
+    def _checkin(self, slot: Slot) -> None:
         slot.last_used = time.monotonic()
         slot.done()
         self._release(slot)
 
-    def _release(self, slot: _Slot) -> None:
+    def _release(self, slot: Slot) -> None:
         with self._lock:
             slot.users -= 1
             if not slot.users and slot.agent is None:
                 self._slots.pop((slot.platform, slot.key), None)
 
-    def _serve(self, slot: _Slot, ticket: int, message: IncomingMessage,
+    def _serve(self, slot: Slot, ticket: int, message: IncomingMessage,
                on_text: Callable[[str], None] | None, gate: Gate | None = None) -> TurnResult:
         from .llm import LLMError
 
@@ -424,7 +385,7 @@ class ConversationDispatcher:
         finally:
             self._checkin(slot)
 
-    def _heed_erasures(self, slot: _Slot) -> None:
+    def _heed_erasures(self, slot: Slot) -> None:
         """Before a turn: when something was erased from the stores since the slot's agent was
         built (``forget``, ``memory rollback``, ``sessions delete``, from any process or node),
         drop the agent, whose history and frozen prompt may still hold it; the turn then runs on
@@ -442,13 +403,13 @@ class ConversationDispatcher:
                           type(exc).__name__, exc)
         slot.generation = generation
 
-    def _node_lock(self, slot: _Slot) -> Any:
+    def _node_lock(self, slot: Slot) -> Any:
         """The conversation's lock across nodes (shared storage), or nothing on one node."""
         if self._locks is None:
             return contextlib.nullcontext()
         return _held(self._locks, slot)
 
-    def _retire(self, slot: _Slot) -> None:
+    def _retire(self, slot: Slot) -> None:
         """Close the slot's agent after a turn (shared storage): its writes are drained before
         the cross-node lock is released, and the next turn loads the stored conversation."""
         agent, slot.agent = slot.agent, None
@@ -459,7 +420,7 @@ class ConversationDispatcher:
                 log.error("closing conversation %r after its turn: %s: %s", slot.key,
                           type(exc).__name__, exc)
 
-    def _agent(self, slot: _Slot, message: IncomingMessage) -> Agent:
+    def _agent(self, slot: Slot, message: IncomingMessage) -> Agent:
         """The slot's agent, built (resumed from the archive when stored) on first use."""
         if slot.agent is None:
             self._make_room()
@@ -526,7 +487,7 @@ class ConversationDispatcher:
         for slot, ticket in claimed:
             self._evict(slot, ticket)
 
-    def _evict(self, slot: _Slot, ticket: int) -> None:
+    def _evict(self, slot: Slot, ticket: int) -> None:
         slot.wait_turn(ticket)
         try:
             if slot.agent is not None:
@@ -540,20 +501,6 @@ class ConversationDispatcher:
         finally:
             slot.done()
             self._release(slot)
-
-
-def _shared_locks(host: PluginHost) -> Any:
-    """Cross-node conversation locks when ``storage.url`` names a shared database."""
-    storage = getattr(getattr(host, "config", None), "core", None)
-    url_text = getattr(getattr(storage, "storage", None), "url", None)
-    from .storage import resolve_storage_url
-
-    url = resolve_storage_url(url_text)
-    if url is None:
-        return None
-    from .storage.locks import ConversationLocks
-
-    return ConversationLocks(url)
 
 
 def _check_owner(agent: Agent, message: IncomingMessage) -> None:
@@ -575,7 +522,7 @@ def _check_owner(agent: Agent, message: IncomingMessage) -> None:
 
 
 @contextlib.contextmanager
-def _held(locks: Any, slot: _Slot) -> Iterator[None]:
+def _held(locks: Any, slot: Slot) -> Iterator[None]:
     from .storage import StorageConnectError, StorageError
 
     try:

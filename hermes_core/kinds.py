@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import copy
 import functools
+import importlib
 import inspect
-import json
 import logging
 import re
 from collections.abc import Callable, Sequence
@@ -20,12 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
-
 from .errors import ToolError
 from .types import MemoryWrite, ToolContext
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from ._noconfig import NoConfig
     from .config import CoreConfig
     from .embeddings import GuardedEmbedder
     from .llm import LLMResponse
@@ -35,6 +36,7 @@ __all__ = [
     "CURATION_ROLES",
     "ContextEngine",
     "Curation",
+    "DeferredConfig",
     "Embedder",
     "EmbedderUnavailable",
     "LLMClient",
@@ -51,10 +53,57 @@ TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 KIND_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
 
 
-class NoConfig(BaseModel):
-    """The config model of a plugin that takes no settings: any key is refused."""
+def __getattr__(name: str) -> Any:
+    # pydantic (about half of the kernel's import time) comes with the first config model asked
+    # for, not with the kernel: ``NoConfig`` lives in a module of its own.
+    if name == "NoConfig":
+        return _no_config()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+_NO_CONFIG: Any = object()
+
+
+def _no_config() -> type[NoConfig]:
+    from ._noconfig import NoConfig
+
+    return NoConfig
+
+
+def config_model(cls: type) -> type[BaseModel]:
+    """The config model of a registered class: its ``Config``, or :class:`NoConfig` if it has none
+    (what a class sets is returned as it is: the registry refuses a ``Config`` that is no model)."""
+    model: type[BaseModel] = getattr(cls, "Config", _NO_CONFIG)
+    return _no_config() if model is _NO_CONFIG else model
+
+
+class DeferredConfig:
+    """A ``Config`` imported when it is first read, not when the plugin's module is:
+    ``Config = DeferredConfig("my_plugin.config", "MyConfig")`` in a registered class. The kernel
+    reads ``Config`` when it validates the class's section, so a plugin whose module is imported
+    (``plugins list``, ``--help``, a library user) pays for pydantic only when a config is."""
+
+    __slots__ = ("attribute", "module")
+
+    def __init__(self, module: str, attribute: str) -> None:
+        self.module = module
+        self.attribute = attribute
+
+    def __get__(self, instance: object, owner: type | None = None) -> type[BaseModel]:
+        try:
+            model: type[BaseModel] = getattr(importlib.import_module(self.module), self.attribute)
+        except (ImportError, AttributeError) as exc:
+            # never an AttributeError: getattr(cls, "Config", default) would hide it
+            from .errors import RegistryError
+
+            where = owner.__qualname__ if owner is not None else "a class"
+            raise RegistryError(
+                f"{where}.Config = {self!r} cannot be imported ({type(exc).__name__}: {exc}); "
+                "name an importable module and the model class it defines") from exc
+        return model
+
+    def __repr__(self) -> str:
+        return f"DeferredConfig({self.module!r}, {self.attribute!r})"
 
 
 @dataclass(slots=True)
@@ -110,7 +159,10 @@ class _Instantiable:
     """
 
     name: ClassVar[str]
-    Config: ClassVar[type[BaseModel]] = NoConfig
+    if TYPE_CHECKING:
+        Config: ClassVar[type[BaseModel]]
+    else:
+        Config = DeferredConfig("hermes_core._noconfig", "NoConfig")
     #: the config.yaml section holding this class's settings; defaults to ``name``
     config_section: ClassVar[str | None] = None
     #: one line for listings
@@ -472,6 +524,8 @@ class Tool:
         JSON-serialisable; whatever else the handler raises propagates (the agent loop turns it into
         an error result for the model).
         """
+        from pydantic import BaseModel, ValidationError
+
         args: Any = arguments
         if self.input_model is not None:
             try:
@@ -483,6 +537,8 @@ class Tool:
             return result
         if isinstance(result, BaseModel):
             return result.model_dump_json()
+        import json
+
         try:
             return json.dumps(result, ensure_ascii=False)
         except (TypeError, ValueError) as exc:

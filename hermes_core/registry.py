@@ -11,12 +11,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from pydantic import BaseModel
-
 from .errors import ConfigError, HermesCoreError, RegistryError, UnknownNameError
-from .kinds import KIND_NAME_RE, NoConfig, Tool
+from .kinds import KIND_NAME_RE, Tool, config_model
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from .config import LoadedConfig
 
 __all__ = ["KINDS", "Registration", "Registries", "Registry"]
@@ -89,7 +89,9 @@ class Registry(Generic[T]):
                 f"plugin {plugin!r}: {hook} registered {obj.__qualname__} whose 'name' is "
                 f"{name!r}; set a class attribute name = 'lowercase_name' (letters, digits, _ or -)"
             )
-        config = getattr(obj, "Config", NoConfig)
+        from pydantic import BaseModel
+
+        config = config_model(obj)
         if not (isinstance(config, type) and issubclass(config, BaseModel)):
             raise RegistryError(
                 f"plugin {plugin!r}: {obj.__qualname__}.Config must be a pydantic BaseModel "
@@ -153,7 +155,7 @@ class Registries:
             for reg in registry.entries.values():
                 cls = reg.obj
                 section = getattr(cls, "config_section", None) or reg.name
-                out.setdefault(section, (reg.name, getattr(cls, "Config", NoConfig), reg.plugin))
+                out.setdefault(section, (reg.name, config_model(cls), reg.plugin))
         return out
 
     def section_settings(self, section: str, config: LoadedConfig) -> Any:
@@ -227,7 +229,7 @@ class Registries:
             raw = config.raw.get(section)
             if name in selected or not isinstance(raw, dict):
                 continue
-            model = getattr(reg.obj, "Config", NoConfig)
+            model = config_model(reg.obj)
             for key, info in model.model_fields.items():
                 extra = info.json_schema_extra
                 if raw.get(key) and isinstance(extra, dict) and extra.get("needs_provider"):

@@ -23,7 +23,6 @@ Nothing here imports numpy at import time, and nothing here calls an embedder ex
 
 from __future__ import annotations
 
-import hashlib
 import math
 import re
 import threading
@@ -64,6 +63,8 @@ class _Embeds(Protocol):
 
 def text_key(text: str) -> str:
     """A stable key for ``text`` (SHA-256 of its UTF-8 bytes; lone surrogates kept, not raised)."""
+    import hashlib  # loads OpenSSL: paid by the first text embedded, not by an import
+
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 

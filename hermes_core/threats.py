@@ -24,6 +24,7 @@ Patterns are English-only: a payload written in another language passes.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -219,9 +220,13 @@ def _compile(pid: str, category: str, triggers: tuple[str, ...], rx: str) -> _Pa
     return _Pattern(pid, category, words, subs, re.compile(rx, re.IGNORECASE))
 
 
-_COMPILED: tuple[_Pattern, ...] = tuple(_compile(*spec) for spec in _PATTERNS)
+@functools.cache
+def _compiled() -> tuple[_Pattern, ...]:
+    """The patterns, compiled on the first scan (about 20 ms: not paid by an import)."""
+    return tuple(_compile(*spec) for spec in _PATTERNS)
 
 
+@functools.cache
 def _index() -> tuple[dict[str, tuple[int, ...]], dict[str, tuple[int, ...]], re.Pattern[str]]:
     """Trigger -> indexes of the patterns it wakes, for words and for substrings.
 
@@ -231,7 +236,7 @@ def _index() -> tuple[dict[str, tuple[int, ...]], dict[str, tuple[int, ...]], re
     """
     words: dict[str, list[int]] = {}
     subs: dict[str, list[int]] = {}
-    for i, pattern in enumerate(_COMPILED):
+    for i, pattern in enumerate(_compiled()):
         for word in pattern.words:
             words.setdefault(word, []).append(i)
         for sub in pattern.substrings:
@@ -243,8 +248,6 @@ def _index() -> tuple[dict[str, tuple[int, ...]], dict[str, tuple[int, ...]], re
         re.compile(f"(?=({alternatives}))"),
     )
 
-
-_BY_WORD, _BY_SUBSTRING, _SUBSTRINGS = _index()
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,15 +292,17 @@ def scan(text: str) -> ThreatFinding | None:
     # NFKC and the look-alike fold change nothing in ASCII text, the common case.
     normal = text if text.isascii() else fold(text)
     lowered = normal.lower()
+    by_word, by_substring, substrings = _index()
     woken: set[int] = set()
     for word in _WORD.findall(lowered):
-        hit = _BY_WORD.get(word)
+        hit = by_word.get(word)
         if hit is not None:
             woken.update(hit)
-    for sub in _SUBSTRINGS.findall(lowered):
-        woken.update(_BY_SUBSTRING[sub])
+    for sub in substrings.findall(lowered):
+        woken.update(by_substring[sub])
+    compiled = _compiled()
     for i in sorted(woken):  # pattern order decides which of several findings is reported
-        pattern = _COMPILED[i]
+        pattern = compiled[i]
         match = pattern.regex.search(normal)
         if match is not None:
             return _finding(pattern, match.group())
@@ -316,4 +321,4 @@ def _finding(pattern: _Pattern, matched: str) -> ThreatFinding:
 
 def describe() -> list[tuple[str, str, str]]:
     """(category, pattern id, description) for every pattern, for docs and ``--help``."""
-    return [(p.category, p.pid, CATEGORIES[p.category]) for p in _COMPILED]
+    return [(p.category, p.pid, CATEGORIES[p.category]) for p in _compiled()]

@@ -30,15 +30,15 @@ TOOL_NAMES = ("skill_manage", "session_search", "context_search", "context_expan
 #: (file relative to hermes_core/, name) pairs that may name a built-in, and why
 ALLOWED = {
     ("loader.py", "*"),  # BUILTIN_PLUGINS: the one list of built-ins
-    ("config.py", "file_memory"),  # the default memory.providers selection
-    ("config.py", "session_archive"),
-    ("config.py", "skills"),
-    ("config.py", "compressor"),  # the default context.engine
+    ("_config_sections.py", "file_memory"),  # the default memory.providers selection
+    ("_config_sections.py", "session_archive"),
+    ("_config_sections.py", "skills"),
+    ("_config_sections.py", "compressor"),  # the default context.engine
     ("cli/serve_cmd.py", "webhook"),  # serve's default --platform
     ("scaffold.py", "file_memory"),  # the README of a scaffolded plugin shows a selection
     ("embeddings.py", "minilm"),  # embeddings.embedder: auto prefers the first-party local one
     ("bearer.py", "mcp"),  # the home's token keeps its public names: mcp-token, 'mcp token'
-    ("config.py", "anthropic"),  # the default llm.client
+    ("_config_sections.py", "anthropic"),  # the default llm.client
     ("llm.py", "anthropic"),  # hermes_core.llm.AnthropicLLM: the old name, a deprecation alias
     ("threats.py", "anthropic"),  # a vendor's name in a pattern of risky shell commands
     ("threats.py", "openai"),  # the same pattern names OPENAI_API_KEY-style variables

@@ -17,9 +17,12 @@ engines are built on these modules, and so can any third-party engine:
 
 from __future__ import annotations
 
-from .errors import ContextInputError, ContextOverflowError, check_history
-from .policy import CompactionPolicy, CompactionReport, PolicyEngine
-from .settings import CompactionSettings, check_fraction
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .errors import ContextInputError, ContextOverflowError, check_history
+    from .policy import CompactionPolicy, CompactionReport, PolicyEngine
+    from .settings import CompactionSettings, check_fraction
 
 __all__ = [
     "CompactionPolicy",
@@ -31,3 +34,17 @@ __all__ = [
     "check_fraction",
     "check_history",
 ]
+
+#: the names above, imported on first use: a module of the package (``redact``, ``tokens``) is
+#: imported without the pydantic models of ``settings`` and ``policy``
+_LAZY = {
+    **dict.fromkeys(["ContextInputError", "ContextOverflowError", "check_history"], "errors"),
+    **dict.fromkeys(["CompactionPolicy", "CompactionReport", "PolicyEngine"], "policy"),
+    **dict.fromkeys(["CompactionSettings", "check_fraction"], "settings"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    from hermes_core._lazy import load
+
+    return load(__name__, _LAZY, name, globals())

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import json
 import logging
 import os
@@ -93,6 +92,8 @@ class Delivery:
 
 
 def _key(line: bytes) -> str:
+    import hashlib  # loads OpenSSL: paid when a spool is read, not by an import
+
     return hashlib.blake2b(line.strip(), digest_size=12).hexdigest()
 
 

@@ -13,22 +13,20 @@ User documentation: ``docs/file-memory.md``.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from hermes_core import hookimpl
-from hermes_core.kinds import MemoryProvider, PluginContext, Tool
+from hermes_core.kinds import DeferredConfig, MemoryProvider, PluginContext, Tool
 from hermes_core.types import ForgetReport, Message, Session, SwitchReason, ToolContext
 
 from .backend import open_store
-from .config import FileMemoryConfig
 from .entries import dedupe
 from .errors import MemoryRefused
-from .recall import EntryRecall, Hit, render_recall
 from .snapshot import Snapshot, load_snapshot
 from .store import TARGETS, MemoryStore
-from .tool import MemoryToolHandler, build_tool
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -36,6 +34,10 @@ if TYPE_CHECKING:
     from hermes_core.config import LoadedConfig
     from hermes_core.doctor import DoctorCheck
     from hermes_core.storage.transfer import CopyProgress, CopyReport, StorageSide
+
+    from .config import FileMemoryConfig
+    from .recall import Hit
+    from .tool import MemoryToolHandler
 
 __all__ = [
     "FileMemory",
@@ -46,6 +48,15 @@ __all__ = [
     "doctor_checks",
     "register_memory_providers",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # the config model is imported on first use, with pydantic: importing the file memory
+    # (``memory`` commands, a library user) does not pay for it until a config is validated
+    if name != "FileMemoryConfig":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    model = globals()[name] = importlib.import_module(f"{__name__}.config").FileMemoryConfig
+    return model
 
 #: frozen snapshots kept (one per live session; the oldest is dropped past this)
 _SNAPSHOTS = 512
@@ -59,7 +70,7 @@ class FileMemory(MemoryProvider):
     """MEMORY.md / USER.md with a per-session frozen snapshot and the ``memory`` tool."""
 
     name = "file_memory"
-    Config = FileMemoryConfig
+    Config = DeferredConfig(f"{__name__}.config", "FileMemoryConfig")
     description = "MEMORY.md / USER.md notes with a frozen prompt snapshot and the memory tool"
 
     config: FileMemoryConfig
@@ -78,13 +89,19 @@ class FileMemory(MemoryProvider):
         self._stores_lock = threading.Lock()
         self._handlers: dict[str, MemoryToolHandler] = {}
         #: ranking of entries by words and meaning (prefetch, the tool's search)
+        from .recall import EntryRecall  # the embedder's machinery: with the provider
+
         self.recall = EntryRecall(context.embedder, enabled=config.semantic, core=context.config)
         self.handler = self._new_handler(self.store)
+        from .tool import build_tool
+
         self._tool = build_tool(self.handler)
         if self.per_user:  # the same tool, answered by the calling session's user's handler
             self._tool = dataclasses.replace(self._tool, handler=self._dispatch_tool)
 
     def _new_handler(self, store: MemoryStore) -> MemoryToolHandler:
+        from .tool import MemoryToolHandler
+
         return MemoryToolHandler(
             store,
             enabled=self.target_enabled,
@@ -249,6 +266,8 @@ class FileMemory(MemoryProvider):
         if not self.config.recall_limit or not query.strip() or self.recall.embedder() is None:
             return None  # no semantic ranking: nothing, at once
         hits, _problem = self.recall_entries(query, session, budget=self.config.recall_timeout)
+        from .recall import render_recall
+
         return render_recall(hits) if hits else None
 
     @hookimpl

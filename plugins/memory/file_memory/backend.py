@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING
 from hermes_core.storage import resolve_storage_url
 from hermes_core.users import check_user_key
 
-from .config import FileMemoryConfig
 from .store import MemoryStore
 from .user_folders import user_dir, user_owners
 
 if TYPE_CHECKING:
     from hermes_core.storage.url import StorageURL
+
+    from .config import FileMemoryConfig
 
 __all__ = ["memory_dir", "open_store", "store_at", "user_keys"]
 

@@ -12,16 +12,16 @@ The library API is :class:`~.store.SessionArchive`; the CLI is ``hermes-core ses
 
 from __future__ import annotations
 
+import importlib
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hermes_core import hookimpl
-from hermes_core.kinds import MemoryProvider, PluginContext, Tool
+from hermes_core.kinds import DeferredConfig, MemoryProvider, PluginContext, Tool
 from hermes_core.types import EndReason, ForgetReport, Message, Session, SwitchReason, Usage
 
-from .config import SessionArchiveConfig
 from .db import spool_path
 from .errors import (
     ArchiveBusyError,
@@ -38,12 +38,14 @@ from .errors import (
 )
 from .search import search_messages
 from .store import SessionArchive
-from .tool import Semantic, make_tool, session_search
 
 if TYPE_CHECKING:
     from hermes_core.config import LoadedConfig
     from hermes_core.doctor import DoctorCheck
     from hermes_core.storage.transfer import CopyProgress, CopyReport, StorageSide
+
+    from .config import SessionArchiveConfig
+    from .tool import Semantic, session_search
 
 __all__ = [
     "ArchiveBusyError",
@@ -68,6 +70,19 @@ __all__ = [
     "search_messages",
     "session_search",
 ]
+
+#: names of ``__all__`` imported on first use: their modules define pydantic models, which an
+#: import of the archive (``sessions`` commands, a library user) does not pay for until a config
+#: is validated or the tool is built
+_DEFERRED = {"SessionArchiveConfig": "config", "session_search": "tool"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _DEFERRED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_DEFERRED[name]}"), name)
+    globals()[name] = value
+    return value
 
 
 def archive_path(config: SessionArchiveConfig, home: Path) -> Path:
@@ -95,7 +110,7 @@ class SessionArchiveProvider(MemoryProvider):
     """Stores every message in state.db and offers the session_search tool."""
 
     name = "session_archive"
-    Config = SessionArchiveConfig
+    Config = DeferredConfig(f"{__name__}.config", "SessionArchiveConfig")
     description = "every session and message in state.db, with FTS5 search (session_search)"
 
     def __init__(self, config: SessionArchiveConfig, context: PluginContext) -> None:
@@ -122,6 +137,8 @@ class SessionArchiveProvider(MemoryProvider):
         url = resolve_storage_url(getattr(storage, "url", None))
         #: forgets landing while a turn is in flight (see :mod:`.late_forget`)
         self.late_forgets = LateForgets(ErasureLog(context.home, url))
+        from .tool import make_tool
+
         self._tool = make_tool(lambda: self.archive, self._search_settings)
         self._semantic: Semantic | None = None
         self._semantic_lock = threading.Lock()
@@ -160,6 +177,8 @@ class SessionArchiveProvider(MemoryProvider):
         return self._semantic
 
     def _start_semantic(self) -> Semantic:
+        from .tool import Semantic
+
         try:
             embedder = self.context.embedder()
         except Exception as exc:  # a broken embedder choice must not break the archive

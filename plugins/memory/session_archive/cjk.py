@@ -10,6 +10,7 @@ them and the indexes stay in sync without the application's help.
 
 from __future__ import annotations
 
+import functools
 import re
 
 __all__ = ["CJK_CLASS", "cjk_grams", "cjk_runs", "has_cjk", "split_cjk"]
@@ -24,19 +25,24 @@ CJK_CLASS = (
     "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # CJK ideographs, ext. A, compatibility
     "\U00020000-\U0002a6df\U0002a700-\U0002ebef\U00030000-\U0003134f"  # ext. B-G
 )
-_RUN = re.compile(f"[{CJK_CLASS}]+")
-_ONE = re.compile(f"[{CJK_CLASS}]")
+
+
+@functools.cache
+def _run() -> re.Pattern[str]:
+    """A run of CJK letters: compiled on first use (about 5 ms for this class, not paid by an
+    import of the archive)."""
+    return re.compile(f"[{CJK_CLASS}]+")
 
 
 def has_cjk(text: str | None) -> bool:
-    return bool(text) and _ONE.search(text) is not None  # type: ignore[arg-type]
+    return bool(text) and _run().search(text) is not None  # type: ignore[arg-type]
 
 
 def _runs(*texts: str | None) -> list[str]:
     out: list[str] = []
     for text in texts:
-        if text and _ONE.search(text) is not None:
-            out.extend(_RUN.findall(text))
+        if text and _run().search(text) is not None:
+            out.extend(_run().findall(text))
     return out
 
 
@@ -72,7 +78,7 @@ def split_cjk(text: str) -> list[tuple[bool, str]]:
     """Split ``text`` into (is_cjk, part) pieces, in order."""
     out: list[tuple[bool, str]] = []
     pos = 0
-    for m in _RUN.finditer(text):
+    for m in _run().finditer(text):
         if m.start() > pos:
             out.append((False, text[pos : m.start()]))
         out.append((True, m.group()))

@@ -13,7 +13,6 @@ import json
 import os
 import re
 import time
-import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -214,6 +213,8 @@ def spool_record(session: Session | str, row: tuple[Any, ...]) -> dict[str, Any]
         fields = {"id": session.id, "platform": session.platform, "model": session.model,
                   "title": session.title, "parent_session_id": session.parent_session_id,
                   "started_at": session.started_at, "attributes": dict(session.attributes or {})}
+    import uuid  # spooling is the rare path: not paid by an import of the archive
+
     entry_id = f"{time.time_ns():x}-{os.getpid()}-{uuid.uuid4().hex[:12]}"
     return {"v": 1, "id": entry_id, "session": fields, "row": list(row)}
 

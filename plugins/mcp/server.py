@@ -236,13 +236,19 @@ class StackServer:
             return ServedCall(f"the arguments of tool {name!r} hold {size:,} characters; the limit "
                               f"is {MAX_ARGUMENTS:,}: send less (nothing was run or stored)",
                               is_error=True)
+        from hermes_core.embeddings import turn_in_flight  # not at import: the module is lazy
+
+        # a served call is a turn to the background embedding (an archive filling in its
+        # vectors): it waits between slices as it does for the agent's turns, instead of sharing
+        # the two cores and the interpreter with every call (docs/mcp.md)
         try:
-            if name == RECALL:
-                answer = ServedCall(self.recall(str(args["query"]), session))
-            elif name == REMEMBER:
-                answer = self._remember(str(args["text"]), session)
-            else:
-                answer = self._run(name, args, session)
+            with turn_in_flight():
+                if name == RECALL:
+                    answer = ServedCall(self.recall(str(args["query"]), session))
+                elif name == REMEMBER:
+                    answer = self._remember(str(args["text"]), session)
+                else:
+                    answer = self._run(name, args, session)
         except Exception as exc:  # recall's or remember's failure is an answer, not the server's end
             from hermes_core.errors import ToolError
 

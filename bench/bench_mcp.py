@@ -1,6 +1,6 @@
 """MCP benchmark: round trips through ``hermes-core mcp serve`` and the client's cost per call.
 
-    python bench/bench_mcp.py [--calls 200]
+    python bench/bench_mcp.py [--calls 200] [--backfilling [--rounds 4]]
 
 What runs (all real, on 127.0.0.1): ``hermes-core mcp serve`` as a subprocess (stdio, then
 streamable HTTP) over a fresh home with the built-in file memory (a few entries in MEMORY.md and
@@ -19,6 +19,13 @@ work. The difference of the medians is the overhead of going through MCP.
 
 For scale, the same SDK client against a trivial echo server over stdio (the SDK's own floor on
 this machine) is measured in the same run.
+
+With ``--backfilling``, the case of an archive filled before an embedder was installed and served
+with one: the server gives the stored messages their vectors in the background while it answers.
+``session_search`` over stdio on fresh copies of that home (a few hundred messages without vectors)
+and of the same home with every vector made beforehand (``sessions reindex``), alternated A B A B
+for ``--rounds`` rounds; the median of each run's p50, their ratio (target: backfilling within
+1.25x of the home with vectors) and the machine's load. Needs the local embedder.
 
 With ``--baseline SRC`` (a checkout of an earlier commit, e.g. ``git archive <commit> | tar -x -C
 SRC``), the HTTP round trips are also compared side by side: that tree's server (no token check)
@@ -111,6 +118,75 @@ def make_home(root: Path) -> Path:
     return home
 
 
+def make_backfill_homes(root: Path, turns: int) -> tuple[Path, Path]:
+    """A home whose archive holds ``2 * turns`` messages and no vector (filled with
+    ``embeddings.embedder: none``), and a copy whose every message got its vector from
+    ``sessions reindex``; both then configured with the default embedder."""
+    import shutil
+
+    from hermes_core.agent import Agent
+    from hermes_core.host import PluginHost
+    from hermes_core.testing import CannedLLM
+
+    home = root / "backfilling" / "home"
+    home.mkdir(parents=True)
+    (home / "config.yaml").write_text("memory:\n  providers: [file_memory, session_archive]\n"
+                                      "embeddings:\n  embedder: none\n", encoding="utf-8")
+    os.environ["HERMES_CORE_HOME"] = str(home)
+    topics = ("the staging database migration", "the release train", "a trip to Lisbon",
+              "the quarterly budget", "tomatoes in the garden", "marathon training")
+    agent = Agent.create(PluginHost.load(home, entry_points=False),
+                         CannedLLM("Noted, I will keep that in mind."))
+    for i in range(turns):
+        agent.run_turn(f"note {i}: about {topics[i % len(topics)]}, what we decided on day {i}")
+    agent.close()
+    (home / "config.yaml").write_text("memory:\n  providers: [file_memory, session_archive]\n",
+                                      encoding="utf-8")
+    indexed = shutil.copytree(home, root / "indexed" / "home")
+    subprocess.run([sys.executable, "-m", "hermes_core", "sessions", "reindex"],
+                   env=env_for(indexed), check=True, stdout=subprocess.DEVNULL)
+    return home, indexed
+
+
+def stored_vectors(home: Path) -> tuple[int, int]:
+    import sqlite3
+
+    con = sqlite3.connect(home / "state.db")
+    try:
+        return (int(con.execute("SELECT count(*) FROM message_vectors").fetchone()[0]),
+                int(con.execute("SELECT count(*) FROM messages").fetchone()[0]))
+    finally:
+        con.close()
+
+
+def backfilling_side_by_side(root: Path, n: int, rounds: int, turns: int) -> None:
+    """session_search over stdio, A = the home filling in its vectors, B = the same home with
+    them, A B A B on fresh copies; medians of the runs' p50s and their ratio."""
+    import shutil
+
+    from hermes_core.plugins.embedders.minilm import MiniLMEmbedder
+
+    why = MiniLMEmbedder.unavailable()
+    if why:
+        raise SystemExit(f"--backfilling needs the local embedder: {why}")
+    backfilling, indexed = make_backfill_homes(root, turns)
+    runs: dict[str, list[float]] = {"backfilling": [], "with vectors": []}
+    print(f"session_search while the server backfills vectors ({2 * turns} messages), A B A B, "
+          f"{rounds} rounds of {n} calls")
+    for r in range(rounds):
+        for name, src in (("backfilling", backfilling), ("with vectors", indexed)):
+            copy = shutil.copytree(src, root / f"run-{r}-{name.replace(' ', '-')}")
+            load = os.getloadavg()[0]
+            got = serve_stdio(copy, n, reads=False)["session_search"]
+            runs[name].append(pct(got, 0.5))
+            made, total = stored_vectors(copy)
+            print(f"  round {r + 1} {name:<12} p50 {pct(got, 0.5):7.2f} ms   p95 "
+                  f"{pct(got, 0.95):7.2f} ms   load {load:.2f}   vectors at the end {made}/{total}")
+    a, b = pct(runs["backfilling"], 0.5), pct(runs["with vectors"], 0.5)
+    print(f" median of p50s: backfilling {a:.2f} ms, with vectors {b:.2f} ms, ratio {a / b:.2f}; "
+          f"target within 1.25x -> ratio {1.25 * b / a:.2f}; load now {os.getloadavg()[0]:.2f}")
+
+
 async def timed(n: int, call: Callable[[], Awaitable[Any]]) -> list[float]:
     for _ in range(min(10, n)):  # warm up
         await call()
@@ -122,23 +198,24 @@ async def timed(n: int, call: Callable[[], Awaitable[Any]]) -> list[float]:
     return out
 
 
-async def round_trips(client: Client, n: int) -> dict[str, list[float]]:
+async def round_trips(client: Client, n: int, reads: bool = True) -> dict[str, list[float]]:
     async def read() -> Any:
         return await client.read_resource("hermes://memory/MEMORY.md")
 
     async def search() -> Any:
         return await client.call_tool("session_search", {"query": "staging migration"})
 
-    return {"memory read": await timed(n, read), "session_search": await timed(n, search)}
+    out = {"memory read": await timed(n, read)} if reads else {}
+    return {**out, "session_search": await timed(n, search)}
 
 
-def serve_stdio(home: Path, n: int) -> dict[str, list[float]]:
+def serve_stdio(home: Path, n: int, reads: bool = True) -> dict[str, list[float]]:
     params = StdioServerParameters(command=sys.executable, args=["-m", "hermes_core", "mcp", "serve"],
                                    env=env_for(home))
 
     async def run() -> dict[str, list[float]]:
         async with Client(params) as client:
-            return await round_trips(client, n)
+            return await round_trips(client, n, reads)
 
     return anyio.run(run)
 
@@ -291,9 +368,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4, help="A B rounds with --baseline")
     parser.add_argument("--only-http", action="store_true",
                         help="with --baseline: the side-by-side comparison only")
+    parser.add_argument("--backfilling", action="store_true",
+                        help="only session_search while the server backfills vectors, against "
+                             "the same archive with its vectors (A B A B, --rounds)")
+    parser.add_argument("--backfill-turns", type=int, default=300,
+                        help="turns archived for --backfilling (two messages each)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-mcp-") as tmp:
         root = Path(tmp)
+        if args.backfilling:
+            backfilling_side_by_side(root, args.calls, args.rounds, args.backfill_turns)
+            return
         home = make_home(root)
         bare, gated = gate_cost()
         print(f"the HTTP gate (token + Origin check) in process: {gated - bare:.2f} us per request "

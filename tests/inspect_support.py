@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import sqlite3
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,7 +66,10 @@ def plant(home: Path) -> None:
     """Config (user scope), the replay, one memory entry and one session per user, two eval
     reports."""
     plant_eval(home)
-    (home / "config.yaml").write_text("memory:\n  scope: user\n", encoding="utf-8")
+    # the local embedder's deadline is raised: on a loaded machine its default 10 s pauses it and
+    # the archive's search goes word-only, which is not what these tests look at
+    (home / "config.yaml").write_text("memory:\n  scope: user\nembeddings:\n  timeout: 300\n",
+                                      encoding="utf-8")
     run("replay", "--in-place", str(FIRST_WEEK))
     for user in USERS:
         run("memory", "add", "--user", user, "--target", "memory",
@@ -95,6 +100,20 @@ def plant(home: Path) -> None:
         host.hooks.on_session_end(session=child, messages=[], reason=EndReason.DELEGATED)
     finally:
         host.shutdown()
+
+
+def copy_home(src: Path, dst: Path) -> None:
+    """Copy a planted home: files as they are, each SQLite database through SQLite's backup
+    (a consistent snapshot even while a thread the host's bounded shutdown left behind still
+    holds it; its ``-wal``/``-shm`` files may vanish while a plain copy reads the folder)."""
+    sidecars = ("-wal", "-shm", "-journal")
+    shutil.copytree(src, dst, ignore=lambda _dir, names: [
+        n for n in names if n.endswith(".db") or n.endswith(sidecars)])
+    for db in src.rglob("*.db"):
+        target = dst / db.relative_to(src)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with closing(sqlite3.connect(db)) as source, closing(sqlite3.connect(target)) as copy:
+            source.backup(copy)
 
 
 @dataclass

@@ -18,7 +18,7 @@ import pytest
 pytest.importorskip("fastapi")
 
 from fastapi.testclient import TestClient
-from inspect_support import memory_text, open_stack, plant, run
+from inspect_support import copy_home, memory_text, open_stack, plant, run
 
 from hermes_core.testing.harness import isolated_home
 
@@ -66,7 +66,7 @@ def sqlite_home(home: Path, template: Path, monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.delenv("HERMES_CORE_STORAGE_URL", raising=False)
     monkeypatch.delenv("HERMES_CORE_MCP_TOKEN", raising=False)
     shutil.rmtree(home)
-    shutil.copytree(template, home)
+    copy_home(template, home)
     return home
 
 
@@ -81,7 +81,7 @@ def backend(home: Path, storage_url: str | None, monkeypatch: pytest.MonkeyPatch
             template: Path) -> str | None:
     if storage_url is None:  # the planted copy
         shutil.rmtree(home)
-        shutil.copytree(template, home)
+        copy_home(template, home)
     if storage_url:
         monkeypatch.setenv("HERMES_CORE_STORAGE_URL", storage_url)
     else:

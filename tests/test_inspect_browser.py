@@ -27,7 +27,7 @@ pytest.importorskip("fastapi")
 from inspect_support import ROOT, open_stack, plant, run
 
 SHOTS_ENV = "HERMES_CORE_SCREENSHOTS"
-WAIT = 20.0
+WAIT = 120.0  # a loaded machine: what is waited for is the page's state
 
 
 def _browser_paths() -> tuple[str, str] | None:

@@ -7,6 +7,7 @@ import time
 
 import pytest
 from hermes_core_honcho.testing import Fault, HonchoTestServer
+from hermes_core_honcho.testing.store import NotFound
 
 from hermes_core.types import MemoryWrite, Message, Session, SwitchReason
 
@@ -112,9 +113,22 @@ def test_cadence_and_backoff_on_empty_answers(make_provider, honcho_server) -> N
     session = Session(id="s-cadence")
     # a profile fact: the base context is never empty, so it keeps its plain cadence
     provider.on_memory_write(write=MemoryWrite("add", "user", "Keeps bees in the garden"))
+    # the fact is queued, not sent at once: turn 1 must find it stored, or its base context is
+    # empty and backs off (a loaded fresh-clone run counted turns 1, 5, 7, 9)
+    def stored() -> bool:
+        try:
+            return bool(honcho_server.store.list_conclusions(
+                WS, {"observer_id": "hermes", "observed_id": "user"}, 1, 50)["items"])
+        except NotFound:  # the workspace is made by the first request
+            return False
+
+    deadline = time.monotonic() + 60
+    while not stored():
+        assert time.monotonic() < deadline, "the profile fact never reached the server"
+        time.sleep(0.05)
     for i in range(1, 11):
         provider.queue_prefetch(query=f"tell me about topic number {i} please", session=session)
-        assert provider.wait_idle(5)
+        assert provider.wait_idle(60)
     context_turns = len(honcho_server.requests_to("GET", r"/context$"))
     chat_turns = len(honcho_server.requests_to("POST", r"/chat$"))
     assert context_turns == 5  # turns 1, 3, 5, 7, 9
@@ -122,10 +136,10 @@ def test_cadence_and_backoff_on_empty_answers(make_provider, honcho_server) -> N
     assert chat_turns == 3
     # an answer resets the back-off
     turn(provider, session, "Topic number eleven is my garden of olive trees.")
-    assert provider.wait_idle(5)
+    assert provider.wait_idle(60)
     for i in (11, 12, 13):
         provider.queue_prefetch(query=f"what about topic number {i} and my olive trees", session=session)
-        assert provider.wait_idle(5)
+        assert provider.wait_idle(60)
     # turn 11 is due (4 turns after 7) and answers: the back-off resets, 12 and 13 ask again
     assert len(honcho_server.requests_to("POST", r"/chat$")) == chat_turns + 3
 

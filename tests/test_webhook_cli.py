@@ -67,11 +67,22 @@ def test_serve_answers_signed_requests_and_stops_on_sigterm(home):
                 os.environ.pop("HERMES_CORE_WEBHOOK_URL", None)
                 os.environ.pop(SECRET_ENV, None)
             assert reply == "re: and again (2)"
+            unsigned = httpx.post(f"{url}/messages?token=abc", content=body, timeout=30,
+                                  headers={"Content-Type": "application/json"})
+            assert unsigned.status_code == 401
         finally:
             proc.send_signal(signal.SIGTERM)
             _out, err = proc.communicate(timeout=30)
         assert proc.returncode == 0, err
         assert "stopping" in err
+    # one access line per request in the home's log file, at serve's default level, the refused
+    # one with its reason; no query string, header or secret in any of them
+    log = (home / "logs" / "hermes-core.log").read_text(encoding="utf-8")
+    lines = [line for line in log.splitlines() if "webhook.access" in line]
+    assert len([line for line in lines if '"POST /messages" 200 ' in line]) == 2, log
+    (refused,) = [line for line in lines if '"POST /messages" 401 ' in line]
+    assert "missing headers" in refused and "127.0.0.1:" in refused
+    assert "token=abc" not in log and SECRET not in log and "webhook-signature: v1" not in log
     assert [c for _s, _r, k, c in archived(home) if k == "cli-test"] == [
         "hello", "re: hello (1)", "and again", "re: and again (2)"]
 

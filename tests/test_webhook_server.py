@@ -7,6 +7,8 @@ talking to the loopback Messages API. Faked: only the model's words (EchoModel).
 from __future__ import annotations
 
 import json
+import logging
+import re
 import socket
 import threading
 import time
@@ -194,7 +196,8 @@ def test_bad_json_and_bad_fields_get_400_and_422_naming_the_field(hook, home, ap
     assert archived(home) == [] and api.bodies == []
 
 
-def test_a_model_failure_is_a_502_with_the_reason_and_the_server_goes_on(home):
+def test_a_model_failure_is_a_502_with_the_reason_and_the_server_goes_on(home, caplog):
+    caplog.set_level(logging.INFO, logger="hermes_core.plugins.webhook.access")
     with MessagesAPIServer([Failure(529, "overloaded", retry_after_ms=None), "fine now"]) as api:
         running = Running(home, api)
         try:
@@ -203,8 +206,19 @@ def test_a_model_failure_is_a_502_with_the_reason_and_the_server_goes_on(home):
             assert failed.json()["failure"] == "overloaded" and failed.json()["transient"] is True
             ok = running.post(turn("k", "second"))
             assert ok.status_code == 200 and ok.json()["reply"] == "fine now"
+            bad = running.post(b"{not json")
+            assert bad.status_code == 400
         finally:
             running.stop()
+    # the access log: one line per request, a 5xx as a warning with the failure the client got
+    access = [r for r in caplog.records if r.name == "hermes_core.plugins.webhook.access"]
+    lines = [(r.levelno, re.search(r'"(POST \S+)" (\d{3}) ', r.getMessage()).groups())  # type: ignore[union-attr]
+             for r in access]
+    assert lines == [(logging.WARNING, ("POST /messages", "502")),
+                     (logging.INFO, ("POST /messages", "200")),
+                     (logging.INFO, ("POST /messages", "400"))]
+    assert access[0].getMessage().endswith("ms: overloaded: " + failed.json()["error"])
+    assert "not valid JSON" in access[2].getMessage() and "ms: " not in access[1].getMessage()
 
 
 def test_a_message_the_store_could_not_keep_is_a_503_to_send_again(home, api):

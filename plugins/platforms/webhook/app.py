@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -28,6 +29,7 @@ from hermes_core.dispatch import RESERVED_ATTRIBUTES, Gate, TurnAnswered, TurnFa
 from hermes_core.results import TurnResult
 from hermes_core.types import IncomingMessage
 
+from .access import AccessLog, note_reason
 from .config import WebhookConfig
 from .deliveries import Deliveries, DeliveryConflict, DeliveryStoreUnavailable
 from .replays import ReplayStoreUnavailable
@@ -257,7 +259,8 @@ def build_app(dispatcher: ConversationDispatcher, config: WebhookConfig, secret:
 
         return gate
 
-    def failed(exc: TurnFailed, key: str) -> JSONResponse:
+    def failed(request: Request, exc: TurnFailed, key: str) -> JSONResponse:
+        note_reason(request, f"{exc.failure}: {exc}")
         if exc.failure in _CONFIG_FAILURES:
             log.error("conversation %r: %s", key, exc)
         return JSONResponse({"error": str(exc), "failure": exc.failure, "transient": exc.transient,
@@ -267,6 +270,7 @@ def build_app(dispatcher: ConversationDispatcher, config: WebhookConfig, secret:
         try:
             incoming, body_sha = await read_checked(request)
         except _Refused as refused:
+            note_reason(request, str(refused))
             return refused.response()
         key = incoming.conversation_key
         with _served_once(deliveries, incoming.message_id) as busy:
@@ -277,7 +281,7 @@ def build_app(dispatcher: ConversationDispatcher, config: WebhookConfig, secret:
                     functools.partial(dispatcher.run, incoming, gate=gate_of(incoming, body_sha)),
                     limiter=limiter)
             except TurnFailed as exc:
-                return failed(exc, key)
+                return failed(request, exc, key)
             except TurnAnswered as answered:
                 return _replayed(answered)
         return JSONResponse(_reply_body(result, key))
@@ -286,6 +290,7 @@ def build_app(dispatcher: ConversationDispatcher, config: WebhookConfig, secret:
         try:
             incoming, body_sha = await read_checked(request)
         except _Refused as refused:
+            note_reason(request, str(refused))
             return refused.response()
         key = incoming.conversation_key
         with _served_once(deliveries, incoming.message_id) as busy:
@@ -297,7 +302,7 @@ def build_app(dispatcher: ConversationDispatcher, config: WebhookConfig, secret:
                 # ordinary error response, not a 200 carrying an error event.
                 first = await anyio.to_thread.run_sync(next, chunks, None, limiter=limiter)
             except TurnFailed as exc:
-                return failed(exc, key)
+                return failed(request, exc, key)
             except TurnAnswered as answered:
                 status, body = answered.answer
                 if status != 200:
@@ -319,7 +324,7 @@ def build_app(dispatcher: ConversationDispatcher, config: WebhookConfig, secret:
         Route("/messages", message, methods=["POST"]),
         Route("/messages/stream", message_stream, methods=["POST"]),
         Route("/health", health, methods=["GET"]),
-    ])
+    ], middleware=[Middleware(AccessLog)])
 
 
 def _event(name: str, data: dict[str, Any]) -> str:

@@ -159,30 +159,48 @@ def propose(store: MemoryStore, target: str, *, target_ratio: float = 0.8,
     entries = state.entries
     pins = pinned_entries(store, target)
     drop: dict[int, Change] = {}
+    _drop_same_text(entries, pins, drop)
+    related = _drop_near_duplicates(entries, pins, drop, near_duplicate)
+    _drop_superseded(entries, pins, drop)
+    after = [e for i, e in enumerate(entries) if i not in drop]
+    changes = [drop[i] for i in sorted(drop)]
+    proposal = Proposal(target, list(entries), after, changes, store.limit(target), target_ratio,
+                        state.raw, related=related)
+    _headroom_note(proposal)
+    return proposal
 
-    def mark(i: int, keep: int, reason: str) -> None:
-        drop[i] = Change("drop", [i + 1], [entries[i]], None, reason)
 
+def _mark(drop: dict[int, Change], entries: list[str], i: int, reason: str) -> None:
+    """Propose dropping entry ``i`` (0-based) for ``reason``."""
+    drop[i] = Change("drop", [i + 1], [entries[i]], None, reason)
+
+
+def _drop_same_text(entries: list[str], pins: set[str], drop: dict[int, Change]) -> None:
+    """Mark exact duplicates and entries equal apart from case, punctuation or spacing."""
     first_of: dict[str, int] = {}
     normal_of: dict[str, int] = {}
     for i, entry in enumerate(entries):
         if entry in first_of:
-            mark(i, first_of[entry], f"exact duplicate of entry {first_of[entry] + 1}")
+            _mark(drop, entries, i, f"exact duplicate of entry {first_of[entry] + 1}")
             continue
         first_of[entry] = i
         norm = _normal(entry)
         j = normal_of.get(norm)
-        if j is not None:
-            keep, gone = (i, j) if entries[j] in pins and entries[i] not in pins else (j, i)
-            if entries[gone] in pins:
-                continue
-            mark(gone, keep, f"same text as entry {keep + 1} apart from case, punctuation or "
-                             "spacing")
-            if keep == i:
-                normal_of[norm] = i
+        if j is None:
+            normal_of[norm] = i
             continue
-        normal_of[norm] = i
+        keep, gone = (i, j) if entries[j] in pins and entries[i] not in pins else (j, i)
+        if entries[gone] in pins:
+            continue
+        _mark(drop, entries, gone, f"same text as entry {keep + 1} apart from case, punctuation "
+                                   "or spacing")
+        if keep == i:
+            normal_of[norm] = i
 
+
+def _drop_near_duplicates(entries: list[str], pins: set[str], drop: dict[int, Change],
+                          near_duplicate: float) -> list[list[int]]:
+    """Mark entries another one says everything of; return the related pairs (1-based)."""
     live = [i for i in range(len(entries)) if i not in drop]
     words = {i: _words(entries[i]) for i in live}
     related: list[list[int]] = []
@@ -196,15 +214,19 @@ def propose(store: MemoryStore, target: str, *, target_ratio: float = 0.8,
             overlap = len(wa & wb) / len(wa | wb)
             if overlap < min(near_duplicate, RELATED):
                 continue
-            if overlap >= near_duplicate and (wa <= wb or wb <= wa):
-                small, big = (a, b) if len(wa) < len(wb) or (wa == wb and a < b) else (b, a)
-                if entries[small] in pins:
-                    continue
-                mark(small, big, f"near duplicate of entry {big + 1} ({overlap:.0%} of words "
-                                 f"shared); entry {big + 1} says everything it says")
-            else:
+            if overlap < near_duplicate or not (wa <= wb or wb <= wa):
                 related.append([a + 1, b + 1])
+                continue
+            small, big = (a, b) if len(wa) < len(wb) or (wa == wb and a < b) else (b, a)
+            if entries[small] not in pins:
+                _mark(drop, entries, small, f"near duplicate of entry {big + 1} ({overlap:.0%} of "
+                                            f"words shared); entry {big + 1} says everything it "
+                                            "says")
+    return related
 
+
+def _drop_superseded(entries: list[str], pins: set[str], drop: dict[int, Change]) -> None:
+    """Mark facts a later entry states again about the same subject (the last one wins)."""
     latest: dict[tuple[str, str], int] = {}
     keys = {i: _subject_key(entries[i]) for i in range(len(entries)) if i not in drop}
     for i in sorted(keys, reverse=True):  # walk from the newest: the last statement wins
@@ -215,18 +237,9 @@ def propose(store: MemoryStore, target: str, *, target_ratio: float = 0.8,
         newer = latest.get((kind, subject))
         if newer is None:
             latest[(kind, subject)] = i
-            continue
-        if entries[i] in pins:
-            continue
-        mark(i, newer, f"superseded by entry {newer + 1}: both say {describe}; the later entry "
-                       "wins")
-
-    after = [e for i, e in enumerate(entries) if i not in drop]
-    changes = [drop[i] for i in sorted(drop)]
-    proposal = Proposal(target, list(entries), after, changes, store.limit(target), target_ratio,
-                        state.raw, related=related)
-    _headroom_note(proposal)
-    return proposal
+        elif entries[i] not in pins:
+            _mark(drop, entries, i, f"superseded by entry {newer + 1}: both say {describe}; the "
+                                    "later entry wins")
 
 
 def _headroom_note(proposal: Proposal) -> None:

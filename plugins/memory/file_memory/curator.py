@@ -306,55 +306,17 @@ def model_changes(proposal: Proposal, llm: Any, *, model: str | None = None,
                         messages=[Message("user", prompt)], max_tokens=2000, model=model,
                         timeout=timeout)
     raw = _parse_model(text)
-    # the model numbers the entries left after the offline changes; a change reports positions
-    # in the store as read, like the offline ones
-    gone = {n for c in proposal.changes for n in c.entries}
-    position = [n for n in range(1, len(proposal.before) + 1) if n not in gone]
-    if len(position) != len(current):  # a proposal that already merged: number as given
-        position = list(range(1, len(current) + 1))
+    position = _store_positions(proposal, current)
     used: set[int] = set()
     replacement: dict[int, str | None] = {}
     extra: list[Change] = []
     for number, item in enumerate(raw, start=1):
-        kind = str(item.get("kind") or "")
-        refs = item.get("entries")
-        reason = str(item.get("reason") or "").strip() or "proposed by the model"
-        if kind not in ("merge", "rewrite", "drop") or not isinstance(refs, list) or not refs:
-            raise CuratorError(f"model change {number} is malformed (kind {kind!r}, entries "
-                               f"{refs!r}); nothing was proposed")
-        idx = []
-        for ref in refs:
-            if not isinstance(ref, int) or not 1 <= ref <= len(current) or ref in used:
-                raise CuratorError(f"model change {number} names entry {ref!r}, which does not "
-                                   "exist or is already used by another change; nothing was "
-                                   "proposed")
-            if current[ref - 1] in pins:
-                raise CuratorError(f"model change {number} would {kind} pinned entry {ref} "
-                                   f"({current[ref - 1][:60]!r}); pinned entries are kept as "
-                                   "they are, so the proposal was refused")
-            used.add(ref)
-            idx.append(ref - 1)
-        new = None
-        if kind != "drop":
-            new = str(item.get("new") or "").strip()
-            problem = entry_problem(new, proposal.limit)
-            if problem is not None:
-                raise CuratorError(f"model change {number}: {problem}; nothing was proposed")
-            finding = scan(new)
-            if finding is not None:
-                raise CuratorError(f"model change {number} was refused by the threat scan: "
-                                   f"{finding.message()} Nothing was proposed.")
+        kind, idx, new, reason = _model_change(number, item, current, pins, used, proposal.limit)
         for pos, i in enumerate(idx):
             replacement[i] = new if pos == 0 else None
         extra.append(Change(kind, [position[i] for i in idx], [current[i] for i in idx], new,
                             reason))
-    after = []
-    for i, entry in enumerate(current):
-        if i in replacement:
-            if replacement[i] is not None:
-                after.append(str(replacement[i]))
-        else:
-            after.append(entry)
+    after = _replaced(current, replacement)
     size = joined_size(after)
     if size > proposal.limit:
         raise CuratorError(f"the model's proposal would leave the store at {size:,} characters, "
@@ -364,6 +326,74 @@ def model_changes(proposal: Proposal, llm: Any, *, model: str | None = None,
                    proposal.limit, proposal.target_ratio, proposal.base, related=[])
     _headroom_note(out)
     return out
+
+
+def _store_positions(proposal: Proposal, current: list[str]) -> list[int]:
+    """The 1-based position in the store as read of each entry the model numbered.
+
+    The model numbers the entries left after the offline changes; a change reports positions in
+    the store as read, like the offline ones.
+    """
+    gone = {n for c in proposal.changes for n in c.entries}
+    position = [n for n in range(1, len(proposal.before) + 1) if n not in gone]
+    if len(position) != len(current):  # a proposal that already merged: number as given
+        position = list(range(1, len(current) + 1))
+    return position
+
+
+def _model_change(number: int, item: dict[str, Any], current: list[str], pins: set[str],
+                  used: set[int], limit: int) -> tuple[str, list[int], str | None, str]:
+    """``(kind, 0-based entries, new text, reason)`` of the model's change ``number``, checked;
+    the entries it names are added to ``used``."""
+    kind = str(item.get("kind") or "")
+    refs = item.get("entries")
+    reason = str(item.get("reason") or "").strip() or "proposed by the model"
+    if kind not in ("merge", "rewrite", "drop") or not isinstance(refs, list) or not refs:
+        raise CuratorError(f"model change {number} is malformed (kind {kind!r}, entries "
+                           f"{refs!r}); nothing was proposed")
+    idx = [_claim_entry(number, kind, ref, current, pins, used) for ref in refs]
+    new = None if kind == "drop" else _checked_text(number, item, limit)
+    return kind, idx, new, reason
+
+
+def _claim_entry(number: int, kind: str, ref: object, current: list[str], pins: set[str],
+                 used: set[int]) -> int:
+    """The 0-based index of entry ``ref`` of change ``number``, marked used; refused when it does
+    not exist, is already used, or is pinned."""
+    if not isinstance(ref, int) or not 1 <= ref <= len(current) or ref in used:
+        raise CuratorError(f"model change {number} names entry {ref!r}, which does not "
+                           "exist or is already used by another change; nothing was "
+                           "proposed")
+    if current[ref - 1] in pins:
+        raise CuratorError(f"model change {number} would {kind} pinned entry {ref} "
+                           f"({current[ref - 1][:60]!r}); pinned entries are kept as "
+                           "they are, so the proposal was refused")
+    used.add(ref)
+    return ref - 1
+
+
+def _checked_text(number: int, item: dict[str, Any], limit: int) -> str:
+    """The stripped ``new`` text of change ``number``, checked like a tool write."""
+    new = str(item.get("new") or "").strip()
+    problem = entry_problem(new, limit)
+    if problem is not None:
+        raise CuratorError(f"model change {number}: {problem}; nothing was proposed")
+    finding = scan(new)
+    if finding is not None:
+        raise CuratorError(f"model change {number} was refused by the threat scan: "
+                           f"{finding.message()} Nothing was proposed.")
+    return new
+
+
+def _replaced(current: list[str], replacement: dict[int, str | None]) -> list[str]:
+    """``current`` with each replaced entry swapped for its new text (``None``: removed)."""
+    after = []
+    for i, entry in enumerate(current):
+        if i not in replacement:
+            after.append(entry)
+        elif replacement[i] is not None:
+            after.append(str(replacement[i]))
+    return after
 
 
 # ------------------------------------------------------------------------------------ applying

@@ -68,6 +68,17 @@ _OVERSIZE_MARK = (
 )
 
 
+@dataclasses.dataclass(slots=True)
+class _SummaryOutcome:
+    """What the summary pass decided: the (possibly refitted) plan, the summary (``None``: none
+    was made), where it came from and the model's failure, if any."""
+
+    plan: Plan
+    summary: str | None
+    source: str
+    failure: LLMError | None
+
+
 class Compressor(PolicyEngine):
     """Summarises the middle of a long history; see the module docstring."""
 
@@ -223,40 +234,61 @@ class Compressor(PolicyEngine):
         plan = self.plan(history)
         notices = self._fit_oversized(history, plan)
         cleared = prunable(history, plan.tail_start, min_chars=self.settings.prune_min_chars)
-        summary: str | None = None
-        source = "prune-only" if cleared else "none"
-        failure: LLMError | None = None
+        outcome = _SummaryOutcome(plan, None, "prune-only" if cleared else "none", None)
         if plan.reason is not None:
             notices.append(f"nothing old enough to summarise: {plan.reason}")
         elif not self._prune_is_enough(plan, cleared):
-            previous = self._previous_summary(history, plan)
-            turns = [m for i in plan.middle if (m := history[i]) and not _standalone_summary(m)]
-            summary, source, failure = self._summarise(
-                turns,
-                previous=previous,
-                focus_topic=focus_topic,
-                memory_context=memory_context,
-                middle_tokens=plan.tokens_of(plan.middle),
-                pinned=bool(plan.pinned),
-            )
-            kept_turns = 0
-            if source == "extractive":
-                # Every compacted user turn gets a line in the fallback; the newer turns that do
-                # not fit its budget stay verbatim (the middle ends before them).
-                plan, kept_turns = self._fit_fallback(history, plan, previous)
-                turns = [m for i in plan.middle if (m := history[i]) and not _standalone_summary(m)]
-                summary = self._fallback_summary(turns, failure, previous, focus_topic, plan)
-            if failure is not None:
-                notices.append(self._failure_notice(failure, len(turns), source,
-                                                    user_turns=len(user_turn_starts(turns)),
-                                                    kept_turns=kept_turns))
-            if summary is None:  # on_summary_failure: abort
+            outcome = self._summary_pass(history, plan, notices, focus_topic, memory_context)
+            if outcome.summary is None:  # on_summary_failure: abort
                 return self._finish(history, history, "aborted", started, notices, summary=None)
-
-        if summary is not None:
             # the middle is summarised from its original text: only kept messages need clearing
-            keep = set(range(plan.head_end)) | set(plan.pinned)
+            keep = set(range(outcome.plan.head_end)) | set(outcome.plan.pinned)
             cleared = [i for i in cleared if i in keep]
+        return self._assembled(history, outcome, cleared, notices, started)
+
+    def _summary_pass(
+        self,
+        history: list[Message],
+        plan: Plan,
+        notices: list[str],
+        focus_topic: str | None,
+        memory_context: str,
+    ) -> _SummaryOutcome:
+        """Pass 2: summarise the middle (by the model, else extractively); a failure adds its
+        notice. The summary is ``None`` only when configured to abort."""
+        previous = self._previous_summary(history, plan)
+        turns = [m for i in plan.middle if (m := history[i]) and not _standalone_summary(m)]
+        summary, source, failure = self._summarise(
+            turns,
+            previous=previous,
+            focus_topic=focus_topic,
+            memory_context=memory_context,
+            middle_tokens=plan.tokens_of(plan.middle),
+            pinned=bool(plan.pinned),
+        )
+        kept_turns = 0
+        if source == "extractive":
+            # Every compacted user turn gets a line in the fallback; the newer turns that do
+            # not fit its budget stay verbatim (the middle ends before them).
+            plan, kept_turns = self._fit_fallback(history, plan, previous)
+            turns = [m for i in plan.middle if (m := history[i]) and not _standalone_summary(m)]
+            summary = self._fallback_summary(turns, failure, previous, focus_topic, plan)
+        if failure is not None:
+            notices.append(self._failure_notice(failure, len(turns), source,
+                                                user_turns=len(user_turn_starts(turns)),
+                                                kept_turns=kept_turns))
+        return _SummaryOutcome(plan, summary, source, failure)
+
+    def _assembled(
+        self,
+        history: list[Message],
+        outcome: _SummaryOutcome,
+        cleared: list[int],
+        notices: list[str],
+        started: float,
+    ) -> CompressionResult:
+        """The compacted history: kept messages (``cleared`` ones cleared), the summary, repaired."""
+        plan, summary, source, failure = outcome.plan, outcome.summary, outcome.source, outcome.failure
         pruned = clear(history, cleared)
         meta = {
             "source": source,

@@ -159,30 +159,48 @@ def propose(store: MemoryStore, target: str, *, target_ratio: float = 0.8,
     entries = state.entries
     pins = pinned_entries(store, target)
     drop: dict[int, Change] = {}
+    _drop_same_text(entries, pins, drop)
+    related = _drop_near_duplicates(entries, pins, drop, near_duplicate)
+    _drop_superseded(entries, pins, drop)
+    after = [e for i, e in enumerate(entries) if i not in drop]
+    changes = [drop[i] for i in sorted(drop)]
+    proposal = Proposal(target, list(entries), after, changes, store.limit(target), target_ratio,
+                        state.raw, related=related)
+    _headroom_note(proposal)
+    return proposal
 
-    def mark(i: int, keep: int, reason: str) -> None:
-        drop[i] = Change("drop", [i + 1], [entries[i]], None, reason)
 
+def _mark(drop: dict[int, Change], entries: list[str], i: int, reason: str) -> None:
+    """Propose dropping entry ``i`` (0-based) for ``reason``."""
+    drop[i] = Change("drop", [i + 1], [entries[i]], None, reason)
+
+
+def _drop_same_text(entries: list[str], pins: set[str], drop: dict[int, Change]) -> None:
+    """Mark exact duplicates and entries equal apart from case, punctuation or spacing."""
     first_of: dict[str, int] = {}
     normal_of: dict[str, int] = {}
     for i, entry in enumerate(entries):
         if entry in first_of:
-            mark(i, first_of[entry], f"exact duplicate of entry {first_of[entry] + 1}")
+            _mark(drop, entries, i, f"exact duplicate of entry {first_of[entry] + 1}")
             continue
         first_of[entry] = i
         norm = _normal(entry)
         j = normal_of.get(norm)
-        if j is not None:
-            keep, gone = (i, j) if entries[j] in pins and entries[i] not in pins else (j, i)
-            if entries[gone] in pins:
-                continue
-            mark(gone, keep, f"same text as entry {keep + 1} apart from case, punctuation or "
-                             "spacing")
-            if keep == i:
-                normal_of[norm] = i
+        if j is None:
+            normal_of[norm] = i
             continue
-        normal_of[norm] = i
+        keep, gone = (i, j) if entries[j] in pins and entries[i] not in pins else (j, i)
+        if entries[gone] in pins:
+            continue
+        _mark(drop, entries, gone, f"same text as entry {keep + 1} apart from case, punctuation "
+                                   "or spacing")
+        if keep == i:
+            normal_of[norm] = i
 
+
+def _drop_near_duplicates(entries: list[str], pins: set[str], drop: dict[int, Change],
+                          near_duplicate: float) -> list[list[int]]:
+    """Mark entries another one says everything of; return the related pairs (1-based)."""
     live = [i for i in range(len(entries)) if i not in drop]
     words = {i: _words(entries[i]) for i in live}
     related: list[list[int]] = []
@@ -196,15 +214,19 @@ def propose(store: MemoryStore, target: str, *, target_ratio: float = 0.8,
             overlap = len(wa & wb) / len(wa | wb)
             if overlap < min(near_duplicate, RELATED):
                 continue
-            if overlap >= near_duplicate and (wa <= wb or wb <= wa):
-                small, big = (a, b) if len(wa) < len(wb) or (wa == wb and a < b) else (b, a)
-                if entries[small] in pins:
-                    continue
-                mark(small, big, f"near duplicate of entry {big + 1} ({overlap:.0%} of words "
-                                 f"shared); entry {big + 1} says everything it says")
-            else:
+            if overlap < near_duplicate or not (wa <= wb or wb <= wa):
                 related.append([a + 1, b + 1])
+                continue
+            small, big = (a, b) if len(wa) < len(wb) or (wa == wb and a < b) else (b, a)
+            if entries[small] not in pins:
+                _mark(drop, entries, small, f"near duplicate of entry {big + 1} ({overlap:.0%} of "
+                                            f"words shared); entry {big + 1} says everything it "
+                                            "says")
+    return related
 
+
+def _drop_superseded(entries: list[str], pins: set[str], drop: dict[int, Change]) -> None:
+    """Mark facts a later entry states again about the same subject (the last one wins)."""
     latest: dict[tuple[str, str], int] = {}
     keys = {i: _subject_key(entries[i]) for i in range(len(entries)) if i not in drop}
     for i in sorted(keys, reverse=True):  # walk from the newest: the last statement wins
@@ -215,18 +237,9 @@ def propose(store: MemoryStore, target: str, *, target_ratio: float = 0.8,
         newer = latest.get((kind, subject))
         if newer is None:
             latest[(kind, subject)] = i
-            continue
-        if entries[i] in pins:
-            continue
-        mark(i, newer, f"superseded by entry {newer + 1}: both say {describe}; the later entry "
-                       "wins")
-
-    after = [e for i, e in enumerate(entries) if i not in drop]
-    changes = [drop[i] for i in sorted(drop)]
-    proposal = Proposal(target, list(entries), after, changes, store.limit(target), target_ratio,
-                        state.raw, related=related)
-    _headroom_note(proposal)
-    return proposal
+        elif entries[i] not in pins:
+            _mark(drop, entries, i, f"superseded by entry {newer + 1}: both say {describe}; the "
+                                    "later entry wins")
 
 
 def _headroom_note(proposal: Proposal) -> None:
@@ -293,55 +306,17 @@ def model_changes(proposal: Proposal, llm: Any, *, model: str | None = None,
                         messages=[Message("user", prompt)], max_tokens=2000, model=model,
                         timeout=timeout)
     raw = _parse_model(text)
-    # the model numbers the entries left after the offline changes; a change reports positions
-    # in the store as read, like the offline ones
-    gone = {n for c in proposal.changes for n in c.entries}
-    position = [n for n in range(1, len(proposal.before) + 1) if n not in gone]
-    if len(position) != len(current):  # a proposal that already merged: number as given
-        position = list(range(1, len(current) + 1))
+    position = _store_positions(proposal, current)
     used: set[int] = set()
     replacement: dict[int, str | None] = {}
     extra: list[Change] = []
     for number, item in enumerate(raw, start=1):
-        kind = str(item.get("kind") or "")
-        refs = item.get("entries")
-        reason = str(item.get("reason") or "").strip() or "proposed by the model"
-        if kind not in ("merge", "rewrite", "drop") or not isinstance(refs, list) or not refs:
-            raise CuratorError(f"model change {number} is malformed (kind {kind!r}, entries "
-                               f"{refs!r}); nothing was proposed")
-        idx = []
-        for ref in refs:
-            if not isinstance(ref, int) or not 1 <= ref <= len(current) or ref in used:
-                raise CuratorError(f"model change {number} names entry {ref!r}, which does not "
-                                   "exist or is already used by another change; nothing was "
-                                   "proposed")
-            if current[ref - 1] in pins:
-                raise CuratorError(f"model change {number} would {kind} pinned entry {ref} "
-                                   f"({current[ref - 1][:60]!r}); pinned entries are kept as "
-                                   "they are, so the proposal was refused")
-            used.add(ref)
-            idx.append(ref - 1)
-        new = None
-        if kind != "drop":
-            new = str(item.get("new") or "").strip()
-            problem = entry_problem(new, proposal.limit)
-            if problem is not None:
-                raise CuratorError(f"model change {number}: {problem}; nothing was proposed")
-            finding = scan(new)
-            if finding is not None:
-                raise CuratorError(f"model change {number} was refused by the threat scan: "
-                                   f"{finding.message()} Nothing was proposed.")
+        kind, idx, new, reason = _model_change(number, item, current, pins, used, proposal.limit)
         for pos, i in enumerate(idx):
             replacement[i] = new if pos == 0 else None
         extra.append(Change(kind, [position[i] for i in idx], [current[i] for i in idx], new,
                             reason))
-    after = []
-    for i, entry in enumerate(current):
-        if i in replacement:
-            if replacement[i] is not None:
-                after.append(str(replacement[i]))
-        else:
-            after.append(entry)
+    after = _replaced(current, replacement)
     size = joined_size(after)
     if size > proposal.limit:
         raise CuratorError(f"the model's proposal would leave the store at {size:,} characters, "
@@ -351,6 +326,74 @@ def model_changes(proposal: Proposal, llm: Any, *, model: str | None = None,
                    proposal.limit, proposal.target_ratio, proposal.base, related=[])
     _headroom_note(out)
     return out
+
+
+def _store_positions(proposal: Proposal, current: list[str]) -> list[int]:
+    """The 1-based position in the store as read of each entry the model numbered.
+
+    The model numbers the entries left after the offline changes; a change reports positions in
+    the store as read, like the offline ones.
+    """
+    gone = {n for c in proposal.changes for n in c.entries}
+    position = [n for n in range(1, len(proposal.before) + 1) if n not in gone]
+    if len(position) != len(current):  # a proposal that already merged: number as given
+        position = list(range(1, len(current) + 1))
+    return position
+
+
+def _model_change(number: int, item: dict[str, Any], current: list[str], pins: set[str],
+                  used: set[int], limit: int) -> tuple[str, list[int], str | None, str]:
+    """``(kind, 0-based entries, new text, reason)`` of the model's change ``number``, checked;
+    the entries it names are added to ``used``."""
+    kind = str(item.get("kind") or "")
+    refs = item.get("entries")
+    reason = str(item.get("reason") or "").strip() or "proposed by the model"
+    if kind not in ("merge", "rewrite", "drop") or not isinstance(refs, list) or not refs:
+        raise CuratorError(f"model change {number} is malformed (kind {kind!r}, entries "
+                           f"{refs!r}); nothing was proposed")
+    idx = [_claim_entry(number, kind, ref, current, pins, used) for ref in refs]
+    new = None if kind == "drop" else _checked_text(number, item, limit)
+    return kind, idx, new, reason
+
+
+def _claim_entry(number: int, kind: str, ref: object, current: list[str], pins: set[str],
+                 used: set[int]) -> int:
+    """The 0-based index of entry ``ref`` of change ``number``, marked used; refused when it does
+    not exist, is already used, or is pinned."""
+    if not isinstance(ref, int) or not 1 <= ref <= len(current) or ref in used:
+        raise CuratorError(f"model change {number} names entry {ref!r}, which does not "
+                           "exist or is already used by another change; nothing was "
+                           "proposed")
+    if current[ref - 1] in pins:
+        raise CuratorError(f"model change {number} would {kind} pinned entry {ref} "
+                           f"({current[ref - 1][:60]!r}); pinned entries are kept as "
+                           "they are, so the proposal was refused")
+    used.add(ref)
+    return ref - 1
+
+
+def _checked_text(number: int, item: dict[str, Any], limit: int) -> str:
+    """The stripped ``new`` text of change ``number``, checked like a tool write."""
+    new = str(item.get("new") or "").strip()
+    problem = entry_problem(new, limit)
+    if problem is not None:
+        raise CuratorError(f"model change {number}: {problem}; nothing was proposed")
+    finding = scan(new)
+    if finding is not None:
+        raise CuratorError(f"model change {number} was refused by the threat scan: "
+                           f"{finding.message()} Nothing was proposed.")
+    return new
+
+
+def _replaced(current: list[str], replacement: dict[int, str | None]) -> list[str]:
+    """``current`` with each replaced entry swapped for its new text (``None``: removed)."""
+    after = []
+    for i, entry in enumerate(current):
+        if i not in replacement:
+            after.append(entry)
+        elif replacement[i] is not None:
+            after.append(str(replacement[i]))
+    return after
 
 
 # ------------------------------------------------------------------------------------ applying

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import datetime
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from hermes_core.commands import echo_json, warn
 
 from .cli_store import USER_OPTION, open_for_command, whose
+
+if TYPE_CHECKING:
+    from .history import Version
 
 __all__ = ["COMMANDS"]
 
@@ -85,25 +88,34 @@ def history(target: str | None, limit: int | None, as_json: bool, user: str | No
             click.echo(f"No versions recorded yet in {whose(user)}.")
         return
     for v in versions:
-        where = f" session {v.session_id}" if v.session_id else ""
-        call = f" call {v.message_id}" if v.message_id else ""
-        extra = f" (restores {v.restores})" if v.restores is not None else ""
-        mark = " [redacted by forget]" if v.redacted else ""
-        click.echo(f"{v.version:>5}  {_when(v.time)}  {v.action}{extra}  "
-                   f"{'+'.join(v.targets)}  by {v.origin}{where}{call}{mark}")
-        for change in v.changes:
-            old, new = change.get("old"), change.get("new")
-            if change.get("action") == "forget":
-                click.echo(f"         forgot {change.get('entries')} entr"
-                           f"{'y' if change.get('entries') == 1 else 'ies'} in "
-                           f"{change.get('target')}")
-                continue
-            if old:
-                click.echo(f"         - {_short(old)}")
-            if new:
-                click.echo(f"         + {_short(new)}")
-            if change.get("reason"):
-                click.echo(f"           ({change['reason']})")
+        _echo_version(v)
+
+
+def _echo_version(v: Version) -> None:
+    """One version of ``memory history``: its heading line, then a line or two per change."""
+    where = f" session {v.session_id}" if v.session_id else ""
+    call = f" call {v.message_id}" if v.message_id else ""
+    extra = f" (restores {v.restores})" if v.restores is not None else ""
+    mark = " [redacted by forget]" if v.redacted else ""
+    click.echo(f"{v.version:>5}  {_when(v.time)}  {v.action}{extra}  "
+               f"{'+'.join(v.targets)}  by {v.origin}{where}{call}{mark}")
+    for change in v.changes:
+        _echo_change(change)
+
+
+def _echo_change(change: dict[str, Any]) -> None:
+    if change.get("action") == "forget":
+        click.echo(f"         forgot {change.get('entries')} entr"
+                   f"{'y' if change.get('entries') == 1 else 'ies'} in "
+                   f"{change.get('target')}")
+        return
+    old, new = change.get("old"), change.get("new")
+    if old:
+        click.echo(f"         - {_short(old)}")
+    if new:
+        click.echo(f"         + {_short(new)}")
+    if change.get("reason"):
+        click.echo(f"           ({change['reason']})")
 
 
 @click.command("diff")

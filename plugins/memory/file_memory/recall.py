@@ -204,28 +204,37 @@ class EntryRecall:
         texts = [e for _t, e in clean]
         words, complete = word_scores(query, texts,
                                       bags=[bag for _t, _e, (bag, flagged) in looked if not flagged])
-        meaning: list[float | None] | None = None
-        emb = self.embedder()
-        if emb is not None and texts:
-            self.warm(texts)  # entries without a vector (new ones) get it on the thread
-        if emb is not None and texts and query.strip():
-            qv = self._query_vector(emb, query, budget)
-            if qv is not None:
-                vecs = [self.cache.get(emb.model_id, t) for t in texts]
-                have = [i for i, v in enumerate(vecs) if v is not None]
-                sims = similarities(qv, [vecs[i] for i in have])  # type: ignore[misc]
-                meaning = [None] * len(texts)
-                for i, s in zip(have, sims, strict=True):
-                    meaning[i] = s
-            elif self.problem is None:
-                self.problem = ("semantic ranking is warming up: entry vectors are being "
-                                "computed; word search still works")
+        meaning = self._meaning_scores(query, texts, budget)
         ranked: list[Ranked] = fuse(words, complete, meaning, self.weights)
         hits = [Hit(clean[r.index][0], clean[r.index][1], r.score, r.via, r.meaning)
                 for r in ranked]
         if meaning is not None:
             return hits, None
         return hits, self.problem or "semantic ranking is off"
+
+    def _meaning_scores(self, query: str, texts: list[str],
+                        budget: float | None) -> list[float | None] | None:
+        """Each text's similarity to ``query`` (None: it has no vector yet), or None when meaning
+        takes no part in this ranking."""
+        emb = self.embedder()
+        if emb is None or not texts:
+            return None
+        self.warm(texts)  # entries without a vector (new ones) get it on the thread
+        if not query.strip():
+            return None
+        qv = self._query_vector(emb, query, budget)
+        if qv is None:
+            if self.problem is None:
+                self.problem = ("semantic ranking is warming up: entry vectors are being "
+                                "computed; word search still works")
+            return None
+        vecs = [self.cache.get(emb.model_id, t) for t in texts]
+        have = [i for i, v in enumerate(vecs) if v is not None]
+        sims = similarities(qv, [vecs[i] for i in have])  # type: ignore[misc]
+        meaning: list[float | None] = [None] * len(texts)
+        for i, s in zip(have, sims, strict=True):
+            meaning[i] = s
+        return meaning
 
 
 _FILES = {"memory": "MEMORY.md", "user": "USER.md"}

@@ -27,7 +27,7 @@ from . import calls
 from .convert import tool_spec
 from .discovery import HermesCandidate, discover
 from .general import DELIVERED, skill_tool_name, unmapped_hooks
-from .loading import HermesLoadError, load
+from .loading import HermesLoadError, Loaded, load
 from .settings import missing_secrets
 
 __all__ = ["FAILED", "NEEDS_HERMES", "NEEDS_SERVICE", "READY", "PluginStatus", "clear_failure",
@@ -75,21 +75,14 @@ def status_of(candidate: HermesCandidate, home: Path) -> PluginStatus:
                        distribution=candidate.distribution, version=candidate.version,
                        path=str(candidate.path) if candidate.path else None)
     calls.point_env(home)
+    plugin_home = calls.hermes_home_for(home, candidate.plugin, None)
     try:
-        loaded = load(candidate, calls.hermes_home_for(home, candidate.plugin, None))
+        loaded = load(candidate, plugin_home)
     except HermesLoadError as exc:
         out.status = NEEDS_HERMES if exc.status == NEEDS_HERMES else FAILED
         out.detail, out.fix = str(exc), exc.fix
         return out
-    out.skipped = list(loaded.unsupported)
-    registered = loaded.registered
-    out.hooks = [name for name in registered.hooks if name in DELIVERED]
-    out.unmapped = unmapped_hooks(registered) + [f"{r} (refused)" for r in loaded.refused]
-    out.commands = [spelled(c.kind, c.name) for c in registered.commands]
-    out.tools = [tool.name for tool in registered.tools]
-    if registered.skills:
-        out.tools.append(skill_tool_name(candidate.plugin))
-        out.skills = [skill.name for skill in registered.skills]
+    _note_registrations(out, loaded, candidate.plugin)
     if loaded.engines and not loaded.providers:
         out.kind = "context-engine"
         out.detail = f"context engine: select it with hermes-core config set context.engine {candidate.name}"
@@ -102,18 +95,52 @@ def status_of(candidate: HermesCandidate, home: Path) -> PluginStatus:
         return out
     provider = loaded.providers[0]
     # a register_tool of a name its provider offers is the provider's tool (see get_tools)
-    own = set()
+    own = _provider_tool_names(provider, plugin_home)
+    out.tools = [tool for tool in out.tools if tool not in own]
+    answers = _ask_provider(out, provider, plugin_home)
+    if answers is None:
+        return out
+    available, schema = answers
+    unset = missing_secrets(schema, plugin=candidate.plugin)
+    if not available or unset:
+        _needs_service(out, provider, available, unset)
+        return out
+    out.detail = f"memory provider: add {candidate.name} to memory.providers"
+    return out
+
+
+def _note_registrations(out: PluginStatus, loaded: Loaded, plugin: str) -> None:
+    """Fill ``out``'s hooks, commands, tools and skills from what ``register(ctx)`` did."""
+    out.skipped = list(loaded.unsupported)
+    registered = loaded.registered
+    out.hooks = [name for name in registered.hooks if name in DELIVERED]
+    out.unmapped = unmapped_hooks(registered) + [f"{r} (refused)" for r in loaded.refused]
+    out.commands = [spelled(c.kind, c.name) for c in registered.commands]
+    out.tools = [tool.name for tool in registered.tools]
+    if registered.skills:
+        out.tools.append(skill_tool_name(plugin))
+        out.skills = [skill.name for skill in registered.skills]
+
+
+def _provider_tool_names(provider: Any, plugin_home: Path) -> set[str]:
+    """The names of the tools ``provider`` offers itself (empty when asking it fails)."""
+    own: set[str] = set()
     try:
-        with calls.in_home(calls.hermes_home_for(home, candidate.plugin, None)):
+        with calls.in_home(plugin_home):
             for schema in provider.get_tool_schemas() or []:
                 with contextlib.suppress(ValueError, TypeError):
                     own.add(tool_spec(schema)[0])
     except Exception:
         own = set()
-    out.tools = [tool for tool in out.tools if tool not in own]
+    return own
+
+
+def _ask_provider(out: PluginStatus, provider: Any, plugin_home: Path) -> tuple[bool, Any] | None:
+    """``(is_available(), config schema)`` of ``provider``; None (``out`` marked failed) when
+    either call raised."""
     method = "is_available"
     try:
-        with calls.in_home(calls.hermes_home_for(home, candidate.plugin, None)):
+        with calls.in_home(plugin_home):
             available = bool(provider.is_available())
             method = "get_config_schema"
             schema_of = getattr(provider, "get_config_schema", None)  # optional
@@ -121,21 +148,21 @@ def status_of(candidate: HermesCandidate, home: Path) -> PluginStatus:
     except Exception as exc:
         out.status, out.detail = FAILED, f"{method}() raised {type(exc).__name__}: {exc}"
         out.fix = "report the error to the plugin's author"
-        return out
-    unset = missing_secrets(schema, plugin=candidate.plugin)
-    if not available or unset:
-        from .adapter_objects import unavailable_reason
+        return None
+    return available, schema
 
-        out.status = NEEDS_SERVICE
-        out.detail = unavailable_reason(provider) if not available else ""
-        if unset:
-            out.detail = (out.detail + "; " if out.detail else "") + f"unset: {', '.join(unset)}"
-            out.fix = f"set {', '.join(unset)} in the environment"
-        else:
-            out.fix = "configure its service or key (see the plugin's documentation)"
-        return out
-    out.detail = f"memory provider: add {candidate.name} to memory.providers"
-    return out
+
+def _needs_service(out: PluginStatus, provider: Any, available: bool, unset: list[str]) -> None:
+    """Mark ``out`` as waiting for its service (not available) or for the ``unset`` secrets."""
+    from .adapter_objects import unavailable_reason
+
+    out.status = NEEDS_SERVICE
+    out.detail = unavailable_reason(provider) if not available else ""
+    if unset:
+        out.detail = (out.detail + "; " if out.detail else "") + f"unset: {', '.join(unset)}"
+        out.fix = f"set {', '.join(unset)} in the environment"
+    else:
+        out.fix = "configure its service or key (see the plugin's documentation)"
 
 
 def spelled(kind: str, name: str) -> str:

@@ -232,30 +232,38 @@ def _is_operand_end(tok: _Tok | None) -> bool:
     return tok is not None and (tok.kind in ("word", "phrase", ")"))
 
 
+def _has_operands(tok: _Tok, prev: _Tok | None, nxt: _Tok | None) -> bool:
+    """Whether the operator ``tok`` has an operand on each side (``AND NOT`` counts as one)."""
+    left_ok = _is_operand_end(prev) or (
+        tok.text == "NOT" and prev is not None and prev.kind == "op" and prev.text == "AND")
+    right_ok = nxt is not None and (
+        nxt.kind in ("word", "phrase", "(")
+        or (tok.text == "AND" and nxt.kind == "op" and nxt.text == "NOT"))
+    return left_ok and right_ok
+
+
+def _strip_edge_operators(out: list[_Tok]) -> None:
+    """Drop the operators left at either end of ``out`` (in place)."""
+    while out and out[-1].kind == "op":
+        out.pop()
+    while out and out[0].kind == "op":
+        out.pop(0)
+
+
 def _demote_operators(toks: list[_Tok]) -> list[_Tok]:
     """An operator without an operand on each side is not an operator: it is dropped, or, when
     the query has nothing else (``AND`` alone), searched as the word it spells."""
     out: list[_Tok] = []
     demoted: list[_Tok] = []
     for k, tok in enumerate(toks):
-        if tok.kind == "op":
-            prev = out[-1] if out else None
-            nxt = toks[k + 1] if k + 1 < len(toks) else None
-            left_ok = _is_operand_end(prev) or (
-                tok.text == "NOT" and prev is not None and prev.kind == "op" and prev.text == "AND")
-            right_ok = nxt is not None and (
-                nxt.kind in ("word", "phrase", "(")
-                or (tok.text == "AND" and nxt.kind == "op" and nxt.text == "NOT"))
-            if not (left_ok and right_ok):
-                demoted.append(_Tok("word", tok.text))
-                continue
+        nxt = toks[k + 1] if k + 1 < len(toks) else None
+        if tok.kind == "op" and not _has_operands(tok, out[-1] if out else None, nxt):
+            demoted.append(_Tok("word", tok.text))
+            continue
         out.append(tok)
     # an operator left dangling by a dropped one ("a AND AND b" -> "a AND b" is fine, but
     # "AND OR b" drops both): operators must still sit between operands
-    while out and out[-1].kind == "op":
-        out.pop()
-    while out and out[0].kind == "op":
-        out.pop(0)
+    _strip_edge_operators(out)
     if not any(t.kind in ("word", "phrase") for t in out):
         return [t for t in out if t.kind != "op"] + demoted
     return out

@@ -466,6 +466,56 @@ def states_change(text: str) -> bool:
     return CHANGE.search(text.casefold()) is not None
 
 
+@dataclass
+class _Listed:
+    """What the update test needs of the first conversations: their best messages' ids, which
+    of them state a change, the values their user messages give, their vectors, when and how
+    relevant each conversation is."""
+
+    members: dict[int, list[int]]
+    changed: set[int]
+    stated: dict[int, set[str]]
+    mats: dict[int, Any]
+    when: dict[int, float]
+    relevance: dict[int, float]
+
+    def says_change(self, later: int, earlier: int, w: Weights) -> bool:
+        """Whether ``later`` states a change in so many words, or gives a new value for
+        something ``earlier`` named."""
+        return any(i in self.changed for i in self.members[later]) or (
+            w.differs and _new_values(self.stated, self.members[later], self.members[earlier]))
+
+    def updates(self, b: int, a: int, w: Weights) -> bool:
+        """Whether ``b`` looks like an update of ``a`` (topic, time, relevance, a change)."""
+        if a not in self.mats or b not in self.mats:
+            return False
+        if self.when[b] - self.when[a] < w.update_days * 86400.0:
+            return False
+        if not self.says_change(b, a, w):
+            return False
+        if self.relevance[b] < w.update_relevance * self.relevance[a]:
+            return False
+        return float(np.max(self.mats[a] @ self.mats[b].T)) >= w.same_topic
+
+
+def _listed(archive: SessionArchive, head: list[int], groups: dict[int, list[Candidate]],
+            vec: dict[int, float], stamps: dict[int, float], index: VectorIndex, w: Weights,
+            ) -> _Listed:
+    members = {ch: [c.id for c in groups[ch][: w.topic_messages]] for ch in head}
+    every = [i for ids in members.values() for i in ids]
+    said = _texts(archive, every)
+    changed = ({i for i, (_role, t) in said.items() if states_change(t)} if w.change_word
+               else set())
+    # the values each user message gives, worked out once for every pair compared below
+    stated = {i: values(t) for i, (role, t) in said.items() if role == "user"} if w.differs else {}
+    rows = index.vectors(every)
+    mats = {ch: np.stack([rows[i] for i in ids if i in rows]) for ch, ids in members.items()
+            if any(i in rows for i in ids)}
+    return _Listed(members, changed, stated, mats,
+                   when={ch: stamps.get(groups[ch][0].id, 0.0) for ch in head},
+                   relevance={ch: vec.get(groups[ch][0].id, 0.0) for ch in head})
+
+
 def _updates(archive: SessionArchive, order: list[int], groups: dict[int, list[Candidate]],
              vec: dict[int, float], stamps: dict[int, float], index: VectorIndex, w: Weights,
              ) -> dict[int, tuple[int, int]]:
@@ -473,31 +523,13 @@ def _updates(archive: SessionArchive, order: list[int], groups: dict[int, list[C
     update of it (see the module docstring: topic, time, relevance, a stated change; no score
     margin), with that conversation's best message."""
     head = order[: w.update_window]
-    members = {ch: [c.id for c in groups[ch][: w.topic_messages]] for ch in head}
-    said = _texts(archive, [i for ids in members.values() for i in ids])
-    changed = ({i for i, (_role, t) in said.items() if states_change(t)} if w.change_word
-               else set())
-    # the values each user message gives, worked out once for every pair compared below
-    stated = {i: values(t) for i, (role, t) in said.items() if role == "user"} if w.differs else {}
-    rows = index.vectors([i for ids in members.values() for i in ids])
-    mats = {ch: np.stack([rows[i] for i in ids if i in rows]) for ch, ids in members.items()
-            if any(i in rows for i in ids)}
-    when = {ch: stamps.get(groups[ch][0].id, 0.0) for ch in head}
-    relevance = {ch: vec.get(groups[ch][0].id, 0.0) for ch in head}
-    gap = w.update_days * 86400.0
+    listed = _listed(archive, head, groups, vec, stamps, index, w)
     out: dict[int, tuple[int, int]] = {}
     for pos, b in enumerate(head):
         for a in head[:pos]:
-            if a not in mats or b not in mats or when[b] - when[a] < gap:
+            if a in out and listed.when[out[a][0]] >= listed.when[b]:
                 continue
-            if a in out and when[out[a][0]] >= when[b]:
-                continue
-            if not any(i in changed for i in members[b]) and not (
-                    w.differs and _new_values(stated, members[b], members[a])):
-                continue
-            if relevance[b] < w.update_relevance * relevance[a]:
-                continue
-            if float(np.max(mats[a] @ mats[b].T)) >= w.same_topic:
+            if listed.updates(b, a, w):
                 out[a] = (b, groups[b][0].id)
     return out
 

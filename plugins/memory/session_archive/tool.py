@@ -173,6 +173,38 @@ def _title_chains(archive: SessionArchive, query: str, current: str | None,
     return [r[0] for r in rows]
 
 
+def _window_rows(archive: SessionArchive, ids: list[int]) -> dict[int, tuple[Any, ...]]:
+    """Each message's id, role, content (its first 400,000 characters), tool name, tool calls
+    and whether the content is longer (one query per 500 ids)."""
+    rows: dict[int, tuple[Any, ...]] = {}
+    for i in range(0, len(ids), 500):
+        part = ids[i : i + 500]
+        rows.update({r[0]: r for r in archive.db.read(
+            "SELECT id, role, substr(content, 1, 400000), tool_name, tool_calls, "
+            "length(content) > 400000 "
+            f"FROM messages WHERE id IN ({','.join('?' * len(part))})", tuple(part))})
+    return rows
+
+
+def _window_message(archive: SessionArchive, r: tuple[Any, ...], plan: SearchPlan, is_hit: bool,
+                    limit: int) -> dict[str, Any]:
+    """One message of a window, capped at ``limit`` (a hit's around its match)."""
+    mid, content = r[0], r[2] or ""
+    around = find_match(content, plan.needles) if is_hit else -1
+    if is_hit and around == -1 and r[5]:
+        content = full_content(archive, mid)  # a huge message matched beyond its start
+        around = find_match(content, plan.needles)
+    item: dict[str, Any] = {"id": mid, "role": r[1], "content": _cap(content, limit, around)}
+    if r[3]:
+        item["tool_name"] = r[3]
+    calls = _calls(r[4])
+    if calls:
+        item["tool_calls"] = calls
+    if is_hit:
+        item["match"] = True
+    return item
+
+
 def _window(
     archive: SessionArchive, hit_ids: list[int], plan: SearchPlan, budget: int,
     skeleton: list[tuple[int, str, int]], hit_chars: int = HIT_CHARS,
@@ -184,33 +216,9 @@ def _window(
                for mid, _role, n in skeleton]
     start, end = place_window(lengths, [pos[h] for h in hit_ids if h in pos], budget)
     ids = [mid for mid, _r, _n in skeleton[start:end]]
-    rows: dict[int, tuple[Any, ...]] = {}
-    for i in range(0, len(ids), 500):
-        part = ids[i : i + 500]
-        rows.update({r[0]: r for r in archive.db.read(
-            "SELECT id, role, substr(content, 1, 400000), tool_name, tool_calls, "
-            "length(content) > 400000 "
-            f"FROM messages WHERE id IN ({','.join('?' * len(part))})", tuple(part))})
-    messages = []
-    for mid in ids:
-        r = rows[mid]
-        content = r[2] or ""
-        is_hit = mid in hit_set
-        around = find_match(content, plan.needles) if is_hit else -1
-        if is_hit and around == -1 and r[5]:
-            content = full_content(archive, mid)  # a huge message matched beyond its start
-            around = find_match(content, plan.needles)
-        item: dict[str, Any] = {"id": mid, "role": r[1],
-                                "content": _cap(content, hit_chars if is_hit else message_chars,
-                                                around)}
-        if r[3]:
-            item["tool_name"] = r[3]
-        calls = _calls(r[4])
-        if calls:
-            item["tool_calls"] = calls
-        if is_hit:
-            item["match"] = True
-        messages.append(item)
+    rows = _window_rows(archive, ids)
+    messages = [_window_message(archive, rows[mid], plan, mid in hit_set,
+                                hit_chars if mid in hit_set else message_chars) for mid in ids]
     out: dict[str, Any] = {"messages_before": start, "messages_after": len(skeleton) - end,
                            "messages": messages}
     if start > 0:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -324,50 +324,26 @@ def session_search(
     """
     query = clean_text(query)[0]  # a lone surrogate cannot reach SQLite
     if session_id is not None and user is not None:
-        try:
-            owner = archive.get_session(session_id).attributes.get("user_id") or ""
-        except Exception:
-            owner = None
-        if owner != user:
-            raise QueryError(f"there is no session {session_id!r} among this user's sessions")
+        _check_owner(archive, session_id, user)
     if session_id is not None:
         return expand_session(archive, session_id, query, around_message_id=around_message_id,
                               result_chars=result_chars, current_session_id=current_session_id)
     if not query.strip():
         return _recent(archive, current_session_id, limit or 5, user)
-    via: dict[int, str] = {}
-    newer: dict[int, tuple[int, int]] = {}
-    problem: str | None = semantic.problem if semantic is not None else None
-    if semantic is not None and semantic.embedder is not None:
-        from .hybrid import hybrid_candidates  # numpy: only when semantic search is on
-
-        fused = hybrid_candidates(archive, query, semantic.embedder, semantic.index,
-                                  exclude_lineage_of=current_session_id, roles=roles,
-                                  limit=candidates, user=user)
-        found, matched, plan, via = fused.found, fused.matched, fused.plan, fused.via
-        problem, newer = fused.problem, fused.newer
-    else:
-        plan = plan_query(archive, query)
-        found, matched = run_plan(archive, plan, exclude_lineage_of=current_session_id,
-                                  roles=roles, limit=candidates, user=user)
+    ranked = _matches(archive, query, semantic, current_session_id, roles, candidates, user)
     out: dict[str, Any] = {"mode": "search", "query": query,
-                           "matched": _MATCHED[matched]}
+                           "matched": _MATCHED[ranked.matched]}
     if semantic is not None:
-        out["semantic"] = problem or "on"
+        out["semantic"] = ranked.problem or "on"
     derived = facts(query, user, current_session_id) if facts is not None else []
     if derived:  # derived memory (fact_search.py): each names its source session
         out["facts"] = derived
     titled = _title_chains(archive, query, current_session_id, user)
-    if not found and not titled:
-        out.update(results=[], count=0, note="No earlier session matches. Try other words, or an "
-                   "empty query to list recent sessions.")
-        if derived:
-            out["note"] = ("No earlier message matches; the facts were derived from earlier "
-                           "sessions: call again with a fact's session_id to read it.")
-        return out
-    attach_chains(archive, found)
+    if not ranked.found and not titled:
+        return _no_match(out, bool(derived))
+    attach_chains(archive, ranked.found)
     groups: dict[int, list[Candidate]] = {ch: [] for ch in titled}  # a title match comes first
-    for c in found:  # best first, so each group is ordered best first too
+    for c in ranked.found:  # best first, so each group is ordered best first too
         groups.setdefault(c.chain, []).append(c)
     chains = list(groups)
     demoted = set(demote_platforms)
@@ -377,13 +353,65 @@ def session_search(
     chosen = chains[: limit or limit_default]
     # what the envelope takes (and the notes added below) is not available to the results
     reserve = _size(out) + 160 + (120 if summarise else 0)
-    out.update(_present(archive, chosen, groups, heads, titled, plan, window_chars,
-                        result_chars - reserve, sessions_matched=len(groups), via=via,
-                        newer=newer))
+    out.update(_present(archive, chosen, groups, heads, titled, ranked.plan, window_chars,
+                        result_chars - reserve, sessions_matched=len(groups), via=ranked.via,
+                        newer=ranked.newer))
     if summarise is not None:
         note = summarise(out["results"], query)
         if note:
             out["summary_note"] = note
+    return out
+
+
+def _check_owner(archive: SessionArchive, session_id: str, user: str) -> None:
+    """Refuse a ``session_id`` that is not one of ``user``'s sessions (or does not exist)."""
+    try:
+        owner = archive.get_session(session_id).attributes.get("user_id") or ""
+    except Exception:
+        owner = None
+    if owner != user:
+        raise QueryError(f"there is no session {session_id!r} among this user's sessions")
+
+
+@dataclass
+class _Ranked:
+    """The ranked messages of a search, which try matched, the plan, and with semantic search
+    which path found each, what it lacked, and the conversations later ones seem to update."""
+
+    found: list[Candidate]
+    matched: str
+    plan: SearchPlan
+    via: dict[int, str] = field(default_factory=dict)
+    problem: str | None = None
+    newer: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+
+def _matches(archive: SessionArchive, query: str, semantic: Semantic | None, current: str | None,
+             roles: tuple[str, ...] | None, candidates: int, user: str | None) -> _Ranked:
+    """The messages matching ``query``: by words and meaning when semantic search is on, else
+    by words."""
+    if semantic is not None and semantic.embedder is not None:
+        from .hybrid import hybrid_candidates  # numpy: only when semantic search is on
+
+        fused = hybrid_candidates(archive, query, semantic.embedder, semantic.index,
+                                  exclude_lineage_of=current, roles=roles,
+                                  limit=candidates, user=user)
+        return _Ranked(fused.found, fused.matched, fused.plan, fused.via, fused.problem,
+                       fused.newer)
+    plan = plan_query(archive, query)
+    found, matched = run_plan(archive, plan, exclude_lineage_of=current,
+                              roles=roles, limit=candidates, user=user)
+    return _Ranked(found, matched, plan, problem=semantic.problem if semantic is not None else None)
+
+
+def _no_match(out: dict[str, Any], derived: bool) -> dict[str, Any]:
+    """``out`` saying that no earlier session matches (and, with ``derived`` facts, where to
+    read them)."""
+    out.update(results=[], count=0, note="No earlier session matches. Try other words, or an "
+               "empty query to list recent sessions.")
+    if derived:
+        out["note"] = ("No earlier message matches; the facts were derived from earlier "
+                       "sessions: call again with a fact's session_id to read it.")
     return out
 
 

@@ -447,28 +447,8 @@ def _present(
     skeletons = {ch: _skeleton(archive, ch) for ch in chosen}
     results = []
     for ch in chosen:
-        group = groups[ch]
-        head = heads.get(ch)
-        hits = hits_for(archive, group[:hits_per], plan, context=context)
-        result: dict[str, Any] = {
-            "session_id": head[1] if head else (hits[0].session_id if hits else None),
-            "title": head[2] if head else None,
-            "platform": head[3] if head else None,
-            "model": head[4] if head else None,
-            "started_at": _when(head[6]) if head else None,
-            "last_active": _when(head[5]) if head else None,
-            "matches": len(group),
-            **({"title_match": True} if ch in titled else {}),
-            "hits": [h.to_dict() | {"timestamp": _when(h.timestamp)} for h in hits],
-        }
-        for h in result["hits"]:
-            if via:
-                h["found_by"] = via.get(h["message_id"], "words")
-            h.pop("score", None)
-            h.pop("session_title", None)
-            h.pop("platform", None)
-        if result["model"] is None:
-            result.pop("model")
+        hits = hits_for(archive, groups[ch][:hits_per], plan, context=context)
+        result = _session_result(heads.get(ch), hits, len(groups[ch]), ch in titled, via)
         if newer and ch in newer:
             result["newer"] = _newer(archive, *newer[ch])
         results.append(result)
@@ -480,17 +460,7 @@ def _present(
     empty = {"messages_before": 0, "messages_after": 0, "messages": []}
     for r in results:
         r["window"] = empty
-    # hits come first: when they alone take over half the budget, keep fewer and shorter ones
-    for keep, snippet in ((2, 240), (1, 240), (1, 120)):
-        if _size(out) <= result_chars // 2:
-            break
-        for r in results:
-            r["hits"] = r["hits"][:keep]
-            for h in r["hits"]:
-                h.pop("context_before", None)
-                h.pop("context_after", None)
-                if len(h["snippet"]) > snippet:
-                    h["snippet"] = h["snippet"][:snippet] + "…"
+    _shorten_hits(out, result_chars)
     room = max(0, min(window_chars, result_chars - _size(out) - 400 * len(chosen)))
     needs = []
     for ch in chosen:
@@ -506,6 +476,46 @@ def _present(
     if any(r["window"]["messages_before"] or r["window"]["messages_after"] for r in results):
         out["more"] = more
     return out
+
+
+def _session_result(head: tuple[Any, ...] | None, hits: list[Any], matches: int, titled: bool,
+                    via: dict[int, str] | None) -> dict[str, Any]:
+    """One session of the results: what it is (``head``: its newest record), how many of its
+    messages matched, and its ``hits`` (with the path that found each, when ``via`` says)."""
+    result: dict[str, Any] = {
+        "session_id": head[1] if head else (hits[0].session_id if hits else None),
+        "title": head[2] if head else None,
+        "platform": head[3] if head else None,
+        "model": head[4] if head else None,
+        "started_at": _when(head[6]) if head else None,
+        "last_active": _when(head[5]) if head else None,
+        "matches": matches,
+        **({"title_match": True} if titled else {}),
+        "hits": [h.to_dict() | {"timestamp": _when(h.timestamp)} for h in hits],
+    }
+    for h in result["hits"]:
+        if via:
+            h["found_by"] = via.get(h["message_id"], "words")
+        h.pop("score", None)
+        h.pop("session_title", None)
+        h.pop("platform", None)
+    if result["model"] is None:
+        result.pop("model")
+    return result
+
+
+def _shorten_hits(out: dict[str, Any], result_chars: int) -> None:
+    """Hits come first: when they alone take over half the budget, keep fewer and shorter ones."""
+    for keep, snippet in ((2, 240), (1, 240), (1, 120)):
+        if _size(out) <= result_chars // 2:
+            break
+        for r in out["results"]:
+            r["hits"] = r["hits"][:keep]
+            for h in r["hits"]:
+                h.pop("context_before", None)
+                h.pop("context_after", None)
+                if len(h["snippet"]) > snippet:
+                    h["snippet"] = h["snippet"][:snippet] + "…"
 
 
 def expand_session(

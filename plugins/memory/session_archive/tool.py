@@ -25,6 +25,7 @@ from hermes_core.errors import ToolError
 from hermes_core.kinds import Tool
 from hermes_core.types import ToolContext
 
+from ._excerpts import HIT_CHARS, MESSAGE_CHARS, OVERHEAD, conversation_window
 from .errors import QueryError
 from .query import SearchPlan
 from .records import Candidate, clean_text
@@ -32,14 +33,13 @@ from .schema import INDEXED_SQL
 from .search import (
     DEFAULT_CANDIDATES,
     attach_chains,
-    find_match,
     full_content,
     hits_for,
     plan_query,
     run_plan,
 )
 from .store import LINEAGE_CTE, SessionArchive
-from .window import place_window, share_budget
+from .window import share_budget
 
 #: the system prompt's guidance for a session offering the tool
 GUIDANCE = (
@@ -50,14 +50,6 @@ GUIDANCE = (
 __all__ = ["GUIDANCE", "RESULT_CHARS", "Semantic", "SessionSearchInput", "expand_session",
            "make_tool", "prefetch_text", "session_search"]
 
-#: a window shows at most this much of a matching message (around the match) ...
-HIT_CHARS = 6000
-#: ... and of any other message (its start)
-MESSAGE_CHARS = 1500
-#: tool-call arguments shown per call
-ARGS_CHARS = 600
-#: JSON keys and punctuation per message, counted against the budget
-OVERHEAD = 40
 HITS_PER_SESSION = 5
 #: the default size of one call's whole result, in characters of JSON
 RESULT_CHARS = 16_000
@@ -104,33 +96,6 @@ def _when(ts: float | None) -> str | None:
     return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def _cap(text: str, limit: int, around: int = -1) -> str:
-    if len(text) <= limit:
-        return text
-    if around < 0:
-        return text[:limit] + f" …[{len(text) - limit:,} more characters]"
-    start = max(0, min(around - limit // 3, len(text) - limit))
-    end = start + limit
-    return (f"[{start:,} characters before] …" if start else "") + text[start:end] + (
-        f"… [{len(text) - end:,} more characters]" if end < len(text) else "")
-
-
-def _calls(raw: str | None) -> list[dict[str, Any]] | None:
-    if not raw:
-        return None
-    try:
-        calls = json.loads(raw)
-    except ValueError:
-        return [{"arguments": raw[:ARGS_CHARS]}]
-    out = []
-    for c in calls if isinstance(calls, list) else [calls]:
-        c = c if isinstance(c, dict) else {"arguments": c}
-        args = c.get("arguments")
-        text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
-        out.append({"name": c.get("name"), "arguments": _cap(text, ARGS_CHARS)})
-    return out
-
-
 def _recent(archive: SessionArchive, current: str | None, limit: int,
             user: str | None = None) -> dict[str, Any]:
     records = archive.list_sessions(limit=limit, exclude_lineage_of=current, user=user)
@@ -171,61 +136,6 @@ def _title_chains(archive: SessionArchive, query: str, current: str | None,
         f"{prefix} SELECT DISTINCT chain FROM sessions WHERE title = :title COLLATE NOCASE "
         f"{exclude} ORDER BY updated_at DESC LIMIT 5", params)
     return [r[0] for r in rows]
-
-
-def _window_rows(archive: SessionArchive, ids: list[int]) -> dict[int, tuple[Any, ...]]:
-    """Each message's id, role, content (its first 400,000 characters), tool name, tool calls
-    and whether the content is longer (one query per 500 ids)."""
-    rows: dict[int, tuple[Any, ...]] = {}
-    for i in range(0, len(ids), 500):
-        part = ids[i : i + 500]
-        rows.update({r[0]: r for r in archive.db.read(
-            "SELECT id, role, substr(content, 1, 400000), tool_name, tool_calls, "
-            "length(content) > 400000 "
-            f"FROM messages WHERE id IN ({','.join('?' * len(part))})", tuple(part))})
-    return rows
-
-
-def _window_message(archive: SessionArchive, r: tuple[Any, ...], plan: SearchPlan, is_hit: bool,
-                    limit: int) -> dict[str, Any]:
-    """One message of a window, capped at ``limit`` (a hit's around its match)."""
-    mid, content = r[0], r[2] or ""
-    around = find_match(content, plan.needles) if is_hit else -1
-    if is_hit and around == -1 and r[5]:
-        content = full_content(archive, mid)  # a huge message matched beyond its start
-        around = find_match(content, plan.needles)
-    item: dict[str, Any] = {"id": mid, "role": r[1], "content": _cap(content, limit, around)}
-    if r[3]:
-        item["tool_name"] = r[3]
-    calls = _calls(r[4])
-    if calls:
-        item["tool_calls"] = calls
-    if is_hit:
-        item["match"] = True
-    return item
-
-
-def _window(
-    archive: SessionArchive, hit_ids: list[int], plan: SearchPlan, budget: int,
-    skeleton: list[tuple[int, str, int]], hit_chars: int = HIT_CHARS,
-    message_chars: int = MESSAGE_CHARS,
-) -> dict[str, Any]:
-    pos = {mid: i for i, (mid, _r, _n) in enumerate(skeleton)}
-    hit_set = set(hit_ids)
-    lengths = [min(n, hit_chars if mid in hit_set else message_chars) + OVERHEAD
-               for mid, _role, n in skeleton]
-    start, end = place_window(lengths, [pos[h] for h in hit_ids if h in pos], budget)
-    ids = [mid for mid, _r, _n in skeleton[start:end]]
-    rows = _window_rows(archive, ids)
-    messages = [_window_message(archive, rows[mid], plan, mid in hit_set,
-                                hit_chars if mid in hit_set else message_chars) for mid in ids]
-    out: dict[str, Any] = {"messages_before": start, "messages_after": len(skeleton) - end,
-                           "messages": messages}
-    if start > 0:
-        out["earlier_message_id"] = skeleton[start - 1][0]
-    if end < len(skeleton):
-        out["later_message_id"] = skeleton[end][0]
-    return out
 
 
 _MATCHED = {
@@ -469,7 +379,7 @@ def _present(
                          for mid, _r, n in skeletons[ch]))
 
     def make(budgets: list[int]) -> list[dict[str, Any]]:
-        return [_window(archive, [c.id for c in groups[ch]], plan, b, skeletons[ch], hit_chars,
+        return [conversation_window(archive, [c.id for c in groups[ch]], plan, b, skeletons[ch], hit_chars,
                         message_chars) for ch, b in zip(chosen, budgets, strict=True)]
 
     _fit_windows(out, make, share_budget(needs, room), result_chars)
@@ -552,7 +462,7 @@ def expand_session(
     out["results"] = [{}]
 
     def make(budgets: list[int]) -> list[dict[str, Any]]:
-        return [_window(archive, anchors, plan, budgets[0], skeleton, hit_chars, message_chars)]
+        return [conversation_window(archive, anchors, plan, budgets[0], skeleton, hit_chars, message_chars)]
 
     _fit_windows(out, make, [max(0, result_chars - 600)], result_chars)
     out["window"] = out.pop("results")[0]["window"]

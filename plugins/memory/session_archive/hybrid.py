@@ -165,19 +165,7 @@ def hybrid_candidates(
     embedder).
     """
     w = weights or Weights()
-    problem: str | None = None
-    waiting = None
-    if embedder is None or index is None:
-        problem = "semantic search is off"
-    else:
-        st = state(archive, embedder, count=False)  # no table scan per query
-        if st.problem:
-            problem = st.problem
-        else:
-            try:  # the query is embedded on the embedder's thread while words are searched
-                waiting = embedder.start([query[:4000]])
-            except EmbeddingError as exc:
-                problem = str(exc)
+    problem, waiting = _start_embedding(archive, query, embedder, index)
     vector_side: _VectorSide | None = None
     words_done = threading.Event()
     if waiting is not None and index is not None and embedder is not None:
@@ -185,58 +173,112 @@ def hybrid_candidates(
         exclude = lineage_ids(archive, exclude_lineage_of) if exclude_lineage_of else None
         k = w.neighbours * (USER_WIDEN if user is not None else 1)
         vector_side = _VectorSide(waiting, index, embedder.dimension, k, exclude, words_done)
-    lexical: list[Candidate] = []
-    matched = "none"
-    query_error: QueryError | None = None
     try:
-        plan = plan_query(archive, query)
-        if use_words:
-            lexical, matched = run_plan(archive, plan, exclude_lineage_of=exclude_lineage_of,
-                                        roles=roles, limit=limit, user=user)
-    except QueryError as exc:
-        query_error = exc
-        plan = SearchPlan(text=query)
+        words = _Words.search(archive, query, use_words, exclude_lineage_of=exclude_lineage_of,
+                              roles=roles, limit=limit, user=user)
     finally:
         words_done.set()
     qv = None
     near: list[tuple[int, float]] = []
     if vector_side is not None:
-        try:
-            qv, near, loading = vector_side.result()
-        except EmbeddingError as exc:
-            problem = str(exc)
-        else:
-            if loading:
-                problem = (f"the vector index is still loading ({loading:,} vectors so far): "
-                           "older messages are found by words only until it is done")
-    if isinstance(query_error, ExclusionOnlyQuery):  # "-dogs" does not mean dogs
-        raise query_error
+        qv, near, problem = _vector_result(vector_side, problem)
+    if isinstance(words.error, ExclusionOnlyQuery):  # "-dogs" does not mean dogs
+        raise words.error
     if qv is None or index is None or embedder is None:
-        if query_error is not None:
+        return words.alone(problem)
+    near = _allowed_near(archive, near, words, w, roles=roles, user=user)
+    vec = dict(near)
+    nearest_ids = set(vec)
+    # every lexical candidate's own similarity, not only the nearest ones'
+    lex_ids = [c.id for c in words.found[: w.lexical] if c.id not in vec]
+    if lex_ids:
+        vec.update(index.similarities(qv, lex_ids))
+    fused, via, stamps = _fuse(archive, words.found, words.matched, vec, nearest_ids, w)
+    found, newer = _by_conversation(archive, fused, vec, stamps, index, w, asks_current(query))
+    return HybridResult(found, words.matched if words.found else "meaning", via, problem,
+                        words.plan, newer)
+
+
+def _start_embedding(archive: SessionArchive, query: str, embedder: GuardedEmbedder | None,
+                     index: VectorIndex | None) -> tuple[str | None, Any]:
+    """(why semantic search cannot help, or None; the pending embedding of ``query``, or
+    None): the query is embedded on the embedder's thread while words are searched."""
+    if embedder is None or index is None:
+        return "semantic search is off", None
+    st = state(archive, embedder, count=False)  # no table scan per query
+    if st.problem:
+        return st.problem, None
+    try:
+        return None, embedder.start([query[:4000]])
+    except EmbeddingError as exc:
+        return str(exc), None
+
+
+def _vector_result(vector_side: _VectorSide, problem: str | None,
+                   ) -> tuple[Any, list[tuple[int, float]], str | None]:
+    """The query's vector (None when it failed), its nearest vectors, and the problem to
+    report (``problem`` unless the vector side had one)."""
+    try:
+        qv, near, loading = vector_side.result()
+    except EmbeddingError as exc:
+        return None, [], str(exc)
+    if loading:
+        problem = (f"the vector index is still loading ({loading:,} vectors so far): "
+                   "older messages are found by words only until it is done")
+    return qv, near, problem
+
+
+@dataclass
+class _Words:
+    """The word half of a query: its plan, candidates and which try matched, or the
+    QueryError that stopped it."""
+
+    plan: SearchPlan
+    found: list[Candidate] = field(default_factory=list)
+    matched: str = "none"
+    error: QueryError | None = None
+
+    @classmethod
+    def search(cls, archive: SessionArchive, query: str, use_words: bool, *,
+               exclude_lineage_of: str | None, roles: tuple[str, ...] | None, limit: int,
+               user: str | None) -> _Words:
+        try:
+            words = cls(plan_query(archive, query))
+            if use_words:
+                words.found, words.matched = run_plan(
+                    archive, words.plan, exclude_lineage_of=exclude_lineage_of, roles=roles,
+                    limit=limit, user=user)
+        except QueryError as exc:
+            return cls(SearchPlan(text=query), error=exc)
+        return words
+
+    def alone(self, problem: str | None) -> HybridResult:
+        """The result by words only (meaning could not take part because of ``problem``);
+        the query's error when words could not search it either."""
+        if self.error is not None:
             if problem:  # say why meaning, which could have searched it, did not
-                raise QueryError(f"{query_error} (it could be searched by meaning, but "
+                raise QueryError(f"{self.error} (it could be searched by meaning, but "
                                  f"{problem})") from None
-            raise query_error
-        return HybridResult(lexical, matched, {c.id: "words" for c in lexical[:50]}, problem,
-                            plan)
+            raise self.error
+        return HybridResult(self.found, self.matched, {c.id: "words" for c in self.found[:50]},
+                            problem, self.plan)
+
+
+def _allowed_near(archive: SessionArchive, near: list[tuple[int, float]], words: _Words,
+                  w: Weights, *, roles: tuple[str, ...] | None, user: str | None,
+                  ) -> list[tuple[int, float]]:
+    """The nearest vectors above the floor that the search may return: of ``roles`` and
+    ``user`` (the best :attr:`Weights.neighbours`), and not matching what the query excludes."""
     near = [(i, s) for i, s in near if s >= w.floor]
     if user is not None or roles:
         keep = allowed_ids(archive, [i for i, _ in near], roles=roles, user=user)
         near = [(i, s) for i, s in near if i in keep][: w.neighbours]
-    negated = negated_expr(plan)
+    negated = negated_expr(words.plan)
     if negated and near:  # -word and NOT hold for what meaning finds too
-        lexical_ids = {c.id for c in lexical}
+        lexical_ids = {c.id for c in words.found}
         out = matching_ids(archive, negated, [i for i, _ in near if i not in lexical_ids])
         near = [(i, s) for i, s in near if i not in out]
-    vec = dict(near)
-    nearest_ids = set(vec)
-    # every lexical candidate's own similarity, not only the nearest ones'
-    lex_ids = [c.id for c in lexical[: w.lexical] if c.id not in vec]
-    if lex_ids:
-        vec.update(index.similarities(qv, lex_ids))
-    fused, via, stamps = _fuse(archive, lexical, matched, vec, nearest_ids, w)
-    found, newer = _by_conversation(archive, fused, vec, stamps, index, w, asks_current(query))
-    return HybridResult(found, matched if lexical else "meaning", via, problem, plan, newer)
+    return near
 
 
 def allowed_ids(archive: SessionArchive, ids: list[int], *, roles: tuple[str, ...] | None,
@@ -424,6 +466,56 @@ def states_change(text: str) -> bool:
     return CHANGE.search(text.casefold()) is not None
 
 
+@dataclass
+class _Listed:
+    """What the update test needs of the first conversations: their best messages' ids, which
+    of them state a change, the values their user messages give, their vectors, when and how
+    relevant each conversation is."""
+
+    members: dict[int, list[int]]
+    changed: set[int]
+    stated: dict[int, set[str]]
+    mats: dict[int, Any]
+    when: dict[int, float]
+    relevance: dict[int, float]
+
+    def says_change(self, later: int, earlier: int, w: Weights) -> bool:
+        """Whether ``later`` states a change in so many words, or gives a new value for
+        something ``earlier`` named."""
+        return any(i in self.changed for i in self.members[later]) or (
+            w.differs and _new_values(self.stated, self.members[later], self.members[earlier]))
+
+    def updates(self, b: int, a: int, w: Weights) -> bool:
+        """Whether ``b`` looks like an update of ``a`` (topic, time, relevance, a change)."""
+        if a not in self.mats or b not in self.mats:
+            return False
+        if self.when[b] - self.when[a] < w.update_days * 86400.0:
+            return False
+        if not self.says_change(b, a, w):
+            return False
+        if self.relevance[b] < w.update_relevance * self.relevance[a]:
+            return False
+        return float(np.max(self.mats[a] @ self.mats[b].T)) >= w.same_topic
+
+
+def _listed(archive: SessionArchive, head: list[int], groups: dict[int, list[Candidate]],
+            vec: dict[int, float], stamps: dict[int, float], index: VectorIndex, w: Weights,
+            ) -> _Listed:
+    members = {ch: [c.id for c in groups[ch][: w.topic_messages]] for ch in head}
+    every = [i for ids in members.values() for i in ids]
+    said = _texts(archive, every)
+    changed = ({i for i, (_role, t) in said.items() if states_change(t)} if w.change_word
+               else set())
+    # the values each user message gives, worked out once for every pair compared below
+    stated = {i: values(t) for i, (role, t) in said.items() if role == "user"} if w.differs else {}
+    rows = index.vectors(every)
+    mats = {ch: np.stack([rows[i] for i in ids if i in rows]) for ch, ids in members.items()
+            if any(i in rows for i in ids)}
+    return _Listed(members, changed, stated, mats,
+                   when={ch: stamps.get(groups[ch][0].id, 0.0) for ch in head},
+                   relevance={ch: vec.get(groups[ch][0].id, 0.0) for ch in head})
+
+
 def _updates(archive: SessionArchive, order: list[int], groups: dict[int, list[Candidate]],
              vec: dict[int, float], stamps: dict[int, float], index: VectorIndex, w: Weights,
              ) -> dict[int, tuple[int, int]]:
@@ -431,31 +523,13 @@ def _updates(archive: SessionArchive, order: list[int], groups: dict[int, list[C
     update of it (see the module docstring: topic, time, relevance, a stated change; no score
     margin), with that conversation's best message."""
     head = order[: w.update_window]
-    members = {ch: [c.id for c in groups[ch][: w.topic_messages]] for ch in head}
-    said = _texts(archive, [i for ids in members.values() for i in ids])
-    changed = ({i for i, (_role, t) in said.items() if states_change(t)} if w.change_word
-               else set())
-    # the values each user message gives, worked out once for every pair compared below
-    stated = {i: values(t) for i, (role, t) in said.items() if role == "user"} if w.differs else {}
-    rows = index.vectors([i for ids in members.values() for i in ids])
-    mats = {ch: np.stack([rows[i] for i in ids if i in rows]) for ch, ids in members.items()
-            if any(i in rows for i in ids)}
-    when = {ch: stamps.get(groups[ch][0].id, 0.0) for ch in head}
-    relevance = {ch: vec.get(groups[ch][0].id, 0.0) for ch in head}
-    gap = w.update_days * 86400.0
+    listed = _listed(archive, head, groups, vec, stamps, index, w)
     out: dict[int, tuple[int, int]] = {}
     for pos, b in enumerate(head):
         for a in head[:pos]:
-            if a not in mats or b not in mats or when[b] - when[a] < gap:
+            if a in out and listed.when[out[a][0]] >= listed.when[b]:
                 continue
-            if a in out and when[out[a][0]] >= when[b]:
-                continue
-            if not any(i in changed for i in members[b]) and not (
-                    w.differs and _new_values(stated, members[b], members[a])):
-                continue
-            if relevance[b] < w.update_relevance * relevance[a]:
-                continue
-            if float(np.max(mats[a] @ mats[b].T)) >= w.same_topic:
+            if listed.updates(b, a, w):
                 out[a] = (b, groups[b][0].id)
     return out
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from .echoes import ECHO_CONTENT, ECHO_TOOLS, check_echoes
@@ -70,6 +71,75 @@ _INDEXED_MATCH = "m.tsv @@ to_tsquery('english', :q)"
 #: a message holding none of the query's excluded words (-word); NULL tsv (a carried-over copy):
 #: not excluded here, those are left out by the other conditions
 _NOT_EXCLUDED = "NOT coalesce(ts_match_vq(m.tsv, to_tsquery('english', :ex)), false)"
+#: not one of a compaction's carried-over copies (tested where no index leaves them out)
+_CARRIED = "(m.meta IS NULL OR (m.meta::jsonb -> 'carried_over') IS NULL)"
+
+
+@dataclass
+class _PgSearch:
+    """One candidate search's statement parts: its parameters, the conditions every statement
+    shares (exclusions) and the CJK runs' substring tests."""
+
+    archive: Any
+    params: dict[str, Any]
+    cte: str = ""
+    common: list[str] = field(default_factory=list)
+    cjk: list[str] = field(default_factory=list)
+
+    def read(self, select: str) -> list[Candidate]:
+        return [Candidate(int(r[0]), float(r[1]))
+                for r in self.archive.db.read(f"{self.cte} {select}", self.params)]
+
+    def newest(self, where: list[str]) -> list[Candidate]:
+        return self.read(f"SELECT m.id, 0.0 FROM messages AS m WHERE {' AND '.join(where)} "
+                         "ORDER BY m.id DESC LIMIT :k")
+
+    def cjk_only(self, joiner: str) -> list[Candidate]:
+        """The messages matching the CJK runs (joined by ``joiner``), newest first."""
+        return check_echoes(self.archive, self.newest(
+            [*self.common, "m.cjk IS NOT NULL", "(" + joiner.join(self.cjk) + ")"]))
+
+
+def _pg_search(archive: Any, plan: SearchPlan, params: dict[str, Any],
+               exclude_lineage_of: str | None, roles: tuple[str, ...] | None,
+               user: str | None) -> _PgSearch:
+    """The exclusions (lineage, user, roles, ``-word``) and CJK tests of ``plan``, their values
+    added to ``params``."""
+    from .store import LINEAGE_CTE
+
+    search = _PgSearch(archive, params, LINEAGE_CTE if exclude_lineage_of else "")
+    if exclude_lineage_of:
+        params["sid"] = exclude_lineage_of
+        search.common.append("m.session NOT IN (SELECT num FROM lineage)")
+    if user is not None:
+        params["user"] = user
+        search.common.append(
+            "m.session IN (SELECT num FROM sessions WHERE coalesce(user_id, '') = :user)")
+    if roles:
+        search.common.append(
+            "m.role IN (" + ", ".join(f":r{i}" for i in range(len(roles))) + ")")
+        params.update({f"r{i}": r for i, r in enumerate(roles)})
+    excluded = tsquery_text(plan.exclude) if plan.exclude else ""
+    if excluded:  # -word: a message holding the word is left out, as in the FTS5 search
+        params["ex"] = excluded
+        search.common.append(_NOT_EXCLUDED)
+    for i, run in enumerate(plan.cjk):
+        params[f"c{i}"] = f"%{_like(run)}%"
+        search.cjk.append(f"m.cjk LIKE :c{i}")
+    return search
+
+
+def _substring_matches(search: _PgSearch, plan: SearchPlan, joiner: str) -> list[Candidate]:
+    """A query of stopwords only (no lexemes): its words as case-insensitive substrings of the
+    messages (carried-over copies left out), newest first."""
+    needles = [n for n in plan.needles if n not in plan.cjk] or [plan.text.strip()]
+    likes = []
+    for i, needle in enumerate(needles):
+        search.params[f"n{i}"] = f"%{_like(needle)}%"
+        likes.append(f"m.content ILIKE :n{i}")
+    cjk = search.cjk
+    return check_echoes(search.archive, search.newest([*search.common, _CARRIED, "(" + joiner.join(
+        likes) + (f"{joiner}{joiner.join(cjk)}" if cjk else "") + ")"]))
 
 
 def pg_candidates(
@@ -84,65 +154,26 @@ def pg_candidates(
 ) -> list[Any]:
     """The best ``limit`` matches of ``plan`` among all of them (best first), after
     exclusions."""
-    from .store import LINEAGE_CTE
-
     text_expr = plan.fallback if fallback else plan.strict
     joiner = " OR " if fallback else " AND "
     params: dict[str, Any] = {"q": tsquery_text(text_expr or ""), "k": limit}
     # A compaction's carried-over copies are left out: their tsv and cjk are NULL (the index
     # trigger), so the text and CJK matches exclude them by themselves (which lets CJK runs be
     # read from their index alone); the substring match checks the mark.
-    common: list[str] = []
-    carried = "(m.meta IS NULL OR (m.meta::jsonb -> 'carried_over') IS NULL)"
-    if exclude_lineage_of:
-        params["sid"] = exclude_lineage_of
-        common.append("m.session NOT IN (SELECT num FROM lineage)")
-    if user is not None:
-        params["user"] = user
-        common.append("m.session IN (SELECT num FROM sessions WHERE coalesce(user_id, '') = :user)")
-    if roles:
-        common.append("m.role IN (" + ", ".join(f":r{i}" for i in range(len(roles))) + ")")
-        params.update({f"r{i}": r for i, r in enumerate(roles)})
-    excluded = tsquery_text(plan.exclude) if plan.exclude else ""
-    if excluded:  # -word: a message holding the word is left out, as in the FTS5 search
-        params["ex"] = excluded
-        common.append(_NOT_EXCLUDED)
-    cjk: list[str] = []
-    for i, run in enumerate(plan.cjk):
-        params[f"c{i}"] = f"%{_like(run)}%"
-        cjk.append(f"m.cjk LIKE :c{i}")
-    cte = LINEAGE_CTE if exclude_lineage_of else ""
-
-    def read(select: str) -> list[Candidate]:
-        return [Candidate(int(r[0]), float(r[1])) for r in archive.db.read(f"{cte} {select}",
-                                                                           params)]
-
-    def newest(where: list[str]) -> list[Candidate]:
-        return read(f"SELECT m.id, 0.0 FROM messages AS m WHERE {' AND '.join(where)} "
-                    "ORDER BY m.id DESC LIMIT :k")
-
+    search = _pg_search(archive, plan, params, exclude_lineage_of, roles, user)
     if not text_expr:
-        if not cjk:
-            return []
-        return check_echoes(archive, newest(
-            [*common, "m.cjk IS NOT NULL", "(" + joiner.join(cjk) + ")"]))
+        return search.cjk_only(joiner) if search.cjk else []
     # the query inline (not from a CTE): the planner then knows its words' frequencies
-    where = [*common, _INDEXED_MATCH, _not_echo(),
-             *([f"({joiner.join(cjk)})"] if cjk and not fallback else [])]
-    found = read(f"SELECT m.id, -ts_rank_cd(m.tsv, to_tsquery('english', :q)) AS s "
-                 f"FROM messages AS m WHERE {' AND '.join(where)} ORDER BY s, m.id DESC LIMIT :k")
+    where = [*search.common, _INDEXED_MATCH, _not_echo(),
+             *([f"({joiner.join(search.cjk)})"] if search.cjk and not fallback else [])]
+    found = search.read(f"SELECT m.id, -ts_rank_cd(m.tsv, to_tsquery('english', :q)) AS s "
+                        f"FROM messages AS m WHERE {' AND '.join(where)} "
+                        "ORDER BY s, m.id DESC LIMIT :k")
     if not found and not _has_lexemes(archive, params["q"]):  # stopwords only: a substring
-        needles = [n for n in plan.needles if n not in plan.cjk] or [plan.text.strip()]
-        likes = []
-        for i, needle in enumerate(needles):
-            params[f"n{i}"] = f"%{_like(needle)}%"
-            likes.append(f"m.content ILIKE :n{i}")
-        found = check_echoes(archive, newest([*common, carried, "(" + joiner.join(likes) + (
-            f"{joiner}{joiner.join(cjk)}" if cjk else "") + ")"]))
-    if cjk and fallback:  # OR: messages matching only a CJK run count too
+        found = _substring_matches(search, plan, joiner)
+    if search.cjk and fallback:  # OR: messages matching only a CJK run count too
         best = {c.id: c for c in found}
-        for c in check_echoes(archive, newest(
-                [*common, "m.cjk IS NOT NULL", "(" + " OR ".join(cjk) + ")"])):
+        for c in search.cjk_only(" OR "):
             if c.id not in best or c.score < best[c.id].score:
                 best[c.id] = c
         found = sorted(best.values(), key=lambda c: (c.score, -c.id))[:limit]

@@ -232,30 +232,38 @@ def _is_operand_end(tok: _Tok | None) -> bool:
     return tok is not None and (tok.kind in ("word", "phrase", ")"))
 
 
+def _has_operands(tok: _Tok, prev: _Tok | None, nxt: _Tok | None) -> bool:
+    """Whether the operator ``tok`` has an operand on each side (``AND NOT`` counts as one)."""
+    left_ok = _is_operand_end(prev) or (
+        tok.text == "NOT" and prev is not None and prev.kind == "op" and prev.text == "AND")
+    right_ok = nxt is not None and (
+        nxt.kind in ("word", "phrase", "(")
+        or (tok.text == "AND" and nxt.kind == "op" and nxt.text == "NOT"))
+    return left_ok and right_ok
+
+
+def _strip_edge_operators(out: list[_Tok]) -> None:
+    """Drop the operators left at either end of ``out`` (in place)."""
+    while out and out[-1].kind == "op":
+        out.pop()
+    while out and out[0].kind == "op":
+        out.pop(0)
+
+
 def _demote_operators(toks: list[_Tok]) -> list[_Tok]:
     """An operator without an operand on each side is not an operator: it is dropped, or, when
     the query has nothing else (``AND`` alone), searched as the word it spells."""
     out: list[_Tok] = []
     demoted: list[_Tok] = []
     for k, tok in enumerate(toks):
-        if tok.kind == "op":
-            prev = out[-1] if out else None
-            nxt = toks[k + 1] if k + 1 < len(toks) else None
-            left_ok = _is_operand_end(prev) or (
-                tok.text == "NOT" and prev is not None and prev.kind == "op" and prev.text == "AND")
-            right_ok = nxt is not None and (
-                nxt.kind in ("word", "phrase", "(")
-                or (tok.text == "AND" and nxt.kind == "op" and nxt.text == "NOT"))
-            if not (left_ok and right_ok):
-                demoted.append(_Tok("word", tok.text))
-                continue
+        nxt = toks[k + 1] if k + 1 < len(toks) else None
+        if tok.kind == "op" and not _has_operands(tok, out[-1] if out else None, nxt):
+            demoted.append(_Tok("word", tok.text))
+            continue
         out.append(tok)
     # an operator left dangling by a dropped one ("a AND AND b" -> "a AND b" is fine, but
     # "AND OR b" drops both): operators must still sit between operands
-    while out and out[-1].kind == "op":
-        out.pop()
-    while out and out[0].kind == "op":
-        out.pop(0)
+    _strip_edge_operators(out)
     if not any(t.kind in ("word", "phrase") for t in out):
         return [t for t in out if t.kind != "op"] + demoted
     return out
@@ -315,12 +323,8 @@ def _depth(toks: list[_Tok]) -> int:
     return deepest
 
 
-def build_query(text: str, expand: Expand | None = None) -> SearchPlan:
-    """Plan the FTS5 queries for ``text``; raise :class:`QueryError` if there is nothing to run.
-
-    ``expand(prefix)`` returns indexed stems a prefix query should match too (the archive
-    passes one that looks them up in its index); without it a prefix is matched as written.
-    """
+def _check_text(text: str) -> None:
+    """Refuse what is not text, or text too long to be a query."""
     if not isinstance(text, str):
         raise QueryError(f"the query must be text, not {type(text).__name__}")
     if len(text) > MAX_QUERY_CHARS:
@@ -328,69 +332,67 @@ def build_query(text: str, expand: Expand | None = None) -> SearchPlan:
             f"the query is {len(text):,} characters long; the limit is {MAX_QUERY_CHARS:,}. "
             "Search for a few distinctive words or a short quoted phrase instead"
         )
-    cleaned, _ = clean_text(_CONTROL.sub(" ", text))
-    lexed = _lex(cleaned)
-    excluded = [t for t in lexed if t.negated]
-    toks = [t for t in lexed if not t.negated]
-    # Parentheses alone are punctuation ("(see nginx docs)"); they group only around operators.
-    advanced = any(t.kind == "op" for t in toks)
-    plan = SearchPlan(text=text)
-    terms: list[_Tok] = []
-    for tok in toks:
-        if tok.kind in ("word", "phrase"):
-            parts, runs = _split_term(tok)
-            terms.extend(parts)
-            plan.cjk.extend(r for r in runs if r not in plan.cjk)
-    ex_parts = [p for t in excluded for p in _split_term(t)[0]]
+
+
+def _too_many(count: int) -> QueryError:
+    return QueryError(
+        f"the query has {count} search terms; the limit is {MAX_TERMS}. "
+        "Keep the few words that identify what you are looking for")
+
+
+def _nothing_to_search(text: str, ex_parts: list[_Tok]) -> QueryError:
+    """The error for a query without a term to search for (only ``-word`` exclusions, or no
+    letters or digits at all)."""
     if ex_parts:
-        plan.exclude = " OR ".join(_term(p, expand) for p in ex_parts)
-    if not terms and not plan.cjk:
-        if ex_parts:
-            raise ExclusionOnlyQuery(
-                f"the query {text[:80]!r} only excludes words (-word); add a word to search for, "
-                "or put the word in quotes (\"-word\") to search for it as written")
+        return ExclusionOnlyQuery(
+            f"the query {text[:80]!r} only excludes words (-word); add a word to search for, "
+            "or put the word in quotes (\"-word\") to search for it as written")
+    return QueryError(
+        f"the query {text[:80]!r} has no letters or digits to search for; "
+        "use words that appear in the conversation you are looking for"
+    )
+
+
+def _unique(toks: list[_Tok]) -> list[_Tok]:
+    """``toks`` without repeats (same kind, normal form and prefix), first one kept."""
+    seen: dict[tuple[str, str, bool], _Tok] = {}
+    for t in toks:
+        seen.setdefault((t.kind, _normal(t.text), t.prefix), t)
+    return list(seen.values())
+
+
+def _plan_expression(plan: SearchPlan, toks: list[_Tok], terms: list[_Tok],
+                     expand: Expand | None) -> SearchPlan:
+    """An expression with operators, honoured as written (no fallback)."""
+    deepest = _depth(toks)
+    if deepest > MAX_DEPTH:
         raise QueryError(
-            f"the query {text[:80]!r} has no letters or digits to search for; "
-            "use words that appear in the conversation you are looking for"
-        )
-    plan.needles = list(dict.fromkeys(_normal(t.text) for t in terms if _normal(t.text)))
-    plan.needles += [r for r in plan.cjk if r not in plan.needles]
-    if advanced and not plan.cjk:
-        deepest = _depth(toks)
-        if deepest > MAX_DEPTH:
-            raise QueryError(
-                f"the query nests parentheses {deepest} deep; the limit is {MAX_DEPTH}. "
-                "Remove the extra parentheses")
-        if len(terms) > MAX_TERMS:
-            raise QueryError(
-                f"the query has {len(terms)} search terms; the limit is {MAX_TERMS}. "
-                "Keep the few words that identify what you are looking for")
-        plan.advanced = True
-        plan.strict = _Parser(toks, expand).parse() or None
-        if plan.strict is None:
-            raise ExclusionOnlyQuery(
-                f"the query {text[:80]!r} has operators but nothing to search for")
-        return plan
-    unique: dict[tuple[str, str, bool], _Tok] = {}
-    for t in terms:
-        unique.setdefault((t.kind, _normal(t.text), t.prefix), t)
-    words = list(unique.values())
+            f"the query nests parentheses {deepest} deep; the limit is {MAX_DEPTH}. "
+            "Remove the extra parentheses")
+    if len(terms) > MAX_TERMS:
+        raise _too_many(len(terms))
+    plan.advanced = True
+    plan.strict = _Parser(toks, expand).parse() or None
+    if plan.strict is None:
+        raise ExclusionOnlyQuery(
+            f"the query {plan.text[:80]!r} has operators but nothing to search for")
+    return plan
+
+
+def _plan_words(plan: SearchPlan, terms: list[_Tok], expand: Expand | None) -> SearchPlan:
+    """A plain query: all its words (stopwords dropped unless nothing else is left), then all
+    their single tokens, then any of them."""
+    words = _unique(terms)
     content = [t for t in words if t.kind == "phrase" or t.prefix or _normal(t.text) not in STOPWORDS]
     if content or plan.cjk:
         words = content
     if len(words) + len(plan.cjk) > MAX_TERMS:
-        raise QueryError(
-            f"the query has {len(words) + len(plan.cjk)} search terms; the limit is {MAX_TERMS}. "
-            "Keep the few words that identify what you are looking for"
-        )
+        raise _too_many(len(words) + len(plan.cjk))
     quoted = [_term(t, expand) for t in words]
     if quoted:
         plan.strict = " AND ".join(quoted)
-    singles: dict[tuple[str, str, bool], _Tok] = {}
-    for t in words:
-        for s in _tokens_of(t):
-            singles.setdefault((s.kind, _normal(s.text), s.prefix), s)
-    loose = [_term(t, expand) for t in singles.values()][: MAX_TERMS * 2]
+    singles = _unique([s for t in words for s in _tokens_of(t)])
+    loose = [_term(t, expand) for t in singles][: MAX_TERMS * 2]
     if quoted and loose != quoted:
         plan.loose = " AND ".join(loose)
     if len(loose) + len(plan.cjk) > 1:
@@ -398,6 +400,43 @@ def build_query(text: str, expand: Expand | None = None) -> SearchPlan:
         plan.fallback = " OR ".join(loose)
         plan.fallback_terms = loose
     return plan
+
+
+def _search_terms(plan: SearchPlan, toks: list[_Tok]) -> list[_Tok]:
+    """The searchable non-CJK parts of the words and phrases of ``toks``; their CJK runs are
+    added to ``plan.cjk`` (once each)."""
+    terms: list[_Tok] = []
+    for tok in toks:
+        if tok.kind in ("word", "phrase"):
+            parts, runs = _split_term(tok)
+            terms.extend(parts)
+            plan.cjk.extend(r for r in runs if r not in plan.cjk)
+    return terms
+
+
+def build_query(text: str, expand: Expand | None = None) -> SearchPlan:
+    """Plan the FTS5 queries for ``text``; raise :class:`QueryError` if there is nothing to run.
+
+    ``expand(prefix)`` returns indexed stems a prefix query should match too (the archive
+    passes one that looks them up in its index); without it a prefix is matched as written.
+    """
+    _check_text(text)
+    cleaned, _ = clean_text(_CONTROL.sub(" ", text))
+    lexed = _lex(cleaned)
+    toks = [t for t in lexed if not t.negated]
+    plan = SearchPlan(text=text)
+    terms = _search_terms(plan, toks)
+    ex_parts = [p for t in lexed if t.negated for p in _split_term(t)[0]]
+    if ex_parts:
+        plan.exclude = " OR ".join(_term(p, expand) for p in ex_parts)
+    if not terms and not plan.cjk:
+        raise _nothing_to_search(text, ex_parts)
+    plan.needles = list(dict.fromkeys(_normal(t.text) for t in terms if _normal(t.text)))
+    plan.needles += [r for r in plan.cjk if r not in plan.needles]
+    # Parentheses alone are punctuation ("(see nginx docs)"); they group only around operators.
+    if any(t.kind == "op" for t in toks) and not plan.cjk:
+        return _plan_expression(plan, toks, terms, expand)
+    return _plan_words(plan, terms, expand)
 
 
 class _Parser:

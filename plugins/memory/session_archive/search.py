@@ -210,44 +210,57 @@ def _candidates(
 
         return pg_candidates(archive, plan, fallback=fallback, roles=scope.roles, limit=limit,
                              exclude_lineage_of=scope.lineage, user=scope.user)
-    op = "OR" if fallback else "AND"
     text_expr = plan.fallback if fallback else (plan.loose if loose else plan.strict)
     longs, shorts = plan.cjk_long, plan.cjk_short
     if fallback and sum(map(bool, (text_expr, longs, shorts))) > 1:
-        # OR across kinds of index: the best of each kind, merged (each kind's top ``limit``
-        # holds every candidate of the union's top ``limit``)
-        parts: list[Candidate] = []
-        for sub in (
-            SearchPlan(plan.text, strict=text_expr, fallback=text_expr,
-                       fallback_terms=plan.fallback_terms) if text_expr else None,
-            SearchPlan(plan.text, cjk=longs) if longs else None,
-            SearchPlan(plan.text, cjk=shorts) if shorts else None,
-        ):
-            if sub is not None:
-                parts += _candidates(archive, sub, scope, fallback=len(sub.cjk) > 1 or (
-                    sub.fallback_terms != []), loose=False, limit=limit)
-        best: dict[int, Candidate] = {}
-        for c in parts:
-            if c.id not in best or c.score < best[c.id].score:
-                best[c.id] = c
-        return sorted(best.values(), key=lambda c: (c.score, -c.id))[:limit]
-    # The driver is the most selective index that has a term; the others become filters.
+        return _any_kind(archive, plan, scope, text_expr, limit)
+    driver = _driver(text_expr, longs, shorts, "OR" if fallback else "AND")
+    if driver is None:
+        return []
+    table, expr, score, filters = driver
+    return _rank(archive, plan, scope, table, expr, score, filters, limit)
+
+
+def _any_kind(archive: SessionArchive, plan: SearchPlan, scope: _Scope, text_expr: str | None,
+              limit: int) -> list[Candidate]:
+    """OR across kinds of index: the best of each kind, merged (each kind's top ``limit``
+    holds every candidate of the union's top ``limit``)."""
+    longs, shorts = plan.cjk_long, plan.cjk_short
+    parts: list[Candidate] = []
+    for sub in (
+        SearchPlan(plan.text, strict=text_expr, fallback=text_expr,
+                   fallback_terms=plan.fallback_terms) if text_expr else None,
+        SearchPlan(plan.text, cjk=longs) if longs else None,
+        SearchPlan(plan.text, cjk=shorts) if shorts else None,
+    ):
+        if sub is not None:
+            parts += _candidates(archive, sub, scope, fallback=len(sub.cjk) > 1 or (
+                sub.fallback_terms != []), loose=False, limit=limit)
+    best: dict[int, Candidate] = {}
+    for c in parts:
+        if c.id not in best or c.score < best[c.id].score:
+            best[c.id] = c
+    return sorted(best.values(), key=lambda c: (c.score, -c.id))[:limit]
+
+
+def _driver(text_expr: str | None, longs: list[str], shorts: list[str], op: str,
+            ) -> tuple[str, str, str, list[tuple[str, str]]] | None:
+    """The driving index (the most selective one that has a term: table, expression, score)
+    and the other indexes' terms as filters; None when there is no term."""
     filters: list[tuple[str, str]] = []
     if longs:
-        table, expr, score = "messages_cjk", _cjk_expr(longs, op), "bm25(messages_cjk)"
         if shorts:
             filters.append(("messages_cjk_grams", _cjk_expr(shorts, op)))
         if text_expr:
             filters.append(("messages_fts", text_expr))
-    elif shorts:
-        table, expr, score = "messages_cjk_grams", _cjk_expr(shorts, op), "0.0"
+        return "messages_cjk", _cjk_expr(longs, op), "bm25(messages_cjk)", filters
+    if shorts:
         if text_expr:
             filters.append(("messages_fts", text_expr))
-    elif text_expr:
-        table, expr, score = "messages_fts", text_expr, f"bm25(messages_fts, {_WEIGHTS})"
-    else:
-        return []
-    return _rank(archive, plan, scope, table, expr, score, filters, limit)
+        return "messages_cjk_grams", _cjk_expr(shorts, op), "0.0", filters
+    if text_expr:
+        return "messages_fts", text_expr, f"bm25(messages_fts, {_WEIGHTS})", filters
+    return None
 
 
 def attach_chains(archive: SessionArchive, found: list[Candidate]) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -25,6 +25,7 @@ from hermes_core.errors import ToolError
 from hermes_core.kinds import Tool
 from hermes_core.types import ToolContext
 
+from ._excerpts import HIT_CHARS, MESSAGE_CHARS, OVERHEAD, conversation_window
 from .errors import QueryError
 from .query import SearchPlan
 from .records import Candidate, clean_text
@@ -32,14 +33,13 @@ from .schema import INDEXED_SQL
 from .search import (
     DEFAULT_CANDIDATES,
     attach_chains,
-    find_match,
     full_content,
     hits_for,
     plan_query,
     run_plan,
 )
 from .store import LINEAGE_CTE, SessionArchive
-from .window import place_window, share_budget
+from .window import share_budget
 
 #: the system prompt's guidance for a session offering the tool
 GUIDANCE = (
@@ -50,14 +50,6 @@ GUIDANCE = (
 __all__ = ["GUIDANCE", "RESULT_CHARS", "Semantic", "SessionSearchInput", "expand_session",
            "make_tool", "prefetch_text", "session_search"]
 
-#: a window shows at most this much of a matching message (around the match) ...
-HIT_CHARS = 6000
-#: ... and of any other message (its start)
-MESSAGE_CHARS = 1500
-#: tool-call arguments shown per call
-ARGS_CHARS = 600
-#: JSON keys and punctuation per message, counted against the budget
-OVERHEAD = 40
 HITS_PER_SESSION = 5
 #: the default size of one call's whole result, in characters of JSON
 RESULT_CHARS = 16_000
@@ -104,33 +96,6 @@ def _when(ts: float | None) -> str | None:
     return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def _cap(text: str, limit: int, around: int = -1) -> str:
-    if len(text) <= limit:
-        return text
-    if around < 0:
-        return text[:limit] + f" …[{len(text) - limit:,} more characters]"
-    start = max(0, min(around - limit // 3, len(text) - limit))
-    end = start + limit
-    return (f"[{start:,} characters before] …" if start else "") + text[start:end] + (
-        f"… [{len(text) - end:,} more characters]" if end < len(text) else "")
-
-
-def _calls(raw: str | None) -> list[dict[str, Any]] | None:
-    if not raw:
-        return None
-    try:
-        calls = json.loads(raw)
-    except ValueError:
-        return [{"arguments": raw[:ARGS_CHARS]}]
-    out = []
-    for c in calls if isinstance(calls, list) else [calls]:
-        c = c if isinstance(c, dict) else {"arguments": c}
-        args = c.get("arguments")
-        text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
-        out.append({"name": c.get("name"), "arguments": _cap(text, ARGS_CHARS)})
-    return out
-
-
 def _recent(archive: SessionArchive, current: str | None, limit: int,
             user: str | None = None) -> dict[str, Any]:
     records = archive.list_sessions(limit=limit, exclude_lineage_of=current, user=user)
@@ -171,53 +136,6 @@ def _title_chains(archive: SessionArchive, query: str, current: str | None,
         f"{prefix} SELECT DISTINCT chain FROM sessions WHERE title = :title COLLATE NOCASE "
         f"{exclude} ORDER BY updated_at DESC LIMIT 5", params)
     return [r[0] for r in rows]
-
-
-def _window(
-    archive: SessionArchive, hit_ids: list[int], plan: SearchPlan, budget: int,
-    skeleton: list[tuple[int, str, int]], hit_chars: int = HIT_CHARS,
-    message_chars: int = MESSAGE_CHARS,
-) -> dict[str, Any]:
-    pos = {mid: i for i, (mid, _r, _n) in enumerate(skeleton)}
-    hit_set = set(hit_ids)
-    lengths = [min(n, hit_chars if mid in hit_set else message_chars) + OVERHEAD
-               for mid, _role, n in skeleton]
-    start, end = place_window(lengths, [pos[h] for h in hit_ids if h in pos], budget)
-    ids = [mid for mid, _r, _n in skeleton[start:end]]
-    rows: dict[int, tuple[Any, ...]] = {}
-    for i in range(0, len(ids), 500):
-        part = ids[i : i + 500]
-        rows.update({r[0]: r for r in archive.db.read(
-            "SELECT id, role, substr(content, 1, 400000), tool_name, tool_calls, "
-            "length(content) > 400000 "
-            f"FROM messages WHERE id IN ({','.join('?' * len(part))})", tuple(part))})
-    messages = []
-    for mid in ids:
-        r = rows[mid]
-        content = r[2] or ""
-        is_hit = mid in hit_set
-        around = find_match(content, plan.needles) if is_hit else -1
-        if is_hit and around == -1 and r[5]:
-            content = full_content(archive, mid)  # a huge message matched beyond its start
-            around = find_match(content, plan.needles)
-        item: dict[str, Any] = {"id": mid, "role": r[1],
-                                "content": _cap(content, hit_chars if is_hit else message_chars,
-                                                around)}
-        if r[3]:
-            item["tool_name"] = r[3]
-        calls = _calls(r[4])
-        if calls:
-            item["tool_calls"] = calls
-        if is_hit:
-            item["match"] = True
-        messages.append(item)
-    out: dict[str, Any] = {"messages_before": start, "messages_after": len(skeleton) - end,
-                           "messages": messages}
-    if start > 0:
-        out["earlier_message_id"] = skeleton[start - 1][0]
-    if end < len(skeleton):
-        out["later_message_id"] = skeleton[end][0]
-    return out
 
 
 _MATCHED = {
@@ -316,50 +234,26 @@ def session_search(
     """
     query = clean_text(query)[0]  # a lone surrogate cannot reach SQLite
     if session_id is not None and user is not None:
-        try:
-            owner = archive.get_session(session_id).attributes.get("user_id") or ""
-        except Exception:
-            owner = None
-        if owner != user:
-            raise QueryError(f"there is no session {session_id!r} among this user's sessions")
+        _check_owner(archive, session_id, user)
     if session_id is not None:
         return expand_session(archive, session_id, query, around_message_id=around_message_id,
                               result_chars=result_chars, current_session_id=current_session_id)
     if not query.strip():
         return _recent(archive, current_session_id, limit or 5, user)
-    via: dict[int, str] = {}
-    newer: dict[int, tuple[int, int]] = {}
-    problem: str | None = semantic.problem if semantic is not None else None
-    if semantic is not None and semantic.embedder is not None:
-        from .hybrid import hybrid_candidates  # numpy: only when semantic search is on
-
-        fused = hybrid_candidates(archive, query, semantic.embedder, semantic.index,
-                                  exclude_lineage_of=current_session_id, roles=roles,
-                                  limit=candidates, user=user)
-        found, matched, plan, via = fused.found, fused.matched, fused.plan, fused.via
-        problem, newer = fused.problem, fused.newer
-    else:
-        plan = plan_query(archive, query)
-        found, matched = run_plan(archive, plan, exclude_lineage_of=current_session_id,
-                                  roles=roles, limit=candidates, user=user)
+    ranked = _matches(archive, query, semantic, current_session_id, roles, candidates, user)
     out: dict[str, Any] = {"mode": "search", "query": query,
-                           "matched": _MATCHED[matched]}
+                           "matched": _MATCHED[ranked.matched]}
     if semantic is not None:
-        out["semantic"] = problem or "on"
+        out["semantic"] = ranked.problem or "on"
     derived = facts(query, user, current_session_id) if facts is not None else []
     if derived:  # derived memory (fact_search.py): each names its source session
         out["facts"] = derived
     titled = _title_chains(archive, query, current_session_id, user)
-    if not found and not titled:
-        out.update(results=[], count=0, note="No earlier session matches. Try other words, or an "
-                   "empty query to list recent sessions.")
-        if derived:
-            out["note"] = ("No earlier message matches; the facts were derived from earlier "
-                           "sessions: call again with a fact's session_id to read it.")
-        return out
-    attach_chains(archive, found)
+    if not ranked.found and not titled:
+        return _no_match(out, bool(derived))
+    attach_chains(archive, ranked.found)
     groups: dict[int, list[Candidate]] = {ch: [] for ch in titled}  # a title match comes first
-    for c in found:  # best first, so each group is ordered best first too
+    for c in ranked.found:  # best first, so each group is ordered best first too
         groups.setdefault(c.chain, []).append(c)
     chains = list(groups)
     demoted = set(demote_platforms)
@@ -369,13 +263,65 @@ def session_search(
     chosen = chains[: limit or limit_default]
     # what the envelope takes (and the notes added below) is not available to the results
     reserve = _size(out) + 160 + (120 if summarise else 0)
-    out.update(_present(archive, chosen, groups, heads, titled, plan, window_chars,
-                        result_chars - reserve, sessions_matched=len(groups), via=via,
-                        newer=newer))
+    out.update(_present(archive, chosen, groups, heads, titled, ranked.plan, window_chars,
+                        result_chars - reserve, sessions_matched=len(groups), via=ranked.via,
+                        newer=ranked.newer))
     if summarise is not None:
         note = summarise(out["results"], query)
         if note:
             out["summary_note"] = note
+    return out
+
+
+def _check_owner(archive: SessionArchive, session_id: str, user: str) -> None:
+    """Refuse a ``session_id`` that is not one of ``user``'s sessions (or does not exist)."""
+    try:
+        owner = archive.get_session(session_id).attributes.get("user_id") or ""
+    except Exception:
+        owner = None
+    if owner != user:
+        raise QueryError(f"there is no session {session_id!r} among this user's sessions")
+
+
+@dataclass
+class _Ranked:
+    """The ranked messages of a search, which try matched, the plan, and with semantic search
+    which path found each, what it lacked, and the conversations later ones seem to update."""
+
+    found: list[Candidate]
+    matched: str
+    plan: SearchPlan
+    via: dict[int, str] = field(default_factory=dict)
+    problem: str | None = None
+    newer: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+
+def _matches(archive: SessionArchive, query: str, semantic: Semantic | None, current: str | None,
+             roles: tuple[str, ...] | None, candidates: int, user: str | None) -> _Ranked:
+    """The messages matching ``query``: by words and meaning when semantic search is on, else
+    by words."""
+    if semantic is not None and semantic.embedder is not None:
+        from .hybrid import hybrid_candidates  # numpy: only when semantic search is on
+
+        fused = hybrid_candidates(archive, query, semantic.embedder, semantic.index,
+                                  exclude_lineage_of=current, roles=roles,
+                                  limit=candidates, user=user)
+        return _Ranked(fused.found, fused.matched, fused.plan, fused.via, fused.problem,
+                       fused.newer)
+    plan = plan_query(archive, query)
+    found, matched = run_plan(archive, plan, exclude_lineage_of=current,
+                              roles=roles, limit=candidates, user=user)
+    return _Ranked(found, matched, plan, problem=semantic.problem if semantic is not None else None)
+
+
+def _no_match(out: dict[str, Any], derived: bool) -> dict[str, Any]:
+    """``out`` saying that no earlier session matches (and, with ``derived`` facts, where to
+    read them)."""
+    out.update(results=[], count=0, note="No earlier session matches. Try other words, or an "
+               "empty query to list recent sessions.")
+    if derived:
+        out["note"] = ("No earlier message matches; the facts were derived from earlier "
+                       "sessions: call again with a fact's session_id to read it.")
     return out
 
 
@@ -411,28 +357,8 @@ def _present(
     skeletons = {ch: _skeleton(archive, ch) for ch in chosen}
     results = []
     for ch in chosen:
-        group = groups[ch]
-        head = heads.get(ch)
-        hits = hits_for(archive, group[:hits_per], plan, context=context)
-        result: dict[str, Any] = {
-            "session_id": head[1] if head else (hits[0].session_id if hits else None),
-            "title": head[2] if head else None,
-            "platform": head[3] if head else None,
-            "model": head[4] if head else None,
-            "started_at": _when(head[6]) if head else None,
-            "last_active": _when(head[5]) if head else None,
-            "matches": len(group),
-            **({"title_match": True} if ch in titled else {}),
-            "hits": [h.to_dict() | {"timestamp": _when(h.timestamp)} for h in hits],
-        }
-        for h in result["hits"]:
-            if via:
-                h["found_by"] = via.get(h["message_id"], "words")
-            h.pop("score", None)
-            h.pop("session_title", None)
-            h.pop("platform", None)
-        if result["model"] is None:
-            result.pop("model")
+        hits = hits_for(archive, groups[ch][:hits_per], plan, context=context)
+        result = _session_result(heads.get(ch), hits, len(groups[ch]), ch in titled, via)
         if newer and ch in newer:
             result["newer"] = _newer(archive, *newer[ch])
         results.append(result)
@@ -444,17 +370,7 @@ def _present(
     empty = {"messages_before": 0, "messages_after": 0, "messages": []}
     for r in results:
         r["window"] = empty
-    # hits come first: when they alone take over half the budget, keep fewer and shorter ones
-    for keep, snippet in ((2, 240), (1, 240), (1, 120)):
-        if _size(out) <= result_chars // 2:
-            break
-        for r in results:
-            r["hits"] = r["hits"][:keep]
-            for h in r["hits"]:
-                h.pop("context_before", None)
-                h.pop("context_after", None)
-                if len(h["snippet"]) > snippet:
-                    h["snippet"] = h["snippet"][:snippet] + "…"
+    _shorten_hits(out, result_chars)
     room = max(0, min(window_chars, result_chars - _size(out) - 400 * len(chosen)))
     needs = []
     for ch in chosen:
@@ -463,13 +379,53 @@ def _present(
                          for mid, _r, n in skeletons[ch]))
 
     def make(budgets: list[int]) -> list[dict[str, Any]]:
-        return [_window(archive, [c.id for c in groups[ch]], plan, b, skeletons[ch], hit_chars,
+        return [conversation_window(archive, [c.id for c in groups[ch]], plan, b, skeletons[ch], hit_chars,
                         message_chars) for ch, b in zip(chosen, budgets, strict=True)]
 
     _fit_windows(out, make, share_budget(needs, room), result_chars)
     if any(r["window"]["messages_before"] or r["window"]["messages_after"] for r in results):
         out["more"] = more
     return out
+
+
+def _session_result(head: tuple[Any, ...] | None, hits: list[Any], matches: int, titled: bool,
+                    via: dict[int, str] | None) -> dict[str, Any]:
+    """One session of the results: what it is (``head``: its newest record), how many of its
+    messages matched, and its ``hits`` (with the path that found each, when ``via`` says)."""
+    result: dict[str, Any] = {
+        "session_id": head[1] if head else (hits[0].session_id if hits else None),
+        "title": head[2] if head else None,
+        "platform": head[3] if head else None,
+        "model": head[4] if head else None,
+        "started_at": _when(head[6]) if head else None,
+        "last_active": _when(head[5]) if head else None,
+        "matches": matches,
+        **({"title_match": True} if titled else {}),
+        "hits": [h.to_dict() | {"timestamp": _when(h.timestamp)} for h in hits],
+    }
+    for h in result["hits"]:
+        if via:
+            h["found_by"] = via.get(h["message_id"], "words")
+        h.pop("score", None)
+        h.pop("session_title", None)
+        h.pop("platform", None)
+    if result["model"] is None:
+        result.pop("model")
+    return result
+
+
+def _shorten_hits(out: dict[str, Any], result_chars: int) -> None:
+    """Hits come first: when they alone take over half the budget, keep fewer and shorter ones."""
+    for keep, snippet in ((2, 240), (1, 240), (1, 120)):
+        if _size(out) <= result_chars // 2:
+            break
+        for r in out["results"]:
+            r["hits"] = r["hits"][:keep]
+            for h in r["hits"]:
+                h.pop("context_before", None)
+                h.pop("context_after", None)
+                if len(h["snippet"]) > snippet:
+                    h["snippet"] = h["snippet"][:snippet] + "…"
 
 
 def expand_session(
@@ -506,7 +462,7 @@ def expand_session(
     out["results"] = [{}]
 
     def make(budgets: list[int]) -> list[dict[str, Any]]:
-        return [_window(archive, anchors, plan, budgets[0], skeleton, hit_chars, message_chars)]
+        return [conversation_window(archive, anchors, plan, budgets[0], skeleton, hit_chars, message_chars)]
 
     _fit_windows(out, make, [max(0, result_chars - 600)], result_chars)
     out["window"] = out.pop("results")[0]["window"]

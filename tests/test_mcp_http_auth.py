@@ -274,9 +274,12 @@ def _open_session(client: httpx.Client, url: str, n: int) -> httpx.Response:
 
 
 def test_idle_sessions_expire_their_archive_sessions_end_and_the_cap_holds(home: Path) -> None:
+    # 30 s idle: opening seven sessions must end well within it, or the first ones expire
+    # before the seventh is tried (a loaded machine took 12 s with 3 s idle, and the seventh
+    # got its session)
     (home / "config.yaml").write_text(
         "memory:\n  providers: [file_memory, session_archive]\n"
-        "mcp:\n  session_idle_minutes: 0.05\n  max_sessions: 6\n", encoding="utf-8")
+        "mcp:\n  session_idle_minutes: 0.5\n  max_sessions: 6\n", encoding="utf-8")
     with http_server(home) as url, httpx.Client(timeout=WAIT) as client:
         opened = [_open_session(client, url, n) for n in range(6)]
         assert [r.status_code for r in opened] == [200] * 6

@@ -216,3 +216,39 @@ def test_a_general_plugin_yields_its_name_to_a_provider(
     finally:
         discovery._entry_points.cache_clear()
         discovery._entry_point_candidates.cache_clear()
+
+
+def test_a_folder_provider_without_register_is_made_from_its_class(
+        core_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Hermes' memory provider folders may hold only a MemoryProvider subclass: Hermes makes the
+    # first such class of the module, and so does the bridge
+    classless = hermes_style.RECORDER.split("\ndef register(ctx):")[0]
+    assert "def register" not in classless
+    drop_folder_plugin(core_home, "bare", classless)
+    report = run(core_home, TURNS, providers=["hermes-bare"], monkeypatch=monkeypatch)
+    assert report.providers == ["hermes-bare"]
+    assert "Utrecht" in report.turns[1]["prefetch"][-1]["text"]
+    assert not [p for t in report.turns for p in t["hook_problems"]]
+
+
+def test_a_folder_provider_class_that_cannot_be_made_is_named(
+        core_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    drop_folder_plugin(core_home, "stubborn", """
+        from agent.memory_provider import MemoryProvider
+
+        class Stubborn(MemoryProvider):
+            name = "stubborn"
+
+            def __init__(self, needed):
+                self.needed = needed
+        """)
+    drop_folder_plugin(core_home, "recorder", hermes_style.RECORDER)
+    report = run(core_home, TURNS, providers=["hermes-stubborn", "hermes-recorder"],
+                 monkeypatch=monkeypatch)
+    assert report.providers == ["hermes-recorder"]
+    assert "Utrecht" in report.turns[1]["prefetch"][-1]["text"]
+    (core_home / "config.yaml").write_text(
+        "memory:\n  providers: [file_memory, hermes-stubborn]\n", encoding="utf-8")
+    doctor = cli("doctor", "--json")
+    assert doctor.returncode == 1
+    assert "no register(ctx)" in doctor.stdout and "Stubborn() raised TypeError" in doctor.stdout

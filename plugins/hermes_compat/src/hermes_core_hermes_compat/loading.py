@@ -254,6 +254,35 @@ def _import(candidate: HermesCandidate) -> Any:
     return target
 
 
+def _folder_provider(candidate: HermesCandidate, target: Any, loaded: Loaded) -> bool:
+    """Hermes' fallback for a memory provider folder whose module has no ``register(ctx)``: the
+    first of its names, in ``dir()`` order, that is a ``MemoryProvider`` subclass and can be
+    made without arguments. True when one was added to ``loaded``; a class that raises while
+    being made is skipped, as Hermes skips it, and named if no other can be made."""
+    if candidate.source == "entry-point" or candidate.kind != "memory-provider":
+        return False  # Hermes 0.19.0 falls back so only in its memory provider folders
+    if not isinstance(target, ModuleType):
+        return False
+    from agent.memory_provider import MemoryProvider  # the real one, or the bridge's stand-in
+
+    failed: list[str] = []
+    for name in dir(target):
+        attr = getattr(target, name, None)
+        if not (inspect.isclass(attr) and issubclass(attr, MemoryProvider)
+                and attr is not MemoryProvider):
+            continue
+        try:
+            loaded.providers.append(attr())
+            return True
+        except (Exception, SystemExit) as exc:
+            failed.append(f"{name}() raised {type(exc).__name__}: {exc}")
+    if failed:
+        raise HermesLoadError(f"{candidate.where} has no register(ctx), and no MemoryProvider "
+                              f"class of it could be made: {'; '.join(failed)}",
+                              fix="report the error to the plugin's author")
+    return False
+
+
 def _register(candidate: HermesCandidate, target: Any) -> Loaded:
     loaded = Loaded()
     register = getattr(target, "register", None) if isinstance(target, ModuleType) else target
@@ -263,6 +292,8 @@ def _register(candidate: HermesCandidate, target: Any) -> Loaded:
             (loaded.engines if hasattr(obj, "compress") else loaded.providers).append(obj)
         elif callable(register):
             register(_Collector(loaded, candidate.plugin))
+        elif _folder_provider(candidate, target, loaded):
+            pass
         else:
             raise HermesLoadError(
                 f"{candidate.where} has no register(ctx) function and is not a provider class",

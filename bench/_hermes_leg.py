@@ -31,8 +31,10 @@ How Hermes 0.19.0 drives a plugin (read from its sources):
   ``context.engine``; the agent calls ``update_model``, ``on_session_start``,
   ``should_compress`` and ``compress``.
 
-A plugin runs in Hermes when something of it loaded, a provider is available, and no call raised
-and nothing of it logged a warning or error (Hermes catches and logs what a plugin raises).
+A plugin runs in Hermes when something of it loaded and registered, a provider is available,
+no call raised (Hermes catches and logs what a plugin raises: those log lines are counted), and
+each read-only tool called answered without an error. The plugin's own warnings and errors are
+printed, not counted, as the hermes-core leg counts what the bridge reports.
 """
 
 from __future__ import annotations
@@ -143,29 +145,16 @@ def run_leg(python: Path, requirement: str, cov: ModuleType) -> dict[str, Any]:
         home = user / ".hermes"
         for folder in (home, work):
             folder.mkdir(parents=True)
-        if dist in cov.IN_GIT_REPO:
-            cov.sh(["git", "init", "-q", str(work)])
-        env = {**os.environ, "HOME": str(user), "HERMES_HOME": str(home), "HF_HUB_OFFLINE": "1"}
+        env = {**os.environ, "HOME": str(user), "HERMES_HOME": str(home)}
         for name in ("HERMES_CORE_HOME", "HERMES_CORE_HERMES_HOME", "ANTHROPIC_API_KEY"):
             env.pop(name, None)
-        for name, value in cov.ENV.get(dist, {}).items():
-            env[name] = value.format(model=cov.model_folder(python), bin=python.parent)
         files = {**cov.USER_FILES.get(dist, {}), **HERMES_USER_FILES.get(dist, {})}
-        for relative, text in files.items():
-            (user / relative).parent.mkdir(parents=True, exist_ok=True)
-            (user / relative).write_text(text, encoding="utf-8")
+        reason = cov.prepare_user(python, dist, user, work, env, files)
+        if reason:
+            return {"runs": False, "reason": reason}
         if dist in HERMES_CONFIG:
             with (home / "config.yaml").open("a", encoding="utf-8") as config:
                 config.write(HERMES_CONFIG[dist].format(model=cov.model_folder(python)))
-        for relative, text in cov.WORK_FILES.get(dist, {}).items():
-            (work / relative).parent.mkdir(parents=True, exist_ok=True)
-            (work / relative).write_text(text, encoding="utf-8")
-        for command in cov.USER_COMMANDS.get(dist, []):
-            out = cov.sh([str(python.parent / command[0]), *command[1:]], env=env, timeout=300,
-                         cwd=work)
-            if out.returncode:
-                return {"runs": False, "reason": f"`{' '.join(command)}` failed: "
-                                                 f"{cov.last_line(out.stderr or out.stdout)}"}
         installer = HERMES_INSTALLERS.get(dist) or cov.FOLDER_INSTALLERS.get(dist)
         if installer:
             code = (f"from pathlib import Path\nFOLDER = Path({str(home / 'plugins')!r})\n"
@@ -217,9 +206,12 @@ class _Records(logging.Handler):
 
 
 #: Hermes' own loggers whose warnings are about the plugin (a callback or provider call that
-#: raised, a load that failed); other Hermes loggers warn about Hermes itself
+#: raised, a load that failed, a prefetch past Hermes' 8 s join); other Hermes loggers warn about
+#: Hermes itself
 _HERMES_ABOUT_PLUGIN = ("agent.memory_manager", "plugins.memory", "hermes_cli.plugins",
                         "model_tools", "tools.registry", "agent.context_engine")
+_PLUGIN_NAMESPACES = ("plugins.memory.", "plugins.context_engine.", "hermes_plugins.",
+                      "_hermes_user_memory.")
 _HERMES_OWN = ("agent", "hermes_cli", "plugins", "tools", "model_tools", "run_agent", "gateway",
                "cron", "toolsets", "hermes_constants", "hermes_state", "hermes_logging", "cli",
                "utils", "providers", "tui_gateway", "acp_adapter", "httpx", "httpcore", "urllib3",
@@ -232,16 +224,20 @@ _DEBUG_FAILURES = ("prefetch failed", "register() failed", "Failed to exec_modul
 
 
 def _problems(records: list[logging.LogRecord], warned: list[str]) -> list[str]:
-    """What Hermes logged of the plugin failing, and the plugin's own errors (its own warnings,
-    a degraded mode it reports and goes on with, go to ``warned``)."""
+    """What Hermes logged of the plugin failing (a call that raised, a load that failed).
+
+    The plugin's own warnings and errors (a degraded mode it reports and goes on with) go to
+    ``warned``: listed, not counted, as the hermes-core leg counts what the bridge reports."""
     out: list[str] = []
     for record in records:
         name = record.name
-        about = any(name == n or name.startswith(n + ".") for n in _HERMES_ABOUT_PLUGIN)
-        own = any(name == n or name.startswith(n + ".") for n in _HERMES_OWN)
+        about = name in _HERMES_ABOUT_PLUGIN
+        # a plugin's module under Hermes' own namespaces (plugins/memory/<it>) logs as the plugin
+        own = not about and not name.startswith(_PLUGIN_NAMESPACES) and any(
+            name == n or name.startswith(n + ".") for n in _HERMES_OWN)
         message = record.getMessage()
-        counted = record.levelno >= (logging.WARNING if about else logging.ERROR)
-        if (counted and (about or not own)) or (about and any(k in message for k in _DEBUG_FAILURES)):
+        if about and (record.levelno >= logging.WARNING
+                      or any(k in message for k in _DEBUG_FAILURES)):
             out.append(f"{name}: {message}")
         elif record.levelno >= logging.WARNING and not own:
             warned.append(f"{name}: {message}")
@@ -453,10 +449,12 @@ def drive(dist: str, calls: list[list[Any]], slash: dict[str, str],
         out["placed"] = placed
     from plugins.memory import list_memory_provider_names
 
-    # Hermes' own providers (a plugin may install into plugins/memory/ as well: hermes-cashew)
-    bundled = {f.parts[2] for f in metadata.distribution("hermes-agent").files or []
-               if f.parts[:2] == ("plugins", "memory") and len(f.parts) > 3}
-    memory = [n for n in list_memory_provider_names() if n not in bundled]
+    # its providers: folders in $HERMES_HOME/plugins, or in Hermes' own plugins/memory/ when
+    # its wheel installs there (hermes-cashew; the venv may hold other plugins' ones too)
+    own = {f.parts[2] for f in metadata.distribution(dist).files or []
+           if f.parts[:2] == ("plugins", "memory") and len(f.parts) > 3}
+    user = {p.name for p in (home / "plugins").glob("*")}
+    memory = [n for n in list_memory_provider_names() if n in own | user]
     if target is not None and not memory:  # Hermes' folder scan does not take it as a provider
         if target.is_symlink():
             target.unlink()
@@ -565,5 +563,5 @@ def print_figures(rows: list[tuple[str, dict[str, Any], bool | None]], listed: l
               + (f" ({both / len(in_hermes):.0%})" if in_hermes else ""))
     documented = [r for r, _leg, core in rows if core is None]
     if documented:
-        print(f"(the hermes-core leg was not run again for {len(documented)} row(s): its result "
+        print(f"(hermes-core's leg was not run again for {len(documented)} row(s): its result "
               "is taken from the table of docs/hermes.md)")

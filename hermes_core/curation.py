@@ -57,7 +57,7 @@ from .types import Message, Session, ToolCall
 if TYPE_CHECKING:
     from .host import PluginHost
     from .kinds import Tool
-    from .llm import ChatLLM
+    from .llm import ChatLLM, LLMResponse
 
 __all__ = [
     "DEFAULT_NUDGE",
@@ -243,6 +243,31 @@ def _describe(tool: Tool, call: ToolCall, outcome: ToolOutcome) -> list[str]:
         return []
 
 
+def _model_failed(kind: str, job: CurationJob, report: CurationReport, exc: Exception) -> None:
+    """Record and log a model call that raised; nothing was written."""
+    report.error = f"{type(exc).__name__}: {exc}"
+    # no key configured is a setup choice (e.g. a replay), not an incident
+    from .llm import LLMError, LLMFailure
+
+    unset = isinstance(exc, LLMError) and exc.failure == LLMFailure.NOT_CONFIGURED
+    level = logging.INFO if unset else logging.WARNING
+    log.log(level, "memory %s of session %s: the model failed (%s); nothing was "
+            "written", kind, job.session.id, report.error)
+
+
+def _run_calls(tool: Tool, router: ToolRouter, session: Session, response: LLMResponse,
+               report: CurationReport) -> list[Message]:
+    """Run the memory tool calls of ``response`` (recorded in ``report``); the assistant
+    message and its tool results, to append to the conversation."""
+    outcomes = [router.run_one(call, session) for call in response.tool_calls]
+    report.tools.extend(outcomes)
+    for call, outcome in zip(response.tool_calls, outcomes, strict=True):
+        report.writes.extend(_describe(tool, call, outcome))
+    return [Message("assistant", response.text, tool_calls=list(response.tool_calls)),
+            *[Message("tool", o.content, tool_call_id=o.call.id, tool_name=o.call.name,
+                      meta={"is_error": True} if o.is_error else {}) for o in outcomes]]
+
+
 class Curator:
     """One conversation's curation state: nudge counters, the review thread, notices."""
 
@@ -360,13 +385,7 @@ class Curator:
         history, omitted = fit_history(job.messages, self.input_tokens)
         report = CurationReport(kind, job.session.id, omitted_messages=omitted)
         tool = job.memory_tool[0]
-        prompt = (REVIEW_PROMPT if kind == "review" else FLUSH_PROMPT).format(tool=tool.name)
-        if tool.curation is not None and tool.curation.instructions:
-            prompt += " " + tool.curation.instructions
-        if omitted:
-            prompt += f"\n(The {omitted} earliest messages of the conversation are not shown.)"
-        prompt += self._entries_text(job)
-        messages = [*history, Message("user", prompt)]
+        messages = [*history, Message("user", self._prompt(kind, job, omitted))]
         router = ToolRouter({tool.name: job.memory_tool}, hooks=self.host.hooks)
         # The memory tool keys its per-turn retry allowance by session id: a session id of its
         # own keeps the review's refusals away from the foreground turn's count.
@@ -384,14 +403,7 @@ class Curator:
                                             max_tokens=self.max_tokens, model=self.model,
                                             timeout=remaining, tools=router.schemas())
             except Exception as exc:  # LLMError, or a ChatLLM that raises something else
-                report.error = f"{type(exc).__name__}: {exc}"
-                # no key configured is a setup choice (e.g. a replay), not an incident
-                from .llm import LLMError, LLMFailure
-
-                unset = isinstance(exc, LLMError) and exc.failure == LLMFailure.NOT_CONFIGURED
-                level = logging.INFO if unset else logging.WARNING
-                log.log(level, "memory %s of session %s: the model failed (%s); nothing was "
-                        "written", kind, job.session.id, report.error)
+                _model_failed(kind, job, report, exc)
                 break
             report.calls += 1
             if time.monotonic() > deadline or self._cancel.is_set():
@@ -399,13 +411,22 @@ class Curator:
                 break
             if not response.tool_calls:
                 break
-            outcomes = [router.run_one(call, tool_session) for call in response.tool_calls]
-            report.tools.extend(outcomes)
-            for call, outcome in zip(response.tool_calls, outcomes, strict=True):
-                report.writes.extend(_describe(tool, call, outcome))
-            messages.append(Message("assistant", response.text, tool_calls=list(response.tool_calls)))
-            messages += [Message("tool", o.content, tool_call_id=o.call.id, tool_name=o.call.name,
-                                 meta={"is_error": True} if o.is_error else {}) for o in outcomes]
+            messages += _run_calls(tool, router, tool_session, response, report)
+        self._finish(kind, job, report, started)
+        return report
+
+    def _prompt(self, kind: Literal["review", "flush"], job: CurationJob, omitted: int) -> str:
+        """The instruction that closes the conversation shown to the model."""
+        tool = job.memory_tool[0]
+        prompt = (REVIEW_PROMPT if kind == "review" else FLUSH_PROMPT).format(tool=tool.name)
+        if tool.curation is not None and tool.curation.instructions:
+            prompt += " " + tool.curation.instructions
+        if omitted:
+            prompt += f"\n(The {omitted} earliest messages of the conversation are not shown.)"
+        return prompt + self._entries_text(job)
+
+    def _finish(self, kind: str, job: CurationJob, report: CurationReport, started: float) -> None:
+        """Log a timeout, time and keep the report, and pass its notice on."""
         if report.timed_out:
             log.warning("memory %s of session %s passed its %.0f s bound; a late answer was "
                         "discarded", kind, job.session.id, self.timeout)
@@ -413,7 +434,6 @@ class Curator:
         self.reports.append(report)
         if report.notice:
             self._notify(report.notice)
-        return report
 
     def _entries_text(self, job: CurationJob) -> str:
         curation = job.memory_tool[0].curation

@@ -41,6 +41,7 @@ from .types import MemoryWrite, Message, ToolCall, Usage
 
 if TYPE_CHECKING:
     from .config import LoadedConfig
+    from .hooks import Hooks
 
 __all__ = [
     "RecordingHost",
@@ -516,6 +517,18 @@ def replay(
     seconds = time.perf_counter() - started
     turns = report.turns
     report.summary = {
+        **_turn_summary(turns),
+        **_hook_summary(host.hooks),
+        "seconds": round(seconds, 3),
+        "turns_per_second": round(len(turns) / seconds, 1) if seconds > 0 else None,
+        "worker_drain": {"status": drain.status, "abandoned": drain.abandoned},
+    }
+    return report
+
+
+def _turn_summary(turns: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run's totals over its turn records."""
+    return {
         "turns": len(turns),
         "sessions": len({t["session_id"] for t in turns} | {c["old_session_id"] for t in turns
                                                            for c in t["compactions"]}),
@@ -528,18 +541,20 @@ def replay(
         "prefetch_late": sum(1 for t in turns for p in t["prefetch"] if p["status"] == "stale"),
         "system_prompt_stable": all(t["system_prompt"]["stable"] for t in turns),
         "logged_problems": sum(len(t["log"]) for t in turns),
-        # every hook problem of the run, the background hooks' and those at shutdown included
-        "hook_problems": host.hooks.problem_count,
-        # a store that raised while recording the conversation (replay exits 1 when any)
-        "write_failures": sum(1 for p in host.hooks.problems if p.status == "error"
+    }
+
+
+def _hook_summary(hooks: Hooks) -> dict[str, int]:
+    """The run's hook problems: all of them, the background hooks' and those at shutdown
+    included; the stores that raised while recording the conversation (replay exits 1 when
+    any); the hooks that timed out."""
+    return {
+        "hook_problems": hooks.problem_count,
+        "write_failures": sum(1 for p in hooks.problems if p.status == "error"
                               and p.hook in ("on_message", "sync_turn", "on_session_switch",
                                              "on_session_end")),
-        "hooks_timed_out": sum(1 for p in host.hooks.problems if p.status in ("timed_out", "queued")),
-        "seconds": round(seconds, 3),
-        "turns_per_second": round(len(turns) / seconds, 1) if seconds > 0 else None,
-        "worker_drain": {"status": drain.status, "abandoned": drain.abandoned},
+        "hooks_timed_out": sum(1 for p in hooks.problems if p.status in ("timed_out", "queued")),
     }
-    return report
 
 
 def build_host(config: LoadedConfig, home: Path, *, providers: list[str] | None = None,

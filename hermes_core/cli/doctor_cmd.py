@@ -29,50 +29,17 @@ __all__ = ["activation_check", "doctor", "embedder_check", "model_check", "print
 def run_checks() -> list[dict[str, Any]]:
     """Each check: name, ok (bool), detail, 'warning' for problems that do not block, 'fix'
     when there is advice, and 'plugin' for the checks a plugin answered."""
-    from ..config import load_config
-    from ..errors import HermesCoreError
     from ..paths import home_dir
 
-    checks: list[dict[str, Any]] = []
     home = home_dir()
-    writable = home.exists() and os.access(home, os.W_OK)
-    if not home.exists():
-        state = "will be created on first use"
-    else:
-        state = "writable" if writable else "NOT writable: fix its permissions"
-    checks.append({"name": "home", "ok": writable or not home.exists(), "detail": f"{home} ({state})"})
-    config_ok = True
-    try:
-        loaded = load_config()
-        checks.append({"name": "config", "ok": True,
-                       "detail": f"{loaded.path}" + ("" if loaded.exists else " (absent: defaults)")})
-    except HermesCoreError as exc:
-        config_ok = False
-        checks.append({"name": "config", "ok": False, "detail": str(exc)})
+    checks = [_home_check(home)]
+    config_check = _config_check()
+    checks.append(config_check)
     host = load_host(tolerate_bad_config=True)
     host.check_registered()
-    broken = [r for r in host.records.values() if r.error]
-    warned = [(r.name, w) for r in host.records.values() if not r.error for w in r.warnings]
-    checks.append({
-        "name": "plugins",
-        "ok": True,
-        "warning": bool(broken or warned),
-        "detail": f"{sum(r.enabled and not r.error for r in host.records.values())} loaded, "
-        f"{sum(not r.enabled for r in host.records.values())} disabled, {len(broken)} with errors"
-        + "".join(f"\n  {r.name}: {r.error}" for r in broken)
-        + "".join(f"\n  {name}: warning: {w}" for name, w in warned),
-    })
-    if config_ok:
-        try:
-            host.validate_config()
-            checks.append({"name": "selections", "ok": True, "detail":
-                           f"context.engine={host.config.core.context.engine}, memory.providers="
-                           f"{host.config.core.memory.providers}"})
-        except HermesCoreError as exc:
-            checks.append({"name": "selections", "ok": False, "detail": str(exc)})
-        else:
-            checks.append(activation_check(host))
-        checks.append(embedder_check(host))
+    checks.append(_plugins_check(host))
+    if config_check["ok"]:
+        checks += _selection_checks(host)
     llm = host.config.core.llm
     checks.append(model_check(host, "main"))
     if llm.auxiliary_client or (llm.auxiliary_model and llm.auxiliary_model != llm.model):
@@ -81,6 +48,60 @@ def run_checks() -> list[dict[str, Any]]:
         checks.extend(plugin_checks(host, home))
     finally:
         host.hooks.close()
+    return checks
+
+
+def _home_check(home: Path) -> dict[str, Any]:
+    writable = home.exists() and os.access(home, os.W_OK)
+    if not home.exists():
+        state = "will be created on first use"
+    else:
+        state = "writable" if writable else "NOT writable: fix its permissions"
+    return {"name": "home", "ok": writable or not home.exists(), "detail": f"{home} ({state})"}
+
+
+def _config_check() -> dict[str, Any]:
+    from ..config import load_config
+    from ..errors import HermesCoreError
+
+    try:
+        loaded = load_config()
+    except HermesCoreError as exc:
+        return {"name": "config", "ok": False, "detail": str(exc)}
+    return {"name": "config", "ok": True,
+            "detail": f"{loaded.path}" + ("" if loaded.exists else " (absent: defaults)")}
+
+
+def _plugins_check(host: PluginHost) -> dict[str, Any]:
+    """How many plugins loaded, are disabled or broke, with each error and warning."""
+    broken = [r for r in host.records.values() if r.error]
+    warned = [(r.name, w) for r in host.records.values() if not r.error for w in r.warnings]
+    return {
+        "name": "plugins",
+        "ok": True,
+        "warning": bool(broken or warned),
+        "detail": f"{sum(r.enabled and not r.error for r in host.records.values())} loaded, "
+        f"{sum(not r.enabled for r in host.records.values())} disabled, {len(broken)} with errors"
+        + "".join(f"\n  {r.name}: {r.error}" for r in broken)
+        + "".join(f"\n  {name}: warning: {w}" for name, w in warned),
+    }
+
+
+def _selection_checks(host: PluginHost) -> list[dict[str, Any]]:
+    """The selected engine and providers exist (then: they activate), and the embedder."""
+    from ..errors import HermesCoreError
+
+    checks: list[dict[str, Any]] = []
+    try:
+        host.validate_config()
+        checks.append({"name": "selections", "ok": True, "detail":
+                       f"context.engine={host.config.core.context.engine}, memory.providers="
+                       f"{host.config.core.memory.providers}"})
+    except HermesCoreError as exc:
+        checks.append({"name": "selections", "ok": False, "detail": str(exc)})
+    else:
+        checks.append(activation_check(host))
+    checks.append(embedder_check(host))
     return checks
 
 

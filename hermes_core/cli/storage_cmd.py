@@ -18,7 +18,9 @@ import click
 from ._common import echo_json, load_host, progress_bars, warn
 
 if TYPE_CHECKING:
-    pass
+    from ..hooks import HookOutcome
+    from ..host import PluginHost
+    from ..storage.url import StorageURL
 
 __all__ = ["storage"]
 
@@ -76,20 +78,56 @@ def migrate(to_url: str | None, from_url: str | None, as_json: bool) -> None:
 
     Safe to run again: what is already there is skipped or kept, never overwritten.
     """
+    from ..storage.transfer import merge_reports
+
+    url = _migration_url(to_url, from_url)
+    into_db = to_url is not None
+    host, outcomes = _copy_stores(url, into_db, as_json)
+    report = merge_reports(outcomes)
+    # a plugin that could not be loaded copied nothing: say so, its store may be left behind
+    report["not_loaded"] = [{"plugin": r.name, "error": r.error}
+                            for r in host.records.values() if r.enabled and r.error]
+    failed = report["errors"]
+    if as_json:
+        echo_json({("to" if into_db else "from"): url.redacted, **report})
+    else:
+        _echo_copied(report, url, into_db)
+    for record in report["not_loaded"]:
+        warn(f"plugin {record['plugin']!r} could not be loaded ({record['error']}); if it keeps "
+             "a store, that store was not copied: fix the plugin ('hermes-core plugins list' "
+             "shows the error), then run the same command again")
+    for problem in failed:
+        click.echo(click.style("error: ", fg="red") + problem["message"], err=True)
+    if failed:
+        raise SystemExit(1)
+    if not as_json:
+        click.echo("Now set storage.url (or HERMES_CORE_STORAGE_URL) to use the database."
+                   if into_db else
+                   "Now unset storage.url (and HERMES_CORE_STORAGE_URL) to use the files.")
+
+
+def _migration_url(to_url: str | None, from_url: str | None) -> StorageURL:
+    """The database URL of exactly one of ``--to`` / ``--from``, validated."""
     from ..errors import HermesCoreError
-    from ..paths import home_dir
-    from ..storage import close_pools, get_pool, parse_storage_url
-    from ..storage.transfer import StorageSide, merge_reports
+    from ..storage import parse_storage_url
 
     if (to_url is None) == (from_url is None):
         raise click.UsageError("give exactly one of --to URL (this home into the database) or "
                                "--from URL (the database into this home)")
     hint = "--to" if to_url is not None else "--from"
     try:
-        url = parse_storage_url(to_url or from_url or "")
+        return parse_storage_url(to_url or from_url or "")
     except HermesCoreError as exc:
         raise click.BadParameter(str(exc), param_hint=hint) from None
-    into_db = to_url is not None
+
+
+def _copy_stores(url: StorageURL, into_db: bool, as_json: bool
+                 ) -> tuple[PluginHost, list[HookOutcome]]:
+    """Call ``copy_storage`` once (files into the database, or back), with progress bars."""
+    from ..paths import home_dir
+    from ..storage import close_pools, get_pool
+    from ..storage.transfer import StorageSide
+
     try:
         # first, and before anything is written: one clear error for an unreachable database
         pool: Any = get_pool(url)
@@ -107,32 +145,16 @@ def migrate(to_url: str | None, from_url: str | None, as_json: bool) -> None:
             host.hooks.close()
     finally:
         close_pools()
-    report = merge_reports(outcomes)
-    # a plugin that could not be loaded copied nothing: say so, its store may be left behind
-    report["not_loaded"] = [{"plugin": r.name, "error": r.error}
-                            for r in host.records.values() if r.enabled and r.error]
-    failed = report["errors"]
-    if as_json:
-        echo_json({("to" if into_db else "from"): url.redacted, **report})
-    else:
-        where = f"into {url.redacted}" if into_db else f"from {url.redacted} into this home"
-        click.echo(f"copied {where}:")
-        for plugin, part in report["plugins"].items():
-            click.echo(f"{plugin}:")
-            for line in part["lines"] or [_counts_line(part)]:
-                click.echo(f"  {line}")
-    for record in report["not_loaded"]:
-        warn(f"plugin {record['plugin']!r} could not be loaded ({record['error']}); if it keeps "
-             "a store, that store was not copied: fix the plugin ('hermes-core plugins list' "
-             "shows the error), then run the same command again")
-    for problem in failed:
-        click.echo(click.style("error: ", fg="red") + problem["message"], err=True)
-    if failed:
-        raise SystemExit(1)
-    if not as_json:
-        click.echo("Now set storage.url (or HERMES_CORE_STORAGE_URL) to use the database."
-                   if into_db else
-                   "Now unset storage.url (and HERMES_CORE_STORAGE_URL) to use the files.")
+    return host, outcomes
+
+
+def _echo_copied(report: dict[str, Any], url: StorageURL, into_db: bool) -> None:
+    where = f"into {url.redacted}" if into_db else f"from {url.redacted} into this home"
+    click.echo(f"copied {where}:")
+    for plugin, part in report["plugins"].items():
+        click.echo(f"{plugin}:")
+        for line in part["lines"] or [_counts_line(part)]:
+            click.echo(f"  {line}")
 
 
 def _counts_line(part: dict[str, Any]) -> str:

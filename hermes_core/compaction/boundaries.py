@@ -113,25 +113,11 @@ def plan_compaction(
     """Decide the cut; pure and O(n)."""
     n = len(messages)
     start, end = group_bounds(messages)
-    leading_system = 0
-    while leading_system < n and messages[leading_system].role == "system":
-        leading_system += 1
     summaries = [i for i, m in enumerate(messages) if is_summary_message(m)]
-
-    head_end = leading_system if summaries else min(n, leading_system + protect_first_n)
-    if 0 < head_end < n:
-        head_end = max(head_end, end[start[head_end - 1]])
-
-    # Tail: newest first, until the budget is spent and the message floor is met.
-    i, spent, count = n, 0, 0
-    while i > head_end:
-        cost = tokens[i - 1]
-        if count >= protect_last_n and spent + cost > tail_budget:
-            break
-        spent += cost
-        count += 1
-        i -= 1
-    tail_start = max(head_end, start[i] if i < n else n)
+    head_end = _head_end(messages, start, end, has_summary=bool(summaries),
+                         protect_first_n=protect_first_n)
+    tail_start = _tail_start(tokens, start, head_end, protect_last_n=protect_last_n,
+                             tail_budget=tail_budget)
 
     plan = Plan(n=n, head_end=head_end, tail_start=tail_start, tokens=tokens)
     if summaries and summaries[-1] >= tail_start:
@@ -141,15 +127,7 @@ def plan_compaction(
         plan.reason = "the latest compaction summary is still inside the protected tail"
         return plan
     plan.summaries = tuple(i for i in summaries if head_end <= i < tail_start)
-
-    pins: set[int] = set()
-    user = _latest(messages, "user", 0, n)
-    if user is not None and head_end <= user < tail_start:
-        pins.add(user)
-    reply = _latest(messages, "assistant", 0, n)
-    if reply is not None and head_end <= reply < tail_start:
-        pins.update(range(reply, end[reply]))
-    plan.pinned = tuple(sorted(pins))
+    plan.pinned = _pins(messages, end, head_end, tail_start)
     old_summaries = set(plan.summaries)
     if not any(i not in old_summaries or original_content(messages[i]) for i in plan.middle):
         plan.reason = (
@@ -157,3 +135,49 @@ def plan_compaction(
             f"tail (at least protect_last_n={protect_last_n} messages) cover the whole history"
         )
     return plan
+
+
+def _head_end(
+    messages: Sequence[Message], start: list[int], end: list[int], *, has_summary: bool,
+    protect_first_n: int,
+) -> int:
+    """Past the leading system messages (plus ``protect_first_n`` before any compaction),
+    grown forward to the end of a tool group."""
+    n = len(messages)
+    leading_system = 0
+    while leading_system < n and messages[leading_system].role == "system":
+        leading_system += 1
+    head_end = leading_system if has_summary else min(n, leading_system + protect_first_n)
+    if 0 < head_end < n:
+        head_end = max(head_end, end[start[head_end - 1]])
+    return head_end
+
+
+def _tail_start(
+    tokens: list[int], start: list[int], head_end: int, *, protect_last_n: int, tail_budget: int,
+) -> int:
+    """Newest first, until the budget is spent and the message floor is met; grown backward to
+    the start of a tool group, never into the head."""
+    n = len(start)
+    i, spent, count = n, 0, 0
+    while i > head_end:
+        cost = tokens[i - 1]
+        if count >= protect_last_n and spent + cost > tail_budget:
+            break
+        spent += cost
+        count += 1
+        i -= 1
+    return max(head_end, start[i] if i < n else n)
+
+
+def _pins(messages: Sequence[Message], end: list[int], head_end: int, tail_start: int) -> tuple[int, ...]:
+    """The latest user request and the latest reply (with its tool results) inside the middle."""
+    n = len(messages)
+    pins: set[int] = set()
+    user = _latest(messages, "user", 0, n)
+    if user is not None and head_end <= user < tail_start:
+        pins.add(user)
+    reply = _latest(messages, "assistant", 0, n)
+    if reply is not None and head_end <= reply < tail_start:
+        pins.update(range(reply, end[reply]))
+    return tuple(sorted(pins))

@@ -76,48 +76,70 @@ def repair_tool_pairs(messages: Sequence[Message]) -> tuple[list[Message], Repai
             by_id.setdefault(message.tool_call_id, []).append(i)
     consumed: set[int] = set()
     out: list[Message] = []
-    n = len(messages)
     for i, message in enumerate(messages):
         if message.role == "tool":
             if i not in consumed:
                 report.orphans_removed += 1
             continue
         out.append(message)
-        if message.role != "assistant" or not message.tool_calls:
-            continue
-        wanted = {call.id for call in message.tool_calls}
-        placed: set[str] = set()
-        # results in the contiguous run right after the call keep their order
-        j = i + 1
-        while j < n and messages[j].role == "tool":
-            call_id = messages[j].tool_call_id
-            if call_id in wanted and call_id not in placed and j not in consumed:
-                out.append(messages[j])
-                consumed.add(j)
-                placed.add(call_id)
-            j += 1
-        for call in message.tool_calls:
-            if call.id in placed:
-                continue
-            later = [k for k in by_id.get(call.id, ()) if k > i and k not in consumed]
-            if later:
-                out.append(messages[later[0]])
-                consumed.add(later[0])
-                report.results_moved += 1
-            else:
-                out.append(
-                    Message(
-                        role="tool",
-                        content=STUB_RESULT,
-                        tool_call_id=call.id,
-                        tool_name=call.name,
-                        timestamp=message.timestamp,
-                        meta={"stub": True},
-                    )
-                )
-                report.stubs_added += 1
-            placed.add(call.id)
+        if message.role == "assistant" and message.tool_calls:
+            out += _results_of(messages, i, by_id, consumed, report)
     return out, report
+
+
+def _results_of(
+    messages: Sequence[Message],
+    i: int,
+    by_id: dict[str, list[int]],
+    consumed: set[int],
+    report: RepairReport,
+) -> list[Message]:
+    """The results to place after the tool calls of ``messages[i]``: those right after it in
+    their order, then each missing one moved from later on or stubbed. Indices taken are added
+    to ``consumed``."""
+    message = messages[i]
+    results, placed = _adjacent_results(messages, i, consumed)
+    for call in message.tool_calls:
+        if call.id in placed:
+            continue
+        later = [k for k in by_id.get(call.id, ()) if k > i and k not in consumed]
+        if later:
+            results.append(messages[later[0]])
+            consumed.add(later[0])
+            report.results_moved += 1
+        else:
+            results.append(
+                Message(
+                    role="tool",
+                    content=STUB_RESULT,
+                    tool_call_id=call.id,
+                    tool_name=call.name,
+                    timestamp=message.timestamp,
+                    meta={"stub": True},
+                )
+            )
+            report.stubs_added += 1
+        placed.add(call.id)
+    return results
+
+
+def _adjacent_results(
+    messages: Sequence[Message], i: int, consumed: set[int]
+) -> tuple[list[Message], set[str]]:
+    """The results in the contiguous run of tool messages after ``messages[i]`` that answer one
+    of its calls (the first result per call), and the ids they answer."""
+    wanted = {call.id for call in messages[i].tool_calls}
+    results: list[Message] = []
+    placed: set[str] = set()
+    j = i + 1
+    while j < len(messages) and messages[j].role == "tool":
+        call_id = messages[j].tool_call_id
+        if call_id in wanted and call_id not in placed and j not in consumed:
+            results.append(messages[j])
+            consumed.add(j)
+            placed.add(call_id)
+        j += 1
+    return results, placed
 
 
 def _joined(first: str, second: str) -> str:

@@ -384,42 +384,12 @@ def _locomo_case(item: Any, cid: str, label: str) -> Case:
     numbers = sorted(int(m.group(1)) for k in conv if (m := re.fullmatch(r"session_(\d+)", k)))
     if not numbers:
         raise _Bad("conversation: no session_<n> lists")
-    sessions: list[HaystackSession] = []
     turn_session: dict[str, str] = {}
-    for n in numbers:
-        key = f"session_{n}"
-        dkey = f"{key}_date_time"
-        dtext = _str(conv.get(dkey), f"conversation.{dkey}")
-        try:
-            date = parse_locomo_date(dtext)
-        except ValueError:
-            raise _Bad(f"conversation.{dkey}: {dtext!r} is not a date like "
-                       "'1:56 pm on 8 May, 2023'") from None
-        turns = []
-        opener: str | None = None  # the session's first speaker plays the user in it
-        for j, t in enumerate(_list(conv[key], f"conversation.{key}")):
-            where = f"conversation.{key}[{j}]"
-            if not isinstance(t, dict):
-                raise _Bad(f"{where}: expected a {{speaker, dia_id, text}} object")
-            speaker = _str(t.get("speaker"), f"{where}.speaker")
-            if speaker not in speakers:
-                raise _Bad(f"{where}.speaker: {speaker!r} is neither speaker_a nor speaker_b")
-            dia = _str(t.get("dia_id"), f"{where}.dia_id")
-            text = _str(t.get("text", ""), f"{where}.text")
-            caption = t.get("blip_caption")
-            if isinstance(caption, str) and caption.strip():
-                text = f"{text} [shares a photo: {caption.strip()}]".strip()
-            opener = opener or speaker
-            role: Literal["user", "assistant"] = "user" if speaker == opener else "assistant"
-            turns.append(Turn(role, text, turn_id=dia, speaker=speaker))
-            turn_session[dia] = key
-        sessions.append(HaystackSession(key, date, dtext, turns))
-    qa = _list(item.get("qa"), "qa")
+    sessions = [_locomo_session(conv, f"session_{n}", speakers, turn_session) for n in numbers]
     last = max((s.date for s in sessions if s.date), default=None)
     questions = []
-    for k, entry in enumerate(qa):
-        qid = f"{cid}/q{k + 1}"
-        q = Question(id=qid, type="?", question="", answer="", date=last,
+    for k, entry in enumerate(_list(item.get("qa"), "qa")):
+        q = Question(id=f"{cid}/q{k + 1}", type="?", question="", answer="", date=last,
                      date_text=last.strftime("%Y-%m-%d %H:%M") if last else "")
         try:
             _locomo_question(entry, k, q, turn_session)
@@ -427,6 +397,44 @@ def _locomo_case(item: Any, cid: str, label: str) -> Case:
             q.problem = f"{label}: {exc}"
         questions.append(q)
     return Case(cid, sessions, questions)
+
+
+def _locomo_session(conv: dict[str, Any], key: str, speakers: list[Any],
+                    turn_session: dict[str, str]) -> HaystackSession:
+    """Session ``key`` of a LoCoMo conversation; its turns' ids are mapped to ``key`` in
+    ``turn_session``."""
+    dkey = f"{key}_date_time"
+    dtext = _str(conv.get(dkey), f"conversation.{dkey}")
+    try:
+        date = parse_locomo_date(dtext)
+    except ValueError:
+        raise _Bad(f"conversation.{dkey}: {dtext!r} is not a date like "
+                   "'1:56 pm on 8 May, 2023'") from None
+    turns = []
+    opener: str | None = None  # the session's first speaker plays the user in it
+    for j, t in enumerate(_list(conv[key], f"conversation.{key}")):
+        speaker, dia, text = _locomo_turn(t, f"conversation.{key}[{j}]", speakers)
+        opener = opener or speaker
+        role: Literal["user", "assistant"] = "user" if speaker == opener else "assistant"
+        turns.append(Turn(role, text, turn_id=dia, speaker=speaker))
+        turn_session[dia] = key
+    return HaystackSession(key, date, dtext, turns)
+
+
+def _locomo_turn(t: Any, where: str, speakers: list[Any]) -> tuple[str, str, str]:
+    """``(speaker, dia_id, text)`` of a LoCoMo turn; a shared photo's caption is added to the
+    text."""
+    if not isinstance(t, dict):
+        raise _Bad(f"{where}: expected a {{speaker, dia_id, text}} object")
+    speaker = _str(t.get("speaker"), f"{where}.speaker")
+    if speaker not in speakers:
+        raise _Bad(f"{where}.speaker: {speaker!r} is neither speaker_a nor speaker_b")
+    dia = _str(t.get("dia_id"), f"{where}.dia_id")
+    text = _str(t.get("text", ""), f"{where}.text")
+    caption = t.get("blip_caption")
+    if isinstance(caption, str) and caption.strip():
+        text = f"{text} [shares a photo: {caption.strip()}]".strip()
+    return speaker, dia, text
 
 
 def _locomo_question(entry: Any, k: int, q: Question, turn_session: dict[str, str]) -> None:

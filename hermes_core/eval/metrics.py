@@ -148,6 +148,23 @@ def score_stack(rankings: Sequence[Sequence[Item]], evidence: Sequence[Evidence]
     """
     units = [ev.unit for ev in evidence]
     width = max(1, sum(1 for r in rankings if r))
+    first, by_text, gains = _stack_gains(rankings, evidence, session_map)
+    out: dict[str, object] = {"found_at": {u: first.get(u) for u in units},
+                              "by_text": sorted(by_text)}
+    for k in ks:
+        found = sum(1 for u in units if first.get(u, k + 1) <= k)
+        dcg = sum(g / math.log2(i + 2) for i, g in enumerate(gains[:k]))
+        idcg = sum(g / math.log2(i + 2) for i, g in enumerate(_ideal_gains(len(units), width, k)))
+        out[f"recall@{k}"] = found / len(units) if units else None
+        out[f"hit@{k}"] = (1.0 if found else 0.0) if units else None
+        out[f"ndcg@{k}"] = (dcg / idcg if idcg else 0.0) if units else None
+    return out
+
+
+def _stack_gains(rankings: Sequence[Sequence[Item]], evidence: Sequence[Evidence],
+                 session_map: dict[str, str]) -> tuple[dict[str, int], set[str], list[int]]:
+    """Walk the stack rank by rank: the rank each unit is first found at, the units found only
+    by text (no item of that rank with a session id covered them), and the new units per rank."""
     depth = max((len(r) for r in rankings), default=0)
     first: dict[str, int] = {}
     by_text: set[str] = set()
@@ -166,21 +183,17 @@ def score_stack(rankings: Sequence[Sequence[Item]], evidence: Sequence[Evidence]
             first[unit] = rank
         by_text |= new - by_identity
         gains.append(len(new))
-    out: dict[str, object] = {"found_at": {u: first.get(u) for u in units},
-                              "by_text": sorted(by_text)}
-    for k in ks:
-        found = sum(1 for u in units if first.get(u, k + 1) <= k)
-        dcg = sum(g / math.log2(i + 2) for i, g in enumerate(gains[:k]))
-        ideal: list[int] = []
-        left = len(units)
-        while left > 0 and len(ideal) < k:
-            ideal.append(min(width, left))
-            left -= ideal[-1]
-        idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
-        out[f"recall@{k}"] = found / len(units) if units else None
-        out[f"hit@{k}"] = (1.0 if found else 0.0) if units else None
-        out[f"ndcg@{k}"] = (dcg / idcg if idcg else 0.0) if units else None
-    return out
+    return first, by_text, gains
+
+
+def _ideal_gains(units: int, width: int, k: int) -> list[int]:
+    """The best first k ranks: ``width`` new units each until all ``units`` are found."""
+    ideal: list[int] = []
+    left = units
+    while left > 0 and len(ideal) < k:
+        ideal.append(min(width, left))
+        left -= ideal[-1]
+    return ideal
 
 
 def tokens(text: str) -> int:

@@ -20,6 +20,16 @@ def _mean(values: list[float]) -> float | None:
     return round(statistics.fmean(values), 4) if values else None
 
 
+def _metric_means(scores: list[dict[str, Any]], ks: Sequence[int]) -> dict[str, float | None]:
+    """``recall@k``, ``hit@k`` and ``ndcg@k`` averaged over ``scores``, for each k."""
+    return {f"{metric}@{k}": _mean([s[f"{metric}@{k}"] for s in scores])
+            for k in ks for metric in ("recall", "hit", "ndcg")}
+
+
+def _median(values: list[float]) -> float | None:
+    return round(statistics.median(values), 2) if values else None
+
+
 def summarise(questions: Sequence[dict[str, Any]], ks: Sequence[int]) -> dict[str, Any]:
     """One summary row for ``questions``."""
     failed = [q for q in questions if not q["ok"]]
@@ -29,45 +39,47 @@ def summarise(questions: Sequence[dict[str, Any]], ks: Sequence[int]) -> dict[st
         "questions": len(questions), "failed": len(failed), "scored": len(scored),
         "no_evidence": sum(1 for q in ok if q["scores"] is None),
     }
-    for k in ks:
-        for metric in ("recall", "hit", "ndcg"):
-            row[f"{metric}@{k}"] = _mean([q["scores"][f"{metric}@{k}"] for q in scored])
+    row.update(_metric_means([q["scores"] for q in scored], ks))
     # how much of the figures rests on the text fallback (items without a session id)
     row["units_found"] = sum(sum(1 for at in q["scores"]["found_at"].values() if at is not None)
                              for q in scored)
     row["units_found_by_text"] = sum(len(q["scores"].get("by_text", [])) for q in scored)
     row["tokens_mean"] = _mean([float(q["tokens"]) for q in ok])
-    latencies = [q["retrieval_ms"] for q in ok if q["retrieval_ms"] is not None]
-    row["retrieval_ms_median"] = round(statistics.median(latencies), 2) if latencies else None
-    judged = [q["answer_run"]["correct"] for q in ok
-              if q.get("answer_run") and q["answer_run"]["correct"] is not None]
-    if judged:
-        row["accuracy"] = round(sum(judged) / len(judged), 4)
-        row["judged"] = len(judged)
+    row["retrieval_ms_median"] = _median([q["retrieval_ms"] for q in ok
+                                          if q["retrieval_ms"] is not None])
+    row.update(_accuracy(ok))
     return row
 
 
+def _accuracy(ok: list[dict[str, Any]]) -> dict[str, Any]:
+    """``accuracy`` and ``judged`` over the judged answers (nothing when none was judged)."""
+    judged = [q["answer_run"]["correct"] for q in ok
+              if q.get("answer_run") and q["answer_run"]["correct"] is not None]
+    if not judged:
+        return {}
+    return {"accuracy": round(sum(judged) / len(judged), 4), "judged": len(judged)}
+
+
 def _by_source(questions: Sequence[dict[str, Any]], ks: Sequence[int]) -> dict[str, Any]:
-    out: dict[str, dict[str, Any]] = {}
     names = sorted({s["source"] for q in questions for s in q["sources"]})
-    for name in names:
-        entries = [s for q in questions if q["ok"] for s in q["sources"] if s["source"] == name]
-        scored = [s for s in entries if s["scores"] is not None]
-        # answers: the source said something; empty: it ran and had nothing (e.g. a prefetch
-        # that is off), which is not a miss of its recall
-        row: dict[str, Any] = {"answers": sum(1 for s in entries if s["status"] == "ok"),
-                               "empty": sum(1 for s in entries if s["status"] == "empty"),
-                               "scored": len(scored),
-                               "errors": sum(1 for q in questions for s in q["sources"]
-                                             if s["source"] == name and s["status"] not in ("ok", "empty"))}
-        for k in ks:
-            for metric in ("recall", "hit", "ndcg"):
-                row[f"{metric}@{k}"] = _mean([s["scores"][f"{metric}@{k}"] for s in scored])
-        row["tokens_mean"] = _mean([float(s["tokens"]) for s in entries])
-        ms = [s["ms"] for s in entries if s["ms"] is not None]
-        row["ms_median"] = round(statistics.median(ms), 2) if ms else None
-        out[name] = row
-    return out
+    return {name: _source_row(questions, name, ks) for name in names}
+
+
+def _source_row(questions: Sequence[dict[str, Any]], name: str, ks: Sequence[int]) -> dict[str, Any]:
+    """The summary row of source ``name`` over ``questions``."""
+    entries = [s for q in questions if q["ok"] for s in q["sources"] if s["source"] == name]
+    scored = [s for s in entries if s["scores"] is not None]
+    # answers: the source said something; empty: it ran and had nothing (e.g. a prefetch
+    # that is off), which is not a miss of its recall
+    row: dict[str, Any] = {"answers": sum(1 for s in entries if s["status"] == "ok"),
+                           "empty": sum(1 for s in entries if s["status"] == "empty"),
+                           "scored": len(scored),
+                           "errors": sum(1 for q in questions for s in q["sources"]
+                                         if s["source"] == name and s["status"] not in ("ok", "empty"))}
+    row.update(_metric_means([s["scores"] for s in scored], ks))
+    row["tokens_mean"] = _mean([float(s["tokens"]) for s in entries])
+    row["ms_median"] = _median([s["ms"] for s in entries if s["ms"] is not None])
+    return row
 
 
 def build_report(run: dict[str, Any], *, dataset: str, fmt: str, providers: list[str],

@@ -256,37 +256,53 @@ def _problem(body: Any) -> str | None:
     messages = body["messages"]
     if not isinstance(messages, list) or not messages:
         return "messages: at least one message is required"
-    breakpoints = 0
     system = body.get("system")
-    if isinstance(system, list):
-        breakpoints += sum(1 for b in system if isinstance(b, dict) and "cache_control" in b)
+    breakpoints = _breakpoints(system) if isinstance(system, list) else 0
     previous_tool_uses: set[str] = set()
     for i, msg in enumerate(messages):
-        if not isinstance(msg, dict) or msg.get("role") not in ("user", "assistant"):
-            return f"messages.{i}.role: must be 'user' or 'assistant'"
-        content = msg.get("content")
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
-        if not isinstance(blocks, list):
-            return f"messages.{i}.content: must be a string or a list of blocks"
-        tool_uses: set[str] = set()
-        for j, block in enumerate(blocks):
-            if not isinstance(block, dict):
-                return f"messages.{i}.content.{j}: must be an object"
-            if "cache_control" in block:
-                breakpoints += 1
-            kind = block.get("type")
-            if kind == "text" and not block.get("text"):
-                return f"messages.{i}.content.{j}: text content blocks must be non-empty"
-            if kind == "tool_use":
-                tool_uses.add(str(block.get("id")))
-            if kind == "tool_result" and block.get("tool_use_id") not in previous_tool_uses:
-                return (
-                    f"messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` "
-                    "blocks: each tool_result must answer a tool_use of the previous message"
-                )
-        previous_tool_uses = tool_uses if msg["role"] == "assistant" else set()
+        problem = _message_problem(i, msg, previous_tool_uses)
+        if problem is not None:
+            return problem
+        breakpoints += _breakpoints(_blocks(msg))
+        previous_tool_uses = _tool_use_ids(msg) if msg["role"] == "assistant" else set()
     if breakpoints > 4:
         return f"A maximum of 4 blocks with cache_control may be provided. Found {breakpoints}."
+    return None
+
+
+def _blocks(msg: dict[str, Any]) -> Any:
+    """A message's content as a list of blocks (a string is one text block)."""
+    content = msg.get("content")
+    return [{"type": "text", "text": content}] if isinstance(content, str) else content
+
+
+def _breakpoints(blocks: list[Any]) -> int:
+    """How many of ``blocks`` carry ``cache_control``."""
+    return sum(1 for b in blocks if isinstance(b, dict) and "cache_control" in b)
+
+
+def _tool_use_ids(msg: dict[str, Any]) -> set[str]:
+    return {str(b.get("id")) for b in _blocks(msg) if b.get("type") == "tool_use"}
+
+
+def _message_problem(i: int, msg: Any, previous_tool_uses: set[str]) -> str | None:
+    """What is wrong with message ``i``; its tool results must answer ``previous_tool_uses``."""
+    if not isinstance(msg, dict) or msg.get("role") not in ("user", "assistant"):
+        return f"messages.{i}.role: must be 'user' or 'assistant'"
+    blocks = _blocks(msg)
+    if not isinstance(blocks, list):
+        return f"messages.{i}.content: must be a string or a list of blocks"
+    for j, block in enumerate(blocks):
+        if not isinstance(block, dict):
+            return f"messages.{i}.content.{j}: must be an object"
+        kind = block.get("type")
+        if kind == "text" and not block.get("text"):
+            return f"messages.{i}.content.{j}: text content blocks must be non-empty"
+        if kind == "tool_result" and block.get("tool_use_id") not in previous_tool_uses:
+            return (
+                f"messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` "
+                "blocks: each tool_result must answer a tool_use of the previous message"
+            )
     return None
 
 
@@ -315,12 +331,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_json(404, self._error_body(404, f"no route for GET {self.path}"))
 
     def do_POST(self) -> None:
-        length = int(self.headers.get("content-length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        try:
-            body = json.loads(raw) if raw else None
-        except ValueError:
-            body = None
+        body = self._read_json()
         record = self._record(body)
         path = self.path.split("?", 1)[0]
         if path == "/v1/messages/count_tokens":
@@ -331,14 +342,33 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, self._error_body(404, f"no route for POST {path}"))
             return
         problem = self._problem(body) if self.api.validate else None
-        if problem is None and isinstance(body, dict) and "context_management" in body:
-            problem = ("context_management: Extra inputs are not permitted"
-                       if self.api.refuse_context_management
-                       else context_problem(body, self.headers.get("anthropic-beta") or ""))
+        if problem is None:
+            problem = self._context_problem(body)
         if problem is not None or body is None:
             record.status = 400
             self._send_json(400, self._error_body(400, problem or "the body is not valid JSON"))
             return
+        self._answer(body, record)
+
+    def _read_json(self) -> Any:
+        """The request's JSON body, or ``None`` when it is empty or not JSON."""
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            return json.loads(raw) if raw else None
+        except ValueError:
+            return None
+
+    def _context_problem(self, body: Any) -> str | None:
+        """What is wrong with the body's ``context_management``, if it has one."""
+        if not isinstance(body, dict) or "context_management" not in body:
+            return None
+        if self.api.refuse_context_management:
+            return "context_management: Extra inputs are not permitted"
+        return context_problem(body, self.headers.get("anthropic-beta") or "")
+
+    def _answer(self, body: dict[str, Any], record: RecordedRequest) -> None:
+        """Answer a valid request with the script's next item."""
         item = self.api._next_item(body)
         if isinstance(item, str):
             item = Reply(text=item)
@@ -349,19 +379,22 @@ class _Handler(BaseHTTPRequestHandler):
             self._break(item.kind)
             return
         if isinstance(item, Failure):
-            record.status = item.status
-            headers = {}
-            if item.retry_after_ms is not None:
-                headers["retry-after-ms"] = str(item.retry_after_ms)
-            message = item.message or f"simulated HTTP {item.status}"
-            self._send_json(item.status, self._error_body(item.status, message, item.error_type),
-                            headers)
+            self._fail(item, record)
             return
         record.status = 200
         if body.get("stream"):
             self._stream(body, item)
         else:
             self._send_json(200, self._message(body, item))
+
+    def _fail(self, item: Failure, record: RecordedRequest) -> None:
+        record.status = item.status
+        headers = {}
+        if item.retry_after_ms is not None:
+            headers["retry-after-ms"] = str(item.retry_after_ms)
+        message = item.message or f"simulated HTTP {item.status}"
+        self._send_json(item.status, self._error_body(item.status, message, item.error_type),
+                        headers)
 
     def _problem(self, body: Any) -> str | None:
         return _problem(body)
@@ -376,10 +409,8 @@ class _Handler(BaseHTTPRequestHandler):
         answered with ``{"input_tokens": N}``, N the same rough deterministic count as a reply's
         usage (plus the tools' size)."""
         problem = _problem({**body, "max_tokens": 1}) if isinstance(body, dict) else None
-        if problem is None and isinstance(body, dict) and "context_management" in body:
-            problem = ("context_management: Extra inputs are not permitted"
-                       if self.api.refuse_context_management
-                       else context_problem(body, self.headers.get("anthropic-beta") or ""))
+        if problem is None:
+            problem = self._context_problem(body)
         if body is None or problem is not None:
             record.status = 400
             self._send_json(400, _error_body(400, problem or "the body is not valid JSON"))

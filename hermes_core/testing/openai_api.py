@@ -81,6 +81,11 @@ def _problem(body: Any, api: OpenAIAPIServer) -> str | None:
     """What a strict Chat Completions server would reject in ``body``, or ``None``."""
     if not isinstance(body, dict):
         return "the request body must be a JSON object"
+    return _envelope_problem(body) or _messages_problem(body["messages"]) or _tools_problem(body, api)
+
+
+def _envelope_problem(body: dict[str, Any]) -> str | None:
+    """The required fields, the token limits and a non-empty message list."""
     for key in ("model", "messages"):
         if key not in body:
             return f"'{key}' is a required property"
@@ -90,42 +95,67 @@ def _problem(body: Any, api: OpenAIAPIServer) -> str | None:
     messages = body["messages"]
     if not isinstance(messages, list) or not messages:
         return "messages: at least one message is required"
+    return None
+
+
+def _messages_problem(messages: list[Any]) -> str | None:
+    """The roles, contents and tool-call pairing of ``messages``, in order."""
     open_calls: set[str] = set()
     for i, msg in enumerate(messages):
-        if not isinstance(msg, dict) or msg.get("role") not in _ROLES:
-            return f"messages[{i}].role: must be one of {', '.join(_ROLES)}"
-        role = msg["role"]
-        if role == "tool":
-            if msg.get("tool_call_id") not in open_calls:
-                return (f"messages[{i}]: a message with role 'tool' must be a response to a "
-                        "preceding message with 'tool_calls' (unknown tool_call_id "
-                        f"{msg.get('tool_call_id')!r})")
-            open_calls.discard(msg["tool_call_id"])
-            continue
-        if open_calls:
-            return (f"messages[{i}]: an assistant message with 'tool_calls' must be followed by "
-                    f"tool messages responding to each 'tool_call_id' (missing: "
-                    f"{', '.join(sorted(open_calls))})")
-        calls = msg.get("tool_calls")
-        if role == "assistant" and calls:
-            for j, call in enumerate(calls):
-                function = call.get("function") if isinstance(call, dict) else None
-                if (not isinstance(function, dict) or call.get("type") != "function"
-                        or not call.get("id") or not function.get("name")
-                        or not isinstance(function.get("arguments"), str)):
-                    return (f"messages[{i}].tool_calls[{j}]: needs id, type 'function' and "
-                            "function.name / function.arguments (a string)")
-                open_calls.add(str(call["id"]))
-        elif not isinstance(msg.get("content"), str) and not isinstance(msg.get("content"), list):
-            return f"messages[{i}].content: must be a string or a list of parts"
+        problem = _message_problem(i, msg, open_calls)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _message_problem(i: int, msg: Any, open_calls: set[str]) -> str | None:
+    """Check message ``i``; ``open_calls`` (the tool calls not answered yet) is updated in place."""
+    if not isinstance(msg, dict) or msg.get("role") not in _ROLES:
+        return f"messages[{i}].role: must be one of {', '.join(_ROLES)}"
+    role = msg["role"]
+    if role == "tool":
+        if msg.get("tool_call_id") not in open_calls:
+            return (f"messages[{i}]: a message with role 'tool' must be a response to a "
+                    "preceding message with 'tool_calls' (unknown tool_call_id "
+                    f"{msg.get('tool_call_id')!r})")
+        open_calls.discard(msg["tool_call_id"])
+        return None
+    if open_calls:
+        return (f"messages[{i}]: an assistant message with 'tool_calls' must be followed by "
+                f"tool messages responding to each 'tool_call_id' (missing: "
+                f"{', '.join(sorted(open_calls))})")
+    calls = msg.get("tool_calls")
+    if role == "assistant" and calls:
+        return _tool_calls_problem(i, calls, open_calls)
+    if not isinstance(msg.get("content"), str) and not isinstance(msg.get("content"), list):
+        return f"messages[{i}].content: must be a string or a list of parts"
+    return None
+
+
+def _tool_calls_problem(i: int, calls: Any, open_calls: set[str]) -> str | None:
+    """Check the ``tool_calls`` of assistant message ``i``, adding their ids to ``open_calls``."""
+    for j, call in enumerate(calls):
+        function = call.get("function") if isinstance(call, dict) else None
+        if (not isinstance(function, dict) or call.get("type") != "function"
+                or not call.get("id") or not function.get("name")
+                or not isinstance(function.get("arguments"), str)):
+            return (f"messages[{i}].tool_calls[{j}]: needs id, type 'function' and "
+                    "function.name / function.arguments (a string)")
+        open_calls.add(str(call["id"]))
+    return None
+
+
+def _tools_problem(body: dict[str, Any], api: OpenAIAPIServer) -> str | None:
+    """The request's ``tools``: refused by a server without tool support, else each a function."""
     tools = body.get("tools")
-    if tools:
-        if not api.tools_supported:
-            return f"{body['model']} does not support tools"
-        for k, tool in enumerate(tools):
-            if not isinstance(tool, dict) or tool.get("type") != "function" or not (
-                    isinstance(tool.get("function"), dict) and tool["function"].get("name")):
-                return f"tools[{k}]: must be {{'type': 'function', 'function': {{'name': ...}}}}"
+    if not tools:
+        return None
+    if not api.tools_supported:
+        return f"{body['model']} does not support tools"
+    for k, tool in enumerate(tools):
+        if not isinstance(tool, dict) or tool.get("type") != "function" or not (
+                isinstance(tool.get("function"), dict) and tool["function"].get("name")):
+            return f"tools[{k}]: must be {{'type': 'function', 'function': {{'name': ...}}}}"
     return None
 
 

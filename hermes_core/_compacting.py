@@ -17,15 +17,20 @@ from typing import TYPE_CHECKING, Any
 from . import deprecations
 from .curation import carry_over
 from .fence import provider_text
+from .models import context_window
 
 if TYPE_CHECKING:
     from .curation import CurationReport
     from .host import PluginHost
+    from .llm import ChatLLM
     from .types import Message, Session
 
-__all__ = ["EnginePass", "engine_pass", "engine_report"]
+__all__ = ["HYGIENE_RATIO", "EnginePass", "engine_pass", "engine_report", "over_hygiene_line",
+           "server_pass"]
 
 log = logging.getLogger("hermes_core.agent")
+#: a resumed history above this share of the model's window is compacted before the first turn
+HYGIENE_RATIO = 0.85
 
 
 @dataclass(slots=True)
@@ -91,3 +96,22 @@ def engine_report(report: object, engine: str | None) -> dict[str, Any] | None:
     log.error("context engine %s: CompressionResult.report must be a dict, not %s; it was left "
               "out of the compaction record", engine, type(report).__name__)
     return None
+
+
+def server_pass(request: Message, block: dict[str, Any]) -> EnginePass:
+    """What the model platform's own compaction (a compaction block opening the response) leaves:
+    everything before this turn's request stays archived in the old session; the child session
+    holds the request, and the response (with its block) joins it next."""
+    return EnginePass([request], None, block.get("content"), [
+        "Context compaction: the model platform compacted the earlier turns (server-side "
+        "compaction)."])
+
+
+def over_hygiene_line(host: PluginHost, llm: ChatLLM, session: Session, tokens: int) -> bool:
+    """Whether a resumed history of ``tokens`` is above :data:`HYGIENE_RATIO` of the window."""
+    window = context_window(host.config.core, client=llm)
+    if tokens <= HYGIENE_RATIO * window:
+        return False
+    log.info("resumed session %s holds ~%d tokens of a %d-token window; compacting it before the "
+             "turn", session.id, tokens, window)
+    return True

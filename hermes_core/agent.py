@@ -37,13 +37,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from . import clock, deprecations
 from ._backlog import Backlog, DrainReport
-from ._compacting import EnginePass, engine_pass
+from ._compacting import EnginePass, engine_pass, over_hygiene_line, server_pass
 from ._prompt import DEFAULT_IDENTITY, compose_system_prompt
 from .curation import CurationJob, Curator, curation_tools, make_job
 from .embeddings import turn_in_flight
 from .errors import NotStored
 from .fence import StreamScrubber, build_block, scrub
-from .models import context_window
 from .prefetch import PrefetchRunner
 from .results import CompactionRecord, TurnResult, estimate_tokens, reported_prompt_tokens, retried_turn
 from .toolrun import IterationBudget, ToolOutcome, ToolRouter
@@ -70,8 +69,6 @@ log = logging.getLogger("hermes_core.agent")
 _WRITE_HOOKS = frozenset({"on_message", "sync_turn", "on_session_switch", "on_session_end"})
 #: automatic compactions one turn may trigger (a guard on top of the engine's own)
 MAX_COMPACTIONS_PER_TURN = 3
-#: a resumed history above this share of the model's window is compacted before the first turn
-HYGIENE_RATIO = 0.85
 
 
 def new_session_id() -> str:
@@ -511,29 +508,21 @@ class Agent:
             engine_report=done.report, seconds=time.perf_counter() - started)
 
     def _server_compaction(self, user: Message, block: dict[str, Any]) -> CompactionRecord:
-        """The model platform compacted the history (a compaction block opens the response):
-        everything before this turn's request stays archived in the old session; the child
-        session holds the request, and the response (with its block) joins it next."""
-        started = time.perf_counter()
-        before = list(self.history)
-        after = [self.history[self._current_user_index(user)]]
-        done = EnginePass(after, None, block.get("content"), [
-            "Context compaction: the model platform compacted the earlier turns (server-side "
-            "compaction)."])
+        """The model platform compacted the history: the child session holds this turn's request."""
+        started, before = time.perf_counter(), list(self.history)
+        done = server_pass(self.history[self._current_user_index(user)], block)
         return self._continue_in_child(before, done, "server", started)
 
     def _hygiene(self) -> CompactionRecord | None:
-        """Compact a resumed history above :data:`HYGIENE_RATIO` of the window (once per agent)."""
+        """Compact a resumed history above :data:`~._compacting.HYGIENE_RATIO` of the window
+        (once per agent)."""
         if not self._hygiene_due:
             return None
         self._hygiene_due = False
         tokens = self.last_prompt_tokens or estimate_tokens(self.history, self.system_prompt,
                                                             self.tool_schemas)
-        window = context_window(self.host.config.core, client=self.llm)
-        if tokens <= HYGIENE_RATIO * window:
+        if not over_hygiene_line(self.host, self.llm, self.session, tokens):
             return None
-        log.info("resumed session %s holds ~%d tokens of a %d-token window; compacting it before "
-                 "the turn", self.session.id, tokens, window)
         return self._compact(None, "hygiene")
 
     def _curation_job(self, messages: list[Message]) -> CurationJob | None:

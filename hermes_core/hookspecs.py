@@ -10,17 +10,14 @@ There are two families:
   memory providers, the one context engine, platform adapters. The kernel registers each instance
   with the plugin manager, so a method marked ``@hookimpl`` takes part in the hook.
 
-The kernel never lets one plugin's failure spoil a hook for the others: it calls instance hooks one
-implementation at a time, catches what each raises, logs it with the plugin's name and moves on.
-Results therefore arrive as a list in call order unless a hook says "first result wins".
+The kernel calls instance hooks one implementation at a time and catches what each raises (logged
+with the plugin's name), so one plugin's failure never spoils a hook for the others; results arrive
+as a list in call order unless a hook says "first result wins". Implementations may accept fewer
+arguments than the spec lists (pluggy's opt-in arguments): take only what you use, and your plugin
+keeps working when later versions add arguments.
 
-Implementations may accept fewer arguments than the spec lists (pluggy's "opt-in arguments"): take
-only what you use, and your plugin keeps working when later versions add arguments.
-
-The reference for plugin authors, one section per hook with a runnable example, is in
-``docs/reference/`` (one page per kind: memory-providers.md, context-engines.md, tools.md,
-platforms.md, commands.md, stores.md, embedders.md, llm-clients.md); a test fails when a hook
-below has no section there or no test exercising it.
+The reference for plugin authors, one section per hook with a runnable example, is ``docs/reference/``
+(one page per kind); a test fails when a hook below has no section there or no test exercising it.
 """
 
 from __future__ import annotations
@@ -51,45 +48,6 @@ if TYPE_CHECKING:
         Usage,
     )
 
-__all__ = [
-    "compress",
-    "connect",
-    "copy_storage",
-    "describe_context",
-    "disconnect",
-    "doctor_checks",
-    "forget",
-    "get_tools",
-    "import_sessions",
-    "load_session",
-    "on_delegation",
-    "on_erasure",
-    "on_memory_write",
-    "on_message",
-    "on_post_compress",
-    "on_post_tool_call",
-    "on_pre_compress",
-    "on_pre_tool_call",
-    "on_prompt_assembled",
-    "on_session_end",
-    "on_session_switch",
-    "on_turn_start",
-    "prefetch",
-    "queue_prefetch",
-    "register_commands",
-    "register_context_engines",
-    "register_embedders",
-    "register_llm_clients",
-    "register_memory_providers",
-    "register_platforms",
-    "register_tools",
-    "send",
-    "should_compress",
-    "shutdown",
-    "sync_turn",
-    "system_prompt_block",
-    "update_from_response",
-]
 
 #: The hook names of each family; used by the kernel and by the docs meta-test.
 REGISTRY_HOOKS = (
@@ -126,10 +84,11 @@ PLATFORM_HOOKS = ("connect", "disconnect", "send")
 #: implemented by plugin modules, called by the kernel's commands about every plugin's stores
 MODULE_HOOKS = ("doctor_checks", "copy_storage", "import_sessions")
 
+__all__ = sorted({*REGISTRY_HOOKS, *MEMORY_HOOKS, *CONTEXT_ENGINE_HOOKS, *TOOL_HOOKS,
+                  *PLATFORM_HOOKS, *MODULE_HOOKS})
 
-# --------------------------------------------------------------------------------------------------
-# Registry hooks: implemented by plugin modules
-# --------------------------------------------------------------------------------------------------
+
+# ---- Registry hooks: implemented by plugin modules -----------------------------------------------
 
 
 @hookspec
@@ -194,9 +153,7 @@ def register_commands(register: Callable[[Any], None]) -> None:
     """
 
 
-# --------------------------------------------------------------------------------------------------
-# Memory lifecycle: implemented by memory-provider instances
-# --------------------------------------------------------------------------------------------------
+# ---- Memory lifecycle: implemented by memory-provider instances ----------------------------------
 
 
 @hookspec
@@ -328,9 +285,7 @@ def load_session(
     """
 
 
-# --------------------------------------------------------------------------------------------------
-# Tools offered by instances (memory providers, the context engine)
-# --------------------------------------------------------------------------------------------------
+# ---- Tools offered by instances (memory providers, the context engine) ---------------------------
 
 
 @hookspec
@@ -358,9 +313,7 @@ def on_post_compress(messages: list[Message], session: Session) -> str | None:
     """
 
 
-# --------------------------------------------------------------------------------------------------
-# Context engine: implemented by the one active engine instance
-# --------------------------------------------------------------------------------------------------
+# ---- Context engine: implemented by the one active engine instance -------------------------------
 
 
 @hookspec(firstresult=True)
@@ -399,9 +352,7 @@ def update_from_response(usage: Usage) -> None:
     """
 
 
-# --------------------------------------------------------------------------------------------------
-# Platform adapters: implemented by adapter instances
-# --------------------------------------------------------------------------------------------------
+# ---- Platform adapters: implemented by adapter instances -----------------------------------------
 
 
 @hookspec
@@ -424,9 +375,7 @@ def send(conversation_key: str, text: str) -> Any:
     """Deliver a message the agent initiates (not a reply) to ``conversation_key``."""
 
 
-# --------------------------------------------------------------------------------------------------
-# Forgetting: implemented by memory providers (and any plugin instance that keeps user data)
-# --------------------------------------------------------------------------------------------------
+# ---- Forgetting: implemented by memory providers (and any plugin instance that keeps user data) ----
 
 
 @hookspec
@@ -490,9 +439,7 @@ def on_prompt_assembled(session: Session, overhead_tokens: int) -> None:
     """
 
 
-# --------------------------------------------------------------------------------------------------
-# Inspection: implemented by the context engine
-# --------------------------------------------------------------------------------------------------
+# ---- Inspection: implemented by the context engine -----------------------------------------------
 
 
 @hookspec(firstresult=True)
@@ -511,9 +458,7 @@ def describe_context(messages: list[Message], session: Session | None) -> dict[s
     """
 
 
-# --------------------------------------------------------------------------------------------------
-# Embedders: a registry hook (the classes are selected by ``embeddings.embedder``)
-# --------------------------------------------------------------------------------------------------
+# ---- Embedders: a registry hook (the classes are selected by ``embeddings.embedder``) ------------
 
 
 @hookspec
@@ -529,9 +474,7 @@ def register_embedders(register: Callable[[type], None]) -> None:
     """
 
 
-# --------------------------------------------------------------------------------------------------
-# LLM clients: a registry hook (the classes are selected by ``llm.client`` / ``llm.auxiliary_client``)
-# --------------------------------------------------------------------------------------------------
+# ---- LLM clients: a registry hook (selected by ``llm.client`` / ``llm.auxiliary_client``) ------------
 
 
 @hookspec
@@ -548,9 +491,7 @@ def register_llm_clients(register: Callable[[type], None]) -> None:
     """
 
 
-# --------------------------------------------------------------------------------------------------
-# A plugin's stores: implemented by plugin modules (selected for a slot or not)
-# --------------------------------------------------------------------------------------------------
+# ---- A plugin's stores: implemented by plugin modules (selected for a slot or not) ---------------
 
 
 @hookspec
@@ -610,9 +551,7 @@ def import_sessions(target: StorageSide, path: Path, dry_run: bool, progress: Co
     """
 
 
-# --------------------------------------------------------------------------------------------------
-# Around every tool call: implemented by memory providers, the context engine and plugin modules
-# --------------------------------------------------------------------------------------------------
+# ---- Around every tool call: implemented by memory providers, the context engine and plugin modules ----
 
 
 @hookspec

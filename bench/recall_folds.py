@@ -107,7 +107,7 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=3)
     parser.add_argument("--tolerance", type=float, default=0.02)
     parser.add_argument("--weight", action="append", default=[], metavar="FIELD=VALUE",
-                        help="a field of the archive's hybrid Weights (repeatable)")
+                        help="a field of the archive's hybrid Policy (repeatable)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     folds = []

@@ -25,7 +25,7 @@ outdated one (``outdated_session_ids``).
     python bench/recall_paraphrase.py examples/eval/paraphrase-d.json   # the third
     python bench/recall_paraphrase.py examples/eval/paraphrase-e.json   # the fourth, written blind
     python bench/recall_paraphrase.py examples/eval/paraphrase-c.json --weight differs=false
-                                        # one rule switched off (any field of hybrid.Weights)
+                                        # one rule switched off (any field of hybrid.Policy)
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from hermes_core.config import CoreConfig
 from hermes_core.embeddings import GuardedEmbedder
 from hermes_core.plugins.embedders.minilm import MiniLMConfig, MiniLMEmbedder
 from hermes_core.plugins.memory.session_archive import SessionArchive
-from hermes_core.plugins.memory.session_archive.hybrid import Weights, hybrid_candidates
+from hermes_core.plugins.memory.session_archive.hybrid import Policy, hybrid_candidates
 from hermes_core.plugins.memory.session_archive.vector_index import VectorIndex
 from hermes_core.plugins.memory.session_archive.vectors import reindex
 from hermes_core.types import Message, Session
@@ -108,7 +108,7 @@ def ranked_sessions(archive: SessionArchive, ids: list[int]) -> list[str]:
     return list(dict.fromkeys(rows[i] for i in ids if i in rows))
 
 
-def run_mode(archive, guarded, index, question: str, mode: str, weights: Weights) -> list[str]:
+def run_mode(archive, guarded, index, question: str, mode: str, weights: Policy) -> list[str]:
     if mode == "words":
         r = hybrid_candidates(archive, question, None, None)
         return ranked_sessions(archive, [c.id for c in r.found])
@@ -126,7 +126,7 @@ def run_mode(archive, guarded, index, question: str, mode: str, weights: Weights
     return ranked_sessions(archive, [c.id for c in r.found])
 
 
-def shown_beside(archive, guarded, index, question: str, weights: Weights, k: int) -> set[str]:
+def shown_beside(archive, guarded, index, question: str, weights: Policy, k: int) -> set[str]:
     """The sessions named beside the first k (``newer``: a later conversation that looks like
     an update of one of them; the search tool shows it with that result)."""
     r = hybrid_candidates(archive, question, guarded, index, weights=weights)
@@ -145,7 +145,7 @@ def _nearest(guarded, index, question: str) -> list[int]:
     return [i for i, _ in index.nearest(qv, 1000)]
 
 
-def evaluate(dataset: list[dict], k: int, weights: Weights, quiet: bool = False) -> dict:
+def evaluate(dataset: list[dict], k: int, weights: Policy, quiet: bool = False) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         archive = SessionArchive(Path(tmp) / "state.db")
         load(dataset, archive)
@@ -211,15 +211,15 @@ def evaluate(dataset: list[dict], k: int, weights: Weights, quiet: bool = False)
             "ranks": {q: r for q, r in ranks.items() if set(r.values()) != {1}}}
 
 
-def weights_from(pairs: list[str]) -> Weights:
-    """``Weights()`` with ``FIELD=VALUE`` overrides (a bool, int or float, as the field is)."""
+def weights_from(pairs: list[str]) -> Policy:
+    """``Policy()`` with ``FIELD=VALUE`` overrides (a bool, int or float, as the field is)."""
     changes: dict[str, object] = {}
     for pair in pairs:
         name, _, text = pair.partition("=")
-        if name not in Weights.__dataclass_fields__:
-            raise SystemExit(f"--weight {pair}: no such field of Weights "
-                             f"({', '.join(Weights.__dataclass_fields__)})")
-        kind = type(getattr(Weights(), name))
+        if name not in Policy.__dataclass_fields__:
+            raise SystemExit(f"--weight {pair}: no such field of Policy "
+                             f"({', '.join(Policy.__dataclass_fields__)})")
+        kind = type(getattr(Policy(), name))
         if kind is bool:
             if text.lower() not in ("true", "false"):
                 raise SystemExit(f"--weight {pair}: {name} is true or false")
@@ -229,7 +229,7 @@ def weights_from(pairs: list[str]) -> Weights:
                 changes[name] = kind(text)
             except ValueError:
                 raise SystemExit(f"--weight {pair}: {name} is a number") from None
-    return replace(Weights(), **changes)  # type: ignore[arg-type]
+    return replace(Policy(), **changes)  # type: ignore[arg-type]
 
 
 def main() -> None:
@@ -239,7 +239,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--verbose", action="store_true", help="ranks per question")
     parser.add_argument("--weight", action="append", default=[], metavar="FIELD=VALUE",
-                        help="a field of hybrid.Weights, e.g. differs=false (repeatable)")
+                        help="a field of hybrid.Policy, e.g. differs=false (repeatable)")
     args = parser.parse_args()
     dataset = read_questions(args.dataset)
     report = evaluate(dataset, args.k, weights_from(args.weight))

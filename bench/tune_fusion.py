@@ -1,6 +1,6 @@
 """Choose the fusion's weights on some development sets and check the choice on the others.
 
-A grid over fields of ``hybrid.Weights`` is scored on every set given (each loaded and embedded
+A grid over fields of ``hybrid.Policy`` is scored on every set given (each loaded and embedded
 once; the query embeddings are cached, so one configuration costs a fraction of a second). A
 configuration's score on a set is how far it falls short of the recall protocol's targets
 (recall@3: exact words 0.98, paraphrases 0.9, implied preferences 0.8, updates 0.9), summed over
@@ -37,7 +37,7 @@ from hermes_core.embeddings import GuardedEmbedder
 from hermes_core.plugins.embedders.minilm import MiniLMConfig, MiniLMEmbedder
 from hermes_core.plugins.memory.session_archive import SessionArchive
 from hermes_core.plugins.memory.session_archive.hybrid import (
-    Weights,
+    Policy,
     hybrid_candidates,
 )
 from hermes_core.plugins.memory.session_archive.vector_index import VectorIndex
@@ -88,7 +88,7 @@ def _open(path: Path, embedder: _Cached, folder: Path) -> _Set:
     return _Set(path.name, questions, archive, guarded, index)
 
 
-def measure(s: _Set, weights: Weights) -> dict[str, dict[str, float]]:
+def measure(s: _Set, weights: Policy) -> dict[str, dict[str, float]]:
     """recall@3, hit@1 and (updates) current-above-outdated per variant."""
     per: dict[str, dict[str, list[float]]] = {}
     for item in s.questions:
@@ -136,12 +136,12 @@ def main() -> None:
         start = time.perf_counter()
         scored: list[tuple[dict[str, Any], dict[str, tuple[float, float]]]] = []
         for n, cfg in enumerate(configs, 1):
-            w = replace(Weights(), **cfg)
+            w = replace(Policy(), **cfg)
             scored.append((cfg, {s.name: shortfall(measure(s, w)) for s in sets}))
             if n % 250 == 0:
                 print(f"  {n}/{len(configs)} configurations, {time.perf_counter() - start:.0f} s",
                       file=sys.stderr)
-        default = {s.name: shortfall(measure(s, Weights())) for s in sets}
+        default = {s.name: shortfall(measure(s, Policy())) for s in sets}
         print(f"{len(configs)} configurations over {', '.join(names)}")
         print("defaults: " + "; ".join(f"{n} {_fmt(default[n])}" for n in names))
         if len(sets) > 1:
@@ -155,9 +155,9 @@ def main() -> None:
         print("  " + "; ".join(f"{n} {_fmt(sc[n])}" for n in names))
         if args.held_out is not None:
             held = _open(args.held_out, embedder, Path(tmp))
-            chosen = shortfall(measure(held, replace(Weights(), **cfg)))
+            chosen = shortfall(measure(held, replace(Policy(), **cfg)))
             print(f"held out {held.name}: {_fmt(chosen)} with the choice, "
-                  f"{_fmt(shortfall(measure(held, Weights())))} with the defaults")
+                  f"{_fmt(shortfall(measure(held, Policy())))} with the defaults")
             held.archive.close()
         for s in sets:
             s.archive.close()

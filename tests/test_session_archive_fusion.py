@@ -24,7 +24,7 @@ from embedder_support import TopicEmbedder  # noqa: E402
 from hermes_core.embeddings import GuardedEmbedder  # noqa: E402
 from hermes_core.plugins.memory.session_archive import SessionArchive  # noqa: E402
 from hermes_core.plugins.memory.session_archive.hybrid import (  # noqa: E402
-    Weights,
+    Policy,
     asks_current,
     hybrid_candidates,
     states_change,
@@ -62,7 +62,7 @@ def build(tmp_path: Path, sessions: list[tuple[str, float, list[str]]],
 
 
 def ranked(archive: SessionArchive, query: str, g: GuardedEmbedder | None,
-           index: VectorIndex | None, weights: Weights | None = None) -> list[str]:
+           index: VectorIndex | None, weights: Policy | None = None) -> list[str]:
     found = hybrid_candidates(archive, query, g, index, weights=weights).found
     ids = [c.id for c in found]
     if not ids:
@@ -74,7 +74,7 @@ def ranked(archive: SessionArchive, query: str, g: GuardedEmbedder | None,
 
 
 def newer(archive: SessionArchive, query: str, g: GuardedEmbedder, index: VectorIndex,
-          weights: Weights | None = None) -> dict[str, str]:
+          weights: Policy | None = None) -> dict[str, str]:
     """session -> the later session named beside it as a possible update."""
     result = hybrid_candidates(archive, query, g, index, weights=weights)
     sid = dict(archive.db.read("SELECT chain, id FROM sessions"))
@@ -98,7 +98,7 @@ def test_a_later_statement_of_a_change_supersedes_for_a_present_state_question(
         # named beside the earlier one, which keeps its place (the closer match)
         assert ranked(archive, "Which editor do I use?", g, index)[:2] == ["early", "late"]
         assert newer(archive, "Which editor do I use?", g, index) == {"early": "late"}
-        off = replace(Weights(), update_window=0)
+        off = replace(Policy(), update_window=0)
         assert newer(archive, "Which editor do I use?", g, index, off) == {}
     finally:
         archive.close()
@@ -108,7 +108,7 @@ def test_no_supersession_within_days_of_the_earlier_statement(tmp_path: Path) ->
     archive, g, index = build(tmp_path, [EARLY, late(3)])
     try:
         assert newer(archive, "Which editor do I use?", g, index) == {}
-        sooner = replace(Weights(), update_days=2.0)
+        sooner = replace(Policy(), update_days=2.0)
         assert newer(archive, "Which editor do I use?", g, index, sooner) == {"early": "late"}
     finally:
         archive.close()
@@ -134,7 +134,7 @@ def test_a_new_value_of_the_same_thing_supersedes_without_a_change_word(
     try:
         assert newer(archive, "Which editor do I use?", g, index) == {"early": "late"}
         # switched off, only a change word would do
-        off = replace(Weights(), differs=False)
+        off = replace(Policy(), differs=False)
         assert newer(archive, "Which editor do I use?", g, index, off) == {}
     finally:
         archive.close()
@@ -157,7 +157,7 @@ def test_the_change_word_path_switched_off_leaves_only_new_values(tmp_path: Path
     archive, g, index = build(tmp_path, [EARLY, late(30)])
     try:
         assert newer(archive, "Which editor do I use?", g, index) == {"early": "late"}
-        off = replace(Weights(), change_word=False)  # "gave up on helix ..., neovim now"
+        off = replace(Policy(), change_word=False)  # "gave up on helix ..., neovim now"
         assert newer(archive, "Which editor do I use?", g, index, off) == {}
     finally:
         archive.close()
@@ -182,7 +182,7 @@ def test_no_supersession_by_a_conversation_that_does_not_answer_the_question(
     archive, g, index = build(tmp_path, [
         EARLY, late(30, "the dog and the whippet vet now, helix")])
     try:
-        loose = replace(Weights(), same_topic=0.0)
+        loose = replace(Policy(), same_topic=0.0)
         assert newer(archive, "Which editor do I use?", g, index, loose) == {}
         assert newer(archive, "Which editor do I use?", g, index,
                      replace(loose, update_relevance=0.0)) == {"early": "late"}
@@ -197,7 +197,7 @@ def test_no_supersession_across_topics(tmp_path: Path) -> None:
     try:
         # "later" (cosine ~0.32 with the editor question and with the earlier statement) is
         # relevant enough at this bar, but not on the earlier one's topic (cosine < same_topic)
-        relevant = replace(Weights(), update_relevance=0.3)
+        relevant = replace(Policy(), update_relevance=0.3)
         assert "later" not in newer(archive, "Which editor do I use?", g, index,
                                     relevant).values()
         assert newer(archive, "Which editor do I use?", g, index,
@@ -226,7 +226,7 @@ def test_a_message_with_every_word_of_the_query_outranks_a_slightly_closer_meani
         ("both", T0, ["helix lisbon neovim"]), ("meaning", T0 + DAY, ["vim flight"])])
     try:
         assert ranked(archive, "helix lisbon", g, index)[:2] == ["both", "meaning"]
-        off = replace(Weights(), words=0.0)
+        off = replace(Policy(), words=0.0)
         assert ranked(archive, "helix lisbon", g, index, off)[:2] == ["meaning", "both"]
     finally:
         archive.close()

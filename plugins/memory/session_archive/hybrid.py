@@ -4,7 +4,10 @@ conversation.
 Reciprocal-rank fusion was measured worse than vectors alone on paraphrased questions: it gives a
 message ranked 1st by words as much weight as one ranked 1st by meaning, however weak the word
 match (a plain-language question's any-word fallback ranks *something* first). Scores carry that
-information and ranks do not, so the fusion is a weighted sum of comparable scores.
+information and ranks do not, so the fusion is a weighted sum of comparable scores: the kernel's
+:func:`hermes_core.semantic.fuse`, the one fusion every store with vectors uses. The archive's own
+part is its ranking policy (:class:`Policy`): the word weight, which candidates are read, how a
+conversation is scored, and when a later conversation is named as an update.
 
 Per message:
 
@@ -12,7 +15,7 @@ Per message:
   unrelated text, 0.4+ for a paraphrase), computed for every candidate that has a vector, not
   only for the nearest ones;
 * words: BM25 divided by the best BM25 of the query (so 1.0 is the best word match), weighted
-  :attr:`Weights.words`, and only when some message holds every word of the query: the any-word
+  :attr:`Policy.words`, and only when some message holds every word of the query: the any-word
   fallback of a plain-language question ranks *something* first however weak the match, and
   counting it cost paraphrases on two of the three development folds (a weight of 0.05 or 0.1 traded
   0.03-0.07 of paraphrases for 0.07 of one fold's preferences);
@@ -26,8 +29,8 @@ between two conversations on the same topic (below).
 Per conversation (what ``session_search`` returns): a fact is often spread over a few turns
 ("Do you have regular one-to-ones with her?" / "Every other Thursday at four."), and no single
 message of it is close to a reworded question. A conversation's score is its best message's
-plus :attr:`Weights.support` times the next :attr:`Weights.support_count` messages' excess over
-the similarity of unrelated text (:attr:`Weights.floor`): several relevant turns beat one
+plus :attr:`Policy.support` times the next :attr:`Policy.support_count` messages' excess over
+the similarity of unrelated text (:attr:`Policy.floor`): several relevant turns beat one
 incidental match. Messages are returned grouped by conversation, best conversation first.
 
 Knowledge updates (:func:`_updates`): the ranking is never reordered by a guess that a fact
@@ -39,10 +42,10 @@ search tool shows it as A's ``newer``), so the reader sees both and decides. B i
 update of a better-ranked A when all of these hold:
 
 * topic: some message of A and some message of B have a cosine of at least
-  :attr:`Weights.same_topic` (their best matches alone miss updates worded differently);
-* time: B is at least :attr:`Weights.update_days` later than A (the same week's neighbouring
+  :attr:`Policy.same_topic` (their best matches alone miss updates worded differently);
+* time: B is at least :attr:`Policy.update_days` later than A (the same week's neighbouring
   conversation is not a change of the fact);
-* relevance: B's best message is at least :attr:`Weights.update_relevance` times as similar to
+* relevance: B's best message is at least :attr:`Policy.update_relevance` times as similar to
   the question as A's (B answers the question too). There is no margin on the fused scores: an
   outdated statement that repeats the question's words would otherwise always keep its place;
 * B says that something changed (:data:`CHANGE`: "now", "instead", "gave up", "back to",
@@ -57,7 +60,7 @@ update of a better-ranked A when all of these hold:
   keyword query is answered by whatever says it best, and a later conversation on the same
   topic (the vet visit after the adoption) must not push the answer down.
 
-Candidates are the lexical matches (as ranked by search.py) and the :attr:`Weights.neighbours`
+Candidates are the lexical matches (as ranked by search.py) and the :attr:`Policy.neighbours`
 nearest vectors (vector_index.py: an exhaustive sign-bit scan, rescored with the stored floats), after
 the same exclusions (lineage, roles). Each result records which path found it (``words``,
 ``meaning`` or both).
@@ -72,6 +75,7 @@ from typing import Any
 
 import numpy as np
 
+from hermes_core import semantic
 from hermes_core.embeddings import EmbeddingError, GuardedEmbedder
 
 from .errors import ExclusionOnlyQuery, QueryError
@@ -85,7 +89,7 @@ from .vectors import (
     state,
 )
 
-__all__ = ["USER_WIDEN", "HybridResult", "Weights", "allowed_ids", "asks_current",
+__all__ = ["USER_WIDEN", "HybridResult", "Policy", "allowed_ids", "asks_current",
            "hybrid_candidates", "matching_ids", "states_change", "values"]
 
 #: with memory.scope: user, how many times more neighbours are scanned before other users'
@@ -94,7 +98,10 @@ USER_WIDEN = 8
 
 
 @dataclass(frozen=True)
-class Weights:
+class Policy:
+    """The archive's ranking policy: the fusion's word weight, the candidates, a conversation's
+    score and the update rules (the module docstring says what each does)."""
+
     #: the weight of the word score (BM25 / the query's best BM25), when every word matched
     words: float = 0.2
     #: nearest vectors taken as candidates
@@ -149,7 +156,7 @@ class HybridResult:
 def hybrid_candidates(
     archive: SessionArchive, query: str, embedder: GuardedEmbedder | None,
     index: VectorIndex | None, *, exclude_lineage_of: str | None = None,
-    roles: tuple[str, ...] | None = None, limit: int = 2000, weights: Weights | None = None,
+    roles: tuple[str, ...] | None = None, limit: int = 2000, weights: Policy | None = None,
     use_words: bool = True, user: str | None = None,
 ) -> HybridResult:
     """Fused candidates for ``query``, grouped by conversation (best first); lexical only (with
@@ -159,12 +166,12 @@ def hybrid_candidates(
     is scoped in SQL; the one vector index of the archive is scanned for :data:`USER_WIDEN` times
     as many neighbours, and those of other users' sessions are dropped before fusion (a user
     whose messages are a tiny share of the archive may so get fewer neighbours than
-    :attr:`Weights.neighbours`; the word path is unaffected).
+    :attr:`Policy.neighbours`; the word path is unaffected).
 
     Raises QueryError only when neither path can run (a query with nothing to search for and no
     embedder).
     """
-    w = weights or Weights()
+    w = weights or Policy()
     problem, waiting = _start_embedding(archive, query, embedder, index)
     vector_side: _VectorSide | None = None
     words_done = threading.Event()
@@ -265,10 +272,10 @@ class _Words:
 
 
 def _allowed_near(archive: SessionArchive, near: list[tuple[int, float]], words: _Words,
-                  w: Weights, *, roles: tuple[str, ...] | None, user: str | None,
+                  w: Policy, *, roles: tuple[str, ...] | None, user: str | None,
                   ) -> list[tuple[int, float]]:
     """The nearest vectors above the floor that the search may return: of ``roles`` and
-    ``user`` (the best :attr:`Weights.neighbours`), and not matching what the query excludes."""
+    ``user`` (the best :attr:`Policy.neighbours`), and not matching what the query excludes."""
     near = [(i, s) for i, s in near if s >= w.floor]
     if user is not None or roles:
         keep = allowed_ids(archive, [i for i, _ in near], roles=roles, user=user)
@@ -387,22 +394,22 @@ class _VectorSide:
 
 
 def _fuse(archive: SessionArchive, lexical: list[Candidate], matched: str,
-          vec: dict[int, float], nearest_ids: set[int], w: Weights,
+          vec: dict[int, float], nearest_ids: set[int], w: Policy,
           ) -> tuple[list[Candidate], dict[int, str], dict[int, float]]:
     """Each candidate's fused score (as a Candidate, lower is better), the path that found it,
     and its timestamp."""
     lex = {c.id: -c.score for c in lexical[: w.lexical]}
     best = max(lex.values(), default=0.0)
-    weight = w.words if matched != "any" else 0.0  # the any-word fallback is no evidence
-    pre: dict[int, float] = {}
-    for i in dict.fromkeys([*lex, *vec]):
-        words = lex.get(i, 0.0) / best if best > 0 else 0.0
-        meaning = vec.get(i)
-        if meaning is None:
-            meaning = 0.2 + 0.4 * words  # no vector (a tool output): trust its words
-        pre[i] = meaning + weight * words
+    ids = list(dict.fromkeys([*lex, *vec]))
+    words = [lex.get(i, 0.0) / best if best > 0 else 0.0 for i in ids]
+    # a message without a vector (a tool output) has its meaning estimated from its words
+    meaning = [vec[i] if i in vec else 0.2 + 0.4 * ws for i, ws in zip(ids, words, strict=True)]
+    # the any-word fallback is no evidence: its word score counts only when every word matched
+    sum_of = semantic.Weights(words=w.words if matched != "any" else 0.0, exact=0.0, floor=-1.0)
+    ranked = semantic.fuse(words, [False] * len(ids), meaning, sum_of)
+    pre = {ids[r.index]: r.score for r in ranked}  # best first
     # only the best few hundred can reach the first conversations: the rest is not read
-    ids = sorted(pre, key=lambda i: -pre[i])[: w.fused]
+    ids = list(pre)[: w.fused]
     stamps, chains = _times_and_chains(archive, ids)
     ids = [i for i in ids if i in stamps]  # a message deleted since the index was loaded
     fused: list[Candidate] = []
@@ -418,7 +425,7 @@ def _fuse(archive: SessionArchive, lexical: list[Candidate], matched: str,
 
 
 def _by_conversation(archive: SessionArchive, fused: list[Candidate], vec: dict[int, float],
-                     stamps: dict[int, float], index: VectorIndex, w: Weights,
+                     stamps: dict[int, float], index: VectorIndex, w: Policy,
                      current: bool = True) -> tuple[list[Candidate], dict[int, tuple[int, int]]]:
     """``fused`` grouped by conversation, conversations ordered by their score (best message
     plus support from its next best); and, when the question asks about the ``current`` state,
@@ -479,13 +486,13 @@ class _Listed:
     when: dict[int, float]
     relevance: dict[int, float]
 
-    def says_change(self, later: int, earlier: int, w: Weights) -> bool:
+    def says_change(self, later: int, earlier: int, w: Policy) -> bool:
         """Whether ``later`` states a change in so many words, or gives a new value for
         something ``earlier`` named."""
         return any(i in self.changed for i in self.members[later]) or (
             w.differs and _new_values(self.stated, self.members[later], self.members[earlier]))
 
-    def updates(self, b: int, a: int, w: Weights) -> bool:
+    def updates(self, b: int, a: int, w: Policy) -> bool:
         """Whether ``b`` looks like an update of ``a`` (topic, time, relevance, a change)."""
         if a not in self.mats or b not in self.mats:
             return False
@@ -499,7 +506,7 @@ class _Listed:
 
 
 def _listed(archive: SessionArchive, head: list[int], groups: dict[int, list[Candidate]],
-            vec: dict[int, float], stamps: dict[int, float], index: VectorIndex, w: Weights,
+            vec: dict[int, float], stamps: dict[int, float], index: VectorIndex, w: Policy,
             ) -> _Listed:
     members = {ch: [c.id for c in groups[ch][: w.topic_messages]] for ch in head}
     every = [i for ids in members.values() for i in ids]
@@ -517,7 +524,7 @@ def _listed(archive: SessionArchive, head: list[int], groups: dict[int, list[Can
 
 
 def _updates(archive: SessionArchive, order: list[int], groups: dict[int, list[Candidate]],
-             vec: dict[int, float], stamps: dict[int, float], index: VectorIndex, w: Weights,
+             vec: dict[int, float], stamps: dict[int, float], index: VectorIndex, w: Policy,
              ) -> dict[int, tuple[int, int]]:
     """For each of the first conversations, the latest later one among them that looks like an
     update of it (see the module docstring: topic, time, relevance, a stated change; no score

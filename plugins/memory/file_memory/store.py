@@ -16,6 +16,10 @@ Every mutation runs the same steps:
    file, never a mix.
 
 Reads take no lock: thanks to step 6 a reader always sees a whole file.
+
+Every change, of one store or of both (rollback, forget), goes through
+:meth:`MemoryStore.write_stores`; the medium supplies ``_session`` (lock and read) and
+``_commit`` (record and write): the files here, a database transaction in :mod:`.pg_store`.
 """
 
 from __future__ import annotations

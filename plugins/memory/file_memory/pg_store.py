@@ -11,9 +11,9 @@ ever lost. ``owner`` is the user key with ``memory.scope: user`` ('' for the sha
 Every change is recorded as a version of the memory history (:mod:`.pg_history`) in the same
 transaction; rollback and forget (:mod:`.versions`) change both documents in one transaction
 through the store's one write path, :meth:`~.store.MemoryStore.write_stores`; this module
-supplies its medium: the DDL, the session (one transaction, the rows locked) and the commit. A document's bytes as read (``FileState.raw``) are
-those its file would hold (the entries and a final newline), so versions, rollbacks and
-``memory edit`` see the same text on both backends.
+supplies its medium: the DDL, the session (one transaction, the rows locked) and the commit.
+A document's bytes as read (``FileState.raw``) are those its file would hold (the entries and a
+final newline), so versions, rollbacks and ``memory edit`` see the same text on both backends.
 """
 
 from __future__ import annotations

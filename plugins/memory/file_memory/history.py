@@ -42,6 +42,7 @@ from .entries import canonical_text, parse_entries
 __all__ = [
     "HISTORY_FILE",
     "ORIGINS",
+    "FileHistory",
     "History",
     "Provenance",
     "UnknownVersion",
@@ -136,55 +137,59 @@ def matches_subject(entry: str, subject: str) -> bool:
 
 
 class History:
-    """The append-only, bounded version log of one memory directory."""
+    """The version log's rules, written once: numbering, the ``before`` a version leaves out,
+    pruning, ``state_at``, ``get``, ``redact`` and import. Where the versions live is the
+    medium's part: :class:`FileHistory` (``history.jsonl``) or
+    :class:`.pg_history.PgHistory` (rows of ``memory_versions``)."""
 
-    def __init__(self, directory: Path, *, limit: int = 200,
-                 locker: Callable[[Path], contextlib.AbstractContextManager[None]]) -> None:
-        self.directory = Path(directory)
-        self.path = self.directory / HISTORY_FILE
-        self.limit = max(1, int(limit))
-        self._locked = locker
-        #: (st_ino, st_size, st_mtime_ns) -> (last version, line count): skips re-reading the
-        #: file when no other process appended since this object last did
-        self._cache: tuple[tuple[int, int, int], int, int] | None = None
-        #: the newest ``after`` of each store (valid while ``_cache`` is): a version whose
-        #: ``before`` equals it leaves ``before`` out, which halves what most writes append
-        self._last_after: dict[str, str | None] = {}
-        #: (stat key, newest version) for :meth:`newest`, apart from the writers' cache
-        self._newest: tuple[tuple[int, int, int], int] | None = None
+    #: how many versions are kept (see :meth:`prune`)
+    limit: int
+    #: where the log is, for messages (a path, or the redacted URL and the owner)
+    path: Any
+
+    # --------------------------------------------------------------------- the medium's part
+
+    def read(self) -> list[Version]:
+        """Every retained version, oldest first (an unreadable one is skipped)."""
+        raise NotImplementedError
+
+    def locked(self) -> contextlib.AbstractContextManager[None]:
+        """Hold the log's lock (writers serialise on it)."""
+        raise NotImplementedError
+
+    def _held(self) -> contextlib.AbstractContextManager[None]:
+        """What :meth:`prune` and :meth:`redact` hold: nothing more for the file (its caller
+        holds :meth:`locked`), the owner's head row for the database."""
+        return contextlib.nullcontext()
+
+    def _tail(self) -> tuple[int, int]:
+        """(last version, how many are kept)."""
+        raise NotImplementedError
+
+    def _head(self) -> tuple[int, int, dict[str, str | None]]:
+        """With the lock held: (last version, how many, the newest ``after`` of each store)."""
+        raise NotImplementedError
+
+    def _insert(self, version: Version, count: int, last_after: dict[str, str | None]) -> int:
+        """Store ``version`` after ``count`` others; what :meth:`undo` needs to take it back."""
+        raise NotImplementedError
+
+    def _rewrite(self, versions: list[Version]) -> None:
+        """Make the log exactly ``versions`` (with the lock held)."""
+        raise NotImplementedError
+
+    def undo(self, size: int) -> None:
+        """Take back the version :meth:`append` returned ``size`` with (with the lock held)."""
 
     # -------------------------------------------------------------------------------- reading
 
-    def read(self) -> list[Version]:
-        """Every retained version, oldest first (a torn or foreign line is skipped)."""
-        try:
-            raw = self.path.read_bytes()
-        except FileNotFoundError:
-            return []
-        out = []
-        for line in raw.splitlines():
-            if not line.strip():
-                continue
-            try:
-                out.append(Version.from_dict(json.loads(line)))
-            except (ValueError, KeyError, TypeError):
-                continue
-        return out
-
     def newest(self) -> int:
-        """The newest version's number (0: none); reads the file only when it changed."""
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            return 0
-        key = (st.st_ino, st.st_size, st.st_mtime_ns)
-        cached = self._newest
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        versions = self.read()
-        number = versions[-1].version if versions else 0
-        self._newest = (key, number)
-        return number
+        """The newest version's number (0: none)."""
+        return self._tail()[0]
+
+    def next_number(self) -> int:
+        """The number the next version gets (with the lock held)."""
+        return self._tail()[0] + 1
 
     def get(self, number: int) -> Version:
         """The version ``number``; :class:`UnknownVersion` explains why when it is not held."""
@@ -227,6 +232,155 @@ class History:
 
     # -------------------------------------------------------------------------------- writing
 
+    def append(self, build: Callable[[int], Version]) -> tuple[Version, int]:
+        """Append the version ``build(next_number)``; return it and what :meth:`undo` takes.
+
+        Call with :meth:`locked` held. A store's ``before`` equal to the previous version's
+        ``after`` is left out (:meth:`state_at` finds it there), which halves most versions.
+        """
+        last, count, last_after = self._head()
+        version = build(last + 1)
+        for target, store in version.stores.items():
+            if ("before" in store and target in last_after
+                    and store["before"] == last_after[target]):
+                del store["before"]
+            last_after[target] = store.get("after")
+        return version, self._insert(version, count, last_after)
+
+    def prune(self) -> int:
+        """Drop the oldest versions past the limit (with :meth:`locked` held); return how many.
+
+        Runs only once the log holds half as many again as the limit (at least 10 more), so
+        the rewrite is rare. The first kept version of each store gets its ``before`` back,
+        taken from the dropped version it referred to.
+        """
+        with self._held():
+            _last, count = self._tail()
+            if count <= self.limit + max(10, self.limit // 2):
+                return 0
+            versions = self.read()
+            dropped, keep = versions[:-self.limit], versions[-self.limit:]
+            last_after = newest_after(dropped)
+            seen: set[str] = set()
+            for item in keep:
+                for target, store in item.stores.items():
+                    if target not in seen and "before" not in store and target in last_after:
+                        store["before"] = last_after[target]
+                    seen.add(target)
+            self._rewrite(keep)
+            return len(dropped)
+
+    def redact(self, subject: str) -> int:
+        """Remove every entry mentioning ``subject`` from every version; return versions changed.
+
+        Call with :meth:`locked` held. The store texts lose the matching entries; a change whose
+        old or new text matched keeps its place with the text replaced by ``[forgotten]``.
+        """
+        with self._held():
+            versions = self.read()
+            changed = sum(_redact(item, subject) for item in versions)
+            if changed:
+                self._rewrite(versions)
+            return changed
+
+    def import_versions(self, versions: list[Version]) -> int:
+        """Copy ``versions`` in (``storage migrate``) when the log is empty; how many."""
+        if not versions:
+            return 0
+        with self.locked():
+            if self._tail()[1]:
+                return 0
+            self._rewrite(versions)
+        return len(versions)
+
+
+def newest_after(versions: list[Version]) -> dict[str, str | None]:
+    """The newest ``after`` of each store in ``versions``."""
+    out: dict[str, str | None] = {}
+    for item in versions:
+        for target, store in item.stores.items():
+            out[target] = store.get("after")
+    return out
+
+
+def _redact(item: Version, subject: str) -> bool:
+    """Drop the entries mentioning ``subject`` from one version; whether it changed."""
+    touched = False
+    for store in item.stores.values():
+        for key in ("before", "after"):
+            text = store.get(key)
+            if text is None:
+                continue
+            entries = parse_entries(text)
+            kept = [e for e in entries if not matches_subject(e, subject)]
+            if len(kept) != len(entries):
+                body = canonical_text(kept)
+                store[key] = body + "\n" if body else ""
+                touched = True
+    for change in item.changes:
+        for key in ("old", "new"):
+            value = change.get(key)
+            if isinstance(value, str) and matches_subject(value, subject):
+                change[key] = FORGOTTEN
+                touched = True
+    if touched:
+        item.redacted = True
+    return touched
+
+
+def dump(version: Version) -> str:
+    """One version as the log stores it (JSON escapes NUL, so it fits a text column too)."""
+    return json.dumps(version.to_dict(), ensure_ascii=False, separators=(",", ":"))
+
+
+class FileHistory(History):
+    """The version log of one memory directory: ``history.jsonl``, one version a line."""
+
+    def __init__(self, directory: Path, *, limit: int = 200,
+                 locker: Callable[[Path], contextlib.AbstractContextManager[None]]) -> None:
+        self.directory = Path(directory)
+        self.path = self.directory / HISTORY_FILE
+        self.limit = max(1, int(limit))
+        self._locked = locker
+        #: (st_ino, st_size, st_mtime_ns) -> (last version, line count): skips re-reading the
+        #: file when no other process appended since this object last did
+        self._cache: tuple[tuple[int, int, int], int, int] | None = None
+        #: the newest ``after`` of each store (valid while ``_cache`` is)
+        self._last_after: dict[str, str | None] = {}
+        #: (stat key, newest version) for :meth:`newest`, apart from the writers' cache
+        self._newest: tuple[tuple[int, int, int], int] | None = None
+
+    def read(self) -> list[Version]:
+        """Every retained version, oldest first (a torn or foreign line is skipped)."""
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return []
+        out = []
+        for line in raw.splitlines():
+            if not line.strip():
+                continue
+            try:
+                out.append(Version.from_dict(json.loads(line)))
+            except (ValueError, KeyError, TypeError):
+                continue
+        return out
+
+    def newest(self) -> int:
+        """The newest version's number (0: none); reads the file only when it changed."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return 0
+        key = (st.st_ino, st.st_size, st.st_mtime_ns)
+        cached = self._newest
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        versions = self.read()
+        number = versions[-1].version if versions else 0
+        self._newest = (key, number)
+        return number
+
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
         with self._locked(self.path):
@@ -244,41 +398,30 @@ class History:
         versions = self.read()
         last = versions[-1].version if versions else 0
         self._cache = (key, last, len(versions))
-        self._last_after = {}
-        for item in versions:
-            for target, store in item.stores.items():
-                self._last_after[target] = store.get("after")
+        self._last_after = newest_after(versions)
         return last, len(versions)
 
-    def append(self, build: Callable[[int], Version]) -> tuple[Version, int]:
-        """Append the version ``build(next_number)``; return it and the file's previous size.
-
-        Call with :meth:`locked` held. The previous size lets the caller :meth:`undo` the append
-        when the store write that follows fails, so a version never describes a change that did
-        not happen.
-        """
+    def _head(self) -> tuple[int, int, dict[str, str | None]]:
         last, count = self._tail()
-        version = build(last + 1)
-        for target, store in version.stores.items():
-            if ("before" in store and target in self._last_after
-                    and store["before"] == self._last_after[target]):
-                del store["before"]  # the previous version's "after": see state_at
-        line = (json.dumps(version.to_dict(), ensure_ascii=False, separators=(",", ":"))
-                + "\n").encode("utf-8")
+        return last, count, dict(self._last_after)
+
+    def _insert(self, version: Version, count: int, last_after: dict[str, str | None]) -> int:
+        """Append one line (after a fresh newline when a crash tore the last one); the
+        file's previous size, which :meth:`undo` cuts it back to."""
+        line = (dump(version) + "\n").encode("utf-8")
         self.directory.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             size = os.fstat(fd).st_size
             if size and os.pread(fd, 1, size - 1) != b"\n":
-                line = b"\n" + line  # a crash tore the last line: start on a fresh one
+                line = b"\n" + line
             os.write(fd, line)
             st = os.fstat(fd)
         finally:
             os.close(fd)
         self._cache = ((st.st_ino, st.st_size, st.st_mtime_ns), version.version, count + 1)
-        for target, store in version.stores.items():
-            self._last_after[target] = store.get("after")
-        return version, size
+        self._last_after = last_after
+        return size
 
     def undo(self, size: int) -> None:
         """Cut the file back to ``size`` bytes (with :meth:`locked` held)."""
@@ -290,74 +433,11 @@ class History:
                 os.truncate(self.path, size)
         self._cache = None
 
-    def prune(self) -> int:
-        """Drop the oldest versions past the limit (with :meth:`locked` held); return how many.
-
-        Runs only once the file holds half as many again as the limit (at least 10 more), so
-        the rewrite is rare. The first kept version of each store gets its ``before`` back,
-        taken from the dropped version it referred to.
-        """
-        _last, count = self._tail()
-        if count <= self.limit + max(10, self.limit // 2):
-            return 0
-        versions = self.read()
-        dropped, keep = versions[:-self.limit], versions[-self.limit:]
-        last_after: dict[str, str | None] = {}
-        for item in dropped:
-            for target, store in item.stores.items():
-                last_after[target] = store.get("after")
-        seen: set[str] = set()
-        for item in keep:
-            for target, store in item.stores.items():
-                if target not in seen and "before" not in store and target in last_after:
-                    store["before"] = last_after[target]
-                seen.add(target)
-        self._rewrite(keep)
-        return len(dropped)
-
     def _rewrite(self, versions: list[Version]) -> None:
         from hermes_core.atomic import atomic_write  # the kernel's durable replace
 
-        data = b"".join(
-            (json.dumps(v.to_dict(), ensure_ascii=False, separators=(",", ":")) + "\n").encode()
-            for v in versions
-        )
-        atomic_write(self.path, data)
+        atomic_write(self.path, b"".join((dump(v) + "\n").encode() for v in versions))
         self._cache = None
-
-    def redact(self, subject: str) -> int:
-        """Remove every entry mentioning ``subject`` from every version; return versions changed.
-
-        Call with :meth:`locked` held. The store texts lose the matching entries; a change whose
-        old or new text matched keeps its place with the text replaced by ``[forgotten]``.
-        """
-        versions = self.read()
-        changed = 0
-        for item in versions:
-            touched = False
-            for store in item.stores.values():
-                for key in ("before", "after"):
-                    text = store.get(key)
-                    if text is None:
-                        continue
-                    entries = parse_entries(text)
-                    kept = [e for e in entries if not matches_subject(e, subject)]
-                    if len(kept) != len(entries):
-                        body = canonical_text(kept)
-                        store[key] = body + "\n" if body else ""
-                        touched = True
-            for change in item.changes:
-                for key in ("old", "new"):
-                    value = change.get(key)
-                    if isinstance(value, str) and matches_subject(value, subject):
-                        change[key] = FORGOTTEN
-                        touched = True
-            if touched:
-                item.redacted = True
-                changed += 1
-        if changed:
-            self._rewrite(versions)
-        return changed
 
 
 def now() -> float:

@@ -29,24 +29,22 @@ from typing import Any
 
 from hermes_core.storage.dialect import PgDatabase
 
-from .history import History, Version
+from .history import History, Version, dump, newest_after
 
 __all__ = ["PgHistory", "PgMemoryExtras"]
 
 
 class PgHistory(History):
-    """The version log of one owner (the shared memory, or one user's) in PostgreSQL."""
+    """The version log of one owner (the shared memory, or one user's) in PostgreSQL: the
+    medium's part of :class:`~.history.History`."""
 
     def __init__(self, db: PgDatabase, owner: str, where: str, *, limit: int = 200) -> None:
-        # no file: ``path`` is what messages show (the redacted URL and the owner)
-        self.path = where  # type: ignore[assignment]
-        self.directory = where  # type: ignore[assignment]
+        self.path = where  # no file: what messages show (the redacted URL and the owner)
+        self.directory = where
         self.limit = max(1, int(limit))
         self.owner = owner
         self.db = db
         self._bound = threading.local()
-
-    # ---------------------------------------------------------------------- connections
 
     @contextlib.contextmanager
     def bound(self, con: Any) -> Iterator[None]:
@@ -63,10 +61,9 @@ class PgHistory(History):
         con = getattr(self._bound, "con", None)
         return self.db.rows(con, sql, params) if con is not None else self.db.fetch(sql, params)
 
-    # -------------------------------------------------------------------------- reading
-
-    def newest(self) -> int:
-        return self._tail()[0]
+    def _run(self, statement: str, params: tuple[object, ...]) -> None:
+        """One statement in the bound transaction."""
+        self._bound.con.execute(self.db.sql(statement), params)
 
     def read(self) -> list[Version]:
         rows = self._rows("SELECT data FROM memory_versions WHERE owner = ? ORDER BY version",
@@ -79,100 +76,55 @@ class PgHistory(History):
                 continue
         return out
 
-    # -------------------------------------------------------------------------- writing
-
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
-        """Hold the owner's history lock: in the bound transaction, or in one of its own
+        """The owner's head row locked: in the bound transaction, or in one of its own
         (committed when the block ends, rolled back when it raises)."""
         con = getattr(self._bound, "con", None)
         if con is not None:
-            self._lock_head(con)
+            self._head()
             yield
             return
         with self.db.transaction() as con, self.bound(con):
-            self._lock_head(con)
+            self._head()
             yield
 
-    def _run(self, statement: str, params: tuple[object, ...]) -> None:
-        """One statement in the bound transaction."""
-        self._bound.con.execute(self.db.sql(statement), params)
-
-    def _lock_head(self, con: Any) -> tuple[int, dict[str, str | None]]:
-        """Lock the owner's head row: (last version, the newest ``after`` of each store)."""
-        con.execute(self.db.sql("INSERT INTO memory_history_heads(owner, last) VALUES (?, 0) "
-                                "ON CONFLICT (owner) DO NOTHING"), (self.owner,))
-        last, after = self.db.rows(con, "SELECT last, last_after FROM memory_history_heads "
-                                   "WHERE owner = ? FOR UPDATE", (self.owner,))[0]
-        return int(last), json.loads(after or "{}")
-
-    def append(self, build: Callable[[int], Version]) -> tuple[Version, int]:
-        """Insert the version ``build(next number)`` (in the bound transaction)."""
-        last, last_after = self._lock_head(self._bound.con)
-        version = build(last + 1)
-        for target, store in version.stores.items():
-            if ("before" in store and target in last_after
-                    and store["before"] == last_after[target]):
-                del store["before"]  # the previous version's "after": see state_at
-            last_after[target] = store.get("after")
-        self._run("UPDATE memory_history_heads SET last = ?, last_after = ? WHERE owner = ?",
-                  (version.version, json.dumps(last_after), self.owner))
-        self._run("INSERT INTO memory_versions(owner, version, time, data) VALUES (?, ?, ?, ?)",
-                  (self.owner, version.version, version.time, _dump(version)))
-        return version, 0
-
-    def undo(self, size: int) -> None:
-        """Nothing to do: the version goes with the transaction that failed."""
+    def _held(self) -> contextlib.AbstractContextManager[None]:
+        return self.locked()
 
     def _tail(self) -> tuple[int, int]:
         row = self._rows("SELECT coalesce(max(version), 0), count(*) FROM memory_versions "
                          "WHERE owner = ?", (self.owner,))[0]
         return int(row[0]), int(row[1])
 
-    def prune(self) -> int:
-        with self.locked():
-            return History.prune(self)
+    def _head(self) -> tuple[int, int, dict[str, str | None]]:
+        """Lock the owner's head row (made if missing): its number and newest ``after``s."""
+        self._run("INSERT INTO memory_history_heads(owner, last) VALUES (?, 0) "
+                  "ON CONFLICT (owner) DO NOTHING", (self.owner,))
+        last, after = self._rows("SELECT last, last_after FROM memory_history_heads "
+                                 "WHERE owner = ? FOR UPDATE", (self.owner,))[0]
+        return int(last), 0, json.loads(after or "{}")
+
+    def _insert(self, version: Version, count: int, last_after: dict[str, str | None]) -> int:
+        """Insert the row in the bound transaction (a failed write rolls it back with it)."""
+        self._run("UPDATE memory_history_heads SET last = ?, last_after = ? WHERE owner = ?",
+                  (version.version, json.dumps(last_after), self.owner))
+        self._run("INSERT INTO memory_versions(owner, version, time, data) VALUES (?, ?, ?, ?)",
+                  (self.owner, version.version, version.time, dump(version)))
+        return 0
 
     def _rewrite(self, versions: list[Version]) -> None:
-        """Make the owner's log exactly ``versions`` (``prune``, ``redact``), in the bound
-        transaction."""
         keep, params = self.db.any_of("version", [v.version for v in versions])
         self._run(f"DELETE FROM memory_versions WHERE owner = ? AND NOT ({keep})",
                   (self.owner, *params))
         self.db.executemany(
-            self._bound.con, "UPDATE memory_versions SET data = ? WHERE owner = ? AND version = ?",
-            [(_dump(v), self.owner, v.version) for v in versions])
-        last_after: dict[str, str | None] = {}
-        for item in versions:
-            for target, store in item.stores.items():
-                last_after[target] = store.get("after")
-        self._run("UPDATE memory_history_heads SET last_after = ? WHERE owner = ?",
-                  (json.dumps(last_after), self.owner))
-
-    def redact(self, subject: str) -> int:
-        with self.locked():
-            return History.redact(self, subject)
-
-    # ------------------------------------------------------------------------ transfer
-
-    def import_versions(self, versions: list[Version]) -> int:
-        """Copy ``versions`` in (``storage migrate``) when this owner has none yet; how many."""
-        with self.locked():
-            if self._tail()[1] or not versions:
-                return 0
-            self.db.executemany(
-                self._bound.con,
-                "INSERT INTO memory_versions(owner, version, time, data) VALUES (?, ?, ?, ?)",
-                [(self.owner, v.version, v.time, _dump(v)) for v in versions])
-            self._run("UPDATE memory_history_heads SET last = greatest(last, ?) WHERE owner = ?",
-                      (max(v.version for v in versions), self.owner))
-            self._rewrite(versions)  # sets the newest "after" of each store
-            return len(versions)
-
-
-def _dump(version: Version) -> str:
-    # JSON escapes NUL as \u0000, so the text always fits a PostgreSQL text column
-    return json.dumps(version.to_dict(), ensure_ascii=False, separators=(",", ":"))
+            self._bound.con,
+            "INSERT INTO memory_versions(owner, version, time, data) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (owner, version) DO UPDATE SET data = excluded.data",
+            [(self.owner, v.version, v.time, dump(v)) for v in versions])
+        self._run("UPDATE memory_history_heads SET last = greatest(last, ?), last_after = ? "
+                  "WHERE owner = ?", (max((v.version for v in versions), default=0),
+                                      json.dumps(newest_after(versions)), self.owner))
 
 
 class PgMemoryExtras:

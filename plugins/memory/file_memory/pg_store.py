@@ -10,16 +10,17 @@ ever lost. ``owner`` is the user key with ``memory.scope: user`` ('' for the sha
 
 Every change is recorded as a version of the memory history (:mod:`.pg_history`) in the same
 transaction; rollback and forget (:mod:`.versions`) change both documents in one transaction
-through :meth:`PgMemoryStore.write_stores`. A document's bytes as read (``FileState.raw``) are
-those its file would hold (the entries and a final newline), so versions, rollbacks and
-``memory edit`` see the same text on both backends.
+through the store's one write path, :meth:`~.store.MemoryStore.write_stores`; this module
+supplies its medium: the DDL, the session (one transaction, the rows locked) and the commit.
+A document's bytes as read (``FileState.raw``) are those its file would hold (the entries and a
+final newline), so versions, rollbacks and ``memory edit`` see the same text on both backends.
 """
 
 from __future__ import annotations
 
 import contextlib
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -29,18 +30,16 @@ from hermes_core.storage.dialect import PgDatabase
 from hermes_core.storage.migrations import PgMigration
 
 from .entries import canonical_text, parse_entries
-from .errors import MemoryRefused, WriteFailed
-from .history import Provenance, Version, now
-from .ops import Applied
+from .errors import WriteFailed
+from .history import Version
 from .pg_history import PgHistory, PgMemoryExtras
 from .store import (
     FILENAMES,
-    TARGETS,
     FileState,
     MemoryStore,
-    WriteResult,
+    Session,
+    Writer,
     check_target,
-    describe_changes,
 )
 
 __all__ = ["COMPONENT", "MIGRATIONS", "PgMemoryStore", "database_owners"]
@@ -150,64 +149,33 @@ class PgMemoryStore(PgMemoryExtras, MemoryStore):
         return {t: FileState(parse_entries(rows[t]), raw=file_form(rows[t])) if t in rows
                 else FileState([]) for t in wanted}
 
-    def overwrite(
-        self, target: str, entries: list[str], *, expected: bytes | None,
-        by: Provenance | None = None, action: str = "edit",
-        changes: list[dict[str, object]] | None = None,
-    ) -> WriteResult:
-        target = check_target(target)
-
-        def change(current: list[str], raw: bytes | None) -> tuple[list[str], list[Applied]]:
-            if raw != expected:
-                raise MemoryRefused(
-                    f"{self.path(target)} changed while you were editing it; nothing was "
-                    "saved. Run the command again to edit the new version.", target=target)
-            return list(entries), []
-
-        return self._pg_transact(target, change, by=by, action=action, changes=changes)
-
-    def _transact(
-        self,
-        target: str,
-        change: Callable[[list[str]], tuple[list[str], list[Applied]]],
-        *,
-        force_write: bool = False,
-        by: Provenance | None = None,
-        action: str = "edit",
-        changes: list[dict[str, object]] | None = None,
-    ) -> WriteResult:
-        return self._pg_transact(target, lambda current, _raw: change(current), by=by,
-                                 action=action, changes=changes)
-
-    def _pg_transact(
-        self, target: str,
-        change: Callable[[list[str], bytes | None], tuple[list[str], list[Applied]]],
-        *, by: Provenance | None = None, action: str = "edit",
-        changes: list[dict[str, object]] | None = None,
-    ) -> WriteResult:
-        limit = self.limits[target]
+    @contextlib.contextmanager
+    def _session(self, targets: tuple[str, ...]) -> Iterator[Session]:
+        """One transaction: the documents' rows locked in ``targets`` order (MEMORY then
+        USER: the fixed lock order), the history bound to it."""
         with self.db.transaction() as con:
-            text = self._locked_text(con, target)
-            current = parse_entries(text)
-            raw = file_form(text)
-            new, applied = change(current, raw)
-            if new == current:
-                return WriteResult(target, applied, current, limit, written=False)
-            body = canonical_text(new)
-            self._set_text(con, target, body)
-            if self.history is not None:
-                listed = (changes if changes is not None
-                          else describe_changes(target, current, new, applied))
-                stores: dict[str, dict[str, str | None]] = {target: {
-                    "before": raw.decode("utf-8") if raw is not None else None,
-                    "after": body + "\n" if body else ""}}
-                who = by or Provenance()
-                with self.history.bound(con):
-                    self.history.append(lambda n: Version(
-                        n, now(), action, who.origin, list(listed), stores,
-                        session_id=who.session_id, message_id=who.message_id))
-                    self.history.prune()
-            return WriteResult(target, applied, new, limit, written=True)
+            states: dict[str, FileState] = {}
+            for target in targets:
+                text = self._locked_text(con, target)
+                states[target] = FileState(parse_entries(text), raw=file_form(text))
+            history = self.history
+            with history.bound(con) if history is not None else contextlib.nullcontext():
+                yield Session(states, con)
+
+    def _commit(self, session: Session, new: dict[str, bytes | None],
+                build: Callable[[int], Version], *, after_write: Callable[[], None] | None,
+                backup: list[Path] | None, writer: Writer) -> Version | None:
+        """The version and the documents in the session's transaction: anything raised
+        rolls all of it back (``backup`` and ``writer`` are the file medium's)."""
+        history = self.history
+        version = history.append(build)[0] if history is not None else None
+        for target, data in new.items():
+            self._set_text(session.con, target, _stored_text(data))
+        if after_write is not None:
+            after_write()
+        if history is not None:
+            history.prune()
+        return version
 
     def _locked_text(self, con: Any, target: str) -> str:
         """The document's text, its row locked until the transaction ends (made if missing)."""
@@ -232,51 +200,6 @@ class PgMemoryStore(PgMemoryExtras, MemoryStore):
         with self.db.transaction() as con:
             self._locked_text(con, target)
             return bool(self._set_text(con, target, canonical_text(entries), when=" AND text = ''"))
-
-    def write_stores(
-        self,
-        compute: Callable[[dict[str, FileState]], dict[str, bytes | None]],
-        *,
-        by: Provenance,
-        action: str,
-        changes: Callable[[dict[str, FileState], dict[str, bytes | None]],
-                          list[dict[str, Any]]],
-        restores: int | None = None,
-        after_write: Callable[[], None] | None = None,
-    ) -> Version | None:
-        """:func:`.versions.write_stores` in one transaction: lock both documents (MEMORY then
-        USER), compute, record the version, write, run ``after_write`` (forget's redaction of
-        the history), commit. Anything raised rolls all of it back."""
-        with self.db.transaction() as con:
-            states: dict[str, FileState] = {}
-            for target in TARGETS:  # MEMORY then USER: the fixed lock order
-                text = self._locked_text(con, target)
-                states[target] = FileState(parse_entries(text), raw=file_form(text))
-            new = {t: d for t, d in compute(states).items() if d != states[t].raw}
-            history = self.history
-            with history.bound(con) if history is not None else contextlib.nullcontext():
-                if not new:
-                    if after_write is not None:
-                        with (history.locked() if history is not None
-                              else contextlib.nullcontext()):
-                            after_write()
-                    return None
-                listed = changes(states, new)
-                stores = {t: {"before": _decoded(states[t].raw), "after": _decoded(d)}
-                          for t, d in new.items()}
-                version = None
-                if history is not None:
-                    version, _size = history.append(lambda n: Version(
-                        n, now(), action, by.origin, listed, stores,
-                        session_id=by.session_id, message_id=by.message_id,
-                        restores=restores))
-                for target, data in new.items():
-                    self._set_text(con, target, _stored_text(data))
-                if after_write is not None:
-                    after_write()
-                if history is not None:
-                    history.prune()
-                return version
 
 
 class _Where:

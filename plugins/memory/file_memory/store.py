@@ -16,6 +16,10 @@ Every mutation runs the same steps:
    file, never a mix.
 
 Reads take no lock: thanks to step 6 a reader always sees a whole file.
+
+Every change, of one store or of both (rollback, forget), goes through
+:meth:`MemoryStore.write_stores`; the medium supplies ``_session`` (lock and read) and
+``_commit`` (record and write): the files here, a database transaction in :mod:`.pg_store`.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from hermes_core.atomic import LockUnavailable, atomic_write, locked
 from hermes_core.private import private_dir
@@ -34,7 +39,7 @@ from hermes_core.private import private_dir
 from . import intent
 from .entries import canonical_text, dedupe, joined_size, parse_entries, usage_label
 from .errors import InvalidRequest, MemoryRefused, StoreUnreadable, WriteFailed
-from .history import History, Provenance, Version, now
+from .history import FileHistory, History, Provenance, Version, now
 from .ops import Applied, Operation, apply, validate
 
 __all__ = [
@@ -73,6 +78,27 @@ class FileState:
     problem: str | None = None
     #: the file is not in the form the store writes (hand-edited): back it up before rewriting
     edited: bool = False
+
+
+Writer = Callable[[Path, bytes], None]
+
+
+@dataclass(slots=True)
+class Session:
+    """The stores of one change, locked and read (the medium's transaction, if it has one)."""
+
+    states: dict[str, FileState]
+    con: Any = None
+
+
+def file_bytes(entries: list[str]) -> bytes:
+    """What a store holding ``entries`` is written as (empty: no bytes)."""
+    text = canonical_text(entries)
+    return (text + "\n").encode() if text else b""
+
+
+def _text(data: bytes | None) -> str | None:
+    return None if data is None else data.decode("utf-8")
 
 
 @dataclass(slots=True)
@@ -190,7 +216,7 @@ class MemoryStore:
         self._swept: set[str] = set()
         #: the version log (``None`` when ``history_limit`` is 0: no versions are kept)
         self.history: History | None = (
-            History(self.directory, limit=history_limit, locker=_locked)
+            FileHistory(self.directory, limit=history_limit, locker=_locked)
             if history_limit > 0 else None
         )
         finish_intents(self, TARGETS)
@@ -259,7 +285,7 @@ class MemoryStore:
                     exc.args = (exc.message,)
                 raise
 
-        def change(entries: list[str]) -> tuple[list[str], list[Applied]]:
+        def change(entries: list[str], _raw: bytes | None) -> tuple[list[str], list[Applied]]:
             return apply(entries, checked, limit=limit, target=target)
 
         action = ops[0].action if len(ops) == 1 else "batch"
@@ -270,22 +296,18 @@ class MemoryStore:
         by: Provenance | None = None, action: str = "edit",
         changes: list[dict[str, object]] | None = None,
     ) -> WriteResult:
-        """Replace every entry at once (``memory edit``), if the file still holds ``expected``.
+        """Replace every entry at once (``memory edit``), if the store still holds ``expected``.
 
         The caller validates ``entries``; ``expected`` is the file's bytes when editing began
         (``None``: the file did not exist), so a write that happened meanwhile is never clobbered.
         """
         target = check_target(target)
-        path = self.path(target)
 
-        def change(current: list[str]) -> tuple[list[str], list[Applied]]:
-            state = read_state(path)
-            if state.raw != expected:
+        def change(current: list[str], raw: bytes | None) -> tuple[list[str], list[Applied]]:
+            if raw != expected:
                 raise MemoryRefused(
-                    f"{path} changed while you were editing it; nothing was saved. Run the "
-                    "command again to edit the new version.",
-                    target=target,
-                )
+                    f"{self.path(target)} changed while you were editing it; nothing was "
+                    "saved. Run the command again to edit the new version.", target=target)
             return list(entries), []
 
         return self._transact(target, change, force_write=True, by=by, action=action,
@@ -294,112 +316,180 @@ class MemoryStore:
     def _transact(
         self,
         target: str,
-        change: Callable[[list[str]], tuple[list[str], list[Applied]]],
+        change: Callable[[list[str], bytes | None], tuple[list[str], list[Applied]]],
         *,
         force_write: bool = False,
         by: Provenance | None = None,
         action: str = "edit",
         changes: list[dict[str, object]] | None = None,
     ) -> WriteResult:
-        path = self.path(target)
+        """One store's change through :meth:`write_stores`, as a :class:`WriteResult`.
+        ``force_write``: rewrite a hand-edited file even when its entries stay the same."""
         limit = self.limits[target]
+        done: list[tuple[list[str], list[Applied], bool]] = []
+
+        def compute(states: dict[str, FileState]) -> dict[str, bytes | None]:
+            state = states[target]
+            new, applied = change(state.entries, state.raw)
+            written = new != state.entries or (force_write and state.edited)
+            done.append((new if written else state.entries, applied, written))
+            return {target: file_bytes(new)} if written else {}
+
+        def listed(states: dict[str, FileState],
+                   new: dict[str, bytes | None]) -> list[dict[str, Any]]:
+            if changes is not None:
+                return list(changes)
+            return describe_changes(target, states[target].entries, done[0][0], done[0][1])
+
+        backup: list[Path] = []
+        self.write_stores(compute, by=by or Provenance(), action=action, changes=listed,
+                          targets=(target,), backup=backup,
+                          writer=lambda path, data: atomic_write(path, data))
+        entries, applied, written = done[0]
+        return WriteResult(target, applied, entries, limit, written=written,
+                           backup=backup[0] if backup else None)
+
+    def write_stores(
+        self,
+        compute: Callable[[dict[str, FileState]], dict[str, bytes | None]],
+        *,
+        by: Provenance,
+        action: str,
+        changes: Callable[[dict[str, FileState], dict[str, bytes | None]],
+                          list[dict[str, Any]]],
+        restores: int | None = None,
+        after_write: Callable[[], None] | None = None,
+        targets: tuple[str, ...] = TARGETS,
+        backup: list[Path] | None = None,
+        writer: Writer = atomic_write,
+    ) -> Version | None:
+        """The one way a change is made: lock ``targets`` (in that order) and read them,
+        ``compute`` their new bytes (target -> bytes, ``None``: no file; only the stores that
+        change), record the version and write them, all or nothing; ``after_write`` runs with
+        every lock still held (``forget`` redacts the history there). Nothing to change
+        records nothing. ``backup``: copy a hand-edited file before rewriting it (its path is
+        appended); ``writer``: the durable replace the file medium uses."""
+        with self._session(targets) as session:
+            states = session.states
+            new = {t: d for t, d in compute(states).items() if d != states[t].raw}
+            history = self.history
+            if not new:
+                if after_write is not None:
+                    with history.locked() if history is not None else contextlib.nullcontext():
+                        after_write()
+                return None
+            listed = changes(states, new)
+            stores = {t: {"before": _text(states[t].raw), "after": _text(d)}
+                      for t, d in new.items()}
+
+            def build(number: int) -> Version:
+                return Version(number, now(), action, by.origin, listed, stores,
+                               session_id=by.session_id, message_id=by.message_id,
+                               restores=restores)
+
+            return self._commit(session, new, build, after_write=after_write, backup=backup,
+                                writer=writer)
+
+    # ---------------------------------------------------------------- the medium: files
+
+    @contextlib.contextmanager
+    def _session(self, targets: tuple[str, ...]) -> Iterator[Session]:
+        """Lock the files (in ``targets`` order), complete what a killed writer left, read."""
         try:
             private_dir(self.directory)
         except OSError as exc:
             raise WriteFailed(
                 f"cannot create the memory directory {self.directory}: {exc.strerror or exc}",
-                target=target,
+                target=targets[0] if len(targets) == 1 else None,
             ) from None
-        with _locked(path):
-            self._sweep_orphans(path)
-            if intent.pending(path):
-                intent.finish(path, self.history)
-            state = read_state(path)
-            if state.problem is not None:
-                raise StoreUnreadable(
-                    f"{state.problem}. It was left untouched and nothing was written. Fix it or "
-                    f"move it aside (e.g. mv {path} {path}.corrupt), then retry.",
-                    target=target,
-                )
-            new, applied = change(state.entries)
-            if new == state.entries and not (force_write and state.edited):
-                return WriteResult(target, applied, state.entries, limit, written=False)
-            backup = None
-            step = "write the"
-            text = canonical_text(new)
-            data = (text + "\n").encode() if text else b""
-            with self._versioned(path, target, state, new, data, applied, by, action,
-                                 changes) as undo:
-                try:
-                    if state.edited and state.raw is not None:
-                        step = "back up the hand-edited"
-                        backup = _backup_path(path)
-                        atomic_write(backup, state.raw)
-                        step = "write the"
-                    atomic_write(path, data)
-                except OSError as exc:
-                    undo()
-                    raise WriteFailed(
-                        f"Failed to {step} memory file {path}: {exc.strerror or exc}. The file "
-                        "was not changed; check free disk space and permissions, then retry.",
+        with contextlib.ExitStack() as stack:
+            for target in targets:
+                stack.enter_context(_locked(self.path(target)))
+            states: dict[str, FileState] = {}
+            for target in targets:
+                path = self.path(target)
+                self._sweep_orphans(path)
+                if intent.pending(path):
+                    intent.finish(path, self.history)
+                states[target] = state = read_state(path)
+                if state.problem is not None:
+                    raise StoreUnreadable(
+                        f"{state.problem}. It was left untouched and nothing was written. Fix "
+                        f"it or move it aside (e.g. mv {path} {path}.corrupt), then retry.",
                         target=target,
-                    ) from None
-        return WriteResult(target, applied, new, limit, written=True, backup=backup)
+                    )
+            yield Session(states)
 
-    @contextlib.contextmanager
-    def _versioned(
-        self, path: Path, target: str, state: FileState, new: list[str], data: bytes,
-        applied: list[Applied], by: Provenance | None, action: str,
-        changes: list[dict[str, object]] | None,
-    ) -> Iterator[Callable[[], None]]:
-        """Record the write about to happen as a version; yield an undo for a failed write.
-
-        Runs under the store's lock; takes the history's own lock after it (fixed order). The
-        version is appended before the file is replaced: if the replace fails the append is cut
-        off again, so the history never shows a change that did not happen. The write's intent
-        is left first and dropped once the file is written, so a writer killed in between has
-        its change completed by the next one (:mod:`.intent`).
-        """
+    def _commit(self, session: Session, new: dict[str, bytes | None],
+                build: Callable[[int], Version], *, after_write: Callable[[], None] | None,
+                backup: list[Path] | None, writer: Writer) -> Version | None:
+        """Under the history's lock: each file's intent (:mod:`.intent`), the version, the
+        files; a failure puts back what was written and takes the version back."""
         history = self.history
-        if history is None:
-            yield lambda: None
-            return
-        who = by or Provenance()
-        if changes is None:
-            changes = describe_changes(target, state.entries, new, applied)
-        before = state.raw.decode("utf-8") if state.raw is not None else None
-        stores: dict[str, dict[str, str | None]] = {
-            target: {"before": before, "after": data.decode("utf-8")}
-        }
-
-        def build(number: int) -> Version:
-            return Version(number, now(), action, who.origin, list(changes or []), stores,
-                           session_id=who.session_id, message_id=who.message_id)
-
-        with history.locked():
+        with history.locked() if history is not None else contextlib.nullcontext():
+            version, size = None, 0
             try:
-                intent.record(path, target, history._tail()[0] + 1, state.raw, data)
-                _version, size = history.append(build)
+                if history is not None or len(new) > 1:  # one file alone is replaced atomically
+                    number = history.next_number() if history is not None else 0
+                    for target, data in new.items():
+                        intent.record(self.path(target), target, number,
+                                      session.states[target].raw, data)
+                if history is not None:
+                    version, size = history.append(build)
             except OSError as exc:
-                intent.clear(path)
-                raise WriteFailed(
-                    f"cannot record the change in {history.path}: {exc.strerror or exc}. The "
-                    "memory file was not changed; check free disk space and permissions.",
-                    target=target,
-                ) from None
-            undone = False
-
-            def undo() -> None:
-                nonlocal undone
-                undone = True
-                history.undo(size)
-                intent.clear(path)
-
-            yield undo
-            intent.clear(path)
-            if not undone:
+                self._clear_intents(new)
+                where = history.path if history is not None else self.directory
+                raise WriteFailed(f"cannot record the change in {where}: {exc.strerror or exc}; "
+                                  "nothing was changed") from None
+            self._write_files(session.states, new, size, backup, writer)
+            self._clear_intents(new)
+            if after_write is not None:
+                after_write()
+            if history is not None:
                 with contextlib.suppress(OSError):  # pruning is housekeeping; the write stands
                     history.prune()
+        return version
+
+    def _clear_intents(self, targets: Iterable[str]) -> None:
+        for target in targets:
+            intent.clear(self.path(target))
+
+    def _write_files(self, states: dict[str, FileState], new: dict[str, bytes | None],
+                     size: int, backup: list[Path] | None, writer: Writer) -> None:
+        """Write (``None``: delete) each changed file; on a failure put back the files already
+        written, take the version back and clear the intents."""
+        written: list[str] = []
+        failing, step = "", "write"
+        try:
+            for target, data in new.items():
+                failing, path, old = target, self.path(target), states[target]
+                if backup is not None and old.edited and old.raw is not None:
+                    step = "back up the hand-edited memory file"
+                    backup.append(_backup_path(path))
+                    writer(backup[-1], old.raw)
+                    step = "write"
+                if data is None:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(path)
+                else:
+                    writer(path, data)
+                written.append(target)
+        except OSError as exc:
+            for done in written:  # put back what was already replaced
+                with contextlib.suppress(OSError):
+                    raw = states[done].raw
+                    if raw is None:
+                        os.unlink(self.path(done))
+                    else:
+                        writer(self.path(done), raw)
+            if self.history is not None:
+                self.history.undo(size)
+            self._clear_intents(new)
+            raise WriteFailed(
+                f"cannot {step} {self.path(failing)}: {exc.strerror or exc}. Nothing was "
+                "changed; check free disk space and permissions, then retry.",
+                target=failing,
+            ) from None
 
     def _sweep_orphans(self, path: Path) -> None:
         """Delete temporary files left by a writer that was killed mid-write.

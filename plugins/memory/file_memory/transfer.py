@@ -14,7 +14,6 @@ Running it again copies nothing twice.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +21,7 @@ from hermes_core.atomic import atomic_write
 from hermes_core.private import private_dir
 
 from .entries import canonical_text
-from .history import History, Version
+from .history import FileHistory, Version
 from .pins import _update, read_pins
 from .store import TARGETS, MemoryStore
 from .user_folders import user_owners
@@ -44,20 +43,9 @@ def import_history(store: MemoryStore, versions: list[Version]) -> int:
     history = store.history
     if history is None or not versions:
         return 0
-    own = getattr(history, "import_versions", None)  # the database history
-    if own is not None:
-        return int(own(versions))
-    assert isinstance(history, History)
-    private_dir(history.directory)
-    with history.locked():
-        if history.read():
-            return 0
-        data = b"".join(
-            (json.dumps(v.to_dict(), ensure_ascii=False, separators=(",", ":")) + "\n").encode()
-            for v in versions)
-        atomic_write(history.path, data)
-        history._cache = None
-    return len(versions)
+    if isinstance(history, FileHistory):
+        private_dir(history.directory)
+    return history.import_versions(versions)
 
 
 def put_document(store: MemoryStore, target: str, entries: list[str]) -> bool:

@@ -7,20 +7,17 @@ from the history, so nothing is ever half-applied.
 
 from __future__ import annotations
 
-import contextlib
-import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from hermes_core.atomic import atomic_write
 
-from . import intent
 from .entries import canonical_text, joined_size, parse_entries
-from .errors import InvalidRequest, MemoryRefused, StoreUnreadable, WriteFailed
-from .history import History, Provenance, UnknownVersion, Version, matches_subject, now
+from .errors import InvalidRequest, MemoryRefused
+from .history import Provenance, UnknownVersion, Version, matches_subject
 from .ops import check_entries
-from .store import TARGETS, FileState, MemoryStore, _locked, read_state
+from .store import TARGETS, FileState, MemoryStore
 
 __all__ = ["ForgetResult", "RollbackResult", "forget_entries", "rollback", "write_stores"]
 
@@ -52,10 +49,6 @@ class ForgetResult:
         return sum(len(v) for v in self.matched.values())
 
 
-def _decode(raw: bytes | None) -> str | None:
-    return None if raw is None else raw.decode("utf-8")
-
-
 def _encode(text: str | None) -> bytes | None:
     return None if text is None else text.encode("utf-8")
 
@@ -70,135 +63,11 @@ def write_stores(
     restores: int | None = None,
     after_write: Callable[[], None] | None = None,
 ) -> Version | None:
-    """Lock both stores, compute their new bytes from what is on disk, record and write them.
-
-    ``compute`` returns target -> new bytes (``None`` deletes the file) for the stores that
-    change; an empty answer writes nothing and records nothing. ``after_write`` runs with every
-    lock still held once the files are written (``forget`` redacts the history there).
-    """
-    own = getattr(store, "write_stores", None)  # the database store: one transaction
-    if own is not None:
-        return own(compute, by=by, action=action, changes=changes,  # type: ignore[no-any-return]
-                   restores=restores, after_write=after_write)
-    store.directory.mkdir(parents=True, exist_ok=True)
-    with contextlib.ExitStack() as stack:
-        states = _lock_and_read(store, stack)
-        new = compute(states)
-        new = {t: d for t, d in new.items() if d != states[t].raw}
-        history = store.history
-        if not new:
-            if after_write is not None:
-                with _history_locked(history):
-                    after_write()
-            return None
-        stores = {
-            t: {"before": _decode(states[t].raw),
-                "after": d.decode("utf-8") if d is not None else None}
-            for t, d in new.items()
-        }
-        listed = changes(states, new)
-        with _history_locked(history):
-            _record_intents(store, history, states, new)
-            version: Version | None = None
-            size = 0
-            if history is not None:
-                version, size = _append_version(store, history, new, lambda n: Version(
-                    n, now(), action, by.origin, listed, stores, session_id=by.session_id,
-                    message_id=by.message_id, restores=restores))
-            _write_files(store, history, states, new, size)
-            _clear_intents(store, new)
-            if after_write is not None:
-                after_write()
-            if history is not None:
-                with contextlib.suppress(OSError):
-                    history.prune()
-        return version
-
-
-def _history_locked(history: History | None) -> contextlib.AbstractContextManager[None]:
-    """The history's lock (a no-op when the history is off)."""
-    return history.locked() if history is not None else contextlib.nullcontext()
-
-
-def _lock_and_read(store: MemoryStore, stack: contextlib.ExitStack) -> dict[str, FileState]:
-    """Lock both stores (on ``stack``), complete a change a killed writer left half-done, and
-    read them; refused when a store cannot be read."""
-    for target in TARGETS:
-        stack.enter_context(_locked(store.path(target)))
-    for target in TARGETS:  # a change a killed writer left half-done is completed first
-        if intent.pending(store.path(target)):
-            intent.finish(store.path(target), store.history)
-    states = {t: read_state(store.path(t)) for t in TARGETS}
-    for target, state in states.items():
-        if state.problem is not None:
-            raise StoreUnreadable(
-                f"{state.problem}. Nothing was changed. Fix it or move it aside, then retry.",
-                target=target,
-            )
-    return states
-
-
-def _clear_intents(store: MemoryStore, targets: Iterable[str]) -> None:
-    for target in targets:
-        intent.clear(store.path(target))
-
-
-def _record_intents(store: MemoryStore, history: History | None, states: dict[str, FileState],
-                    new: dict[str, bytes | None]) -> None:
-    """Every file's intent first: a writer killed mid-way has its change completed."""
-    try:
-        number = history._tail()[0] + 1 if history is not None else 0
-        for target, data in new.items():
-            intent.record(store.path(target), target, number, states[target].raw, data)
-    except OSError as exc:
-        _clear_intents(store, new)
-        raise WriteFailed(f"cannot write in {store.directory}: {exc.strerror or exc}; "
-                          "nothing was changed") from None
-
-
-def _append_version(store: MemoryStore, history: History, new: dict[str, bytes | None],
-                    build: Callable[[int], Version]) -> tuple[Version, int]:
-    """Record the version (``build`` makes it from its number); its size, to undo it."""
-    try:
-        return history.append(build)
-    except OSError as exc:
-        _clear_intents(store, new)
-        raise WriteFailed(f"cannot record the change in {history.path}: "
-                          f"{exc.strerror or exc}; nothing was changed") from None
-
-
-def _write_files(store: MemoryStore, history: History | None, states: dict[str, FileState],
-                 new: dict[str, bytes | None], size: int) -> None:
-    """Write (``None``: delete) each changed store; on a failure put back the files already
-    written, cut the version from the history and clear the intents."""
-    written: list[str] = []
-    failing = ""
-    try:
-        for target, data in new.items():
-            failing = target
-            path = store.path(target)
-            if data is None:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(path)
-            else:
-                atomic_write(path, data)
-            written.append(target)
-    except OSError as exc:
-        for done in written:  # put back what was already replaced
-            with contextlib.suppress(OSError):
-                old = states[done].raw
-                if old is None:
-                    os.unlink(store.path(done))
-                else:
-                    atomic_write(store.path(done), old)
-        if history is not None:
-            history.undo(size)
-        _clear_intents(store, new)
-        raise WriteFailed(
-            f"cannot write {store.path(failing)}: {exc.strerror or exc}. Nothing was "
-            "changed; check free disk space and permissions, then retry.",
-            target=failing,
-        ) from None
+    """Lock both stores (MEMORY then USER), compute their new bytes from what they hold,
+    record one version and write them (:meth:`.store.MemoryStore.write_stores`)."""
+    return store.write_stores(compute, by=by, action=action, changes=changes, restores=restores,
+                              after_write=after_write,
+                              writer=lambda path, data: atomic_write(path, data))
 
 
 def rollback(store: MemoryStore, number: int, *, by: Provenance | None = None) -> RollbackResult:

@@ -25,7 +25,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hermes_core.eval import EvalOptions, StackSpec, parse_dataset, run_eval
+from hermes_core.plugins.eval.datasets import parse_dataset
+from hermes_core.plugins.eval.run import EvalOptions, run_eval
+from hermes_core.plugins.eval.stack import StackSpec
 
 TARGET_MINUTES = 60.0
 FULL_QUESTIONS = 500

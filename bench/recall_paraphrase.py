@@ -61,7 +61,7 @@ def read_questions(path: str | Path) -> list[dict]:
     and ``outdated`` fields) as LongMemEval-shaped question dicts over shared sessions: LoCoMo's
     one conversation becomes its sessions (ids ``<sample_id>/session_<n>``) and each ``qa`` entry
     a question whose evidence and outdated sessions hold its dialogue ids."""
-    from hermes_core.eval import load_dataset
+    from hermes_core.plugins.eval.datasets import load_dataset
 
     data = load_dataset(path)
     out = []

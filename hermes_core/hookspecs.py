@@ -145,7 +145,8 @@ def register_commands(register: Callable[[Any], None]) -> None:
     (``plugins``, ``config``, ``doctor``, ``replay``, ...) cannot be taken; two plugins registering
     one name is an error naming both, and the first keeps it. A disabled plugin's commands are
     gone, and invoking one says which plugin provides it and how to enable it. The built-in
-    plugins register theirs (``memory``, ``sessions``, ``skills``, ``context``) the same way.
+    plugins register theirs (``memory``, ``sessions``, ``skills``, ``inspect``, ``mcp``, ``eval``)
+    the same way.
     ``register(command, group="import")`` adds a sub-command to a kernel group instead
     (``hermes-core import NAME``: an importer of another agent's data).
 

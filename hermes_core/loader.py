@@ -65,6 +65,7 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "webhook": "hermes_core.plugins.platforms.webhook",
     "mcp": "hermes_core.plugins.mcp",
     "inspect": "hermes_core.plugins.inspect",
+    "eval": "hermes_core.plugins.eval",
     "minilm": "hermes_core.plugins.embedders.minilm",
     "anthropic": "hermes_core.plugins.llm.anthropic",
     "openai": "hermes_core.plugins.llm.openai",

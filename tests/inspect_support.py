@@ -44,7 +44,7 @@ def eval_question(qid: str, group: str, recall: float, tokens: int) -> dict[str,
 
 def plant_eval(home: Path) -> None:
     """Two eval reports built by the eval's own report builder, and one file that is not one."""
-    from hermes_core.eval import build_report
+    from hermes_core.plugins.eval.report import build_report
 
     folder = home / "eval"
     folder.mkdir(exist_ok=True)

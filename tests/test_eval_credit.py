@@ -3,9 +3,9 @@ session's units, whatever text it shares with others; text decides only for item
 
 from __future__ import annotations
 
-from hermes_core.eval import parse_dataset
-from hermes_core.eval.metrics import covered_units, evidence_for, score_ranking, score_stack
-from hermes_core.eval.retrieve import Item
+from hermes_core.plugins.eval.datasets import parse_dataset
+from hermes_core.plugins.eval.metrics import covered_units, evidence_for, score_ranking, score_stack
+from hermes_core.plugins.eval.retrieve import Item
 
 #: templated sessions: every one says the same sentence shape, only the detail differs
 TEMPLATE = "On my weekly visit to the market I picked up some fresh {} for the family dinner tonight"

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes_core.eval import DatasetError, load_dataset, parse_dataset
-from hermes_core.eval.datasets import LONGMEMEVAL_TYPES
+from hermes_core.plugins.eval.datasets import LONGMEMEVAL_TYPES, DatasetError, load_dataset, parse_dataset
 
 
 def lme_question(qid: str = "q1", qtype: str = "single-session-user", **over: object) -> dict:

@@ -12,8 +12,11 @@ from typing import Any
 import pytest
 
 from hermes_core import MemoryProvider, Tool, hookimpl
-from hermes_core.eval import EvalOptions, StackSpec, build_report, parse_dataset, run_eval
-from hermes_core.eval.judge import LONGMEMEVAL_JUDGE
+from hermes_core.plugins.eval.datasets import parse_dataset
+from hermes_core.plugins.eval.judge import LONGMEMEVAL_JUDGE
+from hermes_core.plugins.eval.report import build_report
+from hermes_core.plugins.eval.run import EvalOptions, run_eval
+from hermes_core.plugins.eval.stack import StackSpec
 from hermes_core.plugins.llm.anthropic import AnthropicLLM
 from hermes_core.testing import MessagesAPIServer
 

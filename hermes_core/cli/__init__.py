@@ -24,7 +24,6 @@ COMMANDS: dict[str, str] = {
     "config": "hermes_core.cli.config_cmd:config",
     "context": "hermes_core.cli.context_cmd:context",
     "doctor": "hermes_core.cli.doctor_cmd:doctor",
-    "eval": "hermes_core.cli.eval_cmd:eval_command",
     "forget": "hermes_core.cli.forget_cmd:forget",
     "import": "hermes_core.cli.import_cmd:import_group",
     "plugins": "hermes_core.cli.plugins_cmd:plugins",
@@ -41,7 +40,6 @@ SHORT_HELP: dict[str, str] = {
     "config": "Read, change and check config.yaml.",
     "context": "Inspect what the context engine would do with a history.",
     "doctor": "Check the home folder, config, plugins, state.db and the API key.",
-    "eval": "Score the memory stack's recall on a LongMemEval or LoCoMo file, offline.",
     "forget": "Delete everything the memory providers keep that mentions TEXT.",
     "import": "Bring another agent's history and memory into this home (importers are plugins).",
     "plugins": "List, install and switch plugins.",
@@ -99,7 +97,7 @@ class LazyGroup(click.Group):
                     continue
                 text = command.get_short_help_str(width)
             else:
-                text = entry.help
+                text = click.Command(name, help=entry.help).get_short_help_str(width)
             rows.append((name, text))
         if rows:
             with formatter.section("Commands"):

@@ -115,7 +115,9 @@ def _as_dict(entry: CommandEntry) -> dict[str, Any]:
 
 
 def short_help(command: Any) -> str:
-    return str(command.get_short_help_str(60) or "")
+    """The command's first sentence, whole: ``--help`` shortens it to the terminal's width, as it
+    does the kernel's commands'."""
+    return str(command.get_short_help_str(1000) or "")
 
 
 def read_index() -> dict[str, Any]:

@@ -14,7 +14,10 @@ from pathlib import Path
 import hermes_core_hindsight
 import pytest
 
-from hermes_core.eval import EvalOptions, StackSpec, build_report, load_dataset, run_eval
+from hermes_core.plugins.eval.datasets import load_dataset
+from hermes_core.plugins.eval.report import build_report
+from hermes_core.plugins.eval.run import EvalOptions, run_eval
+from hermes_core.plugins.eval.stack import StackSpec
 
 from .conftest import REPO, config_text
 

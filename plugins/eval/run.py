@@ -24,17 +24,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import clock
-from ..agent import Agent
-from ..prefetch import PrefetchRunner
-from ..replay import RecordingHost, ReplayLLM
+from hermes_core import clock
+from hermes_core.agent import Agent
+from hermes_core.prefetch import PrefetchRunner
+from hermes_core.replay import RecordingHost, ReplayLLM
+
 from .ingest import IngestReport, ingest_case
 from .judge import answer_question, judge_answer
 from .metrics import Evidence, covered_units, evidence_for, score_ranking, score_stack, tokens
 from .retrieve import Item, retrieve
 
 if TYPE_CHECKING:
-    from ..llm import LLM
+    from hermes_core.llm import LLM
+
     from .datasets import Case, Dataset, Question
 
 __all__ = ["EvalOptions", "HostFactory", "run_eval"]

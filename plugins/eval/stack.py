@@ -20,10 +20,10 @@ import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ..config import load_config, load_copied_config
-from ..config_edit import edit_config_text, parse_cli_value
-from ..errors import ConfigError
-from ..replay import RecordingHost
+from hermes_core.config import load_config, load_copied_config
+from hermes_core.config_edit import edit_config_text, parse_cli_value
+from hermes_core.errors import ConfigError
+from hermes_core.replay import RecordingHost
 
 __all__ = ["StackSpec", "case_slug"]
 

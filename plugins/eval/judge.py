@@ -19,10 +19,11 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..types import Message
+from hermes_core.types import Message
 
 if TYPE_CHECKING:
-    from ..llm import LLM
+    from hermes_core.llm import LLM
+
     from .datasets import Format, Question
 
 __all__ = ["ANSWER_PROMPT", "ANSWER_SYSTEM", "Verdict", "answer_question", "judge_answer", "judge_prompt"]

@@ -36,7 +36,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from ..errors import HermesCoreError
+from hermes_core.errors import HermesCoreError
 
 __all__ = [
     "LOCOMO_CATEGORIES",

@@ -29,14 +29,14 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ToolError
-from ..fence import provider_label, provider_text
-from ..prefetch import PrefetchRunner
-from ..types import Session, ToolContext
+from hermes_core.errors import ToolError
+from hermes_core.fence import provider_label, provider_text
+from hermes_core.prefetch import PrefetchRunner
+from hermes_core.types import Session, ToolContext
 
 if TYPE_CHECKING:
-    from ..host import PluginHost
-    from ..kinds import Tool
+    from hermes_core.host import PluginHost
+    from hermes_core.kinds import Tool
 
 __all__ = ["Item", "Retrieval", "SourceResult", "retrieve", "search_tools"]
 

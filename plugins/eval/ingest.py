@@ -32,11 +32,12 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from .. import clock
-from ..replay import RecordedResponse, ReplayLLM, Transcript, TranscriptTurn, iter_replay
+from hermes_core import clock
+from hermes_core.replay import RecordedResponse, ReplayLLM, Transcript, TranscriptTurn, iter_replay
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from hermes_core.agent import Agent
+
     from .datasets import Case, HaystackSession
 
 __all__ = ["IngestReport", "ingest_case", "pair_turns", "settle_providers"]

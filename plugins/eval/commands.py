@@ -11,8 +11,8 @@ from typing import Any
 
 import click
 
-from ..private import write_private_text
-from ._common import echo_json
+from hermes_core.commands import echo_json
+from hermes_core.private import write_private_text
 
 __all__ = ["eval_command"]
 
@@ -75,8 +75,12 @@ def eval_command(dataset: Path, fmt: str, providers: tuple[str, ...], engine: st
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from ..eval import EvalOptions, StackSpec, build_report, load_dataset, run_eval
-    from ..paths import home_dir
+    from hermes_core.paths import home_dir
+
+    from .datasets import load_dataset
+    from .report import build_report
+    from .run import EvalOptions, run_eval
+    from .stack import StackSpec
 
     ks = _ks(k_text)
     data = load_dataset(dataset, fmt)  # type: ignore[arg-type]
@@ -94,8 +98,8 @@ def eval_command(dataset: Path, fmt: str, providers: tuple[str, ...], engine: st
         shutil.rmtree(check, ignore_errors=True)
     llm = judge = None
     if answer:
-        from ..host import PluginHost
-        from ..llm import build_llm
+        from hermes_core.host import PluginHost
+        from hermes_core.llm import build_llm
 
         loaded = PluginHost.load(real)
         try:
@@ -142,7 +146,7 @@ def eval_command(dataset: Path, fmt: str, providers: tuple[str, ...], engine: st
     if as_json:
         echo_json(report)
         return
-    from ..eval.report import tables
+    from .report import tables
 
     screen = Console()
     if not screen.is_terminal:

@@ -23,8 +23,8 @@ from .registry import KINDS
 __all__ = ["COMMAND_GROUPS", "RESERVED_COMMANDS", "Loading"]
 
 #: the kernel's own sub-commands, which no plugin may register
-RESERVED_COMMANDS = frozenset({"chat", "config", "doctor", "forget", "import", "plugins", "replay",
-                               "serve", "storage"})
+RESERVED_COMMANDS = frozenset({"chat", "config", "context", "doctor", "forget", "import", "plugins",
+                               "replay", "serve", "setup", "storage"})
 #: the kernel's command groups plugins add sub-commands to: ``register(command, group="import")``
 #: makes ``hermes-core import NAME``
 COMMAND_GROUPS = frozenset({"import"})

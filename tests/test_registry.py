@@ -110,3 +110,20 @@ def test_a_registry_hook_that_returns_what_it_should_register_is_named(home, hoo
     assert "call register(...)" in err
     assert host.records["alpha"].error is None
     assert host.registries.context_engines.names() == ["shared"]
+
+
+@pytest.mark.parametrize("name", sorted(__import__("hermes_core.cli", fromlist=["COMMANDS"]).COMMANDS))
+def test_a_plugin_command_named_like_a_kernel_command_is_refused(home, name):
+    """Every kernel command is reserved: a plugin's command of that name would never be reached
+    (the kernel's is found first), so registering it is an error that says so."""
+    import click
+
+    class Shadowing:
+        @hookimpl
+        def register_commands(self, register):
+            register(click.Command(name, callback=lambda: None))
+
+    host = load(home, ("shadowing", Shadowing()))
+    err = host.records["shadowing"].error
+    assert err is not None and f"registers the command {name!r}, which is the kernel's own" in err
+    assert name not in host.commands

@@ -164,23 +164,24 @@ class SessionArchiveProvider(MemoryProvider):
                 "session_archive.derive: false") from exc
         c = self.settings
         return Deriver(lambda: self.archive, client, self.context.run_later,
-                       embedder=lambda: self.semantic().embedder, timeout=c.derive_timeout,
-                       max_tokens=c.derive_max_tokens, context_facts=c.derive_context_facts)
+                       embedder=lambda: self.semantic(block=True).embedder,
+                       timeout=c.derive_timeout, max_tokens=c.derive_max_tokens,
+                       context_facts=c.derive_context_facts)
 
-    def semantic(self) -> Semantic:
+    def semantic(self, *, block: bool = False) -> Semantic:
         """Semantic search's parts, set up on first use: the kernel's embedder (``None`` when
         ``embeddings.embedder`` is ``none`` or nothing is installed), the vector index and the
         background indexer. Never raises: what is missing becomes ``Semantic.problem``.
 
         While a turn is in flight the set-up (numpy, the embedder, the indexer: a few hundred
-        milliseconds) is not done on the caller's thread: it starts on a thread of its own once
-        turns pause, and meanwhile the answer is a ``Semantic`` without parts saying so (the
-        search goes on by words)."""
+        milliseconds) is not done on the caller's thread (unless ``block``: background work): it
+        starts on a thread of its own once turns pause, and meanwhile the answer is a
+        ``Semantic`` without parts saying so (the search goes on by words)."""
         if self._semantic is not None:
             return self._semantic
         from hermes_core.embeddings import turns_running
 
-        if turns_running():
+        if not block and turns_running():
             return self._set_up_later()
         with self._semantic_lock:
             if self._semantic is None:
@@ -289,7 +290,7 @@ class SessionArchiveProvider(MemoryProvider):
         idle with nothing pending) and the vector index has read them; False when that did not
         happen within ``timeout`` seconds (``hermes-core eval`` calls this after ingest). True at
         once when semantic search is off."""
-        sem = self.semantic()
+        sem = self.semantic(block=True)
         if self._indexer is None or sem.index is None:
             return True
         done = bool(self._indexer.wait_done(timeout))

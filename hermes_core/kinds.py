@@ -348,6 +348,13 @@ class Embedder(_Instantiable):
         """
         return None
 
+    @property
+    def loaded(self) -> bool:
+        """False while the model this embedder loads lazily is not in memory yet: the kernel
+        then loads it on its background lane once turns pause, never on a turn's path (a search
+        in a turn goes on by words meanwhile). An embedder with nothing to load keeps True."""
+        return True
+
     def embed(self, texts: Sequence[str]) -> Sequence[Sequence[float]]:
         raise NotImplementedError(f"{type(self).__name__}.embed is not implemented")
 

@@ -58,7 +58,8 @@ class _Embeds(Protocol):
     model_id: str
     dimension: int
 
-    def embed(self, texts: Sequence[str], *, timeout: float | None = None) -> Any: ...
+    def embed(self, texts: Sequence[str], *, timeout: float | None = None,
+              background: bool = False) -> Any: ...
 
 
 def text_key(text: str) -> str:
@@ -254,15 +255,18 @@ class VectorCache:
             self._items.clear()
 
     def fill(self, embedder: _Embeds, texts: Iterable[str], *, batch: int = 32,
-             timeout: float | None = None, max_chars: int = 4000) -> int:
+             timeout: float | None = None, max_chars: int = 4000,
+             background: bool = False) -> int:
         """Embed the ``texts`` that have no vector yet, ``batch`` at a time; returns how many were
         added. Raises what the embedder raises (an ``EmbeddingError`` from a guarded one); the
-        vectors of batches done before are kept."""
+        vectors of batches done before are kept. ``background``: on the guarded embedder's
+        background lane (each slice once turns pause)."""
         todo = self.missing(embedder.model_id, texts)
         added = 0
         for start in range(0, len(todo), batch):
             part = todo[start:start + batch]
-            vectors = embedder.embed([t[:max_chars] for t in part], timeout=timeout)
+            vectors = embedder.embed([t[:max_chars] for t in part], timeout=timeout,
+                                     background=background)
             for text, vec in zip(part, vectors, strict=True):
                 if len(vec) != embedder.dimension:
                     raise ValueError(f"the embedder returned a vector of {len(vec)} dimensions; "

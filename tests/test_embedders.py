@@ -379,11 +379,9 @@ class Recording(Toy):
         return super().embed(texts)
 
 
-def test_a_background_call_waits_for_the_turn_and_a_query_does_not(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_background_call_waits_for_the_turn_and_a_query_does_not() -> None:
     from hermes_core import embeddings
 
-    monkeypatch.setattr(embeddings, "YIELD_AT_MOST", 60.0)
     toy = Recording()
     g = GuardedEmbedder(toy, timeout=30)
     texts = [f"text {'a' * i}" for i in range(20)]
@@ -403,11 +401,9 @@ def test_a_background_call_waits_for_the_turn_and_a_query_does_not(
         g.close()
 
 
-def test_a_stopped_background_call_ends_between_slices_without_pausing_the_embedder(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_stopped_background_call_ends_between_slices_without_pausing_the_embedder() -> None:
     from hermes_core import embeddings
 
-    monkeypatch.setattr(embeddings, "YIELD_AT_MOST", 60.0)
     toy = Recording()
     g = GuardedEmbedder(toy, timeout=30)
     stop = threading.Event()

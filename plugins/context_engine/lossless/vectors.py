@@ -141,7 +141,7 @@ class SpanVectors:
         self.weights = weights or Weights()
         #: why meaning takes no part right now (None: it does)
         self.problem: str | None = None
-        self._embed_lock = threading.Lock()  # one embedder call at a time from this engine
+        self._embed_lock = threading.Lock()  # one query embedding at a time from this engine
         self._wake = threading.Event()
         self._idle = threading.Event()
         self._idle.set()
@@ -214,9 +214,8 @@ class SpanVectors:
         todo = [i for i, t in enumerate(texts) if t.strip()]
         vectors: list[Any] = []
         if todo:
-            try:
-                with self._embed_lock:
-                    vectors = list(emb.embed([texts[i] for i in todo]))
+            try:  # the background lane: each slice once no turn is in flight
+                vectors = list(emb.embed([texts[i] for i in todo], background=True))
             except Exception as exc:  # EmbeddingError: the guard paused it; say so and stop
                 self.problem = str(exc)
                 return 0

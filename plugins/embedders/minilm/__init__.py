@@ -92,6 +92,10 @@ class MiniLMEmbedder(Embedder):
             return f"missing package(s) {', '.join(missing)}: {EXTRA}"
         return None
 
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
     def _load(self) -> tuple[Any, Any]:
         if self._model is not None:
             return self._model, self._tokenizer

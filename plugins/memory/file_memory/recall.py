@@ -6,9 +6,11 @@ one, a switch of model recomputes them all, and vectors of two models are never 
 files stay the only source of truth: nothing here writes to them, and no vector is stored on disk
 (so a ``forget`` leaves no trace of the entry behind; the cache is pruned at once).
 
-Vectors are computed off the turn's critical path, on this provider's own thread (a session
-start, a write, ``queue_prefetch``). ``prefetch`` only embeds the user's message, and waits for
-that at most ``recall_timeout`` seconds; an entry without a vector yet takes part by its words.
+Entry vectors are computed off the turn's critical path, on this provider's own thread (a
+session start, a write, ``queue_prefetch``) through the embedder's background lane, so only while
+no turn is in flight (the model is loaded there too). ``prefetch`` only embeds the user's message,
+on a second thread, and waits for that at most ``recall_timeout`` seconds, never for a model not
+loaded yet; an entry without a vector yet takes part by its words.
 
 Without an embedder — none installed, ``embeddings.embedder: none``, ``file_memory.semantic:
 false``, or one that raises, hangs or returns vectors of the wrong size — the ranking is by words
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hermes_core import threats
-from hermes_core.embeddings import off_reason
+from hermes_core.embeddings import EmbedderClosed, off_reason
 from hermes_core.semantic import (
     Ranked,
     VectorCache,
@@ -72,10 +74,12 @@ class EntryRecall:
         self._embedder: Any = None
         self._resolved = False
         self._lock = threading.Lock()
-        # every call to the embedder goes through this one thread: the guarded embedder takes one
-        # call at a time, and a query must never race a background batch
+        # entry vectors are computed on this thread (through the embedder's background lane:
+        # they wait for turns to pause), queries on the second (never behind entry vectors)
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="file-memory-vectors")
+        self._queries = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="file-memory-query")
         self._pending: set[tuple[str, ...]] = set()
         self._loaded: set[str] = set()  # model ids that produced vectors (the model is loaded)
         # per entry text: its word set and whether the threat scan flags it (both only depend
@@ -124,9 +128,12 @@ class EntryRecall:
 
     def _fill(self, emb: Any, todo: tuple[str, ...]) -> int:
         try:
-            added = self.cache.fill(emb, todo, batch=self.batch)
+            added = self.cache.fill(emb, todo, batch=self.batch, background=True)
             self._loaded.add(emb.model_id)
             return added
+        except EmbedderClosed as exc:  # shutting down before turns paused: the next start fills
+            log.debug("file_memory: entry vectors not computed: %s", exc)
+            return 0
         except Exception as exc:  # EmbeddingError (already logged by the guard) or a bad vector
             self.problem = str(exc) if "semantic" in str(exc) else (
                 f"semantic ranking is unavailable: {exc}; word search still works")
@@ -139,6 +146,7 @@ class EntryRecall:
     def settle(self, timeout: float = 60.0) -> None:
         """Wait (bounded) until the vector work queued so far is done (tests, the bench)."""
         self._pool.submit(lambda: None).result(timeout=timeout)
+        self._queries.submit(lambda: None).result(timeout=timeout)
 
     def forget(self, remaining: Sequence[str]) -> None:
         """Keep only the vectors of ``remaining`` entries (called after a forget)."""
@@ -155,6 +163,7 @@ class EntryRecall:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._queries.shutdown(wait=False, cancel_futures=True)
 
     def _query_vector(self, emb: Any, query: str, budget: float | None) -> Any:
         """The query's vector, waiting at most ``budget`` seconds (None: the embedder's own
@@ -163,9 +172,11 @@ class EntryRecall:
         cached = self.cache.get(emb.model_id, query[:_QUERY_CHARS])
         if cached is not None:
             return cached
-        if budget is not None and emb.model_id not in self._loaded:
+        if budget is not None and not (emb.model_id in self._loaded
+                                       or getattr(emb, "loaded", True)):
+            getattr(emb, "load_when_paused", lambda: None)()
             return None  # the model is not loaded yet: loading takes seconds, not this turn's
-        future = self._pool.submit(self._embed_query, emb, query[:_QUERY_CHARS])
+        future = self._queries.submit(self._embed_query, emb, query[:_QUERY_CHARS])
         wait = budget if budget is not None else float(getattr(emb, "timeout", 10.0))
         try:
             return future.result(timeout=wait)
@@ -175,15 +186,16 @@ class EntryRecall:
             return None
 
     def prepare_query(self, query: str) -> None:
-        """Compute ``query``'s vector on the provider's thread (returns at once)."""
+        """Compute ``query``'s vector on the provider's thread, as background work (once turns
+        pause; returns at once)."""
         emb = self.embedder()
         text = query[:_QUERY_CHARS]
         if emb is not None and self.cache.get(emb.model_id, text) is None:
-            self._pool.submit(self._embed_query, emb, text)
+            self._pool.submit(self._embed_query, emb, text, True)
 
-    def _embed_query(self, emb: Any, text: str) -> Any:
+    def _embed_query(self, emb: Any, text: str, background: bool = False) -> Any:
         try:
-            vec = emb.embed([text])[0]
+            vec = (emb.embed([text], background=True) if background else emb.embed([text]))[0]
         except Exception as exc:
             self.problem = str(exc)
             return None

@@ -142,6 +142,8 @@ class SessionArchiveProvider(MemoryProvider):
         self._tool = make_tool(lambda: self.archive, self._search_settings)
         self._semantic: Semantic | None = None
         self._semantic_lock = threading.Lock()
+        self._semantic_later: threading.Thread | None = None
+        self._closing = threading.Event()
         self._indexer: Any = None
         #: the derivation lane (session_archive.derive), or None when off
         self.deriver: Any = self._start_deriver() if config.derive else None
@@ -162,19 +164,48 @@ class SessionArchiveProvider(MemoryProvider):
                 "session_archive.derive: false") from exc
         c = self.settings
         return Deriver(lambda: self.archive, client, self.context.run_later,
-                       embedder=lambda: self.semantic().embedder, timeout=c.derive_timeout,
-                       max_tokens=c.derive_max_tokens, context_facts=c.derive_context_facts)
+                       embedder=lambda: self.semantic(block=True).embedder,
+                       timeout=c.derive_timeout, max_tokens=c.derive_max_tokens,
+                       context_facts=c.derive_context_facts)
 
-    def semantic(self) -> Semantic:
+    def semantic(self, *, block: bool = False) -> Semantic:
         """Semantic search's parts, set up on first use: the kernel's embedder (``None`` when
         ``embeddings.embedder`` is ``none`` or nothing is installed), the vector index and the
-        background indexer. Never raises: what is missing becomes ``Semantic.problem``."""
+        background indexer. Never raises: what is missing becomes ``Semantic.problem``.
+
+        While a turn is in flight the set-up (numpy, the embedder, the indexer: a few hundred
+        milliseconds) is not done on the caller's thread (unless ``block``: background work): it
+        starts on a thread of its own once turns pause, and meanwhile the answer is a
+        ``Semantic`` without parts saying so (the search goes on by words)."""
         if self._semantic is not None:
             return self._semantic
+        from hermes_core.embeddings import turns_running
+
+        if not block and turns_running():
+            return self._set_up_later()
         with self._semantic_lock:
             if self._semantic is None:
                 self._semantic = self._start_semantic()
         return self._semantic
+
+    def _set_up_later(self) -> Semantic:
+        from .tool import Semantic
+
+        with self._semantic_lock:
+            if self._semantic_later is None and not self._closing.is_set():
+                self._semantic_later = threading.Thread(
+                    target=self._set_up_when_paused, daemon=True, name="archive-semantic-start")
+                self._semantic_later.start()
+        return Semantic(problem="semantic search is starting (it loads once turns pause); "
+                                "word search meanwhile")
+
+    def _set_up_when_paused(self) -> None:
+        from hermes_core.embeddings import wait_until_paused
+
+        if wait_until_paused(self._closing):
+            with self._semantic_lock:
+                if self._semantic is None and not self._closing.is_set():
+                    self._semantic = self._start_semantic()
 
     def _start_semantic(self) -> Semantic:
         from .tool import Semantic
@@ -205,6 +236,10 @@ class SessionArchiveProvider(MemoryProvider):
         return Semantic(embedder=embedder, index=index)
 
     def _warm(self, index: Any, dimension: int) -> None:
+        from hermes_core.embeddings import wait_until_paused
+
+        if not wait_until_paused(self._closing):  # a search meanwhile reads what it needs
+            return
         try:
             index.refresh(dimension)
         except Exception as exc:  # a closed archive at shutdown: the next search retries
@@ -255,7 +290,7 @@ class SessionArchiveProvider(MemoryProvider):
         idle with nothing pending) and the vector index has read them; False when that did not
         happen within ``timeout`` seconds (``hermes-core eval`` calls this after ingest). True at
         once when semantic search is off."""
-        sem = self.semantic()
+        sem = self.semantic(block=True)
         if self._indexer is None or sem.index is None:
             return True
         done = bool(self._indexer.wait_done(timeout))
@@ -368,6 +403,7 @@ class SessionArchiveProvider(MemoryProvider):
 
     @hookimpl
     def shutdown(self) -> None:
+        self._closing.set()
         if self.deriver is not None:
             self.deriver.close()
         if self._indexer is not None:

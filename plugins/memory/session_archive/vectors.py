@@ -20,8 +20,10 @@ of their stored float16 vectors.
 
 The indexer is a daemon thread per archive, woken when messages are appended; it embeds in
 batches through the guarded embedder and never holds a turn (the append path only sets an event),
-nor shares the CPU with one: the embedder's background lane runs each batch in small slices, each
-once turns have paused (hermes_core.embeddings.turn_in_flight). A failing embedder pauses it;
+nor shares the CPU with one: a batch starts only while no turn is in flight, and the embedder's
+background lane runs it in small slices, each once turns have paused
+(hermes_core.embeddings.turn_in_flight); without a pause, nothing is embedded (search finds the
+newest messages by words until then). A failing embedder pauses it;
 nothing is lost, the cursor stays where it was. ``storage migrate`` copies the vectors
 (migrate.py), so the target has nothing to embed.
 """
@@ -38,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from hermes_core.embeddings import EmbeddingError, GuardedEmbedder
+from hermes_core.embeddings import EmbeddingError, GuardedEmbedder, wait_until_paused
 
 from .store import SessionArchive
 from .vector_store import BUSY, VectorStore, vector_store
@@ -260,6 +262,10 @@ class VectorIndexer:
                 if not self.embedder.ready():
                     self._stop.wait(5)
                     continue
+                # a batch starts only while no turn runs (its transaction on PostgreSQL is not
+                # held open while turns run); each slice of its embedding waits again
+                if not wait_until_paused(self._stop):
+                    break
                 try:
                     if state(self.archive, self.embedder, count=False).problem:
                         break  # another model's vectors: reindex is required, say so on search

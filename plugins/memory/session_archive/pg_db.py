@@ -35,7 +35,8 @@ _MAX2 = re.compile(r"\bmax\((\w+), ")
 # DISTINCT with an ORDER BY on another column (the title lookup): newest use of each chain
 _DISTINCT_CHAIN = re.compile(r"SELECT DISTINCT chain FROM sessions WHERE (.*) ORDER BY updated_at "
                              r"DESC", re.S)
-_RETURNING = {"INSERT INTO sessions": " RETURNING num", "INSERT INTO messages": " RETURNING id"}
+_RETURNING = {"INSERT INTO sessions": " RETURNING num", "INSERT INTO messages": " RETURNING id",
+              "INSERT INTO facts(": " RETURNING id"}
 
 
 @functools.lru_cache(maxsize=512)

@@ -213,8 +213,7 @@ class Spans:
             "LIMIT ?", (span_id, start, count))
         out = []
         for seq, role, content, calls, call_id, tool_name, ts in rows:
-            tool_calls = [ToolCall(id=c["id"], name=c["name"], arguments=c.get("arguments") or {})
-                          for c in json.loads(self.db.text_out(calls) if calls else "[]")]
+            tool_calls = _tool_calls(self.db.text_out(calls) if calls else None)
             message = Message(role=role, content=self.db.text_out(content), tool_calls=tool_calls,
                               tool_call_id=call_id, tool_name=tool_name,
                               timestamp=ts if ts is not None else 0.0)
@@ -320,12 +319,12 @@ class SpanStore(Spans):
     def _unindex(self, con: Any, rows: list[tuple[int, str, str | None]]) -> None:
         # a contentless index forgets a row only when given back exactly the text it indexed
         for rowid, content, calls in rows:
-            text = content
-            parsed = json.loads(calls) if calls else []
-            if parsed:
-                text += " " + " ".join(
-                    f"{c['name']} "
-                    f"{json.dumps(c.get('arguments') or {}, ensure_ascii=False, default=str)}"
-                    for c in parsed)
             con.execute("INSERT INTO span_fts(span_fts, rowid, text) VALUES ('delete', ?, ?)",
-                        (rowid, text))
+                        (rowid, indexed_text(Message("user", content,
+                                                     tool_calls=_tool_calls(calls)))))
+
+
+def _tool_calls(calls: str | None) -> list[ToolCall]:
+    """The tool calls of a stored message (its ``tool_calls`` JSON)."""
+    return [ToolCall(id=c["id"], name=c["name"], arguments=c.get("arguments") or {})
+            for c in json.loads(calls or "[]")]

@@ -274,11 +274,10 @@ def save_turn(archive: SessionArchive, turn: Turn, through: int, facts: list[New
                 continue  # a source was deleted meanwhile: what it said is forgotten
             cur = con.execute(
                 "INSERT INTO facts(session, user_id, kind, topic, text, valid_from, created_at, "
-                "model, vec) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                "model, vec) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (turn.session_num, turn.user_id, fact.kind, fact.topic, fact.text,
                  fact.valid_from, now, model, fact.vec))
-            # the PostgreSQL connection reads a RETURNING id into lastrowid itself
-            fid = cur.lastrowid if archive.backend == "postgresql" else cur.fetchone()[0]
+            fid = cur.lastrowid  # on PostgreSQL, from the RETURNING id pg_db.to_pg adds
             con.executemany("INSERT INTO fact_sources(fact, message) VALUES (?, ?)",
                             [(fid, mid) for mid in sorted(set(fact.sources))])
             for old in fact.supersedes:

@@ -10,16 +10,14 @@ run on both backends. Inserts get ``RETURNING`` so ``lastrowid`` works as with s
 from __future__ import annotations
 
 import functools
-import logging
 import re
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from hermes_core.storage import StorageURL, redact_url
-from hermes_core.storage.component import run_on
-from hermes_core.storage.migrations import migrate
-from hermes_core.storage.pool import connect_error, get_pool, import_psycopg
+from hermes_core.storage.component import open_component, run_on
+from hermes_core.storage.pool import connect_error, import_psycopg
 from hermes_core.storage.text import decode_text, encode_text
 
 from .errors import ArchiveError
@@ -27,7 +25,6 @@ from .pg_schema import COMPONENT, MIGRATIONS
 
 __all__ = ["PgDatabase", "to_pg"]
 
-log = logging.getLogger("hermes_core.plugins.session_archive")
 T = TypeVar("T")
 
 _NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
@@ -38,7 +35,8 @@ _MAX2 = re.compile(r"\bmax\((\w+), ")
 # DISTINCT with an ORDER BY on another column (the title lookup): newest use of each chain
 _DISTINCT_CHAIN = re.compile(r"SELECT DISTINCT chain FROM sessions WHERE (.*) ORDER BY updated_at "
                              r"DESC", re.S)
-_RETURNING = {"INSERT INTO sessions": " RETURNING num", "INSERT INTO messages": " RETURNING id"}
+_RETURNING = {"INSERT INTO sessions": " RETURNING num", "INSERT INTO messages": " RETURNING id",
+              "INSERT INTO facts(": " RETURNING id"}
 
 
 @functools.lru_cache(maxsize=512)
@@ -141,14 +139,7 @@ class PgDatabase:
         self.path = url.redacted
         self.lock = threading.RLock()
         self.psycopg = import_psycopg()
-        self.pool = get_pool(url)
-        with self._connection() as con:
-            applied = migrate(con, url, COMPONENT, MIGRATIONS)
-        if applied:
-            log.info("session archive schema in %s migrated to version %d", self.path, applied[-1])
-
-    def _connection(self) -> Any:
-        return self.pool.connection()
+        self.pool = open_component(url, COMPONENT, MIGRATIONS)
 
     def _translate(self, exc: Exception) -> Exception:
         psycopg = self.psycopg

@@ -17,7 +17,7 @@ from hermes_core.types import Message, Session
 
 from .errors import ArchiveWriteError, MessageNotStored
 from .pg_db import PgDatabase
-from .records import StoredMessage, encode_message
+from .records import encode_message
 from .store import _INSERT_MESSAGE, _USAGE_UPDATE, SessionArchive
 
 __all__ = ["PgSessionArchive"]
@@ -42,6 +42,7 @@ class PgSessionArchive(SessionArchive):
     """The session archive in one PostgreSQL database."""
 
     backend = "postgresql"
+    _all_rows = None
 
     def __init__(self, url: StorageURL) -> None:
         self.url = url
@@ -107,15 +108,3 @@ class PgSessionArchive(SessionArchive):
             return ids
 
         return self._write(tx)
-
-    def messages(
-        self, session_id: str, *, limit: int | None = None, offset: int = 0
-    ) -> list[StoredMessage]:
-        if not self.has_session(session_id):
-            raise self._missing(session_id)
-        rows = self.db.read(
-            f"SELECT {StoredMessage.COLUMNS} FROM messages AS m JOIN sessions AS s "
-            "ON s.num = m.session WHERE s.id = :sid ORDER BY m.id LIMIT :limit OFFSET :offset",
-            {"sid": session_id, "limit": limit, "offset": offset},
-        )
-        return [StoredMessage.from_row(r) for r in rows]

@@ -74,6 +74,8 @@ class SessionArchive(Listings):
 
     #: which database holds it ("postgresql": :class:`.pg_store.PgSessionArchive`)
     backend: str = "sqlite"
+    #: ``LIMIT`` for "every row" (SQLite: -1; PostgreSQL: NULL)
+    _all_rows: int | None = -1
 
     def __init__(
         self,
@@ -483,7 +485,7 @@ class SessionArchive(Listings):
         rows = self.db.read(
             f"SELECT {StoredMessage.COLUMNS} FROM messages AS m JOIN sessions AS s "
             "ON s.num = m.session WHERE s.id = ? ORDER BY m.id LIMIT ? OFFSET ?",
-            (session_id, -1 if limit is None else limit, offset),
+            (session_id, self._all_rows if limit is None else limit, offset),
         )
         return [StoredMessage.from_row(r) for r in rows]
 

@@ -19,7 +19,6 @@ was in the folder).
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -27,7 +26,7 @@ from hermes_core.storage import StorageURL
 from hermes_core.storage.dialect import PgDatabase
 from hermes_core.storage.migrations import PgMigration
 
-from .library import Row, Skill, SkillError, SkillLibrary
+from .library import Row, SkillError, SkillLibrary
 
 __all__ = ["COMPONENT", "MIGRATIONS", "PgSkillLibrary", "forget_lock_id"]
 
@@ -50,12 +49,9 @@ class PgSkillLibrary(SkillLibrary):
     """The skills of one database (shared by every user and node)."""
 
     def __init__(self, url: StorageURL, *, max_chars: int = 20_000) -> None:
-        self.url = url
-        self.max_chars = max_chars
         # no folder: ``directory`` is a name that exists nowhere; messages use ``location``
-        self.directory = Path("(database)")
-        self._cache: dict[str, tuple[object, Skill]] = {}
-        self._cache_lock = threading.Lock()
+        super().__init__(Path("(database)"), max_chars=max_chars)
+        self.url = url
         self.db = PgDatabase(url, COMPONENT, MIGRATIONS, error=SkillError,
                              what="the skills table")
 

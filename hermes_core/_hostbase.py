@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
-from . import hookspecs
-from ._markers import PROJECT_NAME
+from ._markers import create_plugin_manager
 from .errors import UnknownNameError
 from .hooks import ENGINE, MEMORY, MODULE, PLATFORM, Hooks
 from .kinds import PluginContext
@@ -38,13 +37,6 @@ log = logging.getLogger("hermes_core")
 
 #: seconds a read of the erasure generation is reused (one turn's dispatcher and prefetch)
 _ERASURES_FRESH = 0.005
-
-
-def create_plugin_manager() -> pluggy.PluginManager:
-    """A new PluginManager with every hermes-core hookspec added and nothing registered."""
-    pm = pluggy.PluginManager(PROJECT_NAME)
-    pm.add_hookspecs(hookspecs)
-    return pm
 
 
 class HostBase:

@@ -13,6 +13,7 @@ from typing import Any
 import pluggy
 
 from ._checks import check_hooks
+from ._command_table import file_command
 from ._hostbase import HostBase
 from .deprecations import old_forms
 from .errors import PluginError, PluginLoadError, RegistryError
@@ -20,14 +21,7 @@ from .hooks import MODULE, HookOutcome
 from .loader import Candidate, ImportFailure, PluginRecord, import_candidate, is_blocked, strict_mode
 from .registry import KINDS
 
-__all__ = ["COMMAND_GROUPS", "RESERVED_COMMANDS", "Loading"]
-
-#: the kernel's own sub-commands, which no plugin may register
-RESERVED_COMMANDS = frozenset({"chat", "config", "context", "doctor", "forget", "import", "plugins",
-                               "replay", "serve", "setup", "storage"})
-#: the kernel's command groups plugins add sub-commands to: ``register(command, group="import")``
-#: makes ``hermes-core import NAME``
-COMMAND_GROUPS = frozenset({"import"})
+__all__ = ["Loading"]
 
 log = logging.getLogger("hermes_core")
 
@@ -155,30 +149,8 @@ class Loading(HostBase):
     def _collect_commands(self, record: PluginRecord) -> None:
         """File the click commands a plugin offers through ``register_commands``."""
         def register(command: Any, *, group: str | None = None) -> None:
-            import click
-
-            if not isinstance(command, click.Command) or not command.name:
-                raise RegistryError(
-                    f"plugin {record.name!r}: register_commands got {command!r}; register a "
-                    "click.Command or click.Group that has a name")
-            name = command.name
-            if group is not None and group not in COMMAND_GROUPS:
-                raise RegistryError(
-                    f"plugin {record.name!r} registers {name!r} under {group!r}, which is not "
-                    f"a kernel command group (those are: {', '.join(sorted(COMMAND_GROUPS))})")
-            if group is None and name in RESERVED_COMMANDS:
-                raise RegistryError(
-                    f"plugin {record.name!r} registers the command {name!r}, which is the "
-                    "kernel's own; rename the plugin's command")
-            table = self.commands if group is None else self.subcommands.setdefault(group, {})
-            spelled = name if group is None else f"{group} {name}"
-            owner = table.get(name)
-            if owner is not None:
-                raise RegistryError(
-                    f"command {spelled!r} is registered by both {owner[1]!r} and "
-                    f"{record.name!r}; {owner[1]!r} keeps it. Disable one of them or rename one "
-                    "command")
-            table[name] = (command, record.name)
+            spelled = file_command(record.name, command, group=group, commands=self.commands,
+                                   subcommands=self.subcommands)
             record.registers.append(f"command:{spelled}")
 
         hook = self.hooks.register_commands

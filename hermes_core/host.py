@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ._activation import Activation
+from ._command_table import COMMAND_GROUPS, RESERVED_COMMANDS
 from ._hostbase import create_plugin_manager
-from ._loading import COMMAND_GROUPS, RESERVED_COMMANDS, Loading
+from ._loading import Loading
 from .errors import ConfigError, RegistryError
 from .hooks import ENGINE, PLATFORM, HookOutcome
 from .loader import PluginRecord, allowed_names, blocked_names, discover

@@ -199,6 +199,38 @@ def test_help_version_disable_import_no_plugin(args, home, tmp_path):
         assert "pydantic" not in modules and "hermes_core.host" not in modules
 
 
+def test_a_builtin_plugin_command_loads_only_its_plugin_while_the_index_is_current(home, tmp_path):
+    folder = home / "plugins" / "lazyplug"
+    folder.mkdir(parents=True)
+    marker = tmp_path / "imported"
+    (folder / "__init__.py").write_text(f"import pathlib; pathlib.Path({str(marker)!r}).touch()\n")
+    _imports_after(["--help"], home)  # the index, current, names session_archive for 'sessions'
+    modules = _imports_after(["sessions", "--help"], home)
+    assert not marker.exists()
+    assert "hermes_core.plugins.memory.session_archive" in modules
+    others = {m for m in modules if m.startswith("hermes_core.plugins.")
+              and not m.startswith("hermes_core.plugins.memory.session_archive")}
+    assert others <= {"hermes_core.plugins", "hermes_core.plugins.memory"}, sorted(others)
+    assert "hermes_core.host" not in modules and "pydantic" not in modules  # no host, no config
+    # A stale index (the directory plugin changed since): every plugin is loaded, as before.
+    (folder / "__init__.py").write_text(f"import pathlib; pathlib.Path({str(marker)!r}).touch()\n"
+                                        "# changed\n")
+    os.utime(folder / "__init__.py", ns=(1, 1))
+    modules = _imports_after(["sessions", "--help"], home)
+    assert marker.exists()
+    assert "hermes_core.plugins.eval" in modules
+    marker.unlink()
+    # Current again (the full load rewrote it), but the config's allow-list leaves the plugin out:
+    # the full load says why the command is missing.
+    (home / "config.yaml").write_text("plugins:\n  enabled_only: [file_memory]\n")
+    _imports_after(["--help"], home)
+    code = ("import sys\nfrom hermes_core.cli import main\nmain(sys.argv[1:])\n")
+    env = {**os.environ, "HERMES_CORE_HOME": str(home)}
+    done = subprocess.run([sys.executable, "-c", code, "sessions", "--help"], capture_output=True,
+                          text=True, env=env)
+    assert done.returncode != 0 and "session_archive" in done.stderr, done.stderr
+
+
 def test_debug_shows_traceback(home):
     (home / "config.yaml").write_text("llm: [\n")
     plain = subprocess.run([sys.executable, "-m", "hermes_core", "config", "show"],

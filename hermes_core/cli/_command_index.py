@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..host import PluginHost
 
-__all__ = ["CommandEntry", "index_key", "read_index", "remember_commands", "short_help",
-           "write_index"]
+__all__ = ["CommandEntry", "index_key", "raw_plugins_section", "read_index", "remember_commands",
+           "short_help", "write_index"]
 
 log = logging.getLogger("hermes_core.cli")
 
@@ -61,16 +61,27 @@ def index_key() -> tuple[str, list[Any]]:
 def _disabled_in_config() -> list[str]:
     """``plugins.disabled`` read straight from the YAML (the validated config needs pydantic, which
     --help must not import); a broken file counts as none disabled, and its command says why."""
+    disabled = (raw_plugins_section() or {}).get("disabled") or []
+    return [str(name) for name in disabled] if isinstance(disabled, list) else []
+
+
+def raw_plugins_section() -> dict[str, Any] | None:
+    """The ``plugins`` section of config.yaml as written, unvalidated ({} when there is none);
+    None when the file cannot be read or parsed, or the section is not a mapping."""
     import yaml
 
     from ..paths import config_path
 
     try:
         raw = yaml.safe_load(config_path().read_text(encoding="utf-8")) or {}
-        disabled = (raw.get("plugins") or {}).get("disabled") or []
-    except (OSError, ValueError, AttributeError, yaml.YAMLError):
-        return []
-    return [str(name) for name in disabled] if isinstance(disabled, list) else []
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError, yaml.YAMLError):
+        return None
+    section = raw.get("plugins") if isinstance(raw, dict) else None
+    if section is None:
+        return {} if isinstance(raw, dict) else None
+    return section if isinstance(section, dict) else None
 
 
 def _cache_file() -> Path:

@@ -97,7 +97,7 @@ def _builtin_command(name: str, plugin: str) -> click.Command | None:
     )
 
     module = BUILTIN_PLUGINS.get(plugin)
-    settings = raw_plugins_section()
+    settings = None if module is None else raw_plugins_section()
     if module is None or settings is None:
         return None
     disabled, enabled_only = settings.get("disabled") or [], settings.get("enabled_only")

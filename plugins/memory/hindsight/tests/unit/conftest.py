@@ -143,16 +143,24 @@ def fake() -> FakeHindsight:
 
 
 def build_provider(home: Path, fake: FakeHindsight, config: str = "") -> HindsightMemory:
-    """A provider built as the kernel builds it, talking to ``fake`` through MockTransport."""
-    instance = make_instance(HindsightMemory, "memory-provider", home,
-                             config=config or "hindsight:\n  bank: unit\n")
+    """A provider built as the kernel builds it, talking to ``fake`` through MockTransport.
+
+    The stand-in transport is in place while the provider is built: a provider that finds a
+    spool left by an earlier one starts sending it from its constructor, and that send must reach
+    ``fake`` (swapping the client afterwards raced it: the send could go to the configured URL)."""
+    from hermes_core_hindsight import provider as provider_module
+
+    def client_of_fake(*args: Any, **kwargs: Any) -> HindsightClient:
+        return HindsightClient(*args, transport=httpx.MockTransport(fake), **kwargs)
+
+    saved = provider_module.HindsightClient
+    provider_module.HindsightClient = client_of_fake  # type: ignore[assignment,misc]
+    try:
+        instance = make_instance(HindsightMemory, "memory-provider", home,
+                                 config=config or "hindsight:\n  bank: unit\n")
+    finally:
+        provider_module.HindsightClient = saved  # type: ignore[misc]
     assert isinstance(instance, HindsightMemory)
-    # Swap the real transport for the stand-in; everything above the transport is the real code.
-    cfg = instance.config
-    instance.client.close()
-    instance.client = HindsightClient(cfg.base_url, api_key=cfg.bearer(),
-                                      connect_timeout=cfg.connect_timeout,
-                                      timeout=cfg.recall_timeout, transport=httpx.MockTransport(fake))
     return instance
 
 

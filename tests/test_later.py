@@ -87,8 +87,11 @@ def test_a_call_queued_behind_a_pending_one_on_the_same_lanes_costs_no_more_hand
     seen: list[tuple[str, str, str]] = []
     names = [f"p{i}" for i in range(10)]
     # pluggy calls the last registered first: its gate holds the runner until both are queued
+    # deadlines far above the gate's hold: a part held past its deadline is rightly taken off the
+    # runner (its lane gets a thread of its own), which a loaded machine must not trigger here
     host = make_host(home, providers=[_provider(n, seen, release if n == "p9" else None)
-                                      for n in names])
+                                      for n in names],
+                     config_text="hooks:\n  timeouts: {sync_turn: 120, queue_prefetch: 120}\n")
     runners = host.hooks.engine.lanes.runners
     backlog = Backlog("c", drain_timeout=5)
     before, threads = runners.submitted, {t.ident for t in threading.enumerate()}

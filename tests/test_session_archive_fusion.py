@@ -344,3 +344,11 @@ def test_session_search_shows_the_later_statement_beside_the_earlier_one(tmp_pat
         assert all("newer" not in r for r in past["results"])
     finally:
         archive.close()
+
+
+def test_the_old_name_of_the_ranking_policy_warns_and_still_works():
+    from hermes_core.plugins.memory.session_archive import hybrid
+
+    with pytest.warns(DeprecationWarning, match="renamed Policy"):
+        old = hybrid.Weights
+    assert old is Policy

@@ -138,6 +138,17 @@ class Policy:
     topic_messages: int = 4
 
 
+def __getattr__(name: str) -> Any:
+    # the archive's ranking policy was called Weights until 0.2; the old name works for a release
+    if name != "Weights":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import warnings
+
+    warnings.warn("session_archive.hybrid.Weights is renamed Policy (the archive's ranking "
+                  "policy); import Policy instead", DeprecationWarning, stacklevel=2)
+    return Policy
+
+
 @dataclass
 class HybridResult:
     found: list[Candidate]

@@ -3,6 +3,8 @@ session's units, whatever text it shares with others; text decides only for item
 
 from __future__ import annotations
 
+import pytest
+
 from hermes_core.plugins.eval.datasets import parse_dataset
 from hermes_core.plugins.eval.metrics import covered_units, evidence_for, score_ranking, score_stack
 from hermes_core.plugins.eval.retrieve import Item
@@ -56,3 +58,11 @@ def test_units_found_by_text_are_counted_as_such():
     assert (stack["recall@1"], stack["by_text"]) == (1.0, [])
     stack = score_stack([[prefetch_line], [Item("", session_id="zz")]], evidence, session_map, [1])
     assert (stack["recall@1"], stack["by_text"]) == (1.0, ["D3:1"])
+
+
+def test_the_eval_librarys_old_home_warns_and_still_resolves():
+    import hermes_core.eval as old
+    from hermes_core.plugins.eval.run import run_eval
+
+    with pytest.warns(DeprecationWarning, match="moved to hermes_core.plugins.eval.run.run_eval"):
+        assert old.run_eval is run_eval

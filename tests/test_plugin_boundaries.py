@@ -40,6 +40,7 @@ ALLOWED = {
     ("bearer.py", "mcp"),  # the home's token keeps its public names: mcp-token, 'mcp token'
     ("_config_sections.py", "anthropic"),  # the default llm.client
     ("llm.py", "anthropic"),  # hermes_core.llm.AnthropicLLM: the old name, a deprecation alias
+    ("eval/__init__.py", "*"),  # the eval library's old home: a deprecation alias for one release
     ("threats.py", "anthropic"),  # a vendor's name in a pattern of risky shell commands
     ("threats.py", "openai"),  # the same pattern names OPENAI_API_KEY-style variables
     ("testing/context_model.py", "anthropic"),  # the Messages API's own header, anthropic-beta

@@ -81,7 +81,7 @@ from hermes_core.embeddings import EmbeddingError, GuardedEmbedder
 from .errors import ExclusionOnlyQuery, QueryError
 from .query import SearchPlan, negated_expr
 from .records import Candidate
-from .search import plan_query, run_plan
+from .search import allowed_ids, matching_ids, plan_query, run_plan
 from .store import SessionArchive
 from .vector_index import VectorIndex
 from .vectors import (
@@ -297,53 +297,6 @@ def _allowed_near(archive: SessionArchive, near: list[tuple[int, float]], words:
         out = matching_ids(archive, negated, [i for i, _ in near if i not in lexical_ids])
         near = [(i, s) for i, s in near if i not in out]
     return near
-
-
-def allowed_ids(archive: SessionArchive, ids: list[int], *, roles: tuple[str, ...] | None,
-                user: str | None) -> set[int]:
-    """The ids among ``ids`` whose role is in ``roles`` (when given) and whose session belongs to
-    ``user`` (when given; ``""``: sessions without a user key): one query per 900 ids."""
-    where: list[str] = []
-    extra: list[str] = []
-    if roles:
-        where.append(f"m.role IN ({','.join('?' * len(roles))})")
-        extra.extend(roles)
-    if user is not None:
-        where.append("coalesce(s.user_id, '') = ?")
-        extra.append(user)
-    out: set[int] = set()
-    for i in range(0, len(ids), 900):
-        part = ids[i:i + 900]
-        out |= {r[0] for r in archive.db.read(
-            "SELECT m.id FROM messages AS m JOIN sessions AS s ON s.num = m.session WHERE m.id IN "
-            f"({','.join('?' * len(part))}) AND {' AND '.join(where or ['1 = 1'])}",
-            (*part, *extra))}
-    return out
-
-
-def matching_ids(archive: SessionArchive, expression: str, ids: list[int]) -> set[int]:
-    """The ids among ``ids`` whose message matches the FTS5 ``expression`` (query.py's form),
-    on either backend: one query per 900 ids."""
-    out: set[int] = set()
-    if archive.backend == "postgresql":
-        from .pg_search import tsquery_text
-
-        sql = ("SELECT id FROM messages WHERE id IN ({marks}) AND "
-               "coalesce(ts_match_vq(tsv, to_tsquery('english', :expr)), false)")
-        expr = tsquery_text(expression)
-        if not expr:
-            return out
-    else:
-        sql = ("SELECT rowid FROM messages_fts WHERE messages_fts MATCH :expr AND rowid IN "
-               "({marks})")
-        expr = expression
-    for start in range(0, len(ids), 900):
-        part = ids[start:start + 900]
-        params: dict[str, Any] = {f"i{k}": v for k, v in enumerate(part)}
-        params["expr"] = expr
-        marks = ", ".join(f":i{k}" for k in range(len(part)))
-        out |= {int(r[0]) for r in archive.db.read(sql.format(marks=marks), params)}
-    return out
 
 
 #: threads kept for the vector halves of queries running at once (more queue: each half is

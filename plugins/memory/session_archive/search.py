@@ -34,10 +34,12 @@ __all__ = [
     "Candidate",
     "Hit",
     "SearchResult",
+    "allowed_ids",
     "attach_chains",
     "candidates",
     "full_content",
     "make_snippet",
+    "matching_ids",
     "plan_query",
     "search_messages",
 ]
@@ -442,3 +444,50 @@ def search_messages(
         query=query, hits=hits_for(archive, found[:limit], plan, context=context),
         matched=matched,
     )
+
+
+def allowed_ids(archive: SessionArchive, ids: list[int], *, roles: tuple[str, ...] | None,
+                user: str | None) -> set[int]:
+    """The ids among ``ids`` whose role is in ``roles`` (when given) and whose session belongs to
+    ``user`` (when given; ``""``: sessions without a user key): one query per 900 ids."""
+    where: list[str] = []
+    extra: list[str] = []
+    if roles:
+        where.append(f"m.role IN ({','.join('?' * len(roles))})")
+        extra.extend(roles)
+    if user is not None:
+        where.append("coalesce(s.user_id, '') = ?")
+        extra.append(user)
+    out: set[int] = set()
+    for i in range(0, len(ids), 900):
+        part = ids[i:i + 900]
+        out |= {r[0] for r in archive.db.read(
+            "SELECT m.id FROM messages AS m JOIN sessions AS s ON s.num = m.session WHERE m.id IN "
+            f"({','.join('?' * len(part))}) AND {' AND '.join(where or ['1 = 1'])}",
+            (*part, *extra))}
+    return out
+
+
+def matching_ids(archive: SessionArchive, expression: str, ids: list[int]) -> set[int]:
+    """The ids among ``ids`` whose message matches the FTS5 ``expression`` (query.py's form),
+    on either backend: one query per 900 ids."""
+    out: set[int] = set()
+    if archive.backend == "postgresql":
+        from .pg_search import tsquery_text
+
+        sql = ("SELECT id FROM messages WHERE id IN ({marks}) AND "
+               "coalesce(ts_match_vq(tsv, to_tsquery('english', :expr)), false)")
+        expr = tsquery_text(expression)
+        if not expr:
+            return out
+    else:
+        sql = ("SELECT rowid FROM messages_fts WHERE messages_fts MATCH :expr AND rowid IN "
+               "({marks})")
+        expr = expression
+    for start in range(0, len(ids), 900):
+        part = ids[start:start + 900]
+        params: dict[str, Any] = {f"i{k}": v for k, v in enumerate(part)}
+        params["expr"] = expr
+        marks = ", ".join(f":i{k}" for k in range(len(part)))
+        out |= {int(r[0]) for r in archive.db.read(sql.format(marks=marks), params)}
+    return out

@@ -122,7 +122,7 @@ def similarities(query: Sequence[float], vectors: Sequence[Sequence[float]]) -> 
 
     Inputs need not be normalised: both sides are scaled to length 1 first.
     """
-    if not vectors:
+    if len(vectors) == 0:
         return []
     try:
         import numpy as np
@@ -130,8 +130,12 @@ def similarities(query: Sequence[float], vectors: Sequence[Sequence[float]]) -> 
         q = normalise(query)
         return [sum(a * b for a, b in zip(q, normalise(v), strict=True)) for v in vectors]
     qv = np.asarray(query, dtype=np.float32)
-    m = (np.stack(vectors).astype(np.float32, copy=False)  # type: ignore[arg-type]
-         if isinstance(vectors[0], np.ndarray) else np.asarray(vectors, dtype=np.float32))
+    if isinstance(vectors, np.ndarray):  # a matrix already (hermes_core.storage.vectors.decode)
+        m = vectors.astype(np.float32, copy=False)
+    elif isinstance(vectors[0], np.ndarray):
+        m = np.stack(vectors).astype(np.float32, copy=False)  # type: ignore[arg-type]
+    else:
+        m = np.asarray(vectors, dtype=np.float32)
     if m.ndim != 2 or m.shape[1] != qv.shape[0]:
         raise ValueError(f"vectors of {m.shape[-1]} dimensions compared with a query of "
                          f"{qv.shape[0]}")

@@ -161,8 +161,45 @@ def test_vectors_sit_beside_the_text_one_per_message(tmp_path: Path) -> None:
     rows = vector_rows(engine)
     assert {r[0] for r in rows} == message_ids(engine) and len(rows) == len(message_ids(engine))
     assert {r[1] for r in rows} == {"synonyms-v1"}
-    assert {r[2] for r in rows} <= {0, 12 * 4}
+    assert {r[2] for r in rows} <= {0, 12 * 2}  # float16: 2 bytes per dimension
     assert engine.vectors().pending() == 0
+
+
+def rewrite_vectors(engine: LosslessEngine, fn: Any) -> None:
+    """Replace every stored vector ``blob`` with ``fn(blob)``, in the backend itself."""
+    if isinstance(engine.store, SpanStore):
+        db = sqlite3.connect(engine.store.path)
+        try:
+            for mid, blob in db.execute("SELECT message_id, vec FROM span_vectors").fetchall():
+                db.execute("UPDATE span_vectors SET vec = ? WHERE message_id = ?", (fn(blob), mid))
+            db.commit()
+        finally:
+            db.close()
+        return
+    store = engine.store
+    for mid, blob in store._fetch("SELECT message_id, vec FROM lossless_span_vectors", ()):
+        store.db.execute("UPDATE lossless_span_vectors SET vec = ? WHERE message_id = ?",
+                         (fn(bytes(blob)), mid))
+
+
+def test_an_earlier_releases_float32_vectors_are_read_as_they_are(tmp_path: Path) -> None:
+    import numpy as np
+
+    engine = compacted(tmp_path, Synonyms())
+    before = search(engine, "which animal lives with us?")
+    # what 0.1 wrote: float32, 4 bytes per dimension, the same model id
+    rewrite_vectors(engine, lambda b: np.frombuffer(b, dtype="<f2").astype("<f4").tobytes()
+                    if b else b)
+    assert {r[2] for r in vector_rows(engine)} <= {0, 12 * 4}
+    after = search(engine, "which animal lives with us?")
+    assert after["note"] is None and engine.vectors().pending() == 0  # nothing to redo
+    assert [(h["span_id"], h["seq"], h["found_by"]) for h in after["hits"]] == [
+        (h["span_id"], h["seq"], h["found_by"]) for h in before["hits"]]
+    assert texts(engine, after)[0] == PLANTED[0].content
+    # a row of any other size (damaged) is left out of the meaning side, never an error
+    rewrite_vectors(engine, lambda b: b[:-2] if b else b)
+    damaged = search(engine, "which animal lives with us?")
+    assert {h["found_by"] for h in damaged["hits"]} <= {"words"}
 
 
 def test_a_model_switch_recomputes_and_never_mixes(tmp_path: Path) -> None:
@@ -267,8 +304,9 @@ def test_two_nodes_on_one_database_share_the_vectors(tmp_path: Path, backend: st
 def test_the_same_vectors_written_by_two_nodes_at_once(tmp_path: Path) -> None:
     """Both nodes read the same messages without a vector, a forget runs, then both write: no
     error, one vector per archived message, none for the forgotten one."""
-    from hermes_core.plugins.context_engine.lossless.vectors import _message_text, _pack
+    from hermes_core.plugins.context_engine.lossless.vectors import _message_text
     from hermes_core.semantic import text_key
+    from hermes_core.storage.vectors import encode
 
     old = compacted(tmp_path / "a", Synonyms())
     nodes = [make(tmp_path / "a", SynonymsV2()), make(tmp_path / "a", SynonymsV2())]
@@ -285,9 +323,10 @@ def test_the_same_vectors_written_by_two_nodes_at_once(tmp_path: Path) -> None:
     for storage, rows in zip(storages, read, strict=True):
         texts_ = [_message_text(c, t) for _i, c, t in rows]
         vectors = model.embed(texts_)
-        storage.put("synonyms-v2", [(mid, text_key(t), _pack(v))
-                                    for (mid, _c, _t), t, v in zip(rows, texts_, vectors,
-                                                                   strict=True)])
+        storage.put("synonyms-v2", [(mid, text_key(t), blob)
+                                    for (mid, _c, _t), t, blob in zip(
+                                        rows, texts_, encode(vectors, model.dimension),
+                                        strict=True)])
     stored = vector_rows(old)
     assert {r[0] for r in stored} == message_ids(old)  # the forgotten message got none back
     assert {r[1] for r in stored} == {"synonyms-v2"}

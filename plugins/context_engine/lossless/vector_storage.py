@@ -1,6 +1,7 @@
 """Where :class:`~.vectors.SpanVectors` keeps vectors: the ``span_vectors`` table beside the
 archive's messages (``lossless_span_vectors`` in the ``storage.url`` database, migration 2 of
-the ``lossless`` component), one float32 blob per message with its model id and text hash.
+the ``lossless`` component), one vector per message (:mod:`hermes_core.storage.vectors`) with its
+model id and text hash.
 
 Written once over the archive's :class:`~hermes_core.storage.dialect.Database`. Several nodes
 may run the indexer on one database: each writes with ``ON CONFLICT DO UPDATE``, so a vector

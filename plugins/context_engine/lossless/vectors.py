@@ -1,13 +1,14 @@
 """Hybrid (words + meaning) search over the lossless archive, when an embedder is active.
 
-Each archived message gets one vector beside its text (float32, 1.5 KB per message at 384
-dimensions), with the model id and the hash of the text it was computed from: in the
-``span_vectors`` table of the engine's own ``context.db``, or in ``lossless_span_vectors`` of the
-``storage.url`` database (:mod:`.vector_storage`, one module over the storage dialect); the
-indexing and the fusion here are shared. A background
-thread fills the table after each compaction, so archiving never waits for a model; a message
-without a vector yet is found by its words only. After a switch of model the old vectors are
-ignored (never compared with the new model's) and recomputed by the same thread.
+Each archived message gets one vector beside its text (float16, 768 bytes per message at 384
+dimensions: :mod:`hermes_core.storage.vectors`, the format every built-in store shares; the
+float32 rows of earlier releases are read as they are), with the model id and the hash of the
+text it was computed from: in the ``span_vectors`` table of the engine's own ``context.db``, or
+in ``lossless_span_vectors`` of the ``storage.url`` database (:mod:`.vector_storage`, one module
+over the storage dialect); the indexing and the fusion here are shared. A background thread
+fills the table after each compaction, so archiving never waits for a model; a message without a
+vector yet is found by its words only. After a switch of model the old vectors are ignored
+(never compared with the new model's) and recomputed by the same thread.
 
 A query is matched both ways and the two are fused into one score per message
 (:func:`hermes_core.semantic.fuse`): the cosine of the query and the message, plus a word bonus
@@ -22,9 +23,7 @@ or one that raises, hangs or returns vectors of the wrong size) the search is th
 
 from __future__ import annotations
 
-import array
 import logging
-import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from typing import Any, Protocol
 
 from hermes_core.embeddings import off_reason
 from hermes_core.semantic import Weights, fuse, similarities, text_key
+from hermes_core.storage import vectors as stored_vectors
 
 from .records import SearchHit, fts_terms
 
@@ -55,36 +55,10 @@ class HybridHit:
     score: float
 
 
-def _pack(vec: Any) -> bytes:
-    out = array.array("f", (float(x) for x in vec))
-    if sys.byteorder != "little":
-        out.byteswap()
-    return out.tobytes()
-
-
-def _unpack(blob: bytes) -> array.array[float]:
-    out = array.array("f")
-    out.frombytes(blob)
-    if sys.byteorder != "little":
-        out.byteswap()
-    return out
-
-
-def _matrix(blobs: list[bytes], dimension: int) -> Any:
-    """The vectors as one float32 matrix (numpy), or a list of arrays without numpy."""
-    try:
-        import numpy as np
-    except ImportError:
-        return [_unpack(b) for b in blobs]
-    if not blobs:
-        return []
-    return list(np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), dimension))
-
-
 class VectorStorage(Protocol):
     """Where one archive's vectors live, next to its messages (:mod:`.vector_storage`);
-    everything else of hybrid search is shared. Vectors are little-endian float32 bytes; an
-    empty one marks a message with no text (never compared, never retried)."""
+    everything else of hybrid search is shared. Vectors are :mod:`hermes_core.storage.vectors`
+    bytes; an empty one marks a message with no text (never compared, never retried)."""
 
     path: Any
 
@@ -219,7 +193,11 @@ class SpanVectors:
             except Exception as exc:  # EmbeddingError: the guard paused it; say so and stop
                 self.problem = str(exc)
                 return 0
-        packed = {i: _pack(v) for i, v in zip(todo, vectors, strict=True)}
+        try:
+            packed = dict(zip(todo, stored_vectors.encode(vectors, emb.dimension), strict=True))
+        except ValueError as exc:  # NaN or a wrong size: nothing of the batch is stored
+            self.problem = f"embedder {emb.name}: {exc}"
+            return 0
         # an empty message gets an empty vector: it is never compared, nor retried
         self.storage.put(emb.model_id, [(mid, text_key(texts[i]), packed.get(i, b""))
                                         for i, (mid, _c, _t) in enumerate(rows)])
@@ -260,10 +238,9 @@ class SpanVectors:
         terms = fts_terms(query)
         lexical, matched = self.storage.lexical(conversation, terms, _LEXICAL)
         rows, missing = self.storage.vectors(conversation, emb.model_id)
-        rows = [(mid, blob) for mid, blob in rows if len(blob) == 4 * emb.dimension]
-        sims = dict(zip((mid for mid, _b in rows),
-                        similarities(qv, _matrix([b for _m, b in rows], emb.dimension)),
-                        strict=True))
+        # the rows are this model's (the query names it): earlier releases' float32 ones too
+        keep, matrix = stored_vectors.decode([b for _m, b in rows], emb.dimension, legacy=True)
+        sims = dict(zip((rows[i][0] for i in keep), similarities(qv, matrix), strict=True))
         near = sorted(sims, key=lambda m: -sims[m])[:_NEIGHBOURS]
         ids = list(dict.fromkeys([*lexical, *near]))
         best = max(lexical.values(), default=0.0)

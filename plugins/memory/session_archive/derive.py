@@ -39,6 +39,7 @@ from typing import Any
 
 from hermes_core.embeddings import wait_for_pause
 from hermes_core.llm import LLMError, LLMFailure
+from hermes_core.storage import vectors as stored_vectors
 from hermes_core.types import Message
 
 from .facts import Fact, NewFact, Turn, facts_of, pending_turns, record_error, save_turn
@@ -312,14 +313,10 @@ class Deriver:
         if embedder is None:
             return
         try:
-            import numpy as np
-
-            vectors = np.asarray(embedder.embed([f.text for f in facts], background=True),
-                                 dtype=np.float32)
-            if not np.all(np.isfinite(vectors)):
-                return
-        except Exception as exc:
+            blobs = stored_vectors.encode(
+                embedder.embed([f.text for f in facts], background=True), embedder.dimension)
+        except Exception as exc:  # a failing embedder, or NaN / a wrong size (ValueError)
             log.info("derived memory: facts stored without vectors (%s)", exc)
             return
-        for fact, vec in zip(facts, vectors, strict=True):
-            fact.vec = vec.astype(np.float16).tobytes()
+        for fact, blob in zip(facts, blobs, strict=True):
+            fact.vec = blob

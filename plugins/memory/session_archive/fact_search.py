@@ -15,6 +15,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from hermes_core.semantic import similarities
+from hermes_core.storage import vectors as stored_vectors
+
 from .facts import Fact, _with_sources
 from .store import LINEAGE_CTE, SessionArchive
 
@@ -92,17 +95,11 @@ def _newer(archive: SessionArchive, ids: list[int]) -> dict[int, dict[str, Any]]
 
 
 def _cosines(embedder: Any, query: str, vecs: list[tuple[int, bytes]]) -> dict[int, float]:
-    import numpy as np
-
     try:
-        q = np.asarray(embedder.embed([query])[0], dtype=np.float32)
+        q = [float(x) for x in embedder.embed([query])[0]]
     except Exception:
         return {}  # words still find facts
-    q /= float(np.linalg.norm(q)) or 1.0
-    out: dict[int, float] = {}
-    for fid, blob in vecs:
-        v = np.frombuffer(blob, dtype=np.float16).astype(np.float32)
-        if v.shape != q.shape:
-            continue  # made by another embedder: words only until re-derived
-        out[fid] = float(v @ q) / (float(np.linalg.norm(v)) or 1.0)
-    return out
+    # a fact made by another embedder (another size) is found by words until re-derived
+    keep, matrix = stored_vectors.decode([blob for _fid, blob in vecs], len(q))
+    sims = similarities(q, matrix) if keep else []
+    return {vecs[i][0]: s for i, s in zip(keep, sims, strict=True)}

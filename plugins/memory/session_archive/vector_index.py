@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from hermes_core.storage import vectors as stored_vectors
+
 from .store import SessionArchive
 from .vector_store import vector_store
 
@@ -148,12 +150,12 @@ class VectorIndex:
         self._ids, self._bits = ids_new, bits_new
 
     def _append(self, rows: list[Any], dimension: int) -> None:
-        good = [r for r in rows if len(r[1]) == 2 * dimension]  # another model's: state() says
-        if not good:
+        # a row of another size is another model's: state() says so
+        keep, vecs = stored_vectors.decode([r[1] for r in rows], dimension)
+        if not keep:
             return
+        good = [rows[i] for i in keep]
         ids = np.fromiter((r[0] for r in good), dtype=np.int64, count=len(good))
-        vecs = np.frombuffer(b"".join(r[1] for r in good), dtype=np.float16).reshape(
-            len(good), dimension).astype(np.float32)
         bits = sign_bits(vecs, self._bits.shape[0])
         if self.in_memory:  # int8 per row, scaled by the row's largest magnitude
             peak = np.maximum(np.abs(vecs).max(axis=1), 1e-12)
@@ -228,11 +230,9 @@ class VectorIndex:
                 if known[p] == i:
                     out[int(i)] = q8[p].astype(np.float32) * scale[p]
             return out
-        dim = self._dimension
-        for i, blob in vector_store(self.archive).by_ids(list(ids)):
-            if len(blob) == 2 * dim:
-                out[int(i)] = np.frombuffer(blob, dtype=np.float16).astype(np.float32)
-        return out
+        rows = vector_store(self.archive).by_ids(list(ids))
+        keep, vecs = stored_vectors.decode([r[1] for r in rows], self._dimension)
+        return {int(rows[i][0]): vecs[k] for k, i in enumerate(keep)}
 
     def similarities(self, query: NDArray[np.float32], ids: list[int]) -> dict[int, float]:
         """The cosine of ``query`` with each of ``ids`` that has a vector."""

@@ -38,9 +38,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from hermes_core.embeddings import EmbeddingError, GuardedEmbedder, wait_until_paused
+from hermes_core.storage import vectors as stored_vectors
 
 from .store import SessionArchive
 from .vector_store import BUSY, VectorStore, vector_store
@@ -138,12 +137,12 @@ def _batch(store: VectorStore, con: Any, embedder: GuardedEmbedder, size: int,
 def _blobs(embedder: GuardedEmbedder, rows: list[Any],
            stop: threading.Event | None = None) -> list[tuple[int, bytes, str]]:
     """(id, float16 vector, text) of each pending (id, text) row."""
-    vectors = np.asarray(embedder.embed([r[1] for r in rows], background=True, stop=stop),
-                         dtype=np.float32)
-    if not np.all(np.isfinite(vectors)):
-        raise EmbeddingError(f"embedder {embedder.name} returned NaN or infinite values")
-    return [(int(r[0]), vectors[i].astype(np.float16).tobytes(), str(r[1]))
-            for i, r in enumerate(rows)]
+    vectors = embedder.embed([r[1] for r in rows], background=True, stop=stop)
+    try:
+        blobs = stored_vectors.encode(vectors, embedder.dimension)
+    except ValueError as exc:
+        raise EmbeddingError(f"embedder {embedder.name}: {exc}") from None
+    return [(int(r[0]), blob, str(r[1])) for r, blob in zip(rows, blobs, strict=True)]
 
 
 def _fill(store: VectorStore, con: Any, *, embedder: GuardedEmbedder, size: int,

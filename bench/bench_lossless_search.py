@@ -59,22 +59,15 @@ def engine(home: Path, embedder: Any, window: int) -> LosslessEngine:
 
 def copy_to_postgres(files: LosslessEngine, url: str, embedder: Any, window: int,
                      conversation: str) -> dict[str, LosslessEngine]:
-    """The archive (and its vectors, matched by span and position) in ``url``; the two engines."""
-    import sqlite3
+    """The archive (and its vectors, copied by ``storage migrate``'s code) in ``url``; the two
+    engines."""
 
     from hermes_core.plugins.context_engine.lossless.pg_store import PgSpanStore
     from hermes_core.plugins.context_engine.lossless.transfer import copy_lossless
     from hermes_core.storage import parse_storage_url
 
     store = PgSpanStore(parse_storage_url(url))
-    out = copy_lossless(files.store, store)
-    assert out.renumbered == 0, "span ids must be kept to match the vectors"
-    db = sqlite3.connect(files.store.path)
-    rows = db.execute("SELECT m.span_id, m.seq, v.model, v.text_hash, v.vec FROM span_vectors v "
-                      "JOIN span_messages m ON m.id = v.message_id").fetchall()
-    db.close()
-    ids = {(int(a), int(b)): int(i) for i, a, b in store._fetch(
-        "SELECT id, span_id, seq FROM lossless_span_messages", ())}
+    out = copy_lossless(files.store, store)  # the vectors too, by span and position
     os.environ["HERMES_CORE_STORAGE_URL"] = url
     try:
         sides = {"PG words only": engine(Path(files.context.home), None, window),
@@ -82,9 +75,7 @@ def copy_to_postgres(files: LosslessEngine, url: str, embedder: Any, window: int
     finally:
         del os.environ["HERMES_CORE_STORAGE_URL"]
     vec = sides["PG words+meaning"].vectors()
-    assert vec is not None
-    model = rows[0][2] if rows else ""
-    vec.storage.put(model, [(ids[(a, b)], key, bytes(blob)) for a, b, _m, key, blob in rows])
+    assert vec is not None and out.vectors_copied == out.vectors
     for e in sides.values():
         e.conversation = conversation
     assert vec.pending() == 0
@@ -168,8 +159,12 @@ def embed_all(sides: dict[str, LosslessEngine], guarded: Any, url: str | None,
     took = time.perf_counter() - start
     if url is not None:
         sides.update(copy_to_postgres(sides["words+meaning"], url, guarded, 30_000, conversation))
+    store = sides["words+meaning"].store
+    (size,) = store.db.fetch(f"SELECT avg(length(vec)) FROM {store.prefix}span_vectors "
+                             "WHERE length(vec) > 0")[0]
     print(f"{pending} archived messages embedded in the background in {took:.1f} s "
-          f"({pending / took:.1f} messages/s), {4 * 384} bytes of vector per message")
+          f"({pending / took:.1f} messages/s), {float(size or 0):.0f} bytes of vector per "
+          "message (as stored)")
 
 
 def run(args: argparse.Namespace, guarded: Any, url: str | None) -> None:

@@ -27,6 +27,7 @@ from hermes_core.config import CoreConfig, LLMSection
 from hermes_core.embeddings import GuardedEmbedder
 from hermes_core.kinds import Embedder, PluginContext
 from hermes_core.plugins.context_engine.lossless import LosslessConfig, LosslessEngine, SpanStore
+from hermes_core.plugins.context_engine.lossless.records import Span
 from hermes_core.types import Message, ToolContext
 
 TOPICS = {"dog": 0, "whippet": 0, "pet": 0, "animal": 0, "rent": 1, "landlord": 1,
@@ -335,8 +336,23 @@ def test_the_same_vectors_written_by_two_nodes_at_once(tmp_path: Path) -> None:
     assert all("whippet" not in t for t in texts(nodes[1], found))
 
 
-def test_storage_migrate_says_the_vectors_are_rebuilt_and_they_are(
+class Counting(Synonyms):
+    """Synonyms that count the texts it embeds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts = 0
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.texts += len(texts)
+        return super().embed(texts)
+
+
+def test_storage_migrate_copies_the_vectors_nothing_is_embedded_again(
         tmp_path: Path, backend: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both directions: the vectors travel with their messages (by span and position, each
+    with its model), so the target's engine has nothing pending and finds by meaning at once,
+    embedding only its queries; a span given a new id on the way takes its vectors along."""
     if backend is None:
         pytest.skip("a migration needs the database")
     from hermes_core.plugins.context_engine.lossless.pg_store import PgSpanStore
@@ -346,20 +362,60 @@ def test_storage_migrate_says_the_vectors_are_rebuilt_and_they_are(
     monkeypatch.delenv("HERMES_CORE_STORAGE_URL")
     files = compacted(tmp_path, Synonyms())
     assert isinstance(files.store, SpanStore)
-    vectors = len(vector_rows(files))
-    out = copy_lossless(files.store, PgSpanStore(parse_storage_url(backend)))
-    assert out.vectors == vectors > 0 and out.messages == len(message_ids(files))
+    vectors = vector_rows(files)
+    database = PgSpanStore(parse_storage_url(backend))
+    # a span of another conversation holds the first span's id: that span is renumbered
+    first = files.store.spans(files.conversation)[0]
+    database.insert_spans([(Span(first.id, "someone-else", 0.0, None, None, 1, ""),
+                            [Message("user", "an unrelated note")])])
+    out = copy_lossless(files.store, database)
+    assert out.renumbered == 1
+    assert out.vectors == out.vectors_copied == len(vectors) > 0
     monkeypatch.setenv("HERMES_CORE_STORAGE_URL", backend)
-    engine = make(tmp_path / "node", Synonyms())
-    engine.conversation = files.conversation
-    assert vector_rows(engine) == []
-    first = search(engine, "which animal lives with us?")  # words only so far; wakes the indexer
-    assert "no vector yet" in (first["note"] or "")
-    vec = engine.vectors()
-    assert vec is not None and vec.settle(600) and vec.pending() == 0
-    found = search(engine, "which animal lives with us?")
-    assert texts(engine, found)[0] == PLANTED[0].content
+    counting = Counting()
+    node = make(tmp_path / "node", counting)
+    node.conversation = files.conversation
+    copied = vector_rows(node)
+    assert sorted((m, n) for _i, m, n in copied) == sorted((m, n) for _i, m, n in vectors)
+    assert node.vectors().pending() == 1  # type: ignore[union-attr]  # the unrelated note only
+    found = search(node, "which animal lives with us?")
+    assert texts(node, found)[0] == PLANTED[0].content
     assert found["hits"][0]["found_by"] == "meaning"
+    assert found["note"] is None  # every message of this conversation has its vector
+    assert counting.texts == 1  # the query; no copied message was embedded again
+    # and back: the database's archive into a new context.db
+    monkeypatch.delenv("HERMES_CORE_STORAGE_URL")
+    back = SpanStore(tmp_path / "back" / "context.db")
+    out = copy_lossless(database, back)
+    assert out.vectors_copied == len(vectors) and out.conversations == 2
+    counting = Counting()
+    home = make(tmp_path / "back", counting)
+    home.conversation = files.conversation
+    assert home.vectors().pending() == 1  # type: ignore[union-attr]
+    assert texts(home, search(home, "which animal lives with us?"))[0] == PLANTED[0].content
+    assert counting.texts == 1
+
+
+def test_copied_vectors_of_another_model_are_embedded_again(
+        tmp_path: Path, backend: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    if backend is None:
+        pytest.skip("a migration needs the database")
+    from hermes_core.plugins.context_engine.lossless.pg_store import PgSpanStore
+    from hermes_core.plugins.context_engine.lossless.transfer import copy_lossless
+    from hermes_core.storage import parse_storage_url
+
+    monkeypatch.delenv("HERMES_CORE_STORAGE_URL")
+    files = compacted(tmp_path, Synonyms())
+    out = copy_lossless(files.store, PgSpanStore(parse_storage_url(backend)))
+    assert out.vectors_copied > 0
+    monkeypatch.setenv("HERMES_CORE_STORAGE_URL", backend)
+    node = make(tmp_path / "node", SynonymsV2())  # the target runs another model
+    node.conversation = files.conversation
+    vec = node.vectors()
+    assert vec is not None and vec.pending() == out.vectors_copied  # never compared
+    search(node, "which animal lives with us?")  # wakes the indexer
+    assert vec.settle(600) and vec.pending() == 0
+    assert {r[1] for r in vector_rows(node)} == {"synonyms-v2"}
 
 
 def test_odd_queries_on_either_backend(tmp_path: Path) -> None:

@@ -160,10 +160,10 @@ class Spans:
             self._insert_messages(con, int(span_id), messages)
         return Span(int(span_id), conversation, now, first, last, len(messages), digest)
 
-    def insert_spans(self, items: list[tuple[Span, list[Message]]]) -> int:
+    def insert_spans(self, items: list[tuple[Span, list[Message]]]) -> list[int]:
         """Insert spans with their messages in one transaction (``storage migrate``), keeping
-        each span's id when it is free; how many got a new id."""
-        renumbered = 0
+        each span's id when it is free; the spans' ids in the store, in order."""
+        ids: list[int] = []
         db, p = self.db, self.prefix
         with db.transaction() as con:
             self._claim_ids(con, False)
@@ -171,7 +171,6 @@ class Spans:
                 values = (span.conversation, span.created_at, span.first_ts, span.last_ts,
                           span.n_messages, db.text_in(span.digest))
                 if db.rows(con, f"SELECT 1 FROM {p}spans WHERE id = ?", (span.id,)):
-                    renumbered += 1
                     (span_id,) = con.execute(db.sql(
                         f"INSERT INTO {p}spans(conversation, created_at, first_ts, last_ts, "
                         "n_messages, digest) VALUES (?, ?, ?, ?, ?, ?) RETURNING id"),
@@ -184,7 +183,8 @@ class Spans:
                         (span.id, *values))
                     self._claim_ids(con, True)
                 self._insert_messages(con, int(span_id), messages)
-        return renumbered
+                ids.append(int(span_id))
+        return ids
 
     # ------------------------------------------------------------------------------ reads
 

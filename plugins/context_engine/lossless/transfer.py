@@ -10,9 +10,11 @@ public reads and :meth:`~.store.Spans.insert_spans`. What is copied:
   history name spans by id), else it gets a new one and is counted as renumbered.
 
 A conversation already holding spans in the target is left alone, so an interrupted migration
-can be run again. Message vectors (semantic ``context_search``) are not copied, as with the
-session archive: message ids change on the way and the target may use another model. They are
-counted (``vectors``) and rebuilt by the target's background indexer on first use.
+can be run again. The message vectors of semantic ``context_search`` are copied with their
+conversation, nothing embedded again: message ids change on the way, so each vector goes to the
+message at the same position of the same span (its text verbatim, so its text hash still holds),
+with the model that made it. A target whose engine uses another model ignores them and embeds
+its own, as after any switch of model.
 """
 
 from __future__ import annotations
@@ -41,8 +43,10 @@ class LosslessCopy:
     renumbered: int = 0
     #: conversations left alone because the target already holds spans of them
     kept: int = 0
-    #: message vectors in the source: not copied, the target's indexer computes them again
+    #: message vectors in the source
     vectors: int = 0
+    #: of those, copied with their messages (the rest: of conversations already in the target)
+    vectors_copied: int = 0
 
 
 def _messages(store: Any, span_id: int) -> list[Message]:
@@ -81,11 +85,33 @@ def copy_lossless(source: Any, target: Any) -> LosslessCopy:
             out.kept += 1
             continue
         items = [(span, _messages(source, span.id)) for span in source.spans(conversation)]
-        out.renumbered += target.insert_spans(items)
+        ids = target.insert_spans(items)
+        out.renumbered += sum(1 for (span, _m), new in zip(items, ids, strict=True)
+                              if span.id != new)
         out.conversations += 1
         out.spans += len(items)
         out.messages += sum(len(m) for _, m in items)
+        if out.vectors:
+            new_id = {span.id: new for (span, _m), new in zip(items, ids, strict=True)}
+            out.vectors_copied += _copy_vectors(source, target, conversation, new_id)
     return out
+
+
+def _copy_vectors(source: Any, target: Any, conversation: str, new_id: dict[int, int]) -> int:
+    """The conversation's message vectors, from ``source`` to the same positions of its spans
+    (now ``new_id[span]``) in ``target``; how many."""
+    from_vectors, into_vectors = source.vector_storage(), target.vector_storage()
+    try:
+        by_model: dict[str, list[tuple[int, int, str, bytes]]] = {}
+        for span, seq, model, key, vec in from_vectors.conversation_rows(conversation):
+            if span in new_id:
+                by_model.setdefault(model, []).append((new_id[span], seq, key, vec))
+        for model, rows in by_model.items():
+            into_vectors.put_at(model, rows)
+        return sum(len(rows) for rows in by_model.values())
+    finally:
+        from_vectors.close()
+        into_vectors.close()
 
 
 def copy_archive(source: StorageSide, target: StorageSide) -> CopyReport:
@@ -117,14 +143,14 @@ def copy_archive(source: StorageSide, target: StorageSide) -> CopyReport:
             "copied" + (f", {out.renumbered} with a new id" if out.renumbered else "")
             + (f"; {out.kept} already there" if out.kept else ""))
     lines = [line]
-    if out.vectors:
-        lines.append(f"lossless archive: {out.vectors} message vector(s) not copied; the "
-                     "engine's background indexer embeds the copied messages again there")
+    if out.vectors_copied:
+        lines.append(f"lossless archive: {out.vectors_copied} message vector(s) copied with "
+                     "their messages (nothing is embedded again)")
     return CopyReport(
         copied={"lossless_conversations": out.conversations, "lossless_spans": out.spans,
-                "lossless_messages": out.messages},
+                "lossless_messages": out.messages, "lossless_vectors": out.vectors_copied},
         skipped={"lossless_conversations": out.kept}, lines=lines,
-        detail={"renumbered": out.renumbered, "vectors_to_rebuild": out.vectors})
+        detail={"renumbered": out.renumbered, "vectors_copied": out.vectors_copied})
 
 
 def as_json(data: dict[str, Any]) -> str:

@@ -67,6 +67,30 @@ class SpanVectorStorage:
                 "text_hash = excluded.text_hash, vec = excluded.vec"),
                 [(mid, model, key, vec, mid) for mid, key, vec in rows])
 
+    def conversation_rows(self, conversation: str) -> list[tuple[int, int, str, str, bytes]]:
+        """(span id, position in the span, model, text hash, vector) of every vector of the
+        conversation's messages (``storage migrate`` copies them by position)."""
+        rows = self.db.fetch(
+            f"SELECT m.span_id, m.seq, v.model, v.text_hash, v.vec FROM {self.p}span_messages m "
+            f"JOIN {self.p}spans s ON s.id = m.span_id JOIN {self.p}span_vectors v "
+            "ON v.message_id = m.id WHERE s.conversation = ? ORDER BY m.id", (conversation,),
+            binary=True)
+        return [(int(a), int(b), str(model), str(key), bytes(vec)) for a, b, model, key, vec in rows]
+
+    def put_at(self, model: str, rows: list[tuple[int, int, str, bytes]]) -> None:
+        """Write (span id, position, text hash, vector) rows to the message at that position,
+        replacing any vector it has (what :meth:`put` does by message id); a row naming no
+        message is skipped."""
+        if not rows:
+            return
+        with self.db.transaction() as con:
+            self.db.executemany(con, (
+                f"INSERT INTO {self.p}span_vectors(message_id, model, text_hash, vec) "
+                f"SELECT m.id, ?, ?, ? FROM {self.p}span_messages m WHERE m.span_id = ? AND "
+                "m.seq = ? ON CONFLICT (message_id) DO UPDATE SET model = excluded.model, "
+                "text_hash = excluded.text_hash, vec = excluded.vec"),
+                [(model, key, vec, span, seq) for span, seq, key, vec in rows])
+
     def prune(self) -> int:
         """Vectors of forgotten messages (the database deletes them with their message)."""
         return self.db.execute(

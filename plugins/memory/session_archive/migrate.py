@@ -8,6 +8,8 @@ Message vectors (semantic search) are copied, not embedded again (:func:`copy_ve
 change on the way, so each copied message is paired with its source message by session and
 position, and takes the source's vector only when its role and text are the same. A target that
 holds another model's vectors gets none (its indexer or ``sessions reindex`` embeds them).
+Derived facts travel the same way, with their sources and the derivation's cursor
+(fact_copy.py).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from hermes_core.config import validate_section
 from hermes_core.storage.transfer import CopyProgress, CopyReport, StorageSide
 
 from .config import SessionArchiveConfig
+from .fact_copy import FactCopy, copy_facts
 from .store import SessionArchive
 from .transfer import ImportReport, export_lines, import_jsonl
 from .vector_store import vector_store
@@ -54,7 +57,9 @@ def copy_archive(source: StorageSide, target: StorageSide, progress: CopyProgres
                       progress=lambda done, total: progress("sessions", done, total))
         vectors = copy_vectors(source_archive, target_archive,
                                progress=lambda done, total: progress("vectors", done, total))
-    return _report(out, vectors)
+        facts = copy_facts(source_archive, target_archive,
+                           progress=lambda done, total: progress("facts", done, total))
+    return _report(out, vectors, facts=facts)
 
 
 def import_file(target: StorageSide, path: Path, dry_run: bool,
@@ -103,8 +108,9 @@ def _open(side: StorageSide, settings: SessionArchiveConfig) -> SessionArchive:
 
 
 def _report(out: ImportReport, vectors: VectorCopy | None = None,
-            note: str | None = None) -> CopyReport:
+            note: str | None = None, facts: FactCopy | None = None) -> CopyReport:
     vectors = vectors or VectorCopy()
+    facts = facts or FactCopy()
     lines = [f"copied {out.sessions_imported} session(s), {out.messages_imported} message(s); "
              f"{out.sessions_skipped} already there" + (f" ({note})" if note else "")]
     if out.sessions_completed:
@@ -120,11 +126,18 @@ def _report(out: ImportReport, vectors: VectorCopy | None = None,
                      + (f", {vectors.already} already there" if vectors.already else ""))
     if vectors.problem:
         lines.append(f"semantic search: {vectors.problem}")
+    if facts.copied or facts.already or facts.not_copied:
+        lines.append(f"derived memory: {facts.copied} fact(s) copied with their sources"
+                     + (f", {facts.already} already there" if facts.already else "")
+                     + (f"; {facts.not_copied} left behind (none of their source messages is "
+                        "in the target)" if facts.not_copied else ""))
     return CopyReport(
         copied={"sessions": out.sessions_imported, "messages": out.messages_imported,
-                "vectors": vectors.copied},
-        skipped={"sessions": out.sessions_skipped, "vectors": vectors.already}, lines=lines,
+                "vectors": vectors.copied, "facts": facts.copied},
+        skipped={"sessions": out.sessions_skipped, "vectors": vectors.already,
+                 "facts": facts.already}, lines=lines,
         detail={"vectors_copied": vectors.copied, "vectors_to_rebuild": vectors.not_copied,
+                "facts_not_copied": facts.not_copied, "facts_through": facts.through,
                 "sessions_completed": out.sessions_completed,
                 "source_still_changing": out.still_changing})
 

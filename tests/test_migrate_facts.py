@@ -14,17 +14,17 @@ from click.testing import CliRunner
 
 pytest.importorskip("psycopg")
 
-from hermes_core.cli import cli  # noqa: E402
-from hermes_core.plugins.memory.session_archive import SessionArchive, open_archive  # noqa: E402
-from hermes_core.plugins.memory.session_archive.config import SessionArchiveConfig  # noqa: E402
-from hermes_core.plugins.memory.session_archive.facts import (  # noqa: E402
+from hermes_core.cli import cli
+from hermes_core.plugins.memory.session_archive import SessionArchive, open_archive
+from hermes_core.plugins.memory.session_archive.config import SessionArchiveConfig
+from hermes_core.plugins.memory.session_archive.facts import (
     NewFact,
     derivation_state,
     list_facts,
     pending_turns,
     save_turn,
 )
-from hermes_core.types import Message, Session  # noqa: E402
+from hermes_core.types import Message, Session
 
 VEC = bytes(range(24))  # what a 12-dimension float16 vector takes
 
@@ -67,7 +67,7 @@ def facts_as_seen(archive: SessionArchive) -> list[tuple[Any, ...]]:
                     f.session_id, texts))
     vectors = sorted((r[0], None if r[1] is None else bytes(r[1]), r[2]) for r in archive.db.read(
         "SELECT text, vec, model FROM facts"))
-    return sorted(out) + [tuple(vectors)]
+    return [*sorted(out), tuple(vectors)]
 
 
 def migrate(home: Path, *args: str) -> dict[str, Any]:

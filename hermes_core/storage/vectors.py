@@ -12,6 +12,11 @@ the lossless engine wrote before this format was shared, so no store needs a mig
 what it has; a row of any other length is another model's (or damaged) and is left out, never
 an error.
 
+Every such table has one shape: a row per item (a message), keyed by the item's id, holding
+``model`` (the embedder's model id), ``text_hash`` (:func:`hermes_core.semantic.text_key` of the
+text embedded) and ``vec``; both backends write it with :func:`upsert_sql`'s statement. A row of
+another model is never compared with the current one's.
+
 numpy is used when installed (every embedder that runs locally brings it); without it (an API
 embedder) the same bytes are read and written with :mod:`struct`.
 """
@@ -23,7 +28,7 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["BYTES_PER_DIMENSION", "decode", "encode", "stored_size"]
+__all__ = ["BYTES_PER_DIMENSION", "decode", "encode", "stored_size", "upsert_sql"]
 
 #: what :func:`encode` writes per dimension
 BYTES_PER_DIMENSION = 2
@@ -99,3 +104,17 @@ def decode(blobs: Sequence[bytes | memoryview | None], dimension: int, *,
 def _decode_plain(blob: bytes, dimension: int) -> tuple[float, ...]:
     code = "e" if len(blob) == BYTES_PER_DIMENSION * dimension else "f"
     return struct.unpack(f"<{dimension}{code}", blob)
+
+
+def upsert_sql(table: str, items: str, *, key: str = "id", item_key: str = "id",
+               item_condition: str = "") -> str:
+    """The statement that writes one vector row into ``table`` (SQLite spelling, ``?``
+    placeholders; both backends run it): parameters (item id, model, text hash, vector bytes,
+    item id again, then those of ``item_condition``). The row is written only while the item is
+    still in ``items`` (``item_key`` = the id, and ``item_condition``, an SQL condition on that
+    row), so an item deleted meanwhile (a forget) gets no vector; a row already there is
+    replaced."""
+    condition = f" AND {item_condition}" if item_condition else ""
+    return (f"INSERT INTO {table}({key}, model, text_hash, vec) SELECT ?, ?, ?, ? WHERE EXISTS "
+            f"(SELECT 1 FROM {items} WHERE {item_key} = ?{condition}) ON CONFLICT ({key}) DO "
+            "UPDATE SET model = excluded.model, text_hash = excluded.text_hash, vec = excluded.vec")

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from hermes_core.storage.dialect import SqliteDatabase
+from hermes_core.storage.vectors import upsert_sql
 
 from .records import SearchHit, snippet
 
@@ -60,11 +61,8 @@ class SpanVectorStorage:
             return
         with self.db.transaction() as con:
             # only messages still archived (a forget may have run since they were read)
-            self.db.executemany(con, (
-                f"INSERT INTO {self.p}span_vectors(message_id, model, text_hash, vec) "
-                f"SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM {self.p}span_messages "
-                "WHERE id = ?) ON CONFLICT (message_id) DO UPDATE SET model = excluded.model, "
-                "text_hash = excluded.text_hash, vec = excluded.vec"),
+            self.db.executemany(con, upsert_sql(
+                f"{self.p}span_vectors", f"{self.p}span_messages", key="message_id"),
                 [(mid, model, key, vec, mid) for mid, key, vec in rows])
 
     def conversation_rows(self, conversation: str) -> list[tuple[int, int, str, str, bytes]]:

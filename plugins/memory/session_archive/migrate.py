@@ -251,7 +251,7 @@ def copy_vectors(source: SessionArchive, target: SessionArchive, *,
                 if dst.meta(con).get("vectors_model") is None:
                     dst.set_meta(con, "vectors_model", str(model))
                     dst.set_meta(con, "vectors_dimension", str(dimension))
-                dst.put(con, blobs, TEXT_CHARS)
+                dst.put(con, blobs, TEXT_CHARS, str(model))
 
             dst._write(None, tx)
             out.copied += len(blobs)

@@ -13,7 +13,8 @@ the archive's queries run on both. Search uses PostgreSQL's own text search:
   CJK letters as one word. Without the extension the same search runs without the index.
 
 Semantic search (migration 4): ``message_vectors`` holds one float16 embedding per message
-(``bytea``, no extension needed), ``archive_meta`` the model they were made with (vectors.py).
+(``bytea``, no extension needed), ``archive_meta`` the model they are made with (vectors.py);
+each row names its model and text hash too (migration 7).
 
 Derived memory (migration 6): ``facts`` and ``fact_sources`` (derive.py, facts.py).
 
@@ -277,6 +278,12 @@ _FACTS: list[str] = [
 ]
 
 
+#: as state.db's version 5: each vector row names its model and the hash of its text (older rows:
+#: NULL, the model in archive_meta); nullable columns, so no row is rewritten
+_V7: list[str] = [
+    "ALTER TABLE message_vectors ADD COLUMN model TEXT, ADD COLUMN text_hash TEXT",
+]
+
 MIGRATIONS: list[PgMigration] = [
     (1, "sessions, messages, text search (english tsvector), CJK runs, counters", _V1),
     (2, "trigram index over CJK runs (pg_trgm, when available)", _cjk_index),
@@ -285,4 +292,5 @@ MIGRATIONS: list[PgMigration] = [
     (4, "message_vectors (float16 embeddings, in commit order) and archive_meta", _VECTORS),
     (5, "search vectors kept in the row (STORAGE MAIN); vacuum after 2% new rows", _V5),
     (6, "facts and fact_sources: memory derived from settled turns", _FACTS),
+    (7, "message_vectors.model and text_hash: each vector names its model and text", _V7),
 ]

@@ -17,7 +17,8 @@ version 3 ``message_vectors``, the embeddings of semantic search):
   contentless FTS5 tables over the CJK runs of the few messages that have any; see cjk.py.
 * ``meta``: key/value pairs; ``schema_version`` mirrors ``PRAGMA user_version`` for humans.
 * ``message_vectors`` (version 3): one float16 embedding per user/assistant message, written by
-  the background indexer (vectors.py); ``meta`` records the model they were made with.
+  the background indexer (vectors.py); ``meta`` records the model they are made with, and each
+  row (version 5) its ``model`` and ``text_hash`` (hermes_core.storage.vectors' row shape).
 * ``facts`` and ``fact_sources`` (version 4): derived memory (derive.py, facts.py), each fact
   linked to the messages it was read from; triggers delete a fact with any of its messages.
 
@@ -229,12 +230,21 @@ _V4 = [
     END""",
 ]
 
+_V5 = [
+    # every store's vector rows name their model and the hash of the text embedded
+    # (hermes_core.storage.vectors); rows written before carry neither (NULL): they are the
+    # model recorded in meta, as before. Adding nullable columns rewrites no row.
+    "ALTER TABLE message_vectors ADD COLUMN model TEXT",
+    "ALTER TABLE message_vectors ADD COLUMN text_hash TEXT",
+]
+
 MIGRATIONS: list[Migration] = [
     (1, "initial schema: sessions, messages, FTS5 (external content), CJK indexes, meta", _V1),
     (2, "sessions.user_id: the conversation's user key (memory.scope: user)", _V2),
     (3, "message_vectors: embeddings for semantic search, filled in the background", _V3),
     (4, "facts and fact_sources: memory derived from settled turns (session_archive.derive)",
      _V4),
+    (5, "message_vectors.model and text_hash: each vector names its model and text", _V5),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

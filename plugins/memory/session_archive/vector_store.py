@@ -25,6 +25,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from hermes_core.semantic import text_key
+from hermes_core.storage.vectors import upsert_sql
+
 from .schema import INDEXED_SQL
 from .store import SessionArchive
 
@@ -168,14 +171,14 @@ class VectorStore:
             f"SELECT count(*) FROM messages AS m WHERE {self._pending_where()}",
             (self._after(through),))[0][0])
 
-    def put(self, con: Any, blobs: list[tuple[int, bytes, str]], chars: int) -> None:
-        """Store each (id, vector, the text it was made from): only where the message still
-        holds that text, so a message deleted meanwhile gets no vector, nor does a new message
-        that took its id (SQLite reuses the largest id after a delete)."""
-        con.executemany("INSERT INTO message_vectors(id, vec) SELECT ?, ? WHERE EXISTS (SELECT 1 "
-                        f"FROM messages WHERE id = ? AND substr(content, 1, {int(chars)}) = ?) "
-                        "ON CONFLICT(id) DO UPDATE SET vec = excluded.vec",
-                        [(i, b, i, text) for i, b, text in blobs])
+    def put(self, con: Any, blobs: list[tuple[int, bytes, str]], chars: int, model: str) -> None:
+        """Store each (id, vector, the text it was made from) of ``model``, with the text's hash:
+        only where the message still holds that text, so a message deleted meanwhile gets no
+        vector, nor does a new message that took its id (SQLite reuses the largest id after a
+        delete)."""
+        con.executemany(upsert_sql("message_vectors", "messages",
+                                   item_condition=f"substr(content, 1, {int(chars)}) = ?"),
+                        [(i, model, text_key(text), b, i, text) for i, b, text in blobs])
 
     # ------------------------------------------------------------------ the index's queries
 
@@ -218,11 +221,10 @@ class PgVectorStore(VectorStore):
     def forgot(self, con: Any) -> None:
         """Nothing to do: PostgreSQL never gives an id twice."""
 
-    def put(self, con: Any, blobs: list[tuple[int, bytes, str]], chars: int) -> None:
+    def put(self, con: Any, blobs: list[tuple[int, bytes, str]], chars: int, model: str) -> None:
         # ids are never given twice: a message still there is the one that was embedded
-        con.executemany("INSERT INTO message_vectors(id, vec) SELECT ?, ? WHERE EXISTS (SELECT 1 "
-                        "FROM messages WHERE id = ?) ON CONFLICT(id) DO UPDATE SET vec = "
-                        "excluded.vec", [(i, b, i) for i, b, _text in blobs])
+        con.executemany(upsert_sql("message_vectors", "messages"),
+                        [(i, model, text_key(text), b, i) for i, b, text in blobs])
 
     def _after(self, through: int) -> int:
         return max(0, through - LOOKBACK)

@@ -125,7 +125,7 @@ def _batch(store: VectorStore, con: Any, embedder: GuardedEmbedder, size: int,
     last = max(through, int(rows[-1][0]))
 
     def tx(c: Any) -> None:
-        store.put(c, blobs, TEXT_CHARS)
+        store.put(c, blobs, TEXT_CHARS, embedder.model_id)
         # a message that took the id of one deleted meanwhile got no vector: stop before it
         unstored = store.unstored(c, [b[0] for b in blobs])
         store.set_meta(c, "vectors_through", str(min([last, *(i - 1 for i in unstored)])))
@@ -159,7 +159,7 @@ def _fill(store: VectorStore, con: Any, *, embedder: GuardedEmbedder, size: int,
     last = int(rows[-1][0])
 
     def tx(c: Any) -> None:
-        store.put(c, blobs, TEXT_CHARS)
+        store.put(c, blobs, TEXT_CHARS, embedder.model_id)
         if last > int(store.meta(c).get("vectors_through") or 0):
             store.set_meta(c, "vectors_through", str(last))
 

@@ -96,7 +96,8 @@ def model_folder(config: MiniLMConfig) -> Path:
 
 
 class MiniLMEmbedder(Embedder):
-    """all-MiniLM-L6-v2 sentence embeddings (mean pooling, L2-normalised), computed in numpy."""
+    """all-MiniLM-L6-v2 sentence embeddings (mean pooling, L2-normalised), computed by ONNX Runtime
+    or numpy (``runtime``)."""
 
     name = "minilm"
     Config = MiniLMConfig

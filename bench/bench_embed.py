@@ -15,8 +15,14 @@
    the turns' own times. With ``--base`` the other checkout's replay runs in the same rounds
    (its package imported from that folder).
 
+3. **runtimes** (``--runtimes``): this checkout's embedder with ``runtime: numpy`` and with
+   ``runtime: onnxruntime`` (float32, and int8 weights with ``quantize``), at 1 and 2 threads
+   (``blas_threads``), A B C ... alternated in one process on the same texts, medians of texts/s
+   wall and per CPU second, ratios to the target, the lowest cosine of each side's vectors to
+   numpy's, and the load average before and after.
+
 Run: ``python bench/bench_embed.py [--base DIR] [--rounds N] [--transcript FILE]
-[--skip-texts] [--skip-replay]``.
+[--skip-texts] [--skip-replay] [--runtimes] [--threads 1,2]``.
 """
 
 from __future__ import annotations
@@ -57,16 +63,19 @@ def chat_texts(root: Path = ROOT) -> list[str]:
     return out
 
 
-def load_embedder(root: Path, name: str) -> Any:
-    """The minilm embedder of the checkout at ``root``, imported by path as module ``name``."""
+def load_embedder(root: Path, name: str, **config: Any) -> Any:
+    """The minilm embedder of the checkout at ``root``, imported by path as module ``name``
+    (once), with ``config`` (fields of its MiniLMConfig)."""
     folder = root / "plugins" / "embedders" / "minilm"
-    spec = importlib.util.spec_from_file_location(name, folder / "__init__.py",
-                                                  submodule_search_locations=[str(folder)])
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    embedder = module.MiniLMEmbedder(module.MiniLMConfig())
+    module = sys.modules.get(name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(name, folder / "__init__.py",
+                                                      submodule_search_locations=[str(folder)])
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    embedder = module.MiniLMEmbedder(module.MiniLMConfig(**config))
     embedder.embed(["load the model"])
     return embedder
 
@@ -107,6 +116,41 @@ def bench_texts(base: Path | None, rounds: int) -> None:
         new, old = (statistics.median(r[1] for r in runs) for runs in figures.values())
         wnew, wold = (statistics.median(r[0] for r in runs) for runs in figures.values())
         print(f"  speed-up over the base: {wnew / wold:.2f}x wall, {new / old:.2f}x CPU time")
+
+
+def bench_runtimes(rounds: int, threads: list[int]) -> None:
+    import numpy as np
+
+    texts = chat_texts()
+    load = os.getloadavg()[0]
+    sides: dict[str, Any] = {"numpy, 1 thread": load_embedder(ROOT, "bench_minilm_new",
+                                                                runtime="numpy")}
+    for quantize in (False, True):
+        for n in threads:
+            started = time.perf_counter()
+            key = f"onnxruntime {'int8' if quantize else 'fp32'}, {n} thread{'s' * (n > 1)}"
+            sides[key] = load_embedder(ROOT, "bench_minilm_new", runtime="onnxruntime",
+                                       blas_threads=n, quantize=quantize)
+            print(f"  {key}: built and loaded in {time.perf_counter() - started:.2f} s")
+    print(f"runtimes on {len(texts)} chat messages, {rounds} rounds alternated; load average "
+          f"{load:.1f} at the start")
+    reference = np.asarray(sides["numpy, 1 thread"].embed(texts))
+    for key, embedder in sides.items():
+        cos = (np.asarray(embedder.embed(texts)) * reference).sum(1)
+        print(f"  {key:28s} cosine to numpy: lowest {float(cos.min()):.6f}, median "
+              f"{float(np.median(cos)):.6f}")
+    figures: dict[str, list[tuple[float, float]]] = {k: [] for k in sides}
+    for _ in range(rounds):
+        for key, embedder in sides.items():
+            figures[key].append(rates(embedder, texts))
+    base = statistics.median(r[0] for r in figures["numpy, 1 thread"])
+    for key, runs in figures.items():
+        wall = statistics.median(r[0] for r in runs)
+        cpu = statistics.median(r[1] for r in runs)
+        print(f"  {key:28s} {wall:7.1f} texts/s wall ({wall / TEXTS_TARGET:.2f}x the target, "
+              f"{wall / base:.2f}x numpy), {cpu:7.1f} texts/CPU-s ({cpu / TEXTS_TARGET:.2f}x); "
+              f"walls {[round(r[0]) for r in runs]}")
+    print(f"  load average {os.getloadavg()[0]:.1f} at the end of the runtimes")
 
 
 def replay_rate(transcript: Path, embedder: str, root: Path = ROOT) -> tuple[float, float]:
@@ -153,10 +197,15 @@ def main() -> None:
                         default=ROOT / "examples" / "first-week.jsonl")
     parser.add_argument("--skip-replay", action="store_true")
     parser.add_argument("--skip-texts", action="store_true", help="only the replay part")
+    parser.add_argument("--runtimes", action="store_true",
+                        help="numpy against onnxruntime (fp32 and int8) in this checkout")
+    parser.add_argument("--threads", default="1,2", help="onnxruntime's threads, e.g. 1,2")
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     if not args.skip_texts:
         bench_texts(args.base, args.rounds)
+    if args.runtimes:
+        bench_runtimes(args.rounds, [int(n) for n in args.threads.split(",")])
     if not args.skip_replay:
         bench_replay(args.transcript, args.rounds, args.base)
     print(f"load average {os.getloadavg()[0]:.1f} at the end")

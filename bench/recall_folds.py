@@ -25,6 +25,8 @@ last and never used for a choice: run it once, at the end of a piece of work.
 
     python bench/recall_folds.py examples/eval/dev/*.json [--k 3] [--weight FIELD=VALUE] [--json]
     python bench/recall_folds.py examples/eval/dev/*.json --blind examples/eval/blind/blind.json
+    python bench/recall_folds.py examples/eval/dev/*.json --embedder runtime=onnxruntime \
+        --embedder quantize=true     # the local embedder's settings (embedder_minilm fields)
 
 Nothing is faked (the local embedder, real archives in a temporary folder); nothing is asserted.
 """
@@ -48,10 +50,17 @@ TARGETS = {"exact": 0.98, "paraphrase": 0.9, "preference": 0.8, "update": 0.9}
 CURRENT_FIRST = 0.9
 
 
-def fold(path: Path, k: int, weights_args: list[str]) -> dict:
+def embedder_from(args: list[str]) -> dict:
+    """``FIELD=VALUE`` pairs as the embedder's config (values read as YAML: true, 2, numpy)."""
+    import yaml
+
+    return {field: yaml.safe_load(value) for field, _, value in (a.partition("=") for a in args)}
+
+
+def fold(path: Path, k: int, weights_args: list[str], embedder: dict | None = None) -> dict:
     questions = read_questions(path)
     started = time.perf_counter()
-    report = evaluate(questions, k, weights_from(weights_args), quiet=True)
+    report = evaluate(questions, k, weights_from(weights_args), quiet=True, embedder=embedder)
     rows = {}
     for kind, row in report["by_variant"].items():
         rows[kind] = {"n": row["n"], **{m: round(row[m], 4) for m in MODES}}
@@ -108,22 +117,26 @@ def main() -> None:
     parser.add_argument("--tolerance", type=float, default=0.02)
     parser.add_argument("--weight", action="append", default=[], metavar="FIELD=VALUE",
                         help="a field of the archive's hybrid Policy (repeatable)")
+    parser.add_argument("--embedder", action="append", default=[], metavar="FIELD=VALUE",
+                        help="a field of the local embedder's config, e.g. runtime=numpy (repeatable)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    embedder = embedder_from(args.embedder)
     folds = []
     for path in args.sets:
-        folds.append(fold(path, args.k, args.weight))
+        folds.append(fold(path, args.k, args.weight, embedder))
         print(f"  {path.name}: {folds[-1]['questions']} questions in {folds[-1]['seconds']} s",
               file=sys.stderr)
     worst, failures = verdicts(folds, args.tolerance)
-    blind = fold(args.blind, args.k, args.weight) if args.blind else None
+    blind = fold(args.blind, args.k, args.weight, embedder) if args.blind else None
     load = os.getloadavg()[0]
     if args.json:
-        print(json.dumps({"k": args.k, "weights": args.weight, "folds": folds, "worst": worst,
-                          "failures": failures, "blind": blind, "load": load}, indent=2))
+        print(json.dumps({"k": args.k, "weights": args.weight, "embedder": embedder,
+                          "folds": folds, "worst": worst, "failures": failures, "blind": blind,
+                          "load": load}, indent=2))
         return
     print(f"session hit@{args.k} by kind (evidence credited by session identity); "
-          f"weights {args.weight or 'default'}; load {load:.1f}")
+          f"weights {args.weight or 'default'}; embedder {embedder or 'default'}; load {load:.1f}")
     print(f"  {'fold / kind':<{WIDTH}} {'n':>4} " + " ".join(f"{m:>8}" for m in MODES))
     for f in folds:
         for kind in [*KINDS, *sorted(set(f["kinds"]) - set(KINDS))]:

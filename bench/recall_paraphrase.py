@@ -145,11 +145,14 @@ def _nearest(guarded, index, question: str) -> list[int]:
     return [i for i, _ in index.nearest(qv, 1000)]
 
 
-def evaluate(dataset: list[dict], k: int, weights: Policy, quiet: bool = False) -> dict:
+def evaluate(dataset: list[dict], k: int, weights: Policy, quiet: bool = False,
+             embedder: dict | None = None) -> dict:
+    """``embedder``: fields of the local embedder's MiniLMConfig (e.g. ``runtime``)."""
     with tempfile.TemporaryDirectory() as tmp:
         archive = SessionArchive(Path(tmp) / "state.db")
         load(dataset, archive)
-        guarded = GuardedEmbedder(MiniLMEmbedder(MiniLMConfig()), timeout=600)  # busy machines
+        local = MiniLMEmbedder(MiniLMConfig(**(embedder or {})))
+        guarded = GuardedEmbedder(local, timeout=600)  # busy machines
         start = time.perf_counter()
         n = reindex(archive, guarded)
         if not quiet:

@@ -305,17 +305,21 @@ def test_a_command_exits_after_its_embedder_hung(home: Path) -> None:
 minilm = pytest.importorskip("hermes_core.plugins.embedders.minilm")
 
 
-def _local() -> Embedder:
+def _local(runtime: str = "auto") -> Embedder:
     if minilm.MiniLMEmbedder.unavailable():
         pytest.skip(minilm.MiniLMEmbedder.unavailable())
+    if runtime == "onnxruntime":
+        pytest.importorskip("onnxruntime")
+        pytest.importorskip("onnx")
     # 256 word pieces: sentence-transformers' own setting, so the vectors must match exactly
-    return minilm.MiniLMEmbedder(minilm.MiniLMConfig(batch_size=3, max_tokens=256))
+    return minilm.MiniLMEmbedder(minilm.MiniLMConfig(batch_size=3, max_tokens=256, runtime=runtime))
 
 
-def test_minilm_matches_sentence_transformers() -> None:
+@pytest.mark.parametrize("runtime", ["numpy", "onnxruntime"])
+def test_minilm_matches_sentence_transformers(runtime: str) -> None:
     np = pytest.importorskip("numpy")
     ref = json.loads(DATA.read_text())
-    vectors = np.asarray(_local().embed(ref["texts"]))
+    vectors = np.asarray(_local(runtime).embed(ref["texts"]))
     expected = np.asarray(ref["vectors"], dtype=np.float32)
     assert vectors.shape == expected.shape == (len(ref["texts"]), 384)
     assert float(np.abs(vectors - expected).max()) < 1e-6

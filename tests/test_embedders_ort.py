@@ -165,3 +165,13 @@ def test_a_bad_runtime_in_config_yaml_is_named_by_config_validate(tmp_path: Any)
     result = CliRunner().invoke(cli, ["config", "validate"], env={"HERMES_CORE_HOME": str(tmp_path)})
     assert result.exit_code == 1
     assert "embedder_minilm.runtime" in result.output and "'onnxruntime'" in result.output
+
+
+def test_int8_vectors_are_another_models_float32_ones_are_not() -> None:
+    """Stores never compare vectors of two model ids: int8 weights give other vectors (a switch
+    re-embeds), the float32 ONNX Runtime path gives numpy's (nothing to redo)."""
+    base = minilm.MiniLMEmbedder.model_id
+    assert minilm.MiniLMEmbedder(minilm.MiniLMConfig(runtime="numpy")).model_id == base
+    assert minilm.MiniLMEmbedder(minilm.MiniLMConfig(runtime="onnxruntime")).model_id == base
+    quantized = minilm.MiniLMEmbedder(minilm.MiniLMConfig(quantize=True))
+    assert quantized.model_id == base + "+int8" != base

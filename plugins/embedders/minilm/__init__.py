@@ -110,6 +110,8 @@ class MiniLMEmbedder(Embedder):
         self.settings = config
         self.context = context  # type: ignore[assignment]
         self.config = config
+        if config.quantize:  # other vectors (cosine to float32's 0.96-1.0): never mixed with them
+            self.model_id = f"{MiniLMEmbedder.model_id}+int8"
         self._lock = threading.Lock()
         self._model: Any = None
         self._tokenizer: Any = None

@@ -110,8 +110,10 @@ class MiniLMEmbedder(Embedder):
         self.settings = config
         self.context = context  # type: ignore[assignment]
         self.config = config
-        if config.quantize:  # other vectors (cosine to float32's 0.96-1.0): never mixed with them
-            self.model_id = f"{MiniLMEmbedder.model_id}+int8"
+        if config.quantize:
+            # other vectors (cosine to float32's 0.96-1.0): never to be mixed with them. The
+            # kernel reads model_id from the instance (GuardedEmbedder), so this instance's wins
+            self.model_id = f"{MiniLMEmbedder.model_id}+int8"  # type: ignore[misc]
         self._lock = threading.Lock()
         self._model: Any = None
         self._tokenizer: Any = None

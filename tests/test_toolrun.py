@@ -92,7 +92,9 @@ def test_two_registered_tools_with_one_name_is_an_error_naming_both(home):
 
 
 def test_parallel_safe_calls_on_distinct_paths_run_concurrently(tmp_path):
-    c = Concurrency()
+    # the three wait for each other (bounded): all three at once whatever the machine's load
+    # (a fixed 50 ms hold saw only two together once, under three test runs at once)
+    c = Rendezvous(until=3)
     router = ToolRouter({"read": (tool("read", c.handler, parallel_safe=True,
                                        path_arguments=("path",)), "fs")})
     batch = calls("read", str(tmp_path / "a"), str(tmp_path / "b"), str(tmp_path / "c"))

@@ -11,13 +11,10 @@ import json
 import uuid
 from pathlib import Path
 
-import hermes_core_hindsight
 import pytest
+from click.testing import CliRunner
 
-from hermes_core.plugins.eval.datasets import load_dataset
-from hermes_core.plugins.eval.report import build_report
-from hermes_core.plugins.eval.run import EvalOptions, run_eval
-from hermes_core.plugins.eval.stack import StackSpec
+from hermes_core.cli import cli
 
 from .conftest import REPO, config_text
 
@@ -30,13 +27,13 @@ def test_eval_scores_hindsight_with_one_bank_per_question(server, api_key_env, t
     home.mkdir()
     run_id = uuid.uuid4().hex[:6]
     (home / "config.yaml").write_text(config_text(server.base_url, "unused"), encoding="utf-8")
-    spec = StackSpec(home, providers=["hindsight"], settings=[f"hindsight.bank=eval-{run_id}-{{case}}"],
-                     entry_points=False, directories=False,
-                     plugins=[("hindsight", hermes_core_hindsight)])
-    dataset = load_dataset(MINI)
-    result = run_eval(dataset, spec, EvalOptions(ks=(1, 3, 10), limit=3, settle_timeout=120))
-    report = build_report(result, dataset=str(MINI), fmt=dataset.format, providers=["hindsight"],
-                          engine="compressor", ks=(1, 3, 10), answered=False)
+    # the command a user runs: the installed hindsight distribution is found by its entry point
+    result = CliRunner().invoke(cli, [
+        "eval", str(MINI), "--provider", "hindsight", "--engine", "compressor",
+        "--set", f"hindsight.bank=eval-{run_id}-{{case}}", "--k", "1,3,10", "--limit", "3",
+        "--settle", "120", "--json"], env={"HERMES_CORE_HOME": str(home)}, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
     print(json.dumps({"summary": report["summary"]["overall"], "sources": report["sources"]}, indent=1))
     assert report["failures"] == [], report["failures"]
     assert report["summary"]["overall"]["scored"] == 3

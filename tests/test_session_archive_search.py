@@ -102,6 +102,25 @@ def test_cron_sessions_come_after_the_others(archive: SessionArchive) -> None:
     assert ids(everything)[0] == "cron1"
 
 
+def test_demoted_conversations_go_last_however_far_down_the_others_rank(
+        tmp_path: Path, storage_url: str | None) -> None:
+    """The conversations' records are read a batch at a time while choosing: 70 cron sessions
+    that outrank every other (more than one batch) still come after the ones ranked below."""
+    a = make_archive(tmp_path, storage_url)
+    for i in range(70):
+        a.open_session(Session(id=f"cron{i}", platform="cron"))
+        a.append_messages(f"cron{i}", [Message("user", "zephyr zephyr zephyr")])
+    for i in range(2):
+        a.open_session(Session(id=f"chat{i}", platform="cli"))
+        a.append_messages(f"chat{i}", [Message("user", "one zephyr report among the many other words of a longer message")])
+    shown = ids(session_search(a, "zephyr", limit=3))
+    assert shown[:2] == ["chat1", "chat0"] or shown[:2] == ["chat0", "chat1"]
+    assert shown[2].startswith("cron")
+    everything = ids(session_search(a, "zephyr", limit=3, demote_platforms=()))
+    assert all(s.startswith("cron") for s in everything)  # they do rank first
+    a.close()
+
+
 def test_hits_carry_a_snippet_and_one_message_of_context(archive: SessionArchive) -> None:
     result = session_search(archive, "keepalive", current_session_id="s0")
     (r,) = result["results"]

@@ -255,12 +255,8 @@ def session_search(
     groups: dict[int, list[Candidate]] = {ch: [] for ch in titled}  # a title match comes first
     for c in ranked.found:  # best first, so each group is ordered best first too
         groups.setdefault(c.chain, []).append(c)
-    chains = list(groups)
-    demoted = set(demote_platforms)
-    heads = _heads(archive, chains)
-    # stable: best first, demoted platforms last (unless asked for by title)
-    chains.sort(key=lambda ch: ch not in titled and heads.get(ch, (0, 0, 0, ""))[3] in demoted)
-    chosen = chains[: limit or limit_default]
+    chosen, heads = _choose(archive, list(groups), titled, set(demote_platforms),
+                            limit or limit_default)
     # what the envelope takes (and the notes added below) is not available to the results
     reserve = _size(out) + 160 + (120 if summarise else 0)
     out.update(_present(archive, chosen, groups, heads, titled, ranked.plan, window_chars,
@@ -323,6 +319,32 @@ def _no_match(out: dict[str, Any], derived: bool) -> dict[str, Any]:
         out["note"] = ("No earlier message matches; the facts were derived from earlier "
                        "sessions: call again with a fact's session_id to read it.")
     return out
+
+
+#: conversations whose newest record is read at a time while choosing the results
+_HEADS_BATCH = 64
+
+
+def _choose(archive: SessionArchive, chains: list[int], titled: list[int], demoted: set[str],
+            n: int) -> tuple[list[int], dict[int, tuple[Any, ...]]]:
+    """The first ``n`` of ``chains`` (best first) with the conversations of ``demoted``
+    platforms moved after all others (unless asked for by title), and the records read for it.
+
+    The records are read a batch at a time, as far down the ranking as the choice needs (a
+    common word matches hundreds of conversations, of which three are shown): the result is
+    the same as sorting them all."""
+    heads: dict[int, tuple[Any, ...]] = {}
+    kept: list[int] = []
+    later: list[int] = []
+    for start in range(0, len(chains), _HEADS_BATCH):
+        batch = chains[start: start + _HEADS_BATCH]
+        heads.update(_heads(archive, batch))
+        for ch in batch:
+            platform = heads.get(ch, (0, 0, 0, ""))[3]
+            (later if ch not in titled and platform in demoted else kept).append(ch)
+        if len(kept) >= n:
+            break
+    return (kept + later)[:n], heads
 
 
 def _heads(archive: SessionArchive, chains: list[int]) -> dict[int, tuple[Any, ...]]:

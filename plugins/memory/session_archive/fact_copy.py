@@ -18,7 +18,7 @@ not ask the model again about turns whose facts were copied.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +26,7 @@ from .facts import derivation_state
 from .store import SessionArchive
 from .vector_store import vector_store
 
-__all__ = ["FactCopy", "copy_facts"]
+__all__ = ["FactCopy", "copy_facts", "twins"]
 
 #: sessions looked at per round trip
 _SESSIONS = 200
@@ -105,20 +105,30 @@ def _read_in(archive: SessionArchive, sql: str, values: Sequence[Any]) -> list[A
     return rows
 
 
+def twins(source_rows: Sequence[Sequence[Any]], target_rows: Sequence[Sequence[Any]],
+          ) -> Iterator[tuple[Sequence[Any], Sequence[Any]]]:
+    """(source row, target row) for each message at the same position of the same session in
+    both archives; rows start with the session id and come in message order within a session.
+    A copied message is found this way (its id differs on the target): the callers check that
+    what they need of it (role, text) is the same."""
+    theirs: dict[str, list[Sequence[Any]]] = {}
+    for row in target_rows:
+        theirs.setdefault(str(row[0]), []).append(row)
+    position: dict[str, int] = {}
+    for row in source_rows:
+        sid = str(row[0])
+        k = position[sid] = position.get(sid, -1) + 1
+        same_session = theirs.get(sid, [])
+        if k < len(same_session):
+            yield row, same_session[k]
+
+
 def _twins(source: SessionArchive, target: SessionArchive, sessions: list[str]) -> dict[int, int]:
     """Source message id -> target message id, for the messages of ``sessions`` that stand at
     the same position of the same session in both, with the same role and text."""
-    theirs: dict[str, list[Any]] = {}
-    for sid, mid, role, text in _read_in(target, _PAIRS, sessions):
-        theirs.setdefault(str(sid), []).append((int(mid), role, text))
-    out: dict[int, int] = {}
-    position: dict[str, int] = {}
-    for sid, mid, role, text in _read_in(source, _PAIRS, sessions):
-        k = position[str(sid)] = position.get(str(sid), -1) + 1
-        row = theirs.get(str(sid), [])
-        if k < len(row) and row[k][1:] == (role, text):
-            out[int(mid)] = row[k][0]
-    return out
+    return {int(mine[1]): int(theirs[1]) for mine, theirs in twins(
+        _read_in(source, _PAIRS, sessions), _read_in(target, _PAIRS, sessions))
+        if tuple(mine[2:]) == tuple(theirs[2:])}
 
 
 def _sources(source: SessionArchive, facts: list[int]) -> dict[int, list[int]]:
@@ -176,15 +186,9 @@ def _considered_twins(source: SessionArchive, target: SessionArchive,
     out: set[int] = set()
     for start in range(0, len(sessions), _SESSIONS):
         batch = sessions[start:start + _SESSIONS]
-        theirs: dict[str, list[int]] = {}
-        for sid, mid in _read_in(target, sql, batch):
-            theirs.setdefault(str(sid), []).append(int(mid))
-        position: dict[str, int] = {}
-        for sid, mid in _read_in(source, sql, batch):
-            k = position[str(sid)] = position.get(str(sid), -1) + 1
-            row = theirs.get(str(sid), [])
-            if k < len(row) and int(mid) <= considered:
-                out.add(row[k])
+        out.update(int(theirs[1]) for mine, theirs in twins(
+            _read_in(source, sql, batch), _read_in(target, sql, batch))
+            if int(mine[1]) <= considered)
     return out
 
 

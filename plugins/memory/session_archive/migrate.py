@@ -25,7 +25,7 @@ from hermes_core.config import validate_section
 from hermes_core.storage.transfer import CopyProgress, CopyReport, StorageSide
 
 from .config import SessionArchiveConfig
-from .fact_copy import FactCopy, copy_facts
+from .fact_copy import FactCopy, copy_facts, twins
 from .store import SessionArchive
 from .transfer import ImportReport, export_lines, import_jsonl
 from .vector_store import vector_store
@@ -263,18 +263,9 @@ def copy_vectors(source: SessionArchive, target: SessionArchive, *,
 
 def _pairs(have: list[Any], mine: list[Any], out: VectorCopy) -> list[tuple[int, bytes, str]]:
     """(target id, vector, text) for each target message whose source twin has a vector."""
-    by_session: dict[str, list[Any]] = {}
-    for row in mine:
-        by_session.setdefault(str(row[0]), []).append(row)
-    position: dict[str, int] = {}
     blobs: list[tuple[int, bytes, str]] = []
-    for sid, _id, role, text, vec in have:
-        k = position[sid] = position.get(sid, -1) + 1
-        twins = by_session.get(str(sid), [])
-        if vec is None or k >= len(twins):
-            continue
-        _sid, target_id, t_role, t_text, stored = twins[k]
-        if (t_role, t_text) != (role, text):
+    for (_sid, _id, role, text, vec), (_s, target_id, t_role, t_text, stored) in twins(have, mine):
+        if vec is None or (t_role, t_text) != (role, text):
             continue
         if stored:
             out.already += 1

@@ -263,6 +263,32 @@ def test_without_an_embedder_the_ranking_is_exactly_the_word_ranking(tmp_path: P
         archive.close()
 
 
+def test_only_the_fused_word_matches_are_ranked_unless_meaning_fails(tmp_path: Path) -> None:
+    """With vectors, the word search keeps only what the fusion reads (Policy.lexical); when the
+    query's embedding then fails, the result is the word ranking with every candidate asked for."""
+    many = [(f"s{i}", T0 + i * DAY, [f"the helix config note number {i}"]) for i in range(24)]
+    archive, g, index = build(tmp_path, many)
+    policy = replace(Policy(), lexical=4)
+    try:
+        fused = hybrid_candidates(archive, "helix config", g, index, weights=policy)
+        assert fused.problem is None
+        assert sum("words" in v for v in fused.via.values()) == 4  # the rest came by meaning
+        failing = GuardedEmbedder(Topics())
+        calls = {"n": 0}
+
+        def fail_after_indexing(texts: object) -> list[list[float]]:
+            calls["n"] += 1
+            raise RuntimeError("the model went away")
+
+        failing.embedder.embed = fail_after_indexing  # type: ignore[method-assign]
+        alone = hybrid_candidates(archive, "helix config", failing, index, weights=policy)
+        lexical, _matched = run_plan(archive, plan_query(archive, "helix config"), limit=2000)
+        assert calls["n"] >= 1 and alone.problem and "went away" in alone.problem
+        assert [c.id for c in alone.found] == [c.id for c in lexical] and len(lexical) == 24
+    finally:
+        archive.close()
+
+
 @pytest.mark.parametrize(("query", "current"), [
     ("Who is my manager?", True), ("What car do we drive?", True),
     ("When will the kitchen be finished?", True), ("How do I get to work these days?", True),

@@ -112,7 +112,8 @@ def test_demoted_conversations_go_last_however_far_down_the_others_rank(
         a.append_messages(f"cron{i}", [Message("user", "zephyr zephyr zephyr")])
     for i in range(2):
         a.open_session(Session(id=f"chat{i}", platform="cli"))
-        a.append_messages(f"chat{i}", [Message("user", "one zephyr report among the many other words of a longer message")])
+        a.append_messages(f"chat{i}", [Message(
+            "user", "one zephyr report among the many other words of a longer message")])
     shown = ids(session_search(a, "zephyr", limit=3))
     assert shown[:2] == ["chat1", "chat0"] or shown[:2] == ["chat0", "chat1"]
     assert shown[2].startswith("cron")

@@ -191,9 +191,11 @@ def hybrid_candidates(
         exclude = lineage_ids(archive, exclude_lineage_of) if exclude_lineage_of else None
         k = w.neighbours * (USER_WIDEN if user is not None else 1)
         vector_side = _VectorSide(waiting, index, embedder.dimension, k, exclude, words_done)
+    # with vectors, only the best Policy.lexical word matches take part in the fusion
+    want = w.lexical if vector_side is not None and w.lexical < limit else None
     try:
         words = _Words.search(archive, query, use_words, exclude_lineage_of=exclude_lineage_of,
-                              roles=roles, limit=limit, user=user)
+                              roles=roles, limit=limit, user=user, want=want)
     finally:
         words_done.set()
     qv = None
@@ -203,6 +205,9 @@ def hybrid_candidates(
     if isinstance(words.error, ExclusionOnlyQuery):  # "-dogs" does not mean dogs
         raise words.error
     if qv is None or index is None or embedder is None:
+        if want is not None and words.error is None:  # the words are the whole result after all
+            words = _Words.search(archive, query, use_words, exclude_lineage_of=exclude_lineage_of,
+                                  roles=roles, limit=limit, user=user)
         return words.alone(problem)
     near = _allowed_near(archive, near, words, w, roles=roles, user=user)
     vec = dict(near)
@@ -259,13 +264,14 @@ class _Words:
     @classmethod
     def search(cls, archive: SessionArchive, query: str, use_words: bool, *,
                exclude_lineage_of: str | None, roles: tuple[str, ...] | None, limit: int,
-               user: str | None) -> _Words:
+               user: str | None, want: int | None = None) -> _Words:
+        """``want``: only the best ``want`` are needed (:func:`~.search.run_plan`)."""
         try:
             words = cls(plan_query(archive, query))
             if use_words:
                 words.found, words.matched = run_plan(
                     archive, words.plan, exclude_lineage_of=exclude_lineage_of, roles=roles,
-                    limit=limit, user=user)
+                    limit=limit, user=user, want=want)
         except QueryError as exc:
             return cls(SearchPlan(text=query), error=exc)
         return words

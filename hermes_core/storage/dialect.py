@@ -8,7 +8,8 @@ excluded.x`` and ``DO NOTHING`` (upserts), ``RETURNING``, ``count(*)``, joins.
 
 What differs, and how a :class:`Database` answers it:
 
-* placeholders: the SQL is written with ``?``; :class:`PgDatabase` sends ``%s``;
+* placeholders: the SQL is written with ``?`` (or ``:name`` with a dict of parameters);
+  :class:`PgDatabase` sends ``%s`` (``%(name)s``);
 * connections: :class:`SqliteDatabase` is one connection under a lock (``check_same_thread``
   off); :class:`PgDatabase` borrows from the process's pool of the URL, its component migrated
   on open (:func:`.component.open_component`), reads retried once after a dropped connection,
@@ -21,15 +22,22 @@ What differs, and how a :class:`Database` answers it:
 * lists: :meth:`Database.any_of` is ``col IN (?, ?, ...)`` or ``col = ANY(%s)``;
 * text: :meth:`Database.text_in` / :meth:`Database.text_out` keep NUL characters (see
   :mod:`.text`); SQLite stores every string as it is;
+* spellings: :meth:`Database.nocase_equals` (case-insensitive equality, as an index of either
+  backend is built for it), :meth:`Database.json_text` (a key of a JSON text column, NULL for a
+  malformed value), :meth:`Database.greatest` (the larger of two values);
 * full-text search: :meth:`Database.word_match` builds the join, condition, rank and order of
   "every word" or "any word" over an FTS5 table (SQLite) or a ``tsvector`` column (PostgreSQL, the
   ``simple`` configuration: lower-cased words, no stemming, as FTS5's ``unicode61``).
+
+The spelling (:class:`Spelling`, :class:`PgSpelling`) is apart from the connections, so a store
+that manages its own connection (the session archive's SQLite file) speaks the same dialect.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import re
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -38,9 +46,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .text import decode_text, encode_text
-from .url import StorageURL
+from .url import StorageURL, redact_url
 
-__all__ = ["Database", "PgDatabase", "SqliteDatabase", "WordMatch"]
+__all__ = ["Database", "PgDatabase", "PgSpelling", "Spelling", "SqliteDatabase", "WordMatch"]
 
 T = TypeVar("T")
 Params = Sequence[object]
@@ -61,10 +69,95 @@ class WordMatch:
     params: tuple[object, ...]
 
 
-class Database:
-    """The part of a store that depends on the backend (see the module docstring)."""
+class Spelling:
+    """How SQL is spelled for SQLite (the spelling stores are written in)."""
 
     for_update = ""
+
+    def sql(self, text: str) -> str:
+        """``text`` (``?`` or ``:name`` placeholders) in this backend's spelling."""
+        return text
+
+    def any_of(self, column: str, values: Sequence[object]) -> tuple[str, tuple[object, ...]]:
+        """``column`` is one of ``values``: (condition, its parameters)."""
+        return f"{column} IN ({','.join('?' * len(values))})", tuple(values)
+
+    def text_in(self, value: str) -> str:
+        return value
+
+    def text_out(self, value: str) -> str:
+        return value
+
+    def nocase_equals(self, column: str, value: str) -> str:
+        """``column`` equals ``value`` (a placeholder) ignoring case, as the backend's index for
+        it is built (SQLite: ``COLLATE NOCASE``; PostgreSQL: on ``lower(column)``)."""
+        return f"{column} = {value} COLLATE NOCASE"
+
+    def json_text(self, column: str, key: str) -> str:
+        """The text of ``key`` in the JSON object stored as text in ``column``; NULL when the
+        value is not valid JSON (another tool may have written it)."""
+        return f"CASE WHEN json_valid({column}) THEN json_extract({column}, '$.{key}') END"
+
+    def greatest(self, a: str, b: str) -> str:
+        """The larger of two values."""
+        return f"max({a}, {b})"
+
+    def word_match(self, words: str, terms: Sequence[str], *, every: bool) -> WordMatch:
+        """Rows of the table aliased ``m`` (key ``m.id``) whose words hold every (``every``) or
+        any of ``terms``. ``words``: the FTS5 table keyed by ``m.id`` (SQLite) or the
+        ``tsvector`` column of ``m`` (PostgreSQL)."""
+        quoted = [f'"{t}"' for t in terms]  # each term a phrase: no FTS5 syntax gets through
+        return WordMatch(f"JOIN {words} ON {words}.rowid = m.id", f"{words} MATCH ?",
+                         f"-bm25({words})", f"bm25({words})",
+                         ((" " if every else " OR ").join(quoted),))
+
+
+_NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+
+
+@functools.lru_cache(maxsize=1024)
+def _pg_sql(text: str) -> str:
+    return _NAMED.sub(r"%(\1)s", text.replace("%", "%%")).replace("?", "%s")
+
+
+class PgSpelling(Spelling):
+    """How SQL is spelled for PostgreSQL."""
+
+    for_update = " FOR UPDATE"
+
+    def sql(self, text: str) -> str:
+        return _pg_sql(text)
+
+    def any_of(self, column: str, values: Sequence[object]) -> tuple[str, tuple[object, ...]]:
+        return f"{column} = ANY(?)", (list(values),)
+
+    def text_in(self, value: str) -> str:
+        return encode_text(value)
+
+    def text_out(self, value: str) -> str:
+        return decode_text(value)
+
+    def nocase_equals(self, column: str, value: str) -> str:
+        return f"lower({column}) = lower({value})"
+
+    def json_text(self, column: str, key: str) -> str:
+        # values written through hermes-core are always JSON; the cast checks it
+        return f"(({column})::jsonb ->> '{key}')"
+
+    def greatest(self, a: str, b: str) -> str:
+        return f"greatest({a}, {b})"
+
+    def word_match(self, words: str, terms: Sequence[str], *, every: bool) -> WordMatch:
+        query = (" && " if every else " || ").join(["plainto_tsquery('simple', ?)"] * len(terms))
+        rank = f"ts_rank_cd({words}, q.query)"
+        return WordMatch(f", (SELECT {query} AS query) AS q", f"{words} @@ q.query", rank,
+                         f"{rank} DESC, m.id", tuple(terms))
+
+
+class Database(Spelling):
+    """The part of a store that depends on the backend (see the module docstring): its
+    connections, in the backend's :class:`Spelling`."""
+
     #: where the data is, for messages (a path, or the URL with its password hidden)
     where: str
 
@@ -81,10 +174,6 @@ class Database:
         raises); ``lock``: an advisory lock held until then (PostgreSQL)."""
         raise NotImplementedError
         yield  # pragma: no cover
-
-    def sql(self, text: str) -> str:
-        """``text`` (``?`` placeholders) in this backend's spelling."""
-        return text
 
     def fetch(self, sql: str, params: Params = (), *, binary: bool = False) -> list[Any]:
         """Every row of a read (retried once after a dropped connection)."""
@@ -108,21 +197,6 @@ class Database:
         """``sql`` once per parameter row, on ``con``."""
         con.executemany(sql, rows)
 
-    def any_of(self, column: str, values: Sequence[object]) -> tuple[str, tuple[object, ...]]:
-        """``column`` is one of ``values``: (condition, its parameters)."""
-        return f"{column} IN ({','.join('?' * len(values))})", tuple(values)
-
-    def text_in(self, value: str) -> str:
-        return value
-
-    def text_out(self, value: str) -> str:
-        return value
-
-    def word_match(self, words: str, terms: Sequence[str], *, every: bool) -> WordMatch:
-        """Rows of the table aliased ``m`` (key ``m.id``) whose words hold every (``every``) or
-        any of ``terms``. ``words``: the FTS5 table keyed by ``m.id`` (SQLite) or the
-        ``tsvector`` column of ``m`` (PostgreSQL)."""
-        raise NotImplementedError
 
 
 class SqliteDatabase(Database):
@@ -159,26 +233,13 @@ class SqliteDatabase(Database):
                 raise
             self.con.execute("COMMIT")
 
-    def word_match(self, words: str, terms: Sequence[str], *, every: bool) -> WordMatch:
-        quoted = [f'"{t}"' for t in terms]  # each term a phrase: no FTS5 syntax gets through
-        return WordMatch(f"JOIN {words} ON {words}.rowid = m.id", f"{words} MATCH ?",
-                         f"-bm25({words})", f"bm25({words})",
-                         ((" " if every else " OR ").join(quoted),))
 
-
-@functools.lru_cache(maxsize=512)
-def _pg_sql(text: str) -> str:
-    return text.replace("%", "%%").replace("?", "%s")
-
-
-class PgDatabase(Database):
+class PgDatabase(PgSpelling, Database):
     """A component of the ``storage.url`` database, on the process's pool for that URL.
 
     ``error(message)`` makes the store's own exception; ``what`` names the store in the message
     of a refused request (``"{what} in {url} refused the request: {reason}; nothing was
     changed"``)."""
-
-    for_update = " FOR UPDATE"
 
     def __init__(self, url: StorageURL, component: str, migrations: Sequence[Any], *,
                  error: Callable[[str], Exception], what: str) -> None:
@@ -194,38 +255,40 @@ class PgDatabase(Database):
 
     def run(self, fn: Callable[[Any], T], *, retry: bool = False) -> T:
         from .component import run_on
-        from .pool import connect_error
 
-        psycopg = self._psycopg
         try:
             return run_on(self.pool, fn, retry=retry)
-        except psycopg.OperationalError as exc:
-            raise self._error(str(connect_error(self.url, exc))) from None
-        except psycopg.Error as exc:
-            raise self._error(f"{self._what} in {self.url.redacted} refused the request: "
-                              f"{exc}; nothing was changed") from None
+        except self._psycopg.OperationalError as exc:
+            raise self.unreachable(exc) from None
+        except self._psycopg.Error as exc:
+            raise self.refused(exc) from None
+
+    def unreachable(self, exc: Exception) -> Exception:
+        """What a lost or failed connection raises (a store may raise another error)."""
+        from .pool import connect_error
+
+        return self._error(str(connect_error(self.url, exc)))
+
+    def refused(self, exc: Exception) -> Exception:
+        """What a statement the server refused raises (a store may let one through as it is,
+        for its caller to handle)."""
+        return self._error(f"{self._what} in {self.url.redacted} refused the request: "
+                           f"{redact_url(str(exc)).strip()}; nothing was changed")
 
     @contextlib.contextmanager
     def transaction(self, *, lock: int | None = None) -> Iterator[Any]:
-        # a generator cannot go through run(): the errors are mapped here, in the same words
-        from .pool import connect_error
-
-        psycopg = self._psycopg
+        # a generator cannot go through run(): the errors are mapped here, the same way
         try:
             with self.pool.connection() as con, con.transaction():
                 if lock is not None:
                     con.execute("SELECT pg_advisory_xact_lock(%s)", (lock,))
                 yield con
-        except psycopg.OperationalError as exc:
+        except self._psycopg.OperationalError as exc:
             with contextlib.suppress(Exception):
                 self.pool.check()
-            raise self._error(str(connect_error(self.url, exc))) from None
-        except psycopg.Error as exc:
-            raise self._error(f"{self._what} in {self.url.redacted} refused the request: "
-                              f"{exc}; nothing was changed") from None
-
-    def sql(self, text: str) -> str:
-        return _pg_sql(text)
+            raise self.unreachable(exc) from None
+        except self._psycopg.Error as exc:
+            raise self.refused(exc) from None
 
     def rows(self, con: Any, sql: str, params: Params = (), *, binary: bool = False
              ) -> list[Any]:
@@ -236,18 +299,3 @@ class PgDatabase(Database):
     def executemany(self, con: Any, sql: str, rows: Sequence[Params]) -> None:
         with con.cursor() as cur:  # psycopg pipelines the rows: one round trip
             cur.executemany(self.sql(sql), rows)
-
-    def any_of(self, column: str, values: Sequence[object]) -> tuple[str, tuple[object, ...]]:
-        return f"{column} = ANY(?)", (list(values),)
-
-    def text_in(self, value: str) -> str:
-        return encode_text(value)
-
-    def text_out(self, value: str) -> str:
-        return decode_text(value)
-
-    def word_match(self, words: str, terms: Sequence[str], *, every: bool) -> WordMatch:
-        query = (" && " if every else " || ").join(["plainto_tsquery('simple', ?)"] * len(terms))
-        rank = f"ts_rank_cd({words}, q.query)"
-        return WordMatch(f", (SELECT {query} AS query) AS q", f"{words} @@ q.query", rank,
-                         f"{rank} DESC, m.id", tuple(terms))

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from hermes_core.private import private_sqlite
+from hermes_core.storage.dialect import Spelling
 
 from .errors import (
     ArchiveBusyError,
@@ -130,7 +131,7 @@ def connect_read_only(path: Path, *, timeout: float = 5.0) -> tuple[sqlite3.Conn
     return con, note
 
 
-class Database:
+class Database(Spelling):
     """One read-write connection to state.db, serialised by a lock, plus the checkpointer."""
 
     def __init__(

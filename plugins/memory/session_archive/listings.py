@@ -130,9 +130,8 @@ class Listings:
         if session_id is not None:
             chain, params = "SELECT chain FROM sessions WHERE id = ?", (session_id,)
         elif conversation_key is not None:
-            # json_valid first: json_extract raises on a malformed value written by another tool
-            chain = ("SELECT chain FROM sessions WHERE platform = ? AND CASE WHEN json_valid("
-                     "attributes) THEN json_extract(attributes, '$.conversation_key') END = ? "
+            key = self.db.json_text("attributes", "conversation_key")
+            chain = (f"SELECT chain FROM sessions WHERE platform = ? AND {key} = ? "
                      "ORDER BY num DESC LIMIT 1")
             params = (platform, conversation_key)
         else:

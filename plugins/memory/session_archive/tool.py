@@ -133,8 +133,8 @@ def _title_chains(archive: SessionArchive, query: str, current: str | None,
         exclude += " AND coalesce(user_id, '') = :user"
         params["user"] = user
     rows = archive.db.read(
-        f"{prefix} SELECT DISTINCT chain FROM sessions WHERE title = :title COLLATE NOCASE "
-        f"{exclude} ORDER BY updated_at DESC LIMIT 5", params)
+        f"{prefix} SELECT chain FROM sessions WHERE {archive.db.nocase_equals('title', ':title')} "
+        f"{exclude} GROUP BY chain ORDER BY max(updated_at) DESC LIMIT 5", params)
     return [r[0] for r in rows]
 
 

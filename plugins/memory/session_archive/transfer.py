@@ -38,6 +38,8 @@ _SESSION_FIELDS = (
     "parent_session_id", "origin", "input_tokens", "output_tokens", "cache_read_tokens",
     "cache_write_tokens", "api_calls", "cost_usd", "attributes",
 )
+#: a session's last activity moved forward to an imported one, never back
+_LATEST = "UPDATE sessions SET updated_at = {} WHERE num = ?"
 _COUNTERS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
              "api_calls", "cost_usd")
 
@@ -226,7 +228,7 @@ def _write_session(
     def tx(con: sqlite3.Connection) -> int | None:
         known = archive._num(con, sid)
         if known is not None:
-            return _complete(con, known, head, rows)
+            return _complete(archive, con, known, head, rows)
         num = archive._create(
             con, sid, platform=str(head.get("platform") or "cli"), model=head.get("model"),
             title=head.get("title"), parent_session_id=head.get("parent_session_id"),
@@ -243,7 +245,7 @@ def _write_session(
         )
         con.executemany(_INSERT_MESSAGE, [(num, *r) for r in rows])
         if head.get("updated_at") is not None:
-            con.execute("UPDATE sessions SET updated_at = max(updated_at, ?) WHERE num = ?",
+            con.execute(_LATEST.format(archive.db.greatest("updated_at", "?")),
                         (head["updated_at"], num))
         return -1
 
@@ -259,7 +261,8 @@ def _write_session(
         report.messages_imported += written
 
 
-def _complete(con: Any, num: int, head: dict[str, Any], rows: list[tuple[Any, ...]]) -> int:
+def _complete(archive: SessionArchive, con: Any, num: int, head: dict[str, Any],
+              rows: list[tuple[Any, ...]]) -> int:
     """The messages of ``rows`` a stored session lacks, when it holds exactly their first ones
     (the same roles and texts): appended with the session's end and counters; how many."""
     have = con.execute("SELECT role, content FROM messages WHERE session = ? ORDER BY id",
@@ -274,7 +277,7 @@ def _complete(con: Any, num: int, head: dict[str, Any], rows: list[tuple[Any, ..
         "WHERE num = ?",
         (head.get("ended_at"), head.get("end_reason"), *counters.values(), num))
     if head.get("updated_at") is not None:
-        con.execute("UPDATE sessions SET updated_at = max(updated_at, ?) WHERE num = ?",
+        con.execute(_LATEST.format(archive.db.greatest("updated_at", "?")),
                     (head["updated_at"], num))
     return len(rows) - len(have)
 

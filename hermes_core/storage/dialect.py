@@ -94,8 +94,10 @@ class Spelling:
         return f"{column} = {value} COLLATE NOCASE"
 
     def json_text(self, column: str, key: str) -> str:
-        """The text of ``key`` in the JSON object stored as text in ``column``; NULL when the
-        value is not valid JSON (another tool may have written it)."""
+        """The value of ``key`` in the JSON object stored as text in ``column``, for a key
+        holding a string (other JSON types come in each backend's own form); NULL when the key
+        is not there, and on SQLite when the value is not valid JSON (another tool may have
+        written it; PostgreSQL refuses to read it)."""
         return f"CASE WHEN json_valid({column}) THEN json_extract({column}, '$.{key}') END"
 
     def greatest(self, a: str, b: str) -> str:

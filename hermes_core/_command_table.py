@@ -17,7 +17,7 @@ __all__ = ["COMMAND_GROUPS", "RESERVED_COMMANDS", "CommandTable", "commands_of",
 
 #: the kernel's own sub-commands, which no plugin may register
 RESERVED_COMMANDS = frozenset({"chat", "config", "context", "doctor", "forget", "import", "plugins",
-                               "replay", "serve", "setup", "storage"})
+                               "serve", "setup", "storage"})
 #: the kernel's command groups plugins add sub-commands to: ``register(command, group="import")``
 #: makes ``hermes-core import NAME``
 COMMAND_GROUPS = frozenset({"import"})

@@ -41,6 +41,10 @@ ALLOWED = {
     ("_config_sections.py", "anthropic"),  # the default llm.client
     ("llm.py", "anthropic"),  # hermes_core.llm.AnthropicLLM: the old name, a deprecation alias
     ("eval/__init__.py", "*"),  # the eval library's old home: a deprecation alias for one release
+    ("cli/replay_cmd.py", "*"),  # the replay command's old home: a deprecation alias for one release
+    ("replay.py", "replay"),  # the replay library (the kit's) is named so too: its own names
+    ("cli/chat_cmd.py", "replay"),  # without a key, chat suggests 'hermes-core replay'
+    ("cli/doctor_cmd.py", "replay"),  # doctor says 'hermes-core replay' works without a key
     ("threats.py", "anthropic"),  # a vendor's name in a pattern of risky shell commands
     ("threats.py", "openai"),  # the same pattern names OPENAI_API_KEY-style variables
     ("testing/context_model.py", "anthropic"),  # the Messages API's own header, anthropic-beta

@@ -9,7 +9,7 @@ import importlib
 import warnings
 from typing import Any
 
-__all__ = ["replay"]
+__all__ = ["replay"]  # noqa: F822 (resolved by __getattr__)
 
 
 def __getattr__(name: str) -> Any:

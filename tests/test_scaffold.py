@@ -104,3 +104,16 @@ def test_the_scaffolds_old_home_warns_and_still_resolves():
         assert old.scaffold is scaffold
     with pytest.warns(DeprecationWarning):
         assert old.ScaffoldError is ScaffoldError
+
+
+def test_the_plugins_groups_help_imports_no_plugin_and_new_imports_only_its_own(home):
+    """``plugins --help`` describes ``new`` from the command index; ``plugins new --help`` asks
+    the scaffold plugin alone (no other plugin, no host)."""
+    from test_cli import _imports_after
+
+    _imports_after(["plugins", "--help"], home)  # the first one builds the command index
+    listed = _imports_after(["plugins", "--help"], home)
+    assert not any(m.startswith("hermes_core.plugins.") for m in listed)
+    helped = _imports_after(["plugins", "new", "--help"], home)
+    plugins = {m for m in helped if m.startswith("hermes_core.plugins.")}
+    assert plugins == {"hermes_core.plugins.scaffold", "hermes_core.plugins.scaffold.commands"}

@@ -13,14 +13,20 @@ from typing import Any
 
 from .errors import RegistryError
 
-__all__ = ["COMMAND_GROUPS", "RESERVED_COMMANDS", "CommandTable", "commands_of", "file_command"]
+__all__ = ["COMMAND_GROUPS", "RESERVED_COMMANDS", "RESERVED_SUBCOMMANDS", "CommandTable",
+           "commands_of", "file_command"]
 
 #: the kernel's own sub-commands, which no plugin may register
 RESERVED_COMMANDS = frozenset({"chat", "config", "context", "doctor", "forget", "import", "plugins",
-                               "replay", "serve", "setup", "storage"})
+                               "serve", "setup", "storage"})
 #: the kernel's command groups plugins add sub-commands to: ``register(command, group="import")``
-#: makes ``hermes-core import NAME``
-COMMAND_GROUPS = frozenset({"import"})
+#: makes ``hermes-core import NAME``; the built-in ``scaffold`` adds ``plugins new``
+COMMAND_GROUPS = frozenset({"import", "plugins"})
+#: the kernel's own sub-commands of those groups, which no plugin may register under them
+RESERVED_SUBCOMMANDS: dict[str, frozenset[str]] = {
+    "import": frozenset(),
+    "plugins": frozenset({"disable", "enable", "install", "list", "uninstall"}),
+}
 
 #: command name -> (click command, plugin)
 CommandTable = dict[str, tuple[Any, str]]
@@ -45,8 +51,12 @@ def file_command(plugin: str, command: Any, *, group: str | None = None,
         raise RegistryError(
             f"plugin {plugin!r} registers the command {name!r}, which is the "
             "kernel's own; rename the plugin's command")
-    table = commands if group is None else subcommands.setdefault(group, {})
     spelled = name if group is None else f"{group} {name}"
+    if group is not None and name in RESERVED_SUBCOMMANDS.get(group, frozenset()):
+        raise RegistryError(
+            f"plugin {plugin!r} registers the command {spelled!r}, which is the "
+            "kernel's own; rename the plugin's command")
+    table = commands if group is None else subcommands.setdefault(group, {})
     owner = table.get(name)
     if owner is not None:
         raise RegistryError(
@@ -57,10 +67,10 @@ def file_command(plugin: str, command: Any, *, group: str | None = None,
     return spelled
 
 
-def commands_of(plugin: str, obj: object) -> CommandTable | None:
-    """The top-level commands ``obj`` registers as the plugin ``plugin``, asked with no other
-    plugin loaded; None when it cannot be registered or its ``register_commands`` fails (loading
-    it into a host then records why)."""
+def commands_of(plugin: str, obj: object, group: str | None = None) -> CommandTable | None:
+    """The top-level commands ``obj`` registers as the plugin ``plugin`` (or those it adds to the
+    kernel group ``group``), asked with no other plugin loaded; None when it cannot be registered
+    or its ``register_commands`` fails (loading it into a host then records why)."""
     import pluggy
 
     from ._markers import create_plugin_manager
@@ -80,4 +90,6 @@ def commands_of(plugin: str, obj: object) -> CommandTable | None:
         file_command(plugin, command, group=group, commands=commands, subcommands=subcommands)
 
     outcomes = hooks.register_commands(register=register, only=plugin)
-    return None if any(o.error is not None for o in outcomes) else commands
+    if any(o.error is not None for o in outcomes):
+        return None
+    return commands if group is None else subcommands.get(group, {})

@@ -142,13 +142,15 @@ def register_commands(register: Callable[[Any], None]) -> None:
     Called when the command line needs the plugin commands (``--help``, or a command that is not
     the kernel's). Call ``register(command)`` with a :class:`click.Command` or :class:`click.Group`;
     its name is the sub-command's name (``hermes-core NAME ...``). The kernel's own commands
-    (``plugins``, ``config``, ``doctor``, ``replay``, ...) cannot be taken; two plugins registering
+    (``plugins``, ``config``, ``doctor``, ``setup``, ...) cannot be taken; two plugins registering
     one name is an error naming both, and the first keeps it. A disabled plugin's commands are
     gone, and invoking one says which plugin provides it and how to enable it. The built-in
-    plugins register theirs (``memory``, ``sessions``, ``skills``, ``inspect``, ``mcp``, ``eval``)
-    the same way.
+    plugins register theirs (``memory``, ``sessions``, ``skills``, ``inspect``, ``mcp``, ``eval``,
+    ``replay``) the same way.
     ``register(command, group="import")`` adds a sub-command to a kernel group instead
-    (``hermes-core import NAME``: an importer of another agent's data).
+    (``hermes-core import NAME``: an importer of another agent's data); ``group="plugins"`` adds
+    to ``hermes-core plugins`` (the built-in ``scaffold`` adds ``plugins new``), whose own
+    sub-commands cannot be taken.
 
     Inside a command, ``hermes_core.commands.load_host()`` gives a loaded host.
     """

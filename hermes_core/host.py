@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ._activation import Activation
-from ._command_table import COMMAND_GROUPS, RESERVED_COMMANDS
+from ._command_table import COMMAND_GROUPS, RESERVED_COMMANDS, RESERVED_SUBCOMMANDS
 from ._hostbase import create_plugin_manager
 from ._loading import Loading
 from .errors import ConfigError, RegistryError
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from .config import LoadedConfig
     from .kinds import Tool
 
-__all__ = ["COMMAND_GROUPS", "RESERVED_COMMANDS", "HookOutcome", "PluginHost",
+__all__ = ["COMMAND_GROUPS", "RESERVED_COMMANDS", "RESERVED_SUBCOMMANDS", "HookOutcome", "PluginHost",
            "create_plugin_manager"]
 
 log = logging.getLogger("hermes_core")

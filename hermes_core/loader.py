@@ -66,6 +66,8 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "mcp": "hermes_core.plugins.mcp",
     "inspect": "hermes_core.plugins.inspect",
     "eval": "hermes_core.plugins.eval",
+    "replay": "hermes_core.plugins.replay",
+    "scaffold": "hermes_core.plugins.scaffold",
     "minilm": "hermes_core.plugins.embedders.minilm",
     "anthropic": "hermes_core.plugins.llm.anthropic",
     "openai": "hermes_core.plugins.llm.openai",

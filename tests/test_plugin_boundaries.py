@@ -35,12 +35,16 @@ ALLOWED = {
     ("_config_sections.py", "skills"),
     ("_config_sections.py", "compressor"),  # the default context.engine
     ("cli/serve_cmd.py", "webhook"),  # serve's default --platform
-    ("scaffold.py", "file_memory"),  # the README of a scaffolded plugin shows a selection
+    ("scaffold.py", "*"),  # the scaffold's old home: a deprecation alias for one release
     ("embeddings.py", "minilm"),  # embeddings.embedder: auto prefers the first-party local one
     ("bearer.py", "mcp"),  # the home's token keeps its public names: mcp-token, 'mcp token'
     ("_config_sections.py", "anthropic"),  # the default llm.client
     ("llm.py", "anthropic"),  # hermes_core.llm.AnthropicLLM: the old name, a deprecation alias
     ("eval/__init__.py", "*"),  # the eval library's old home: a deprecation alias for one release
+    ("cli/replay_cmd.py", "*"),  # the replay command's old home: a deprecation alias for one release
+    ("replay.py", "replay"),  # the replay library (the kit's) is named so too: its own names
+    ("cli/chat_cmd.py", "replay"),  # without a key, chat suggests 'hermes-core replay'
+    ("cli/doctor_cmd.py", "replay"),  # doctor says 'hermes-core replay' works without a key
     ("threats.py", "anthropic"),  # a vendor's name in a pattern of risky shell commands
     ("threats.py", "openai"),  # the same pattern names OPENAI_API_KEY-style variables
     ("testing/context_model.py", "anthropic"),  # the Messages API's own header, anthropic-beta

@@ -246,3 +246,28 @@ def test_the_returning_user_example_finds_the_first_session(home):
     assert "SQS FIFO" in search["result"]
     # the preference saved in session 1 is in session 2's prompt (via the file memory snapshot)
     assert data["turns"][3]["system_prompt"]["changes"] == 1
+
+
+def test_the_command_is_the_replay_plugins_and_says_so_when_disabled(home):
+    """``replay`` is a first-party plugin's command: the library stays the kernel's, the command
+    goes with its plugin."""
+    from hermes_core.cli import COMMANDS, SHORT_HELP
+    from hermes_core.host import RESERVED_COMMANDS, PluginHost
+
+    assert "replay" not in COMMANDS and "replay" not in SHORT_HELP
+    assert "replay" not in RESERVED_COMMANDS
+    assert PluginHost.load(entry_points=False, directories=False).commands["replay"][1] == "replay"
+    assert CliRunner().invoke(cli, ["--help"]).exit_code == 0  # the command index knows it
+    (home / "config.yaml").write_text("plugins:\n  disabled: [replay]\n")
+    gone = _run_cli(home, str(EXAMPLES / "first-week.jsonl"))
+    assert gone.exit_code == 1
+    assert ("the command 'replay' is provided by the plugin 'replay', which is disabled; enable "
+            "it with 'hermes-core plugins enable replay'") in gone.output
+
+
+def test_the_commands_old_home_warns_and_still_resolves():
+    import hermes_core.cli.replay_cmd as old
+    from hermes_core.plugins.replay.commands import replay as command
+
+    with pytest.warns(DeprecationWarning, match="moved to hermes_core.plugins.replay.commands"):
+        assert old.replay is command

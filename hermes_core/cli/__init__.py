@@ -27,7 +27,6 @@ COMMANDS: dict[str, str] = {
     "forget": "hermes_core.cli.forget_cmd:forget",
     "import": "hermes_core.cli.import_cmd:import_group",
     "plugins": "hermes_core.cli.plugins_cmd:plugins",
-    "replay": "hermes_core.cli.replay_cmd:replay",
     "serve": "hermes_core.cli.serve_cmd:serve",
     "setup": "hermes_core.cli.setup_cmd:setup",
     "storage": "hermes_core.cli.storage_cmd:storage",
@@ -43,8 +42,6 @@ SHORT_HELP: dict[str, str] = {
     "forget": "Delete everything the memory providers keep that mentions TEXT.",
     "import": "Bring another agent's history and memory into this home (importers are plugins).",
     "plugins": "List, install and switch plugins.",
-    "replay": "Replay a recorded conversation (JSONL) through the configured plugins, with no API "
-              "key.",
     "serve": "Serve the agent over HTTP: POST a signed JSON message, get the reply.",
     "setup": "Write config.yaml by answering a few questions (every one is also a flag).",
     "storage": "Where the stores keep their data (SQLite files or one PostgreSQL database).",

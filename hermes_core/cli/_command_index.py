@@ -5,6 +5,8 @@ plugins installed, so the names and one-line helps are kept in ``$HERMES_CORE_HO
 commands.json``, keyed by what decides them: the kernel's version, every plugin candidate (name,
 source, distribution and version, a directory plugin's modification time) and the blocked names.
 Every command that loads the plugins rewrites it (:func:`remember_commands`) when it changed.
+It holds the commands plugins add to the kernel's groups too (``plugins new``), each entry naming
+its group; the index's entries are keyed by the command as typed (:func:`spelled`).
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..host import PluginHost
 
-__all__ = ["CommandEntry", "index_key", "raw_plugins_section", "read_index", "remember_commands",
-           "short_help", "write_index"]
+__all__ = ["CommandEntry", "entries_of", "index_key", "raw_plugins_section", "read_index",
+           "remember_commands", "short_help", "spelled", "write_index"]
 
 log = logging.getLogger("hermes_core.cli")
 
@@ -32,6 +34,23 @@ class CommandEntry:
     plugin: str
     help: str
     enabled: bool
+    #: the kernel group it is a sub-command of (``plugins``), None for a top-level command
+    group: str | None = None
+
+
+def spelled(name: str, group: str | None) -> str:
+    """A command as typed after ``hermes-core``: ``eval``, ``plugins new``."""
+    return name if group is None else f"{group} {name}"
+
+
+def entries_of(host: PluginHost) -> dict[str, CommandEntry]:
+    """Every command a loaded host's plugins offer, keyed as typed."""
+    out = {name: CommandEntry(name, plugin, short_help(command), True)
+           for name, (command, plugin) in host.commands.items()}
+    for group, table in host.subcommands.items():
+        for name, (command, plugin) in table.items():
+            out[spelled(name, group)] = CommandEntry(name, plugin, short_help(command), True, group)
+    return out
 
 
 def index_key() -> tuple[str, list[Any]]:
@@ -95,12 +114,12 @@ def remember_commands(host: PluginHost) -> None:
     digest, names = index_key()
     blocked = {name for name, is_blocked in names if is_blocked}
     old = read_index()
-    entries = {name: CommandEntry(name, plugin, short_help(command), True)
-               for name, (command, plugin) in host.commands.items()}
+    entries = entries_of(host)
     for e in old.get("commands", []):  # what a disabled plugin offered when it was enabled
         if e.get("plugin") in blocked:
-            entries.setdefault(e["name"], CommandEntry(e["name"], e["plugin"], e.get("help", ""),
-                                                       False))
+            group = e.get("group")
+            entries.setdefault(spelled(e["name"], group), CommandEntry(
+                e["name"], e["plugin"], e.get("help", ""), False, group))
     if old.get("key") == digest and old.get("commands") == [_as_dict(e) for e in entries.values()]:
         return
     write_index(digest, entries)
@@ -121,8 +140,9 @@ def write_index(digest: str, entries: dict[str, CommandEntry]) -> None:
 
 
 def _as_dict(entry: CommandEntry) -> dict[str, Any]:
+    group = {} if entry.group is None else {"group": entry.group}
     return {"name": entry.name, "plugin": entry.plugin, "help": entry.help,
-            "enabled": entry.enabled}
+            "enabled": entry.enabled, **group}
 
 
 def short_help(command: Any) -> str:

@@ -10,7 +10,8 @@ plugin can take their command names, and the command loads every plugin itself w
 Every other case (a third-party plugin's command, a stale or missing index, a ``plugins`` section
 of config.yaml that cannot be read as written, a plugin left out by ``plugins.enabled_only``, a
 built-in that fails to import or register) loads every plugin to find the command, and reports
-whatever that load finds.
+whatever that load finds. The commands plugins add to a kernel group (``plugins new``, from the
+built-in ``scaffold``) are found the same way, by :class:`WithPluginSubcommands`.
 """
 
 from __future__ import annotations
@@ -19,24 +20,32 @@ import click
 
 from ._command_index import (
     CommandEntry,
+    entries_of,
     index_key,
     raw_plugins_section,
     read_index,
-    short_help,
+    spelled,
     write_index,
 )
 from ._common import load_config_or_defaults, load_host
 
-__all__ = ["command_index", "load_plugin_command"]
+__all__ = ["WithPluginSubcommands", "command_index", "load_plugin_command"]
 
 
-def command_index() -> dict[str, CommandEntry]:
+def command_index(group: str | None = None) -> dict[str, CommandEntry]:
     """Plugin commands by name (a disabled plugin's too, marked), without importing third-party
     plugins: from the index when it is current; else the built-ins' (imported: they ship with the
-    kernel) and what the index last knew of the third-party plugins still installed."""
+    kernel) and what the index last knew of the third-party plugins still installed. The top-level
+    ones, or those plugins add to the kernel group ``group``."""
+    return {e.name: e for e in _full_index().values() if e.group == group}
+
+
+def _full_index() -> dict[str, CommandEntry]:
+    """Every indexed command, keyed as typed (``eval``, ``plugins new``)."""
     digest, names = index_key()
     data = read_index()
-    entries = {e["name"]: CommandEntry(**e) for e in data.get("commands", [])}
+    entries = {spelled(e["name"], e.get("group")): CommandEntry(**e)
+               for e in data.get("commands", [])}
     if data.get("key") == digest:
         return entries
     from ..host import PluginHost
@@ -45,44 +54,86 @@ def command_index() -> dict[str, CommandEntry]:
     present = {name: blocked for name, blocked in names}
     config, _error = load_config_or_defaults()
     builtins = PluginHost.load(config=config, entry_points=False, directories=False)
-    out = {name: CommandEntry(name, plugin, short_help(command), True)
-           for name, (command, plugin) in builtins.commands.items()}
-    for name, entry in entries.items():
+    out = entries_of(builtins)
+    for key, entry in entries.items():
         if entry.plugin in BUILTIN_PLUGINS and not present.get(entry.plugin, False):
             continue  # the built-ins were just asked
-        if entry.plugin in present and name not in out:
-            out[name] = CommandEntry(name, entry.plugin, entry.help, not present[entry.plugin])
+        if entry.plugin in present and key not in out:
+            out[key] = CommandEntry(entry.name, entry.plugin, entry.help,
+                                    not present[entry.plugin], entry.group)
     # Written with the current key: a third-party plugin installed since the index was last
     # complete shows its commands in --help once any command has loaded the plugins.
     write_index(digest, out)
     return out
 
 
-def load_plugin_command(name: str) -> click.Command | None:
-    """The plugin command ``name``; a command that explains when its plugin is disabled; or None."""
+class WithPluginSubcommands(click.Group):
+    """A kernel group holding its own sub-commands and those plugins add to it
+    (``register(command, group=NAME)``): listed from the index, built as a top-level plugin
+    command is (:func:`load_plugin_command`)."""
+
+    def _index(self, ctx: click.Context) -> dict[str, CommandEntry]:
+        key = f"hermes_core.command_index.{self.name}"
+        index: dict[str, CommandEntry] | None = ctx.meta.get(key)
+        if index is None:
+            index = ctx.meta[key] = command_index(self.name)
+        return index
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        plugin = [name for name, entry in self._index(ctx).items() if entry.enabled]
+        return sorted({*self.commands, *plugin})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.commands:
+            return self.commands[cmd_name]
+        return load_plugin_command(cmd_name, str(self.name))
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # click's own layout, with the plugins' sub-commands described from the index: the
+        # group's --help imports no plugin.
+        index = self._index(ctx)
+        commands: list[tuple[str, click.Command]] = []
+        for name in self.list_commands(ctx):
+            command = self.commands.get(name)
+            if command is None:
+                command = click.Command(name, help=index[name].help)
+            if not command.hidden:
+                commands.append((name, command))
+        if commands:
+            limit = formatter.width - 6 - max(len(name) for name, _ in commands)
+            with formatter.section("Commands"):
+                formatter.write_dl([(name, command.get_short_help_str(limit))
+                                    for name, command in commands])
+
+
+def load_plugin_command(name: str, group: str | None = None) -> click.Command | None:
+    """The plugin command ``name`` (a sub-command of the kernel group ``group``, if given); a
+    command that explains when its plugin is disabled; or None."""
     digest, names = index_key()
     blocked = {plugin for plugin, is_blocked in names if is_blocked}
     data = read_index()
-    known = {e["name"]: e.get("plugin") for e in data.get("commands", [])}
-    if known.get(name) in blocked:
-        return _disabled(name, str(known[name]))
-    plugin = known.get(name)
+    typed = spelled(name, group)
+    known = {spelled(e["name"], e.get("group")): e.get("plugin") for e in data.get("commands", [])}
+    if known.get(typed) in blocked:
+        return _disabled(name, typed, str(known[typed]))
+    plugin = known.get(typed)
     if data.get("key") == digest and isinstance(plugin, str):
-        builtin = _builtin_command(name, plugin)
+        builtin = _builtin_command(name, plugin, group)
         if builtin is not None:
             return builtin
     host = load_host(tolerate_bad_config=True, warn_config=False)
-    found = host.commands.get(name)
+    table = host.commands if group is None else host.subcommands.get(group, {})
+    found = table.get(name)
     if found is not None:
         command: click.Command = found[0]
         return command
     disabled = sorted(r.name for r in host.records.values() if not r.enabled)
-    if disabled:  # never imported, so what they offer is unknown: say so instead of "no such"
-        return _unknown(name, disabled)
+    if disabled and group is None:  # never imported, so what they offer is unknown: say so
+        return _unknown(name, disabled)  # instead of "no such" (a group's unknown name: click's)
     return None
 
 
-def _builtin_command(name: str, plugin: str) -> click.Command | None:
+def _builtin_command(name: str, plugin: str, group: str | None = None) -> click.Command | None:
     """``name`` as the built-in ``plugin`` registers it, asked alone (no host, no config models);
     None when that cannot be sure: not a built-in, config.yaml unreadable or its ``plugins``
     section malformed, the plugin not allowed, or it fails to import or register."""
@@ -112,7 +163,7 @@ def _builtin_command(name: str, plugin: str) -> click.Command | None:
         return None
     from .._command_table import commands_of
 
-    found = (commands_of(plugin, obj) or {}).get(name)
+    found = (commands_of(plugin, obj, group) or {}).get(name)
     return None if found is None else _as_command(found[0])
 
 
@@ -138,13 +189,13 @@ def _unknown(name: str, disabled: list[str]) -> click.Command:
     return stub
 
 
-def _disabled(name: str, plugin: str) -> click.Command:
+def _disabled(name: str, typed: str, plugin: str) -> click.Command:
     @click.command(name, context_settings={"ignore_unknown_options": True,
                                            "allow_extra_args": True},
                    help=f"(disabled) provided by the plugin {plugin!r}.", add_help_option=False)
     def stub() -> None:
         raise click.ClickException(
-            f"the command {name!r} is provided by the plugin {plugin!r}, which is disabled; "
+            f"the command {typed!r} is provided by the plugin {plugin!r}, which is disabled; "
             f"enable it with 'hermes-core plugins enable {plugin}'")
 
     return stub

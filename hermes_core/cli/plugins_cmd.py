@@ -1,4 +1,5 @@
-"""``hermes-core plugins``: list, install, uninstall, enable, disable."""
+"""``hermes-core plugins``: list, install, uninstall, enable, disable; and the sub-commands plugins
+add to the group (``plugins new`` comes from the built-in plugin ``scaffold``)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ from pathlib import Path
 import click
 
 from ._common import echo_json, load_host, warn
+from ._plugin_commands import WithPluginSubcommands
 
 __all__ = ["plugins"]
 
 
-@click.group()
+@click.group(cls=WithPluginSubcommands)
 def plugins() -> None:
     """List, install and switch plugins."""
 
@@ -231,18 +233,3 @@ def enable(name: str) -> None:
         warn(f"{name} is not in plugins.enabled_only ({', '.join(only or [])}), so it is still "
              f"not loaded; add it there: hermes-core config set plugins.enabled_only "
              f"'[{', '.join([*(only or []), name])}]'")
-
-
-@plugins.command("new")
-@click.argument("name")
-@click.option("--kind", type=click.Choice(["memory", "context-engine", "tool", "platform"]),
-              required=True, help="What the plugin provides.")
-@click.option("--dir", "directory", type=click.Path(file_okay=False), default=".",
-              show_default=True, help="Where to create the package folder.")
-def new(name: str, kind: str, directory: str) -> None:
-    """Create a plugin package NAME: pyproject, module, config model, tests, README."""
-    from ..scaffold import scaffold
-
-    root = scaffold(name, kind, Path(directory))
-    click.echo(f"Created {root}. Next:\n  cd {root}\n  hermes-core plugins install -e .\n"
-               "  pip install pytest jsonschema && pytest")

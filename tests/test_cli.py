@@ -199,6 +199,25 @@ def test_help_version_disable_import_no_plugin(args, home, tmp_path):
         assert "pydantic" not in modules and "hermes_core.host" not in modules
 
 
+def test_help_names_a_plugin_installed_since_the_list_was_made(home, run):
+    """--help imports no third-party plugin, so one added since a command last loaded the
+    plugins is named, not listed; once a command has loaded them, its commands are listed."""
+    folder = home / "plugins" / "hello_cmd"
+    folder.mkdir(parents=True)
+    (folder / "__init__.py").write_text(
+        "import click\nfrom hermes_core import hookimpl\n\n"
+        "@click.command('hello')\ndef hello():\n    \"\"\"Say hello.\"\"\"\n\n"
+        "@hookimpl\ndef register_commands(register):\n    register(hello)\n")
+    first = run("--help")
+    assert first.exit_code == 0 and "Say hello." not in first.output
+    assert "Not listed yet: the commands (if any) of hello_cmd" in " ".join(first.output.split())
+    assert run("plugins", "list").exit_code == 0
+    after = run("--help")
+    assert "Say hello." in after.output and "Not listed yet" not in after.output
+    (home / "config.yaml").write_text("plugins:\n  disabled: [hello_cmd]\n")
+    assert "Not listed yet" not in run("--help").output  # a disabled plugin is not named
+
+
 def test_a_builtin_plugin_command_loads_only_its_plugin_while_the_index_is_current(home, tmp_path):
     folder = home / "plugins" / "lazyplug"
     folder.mkdir(parents=True)

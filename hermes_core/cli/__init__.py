@@ -55,11 +55,14 @@ class LazyGroup(click.Group):
     def _index(ctx: click.Context) -> dict[str, Any]:
         """The plugin command index, read once per invocation (checking it costs a scan of the
         installed distributions and the config file)."""
-        from ._plugin_commands import command_index
-
         index: dict[str, Any] | None = ctx.meta.get("hermes_core.command_index")
         if index is None:
-            index = ctx.meta["hermes_core.command_index"] = dict(command_index())
+            from ._plugin_commands import index_state
+
+            entries, unasked = index_state()
+            ctx.meta["hermes_core.unasked_plugins"] = unasked
+            index = ctx.meta["hermes_core.command_index"] = {
+                e.name: e for e in entries.values() if e.group is None}
         return index
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -99,6 +102,13 @@ class LazyGroup(click.Group):
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
+        unasked = ctx.meta.get("hermes_core.unasked_plugins") or []
+        if unasked:  # installed since a command last loaded the plugins: never imported here
+            formatter.write_paragraph()
+            formatter.write_text(
+                f"Not listed yet: the commands (if any) of {', '.join(unasked)}, installed since "
+                "the list was made; any command that loads the plugins ('hermes-core plugins "
+                "list') adds them.")
 
     def invoke(self, ctx: click.Context) -> Any:
         # User errors from the library become click errors: a message and exit 1, no traceback

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..host import PluginHost
 
-__all__ = ["CommandEntry", "entries_of", "index_key", "raw_plugins_section", "read_index",
+__all__ = ["CommandEntry", "asked_of", "entries_of", "index_key", "raw_plugins_section", "read_index",
            "remember_commands", "short_help", "spelled", "write_index"]
 
 log = logging.getLogger("hermes_core.cli")
@@ -120,19 +120,22 @@ def remember_commands(host: PluginHost) -> None:
             group = e.get("group")
             entries.setdefault(spelled(e["name"], group), CommandEntry(
                 e["name"], e["plugin"], e.get("help", ""), False, group))
-    if old.get("key") == digest and old.get("commands") == [_as_dict(e) for e in entries.values()]:
+    asked = sorted(host.records)
+    if (old.get("key") == digest and old.get("asked") == asked
+            and old.get("commands") == [_as_dict(e) for e in entries.values()]):
         return
-    write_index(digest, entries)
+    write_index(digest, entries, asked)
 
 
-def write_index(digest: str, entries: dict[str, CommandEntry]) -> None:
+def write_index(digest: str, entries: dict[str, CommandEntry], asked: list[str]) -> None:
+    """``asked``: the plugins whose commands the entries are (a plugin with none among them)."""
     from ..private import private_dir, write_private_text
 
     path = _cache_file()
     try:
         private_dir(path.parent)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        write_private_text(tmp, json.dumps({"key": digest, "commands": [
+        write_private_text(tmp, json.dumps({"key": digest, "asked": asked, "commands": [
             _as_dict(e) for e in entries.values()]}, indent=1))
         os.replace(tmp, path)
     except OSError as exc:  # a read-only home: work without the index
@@ -149,6 +152,14 @@ def short_help(command: Any) -> str:
     """The command's first sentence, whole: ``--help`` shortens it to the terminal's width, as it
     does the kernel's commands'."""
     return str(command.get_short_help_str(1000) or "")
+
+
+def asked_of(data: dict[str, Any]) -> set[str]:
+    """The plugins whose commands an index read by :func:`read_index` knows (an index written
+    before it recorded them: those with a command in it)."""
+    asked = data.get("asked")
+    named = {str(e.get("plugin")) for e in data.get("commands", [])}
+    return named | ({str(n) for n in asked} if isinstance(asked, list) else set())
 
 
 def read_index() -> dict[str, Any]:

@@ -20,6 +20,7 @@ import click
 
 from ._command_index import (
     CommandEntry,
+    asked_of,
     entries_of,
     index_key,
     raw_plugins_section,
@@ -29,7 +30,7 @@ from ._command_index import (
 )
 from ._common import load_config_or_defaults, load_host
 
-__all__ = ["WithPluginSubcommands", "command_index", "load_plugin_command"]
+__all__ = ["WithPluginSubcommands", "command_index", "index_state", "load_plugin_command"]
 
 
 def command_index(group: str | None = None) -> dict[str, CommandEntry]:
@@ -37,21 +38,31 @@ def command_index(group: str | None = None) -> dict[str, CommandEntry]:
     plugins: from the index when it is current; else the built-ins' (imported: they ship with the
     kernel) and what the index last knew of the third-party plugins still installed. The top-level
     ones, or those plugins add to the kernel group ``group``."""
-    return {e.name: e for e in _full_index().values() if e.group == group}
+    return {e.name: e for e in index_state()[0].values() if e.group == group}
 
 
-def _full_index() -> dict[str, CommandEntry]:
-    """Every indexed command, keyed as typed (``eval``, ``plugins new``)."""
+def index_state() -> tuple[dict[str, CommandEntry], list[str]]:
+    """Every indexed command, keyed as typed (``eval``, ``plugins new``), and the enabled
+    plugins whose commands the index does not know: third-party plugins installed since a
+    command last loaded the plugins (``--help`` names them instead of importing them)."""
     digest, names = index_key()
     data = read_index()
     entries = {spelled(e["name"], e.get("group")): CommandEntry(**e)
                for e in data.get("commands", [])}
-    if data.get("key") == digest:
-        return entries
+    asked = asked_of(data)
+    if data.get("key") != digest:
+        entries, asked = _rebuilt(digest, names, entries, asked)
+    return entries, sorted(name for name, blocked in names if not blocked and name not in asked)
+
+
+def _rebuilt(digest: str, names: list[tuple[str, bool]], entries: dict[str, CommandEntry],
+             asked: set[str]) -> tuple[dict[str, CommandEntry], set[str]]:
+    """The index under the current key: the built-ins asked again (imported: they ship with the
+    kernel), and what the index knew of the third-party plugins still installed."""
     from ..host import PluginHost
     from ..loader import BUILTIN_PLUGINS
 
-    present = {name: blocked for name, blocked in names}
+    present = dict(names)
     config, _error = load_config_or_defaults()
     builtins = PluginHost.load(config=config, entry_points=False, directories=False)
     out = entries_of(builtins)
@@ -61,10 +72,11 @@ def _full_index() -> dict[str, CommandEntry]:
         if entry.plugin in present and key not in out:
             out[key] = CommandEntry(entry.name, entry.plugin, entry.help,
                                     not present[entry.plugin], entry.group)
-    # Written with the current key: a third-party plugin installed since the index was last
-    # complete shows its commands in --help once any command has loaded the plugins.
-    write_index(digest, out)
-    return out
+    # a third-party plugin installed since stays unasked (and named by --help) until a command
+    # loads the plugins
+    known = sorted((asked & set(present)) | set(BUILTIN_PLUGINS) | set(builtins.records))
+    write_index(digest, out, known)
+    return out, set(known)
 
 
 class WithPluginSubcommands(click.Group):

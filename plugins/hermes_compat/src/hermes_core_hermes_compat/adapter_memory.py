@@ -262,10 +262,17 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
             self._end_child(session)
             return
         slot = self._slots.get(self._key(session))
-        fn = getattr(slot.obj, "on_session_end", None) if slot is not None else None
-        if slot is not None and slot.session_id is not None and callable(fn):
+        if slot is None:
+            return
+        # The next session's first hook may be initialising the object right now (its prompt is
+        # built before this queued call runs): wait for that, or this end would see the object
+        # between sessions and be lost.
+        with slot.lock:
+            ready = slot.session_id is not None
+        fn = getattr(slot.obj, "on_session_end", None)
+        if ready and callable(fn):
             slot.call(fn, to_openai(messages))
-        if slot is not None and slot.session_id is not None:
+        if ready:
             self._fire(session, "on_session_finalize", session_id=session.id,
                        platform=session.platform,
                        reason="session_boundary" if reason == EndReason.NEW_SESSION else "shutdown")

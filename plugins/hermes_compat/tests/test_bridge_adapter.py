@@ -70,6 +70,25 @@ def test_lifecycle_tools_and_prompt(core_home: Path, user_home: Path,
     assert listing(user_home) == before
 
 
+def test_the_old_sessions_end_reaches_an_object_still_initialising_the_next(
+        core_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After /new the next session's prompt initialises the object at once, while the old
+    session's on_session_end is still queued: a slow initialize used to let that end see the
+    object between sessions and be dropped. It must arrive, whole."""
+    slow = hermes_style.RECORDER.replace(
+        "    def initialize(self, session_id, **kwargs):\n",
+        "    def initialize(self, session_id, **kwargs):\n"
+        "        import time\n"
+        "        if self.session is not None:\n"
+        "            time.sleep(1.5)  # the second session's: long enough for the queued end\n")
+    assert slow != hermes_style.RECORDER
+    drop_folder_plugin(core_home, "recorder", slow)
+    run(core_home, TURNS, providers=["file_memory", "hermes-recorder"], monkeypatch=monkeypatch)
+    ended = [c for c in calls_of(core_home, "recorder") if c["event"] == "on_session_end"]
+    assert [c["count"] for c in ended] == [12, 2]
+    assert ended[0]["roles"] == ["assistant", "tool", "user"]
+
+
 def test_memory_writes_are_mirrored(core_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     drop_folder_plugin(core_home, "recorder", hermes_style.RECORDER)
     turns = [{"user": "Remember I like tea.", "tool_calls": [{"name": "memory", "arguments": {

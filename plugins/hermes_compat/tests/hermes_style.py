@@ -113,7 +113,7 @@ class Switcher(MemoryProvider):
 
     def on_session_switch(self, new_session_id, *, parent_session_id="", reset=False, **kwargs):
         self._log({"event": "switch", "new": new_session_id, "parent": parent_session_id,
-                   "reset": reset})
+                   "reset": reset, "kwargs": kwargs})
 
 
 def register(ctx):

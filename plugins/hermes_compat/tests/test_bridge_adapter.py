@@ -112,7 +112,9 @@ def test_messages_only_for_signatures_that_take_them_and_switch(core_home: Path,
     assert [c["event"] for c in calls].count("initialize") == 1  # it follows switches itself
     switch = next(c for c in calls if c["event"] == "switch")
     assert switch == {"event": "switch", "new": report.turns[1]["session_id"],
-                      "parent": report.turns[0]["session_id"], "reset": True}
+                      "parent": report.turns[0]["session_id"], "reset": True,
+                      # Hermes' word for /new; ``rewound`` only when true, as Hermes passes it
+                      "kwargs": {"reason": "new_session"}}
 
 
 def _host(core_home: Path, config: str) -> RecordingHost:
@@ -244,3 +246,25 @@ def test_pre_compress_and_the_flush_writes_reach_hermes_providers(core_home: Pat
         assert writes[1]["metadata"]["execution_context"] == "foreground"
     finally:
         host.shutdown()
+
+
+def test_the_old_sessions_end_reaches_the_object_before_it_moves_to_the_next(
+        core_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hermes delivers a session's on_session_end before the provider is moved to the next
+    session (its providers keep the session id in their own state: a later end would file the
+    old transcript under the new session). After /new the new prompt is built at once, while
+    the old session's end waits on the plugin's lane: the object must still be in the old
+    session when that end runs."""
+    bound = hermes_style.RECORDER.replace(
+        '        self._log("on_session_end", count=len(messages),',
+        '        self._log("on_session_end", bound=self.session, count=len(messages),')
+    assert bound != hermes_style.RECORDER
+    drop_folder_plugin(core_home, "recorder", bound)
+    report = run(core_home, TURNS, providers=["file_memory", "hermes-recorder"],
+                 monkeypatch=monkeypatch)
+    calls = [c for c in calls_of(core_home, "recorder")
+             if c["event"] in ("initialize", "on_session_end")]
+    first, second = report.turns[0]["session_id"], report.turns[4]["session_id"]
+    assert [(c["event"], c.get("session_id", c.get("bound"))) for c in calls] == [
+        ("initialize", first), ("on_session_end", first), ("initialize", second),
+        ("on_session_end", second)]

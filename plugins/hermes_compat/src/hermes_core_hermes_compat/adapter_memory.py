@@ -8,8 +8,11 @@ isolation and problem reports apply to it like to any provider.
 
 The mapping (hermes-core hook -> Hermes method):
 
-* any hook of a session not seen yet -> ``initialize(session_id, hermes_home=..., platform=...,
-  agent_context=..., user_id=..., parent_session_id=...)`` once, lazily; under
+* the first hook reaching an object not initialised yet -> ``initialize(session_id,
+  hermes_home=..., platform=..., agent_context=..., user_id=..., parent_session_id=...)``; an
+  object is moved to another session only by the hooks queued on the plugin's lane, in their
+  order (the old session's ``on_session_end``, then ``on_session_switch``), as Hermes' memory
+  worker does, never by a hook the turn runs (``ProviderObjects._ready``); under
   ``memory.scope: user`` one Hermes provider object per user key, each in its own home; a
   delegated child session (``agent_context`` ``"subagent"``) gets an object of its own, shut down
   when the child ends (see :mod:`.delegation`);
@@ -43,6 +46,7 @@ hooks around every tool call in :mod:`.adapter_tools`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -71,6 +75,11 @@ log = logging.getLogger(__name__)
 
 #: the share of ``memory.prefetch_timeout`` a turn waits for a provider's first (cold) prefetch
 WARM_SHARE = 0.8
+#: the ``reason`` Hermes 0.19.0 passes to ``on_session_switch`` for each kind of change (a reset
+#: of a conversation key starts a fresh session, as ``/new`` does)
+_HERMES_REASON = {SwitchReason.NEW: "new_session", SwitchReason.RESET: "new_session",
+                  SwitchReason.RESUME: "resume", SwitchReason.COMPRESSION: "compression",
+                  SwitchReason.BRANCH: "branch"}
 
 
 class HermesMemoryProvider(ProviderTools, MemoryProvider):
@@ -124,14 +133,15 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
 
     @hookimpl
     def system_prompt_block(self, session: Session) -> str | None:
-        return self._text(self._run(session, "system_prompt_block"), "system_prompt_block")
+        return self._text(self._run(session, "system_prompt_block", move=False),
+                          "system_prompt_block")
 
     @hookimpl
     def on_message(self, message: Message, session: Session) -> None:
         keep = self._hooks.has("pre_llm_call")
         if message.role != "user" and not keep:
             return
-        slot = self._ready(session)
+        slot = self._ready(session, move=False)
         if slot is None:
             return
         if keep:
@@ -152,7 +162,7 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         text = self._recall(query, session)
         if not self._hooks.has("pre_llm_call"):
             return text
-        slot = self._ready(session)
+        slot = self._ready(session, move=False)
         if slot is None:
             return text
         history = list(slot.history) if slot.history_of == session.id else []
@@ -165,7 +175,7 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
 
     def _recall(self, query: str, session: Session) -> str | None:
         """The provider's own ``prefetch``."""
-        slot = self._ready(session)
+        slot = self._ready(session, move=False)
         fn = getattr(slot.obj, "prefetch", None) if slot is not None else None
         if slot is None or not callable(fn):
             return None
@@ -231,7 +241,7 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
 
     @hookimpl
     def on_pre_compress(self, messages: list[Message], session: Session) -> str | None:
-        slot = self._ready(session)
+        slot = self._ready(session, move=False)
         fn = getattr(slot.obj, "on_pre_compress", None) if slot is not None else None
         if slot is None or not callable(fn):
             return None
@@ -244,7 +254,7 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         with slot.lock:
             if slot.session_id is not None and slot.session_id != new_session.id:
                 parent = old_session.id if old_session is not None else slot.session_id
-                self._switch(slot, new_session, parent, reason=str(reason),
+                self._switch(slot, new_session, parent, reason=_HERMES_REASON.get(reason, ""),
                              reset=reason in (SwitchReason.NEW, SwitchReason.RESET))
         # otherwise initialised lazily, or already moved by the new session's first hook
         if reason == SwitchReason.RESET or (reason == SwitchReason.NEW and old_session is not None):
@@ -261,21 +271,21 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         if session.agent_context != "primary":
             self._end_child(session)
             return
-        slot = self._slots.get(self._key(session))
+        known = self._slots.get(self._key(session))
+        with known.lock if known is not None else contextlib.nullcontext():
+            if known is None or known.session_id is None:
+                return  # never initialised: nothing of the session reached it
+        # still in this session: the next one's hooks on the turn's thread do not move it (its
+        # switch is queued after this end); another conversation's writes may have (shared)
+        slot = self._ready(session)
         if slot is None:
             return
-        # The next session's first hook may be initialising the object right now (its prompt is
-        # built before this queued call runs): wait for that, or this end would see the object
-        # between sessions and be lost.
-        with slot.lock:
-            ready = slot.session_id is not None
         fn = getattr(slot.obj, "on_session_end", None)
-        if ready and callable(fn):
+        if callable(fn):
             slot.call(fn, to_openai(messages))
-        if ready:
-            self._fire(session, "on_session_finalize", session_id=session.id,
-                       platform=session.platform,
-                       reason="session_boundary" if reason == EndReason.NEW_SESSION else "shutdown")
+        self._fire(session, "on_session_finalize", session_id=session.id,
+                   platform=session.platform,
+                   reason="session_boundary" if reason == EndReason.NEW_SESSION else "shutdown")
 
     def _end_child(self, session: Session) -> None:
         """A delegated child session ended: its Hermes object is shut down and dropped. Its
@@ -310,7 +320,7 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
     def on_delegation(self, task: str, result: str, child_session_id: str, status: str,
                       session: Session) -> None:
         started = self._children.pop(child_session_id, None)
-        slot = self._ready(session)
+        slot = self._ready(session, move=False)
         if slot is None:
             return
         fn = getattr(slot.obj, "on_delegation", None)
@@ -318,7 +328,7 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
             slot.call(call_with, fn, task, delegated_result(result, status),
                       child_session_id=child_session_id)
         ms = int((time.monotonic() - started) * 1000) if started is not None else 0
-        self._fire(session, "subagent_stop", **stop_kwargs(
+        self._fire(session, "subagent_stop", move=False, **stop_kwargs(
             session, child_session_id, result, status, f"{session.id}:{slot.turns}", ms,
             self.context.config.delegation.max_depth))
 

@@ -131,11 +131,18 @@ class ProviderObjects:
                     session.agent_context if session is not None else "primary")
         return slot
 
-    def _ready(self, session: Session) -> Slot | None:
+    def _ready(self, session: Session, *, move: bool = True) -> Slot | None:
         """The slot of ``session``'s user, initialised for ``session`` (once); None while its
-        ``initialize`` failed for this session (see :class:`Failure`)."""
+        ``initialize`` failed for this session (see :class:`Failure`).
+
+        ``move=False`` (the hooks the turn runs: the prompt, ``on_message``, tools): an object
+        initialised for another session is used as it is. Hermes moves a provider to the next
+        session only in the order of its writes (the old session's ``on_session_end``, then
+        ``on_session_switch``, on one background worker) and its providers keep the session in
+        their own state; the prompt of the next session is built before those queued calls run,
+        so moving the object there would file the old session's end under the new one."""
         slot = self._slot(session)
-        if slot.session_id == session.id:
+        if slot.session_id == session.id or (not move and slot.session_id is not None):
             return slot
         with slot.lock:
             if slot.failure is not None and slot.failure.holds(session.id):
@@ -143,8 +150,9 @@ class ProviderObjects:
             try:
                 if slot.session_id is None:
                     self._initialize(slot, session)
-                elif slot.session_id != session.id:
-                    # the new session's first hook came before the worker's on_session_switch
+                elif slot.session_id != session.id and move:
+                    # a write of this session reached the object before an on_session_switch
+                    # moved it (another conversation's object, under memory.scope: shared)
                     reset = session.parent_session_id != slot.session_id
                     self._switch(slot, session, slot.session_id, reset=reset, reason="")
             except Exception as exc:
@@ -173,8 +181,11 @@ class ProviderObjects:
         """Move ``slot`` to session ``new``: the provider's own ``on_session_switch`` when it
         has one, else ``initialize`` again (it keeps its session from initialize)."""
         if overrides(slot.obj, "on_session_switch"):
+            # as Hermes' MemoryManager: ``reason`` its word for the change, ``rewound`` never
+            # passed unless true (providers taking **kwargs compare them whole)
+            extra = {"reason": reason} if reason else {}
             slot.call(call_with, slot.obj.on_session_switch, new.id, parent_session_id=parent,
-                      reset=reset, rewound=False, reason=reason)
+                      reset=reset, **extra)
             slot.session_id = new.id
         else:
             self._initialize(slot, new)
@@ -200,8 +211,9 @@ class ProviderObjects:
         slot.call(slot.obj.initialize, session.id, **kwargs)
         slot.session_id = session.id
 
-    def _run(self, session: Session, method: str, *args: Any, **kwargs: Any) -> Any:
-        slot = self._ready(session)
+    def _run(self, session: Session, method: str, *args: Any, move: bool = True,
+             **kwargs: Any) -> Any:
+        slot = self._ready(session, move=move)
         fn = getattr(slot.obj, method, None) if slot is not None else None
         if slot is None or not callable(fn):
             return None
@@ -219,11 +231,12 @@ class ProviderObjects:
 
     # ------------------------------------------------------------------ Hermes hooks
 
-    def _fire(self, session: Session, hook: str, **kwargs: Any) -> list[Any]:
+    def _fire(self, session: Session, hook: str, *, move: bool = True, **kwargs: Any
+              ) -> list[Any]:
         """The answers of the plugin's ``hook`` callbacks, called on its object's thread."""
         if not self._hooks.has(hook):
             return []
-        slot = self._ready(session)
+        slot = self._ready(session, move=move)
         if slot is None:
             return []
         self._ran(f"hook {hook}")

@@ -111,7 +111,7 @@ class ProviderTools(ProviderObjects):
     def _tool_slot(self, tool: str, ctx: ToolContext) -> tuple[Slot, Session]:
         if ctx.session is None:
             raise ToolError(f"tool {tool!r} of {self.name} needs a session")
-        slot = self._ready(ctx.session)
+        slot = self._ready(ctx.session, move=False)
         if slot is None:
             failure = self._slot(ctx.session).failure
             raise ToolError(f"{self.name} is not available in this session: its initialize() "
@@ -135,7 +135,7 @@ class ProviderTools(ProviderObjects):
     def _tool_base(self, session: Session, tool: str, args: dict[str, Any], call_id: str
                    ) -> dict[str, Any] | None:
         """What Hermes passes to its tool hooks about one call (``None``: no slot this session)."""
-        slot = self._ready(session)
+        slot = self._ready(session, move=False)
         if slot is None:
             return None
         base = {"tool_name": tool, "args": args, "tool_call_id": call_id, "api_request_id": "",
@@ -167,7 +167,7 @@ class ProviderTools(ProviderObjects):
         base = self._tool_base(session, call.name, dict(call.arguments), call.id)
         if base is None:
             return None
-        return block_message(self._fire(session, "pre_tool_call", **base), call.name)
+        return block_message(self._fire(session, "pre_tool_call", move=False, **base), call.name)
 
     @hookimpl
     def on_post_tool_call(self, call: ToolCall, session: Session | None, outcome: ToolOutcome
@@ -177,6 +177,6 @@ class ProviderTools(ProviderObjects):
             return
         base = self._tool_base(session, call.name, dict(call.arguments), call.id)
         if base is not None:
-            self._fire(session, "post_tool_call", **base, **post_tool_fields(
+            self._fire(session, "post_tool_call", move=False, **base, **post_tool_fields(
                 outcome.content, outcome.is_error, outcome.blocked_by is not None,
                 outcome.seconds))

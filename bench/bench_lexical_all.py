@@ -16,7 +16,11 @@ and (with ``--backend both``) on a throwaway PostgreSQL server:
   neighbours) against a Hermes-style single FTS5 statement (``ORDER BY rank LIMIT 20`` with a
   snippet, joined to the messages) on a Hermes-schema copy of the same messages (one unicode61
   column over content, tool name and tool calls), A B A B, p50/p95 and their ratio; also the
-  SQL statements per search.
+  SQL statements per search. With hermes-agent 0.19.0 installed (``pip install
+  hermes-agent==0.19.0``), also against Hermes' own search, ``hermes_state.SessionDB.
+  search_messages`` (a snippet, the session's source and model, and one message of context
+  before and after each of 20 hits: what ``search_messages`` here returns), on a state.db made
+  by Hermes' own schema and triggers from the same messages.
 
 ``--before REV`` adds the search as it was at a git revision (search.py and pg_search.py read
 with ``git show`` and loaded beside the current ones) to every figure.
@@ -49,6 +53,8 @@ from hermes_core.plugins.memory.session_archive import SessionArchive
 from hermes_core.plugins.memory.session_archive import search as current
 from hermes_core.types import Message
 
+#: the row of Hermes Agent 0.19.0's own search (hermes_state.SessionDB.search_messages)
+AGENT = "Hermes 0.19.0 search_messages"
 #: where the older sessions are drawn from (session indexes no newer session reaches)
 OLD_START = 10_000_000
 _WORD = re.compile(r"[a-z]+")
@@ -99,6 +105,30 @@ def hermes_copy(archive: SessionArchive, path: Path) -> sqlite3.Connection:
             con.executemany("INSERT INTO messages_fts(rowid, content) VALUES (?, ?)",
                             [(r[0], " ".join(x or "" for x in (r[3], r[4], r[5]))) for r in rows])
     return con
+
+
+def hermes_agent_db(archive: SessionArchive, path: Path) -> Any | None:
+    """Hermes Agent's own ``SessionDB`` (``hermes_state``, when hermes-agent 0.19.0 is installed)
+    over the same messages (same ids), made by its own schema and triggers; None without it."""
+    try:
+        from hermes_state import SessionDB
+    except ImportError:
+        return None
+    fresh = not path.exists()
+    SessionDB(db_path=path).close()  # its schema, FTS tables and triggers
+    if fresh:
+        sessions = archive.db.read("SELECT id, platform, started_at FROM sessions ORDER BY num")
+        rows = archive.db.read("SELECT m.id, s.id, m.role, m.content, m.tool_name, m.tool_calls, "
+                               "m.timestamp FROM messages AS m JOIN sessions AS s "
+                               "ON s.num = m.session ORDER BY m.id")
+        con = sqlite3.connect(path)
+        with con:  # its triggers fill both of its FTS5 tables
+            con.executemany("INSERT INTO sessions(id, source, started_at) VALUES (?, ?, ?)",
+                            sessions)
+            con.executemany("INSERT INTO messages(id, session_id, role, content, tool_name, "
+                            "tool_calls, timestamp) VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+        con.close()
+    return SessionDB(db_path=path)
 
 
 HERMES_SQL = (
@@ -211,10 +241,12 @@ def statements(archive: SessionArchive, module: ModuleType, queries: list[str]) 
 
 
 def latency(archive: SessionArchive, queries: list[str], searches: dict[str, ModuleType],
-            hermes: sqlite3.Connection | None, rounds: int) -> None:
+            hermes: sqlite3.Connection | None, rounds: int, agent_db: Any = None) -> None:
     runs: dict[str, Callable[[str], object]] = {
         name: (lambda q, m=module: m.search_messages(archive, q))
         for name, module in searches.items()}
+    if agent_db is not None:
+        runs[AGENT] = lambda q: agent_db.search_messages(q)
     if hermes is not None:
         runs["Hermes-style statement"] = lambda q: hermes.execute(HERMES_SQL, (q, 20)).fetchall()
     for q in queries[:5]:
@@ -227,21 +259,24 @@ def latency(archive: SessionArchive, queries: list[str], searches: dict[str, Mod
             for name in order if r % 2 == 0 else order[::-1]:
                 times[name].append(timed(lambda n=name, q=q: runs[n](q)))
     base = statistics.median(times[order[-1]]) if hermes is not None else None
+    real = statistics.median(times[AGENT]) if AGENT in times else None
     for name in order:
         p50, p95 = statistics.median(times[name]), pct(times[name], 0.95)
         ratio = f"  ratio to Hermes-style p50 {p50 / base:.2f}" if base else ""
+        ratio += f", to Hermes' search_messages {p50 / real:.2f}" if real else ""
         print(f"  {name}: p50 {p50:.2f} ms  p95 {p95:.2f} ms{ratio}")
     for name, module in searches.items():
         print(f"  {name}: {statements(archive, module, queries):.1f} SQL statements per search")
 
 
 def measure(archive: SessionArchive, corpus: Corpus, args: argparse.Namespace,
-            searches: dict[str, ModuleType], hermes: sqlite3.Connection | None) -> None:
+            searches: dict[str, ModuleType], hermes: sqlite3.Connection | None,
+            agent_db: Any = None) -> None:
     sample = [m for _s, msgs in itertools.islice(corpus.sessions(), 400) for m in msgs][:10_000]
     queries = corpus.queries(sample).plain
     agreement(archive, queries, searches)
     recall(archive, questions(corpus, archive, args.old, args.questions), searches, hermes)
-    latency(archive, queries, searches, hermes, args.rounds)
+    latency(archive, queries, searches, hermes, args.rounds, agent_db)
 
 
 def main() -> None:
@@ -268,13 +303,18 @@ def main() -> None:
         if not (args.reuse and path.exists()):
             for suffix in ("", "-wal", "-shm"):
                 Path(f"{path}{suffix}").unlink(missing_ok=True)
-            (root / "hermes.db").unlink(missing_ok=True)
+            for name in ("hermes.db", "hermes-agent.db", "hermes-agent.db-wal",
+                         "hermes-agent.db-shm"):
+                (root / name).unlink(missing_ok=True)
             with SessionArchive(path, synchronous="normal") as archive:
                 fill(archive, corpus, args.old, args.size)
         print(f"== SQLite: {args.old:,} older messages under {args.size:,} newer ones")
         with SessionArchive(path) as archive:
             hermes = hermes_copy(archive, root / "hermes.db")
-            measure(archive, corpus, args, searches, hermes)
+            agent_db = hermes_agent_db(archive, root / "hermes-agent.db")
+            if agent_db is None:
+                print("  (hermes-agent is not installed: Hermes' own search_messages not timed)")
+            measure(archive, corpus, args, searches, hermes, agent_db)
     if args.backend in ("postgresql", "both"):
         from hermes_core.plugins.memory.session_archive.pg_store import PgSessionArchive
         from hermes_core.storage import close_pools, parse_storage_url

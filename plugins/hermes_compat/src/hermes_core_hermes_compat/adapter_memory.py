@@ -269,9 +269,10 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
     @hookimpl
     def on_session_end(self, session: Session, messages: list[Message], reason: EndReason) -> None:
         if session.agent_context != "primary":
-            self._end_child(session)
+            self._drop(session)  # a child's turns are not the user's: no on_session_end
             return
-        known = self._slots.get(self._key(session))
+        slot_key = self._slot_key(self._key(session), session)
+        known = self._slots.get(slot_key)
         with known.lock if known is not None else contextlib.nullcontext():
             if known is None or known.session_id is None:
                 return  # never initialised: nothing of the session reached it
@@ -286,10 +287,14 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         self._fire(session, "on_session_finalize", session_id=session.id,
                    platform=session.platform,
                    reason="session_boundary" if reason == EndReason.NEW_SESSION else "shutdown")
+        if reason != EndReason.NEW_SESSION and slot_key != self._key(session):
+            # the conversation's agent is gone (closed, expired, shut down): its object with it,
+            # as Hermes' gateway shuts an evicted agent's providers down
+            self._drop(session)
 
-    def _end_child(self, session: Session) -> None:
-        """A delegated child session ended: its Hermes object is shut down and dropped. Its
-        messages reach no ``on_session_end`` (a child's turns are not the user's)."""
+    def _drop(self, session: Session) -> None:
+        """Shut down and forget the Hermes object of ``session``'s slot (a delegated child's, or
+        a conversation's whose agent ended); one for it is made again if it comes back."""
         with self._lock:
             slot = self._slots.pop(self._slot_key(self._key(session), session), None)
         if slot is None:

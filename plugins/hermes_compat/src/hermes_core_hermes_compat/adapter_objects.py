@@ -63,6 +63,7 @@ class ProviderObjects:
     _lock: threading.Lock
     _slots: dict[str | None, Slot]
     _spare: Loaded | None
+    _loaded: Loaded
     _user_scope: bool
     _values: dict[str, Any]
     _boundary_wait: float
@@ -112,10 +113,20 @@ class ProviderObjects:
 
     @staticmethod
     def _slot_key(key: str | None, session: Session | None) -> str | None:
-        """A child session of a delegation has a slot (a Hermes object) of its own."""
-        if session is None or session.agent_context == "primary":
+        """The slot (one Hermes object) serving ``session``. Hermes loads a provider object per
+        agent, and its gateway keeps an agent per conversation: so one object per conversation
+        (``attributes["conversation_key"]`` on its platform, set by the dispatcher and kept
+        across ``/new`` and compactions), under the user ``key`` (``memory.scope: user``); a
+        session without a conversation key has the user's one object; a child session of a
+        delegation has its own."""
+        if session is None:
             return key
-        return f"{session.agent_context}:{session.id}"
+        if session.agent_context != "primary":
+            return f"{session.agent_context}:{session.id}"
+        conversation = session.attributes.get("conversation_key")
+        if conversation is None:
+            return key
+        return f"{key or ''}\x1f{session.platform}:{conversation}"
 
     def _slot(self, session: Session | None) -> Slot:
         key = self._key(session)

@@ -60,7 +60,8 @@ class ProviderTools(ProviderObjects):
         with self._lock:
             spare = self._spare
             first = next(iter(self._slots.values()), None)
-        obj = first.obj if first is not None else spare.providers[0] if spare else None
+        # (the first object loaded describes them when no slot is left: every conversation ended)
+        obj = first.obj if first is not None else (spare or self._loaded).providers[0]
         tools = [] if self.general else hermes_tools(obj, self.name, self._problem,
                                                      self._call_tool, check=False)
         # a provider's own tool wins over a ctx.register_tool of the same name (mnemosyne-hermes

@@ -151,6 +151,34 @@ def test_user_scope_one_provider_per_user(core_home: Path) -> None:
         host.shutdown()
 
 
+def test_a_memory_write_reaches_only_the_object_of_the_session_that_wrote(core_home: Path) -> None:
+    """Under memory.scope: user each user has an object; a write made in alice's first session
+    (the memory review's, landing after her /new moved her object on) goes to alice's object,
+    never to the one made first (bob's); a write of a session no object served goes nowhere."""
+    from hermes_core.types import MemoryWrite
+
+    drop_folder_plugin(core_home, "recorder", hermes_style.RECORDER)
+    host = _host(core_home, "memory:\n  scope: user\n  providers: [hermes-recorder]\n")
+    try:
+        provider: Any = host.activate_memory_providers()[0]
+        bob = Session("s-bob", attributes={"user_id": "bob"})
+        alice = Session("s-alice-1", attributes={"user_id": "alice"})
+        provider.system_prompt_block(bob)  # bob's object is made first
+        provider.system_prompt_block(alice)
+        provider.on_session_switch(Session("s-alice-2", attributes={"user_id": "alice"}), alice,
+                                   SwitchReason.NEW)
+        for session_id, words in (("s-alice-1", "Alice's secret"), ("s-nobody", "stray")):
+            provider.on_memory_write(MemoryWrite("add", "user", words, origin="memory_review",
+                                                 session_id=session_id, provider="file_memory"))
+        def writes(user: str) -> list[str]:
+            return [c["content"] for c in calls_of(core_home, "recorder", user)
+                    if c["event"] == "on_memory_write"]
+        assert writes("alice") == ["Alice's secret"]
+        assert writes("bob") == []
+    finally:
+        host.shutdown()
+
+
 def test_two_hermes_providers_in_one_replay(core_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     drop_folder_plugin(core_home, "recorder", hermes_style.RECORDER)
     drop_folder_plugin(core_home, "switcher", hermes_style.SWITCHER)

@@ -115,6 +115,7 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
             raise PluginError(f"Hermes plugin {self.candidate.plugin!r}: needs its service or key: "
                               f"{unavailable_reason(first)}")
         self._slots: dict[str | None, Slot] = {}
+        self._served: dict[str, str | None] = {}
         self._spare: Loaded | None = self._loaded
         self._user_scope = context.config.memory.scope == "user"
         #: how long a turn waits for a provider's cold first prefetch (see :meth:`prefetch`)
@@ -339,15 +340,26 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
 
     @hookimpl
     def on_memory_write(self, write: MemoryWrite) -> None:
-        slots = [s for s in self._slots.values()
-                 if s.session_id is not None and s.agent_context == "primary"]
-        chosen = [s for s in slots if s.session_id == write.session_id] or slots[:1]
-        metadata = write_metadata(write)
-        for slot in chosen:
-            fn = getattr(slot.obj, "on_memory_write", None)
-            if callable(fn):
-                slot.call(call_with, fn, write.action, write.target, write.content,
-                          metadata=metadata)
+        """To the object of the conversation that wrote (as Hermes mirrors a write to the
+        providers of the agent that made it), whichever session it is in now; never to another
+        conversation's or user's. A write from no session (a command) reaches the one object
+        when there is only one and memory is not per user; any other goes nowhere, said once."""
+        with self._lock:
+            if write.session_id is not None and write.session_id in self._served:
+                slot = self._slots.get(self._served[write.session_id])
+            else:
+                primary = [s for s in self._slots.values() if s.agent_context == "primary"]
+                one = write.session_id is None and len(primary) == 1 and not self._user_scope
+                slot = primary[0] if one else None
+        if slot is None or slot.session_id is None:
+            if write.session_id is not None:
+                self._problem("a memory write of a session it never served (or whose object "
+                              "has ended) was not passed to it")
+            return
+        fn = getattr(slot.obj, "on_memory_write", None)
+        if callable(fn):
+            slot.call(call_with, fn, write.action, write.target, write.content,
+                      metadata=write_metadata(write))
 
     @hookimpl
     def shutdown(self) -> None:

@@ -149,22 +149,18 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
             if slot.history_of != session.id:
                 slot.history, slot.history_of = [], session.id
             slot.history.extend(to_openai([message]))
-        if message.role != "user":
-            return
-        slot.turns += 1
-        if slot.turns == 1 and slot.agent_context == "subagent":
+        if message.role == "user" and slot.agent_context == "subagent" and not slot.began:
+            slot.began = True
             self._subagent_started(session, message.content)
-        if overrides(slot.obj, "on_turn_start"):
-            slot.call(call_with, slot.obj.on_turn_start, slot.turns, message.content,
-                      platform=session.platform)
 
     @hookimpl
     def prefetch(self, query: str, session: Session) -> str | None:
-        text = self._recall(query, session)
-        if not self._hooks.has("pre_llm_call"):
-            return text
         slot = self._ready(session, move=False)
         if slot is None:
+            return None
+        self._turn_starts(slot, query)
+        text = self._recall(query, session, slot)
+        if not self._hooks.has("pre_llm_call"):
             return text
         history = list(slot.history) if slot.history_of == session.id else []
         self._ran("hook pre_llm_call")
@@ -174,11 +170,32 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         extra = injected_context(answers)
         return "\n\n".join(part for part in (text, extra) if part) or None
 
-    def _recall(self, query: str, session: Session) -> str | None:
+    def _turn_starts(self, slot: Slot, query: str) -> None:
+        """``on_turn_start(turn_number, message)``, as Hermes calls it: once per turn, just
+        before the turn's prefetch (not for the messages a compaction carries into the next
+        session), numbered from 1 in each session, a compaction's child going on counting. One
+        that raises is reported and costs the turn's recall nothing (Hermes ignores it too);
+        while the first prefetch is still warming the object up, it is queued behind it."""
+        slot.turns += 1
+        if not overrides(slot.obj, "on_turn_start"):
+            return
+        if slot.warming is not None:
+            future = slot.pinned.submit(slot.obj.on_turn_start, slot.turns, query)
+            future.add_done_callback(lambda done: self._turn_start_failed(done.exception()))
+            return
+        try:
+            slot.call(slot.obj.on_turn_start, slot.turns, query)
+        except Exception as exc:
+            self._turn_start_failed(exc)
+
+    def _turn_start_failed(self, exc: BaseException | None) -> None:
+        if exc is not None:
+            self._problem(f"on_turn_start() raised {type(exc).__name__}: {exc}")
+
+    def _recall(self, query: str, session: Session, slot: Slot) -> str | None:
         """The provider's own ``prefetch``."""
-        slot = self._ready(session, move=False)
-        fn = getattr(slot.obj, "prefetch", None) if slot is not None else None
-        if slot is None or not callable(fn):
+        fn = getattr(slot.obj, "prefetch", None)
+        if not callable(fn):
             return None
         if slot.warm:
             return self._text(slot.call(call_with, fn, query, session_id=session.id), "prefetch")
@@ -226,6 +243,8 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         slot = self._ready(session)
         if slot is None:
             return
+        # a resumed session goes on from its stored turns, as Hermes counts them
+        slot.turns = max(slot.turns, sum(m.role == "user" for m in messages))
         if callable(getattr(slot.obj, "sync_turn", None)):
             extra: dict[str, Any] = {"session_id": session.id}
             if accepts(slot.obj.sync_turn, "messages"):
@@ -254,6 +273,8 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         slot = self._slot(new_session)
         with slot.lock:
             if slot.session_id is not None and slot.session_id != new_session.id:
+                if reason != SwitchReason.COMPRESSION:
+                    slot.turns = 0  # as Hermes: a new, resumed or branched session counts anew
                 parent = old_session.id if old_session is not None else slot.session_id
                 self._switch(slot, new_session, parent, reason=_HERMES_REASON.get(reason, ""),
                              reset=reason in (SwitchReason.NEW, SwitchReason.RESET))

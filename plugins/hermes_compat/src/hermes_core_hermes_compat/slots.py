@@ -45,8 +45,8 @@ class Slot:
     """One Hermes provider object (with the hooks and tools registered beside it), its own
     thread, and the session it is initialised for."""
 
-    __slots__ = ("agent_context", "failure", "hermes_home", "history", "history_of", "hooks",
-                 "lock", "obj", "pinned", "session_id", "turns", "warm", "warming")
+    __slots__ = ("agent_context", "began", "failure", "hermes_home", "history", "history_of",
+                 "hooks", "lock", "obj", "pinned", "session_id", "turns", "warm", "warming")
 
     def __init__(self, loaded: Loaded, hermes_home: Path, thread_name: str,
                  agent_context: str = "primary") -> None:
@@ -59,7 +59,10 @@ class Slot:
         self.history_of: str | None = None
         self.hermes_home = hermes_home
         self.session_id: str | None = None
+        #: the user turns of the session it is in (Hermes' ``turn_number``)
         self.turns = 0
+        #: a delegated child's first message was seen (its ``subagent_start`` fired)
+        self.began = False
         self.lock = threading.RLock()
         self.pinned = calls.Pinned(thread_name, hermes_home)
         self.failure: Failure | None = None

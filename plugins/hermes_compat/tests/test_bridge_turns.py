@@ -1,0 +1,88 @@
+"""``on_turn_start(turn_number, message)`` as Hermes calls it: once per user turn, right before the
+turn's prefetch, numbered from 1 in each session; a compaction's child goes on counting and the
+messages a compaction carries into it are no turns. Driven by a real Agent; only the model's
+words are scripted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import hermes_core_hermes_compat.plugin as bridge
+import hermes_style
+from conftest import drop_folder_plugin
+
+from hermes_core.agent import Agent
+from hermes_core.config import parse_config_text
+from hermes_core.llm import LLMResponse
+from hermes_core.replay import RecordingHost
+from hermes_core.types import Usage
+
+COUNTER = hermes_style.RECORDER.replace(
+    "    def on_session_end(self, messages):\n",
+    "    def on_turn_start(self, turn_number, message, **kwargs):\n"
+    "        self._log('on_turn_start', turn=turn_number, message=message, kwargs=kwargs)\n\n"
+    "    def on_session_end(self, messages):\n")
+
+
+class Words:
+    """The model's words, scripted (the one faked part)."""
+
+    def respond(self, **kw: Any) -> LLMResponse:
+        return LLMResponse(text="ok", usage=Usage(input_tokens=10, output_tokens=2))
+
+    def complete(self, **kw: Any) -> str:
+        return "ok"
+
+
+def test_turn_numbers_as_hermes_counts_them(core_home: Path) -> None:
+    assert COUNTER != hermes_style.RECORDER
+    drop_folder_plugin(core_home, "recorder", COUNTER)
+    drop_folder_plugin(core_home, "keeplast", hermes_style.ENGINE.format())
+    loaded = parse_config_text("memory:\n  providers: [hermes-recorder]\n"
+                               "context:\n  engine: hermes-keeplast\n", core_home / "config.yaml")
+    loaded.core.llm.api_key = None
+    host = RecordingHost.load(core_home, config=loaded, entry_points=False, directories=False,
+                              plugins=[("hermes_compat", bridge)])
+    agent = Agent.create(host, Words(), aux_llm=Words())
+    for text in ("u1", "u2", "u3"):
+        agent.run_turn(text)
+    assert agent.compact() is not None  # the child starts with messages carried over
+    agent.run_turn("u4")
+    agent.new_session()
+    agent.run_turn("v1")
+    agent.close()
+    calls = [json.loads(line) for f in sorted(
+        (core_home / "hermes-compat" / "recorder").rglob("calls.jsonl"))
+        for line in f.read_text().splitlines()]
+    starts = [(c["turn"], c["message"]) for c in calls if c["event"] == "on_turn_start"]
+    assert starts == [(1, "u1"), (2, "u2"), (3, "u3"), (4, "u4"), (1, "v1")]
+    # with no keyword arguments, as Hermes' turn passes none
+    assert all(c["kwargs"] == {} for c in calls if c["event"] == "on_turn_start")
+
+
+def test_an_on_turn_start_that_raises_costs_the_recall_nothing(core_home: Path) -> None:
+    from hermes_core.types import Message, Session
+
+    raising = hermes_style.RECORDER.replace(
+        "    def on_session_end(self, messages):\n",
+        "    def on_turn_start(self, turn_number, message, **kwargs):\n"
+        "        raise RuntimeError('turn counter broke')\n\n"
+        "    def on_session_end(self, messages):\n")
+    assert raising != hermes_style.RECORDER
+    drop_folder_plugin(core_home, "recorder", raising)
+    loaded = parse_config_text("memory:\n  providers: [hermes-recorder]\n",
+                               core_home / "config.yaml")
+    host = RecordingHost.load(core_home, config=loaded, entry_points=False, directories=False,
+                              plugins=[("hermes_compat", bridge)])
+    try:
+        provider: Any = host.activate_memory_providers()[0]
+        session = Session("s-1")
+        provider.sync_turn(Message("user", "I keep bees."), Message("assistant", "ok"), session, [])
+        assert "I keep bees." in provider.prefetch("bees?", session)
+        warnings = host.records["hermes_compat"].warnings
+        assert any("on_turn_start() raised RuntimeError: turn counter broke" in w
+                   for w in warnings)
+    finally:
+        host.shutdown()

@@ -142,11 +142,17 @@ def test_user_scope_one_provider_per_user(core_home: Path) -> None:
             inits = [c for c in calls_of(core_home, "recorder", user) if c["event"] == "initialize"]
             assert [c["session_id"] for c in inits] == [session]  # once, lazily
             assert inits[0]["kwargs"]["user_id"] == user
-        # a switch re-initialises a provider without on_session_switch
+        # Hermes never initialises one object twice: without on_session_switch, a provider
+        # keeps its session through a compaction, and a new session gets a new object, the
+        # old one shut down first
         provider.on_session_switch(Session("s-a2", attributes={"user_id": "alice"}), alice,
                                    SwitchReason.COMPRESSION)
-        inits = [c for c in calls_of(core_home, "recorder", "alice") if c["event"] == "initialize"]
-        assert [c["session_id"] for c in inits] == ["s-a", "s-a2"]
+        provider.on_session_switch(Session("s-a3", attributes={"user_id": "alice"}),
+                                   Session("s-a2", attributes={"user_id": "alice"}),
+                                   SwitchReason.NEW)
+        events = [(c["event"], c.get("session_id")) for c in calls_of(core_home, "recorder", "alice")
+                  if c["event"] in ("initialize", "shutdown")]
+        assert events == [("initialize", "s-a"), ("shutdown", None), ("initialize", "s-a3")]
     finally:
         host.shutdown()
 

@@ -47,7 +47,8 @@ def _dispatch(core_home: Path, turns: list[str], **kw: Any) -> None:
         try:
             for key in turns:
                 dispatcher.handle(IncomingMessage(platform="webhook", conversation_key=key,
-                                                  text=f"hello from {key}"))
+                                                  text=f"hello from {key}",
+                                                  attributes={"chat_type": "dm"}))
         finally:
             dispatcher.close()
             host.shutdown()
@@ -72,6 +73,15 @@ def test_each_conversation_has_its_own_object(core_home: Path) -> None:
         # the conversation's end, then its object is shut down
         assert [e["event"] for e in events][-2:] == ["on_session_end", "shutdown"]
     assert len({events[0]["session_id"] for events in by_obj.values()}) == 2
+    # what Hermes' gateway passes: its per-chat key and the chat's identity; no model, and no
+    # parent (a primary session's)
+    keys = {}
+    for events in by_obj.values():
+        kwargs = events[0]["kwargs"]
+        assert kwargs["chat_type"] == "dm" and kwargs["platform"] == "webhook"
+        assert "model" not in kwargs and "parent_session_id" not in kwargs
+        keys[kwargs["gateway_session_key"]] = events[0]["session_id"]
+    assert set(keys) == {"webhook:alice", "webhook:bob"}
 
 
 def test_an_evicted_conversation_gets_a_new_object_that_resumes_its_session(

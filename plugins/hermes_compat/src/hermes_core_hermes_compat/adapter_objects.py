@@ -53,6 +53,10 @@ def unavailable_reason(obj: Any) -> str:
 
 
 
+#: the chat identity Hermes' gateway passes to ``initialize`` when it knows it
+_CHAT_FIELDS = ("user_id_alt", "user_name", "chat_id", "chat_name", "chat_type", "thread_id")
+
+
 class ProviderObjects:
     """Loading, per-session slots and registered-hook firing of
     :class:`~.adapter_memory.HermesMemoryProvider` (its base; set up by its ``__init__``)."""
@@ -169,7 +173,8 @@ class ProviderObjects:
                     # a write of this session reached the object before an on_session_switch
                     # moved it (another conversation's object, under memory.scope: shared)
                     reset = session.parent_session_id != slot.session_id
-                    self._switch(slot, session, slot.session_id, reset=reset, reason="")
+                    self._switch(slot, session, slot.session_id, reset=reset,
+                                 reason="" if reset else "compression")
             except Exception as exc:
                 count = slot.failure.count + 1 if slot.failure is not None else 1
                 slot.failure = Failure(session.id, f"{type(exc).__name__}: {exc}", count)
@@ -194,7 +199,10 @@ class ProviderObjects:
 
     def _switch(self, slot: Slot, new: Session, parent: str, *, reset: bool, reason: str) -> None:
         """Move ``slot`` to session ``new``: the provider's own ``on_session_switch`` when it
-        has one, else ``initialize`` again (it keeps its session from initialize)."""
+        has one. Hermes never initialises one object twice: a provider without it keeps its
+        session through a compaction (Hermes calls it nothing), and for a new, reset or
+        resumed session gets what Hermes' gateway gives it, a new object (the old one shut
+        down) initialised for the session."""
         if overrides(slot.obj, "on_session_switch"):
             # as Hermes' MemoryManager: ``reason`` its word for the change, ``rewound`` never
             # passed unless true (providers taking **kwargs compare them whole)
@@ -202,8 +210,23 @@ class ProviderObjects:
             slot.call(call_with, slot.obj.on_session_switch, new.id, parent_session_id=parent,
                       reset=reset, **extra)
             slot.session_id = new.id
+        elif reason == "compression":
+            slot.session_id = new.id
         else:
+            self._renew(slot)
             self._initialize(slot, new)
+
+    def _renew(self, slot: Slot) -> None:
+        """Shut the slot's object down and put a newly loaded one in its place."""
+        old, loaded = slot.obj, self._load()
+        fn = getattr(old, "shutdown", None)
+        try:
+            if slot.session_id is not None and callable(fn):
+                slot.call(fn)
+        except Exception as exc:  # its successor is made all the same
+            self._problem(f"shutdown() raised {type(exc).__name__}: {exc}")
+        slot.obj, slot.hooks, slot.session_id = loaded.providers[0], loaded.registered, None
+        slot.warm = False
 
     def _initialize(self, slot: Slot, session: Session) -> None:
         slot.hermes_home.mkdir(parents=True, exist_ok=True)
@@ -215,10 +238,18 @@ class ProviderObjects:
                                   "agent_identity": "default", "agent_workspace": "hermes"}
         if session.user_id:
             kwargs["user_id"] = session.user_id
-        if session.parent_session_id:
-            kwargs["parent_session_id"] = session.parent_session_id
-        if session.model:
-            kwargs["model"] = session.model
+        if session.parent_session_id and slot.agent_context != "primary":
+            kwargs["parent_session_id"] = session.parent_session_id  # Hermes: subagents only
+        if session.title:
+            kwargs["session_title"] = session.title
+        conversation = session.attributes.get("conversation_key")
+        if conversation is not None:
+            # what Hermes' gateway passes as its per-chat key (Honcho scopes its session by it)
+            kwargs["gateway_session_key"] = f"{session.platform}:{conversation}"
+        for name in _CHAT_FIELDS:  # a platform that knows them sets them in the attributes
+            value = session.attributes.get(name)
+            if isinstance(value, str) and value:
+                kwargs[name] = value
         save = getattr(slot.obj, "save_config", None)
         if self._values and slot.session_id is None and callable(save):
             slot.call(save, dict(self._values), str(slot.hermes_home))

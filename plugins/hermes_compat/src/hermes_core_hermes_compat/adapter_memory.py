@@ -245,7 +245,10 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
             return
         # a resumed session goes on from its stored turns, as Hermes counts them
         slot.turns = max(slot.turns, sum(m.role == "user" for m in messages))
-        if callable(getattr(slot.obj, "sync_turn", None)):
+        # as Hermes: a turn that ended without a reply (a budget spent on tool calls, an
+        # interruption before any text) is not stored in the provider
+        complete = bool(user_message.content.strip() and assistant_message.content.strip())
+        if complete and callable(getattr(slot.obj, "sync_turn", None)):
             extra: dict[str, Any] = {"session_id": session.id}
             if accepts(slot.obj.sync_turn, "messages"):
                 extra["messages"] = to_openai(messages)
@@ -293,6 +296,8 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         if session.agent_context != "primary":
             self._drop(session)  # a child's turns are not the user's: no on_session_end
             return
+        if reason == EndReason.NEW_SESSION and not messages:
+            return  # as Hermes: /new on an empty session ends nothing (only the switch comes)
         slot_key = self._slot_key(self._key(session), session)
         known = self._slots.get(slot_key)
         with known.lock if known is not None else contextlib.nullcontext():
@@ -319,12 +324,19 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         a conversation's whose agent ended); one for it is made again if it comes back."""
         with self._lock:
             slot = self._slots.pop(self._slot_key(self._key(session), session), None)
-        if slot is None:
-            return
+        if slot is not None:
+            self._close(slot)
+
+    def _close(self, slot: Slot) -> None:
+        """``shutdown()`` on the slot's object, then its thread ends. Also on an object whose
+        initialize raised: it may have started threads or opened files first, and Hermes shuts
+        every provider down. One that raises is reported; the other objects still close."""
+        fn = getattr(slot.obj, "shutdown", None)
         try:
-            fn = getattr(slot.obj, "shutdown", None)
-            if slot.session_id is not None and callable(fn):
+            if (slot.session_id is not None or slot.failure is not None) and callable(fn):
                 slot.call(fn)
+        except Exception as exc:
+            self._problem(f"shutdown() raised {type(exc).__name__}: {exc}")
         finally:
             slot.pinned.close()
 
@@ -386,12 +398,7 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
     def shutdown(self) -> None:
         LIVE.discard(self)
         for slot in list(self._slots.values()):
-            fn = getattr(slot.obj, "shutdown", None)
-            try:
-                if slot.session_id is not None and callable(fn):
-                    slot.call(fn)
-            finally:
-                slot.pinned.close()
+            self._close(slot)
 
 
 def memory_class(candidate: HermesCandidate) -> type[HermesMemoryProvider]:

@@ -1,0 +1,74 @@
+"""What Hermes leaves out, the bridge leaves out: an empty session's end at /new, a turn with no
+reply; and what Hermes always does, the bridge does: every provider object is shut down, also one
+whose initialize raised or whose neighbour's shutdown raised."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import hermes_core_hermes_compat.plugin as bridge
+import hermes_style
+from conftest import drop_folder_plugin
+
+from hermes_core.config import parse_config_text
+from hermes_core.replay import RecordingHost
+from hermes_core.types import EndReason, Message, Session
+
+
+def _host(core_home: Path, config: str) -> RecordingHost:
+    host = RecordingHost.load(core_home, config=parse_config_text(
+        config, core_home / "config.yaml"), entry_points=False, directories=False,
+        plugins=[("hermes_compat", bridge)])
+    assert isinstance(host, RecordingHost)
+    return host
+
+
+def _events(core_home: Path) -> list[dict[str, Any]]:
+    files = sorted((core_home / "hermes-compat" / "recorder").rglob("calls.jsonl"))
+    return [json.loads(line) for f in files for line in f.read_text().splitlines()]
+
+
+def test_no_end_for_an_empty_session_and_no_store_of_a_turn_without_reply(core_home: Path) -> None:
+    drop_folder_plugin(core_home, "recorder", hermes_style.RECORDER)
+    host = _host(core_home, "memory:\n  providers: [hermes-recorder]\n")
+    try:
+        provider: Any = host.activate_memory_providers()[0]
+        empty, full = Session("s-empty"), Session("s-full")
+        provider.system_prompt_block(empty)
+        provider.on_session_end(empty, [], EndReason.NEW_SESSION)  # /new on a fresh session
+        provider.sync_turn(Message("user", "do it"), Message("assistant", "  "), empty, [])
+        provider.sync_turn(Message("user", "hi"), Message("assistant", "hello"), empty, [])
+        provider.on_session_end(empty, [Message("user", "hi")], EndReason.NEW_SESSION)
+        provider.on_session_end(full, [], EndReason.USER_EXIT)  # at exit Hermes does end it
+        names = [e["event"] for e in _events(core_home)]
+        assert names.count("sync_turn") == 1
+        assert names.count("on_session_end") == 2
+    finally:
+        host.shutdown()
+
+
+def test_every_object_is_shut_down(core_home: Path) -> None:
+    """Under memory.scope: user: bob's initialize raises after opening what it needs, alice's
+    shutdown raises; both objects still get shutdown(), and the host shuts down cleanly."""
+    source = hermes_style.RECORDER.replace(
+        "        self.session = session_id\n",
+        "        self.session = session_id\n"
+        "        if kwargs.get('user_id') == 'bob':\n"
+        "            raise RuntimeError('no store for bob')\n").replace(
+        '    def shutdown(self):\n        self._log("shutdown")\n',
+        '    def shutdown(self):\n        self._log("shutdown", session=self.session)\n'
+        '        if self.session == "s-alice":\n'
+        '            raise RuntimeError("alice cannot close")\n')
+    assert source.count("RuntimeError") == 2
+    drop_folder_plugin(core_home, "recorder", source)
+    host = _host(core_home, "memory:\n  scope: user\n  providers: [hermes-recorder]\n")
+    provider: Any = host.activate_memory_providers()[0]
+    for name in ("alice", "bob"):
+        provider.system_prompt_block(Session(f"s-{name}", attributes={"user_id": name}))
+    host.shutdown()
+    shut = sorted(e["session"] for e in _events(core_home) if e["event"] == "shutdown")
+    assert shut == ["s-alice", "s-bob"]
+    assert any("shutdown() raised RuntimeError: alice cannot close" in w
+               for w in host.records["hermes_compat"].warnings)

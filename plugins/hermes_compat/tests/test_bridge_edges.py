@@ -72,3 +72,46 @@ def test_every_object_is_shut_down(core_home: Path) -> None:
     assert shut == ["s-alice", "s-bob"]
     assert any("shutdown() raised RuntimeError: alice cannot close" in w
                for w in host.records["hermes_compat"].warnings)
+
+
+def test_the_prompt_gets_the_last_block_while_the_object_is_busy(core_home: Path) -> None:
+    """An on_session_end that extracts slowly holds the object's one thread; the next prompt's
+    system_prompt_block, behind it, is answered from the object's last block within the
+    deadline (Hermes asks it on another thread than its memory worker's)."""
+    import threading
+
+    from hermes_core.types import EndReason
+
+    started, release = core_home / "end-started", core_home / "end-release"
+    slow = hermes_style.RECORDER.replace(
+        "    def on_session_end(self, messages):\n",
+        "    def on_session_end(self, messages):\n"
+        f"        import pathlib, time\n"
+        f"        pathlib.Path({str(started)!r}).touch()\n"
+        f"        deadline = time.monotonic() + 60\n"
+        f"        while not pathlib.Path({str(release)!r}).exists() and time.monotonic() < deadline:\n"
+        f"            time.sleep(0.01)\n")
+    assert slow != hermes_style.RECORDER
+    drop_folder_plugin(core_home, "recorder", slow)
+    host = _host(core_home, "memory:\n  providers: [hermes-recorder]\n"
+                            "hooks:\n  timeouts:\n    system_prompt_block: 0.5\n")
+    try:
+        provider: Any = host.activate_memory_providers()[0]
+        session = Session("s-1")
+        (first,) = host.hooks.system_prompt_block(session=session)
+        assert first.value == "Recorder is on."
+        ending = threading.Thread(target=provider.on_session_end, args=(
+            session, [Message("user", "hi")], EndReason.NEW_SESSION))
+        ending.start()
+        waited = 0
+        while not started.exists() and waited < 6000:  # the end holds the object's thread
+            threading.Event().wait(0.01)
+            waited += 1
+        assert started.exists()
+        (second,) = host.hooks.system_prompt_block(session=session)
+        assert second.error is None and second.value == "Recorder is on."
+        release.touch()
+        ending.join(60)
+    finally:
+        release.touch()
+        host.shutdown()

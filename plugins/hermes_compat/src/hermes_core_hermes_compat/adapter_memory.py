@@ -50,6 +50,7 @@ import contextlib
 import logging
 import threading
 import time
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, ClassVar
 
@@ -122,6 +123,8 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         self._warm_wait = context.config.memory.prefetch_timeout * WARM_SHARE
         #: how long a session-boundary Hermes hook (an observer) is waited for
         self._boundary_wait = context.config.hooks.timeout("on_session_switch") * WARM_SHARE
+        #: how long the prompt waits for a block before the last one answers
+        self._prompt_wait = context.config.hooks.timeout("system_prompt_block") * WARM_SHARE
         #: the Hermes hooks and tools its register(ctx) registered (the same for every slot)
         self._hooks = self._loaded.registered
         self._called: set[str] = set()
@@ -134,8 +137,27 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
 
     @hookimpl
     def system_prompt_block(self, session: Session) -> str | None:
-        return self._text(self._run(session, "system_prompt_block", move=False),
-                          "system_prompt_block")
+        """The provider's ``system_prompt_block()``. Hermes asks it on the agent's thread while
+        its memory worker may be inside a slow call (an ``on_session_end`` extracting with a
+        model); here both share the object's one thread, so when the block does not come within
+        most of the deadline, the object's last block answers (Hermes documents the block as
+        static text) and the call, still queued, refreshes it."""
+        slot = self._ready(session, move=False)
+        fn = getattr(slot.obj, "system_prompt_block", None) if slot is not None else None
+        if slot is None or not callable(fn):
+            return None
+        future = slot.pinned.submit(call_with, fn, session_id=session.id)
+        try:
+            slot.block = self._text(future.result(timeout=self._prompt_wait),
+                                    "system_prompt_block")
+        except FutureTimeout:
+            def refresh(done: Future[Any], s: Slot = slot) -> None:
+                if done.exception() is None:
+                    s.block = self._text(done.result(), "system_prompt_block")
+            future.add_done_callback(refresh)
+            log.info("Hermes plugin %r: system_prompt_block() waits behind a slow call; its "
+                     "last block answers meanwhile", self.candidate.plugin)
+        return slot.block
 
     @hookimpl
     def on_message(self, message: Message, session: Session) -> None:

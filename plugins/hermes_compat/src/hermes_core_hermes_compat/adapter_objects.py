@@ -257,9 +257,8 @@ class ProviderObjects:
         slot.call(slot.obj.initialize, session.id, **kwargs)
         slot.session_id = session.id
 
-    def _run(self, session: Session, method: str, *args: Any, move: bool = True,
-             **kwargs: Any) -> Any:
-        slot = self._ready(session, move=move)
+    def _run(self, session: Session, method: str, *args: Any, **kwargs: Any) -> Any:
+        slot = self._ready(session)
         fn = getattr(slot.obj, method, None) if slot is not None else None
         if slot is None or not callable(fn):
             return None

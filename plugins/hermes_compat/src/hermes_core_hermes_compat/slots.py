@@ -45,8 +45,9 @@ class Slot:
     """One Hermes provider object (with the hooks and tools registered beside it), its own
     thread, and the session it is initialised for."""
 
-    __slots__ = ("agent_context", "began", "failure", "hermes_home", "history", "history_of",
-                 "hooks", "lock", "obj", "pinned", "session_id", "turns", "warm", "warming")
+    __slots__ = ("agent_context", "began", "block", "failure", "hermes_home", "history",
+                 "history_of", "hooks", "lock", "obj", "pinned", "session_id", "turns", "warm",
+                 "warming")
 
     def __init__(self, loaded: Loaded, hermes_home: Path, thread_name: str,
                  agent_context: str = "primary") -> None:
@@ -63,6 +64,8 @@ class Slot:
         self.turns = 0
         #: a delegated child's first message was seen (its ``subagent_start`` fired)
         self.began = False
+        #: the object's last ``system_prompt_block()`` answer
+        self.block: str | None = None
         self.lock = threading.RLock()
         self.pinned = calls.Pinned(thread_name, hermes_home)
         self.failure: Failure | None = None

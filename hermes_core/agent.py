@@ -300,10 +300,12 @@ class Agent:
 
             self._cancel = None
             # 6. Turn end: sync_turn, then queue_prefetch, queued on each provider's lane for this
-            #    conversation (in order, never awaited here). A subagent's turn is not the user's:
-            #    its messages are archived (on_message) but no provider stores it as a turn.
+            #    conversation (in order, never awaited here). A subagent's turn is not the user's,
+            #    and a cancelled one is not complete: their messages are archived (on_message) but
+            #    no provider stores them as a turn.
             session, snapshot = self.session, list(self.history)
-            if session.agent_context == "primary" and result.assistant is not user:
+            if (session.agent_context == "primary" and result.assistant is not user
+                    and not result.cancelled):
                 self.host.hooks.later.sync_turn(user_message=user, assistant_message=result.assistant,
                                                 session=session, messages=snapshot,
                                                 backlog=self.worker)

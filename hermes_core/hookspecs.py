@@ -208,7 +208,8 @@ def sync_turn(
 ) -> None:
     """Store a completed turn.
 
-    Called after each completed turn on the session's background worker, in turn order.
+    Called after each completed turn on the session's background worker, in turn order; not for
+    a cancelled turn (its messages reach ``on_message`` all the same) nor a subagent's.
     ``messages`` is the session's whole history up to and including the turn.
     """
 

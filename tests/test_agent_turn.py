@@ -10,7 +10,16 @@ import threading
 import time
 
 import pytest
-from agent_support import CallLog, ScriptLLM, engine_class, make_host, recorder, reply, tool_reply
+from agent_support import (
+    CallLog,
+    ScriptLLM,
+    engine_class,
+    make_host,
+    note_tool,
+    recorder,
+    reply,
+    tool_reply,
+)
 
 from hermes_core import (
     ContextEngine,
@@ -162,6 +171,50 @@ def test_worker_runs_syncs_in_order_and_drains_at_close(home):
     report = agent.close()
     assert report.status == "drained" and report.abandoned == []
     assert log.names() == [f"sync t{i}" for i in range(5)]
+
+
+def test_a_cancelled_turn_is_not_stored_as_a_turn(home):
+    """sync_turn stores a completed turn: a turn cancelled mid-way (the user pressed stop after a
+    partial answer and a tool call) reaches no provider's sync_turn or queue_prefetch, as in
+    Hermes; its messages are still archived (on_message); the next turn is stored as usual."""
+    log = CallLog()
+
+    class Store(MemoryProvider):
+        name = "store"
+
+        @hookimpl
+        def on_message(self, message):
+            log.add(f"on_message {message.role} {message.content}")
+
+        @hookimpl
+        def sync_turn(self, user_message, assistant_message):
+            log.add(f"sync_turn {user_message.content} -> {assistant_message.content}")
+
+        @hookimpl
+        def queue_prefetch(self, query):
+            log.add(f"queue_prefetch {query}")
+
+    saved: list[str] = []
+    host = make_host(home, providers=[Store], tools=[note_tool(saved)])
+    holder: list[Agent] = []
+
+    def script(messages):
+        if len(holder) == 1 and messages[-1].content == "stop me":
+            holder[0].cancel("the user pressed stop")
+            return tool_reply(("note", {"text": "half"}), text="Let me look")
+        return reply("done")
+
+    agent = Agent(host, ScriptLLM(script))
+    holder.append(agent)
+    first = agent.run_turn("stop me")
+    second = agent.run_turn("go on")
+    assert agent.worker.flush(5)  # at close, a still-queued queue_prefetch would be dropped
+    agent.close()
+    assert first.cancelled and not second.cancelled
+    names = log.names()
+    assert "on_message user stop me" in names and "on_message user go on" in names
+    assert [n for n in names if n.startswith(("sync_turn", "queue_prefetch"))] == [
+        "sync_turn go on -> done", "queue_prefetch go on"]
 
 
 def test_close_reports_what_the_drain_bound_abandoned(home, caplog):

@@ -276,7 +276,7 @@ def test_pre_compress_and_the_flush_writes_reach_hermes_providers(core_home: Pat
         writes = [c for c in calls if c["event"] == "on_memory_write"]
         assert writes[0]["metadata"] == {"write_origin": "memory_flush", "execution_context": "flush",
                                          "session_id": "s-1", "tool_name": "memory",
-                                         "provider": "file_memory"}
+                                         "platform": "cli", "provider": "file_memory"}
         assert writes[1]["metadata"]["execution_context"] == "foreground"
     finally:
         host.shutdown()

@@ -116,7 +116,7 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
             raise PluginError(f"Hermes plugin {self.candidate.plugin!r}: needs its service or key: "
                               f"{unavailable_reason(first)}")
         self._slots: dict[str | None, Slot] = {}
-        self._served: dict[str, str | None] = {}
+        self._served: dict[str, tuple[str | None, Session]] = {}
         self._spare: Loaded | None = self._loaded
         self._user_scope = context.config.memory.scope == "user"
         #: how long a turn waits for a provider's cold first prefetch (see :meth:`prefetch`)
@@ -399,9 +399,11 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         providers of the agent that made it), whichever session it is in now; never to another
         conversation's or user's. A write from no session (a command) reaches the one object
         when there is only one and memory is not per user; any other goes nowhere, said once."""
+        writer: Session | None = None
         with self._lock:
             if write.session_id is not None and write.session_id in self._served:
-                slot = self._slots.get(self._served[write.session_id])
+                slot_key, writer = self._served[write.session_id]
+                slot = self._slots.get(slot_key)
             else:
                 primary = [s for s in self._slots.values() if s.agent_context == "primary"]
                 one = write.session_id is None and len(primary) == 1 and not self._user_scope
@@ -414,7 +416,7 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         fn = getattr(slot.obj, "on_memory_write", None)
         if callable(fn):
             slot.call(call_with, fn, write.action, write.target, write.content,
-                      metadata=write_metadata(write))
+                      metadata=write_metadata(write, writer))
 
     @hookimpl
     def shutdown(self) -> None:

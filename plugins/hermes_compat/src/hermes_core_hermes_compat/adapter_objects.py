@@ -66,8 +66,8 @@ class ProviderObjects:
     _problems: set[str]
     _lock: threading.Lock
     _slots: dict[str | None, Slot]
-    #: which slot each session seen so far belongs to (where its memory writes go)
-    _served: dict[str, str | None]
+    #: each session seen so far and its slot's key (where its memory writes go)
+    _served: dict[str, tuple[str | None, Session]]
     _spare: Loaded | None
     _loaded: Loaded
     _user_scope: bool
@@ -139,7 +139,7 @@ class ProviderObjects:
         slot_key = self._slot_key(key, session)
         with self._lock:
             if session is not None:
-                self._served[session.id] = slot_key
+                self._served[session.id] = (slot_key, session)
             slot = self._slots.get(slot_key)
             if slot is None:
                 loaded = self._spare if self._spare is not None else self._load()

@@ -16,7 +16,7 @@ from typing import Any
 
 from hermes_core.errors import ToolError
 from hermes_core.kinds import TOOL_NAME_RE, Tool
-from hermes_core.types import MemoryWrite, Message, ToolCall, ToolContext
+from hermes_core.types import MemoryWrite, Message, Session, ToolCall, ToolContext
 
 __all__ = ["accepts", "call_with", "from_openai", "hermes_tools", "to_openai", "tool_result",
            "tool_spec", "write_metadata"]
@@ -184,11 +184,15 @@ _ORIGINS: dict[str, tuple[str, str]] = {
 }
 
 
-def write_metadata(write: MemoryWrite) -> dict[str, Any]:
+def write_metadata(write: MemoryWrite, session: Session | None = None) -> dict[str, Any]:
     """The ``metadata`` Hermes passes to ``on_memory_write`` (its keys ``write_origin``,
-    ``execution_context``, ``session_id``, ``tool_name``), plus what hermes-core knows more."""
+    ``execution_context``, ``session_id``, ``parent_session_id``, ``platform``, ``tool_name``;
+    ``session``: the one that wrote, when known), plus what hermes-core knows more."""
     origin, context = _ORIGINS.get(write.origin, (write.origin, "foreground"))
-    metadata: dict[str, Any] = {"write_origin": origin, "execution_context": context,
-                                "session_id": write.session_id or "", "tool_name": "memory",
-                                "provider": write.provider or "", "old_text": write.old_text}
+    metadata: dict[str, Any] = {
+        "write_origin": origin, "execution_context": context,
+        "session_id": write.session_id or "",
+        "parent_session_id": session.parent_session_id if session is not None else None,
+        "platform": session.platform if session is not None else None, "tool_name": "memory",
+        "provider": write.provider or "", "old_text": write.old_text}
     return {k: v for k, v in metadata.items() if v not in (None, "")}

@@ -344,8 +344,12 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
     def _drop(self, session: Session) -> None:
         """Shut down and forget the Hermes object of ``session``'s slot (a delegated child's, or
         a conversation's whose agent ended); one for it is made again if it comes back."""
+        slot_key = self._slot_key(self._key(session), session)
         with self._lock:
-            slot = self._slots.pop(self._slot_key(self._key(session), session), None)
+            slot = self._slots.pop(slot_key, None)
+            # its sessions are forgotten with it (a gateway's run of many conversations)
+            for sid in [sid for sid, (key, _s) in self._served.items() if key == slot_key]:
+                del self._served[sid]
         if slot is not None:
             self._close(slot)
 

@@ -443,3 +443,37 @@ def register(ctx):
                          capture_output=True, text=True, timeout=120)
     found = {p["name"]: p for p in json.loads(out.stdout)["plugins"]}["hermes-recorder"]
     assert found["tools"] == []
+
+
+#: a general plugin that counts its register(ctx) calls (it keeps per-process state there, as
+#: hermes-snow-search and hermes-dreaming do)
+ONCE = LOG_SOURCE + '''
+import itertools
+_count = itertools.count(1)
+
+
+def register(ctx):
+    number = next(_count)
+
+    def on_session_start(session_id, **kw):
+        _log("on_session_start", registration=number)
+
+    def pre_llm_call(user_message, **kw):
+        _log("pre_llm_call", registration=number)
+
+    ctx.register_hook("on_session_start", on_session_start)
+    ctx.register_hook("pre_llm_call", pre_llm_call)
+'''
+
+
+def test_register_runs_once_as_in_hermes(core_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hermes calls a plugin's register(ctx) once per process and every session shares its
+    hooks; a /new and a second session must neither call it again nor split the hooks."""
+    drop_folder_plugin(core_home, "once", ONCE)
+    run(core_home, [("one", "1"), {"new_session": True, "user": "two", "assistant": "2"},
+                    {"new_session": True, "user": "three", "assistant": "3"}],
+        providers=["hermes-once"], monkeypatch=monkeypatch)
+    home = core_home / "hermes-compat" / "once"
+    calls = [json.loads(line) for line in (home / "calls.jsonl").read_text().splitlines()]
+    assert [c["event"] for c in calls].count("pre_llm_call") == 3
+    assert {c["registration"] for c in calls} == {1}

@@ -74,6 +74,8 @@ class ProviderObjects:
     _values: dict[str, Any]
     _boundary_wait: float
     _hooks: Registered
+    #: the plugin registered hooks or tools but no memory provider
+    general: bool
     _called: set[str]
 
     def _load(self) -> Loaded:
@@ -142,12 +144,22 @@ class ProviderObjects:
                 self._served[session.id] = (slot_key, session)
             slot = self._slots.get(slot_key)
             if slot is None:
-                loaded = self._spare if self._spare is not None else self._load()
+                # Hermes registers a plugin's hooks and tools once per process; only a memory
+                # provider object is made per agent (its loader runs register(ctx) again for
+                # that object and keeps nothing else of it): every slot fires the first
+                # registration's hooks, and a plugin with no provider shares its one object
+                if self._spare is not None:
+                    loaded = self._spare
+                elif self.general:
+                    loaded = self._loaded
+                else:
+                    loaded = self._load()
                 self._spare = None
                 home = calls.hermes_home_for(self.context.home, self.candidate.plugin, key)
                 slot = self._slots[slot_key] = Slot(
                     loaded, home, f"hermes-{self.candidate.plugin}",
                     session.agent_context if session is not None else "primary")
+                slot.hooks = self._hooks
         return slot
 
     def _ready(self, session: Session, *, move: bool = True) -> Slot | None:
@@ -210,8 +222,8 @@ class ProviderObjects:
             slot.call(call_with, slot.obj.on_session_switch, new.id, parent_session_id=parent,
                       reset=reset, **extra)
             slot.session_id = new.id
-        elif reason == "compression":
-            slot.session_id = new.id
+        elif reason == "compression" or isinstance(slot.obj, HooksOnly):
+            slot.session_id = new.id  # (a plugin with hooks only has no session to move)
         else:
             self._renew(slot)
             self._initialize(slot, new)
@@ -225,7 +237,7 @@ class ProviderObjects:
                 slot.call(fn)
         except Exception as exc:  # its successor is made all the same
             self._problem(f"shutdown() raised {type(exc).__name__}: {exc}")
-        slot.obj, slot.hooks, slot.session_id = loaded.providers[0], loaded.registered, None
+        slot.obj, slot.session_id = loaded.providers[0], None
         slot.warm = False
 
     def _initialize(self, slot: Slot, session: Session) -> None:

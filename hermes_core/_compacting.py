@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import deprecations
+from .compaction.repair import merge_adjacent_roles, repair_tool_pairs
 from .curation import carry_over
 from .fence import provider_text
 from .models import context_window
@@ -73,6 +74,14 @@ def engine_pass(host: PluginHost, session: Session, before: list[Message],
     after = list(compressed.messages)
     if len(after) == len(before) and all(a is b for a, b in zip(after, before, strict=True)):
         return None  # no progress: keep the session and the prompt as they are
+    # Whatever the engine returned must be sendable: a tool result without its call (an engine
+    # that kept only roles and texts), a call without its result, two turns of one role in a row
+    # would make every later request of the conversation fail. Repaired, and said.
+    after, repaired = repair_tool_pairs(after)
+    after, repaired.turns_merged = merge_adjacent_roles(after)
+    for notice in repaired.notices():
+        log.warning("compaction: the engine's history was repaired: %s", notice)
+        notices.append(f"the engine's history was repaired: {notice}")
     # Working state a summary may blur (open todo items) joins the user side (on_post_compress).
     after, carried_note = carry_over(host, after, session)
     report = (engine_report(compressed.report, name) if compressed.report is not None

@@ -464,6 +464,41 @@ def test_an_engine_result_that_is_not_a_history_is_refused(home, caplog):
     assert "not list" in caplog.text
 
 
+def test_an_engine_history_that_cannot_be_sent_is_repaired(home):
+    """An engine that keeps only roles and texts (a published Hermes engine does) returns a tool
+    result without its call, and a call without its result: sent as they are, every later request
+    of the conversation would be refused. The kernel repairs what any engine returns and says so."""
+    from hermes_core.compaction.repair import repair_tool_pairs
+    from hermes_core.types import CompressionResult, ToolCall
+
+    class Lossy(ContextEngine):
+        name = "lossy"
+
+        @hookimpl
+        def compress(self, messages):
+            return CompressionResult(messages=[
+                Message("user", "[summary]"),
+                Message("assistant", "", tool_calls=[ToolCall("c9", "note", {"text": "x"})]),
+                Message("tool", "orphan result", tool_call_id="gone"),
+                Message("user", "and then"),
+                Message("user", "go on"),
+            ])
+
+    agent = Agent(make_host(home, engine=Lossy), ScriptLLM([reply("a"), reply("b")]))
+    agent.run_turn("q")
+    record = agent.compact()
+    assert record is not None
+    history = agent.history
+    assert repair_tool_pairs(history)[1].notices() == []  # nothing left to repair
+    assert [m.role for m in history] == ["user", "assistant", "tool", "user"]
+    assert history[2].tool_call_id == "c9" and "orphan result" not in history[2].content
+    joined = " ".join(record.notices)
+    assert "tool result(s) whose tool call is not in the history" in joined
+    assert "added a stub result" in joined and "merged 1 consecutive" in joined
+    agent.run_turn("more")  # the next request goes out
+    agent.close()
+
+
 def test_new_session_ends_the_old_one_then_switches(home):
     log = CallLog()
     agent = Agent(make_host(home, providers=[recorder(log)]), ScriptLLM([reply("a"), reply("b")]))

@@ -12,6 +12,10 @@ providers. Engines built on Hermes' ``ContextCompressor`` need hermes-agent itse
 
 from __future__ import annotations
 
+import bisect
+import collections
+import copy
+import json
 import threading
 from pathlib import Path
 from typing import Any, ClassVar
@@ -86,13 +90,14 @@ class HermesContextEngine(ContextEngine):
     def compress(self, messages: list[Message], focus_topic: str | None, memory_context: str,
                  session: Session | None) -> CompressionResult | None:
         self._start(session)
-        with calls.in_home(self.hermes_home):
-            out = call_with(self.engine.compress, to_openai(messages), focus_topic=focus_topic,
+        sent = to_openai(messages)
+        with calls.in_home(self.hermes_home):  # a copy, as Hermes gives: it may be changed
+            out = call_with(self.engine.compress, copy.deepcopy(sent), focus_topic=focus_topic,
                             memory_context=memory_context or "", force=focus_topic is not None)
         if not isinstance(out, list):
             raise PluginError(f"Hermes engine {self.candidate.plugin!r}: compress() returned "
                               f"{type(out).__name__}, not a list of messages")
-        return CompressionResult(messages=from_openai(out),
+        return CompressionResult(messages=_kept(messages, sent, out),
                                  report={"hermes_engine": self.candidate.plugin})
 
     @hookimpl
@@ -118,6 +123,32 @@ class HermesContextEngine(ContextEngine):
         if message not in self._problems:
             self._problems.add(message)
             self.context.report_problem(f"Hermes plugin {self.candidate.plugin!r}: {message}")
+
+
+def _kept(messages: list[Message], sent: list[dict[str, Any]], out: list[Any]) -> list[Message]:
+    """The engine's answer as messages, each one it returned unchanged being the message it was
+    given (with its metadata: its usage, its id). Matched in order from the end (an engine keeps
+    the newest messages), so of equal texts the latest is the one kept. An answer equal to what
+    was sent is therefore the very same history: the kernel sees no progress and keeps the
+    session, as Hermes does when it compares the result with what it sent."""
+    where: dict[str, list[int]] = collections.defaultdict(list)
+    for i, item in enumerate(sent):
+        where[_key(item)].append(i)
+    converted = from_openai(out)
+    kept: list[Message] = []
+    bound = len(sent)
+    for item, message in zip(reversed(out), reversed(converted), strict=True):
+        found = where.get(_key(item), [])
+        at = bisect.bisect_left(found, bound) - 1
+        if at >= 0:
+            bound = found[at]
+            message = messages[bound]
+        kept.append(message)
+    return kept[::-1]
+
+
+def _key(item: Any) -> str:
+    return json.dumps(item, sort_keys=True, default=str)
 
 
 def engine_class(candidate: HermesCandidate) -> type[HermesContextEngine]:

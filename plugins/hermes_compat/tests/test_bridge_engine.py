@@ -1,0 +1,85 @@
+"""A Hermes context engine's answer, as Hermes reads it: compared by value with what it was sent
+(no change keeps the session), the messages it kept unchanged being the ones it was given, and
+any history it returns repaired before it is sent. Driven by a real Agent; only the model's words
+are scripted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import hermes_core_hermes_compat.plugin as bridge
+import hermes_style
+from conftest import drop_folder_plugin
+
+from hermes_core.agent import Agent
+from hermes_core.config import parse_config_text
+from hermes_core.llm import LLMResponse
+from hermes_core.replay import RecordingHost
+from hermes_core.types import Usage
+
+#: an engine that changes nothing (lossless-hermes-py answers so when it is off or fails)
+SAME = '''
+from agent.context_engine import ContextEngine
+
+
+class Same(ContextEngine):
+    name = "same"
+
+    def update_from_response(self, usage):
+        pass
+
+    def should_compress(self, prompt_tokens=None):
+        return False
+
+    def compress(self, messages, current_tokens=None, focus_topic=None):
+        return messages
+
+
+def register(ctx):
+    ctx.register_context_engine(Same())
+'''
+
+
+class Words:
+    """The model's words, scripted (the one faked part)."""
+
+    def respond(self, **kw: Any) -> LLMResponse:
+        return LLMResponse(text="ok", usage=Usage(input_tokens=10, output_tokens=2))
+
+    def complete(self, **kw: Any) -> str:
+        return "ok"
+
+
+def _agent(core_home: Path, engine: str) -> Agent:
+    loaded = parse_config_text(f"memory:\n  providers: []\ncontext:\n  engine: {engine}\n",
+                               core_home / "config.yaml")
+    loaded.core.llm.api_key = None
+    host = RecordingHost.load(core_home, config=loaded, entry_points=False, directories=False,
+                              plugins=[("hermes_compat", bridge)])
+    return Agent.create(host, Words(), aux_llm=Words())
+
+
+def test_an_engine_that_changes_nothing_keeps_the_session(core_home: Path) -> None:
+    drop_folder_plugin(core_home, "same", SAME)
+    agent = _agent(core_home, "hermes-same")
+    for text in ("u1", "u2"):
+        agent.run_turn(text)
+    session, history = agent.session.id, list(agent.history)
+    assert agent.compact() is None  # no progress: no child session, no prompt rebuilt
+    assert agent.session.id == session
+    assert all(a is b for a, b in zip(agent.history, history, strict=True))
+    agent.close()
+
+
+def test_the_messages_an_engine_kept_are_the_ones_it_was_given(core_home: Path) -> None:
+    drop_folder_plugin(core_home, "keeplast", hermes_style.ENGINE.format())
+    agent = _agent(core_home, "hermes-keeplast")
+    for text in ("u1", "u2", "u3"):
+        agent.run_turn(text)
+    tail = agent.history[-2:]
+    assert tail[-1].meta  # the reply carries what the kernel keeps about it (its usage)
+    record = agent.compact()
+    assert record is not None and record.messages_after < record.messages_before
+    assert all(a is b for a, b in zip(agent.history[-2:], tail, strict=True))
+    agent.close()

@@ -261,9 +261,9 @@ def test_general_plugin_listed_with_what_runs_and_what_does_not(core_home: Path)
 def test_failures_are_named_and_the_turn_goes_on(core_home: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """A pre_llm_call that hangs costs the turn one prefetch deadline; a pre_tool_call that
-    hangs costs one on_pre_tool_call deadline, and the plugin's tool, queued behind it on the
-    plugin's thread, one tool deadline; a post_llm_call that raises is logged. The other plugin and
-    the turn go on."""
+    hangs blocks its call after most of the on_pre_tool_call deadline (Hermes waits for a guard,
+    so the call never runs unguarded); a post_llm_call that raises is logged. The other plugin
+    and the turn go on."""
     drop_folder_plugin(core_home, "stuck", STUCK)
     drop_folder_plugin(core_home, "policy", POLICY)
     turns = [{"user": "Use the stuck tool.", "tool_calls": [{"name": "stuck_tool",
@@ -276,7 +276,8 @@ def test_failures_are_named_and_the_turn_goes_on(core_home: Path,
                  monkeypatch=monkeypatch)
     assert [t["reply"] for t in report.turns] == ["It did not answer.", "Still here."]
     call = report.turns[0]["tool_calls"][0]
-    assert not call["ok"] and "did not finish within 1 s" in call["result"]
+    assert not call["ok"] and "pre_tool_call check of Hermes plugin 'stuck' did not answer in " \
+        "time" in call["result"]
     # the other plugin's pre_llm_call still reached the model on both turns
     assert len(recall_in_prompt("hermes-policy")) >= 2
     problems = [p for t in report.turns for p in t["hook_problems"]]

@@ -123,6 +123,8 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         self._warm_wait = context.config.memory.prefetch_timeout * WARM_SHARE
         #: how long a session-boundary Hermes hook (an observer) is waited for
         self._boundary_wait = context.config.hooks.timeout("on_session_switch") * WARM_SHARE
+        #: how long a tool call waits for the plugin's pre_tool_call before it is blocked
+        self._guard_wait = context.config.hooks.timeout("on_pre_tool_call") * WARM_SHARE
         #: how long the prompt waits for a block before the last one answers
         self._prompt_wait = context.config.hooks.timeout("system_prompt_block") * WARM_SHARE
         #: the Hermes hooks and tools its register(ctx) registered (the same for every slot)

@@ -73,6 +73,7 @@ class ProviderObjects:
     _user_scope: bool
     _values: dict[str, Any]
     _boundary_wait: float
+    _guard_wait: float
     _hooks: Registered
     #: the plugin registered hooks or tools but no memory provider
     general: bool

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import weakref
 from collections.abc import Callable
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, ClassVar
 
 from hermes_core import hookimpl
@@ -29,6 +30,7 @@ from .general import (
     Registered,
     available,
     block_message,
+    fire,
     post_tool_fields,
     result_text,
     run_handler,
@@ -168,7 +170,21 @@ class ProviderTools(ProviderObjects):
         base = self._tool_base(session, call.name, dict(call.arguments), call.id)
         if base is None:
             return None
-        return block_message(self._fire(session, "pre_tool_call", move=False, **base), call.name)
+        # Hermes waits for a guard's answer, however long; the kernel's deadline would let the
+        # call run unguarded once it passed. So a guard that has not answered within most of
+        # the deadline blocks the call (as Hermes' approval gate does when it fails).
+        slot = self._slot(session)
+        self._ran("hook pre_tool_call")
+        future = slot.pinned.submit(fire, slot.hooks, "pre_tool_call", self._problem, **base)
+        try:
+            answers = future.result(timeout=self._guard_wait)
+        except FutureTimeout:
+            self._problem(f"its pre_tool_call did not answer within {self._guard_wait:.1f} s: "
+                          "the call was blocked (raise hooks.timeouts.on_pre_tool_call for a "
+                          "slow guard)")
+            return (f"BLOCKED: the pre_tool_call check of Hermes plugin "
+                    f"{self.candidate.plugin!r} did not answer in time")
+        return block_message(answers, call.name)
 
     @hookimpl
     def on_post_tool_call(self, call: ToolCall, session: Session | None, outcome: ToolOutcome

@@ -10,6 +10,7 @@ from typing import Any
 
 import hermes_core_hermes_compat.plugin as bridge
 import hermes_style
+import pytest
 from conftest import drop_folder_plugin
 
 from hermes_core.agent import Agent
@@ -83,3 +84,40 @@ def test_the_messages_an_engine_kept_are_the_ones_it_was_given(core_home: Path) 
     assert record is not None and record.messages_after < record.messages_before
     assert all(a is b for a, b in zip(agent.history[-2:], tail, strict=True))
     agent.close()
+
+
+def test_the_engine_hears_each_session_end_as_in_hermes(core_home: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hermes calls its engine's ``on_session_end(session_id, messages)`` when a compaction moves
+    the conversation on, at /new (then ``on_session_reset()``) and at exit: an engine that keeps
+    a store (lossless-hermes-py) takes in there what it has not yet."""
+    import json
+
+    logging_engine = hermes_style.ENGINE.format().replace(
+        "    def get_tool_schemas(self):\n",
+        "    def on_session_end(self, session_id, messages):\n"
+        "        self._log('end', session_id, len(messages))\n\n"
+        "    def on_session_reset(self):\n"
+        "        self._log('reset', None, 0)\n\n"
+        "    def _log(self, event, session_id, count):\n"
+        "        import json, os\n"
+        "        with open(os.environ['ENGINE_LOG'], 'a') as f:\n"
+        "            f.write(json.dumps([event, session_id, count]) + '\\n')\n\n"
+        "    def get_tool_schemas(self):\n")
+    assert logging_engine != hermes_style.ENGINE.format()
+    log = core_home / "engine.jsonl"
+    monkeypatch.setenv("ENGINE_LOG", str(log))
+    drop_folder_plugin(core_home, "keeplast", logging_engine)
+    agent = _agent(core_home, "hermes-keeplast")
+    for text in ("u1", "u2"):
+        agent.run_turn(text)
+    first = agent.session.id
+    assert agent.compact() is not None
+    child = agent.session.id
+    agent.run_turn("u3")
+    agent.new_session()
+    agent.run_turn("v1")
+    last = agent.session.id
+    agent.close()
+    events = [tuple(json.loads(line)) for line in log.read_text().splitlines()]
+    assert events == [("end", first, 4), ("end", child, 6), ("reset", None, 0), ("end", last, 2)]

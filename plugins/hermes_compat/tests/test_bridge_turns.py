@@ -86,3 +86,33 @@ def test_an_on_turn_start_that_raises_costs_the_recall_nothing(core_home: Path) 
                    for w in warnings)
     finally:
         host.shutdown()
+
+
+def test_a_compaction_ends_the_old_session_first_as_in_hermes(core_home: Path) -> None:
+    """Before a compaction moves the conversation to its child session, Hermes gives its
+    providers the old session's ``on_session_end`` with the history being summarised, while
+    the provider is still in that session."""
+    bound = hermes_style.RECORDER.replace(
+        '        self._log("on_session_end", count=len(messages),',
+        '        self._log("on_session_end", bound=self.session, count=len(messages),')
+    assert bound != hermes_style.RECORDER
+    drop_folder_plugin(core_home, "recorder", bound)
+    drop_folder_plugin(core_home, "keeplast", hermes_style.ENGINE.format())
+    loaded = parse_config_text("memory:\n  providers: [hermes-recorder]\n"
+                               "context:\n  engine: hermes-keeplast\n", core_home / "config.yaml")
+    loaded.core.llm.api_key = None
+    host = RecordingHost.load(core_home, config=loaded, entry_points=False, directories=False,
+                              plugins=[("hermes_compat", bridge)])
+    agent = Agent.create(host, Words(), aux_llm=Words())
+    for text in ("u1", "u2"):
+        agent.run_turn(text)
+    first = agent.session.id
+    assert agent.compact() is not None
+    agent.run_turn("u3")
+    agent.close()
+    calls = [json.loads(line) for f in sorted(
+        (core_home / "hermes-compat" / "recorder").rglob("calls.jsonl"))
+        for line in f.read_text().splitlines()]
+    ends = [(c["bound"], c["count"]) for c in calls if c["event"] == "on_session_end"]
+    # the compaction's end (4 messages summarised, in the first session), then the exit's
+    assert ends[0] == (first, 4) and len(ends) == 2

@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 from hermes_core import hookimpl
 from hermes_core.errors import PluginError
 from hermes_core.kinds import ContextEngine, PluginContext, Tool
-from hermes_core.types import CompressionResult, Message, Session, ToolContext, Usage
+from hermes_core.types import CompressionResult, EndReason, Message, Session, ToolContext, Usage
 
 from . import calls
 from .convert import call_with, from_openai, hermes_tools, to_openai
@@ -55,6 +55,8 @@ class HermesContextEngine(ContextEngine):
         self.engine = loaded.engines[0]
         self.hermes_home: Path = calls.hermes_home_for(context.home, self.candidate.plugin, None)
         self._session: str | None = None
+        #: the sessions whose end the engine was given (each once)
+        self._ended: set[str] = set()
         self._problems: set[str] = set()
         self._lock = threading.Lock()
         from hermes_core.models import context_window
@@ -97,8 +99,33 @@ class HermesContextEngine(ContextEngine):
         if not isinstance(out, list):
             raise PluginError(f"Hermes engine {self.candidate.plugin!r}: compress() returned "
                               f"{type(out).__name__}, not a list of messages")
+        if out != sent and session is not None:
+            # as Hermes before it moves the conversation on: the old session's end (an engine
+            # keeping a store takes in what it has not yet)
+            self._end(session.id, sent)
         return CompressionResult(messages=_kept(messages, sent, out),
                                  report={"hermes_engine": self.candidate.plugin})
+
+    @hookimpl
+    def on_session_end(self, session: Session, messages: list[Message], reason: EndReason
+                       ) -> None:
+        """``on_session_end(session_id, messages)`` at the session's end (``/new``, exit, a
+        conversation evicted), once; ``on_session_reset()`` after it at ``/new``, as Hermes
+        resets its engine there."""
+        self._end(session.id, to_openai(messages))
+        reset = getattr(self.engine, "on_session_reset", None)
+        if reason == EndReason.NEW_SESSION and callable(reset):
+            with self._lock, calls.in_home(self.hermes_home):
+                reset()
+
+    def _end(self, session_id: str, messages: list[dict[str, Any]]) -> None:
+        end = getattr(self.engine, "on_session_end", None)
+        with self._lock:
+            if session_id in self._ended or not callable(end):
+                return
+            self._ended.add(session_id)
+            with calls.in_home(self.hermes_home):
+                end(session_id, messages)
 
     @hookimpl
     def update_from_response(self, usage: Usage) -> None:

@@ -289,19 +289,33 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
     @hookimpl
     def on_pre_compress(self, messages: list[Message], session: Session) -> str | None:
         slot = self._ready(session, move=False)
-        fn = getattr(slot.obj, "on_pre_compress", None) if slot is not None else None
-        if slot is None or not callable(fn):
+        if slot is None:
             return None
-        return self._text(slot.call(fn, to_openai(messages)), "on_pre_compress")
+        # kept for the end Hermes gives the session when the compaction moves it on (below)
+        slot.compacted = (session.id, to_openai(messages))
+        fn = getattr(slot.obj, "on_pre_compress", None)
+        if not callable(fn):
+            return None
+        return self._text(slot.call(fn, slot.compacted[1]), "on_pre_compress")
 
     @hookimpl
     def on_session_switch(self, new_session: Session, old_session: Session | None,
                           reason: SwitchReason) -> None:
         slot = self._slot(new_session)
         with slot.lock:
+            compacted, slot.compacted = slot.compacted, None
             if slot.session_id is not None and slot.session_id != new_session.id:
                 if reason != SwitchReason.COMPRESSION:
                     slot.turns = 0  # as Hermes: a new, resumed or branched session counts anew
+                elif compacted is not None and compacted[0] == slot.session_id:
+                    # as Hermes before a compaction moves the conversation on: the old
+                    # session's end, with the history the compaction summarised
+                    end = getattr(slot.obj, "on_session_end", None)
+                    try:
+                        if callable(end):
+                            slot.call(end, compacted[1])
+                    except Exception as exc:  # the switch still happens
+                        self._problem(f"on_session_end() raised {type(exc).__name__}: {exc}")
                 parent = old_session.id if old_session is not None else slot.session_id
                 self._switch(slot, new_session, parent, reason=_HERMES_REASON.get(reason, ""),
                              reset=reason in (SwitchReason.NEW, SwitchReason.RESET))

@@ -45,9 +45,9 @@ class Slot:
     """One Hermes provider object (with the hooks and tools registered beside it), its own
     thread, and the session it is initialised for."""
 
-    __slots__ = ("agent_context", "began", "block", "failure", "hermes_home", "history",
-                 "history_of", "hooks", "lock", "obj", "pinned", "session_id", "turns", "warm",
-                 "warming")
+    __slots__ = ("agent_context", "began", "block", "compacted", "failure", "hermes_home",
+                 "history", "history_of", "hooks", "lock", "obj", "pinned", "session_id", "turns",
+                 "warm", "warming")
 
     def __init__(self, loaded: Loaded, hermes_home: Path, thread_name: str,
                  agent_context: str = "primary") -> None:
@@ -66,6 +66,8 @@ class Slot:
         self.began = False
         #: the object's last ``system_prompt_block()`` answer
         self.block: str | None = None
+        #: (session id, OpenAI-style history) a compaction is about to summarise
+        self.compacted: tuple[str, list[dict[str, Any]]] | None = None
         self.lock = threading.RLock()
         self.pinned = calls.Pinned(thread_name, hermes_home)
         self.failure: Failure | None = None

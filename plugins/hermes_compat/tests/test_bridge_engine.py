@@ -121,3 +121,45 @@ def test_the_engine_hears_each_session_end_as_in_hermes(core_home: Path,
     agent.close()
     events = [tuple(json.loads(line)) for line in log.read_text().splitlines()]
     assert events == [("end", first, 4), ("end", child, 6), ("reset", None, 0), ("end", last, 2)]
+
+
+def test_an_engine_tool_gets_the_conversation_so_far(core_home: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hermes calls an engine's tool with ``messages=`` (the live history): lossless-hermes-py
+    takes them in before it searches, so its search finds what was said earlier in the session."""
+    import json
+
+    from hermes_core.types import ToolCall
+
+    seeing = hermes_style.ENGINE.format().replace(
+        "    def handle_tool_call(self, name, args, **kwargs):\n        import json\n",
+        "    def handle_tool_call(self, name, args, **kwargs):\n        import json\n"
+        "        return json.dumps({'seen': [m['content'] for m in kwargs.get('messages', [])]})\n")
+    assert seeing != hermes_style.ENGINE.format()
+    drop_folder_plugin(core_home, "keeplast", seeing)
+
+    class Asks:
+        def __init__(self) -> None:
+            self.step = 0
+
+        def respond(self, **kw: Any) -> LLMResponse:
+            self.step += 1
+            if self.step == 2:
+                return LLMResponse(text="", tool_calls=[ToolCall("t1", "keeplast_count", {})],
+                                   usage=Usage(input_tokens=10, output_tokens=2))
+            return LLMResponse(text="ok", usage=Usage(input_tokens=10, output_tokens=2))
+
+        def complete(self, **kw: Any) -> str:
+            return "ok"
+
+    loaded = parse_config_text("memory:\n  providers: []\ncontext:\n  engine: hermes-keeplast\n",
+                               core_home / "config.yaml")
+    loaded.core.llm.api_key = None
+    host = RecordingHost.load(core_home, config=loaded, entry_points=False, directories=False,
+                              plugins=[("hermes_compat", bridge)])
+    agent = Agent.create(host, Asks(), aux_llm=Words())
+    agent.run_turn("My hives are in Rotterdam.")
+    result = agent.run_turn("Where are my hives?")
+    agent.close()
+    seen = json.loads(result.tools[0].content)["seen"]
+    assert "My hives are in Rotterdam." in seen and "Where are my hives?" in seen

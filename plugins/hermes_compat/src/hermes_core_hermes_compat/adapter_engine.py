@@ -143,8 +143,11 @@ class HermesContextEngine(ContextEngine):
 
     def _call_tool(self, tool: str, args: dict[str, Any], ctx: ToolContext) -> Any:
         self._start(ctx.session)
+        # as Hermes: the conversation so far (an engine may take it in before it answers)
+        agent = getattr(ctx.turn, "agent", None)
+        extra = {"messages": to_openai(agent.history)} if agent is not None else {}
         with calls.in_home(self.hermes_home):
-            return call_with(self.engine.handle_tool_call, tool, args)
+            return call_with(self.engine.handle_tool_call, tool, args, **extra)
 
     def _problem(self, message: str) -> None:
         if message not in self._problems:

@@ -163,3 +163,28 @@ def test_an_engine_tool_gets_the_conversation_so_far(core_home: Path,
     agent.close()
     seen = json.loads(result.tools[0].content)["seen"]
     assert "My hives are in Rotterdam." in seen and "Where are my hives?" in seen
+
+
+def test_an_engine_is_asked_with_the_size_of_what_is_sent(core_home: Path) -> None:
+    """Hermes asks should_compress with the size of the request about to be sent. With a model
+    client that reports no usage (some local servers), the engine was asked with None and never
+    compacted; it is now asked with the history's estimate and compacts when it grows."""
+
+    class NoUsage(Words):
+        def respond(self, **kw: Any) -> LLMResponse:
+            return LLMResponse(text="ok " * 50, usage=Usage())
+
+    drop_folder_plugin(core_home, "keeplast", hermes_style.ENGINE.format())
+    # the bridge tells the engine the model's window (2,000 tokens: its threshold is a share)
+    loaded = parse_config_text("memory:\n  providers: []\ncontext:\n  engine: hermes-keeplast\n"
+                               "llm:\n  context_window: 2000\ndelegation:\n  enabled: false\n",
+                               core_home / "config.yaml")
+    loaded.core.llm.api_key = None
+    host = RecordingHost.load(core_home, config=loaded, entry_points=False, directories=False,
+                              plugins=[("hermes_compat", bridge)])
+    agent = Agent.create(host, NoUsage(), aux_llm=Words())
+    first = agent.session.id
+    for i in range(4):
+        agent.run_turn(f"message {i} " + "words " * 300)
+    agent.close()
+    assert agent.session.id != first  # the engine compacted

@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 from hermes_core import hookimpl
 from hermes_core.errors import PluginError
 from hermes_core.kinds import ContextEngine, PluginContext, Tool
+from hermes_core.results import estimate_tokens
 from hermes_core.types import CompressionResult, EndReason, Message, Session, ToolContext, Usage
 
 from . import calls
@@ -85,8 +86,12 @@ class HermesContextEngine(ContextEngine):
     def should_compress(self, messages: list[Message], prompt_tokens: int | None,
                         session: Session | None) -> bool | None:
         self._start(session)
+        # Hermes asks with the size of the request about to be sent; the kernel's figure is the
+        # last response's (None before the first, after a compaction, or from a model client
+        # that reports no usage): the history's own estimate when it is larger
+        tokens = max(prompt_tokens or 0, estimate_tokens(messages))
         with calls.in_home(self.hermes_home):
-            return bool(self.engine.should_compress(prompt_tokens))
+            return bool(self.engine.should_compress(tokens))
 
     @hookimpl
     def compress(self, messages: list[Message], focus_topic: str | None, memory_context: str,

@@ -108,3 +108,34 @@ def recall_in_prompt(provider: str) -> list[str]:
                 block = m.content[m.content.index(FENCE_OPEN):m.content.index(FENCE_CLOSE)]
                 out.append(block)
     return out
+
+
+def bridge_host(core_home: Path, config: str) -> RecordingHost:
+    """A host with the bridge loaded as a plugin (Hermes plugins found through the drop-in
+    folder) and ``config`` (config.yaml text); no model key."""
+    loaded = parse_config_text(textwrap.dedent(config), core_home / "config.yaml")
+    loaded.core.llm.api_key = None
+    host = RecordingHost.load(core_home, config=loaded, entry_points=False, directories=False,
+                              plugins=[("hermes_compat", bridge)])
+    assert isinstance(host, RecordingHost)
+    return host
+
+
+class Words:
+    """The model's words, scripted: "ok" (the one faked part)."""
+
+    def respond(self, **kw: Any) -> Any:
+        from hermes_core.llm import LLMResponse
+        from hermes_core.types import Usage
+
+        return LLMResponse(text="ok", usage=Usage(input_tokens=10, output_tokens=2))
+
+    def complete(self, **kw: Any) -> str:
+        return "ok"
+
+
+def bridge_agent(core_home: Path, config: str, llm: Any = None) -> Any:
+    """A real Agent over :func:`bridge_host`; ``llm`` (default :class:`Words`) gives the words."""
+    from hermes_core.agent import Agent
+
+    return Agent.create(bridge_host(core_home, config), llm or Words(), aux_llm=Words())

@@ -8,21 +8,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-import hermes_core_hermes_compat.plugin as bridge
 import hermes_style
-from conftest import drop_folder_plugin
+from conftest import bridge_host, drop_folder_plugin
 
-from hermes_core.config import parse_config_text
-from hermes_core.replay import RecordingHost
 from hermes_core.types import EndReason, Message, Session
-
-
-def _host(core_home: Path, config: str) -> RecordingHost:
-    host = RecordingHost.load(core_home, config=parse_config_text(
-        config, core_home / "config.yaml"), entry_points=False, directories=False,
-        plugins=[("hermes_compat", bridge)])
-    assert isinstance(host, RecordingHost)
-    return host
 
 
 def _events(core_home: Path) -> list[dict[str, Any]]:
@@ -32,7 +21,7 @@ def _events(core_home: Path) -> list[dict[str, Any]]:
 
 def test_no_end_for_an_empty_session_and_no_store_of_a_turn_without_reply(core_home: Path) -> None:
     drop_folder_plugin(core_home, "recorder", hermes_style.RECORDER)
-    host = _host(core_home, "memory:\n  providers: [hermes-recorder]\n")
+    host = bridge_host(core_home, "memory:\n  providers: [hermes-recorder]\n")
     try:
         provider: Any = host.activate_memory_providers()[0]
         empty, full = Session("s-empty"), Session("s-full")
@@ -63,7 +52,7 @@ def test_every_object_is_shut_down(core_home: Path) -> None:
         '            raise RuntimeError("alice cannot close")\n')
     assert source.count("RuntimeError") == 2
     drop_folder_plugin(core_home, "recorder", source)
-    host = _host(core_home, "memory:\n  scope: user\n  providers: [hermes-recorder]\n")
+    host = bridge_host(core_home, "memory:\n  scope: user\n  providers: [hermes-recorder]\n")
     provider: Any = host.activate_memory_providers()[0]
     for name in ("alice", "bob"):
         provider.system_prompt_block(Session(f"s-{name}", attributes={"user_id": name}))
@@ -93,7 +82,7 @@ def test_the_prompt_gets_the_last_block_while_the_object_is_busy(core_home: Path
         f"            time.sleep(0.01)\n")
     assert slow != hermes_style.RECORDER
     drop_folder_plugin(core_home, "recorder", slow)
-    host = _host(core_home, "memory:\n  providers: [hermes-recorder]\n"
+    host = bridge_host(core_home, "memory:\n  providers: [hermes-recorder]\n"
                             "hooks:\n  timeouts:\n    system_prompt_block: 0.5\n")
     try:
         provider: Any = host.activate_memory_providers()[0]

@@ -8,15 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import hermes_core_hermes_compat.plugin as bridge
 import hermes_style
 import pytest
-from conftest import drop_folder_plugin
+from conftest import Words, bridge_agent, drop_folder_plugin
 
 from hermes_core.agent import Agent
-from hermes_core.config import parse_config_text
 from hermes_core.llm import LLMResponse
-from hermes_core.replay import RecordingHost
 from hermes_core.types import Usage
 
 #: an engine that changes nothing (lossless-hermes-py answers so when it is off or fails)
@@ -42,23 +39,8 @@ def register(ctx):
 '''
 
 
-class Words:
-    """The model's words, scripted (the one faked part)."""
-
-    def respond(self, **kw: Any) -> LLMResponse:
-        return LLMResponse(text="ok", usage=Usage(input_tokens=10, output_tokens=2))
-
-    def complete(self, **kw: Any) -> str:
-        return "ok"
-
-
 def _agent(core_home: Path, engine: str) -> Agent:
-    loaded = parse_config_text(f"memory:\n  providers: []\ncontext:\n  engine: {engine}\n",
-                               core_home / "config.yaml")
-    loaded.core.llm.api_key = None
-    host = RecordingHost.load(core_home, config=loaded, entry_points=False, directories=False,
-                              plugins=[("hermes_compat", bridge)])
-    return Agent.create(host, Words(), aux_llm=Words())
+    return bridge_agent(core_home, f"memory:\n  providers: []\ncontext:\n  engine: {engine}\n")
 
 
 def test_an_engine_that_changes_nothing_keeps_the_session(core_home: Path) -> None:
@@ -152,12 +134,8 @@ def test_an_engine_tool_gets_the_conversation_so_far(core_home: Path,
         def complete(self, **kw: Any) -> str:
             return "ok"
 
-    loaded = parse_config_text("memory:\n  providers: []\ncontext:\n  engine: hermes-keeplast\n",
-                               core_home / "config.yaml")
-    loaded.core.llm.api_key = None
-    host = RecordingHost.load(core_home, config=loaded, entry_points=False, directories=False,
-                              plugins=[("hermes_compat", bridge)])
-    agent = Agent.create(host, Asks(), aux_llm=Words())
+    agent = bridge_agent(core_home, "memory:\n  providers: []\ncontext:\n  engine: hermes-keeplast\n",
+                         Asks())
     agent.run_turn("My hives are in Rotterdam.")
     result = agent.run_turn("Where are my hives?")
     agent.close()
@@ -176,13 +154,9 @@ def test_an_engine_is_asked_with_the_size_of_what_is_sent(core_home: Path) -> No
 
     drop_folder_plugin(core_home, "keeplast", hermes_style.ENGINE.format())
     # the bridge tells the engine the model's window (2,000 tokens: its threshold is a share)
-    loaded = parse_config_text("memory:\n  providers: []\ncontext:\n  engine: hermes-keeplast\n"
-                               "llm:\n  context_window: 2000\ndelegation:\n  enabled: false\n",
-                               core_home / "config.yaml")
-    loaded.core.llm.api_key = None
-    host = RecordingHost.load(core_home, config=loaded, entry_points=False, directories=False,
-                              plugins=[("hermes_compat", bridge)])
-    agent = Agent.create(host, NoUsage(), aux_llm=Words())
+    agent = bridge_agent(core_home, "memory:\n  providers: []\ncontext:\n  engine: hermes-keeplast\n"
+                                    "llm:\n  context_window: 2000\ndelegation:\n  enabled: false\n",
+                         NoUsage())
     first = agent.session.id
     for i in range(4):
         agent.run_turn(f"message {i} " + "words " * 300)

@@ -9,15 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-import hermes_core_hermes_compat.plugin as bridge
 import hermes_style
-from conftest import drop_folder_plugin
-
-from hermes_core.agent import Agent
-from hermes_core.config import parse_config_text
-from hermes_core.llm import LLMResponse
-from hermes_core.replay import RecordingHost
-from hermes_core.types import Usage
+from conftest import bridge_agent, bridge_host, drop_folder_plugin
 
 COUNTER = hermes_style.RECORDER.replace(
     "    def on_session_end(self, messages):\n",
@@ -26,26 +19,12 @@ COUNTER = hermes_style.RECORDER.replace(
     "    def on_session_end(self, messages):\n")
 
 
-class Words:
-    """The model's words, scripted (the one faked part)."""
-
-    def respond(self, **kw: Any) -> LLMResponse:
-        return LLMResponse(text="ok", usage=Usage(input_tokens=10, output_tokens=2))
-
-    def complete(self, **kw: Any) -> str:
-        return "ok"
-
-
 def test_turn_numbers_as_hermes_counts_them(core_home: Path) -> None:
     assert COUNTER != hermes_style.RECORDER
     drop_folder_plugin(core_home, "recorder", COUNTER)
     drop_folder_plugin(core_home, "keeplast", hermes_style.ENGINE.format())
-    loaded = parse_config_text("memory:\n  providers: [hermes-recorder]\n"
-                               "context:\n  engine: hermes-keeplast\n", core_home / "config.yaml")
-    loaded.core.llm.api_key = None
-    host = RecordingHost.load(core_home, config=loaded, entry_points=False, directories=False,
-                              plugins=[("hermes_compat", bridge)])
-    agent = Agent.create(host, Words(), aux_llm=Words())
+    agent = bridge_agent(core_home, "memory:\n  providers: [hermes-recorder]\n"
+                                     "context:\n  engine: hermes-keeplast\n")
     for text in ("u1", "u2", "u3"):
         agent.run_turn(text)
     assert agent.compact() is not None  # the child starts with messages carried over
@@ -72,10 +51,7 @@ def test_an_on_turn_start_that_raises_costs_the_recall_nothing(core_home: Path) 
         "    def on_session_end(self, messages):\n")
     assert raising != hermes_style.RECORDER
     drop_folder_plugin(core_home, "recorder", raising)
-    loaded = parse_config_text("memory:\n  providers: [hermes-recorder]\n",
-                               core_home / "config.yaml")
-    host = RecordingHost.load(core_home, config=loaded, entry_points=False, directories=False,
-                              plugins=[("hermes_compat", bridge)])
+    host = bridge_host(core_home, "memory:\n  providers: [hermes-recorder]\n")
     try:
         provider: Any = host.activate_memory_providers()[0]
         session = Session("s-1")
@@ -98,12 +74,8 @@ def test_a_compaction_ends_the_old_session_first_as_in_hermes(core_home: Path) -
     assert bound != hermes_style.RECORDER
     drop_folder_plugin(core_home, "recorder", bound)
     drop_folder_plugin(core_home, "keeplast", hermes_style.ENGINE.format())
-    loaded = parse_config_text("memory:\n  providers: [hermes-recorder]\n"
-                               "context:\n  engine: hermes-keeplast\n", core_home / "config.yaml")
-    loaded.core.llm.api_key = None
-    host = RecordingHost.load(core_home, config=loaded, entry_points=False, directories=False,
-                              plugins=[("hermes_compat", bridge)])
-    agent = Agent.create(host, Words(), aux_llm=Words())
+    agent = bridge_agent(core_home, "memory:\n  providers: [hermes-recorder]\n"
+                                     "context:\n  engine: hermes-keeplast\n")
     for text in ("u1", "u2"):
         agent.run_turn(text)
     first = agent.session.id

@@ -182,7 +182,7 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         slot = self._ready(session, move=False)
         if slot is None:
             return None
-        self._turn_starts(slot, query)
+        self._turn_starts(slot, session, query)
         text = self._recall(query, session, slot)
         if not self._hooks.has("pre_llm_call"):
             return text
@@ -194,21 +194,22 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         extra = injected_context(answers)
         return "\n\n".join(part for part in (text, extra) if part) or None
 
-    def _turn_starts(self, slot: Slot, query: str) -> None:
+    def _turn_starts(self, slot: Slot, session: Session, query: str) -> None:
         """``on_turn_start(turn_number, message)``, as Hermes calls it: once per turn, just
         before the turn's prefetch (not for the messages a compaction carries into the next
         session), numbered from 1 in each session, a compaction's child going on counting. One
         that raises is reported and costs the turn's recall nothing (Hermes ignores it too);
         while the first prefetch is still warming the object up, it is queued behind it."""
-        slot.turns += 1
+        number = slot.turns[session.id] = slot.turns_of(session.id,
+                                                       session.parent_session_id) + 1
         if not overrides(slot.obj, "on_turn_start"):
             return
         if slot.warming is not None:
-            future = slot.pinned.submit(slot.obj.on_turn_start, slot.turns, query)
+            future = slot.pinned.submit(slot.obj.on_turn_start, number, query)
             future.add_done_callback(lambda done: self._turn_start_failed(done.exception()))
             return
         try:
-            slot.call(slot.obj.on_turn_start, slot.turns, query)
+            slot.call(slot.obj.on_turn_start, number, query)
         except Exception as exc:
             self._turn_start_failed(exc)
 
@@ -268,7 +269,8 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         if slot is None:
             return
         # a resumed session goes on from its stored turns, as Hermes counts them
-        slot.turns = max(slot.turns, sum(m.role == "user" for m in messages))
+        slot.turns[session.id] = max(slot.turns_of(session.id, session.parent_session_id),
+                                     sum(m.role == "user" for m in messages))
         # as Hermes: a turn that ended without a reply (a budget spent on tool calls, an
         # interruption before any text) is not stored in the provider
         complete = bool(user_message.content.strip() and assistant_message.content.strip())
@@ -291,29 +293,34 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         slot = self._ready(session, move=False)
         if slot is None:
             return None
-        # kept for the end Hermes gives the session when the compaction moves it on (below)
-        slot.compacted = (session.id, to_openai(messages))
+        # kept for the end Hermes gives the session when the compaction moves it on (below):
+        # by session, since the lane may still be behind an earlier compaction's switch
+        history = to_openai(messages)
+        slot.compacted[session.id] = history  # (the lane pops it: single dict operations)
+        for stale in list(slot.compacted)[:-4]:  # compactions that made no progress leave theirs
+            slot.compacted.pop(stale, None)
         fn = getattr(slot.obj, "on_pre_compress", None)
         if not callable(fn):
             return None
-        return self._text(slot.call(fn, slot.compacted[1]), "on_pre_compress")
+        return self._text(slot.call(fn, history), "on_pre_compress")
 
     @hookimpl
     def on_session_switch(self, new_session: Session, old_session: Session | None,
                           reason: SwitchReason) -> None:
         slot = self._slot(new_session)
         with slot.lock:
-            compacted, slot.compacted = slot.compacted, None
+            compacted = (slot.compacted.pop(old_session.id, None)
+                         if reason == SwitchReason.COMPRESSION and old_session is not None
+                         else None)
             if slot.session_id is not None and slot.session_id != new_session.id:
-                if reason != SwitchReason.COMPRESSION:
-                    slot.turns = 0  # as Hermes: a new, resumed or branched session counts anew
-                elif compacted is not None and compacted[0] == slot.session_id:
+                if compacted is not None and old_session is not None and \
+                        old_session.id == slot.session_id:
                     # as Hermes before a compaction moves the conversation on: the old
                     # session's end, with the history the compaction summarised
                     end = getattr(slot.obj, "on_session_end", None)
                     try:
                         if callable(end):
-                            slot.call(end, compacted[1])
+                            slot.call(end, compacted)
                     except Exception as exc:  # the switch still happens
                         self._problem(f"on_session_end() raised {type(exc).__name__}: {exc}")
                 parent = old_session.id if old_session is not None else slot.session_id
@@ -394,7 +401,7 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
             return
         self._ran("hook subagent_start")
         parent.call(fire, parent.hooks, "subagent_start", self._problem, **start_kwargs(
-            child, goal, f"{child.parent_session_id}:{parent.turns}",
+            child, goal, f"{child.parent_session_id}:{parent.turns_of(child.parent_session_id or '')}",
             parent.agent_context == "subagent", self.context.config.delegation.max_depth))
 
     @hookimpl
@@ -410,7 +417,7 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
                       child_session_id=child_session_id)
         ms = int((time.monotonic() - started) * 1000) if started is not None else 0
         self._fire(session, "subagent_stop", move=False, **stop_kwargs(
-            session, child_session_id, result, status, f"{session.id}:{slot.turns}", ms,
+            session, child_session_id, result, status, f"{session.id}:{slot.turns_of(session.id)}", ms,
             self.context.config.delegation.max_depth))
 
     @hookimpl

@@ -329,6 +329,7 @@ class ProviderObjects:
     @staticmethod
     def _turn(slot: Slot, session: Session) -> dict[str, Any]:
         """What Hermes passes to every hook of a turn."""
+        turn = slot.turns_of(session.id, session.parent_session_id)
         return {"session_id": session.id, "task_id": session.id,
-                "turn_id": f"{session.id}:{slot.turns}", "model": session.model or "",
+                "turn_id": f"{session.id}:{turn}", "model": session.model or "",
                 "platform": session.platform}

@@ -60,14 +60,14 @@ class Slot:
         self.history_of: str | None = None
         self.hermes_home = hermes_home
         self.session_id: str | None = None
-        #: the user turns of the session it is in (Hermes' ``turn_number``)
-        self.turns = 0
+        #: session id -> its user turns so far (Hermes' ``turn_number``), see :meth:`turns_of`
+        self.turns: dict[str, int] = {}
         #: a delegated child's first message was seen (its ``subagent_start`` fired)
         self.began = False
         #: the object's last ``system_prompt_block()`` answer
         self.block: str | None = None
-        #: (session id, OpenAI-style history) a compaction is about to summarise
-        self.compacted: tuple[str, list[dict[str, Any]]] | None = None
+        #: session id -> the OpenAI-style history a compaction is about to summarise
+        self.compacted: dict[str, list[dict[str, Any]]] = {}
         self.lock = threading.RLock()
         self.pinned = calls.Pinned(thread_name, hermes_home)
         self.failure: Failure | None = None
@@ -75,6 +75,16 @@ class Slot:
         self.warm = False
         #: the cold first prefetch, still running on the object's thread after the turn left it
         self.warming: Future[Any] | None = None
+
+    def turns_of(self, session_id: str, parent_session_id: str | None = None) -> int:
+        """The user turns of a session so far. Counted per session, so a new session (``/new``)
+        starts at 0 whether or not its switch has reached the object yet, as Hermes resets its
+        count at once; a compaction's child goes on from its parent's count."""
+        if session_id not in self.turns:
+            self.turns[session_id] = self.turns.get(parent_session_id or "", 0)
+            for old in list(self.turns)[:-8]:  # the sessions of long ago
+                self.turns.pop(old, None)
+        return self.turns[session_id]
 
     def call(self, fn: Callable[..., calls.T], /, *args: Any, **kwargs: Any) -> calls.T:
         """``fn(*args, **kwargs)`` on this object's thread, in its Hermes home."""

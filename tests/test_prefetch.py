@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import sys
 import threading
@@ -61,6 +62,20 @@ def test_no_providers_means_no_threads(home):
     assert {t.ident for t in threading.enumerate()} - before == set()
 
 
+def current_frames() -> list:
+    """Every thread's frame. CPython 3.11's ``sys._current_frames()`` can deadlock when a garbage
+    collection starts inside it (it holds the interpreter's thread-list lock while building its
+    dict, and a finalizer then waits for that lock: a fresh-clone CI run hung here, the main
+    thread inside ``gc_collect_main``); 3.12 turns collection off around it, and so does this."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return list(sys._current_frames().values())
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def test_a_hung_provider_costs_at_most_the_deadline_and_gets_one_call(home, release):
     calls = []
 
@@ -89,7 +104,7 @@ def test_a_hung_provider_costs_at_most_the_deadline_and_gets_one_call(home, rele
     assert calls == ["q0"]  # never a second outstanding call on the hung provider
     # one thread stuck in the hung provider, never one per turn (it may be the runner that
     # started the turn's providers, or the provider's own lane)
-    stuck = [frame for frame in sys._current_frames().values()
+    stuck = [frame for frame in current_frames()
              if any(f.f_code is Hung.prefetch.__code__ for f, _ in traceback.walk_stack(frame))]
     assert len(stuck) == 1
     runner.close()

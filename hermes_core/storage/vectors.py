@@ -17,18 +17,35 @@ Every such table has one shape: a row per item (a message), keyed by the item's 
 text embedded) and ``vec``; both backends write it with :func:`upsert_sql`'s statement. A row of
 another model is never compared with the current one's.
 
+Around that table every store does the same three things, written here once: it embeds the
+items without a vector of the active model in batches, off the turn (:class:`Indexer`, a daemon
+thread woken after writes, and :func:`embed_encoded`, one batch through the embedder's background
+lane); it writes them keyed by model id and text hash (:func:`upsert_sql`); and for a query it
+reads them back and compares them with the query's vector (:func:`cosines`). What is the store's
+own is its policy: which items are embedded, its table and columns, how a step finds work (a
+cursor, or a join on the missing rows), how hits are ranked and fused
+(:func:`hermes_core.semantic.fuse`), and any index kept for scale.
+
 numpy is used when installed (every embedder that runs locally brings it); without it (an API
 embedder) the same bytes are read and written with :mod:`struct`.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import struct
-from collections.abc import Sequence
-from typing import Any
+import threading
+from collections.abc import Hashable, Sequence
+from typing import Any, TypeVar
 
-__all__ = ["BYTES_PER_DIMENSION", "decode", "encode", "stored_size", "upsert_sql"]
+from hermes_core.semantic import similarities
+
+__all__ = ["BYTES_PER_DIMENSION", "Indexer", "cosines", "decode", "embed_encoded", "encode",
+           "stored_size", "upsert_sql"]
+
+log = logging.getLogger("hermes_core.storage.vectors")
+K = TypeVar("K", bound=Hashable)
 
 #: what :func:`encode` writes per dimension
 BYTES_PER_DIMENSION = 2
@@ -118,3 +135,108 @@ def upsert_sql(table: str, items: str, *, key: str = "id", item_key: str = "id",
     return (f"INSERT INTO {table}({key}, model, text_hash, vec) SELECT ?, ?, ?, ? WHERE EXISTS "
             f"(SELECT 1 FROM {items} WHERE {item_key} = ?{condition}) ON CONFLICT ({key}) DO "
             "UPDATE SET model = excluded.model, text_hash = excluded.text_hash, vec = excluded.vec")
+
+
+def embed_encoded(embedder: Any, texts: Sequence[str], *,
+                  stop: threading.Event | None = None) -> list[bytes]:
+    """``texts`` embedded on the guarded embedder's background lane (each slice once turns have
+    paused; ``stop``: give up when it is set) and :func:`encode`-d, in order. A vector of another
+    dimension, or holding NaN or an infinity, raises ``EmbeddingError`` naming the embedder:
+    nothing of the batch is stored, and what the embedder raises is raised as it is."""
+    if not texts:
+        return []
+    extra = {} if stop is None else {"stop": stop}
+    vectors = embedder.embed(list(texts), background=True, **extra)
+    try:
+        return encode(vectors, embedder.dimension)
+    except ValueError as exc:
+        from hermes_core.embeddings import EmbeddingError
+
+        raise EmbeddingError(f"embedder {embedder.name}: {exc}") from None
+
+
+def cosines(query: Sequence[float], rows: Sequence[tuple[K, bytes | memoryview | None]],
+            dimension: int, *, legacy: bool = False) -> dict[K, float]:
+    """key -> the cosine of ``query`` with that row's stored vector, for each (key, vector bytes)
+    of ``rows`` that :func:`decode` reads (``legacy`` as there); a row of another size (another
+    model's) or without a vector is left out."""
+    keep, matrix = decode([blob for _key, blob in rows], dimension, legacy=legacy)
+    sims = similarities(query, matrix) if keep else []
+    return {rows[i][0]: sim for i, sim in zip(keep, sims, strict=True)}
+
+
+class Indexer:
+    """A daemon thread that fills a store's vector table off the turn, one :meth:`step` at a time.
+
+    :meth:`wake` (after a write; it starts the thread the first time) runs steps until one returns
+    None (nothing left, or nothing to do now); a step returning a number of seconds runs again
+    after that pause (0: at once; an embedder paused, another node at work). An exception of a
+    step goes to :meth:`failed` and the thread waits for the next wake-up (or :attr:`retry`
+    seconds): it never dies, and what was not stored is found again by the next step. A step
+    embeds through :func:`embed_encoded`, so it shares the CPU with no turn. :attr:`idle` is set
+    while nothing is running or woken.
+    """
+
+    #: seconds the thread waits without a wake-up before it steps again (None: until woken)
+    retry: float | None = None
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        #: set by :meth:`stop`; a step passes it to what can wait (the embedding, a pause)
+        self.stopping = threading.Event()
+        self.idle = threading.Event()
+        self.idle.set()
+        self._wake = threading.Event()
+        self._start_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def step(self) -> float | None:
+        """Embed and store one batch; None when done, else seconds to wait before the next."""
+        raise NotImplementedError
+
+    def failed(self, exc: Exception) -> None:
+        """A step raised ``exc`` (a database outage, a bug): the thread waits for a wake-up."""
+        log.warning("%s: indexing vectors failed: %s", self.name, exc)
+
+    def start(self) -> None:
+        with self._start_lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+                self._thread.start()
+
+    def wake(self) -> None:
+        """Start (once) or wake the thread: there may be items without a vector."""
+        if self.stopping.is_set():
+            return
+        self.idle.clear()
+        self._wake.set()
+        self.start()
+
+    def settle(self, timeout: float = 60.0) -> bool:
+        """Wait (bounded) until the thread has nothing running or woken."""
+        return self.idle.wait(timeout)
+
+    def stop(self, timeout: float | None = None) -> None:
+        """End the thread after its step (waiting at most ``timeout`` seconds for it)."""
+        self.stopping.set()
+        self._wake.set()
+        if timeout is not None and self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self.stopping.is_set():
+            self._wake.wait(self.retry)
+            self._wake.clear()
+            try:
+                while not self.stopping.is_set():
+                    pause = self.step()
+                    if pause is None:
+                        break
+                    if pause:
+                        self.stopping.wait(pause)
+            except Exception as exc:  # the thread must not die: the next wake-up tries again
+                if not self.stopping.is_set():  # not the store closed under it at shutdown
+                    self.failed(exc)
+            finally:
+                if not self._wake.is_set():
+                    self.idle.set()

@@ -7,8 +7,9 @@ text it was computed from: in the ``span_vectors`` table of the engine's own ``c
 in ``lossless_span_vectors`` of the ``storage.url`` database (:mod:`.vector_storage`, one module
 over the storage dialect); the indexing and the fusion here are shared. A background thread
 fills the table after each compaction, so archiving never waits for a model; a message without a
-vector yet is found by its words only. After a switch of model the old vectors are ignored
-(never compared with the new model's) and recomputed by the same thread.
+vector yet is found by its words only (:class:`hermes_core.storage.vectors.Indexer`, the thread
+every store's vectors are filled by). After a switch of model the old vectors are ignored (never
+compared with the new model's) and recomputed by the same thread.
 
 A query is matched both ways and the two are fused into one score per message
 (:func:`hermes_core.semantic.fuse`): the cosine of the query and the message, plus a word bonus
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from hermes_core.embeddings import off_reason
-from hermes_core.semantic import Weights, fuse, similarities, text_key
+from hermes_core.semantic import Weights, fuse, text_key
 from hermes_core.storage import vectors as stored_vectors
 
 from .records import SearchHit, fts_terms
@@ -102,11 +103,12 @@ def _message_text(content: str, calls: str | None) -> str:
     return text[:_TEXT_CHARS]
 
 
-class SpanVectors:
+class SpanVectors(stored_vectors.Indexer):
     """The vectors of one archive file and the thread that fills them."""
 
     def __init__(self, storage: VectorStorage, embedder: Callable[[], Any], *, batch: int = 32,
                  weights: Weights | None = None, core: Any = None) -> None:
+        super().__init__("lossless-vectors")
         self.storage = storage
         self._core = core  # the kernel's config: why semantic search is off, when it is
         self.path = storage.path
@@ -116,11 +118,6 @@ class SpanVectors:
         #: why meaning takes no part right now (None: it does)
         self.problem: str | None = None
         self._embed_lock = threading.Lock()  # one query embedding at a time from this engine
-        self._wake = threading.Event()
-        self._idle = threading.Event()
-        self._idle.set()
-        self._closed = False
-        self._thread: threading.Thread | None = None
         self._embedder: Any = None
         self._resolved = False
 
@@ -147,34 +144,16 @@ class SpanVectors:
     # ------------------------------------------------------------------------------ indexer
 
     def wake(self) -> None:
-        """Start (once) or wake the thread that embeds messages without a vector."""
-        if self._closed or self.embedder() is None:
-            return
-        self._idle.clear()
-        self._wake.set()
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, daemon=True,
-                                            name="lossless-vectors")
-            self._thread.start()
+        """Start (once) or wake the thread that embeds messages without a vector (:meth:`settle`
+        waits until every archived message has one or the indexer gave up)."""
+        if not self.stopping.is_set() and self.embedder() is not None:
+            super().wake()
 
-    def settle(self, timeout: float = 60.0) -> bool:
-        """Wait (bounded) until every archived message has a vector or the indexer gave up."""
-        return self._idle.wait(timeout)
+    def step(self) -> float | None:
+        return 0.0 if self.index_batch() > 0 else None
 
-    def _run(self) -> None:
-        while not self._closed:
-            self._wake.wait()
-            self._wake.clear()
-            try:
-                while not self._closed and self.index_batch() > 0:
-                    pass
-            except Exception as exc:  # the indexer must not die: the next wake retries
-                if self._closed:
-                    return  # the engine shut down under it
-                log.warning("lossless: indexing vectors failed: %s", exc)
-            finally:
-                if not self._wake.is_set():
-                    self._idle.set()
+    def failed(self, exc: Exception) -> None:
+        log.warning("lossless: indexing vectors failed: %s", exc)
 
     def index_batch(self) -> int:
         """Embed up to ``batch`` messages that have no vector of the current model; how many."""
@@ -186,18 +165,12 @@ class SpanVectors:
             return 0
         texts = [_message_text(c, t) for _i, c, t in rows]
         todo = [i for i, t in enumerate(texts) if t.strip()]
-        vectors: list[Any] = []
-        if todo:
-            try:  # the background lane: each slice once no turn is in flight
-                vectors = list(emb.embed([texts[i] for i in todo], background=True))
-            except Exception as exc:  # EmbeddingError: the guard paused it; say so and stop
-                self.problem = str(exc)
-                return 0
-        try:
-            packed = dict(zip(todo, stored_vectors.encode(vectors, emb.dimension), strict=True))
-        except ValueError as exc:  # NaN or a wrong size: nothing of the batch is stored
-            self.problem = f"embedder {emb.name}: {exc}"
+        try:  # the background lane: each slice once no turn is in flight
+            blobs = stored_vectors.embed_encoded(emb, [texts[i] for i in todo])
+        except Exception as exc:  # the guard paused it, or NaN or a wrong size: say so and stop
+            self.problem = str(exc)
             return 0
+        packed = dict(zip(todo, blobs, strict=True))
         # an empty message gets an empty vector: it is never compared, nor retried
         self.storage.put(emb.model_id, [(mid, text_key(texts[i]), packed.get(i, b""))
                                         for i, (mid, _c, _t) in enumerate(rows)])
@@ -215,8 +188,7 @@ class SpanVectors:
         return self.storage.pending(emb.model_id)
 
     def close(self) -> None:
-        self._closed = True
-        self._wake.set()
+        self.stop()
         self.storage.close()
 
     # ------------------------------------------------------------------------------- search
@@ -239,8 +211,7 @@ class SpanVectors:
         lexical, matched = self.storage.lexical(conversation, terms, _LEXICAL)
         rows, missing = self.storage.vectors(conversation, emb.model_id)
         # the rows are this model's (the query names it): earlier releases' float32 ones too
-        keep, matrix = stored_vectors.decode([b for _m, b in rows], emb.dimension, legacy=True)
-        sims = dict(zip((rows[i][0] for i in keep), similarities(qv, matrix), strict=True))
+        sims = stored_vectors.cosines(qv, rows, emb.dimension, legacy=True)
         near = sorted(sims, key=lambda m: -sims[m])[:_NEIGHBOURS]
         ids = list(dict.fromkeys([*lexical, *near]))
         best = max(lexical.values(), default=0.0)

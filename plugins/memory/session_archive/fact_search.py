@@ -15,7 +15,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from hermes_core.semantic import similarities
 from hermes_core.storage import vectors as stored_vectors
 
 from .facts import Fact, _with_sources
@@ -100,6 +99,4 @@ def _cosines(embedder: Any, query: str, vecs: list[tuple[int, bytes]]) -> dict[i
     except Exception:
         return {}  # words still find facts
     # a fact made by another embedder (another size) is found by words until re-derived
-    keep, matrix = stored_vectors.decode([blob for _fid, blob in vecs], len(q))
-    sims = similarities(q, matrix) if keep else []
-    return {vecs[i][0]: s for i, s in zip(keep, sims, strict=True)}
+    return stored_vectors.cosines(q, vecs, len(q))

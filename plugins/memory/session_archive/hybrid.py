@@ -83,7 +83,7 @@ from .query import SearchPlan, negated_expr
 from .records import Candidate
 from .search import allowed_ids, matching_ids, plan_query, run_plan
 from .store import SessionArchive
-from .vector_index import VectorIndex
+from .vector_index import VectorIndex, kept_pool
 from .vectors import (
     lineage_ids,
     state,
@@ -308,21 +308,6 @@ def _allowed_near(archive: SessionArchive, near: list[tuple[int, float]], words:
 #: threads kept for the vector halves of queries running at once (more queue: each half is
 #: bounded by the embedding's deadline and a finite scan)
 QUERY_THREADS = 4
-_POOL: Any = None
-_POOL_LOCK = threading.Lock()
-
-
-def _query_pool() -> Any:
-    """Threads kept for the vector halves of queries: a thread started per query had glibc open
-    a thread arena that stayed resident (issue 33), and cost a start on every search."""
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            from concurrent.futures import ThreadPoolExecutor
-
-            _POOL = ThreadPoolExecutor(max_workers=QUERY_THREADS,
-                                       thread_name_prefix="archive-vector-query")
-        return _POOL
 
 
 class _VectorSide:
@@ -334,8 +319,8 @@ class _VectorSide:
                  exclude: set[int] | None, words_done: threading.Event) -> None:
         self._out: tuple[Any, list[tuple[int, float]], int] | None = None
         self._error: EmbeddingError | None = None
-        self._done = _query_pool().submit(self._run, waiting, index, dimension, k, exclude,
-                                          words_done)
+        pool = kept_pool("archive-vector-query", QUERY_THREADS)
+        self._done = pool.submit(self._run, waiting, index, dimension, k, exclude, words_done)
 
     def _run(self, waiting: Any, index: VectorIndex, dimension: int, k: int,
              exclude: set[int] | None, words_done: threading.Event) -> None:

@@ -357,16 +357,22 @@ def _cut(dist: NDArray[np.uint16], count: int, bits: int) -> NDArray[np.intp]:
     return np.flatnonzero(dist <= int(np.searchsorted(cumulative, count)))
 
 
-_POOL: Any = None
-_POOL_LOCK = threading.Lock()
+_POOLS: dict[str, Any] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def kept_pool(prefix: str, workers: int) -> Any:
+    """The threads kept for one part of the vector queries, made on first use: a thread started
+    per query had glibc open a thread arena that stayed resident (issue 33), and cost a start on
+    every search."""
+    with _POOLS_LOCK:
+        if prefix not in _POOLS:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _POOLS[prefix] = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=prefix)
+        return _POOLS[prefix]
 
 
 def _scan_pool() -> Any:
     """One thread kept for the second half of the scans (no thread started per query)."""
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            from concurrent.futures import ThreadPoolExecutor
-
-            _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="archive-vector-scan")
-        return _POOL
+    return kept_pool("archive-vector-scan", 1)

@@ -18,7 +18,8 @@ of each dimension is kept in memory (48 bytes per message for 384 dimensions); a
 row's Hamming distance to its own sign bits, then ranks the closest few hundred by the exact cosine
 of their stored float16 vectors.
 
-The indexer is a daemon thread per archive, woken when messages are appended; it embeds in
+The indexer is a daemon thread per archive (:class:`hermes_core.storage.vectors.Indexer`, the
+thread every store's vectors are filled by), woken when messages are appended; it embeds in
 batches through the guarded embedder and never holds a turn (the append path only sets an event),
 nor shares the CPU with one: a batch starts only while no turn is in flight, and the embedder's
 background lane runs it in small slices, each once turns have paused
@@ -137,11 +138,7 @@ def _batch(store: VectorStore, con: Any, embedder: GuardedEmbedder, size: int,
 def _blobs(embedder: GuardedEmbedder, rows: list[Any],
            stop: threading.Event | None = None) -> list[tuple[int, bytes, str]]:
     """(id, float16 vector, text) of each pending (id, text) row."""
-    vectors = embedder.embed([r[1] for r in rows], background=True, stop=stop)
-    try:
-        blobs = stored_vectors.encode(vectors, embedder.dimension)
-    except ValueError as exc:
-        raise EmbeddingError(f"embedder {embedder.name}: {exc}") from None
+    blobs = stored_vectors.embed_encoded(embedder, [r[1] for r in rows], stop=stop)
     return [(int(r[0]), blob, str(r[1])) for r, blob in zip(rows, blobs, strict=True)]
 
 
@@ -216,29 +213,24 @@ SWEEP_WINDOW = 5000
 RETRY_SECONDS = 30.0
 
 
-class VectorIndexer:
+class VectorIndexer(stored_vectors.Indexer):
     """A daemon thread that embeds new messages in the background; :meth:`wake` after appends.
 
     A failing database (a restart, a failover) pauses it: it records :attr:`error`, logs it
     once, and tries again at the next :meth:`wake` or after :data:`RETRY_SECONDS`; nothing
     pending is skipped (the cursor only moves with stored vectors)."""
 
+    retry = RETRY_SECONDS
+
     def __init__(self, archive: SessionArchive, embedder: GuardedEmbedder, *,
                  batch: int = 32) -> None:
+        super().__init__("archive-vectors")
         self.archive = archive
         self.embedder = embedder
         self.batch = batch
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self.idle = threading.Event()
         self.error: str | None = None
         self._swept = 0  # where the sweep for messages below the cursor goes on (see below)
-        self._thread = threading.Thread(target=self._run, name="archive-vectors", daemon=True)
-        self._thread.start()
-
-    def wake(self) -> None:
-        self.idle.clear()
-        self._wake.set()
+        self.start()
 
     def wait_done(self, timeout: float) -> bool:
         """Wake the indexer and wait until it has nothing pending (False after ``timeout`` s, or
@@ -253,39 +245,33 @@ class VectorIndexer:
             if self.error is not None or time.monotonic() >= deadline:
                 return False
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._wake.wait(timeout=RETRY_SECONDS)
-            self._wake.clear()
-            while not self._stop.is_set():
-                if not self.embedder.ready():
-                    self._stop.wait(5)
-                    continue
-                # a batch starts only while no turn runs (its transaction on PostgreSQL is not
-                # held open while turns run); each slice of its embedding waits again
-                if not wait_until_paused(self._stop):
-                    break
-                try:
-                    if state(self.archive, self.embedder, count=False).problem:
-                        break  # another model's vectors: reindex is required, say so on search
-                    n = index_batch(self.archive, self.embedder, self.batch, self._stop)
-                    self.error = None
-                    if n == BUSY:  # another node of the database is embedding: let it
-                        self._stop.wait(1.0)
-                        continue
-                    if n == 0 and not self._sweep_step():
-                        break
-                except EmbeddingError as exc:
-                    self.error = str(exc)
-                    continue
-                except Exception as exc:  # the database is unreachable (an outage): pause
-                    error = f"{type(exc).__name__}: {exc}"
-                    if error != self.error:  # once per distinct failure, not once per retry
-                        log.warning("vector indexer paused: %s; it tries again at the next "
-                                    "stored message or in %.0f s", error, RETRY_SECONDS)
-                    self.error = error
-                    break
-            self.idle.set()
+    def step(self) -> float | None:
+        if not self.embedder.ready():
+            return 5.0
+        # a batch starts only while no turn runs (its transaction on PostgreSQL is not held
+        # open while turns run); each slice of its embedding waits again
+        if not wait_until_paused(self.stopping):
+            return None
+        try:
+            if state(self.archive, self.embedder, count=False).problem:
+                return None  # another model's vectors: reindex is required, say so on search
+            n = index_batch(self.archive, self.embedder, self.batch, self.stopping)
+            self.error = None
+            if n == BUSY:  # another node of the database is embedding: let it
+                return 1.0
+            if n == 0 and not self._sweep_step():
+                return None
+        except EmbeddingError as exc:
+            self.error = str(exc)
+        return 0.0
+
+    def failed(self, exc: Exception) -> None:
+        """The database is unreachable (an outage): pause until the next wake-up."""
+        error = f"{type(exc).__name__}: {exc}"
+        if error != self.error:  # once per distinct failure, not once per retry
+            log.warning("vector indexer paused: %s; it tries again at the next "
+                        "stored message or in %.0f s", error, RETRY_SECONDS)
+        self.error = error
 
     def _sweep_step(self) -> int:
         """On a shared database, look for messages without a vector among the next
@@ -311,9 +297,7 @@ class VectorIndexer:
         return n
 
     def close(self, timeout: float = 5.0) -> None:
-        self._stop.set()
-        self._wake.set()
-        self._thread.join(timeout)
+        self.stop(timeout)
 
 
 def lineage_ids(archive: SessionArchive, session_id: str) -> set[int]:

@@ -49,6 +49,7 @@ _EMBEDDABLE = (
     + " OR ".join(f"m.tool_calls LIKE '%\"name\":\"{t}\"%'" for t in _ECHO) + "))"
 )
 
+# a message may have its vector already: copied by storage migrate, or stored by reindex
 _MISSING = (f"m.id > ? AND {_EMBEDDABLE} AND NOT EXISTS (SELECT 1 FROM message_vectors AS v "
             "WHERE v.id = m.id)")
 
@@ -116,18 +117,12 @@ class VectorStore:
 
     # ------------------------------------------------------------------ the indexer's queries
 
-    def _pending_where(self) -> str:
-        # a message may have its vector already: copied by storage migrate, or stored by reindex
-        return _MISSING
-
     def _after(self, through: int) -> int:
         return through
 
     def pending_rows(self, con: Any, through: int, size: int, chars: int) -> list[Any]:
         """(id, first ``chars`` characters) of the next ``size`` messages waiting for a vector."""
-        return self._read(con, f"SELECT m.id, substr(m.content, 1, {int(chars)}) FROM messages "
-                               f"AS m WHERE {self._pending_where()} ORDER BY m.id LIMIT ?",
-                          (self._after(through), size))
+        return self.missing_rows(con, self._after(through), size, chars)
 
     def missing_rows(self, con: Any, after: int, size: int, chars: int,
                      upto: int | None = None) -> list[Any]:
@@ -145,9 +140,9 @@ class VectorStore:
                                 "OFFSET ?", (after, count - 1))
         return int(rows[0][0]) if rows else None
 
-    def missing_count(self) -> int:
+    def missing_count(self, after: int = 0) -> int:
         return int(self.archive.db.read(
-            f"SELECT count(*) FROM messages AS m WHERE {_MISSING}", (0,))[0][0])
+            f"SELECT count(*) FROM messages AS m WHERE {_MISSING}", (after,))[0][0])
 
     def unstored(self, con: Any, ids: list[int]) -> list[int]:
         """Which of ``ids`` are messages without a vector (after :meth:`put`)."""
@@ -167,9 +162,7 @@ class VectorStore:
                     "CAST(value AS INTEGER) > (SELECT coalesce(max(id), 0) FROM messages)")
 
     def pending_count(self, through: int) -> int:
-        return int(self.archive.db.read(
-            f"SELECT count(*) FROM messages AS m WHERE {self._pending_where()}",
-            (self._after(through),))[0][0])
+        return self.missing_count(self._after(through))
 
     def put(self, con: Any, blobs: list[tuple[int, bytes, str]], chars: int, model: str) -> None:
         """Store each (id, vector, the text it was made from) of ``model``, with the text's hash:

@@ -295,7 +295,7 @@ class VectorIndex:
         starts = range(0, n, SCAN_BLOCK)
         if threads > 1 and len(starts) >= 4:  # numpy releases the GIL: a second thread scans
             # every other block
-            other = _scan_pool().submit(scan, starts[1::2])
+            other = kept_pool("archive-vector-scan", 1).submit(scan, starts[1::2])
             scan(starts[0::2])
             other.result()
         else:
@@ -371,8 +371,3 @@ def kept_pool(prefix: str, workers: int) -> Any:
 
             _POOLS[prefix] = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=prefix)
         return _POOLS[prefix]
-
-
-def _scan_pool() -> Any:
-    """One thread kept for the second half of the scans (no thread started per query)."""
-    return kept_pool("archive-vector-scan", 1)

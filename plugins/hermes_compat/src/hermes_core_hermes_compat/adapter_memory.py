@@ -46,7 +46,6 @@ hooks around every tool call in :mod:`.adapter_tools`.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
@@ -345,8 +344,10 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
             return  # as Hermes: /new on an empty session ends nothing (only the switch comes)
         slot_key = self._slot_key(self._key(session), session)
         known = self._slots.get(slot_key)
-        with known.lock if known is not None else contextlib.nullcontext():
-            if known is None or known.session_id is None:
+        if known is None:
+            return  # no object was ever made for it: nothing of the session reached one
+        with known.lock:
+            if known.session_id is None:
                 return  # never initialised: nothing of the session reached it
         # still in this session: the next one's hooks on the turn's thread do not move it (its
         # switch is queued after this end); another conversation's writes may have (shared)

@@ -186,10 +186,9 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         if not self._hooks.has("pre_llm_call"):
             return text
         history = list(slot.history) if slot.history_of == session.id else []
-        self._ran("hook pre_llm_call")
-        answers = slot.call(fire, slot.hooks, "pre_llm_call", self._problem, user_message=query,
-                            conversation_history=history, is_first_turn=len(history) <= 1,
-                            sender_id=session.user_id or "", **self._turn(slot, session))
+        answers = self._fire(session, "pre_llm_call", move=False, user_message=query,
+                             conversation_history=history, is_first_turn=len(history) <= 1,
+                             sender_id=session.user_id or "", **self._turn(slot, session))
         extra = injected_context(answers)
         return "\n\n".join(part for part in (text, extra) if part) or None
 
@@ -327,11 +326,11 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
                              reset=reason in (SwitchReason.NEW, SwitchReason.RESET))
         # otherwise initialised lazily, or already moved by the new session's first hook
         if reason == SwitchReason.RESET or (reason == SwitchReason.NEW and old_session is not None):
-            self._observe(new_session, "on_session_reset", session_id=new_session.id,
-                          platform=new_session.platform, reason="new_session")
+            self._fire(new_session, "on_session_reset", observe=True, session_id=new_session.id,
+                       platform=new_session.platform, reason="new_session")
         if reason == SwitchReason.NEW:  # a brand-new session: not a resume, not a compaction
-            self._observe(new_session, "on_session_start", session_id=new_session.id,
-                          model=new_session.model or "", platform=new_session.platform)
+            self._fire(new_session, "on_session_start", observe=True, session_id=new_session.id,
+                       model=new_session.model or "", platform=new_session.platform)
         if reason == SwitchReason.DELEGATION:
             self._children[new_session.id] = time.monotonic()
 

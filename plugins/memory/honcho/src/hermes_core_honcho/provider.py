@@ -238,8 +238,6 @@ class HonchoProvider(MemoryProvider):
         """Get-or-create the workspace, the agent's peer and the user peer ``user`` (default:
         ``user_peer``), each once per provider."""
         user = user or self.user
-        if user in self._peers and self.ai in self._peers:
-            return
         if self.ai not in self._peers:
             self.client.ensure_workspace()
         if user not in self._peers:

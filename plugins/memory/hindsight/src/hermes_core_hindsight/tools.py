@@ -8,6 +8,7 @@ the model can act on; the kernel turns that into an error result. Successes are 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
@@ -116,7 +117,7 @@ def build_tools(provider: HindsightMemory) -> list[Tool]:
             raise _failed("hindsight_reflect", exc) from None
         return {"answer": text}
 
-    described = [
+    described: list[tuple[str, Callable[..., Any], type[BaseModel], bool, str]] = [
         ("hindsight_retain", retain, RetainInput, False,
          "Store a durable fact or event in long-term memory (Hindsight), searchable in every "
          "future session. Conversations are already retained automatically: use this only for "

@@ -46,7 +46,6 @@ hooks around every tool call in :mod:`.adapter_tools`.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
@@ -187,10 +186,9 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         if not self._hooks.has("pre_llm_call"):
             return text
         history = list(slot.history) if slot.history_of == session.id else []
-        self._ran("hook pre_llm_call")
-        answers = slot.call(fire, slot.hooks, "pre_llm_call", self._problem, user_message=query,
-                            conversation_history=history, is_first_turn=len(history) <= 1,
-                            sender_id=session.user_id or "", **self._turn(slot, session))
+        answers = self._fire(session, "pre_llm_call", move=False, user_message=query,
+                             conversation_history=history, is_first_turn=len(history) <= 1,
+                             sender_id=session.user_id or "", **self._turn(slot, session))
         extra = injected_context(answers)
         return "\n\n".join(part for part in (text, extra) if part) or None
 
@@ -328,11 +326,11 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
                              reset=reason in (SwitchReason.NEW, SwitchReason.RESET))
         # otherwise initialised lazily, or already moved by the new session's first hook
         if reason == SwitchReason.RESET or (reason == SwitchReason.NEW and old_session is not None):
-            self._observe(new_session, "on_session_reset", session_id=new_session.id,
-                          platform=new_session.platform, reason="new_session")
+            self._fire(new_session, "on_session_reset", observe=True, session_id=new_session.id,
+                       platform=new_session.platform, reason="new_session")
         if reason == SwitchReason.NEW:  # a brand-new session: not a resume, not a compaction
-            self._observe(new_session, "on_session_start", session_id=new_session.id,
-                          model=new_session.model or "", platform=new_session.platform)
+            self._fire(new_session, "on_session_start", observe=True, session_id=new_session.id,
+                       model=new_session.model or "", platform=new_session.platform)
         if reason == SwitchReason.DELEGATION:
             self._children[new_session.id] = time.monotonic()
 
@@ -345,8 +343,10 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
             return  # as Hermes: /new on an empty session ends nothing (only the switch comes)
         slot_key = self._slot_key(self._key(session), session)
         known = self._slots.get(slot_key)
-        with known.lock if known is not None else contextlib.nullcontext():
-            if known is None or known.session_id is None:
+        if known is None:
+            return  # no object was ever made for it: nothing of the session reached one
+        with known.lock:
+            if known.session_id is None:
                 return  # never initialised: nothing of the session reached it
         # still in this session: the next one's hooks on the turn's thread do not move it (its
         # switch is queued after this end); another conversation's writes may have (shared)

@@ -289,28 +289,23 @@ class ProviderObjects:
 
     # ------------------------------------------------------------------ Hermes hooks
 
-    def _fire(self, session: Session, hook: str, *, move: bool = True, **kwargs: Any
-              ) -> list[Any]:
-        """The answers of the plugin's ``hook`` callbacks, called on its object's thread."""
+    def _fire(self, session: Session, hook: str, *, move: bool = True, observe: bool = False,
+              **kwargs: Any) -> list[Any]:
+        """The answers of the plugin's ``hook`` callbacks, called on its object's thread.
+
+        ``observe``: a session-boundary Hermes hook, whose answer Hermes ignores, waited for only
+        part of the kernel's deadline (no answers): a slow one (forge-hermes-plugin's
+        on_session_start starts its local service) goes on on the plugin's thread, where later
+        calls into the plugin queue behind it, as behind a warming prefetch, instead of missing
+        the deadline."""
         if not self._hooks.has(hook):
             return []
         slot = self._ready(session, move=move)
         if slot is None:
             return []
         self._ran(f"hook {hook}")
-        return slot.call(fire, slot.hooks, hook, self._problem, **kwargs)
-
-    def _observe(self, session: Session, hook: str, **kwargs: Any) -> None:
-        """Fire a session-boundary Hermes hook, whose answer Hermes ignores, waiting for it only
-        part of the kernel's deadline: a slow one (forge-hermes-plugin's on_session_start
-        starts its local service) goes on on the plugin's thread, where later calls into the
-        plugin queue behind it, as behind a warming prefetch, instead of missing the deadline."""
-        if not self._hooks.has(hook):
-            return
-        slot = self._ready(session)
-        if slot is None:
-            return
-        self._ran(f"hook {hook}")
+        if not observe:
+            return slot.call(fire, slot.hooks, hook, self._problem, **kwargs)
         future = slot.pinned.submit(fire, slot.hooks, hook, self._problem, **kwargs)
         try:
             future.result(timeout=self._boundary_wait)
@@ -318,6 +313,7 @@ class ProviderObjects:
             log.info("Hermes plugin %r: its %s hook has not answered in %.1f s; it goes on on the "
                      "plugin's thread, and later calls into the plugin wait for it",
                      self.candidate.plugin, hook, self._boundary_wait)
+        return []
 
     def _ran(self, what: str) -> None:
         """Log (once per process) that one of the plugin's registered callables was called."""

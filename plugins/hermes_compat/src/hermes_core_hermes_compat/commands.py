@@ -98,12 +98,11 @@ def plugins_command(as_json: bool) -> None:
     fix). Finding out imports each plugin (nothing else imports one until it is selected).
     """
     from hermes_core.commands import echo_json
-    from hermes_core.paths import home_dir
 
     from .discovery import FOLDER_NAME
     from .status import statuses
 
-    home = home_dir()
+    home = _home()
     found = statuses(home)
     if as_json:
         echo_json({"plugins": [s.as_dict() for s in found]})

@@ -39,6 +39,7 @@ __all__ = [
     "RegisteredSkill",
     "RegisteredTool",
     "available",
+    "awaited",
     "block_message",
     "fire",
     "injected_context",
@@ -210,9 +211,7 @@ def fire(registered: Registered, hook: str, problem: Callable[[str], None],
     answers = []
     for callback in registered.hooks.get(hook, ()):
         try:
-            value = call_with(callback, **_TELEMETRY, **kwargs)
-            if inspect.isawaitable(value):
-                value = _await(value)
+            value = awaited(call_with(callback, **_TELEMETRY, **kwargs))
         except Exception as exc:
             problem(f"its {hook} hook {getattr(callback, '__name__', '?')} raised "
                     f"{type(exc).__name__}: {exc}")
@@ -222,7 +221,12 @@ def fire(registered: Registered, hook: str, problem: Callable[[str], None],
     return answers
 
 
-def _await(value: Any) -> Any:
+def awaited(value: Any, *, always: bool = False) -> Any:
+    """``value``, or, when it is awaitable (an async callback's coroutine) or ``always``, what
+    it gives awaited to its end."""
+    if not (always or inspect.isawaitable(value)):
+        return value
+
     async def wait() -> Any:
         return await value
     return asyncio.run(wait())
@@ -277,10 +281,7 @@ def available(entry: RegisteredTool) -> bool:
 def run_handler(entry: RegisteredTool, args: dict[str, Any], **kwargs: Any) -> Any:
     """Call a registered tool's handler as Hermes' registry does: ``handler(args, **kwargs)``
     (only the keyword arguments it accepts), awaiting an async one."""
-    value = call_with(entry.handler, args, **kwargs)
-    if entry.is_async or inspect.isawaitable(value):
-        value = _await(value)
-    return value
+    return awaited(call_with(entry.handler, args, **kwargs), always=entry.is_async)
 
 
 def transformed(peers: list[Callable[..., list[Any]]], base: dict[str, Any], text: str) -> str:

@@ -18,17 +18,13 @@ the plugin's ``hermes_home`` (``$HERMES_CORE_HOME/hermes-compat/<plugin>/``) as 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from . import calls
 from .discovery import HermesCandidate, discover
-from .general import RegisteredCommand
+from .general import RegisteredCommand, awaited
 from .loading import HermesLoadError, load
-from .status import spelled
 
 __all__ = ["CommandClash", "FoundCommand", "find", "refusal", "run_cli", "run_slash"]
 
@@ -39,11 +35,6 @@ class FoundCommand:
 
     candidate: HermesCandidate
     command: RegisteredCommand
-
-    @property
-    def spelled(self) -> str:
-        """How hermes-core spells it."""
-        return spelled(self.command.kind, self.command.name)
 
 
 @dataclass
@@ -85,14 +76,6 @@ def refusal(clash: CommandClash) -> str:
             f"{' and by '.join(clash.owners)}. Uninstall one of the Hermes plugins.")
 
 
-def _answer(value: Any) -> Any:
-    if inspect.isawaitable(value):
-        async def wait() -> Any:
-            return await value
-        return asyncio.run(wait())
-    return value
-
-
 def run_cli(found: FoundCommand, home: Path, args: list[str]) -> int:
     """Run a Hermes CLI command as ``hermes`` does: its ``setup_fn`` fills an argparse parser,
     the parsed namespace goes to the ``func`` it set (or ``handler_fn``). The exit code: the
@@ -113,7 +96,7 @@ def run_cli(found: FoundCommand, home: Path, args: list[str]) -> int:
         if not callable(handler):
             parser.print_help()
             return 2
-        value = _answer(handler(namespace))
+        value = awaited(handler(namespace))
     if isinstance(value, str):
         print(value)
         return 0
@@ -125,5 +108,5 @@ def run_slash(found: FoundCommand, home: Path, raw_args: str) -> str | None:
     ``None``)."""
     assert found.command.handler is not None
     with calls.in_home(calls.hermes_home_for(home, found.candidate.plugin, None)):
-        value = _answer(found.command.handler(raw_args))
+        value = awaited(found.command.handler(raw_args))
     return None if value is None else str(value)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,7 +26,7 @@ from . import calls
 from .convert import tool_spec
 from .discovery import HermesCandidate, discover
 from .general import DELIVERED, skill_tool_name, unmapped_hooks
-from .loading import HermesLoadError, Loaded, load
+from .loading import NEEDS_HERMES, HermesLoadError, Loaded, load
 from .settings import missing_secrets
 
 __all__ = ["FAILED", "NEEDS_HERMES", "NEEDS_SERVICE", "READY", "PluginStatus", "clear_failure",
@@ -35,7 +34,6 @@ __all__ = ["FAILED", "NEEDS_HERMES", "NEEDS_SERVICE", "READY", "PluginStatus", "
 
 READY = "ready"
 NEEDS_SERVICE = "needs service or key"
-NEEDS_HERMES = "needs hermes-agent"
 FAILED = "failed"
 
 
@@ -190,7 +188,7 @@ def statuses(home: Path) -> list[PluginStatus]:
 
 
 def _failure_file(home: Path, plugin: str) -> Path:
-    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", plugin)
+    safe = calls.hermes_home_for(home, plugin, None).name  # the plugin's name, file-safe
     return calls.compat_root(home) / ".failures" / f"{safe}.json"
 
 

@@ -9,10 +9,10 @@ Hermes must run in a Python environment where this distribution is installed.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
+from ..importer.home import default_home
 from . import PROVIDER_NAME
 
 __all__ = ["FOLDER_PLUGIN", "install_folder_plugin", "main"]
@@ -42,8 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m hermes_core_hermes_compat.hermes_side install [HERMES_HOME]",
               file=sys.stderr)
         return 2
-    default = os.environ.get("HERMES_HOME") or str(Path.home() / ".hermes")
-    home = Path(args[1] if len(args) == 2 else default).expanduser()
+    home = Path(args[1]).expanduser() if len(args) == 2 else default_home()
     try:
         folder = install_folder_plugin(home)
     except OSError as exc:

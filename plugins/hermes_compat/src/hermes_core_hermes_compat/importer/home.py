@@ -16,9 +16,6 @@ from hermes_core.errors import HermesCoreError
 
 __all__ = ["HermesHome", "HermesImportError", "default_home", "open_home"]
 
-#: Hermes' default char limits (config ``memory.memory_char_limit`` / ``user_char_limit``)
-DEFAULT_LIMITS = {"memory": 2200, "user": 1375}
-
 
 class HermesImportError(HermesCoreError):
     """A Hermes home, or a file in it, cannot be imported; the message names it and the fix.

@@ -26,7 +26,7 @@ from hermes_core.types import Session, ToolCall
 
 from .home import HermesImportError
 
-__all__ = ["FILES", "MemoryImport", "import_memory", "read_entries"]
+__all__ = ["FILES", "MemoryImport", "call_tool", "import_memory", "read_entries"]
 
 DELIMITER = "\n§\n"
 #: Hermes file -> the store target
@@ -66,9 +66,11 @@ def read_entries(path: Path) -> list[str]:
     return out
 
 
-def _call(router: ToolRouter, tool: str, args: dict[str, Any], n: int) -> dict[str, Any]:
-    outcome = router.run_one(ToolCall(id=f"hermes-import-{n}", name=tool, arguments=args),
-                             IMPORT_SESSION)
+def call_tool(router: ToolRouter, tool: str, args: dict[str, Any], call_id: str
+              ) -> dict[str, Any]:
+    """The JSON object a tool answers with (``success`` false, its text as ``error``, when the
+    answer is not one), called from the import's session."""
+    outcome = router.run_one(ToolCall(id=call_id, name=tool, arguments=args), IMPORT_SESSION)
     try:
         data = json.loads(outcome.content)
     except ValueError:
@@ -80,8 +82,9 @@ def _count(router: ToolRouter, name: str, target: str) -> tuple[int, set[str]]:
     """How many entries ``target`` holds now, and those it lists in full: a refused remove of
     text no entry holds answers with the current entries (the tool's retry aid, long ones
     shortened) and changes nothing."""
-    answer = _call(router, name, {"action": "remove", "target": target,
-                                  "old_text": "hermes-import-probe-5f0c1e9a7d"}, 0)
+    answer = call_tool(router, name, {"action": "remove", "target": target,
+                                      "old_text": "hermes-import-probe-5f0c1e9a7d"},
+                       "hermes-import-0")
     listed = answer.get("current_entries")
     if not isinstance(listed, list):
         return 0, set()
@@ -108,7 +111,8 @@ def import_memory(memory_tool: tuple[Tool, str] | None, path: Path, target: str
     kept = 0
     for keep in range(len(entries), 0, -1):
         ops = [{"action": "add", "content": e} for e in entries[:keep]]
-        answer = _call(router, name, {"target": target, "operations": ops}, keep)
+        answer = call_tool(router, name, {"target": target, "operations": ops},
+                           f"hermes-import-{keep}")
         if answer.get("success"):
             kept = keep
             added = int(answer.get("entry_count", before)) - before

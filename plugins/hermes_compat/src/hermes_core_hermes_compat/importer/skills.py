@@ -10,7 +10,6 @@ Hermes ships and seeds itself (listed in ``skills/.bundled_manifest``), supporti
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,9 +17,8 @@ from typing import Any
 
 from hermes_core.kinds import Tool
 from hermes_core.toolrun import ToolRouter
-from hermes_core.types import ToolCall
 
-from .memory import IMPORT_SESSION
+from .memory import call_tool
 
 __all__ = ["HermesSkill", "SkillsImport", "import_skills", "read_skills"]
 
@@ -120,15 +118,10 @@ def import_skills(tool: tuple[Tool, str] | None, root: Path, *, dry_run: bool) -
             continue
         assert tool is not None
         description = skill.description or f"Imported from Hermes: {skill.name}"
-        call = ToolCall(id=f"hermes-import-skill-{n}", name=tool[0].name, arguments={
+        answer = call_tool(ToolRouter({tool[0].name: tool}), tool[0].name, {
             "action": "create", "name": skill.name, "description": description,
-            "body": skill.body})
-        outcome = ToolRouter({tool[0].name: tool}).run_one(call, IMPORT_SESSION)
-        try:
-            answer = json.loads(outcome.content)
-        except ValueError:
-            answer = {"success": False, "error": outcome.content}
-        if isinstance(answer, dict) and answer.get("success"):
+            "body": skill.body}, f"hermes-import-skill-{n}")
+        if answer.get("success"):
             out.created.append(skill.name)
         elif "already exists" in str(answer.get("error", "")):
             out.already.append(skill.name)

@@ -41,6 +41,10 @@ __all__ = [
 
 _PREFIX = "/v1/default/banks"
 _WORD = re.compile(r"\w", re.UNICODE)
+#: ``_request``'s default for ``missing``: a 404 raises
+_RAISE = object()
+#: what ``_request`` answers a 404 with in ``pending_operations``: the bank does not exist
+_NO_BANK = object()
 
 
 class HindsightError(HermesCoreError):
@@ -167,7 +171,10 @@ class HindsightClient:
     # ------------------------------------------------------------------------------- plumbing
 
     def _request(self, method: str, path: str, *, json: Any = None,
-                 params: dict[str, Any] | None = None, timeout: float | None = None) -> Any:
+                 params: dict[str, Any] | None = None, timeout: float | None = None,
+                 missing: Any = _RAISE) -> Any:
+        """The decoded answer; ``missing``, when given, is the answer to a 404 (an unknown bank
+        or operation) instead of :class:`HindsightRejected`."""
         limit = self.default_timeout if timeout is None else timeout
         what = f"{method} {path}"
         try:
@@ -187,6 +194,8 @@ class HindsightClient:
         if status >= 500 or status == 429:
             raise HindsightUnavailable(
                 f"Hindsight at {self.base_url} failed {what}: HTTP {status} {_detail(response)}")
+        if status == 404 and missing is not _RAISE:
+            return missing
         if status >= 400:
             detail = _detail(response)
             if status in (401, 403):
@@ -267,13 +276,9 @@ class HindsightClient:
         if tags:
             body["tags"] = list(tags)
             body["tags_match"] = tags_match
-        try:
-            data = self._request("POST", f"{_PREFIX}/{bank}/memories/recall", json=body,
-                                 timeout=timeout)
-        except HindsightRejected as exc:
-            if exc.status == 404:  # the bank is created by its first retain: nothing stored yet
-                return []
-            raise
+        # a bank is created by its first retain: an unknown one has nothing stored yet
+        data = self._request("POST", f"{_PREFIX}/{bank}/memories/recall", json=body,
+                             timeout=timeout, missing={"results": []})
         results = data.get("results") if isinstance(data, dict) else None
         if not isinstance(results, list):
             raise HindsightUnavailable(f"unexpected recall answer from {self.base_url}: {data!r}")
@@ -298,13 +303,8 @@ class HindsightClient:
         """``GET /banks/{bank}/operations/{id}``: the operation's status (``pending``,
         ``processing``, ``completed``, ``failed``, ``cancelled`` or ``not_found``) and its error
         message, if any."""
-        try:
-            data = self._request("GET", f"{_PREFIX}/{bank}/operations/{operation_id}",
-                                 timeout=timeout)
-        except HindsightRejected as exc:
-            if exc.status == 404:
-                return "not_found", None
-            raise
+        data = self._request("GET", f"{_PREFIX}/{bank}/operations/{operation_id}",
+                             timeout=timeout, missing=None)
         if not isinstance(data, dict):
             return "not_found", None
         return str(data.get("status") or "not_found"), data.get("error_message")
@@ -316,13 +316,11 @@ class HindsightClient:
         """
         total = 0
         for status in ("pending", "processing"):
-            try:
-                data = self._request("GET", f"{_PREFIX}/{bank}/operations",
-                                     params={"status": status, "limit": 1}, timeout=timeout)
-            except HindsightRejected as exc:
-                if exc.status == 404:
-                    return 0
-                raise
+            data = self._request("GET", f"{_PREFIX}/{bank}/operations",
+                                 params={"status": status, "limit": 1}, timeout=timeout,
+                                 missing=_NO_BANK)
+            if data is _NO_BANK:
+                return 0
             total += int(data.get("total", 0)) if isinstance(data, dict) else 0
         return total
 

@@ -143,16 +143,14 @@ class HindsightMemory(MemoryProvider):
 
     def bank_for(self, session: Session | None) -> str:
         """The bank of ``session``'s user (see :meth:`bank_of_user`); remembers the session's user."""
-        user = session.user_id if (self.per_user and session is not None) else None
-        if self.per_user and session is not None:
-            with self._lock:
-                if len(self._session_users) > 10_000:  # bounded: oldest first
-                    self._session_users.pop(next(iter(self._session_users)))
-                self._session_users[session.id] = user
-        bank = self.bank_of_user(user)
-        if user is not None:
-            with self._lock:
-                self._banks.add(bank)
+        if not self.per_user or session is None:
+            return self.config.bank
+        bank = self.bank_of_user(session.user_id)
+        with self._lock:
+            if len(self._session_users) > 10_000:  # bounded: oldest first
+                self._session_users.pop(next(iter(self._session_users)))
+            self._session_users[session.id] = session.user_id
+            self._banks.add(bank)
         return bank
 
     # ----------------------------------------------------------------------------- the server

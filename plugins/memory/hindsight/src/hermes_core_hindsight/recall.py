@@ -113,9 +113,7 @@ class Prefetcher:
             return older
         try:
             fresh = future.result(timeout=wait)
-        except (cf.TimeoutError, cf.CancelledError):
-            return older
-        except Exception:  # logged by _finished
+        except Exception:  # not in time, cancelled, or failed (logged by _finished)
             return older
         return merge(fresh, older)
 

@@ -8,9 +8,10 @@ the model can act on; the kernel turns that into an error result. Successes are 
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from hermes_core.errors import ToolError
 from hermes_core.kinds import Tool
@@ -31,40 +32,38 @@ def _needs_words(value: str) -> str:
     return value
 
 
+#: text the server can search by: it refuses queries without a letter or digit
+Words = Annotated[str, AfterValidator(_needs_words)]
+
+
 class RetainInput(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    content: str = Field(min_length=1, max_length=100_000,
-                         description="The fact or event to remember, as a self-contained sentence.")
+    content: Words = Field(min_length=1, max_length=100_000,
+                           description="The fact or event to remember, as a self-contained sentence.")
     context: str | None = Field(default=None, max_length=2_000,
                                 description="Optional: where it comes from (e.g. 'code review').")
     tags: list[str] = Field(default_factory=list, max_length=16,
                             description="Optional tags to filter recalls by later.")
 
-    _words = field_validator("content")(_needs_words)
-
 
 class RecallInput(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    query: str = Field(min_length=1, max_length=2_000,
-                       description="What to look for, in natural language.")
+    query: Words = Field(min_length=1, max_length=2_000,
+                         description="What to look for, in natural language.")
     max_results: int = Field(default=8, ge=1, le=50, description="How many memories at most.")
     types: list[FactType] | None = Field(
         default=None, description="Optional: 'world', 'experience' and/or 'observation'.")
-
-    _words = field_validator("query")(_needs_words)
 
 
 class ReflectInput(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    query: str = Field(min_length=1, max_length=4_000,
-                       description="The question to answer from everything remembered.")
+    query: Words = Field(min_length=1, max_length=4_000,
+                         description="The question to answer from everything remembered.")
     context: str | None = Field(default=None, max_length=4_000,
                                 description="Optional: what the answer is for.")
-
-    _words = field_validator("query")(_needs_words)
 
 
 def _failed(action: str, exc: HindsightError) -> ToolError:
@@ -118,35 +117,17 @@ def build_tools(provider: HindsightMemory) -> list[Tool]:
             raise _failed("hindsight_reflect", exc) from None
         return {"answer": text}
 
-    return [
-        Tool(
-            name="hindsight_retain",
-            description=(
-                "Store a durable fact or event in long-term memory (Hindsight), searchable in "
-                "every future session. Conversations are already retained automatically: use this "
-                "only for something stated outside the conversation or worth recording on its own."
-            ),
-            handler=retain,
-            input_model=RetainInput,
-        ),
-        Tool(
-            name="hindsight_recall",
-            description=(
-                "Search long-term memory (Hindsight) for facts and past events relevant to a "
-                "query; matches by meaning, not only by words. Returns the memories, best first."
-            ),
-            handler=recall,
-            input_model=RecallInput,
-            parallel_safe=True,
-        ),
-        Tool(
-            name="hindsight_reflect",
-            description=(
-                "Ask the memory server to answer a question by reasoning over everything it "
-                "remembers (needs an LLM on the server; if it has none, use hindsight_recall)."
-            ),
-            handler=reflect,
-            input_model=ReflectInput,
-            parallel_safe=True,
-        ),
+    described: list[tuple[str, Callable[..., Any], type[BaseModel], bool, str]] = [
+        ("hindsight_retain", retain, RetainInput, False,
+         "Store a durable fact or event in long-term memory (Hindsight), searchable in every "
+         "future session. Conversations are already retained automatically: use this only for "
+         "something stated outside the conversation or worth recording on its own."),
+        ("hindsight_recall", recall, RecallInput, True,
+         "Search long-term memory (Hindsight) for facts and past events relevant to a query; "
+         "matches by meaning, not only by words. Returns the memories, best first."),
+        ("hindsight_reflect", reflect, ReflectInput, True,
+         "Ask the memory server to answer a question by reasoning over everything it remembers "
+         "(needs an LLM on the server; if it has none, use hindsight_recall)."),
     ]
+    return [Tool(name=name, description=description, handler=handler, input_model=model,
+                 parallel_safe=parallel) for name, handler, model, parallel, description in described]

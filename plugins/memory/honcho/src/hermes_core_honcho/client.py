@@ -13,6 +13,7 @@ answer that is not Honcho's raises :class:`HonchoProtocolError` naming the endpo
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -348,6 +349,19 @@ class HonchoClient:
                                   json={"filters": {"observer_id": observer, "observed_id": observed}},
                                   timeout=timeout)
         return out
+
+    def all_conclusions(self, *, observer: str, observed: str,
+                        timeout: float | None = None) -> Iterator[ConclusionOut]:
+        """Every conclusion of ``observer`` about ``observed``, asked for page by page (100 a
+        page) as they are read."""
+        page = 1
+        while True:
+            result = self.list_conclusions(observer=observer, observed=observed, page=page,
+                                           size=100, timeout=timeout)
+            yield from result.items
+            if page >= result.pages:
+                return
+            page += 1
 
     def query_conclusions(self, query: str, *, observer: str, observed: str, top_k: int = 10,
                           timeout: float | None = None) -> list[ConclusionOut]:

@@ -37,16 +37,8 @@ def find_and_delete(client: Any, *, observer: str, observed: str, subject: str,
     """Find (and unless ``dry_run`` delete) the conclusions and card lines mentioning
     ``subject``. A failure part-way raises a message saying what was already deleted."""
     needle = _squash(subject)
-    found = HonchoForget()
-    page = 1
-    while True:
-        result = client.list_conclusions(observer=observer, observed=observed, page=page,
-                                         size=100)
-        found.conclusions += [(c.id, c.content) for c in result.items
-                              if needle in _squash(c.content)]
-        if page >= result.pages:
-            break
-        page += 1
+    found = HonchoForget([(c.id, c.content) for c in client.all_conclusions(
+        observer=observer, observed=observed) if needle in _squash(c.content)])
     card = client.get_card(observer, target=observed) or []
     found.card_lines = [line for line in card if needle in _squash(line)]
     if dry_run:

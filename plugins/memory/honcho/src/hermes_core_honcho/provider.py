@@ -238,8 +238,6 @@ class HonchoProvider(MemoryProvider):
         """Get-or-create the workspace, the agent's peer and the user peer ``user`` (default:
         ``user_peer``), each once per provider."""
         user = user or self.user
-        if user in self._peers and self.ai in self._peers:
-            return
         if self.ai not in self._peers:
             self.client.ensure_workspace()
         if user not in self._peers:
@@ -250,14 +248,8 @@ class HonchoProvider(MemoryProvider):
             self._peers.add(self.ai)
 
     def _find_conclusions(self, content: str, peer: str) -> list[str]:
-        found, page = [], 1
-        while True:
-            result = self.client.list_conclusions(observer=self.ai, observed=peer, page=page,
-                                                  size=100)
-            found += [c.id for c in result.items if c.content.strip() == content.strip()]
-            if page >= result.pages:
-                return found
-            page += 1
+        return [c.id for c in self.client.all_conclusions(observer=self.ai, observed=peer)
+                if c.content.strip() == content.strip()]
 
     # ------------------------------------------------------------------------- the refresher
 
@@ -461,7 +453,7 @@ class HonchoProvider(MemoryProvider):
     def forget(self, subject: str, scope: str, dry_run: bool) -> ForgetReport:
         """Delete the conclusions and card lines about the user that mention ``subject``;
         messages cannot be deleted through Honcho's API (said in ``cannot_delete``)."""
-        from .forget import MESSAGES_NOTE, find_and_delete
+        from .forget import MESSAGES_NOTE, HonchoForget, find_and_delete
 
         if scope.startswith("user:") and self.per_user:
             peers = [self.peer_of_user(scope[len("user:"):])]
@@ -474,18 +466,14 @@ class HonchoProvider(MemoryProvider):
             return ForgetReport(self.name, dry_run=dry_run, cannot_delete=(
                 f"this provider keeps one user peer ({self.user!r}); forget with scope 'all'"))
         self.wait_idle(10.0)  # queued writes first, so nothing mentioning it lands afterwards
-        found = None
+        found = HonchoForget()
         for peer in peers:
             self.ensure_peers(peer)
             one = find_and_delete(self.client, observer=self.ai, observed=peer,
                                   subject=subject, dry_run=dry_run)
-            if found is None:
-                found = one
-            else:
-                found.conclusions += one.conclusions
-                found.card_lines += one.card_lines
-                found.deleted += one.deleted
-        assert found is not None
+            found.conclusions += one.conclusions
+            found.card_lines += one.card_lines
+            found.deleted += one.deleted
         if not dry_run:
             with self._lock:  # cached recall may quote it: the next prefetch asks afresh
                 self._states.clear()

@@ -127,15 +127,8 @@ class _Handlers:
 
     def owns(self, conclusion_id: str, peer: str) -> bool:
         """Whether ``conclusion_id`` is one of the agent's conclusions about ``peer``."""
-        page = 1
-        while True:
-            result = self.p.client.list_conclusions(observer=self.p.ai, observed=peer, page=page,
-                                                    size=100, timeout=self.timeout)
-            if any(c.id == conclusion_id for c in result.items):
-                return True
-            if page >= result.pages:
-                return False
-            page += 1
+        return any(c.id == conclusion_id for c in self.p.client.all_conclusions(
+            observer=self.p.ai, observed=peer, timeout=self.timeout))
 
     # ----------------------------------------------------------------------------- handlers
 

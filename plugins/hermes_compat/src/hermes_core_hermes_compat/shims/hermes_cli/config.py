@@ -36,9 +36,7 @@ def read_raw_config() -> dict[str, Any]:
         import yaml
 
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, ImportError):
-        return {}
-    except Exception:  # yaml.YAMLError: a broken file reads as empty, as in Hermes
+    except Exception:  # unreadable, no yaml, or broken (yaml.YAMLError): empty, as in Hermes
         return {}
     return data if isinstance(data, dict) else {}
 

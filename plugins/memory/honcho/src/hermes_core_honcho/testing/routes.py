@@ -56,11 +56,8 @@ class Call:
         return number
 
 
-def _text(body: dict[str, Any], key: str, *, low: int = 1, high: int = 10_000,
-          required: bool = True) -> str | None:
+def _text(body: dict[str, Any], key: str, *, low: int = 1, high: int = 10_000) -> str:
     value = body.get(key)
-    if value is None and not required:
-        return None
     if not isinstance(value, str) or not low <= len(value) <= high:
         raise Unprocessable(["body", key], f"a string of {low}-{high} characters is required")
     return value
@@ -144,7 +141,7 @@ def _chat(c: Call) -> tuple[int, Any]:
     if body.get("stream"):
         raise Unprocessable(["body", "stream"], "this test server answers stream=false only")
     target = body.get("target")
-    content = c.store.dialectic(c.params["w"], c.params["p"], query or "", target,
+    content = c.store.dialectic(c.params["w"], c.params["p"], query, target,
                                 body.get("session_id"))
     out: dict[str, Any] = {"content": content}
     if body.get("include_evidence"):
@@ -183,7 +180,7 @@ def _put_card(c: Call) -> tuple[int, Any]:
 
 def _search_args(c: Call) -> tuple[str, dict[str, Any] | None, int]:
     body = c.json_body()
-    query = _text(body, "query", low=0) or ""
+    query = _text(body, "query", low=0)
     limit = body.get("limit", 10)
     if not isinstance(limit, int) or not 1 <= limit <= 100:
         raise Unprocessable(["body", "limit"], "Input should be between 1 and 100")
@@ -228,7 +225,7 @@ def _query_conclusions(c: Call) -> tuple[int, Any]:
     top_k = body.get("top_k", 10)
     if not isinstance(top_k, int) or not 1 <= top_k <= 100:
         raise Unprocessable(["body", "top_k"], "Input should be between 1 and 100")
-    return 200, c.store.query_conclusions(c.params["w"], _text(body, "query") or "", top_k,
+    return 200, c.store.query_conclusions(c.params["w"], _text(body, "query"), top_k,
                                           body.get("filters"))
 
 

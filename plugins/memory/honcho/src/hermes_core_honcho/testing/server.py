@@ -193,16 +193,9 @@ def _make_handler(server: HonchoTestServer) -> type[BaseHTTPRequestHandler]:
             pass
 
         def do_GET(self) -> None:
-            self._serve("GET")
+            self._serve(self.command)  # the request's method
 
-        def do_POST(self) -> None:
-            self._serve("POST")
-
-        def do_PUT(self) -> None:
-            self._serve("PUT")
-
-        def do_DELETE(self) -> None:
-            self._serve("DELETE")
+        do_POST = do_PUT = do_DELETE = do_GET
 
         def _serve(self, method: str) -> None:
             split = urlsplit(self.path)

@@ -28,10 +28,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ..config import ID_RE
+
 __all__ = ["ID_RE", "HonchoStore", "NotFound", "StoreError", "Unprocessable"]
 
-#: Honcho's rule for client-chosen ids (workspaces, peers, sessions)
-ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
 _WORD_RE = re.compile(r"\w+", re.UNICODE)
 _SENTENCE_RE = re.compile(r"(?<=[.!?])\s+|\n+")
 _STOPWORDS = frozenset({

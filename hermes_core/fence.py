@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from .textnorm import fold, fold_with_offsets
 
@@ -159,15 +159,7 @@ def _fold_index(src: int, starts: Sequence[int]) -> int:
 
 def sanitize(text: str) -> str:
     """``text`` without fence tags or the fence note; the text between tags is kept."""
-    tags = _tags(text, final=True)
-    if tags:
-        pieces: list[str] = []
-        at = 0
-        for tag in tags:
-            pieces.append(text[at:tag.start])
-            at = tag.end
-        pieces.append(text[at:])
-        text = "".join(pieces)
+    text = _rewrite_tags(text, lambda tag: "")
     if "[" in text:
         text = _NOTE_RE.sub("", text)
     return text
@@ -176,6 +168,11 @@ def sanitize(text: str) -> str:
 def neutralise(text: str) -> str:
     """``text`` with every fence tag rewritten as :data:`NEUTRAL_OPEN`/:data:`NEUTRAL_CLOSE`:
     the words stay readable, nothing is cut."""
+    return _rewrite_tags(text, lambda tag: NEUTRAL_CLOSE if tag.closing else NEUTRAL_OPEN)
+
+
+def _rewrite_tags(text: str, replacement: Callable[[_Tag], str]) -> str:
+    """``text`` with each fence tag replaced by ``replacement(tag)``."""
     tags = _tags(text, final=True)
     if not tags:
         return text
@@ -183,7 +180,7 @@ def neutralise(text: str) -> str:
     at = 0
     for tag in tags:
         pieces.append(text[at:tag.start])
-        pieces.append(NEUTRAL_CLOSE if tag.closing else NEUTRAL_OPEN)
+        pieces.append(replacement(tag))
         at = tag.end
     pieces.append(text[at:])
     return "".join(pieces)
@@ -261,10 +258,6 @@ def build_block(results: Sequence[tuple[str, str]]) -> str:
     if not parts:
         return ""
     return "\n".join([FENCE_OPEN, FENCE_NOTE, "", "\n\n".join(parts), FENCE_CLOSE])
-
-
-def _canon(fragment: str) -> str:
-    return re.sub(r"\s+", "", fold(fragment)).lower().replace("_", "-")
 
 
 def _partial_tag_len(data: str) -> int:

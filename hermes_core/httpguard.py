@@ -132,10 +132,7 @@ class _GuardedH11(H11Protocol):
 
     def close_pending(self) -> None:
         """Close a connection that never completed its headers (nothing was answered on it)."""
-        if self._header_timer is not None:
-            self._header_timer.cancel()
-            self._header_timer = None
-        self.pending.discard(self)
+        self._headers_done()
         if not self.transport.is_closing():
             self.transport.close()
 

@@ -4,17 +4,8 @@ warns (DeprecationWarning) and returns the plugin's."""
 
 from __future__ import annotations
 
-import importlib
-import warnings
-from typing import Any
+from ._lazy import moved
 
 __all__ = ["KINDS", "ScaffoldError", "scaffold"]  # noqa: F822 (resolved by __getattr__)
 
-
-def __getattr__(name: str) -> Any:
-    if name not in __all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    new = "hermes_core.plugins.scaffold.build"
-    warnings.warn(f"hermes_core.scaffold.{name} moved to {new}.{name}; import it from there",
-                  DeprecationWarning, stacklevel=2)
-    return getattr(importlib.import_module(new), name)
+__getattr__ = moved(__name__, dict.fromkeys(__all__, "hermes_core.plugins.scaffold.build"))

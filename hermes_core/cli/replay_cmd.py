@@ -5,17 +5,8 @@ the plugin's."""
 
 from __future__ import annotations
 
-import importlib
-import warnings
-from typing import Any
+from .._lazy import moved
 
 __all__ = ["replay"]  # noqa: F822 (resolved by __getattr__)
 
-
-def __getattr__(name: str) -> Any:
-    if name != "replay":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    new = "hermes_core.plugins.replay.commands"
-    warnings.warn(f"hermes_core.cli.replay_cmd.{name} moved to {new}.{name}; import it from there",
-                  DeprecationWarning, stacklevel=2)
-    return getattr(importlib.import_module(new), name)
+__getattr__ = moved(__name__, {"replay": "hermes_core.plugins.replay.commands"})

@@ -79,19 +79,12 @@ class CompactionPolicy:
         self.enabled = enabled
         #: tokens the kernel adds around the history (system prompt, tool schemas); set by it
         self.overhead_tokens = 0
-        self.compactions_this_turn = 0
-        self.compactions_total = 0
-        self.ineffective = 0
-        #: while armed, automatic compaction waits until the history reaches this size
-        self.backoff_until: int | None = None
-        self.last_usage: Usage | None = None
-        #: a compaction happened after the last usage report, so that report is stale
-        self.usage_stale = False
         #: the platform's context management in use (``compression.platform``): ``None`` (the
         #: local path only), ``"editing"`` (the server clears old tool results, so its figures
         #: are trusted over the local estimate of the uncleared history) or ``"compaction"``
         #: (the server compacts: no automatic local compaction)
         self.platform: str | None = None
+        self.reset()
 
     def begin_turn(self) -> None:
         self.compactions_this_turn = 0
@@ -101,8 +94,10 @@ class CompactionPolicy:
         self.compactions_this_turn = 0
         self.compactions_total = 0
         self.ineffective = 0
-        self.backoff_until = None
-        self.last_usage = None
+        #: while armed, automatic compaction waits until the history reaches this size
+        self.backoff_until: int | None = None
+        self.last_usage: Usage | None = None
+        #: a compaction happened after the last usage report, so that report is stale
         self.usage_stale = False
 
     def tokens(self, messages: list[Message], prompt_tokens: int | None = None) -> int:

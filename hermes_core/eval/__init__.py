@@ -4,23 +4,15 @@ warns (DeprecationWarning) and returns the plugin's."""
 
 from __future__ import annotations
 
-import importlib
-import warnings
-from typing import Any
+from .._lazy import moved
 
 __all__ = ["Dataset", "DatasetError", "EvalOptions", "StackSpec", "build_report", "load_dataset",
            "parse_dataset", "run_eval"]
 
-_WHERE = {"Dataset": "datasets", "DatasetError": "datasets", "load_dataset": "datasets",
-          "parse_dataset": "datasets", "EvalOptions": "run", "run_eval": "run",
-          "StackSpec": "stack", "build_report": "report"}
-
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    new = f"hermes_core.plugins.eval.{module}"
-    warnings.warn(f"hermes_core.eval.{name} moved to {new}.{name}; import it from there",
-                  DeprecationWarning, stacklevel=2)
-    return getattr(importlib.import_module(new), name)
+_NEW = "hermes_core.plugins.eval."
+__getattr__ = moved(__name__, {
+    **dict.fromkeys(["Dataset", "DatasetError", "load_dataset", "parse_dataset"], _NEW + "datasets"),
+    **dict.fromkeys(["EvalOptions", "run_eval"], _NEW + "run"),
+    "StackSpec": _NEW + "stack",
+    "build_report": _NEW + "report",
+})

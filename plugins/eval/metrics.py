@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .datasets import Case, Question
@@ -125,16 +125,7 @@ def score_ranking(items: Sequence[Item], evidence: Sequence[Evidence], session_m
         if not item.session_id:
             by_text |= new
         gains.append(1 if new else 0)
-    out: dict[str, object] = {"found_at": {u: first.get(u) for u in units},
-                              "by_text": sorted(by_text)}
-    for k in ks:
-        found = sum(1 for u in units if first.get(u, k + 1) <= k)
-        dcg = sum(g / math.log2(i + 2) for i, g in enumerate(gains[:k]))
-        idcg = sum(1 / math.log2(i + 2) for i in range(min(k, len(units))))
-        out[f"recall@{k}"] = found / len(units) if units else None
-        out[f"hit@{k}"] = (1.0 if found else 0.0) if units else None
-        out[f"ndcg@{k}"] = (dcg / idcg if idcg else 0.0) if units else None
-    return out
+    return _scores(units, first, by_text, gains, ks, lambda k: [1] * min(k, len(units)))
 
 
 def score_stack(rankings: Sequence[Sequence[Item]], evidence: Sequence[Evidence],
@@ -149,12 +140,20 @@ def score_stack(rankings: Sequence[Sequence[Item]], evidence: Sequence[Evidence]
     units = [ev.unit for ev in evidence]
     width = max(1, sum(1 for r in rankings if r))
     first, by_text, gains = _stack_gains(rankings, evidence, session_map)
+    return _scores(units, first, by_text, gains, ks,
+                   lambda k: _ideal_gains(len(units), width, k))
+
+
+def _scores(units: list[str], first: dict[str, int], by_text: set[str], gains: list[int],
+            ks: Sequence[int], ideal: Callable[[int], list[int]]) -> dict[str, object]:
+    """recall@k, hit@k and ndcg@k (against the ``ideal(k)`` gains) for each k, from the rank
+    each unit was first found at and the gain of each rank."""
     out: dict[str, object] = {"found_at": {u: first.get(u) for u in units},
                               "by_text": sorted(by_text)}
     for k in ks:
         found = sum(1 for u in units if first.get(u, k + 1) <= k)
         dcg = sum(g / math.log2(i + 2) for i, g in enumerate(gains[:k]))
-        idcg = sum(g / math.log2(i + 2) for i, g in enumerate(_ideal_gains(len(units), width, k)))
+        idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal(k)))
         out[f"recall@{k}"] = found / len(units) if units else None
         out[f"hit@{k}"] = (1.0 if found else 0.0) if units else None
         out[f"ndcg@{k}"] = (dcg / idcg if idcg else 0.0) if units else None

@@ -59,20 +59,16 @@ MAX_ARGUMENTS = 100_000
 #: resource file name -> the file memory's target
 _DOCUMENTS = {"MEMORY.md": "memory", "USER.md": "user"}
 
-_RECALL_SCHEMA = {
-    "type": "object",
-    "properties": {"query": {"type": "string", "minLength": 1,
-                             "description": "What the user said or asked: what to recall for."}},
-    "required": ["query"],
-    "additionalProperties": False,
-}
-_REMEMBER_SCHEMA = {
-    "type": "object",
-    "properties": {"text": {"type": "string", "minLength": 1,
-                            "description": "One durable fact to keep (a line of MEMORY.md)."}},
-    "required": ["text"],
-    "additionalProperties": False,
-}
+
+def _one_text(key: str, description: str) -> dict[str, Any]:
+    """The input schema of a tool that takes one non-empty string, ``key``."""
+    return {"type": "object",
+            "properties": {key: {"type": "string", "minLength": 1, "description": description}},
+            "required": [key], "additionalProperties": False}
+
+
+_RECALL_SCHEMA = _one_text("query", "What the user said or asked: what to recall for.")
+_REMEMBER_SCHEMA = _one_text("text", "One durable fact to keep (a line of MEMORY.md).")
 
 
 @dataclass
@@ -186,11 +182,6 @@ class StackServer:
             expired = [self._conversations.pop(k) for k in idle]
         self._end(expired, EndReason.EXPIRED)
         return len(expired)
-
-    @property
-    def open_sessions(self) -> int:
-        """How many connections have an open archive session."""
-        return len(self._conversations)
 
     def _end(self, conversations: list[_Conversation], reason: EndReason) -> None:
         for conv in conversations:

@@ -14,7 +14,7 @@ import functools
 import hashlib
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -266,53 +266,52 @@ def build_app(dispatcher: ConversationDispatcher, config: WebhookConfig, secret:
         return JSONResponse({"error": str(exc), "failure": exc.failure, "transient": exc.transient,
                              "conversation_key": key}, status_code=_failure_status(exc))
 
-    async def message(request: Request) -> Response:
-        try:
-            incoming, body_sha = await read_checked(request)
-        except _Refused as refused:
-            note_reason(request, str(refused))
-            return refused.response()
-        key = incoming.conversation_key
-        with _served_once(deliveries, incoming.message_id) as busy:
-            if busy is not None:
-                return busy
-            try:
-                result = await anyio.to_thread.run_sync(
-                    functools.partial(dispatcher.run, incoming, gate=gate_of(incoming, body_sha)),
-                    limiter=limiter)
-            except TurnFailed as exc:
-                return failed(request, exc, key)
-            except TurnAnswered as answered:
-                return _replayed(answered)
-        return JSONResponse(_reply_body(result, key))
+    def turn_endpoint(answer: Callable[[IncomingMessage, Gate | None], Awaitable[Response]]
+                      ) -> Callable[[Request], Awaitable[Response]]:
+        """A POST route: the request checked, a ``webhook-id`` served once at a time, then
+        ``answer``; a failed turn is its error response."""
 
-    async def message_stream(request: Request) -> Response:
-        try:
-            incoming, body_sha = await read_checked(request)
-        except _Refused as refused:
-            note_reason(request, str(refused))
-            return refused.response()
-        key = incoming.conversation_key
-        with _served_once(deliveries, incoming.message_id) as busy:
-            if busy is not None:
-                return busy
+        async def endpoint(request: Request) -> Response:
             try:
-                chunks = dispatcher.stream(incoming, gate=gate_of(incoming, body_sha))
-                # The first piece decides the status: a turn that fails before any text is an
-                # ordinary error response, not a 200 carrying an error event.
-                first = await anyio.to_thread.run_sync(next, chunks, None, limiter=limiter)
-            except TurnFailed as exc:
-                return failed(request, exc, key)
-            except TurnAnswered as answered:
-                status, body = answered.answer
-                if status != 200:
-                    return _replayed(answered)
-                return StreamingResponse(
-                    iter([_event("delta", {"text": body.get("reply", "")}),
-                          _event("done", {"reply": body.get("reply", ""),
-                                          "conversation_key": key})]),
-                    media_type="text/event-stream",
-                    headers={"Cache-Control": "no-cache", REPLAYED_HEADER: "true"})
+                incoming, body_sha = await read_checked(request)
+            except _Refused as refused:
+                note_reason(request, str(refused))
+                return refused.response()
+            with _served_once(deliveries, incoming.message_id) as busy:
+                if busy is not None:
+                    return busy
+                try:
+                    return await answer(incoming, gate_of(incoming, body_sha))
+                except TurnFailed as exc:
+                    return failed(request, exc, incoming.conversation_key)
+
+        return endpoint
+
+    async def message(incoming: IncomingMessage, gate: Gate | None) -> Response:
+        try:
+            result = await anyio.to_thread.run_sync(
+                functools.partial(dispatcher.run, incoming, gate=gate), limiter=limiter)
+        except TurnAnswered as answered:
+            return _replayed(answered)
+        return JSONResponse(_reply_body(result, incoming.conversation_key))
+
+    async def message_stream(incoming: IncomingMessage, gate: Gate | None) -> Response:
+        key = incoming.conversation_key
+        try:
+            chunks = dispatcher.stream(incoming, gate=gate)
+            # The first piece decides the status: a turn that fails before any text is an
+            # ordinary error response, not a 200 carrying an error event.
+            first = await anyio.to_thread.run_sync(next, chunks, None, limiter=limiter)
+        except TurnAnswered as answered:
+            status, body = answered.answer
+            if status != 200:
+                return _replayed(answered)
+            return StreamingResponse(
+                iter([_event("delta", {"text": body.get("reply", "")}),
+                      _event("done", {"reply": body.get("reply", ""),
+                                      "conversation_key": key})]),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-cache", REPLAYED_HEADER: "true"})
         return StreamingResponse(_events(first, chunks, key, limiter),
                                  media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache"})
@@ -321,8 +320,8 @@ def build_app(dispatcher: ConversationDispatcher, config: WebhookConfig, secret:
         return JSONResponse({"status": "ok", **dispatcher.stats()})
 
     return Starlette(routes=[
-        Route("/messages", message, methods=["POST"]),
-        Route("/messages/stream", message_stream, methods=["POST"]),
+        Route("/messages", turn_endpoint(message), methods=["POST"]),
+        Route("/messages/stream", turn_endpoint(message_stream), methods=["POST"]),
         Route("/health", health, methods=["GET"]),
     ], middleware=[Middleware(AccessLog)])
 

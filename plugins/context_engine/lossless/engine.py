@@ -48,9 +48,8 @@ from hermes_core.types import (
     ToolContext,
 )
 
-from .backend import open_span_store
 from .records import Span
-from .store import SpanStore
+from .store import SpanStore, open_span_store
 
 if TYPE_CHECKING:
     from .vectors import SpanVectors

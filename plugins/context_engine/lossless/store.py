@@ -13,8 +13,9 @@ conversation it serves, so two users of one webhook never see each other's turns
 Its backends differ only in their schema and the word index: :class:`SpanStore` here is the
 engine's own SQLite file (``$HERMES_CORE_HOME/context.db`` by default: a contentless FTS5 index,
 no second copy of the text), :class:`~.pg_store.PgSpanStore` the ``storage.url`` database
-(``lossless_*`` tables, a ``tsvector`` column). The store is independent of the session archive
-plugin: the engine works whichever memory providers are active.
+(``lossless_*`` tables, a ``tsvector`` column), used when ``storage.url`` is set (so every node
+serving a conversation sees the spans any node archived). The store is independent of the
+session archive plugin: the engine works whichever memory providers are active.
 """
 
 from __future__ import annotations
@@ -23,15 +24,21 @@ import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hermes_core.private import private_sqlite
+from hermes_core.storage import resolve_storage_url
 from hermes_core.storage.dialect import Database, SqliteDatabase
+from hermes_core.storage.erasure_log import squash
 from hermes_core.types import Message, ToolCall
 
 from .records import SearchHit, Span, StoredMessage, calls_json, fts_terms, snippet
 
-__all__ = ["SpanStore", "Spans", "indexed_text", "match_words"]
+if TYPE_CHECKING:
+    from hermes_core.storage.url import StorageURL
+
+__all__ = ["SpanStore", "Spans", "indexed_text", "match_words", "open_span_store",
+           "span_store_at"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS spans (
@@ -251,11 +258,11 @@ class Spans:
         leaves ``span_messages`` and the word index; a span digest that mentions the subject is
         replaced by a neutral note.
         """
-        needle = " ".join(subject.split()).casefold()
+        needle = squash(subject)
         db, p, out = self.db, self.prefix, self.db.text_out
 
         def mentions(text: str) -> bool:
-            return bool(needle) and needle in " ".join(text.split()).casefold()
+            return bool(needle) and needle in squash(text)
 
         with db.transaction() as con:
             rows = db.rows(con, "SELECT id, span_id, seq, content, tool_calls FROM "
@@ -328,3 +335,20 @@ def _tool_calls(calls: str | None) -> list[ToolCall]:
     """The tool calls of a stored message (its ``tool_calls`` JSON)."""
     return [ToolCall(id=c["id"], name=c["name"], arguments=c.get("arguments") or {})
             for c in json.loads(calls or "[]")]
+
+
+def open_span_store(context: Any, path: Path) -> Any:
+    """:class:`~.pg_store.PgSpanStore` when ``storage.url`` (or ``$HERMES_CORE_STORAGE_URL``)
+    is set, else the SQLite :class:`SpanStore` at ``path``; never a silent fallback."""
+    storage = getattr(getattr(context, "config", None), "storage", None)
+    return span_store_at(resolve_storage_url(getattr(storage, "url", None)), path)
+
+
+def span_store_at(url: StorageURL | None, path: Path) -> Any:
+    """The archive in the database at ``url``, or the SQLite file at ``path`` when it is None
+    (named by the caller: ``$HERMES_CORE_STORAGE_URL`` is not consulted)."""
+    if url is not None:
+        from .pg_store import PgSpanStore
+
+        return PgSpanStore(url)
+    return SpanStore(path)

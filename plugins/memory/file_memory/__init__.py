@@ -284,7 +284,7 @@ class FileMemory(MemoryProvider):
         and remove those entries from every version of the history: with scope ``all`` in the
         shared memory and every user's, with ``user:<key>`` (``memory.scope: user``) in that
         user's only."""
-        from .forgetting import forget_in
+        from .versions import forget_in
 
         if scope == "all":
             owners = [("", self.store)] + [(key, self.user_store(key))
@@ -424,7 +424,7 @@ def doctor_checks(home: Path, config: LoadedConfig) -> list[DoctorCheck]:
 
 @hookimpl
 def copy_storage(source: StorageSide, target: StorageSide, progress: CopyProgress) -> CopyReport:
-    """``storage migrate``: every owner's memory, history and pins (see :mod:`.migrate`)."""
-    from .migrate import copy_memory
+    """``storage migrate``: every owner's memory, history and pins (see :mod:`.transfer`)."""
+    from .transfer import copy_memory
 
     return copy_memory(source, target, progress)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from hermes_core.storage.erasure_log import squash
+
 __all__ = [
     "DELIMITER",
     "canonical_text",
@@ -93,10 +95,6 @@ def entry_problem(entry: str, limit: int) -> str | None:
     return None
 
 
-def _squash(text: str) -> str:
-    return " ".join(text.split()).casefold()
-
-
 def find_matches(entries: list[str], needle: str) -> list[int]:
     """Indexes of the entries containing ``needle``.
 
@@ -107,7 +105,7 @@ def find_matches(entries: list[str], needle: str) -> list[int]:
     exact = [i for i, entry in enumerate(entries) if needle in entry]
     if exact:
         return exact
-    loose = _squash(needle)
+    loose = squash(needle)
     if not loose:
         return []
-    return [i for i, entry in enumerate(entries) if loose in _squash(entry)]
+    return [i for i, entry in enumerate(entries) if loose in squash(entry)]

@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hermes_core.storage.erasure_log import squash
+
 from .entries import canonical_text, parse_entries
 
 __all__ = [
@@ -48,7 +50,6 @@ __all__ = [
     "UnknownVersion",
     "Version",
     "matches_subject",
-    "store_bytes",
 ]
 
 HISTORY_FILE = "history.jsonl"
@@ -122,25 +123,17 @@ class Version:
         )
 
 
-def store_bytes(text: str | None) -> bytes | None:
-    return None if text is None else text.encode("utf-8")
-
-
-def _squash(text: str) -> str:
-    return " ".join(text.split()).casefold()
-
-
 def matches_subject(entry: str, subject: str) -> bool:
     """Whether ``entry`` mentions ``subject`` (case and runs of whitespace ignored)."""
-    needle = _squash(subject)
-    return bool(needle) and needle in _squash(entry)
+    needle = squash(subject)
+    return bool(needle) and needle in squash(entry)
 
 
 class History:
     """The version log's rules, written once: numbering, the ``before`` a version leaves out,
     pruning, ``state_at``, ``get``, ``redact`` and import. Where the versions live is the
     medium's part: :class:`FileHistory` (``history.jsonl``) or
-    :class:`.pg_history.PgHistory` (rows of ``memory_versions``)."""
+    :class:`.pg_store.PgHistory` (rows of ``memory_versions``)."""
 
     #: how many versions are kept (see :meth:`prune`)
     limit: int

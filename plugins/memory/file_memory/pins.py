@@ -20,7 +20,7 @@ from .entries import find_matches
 from .errors import AmbiguousMatch, NoMatch
 from .store import TARGETS, MemoryStore, _locked, check_target
 
-__all__ = ["PINS_FILE", "pin", "pinned_entries", "pins_path", "read_pins", "unpin"]
+__all__ = ["PINS_FILE", "parse_pins", "pin", "pinned_entries", "pins_path", "read_pins", "unpin"]
 
 PINS_FILE = "pinned.json"
 
@@ -29,18 +29,27 @@ def pins_path(store: MemoryStore) -> Path:
     return store.directory / PINS_FILE
 
 
+def parse_pins(text: str | None) -> dict[str, list[str]]:
+    """target -> pinned entry texts, from the JSON of a pins file or row (empty when there is
+    none or it is not a JSON object of lists)."""
+    try:
+        data = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {str(k): [str(x) for x in v] for k, v in data.items() if isinstance(v, list)}
+
+
 def read_pins(store: MemoryStore) -> dict[str, list[str]]:
     """target -> pinned entry texts (empty when there is no file or it is unreadable)."""
     own = getattr(store, "read_pins", None)  # the database store keeps them in a table
     if own is not None:
         return own()  # type: ignore[no-any-return]
     try:
-        data = json.loads(pins_path(store).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return parse_pins(pins_path(store).read_text(encoding="utf-8"))
+    except OSError:
         return {}
-    if not isinstance(data, dict):
-        return {}
-    return {str(k): [str(x) for x in v] for k, v in data.items() if isinstance(v, list)}
 
 
 def pinned_entries(store: MemoryStore, target: str) -> set[str]:

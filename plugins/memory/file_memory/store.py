@@ -40,7 +40,7 @@ from . import intent
 from .entries import canonical_text, dedupe, joined_size, parse_entries, usage_label
 from .errors import InvalidRequest, MemoryRefused, StoreUnreadable, WriteFailed
 from .history import FileHistory, History, Provenance, Version, now
-from .ops import Applied, Operation, apply, validate
+from .ops import Applied, Operation, apply, in_batch, validate
 
 __all__ = [
     "FILENAMES",
@@ -276,13 +276,7 @@ class MemoryStore:
             try:
                 checked.append(validate(op, limit=limit, target=target))
             except MemoryRefused as exc:
-                if len(ops) > 1:
-                    exc.operation = number
-                    exc.message = (
-                        f"Operation {number} ({op.action}): {exc.message} No operation was "
-                        "applied (a batch is all-or-nothing)."
-                    )
-                    exc.args = (exc.message,)
+                in_batch(exc, number, op, len(ops))
                 raise
 
         def change(entries: list[str], _raw: bytes | None) -> tuple[list[str], list[Applied]]:

@@ -159,13 +159,18 @@ class Spans:
         first = messages[0].timestamp if messages else None
         last = messages[-1].timestamp if messages else None
         with self.db.transaction() as con:
-            (span_id,) = con.execute(self.db.sql(
-                f"INSERT INTO {self.prefix}spans(conversation, created_at, first_ts, last_ts, "
-                "n_messages, digest) VALUES (?, ?, ?, ?, ?, ?) RETURNING id"),
-                (conversation, now, first, last, len(messages), self.db.text_in(digest)),
-            ).fetchone()
-            self._insert_messages(con, int(span_id), messages)
-        return Span(int(span_id), conversation, now, first, last, len(messages), digest)
+            span_id = self._new_span(con, (conversation, now, first, last, len(messages),
+                                           self.db.text_in(digest)))
+            self._insert_messages(con, span_id, messages)
+        return Span(span_id, conversation, now, first, last, len(messages), digest)
+
+    def _new_span(self, con: Any, values: tuple[object, ...]) -> int:
+        """Insert a span (conversation, created_at, first_ts, last_ts, n_messages, digest) under
+        a new id; the id."""
+        (span_id,) = con.execute(self.db.sql(
+            f"INSERT INTO {self.prefix}spans(conversation, created_at, first_ts, last_ts, "
+            "n_messages, digest) VALUES (?, ?, ?, ?, ?, ?) RETURNING id"), values).fetchone()
+        return int(span_id)
 
     def insert_spans(self, items: list[tuple[Span, list[Message]]]) -> list[int]:
         """Insert spans with their messages in one transaction (``storage migrate``), keeping
@@ -178,10 +183,7 @@ class Spans:
                 values = (span.conversation, span.created_at, span.first_ts, span.last_ts,
                           span.n_messages, db.text_in(span.digest))
                 if db.rows(con, f"SELECT 1 FROM {p}spans WHERE id = ?", (span.id,)):
-                    (span_id,) = con.execute(db.sql(
-                        f"INSERT INTO {p}spans(conversation, created_at, first_ts, last_ts, "
-                        "n_messages, digest) VALUES (?, ?, ?, ?, ?, ?) RETURNING id"),
-                        values).fetchone()
+                    span_id = self._new_span(con, values)
                 else:
                     span_id = span.id
                     con.execute(db.sql(

@@ -297,10 +297,13 @@ class FileMemory(MemoryProvider):
                 "scope 'all' to delete from them"))
         report = forget_in(self.name, owners, subject, dry_run=dry_run)
         if not dry_run and report.deleted:
-            # no vector of a forgotten entry stays behind: keep those of every store still open
-            stores = [self.store, *self._stores.values()]
-            self.recall.forget([e for st in stores for t in TARGETS for e in st.entries(t)])
+            self._forget_vectors()  # no vector of a forgotten entry stays behind
         return report
+
+    def _forget_vectors(self) -> None:
+        """Drop the vectors of entries no longer stored: keep those of every store still open."""
+        stores = [self.store, *self._stores.values()]
+        self.recall.forget([e for st in stores for t in TARGETS for e in st.entries(t)])
 
     def _user_keys(self) -> list[str]:
         """Every user key with a memory here (folders, or owners in the database)."""
@@ -316,8 +319,7 @@ class FileMemory(MemoryProvider):
         with self._lock:
             self._snapshots.clear()
             self._snapshot = None
-        stores = [self.store, *self._stores.values()]
-        self.recall.forget([e for st in stores for t in TARGETS for e in st.entries(t)])
+        self._forget_vectors()
 
     # ------------------------------------------- the history and pins, for other plugins' use
     # (hermes-core inspect): thin calls into this plugin's library, so no plugin imports it

@@ -50,7 +50,7 @@ from hermes_core.storage.migrations import PgMigration
 
 from .entries import canonical_text, parse_entries
 from .errors import WriteFailed
-from .history import History, Version, dump, newest_after
+from .history import History, Version, dump, newest_after, parse_versions
 from .pins import parse_pins
 from .store import (
     FILENAMES,
@@ -312,13 +312,7 @@ class PgHistory(History):
     def read(self) -> list[Version]:
         rows = self._rows("SELECT data FROM memory_versions WHERE owner = ? ORDER BY version",
                           (self.owner,))
-        out = []
-        for (data,) in rows:
-            try:
-                out.append(Version.from_dict(json.loads(data)))
-            except (ValueError, KeyError, TypeError):
-                continue
-        return out
+        return parse_versions(data for (data,) in rows)
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:

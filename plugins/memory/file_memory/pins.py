@@ -111,20 +111,23 @@ def pin(store: MemoryStore, target: str, text: str) -> str:
 def unpin(store: MemoryStore, target: str, text: str) -> list[str]:
     """Remove the pins of ``target`` containing ``text``; return the texts unpinned."""
     target = check_target(target)
+    needle = text.strip().casefold()
     gone: list[str] = []
-    if not any(text.strip() and text.strip().casefold() in p.casefold()
-               for p in read_pins(store).get(target, [])):
-        # checked before the pins' lock too: a memory with no pins (a user key that has no
-        # memory yet: no folder) is answered without creating anything
-        raise NoMatch(f"no pinned entry of {store.path(target).name} contains {text!r}",
-                      target=target)
+
+    def matching(listed: list[str]) -> list[str]:
+        found = [p for p in listed if needle and needle in p.casefold()]
+        if not found:
+            raise NoMatch(f"no pinned entry of {store.path(target).name} contains {text!r}",
+                          target=target)
+        return found
+
+    # checked before the pins' lock too: a memory with no pins (a user key that has no memory
+    # yet: no folder) is answered without creating anything
+    matching(read_pins(store).get(target, []))
 
     def remove(pins: dict[str, list[str]]) -> bool:
         listed = pins.get(target, [])
-        gone[:] = [p for p in listed if text.strip() and text.strip().casefold() in p.casefold()]
-        if not gone:
-            raise NoMatch(f"no pinned entry of {store.path(target).name} contains {text!r}",
-                          target=target)
+        gone[:] = matching(listed)
         pins[target] = [p for p in listed if p not in gone]
         return True
 

@@ -462,20 +462,12 @@ class MemoryStore:
                     backup.append(_backup_path(path))
                     writer(backup[-1], old.raw)
                     step = "write"
-                if data is None:
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(path)
-                else:
-                    writer(path, data)
+                intent.replace_file(path, data, writer)
                 written.append(target)
         except OSError as exc:
             for done in written:  # put back what was already replaced
                 with contextlib.suppress(OSError):
-                    raw = states[done].raw
-                    if raw is None:
-                        os.unlink(self.path(done))
-                    else:
-                        writer(self.path(done), raw)
+                    intent.replace_file(self.path(done), states[done].raw, writer)
             if self.history is not None:
                 self.history.undo(size)
             self._clear_intents(new)

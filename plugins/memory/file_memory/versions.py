@@ -14,8 +14,9 @@ finishes the rest (a second run finds nothing where the first deleted).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from hermes_core.atomic import atomic_write
@@ -24,12 +25,11 @@ from hermes_core.types import ForgetReport
 
 from .entries import joined_size, parse_entries
 from .errors import InvalidRequest, MemoryRefused
-from .history import Provenance, UnknownVersion, Version, matches_subject
+from .history import Provenance, UnknownVersion, matches_subject
 from .ops import check_entries
 from .store import FILENAMES, TARGETS, FileState, MemoryStore, file_bytes
 
-__all__ = ["ForgetResult", "RollbackResult", "forget_entries", "forget_in", "rollback",
-           "write_stores"]
+__all__ = ["ForgetResult", "RollbackResult", "forget_entries", "forget_in", "rollback"]
 
 #: the shortest subject ``forget`` accepts: shorter ones match far too much
 MIN_SUBJECT = 3
@@ -63,21 +63,10 @@ def _encode(text: str | None) -> bytes | None:
     return None if text is None else text.encode("utf-8")
 
 
-def write_stores(
-    store: MemoryStore,
-    compute: Callable[[dict[str, FileState]], dict[str, bytes | None]],
-    *,
-    by: Provenance,
-    action: str,
-    changes: Callable[[dict[str, FileState], dict[str, bytes | None]], list[dict[str, Any]]],
-    restores: int | None = None,
-    after_write: Callable[[], None] | None = None,
-) -> Version | None:
-    """Lock both stores (MEMORY then USER), compute their new bytes from what they hold,
-    record one version and write them (:meth:`.store.MemoryStore.write_stores`)."""
-    return store.write_stores(compute, by=by, action=action, changes=changes, restores=restores,
-                              after_write=after_write,
-                              writer=lambda path, data: atomic_write(path, data))
+def _write(path: Path, data: bytes) -> None:
+    """The files' durable replace (:func:`hermes_core.atomic.atomic_write`, looked up at each
+    call)."""
+    atomic_write(path, data)
 
 
 def rollback(store: MemoryStore, number: int, *, by: Provenance | None = None) -> RollbackResult:
@@ -120,8 +109,8 @@ def rollback(store: MemoryStore, number: int, *, by: Provenance | None = None) -
             out += describe_changes(target, states[target].entries, after)
         return out
 
-    version = write_stores(store, compute, by=by or Provenance(), action="rollback",
-                           changes=changes, restores=number)
+    version = store.write_stores(compute, by=by or Provenance(), action="rollback",
+                                 changes=changes, restores=number, writer=_write)
     return RollbackResult(number, version.version if version else None,
                           sorted(wanted), redacted=source.redacted)
 
@@ -177,8 +166,8 @@ def forget_entries(store: MemoryStore, subject: str, *, dry_run: bool = False,
         if store.history is not None:
             result.history_redacted = store.history.redact(subject)
 
-    version = write_stores(store, compute, by=by or Provenance(), action="forget",
-                           changes=changes, after_write=scrub)
+    version = store.write_stores(compute, by=by or Provenance(), action="forget",
+                                 changes=changes, after_write=scrub, writer=_write)
     result.deleted = result.count
     if result.matched:
         from .pins import drop_pins

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hermes_core.storage.erasure_log import squash
-
 __all__ = [
     "DELIMITER",
     "canonical_text",
@@ -22,6 +20,7 @@ __all__ = [
     "normalise_newlines",
     "parse_entries",
     "percent",
+    "squash",
     "usage_label",
 ]
 
@@ -93,6 +92,13 @@ def entry_problem(entry: str, limit: int) -> str | None:
                 "remove that line or add text to it"
             )
     return None
+
+
+def squash(text: str) -> str:
+    """``text`` as loose matching and ``forget`` compare it: runs of whitespace as one space,
+    case folded."""
+    # the kernel's erasure_log.squash says the same; importing it would load hashlib at start-up
+    return " ".join(text.split()).casefold()
 
 
 def find_matches(entries: list[str], needle: str) -> list[int]:

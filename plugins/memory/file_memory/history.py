@@ -37,9 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hermes_core.storage.erasure_log import squash
-
-from .entries import canonical_text, parse_entries
+from .entries import canonical_text, parse_entries, squash
 
 __all__ = [
     "HISTORY_FILE",

@@ -229,11 +229,6 @@ class Spans:
             out.append(StoredMessage(span_id, int(seq), message))
         return out
 
-    def matching(self, conversation: str, terms: list[str], limit: int, columns: str
-                 ) -> tuple[list[Any], str]:
-        """See :func:`match_words`."""
-        return match_words(self.db, self.prefix, self.words, conversation, terms, limit, columns)
-
     def search(self, conversation: str, query: str, *, limit: int = 8) -> list[SearchHit]:
         """Messages of the conversation's spans matching ``query``, best first.
 
@@ -243,9 +238,8 @@ class Spans:
         terms = fts_terms(query)
         if not terms:
             return []
-        rows, _how = self.matching(conversation, terms, limit,
-                                   "m.span_id, m.seq, m.role, m.content, m.tool_calls, "
-                                   "m.timestamp")
+        rows, _how = match_words(self.db, self.prefix, self.words, conversation, terms, limit,
+                                 "m.span_id, m.seq, m.role, m.content, m.tool_calls, m.timestamp")
         out = self.db.text_out
         return [SearchHit(int(span), int(seq), role,
                           snippet(out(content) + " " + (out(calls) if calls else ""), terms), ts)

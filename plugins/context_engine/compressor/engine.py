@@ -27,7 +27,6 @@ from hermes_core.compaction.boundaries import Plan, plan_compaction
 from hermes_core.compaction.errors import ContextOverflowError, check_history
 from hermes_core.compaction.fallback import extractive_summary, turn_capacity, user_turn_starts
 from hermes_core.compaction.markers import (
-    CLEARED_TOOL_OUTPUT,
     is_summary_message,
     original_content,
     summary_body,
@@ -36,7 +35,6 @@ from hermes_core.compaction.policy import CompactionReport, PolicyEngine
 from hermes_core.compaction.redact import redact
 from hermes_core.compaction.repair import merge_adjacent_roles, repair_tool_pairs
 from hermes_core.compaction.tokens import (
-    MESSAGE_OVERHEAD,
     estimate_messages,
     estimate_text,
     message_token_list,
@@ -49,7 +47,7 @@ from hermes_core.types import CompressionResult, Message
 
 from .config import CompressorConfig
 from .platform import COMPACT, PlatformSettings, build_edits
-from .prune import clear, prunable
+from .prune import clear, prunable, tokens_freed
 from .summary import SUMMARY_SYSTEM, build_prompt, serialize_turns, summary_budget
 
 __all__ = ["Compressor", "check_history"]
@@ -312,8 +310,7 @@ class Compressor(PolicyEngine):
         ratio = self.settings.prune_only_below
         if ratio <= 0:
             return False
-        marker = estimate_text(CLEARED_TOOL_OUTPUT) + MESSAGE_OVERHEAD
-        size = sum(plan.tokens) - sum(plan.tokens[i] - marker for i in cleared)
+        size = sum(plan.tokens) - tokens_freed(plan.tokens, cleared)
         return size + self.policy.overhead_tokens <= ratio * self.threshold_tokens
 
     def _previous_summary(self, history: list[Message], plan: Plan) -> str | None:

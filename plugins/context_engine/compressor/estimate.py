@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from hermes_core.compaction.markers import CLEARED_TOOL_OUTPUT
-from hermes_core.compaction.tokens import MESSAGE_OVERHEAD, estimate_text
 from hermes_core.models import window_source
 from hermes_core.types import Message
 
+from .prune import prunable, tokens_freed
 from .summary import summary_budget
 
 if TYPE_CHECKING:
@@ -26,14 +25,9 @@ def describe_compaction(engine: Compressor, messages: list[Message]) -> dict[str
     """Token estimate, threshold, and what a compaction of ``messages`` would keep."""
     plan = engine.plan(messages)
     total = sum(plan.tokens) + engine.overhead_tokens
-    cleared = [
-        i for i in range(plan.tail_start)
-        if messages[i].role == "tool" and len(messages[i].content) > engine.settings.prune_min_chars
-        and messages[i].content != CLEARED_TOOL_OUTPUT
-    ]
-    marker = estimate_text(CLEARED_TOOL_OUTPUT) + MESSAGE_OVERHEAD
+    cleared = prunable(messages, plan.tail_start, min_chars=engine.settings.prune_min_chars)
     kept = set(plan.kept)
-    kept_tokens = plan.tokens_of(sorted(kept)) - sum(plan.tokens[i] - marker for i in cleared if i in kept)
+    kept_tokens = plan.tokens_of(sorted(kept)) - tokens_freed(plan.tokens, kept.intersection(cleared))
     middle_tokens = plan.tokens_of(plan.middle)
     s = engine.settings
     budget = summary_budget(

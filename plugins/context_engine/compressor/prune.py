@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from hermes_core.compaction.markers import CLEARED_TOOL_OUTPUT
+from hermes_core.compaction.tokens import MESSAGE_OVERHEAD, estimate_text
 from hermes_core.types import Message
 
-__all__ = ["clear", "clear_old_tool_outputs", "prunable"]
+__all__ = ["clear", "prunable", "tokens_freed"]
 
 
 def prunable(messages: Sequence[Message], end: int, *, min_chars: int = 200) -> list[int]:
@@ -51,12 +52,7 @@ def clear(messages: Sequence[Message], indices: Iterable[int]) -> list[Message]:
     return out
 
 
-def clear_old_tool_outputs(
-    messages: Sequence[Message], end: int, *, min_chars: int = 200
-) -> tuple[list[Message], list[int]]:
-    """Clear tool results in ``messages[:end]`` longer than ``min_chars``.
-
-    Returns the new list and the indices that were cleared.
-    """
-    indices = prunable(messages, end, min_chars=min_chars)
-    return clear(messages, indices), indices
+def tokens_freed(tokens: Sequence[int], cleared: Iterable[int]) -> int:
+    """The tokens clearing the outputs at ``cleared`` frees (each leaves its marker behind)."""
+    marker = estimate_text(CLEARED_TOOL_OUTPUT) + MESSAGE_OVERHEAD
+    return sum(tokens[i] - marker for i in cleared)

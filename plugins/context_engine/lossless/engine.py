@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from hermes_core import hookimpl
 from hermes_core.compaction.assemble import assemble, without_summary
-from hermes_core.compaction.boundaries import plan_compaction
+from hermes_core.compaction.boundaries import Plan, plan_compaction
 from hermes_core.compaction.errors import check_history
 from hermes_core.compaction.fallback import extract_facts, render_facts
 from hermes_core.compaction.policy import CompactionReport, PolicyEngine
@@ -48,9 +48,8 @@ from hermes_core.types import (
     ToolContext,
 )
 
-from .backend import open_span_store
 from .records import Span
-from .store import SpanStore
+from .store import SpanStore, open_span_store
 
 if TYPE_CHECKING:
     from .vectors import SpanVectors
@@ -239,16 +238,14 @@ class LosslessEngine(PolicyEngine):
     def describe_context(self, messages: list[Message], session: Session | None) -> dict[str, Any]:
         """What a compaction of ``messages`` would archive and keep (nothing is written)."""
         history = check_history(messages)
-        tokens = message_token_list(history)
-        total = sum(tokens) + self.policy.overhead_tokens
+        plan = self.plan(history)
+        total = sum(plan.tokens) + self.policy.overhead_tokens
         s = self.settings
-        plan = plan_compaction(history, tokens, protect_first_n=s.protect_first_n,
-                               protect_last_n=s.protect_last_n, tail_budget=self.tail_budget)
         conversation = None if session is None else self.conversation_of(session)
         spans = self.store.count_spans(conversation) if conversation is not None else 0
         archived = len(plan.middle) if plan.reason is None else 0
         archived_tokens = plan.tokens_of(plan.middle) if archived else 0
-        kept = plan.tokens_of(plan.kept) if archived else sum(tokens)
+        kept = plan.tokens_of(plan.kept) if archived else sum(plan.tokens)
         over = total >= self.threshold_tokens
         lines = [
             f"engine {self.name}: {len(history)} messages, about {total} tokens "
@@ -315,6 +312,13 @@ class LosslessEngine(PolicyEngine):
 
     # ---------------------------------------------------------------------------- compaction
 
+    def plan(self, history: list[Message]) -> Plan:
+        """Where a compaction of ``history`` would cut (no side effects)."""
+        s = self.settings
+        return plan_compaction(history, message_token_list(history),
+                               protect_first_n=s.protect_first_n, protect_last_n=s.protect_last_n,
+                               tail_budget=self.tail_budget)
+
     def compact(
         self,
         messages: list[Message],
@@ -330,15 +334,7 @@ class LosslessEngine(PolicyEngine):
         if not history or all(m.role == "system" for m in history):
             what = "empty" if not history else "only the system prompt"
             return self._result(history, history, None, [f"nothing to compact, the history is {what}"])
-        tokens = message_token_list(history)
-        s = self.settings
-        plan = plan_compaction(
-            history,
-            tokens,
-            protect_first_n=s.protect_first_n,
-            protect_last_n=s.protect_last_n,
-            tail_budget=self.tail_budget,
-        )
+        plan = self.plan(history)
         if plan.reason is not None:
             # Nothing to archive, but the history handed in may still be broken (a crash
             # mid-turn): return it repaired, as the contract asks of every compress.

@@ -13,8 +13,9 @@ conversation it serves, so two users of one webhook never see each other's turns
 Its backends differ only in their schema and the word index: :class:`SpanStore` here is the
 engine's own SQLite file (``$HERMES_CORE_HOME/context.db`` by default: a contentless FTS5 index,
 no second copy of the text), :class:`~.pg_store.PgSpanStore` the ``storage.url`` database
-(``lossless_*`` tables, a ``tsvector`` column). The store is independent of the session archive
-plugin: the engine works whichever memory providers are active.
+(``lossless_*`` tables, a ``tsvector`` column), used when ``storage.url`` is set (so every node
+serving a conversation sees the spans any node archived). The store is independent of the
+session archive plugin: the engine works whichever memory providers are active.
 """
 
 from __future__ import annotations
@@ -23,15 +24,21 @@ import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hermes_core.private import private_sqlite
+from hermes_core.storage import resolve_storage_url
 from hermes_core.storage.dialect import Database, SqliteDatabase
+from hermes_core.storage.erasure_log import squash
 from hermes_core.types import Message, ToolCall
 
 from .records import SearchHit, Span, StoredMessage, calls_json, fts_terms, snippet
 
-__all__ = ["SpanStore", "Spans", "indexed_text", "match_words"]
+if TYPE_CHECKING:
+    from hermes_core.storage.url import StorageURL
+
+__all__ = ["SpanStore", "Spans", "indexed_text", "match_words", "open_span_store",
+           "span_store_at"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS spans (
@@ -152,13 +159,18 @@ class Spans:
         first = messages[0].timestamp if messages else None
         last = messages[-1].timestamp if messages else None
         with self.db.transaction() as con:
-            (span_id,) = con.execute(self.db.sql(
-                f"INSERT INTO {self.prefix}spans(conversation, created_at, first_ts, last_ts, "
-                "n_messages, digest) VALUES (?, ?, ?, ?, ?, ?) RETURNING id"),
-                (conversation, now, first, last, len(messages), self.db.text_in(digest)),
-            ).fetchone()
-            self._insert_messages(con, int(span_id), messages)
-        return Span(int(span_id), conversation, now, first, last, len(messages), digest)
+            span_id = self._new_span(con, (conversation, now, first, last, len(messages),
+                                           self.db.text_in(digest)))
+            self._insert_messages(con, span_id, messages)
+        return Span(span_id, conversation, now, first, last, len(messages), digest)
+
+    def _new_span(self, con: Any, values: tuple[object, ...]) -> int:
+        """Insert a span (conversation, created_at, first_ts, last_ts, n_messages, digest) under
+        a new id; the id."""
+        (span_id,) = con.execute(self.db.sql(
+            f"INSERT INTO {self.prefix}spans(conversation, created_at, first_ts, last_ts, "
+            "n_messages, digest) VALUES (?, ?, ?, ?, ?, ?) RETURNING id"), values).fetchone()
+        return int(span_id)
 
     def insert_spans(self, items: list[tuple[Span, list[Message]]]) -> list[int]:
         """Insert spans with their messages in one transaction (``storage migrate``), keeping
@@ -171,10 +183,7 @@ class Spans:
                 values = (span.conversation, span.created_at, span.first_ts, span.last_ts,
                           span.n_messages, db.text_in(span.digest))
                 if db.rows(con, f"SELECT 1 FROM {p}spans WHERE id = ?", (span.id,)):
-                    (span_id,) = con.execute(db.sql(
-                        f"INSERT INTO {p}spans(conversation, created_at, first_ts, last_ts, "
-                        "n_messages, digest) VALUES (?, ?, ?, ?, ?, ?) RETURNING id"),
-                        values).fetchone()
+                    span_id = self._new_span(con, values)
                 else:
                     span_id = span.id
                     con.execute(db.sql(
@@ -220,11 +229,6 @@ class Spans:
             out.append(StoredMessage(span_id, int(seq), message))
         return out
 
-    def matching(self, conversation: str, terms: list[str], limit: int, columns: str
-                 ) -> tuple[list[Any], str]:
-        """See :func:`match_words`."""
-        return match_words(self.db, self.prefix, self.words, conversation, terms, limit, columns)
-
     def search(self, conversation: str, query: str, *, limit: int = 8) -> list[SearchHit]:
         """Messages of the conversation's spans matching ``query``, best first.
 
@@ -234,9 +238,8 @@ class Spans:
         terms = fts_terms(query)
         if not terms:
             return []
-        rows, _how = self.matching(conversation, terms, limit,
-                                   "m.span_id, m.seq, m.role, m.content, m.tool_calls, "
-                                   "m.timestamp")
+        rows, _how = match_words(self.db, self.prefix, self.words, conversation, terms, limit,
+                                 "m.span_id, m.seq, m.role, m.content, m.tool_calls, m.timestamp")
         out = self.db.text_out
         return [SearchHit(int(span), int(seq), role,
                           snippet(out(content) + " " + (out(calls) if calls else ""), terms), ts)
@@ -251,11 +254,11 @@ class Spans:
         leaves ``span_messages`` and the word index; a span digest that mentions the subject is
         replaced by a neutral note.
         """
-        needle = " ".join(subject.split()).casefold()
+        needle = squash(subject)
         db, p, out = self.db, self.prefix, self.db.text_out
 
         def mentions(text: str) -> bool:
-            return bool(needle) and needle in " ".join(text.split()).casefold()
+            return bool(needle) and needle in squash(text)
 
         with db.transaction() as con:
             rows = db.rows(con, "SELECT id, span_id, seq, content, tool_calls FROM "
@@ -328,3 +331,20 @@ def _tool_calls(calls: str | None) -> list[ToolCall]:
     """The tool calls of a stored message (its ``tool_calls`` JSON)."""
     return [ToolCall(id=c["id"], name=c["name"], arguments=c.get("arguments") or {})
             for c in json.loads(calls or "[]")]
+
+
+def open_span_store(context: Any, path: Path) -> Any:
+    """:class:`~.pg_store.PgSpanStore` when ``storage.url`` (or ``$HERMES_CORE_STORAGE_URL``)
+    is set, else the SQLite :class:`SpanStore` at ``path``; never a silent fallback."""
+    storage = getattr(getattr(context, "config", None), "storage", None)
+    return span_store_at(resolve_storage_url(getattr(storage, "url", None)), path)
+
+
+def span_store_at(url: StorageURL | None, path: Path) -> Any:
+    """The archive in the database at ``url``, or the SQLite file at ``path`` when it is None
+    (named by the caller: ``$HERMES_CORE_STORAGE_URL`` is not consulted)."""
+    if url is not None:
+        from .pg_store import PgSpanStore
+
+        return PgSpanStore(url)
+    return SpanStore(path)

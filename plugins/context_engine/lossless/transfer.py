@@ -116,8 +116,8 @@ def _copy_vectors(source: Any, target: Any, conversation: str, new_id: dict[int,
 
 def copy_archive(source: StorageSide, target: StorageSide) -> CopyReport:
     """The ``copy_storage`` hook's work: ``source``'s lossless archive into ``target``'s."""
-    from .backend import span_store_at
     from .engine import LosslessConfig
+    from .store import span_store_at
 
     settings = validate_section(source.config, "lossless", LosslessConfig, plugin="lossless")
 

@@ -284,7 +284,7 @@ class FileMemory(MemoryProvider):
         and remove those entries from every version of the history: with scope ``all`` in the
         shared memory and every user's, with ``user:<key>`` (``memory.scope: user``) in that
         user's only."""
-        from .forgetting import forget_in
+        from .versions import forget_in
 
         if scope == "all":
             owners = [("", self.store)] + [(key, self.user_store(key))
@@ -297,10 +297,13 @@ class FileMemory(MemoryProvider):
                 "scope 'all' to delete from them"))
         report = forget_in(self.name, owners, subject, dry_run=dry_run)
         if not dry_run and report.deleted:
-            # no vector of a forgotten entry stays behind: keep those of every store still open
-            stores = [self.store, *self._stores.values()]
-            self.recall.forget([e for st in stores for t in TARGETS for e in st.entries(t)])
+            self._forget_vectors()  # no vector of a forgotten entry stays behind
         return report
+
+    def _forget_vectors(self) -> None:
+        """Drop the vectors of entries no longer stored: keep those of every store still open."""
+        stores = [self.store, *self._stores.values()]
+        self.recall.forget([e for st in stores for t in TARGETS for e in st.entries(t)])
 
     def _user_keys(self) -> list[str]:
         """Every user key with a memory here (folders, or owners in the database)."""
@@ -316,8 +319,7 @@ class FileMemory(MemoryProvider):
         with self._lock:
             self._snapshots.clear()
             self._snapshot = None
-        stores = [self.store, *self._stores.values()]
-        self.recall.forget([e for st in stores for t in TARGETS for e in st.entries(t)])
+        self._forget_vectors()
 
     # ------------------------------------------- the history and pins, for other plugins' use
     # (hermes-core inspect): thin calls into this plugin's library, so no plugin imports it
@@ -424,7 +426,7 @@ def doctor_checks(home: Path, config: LoadedConfig) -> list[DoctorCheck]:
 
 @hookimpl
 def copy_storage(source: StorageSide, target: StorageSide, progress: CopyProgress) -> CopyReport:
-    """``storage migrate``: every owner's memory, history and pins (see :mod:`.migrate`)."""
-    from .migrate import copy_memory
+    """``storage migrate``: every owner's memory, history and pins (see :mod:`.transfer`)."""
+    from .transfer import copy_memory
 
     return copy_memory(source, target, progress)

@@ -20,6 +20,7 @@ __all__ = [
     "normalise_newlines",
     "parse_entries",
     "percent",
+    "squash",
     "usage_label",
 ]
 
@@ -93,7 +94,10 @@ def entry_problem(entry: str, limit: int) -> str | None:
     return None
 
 
-def _squash(text: str) -> str:
+def squash(text: str) -> str:
+    """``text`` as loose matching and ``forget`` compare it: runs of whitespace as one space,
+    case folded."""
+    # the kernel's erasure_log.squash says the same; importing it would load hashlib at start-up
     return " ".join(text.split()).casefold()
 
 
@@ -107,7 +111,7 @@ def find_matches(entries: list[str], needle: str) -> list[int]:
     exact = [i for i, entry in enumerate(entries) if needle in entry]
     if exact:
         return exact
-    loose = _squash(needle)
+    loose = squash(needle)
     if not loose:
         return []
-    return [i for i, entry in enumerate(entries) if loose in _squash(entry)]
+    return [i for i, entry in enumerate(entries) if loose in squash(entry)]

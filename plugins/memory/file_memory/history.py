@@ -32,12 +32,12 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .entries import canonical_text, parse_entries
+from .entries import canonical_text, parse_entries, squash
 
 __all__ = [
     "HISTORY_FILE",
@@ -48,7 +48,6 @@ __all__ = [
     "UnknownVersion",
     "Version",
     "matches_subject",
-    "store_bytes",
 ]
 
 HISTORY_FILE = "history.jsonl"
@@ -122,25 +121,17 @@ class Version:
         )
 
 
-def store_bytes(text: str | None) -> bytes | None:
-    return None if text is None else text.encode("utf-8")
-
-
-def _squash(text: str) -> str:
-    return " ".join(text.split()).casefold()
-
-
 def matches_subject(entry: str, subject: str) -> bool:
     """Whether ``entry`` mentions ``subject`` (case and runs of whitespace ignored)."""
-    needle = _squash(subject)
-    return bool(needle) and needle in _squash(entry)
+    needle = squash(subject)
+    return bool(needle) and needle in squash(entry)
 
 
 class History:
     """The version log's rules, written once: numbering, the ``before`` a version leaves out,
     pruning, ``state_at``, ``get``, ``redact`` and import. Where the versions live is the
     medium's part: :class:`FileHistory` (``history.jsonl``) or
-    :class:`.pg_history.PgHistory` (rows of ``memory_versions``)."""
+    :class:`.pg_store.PgHistory` (rows of ``memory_versions``)."""
 
     #: how many versions are kept (see :meth:`prune`)
     limit: int
@@ -328,6 +319,17 @@ def _redact(item: Version, subject: str) -> bool:
     return touched
 
 
+def parse_versions(texts: Iterable[str | bytes]) -> list[Version]:
+    """The versions stored as JSON ``texts``, in order; a torn or foreign one is skipped."""
+    out = []
+    for text in texts:
+        try:
+            out.append(Version.from_dict(json.loads(text)))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return out
+
+
 def dump(version: Version) -> str:
     """One version as the log stores it (JSON escapes NUL, so it fits a text column too)."""
     return json.dumps(version.to_dict(), ensure_ascii=False, separators=(",", ":"))
@@ -356,23 +358,21 @@ class FileHistory(History):
             raw = self.path.read_bytes()
         except FileNotFoundError:
             return []
-        out = []
-        for line in raw.splitlines():
-            if not line.strip():
-                continue
-            try:
-                out.append(Version.from_dict(json.loads(line)))
-            except (ValueError, KeyError, TypeError):
-                continue
-        return out
+        return parse_versions(line for line in raw.splitlines() if line.strip())
 
-    def newest(self) -> int:
-        """The newest version's number (0: none); reads the file only when it changed."""
+    def _stat(self) -> tuple[int, int, int] | None:
+        """What tells whether the file changed: (st_ino, st_size, st_mtime_ns); None: no file."""
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
+            return None
+        return st.st_ino, st.st_size, st.st_mtime_ns
+
+    def newest(self) -> int:
+        """The newest version's number (0: none); reads the file only when it changed."""
+        key = self._stat()
+        if key is None:
             return 0
-        key = (st.st_ino, st.st_size, st.st_mtime_ns)
         cached = self._newest
         if cached is not None and cached[0] == key:
             return cached[1]
@@ -388,11 +388,9 @@ class FileHistory(History):
 
     def _tail(self) -> tuple[int, int]:
         """(last version, line count); reads the file only when it changed behind our back."""
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
+        key = self._stat()
+        if key is None:
             return 0, 0
-        key = (st.st_ino, st.st_size, st.st_mtime_ns)
         if self._cache is not None and self._cache[0] == key:
             return self._cache[1], self._cache[2]
         versions = self.read()

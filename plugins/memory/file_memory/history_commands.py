@@ -8,8 +8,10 @@ opens, as for ``memory show --user``). Registered on the ``memory`` group by :mo
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import re
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -26,17 +28,22 @@ __all__ = ["COMMANDS"]
 _TARGETS = click.Choice(["memory", "user"])
 
 
-def _store(user: str | None) -> Any:
-    return open_for_command(user)
+@contextlib.contextmanager
+def _refused(user: str | None) -> Iterator[None]:
+    """A refusal raised in the block, as a ClickException carrying its reason (naming the
+    memory with ``--user``)."""
+    from .errors import MemoryRefused
 
-
-def _refusal(exc: Exception, user: str | None = None) -> click.ClickException:
-    message = getattr(exc, "message", None) or str(exc)
-    if user is not None:
-        # a command the message suggests is meant for the same memory
-        message = f"{whose(user)}: " + re.sub(
-            r"'(hermes-core memory [a-z]+)'", lambda m: f"'{m.group(1)} --user {user}'", message)
-    return click.ClickException(message)
+    try:
+        yield
+    except MemoryRefused as exc:
+        message = exc.message
+        if user is not None:
+            # a command the message suggests is meant for the same memory
+            message = f"{whose(user)}: " + re.sub(
+                r"'(hermes-core memory [a-z]+)'", lambda m: f"'{m.group(1)} --user {user}'",
+                message)
+        raise click.ClickException(message) from None
 
 
 def _no_memory_yet(store: Any) -> bool:
@@ -69,7 +76,7 @@ def history(target: str | None, limit: int | None, as_json: bool, user: str | No
     'hermes-core memory diff VERSION'; roll back with 'hermes-core memory rollback VERSION'
     (add --user KEY to each for that user's memory).
     """
-    store, _settings = _store(user)
+    store, _settings = open_for_command(user)
     if store.history is None:
         raise click.ClickException("the memory history is turned off (file_memory.history_limit:"
                                    " 0); set a limit to start recording versions")
@@ -133,14 +140,11 @@ def diff(version: int, other: int | None, target: str | None, as_json: bool,
     Read from the history ('hermes-core memory history' lists the versions); nothing changes.
     """
     from .diffs import version_diff
-    from .errors import MemoryRefused
 
-    store, _settings = _store(user)
-    try:
+    store, _settings = open_for_command(user)
+    with _refused(user):
         diffs = version_diff(store.history, version, other,
                              (target,) if target else ("memory", "user"))
-    except MemoryRefused as exc:
-        raise _refusal(exc, user) from None
     if as_json:
         echo_json([d.to_dict() for d in diffs])
         return
@@ -163,18 +167,15 @@ def rollback(version: int, user: str | None) -> None:
     must fit today's limits and pass the threat scan; otherwise nothing changes. With --user KEY
     only that user's memory is restored: the shared memory and other users' are not touched.
     """
-    from .errors import MemoryRefused
     from .history import Provenance
     from .versions import rollback as do_rollback
 
-    store, _settings = _store(user)
+    store, _settings = open_for_command(user)
     if user is not None and _no_memory_yet(store):
         raise click.ClickException(f"there is no version {version}: user {user!r} has no memory "
                                    "yet ('hermes-core memory users' lists the users that do)")
-    try:
+    with _refused(user):
         result = do_rollback(store, version, by=Provenance("cli"))
-    except MemoryRefused as exc:
-        raise _refusal(exc, user) from None
     if result.version is None:
         click.echo(f"The stores already are as they were after version {version}; nothing "
                    "changed.")
@@ -228,15 +229,14 @@ def curate(target: str | None, do_apply: bool, use_model: bool, as_json: bool,
     user's memory (with that user's pins).
     """
     from .curator import apply_proposal, model_changes, propose
-    from .errors import MemoryRefused
     from .history import Provenance
     from .pins import pinned_entries
 
-    store, settings = _store(user)
+    store, settings = open_for_command(user)
     options = settings.curator
     out: dict[str, Any] = {}
     proposals = []
-    try:
+    with _refused(user):
         for name in [target] if target else ["memory", "user"]:
             proposal = propose(store, name, target_ratio=options.target_ratio,
                                near_duplicate=options.near_duplicate)
@@ -253,8 +253,6 @@ def curate(target: str | None, do_apply: bool, use_model: bool, as_json: bool,
                 if result is not None and store.history is not None:
                     entry["version"] = store.history.read()[-1].version
             out[proposal.target] = entry
-    except MemoryRefused as exc:
-        raise _refusal(exc, user) from None
     if as_json:
         echo_json(out)
         return
@@ -286,14 +284,11 @@ def _aux_llm() -> Any:
 @USER_OPTION
 def pin(target: str, text: str, user: str | None) -> None:
     """Pin the entry containing TEXT: the curator will never drop or rewrite it."""
-    from .errors import MemoryRefused
     from .pins import pin as do_pin
 
-    store, _settings = _store(user)
-    try:
+    store, _settings = open_for_command(user)
+    with _refused(user):
         entry = do_pin(store, target, text)
-    except MemoryRefused as exc:
-        raise _refusal(exc, user) from None
     click.echo(f"Pinned in {store.path(target).name}: {_short(entry)}")
 
 
@@ -303,14 +298,11 @@ def pin(target: str, text: str, user: str | None) -> None:
 @USER_OPTION
 def unpin(target: str, text: str, user: str | None) -> None:
     """Remove the pin of the entry containing TEXT."""
-    from .errors import MemoryRefused
     from .pins import unpin as do_unpin
 
-    store, _settings = _store(user)
-    try:
+    store, _settings = open_for_command(user)
+    with _refused(user):
         gone = do_unpin(store, target, text)
-    except MemoryRefused as exc:
-        raise _refusal(exc, user) from None
     for entry in gone:
         click.echo(f"Unpinned: {_short(entry)}")
 
@@ -322,7 +314,7 @@ def pins(as_json: bool, user: str | None) -> None:
     """List pinned entries (a pin whose entry was since changed is shown as stale)."""
     from .pins import read_pins
 
-    store, _settings = _store(user)
+    store, _settings = open_for_command(user)
     listed = read_pins(store)
     rows = []
     for target, texts in listed.items():

@@ -22,6 +22,7 @@ import contextlib
 import json
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +31,7 @@ from hermes_core.atomic import atomic_write
 if TYPE_CHECKING:
     from .history import History
 
-__all__ = ["clear", "finish", "intent_path", "pending", "record"]
+__all__ = ["clear", "finish", "intent_path", "pending", "record", "replace_file"]
 
 log = logging.getLogger("hermes_core.plugins.file_memory")
 
@@ -65,6 +66,15 @@ def record(path: Path, target: str, version: int, before: bytes | None,
         os.write(fd, body)
     finally:
         os.close(fd)
+
+
+def replace_file(path: Path, data: bytes | None, writer: Callable[[Path, bytes], None]) -> None:
+    """Make ``path`` hold ``data`` through ``writer`` (``None``: no file)."""
+    if data is None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+    else:
+        writer(path, data)
 
 
 def clear(path: Path) -> None:
@@ -103,11 +113,7 @@ def finish(path: Path, history: History | None) -> bool:
         current = None
     done = False
     if current != after and (current == before or (current == b"" and before is None)):
-        if after is None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
-        else:
-            atomic_write(path, after)
+        replace_file(path, after, atomic_write)
         log.warning("%s: completed the change recorded as version %d (its writer stopped "
                     "before writing the file)", path, number)
         done = True

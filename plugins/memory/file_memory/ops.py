@@ -17,7 +17,8 @@ from hermes_core import threats
 from .entries import entry_problem, find_matches, joined_size, usage_label
 from .errors import AmbiguousMatch, InvalidRequest, MemoryRefused, NoMatch, OverLimit, ThreatBlocked
 
-__all__ = ["ACTIONS", "Action", "Applied", "Operation", "apply", "check_entries", "validate"]
+__all__ = ["ACTIONS", "Action", "Applied", "Operation", "apply", "check_entries", "in_batch",
+           "validate"]
 
 Action = Literal["add", "replace", "remove"]
 ACTIONS: tuple[Action, ...] = ("add", "replace", "remove")
@@ -124,6 +125,16 @@ def _apply_one(entries: list[str], op: Operation, target: str, limit: int) -> Ap
     return Applied("remove", "", old_text=old)
 
 
+def in_batch(exc: MemoryRefused, number: int, op: Operation, count: int) -> None:
+    """Name operation ``number`` in the message of its refusal when it is one of a batch of
+    ``count``."""
+    if count > 1:
+        exc.operation = number
+        exc.message = (f"Operation {number} ({op.action}): {exc.message} No operation was "
+                       "applied (a batch is all-or-nothing).")
+        exc.args = (exc.message,)
+
+
 def apply(
     entries: list[str], ops: list[Operation], *, limit: int, target: str
 ) -> tuple[list[str], list[Applied]]:
@@ -140,13 +151,7 @@ def apply(
         try:
             applied.append(_apply_one(work, op, target, limit))
         except MemoryRefused as exc:
-            if len(ops) > 1:
-                exc.operation = number
-                exc.message = (
-                    f"Operation {number} ({op.action}): {exc.message} No operation was applied "
-                    "(a batch is all-or-nothing)."
-                )
-                exc.args = (exc.message,)
+            in_batch(exc, number, op, len(ops))
             raise
     after = joined_size(work)
     if after > limit and after > before:

@@ -20,7 +20,7 @@ from .entries import find_matches
 from .errors import AmbiguousMatch, NoMatch
 from .store import TARGETS, MemoryStore, _locked, check_target
 
-__all__ = ["PINS_FILE", "pin", "pinned_entries", "pins_path", "read_pins", "unpin"]
+__all__ = ["PINS_FILE", "parse_pins", "pin", "pinned_entries", "pins_path", "read_pins", "unpin"]
 
 PINS_FILE = "pinned.json"
 
@@ -29,18 +29,27 @@ def pins_path(store: MemoryStore) -> Path:
     return store.directory / PINS_FILE
 
 
+def parse_pins(text: str | None) -> dict[str, list[str]]:
+    """target -> pinned entry texts, from the JSON of a pins file or row (empty when there is
+    none or it is not a JSON object of lists)."""
+    try:
+        data = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {str(k): [str(x) for x in v] for k, v in data.items() if isinstance(v, list)}
+
+
 def read_pins(store: MemoryStore) -> dict[str, list[str]]:
     """target -> pinned entry texts (empty when there is no file or it is unreadable)."""
     own = getattr(store, "read_pins", None)  # the database store keeps them in a table
     if own is not None:
         return own()  # type: ignore[no-any-return]
     try:
-        data = json.loads(pins_path(store).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return parse_pins(pins_path(store).read_text(encoding="utf-8"))
+    except OSError:
         return {}
-    if not isinstance(data, dict):
-        return {}
-    return {str(k): [str(x) for x in v] for k, v in data.items() if isinstance(v, list)}
 
 
 def pinned_entries(store: MemoryStore, target: str) -> set[str]:
@@ -102,20 +111,23 @@ def pin(store: MemoryStore, target: str, text: str) -> str:
 def unpin(store: MemoryStore, target: str, text: str) -> list[str]:
     """Remove the pins of ``target`` containing ``text``; return the texts unpinned."""
     target = check_target(target)
+    needle = text.strip().casefold()
     gone: list[str] = []
-    if not any(text.strip() and text.strip().casefold() in p.casefold()
-               for p in read_pins(store).get(target, [])):
-        # checked before the pins' lock too: a memory with no pins (a user key that has no
-        # memory yet: no folder) is answered without creating anything
-        raise NoMatch(f"no pinned entry of {store.path(target).name} contains {text!r}",
-                      target=target)
+
+    def matching(listed: list[str]) -> list[str]:
+        found = [p for p in listed if needle and needle in p.casefold()]
+        if not found:
+            raise NoMatch(f"no pinned entry of {store.path(target).name} contains {text!r}",
+                          target=target)
+        return found
+
+    # checked before the pins' lock too: a memory with no pins (a user key that has no memory
+    # yet: no folder) is answered without creating anything
+    matching(read_pins(store).get(target, []))
 
     def remove(pins: dict[str, list[str]]) -> bool:
         listed = pins.get(target, [])
-        gone[:] = [p for p in listed if text.strip() and text.strip().casefold() in p.casefold()]
-        if not gone:
-            raise NoMatch(f"no pinned entry of {store.path(target).name} contains {text!r}",
-                          target=target)
+        gone[:] = matching(listed)
         pins[target] = [p for p in listed if p not in gone]
         return True
 

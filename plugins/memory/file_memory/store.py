@@ -40,7 +40,7 @@ from . import intent
 from .entries import canonical_text, dedupe, joined_size, parse_entries, usage_label
 from .errors import InvalidRequest, MemoryRefused, StoreUnreadable, WriteFailed
 from .history import FileHistory, History, Provenance, Version, now
-from .ops import Applied, Operation, apply, validate
+from .ops import Applied, Operation, apply, in_batch, validate
 
 __all__ = [
     "FILENAMES",
@@ -276,13 +276,7 @@ class MemoryStore:
             try:
                 checked.append(validate(op, limit=limit, target=target))
             except MemoryRefused as exc:
-                if len(ops) > 1:
-                    exc.operation = number
-                    exc.message = (
-                        f"Operation {number} ({op.action}): {exc.message} No operation was "
-                        "applied (a batch is all-or-nothing)."
-                    )
-                    exc.args = (exc.message,)
+                in_batch(exc, number, op, len(ops))
                 raise
 
         def change(entries: list[str], _raw: bytes | None) -> tuple[list[str], list[Applied]]:
@@ -468,20 +462,12 @@ class MemoryStore:
                     backup.append(_backup_path(path))
                     writer(backup[-1], old.raw)
                     step = "write"
-                if data is None:
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(path)
-                else:
-                    writer(path, data)
+                intent.replace_file(path, data, writer)
                 written.append(target)
         except OSError as exc:
             for done in written:  # put back what was already replaced
                 with contextlib.suppress(OSError):
-                    raw = states[done].raw
-                    if raw is None:
-                        os.unlink(self.path(done))
-                    else:
-                        writer(self.path(done), raw)
+                    intent.replace_file(self.path(done), states[done].raw, writer)
             if self.history is not None:
                 self.history.undo(size)
             self._clear_intents(new)

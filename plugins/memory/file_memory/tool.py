@@ -67,16 +67,15 @@ SEARCH: action "search" with a query lists the saved entries that match it by wo
 meaning (omit target to search both stores); use it before replace/remove when unsure of old_text."""
 
 
-def _check_action(value: Any) -> Any:
-    if value is not None and value not in ACTIONS:
-        raise ValueError(f"unknown action {value!r}; use one of: add, replace, remove")
-    return value
+def _one_of(*actions: str) -> Callable[[Any], Any]:
+    """The check of an ``action`` field: one of ``actions`` (named in the refusal), or None."""
 
+    def check(value: Any) -> Any:
+        if value is not None and value not in actions:
+            raise ValueError(f"unknown action {value!r}; use one of: {', '.join(actions)}")
+        return value
 
-def _check_tool_action(value: Any) -> Any:
-    if value is not None and value not in (*ACTIONS, "search"):
-        raise ValueError(f"unknown action {value!r}; use one of: add, replace, remove, search")
-    return value
+    return check
 
 
 #: what the tool's ``action`` accepts: the write operations, and the read-only search
@@ -96,7 +95,7 @@ class MemoryOperationInput(BaseModel):
         default=None, description="A short unique part of the entry to change (replace, remove)."
     )
 
-    _action = field_validator("action", mode="before")(_check_action)
+    _action = field_validator("action", mode="before")(_one_of(*ACTIONS))
 
 
 class MemoryToolInput(BaseModel):
@@ -123,7 +122,7 @@ class MemoryToolInput(BaseModel):
         description="What to look for (search): words or a question; matched by words and meaning.",
     )
 
-    _action = field_validator("action", mode="before")(_check_tool_action)
+    _action = field_validator("action", mode="before")(_one_of(*ACTIONS, "search"))
 
     @field_validator("target", mode="before")
     @classmethod

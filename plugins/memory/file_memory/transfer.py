@@ -1,6 +1,9 @@
-"""Copying one owner's curated memory between backends (``hermes-core storage migrate``).
+"""The curated memory's part of ``hermes-core storage migrate`` (the ``copy_storage`` hook).
 
-For the shared memory and each user's, in this order:
+Every owner is copied: the shared memory and each user's (``memories/users/<folder>/``, named by
+the key its folder name maps back to). The source is only read, except that opening a user's
+folder under its old name renames it to its new name (:mod:`.user_folders`). For each owner, in
+this order:
 
 1. the history: every retained version, with its number, provenance and texts, when the target
    owner has no version yet (a target that already has a history keeps it as it is);
@@ -18,15 +21,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hermes_core.atomic import atomic_write
+from hermes_core.config import validate_section
 from hermes_core.private import private_dir
+from hermes_core.storage.transfer import CopyProgress, CopyReport, StorageSide
 
-from .entries import canonical_text
+from .backend import memory_dir, store_at
+from .config import FileMemoryConfig
 from .history import FileHistory, Version
 from .pins import _update, read_pins
-from .store import TARGETS, MemoryStore
+from .store import TARGETS, MemoryStore, file_bytes
 from .user_folders import user_owners
 
-__all__ = ["MemoryCopy", "copy_owner", "import_history", "put_document"]
+__all__ = ["MemoryCopy", "copy_memory", "copy_owner", "import_history", "put_document"]
 
 
 @dataclass
@@ -55,9 +61,8 @@ def put_document(store: MemoryStore, target: str, entries: list[str]) -> bool:
         return bool(own(target, entries))
     if store.read(target).entries:
         return False
-    text = canonical_text(entries)
     private_dir(store.directory)
-    atomic_write(store.path(target), (text + "\n").encode() if text else b"")
+    atomic_write(store.path(target), file_bytes(entries))
     return True
 
 
@@ -100,3 +105,30 @@ def owners_of(home_memories: Any) -> list[str]:
     keys, decoded from their folder names)."""
     owners = [""] if home_memories.is_dir() else []
     return owners + user_owners(home_memories)
+
+
+def copy_memory(source: StorageSide, target: StorageSide, progress: CopyProgress) -> CopyReport:
+    settings = validate_section(source.config, "file_memory", FileMemoryConfig,
+                                plugin="file_memory")
+    if source.url is not None:
+        from .pg_store import database_owners
+
+        owners = database_owners(source.url)
+    else:
+        owners = owners_of(memory_dir(source.home))
+    out = MemoryCopy()
+    for done, owner in enumerate(owners):
+        progress("memory owners", done, len(owners))
+        copy_owner(store_at(settings, source.home, source.url, owner or None),
+                   store_at(settings, target.home, target.url, owner or None), owner, out)
+    if owners:
+        progress("memory owners", len(owners), len(owners))
+    lines = [f"memory {label}: copied" for label in out.copied]
+    lines += [f"memory {label}: the target already holds other entries; left as they are"
+              for label in out.kept]
+    lines.append(f"memory history: {out.versions} version(s), {out.pins} pin(s) copied")
+    return CopyReport(
+        copied={"memory_documents": len(out.copied), "memory_versions": out.versions,
+                "memory_pins": out.pins},
+        skipped={"memory_documents": len(out.kept)}, lines=lines,
+        detail={"copied": list(out.copied), "kept": list(out.kept)})

@@ -3,23 +3,33 @@
 Both lock MEMORY.md then USER.md (always in that order), re-read them, record one version and
 write the files; if a write fails, the files already written are put back and the version is cut
 from the history, so nothing is ever half-applied.
+
+``forget`` over several owners' memories (the shared one and each user's) makes one report
+(:func:`forget_in`). Every store is opened before anything is deleted (a store that cannot be
+opened - a user folder under both its old and new names - fails the whole call with nothing
+deleted). Each owner's deletion is all-or-nothing (:func:`forget_entries`); if one fails after
+others were done, the error names the owners already done and says to run forget again, which
+finishes the rest (a second run finds nothing where the first deleted).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from hermes_core.atomic import atomic_write
+from hermes_core.errors import HermesCoreError
+from hermes_core.types import ForgetReport
 
-from .entries import canonical_text, joined_size, parse_entries
+from .entries import joined_size, parse_entries
 from .errors import InvalidRequest, MemoryRefused
-from .history import Provenance, UnknownVersion, Version, matches_subject
+from .history import Provenance, UnknownVersion, matches_subject
 from .ops import check_entries
-from .store import TARGETS, FileState, MemoryStore
+from .store import FILENAMES, TARGETS, FileState, MemoryStore, file_bytes
 
-__all__ = ["ForgetResult", "RollbackResult", "forget_entries", "rollback", "write_stores"]
+__all__ = ["ForgetResult", "RollbackResult", "forget_entries", "forget_in", "rollback"]
 
 #: the shortest subject ``forget`` accepts: shorter ones match far too much
 MIN_SUBJECT = 3
@@ -53,21 +63,10 @@ def _encode(text: str | None) -> bytes | None:
     return None if text is None else text.encode("utf-8")
 
 
-def write_stores(
-    store: MemoryStore,
-    compute: Callable[[dict[str, FileState]], dict[str, bytes | None]],
-    *,
-    by: Provenance,
-    action: str,
-    changes: Callable[[dict[str, FileState], dict[str, bytes | None]], list[dict[str, Any]]],
-    restores: int | None = None,
-    after_write: Callable[[], None] | None = None,
-) -> Version | None:
-    """Lock both stores (MEMORY then USER), compute their new bytes from what they hold,
-    record one version and write them (:meth:`.store.MemoryStore.write_stores`)."""
-    return store.write_stores(compute, by=by, action=action, changes=changes, restores=restores,
-                              after_write=after_write,
-                              writer=lambda path, data: atomic_write(path, data))
+def _write(path: Path, data: bytes) -> None:
+    """The files' durable replace (:func:`hermes_core.atomic.atomic_write`, looked up at each
+    call)."""
+    atomic_write(path, data)
 
 
 def rollback(store: MemoryStore, number: int, *, by: Provenance | None = None) -> RollbackResult:
@@ -110,8 +109,8 @@ def rollback(store: MemoryStore, number: int, *, by: Provenance | None = None) -
             out += describe_changes(target, states[target].entries, after)
         return out
 
-    version = write_stores(store, compute, by=by or Provenance(), action="rollback",
-                           changes=changes, restores=number)
+    version = store.write_stores(compute, by=by or Provenance(), action="rollback",
+                                 changes=changes, restores=number, writer=_write)
     return RollbackResult(number, version.version if version else None,
                           sorted(wanted), redacted=source.redacted)
 
@@ -152,8 +151,7 @@ def forget_entries(store: MemoryStore, subject: str, *, dry_run: bool = False,
             kept = [e for e in state.entries if not matches_subject(e, subject)]
             if len(kept) != len(state.entries):
                 result.matched[target] = [e for e in state.entries if e not in kept]
-                text = canonical_text(kept)
-                out[target] = (text + "\n").encode() if text else b""
+                out[target] = file_bytes(kept)
         return out
 
     def changes(states: dict[str, FileState],
@@ -168,8 +166,8 @@ def forget_entries(store: MemoryStore, subject: str, *, dry_run: bool = False,
         if store.history is not None:
             result.history_redacted = store.history.redact(subject)
 
-    version = write_stores(store, compute, by=by or Provenance(), action="forget",
-                           changes=changes, after_write=scrub)
+    version = store.write_stores(compute, by=by or Provenance(), action="forget",
+                                 changes=changes, after_write=scrub, writer=_write)
     result.deleted = result.count
     if result.matched:
         from .pins import drop_pins
@@ -177,3 +175,40 @@ def forget_entries(store: MemoryStore, subject: str, *, dry_run: bool = False,
         drop_pins(store, result.matched)
     result.version = version.version if version else None
     return result
+
+
+def _item(owner: str, target: str, entry: str) -> str:
+    short = entry if len(entry) <= 100 else entry[:97] + "..."
+    where = f"{owner}/{FILENAMES[target]}" if owner else FILENAMES[target]
+    return f"{where}: {short}"
+
+
+def forget_in(provider: str, owners: Sequence[tuple[str, MemoryStore]], subject: str, *,
+              dry_run: bool) -> ForgetReport:
+    """Forget ``subject`` in each (owner key or '' for the shared memory, store)."""
+    report = ForgetReport(provider, dry_run=dry_run, total=0)
+    done: list[str] = []
+    for owner, store in owners:
+        report.total = (report.total or 0) + sum(len(store.entries(t)) for t in TARGETS)
+        try:
+            result = forget_entries(store, subject, dry_run=dry_run, by=Provenance("cli"))
+        except Exception as exc:
+            if not done:
+                raise
+            raise HermesCoreError(
+                f"forgetting in the memory of {owner or 'the shared memory'!r} failed ({exc}); "
+                f"it was already forgotten in: {', '.join(repr(d) for d in done)}. Fix the "
+                "cause and run forget again: it finishes the rest") from exc
+        if not dry_run and result.count:
+            done.append(owner or "(shared)")
+        report.matched += result.count
+        report.deleted += result.deleted
+        report.items += [_item(owner, t, e) for t, entries in result.matched.items()
+                         for e in entries]
+        whose = f" of user {owner!r}" if owner else ""
+        if result.version is not None:
+            report.notes.append(f"recorded as memory version {result.version}{whose}")
+        if result.history_redacted:
+            report.notes.append(f"removed from {result.history_redacted} older version(s) of "
+                                f"the memory history{whose}")
+    return report

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from hermes_core import hookimpl
 from hermes_core.kinds import MemoryProvider, PluginContext, Tool
 from hermes_core.storage import resolve_storage_url
+from hermes_core.storage.erasure_log import squash
 from hermes_core.types import ForgetReport, Session
 
 from .library import Skill, SkillError, SkillLibrary
@@ -118,10 +119,10 @@ class SkillsProvider(MemoryProvider):
 def forget_skills(library: SkillLibrary, subject: str, *, dry_run: bool) -> list[Path]:
     """The skills mentioning ``subject`` (case and whitespace ignored), deleted unless
     ``dry_run``: all of them or none."""
-    needle = " ".join(subject.split()).casefold()
+    needle = squash(subject)
 
     def matches(text: str) -> bool:
-        return bool(needle) and needle in " ".join(text.split()).casefold()
+        return bool(needle) and needle in squash(text)
 
     return library.forget_matching(matches, dry_run=dry_run)
 

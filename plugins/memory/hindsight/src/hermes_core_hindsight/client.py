@@ -160,7 +160,7 @@ class HindsightClient:
             headers=headers,
             transport=transport,
             timeout=httpx.Timeout(timeout, connect=connect_timeout),
-            # a few threads at most: the provider's lanes, a tool call
+            # a few threads at most: the provider's lanes, the reader pool, a tool call
             limits=httpx.Limits(max_connections=8, max_keepalive_connections=4),
             follow_redirects=False,
         )

@@ -13,8 +13,7 @@ Data path of a turn (see docs in README.md):
   then the job waits in the spool: while the server is failing, turns are only kept and one
   background attempt at a time (``run_later``) sends the spool; the next start sends what is left.
   A job the server refuses (4xx) goes to ``rejected-<bank>.jsonl`` with the reason;
-* ``queue_prefetch`` recalls on the provider's lane, where the kernel calls it after the turn;
-  ``prefetch`` serves it (see :mod:`.recall`);
+* ``queue_prefetch`` starts a recall in the background; ``prefetch`` serves it (see :mod:`.recall`);
 * ``on_session_end`` waits (bounded) for a background send; ``shutdown`` leaves what is unsent in
   the spool.
 
@@ -130,8 +129,7 @@ class HindsightMemory(MemoryProvider):
             label="hindsight: send the spool")
         if self.retains.spool.has_pending():  # a previous run left turns: they go first
             self.retains.later()
-        self.prefetcher = Prefetcher(self._recall_for_prefetch, run_later=context.run_later,
-                                     logger=self.log)
+        self.prefetcher = Prefetcher(self._recall_for_prefetch, logger=self.log)
         self._tools = build_tools(self)
         self._closed = False
 
@@ -324,8 +322,7 @@ class HindsightMemory(MemoryProvider):
     @hookimpl
     def queue_prefetch(self, query: str, session: Session) -> None:
         if self.config.auto_recall and not self._closed:
-            # here: the kernel calls queue_prefetch on this provider's background lane
-            self.prefetcher.queue(query, session, here=True)
+            self.prefetcher.queue(query, session)
 
     @hookimpl
     def prefetch(self, query: str, session: Session) -> str | None:

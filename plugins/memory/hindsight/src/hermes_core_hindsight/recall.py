@@ -1,16 +1,15 @@
 """Recall for prefetch: prepared in the background, served from memory within the deadline.
 
 The kernel gives ``prefetch`` 0.3 s (``memory.prefetch_timeout``) and calls ``queue_prefetch`` after
-each turn with that turn's user text, on the provider's background lane for the conversation: the
-recall runs there. :class:`Prefetcher` keeps, per session, the last finished one
-(:class:`Prepared`). ``prefetch`` then:
+each turn with that turn's user text. :class:`Prefetcher` runs recalls on a small thread pool and
+keeps, per session, the last finished one (:class:`Prepared`). ``prefetch`` then:
 
 1. serves the prepared recall at once when it answered this very query;
 2. otherwise (a new topic, or the first turn of a session, when nothing was prepared) starts a
-   recall for the actual query on the provider's background lane (``run_later``), or joins one
-   already running, and waits at most ``prefetch_live_wait`` (kept below the kernel's deadline).
-   A local server answers in tens of milliseconds, so this usually succeeds; the fresh memories
-   come first, the prepared ones fill the rest;
+   recall for the actual query, or joins one already running, and waits at most
+   ``prefetch_live_wait`` (kept below the kernel's deadline). A local server answers in tens of
+   milliseconds, so this usually succeeds; the fresh memories come first, the prepared ones fill
+   the rest;
 3. a recall that misses the wait is not wasted: when it finishes it becomes the session's prepared
    recall, for the next turn.
 
@@ -21,7 +20,6 @@ so an outage costs a turn nothing at all.
 from __future__ import annotations
 
 import concurrent.futures as cf
-import functools
 import logging
 import threading
 import time
@@ -53,21 +51,18 @@ class Prefetcher:
     """Background recalls keyed by session; see the module docstring."""
 
     def __init__(self, fetch: Callable[[str, Session], list[Memory]], *,
-                 run_later: Callable[[Callable[[], None], str], bool],
-                 logger: logging.Logger) -> None:
+                 logger: logging.Logger, workers: int = 2) -> None:
         self._fetch = fetch
-        self._run_later = run_later
         self._log = logger
+        self._pool = cf.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="hindsight-recall")
         self._lock = threading.Lock()
         self._prepared: dict[str, Prepared] = {}
         self._in_flight: dict[tuple[str, str], cf.Future[list[Memory]]] = {}
         self._outage_until = 0.0
         self._closed = False
 
-    def queue(self, query: str, session: Session, *,
-              here: bool = False) -> cf.Future[list[Memory]] | None:
-        """Start (or join) a recall of ``query`` for ``session`` on the provider's background lane,
-        or ``here`` on the calling thread; ``None`` when none can start."""
+    def queue(self, query: str, session: Session) -> cf.Future[list[Memory]] | None:
+        """Start (or join) a recall of ``query`` for ``session``; ``None`` when none can start."""
         if not has_words(query):
             return None
         key = (session.id, query)
@@ -79,23 +74,10 @@ class Prefetcher:
                 return running
             if len(self._in_flight) >= MAX_IN_FLIGHT:
                 return None
-            future: cf.Future[list[Memory]] = cf.Future()
+            future = self._pool.submit(self._fetch, query, session)
             self._in_flight[key] = future
         future.add_done_callback(lambda f: self._finished(key, f))
-        recall = functools.partial(self._recall, future, query, session)
-        if here:
-            recall()
-        elif not self._run_later(recall, "hindsight: recall"):
-            future.cancel()  # shutting down
         return future
-
-    def _recall(self, future: cf.Future[list[Memory]], query: str, session: Session) -> None:
-        if not future.set_running_or_notify_cancel():  # cancelled by close() while queued
-            return
-        try:
-            future.set_result(self._fetch(query, session))
-        except Exception as exc:  # logged by _finished
-            future.set_exception(exc)
 
     def _finished(self, key: tuple[str, str], future: cf.Future[list[Memory]]) -> None:
         session_id, query = key
@@ -156,9 +138,7 @@ class Prefetcher:
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            queued = list(self._in_flight.values())
-        for future in queued:  # a recall still waiting for the lane never starts
-            future.cancel()
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 def merge(first: Iterable[Memory], second: Iterable[Memory]) -> list[Memory]:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from hermes_core.plugins.memory.session_archive import pg_search
-from hermes_core.plugins.memory.session_archive.pg_store import PgSessionArchive
+from hermes_core.plugins.memory.session_archive.store import PgSessionArchive
 from hermes_core.plugins.memory.session_archive.query import build_query
 from hermes_core.plugins.memory.session_archive.search import search_messages
 from hermes_core.storage import parse_storage_url

@@ -22,7 +22,7 @@ import sqlite3
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -133,6 +133,9 @@ def connect_read_only(path: Path, *, timeout: float = 5.0) -> tuple[sqlite3.Conn
 
 class Database(Spelling):
     """One read-write connection to state.db, serialised by a lock, plus the checkpointer."""
+
+    #: errors after which the archive runs a write once more (PostgreSQL: a unique violation)
+    retried: tuple[type[Exception], ...] = ()
 
     def __init__(
         self,
@@ -409,6 +412,10 @@ class Database(Spelling):
             if self._commits % CHECKPOINT_EVERY == 0 and self._checkpointer is not None:
                 self._wake.set()
             return int(rowid or 0)
+
+    def insert_many(self, con: Any, sql: str, rows: Sequence[Any]) -> list[int]:
+        """The INSERT ``sql`` once per row, on ``con`` (in a write); the new rows' ids."""
+        return [int(con.execute(sql, row).lastrowid or 0) for row in rows]
 
     def read(self, sql: str, params: Any = ()) -> list[Any]:
         """Run one query and return all rows."""

@@ -130,7 +130,7 @@ class PgDatabase(dialect.PgDatabase):
         #: what messages name as "where": the URL with its password hidden
         self.path = url.redacted
         self.lock = threading.RLock()
-        self.psycopg = self._psycopg
+        self.retried = (self._psycopg.errors.UniqueViolation,)
 
     def unreachable(self, exc: Exception) -> Exception:
         return connect_error(self.url, exc)
@@ -149,6 +149,9 @@ class PgDatabase(dialect.PgDatabase):
                 return tx(_Con(con))
 
         return self.run(run)
+
+    def insert_many(self, con: _Con, sql: str, rows: Sequence[Any]) -> list[int]:
+        return con.insert_many(sql, rows) if rows else []
 
     def write_one(self, sql: str, params: Any = ()) -> int:
         """One statement, committed on its own (autocommit: one round trip); the new row's id

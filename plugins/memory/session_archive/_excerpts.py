@@ -55,14 +55,9 @@ def shown_calls(raw: str | None) -> list[dict[str, Any]] | None:
 def _rows(archive: SessionArchive, ids: list[int]) -> dict[int, tuple[Any, ...]]:
     """Each message's id, role, content (its first 400,000 characters), tool name, tool calls
     and whether the content is longer (one query per 500 ids)."""
-    rows: dict[int, tuple[Any, ...]] = {}
-    for i in range(0, len(ids), 500):
-        part = ids[i : i + 500]
-        rows.update({r[0]: r for r in archive.db.read(
-            "SELECT id, role, substr(content, 1, 400000), tool_name, tool_calls, "
-            "length(content) > 400000 "
-            f"FROM messages WHERE id IN ({','.join('?' * len(part))})", tuple(part))})
-    return rows
+    return {r[0]: r for r in archive.read_in(
+        "SELECT id, role, substr(content, 1, 400000), tool_name, tool_calls, "
+        "length(content) > 400000 FROM messages WHERE id IN ({marks})", ids, chunk=500)}
 
 
 def _message(archive: SessionArchive, r: tuple[Any, ...], plan: SearchPlan, is_hit: bool,

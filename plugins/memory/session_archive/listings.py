@@ -4,7 +4,7 @@ written in SQLite's spelling; :mod:`.pg_db` translates it)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from .db import Database
@@ -35,6 +35,16 @@ class Listings:
 
     db: Database
     _nums: dict[str, int]
+
+    def read_in(self, sql: str, values: Sequence[Any], params: Sequence[Any] = (), *,
+                chunk: int = 900) -> list[Any]:
+        """Every row of ``sql``, whose ``{marks}`` stands for ``values`` (``chunk`` at a time,
+        under SQLite's limit on parameters) and whose other parameters ``params`` follow."""
+        rows: list[Any] = []
+        for start in range(0, len(values), chunk):
+            part = list(values[start:start + chunk])
+            rows += self.db.read(sql.format(marks=",".join("?" * len(part))), (*part, *params))
+        return rows
 
     def lineage(self, session_id: str) -> list[str]:
         """The ids of the session's ancestors and descendants, itself included."""

@@ -65,7 +65,7 @@ def _row(row: Any) -> Any:
 
 def _params(params: Any) -> Any:
     if isinstance(params, dict):
-        # LIMIT -1 means "no limit" in SQLite; PostgreSQL takes NULL
+        # LIMIT -1 means "no limit" in SQLite (the archive's spelling); PostgreSQL takes NULL
         return {k: (None if k == "limit" and v == -1 else _enc(v)) for k, v in params.items()}
     return tuple(_enc(v) for v in params)
 

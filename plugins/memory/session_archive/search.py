@@ -266,14 +266,12 @@ def _driver(text_expr: str | None, longs: list[str], shorts: list[str], op: str,
 
 
 def attach_chains(archive: SessionArchive, found: list[Candidate]) -> None:
-    """Fill in each candidate's compaction chain (one query)."""
-    for i in range(0, len(found), 900):
-        part = found[i : i + 900]
-        chains = dict(archive.db.read(
-            "SELECT m.id, s.chain FROM messages AS m JOIN sessions AS s ON s.num = m.session "
-            f"WHERE m.id IN ({','.join('?' * len(part))})", tuple(c.id for c in part)))
-        for c in part:
-            c.chain = chains.get(c.id, 0)
+    """Fill in each candidate's compaction chain (one query per 900)."""
+    chains = dict(archive.read_in(
+        "SELECT m.id, s.chain FROM messages AS m JOIN sessions AS s ON s.num = m.session "
+        "WHERE m.id IN ({marks})", [c.id for c in found]))
+    for c in found:
+        c.chain = chains.get(c.id, 0)
 
 
 def run_plan(
@@ -458,36 +456,23 @@ def allowed_ids(archive: SessionArchive, ids: list[int], *, roles: tuple[str, ..
     if user is not None:
         where.append("coalesce(s.user_id, '') = ?")
         extra.append(user)
-    out: set[int] = set()
-    for i in range(0, len(ids), 900):
-        part = ids[i:i + 900]
-        out |= {r[0] for r in archive.db.read(
-            "SELECT m.id FROM messages AS m JOIN sessions AS s ON s.num = m.session WHERE m.id IN "
-            f"({','.join('?' * len(part))}) AND {' AND '.join(where or ['1 = 1'])}",
-            (*part, *extra))}
-    return out
+    return {r[0] for r in archive.read_in(
+        "SELECT m.id FROM messages AS m JOIN sessions AS s ON s.num = m.session WHERE m.id IN "
+        f"({{marks}}) AND {' AND '.join(where or ['1 = 1'])}", ids, extra)}
 
 
 def matching_ids(archive: SessionArchive, expression: str, ids: list[int]) -> set[int]:
     """The ids among ``ids`` whose message matches the FTS5 ``expression`` (query.py's form),
     on either backend: one query per 900 ids."""
-    out: set[int] = set()
     if archive.backend == "postgresql":
         from .pg_search import tsquery_text
 
         sql = ("SELECT id FROM messages WHERE id IN ({marks}) AND "
-               "coalesce(ts_match_vq(tsv, to_tsquery('english', :expr)), false)")
+               "coalesce(ts_match_vq(tsv, to_tsquery('english', ?)), false)")
         expr = tsquery_text(expression)
         if not expr:
-            return out
+            return set()
     else:
-        sql = ("SELECT rowid FROM messages_fts WHERE messages_fts MATCH :expr AND rowid IN "
-               "({marks})")
+        sql = "SELECT rowid FROM messages_fts WHERE rowid IN ({marks}) AND messages_fts MATCH ?"
         expr = expression
-    for start in range(0, len(ids), 900):
-        part = ids[start:start + 900]
-        params: dict[str, Any] = {f"i{k}": v for k, v in enumerate(part)}
-        params["expr"] = expr
-        marks = ", ".join(f":i{k}" for k in range(len(part)))
-        out |= {int(r[0]) for r in archive.db.read(sql.format(marks=marks), params)}
-    return out
+    return {int(r[0]) for r in archive.read_in(sql, ids, (expr,))}

@@ -79,8 +79,6 @@ class SessionArchive(Listings):
 
     #: which database holds it ("postgresql": :class:`PgSessionArchive`)
     backend: str = "sqlite"
-    #: ``LIMIT`` for "every row" (SQLite: -1; PostgreSQL: NULL)
-    _all_rows: int | None = -1
 
     def __init__(
         self,
@@ -486,8 +484,8 @@ class SessionArchive(Listings):
             raise self._missing(session_id)
         rows = self.db.read(
             f"SELECT {StoredMessage.COLUMNS} FROM messages AS m JOIN sessions AS s "
-            "ON s.num = m.session WHERE s.id = ? ORDER BY m.id LIMIT ? OFFSET ?",
-            (session_id, self._all_rows if limit is None else limit, offset),
+            "ON s.num = m.session WHERE s.id = :sid ORDER BY m.id LIMIT :limit OFFSET :offset",
+            {"sid": session_id, "limit": -1 if limit is None else limit, "offset": offset},
         )
         return [StoredMessage.from_row(r) for r in rows]
 
@@ -549,7 +547,6 @@ class PgSessionArchive(SessionArchive):
     finds the winner's row (:meth:`SessionArchive._write`)."""
 
     backend = "postgresql"
-    _all_rows = None
 
     def __init__(self, url: StorageURL) -> None:
         from .pg_db import PgDatabase

@@ -168,7 +168,7 @@ def reference(archive: SessionArchive, query: str, k: int) -> list[int]:
         if not expr:
             continue
         if archive.backend == "postgresql":
-            from hermes_core.plugins.memory.session_archive.pg_search import tsquery_text
+            from hermes_core.plugins.memory.session_archive.search import tsquery_text
 
             rows = archive.db.read(
                 "SELECT id, -ts_rank_cd(tsv, to_tsquery('english', :q)) FROM messages "

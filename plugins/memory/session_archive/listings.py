@@ -10,7 +10,7 @@ from typing import Any
 from .db import Database
 from .records import SessionRecord, StoredMessage
 
-__all__ = ["LINEAGE_CTE", "LINEAGE_SQL", "Listings"]
+__all__ = ["LINEAGE_CTE", "LINEAGE_SQL", "Listings", "sessions_in_scope"]
 
 #: The session nums of a session's whole lineage: its ancestors (parent_session_id chain up) and
 #: its descendants (down), in one recursive query. UNION (not UNION ALL) makes a cycle harmless.
@@ -27,6 +27,20 @@ WITH RECURSIVE
 """
 LINEAGE_SQL = (LINEAGE_CTE + "SELECT s.num, s.id FROM lineage JOIN sessions AS s USING (num) "
                "ORDER BY s.started_at, s.num")  # ancestors first, on both backends
+
+
+def sessions_in_scope(where: list[str], params: dict[str, Any], exclude_lineage_of: str | None,
+                      user: str | None) -> str:
+    """Add to ``where`` and ``params`` what keeps sessions ``s`` out of the lineage of
+    ``exclude_lineage_of`` and (memory.scope: user) in ``user``'s; the statement's prefix."""
+    if user is not None:
+        where.append("coalesce(s.user_id, '') = :user")
+        params["user"] = user
+    if not exclude_lineage_of:
+        return ""
+    where.append("s.num NOT IN (SELECT num FROM lineage)")
+    params["sid"] = exclude_lineage_of
+    return LINEAGE_CTE
 
 
 class Listings:
@@ -67,14 +81,7 @@ class Listings:
         """
         where = ["s.superseded = 0"] if chains else []
         params: dict[str, Any] = {"limit": limit, "offset": offset}
-        prefix = ""
-        if exclude_lineage_of:
-            prefix = LINEAGE_CTE
-            where.append("s.num NOT IN (SELECT num FROM lineage)")
-            params["sid"] = exclude_lineage_of
-        if user is not None:  # memory.scope: user: that user's sessions only
-            where.append("coalesce(s.user_id, '') = :user")
-            params["user"] = user
+        prefix = sessions_in_scope(where, params, exclude_lineage_of, user)
         clause = f"WHERE {' AND '.join(where)}" if where else ""
         order = "s.updated_at DESC" if chains else "s.started_at DESC"
         rows = self.db.read(

@@ -3,13 +3,14 @@
 :class:`PgDatabase` is the kernel's :class:`hermes_core.storage.dialect.PgDatabase` (the pool
 of the URL, the component migrated on open, dropped connections retried, errors named) with
 what the archive's code calls on :class:`.db.Database` (``read``, ``write``, ``write_one``,
-``lock``, ``close``). The archive's SQL is written once, in SQLite's spelling, with the
-kernel dialect's words where the backends differ (``nocase_equals``, ``json_text``,
-``greatest``); the dialect sends its placeholders as psycopg's. What is the archive's own: an
+``insert_many``, ``retried``, ``lock``, ``close``). The archive's SQL is written once, in
+SQLite's spelling, with the kernel dialect's words where the backends differ
+(``nocase_equals``, ``json_text``, ``greatest``); the dialect sends its placeholders as
+psycopg's. What is the archive's own: an
 INSERT of a session, message or fact gets ``RETURNING`` so ``lastrowid`` works as with sqlite3;
 the condition of a searchable message (``schema.INDEXED_SQL``, which its SQLite triggers use
 too) is sent in PostgreSQL's spelling; and a unique violation (two nodes creating one session)
-reaches the archive as it is, to retry.
+reaches the archive as it is, to retry (``retried``).
 """
 
 from __future__ import annotations

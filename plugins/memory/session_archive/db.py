@@ -97,9 +97,11 @@ def spool_path(path: Path) -> Path:
     return path.with_name(f"{path.name}.spool.jsonl")
 
 
-def _readonly_uri(path: Path, *, immutable: bool) -> str:
-    quoted = urllib.parse.quote(str(path.resolve()))
-    return f"file:{quoted}?mode=ro" + ("&immutable=1" if immutable else "")
+def _connect_ro(path: Path, timeout: float, *, immutable: bool) -> sqlite3.Connection:
+    uri = f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro" + (
+        "&immutable=1" if immutable else "")
+    return sqlite3.connect(uri, uri=True, timeout=timeout, isolation_level=None,
+                           check_same_thread=False)
 
 
 def connect_read_only(path: Path, *, timeout: float = 5.0) -> tuple[sqlite3.Connection, str | None]:
@@ -110,8 +112,7 @@ def connect_read_only(path: Path, *, timeout: float = 5.0) -> tuple[sqlite3.Conn
     reads the main file without locks. Changes still in a ``-wal`` file are not seen then; the note
     says so.
     """
-    con = sqlite3.connect(_readonly_uri(path, immutable=False), uri=True, timeout=timeout,
-                          isolation_level=None, check_same_thread=False)
+    con = _connect_ro(path, timeout, immutable=False)
     try:
         con.execute("SELECT count(*) FROM sqlite_master").fetchone()
         return con, None
@@ -120,8 +121,7 @@ def connect_read_only(path: Path, *, timeout: float = 5.0) -> tuple[sqlite3.Conn
         text = str(exc).lower()
         if "readonly" not in text and "unable to open" not in text:
             raise
-    con = sqlite3.connect(_readonly_uri(path, immutable=True), uri=True, timeout=timeout,
-                          isolation_level=None, check_same_thread=False)
+    con = _connect_ro(path, timeout, immutable=True)
     note = None
     wal = Path(f"{path}-wal")
     with contextlib.suppress(OSError):

@@ -75,7 +75,6 @@ class _Cursor:
     def __init__(self, cur: Any, returning: bool) -> None:
         self._cur = cur
         self.lastrowid: int | None = None
-        self._first: Any = None
         if returning:
             row = cur.fetchone()
             self.lastrowid = int(row[0]) if row else None

@@ -84,14 +84,9 @@ class Listings:
         prefix = sessions_in_scope(where, params, exclude_lineage_of, user)
         clause = f"WHERE {' AND '.join(where)}" if where else ""
         order = "s.updated_at DESC" if chains else "s.started_at DESC"
-        rows = self.db.read(
+        return self._with_chains(self.db.read(
             f"{prefix} SELECT {SessionRecord.COLUMNS}, s.chain FROM sessions AS s {clause} "
-            f"ORDER BY {order}, s.num DESC LIMIT :limit OFFSET :offset",
-            params,
-        )
-        records = [SessionRecord.from_row(r) for r in rows]
-        self._chain_figures(records, [r[-1] for r in rows])
-        return records
+            f"ORDER BY {order}, s.num DESC LIMIT :limit OFFSET :offset", params))
 
     def session_ids(self, *, user: str | None = None, page: int = 1000) -> Iterator[str]:
         """Every session's id in the order they were created (a compaction's parent before its
@@ -107,25 +102,22 @@ class Listings:
                 return
             last = rows[-1][0]
 
-    def _chain_figures(self, records: list[SessionRecord], chains: list[int]) -> None:
-        if not records:
-            return
-        marks = ",".join("?" * len(set(chains)))
-        figures = {
-            row[0]: row[1:]
-            for row in self.db.read(
-                f"SELECT c.chain, count(*), sum(c.message_count), min(c.started_at), "
-                f"(SELECT id FROM sessions WHERE num = c.chain), "
-                f"(SELECT substr(m.content, 1, 160) FROM messages AS m WHERE m.session = c.chain"
-                f" AND m.role = 'user' ORDER BY m.id LIMIT 1) "
-                f"FROM sessions AS c WHERE c.chain IN ({marks}) GROUP BY c.chain",
-                tuple(set(chains)),
-            )
-        }
+    def _with_chains(self, rows: list[Any]) -> list[SessionRecord]:
+        """The sessions of ``rows`` (:attr:`SessionRecord.COLUMNS`, then the chain), each with
+        its compaction chain's figures (one query)."""
+        records = [SessionRecord.from_row(r) for r in rows]
+        chains = [r[-1] for r in rows]
+        figures = {row[0]: row[1:] for row in self.read_in(
+            "SELECT c.chain, count(*), sum(c.message_count), min(c.started_at), "
+            "(SELECT id FROM sessions WHERE num = c.chain), "
+            "(SELECT substr(m.content, 1, 160) FROM messages AS m WHERE m.session = c.chain"
+            " AND m.role = 'user' ORDER BY m.id LIMIT 1) "
+            "FROM sessions AS c WHERE c.chain IN ({marks}) GROUP BY c.chain", list(set(chains)))}
         for rec, chain in zip(records, chains, strict=True):
             length, total, started, root, preview = figures[chain]
             rec.chain_length, rec.chain_messages = length, total
             rec.chain_started_at, rec.chain_root, rec.preview = started, root, preview
+        return records
 
     def chain_of(self, session_id: str) -> list[str]:
         """The ids of the session's compaction chain, oldest first."""

@@ -463,15 +463,12 @@ class SessionArchive(Listings):
     # -------------------------------------------------------------------------------- reading
 
     def get_session(self, session_id: str) -> SessionRecord:
-        rows = self.db.read(
+        found = self._with_chains(self.db.read(
             f"SELECT {SessionRecord.COLUMNS}, s.chain FROM sessions AS s WHERE s.id = ?",
-            (session_id,),
-        )
-        if not rows:
+            (session_id,)))
+        if not found:
             raise self._missing(session_id)
-        rec = SessionRecord.from_row(rows[0])
-        self._chain_figures([rec], [rows[0][-1]])
-        return rec
+        return found[0]
 
     def has_session(self, session_id: str) -> bool:
         return bool(self.db.read("SELECT 1 FROM sessions WHERE id = ?", (session_id,)))

@@ -168,7 +168,7 @@ def reference(archive: SessionArchive, query: str, k: int) -> list[int]:
         if not expr:
             continue
         if archive.backend == "postgresql":
-            from hermes_core.plugins.memory.session_archive.pg_search import tsquery_text
+            from hermes_core.plugins.memory.session_archive.search import tsquery_text
 
             rows = archive.db.read(
                 "SELECT id, -ts_rank_cd(tsv, to_tsquery('english', :q)) FROM messages "
@@ -316,7 +316,7 @@ def main() -> None:
                 print("  (hermes-agent is not installed: Hermes' own search_messages not timed)")
             measure(archive, corpus, args, searches, hermes, agent_db)
     if args.backend in ("postgresql", "both"):
-        from hermes_core.plugins.memory.session_archive.pg_store import PgSessionArchive
+        from hermes_core.plugins.memory.session_archive.store import PgSessionArchive
         from hermes_core.storage import close_pools, parse_storage_url
         from hermes_core.testing.postgres import temp_postgres
 

@@ -312,7 +312,7 @@ def run_pg(n: int, url: str, appends: int, rounds: int, *, embedder: bool = Fals
            reuse: bool = False) -> None:
     """The same measurements on the PostgreSQL archive (a fresh database at ``url``; with
     ``reuse``, a database at ``url`` that already holds ``n`` messages is measured as it is)."""
-    from hermes_core.plugins.memory.session_archive.pg_store import PgSessionArchive
+    from hermes_core.plugins.memory.session_archive.store import PgSessionArchive
     from hermes_core.storage import parse_storage_url
 
     parsed = parse_storage_url(url)
@@ -349,7 +349,7 @@ def run_pg(n: int, url: str, appends: int, rounds: int, *, embedder: bool = Fals
 def run_pg_measure(parsed: Any, sample: list[Message], next_session: int, appends: int,
                    rounds: int, *, embedder: bool = False) -> None:
     """Appends, size and search figures of the PostgreSQL archive ``parsed`` names."""
-    from hermes_core.plugins.memory.session_archive.pg_store import PgSessionArchive
+    from hermes_core.plugins.memory.session_archive.store import PgSessionArchive
 
     corpus = Corpus()
 

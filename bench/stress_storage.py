@@ -186,7 +186,7 @@ def attack_vectors(url: str, kills: int) -> None:
     archive = archive_at(url, None)
     embedder = guarded()
 
-    from memory.session_archive.pg_store import PgSessionArchive
+    from memory.session_archive.store import PgSessionArchive
 
     assert isinstance(archive, PgSessionArchive)
     done = threading.Event()
@@ -624,7 +624,7 @@ def main() -> None:
     with temp_postgres() as pg:
         url = pg.url
         memory_store(url, None, "")  # migrate once before the workers race
-        from memory.session_archive.pg_store import PgSessionArchive
+        from memory.session_archive.store import PgSessionArchive
 
         from hermes_core.storage import parse_storage_url
 

@@ -191,8 +191,7 @@ def guarded(delay: float = 0.0) -> Any:
 
 
 def archive_at(url: str | None, home: str | None) -> Any:
-    from memory.session_archive.pg_store import PgSessionArchive
-    from memory.session_archive.store import SessionArchive
+    from memory.session_archive.store import PgSessionArchive, SessionArchive
 
     from hermes_core.storage import parse_storage_url
 

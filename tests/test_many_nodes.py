@@ -15,7 +15,7 @@ from typing import Any
 from platform_support import EchoModel, user_texts
 from serve_nodes import ServeNode
 
-from hermes_core.plugins.memory.session_archive.pg_store import PgSessionArchive
+from hermes_core.plugins.memory.session_archive.store import PgSessionArchive
 from hermes_core.storage import close_pools, parse_storage_url
 from hermes_core.testing import MessagesAPIServer, Reply
 

@@ -18,8 +18,7 @@ from click.testing import CliRunner
 from hermes_core.cli import cli
 from hermes_core.plugins.memory.session_archive import migrate as migrate_mod
 from hermes_core.plugins.memory.session_archive.migrate import copy_sessions
-from hermes_core.plugins.memory.session_archive.pg_store import PgSessionArchive
-from hermes_core.plugins.memory.session_archive.store import SessionArchive
+from hermes_core.plugins.memory.session_archive.store import PgSessionArchive, SessionArchive
 from hermes_core.plugins.memory.session_archive.transfer import (
     ImportReport,
     export_session,

@@ -7,10 +7,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from hermes_core.plugins.memory.session_archive import pg_search
-from hermes_core.plugins.memory.session_archive.pg_store import PgSessionArchive
 from hermes_core.plugins.memory.session_archive.query import build_query
-from hermes_core.plugins.memory.session_archive.search import search_messages
+from hermes_core.plugins.memory.session_archive.search import candidates as candidates_of
+from hermes_core.plugins.memory.session_archive.search import search_messages, tsquery_text
+from hermes_core.plugins.memory.session_archive.store import PgSessionArchive
 from hermes_core.storage import parse_storage_url
 from hermes_core.types import Message
 
@@ -29,7 +29,7 @@ def pg_archive(pg_url: str) -> Iterator[PgSessionArchive]:
 
 
 def candidates(archive: PgSessionArchive, text: str, limit: int, **kw: object) -> list[int]:
-    found = pg_search.pg_candidates(archive, build_query(text), limit=limit, **kw)  # type: ignore[arg-type]
+    found = candidates_of(archive, build_query(text), limit=limit, **kw)  # type: ignore[arg-type]
     return [c.id for c in found]
 
 
@@ -37,7 +37,7 @@ def every_match(archive: PgSessionArchive, text: str) -> list[int]:
     """The reference: every match's ts_rank_cd, sorted here (best first, ties newest first)."""
     rows = archive.db.read("SELECT id, ts_rank_cd(tsv, to_tsquery('english', :q)) FROM messages "
                            "WHERE tsv @@ to_tsquery('english', :q)",
-                           {"q": pg_search.tsquery_text(build_query(text).strict or "")})
+                           {"q": tsquery_text(build_query(text).strict or "")})
     return [int(r[0]) for r in sorted(rows, key=lambda r: (-float(r[1]), -int(r[0])))]
 
 

@@ -149,7 +149,7 @@ def test_an_archive_append_the_server_did_not_take_is_not_stored_and_says_so(
     hidden, and nothing of it is half-written; the next append goes through."""
     from hermes_core.errors import NotStored
     from hermes_core.plugins.memory.session_archive import MessageNotStored
-    from hermes_core.plugins.memory.session_archive.pg_store import PgSessionArchive
+    from hermes_core.plugins.memory.session_archive.store import PgSessionArchive
     from hermes_core.types import Message
 
     archive = PgSessionArchive(parse_storage_url(pg_url))

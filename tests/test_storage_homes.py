@@ -54,8 +54,8 @@ def test_two_nodes_appending_to_one_conversation_lose_nothing(pg_url: str) -> No
     and append to them from threads: every message is stored once, each session row once."""
     import threading
 
-    from hermes_core.plugins.memory.session_archive.pg_store import PgSessionArchive
     from hermes_core.plugins.memory.session_archive.search import search_messages
+    from hermes_core.plugins.memory.session_archive.store import PgSessionArchive
     from hermes_core.storage import parse_storage_url
     from hermes_core.types import Message, Session
 

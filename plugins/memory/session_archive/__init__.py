@@ -99,7 +99,7 @@ def open_archive(
 
     url = resolve_storage_url(storage_url)
     if url is not None:
-        from .pg_store import PgSessionArchive
+        from .store import PgSessionArchive
 
         return PgSessionArchive(url)
     return SessionArchive(archive_path(config, home), busy_timeout=config.busy_timeout,

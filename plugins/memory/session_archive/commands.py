@@ -51,34 +51,29 @@ def _archive(*, create: bool = False) -> Iterator[SessionArchive | None]:
     writable — a read-only home still lists and searches its sessions.
 
     With ``storage.url`` (or ``$HERMES_CORE_STORAGE_URL``) set, the PostgreSQL archive there."""
-    from . import SessionArchive
+    from . import SessionArchive, open_archive
 
     path, settings, url = _path()
     if url is not None:
-        from hermes_core.storage import close_pools
-
-        from . import open_archive
-
-        pg = open_archive(settings, path.parent, url)
-        try:
-            yield pg
-        finally:
-            pg.close()
-            close_pools()
-        return
-    if not create and not path.exists():
+        archive = open_archive(settings, path.parent, url)
+    elif not create and not path.exists():
         yield None
         return
-    read_only = not create and not _writable(path)
-    archive = SessionArchive(path, busy_timeout=settings.busy_timeout,
-                             synchronous=settings.synchronous, background_checkpoints=False,
-                             read_only=read_only, integrity_check=False)
-    if archive.note:
-        click.echo(click.style("note: ", fg="yellow") + archive.note, err=True)
+    else:
+        archive = SessionArchive(path, busy_timeout=settings.busy_timeout,
+                                 synchronous=settings.synchronous, background_checkpoints=False,
+                                 read_only=not create and not _writable(path),
+                                 integrity_check=False)
+        if archive.note:
+            click.echo(click.style("note: ", fg="yellow") + archive.note, err=True)
     try:
         yield archive
     finally:
         archive.close()
+        if url is not None:
+            from hermes_core.storage import close_pools
+
+            close_pools()
 
 
 def _when(ts: float | None) -> str:
@@ -248,7 +243,8 @@ def _search(archive: SessionArchive, query: str, limit: int,
     from hermes_core.embeddings import select_embedder
 
     from . import search_messages
-    from .search import DEFAULT_CANDIDATES, hits_for, plan_query
+    from ._excerpts import hits_for
+    from .search import DEFAULT_CANDIDATES, plan_query
 
     plan_query(archive, query)  # a query with nothing to search for is refused, as by words
     host = load_host(quiet=True)

@@ -22,7 +22,7 @@ import sqlite3
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -97,9 +97,11 @@ def spool_path(path: Path) -> Path:
     return path.with_name(f"{path.name}.spool.jsonl")
 
 
-def _readonly_uri(path: Path, *, immutable: bool) -> str:
-    quoted = urllib.parse.quote(str(path.resolve()))
-    return f"file:{quoted}?mode=ro" + ("&immutable=1" if immutable else "")
+def _connect_ro(path: Path, timeout: float, *, immutable: bool) -> sqlite3.Connection:
+    uri = f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro" + (
+        "&immutable=1" if immutable else "")
+    return sqlite3.connect(uri, uri=True, timeout=timeout, isolation_level=None,
+                           check_same_thread=False)
 
 
 def connect_read_only(path: Path, *, timeout: float = 5.0) -> tuple[sqlite3.Connection, str | None]:
@@ -110,8 +112,7 @@ def connect_read_only(path: Path, *, timeout: float = 5.0) -> tuple[sqlite3.Conn
     reads the main file without locks. Changes still in a ``-wal`` file are not seen then; the note
     says so.
     """
-    con = sqlite3.connect(_readonly_uri(path, immutable=False), uri=True, timeout=timeout,
-                          isolation_level=None, check_same_thread=False)
+    con = _connect_ro(path, timeout, immutable=False)
     try:
         con.execute("SELECT count(*) FROM sqlite_master").fetchone()
         return con, None
@@ -120,8 +121,7 @@ def connect_read_only(path: Path, *, timeout: float = 5.0) -> tuple[sqlite3.Conn
         text = str(exc).lower()
         if "readonly" not in text and "unable to open" not in text:
             raise
-    con = sqlite3.connect(_readonly_uri(path, immutable=True), uri=True, timeout=timeout,
-                          isolation_level=None, check_same_thread=False)
+    con = _connect_ro(path, timeout, immutable=True)
     note = None
     wal = Path(f"{path}-wal")
     with contextlib.suppress(OSError):
@@ -133,6 +133,9 @@ def connect_read_only(path: Path, *, timeout: float = 5.0) -> tuple[sqlite3.Conn
 
 class Database(Spelling):
     """One read-write connection to state.db, serialised by a lock, plus the checkpointer."""
+
+    #: errors after which the archive runs a write once more (PostgreSQL: a unique violation)
+    retried: tuple[type[Exception], ...] = ()
 
     def __init__(
         self,
@@ -165,35 +168,14 @@ class Database(Spelling):
         self._gate = WriteGate(self.path)
         private_sqlite(self.path)  # 0600, and so its -wal/-shm (SQLite copies the mode)
         self.con = self._connect()
-        try:
+        background_check = integrity_check and self._size() > SYNC_CHECK_BYTES
+        with self._closed_on_error():
             self._check_identity()  # before anything that writes, such as the journal mode
-            background_check = False
-            if integrity_check:
-                if self._size() <= SYNC_CHECK_BYTES:
-                    self._check_integrity(self.con)
-                else:
-                    background_check = True
+            if integrity_check and not background_check:
+                self._check_integrity(self.con)
             self._configure(synchronous, background_checkpoints)
-        except sqlite3.DatabaseError as exc:
-            self.con.close()
-            raise self._translate(exc) from exc
-        except BaseException:
-            self.con.close()
-            raise
-        try:
+        with self._closed_on_error(upgrade=True):
             migrate(self.con, self._begin)
-        except sqlite3.DatabaseError as exc:
-            self.con.close()
-            error = self._translate(exc)
-            if isinstance(error, ArchiveError):
-                raise error from exc
-            raise ArchiveError(
-                f"upgrading {self.path} to schema version {LATEST_VERSION} failed ({exc}); the "
-                "upgrade was rolled back and the file is as it was. Report this with the message"
-            ) from exc
-        except BaseException:
-            self.con.close()
-            raise
         if background_check:
             threading.Thread(target=self._check_in_background, name="session-archive-check",
                              daemon=True).start()
@@ -227,15 +209,9 @@ class Database(Spelling):
             raise self._translate(exc) from exc
         register_functions(self.con)
         self.wal = False
-        try:
+        with self._closed_on_error():
             self._check_identity()
             version = self.con.execute("PRAGMA user_version").fetchone()[0]
-        except sqlite3.DatabaseError as exc:
-            self.con.close()
-            raise self._translate(exc) from exc
-        except BaseException:
-            self.con.close()
-            raise
         if 0 < version < LATEST_VERSION:
             self.con.close()
             raise ArchiveReadOnlyError(
@@ -243,6 +219,25 @@ class Database(Spelling):
                 f"{LATEST_VERSION} before it can be read, which needs write access: run any "
                 "hermes-core command once where the file and its folder are writable"
             )
+
+    @contextlib.contextmanager
+    def _closed_on_error(self, *, upgrade: bool = False) -> Iterator[None]:
+        """The connection closed when the block fails, an SQLite error made the archive's (with
+        ``upgrade``, one that is not says the upgrade failed)."""
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            self.con.close()
+            error = self._translate(exc)
+            if upgrade and not isinstance(error, ArchiveError):
+                error = ArchiveError(
+                    f"upgrading {self.path} to schema version {LATEST_VERSION} failed ({exc}); "
+                    "the upgrade was rolled back and the file is as it was. Report this with "
+                    "the message")
+            raise error from exc
+        except BaseException:
+            self.con.close()
+            raise
 
     def _size(self) -> int:
         try:
@@ -341,52 +336,48 @@ class Database(Spelling):
     def _begin(self) -> None:
         self._retry(lambda: self.con.execute("BEGIN IMMEDIATE"))
 
-    @contextlib.contextmanager
-    def _gated(self) -> Iterator[None]:
-        """Queue on the write gate (see gate.py) for one write transaction."""
-        try:
-            with self._gate.hold(self.busy_timeout):
-                yield
-        except GateTimeout as exc:
-            raise ArchiveBusyError(
-                f"{self.path} stayed locked by another process for {self.busy_timeout:.0f}s; "
-                "nothing was written. Retry, or raise session_archive.busy_timeout"
-            ) from exc
+    def _locked(self) -> ArchiveBusyError:
+        return ArchiveBusyError(
+            f"{self.path} stayed locked by another process for {self.busy_timeout:.0f}s; "
+            "nothing was written. Retry, or raise session_archive.busy_timeout"
+        )
 
-    def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn`` in one write transaction; retried as a whole while the file is busy."""
-        with self.lock, self._gated():
-            self._ensure_writable()
-            deadline = time.monotonic() + self.busy_timeout
-            delay = 0.005
-            while True:
-                try:
-                    self.con.execute("BEGIN IMMEDIATE")
+    @contextlib.contextmanager
+    def _writing(self, busy: Callable[[Exception], Exception]) -> Iterator[None]:
+        """One write: queued on the write gate (see gate.py), refused when the archive cannot be
+        written, its SQLite errors made the archive's (another process holding the lock too
+        long: ``busy(error)``), and counted for the background checkpoints."""
+        with self.lock:
+            try:
+                with self._gate.hold(self.busy_timeout):
+                    self._ensure_writable()
                     try:
-                        result = fn(self.con)
-                        self.con.execute("COMMIT")
-                    except BaseException:
-                        if self.con.in_transaction:
-                            self.con.execute("ROLLBACK")
-                        raise
-                    break
-                except sqlite3.OperationalError as exc:
-                    if not _is_busy(exc):
-                        raise self._translate(exc) from exc
-                    if time.monotonic() >= deadline:
-                        raise ArchiveBusyError(
-                            f"{self.path} stayed locked by another process for "
-                            f"{self.busy_timeout:.0f}s; nothing was written. Retry, or raise "
-                            "session_archive.busy_timeout"
-                        ) from exc
-                    time.sleep(delay * (0.5 + random.random()))
-                    delay = min(delay * 2, 0.2)
-                except sqlite3.DatabaseError as exc:
-                    raise self._translate(exc) from exc
+                        yield
+                    except sqlite3.DatabaseError as exc:
+                        error = self._translate(exc)
+                        raise (busy(error) if isinstance(error, ArchiveBusyError) else
+                               error) from exc
+            except GateTimeout as exc:
+                raise self._locked() from exc
             self._commits += 1
             if self._commits % CHECKPOINT_EVERY == 0 and self._checkpointer is not None:
                 self._wake.set()
+
+    def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` in one write transaction; retried as a whole while the file is busy."""
+        def attempt() -> T:
+            self.con.execute("BEGIN IMMEDIATE")
+            try:
+                result = fn(self.con)
+                self.con.execute("COMMIT")
+            except BaseException:
+                if self.con.in_transaction:
+                    self.con.execute("ROLLBACK")
+                raise
             return result
+
+        with self._writing(lambda _error: self._locked()):
+            return self._retry(attempt)
 
     def write_one(self, sql: str, params: Any = ()) -> int:
         """Run one statement as its own transaction (autocommit); return the last rowid.
@@ -394,21 +385,12 @@ class Database(Spelling):
         The hot path of an append: no BEGIN/COMMIT round trips, and still atomic, because SQLite
         wraps a single statement (with everything its triggers do) in one transaction.
         """
-        with self.lock, self._gated():
-            self._ensure_writable()
-            try:
-                rowid = self._retry(lambda: self.con.execute(sql, params).lastrowid)
-            except sqlite3.OperationalError as exc:
-                error = self._translate(exc)
-                if isinstance(error, ArchiveBusyError):
-                    raise ArchiveBusyError(f"{error} Nothing was written.") from exc
-                raise error from exc
-            except sqlite3.DatabaseError as exc:
-                raise self._translate(exc) from exc
-            self._commits += 1
-            if self._commits % CHECKPOINT_EVERY == 0 and self._checkpointer is not None:
-                self._wake.set()
-            return int(rowid or 0)
+        with self._writing(lambda error: ArchiveBusyError(f"{error} Nothing was written.")):
+            return int(self._retry(lambda: self.con.execute(sql, params).lastrowid) or 0)
+
+    def insert_many(self, con: Any, sql: str, rows: Sequence[Any]) -> list[int]:
+        """The INSERT ``sql`` once per row, on ``con`` (in a write); the new rows' ids."""
+        return [int(con.execute(sql, row).lastrowid or 0) for row in rows]
 
     def read(self, sql: str, params: Any = ()) -> list[Any]:
         """Run one query and return all rows."""
@@ -416,8 +398,6 @@ class Database(Spelling):
             self._ensure_open()
             try:
                 return self._retry(lambda: self.con.execute(sql, params).fetchall())
-            except sqlite3.OperationalError as exc:
-                raise self._translate(exc) from exc
             except sqlite3.DatabaseError as exc:
                 raise self._translate(exc) from exc
 

@@ -60,13 +60,13 @@ def copy_facts(source: SessionArchive, target: SessionArchive, *,
     for start in range(0, len(sessions), _SESSIONS):
         batch = sessions[start:start + _SESSIONS]
         twin.update(_twins(source, target, batch))
-        nums = {str(sid): int(num) for sid, num in _read_in(
-            target, "SELECT id, num FROM sessions WHERE id IN ({marks})", batch)}
-        done = {str(r[0]) for r in _read_in(
-            target, "SELECT DISTINCT s.id FROM facts AS f JOIN sessions AS s "
-            "ON s.num = f.session WHERE s.id IN ({marks})", batch)}
-        rows = _read_in(
-            source, "SELECT f.id, s.id, f.user_id, f.kind, f.topic, f.text, f.valid_from, "
+        nums = {str(sid): int(num) for sid, num in target.read_in(
+            "SELECT id, num FROM sessions WHERE id IN ({marks})", batch)}
+        done = {str(r[0]) for r in target.read_in(
+            "SELECT DISTINCT s.id FROM facts AS f JOIN sessions AS s ON s.num = f.session "
+            "WHERE s.id IN ({marks})", batch)}
+        rows = source.read_in(
+            "SELECT f.id, s.id, f.user_id, f.kind, f.topic, f.text, f.valid_from, "
             "f.created_at, f.superseded_by, f.superseded_at, f.model, f.vec FROM facts AS f "
             "JOIN sessions AS s ON s.num = f.session WHERE s.id IN ({marks}) ORDER BY f.id",
             batch)
@@ -96,15 +96,6 @@ def copy_facts(source: SessionArchive, target: SessionArchive, *,
     return out
 
 
-def _read_in(archive: SessionArchive, sql: str, values: Sequence[Any]) -> list[Any]:
-    """``sql`` with ``{marks}`` standing for ``values`` (900 at a time)."""
-    rows: list[Any] = []
-    for k in range(0, len(values), 900):
-        part = list(values[k:k + 900])
-        rows += archive.db.read(sql.format(marks=",".join("?" * len(part))), tuple(part))
-    return rows
-
-
 def twins(source_rows: Sequence[Sequence[Any]], target_rows: Sequence[Sequence[Any]],
           ) -> Iterator[tuple[Sequence[Any], Sequence[Any]]]:
     """(source row, target row) for each message at the same position of the same session in
@@ -127,14 +118,14 @@ def _twins(source: SessionArchive, target: SessionArchive, sessions: list[str]) 
     """Source message id -> target message id, for the messages of ``sessions`` that stand at
     the same position of the same session in both, with the same role and text."""
     return {int(mine[1]): int(theirs[1]) for mine, theirs in twins(
-        _read_in(source, _PAIRS, sessions), _read_in(target, _PAIRS, sessions))
+        source.read_in(_PAIRS, sessions), target.read_in(_PAIRS, sessions))
         if tuple(mine[2:]) == tuple(theirs[2:])}
 
 
 def _sources(source: SessionArchive, facts: list[int]) -> dict[int, list[int]]:
     out: dict[int, list[int]] = {}
-    for fid, mid in _read_in(source, "SELECT fact, message FROM fact_sources WHERE fact IN "
-                                     "({marks}) ORDER BY message", facts):
+    for fid, mid in source.read_in("SELECT fact, message FROM fact_sources WHERE fact IN "
+                                   "({marks}) ORDER BY message", facts):
         out.setdefault(int(fid), []).append(int(mid))
     return out
 
@@ -187,7 +178,7 @@ def _considered_twins(source: SessionArchive, target: SessionArchive,
     for start in range(0, len(sessions), _SESSIONS):
         batch = sessions[start:start + _SESSIONS]
         out.update(int(theirs[1]) for mine, theirs in twins(
-            _read_in(source, sql, batch), _read_in(target, sql, batch))
+            source.read_in(sql, batch), target.read_in(sql, batch))
             if int(mine[1]) <= considered)
     return out
 

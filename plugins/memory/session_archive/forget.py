@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .facts import mentioning
+from .records import like_pattern
 from .store import SessionArchive
 from .vector_store import vector_store
 
@@ -66,15 +67,10 @@ def _scope_sql(scope: str) -> tuple[str, tuple[Any, ...]]:
     raise ValueError(f"unknown scope {scope!r}: use 'all' or 'user:<key>'")
 
 
-def _like(word: str) -> str:
-    """A LIKE pattern matching ``word`` anywhere (its ``%``, ``_`` and ``\\`` taken literally)."""
-    return "%" + word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-
-
 def _find(read: Callable[[str, tuple[Any, ...]], list[Any]], subject: str,
           scope: str) -> ArchiveForget:
-    """What mentions ``subject``; ``read`` runs a query (in SQLite's dialect, which the
-    PostgreSQL archive translates) and returns its rows."""
+    """What mentions ``subject`` (messages, titles, derived facts); ``read`` runs a query (in
+    SQLite's dialect, which the PostgreSQL archive translates) and returns its rows."""
     needle = _squash(subject)
     where, params = _scope_sql(scope)
     words = [w for w in needle.split() if w.isascii()]
@@ -82,7 +78,7 @@ def _find(read: Callable[[str, tuple[Any, ...]], list[Any]], subject: str,
            "JOIN sessions AS s ON s.num = m.session WHERE 1 = 1" + where)
     args: tuple[Any, ...] = params
     if words:  # a cheap SQL prefilter on the longest ASCII word; the exact check follows
-        pattern = _like(max(words, key=len))
+        pattern = f"%{like_pattern(max(words, key=len))}%"
         sql += (" AND (lower(m.content) LIKE ? ESCAPE '\\' OR "
                 "lower(m.tool_calls) LIKE ? ESCAPE '\\')")
         args = (*params, pattern, pattern)
@@ -95,6 +91,7 @@ def _find(read: Callable[[str, tuple[Any, ...]], list[Any]], subject: str,
             "SELECT s.id, s.title FROM sessions AS s WHERE s.title IS NOT NULL" + where, params):
         if needle in _squash(title):
             found.titles.append(sid)
+    found.facts = mentioning(read, needle, where, params, [m[0] for m in found.messages])
     return found
 
 
@@ -115,16 +112,11 @@ def forget_messages(archive: SessionArchive, subject: str, *, scope: str = "all"
     def tx(con: sqlite3.Connection) -> ArchiveForget:
         found = _find(lambda sql, args: con.execute(sql, args).fetchall(), subject, scope)
         ids = [m[0] for m in found.messages]
-        where, params = _scope_sql(scope)
-        found.facts = mentioning(lambda sql, args: con.execute(sql, args).fetchall(),
-                                 _squash(subject), where, params, ids)
-        for start in range(0, len(found.facts), _CHUNK):
-            chunk = [f[0] for f in found.facts[start:start + _CHUNK]]
-            con.execute(f"DELETE FROM facts WHERE id IN ({','.join('?' * len(chunk))})", chunk)
-        for start in range(0, len(ids), _CHUNK):
-            chunk = ids[start:start + _CHUNK]
-            con.execute(f"DELETE FROM messages WHERE id IN ({','.join('?' * len(chunk))})",
-                        chunk)
+        for table, rows in (("facts", [f[0] for f in found.facts]), ("messages", ids)):
+            for start in range(0, len(rows), _CHUNK):
+                chunk = rows[start:start + _CHUNK]
+                con.execute(f"DELETE FROM {table} WHERE id IN ({','.join('?' * len(chunk))})",
+                            chunk)
         if ids:
             vector_store(archive).forgot(con)
         for sid in found.titles:
@@ -134,9 +126,6 @@ def forget_messages(archive: SessionArchive, subject: str, *, scope: str = "all"
 
     if dry_run:  # only read: on either backend, through the archive's read path
         found = _find(archive.db.read, subject, scope)
-        where, params = _scope_sql(scope)
-        found.facts = mentioning(archive.db.read, _squash(subject), where, params,
-                                 [m[0] for m in found.messages])
         found.dry_run = True
         return found
     return archive._write(tx)

@@ -4,13 +4,13 @@ written in SQLite's spelling; :mod:`.pg_db` translates it)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from .db import Database
 from .records import SessionRecord, StoredMessage
 
-__all__ = ["LINEAGE_CTE", "LINEAGE_SQL", "Listings"]
+__all__ = ["LINEAGE_CTE", "LINEAGE_SQL", "Listings", "sessions_in_scope"]
 
 #: The session nums of a session's whole lineage: its ancestors (parent_session_id chain up) and
 #: its descendants (down), in one recursive query. UNION (not UNION ALL) makes a cycle harmless.
@@ -29,12 +29,36 @@ LINEAGE_SQL = (LINEAGE_CTE + "SELECT s.num, s.id FROM lineage JOIN sessions AS s
                "ORDER BY s.started_at, s.num")  # ancestors first, on both backends
 
 
+def sessions_in_scope(where: list[str], params: dict[str, Any], exclude_lineage_of: str | None,
+                      user: str | None) -> str:
+    """Add to ``where`` and ``params`` what keeps sessions ``s`` out of the lineage of
+    ``exclude_lineage_of`` and (memory.scope: user) in ``user``'s; the statement's prefix."""
+    if user is not None:
+        where.append("coalesce(s.user_id, '') = :user")
+        params["user"] = user
+    if not exclude_lineage_of:
+        return ""
+    where.append("s.num NOT IN (SELECT num FROM lineage)")
+    params["sid"] = exclude_lineage_of
+    return LINEAGE_CTE
+
+
 class Listings:
     """The listing half of :class:`~.store.SessionArchive` (``db``: its database; ``_nums``: the
     session id -> num cache)."""
 
     db: Database
     _nums: dict[str, int]
+
+    def read_in(self, sql: str, values: Sequence[Any], params: Sequence[Any] = (), *,
+                chunk: int = 900) -> list[Any]:
+        """Every row of ``sql``, whose ``{marks}`` stands for ``values`` (``chunk`` at a time,
+        under SQLite's limit on parameters) and whose other parameters ``params`` follow."""
+        rows: list[Any] = []
+        for start in range(0, len(values), chunk):
+            part = list(values[start:start + chunk])
+            rows += self.db.read(sql.format(marks=",".join("?" * len(part))), (*part, *params))
+        return rows
 
     def lineage(self, session_id: str) -> list[str]:
         """The ids of the session's ancestors and descendants, itself included."""
@@ -57,24 +81,12 @@ class Listings:
         """
         where = ["s.superseded = 0"] if chains else []
         params: dict[str, Any] = {"limit": limit, "offset": offset}
-        prefix = ""
-        if exclude_lineage_of:
-            prefix = LINEAGE_CTE
-            where.append("s.num NOT IN (SELECT num FROM lineage)")
-            params["sid"] = exclude_lineage_of
-        if user is not None:  # memory.scope: user: that user's sessions only
-            where.append("coalesce(s.user_id, '') = :user")
-            params["user"] = user
+        prefix = sessions_in_scope(where, params, exclude_lineage_of, user)
         clause = f"WHERE {' AND '.join(where)}" if where else ""
         order = "s.updated_at DESC" if chains else "s.started_at DESC"
-        rows = self.db.read(
+        return self._with_chains(self.db.read(
             f"{prefix} SELECT {SessionRecord.COLUMNS}, s.chain FROM sessions AS s {clause} "
-            f"ORDER BY {order}, s.num DESC LIMIT :limit OFFSET :offset",
-            params,
-        )
-        records = [SessionRecord.from_row(r) for r in rows]
-        self._chain_figures(records, [r[-1] for r in rows])
-        return records
+            f"ORDER BY {order}, s.num DESC LIMIT :limit OFFSET :offset", params))
 
     def session_ids(self, *, user: str | None = None, page: int = 1000) -> Iterator[str]:
         """Every session's id in the order they were created (a compaction's parent before its
@@ -90,25 +102,22 @@ class Listings:
                 return
             last = rows[-1][0]
 
-    def _chain_figures(self, records: list[SessionRecord], chains: list[int]) -> None:
-        if not records:
-            return
-        marks = ",".join("?" * len(set(chains)))
-        figures = {
-            row[0]: row[1:]
-            for row in self.db.read(
-                f"SELECT c.chain, count(*), sum(c.message_count), min(c.started_at), "
-                f"(SELECT id FROM sessions WHERE num = c.chain), "
-                f"(SELECT substr(m.content, 1, 160) FROM messages AS m WHERE m.session = c.chain"
-                f" AND m.role = 'user' ORDER BY m.id LIMIT 1) "
-                f"FROM sessions AS c WHERE c.chain IN ({marks}) GROUP BY c.chain",
-                tuple(set(chains)),
-            )
-        }
+    def _with_chains(self, rows: list[Any]) -> list[SessionRecord]:
+        """The sessions of ``rows`` (:attr:`SessionRecord.COLUMNS`, then the chain), each with
+        its compaction chain's figures (one query)."""
+        records = [SessionRecord.from_row(r) for r in rows]
+        chains = [r[-1] for r in rows]
+        figures = {row[0]: row[1:] for row in self.read_in(
+            "SELECT c.chain, count(*), sum(c.message_count), min(c.started_at), "
+            "(SELECT id FROM sessions WHERE num = c.chain), "
+            "(SELECT substr(m.content, 1, 160) FROM messages AS m WHERE m.session = c.chain"
+            " AND m.role = 'user' ORDER BY m.id LIMIT 1) "
+            "FROM sessions AS c WHERE c.chain IN ({marks}) GROUP BY c.chain", list(set(chains)))}
         for rec, chain in zip(records, chains, strict=True):
             length, total, started, root, preview = figures[chain]
             rec.chain_length, rec.chain_messages = length, total
             rec.chain_started_at, rec.chain_root, rec.preview = started, root, preview
+        return records
 
     def chain_of(self, session_id: str) -> list[str]:
         """The ids of the session's compaction chain, oldest first."""

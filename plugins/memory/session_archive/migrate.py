@@ -101,7 +101,7 @@ def _open(side: StorageSide, settings: SessionArchiveConfig) -> SessionArchive:
     from . import archive_path
 
     if side.url is not None:
-        from .pg_store import PgSessionArchive
+        from .store import PgSessionArchive
 
         return PgSessionArchive(side.url)
     return SessionArchive(archive_path(settings, side.home), background_checkpoints=False)

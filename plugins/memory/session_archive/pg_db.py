@@ -3,13 +3,14 @@
 :class:`PgDatabase` is the kernel's :class:`hermes_core.storage.dialect.PgDatabase` (the pool
 of the URL, the component migrated on open, dropped connections retried, errors named) with
 what the archive's code calls on :class:`.db.Database` (``read``, ``write``, ``write_one``,
-``lock``, ``close``). The archive's SQL is written once, in SQLite's spelling, with the
-kernel dialect's words where the backends differ (``nocase_equals``, ``json_text``,
-``greatest``); the dialect sends its placeholders as psycopg's. What is the archive's own: an
+``insert_many``, ``retried``, ``lock``, ``close``). The archive's SQL is written once, in
+SQLite's spelling, with the kernel dialect's words where the backends differ
+(``nocase_equals``, ``json_text``, ``greatest``); the dialect sends its placeholders as
+psycopg's. What is the archive's own: an
 INSERT of a session, message or fact gets ``RETURNING`` so ``lastrowid`` works as with sqlite3;
 the condition of a searchable message (``schema.INDEXED_SQL``, which its SQLite triggers use
 too) is sent in PostgreSQL's spelling; and a unique violation (two nodes creating one session)
-reaches the archive as it is, to retry.
+reaches the archive as it is, to retry (``retried``).
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def _row(row: Any) -> Any:
 
 def _params(params: Any) -> Any:
     if isinstance(params, dict):
-        # LIMIT -1 means "no limit" in SQLite; PostgreSQL takes NULL
+        # LIMIT -1 means "no limit" in SQLite (the archive's spelling); PostgreSQL takes NULL
         return {k: (None if k == "limit" and v == -1 else _enc(v)) for k, v in params.items()}
     return tuple(_enc(v) for v in params)
 
@@ -74,7 +75,6 @@ class _Cursor:
     def __init__(self, cur: Any, returning: bool) -> None:
         self._cur = cur
         self.lastrowid: int | None = None
-        self._first: Any = None
         if returning:
             row = cur.fetchone()
             self.lastrowid = int(row[0]) if row else None
@@ -130,7 +130,7 @@ class PgDatabase(dialect.PgDatabase):
         #: what messages name as "where": the URL with its password hidden
         self.path = url.redacted
         self.lock = threading.RLock()
-        self.psycopg = self._psycopg
+        self.retried = (self._psycopg.errors.UniqueViolation,)
 
     def unreachable(self, exc: Exception) -> Exception:
         return connect_error(self.url, exc)
@@ -149,6 +149,9 @@ class PgDatabase(dialect.PgDatabase):
                 return tx(_Con(con))
 
         return self.run(run)
+
+    def insert_many(self, con: _Con, sql: str, rows: Sequence[Any]) -> list[int]:
+        return con.insert_many(sql, rows) if rows else []
 
     def write_one(self, sql: str, params: Any = ()) -> int:
         """One statement, committed on its own (autocommit: one round trip); the new row's id

@@ -50,7 +50,7 @@ _CJK = _pg_class()
 _INDEXED = "(NEW.meta IS NULL OR (NEW.meta::jsonb -> 'carried_over') IS NULL)"
 #: PostgreSQL's parser keeps paths, hosts, e-mail addresses, versions and hyphenated words as
 #: single tokens ("/etc/hosts"); FTS5's unicode61 splits them into words. These characters are
-#: read as spaces on both sides (documents here, queries in pg_search.py), so "hosts" finds
+#: read as spaces on both sides (documents here, queries in search.py), so "hosts" finds
 #: "/etc/hosts" and "chat-send" finds the phrase "chat send", as in the SQLite archive.
 SPLIT_CHARS = "/.@:-\\=?&#~+"
 _SPACES = " " * len(SPLIT_CHARS)
@@ -178,7 +178,7 @@ def _cjk_index(con: Any) -> None:
 #: sample buckets of the text index (migration 3): a message is in bucket
 #: ``id * BUCKET_MIX % BUCKETS``. Searches no longer sample by bucket (reading k buckets from the
 #: index cost ~0.5 microseconds per entry of those buckets, 50-100 ms at 1M messages); they read
-#: stretches of ids instead (pg_search.py). The index still answers every word query.
+#: stretches of ids instead (search.py). The index still answers every word query.
 BUCKETS = 1024
 BUCKET_MIX = 633
 

@@ -108,13 +108,7 @@ class _Tokenizer:
             return True
         if not any(unicodedata.category(ch)[0] in "LNM" or ord(ch) > 0xFFFF for ch in word):
             return False
-        with self._lock:
-            con = self._connection()
-            con.execute("INSERT INTO t(rowid, x) VALUES (1, ?)", (word,))
-            found = con.execute("SELECT count(*) FROM v").fetchone()[0] > 0
-            con.execute("DELETE FROM t")
-            return bool(found)
-
+        return bool(self.stems(word))
 
     @functools.lru_cache(maxsize=4096)  # noqa: B019 - one process-wide instance
     def stems(self, word: str) -> tuple[str, ...]:

@@ -23,9 +23,11 @@ __all__ = [
     "Candidate",
     "SessionRecord",
     "StoredMessage",
+    "best_of",
     "clean_text",
     "decode_tool_calls",
     "encode_message",
+    "like_pattern",
     "session_from_spool",
     "spool_record",
 ]
@@ -201,6 +203,22 @@ class Candidate:
     score: float
     #: the compaction chain of the message's session (filled by :func:`attach_chains`)
     chain: int = 0
+
+
+def best_of(found: list[list[Candidate]], limit: int) -> list[Candidate]:
+    """The best ``limit`` of several searches' candidates, each message once with its best
+    score (ties: newest first)."""
+    best: dict[int, Candidate] = {}
+    for c in (c for part in found for c in part):
+        if c.id not in best or c.score < best[c.id].score:
+            best[c.id] = c
+    return sorted(best.values(), key=lambda c: (c.score, -c.id))[:limit]
+
+
+def like_pattern(text: str) -> str:
+    """``text`` for a ``LIKE ... ESCAPE '\\'`` pattern: its ``%``, ``_`` and ``\\`` taken
+    literally."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 def spool_record(session: Session | str, row: tuple[Any, ...]) -> dict[str, Any]:

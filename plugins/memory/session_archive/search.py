@@ -1,77 +1,70 @@
-"""Searching the archive: ranked message hits, and the grouped view the session_search tool shows.
+"""Searching the archive: ranked message candidates on either backend, and the search's hits.
 
-Ranking is FTS5's BM25 over every match of the query: one statement scores each match and keeps
-the best ``candidates`` (default 2,000) in SQLite's top-k sorter (``ORDER BY score LIMIT k``),
-so the best message is found wherever it sits in the history, however many messages match. The
-cost grows with the number of matches (about a microsecond each for a word; see
+SQLite ranks by FTS5's BM25 over every match of the query: one statement scores each match and
+keeps the best ``candidates`` (default 2,000) in SQLite's top-k sorter (``ORDER BY score LIMIT
+k``), so the best message is found wherever it sits in the history, however many messages
+match. The cost grows with the number of matches (about a microsecond each for a word; see
 docs/session-archive.md), as a plain FTS5 ``ORDER BY rank`` query's does. The any-word fallback
-is the OR of every word, ranked the same way.
+is the OR of every word, ranked the same way. CJK queries run on the CJK indexes; 1-2 character
+runs have no term statistics (the grams index stores rowids only), so those matches come newest
+first.
 
-Exclusions (the current session's lineage, roles, ``-word`` exclusions and the per-user scope)
-are applied inside the same SQL statement, so they never eat into the candidates. The search
-tools' own echoes are checked after ranking, on the best candidates (drop_echoes): a search
-tool's result is a copy of earlier messages, and the call that asked for it holds the query's
-own words: both would outrank the conversation they echo, so they are not shown.
-CJK queries run on the CJK indexes; 1-2 character runs have no term statistics (the grams index
-stores rowids only), so those matches come newest first.
+PostgreSQL (``storage.url``) runs the same plan: :func:`tsquery_text` turns the FTS5
+expressions query.py emits (quoted phrases, optionally ``*`` for a prefix, ``AND``, ``OR``,
+``NOT``, parentheses) into ``to_tsquery`` input for the ``english`` configuration: a phrase
+becomes a PostgreSQL phrase (``<->``), a prefix ``:*``. Scores are ``ts_rank_cd`` (cover
+density), negated so that lower is better on both backends. Every match is ranked in one
+statement that keeps the best ``limit`` in PostgreSQL's top-N sort; its cost is one table row
+per match (the tsvector is kept in the row by migration 5). CJK runs are matched as substrings
+of the message's CJK text (``messages.cjk``, trigram index; runs of one or two letters in an
+index holding the runs of the few messages that have any), newest first. A query whose words
+are all stopwords of the ``english`` configuration has no lexemes left: it is then matched as a
+case-insensitive substring of every message (so it is never silently empty), newest first.
+
+Exclusions (the current session's lineage, roles, ``-word`` exclusions and the per-user scope:
+:class:`_Scope`, in each backend's terms) are applied inside the same SQL statement, so they
+never eat into the candidates. The search tools' own echoes are left out too: a search tool's
+result is a copy of earlier messages, and the call that asked for it holds the query's own
+words: both would outrank the conversation they echo. SQLite checks them after ranking, on the
+best candidates (:func:`drop_echoes`); PostgreSQL tests the row its ranking reads anyway.
+What a hit shows (snippets, neighbours) is _excerpts.py's.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import sqlite3
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
-from .echoes import check_echoes
+from ._excerpts import Hit, hits_for
+from .echoes import ECHO_CONTENT, ECHO_TOOLS, check_echoes
 from .errors import QueryError
+from .pg_schema import SPLIT_CHARS
 from .query import MIN_PREFIX, SearchPlan, build_query, quote, word_for_stem
-from .records import Candidate, clean_text
+from .records import Candidate, best_of, clean_text, like_pattern
 from .store import LINEAGE_CTE, SessionArchive
 
 __all__ = [
     "Candidate",
-    "Hit",
     "SearchResult",
     "allowed_ids",
     "attach_chains",
     "candidates",
-    "full_content",
-    "make_snippet",
     "matching_ids",
     "plan_query",
     "search_messages",
+    "tsquery_text",
 ]
 
 #: how many of the best matches a search keeps (for grouping by conversation and fusion)
 DEFAULT_CANDIDATES = 2000
-CONTEXT_CHARS = 200
-SNIPPET_CHARS = 240
 #: column weights for BM25: content, tool name, tool-call argument values
 _WEIGHTS = "1.0, 0.5, 0.6"
 #: a prefix is also matched by indexed stems up to this many characters shorter
 _STEM_SLACK = 4
-
-
-@dataclass(slots=True)
-class Hit:
-    """One matching message with a snippet and its neighbours."""
-
-    message_id: int
-    session_id: str
-    role: str
-    snippet: str
-    timestamp: float
-    score: float
-    tool_name: str | None = None
-    session_title: str | None = None
-    platform: str | None = None
-    context_before: dict[str, Any] | None = None
-    context_after: dict[str, Any] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
 
 
 @dataclass(slots=True)
@@ -108,9 +101,7 @@ def stem_expander(archive: SessionArchive) -> Callable[[str], list[str]]:
             if word is None or (k == len(prefix) and word == stem):
                 continue  # the prefix query itself covers it
             if archive.backend == "postgresql":
-                from .pg_search import indexes_word
-
-                found = indexes_word(archive, quote(word))
+                found = _indexes_word(archive, quote(word))
             else:
                 found = bool(archive.db.read(
                     "SELECT 1 FROM messages_fts WHERE messages_fts MATCH ? LIMIT 1",
@@ -127,34 +118,47 @@ def plan_query(archive: SessionArchive, query: str) -> SearchPlan:
     return build_query(query, stem_expander(archive))
 
 
-class _Scope:
-    """The WHERE clauses every try of one search shares (on the driving table ``d``)."""
+#: the conditions of a search's scope on SQLite (see _Scope), on the FTS5 table's ``d.rowid``:
+#: the message row is read through a subquery only where a condition needs it
+_SCOPE = {
+    "user": "(SELECT coalesce(s.user_id, '') FROM messages AS m JOIN sessions AS s "
+            "ON s.num = m.session WHERE m.id = d.rowid) = :user",
+    # a set of message ids computed once, probed per match: cheaper than joining messages
+    "lineage": "d.rowid NOT IN (SELECT id FROM messages WHERE session IN "
+               "(SELECT num FROM lineage))",
+    "roles": "(SELECT role FROM messages WHERE id = d.rowid) IN ({marks})",
+    "exclude": "d.rowid NOT IN (SELECT rowid FROM messages_fts WHERE messages_fts "
+               "MATCH :exclude)",
+}
 
-    def __init__(self, plan: SearchPlan, exclude_lineage_of: str | None,
-                 roles: tuple[str, ...] | None, user: str | None = None) -> None:
-        self.prefix = ""
+
+class _Scope:
+    """The conditions every try of one search shares: the user's sessions (memory.scope: user),
+    not the current session's lineage, the roles asked for and no ``-word`` exclusion, in the
+    backend's terms (``_SCOPE``, ``_PG_SCOPE``)."""
+
+    def __init__(self, archive: SessionArchive, plan: SearchPlan,
+                 exclude_lineage_of: str | None, roles: tuple[str, ...] | None,
+                 user: str | None = None) -> None:
+        spelling, exclude = _SCOPE, plan.exclude
+        if archive.backend == "postgresql":
+            spelling, exclude = _PG_SCOPE, tsquery_text(plan.exclude) if plan.exclude else None
+        self.prefix = LINEAGE_CTE if exclude_lineage_of else ""
         self.where: list[str] = []
         self.params: dict[str, Any] = {}
-        self.lineage, self.roles, self.user = exclude_lineage_of, roles, user
-        if user is not None:  # memory.scope: user: only that user's sessions
-            self.where.append("(SELECT coalesce(s.user_id, '') FROM messages AS m JOIN sessions AS s "
-                              "ON s.num = m.session WHERE m.id = d.rowid) = :user")
+        if user is not None:
+            self.where.append(spelling["user"])
             self.params["user"] = user
         if exclude_lineage_of:
-            # A set of message ids computed once, probed per match: cheaper than joining messages.
-            self.prefix = LINEAGE_CTE
+            self.where.append(spelling["lineage"])
             self.params["sid"] = clean_text(exclude_lineage_of)[0]
-            self.where.append("d.rowid NOT IN (SELECT id FROM messages WHERE session IN "
-                              "(SELECT num FROM lineage))")
         if roles:
             marks = ", ".join(f":r{i}" for i in range(len(roles)))
-            self.where.append(f"(SELECT role FROM messages WHERE id = d.rowid) IN ({marks})")
+            self.where.append(spelling["roles"].format(marks=marks))
             self.params.update({f"r{i}": r for i, r in enumerate(roles)})
-        if plan.exclude:
-            self.where.append("d.rowid NOT IN (SELECT rowid FROM messages_fts "
-                              "WHERE messages_fts MATCH :exclude)")
-            self.params["exclude"] = plan.exclude
-
+        if exclude:
+            self.where.append(spelling["exclude"])
+            self.params["exclude"] = exclude
 
 
 def _read(archive: SessionArchive, plan: SearchPlan, sql: str, params: dict[str, Any]
@@ -199,7 +203,7 @@ def candidates(
 ) -> list[Candidate]:
     """The best ``limit`` matches of ``plan`` (best first) among all of them, after exclusions;
     with ``user``, only in that user's sessions."""
-    scope = _Scope(plan, exclude_lineage_of, roles, user)
+    scope = _Scope(archive, plan, exclude_lineage_of, roles, user)
     return _candidates(archive, plan, scope, fallback=fallback, loose=loose, limit=limit)
 
 
@@ -207,11 +211,8 @@ def _candidates(
     archive: SessionArchive, plan: SearchPlan, scope: _Scope, *, fallback: bool, loose: bool,
     limit: int,
 ) -> list[Candidate]:
-    if archive.backend == "postgresql":  # storage.url: pg_search.py
-        from .pg_search import pg_candidates
-
-        return pg_candidates(archive, plan, fallback=fallback, roles=scope.roles, limit=limit,
-                             exclude_lineage_of=scope.lineage, user=scope.user)
+    if archive.backend == "postgresql":  # storage.url: the tsvector search below
+        return _pg_candidates(archive, plan, scope, fallback=fallback, limit=limit)
     text_expr = plan.fallback if fallback else (plan.loose if loose else plan.strict)
     longs, shorts = plan.cjk_long, plan.cjk_short
     if fallback and sum(map(bool, (text_expr, longs, shorts))) > 1:
@@ -228,7 +229,7 @@ def _any_kind(archive: SessionArchive, plan: SearchPlan, scope: _Scope, text_exp
     """OR across kinds of index: the best of each kind, merged (each kind's top ``limit``
     holds every candidate of the union's top ``limit``)."""
     longs, shorts = plan.cjk_long, plan.cjk_short
-    parts: list[Candidate] = []
+    parts: list[list[Candidate]] = []
     for sub in (
         SearchPlan(plan.text, strict=text_expr, fallback=text_expr,
                    fallback_terms=plan.fallback_terms) if text_expr else None,
@@ -236,13 +237,9 @@ def _any_kind(archive: SessionArchive, plan: SearchPlan, scope: _Scope, text_exp
         SearchPlan(plan.text, cjk=shorts) if shorts else None,
     ):
         if sub is not None:
-            parts += _candidates(archive, sub, scope, fallback=len(sub.cjk) > 1 or (
-                sub.fallback_terms != []), loose=False, limit=limit)
-    best: dict[int, Candidate] = {}
-    for c in parts:
-        if c.id not in best or c.score < best[c.id].score:
-            best[c.id] = c
-    return sorted(best.values(), key=lambda c: (c.score, -c.id))[:limit]
+            parts.append(_candidates(archive, sub, scope, fallback=len(sub.cjk) > 1 or (
+                sub.fallback_terms != []), loose=False, limit=limit))
+    return best_of(parts, limit)
 
 
 def _driver(text_expr: str | None, longs: list[str], shorts: list[str], op: str,
@@ -265,15 +262,132 @@ def _driver(text_expr: str | None, longs: list[str], shorts: list[str], op: str,
     return None
 
 
+# ---------------------------------------------------------------------- PostgreSQL
+
+_TOKEN = re.compile(r'"((?:[^"]|"")*)"(\*?)|\b(AND|OR|NOT)\b|([()])')
+# characters with a meaning in to_tsquery input, and those the documents' index reads as
+# spaces (pg_schema.SPLIT_CHARS): inside a term they only separate words
+_TSQ_SPECIAL = re.compile("[" + re.escape("\\':&|!()<>*" + SPLIT_CHARS) + "]")
+
+
+def _term(text: str, prefix: bool) -> str:
+    words = _TSQ_SPECIAL.sub(" ", text.replace('""', '"').replace('"', " ")).split()
+    if not words:
+        return ""
+    if prefix:
+        words[-1] = f"{words[-1]}:*"
+        return "(" + " <-> ".join(f"'{w[:-2]}':*" if w.endswith(":*") else f"'{w}'"
+                                  for w in words) + ")"
+    return "'" + " ".join(words) + "'"
+
+
+def tsquery_text(expr: str) -> str:
+    """An FTS5 expression made by query.py as ``to_tsquery`` input."""
+    out: list[str] = []
+    for m in _TOKEN.finditer(expr):
+        text, star, op, paren = m.groups()
+        if text is not None:
+            term = _term(text, bool(star))
+            if term:
+                out.append(term)
+        elif op is not None:
+            out.append({"AND": "&", "OR": "|", "NOT": "& !"}[op])
+        else:
+            out.append(paren)
+    return " ".join(out)
+
+
+#: the text match as the index answers it
+_INDEXED_MATCH = "m.tsv @@ to_tsquery('english', :q)"
+#: not one of a compaction's carried-over copies (tested where no index leaves them out)
+_CARRIED = "(m.meta IS NULL OR (m.meta::jsonb -> 'carried_over') IS NULL)"
+#: the conditions of a search's scope on PostgreSQL (see _Scope), on the row ``m`` the ranking
+#: reads anyway
+_PG_SCOPE = {
+    "user": "m.session IN (SELECT num FROM sessions WHERE coalesce(user_id, '') = :user)",
+    "lineage": "m.session NOT IN (SELECT num FROM lineage)",
+    "roles": "m.role IN ({marks})",
+    # a message holding none of the query's excluded words (-word); NULL tsv (a carried-over
+    # copy): not excluded here, those are left out by the other conditions
+    "exclude": "NOT coalesce(ts_match_vq(m.tsv, to_tsquery('english', :exclude)), false)",
+}
+
+
+def _pg_candidates(archive: SessionArchive, plan: SearchPlan, scope: _Scope, *, fallback: bool,
+                   limit: int) -> list[Candidate]:
+    """The best ``limit`` matches of ``plan`` among all of them (best first), in ``scope``."""
+    text_expr = plan.fallback if fallback else plan.strict
+    joiner = " OR " if fallback else " AND "
+    params: dict[str, Any] = dict(scope.params, q=tsquery_text(text_expr or ""), k=limit)
+    cjk = []
+    for i, run in enumerate(plan.cjk):
+        params[f"c{i}"] = f"%{like_pattern(run)}%"
+        cjk.append(f"m.cjk LIKE :c{i}")
+
+    def read(where: list[str], rank: str = "0.0", order: str = "m.id DESC") -> list[Candidate]:
+        return [Candidate(int(r[0]), float(r[1])) for r in archive.db.read(
+            f"{scope.prefix} SELECT m.id, {rank} AS s FROM messages AS m "
+            f"WHERE {' AND '.join([*scope.where, *where])} ORDER BY {order} LIMIT :k", params)]
+
+    def cjk_only(joiner: str) -> list[Candidate]:
+        """The messages matching the CJK runs (joined by ``joiner``), newest first."""
+        return check_echoes(archive, read(["m.cjk IS NOT NULL", f"({joiner.join(cjk)})"]))
+
+    # A compaction's carried-over copies are left out: their tsv and cjk are NULL (the index
+    # trigger), so the text and CJK matches exclude them by themselves (which lets CJK runs be
+    # read from their index alone); the substring match checks the mark.
+    if not text_expr:
+        return cjk_only(joiner) if cjk else []
+    # the query inline (not from a CTE): the planner then knows its words' frequencies
+    found = read([_INDEXED_MATCH, _not_echo(),
+                  *([f"({joiner.join(cjk)})"] if cjk and not fallback else [])],
+                 "-ts_rank_cd(m.tsv, to_tsquery('english', :q))", "s, m.id DESC")
+    if not found and not _has_lexemes(archive, params["q"]):
+        # stopwords only (no lexemes): the words as case-insensitive substrings of the
+        # messages (carried-over copies left out), newest first
+        likes = []
+        for i, needle in enumerate([n for n in plan.needles if n not in plan.cjk]
+                                   or [plan.text.strip()]):
+            params[f"n{i}"] = f"%{like_pattern(needle)}%"
+            likes.append(f"m.content ILIKE :n{i}")
+        found = check_echoes(archive, read([_CARRIED, f"({joiner.join(likes + cjk)})"]))
+    if cjk and fallback:  # OR: messages matching only a CJK run count too
+        found = best_of([found, cjk_only(" OR ")], limit)
+    return found
+
+
+def _has_lexemes(archive: SessionArchive, q: str) -> bool:
+    """Whether ``q`` keeps a lexeme in the ``english`` configuration (not stopwords only)."""
+    return int(archive.db.read("SELECT numnode(to_tsquery('english', :q))", {"q": q})[0][0]) > 0
+
+
+def _indexes_word(archive: SessionArchive, term: str) -> bool:
+    """Whether the text index holds ``term`` (a quoted FTS5 term, as query.py quotes it) for some
+    message: the PostgreSQL side of the prefix expansion (:func:`stem_expander`)."""
+    return bool(archive.db.read(
+        "SELECT 1 FROM messages AS m WHERE m.tsv @@ to_tsquery('english', :q) LIMIT 1",
+        {"q": tsquery_text(term)}))
+
+
+@functools.lru_cache(maxsize=1)
+def _not_echo() -> str:
+    """Not one of the search tools' own echoes: echoes.py's rule as a test of the row the
+    ranking reads anyway; octet_length reads a long content's size without fetching
+    it (a character is at most 4 bytes)."""
+    names = ", ".join(f"'{t}'" for t in ECHO_TOOLS)
+    likes = " OR ".join(f"m.tool_calls LIKE '%\"name\":\"{t}\"%'" for t in ECHO_TOOLS)
+    return (f"NOT (coalesce(m.tool_name IN ({names}), false) OR (m.tool_calls IS NOT NULL AND "
+            f"octet_length(m.content) <= {4 * ECHO_CONTENT} AND "
+            f"length(m.content) <= {ECHO_CONTENT} AND ({likes})))")
+
+
 def attach_chains(archive: SessionArchive, found: list[Candidate]) -> None:
-    """Fill in each candidate's compaction chain (one query)."""
-    for i in range(0, len(found), 900):
-        part = found[i : i + 900]
-        chains = dict(archive.db.read(
-            "SELECT m.id, s.chain FROM messages AS m JOIN sessions AS s ON s.num = m.session "
-            f"WHERE m.id IN ({','.join('?' * len(part))})", tuple(c.id for c in part)))
-        for c in part:
-            c.chain = chains.get(c.id, 0)
+    """Fill in each candidate's compaction chain (one query per 900)."""
+    chains = dict(archive.read_in(
+        "SELECT m.id, s.chain FROM messages AS m JOIN sessions AS s ON s.num = m.session "
+        "WHERE m.id IN ({marks})", [c.id for c in found]))
+    for c in found:
+        c.chain = chains.get(c.id, 0)
 
 
 def run_plan(
@@ -291,7 +405,7 @@ def run_plan(
 
     ``want``: only the best ``want`` are needed (search_messages): fewer are ranked out and
     checked for echoes, more only when echoes left fewer than ``want``."""
-    scope = _Scope(plan, exclude_lineage_of, roles, user)
+    scope = _Scope(archive, plan, exclude_lineage_of, roles, user)
 
     def best(fallback: bool, loose: bool) -> list[Candidate]:
         k = limit if want is None else min(limit, 2 * want + 10)
@@ -320,107 +434,12 @@ def drop_echoes(archive: SessionArchive, found: list[Candidate]) -> list[Candida
     Checked after ranking, on the few candidates that can be shown: a test per match inside
     the ranking query would read each message's row (its tool name sits after the content,
     in overflow pages for a long message) and cost more than the ranking itself. On
-    PostgreSQL the candidates come without echoes already (pg_search.py tests the rows its
+    PostgreSQL the candidates come without echoes already (_pg_candidates tests the rows its
     ranking reads anyway, and checks the others with :func:`check_echoes`).
     """
     if archive.backend == "postgresql":
         return found
     return check_echoes(archive, found)
-
-
-_WORD_EDGE = re.compile(r"\w+", re.UNICODE)
-
-
-def _needle_variants(needles: list[str]) -> list[str]:
-    """Search strings for snippets: each needle, and a stem-ish prefix for inflected forms."""
-    out: list[str] = []
-    for n in needles:
-        out.append(n)
-        words = _WORD_EDGE.findall(n)
-        if len(words) == 1 and len(n) > 5:
-            out.append(n[: max(4, len(n) - 3)])
-    return [o for o in out if o]
-
-
-def find_match(text: str, needles: list[str]) -> int:
-    """The position of the first needle (case-insensitive) in ``text``, or -1."""
-    low = text.lower()
-    best = -1
-    for needle in _needle_variants(needles):
-        pos = low.find(needle)
-        if pos != -1 and (best == -1 or pos < best):
-            best = pos
-    return best
-
-
-def make_snippet(text: str, needles: list[str], width: int = SNIPPET_CHARS) -> str:
-    """About ``width`` characters of ``text`` around its first match."""
-    pos = find_match(text, needles)
-    if pos == -1:
-        pos = 0
-    start = max(0, pos - width // 3)
-    end = min(len(text), start + width)
-    start = max(0, end - width)
-    out = " ".join(text[start:end].split())
-    return ("…" if start > 0 else "") + out + ("…" if end < len(text) else "")
-
-
-def _short(row: tuple[Any, ...] | None) -> dict[str, Any] | None:
-    if row is None:
-        return None
-    content = row[2] or ""
-    out: dict[str, Any] = {"message_id": row[0], "role": row[1],
-                           "content": content[:CONTEXT_CHARS] + ("…" if len(content) > CONTEXT_CHARS
-                                                                 else "")}
-    if row[3]:
-        out["tool_name"] = row[3]
-    return out
-
-
-def full_content(archive: SessionArchive, message_id: int) -> str:
-    rows = archive.db.read("SELECT content FROM messages WHERE id = ?", (message_id,))
-    return str(rows[0][0]) if rows else ""
-
-
-def hits_for(
-    archive: SessionArchive, found: list[Candidate], plan: SearchPlan, *, context: bool = True
-) -> list[Hit]:
-    """Snippets and one message of context before and after each candidate, in one query."""
-    if not found:
-        return []
-    ids = [c.id for c in found]
-    near = (f", p.id, p.role, substr(p.content, 1, {CONTEXT_CHARS + 1}), p.tool_name, "
-            f"n.id, n.role, substr(n.content, 1, {CONTEXT_CHARS + 1}), n.tool_name")
-    joins = (" LEFT JOIN messages AS p ON p.id = (SELECT x.id FROM messages AS x WHERE "
-             "x.session = m.session AND x.id < m.id ORDER BY x.id DESC LIMIT 1)"
-             " LEFT JOIN messages AS n ON n.id = (SELECT x.id FROM messages AS x WHERE "
-             "x.session = m.session AND x.id > m.id ORDER BY x.id LIMIT 1)")
-    rows = archive.db.read(
-        "SELECT m.id, s.id, m.role, substr(m.content, 1, 200000), m.tool_name, m.timestamp, "
-        "s.title, s.platform, m.tool_calls, length(m.content) > 200000"
-        f"{near if context else ''} FROM messages AS m JOIN sessions AS s ON s.num = m.session"
-        f"{joins if context else ''} WHERE m.id IN ({','.join('?' * len(ids))})",
-        tuple(ids),
-    )
-    by_id = {r[0]: r for r in rows}
-    hits: list[Hit] = []
-    for c in found:
-        r = by_id.get(c.id)
-        if r is None:
-            continue
-        text = r[3] or ""
-        if r[9] and plan.needles and find_match(text, plan.needles) == -1:
-            text = full_content(archive, r[0])  # a huge message matched beyond its start
-        if plan.needles and find_match(text, plan.needles) == -1 and r[8]:
-            text = f"{text} {r[8]}"  # the match is in the tool call
-        hits.append(Hit(
-            message_id=r[0], session_id=r[1], role=r[2],
-            snippet=make_snippet(text, plan.needles), timestamp=r[5], score=c.score,
-            tool_name=r[4], session_title=r[6], platform=r[7],
-            context_before=_short(r[10:14]) if context and r[10] else None,
-            context_after=_short(r[14:18]) if context and r[14] else None,
-        ))
-    return hits
 
 
 def search_messages(
@@ -458,36 +477,21 @@ def allowed_ids(archive: SessionArchive, ids: list[int], *, roles: tuple[str, ..
     if user is not None:
         where.append("coalesce(s.user_id, '') = ?")
         extra.append(user)
-    out: set[int] = set()
-    for i in range(0, len(ids), 900):
-        part = ids[i:i + 900]
-        out |= {r[0] for r in archive.db.read(
-            "SELECT m.id FROM messages AS m JOIN sessions AS s ON s.num = m.session WHERE m.id IN "
-            f"({','.join('?' * len(part))}) AND {' AND '.join(where or ['1 = 1'])}",
-            (*part, *extra))}
-    return out
+    return {r[0] for r in archive.read_in(
+        "SELECT m.id FROM messages AS m JOIN sessions AS s ON s.num = m.session WHERE m.id IN "
+        f"({{marks}}) AND {' AND '.join(where or ['1 = 1'])}", ids, extra)}
 
 
 def matching_ids(archive: SessionArchive, expression: str, ids: list[int]) -> set[int]:
     """The ids among ``ids`` whose message matches the FTS5 ``expression`` (query.py's form),
     on either backend: one query per 900 ids."""
-    out: set[int] = set()
     if archive.backend == "postgresql":
-        from .pg_search import tsquery_text
-
         sql = ("SELECT id FROM messages WHERE id IN ({marks}) AND "
-               "coalesce(ts_match_vq(tsv, to_tsquery('english', :expr)), false)")
+               "coalesce(ts_match_vq(tsv, to_tsquery('english', ?)), false)")
         expr = tsquery_text(expression)
         if not expr:
-            return out
+            return set()
     else:
-        sql = ("SELECT rowid FROM messages_fts WHERE messages_fts MATCH :expr AND rowid IN "
-               "({marks})")
+        sql = "SELECT rowid FROM messages_fts WHERE rowid IN ({marks}) AND messages_fts MATCH ?"
         expr = expression
-    for start in range(0, len(ids), 900):
-        part = ids[start:start + 900]
-        params: dict[str, Any] = {f"i{k}": v for k, v in enumerate(part)}
-        params["expr"] = expr
-        marks = ", ".join(f":i{k}" for k in range(len(part)))
-        out |= {int(r[0]) for r in archive.db.read(sql.format(marks=marks), params)}
-    return out
+    return {int(r[0]) for r in archive.read_in(sql, ids, (expr,))}

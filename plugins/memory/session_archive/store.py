@@ -1,4 +1,6 @@
-"""SessionArchive: the library API over state.db (sessions, messages, lineage, listings).
+"""SessionArchive: the library API over state.db (sessions, messages, lineage, listings);
+PgSessionArchive: the same over a PostgreSQL database (``storage.url``), where only the
+database (pg_db.py) and the spool differ.
 
 Search lives in search.py and import/export in transfer.py; both work on a SessionArchive.
 Listings (sessions by activity, lineage, chains, resuming) are listings.py's.
@@ -14,7 +16,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from hermes_core.storage.errors import StorageError
 from hermes_core.storage.spool import Spool, SpoolEntry
@@ -39,7 +41,10 @@ from .records import (
     spool_record,
 )
 
-__all__ = ["LINEAGE_CTE", "LINEAGE_SQL", "SessionArchive", "base_title"]
+if TYPE_CHECKING:
+    from hermes_core.storage import StorageURL
+
+__all__ = ["LINEAGE_CTE", "LINEAGE_SQL", "PgSessionArchive", "SessionArchive", "base_title"]
 
 log = logging.getLogger("hermes_core.plugins.session_archive")
 T = TypeVar("T")
@@ -72,10 +77,8 @@ def base_title(title: str) -> str:
 class SessionArchive(Listings):
     """The session archive in one state.db file (its listings: :class:`.listings.Listings`)."""
 
-    #: which database holds it ("postgresql": :class:`.pg_store.PgSessionArchive`)
+    #: which database holds it ("postgresql": :class:`PgSessionArchive`)
     backend: str = "sqlite"
-    #: ``LIMIT`` for "every row" (SQLite: -1; PostgreSQL: NULL)
-    _all_rows: int | None = -1
 
     def __init__(
         self,
@@ -188,6 +191,13 @@ class SessionArchive(Listings):
         once the transaction has committed (another thread's append reads the cache without a
         transaction; on PostgreSQL, on another connection, where an uncommitted or rolled-back
         session row does not exist)."""
+        try:
+            return self._write_once(tx)
+        except self.db.retried:
+            # PostgreSQL: another node created the same session meanwhile; the retry reads its row
+            return self._write_once(tx)
+
+    def _write_once(self, tx: Callable[[sqlite3.Connection], T]) -> T:
         with self.db.lock:  # re-entrant: db.write takes it again; _created stays this call's
             try:
                 out = self.db.write(tx)
@@ -300,6 +310,11 @@ class SessionArchive(Listings):
         self._update(session_id, _USAGE_UPDATE, _usage_params(usage, cost_usd, api_calls))
 
     def _update(self, session_id: str, assignments: str, params: tuple[Any, ...]) -> None:
+        num = self._nums.get(session_id)
+        if num is not None:  # a known session: one UPDATE, committed on its own
+            self.db.write_one(f"UPDATE sessions SET {assignments} WHERE num = ?", (*params, num))
+            return
+
         def tx(con: sqlite3.Connection) -> None:
             num = self._num(con, session_id)
             if num is None:
@@ -333,9 +348,8 @@ class SessionArchive(Listings):
         try:
             if self.spool.has_pending():  # earlier messages first: order is kept
                 self.replay_spool()
-            if usage is not None:
-                return self._append_counted(session, row, _usage_params(usage, 0.0, 1))
-            return self._append_row(session, row)
+            counted = None if usage is None else _usage_params(usage, 0.0, 1)
+            return self._append(session, [row], counted)[0]
         except (ArchiveError, StorageError, sqlite3.Error) as exc:
             if isinstance(exc, ArchiveReadOnlyError):
                 raise
@@ -394,11 +408,7 @@ class SessionArchive(Listings):
                 mark = "spooled:" + str(entry.record["id"])
                 if con.execute("SELECT 1 FROM meta WHERE key = ?", (mark,)).fetchone():
                     continue
-                session = session_from_spool(dict(entry.record["session"]))
-                sid = session.id if isinstance(session, Session) else session
-                num = self._num(con, sid)
-                if num is None:
-                    num = self._create_from(con, session)
+                num = self._session_num(con, session_from_spool(dict(entry.record["session"])))
                 rowid = int(con.execute(_INSERT_MESSAGE, (num, *entry.record["row"])).lastrowid
                             or 0)
                 con.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
@@ -408,47 +418,37 @@ class SessionArchive(Listings):
 
         return self._write(tx)
 
-    def _append_row(self, session: Session | str, row: tuple[Any, ...]) -> int:
+    def _append(self, session: Session | str, rows: list[tuple[Any, ...]],
+                usage: tuple[Any, ...] | None = None) -> list[int]:
+        """Store ``rows`` at the end of ``session`` (created if new) in one write, ``usage``
+        added to its counters; their ids."""
         sid = session.id if isinstance(session, Session) else session
         num = self._nums.get(sid)
-        if num is not None:  # the common case: one autocommit INSERT
-            return self.db.write_one(_INSERT_MESSAGE, (num, *row))
+        if num is not None and len(rows) == 1:  # the common case: one autocommit statement
+            if usage is None:
+                return [self.db.write_one(_INSERT_MESSAGE, (num, *rows[0]))]
+            if self.backend == "postgresql":  # the counters' UPDATE rides along the INSERT
+                return [self.db.write_one(
+                    f"WITH counted AS (UPDATE sessions SET {_USAGE_UPDATE} WHERE num = ?) "
+                    f"{_INSERT_MESSAGE} RETURNING id", (*usage, num, num, *rows[0]))]
 
-        def tx(con: sqlite3.Connection) -> int:
-            num = self._num(con, sid)
-            if num is None:
-                num = self._create_from(con, session)
-            return int(con.execute(_INSERT_MESSAGE, (num, *row)).lastrowid or 0)
-
-        return self._write(tx)
-
-    def _append_counted(self, session: Session | str, row: tuple[Any, ...],
-                        usage: tuple[Any, ...]) -> int:
-        """:meth:`_append_row` and the session's usage counters, in one transaction."""
-        sid = session.id if isinstance(session, Session) else session
-
-        def tx(con: sqlite3.Connection) -> int:
-            num = self._num(con, sid)
-            if num is None:
-                num = self._create_from(con, session)
-            mid = int(con.execute(_INSERT_MESSAGE, (num, *row)).lastrowid or 0)
-            con.execute(f"UPDATE sessions SET {_USAGE_UPDATE} WHERE num = ?", (*usage, num))
-            return mid
+        def tx(con: sqlite3.Connection) -> list[int]:
+            num = self._session_num(con, session)
+            ids = self.db.insert_many(con, _INSERT_MESSAGE, [(num, *r) for r in rows])
+            if usage is not None:
+                con.execute(f"UPDATE sessions SET {_USAGE_UPDATE} WHERE num = ?", (*usage, num))
+            return ids
 
         return self._write(tx)
 
     def append_messages(self, session: Session | str, messages: Iterable[Message]) -> list[int]:
         """Store several messages in one transaction; return their ids."""
-        rows = [encode_message(m)[0] for m in messages]
-        sid = session.id if isinstance(session, Session) else session
+        return self._append(session, [encode_message(m)[0] for m in messages])
 
-        def tx(con: sqlite3.Connection) -> list[int]:
-            num = self._num(con, sid)
-            if num is None:
-                num = self._create_from(con, session)
-            return [int(con.execute(_INSERT_MESSAGE, (num, *r)).lastrowid or 0) for r in rows]
-
-        return self._write(tx)
+    def _session_num(self, con: sqlite3.Connection, session: Session | str) -> int:
+        """The session's num, its row created when it is new (in ``con``'s transaction)."""
+        num = self._num(con, session.id if isinstance(session, Session) else session)
+        return self._create_from(con, session) if num is None else num
 
     def _create_from(self, con: sqlite3.Connection, session: Session | str) -> int:
         if isinstance(session, Session):
@@ -463,15 +463,12 @@ class SessionArchive(Listings):
     # -------------------------------------------------------------------------------- reading
 
     def get_session(self, session_id: str) -> SessionRecord:
-        rows = self.db.read(
+        found = self._with_chains(self.db.read(
             f"SELECT {SessionRecord.COLUMNS}, s.chain FROM sessions AS s WHERE s.id = ?",
-            (session_id,),
-        )
-        if not rows:
+            (session_id,)))
+        if not found:
             raise self._missing(session_id)
-        rec = SessionRecord.from_row(rows[0])
-        self._chain_figures([rec], [rows[0][-1]])
-        return rec
+        return found[0]
 
     def has_session(self, session_id: str) -> bool:
         return bool(self.db.read("SELECT 1 FROM sessions WHERE id = ?", (session_id,)))
@@ -484,8 +481,8 @@ class SessionArchive(Listings):
             raise self._missing(session_id)
         rows = self.db.read(
             f"SELECT {StoredMessage.COLUMNS} FROM messages AS m JOIN sessions AS s "
-            "ON s.num = m.session WHERE s.id = ? ORDER BY m.id LIMIT ? OFFSET ?",
-            (session_id, self._all_rows if limit is None else limit, offset),
+            "ON s.num = m.session WHERE s.id = :sid ORDER BY m.id LIMIT :limit OFFSET :offset",
+            {"sid": session_id, "limit": -1 if limit is None else limit, "offset": offset},
         )
         return [StoredMessage.from_row(r) for r in rows]
 
@@ -525,6 +522,50 @@ class SessionArchive(Listings):
         return [f.to_dict() for f in list_facts(self, user=user, all_users=all_users,
                                                 current_only=current_only,
                                                 session_id=session_id, limit=limit)]
+
+
+class _NoSpool:
+    """The spool of a PostgreSQL archive: none (see :class:`PgSessionArchive`)."""
+
+    def __init__(self, where: str) -> None:
+        self.path = f"no local spool ({where} is shared by every node)"
+
+    def has_pending(self) -> bool:
+        return False
+
+    def append(self, *records: Any) -> None:
+        raise OSError("a PostgreSQL archive keeps no local spool")
+
+
+class PgSessionArchive(SessionArchive):
+    """The session archive in one PostgreSQL database (``storage.url``): the same code over
+    :class:`~.pg_db.PgDatabase`. Several processes (nodes) can use one database: the session
+    row is created with a unique id, and a node that loses the race to create it retries and
+    finds the winner's row (:meth:`SessionArchive._write`)."""
+
+    backend = "postgresql"
+
+    def __init__(self, url: StorageURL) -> None:
+        from .pg_db import PgDatabase
+
+        self.url = url
+        self.db = PgDatabase(url)  # type: ignore[assignment]
+        # named in messages, never opened
+        self.path = url.redacted  # type: ignore[assignment]
+        self._nums = {}
+        self._created = []
+        # No local spool: a node must not keep another node's conversation on its own disk, so a
+        # failed append is an error the turn sees (the caller keeps the message in its history).
+        self.spool = _NoSpool(url.redacted)  # type: ignore[assignment]
+
+    def _not_kept(self, reason: str, spool_exc: OSError) -> ArchiveWriteError:
+        where = "" if self.url.redacted in reason else f" at {self.url.redacted}"
+        return MessageNotStored(
+            f"a message could not be stored in the PostgreSQL archive{where} "
+            f"({reason}). No node keeps messages on its own disk (the conversation may continue "
+            "on another node), so it is not stored anywhere: send it again once the database "
+            "answers."
+        )
 
 
 def _origin(attributes: dict[str, Any] | None, parent_session_id: str | None) -> str:

@@ -25,20 +25,14 @@ from hermes_core.errors import ToolError
 from hermes_core.kinds import Tool
 from hermes_core.types import ToolContext
 
-from ._excerpts import HIT_CHARS, MESSAGE_CHARS, OVERHEAD, conversation_window
+from ._excerpts import HIT_CHARS, MESSAGE_CHARS, OVERHEAD, conversation_window, full_content, hits_for
 from .errors import QueryError
+from .listings import sessions_in_scope
 from .query import SearchPlan
 from .records import Candidate, clean_text
 from .schema import INDEXED_SQL
-from .search import (
-    DEFAULT_CANDIDATES,
-    attach_chains,
-    full_content,
-    hits_for,
-    plan_query,
-    run_plan,
-)
-from .store import LINEAGE_CTE, SessionArchive
+from .search import DEFAULT_CANDIDATES, attach_chains, plan_query, run_plan
+from .store import SessionArchive
 from .window import share_budget
 
 #: the system prompt's guidance for a session offering the tool
@@ -124,17 +118,12 @@ def _title_chains(archive: SessionArchive, query: str, current: str | None,
     title = query.strip().strip("\"'`").strip()
     if not title:
         return []
-    prefix, exclude = "", ""
+    where = [archive.db.nocase_equals("s.title", ":title")]
     params: dict[str, Any] = {"title": title}
-    if current:
-        prefix, exclude = LINEAGE_CTE, "AND num NOT IN (SELECT num FROM lineage)"
-        params["sid"] = current
-    if user is not None:
-        exclude += " AND coalesce(user_id, '') = :user"
-        params["user"] = user
+    prefix = sessions_in_scope(where, params, current, user)
     rows = archive.db.read(
-        f"{prefix} SELECT chain FROM sessions WHERE {archive.db.nocase_equals('title', ':title')} "
-        f"{exclude} GROUP BY chain ORDER BY max(updated_at) DESC LIMIT 5", params)
+        f"{prefix} SELECT s.chain FROM sessions AS s WHERE {' AND '.join(where)} "
+        "GROUP BY s.chain ORDER BY max(s.updated_at) DESC LIMIT 5", params)
     return [r[0] for r in rows]
 
 

@@ -38,8 +38,6 @@ _SESSION_FIELDS = (
     "parent_session_id", "origin", "input_tokens", "output_tokens", "cache_read_tokens",
     "cache_write_tokens", "api_calls", "cost_usd", "attributes",
 )
-#: a session's last activity moved forward to an imported one, never back
-_LATEST = "UPDATE sessions SET updated_at = {} WHERE num = ?"
 _COUNTERS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
              "api_calls", "cost_usd")
 
@@ -235,18 +233,8 @@ def _write_session(
             origin=str(head.get("origin") or "new"), started_at=head.get("started_at"),
             attributes=head.get("attributes") or None,
         )
-        counters = {k: head.get(k) or 0 for k in _COUNTERS}
-        con.execute(
-            "UPDATE sessions SET title = ?, ended_at = ?, end_reason = ?, input_tokens = ?, "
-            "output_tokens = ?, cache_read_tokens = ?, cache_write_tokens = ?, api_calls = ?, "
-            "cost_usd = ? WHERE num = ?",
-            (head.get("title"), head.get("ended_at"), head.get("end_reason"),
-             *counters.values(), num),
-        )
-        con.executemany(_INSERT_MESSAGE, [(num, *r) for r in rows])
-        if head.get("updated_at") is not None:
-            con.execute(_LATEST.format(archive.db.greatest("updated_at", "?")),
-                        (head["updated_at"], num))
+        # the title as exported, not as a compaction chain would number it
+        _add(archive, con, num, head, rows, title=True)
         return -1
 
     written = archive._write(tx)
@@ -269,16 +257,22 @@ def _complete(archive: SessionArchive, con: Any, num: int, head: dict[str, Any],
                        (num,)).fetchall()
     if len(have) >= len(rows) or [tuple(h) for h in have] != [r[:2] for r in rows[:len(have)]]:
         return 0
-    con.executemany(_INSERT_MESSAGE, [(num, *r) for r in rows[len(have):]])
-    counters = {k: head.get(k) or 0 for k in _COUNTERS}
-    con.execute(
-        "UPDATE sessions SET ended_at = ?, end_reason = ?, input_tokens = ?, output_tokens = ?, "
-        "cache_read_tokens = ?, cache_write_tokens = ?, api_calls = ?, cost_usd = ? "
-        "WHERE num = ?",
-        (head.get("ended_at"), head.get("end_reason"), *counters.values(), num))
-    if head.get("updated_at") is not None:
-        con.execute(_LATEST.format(archive.db.greatest("updated_at", "?")),
-                    (head["updated_at"], num))
+    _add(archive, con, num, head, rows[len(have):])
     return len(rows) - len(have)
 
 
+def _add(archive: SessionArchive, con: Any, num: int, head: dict[str, Any],
+         rows: list[tuple[Any, ...]], *, title: bool = False) -> None:
+    """``rows`` appended to session ``num``, with the session's end and counters (and with
+    ``title``, its title) from ``head``; its last activity moved forward to the imported one's,
+    never back."""
+    con.executemany(_INSERT_MESSAGE, [(num, *r) for r in rows])
+    assignments = ("ended_at = ?, end_reason = ?, input_tokens = ?, output_tokens = ?, "
+                   "cache_read_tokens = ?, cache_write_tokens = ?, api_calls = ?, cost_usd = ?")
+    values = [head.get("ended_at"), head.get("end_reason"), *(head.get(k) or 0 for k in _COUNTERS)]
+    if title:
+        assignments, values = f"title = ?, {assignments}", [head.get("title"), *values]
+    con.execute(f"UPDATE sessions SET {assignments} WHERE num = ?", (*values, num))
+    if head.get("updated_at") is not None:
+        con.execute(f"UPDATE sessions SET updated_at = {archive.db.greatest('updated_at', '?')} "
+                    "WHERE num = ?", (head["updated_at"], num))

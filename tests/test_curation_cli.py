@@ -70,3 +70,29 @@ def test_review_errors_are_clear(home):
         assert failed.exit_code == 1 and "the review model failed" in failed.output
         assert "Nothing was written" in failed.output and "Traceback" not in failed.output
     assert not (home / "memories" / "USER.md").exists()
+
+
+def test_review_reads_the_storage_url_archive(home, pg_url):
+    """With storage.url set the review reads the PostgreSQL archive, as every other ``sessions``
+    command does (it opened the SQLite file: "no session archive", or an older file's sessions)."""
+    from hermes_core.plugins.memory.session_archive.store import PgSessionArchive
+    from hermes_core.storage import parse_storage_url
+
+    with MessagesAPIServer(_answer) as api:
+        _setup(home, api, {"20250101_000000_aaaaaa": ["talk kept in the old file", "ok"]})
+        with open(home / "config.yaml", "a", encoding="utf-8") as config:
+            config.write(f"storage:\n  url: {pg_url}\n")
+        runner = CliRunner()
+        empty = runner.invoke(cli, ["sessions", "review"])
+        assert empty.exit_code == 1 and "holds no session yet" in empty.output, empty.output
+        assert pg_url not in empty.output  # the URL may hold a password
+        archive = PgSessionArchive(parse_storage_url(pg_url))
+        try:
+            archive.append_message(Session(id="20250102_000000_bbbbbb"),
+                                   Message("user", "use km please"))
+        finally:
+            archive.close()
+        result = runner.invoke(cli, ["sessions", "review"])
+    assert result.exit_code == 0, result.output
+    assert "use km please" in _text(api.bodies[0])
+    assert "old file" not in _text(api.bodies[0])

@@ -428,26 +428,22 @@ def review(session_id: str | None, as_json: bool) -> None:
     same limits, threat scan and locking as in a chat.
     """
     from hermes_core.commands import load_host
-    from hermes_core.config import validate_section
     from hermes_core.curation import review_session
     from hermes_core.types import Session
 
-    from . import SessionArchiveConfig, archive_path
-    from .store import SessionArchive
-
     host = load_host()
     try:
-        settings = validate_section(host.config, "session_archive", SessionArchiveConfig,
-                                    plugin="session_archive")
-        path = archive_path(settings, host.home)
-        if not path.exists():
-            raise click.ClickException(f"there is no session archive at {path} yet: nothing to "
-                                       "review")
-        with SessionArchive(path) as archive:
+        path, _settings, url = _path()
+        # the archive the other commands read: with storage.url set, the PostgreSQL one
+        with _archive() as archive:
+            if archive is None:
+                raise click.ClickException(f"there is no session archive at {path} yet: nothing "
+                                           "to review")
             if session_id is None:
                 newest = archive.list_sessions(limit=1)
                 if not newest:
-                    raise click.ClickException(f"{path} holds no session yet: nothing to review")
+                    where = path if url is None else "the storage.url database"
+                    raise click.ClickException(f"{where} holds no session yet: nothing to review")
                 session_id = newest[0].id
             record = archive.get_session(session_id)  # a clear error for an unknown id
             messages = [m.to_message() for m in archive.messages(session_id)]

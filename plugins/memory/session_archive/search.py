@@ -419,7 +419,8 @@ def run_plan(
     found = best(False, False)
     if found:
         return found, "expression" if plan.advanced else "all"
-    if plan.loose is not None:
+    # the tsvector ranking has no loose form: on PostgreSQL that try is the strict one again
+    if plan.loose is not None and archive.backend != "postgresql":
         found = best(False, True)
         if found:
             return found, "words"

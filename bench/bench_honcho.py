@@ -11,8 +11,8 @@ asserts: the machine is shared and noisy, so read the figures. Needs hermes-core
   1 ms). Hermes joins its Honcho prefetch thread on the turn for up to 8 s.
 * **turn overhead**: ``Agent.run_turn`` with ``[file_memory, honcho]`` minus the same turn with
   ``[file_memory]`` alone, a stub LLM answering at once; the background work (the kernel worker's
-  ``sync_turn``/``queue_prefetch``, which prepares the recall, and the provider's writer) is
-  settled between turns, outside the timing. Target: under 1 ms per turn.
+  ``sync_turn``/``queue_prefetch`` and the provider's writer and refresher) is settled between turns,
+  outside the timing. Target: under 1 ms per turn.
 * the same two with the server **slowed** by ``--slow`` seconds per request, and the first prefetch
   of a new session, which waits (bounded) for its first recall: target under the 0.3 s deadline.
 * **write throughput**: turns stored per second by the background writer (informative).

@@ -23,16 +23,14 @@ Nothing here touches the network on the turn's thread except the tools the model
   outbox: while Honcho is failing, writes are only kept, and one background attempt at a time
   sends the outbox; the next start sends what is left. A job the server *rejects* (a 4xx other
   than 429) is logged and kept in ``honcho/rejected.jsonl`` for a person to look at;
-* ``queue_prefetch`` prepares the next turn's recall (:mod:`.recall`) where the kernel runs it, on
-  the provider's lane for the conversation, after that turn's ``sync_turn``; ``prefetch`` returns
-  what it prepared. Only the first prefetch of a session, which has nothing prepared yet, asks for
-  it on the provider's background lane (``run_later``) and waits for it, at most
-  ``first_turn_wait`` seconds and always less than the kernel's ``memory.prefetch_timeout``.
+* ``queue_prefetch`` asks the refresher thread for new recall (:mod:`.recall`), and ``prefetch``
+  returns what it prepared. Only the first prefetch of a session, which has nothing prepared yet,
+  waits for it, at most ``first_turn_wait`` seconds and always less than the kernel's
+  ``memory.prefetch_timeout``.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import re
 import threading
@@ -98,10 +96,14 @@ class HonchoProvider(MemoryProvider):
                               pause=self._retry_pause, report=self._delivered,
                               label="honcho: send the outbox")
         self._down_since: float | None = None
-        self._refreshed = threading.Condition(self._lock)
-        self._refreshing: list[str] = []  # the Honcho sessions whose recall is being prepared
+        self._refresh_cond = threading.Condition()
+        self._pending: dict[str, Any] | None = None
+        self._refreshing: str | None = None  # the Honcho session being refreshed
         self._stopped = False
         self._reads_down_since: float | None = None
+        self._refresher = threading.Thread(target=self._refresh_loop, name="honcho-refresher",
+                                           daemon=True)
+        self._refresher.start()
         if self.outbox.spool.has_pending():
             log.info("honcho: sending %d job(s) kept in %s", len(self.outbox.spool),
                      self.outbox.spool.path)
@@ -249,29 +251,46 @@ class HonchoProvider(MemoryProvider):
         return [c.id for c in self.client.all_conclusions(observer=self.ai, observed=peer)
                 if c.content.strip() == content.strip()]
 
-    # ---------------------------------------------------------------------------- the recall
+    # ------------------------------------------------------------------------- the refresher
 
-    def _prepare(self, sid: str, query: str, turn: int, base: bool, dialectic: bool, *,
-                 later: bool = False) -> None:
-        """Prepare the recall of ``sid`` for ``query``: here, or on the provider's background
-        lane (``later``, unless one is underway already)."""
-        with self._lock:
-            if later and sid in self._refreshing:
-                return
-            self._refreshing.append(sid)
-        refresh = functools.partial(self._refresh, sid, query, turn, base, dialectic)
-        if not later:
-            refresh()
-        elif not self.context.run_later(refresh, f"honcho: the first recall of session {sid}"):
-            self._refreshed_one(sid)  # shutting down
+    def _request_refresh(self, sid: str, query: str, turn: int, base: bool, dialectic: bool) -> None:
+        with self._refresh_cond:
+            pending = self._pending
+            if pending is not None and pending["sid"] == sid:  # coalesce: one refresh, newest query
+                base, dialectic = base or pending["base"], dialectic or pending["dialectic"]
+            self._pending = {"sid": sid, "query": query, "turn": turn, "base": base,
+                             "dialectic": dialectic}
+            self._refresh_cond.notify_all()
 
-    def _refresh(self, sid: str, query: str, turn: int, base: bool, dialectic: bool) -> None:
+    def _refresh_loop(self) -> None:
+        while True:
+            with self._refresh_cond:
+                while self._pending is None and not self._stopped:
+                    self._refresh_cond.wait()
+                if self._stopped:
+                    return
+                job, self._pending = self._pending, None
+                assert job is not None
+                self._refreshing = job["sid"]
+            try:
+                # This turn's messages were sent by sync_turn, before queue_prefetch on the same
+                # lane: the dialectic sees them.
+                self._refresh(job)
+            except Exception:  # never let the thread die: recall just stays as it was
+                log.exception("honcho: recall refresh failed unexpectedly")
+            finally:
+                with self._refresh_cond:
+                    self._refreshing = None
+                    self._refresh_cond.notify_all()
+
+    def _refresh(self, job: dict[str, Any]) -> None:
+        sid, query, turn = job["sid"], job["query"], job["turn"]
         state = self._state(sid)
         cfg = self.config
         user = self.peer_of_session(sid) or self.user
         try:
             self.ensure_session(sid)
-            if base:
+            if job["base"]:
                 ctx = self.client.session_context(sid, peer_target=user,
                                                   peer_perspective=self.ai, search_query=query,
                                                   tokens=max(1, cfg.context_chars // 4))
@@ -279,7 +298,7 @@ class HonchoProvider(MemoryProvider):
                     summary=ctx.summary.content if ctx.summary else None,
                     representation=ctx.peer_representation, card=ctx.peer_card,
                     user=user, ai=self.ai))
-            if dialectic:
+            if job["dialectic"]:
                 answer = self.client.chat(self.ai, query, target=user,
                                           reasoning_level=cfg.reasoning_level)
                 state.dialectic.record(turn, (answer or "").strip()[: cfg.dialectic_max_chars])
@@ -294,21 +313,16 @@ class HonchoProvider(MemoryProvider):
             log.log(level, "honcho: could not refresh the recall for session %s: %s", sid, exc)
         finally:
             state.ready.set()
-            self._refreshed_one(sid)
-
-    def _refreshed_one(self, sid: str) -> None:
-        with self._lock:
-            self._refreshing.remove(sid)
-            self._refreshed.notify_all()
 
     def wait_idle(self, timeout: float = 10.0) -> bool:
         """Wait (bounded) until queued writes and recall refreshes are done: for tests and benchmarks."""
         deadline = time.monotonic() + timeout
         if not self.outbox.wait_idle(timeout):
             return False
-        with self._lock:
-            return self._refreshed.wait_for(lambda: not self._refreshing,
-                                            max(0.0, deadline - time.monotonic()))
+        with self._refresh_cond:
+            return self._refresh_cond.wait_for(
+                lambda: self._pending is None and self._refreshing is None,
+                max(0.0, deadline - time.monotonic()))
 
     # -------------------------------------------------------------------------------- hooks
 
@@ -335,8 +349,10 @@ class HonchoProvider(MemoryProvider):
         if not state.ready.is_set():
             if is_trivial(query):
                 return None
-            # on the background lane, so that this turn waits for it at most first_turn_wait
-            self._prepare(sid, query, state.turn, True, state.dialectic.cadence > 0, later=True)
+            with self._refresh_cond:
+                underway = self._refreshing == sid or (self._pending or {}).get("sid") == sid
+            if not underway:
+                self._request_refresh(sid, query, state.turn, True, state.dialectic.cadence > 0)
             state.ready.wait(self.first_turn_wait)
         return render(state, user=self.peer_of_session(sid) or self.user, ai=self.ai,
                       limit=self.config.context_chars) or None
@@ -352,9 +368,7 @@ class HonchoProvider(MemoryProvider):
             turn = state.turn
             base, dialectic = state.base.due(turn), state.dialectic.due(turn)
         if base or dialectic:
-            # this turn's messages were sent by sync_turn, before this call on the same lane:
-            # the dialectic sees them
-            self._prepare(sid, query, turn, base, dialectic)
+            self._request_refresh(sid, query, turn, base, dialectic)
 
     @hookimpl
     def sync_turn(self, user_message: Message, assistant_message: Message, session: Session) -> None:
@@ -470,11 +484,13 @@ class HonchoProvider(MemoryProvider):
 
     @hookimpl
     def shutdown(self) -> None:
-        with self._lock:
+        with self._refresh_cond:
             if self._stopped:
                 return
             self._stopped = True
+            self._refresh_cond.notify_all()
         self.outbox.close()  # unsent jobs wait in the outbox for the next start
+        self._refresher.join(0.2)  # a refresh stuck in a request is a daemon thread
         self.client.close()
 
 

@@ -26,6 +26,7 @@ from hermes_core.plugins.memory.session_archive.hybrid import (  # noqa: E402
 from hermes_core.plugins.memory.session_archive.vector_index import VectorIndex  # noqa: E402
 from hermes_core.plugins.memory.session_archive.vectors import reindex  # noqa: E402
 from hermes_core.plugins.memory.session_archive.word_share import (  # noqa: E402
+    _PgFrequencies,
     question_terms,
     word_shares,
 )
@@ -150,3 +151,14 @@ def test_a_message_stored_since_counts_at_once(archive: SessionArchive) -> None:
     total = idf(n, 2) + idf(n, 1) + idf(n, 4)  # dentist twice now
     assert shares[ids["A new dentist"]] == pytest.approx(idf(n, 2) / total)
     assert shares[ids[COMMON]] == pytest.approx(idf(n, 4) / total)
+
+
+def test_the_kept_counts_are_renewed_past_one_percent_more_messages() -> None:
+    kept = _PgFrequencies()
+    assert kept._stale(None) and kept._stale(5000)  # nothing counted yet; an empty archive
+    kept.newest, kept.size = 5000, 1000
+    assert not kept._stale(5000) and not kept._stale(5010)  # 10 of 1,000 stored since: kept
+    assert kept._stale(5011)  # 11: renewed
+    assert kept._stale(4999)  # the newest message counted is gone
+    kept.size = 99
+    assert kept._stale(5001)  # under 100 messages every message stored renews them

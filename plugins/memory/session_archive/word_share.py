@@ -18,9 +18,9 @@ denominator (the question asks about something the archive does not name).
 Both are read from the archive's own word index at query time, with no stored state. On SQLite
 every rowid an FTS5 match of the term returns (df is their number, the candidates among them
 hold the term), and ``count(*)`` of the messages, each query. On PostgreSQL ``count(*)`` of a
-``tsvector @@`` match (the GIN index) per term, and of the messages, kept per archive while its
-newest message id is unchanged (:class:`_PgFrequencies`), and which candidates hold each term in
-one primary-key lookup. The terms are the SQLite tokenizer's (Porter stems); on PostgreSQL each
+``tsvector @@`` match (the GIN index) per term, and of the messages, kept per archive until 1%
+more messages are stored (:class:`_PgFrequencies`), and which candidates hold each term in one
+primary-key lookup. The terms are the SQLite tokenizer's (Porter stems); on PostgreSQL each
 is matched by the word it came from, stemmed by the ``english`` configuration as the index is,
 and a word that configuration drops as a stopword is left out.
 """
@@ -41,6 +41,9 @@ __all__ = ["question_terms", "word_shares"]
 _SQLITE_HOLDERS = "SELECT rowid FROM messages_fts WHERE messages_fts MATCH :q"
 #: terms whose document frequency is kept per PostgreSQL archive
 DF_CACHE = 4096
+#: the kept counts are renewed once the messages stored since pass this share of the archive
+#: (a share that small moves an IDF by at most ln(1.01), 0.01)
+RECOUNT = 0.01
 
 
 def question_terms(query: str) -> dict[str, str]:
@@ -73,17 +76,24 @@ def _sqlite_counts(archive: SessionArchive, words: list[str], ids: list[int],
 
 class _PgFrequencies:
     """The number of messages and the document frequency of the last :data:`DF_CACHE` words
-    asked, of one PostgreSQL archive, kept while its newest message id is the same: counting
-    reads every matching row of the table (bitmap heap scan; the whole table for the number
-    of messages), 5-10 ms each for a common word at 100k messages. A message stored since
-    renews them; a deletion counts from the next message stored (until then the counts are
-    those of the archive before it, a negligible change of the weights)."""
+    asked, of one PostgreSQL archive: counting reads every matching row of the table (bitmap
+    heap scan; the whole table for the number of messages, 7 ms at 100k messages), 5-20 ms for
+    a common word at 100k, growing with the archive. They are kept until more messages than
+    :data:`RECOUNT` of the archive have been stored since (by the newest message id), or the
+    newest message counted is deleted; in an archive of fewer than 100 messages every message
+    stored renews them. Another deletion counts from the next renewal."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.newest: object = None
+        self.newest: int | None = None
         self.size = 0
         self.df: OrderedDict[str, int | None] = OrderedDict()
+
+    def _stale(self, newest: int | None) -> bool:
+        """Whether the counts must be renewed, the archive's newest message id now ``newest``."""
+        if newest is None or self.newest is None:
+            return True
+        return not 0 <= newest - self.newest <= self.size * RECOUNT
 
     def counts(self, archive: SessionArchive, words: list[str]) -> tuple[int, dict[str, int | None]]:
         """The number of messages and each word's document frequency (None: the ``english``
@@ -92,7 +102,7 @@ class _PgFrequencies:
 
         newest = archive.db.read("SELECT max(id) FROM messages")[0][0]
         with self.lock:
-            if newest != self.newest:
+            if self._stale(newest):
                 self.newest, self.df = newest, OrderedDict()
                 self.size = archive.count_messages()
             missing = [w for w in words if w not in self.df]

@@ -16,8 +16,8 @@ number of messages whose indexed text holds t. A term no message holds counts in
 denominator (the question asks about something the archive does not name).
 
 Both are read from the archive's own word index at query time, with no stored state. On SQLite
-every rowid an FTS5 match of the term returns (df is their number, the candidates among them
-hold the term), and ``count(*)`` of the messages, each query. On PostgreSQL ``count(*)`` of a
+one pass over the rowids of an FTS5 match of each term (their number is df; the candidates
+among them hold the term), and ``count(*)`` of the messages, each query. On PostgreSQL ``count(*)`` of a
 ``tsvector @@`` match (the GIN index) per term, and of the messages, kept per archive until 1%
 more messages are stored (:class:`_PgFrequencies`), and which candidates hold each term in one
 primary-key lookup. The terms are the SQLite tokenizer's (Porter stems); on PostgreSQL each
@@ -38,7 +38,8 @@ from .store import SessionArchive
 
 __all__ = ["question_terms", "word_shares"]
 
-_SQLITE_HOLDERS = "SELECT rowid FROM messages_fts WHERE messages_fts MATCH :q"
+_SQLITE_HOLDERS = ("SELECT count(*), group_concat(CASE WHEN +rowid IN ({marks}) THEN rowid END) "
+                   "FROM messages_fts WHERE messages_fts MATCH ?")
 #: terms whose document frequency is kept per PostgreSQL archive
 DF_CACHE = 4096
 #: the kept counts are renewed once the messages stored since pass this share of the archive
@@ -62,15 +63,21 @@ def question_terms(query: str) -> dict[str, str]:
 def _sqlite_counts(archive: SessionArchive, words: list[str], ids: list[int],
                    ) -> tuple[int, dict[str, tuple[int, set[int]]]]:
     """The number of messages; per word, how many messages' indexed text holds it and which
-    of ``ids`` do."""
+    of ``ids`` do (one statement per word and 900 ids)."""
     out: dict[str, tuple[int, set[int]]] = {}
-    wanted = set(ids)
     for word in words:
-        # every match's rowid: FTS5 reads a term's rowids in one pass, where a match restricted
-        # to the candidates (rowid IN ...) seeks once per candidate (measured 5-20 times slower
-        # at 100k messages)
-        rows = archive.db.read(_SQLITE_HOLDERS, {"q": quote(word)})
-        out[word] = len(rows), wanted.intersection(int(r[0]) for r in rows)
+        df = 0
+        holders: set[int] = set()
+        for start in range(0, len(ids), 900):
+            part = ids[start:start + 900]
+            # one pass over the term's rowids, each tested against the candidates: "+rowid"
+            # keeps FTS5 from seeking once per candidate instead, and the rows stay in SQLite
+            # (at 1M messages, a word in 46,592 of them: 14 ms, against 46 ms for reading
+            # every rowid and 16 ms for the seeks)
+            (df, found), = archive.db.read(
+                _SQLITE_HOLDERS.format(marks=",".join("?" * len(part))), (*part, quote(word)))
+            holders.update(int(i) for i in (found or "").split(",") if i)
+        out[word] = df, holders
     return archive.count_messages(), out
 
 

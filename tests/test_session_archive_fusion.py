@@ -226,7 +226,11 @@ def test_a_message_with_every_word_of_the_query_outranks_a_slightly_closer_meani
         ("both", T0, ["helix lisbon neovim"]), ("meaning", T0 + DAY, ["vim flight"])])
     try:
         assert ranked(archive, "helix lisbon", g, index)[:2] == ["both", "meaning"]
-        off = replace(Policy(), words=0.0)
+        # the word share (every question word, share 1.0) carries it too ...
+        no_bm25 = replace(Policy(), words=0.0)
+        assert ranked(archive, "helix lisbon", g, index, no_bm25)[:2] == ["both", "meaning"]
+        # ... without either, the closer meaning is first
+        off = replace(Policy(), words=0.0, share=0.0)
         assert ranked(archive, "helix lisbon", g, index, off)[:2] == ["meaning", "both"]
     finally:
         archive.close()

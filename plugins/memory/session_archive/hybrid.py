@@ -19,7 +19,13 @@ Per message:
   fallback of a plain-language question ranks *something* first however weak the match, and
   counting it cost paraphrases on two of the three development folds (a weight of 0.05 or 0.1 traded
   0.03-0.07 of paraphrases for 0.07 of one fold's preferences);
-* a message with no vector (a tool output) has its meaning estimated from its word score.
+* a message with no vector (a tool output) has its meaning estimated from its word score;
+* word share: the message's share of the question's words, each weighted by its rarity in the
+  archive (IDF; :mod:`.word_share`), added to its meaning, weighted :attr:`Policy.share`, when it
+  is at least :attr:`Policy.share_floor`. A message holding most of the question's rare words is
+  evidence whatever its vector; a distractor holding one common word of the question stays below
+  the floor and gains nothing (below it, the share cost paraphrases whose evidence shares no
+  word with the question). Unlike the BM25 term it counts whichever try matched.
 
 There is no recency prior: a newer message is not more likely to answer a question, and a prior
 strong enough to order an update above the outdated statement lifts every recent distractor
@@ -88,6 +94,7 @@ from .vectors import (
     lineage_ids,
     state,
 )
+from .word_share import word_shares
 
 __all__ = ["USER_WIDEN", "HybridResult", "Policy", "allowed_ids", "asks_current",
            "hybrid_candidates", "matching_ids", "states_change", "values"]
@@ -115,7 +122,12 @@ class Policy:
     #: a conversation's score: its best message's, plus this times the excess over ``floor`` ...
     support: float = 0.5
     #: ... of its next best messages, this many
-    support_count: int = 1
+    support_count: int = 3
+    #: a message's meaning score gains this times its IDF-weighted share of the question's
+    #: words (word_share.py; 0: off) ...
+    share: float = 1.0
+    #: ... when that share is at least this (a distractor holding one common word stays below)
+    share_floor: float = 0.3
     #: updates: two conversations are on the same topic when some message of one and some
     #: message of the other have at least this cosine ...
     same_topic: float = 0.35
@@ -216,7 +228,7 @@ def hybrid_candidates(
     lex_ids = [c.id for c in words.found[: w.lexical] if c.id not in vec]
     if lex_ids:
         vec.update(index.similarities(qv, lex_ids))
-    fused, via, stamps = _fuse(archive, words.found, words.matched, vec, nearest_ids, w)
+    fused, via, stamps = _fuse(archive, words.found, words.matched, vec, nearest_ids, w, query)
     found, newer = _by_conversation(archive, fused, vec, stamps, index, w, asks_current(query))
     return HybridResult(found, words.matched if words.found else "meaning", via, problem,
                         words.plan, newer)
@@ -349,7 +361,7 @@ class _VectorSide:
 
 
 def _fuse(archive: SessionArchive, lexical: list[Candidate], matched: str,
-          vec: dict[int, float], nearest_ids: set[int], w: Policy,
+          vec: dict[int, float], nearest_ids: set[int], w: Policy, query: str = "",
           ) -> tuple[list[Candidate], dict[int, str], dict[int, float]]:
     """Each candidate's fused score (as a Candidate, lower is better), the path that found it,
     and its timestamp."""
@@ -359,6 +371,11 @@ def _fuse(archive: SessionArchive, lexical: list[Candidate], matched: str,
     words = [lex.get(i, 0.0) / best if best > 0 else 0.0 for i in ids]
     # a message without a vector (a tool output) has its meaning estimated from its words
     meaning = [vec[i] if i in vec else 0.2 + 0.4 * ws for i, ws in zip(ids, words, strict=True)]
+    if w.share and query:
+        # a large share of the question's rare words is evidence; a small one is not
+        shares = word_shares(archive, query, ids)
+        meaning = [m + w.share * shares[i] if shares.get(i, 0.0) >= w.share_floor else m
+                   for i, m in zip(ids, meaning, strict=True)]
     # the any-word fallback is no evidence: its word score counts only when every word matched
     sum_of = semantic.Weights(words=w.words if matched != "any" else 0.0, exact=0.0, floor=-1.0)
     ranked = semantic.fuse(words, [False] * len(ids), meaning, sum_of)

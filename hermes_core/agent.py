@@ -302,10 +302,12 @@ class Agent:
             # 6. Turn end: sync_turn, then queue_prefetch, queued on each provider's lane for this
             #    conversation (in order, never awaited here). A subagent's turn is not the user's,
             #    and a cancelled one is not complete: their messages are archived (on_message) but
-            #    no provider stores them as a turn.
+            #    no provider stores them as a turn (a cancelled one gets on_turn_cancelled).
             session, snapshot = self.session, list(self.history)
-            if (session.agent_context == "primary" and result.assistant is not user
-                    and not result.cancelled):
+            if session.agent_context == "primary" and result.cancelled:
+                self.host.hooks.later.on_turn_cancelled(user_message=user, session=session,
+                                                        messages=snapshot, backlog=self.worker)
+            elif session.agent_context == "primary" and result.assistant is not user:
                 self.host.hooks.later.sync_turn(user_message=user, assistant_message=result.assistant,
                                                 session=session, messages=snapshot,
                                                 backlog=self.worker)

@@ -12,9 +12,10 @@ answer or ``None``. Problems (raised, late, wrong type) are also kept on :attr:`
 passed to :meth:`Hooks.subscribe` listeners.
 
 Two call forms: ``host.hooks.X(...)`` waits, each implementation under the hook's deadline;
-``host.hooks.later.X(...)`` (:class:`Later`: ``sync_turn``, ``queue_prefetch`` and the session
-boundaries) queues each implementation on its plugin's lane for the conversation and returns at
-once; the conversation's :class:`~hermes_core._lanes.Backlog` flushes and drains what is queued.
+``host.hooks.later.X(...)`` (:class:`Later`: ``sync_turn``, ``on_turn_cancelled``,
+``queue_prefetch`` and the session boundaries) queues each implementation on its plugin's lane
+for the conversation and returns at once; the conversation's
+:class:`~hermes_core._lanes.Backlog` flushes and drains what is queued.
 """
 
 from __future__ import annotations

@@ -116,6 +116,7 @@ DEFAULT_HOOK_TIMEOUTS: dict[str, float] = {
     "load_session": 10.0,
     # on the background worker (a late provider delays only its own later calls)
     "sync_turn": 5.0,
+    "on_turn_cancelled": 5.0,
     "queue_prefetch": 5.0,
     "on_session_switch": 5.0,
     "on_session_end": 5.0,

@@ -302,15 +302,17 @@ class Agent:
             # 6. Turn end: sync_turn, then queue_prefetch, queued on each provider's lane for this
             #    conversation (in order, never awaited here). A subagent's turn is not the user's,
             #    and a cancelled one is not complete: their messages are archived (on_message) but
-            #    no provider stores them as a turn.
+            #    no provider stores them as a turn (a cancelled one gets on_turn_cancelled).
             session, snapshot = self.session, list(self.history)
-            if (session.agent_context == "primary" and result.assistant is not user
-                    and not result.cancelled):
-                self.host.hooks.later.sync_turn(user_message=user, assistant_message=result.assistant,
-                                                session=session, messages=snapshot,
-                                                backlog=self.worker)
-                self.host.hooks.later.queue_prefetch(query=text, session=session,
-                                                     backlog=self.worker)
+            later = self.host.hooks.later
+            if session.agent_context == "primary":
+                if result.cancelled:
+                    later.on_turn_cancelled(user_message=user, session=session,
+                                            messages=snapshot, backlog=self.worker)
+                elif result.assistant is not user:
+                    later.sync_turn(user_message=user, assistant_message=result.assistant,
+                                    session=session, messages=snapshot, backlog=self.worker)
+                    later.queue_prefetch(query=text, session=session, backlog=self.worker)
             # 7. Curation, notices and problems.
             return self._finish(result, budget, token, snapshot, started)
 

@@ -12,9 +12,10 @@ answer or ``None``. Problems (raised, late, wrong type) are also kept on :attr:`
 passed to :meth:`Hooks.subscribe` listeners.
 
 Two call forms: ``host.hooks.X(...)`` waits, each implementation under the hook's deadline;
-``host.hooks.later.X(...)`` (:class:`Later`: ``sync_turn``, ``queue_prefetch`` and the session
-boundaries) queues each implementation on its plugin's lane for the conversation and returns at
-once; the conversation's :class:`~hermes_core._lanes.Backlog` flushes and drains what is queued.
+``host.hooks.later.X(...)`` (:class:`Later`: ``sync_turn``, ``on_turn_cancelled``,
+``queue_prefetch`` and the session boundaries) queues each implementation on its plugin's lane
+for the conversation and returns at once; the conversation's
+:class:`~hermes_core._lanes.Backlog` flushes and drains what is queued.
 """
 
 from __future__ import annotations
@@ -194,6 +195,7 @@ RECEIVERS: dict[str, frozenset[str]] = {
     "queue_prefetch": _MEMORY,
     "on_message": _MEMORY,
     "sync_turn": _MEMORY,
+    "on_turn_cancelled": _MEMORY,
     "on_pre_compress": _MEMORY,
     "on_memory_write": _MEMORY,
     "on_delegation": _MEMORY,
@@ -349,6 +351,11 @@ class Hooks:
                   messages: list[Message]) -> list[HookOutcome]:
         return self._all(self._relay.sync_turn, BACKGROUND, _nothing, user_message=user_message,
                          assistant_message=assistant_message, session=session, messages=messages)
+
+    def on_turn_cancelled(self, *, user_message: Message, session: Session,
+                          messages: list[Message]) -> list[HookOutcome]:
+        return self._all(self._relay.on_turn_cancelled, BACKGROUND, _nothing,
+                         user_message=user_message, session=session, messages=messages)
 
     def on_pre_compress(self, *, messages: list[Message], session: Session) -> list[HookOutcome]:
         return self._all(self._relay.on_pre_compress, TURN, _text, messages=messages,
@@ -511,6 +518,13 @@ class LaterHooks:
         self._queue(self._relay.sync_turn, "write", f"sync_turn {session.id} turn {turn}",
                     backlog, user_message=user_message, assistant_message=assistant_message,
                     session=session, messages=messages)
+
+    def on_turn_cancelled(self, *, user_message: Message, session: Session,
+                          messages: list[Message], backlog: Backlog | None = None) -> None:
+        turn = sum(1 for m in messages if m.role == "user")
+        self._queue(self._relay.on_turn_cancelled, "write",
+                    f"on_turn_cancelled {session.id} turn {turn}", backlog,
+                    user_message=user_message, session=session, messages=messages)
 
     def queue_prefetch(self, *, query: str, session: Session, backlog: Backlog | None = None
                        ) -> None:

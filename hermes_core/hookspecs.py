@@ -65,6 +65,7 @@ MEMORY_HOOKS = (
     "prefetch",
     "queue_prefetch",
     "sync_turn",
+    "on_turn_cancelled",
     "on_pre_compress",
     "on_session_switch",
     "on_session_end",
@@ -211,6 +212,18 @@ def sync_turn(
     Called after each completed turn on the session's background worker, in turn order; not for
     a cancelled turn (its messages reach ``on_message`` all the same) nor a subagent's.
     ``messages`` is the session's whole history up to and including the turn.
+    """
+
+
+@hookspec
+def on_turn_cancelled(user_message: Message, session: Session, messages: list[Message]) -> None:
+    """A user turn was cancelled (``Agent.cancel()``): it gets this instead of :func:`sync_turn`
+    and :func:`queue_prefetch`.
+
+    Called on the session's background worker, in turn order with the other turns'
+    ``sync_turn``; not for a subagent's turn. ``user_message`` is the turn's user message (the
+    one ``on_message`` received), ``messages`` the session's history up to the cancellation (its
+    messages reached ``on_message`` as they came). Store nothing of it as a turn.
     """
 
 

@@ -222,6 +222,11 @@ def _is_hookimpl(value: object) -> bool:
 class MemoryProvider(_Instantiable):
     """Base class for memory providers; implement the memory lifecycle hooks with ``@hookimpl``."""
 
+    #: whether the kernel may serve this provider's last ``prefetch`` answer at a later turn that
+    #: it misses the deadline of (recall usually stays useful); ``False`` for answers that belong
+    #: to the one user message they were computed for: such a turn then gets nothing from it
+    reuse_prefetch: bool = True
+
 
 class ContextEngine(_Instantiable):
     """Base class for context engines; implement ``should_compress``, ``compress`` and

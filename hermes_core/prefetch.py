@@ -11,15 +11,18 @@ deadline (``memory.prefetch_timeout``, 0.3 s by default) passes, whichever comes
 
 * a provider that answered in time contributes its answer (``fresh``);
 * a provider that is late, or still busy with an earlier call, contributes the last answer it
-  gave, if any (``stale``); its lane is not given a second call while one is outstanding, so a hung
-  provider costs one stuck daemon thread, never a pile of them, and never more than the deadline;
+  gave, if any and it allows reuse (``stale``); its lane is not given a second call while one is
+  outstanding, so a hung provider costs one stuck daemon thread, never a pile of them, and never
+  more than the deadline;
 * a provider that raised contributes nothing (``error``); the error is logged with its name.
 
 Lateness is reported as every hook's is (:meth:`~hermes_core.hooks.Hooks.report_late`): one
 warning naming the plugin, the deadline and the setting to raise (``memory.prefetch_timeout``),
 and a problem on ``host.hooks.problems`` (``timed_out``, or ``queued`` while still busy).
 
-A late answer is not lost: it becomes that provider's "last answer" for the next turn.
+A late answer is not lost: it becomes that provider's "last answer" for the next turn, unless the
+provider says its answers belong to their one message (``reuse_prefetch = False``): then it has no
+last answer, and a turn it is late for gets nothing from it.
 """
 
 from __future__ import annotations
@@ -117,8 +120,9 @@ class _Lane:
                 error = f"{type(outcome.error).__name__}: {outcome.error}"
             elif outcome.value is not None:
                 text = provider_text(outcome.value, plugin=self.plugin, hook="prefetch")
+        provider = self._runner.host.pm.get_plugin(self.plugin)
         with self._runner.lock:
-            if error is None:
+            if error is None and getattr(provider, "reuse_prefetch", True):
                 self.last = text
             self.busy = False
         batch.deliver(self.plugin, text, seconds, error)

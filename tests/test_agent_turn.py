@@ -217,6 +217,48 @@ def test_a_cancelled_turn_is_not_stored_as_a_turn(home):
         "sync_turn go on -> done", "queue_prefetch go on"]
 
 
+def test_a_cancelled_turn_gets_on_turn_cancelled_in_turn_order(home):
+    """A cancelled turn's one hook, on the background lane in turn order with the other turns'
+    sync_turn (never for a completed turn): the user message is the one on_message received."""
+    log = CallLog()
+    seen: list[Message] = []
+
+    class Store(MemoryProvider):
+        name = "store"
+
+        @hookimpl
+        def on_message(self, message):
+            if message.role == "user":
+                seen.append(message)
+
+        @hookimpl
+        def sync_turn(self, user_message):
+            log.add(f"sync_turn {user_message.content}")
+
+        @hookimpl
+        def on_turn_cancelled(self, user_message, session, messages):
+            assert any(user_message is m for m in seen)
+            log.add(f"cancelled {user_message.content} ({len(messages)} messages)")
+
+    host = make_host(home, providers=[Store], tools=[note_tool([])])
+    holder: list[Agent] = []
+
+    def script(messages):
+        if messages[-1].content == "stop me":
+            holder[0].cancel("the user pressed stop")
+            return tool_reply(("note", {"text": "half"}), text="Let me look")
+        return reply("done")
+
+    agent = Agent(host, ScriptLLM(script))
+    holder.append(agent)
+    agent.run_turn("first")
+    assert agent.run_turn("stop me").cancelled
+    agent.run_turn("last")
+    assert agent.worker.flush(5)
+    agent.close()
+    assert log.names() == ["sync_turn first", "cancelled stop me (5 messages)", "sync_turn last"]
+
+
 def test_close_reports_what_the_drain_bound_abandoned(home, caplog):
     caplog.set_level(logging.ERROR, logger="hermes_core")
     release = threading.Event()

@@ -51,6 +51,10 @@ class Recorder(MemoryProvider):
         CALLS.append(("sync_turn", (user_message.content, assistant_message.content, len(messages))))
 
     @hookimpl
+    def on_turn_cancelled(self, user_message, session, messages):
+        CALLS.append(("cancelled", (user_message.content, session.id, len(messages))))
+
+    @hookimpl
     def on_pre_compress(self, messages):
         return f"keep {len(messages)} facts"
 
@@ -221,6 +225,13 @@ def test_hook_sync_turn(home):
     make_host(home).hooks.sync_turn(user_message=history[0], assistant_message=history[1],
                               session=SESSION, messages=history)
     assert CALLS == [("sync_turn", ("u", "a", 2))]
+
+
+def test_hook_on_turn_cancelled(home):
+    history = [Message("user", "u"), Message("assistant", "half", tool_calls=[])]
+    make_host(home).hooks.on_turn_cancelled(user_message=history[0], session=SESSION,
+                                            messages=history)
+    assert CALLS == [("cancelled", ("u", "s1", 2))]
 
 
 def test_hook_on_pre_compress(home):

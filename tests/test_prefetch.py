@@ -148,6 +148,44 @@ def test_a_late_answer_serves_the_next_turn(home, release):
     runner.close()
 
 
+def test_an_answer_for_one_message_only_is_never_served_at_another_turn(home, release):
+    """``reuse_prefetch = False`` (a Hermes ``pre_llm_call`` context belongs to its one user
+    message): an answer that comes after the deadline is dropped, not served at the next turn,
+    and a turn the provider misses gets nothing from it."""
+    gate = threading.Event()
+    answered = threading.Event()
+
+    class OneShot(MemoryProvider):
+        name = "one_shot"
+        reuse_prefetch = False
+        n = 0
+
+        @hookimpl
+        def prefetch(self, query):
+            OneShot.n += 1
+            if OneShot.n == 2:
+                gate.wait(5)  # the second call is late
+                answered.set()
+            elif OneShot.n == 3:
+                release.wait(10)  # the third hangs
+            return f"for {query}"
+
+    host = make_host(home, providers=[OneShot])
+    runner = PrefetchRunner(host, timeout=1.0)  # room for the first answer on a loaded machine
+    assert runner.run("a", SESSION)[0].text == "for a"  # in time: its own turn's answer
+    late = runner.run("b", SESSION)[0]
+    assert (late.status, late.text) == ("stale", "")  # not turn a's answer
+    gate.set()
+    assert answered.wait(5)
+    bound = time.monotonic() + 5
+    while runner._lanes["memory-provider:one_shot"].busy and time.monotonic() < bound:
+        time.sleep(0.005)  # poll interval while waiting for the late call to end
+    assert not runner._lanes["memory-provider:one_shot"].busy
+    hung = runner.run("c", SESSION)[0]
+    assert (hung.status, hung.text) == ("stale", "")  # turn b's late answer was dropped
+    runner.close()
+
+
 def test_a_provider_that_raises_contributes_nothing_and_is_logged(home, caplog):
     caplog.set_level(logging.ERROR, logger="hermes_core")
 

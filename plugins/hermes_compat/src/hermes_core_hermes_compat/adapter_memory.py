@@ -22,7 +22,8 @@ The mapping (hermes-core hook -> Hermes method):
   ``queue_prefetch(query, session_id=)``;
 * ``on_message`` (user message) -> ``on_turn_start(turn_number, text)``;
 * ``sync_turn`` -> ``sync_turn(user, assistant, session_id=, messages=)`` (``messages`` only when
-  the plugin's signature takes it);
+  the plugin's signature takes it), then the hooks ``post_llm_call`` and the per-turn
+  ``on_session_end``; ``on_turn_cancelled`` -> that ``on_session_end`` with ``interrupted=True``;
 * ``on_session_switch`` -> ``on_session_switch(new_id, parent_session_id=, reset=)`` when the
   plugin overrides it, else ``initialize`` again with the new id;
 * ``on_session_end`` -> ``on_session_end(messages)``; ``on_pre_compress`` ->
@@ -131,6 +132,13 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         self._called: set[str] = set()
         #: when each running child session of a delegation began (for ``subagent_stop``)
         self._children: dict[str, float] = {}
+        #: session id -> its user message that has not reached ``prefetch`` yet; then id of that
+        #: message -> (it, what Hermes passes about its turn), for the turn's end (:meth:`_ended`)
+        self._asked: dict[str, Message] = {}
+        self._turn_ids: dict[int, tuple[Message, dict[str, Any]]] = {}
+        # a pre_llm_call answer belongs to its one user message: a late one is never served at
+        # a later turn (the kernel would reuse a late provider's last answer)
+        self.reuse_prefetch = not self._hooks.has("pre_llm_call")
         if self._hooks:
             LIVE.add(self)
 
@@ -162,6 +170,8 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
 
     @hookimpl
     def on_message(self, message: Message, session: Session) -> None:
+        if message.role == "user" and "carried_over" not in message.meta:
+            self._asked[session.id] = message  # its turn's identity is taken in prefetch
         keep = self._hooks.has("pre_llm_call")
         if message.role != "user" and not keep:
             return
@@ -182,13 +192,20 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         if slot is None:
             return None
         self._turn_starts(slot, session, query)
+        turn = self._turn(slot, session)
+        asked = self._asked.pop(session.id, None)
+        if asked is not None and asked.content == query:
+            with self._lock:
+                self._turn_ids[id(asked)] = (asked, turn)
+                for old in list(self._turn_ids)[:-16]:  # turns that never ended (they failed)
+                    del self._turn_ids[old]
         text = self._recall(query, session, slot)
         if not self._hooks.has("pre_llm_call"):
             return text
         history = list(slot.history) if slot.history_of == session.id else []
         answers = self._fire(session, "pre_llm_call", move=False, user_message=query,
                              conversation_history=history, is_first_turn=len(history) <= 1,
-                             sender_id=session.user_id or "", **self._turn(slot, session))
+                             sender_id=session.user_id or "", **turn)
         extra = injected_context(answers)
         return "\n\n".join(part for part in (text, extra) if part) or None
 
@@ -278,13 +295,36 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
                 extra["messages"] = to_openai(messages)
             slot.call(call_with, slot.obj.sync_turn, user_message.content,
                       assistant_message.content, **extra)
-        if self._hooks.has("post_llm_call"):
+        turn = self._ended(user_message, slot, session)
+        if self._hooks.has("post_llm_call") and assistant_message.content:
             self._fire(session, "post_llm_call", user_message=user_message.content,
                        assistant_response=assistant_message.content,
-                       conversation_history=to_openai(messages), **self._turn(slot, session))
-        # Hermes 0.19.0 fires on_session_end at the end of every turn (run_conversation)
-        self._fire(session, "on_session_end", completed=True, interrupted=False,
-                   **self._turn(slot, session))
+                       conversation_history=to_openai(messages), **turn)
+        # Hermes 0.19.0 fires on_session_end at the end of every turn (run_conversation); a turn
+        # that spent its budget on tool calls or has no reply did not complete
+        completed = bool(assistant_message.content) and not assistant_message.tool_calls
+        self._fire(session, "on_session_end", completed=completed, interrupted=False, **turn)
+
+    @hookimpl
+    def on_turn_cancelled(self, user_message: Message, session: Session) -> None:
+        """Hermes' per-turn ``on_session_end`` of an interrupted turn (no ``post_llm_call``, and
+        nothing stored in the provider, as Hermes does for one)."""
+        if not self._hooks.has("on_session_end"):
+            return
+        slot = self._ready(session)
+        if slot is not None:
+            self._fire(session, "on_session_end", completed=False, interrupted=True,
+                       **self._ended(user_message, slot, session))
+
+    def _ended(self, user_message: Message, slot: Slot, session: Session) -> dict[str, Any]:
+        """What Hermes passes about the turn of ``user_message`` at its end: its own turn's
+        identity, taken when it started (by then the next turn may have begun), in the session
+        it ends in (a compaction during the turn moved it on)."""
+        with self._lock:
+            taken = self._turn_ids.pop(id(user_message), None)
+        if taken is None or taken[0] is not user_message:  # its prefetch never came
+            return self._turn(slot, session)
+        return {**taken[1], "session_id": session.id}
 
     @hookimpl
     def on_pre_compress(self, messages: list[Message], session: Session) -> str | None:
@@ -336,6 +376,7 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
 
     @hookimpl
     def on_session_end(self, session: Session, messages: list[Message], reason: EndReason) -> None:
+        self._asked.pop(session.id, None)  # a last message whose prefetch never came
         if session.agent_context != "primary":
             self._drop(session)  # a child's turns are not the user's: no on_session_end
             return

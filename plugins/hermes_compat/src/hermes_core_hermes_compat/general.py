@@ -61,8 +61,9 @@ DELIVERED: dict[str, str] = {
     "pre_llm_call": "prefetch: once per user turn before the first model call; the context it "
                     "returns is added to the API copy of the user message",
     "post_llm_call": "sync_turn: once per completed turn",
-    "on_session_end": "sync_turn, after post_llm_call: Hermes 0.19.0 fires it at the end of "
-                      "every turn (run_conversation), not at a session's end",
+    "on_session_end": "sync_turn, after post_llm_call (on_turn_cancelled for a cancelled turn, "
+                      "interrupted): Hermes 0.19.0 fires it at the end of every turn "
+                      "(run_conversation), not at a session's end",
     "on_session_finalize": "on_session_end: the session really ends (exit, /new, expiry)",
     "on_session_reset": "on_session_switch (reason new after /new, or reset)",
     "pre_tool_call": "on_pre_tool_call: before every tool call hermes-core makes (its own "

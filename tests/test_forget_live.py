@@ -193,7 +193,10 @@ def test_a_postgresql_reader_learns_by_notification_and_after_its_connection_was
         assert time.monotonic() < deadline, "the notification never arrived"
     pid = reader._reader.info.backend_pid
     with get_pool(url).connection() as con:  # an administrator (or a failover) cuts it
-        con.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        # with a timeout the server returns once the backend has exited (without one it only
+        # signals it, and a poll made before it exits finds the connection still open)
+        ended = con.execute("SELECT pg_terminate_backend(%s, 10000)", (pid,)).fetchone()
+        assert ended is not None and ended[0] is True, "the reader's backend outlived 10 s"
     assert record_erasure("sessions delete", home=tmp_path / "b", storage_url=pg_url) == 2
     assert reader.current() == 2
     reader.close()

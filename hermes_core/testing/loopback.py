@@ -1,26 +1,12 @@
-"""The base of the kit's loopback HTTP servers for tests.
+"""The base of the kit's loopback HTTP servers for tests (an example: docs/testing.md).
 
 A :class:`LoopbackServer` is a real HTTP/1.1 server (the standard library's
-``ThreadingHTTPServer``: no web framework to install in a test environment, a thread per
-connection, and direct control of the socket) bound to 127.0.0.1, on an ephemeral port unless
-told, serving from a daemon thread. It records every request (:attr:`LoopbackServer.requests`)
-and gives its :class:`LoopbackHandler` what fault injection needs: a delay cut short by
-:meth:`~LoopbackServer.stop` (a slow or hung answer), any status with any headers, and a
+``ThreadingHTTPServer``: nothing to install, a thread per connection, direct control of the
+socket) on 127.0.0.1, an ephemeral port unless told, serving from a daemon thread. It records
+every request and gives its :class:`LoopbackHandler` what fault injection needs: a delay cut short
+by :meth:`~LoopbackServer.stop` (a slow or hung answer), any status with any headers, and a
 connection closed unanswered or reset. :class:`~hermes_core.testing.MessagesAPIServer`,
-:class:`~hermes_core.testing.OpenAIAPIServer` and a plugin's own fake service are built on it::
-
-    class EchoHandler(LoopbackHandler):
-        def do_POST(self) -> None:
-            raw = self.read_body()
-            self.record(json.loads(raw) if raw else None)
-            self.send_json(200, {"echo": self.api.requests[-1].body})
-
-    class EchoServer(LoopbackServer):
-        handler = EchoHandler
-
-    with EchoServer() as server:
-        httpx.post(server.base_url, json={"a": 1})
-        assert server.requests[0].status == 200
+:class:`~hermes_core.testing.OpenAIAPIServer` and hermes-core-honcho's test server are built on it.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 * :class:`MessagesAPIServer`: a loopback Anthropic Messages API server that the real anthropic SDK
   can talk to, answering from a script (see :mod:`.messages_api`), and :class:`OpenAIAPIServer`,
   its OpenAI-compatible Chat Completions sibling for the real openai SDK (:mod:`.openai_api`);
+* :mod:`.loopback`: the base both are built on, for a loopback fake of the service your plugin
+  calls (a request log, any status, dropped or reset connections, delays cut short at stop);
 * :func:`isolated_home`, :func:`make_host`, :func:`registered_plugin`, :func:`make_instance`:
   building blocks that work with or without pytest (see :mod:`.harness`);
 * :class:`MemoryProviderConformance`, :class:`ContextEngineConformance`: the contract suites to

@@ -35,16 +35,13 @@ from __future__ import annotations
 
 import itertools
 import json
-import socket
-import struct
-import threading
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from .context_model import apply_context_management, context_problem, rough_tokens
+from .loopback import LoopbackHandler, LoopbackServer, RecordedRequest
 
 __all__ = ["Broken", "Failure", "MessagesAPIServer", "RecordedRequest", "Reply", "ScriptItem"]
 
@@ -114,32 +111,11 @@ ScriptItem = str | Reply | Failure | Broken
 Responder = Callable[[dict[str, Any]], ScriptItem]
 
 
-@dataclass
-class RecordedRequest:
-    """One request the server received."""
-
-    method: str
-    path: str
-    headers: dict[str, str]
-    #: the parsed JSON body (``None`` if it was not JSON)
-    body: dict[str, Any] | None
-    #: the status code the server answered with
-    status: int = 0
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    #: the listen backlog: the standard library's 5 overflows when a few dozen clients connect
-    #: at once (two serve nodes opening their pools), and the kernel then resets connections
-    request_queue_size = 128
-
-
-class MessagesAPIServer:
+class MessagesAPIServer(LoopbackServer):
     """The server; use it as a context manager (or call :meth:`start` / :meth:`stop`)."""
 
     #: the path answered with model replies (a subclass speaking another API changes both)
     endpoint = "/v1/messages"
-    handler: type[BaseHTTPRequestHandler]  # set below, once _Handler exists
 
     def __init__(
         self,
@@ -150,6 +126,7 @@ class MessagesAPIServer:
         model: str = "claude-test",
         refuse_context_management: bool = False,
     ) -> None:
+        super().__init__()
         self._responder: Responder | None = script if callable(script) else None
         self._script: deque[ScriptItem] = deque() if callable(script) else deque(script)
         self.default = default
@@ -157,58 +134,7 @@ class MessagesAPIServer:
         self.model = model
         #: answer 400 naming ``context_management`` to any request carrying it
         self.refuse_context_management = refuse_context_management
-        self.requests: list[RecordedRequest] = []
-        self._lock = threading.Lock()
-        self._stopping = threading.Event()
         self._ids = itertools.count(1)
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    # ------------------------------------------------------------------------------ lifecycle
-
-    def start(self) -> MessagesAPIServer:
-        if self._server is not None:
-            return self
-        handler = type("_Handler", (self.handler,), {"api": self})
-        self._server = _Server(("127.0.0.1", 0), handler)
-        self._stopping.clear()
-        # a short poll interval keeps stop() (and so every test using the server) fast
-        self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.02},
-            name=f"{type(self).__name__}",
-            daemon=True,
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving; slow responses still waiting are cut short."""
-        self._stopping.set()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self._server = None
-        self._thread = None
-
-    def __enter__(self) -> MessagesAPIServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        if self._server is None:
-            raise RuntimeError("the server is not running: use it in a 'with' block or call start()")
-        return int(self._server.server_address[1])
-
-    @property
-    def base_url(self) -> str:
-        """The URL to give the SDK as ``base_url``."""
-        return f"http://127.0.0.1:{self.port}"
 
     # --------------------------------------------------------------------------------- script
 
@@ -235,10 +161,6 @@ class MessagesAPIServer:
             "MessagesAPIServer: the script is exhausted; enqueue more answers or pass default=",
             retry_after_ms=None,
         )
-
-    def _wait(self, seconds: float) -> bool:
-        """Sleep ``seconds`` unless the server stops first; True if it is still running."""
-        return not self._stopping.wait(seconds) if seconds > 0 else True
 
     def _message_id(self) -> str:
         return f"msg_test_{next(self._ids):06d}"
@@ -316,44 +238,33 @@ def _usage(body: dict[str, Any], reply: Reply) -> dict[str, int]:
     return {"input_tokens": rough_tokens(read), "output_tokens": max(1, produced // 4)}
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(LoopbackHandler):
     api: MessagesAPIServer
-    protocol_version = "HTTP/1.1"
-    #: headers and body go out in separate writes: without TCP_NODELAY the body waits for the
-    #: client's delayed ACK (about 40 ms per keep-alive request)
-    disable_nagle_algorithm = True
-
-    def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
-        return
 
     def do_GET(self) -> None:
-        self._record(None)
+        self.record(None)
         self._send_json(404, self._error_body(404, f"no route for GET {self.path}"))
 
     def do_POST(self) -> None:
         body = self._read_json()
-        record = self._record(body)
-        path = self.path.split("?", 1)[0]
+        path = self.record(body).path
         if path == "/v1/messages/count_tokens":
-            self._count_tokens(body, record)
+            self._count_tokens(body)
             return
         if path != self.api.endpoint:
-            record.status = 404
             self._send_json(404, self._error_body(404, f"no route for POST {path}"))
             return
         problem = self._problem(body) if self.api.validate else None
         if problem is None:
             problem = self._context_problem(body)
         if problem is not None or body is None:
-            record.status = 400
             self._send_json(400, self._error_body(400, problem or "the body is not valid JSON"))
             return
-        self._answer(body, record)
+        self._answer(body)
 
     def _read_json(self) -> Any:
         """The request's JSON body, or ``None`` when it is empty or not JSON."""
-        length = int(self.headers.get("content-length") or 0)
-        raw = self.rfile.read(length) if length else b""
+        raw = self.read_body()
         try:
             return json.loads(raw) if raw else None
         except ValueError:
@@ -367,28 +278,26 @@ class _Handler(BaseHTTPRequestHandler):
             return "context_management: Extra inputs are not permitted"
         return context_problem(body, self.headers.get("anthropic-beta") or "")
 
-    def _answer(self, body: dict[str, Any], record: RecordedRequest) -> None:
+    def _answer(self, body: dict[str, Any]) -> None:
         """Answer a valid request with the script's next item."""
         item = self.api._next_item(body)
         if isinstance(item, str):
             item = Reply(text=item)
-        if not self.api._wait(item.delay):
-            self.close_connection = True  # stopping: drop the connection, answer nothing
+        if not self.api.wait(item.delay):
+            self.drop()  # stopping: answer nothing
             return
         if isinstance(item, Broken):
             self._break(item.kind)
             return
         if isinstance(item, Failure):
-            self._fail(item, record)
+            self._fail(item)
             return
-        record.status = 200
         if body.get("stream"):
             self._stream(body, item)
         else:
             self._send_json(200, self._message(body, item))
 
-    def _fail(self, item: Failure, record: RecordedRequest) -> None:
-        record.status = item.status
+    def _fail(self, item: Failure) -> None:
         headers = {}
         if item.retry_after_ms is not None:
             headers["retry-after-ms"] = str(item.retry_after_ms)
@@ -404,7 +313,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     # ------------------------------------------------------------------------------- helpers
 
-    def _count_tokens(self, body: dict[str, Any] | None, record: RecordedRequest) -> None:
+    def _count_tokens(self, body: dict[str, Any] | None) -> None:
         """``POST /v1/messages/count_tokens``: the body of a request without ``max_tokens``,
         answered with ``{"input_tokens": N}``, N the same rough deterministic count as a reply's
         usage (plus the tools' size)."""
@@ -412,10 +321,8 @@ class _Handler(BaseHTTPRequestHandler):
         if problem is None:
             problem = self._context_problem(body)
         if body is None or problem is not None:
-            record.status = 400
             self._send_json(400, _error_body(400, problem or "the body is not valid JSON"))
             return
-        record.status = 200
         tools = len(json.dumps(body.get("tools", []))) // 4 if body.get("tools") else 0
         answer: dict[str, Any] = {"input_tokens": _usage(body, Reply(text=""))["input_tokens"] + tools}
         if "context_management" in body:
@@ -423,11 +330,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_json(200, answer)
 
     def _break(self, kind: str) -> None:
-        self.close_connection = True
+        self.drop(reset=kind == "reset")
         if kind == "reset":
-            # SO_LINGER with a zero timeout: close() sends RST instead of FIN
-            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
-                                       struct.pack("ii", 1, 0))
             return
         payload = b'{"id": "msg_broken", "type": "message", "content": [{"type": "te'
         if kind == "malformed":
@@ -443,17 +347,6 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(payload)
         self.wfile.flush()
-
-    def _record(self, body: dict[str, Any] | None) -> RecordedRequest:
-        record = RecordedRequest(
-            method=self.command,
-            path=self.path.split("?", 1)[0],
-            headers={k.lower(): v for k, v in self.headers.items()},
-            body=body,
-        )
-        with self.api._lock:
-            self.api.requests.append(record)
-        return record
 
     def _content(self, reply: Reply) -> list[dict[str, Any]]:
         content: list[dict[str, Any]] = []
@@ -494,23 +387,22 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_json(
         self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
     ) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.send_header("request-id", f"req_test_{next(self.api._ids):06d}")
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.end_headers()
-        self.wfile.write(data)
+        self.send_json(status, payload,
+                       {"request-id": f"req_test_{next(self.api._ids):06d}", **(headers or {})})
 
-    def _stream(self, body: dict[str, Any], reply: Reply) -> None:
+    def _open_stream(self) -> None:
+        """Answer 200 with server-sent events to follow; the connection closes after them."""
+        if self.current is not None:
+            self.current.status = 200
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.send_header("cache-control", "no-cache")
         self.send_header("connection", "close")
         self.end_headers()
         self.close_connection = True
+
+    def _stream(self, body: dict[str, Any], reply: Reply) -> None:
+        self._open_stream()
         usage = _usage(body, reply)
         start = self._message(body, reply)
         start.update(content=[], stop_reason=None, usage={**usage, "output_tokens": 1})

@@ -180,16 +180,13 @@ class _OpenAIHandler(_Handler):
     api: OpenAIAPIServer
 
     def do_GET(self) -> None:
-        record = self._record(None)
-        if self.path.split("?", 1)[0] != "/v1/models":
-            record.status = 404
+        if self.record(None).path != "/v1/models":
             self._send_json(404, self._error_body(404, f"no route for GET {self.path}"))
             return
         entry: dict[str, Any] = {"id": self.api.model, "object": "model", "created": 0,
                                  "owned_by": "hermes-core-test"}
         if self.api.max_model_len is not None:
             entry["max_model_len"] = self.api.max_model_len
-        record.status = 200
         self._send_json(200, {"object": "list", "data": [entry]})
 
     def _problem(self, body: Any) -> str | None:
@@ -224,12 +221,7 @@ class _OpenAIHandler(_Handler):
         }
 
     def _stream(self, body: dict[str, Any], reply: Reply) -> None:
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
-        self.send_header("cache-control", "no-cache")
-        self.send_header("connection", "close")
-        self.end_headers()
-        self.close_connection = True
+        self._open_stream()
         base = {"id": f"chatcmpl-test-{next(self.api._ids):06d}", "object": "chat.completion.chunk",
                 "created": 0, "model": body.get("model") or self.api.model}
         size = max(1, reply.chunk_size)

@@ -14,10 +14,11 @@ faked behaviour). Switches make it misbehave on purpose (:class:`Fault`): an HTT
 ``Retry-After``, 500, 503 ...), a dropped connection (the socket closes with no answer), junk (a
 200 whose body is not the endpoint's shape), and added latency.
 
-It is built on the standard library's ``ThreadingHTTPServer`` (as hermes-core's own loopback
-Messages API server is): no web framework to install in a plugin's test environment, a thread per
-connection, and direct control of the socket, which a dropped-connection switch needs. Bound to
-127.0.0.1 on an ephemeral port unless told otherwise.
+It is built on hermes-core's loopback test server (:mod:`hermes_core.testing.loopback`, the
+standard library's ``ThreadingHTTPServer``, as the kit's Messages API server is): no web framework
+to install in a plugin's test environment, a thread per connection, and direct control of the
+socket, which a dropped-connection switch needs. Bound to 127.0.0.1 on an ephemeral port unless
+told otherwise.
 
 From a test::
 
@@ -35,16 +36,14 @@ import json
 import re
 import shutil
 import signal
-import socket
 import sqlite3
 import tempfile
 import threading
-import time
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import parse_qs, urlsplit
+
+from hermes_core.testing.loopback import LoopbackHandler, LoopbackServer, RecordedRequest
 
 from .routes import ROUTES, Call
 from .store import HonchoStore, StoreError
@@ -79,34 +78,7 @@ class Fault:
         return self.path is None or re.search(self.path, path) is not None
 
 
-@dataclass
-class RecordedRequest:
-    method: str
-    path: str
-    query: dict[str, str]
-    body: Any
-    status: int = 0
-    headers: dict[str, str] = field(default_factory=dict)
-
-
-# ---------------------------------------------------------------------------------- the server
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    #: the listen backlog (the standard library\'s 5 resets connections in a burst of clients)
-    request_queue_size = 128
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # A client that hangs up (a timeout, a closed pool) is normal here; anything else is a bug.
-        import sys
-
-        if isinstance(sys.exc_info()[1], ConnectionError | TimeoutError):
-            return
-        super().handle_error(request, client_address)
-
-
-class HonchoTestServer:
+class HonchoTestServer(LoopbackServer):
     """The server on a background thread. ``db_path`` defaults to a file in a temporary folder.
 
     Attributes tests use: :attr:`url` (the base URL to give a client), :attr:`store` (the data),
@@ -114,8 +86,9 @@ class HonchoTestServer:
     every answer) and :attr:`requests` (every request, in order).
     """
 
-    def __init__(self, db_path: Path | None = None, *, host: str = "127.0.0.1", port: int = 0,
+    def __init__(self, db_path: Path | None = None, *, port: int = 0,
                  api_key: str | None = None, summary_every: int = 20) -> None:
+        super().__init__(port=port)
         self._tmp: str | None = None
         if db_path is None:
             self._tmp = tempfile.mkdtemp(prefix="honcho-test-server-")
@@ -125,40 +98,18 @@ class HonchoTestServer:
         self.api_key = api_key
         self.faults: list[Fault] = []
         self.latency = 0.0
-        self.requests: list[RecordedRequest] = []
-        self._lock = threading.Lock()
-        self._httpd = _Server((host, port), _make_handler(self))
-        self._thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def start(self) -> HonchoTestServer:
-        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,),
-                                        name="honcho-test-server",
-                                        daemon=True)
-        self._thread.start()
-        return self
+        return self.base_url
 
     def stop(self) -> None:
         """Stop serving (the port closes: clients see connection refused) and delete temp data."""
-        if self._thread is not None:
-            self._httpd.shutdown()
-            self._thread.join(5)
-            self._thread = None
-        self._httpd.server_close()
+        super().stop()
         self.store.close()
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
-
-    def __enter__(self) -> HonchoTestServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def fault_for(self, path: str) -> Fault | None:
         with self._lock:
@@ -168,142 +119,103 @@ class HonchoTestServer:
                     return fault
         return None
 
-    def record(self, request: RecordedRequest) -> None:
-        with self._lock:
-            self.requests.append(request)
-
     def requests_to(self, method: str, pattern: str) -> list[RecordedRequest]:
         """Recorded requests with this method whose path matches ``pattern`` (a regex)."""
         with self._lock:
             return [r for r in self.requests if r.method == method and re.search(pattern, r.path)]
 
 
-def _make_handler(server: HonchoTestServer) -> type[BaseHTTPRequestHandler]:
-    class RequestHandler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        server_version = "honcho-test-server"
+class _Handler(LoopbackHandler):
+    api: HonchoTestServer
+    server_version = "honcho-test-server"
 
-        def setup(self) -> None:
-            super().setup()
-            # Headers and body go out in two writes; without this, Nagle's algorithm and the
-            # client's delayed ACK add ~40 ms to every answer on a kept-alive connection.
-            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    def do_GET(self) -> None:
+        server = self.api
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > _MAX_BODY:
+            self.close_connection = True
+            self.send_json(413, {"detail": "Request body too large"})
+            return
+        raw = self.read_body()
+        content_type = self.headers.get("Content-Type") or ""
+        body: Any = None
+        if raw and "json" in content_type:
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                body = _INVALID  # answered with 422 below
+        record = self.record(None if body is _INVALID else body,
+                             headers={"authorization": "", "x-honcho-host": ""})
+        server.wait(server.latency)
+        if record.path.startswith("/_control/"):
+            self._control(record.method, record.path, body)
+            return
+        fault = server.fault_for(record.path)
+        if fault is not None and fault.kind == "drop":
+            record.status = -1
+            self.drop()  # nothing is written: the client sees the connection close
+        elif fault is not None and fault.kind == "junk":
+            self.send_json(200, {"unexpected": "this is not a Honcho response"})
+        elif fault is not None:
+            headers = {"Retry-After": f"{fault.retry_after:g}"} if fault.retry_after else {}
+            self.send_json(fault.status, {"detail": f"injected failure ({fault.status})"}, headers)
+        else:
+            self._dispatch(record, body, raw, content_type)
 
-        def log_message(self, format: str, *args: Any) -> None:  # quiet: tests read .requests
-            pass
+    do_POST = do_PUT = do_DELETE = do_GET
 
-        def do_GET(self) -> None:
-            self._serve(self.command)  # the request's method
+    def _authorized(self) -> bool:
+        if self.api.api_key is None:
+            return True
+        return self.headers.get("Authorization") == f"Bearer {self.api.api_key}"
 
-        do_POST = do_PUT = do_DELETE = do_GET
-
-        def _serve(self, method: str) -> None:
-            split = urlsplit(self.path)
-            query = {k: v[-1] for k, v in parse_qs(split.query).items()}
-            length = int(self.headers.get("Content-Length") or 0)
-            if length > _MAX_BODY:
-                self.close_connection = True
-                self._send(413, {"detail": "Request body too large"})
-                return
-            raw = self.rfile.read(length) if length else b""
-            content_type = self.headers.get("Content-Type") or ""
-            body: Any = None
-            if raw and "json" in content_type:
-                try:
-                    body = json.loads(raw)
-                except ValueError:
-                    body = _INVALID  # answered with 422 below
-            record = RecordedRequest(method, split.path, query, None if body is _INVALID else body,
-                                     headers={"authorization": self.headers.get("Authorization", ""),
-                                              "x-honcho-host": self.headers.get("X-Honcho-Host", "")})
-            self._record = record  # _send fills in the status before the answer leaves
-            server.record(record)
-            if server.latency:
-                time.sleep(server.latency)
-            if split.path.startswith("/_control/"):
-                self._control(method, split.path, body)
-                return
-            fault = server.fault_for(split.path)
-            if fault is not None and fault.kind == "drop":
-                record.status = -1
-                self.close_connection = True
-                return  # nothing is written: the client sees the connection close
-            if fault is not None and fault.kind == "junk":
-                self._send(200, {"unexpected": "this is not a Honcho response"})
-                return
-            if fault is not None:
-                headers = {"Retry-After": f"{fault.retry_after:g}"} if fault.retry_after else {}
-                self._send(fault.status, {"detail": f"injected failure ({fault.status})"}, headers)
-                return
-            self._dispatch(method, split.path, query, body, raw, content_type)
-
-        def _authorized(self) -> bool:
-            if server.api_key is None:
-                return True
-            return self.headers.get("Authorization") == f"Bearer {server.api_key}"
-
-        def _dispatch(self, method: str, path: str, query: dict[str, str], body: Any, raw: bytes,
-                      content_type: str) -> int:
-            if not self._authorized():
-                return self._send(401, {"detail": "Invalid or missing API key (Authorization: Bearer)"})
-            if body is _INVALID:
-                return self._send(422, {"detail": [{"loc": ["body"], "msg": "JSON decode error",
+    def _dispatch(self, record: RecordedRequest, body: Any, raw: bytes, content_type: str) -> int:
+        if not self._authorized():
+            return self.send_json(401, {"detail": "Invalid or missing API key (Authorization: Bearer)"})
+        if body is _INVALID:
+            return self.send_json(422, {"detail": [{"loc": ["body"], "msg": "JSON decode error",
                                                     "type": "json_invalid"}]})
-            allowed = False
-            for route_method, pattern, handler in ROUTES:
-                match = pattern.match(path)
-                if match is None:
-                    continue
-                allowed = True
-                if route_method != method:
-                    continue
-                call = Call(server.store, match.groupdict(), query, body, raw, content_type)
-                try:
-                    status, payload = handler(call)
-                except StoreError as exc:
-                    return self._send(exc.status, {"detail": exc.detail})
-                except sqlite3.ProgrammingError:  # the server is stopping: its database is closed
-                    return self._send(503, {"detail": "the server is shutting down"})
-                return self._send(status, payload)
-            if allowed:
-                return self._send(405, {"detail": "Method Not Allowed"})
-            return self._send(404, {"detail": "Not Found"})
+        allowed = False
+        for route_method, pattern, handler in ROUTES:
+            match = pattern.match(record.path)
+            if match is None:
+                continue
+            allowed = True
+            if route_method != record.method:
+                continue
+            call = Call(self.api.store, match.groupdict(), record.query, body, raw, content_type)
+            try:
+                status, payload = handler(call)
+            except StoreError as exc:
+                return self.send_json(exc.status, {"detail": exc.detail})
+            except sqlite3.ProgrammingError:  # the server is stopping: its database is closed
+                return self.send_json(503, {"detail": "the server is shutting down"})
+            return self.send_json(status, payload)
+        if allowed:
+            return self.send_json(405, {"detail": "Method Not Allowed"})
+        return self.send_json(404, {"detail": "Not Found"})
 
-        def _control(self, method: str, path: str, body: Any) -> int:
-            """``POST /_control/faults`` {faults: [...], latency}; ``DELETE`` clears (CLI use)."""
-            if path != "/_control/faults" or method not in ("POST", "DELETE"):
-                return self._send(404, {"detail": "Not Found"})
-            with server._lock:
-                if method == "DELETE":
-                    server.faults.clear()
-                    server.latency = 0.0
-                    return self._send(204, None)
-                try:
-                    faults = [Fault(**f) for f in (body or {}).get("faults", [])]
-                    latency = float((body or {}).get("latency", server.latency))
-                except (TypeError, ValueError, AttributeError) as exc:
-                    return self._send(422, {"detail": f"bad fault description: {exc}"})
-                server.faults[:] = faults
-                server.latency = latency
-            return self._send(200, {"faults": len(faults), "latency": latency})
+    def _control(self, method: str, path: str, body: Any) -> int:
+        """``POST /_control/faults`` {faults: [...], latency}; ``DELETE`` clears (CLI use)."""
+        server = self.api
+        if path != "/_control/faults" or method not in ("POST", "DELETE"):
+            return self.send_json(404, {"detail": "Not Found"})
+        with server._lock:
+            if method == "DELETE":
+                server.faults.clear()
+                server.latency = 0.0
+                return self.send_json(204, None)
+            try:
+                faults = [Fault(**f) for f in (body or {}).get("faults", [])]
+                latency = float((body or {}).get("latency", server.latency))
+            except (TypeError, ValueError, AttributeError) as exc:
+                return self.send_json(422, {"detail": f"bad fault description: {exc}"})
+            server.faults[:] = faults
+            server.latency = latency
+        return self.send_json(200, {"faults": len(faults), "latency": latency})
 
-        def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> int:
-            data = b"" if status == 204 or payload is None else json.dumps(payload).encode()
-            record = getattr(self, "_record", None)
-            if record is not None:
-                record.status = status
-            self.send_response(status)
-            if data:
-                self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            for name, value in (headers or {}).items():
-                self.send_header(name, value)
-            self.end_headers()
-            if data:
-                self.wfile.write(data)
-            return status
 
-    return RequestHandler
+HonchoTestServer.handler = _Handler
 
 
 def main(argv: list[str] | None = None) -> int:

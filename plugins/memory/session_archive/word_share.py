@@ -17,7 +17,8 @@ denominator (the question asks about something the archive does not name).
 
 Both are read from the archive's own word index at query time, with no stored state. On SQLite
 one pass over the rowids of an FTS5 match of each term (their number is df; the candidates
-among them hold the term), and ``count(*)`` of the messages, each query. On PostgreSQL ``count(*)`` of a
+among them hold the term) each query, and ``count(*)`` of the messages kept until the file
+changes (:func:`_sqlite_size`: exact). On PostgreSQL ``count(*)`` of a
 ``tsvector @@`` match (the GIN index) per term, and of the messages, kept per archive until 1%
 more messages are stored (:class:`_PgFrequencies`), and which candidates hold each term in one
 primary-key lookup. The terms are the SQLite tokenizer's (Porter stems); on PostgreSQL each
@@ -78,7 +79,29 @@ def _sqlite_counts(archive: SessionArchive, words: list[str], ids: list[int],
                 _SQLITE_HOLDERS.format(marks=",".join("?" * len(part))), (*part, quote(word)))
             holders.update(int(i) for i in (found or "").split(",") if i)
         out[word] = df, holders
-    return archive.count_messages(), out
+    return _sqlite_size(archive), out
+
+
+#: per SQLite archive: (its connection, the file's state then, the number of messages then)
+_SQLITE_SIZES: weakref.WeakKeyDictionary[SessionArchive, tuple[object, tuple[int, int], int]] = (
+    weakref.WeakKeyDictionary())
+
+
+def _sqlite_size(archive: SessionArchive) -> int:
+    """The number of messages, counted again only when the file may have changed since: a
+    commit by another connection moves ``PRAGMA data_version``, a change through the archive's
+    own connection its ``total_changes``. Exact, without a table scan per query (``count(*)``
+    reads the smallest index whole: 7-15 ms at 1M messages)."""
+    with archive.db.lock:  # the connection's reads and writes are serialised on it
+        version = int(archive.db.read("PRAGMA data_version")[0][0])
+        con = archive.db.con
+        state = (version, con.total_changes)
+        kept = _SQLITE_SIZES.get(archive)
+        if kept is not None and kept[0] is con and kept[1] == state:
+            return kept[2]
+        size = archive.count_messages()
+        _SQLITE_SIZES[archive] = (con, state, size)
+        return size
 
 
 class _PgFrequencies:

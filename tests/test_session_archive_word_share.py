@@ -216,3 +216,25 @@ def test_sqlite_counts_the_messages_once_then_follows_every_change(
     a.db.write(lambda con: con.execute("CREATE TABLE unrelated (x INTEGER)"))
     check(True)  # the schema changed (a rebuilt messages table would drop the triggers)
     a.close()
+
+
+def test_sqlite_counts_for_each_query_where_the_count_cannot_be_followed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A connection that cannot keep the TEMP count still gets exact shares, counted each time."""
+    from hermes_core.plugins.memory.session_archive import word_share
+
+    monkeypatch.setattr(word_share, "_COUNTER", ("CREATE TEMP TABLE word_share_stored",))
+    with SessionArchive(tmp_path / "state.db") as a:
+        for k, text in enumerate([RARE, COMMON, *FILLER]):
+            a.open_session(Session(id=f"s{k}", started_at=1_700_000_000.0 + k))
+            a.append_messages(f"s{k}", [Message("user", text, timestamp=1_700_000_000.0 + k)])
+        counted: list[int] = []
+        count = a.count_messages
+        monkeypatch.setattr(a, "count_messages", lambda: counted.append(1) or count())
+        ids = ids_of(a)
+        shares = word_shares(a, QUESTION, list(ids.values()))
+        n = len(ids)
+        assert shares[ids[RARE]] == pytest.approx(1.0)
+        assert shares[ids[COMMON]] == pytest.approx(idf(n, 4) / (2 * idf(n, 1) + idf(n, 4)))
+        assert word_shares(a, QUESTION, list(ids.values())) == shares
+        assert len(counted) == 2 and a not in word_share._SQLITE_SIZES

@@ -114,6 +114,11 @@ class _Size:
 _SQLITE_SIZES: weakref.WeakKeyDictionary[SessionArchive, _Size] = weakref.WeakKeyDictionary()
 
 
+def _install(archive: SessionArchive) -> None:
+    for sql in _COUNTER:
+        archive.db.read(sql)
+
+
 def _sqlite_size(archive: SessionArchive) -> int:
     """The number of messages, exact, without reading every message's entry per query
     (``count(*)`` reads the smallest index whole: 7-15 ms at 1M messages). Counted once; then
@@ -123,16 +128,18 @@ def _sqlite_size(archive: SessionArchive) -> int:
     with archive.db.lock:  # the connection's reads and writes are serialised on it
         con = archive.db.con
         kept = _SQLITE_SIZES.get(archive)
-        if kept is None or kept.con is not con:
-            for sql in _COUNTER:
-                archive.db.read(sql)
-        stored, *others = archive.db.read(_STATE)[0]
-        if kept is not None and kept.con is con and kept.others == tuple(others):
-            return kept.size + int(stored) - kept.stored
-        if kept is not None and kept.con is con:  # a schema change may have dropped them
-            for sql in _COUNTER:
-                archive.db.read(sql)
+        try:
+            if kept is None or kept.con is not con:
+                _install(archive)
             stored, *others = archive.db.read(_STATE)[0]
+            if kept is not None and kept.con is con and kept.others == tuple(others):
+                return kept.size + int(stored) - kept.stored
+            if kept is not None and kept.con is con:  # a schema change may have dropped them
+                _install(archive)
+                stored, *others = archive.db.read(_STATE)[0]
+        except Exception:  # a connection that cannot keep them: counted for each query
+            _SQLITE_SIZES.pop(archive, None)
+            return archive.count_messages()
         size = archive.count_messages()
         _SQLITE_SIZES[archive] = _Size(con, (int(others[0]), int(others[1])), int(stored), size)
         return size

@@ -22,8 +22,9 @@ and (with ``--backend both``) on a throwaway PostgreSQL server:
   before and after each of 20 hits: what ``search_messages`` here returns), on a state.db made
   by Hermes' own schema and triggers from the same messages.
 
-``--before REV`` adds the search as it was at a git revision (search.py and pg_search.py read
-with ``git show`` and loaded beside the current ones) to every figure.
+``--before REV`` adds the search as it was at a git revision (search.py read with ``git show``
+and loaded beside the current one; at a revision that had it, pg_search.py too) to every
+figure.
 
     python bench/bench_lexical_all.py --before db452c2 --backend both --dir /tmp/lex --reuse
 """
@@ -36,6 +37,7 @@ import random
 import re
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -279,6 +281,19 @@ def measure(archive: SessionArchive, corpus: Corpus, args: argparse.Namespace,
     latency(archive, queries, searches, hermes, args.rounds, agent_db)
 
 
+def search_at(revision: str, root: Path) -> ModuleType:
+    """search.py as it was at ``revision``, loaded beside the current one; at a revision before
+    its PostgreSQL half was folded into it, with the pg_search.py of that revision too."""
+    split = subprocess.run(
+        ["git", "cat-file", "-e", f"{revision}:plugins/memory/session_archive/pg_search.py"],
+        capture_output=True).returncode == 0
+    if not split:
+        return module_at(revision, "search", root)
+    module_at(revision, "pg_search", root)  # the search's PostgreSQL half, as it was
+    return module_at(revision, "search", root,
+                     {"from .pg_search import": "from .pg_search_before import"})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=100_000, help="newer messages")
@@ -295,9 +310,7 @@ def main() -> None:
     corpus = Corpus()
     searches: dict[str, ModuleType] = {"new search": current}
     if args.before:
-        module_at(args.before, "pg_search", root)  # the search's PostgreSQL half, as it was
-        searches[f"search at {args.before}"] = module_at(
-            args.before, "search", root, {"from .pg_search import": "from .pg_search_before import"})
+        searches[f"search at {args.before}"] = search_at(args.before, root)
     if args.backend in ("sqlite", "both"):
         path = root / f"lexical-{args.old}-{args.size}.db"
         if not (args.reuse and path.exists()):

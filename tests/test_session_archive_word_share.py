@@ -162,3 +162,79 @@ def test_the_kept_counts_are_renewed_past_one_percent_more_messages() -> None:
     assert kept._stale(4999)  # the newest message counted is gone
     kept.size = 99
     assert kept._stale(5001)  # under 100 messages every message stored renews them
+
+
+def test_sqlite_counts_the_messages_once_then_follows_every_change(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On SQLite the number of messages is counted once per connection, not per query; what the
+    archive stores or deletes since (a rolled-back write included) is followed exactly, and a
+    commit by another connection, or a schema change, has it counted again."""
+    from hermes_core.plugins.memory.session_archive import forget, word_share
+
+    path = tmp_path / "state.db"
+    a = SessionArchive(path)
+    t = 1_700_000_000.0
+    for k, text in enumerate([RARE, COMMON, *FILLER]):
+        a.open_session(Session(id=f"s{k}", started_at=t + k))
+        a.append_messages(f"s{k}", [Message("user", text, timestamp=t + k)])
+    counted: list[int] = []
+    count = a.count_messages
+    monkeypatch.setattr(a, "count_messages", lambda: counted.append(1) or count())
+
+    def check(recounted: bool) -> None:
+        """The shares equal those from a fresh count; counted for them only if ``recounted``."""
+        ids = list(ids_of(a).values())
+        before = len(counted)
+        kept = word_shares(a, QUESTION, ids)
+        assert word_share._sqlite_size(a) == len(ids)  # kept, or followed: exact
+        assert len(counted) - before == int(recounted)
+        word_share._SQLITE_SIZES.pop(a)
+        assert word_shares(a, QUESTION, ids) == kept  # counted afresh: the same
+        assert word_share._sqlite_size(a) == len(ids) == count()
+
+    check(True)
+    check(False)  # nothing changed: not counted again
+    a.open_session(Session(id="s-new", started_at=t + 50))
+    a.append_messages("s-new", [Message("user", "A new dentist", timestamp=t + 50),
+                                Message("assistant", "Noted", timestamp=t + 51)])
+    check(False)  # two stored by this archive: followed, not counted
+    forget.delete_sessions(a, "s-new")
+    check(False)  # and deleted
+
+    def stored_then_failed(con: object) -> None:
+        a.db.insert_many(con, "INSERT INTO messages(session, role, content, timestamp) "
+                         "VALUES (1, 'user', 'rolled back dentist', 1.0)", [()])
+        raise RuntimeError("the write fails")
+
+    with pytest.raises(RuntimeError):
+        a.db.write(stored_then_failed)
+    check(False)  # a rolled-back write changed nothing
+    with SessionArchive(path) as other:  # another connection commits: counted again
+        other.open_session(Session(id="s-other", started_at=t + 60))
+        other.append_messages("s-other", [Message("user", "Leeds", timestamp=t + 60)])
+    check(True)
+    a.db.write(lambda con: con.execute("CREATE TABLE unrelated (x INTEGER)"))
+    check(True)  # the schema changed (a rebuilt messages table would drop the triggers)
+    a.close()
+
+
+def test_sqlite_counts_for_each_query_where_the_count_cannot_be_followed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A connection that cannot keep the TEMP count still gets exact shares, counted each time."""
+    from hermes_core.plugins.memory.session_archive import word_share
+
+    monkeypatch.setattr(word_share, "_COUNTER", ("CREATE TEMP TABLE word_share_stored",))
+    with SessionArchive(tmp_path / "state.db") as a:
+        for k, text in enumerate([RARE, COMMON, *FILLER]):
+            a.open_session(Session(id=f"s{k}", started_at=1_700_000_000.0 + k))
+            a.append_messages(f"s{k}", [Message("user", text, timestamp=1_700_000_000.0 + k)])
+        counted: list[int] = []
+        count = a.count_messages
+        monkeypatch.setattr(a, "count_messages", lambda: counted.append(1) or count())
+        ids = ids_of(a)
+        shares = word_shares(a, QUESTION, list(ids.values()))
+        n = len(ids)
+        assert shares[ids[RARE]] == pytest.approx(1.0)
+        assert shares[ids[COMMON]] == pytest.approx(idf(n, 4) / (2 * idf(n, 1) + idf(n, 4)))
+        assert word_shares(a, QUESTION, list(ids.values())) == shares
+        assert len(counted) == 2 and a not in word_share._SQLITE_SIZES

@@ -382,11 +382,15 @@ def _not_echo() -> str:
 
 
 def attach_chains(archive: SessionArchive, found: list[Candidate]) -> None:
-    """Fill in each candidate's compaction chain (one query per 900)."""
+    """Fill in the compaction chain of each candidate that has none yet (one query per 900;
+    none when the hybrid ranking, which groups by conversation, read them all already)."""
+    missing = [c for c in found if not c.chain]
+    if not missing:
+        return
     chains = dict(archive.read_in(
         "SELECT m.id, s.chain FROM messages AS m JOIN sessions AS s ON s.num = m.session "
-        "WHERE m.id IN ({marks})", [c.id for c in found]))
-    for c in found:
+        "WHERE m.id IN ({marks})", [c.id for c in missing]))
+    for c in missing:
         c.chain = chains.get(c.id, 0)
 
 

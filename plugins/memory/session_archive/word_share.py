@@ -17,7 +17,8 @@ denominator (the question asks about something the archive does not name).
 
 Both are read from the archive's own word index at query time, with no stored state. On SQLite
 one pass over the rowids of an FTS5 match of each term (their number is df; the candidates
-among them hold the term), and ``count(*)`` of the messages, each query. On PostgreSQL ``count(*)`` of a
+among them hold the term) each query, and the number of messages counted once and kept
+exact from then on (:func:`_sqlite_size`). On PostgreSQL ``count(*)`` of a
 ``tsvector @@`` match (the GIN index) per term, and of the messages, kept per archive until 1%
 more messages are stored (:class:`_PgFrequencies`), and which candidates hold each term in one
 primary-key lookup. The terms are the SQLite tokenizer's (Porter stems); on PostgreSQL each
@@ -32,6 +33,7 @@ import re
 import threading
 import weakref
 from collections import OrderedDict
+from dataclasses import dataclass
 
 from .query import _TOKENIZER, STOPWORDS, quote
 from .store import SessionArchive
@@ -78,7 +80,69 @@ def _sqlite_counts(archive: SessionArchive, words: list[str], ids: list[int],
                 _SQLITE_HOLDERS.format(marks=",".join("?" * len(part))), (*part, quote(word)))
             holders.update(int(i) for i in (found or "").split(",") if i)
         out[word] = df, holders
-    return archive.count_messages(), out
+    return _sqlite_size(archive), out
+
+
+#: a count of the messages this connection stores and deletes, kept by TEMP triggers: they live
+#: in the connection's temporary schema (nothing is stored in the archive file), and a rolled
+#: back write rolls the count back too
+_COUNTER = (
+    "CREATE TEMP TABLE IF NOT EXISTS word_share_stored (n INTEGER NOT NULL)",
+    "INSERT INTO temp.word_share_stored SELECT 0 WHERE NOT EXISTS "
+    "(SELECT 1 FROM temp.word_share_stored)",
+    "CREATE TEMP TRIGGER IF NOT EXISTS word_share_added AFTER INSERT ON main.messages "
+    "BEGIN UPDATE word_share_stored SET n = n + 1; END",
+    "CREATE TEMP TRIGGER IF NOT EXISTS word_share_removed AFTER DELETE ON main.messages "
+    "BEGIN UPDATE word_share_stored SET n = n - 1; END",
+)
+#: (that count; commits by other connections; schema changes, this connection's included)
+_STATE = ("SELECT (SELECT n FROM temp.word_share_stored), (SELECT data_version FROM "
+          "pragma_data_version), (SELECT schema_version FROM pragma_schema_version)")
+
+
+@dataclass
+class _Size:
+    """The number of messages of one SQLite archive when it was last counted, with what it
+    is measured against since: the connection, and its :data:`_STATE` then."""
+
+    con: object
+    others: tuple[int, int]
+    stored: int
+    size: int
+
+
+_SQLITE_SIZES: weakref.WeakKeyDictionary[SessionArchive, _Size] = weakref.WeakKeyDictionary()
+
+
+def _install(archive: SessionArchive) -> None:
+    for sql in _COUNTER:
+        archive.db.read(sql)
+
+
+def _sqlite_size(archive: SessionArchive) -> int:
+    """The number of messages, exact, without reading every message's entry per query
+    (``count(*)`` reads the smallest index whole: 7-15 ms at 1M messages). Counted once; then
+    what this connection stores and deletes is added (:data:`_COUNTER`), and it is counted
+    again only when another connection has committed (``data_version``) or the schema changed
+    (a rebuilt table would drop the triggers)."""
+    with archive.db.lock:  # the connection's reads and writes are serialised on it
+        con = archive.db.con
+        kept = _SQLITE_SIZES.get(archive)
+        try:
+            if kept is None or kept.con is not con:
+                _install(archive)
+            stored, *others = archive.db.read(_STATE)[0]
+            if kept is not None and kept.con is con and kept.others == tuple(others):
+                return kept.size + int(stored) - kept.stored
+            if kept is not None and kept.con is con:  # a schema change may have dropped them
+                _install(archive)
+                stored, *others = archive.db.read(_STATE)[0]
+        except Exception:  # a connection that cannot keep them: counted for each query
+            _SQLITE_SIZES.pop(archive, None)
+            return archive.count_messages()
+        size = archive.count_messages()
+        _SQLITE_SIZES[archive] = _Size(con, (int(others[0]), int(others[1])), int(stored), size)
+        return size
 
 
 class _PgFrequencies:

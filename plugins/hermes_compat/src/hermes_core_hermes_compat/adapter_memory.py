@@ -125,6 +125,8 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         self._boundary_wait = context.config.hooks.timeout("on_session_switch") * WARM_SHARE
         #: how long a tool call waits for the plugin's pre_tool_call before it is blocked
         self._guard_wait = context.config.hooks.timeout("on_pre_tool_call") * WARM_SHARE
+        #: how long a turn's end waits for the plugin's post_llm_call and on_session_end
+        self._end_wait = context.config.hooks.timeout("on_message") * WARM_SHARE
         #: how long the prompt waits for a block before the last one answers
         self._prompt_wait = context.config.hooks.timeout("system_prompt_block") * WARM_SHARE
         #: the Hermes hooks and tools its register(ctx) registered (the same for every slot)
@@ -136,6 +138,10 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         #: message -> (it, what Hermes passes about its turn), for the turn's end (:meth:`_ended`)
         self._asked: dict[str, Message] = {}
         self._turn_ids: dict[int, tuple[Message, dict[str, Any]]] = {}
+        #: session id -> the user message of its turn in progress (its end not fired yet); id of
+        #: a user message -> it, for a turn whose end fired when its reply came
+        self._pending: dict[str, Message] = {}
+        self._early: dict[int, Message] = {}
         # a pre_llm_call answer belongs to its one user message: a late one is never served at
         # a later turn (the kernel would reuse a late provider's last answer)
         self.reuse_prefetch = not self._hooks.has("pre_llm_call")
@@ -172,19 +178,73 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
     def on_message(self, message: Message, session: Session) -> None:
         if message.role == "user" and "carried_over" not in message.meta:
             self._asked[session.id] = message  # its turn's identity is taken in prefetch
-        keep = self._hooks.has("pre_llm_call")
-        if message.role != "user" and not keep:
+        keep = self._hooks.has("pre_llm_call") or self._hooks.has("post_llm_call")
+        ends = self._ends_turn(message, session)
+        if message.role != "user" and not (keep or ends):
             return
         slot = self._ready(session, move=False)
         if slot is None:
             return
         if keep:
-            if slot.history_of != session.id:
-                slot.history, slot.history_of = [], session.id
-            slot.history.extend(to_openai([message]))
+            with self._lock:
+                slot.remember(session.id, message)
         if message.role == "user" and slot.agent_context == "subagent" and not slot.began:
             slot.began = True
             self._subagent_started(session, message.content)
+        if ends:
+            self._end_now(slot, session, message)
+
+    def _ends_turn(self, message: Message, session: Session) -> bool:
+        """Whether ``message`` is the model's last reply of a user turn (one without tool calls:
+        the turn ends with it), whose end Hermes hooks are waiting for."""
+        return (message.role == "assistant" and not message.tool_calls
+                and "usage" in message.meta and session.agent_context == "primary"
+                and (self._hooks.has("post_llm_call") or self._hooks.has("on_session_end")))
+
+    def _end_now(self, slot: Slot, session: Session, reply: Message) -> None:
+        """The turn's ``post_llm_call`` and ``on_session_end``, as Hermes fires them: before the
+        turn returns, so before anything of the next turn (its ``pre_llm_call``, its tool
+        calls) reaches the plugin. They are handed to the plugin's thread now and waited for up
+        to most of the ``on_message`` deadline; a slower one goes on there, still ahead of every
+        later call into the plugin. Left to ``sync_turn`` when the turn's start was not seen, or
+        when ``post_llm_call`` would get a history that lacks the session's older messages
+        (after a resume, until its first turn is stored)."""
+        with self._lock:
+            user = self._pending.pop(session.id, None)
+            if user is None and session.parent_session_id:  # a compaction during the turn
+                user = self._pending.pop(session.parent_session_id, None)
+            if user is None:
+                return
+            if self._hooks.has("post_llm_call") and session.id not in slot.whole:
+                return
+            history = list(slot.histories.get(session.id, ()))
+            self._early[id(user)] = user
+            for old in list(self._early)[:-16]:
+                del self._early[old]
+        turn = self._ended(user, slot, session)
+        future = slot.pinned.submit(self._ends, slot, user.content, reply, history, turn)
+        try:
+            future.result(timeout=self._end_wait)
+        except FutureTimeout:
+            log.info("Hermes plugin %r: its turn-end hooks have not answered in %.1f s; they go "
+                     "on on the plugin's thread, and later calls into the plugin wait for them",
+                     self.candidate.plugin, self._end_wait)
+
+    def _ends(self, slot: Slot, user: str, reply: Message, history: list[Message],
+              turn: dict[str, Any]) -> None:
+        """On the plugin's thread: ``post_llm_call`` (a turn with reply text), then the
+        per-turn ``on_session_end`` (Hermes 0.19.0 fires it at the end of every
+        ``run_conversation``; a turn that spent its budget on tool calls or has no reply did not
+        complete)."""
+        if reply.content and self._hooks.has("post_llm_call"):
+            self._ran("hook post_llm_call")
+            fire(slot.hooks, "post_llm_call", self._problem, user_message=user,
+                 assistant_response=reply.content, conversation_history=to_openai(history),
+                 **turn)
+        if self._hooks.has("on_session_end"):
+            self._ran("hook on_session_end")
+            fire(slot.hooks, "on_session_end", self._problem,
+                 completed=bool(reply.content) and not reply.tool_calls, interrupted=False, **turn)
 
     @hookimpl
     def prefetch(self, query: str, session: Session) -> str | None:
@@ -197,12 +257,16 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         if asked is not None and asked.content == query:
             with self._lock:
                 self._turn_ids[id(asked)] = (asked, turn)
+                self._pending[session.id] = asked
                 for old in list(self._turn_ids)[:-16]:  # turns that never ended (they failed)
                     del self._turn_ids[old]
+                for old in list(self._pending)[:-16]:
+                    del self._pending[old]
         text = self._recall(query, session, slot)
         if not self._hooks.has("pre_llm_call"):
             return text
-        history = list(slot.history) if slot.history_of == session.id else []
+        with self._lock:
+            history = to_openai(slot.histories.get(session.id, []))
         answers = self._fire(session, "pre_llm_call", move=False, user_message=query,
                              conversation_history=history, is_first_turn=len(history) <= 1,
                              sender_id=session.user_id or "", **turn)
@@ -295,15 +359,13 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
                 extra["messages"] = to_openai(messages)
             slot.call(call_with, slot.obj.sync_turn, user_message.content,
                       assistant_message.content, **extra)
-        turn = self._ended(user_message, slot, session)
-        if self._hooks.has("post_llm_call") and assistant_message.content:
-            self._fire(session, "post_llm_call", user_message=user_message.content,
-                       assistant_response=assistant_message.content,
-                       conversation_history=to_openai(messages), **turn)
-        # Hermes 0.19.0 fires on_session_end at the end of every turn (run_conversation); a turn
-        # that spent its budget on tool calls or has no reply did not complete
-        completed = bool(assistant_message.content) and not assistant_message.tool_calls
-        self._fire(session, "on_session_end", completed=completed, interrupted=False, **turn)
+        with self._lock:
+            slot.caught_up(session.id, messages)
+            if self._early.pop(id(user_message), None) is user_message:
+                return  # its end hooks fired when its reply came (on_message)
+        if self._hooks.has("post_llm_call") or self._hooks.has("on_session_end"):
+            slot.call(self._ends, slot, user_message.content, assistant_message, messages,
+                      self._ended(user_message, slot, session))
 
     @hookimpl
     def on_turn_cancelled(self, user_message: Message, session: Session) -> None:
@@ -346,6 +408,9 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
     def on_session_switch(self, new_session: Session, old_session: Session | None,
                           reason: SwitchReason) -> None:
         slot = self._slot(new_session)
+        if reason in (SwitchReason.NEW, SwitchReason.RESET, SwitchReason.COMPRESSION):
+            with self._lock:  # all its messages will reach on_message (none came before)
+                slot.began_empty(new_session.id)
         with slot.lock:
             compacted = (slot.compacted.pop(old_session.id, None)
                          if reason == SwitchReason.COMPRESSION and old_session is not None

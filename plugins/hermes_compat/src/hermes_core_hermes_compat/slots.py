@@ -14,6 +14,8 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+from hermes_core.types import Message
+
 from . import calls
 from .loading import Loaded
 
@@ -46,8 +48,8 @@ class Slot:
     thread, and the session it is initialised for."""
 
     __slots__ = ("agent_context", "began", "block", "compacted", "failure", "hermes_home",
-                 "history", "history_of", "hooks", "lock", "obj", "pinned", "session_id", "turns",
-                 "warm", "warming")
+                 "histories", "hooks", "lock", "obj", "pinned", "session_id", "turns", "warm",
+                 "warming", "whole")
 
     def __init__(self, loaded: Loaded, hermes_home: Path, thread_name: str,
                  agent_context: str = "primary") -> None:
@@ -55,9 +57,11 @@ class Slot:
         self.hooks = loaded.registered
         #: ``"primary"`` (the user's sessions) or ``"subagent"`` (one delegated child session)
         self.agent_context = agent_context
-        #: the session's messages as Hermes hooks see them (kept only for ``pre_llm_call``)
-        self.history: list[dict[str, Any]] = []
-        self.history_of: str | None = None
+        #: session id -> its messages as Hermes hooks see them (kept only for ``pre_llm_call`` and
+        #: ``post_llm_call``), see :meth:`remember`; ``whole``: the sessions whose list holds every
+        #: message since the session began (not only this process's, after a resume)
+        self.histories: dict[str, list[Message]] = {}
+        self.whole: dict[str, None] = {}
         self.hermes_home = hermes_home
         self.session_id: str | None = None
         #: session id -> its user turns so far (Hermes' ``turn_number``), see :meth:`turns_of`
@@ -85,6 +89,35 @@ class Slot:
             for old in list(self.turns)[:-8]:  # the sessions of long ago
                 self.turns.pop(old, None)
         return self.turns[session_id]
+
+    def remember(self, session_id: str, message: Message) -> None:
+        """Add ``message`` to ``session_id``'s history (a compaction's child begins with the
+        messages it carries, so it holds them all from its start)."""
+        if session_id not in self.histories:
+            self.histories[session_id] = []
+            if "carried_over" in message.meta:
+                self.began_empty(session_id)
+            for old in list(self.histories)[:-4]:  # the sessions of long ago
+                del self.histories[old]
+        self.histories[session_id].append(message)
+
+    def began_empty(self, session_id: str) -> None:
+        """``session_id`` is a new session: every message of it reaches :meth:`remember`."""
+        self.whole[session_id] = None
+        for old in list(self.whole)[:-8]:
+            del self.whole[old]
+
+    def caught_up(self, session_id: str, stored: list[Message]) -> None:
+        """``stored`` is the session's whole history as the kernel stored it at a turn's end
+        (after a resume it holds what this process never saw): the session's list becomes it,
+        and the messages seen since that turn ended."""
+        mine = self.histories.get(session_id)
+        if mine is None or not stored:
+            return
+        last = next((i for i in range(len(mine) - 1, -1, -1) if mine[i] is stored[-1]), None)
+        if last is not None:
+            self.histories[session_id] = [*stored, *mine[last + 1:]]
+            self.began_empty(session_id)
 
     def call(self, fn: Callable[..., calls.T], /, *args: Any, **kwargs: Any) -> calls.T:
         """``fn(*args, **kwargs)`` on this object's thread, in its Hermes home."""

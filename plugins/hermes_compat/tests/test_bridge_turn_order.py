@@ -1,0 +1,191 @@
+"""When a turn's end reaches a Hermes general plugin: before the turn returns, as in Hermes.
+
+Hermes fires ``post_llm_call`` and the per-turn ``on_session_end`` on the turn's own thread at
+the end of ``run_conversation``, so a plugin sees each turn's end before anything of the next
+turn (its ``pre_llm_call``, its tool calls), while the provider's own ``sync_turn`` runs on
+Hermes' background memory worker. The plugins here log every call into them; only the model's
+words are scripted.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from conftest import bridge_agent, drop_folder_plugin
+
+from hermes_core.agent import Agent
+from hermes_core.llm import LLMError, LLMFailure
+from hermes_core.types import Message, Session
+
+#: a plugin with a slow store (its sync_turn takes half a second: a remote backend) and the
+#: three turn hooks, each logging what it was told and on which thread
+ORDER = '''
+import json, threading, time
+from agent.memory_provider import MemoryProvider
+from hermes_constants import get_hermes_home
+
+
+def _log(event, **fields):
+    home = get_hermes_home()
+    home.mkdir(parents=True, exist_ok=True)
+    with open(home / "calls.jsonl", "a", encoding="utf-8") as out:
+        out.write(json.dumps({"event": event, "thread": threading.get_ident(), **fields}) + "\\n")
+
+
+class SlowStore(MemoryProvider):
+    name = "order"
+
+    def is_available(self):
+        return True
+
+    def initialize(self, session_id, **kw):
+        pass
+
+    def get_tool_schemas(self):
+        return []
+
+    def sync_turn(self, user_content, assistant_content, **kw):
+        time.sleep(0.5)
+        _log("sync_turn", user_message=user_content)
+
+
+def pre_llm_call(user_message, turn_id, conversation_history, **kw):
+    _log("pre_llm_call", user_message=user_message, turn_id=turn_id,
+         history=[m["content"] for m in conversation_history])
+
+
+def post_llm_call(user_message, turn_id, conversation_history, **kw):
+    _log("post_llm_call", user_message=user_message, turn_id=turn_id,
+         history=[m["content"] for m in conversation_history])
+
+
+def on_session_end(turn_id, completed, interrupted, **kw):
+    _log("on_session_end", turn_id=turn_id, completed=completed, interrupted=interrupted)
+
+
+def register(ctx):
+    ctx.register_memory_provider(SlowStore())
+    for hook in ("pre_llm_call", "post_llm_call", "on_session_end"):
+        ctx.register_hook(hook, globals()[hook])
+'''
+
+#: the prefetch deadline covers the slow store (the next turn's pre_llm_call waits behind it on
+#: the plugin's thread), so every pre_llm_call answers its own turn
+CONFIG = ("memory:\n  providers: [hermes-order]\n  prefetch_timeout: 10\n"
+          "hooks:\n  timeouts:\n    on_message: 10\n    sync_turn: 10\n")
+
+
+def _calls(core_home: Path) -> list[dict[str, Any]]:
+    path = core_home / "hermes-compat" / "order" / "calls.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def _turn_events(calls: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(event, which turn) of the turn hooks, in the order the plugin saw them."""
+    turns = {c["turn_id"]: c["user_message"] for c in calls if c["event"] == "pre_llm_call"}
+    return [(c["event"], turns.get(c["turn_id"], c["turn_id"])) for c in calls
+            if c["event"] in ("pre_llm_call", "post_llm_call", "on_session_end")]
+
+
+def test_a_turn_has_ended_for_the_plugin_when_it_returns(core_home: Path) -> None:
+    """Back-to-back turns while the plugin's store is slow: each turn's post_llm_call and
+    on_session_end have run when run_turn returns, before the next turn's pre_llm_call, on the
+    thread its pre_llm_call ran on; the store's sync_turn still runs in the background."""
+    drop_folder_plugin(core_home, "order", ORDER)
+    agent = bridge_agent(core_home, CONFIG)
+    try:
+        for text in ("one", "two", "three"):
+            agent.run_turn(text)
+            ended = [e for e in _turn_events(_calls(core_home)) if e[1] == text]
+            assert ended == [("pre_llm_call", text), ("post_llm_call", text),
+                             ("on_session_end", text)], _calls(core_home)
+        assert agent.worker.flush(20)
+    finally:
+        agent.close()
+    calls = _calls(core_home)
+    assert _turn_events(calls) == [(event, text) for text in ("one", "two", "three")
+                                   for event in ("pre_llm_call", "post_llm_call",
+                                                 "on_session_end")]
+    assert [c["user_message"] for c in calls if c["event"] == "sync_turn"] == ["one", "two",
+                                                                                "three"]
+    # one thread per plugin object, as Hermes calls a turn's hooks from one thread
+    assert len({c["thread"] for c in calls}) == 1
+    ends = [c for c in calls if c["event"] == "on_session_end"]
+    assert [(c["completed"], c["interrupted"]) for c in ends] == [(True, False)] * 3
+    post = [c for c in calls if c["event"] == "post_llm_call"]
+    assert post[-1]["history"] == ["one", "ok", "two", "ok", "three", "ok"]
+
+
+class FailsOnce:
+    """The model's words ("ok"); the call for the message "boom" fails (after the client's own
+    retries), as a provider outage does."""
+
+    def respond(self, **kw: Any) -> Any:
+        from hermes_core.llm import LLMResponse
+        from hermes_core.types import Usage
+
+        if kw["messages"][-1].content.endswith("boom"):
+            raise LLMError("the model endpoint is down", failure=LLMFailure.SERVER_ERROR,
+                           status=503)
+        return LLMResponse(text="ok", usage=Usage(input_tokens=10, output_tokens=2))
+
+    def complete(self, **kw: Any) -> str:
+        return "ok"
+
+
+def test_a_turn_whose_model_call_fails_gets_no_end(core_home: Path) -> None:
+    """Hermes 0.19.0 returns from run_conversation at once when the model call fails after its
+    retries (no finalize_turn): no post_llm_call, no per-turn on_session_end, nothing stored.
+    The turns around it end as usual, each naming its own turn."""
+    drop_folder_plugin(core_home, "order", ORDER)
+    agent = bridge_agent(core_home, CONFIG, FailsOnce())
+    try:
+        agent.run_turn("before")
+        try:
+            agent.run_turn("boom")
+        except LLMError:
+            pass
+        else:
+            raise AssertionError("the model call was meant to fail")
+        agent.run_turn("after")
+        assert agent.worker.flush(20)
+    finally:
+        agent.close()
+    calls = _calls(core_home)
+    assert _turn_events(calls) == [
+        ("pre_llm_call", "before"), ("post_llm_call", "before"), ("on_session_end", "before"),
+        ("pre_llm_call", "boom"),
+        ("pre_llm_call", "after"), ("post_llm_call", "after"), ("on_session_end", "after")]
+    assert [c["user_message"] for c in calls if c["event"] == "sync_turn"] == ["before", "after"]
+
+
+def test_a_resumed_session_s_hooks_see_its_older_messages(core_home: Path) -> None:
+    """After a resume, Hermes' hooks get the whole conversation (Hermes loads it from its
+    store). The bridge learns the older messages when the resumed session's first turn is
+    stored; from then on pre_llm_call and post_llm_call carry them, and the ends come before the
+    turn returns."""
+    drop_folder_plugin(core_home, "order", ORDER)
+    older = [Message("user", "long ago"), Message("assistant", "noted")]
+    first = bridge_agent(core_home, CONFIG)
+    host = first.host
+    try:
+        session = Session("resumed", model=first.session.model)
+        agent = Agent.create(host, first.llm, aux_llm=first.llm, session=session,
+                             history=list(older))
+        for text in ("again", "and again"):
+            agent.run_turn(text)
+        assert agent.worker.flush(20)
+        agent.close()
+    finally:
+        first.close()
+    calls = [c for c in _calls(core_home) if c["event"] in ("pre_llm_call", "post_llm_call")]
+    last = {c["event"]: c["history"] for c in calls if c["user_message"] == "and again"}
+    assert last["pre_llm_call"] == ["long ago", "noted", "again", "ok", "and again"]
+    assert last["post_llm_call"] == ["long ago", "noted", "again", "ok", "and again", "ok"]
+    assert _turn_events(_calls(core_home))[-3:] == [
+        ("pre_llm_call", "and again"), ("post_llm_call", "and again"),
+        ("on_session_end", "and again")]

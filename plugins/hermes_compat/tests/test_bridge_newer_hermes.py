@@ -1,0 +1,100 @@
+"""Plugins written for a newer Hermes Agent than 0.19.0: what they import from it and call on
+``ctx`` (strict additions of the newer versions) works under the bridge as under newer Hermes.
+
+Each plugin here is Hermes-style (it imports Hermes' modules, which the bridge's stand-ins
+serve) and is driven by a real Agent; only the model's words are scripted.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from conftest import bridge_agent, drop_folder_plugin
+
+#: a provider using the helpers newer Hermes added to agent.memory_provider
+NEWER = '''
+import json
+from agent.memory_provider import (INDICATOR_GLYPH, PRE_COMPRESS_CHECKPOINT_API_VERSION,
+                                   MemoryProvider, RecallStatus, is_trivial_prompt,
+                                   spawn_context_thread)
+from hermes_constants import get_hermes_home
+
+
+def _log(**fields):
+    with open(get_hermes_home() / "calls.jsonl", "a", encoding="utf-8") as out:
+        out.write(json.dumps(fields) + "\\n")
+
+
+def _write_from_a_thread(text, *, into):
+    (get_hermes_home() / into).write_text(text, encoding="utf-8")
+
+
+class Newer(MemoryProvider):
+    name = "newer"
+    pre_compress_checkpoint_api_version = PRE_COMPRESS_CHECKPOINT_API_VERSION
+
+    def is_available(self):
+        return True
+
+    def initialize(self, session_id, **kw):
+        get_hermes_home().mkdir(parents=True, exist_ok=True)
+        self._status = None
+        # newer Hermes' helper: the background thread keeps the caller's Hermes home
+        writer = spawn_context_thread(_write_from_a_thread, name="newer-writer",
+                                      args=("written by the background thread",),
+                                      kwargs={"into": "from-thread.txt"})
+        writer.start()
+        writer.join()
+
+    def get_tool_schemas(self):
+        return []
+
+    def prefetch(self, query, *, session_id=""):
+        if is_trivial_prompt(query):
+            self._status = None
+            _log(query=query, recalled=False)
+            return ""
+        self._status = RecallStatus("Newer", 1, glyph="\\N{EYE}")
+        _log(query=query, recalled=True, status=[self._status.provider_label,
+                                                 self._status.count, self._status.glyph],
+             default_glyph=RecallStatus("x", 0).glyph == INDICATOR_GLYPH)
+        return "the user lives in Rotterdam"
+
+    def recall_status(self):
+        return self._status
+
+
+def register(ctx):
+    ctx.register_memory_provider(Newer())
+'''
+
+
+def _log(folder: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in
+            (folder / "calls.jsonl").read_text(encoding="utf-8").splitlines()]
+
+
+def test_a_provider_using_newer_hermes_helpers(core_home: Path) -> None:
+    """RecallStatus with its glyph, is_trivial_prompt as newer Hermes decides it, and
+    spawn_context_thread with args/kwargs, whose thread writes into the plugin's own Hermes
+    home (the folder the bridge gives it), not the common parent every plugin shares."""
+    drop_folder_plugin(core_home, "newer", NEWER)
+    agent = bridge_agent(core_home, "memory:\n  providers: [hermes-newer]\n"
+                                    "  prefetch_timeout: 10\n")
+    try:
+        for text in ("where do I live?", "go ahead", "thanks!", "ok ok", "k8s?"):
+            agent.run_turn(text)
+    finally:
+        agent.close()
+    own = core_home / "hermes-compat" / "newer"
+    assert (own / "from-thread.txt").read_text(encoding="utf-8") == \
+        "written by the background thread"
+    assert not (core_home / "hermes-compat" / "from-thread.txt").exists()
+    calls = _log(own)
+    assert [(c["query"], c["recalled"]) for c in calls] == [
+        ("where do I live?", True), ("go ahead", False), ("thanks!", False), ("ok ok", True),
+        ("k8s?", True)]
+    assert calls[0]["status"] == ["Newer", 1, "\N{EYE}"]
+    assert calls[0]["default_glyph"] is True

@@ -15,9 +15,9 @@ from conftest import bridge_agent, drop_folder_plugin
 
 #: a provider using the helpers newer Hermes added to agent.memory_provider
 NEWER = '''
-import json
+import json, threading
 from agent.memory_provider import (INDICATOR_GLYPH, PRE_COMPRESS_CHECKPOINT_API_VERSION,
-                                   MemoryProvider, RecallStatus, is_trivial_prompt,
+                                   MemoryProvider, RecallStatus, ctx_bound, is_trivial_prompt,
                                    spawn_context_thread)
 from hermes_constants import get_hermes_home
 
@@ -47,6 +47,11 @@ class Newer(MemoryProvider):
                                       kwargs={"into": "from-thread.txt"})
         writer.start()
         writer.join()
+        # a callable bound here, run later on a plain thread
+        bound = threading.Thread(target=ctx_bound(_write_from_a_thread),
+                                 args=("written by a bound callable",), kwargs={"into": "bound.txt"})
+        bound.start()
+        bound.join()
 
     def get_tool_schemas(self):
         return []
@@ -78,7 +83,7 @@ def _log(folder: Path) -> list[dict[str, Any]]:
 
 def test_a_provider_using_newer_hermes_helpers(core_home: Path) -> None:
     """RecallStatus with its glyph, is_trivial_prompt as newer Hermes decides it, and
-    spawn_context_thread with args/kwargs, whose thread writes into the plugin's own Hermes
+    spawn_context_thread with args/kwargs (and ctx_bound), whose thread writes into the plugin's own Hermes
     home (the folder the bridge gives it), not the common parent every plugin shares."""
     drop_folder_plugin(core_home, "newer", NEWER)
     agent = bridge_agent(core_home, "memory:\n  providers: [hermes-newer]\n"
@@ -91,6 +96,7 @@ def test_a_provider_using_newer_hermes_helpers(core_home: Path) -> None:
     own = core_home / "hermes-compat" / "newer"
     assert (own / "from-thread.txt").read_text(encoding="utf-8") == \
         "written by the background thread"
+    assert (own / "bound.txt").read_text(encoding="utf-8") == "written by a bound callable"
     assert not (core_home / "hermes-compat" / "from-thread.txt").exists()
     calls = _log(own)
     assert [(c["query"], c["recalled"]) for c in calls] == [
@@ -98,3 +104,49 @@ def test_a_provider_using_newer_hermes_helpers(core_home: Path) -> None:
         ("k8s?", True)]
     assert calls[0]["status"] == ["Newer", 1, "\N{EYE}"]
     assert calls[0]["default_glyph"] is True
+
+
+#: an engine written for a newer Hermes: its compress uses the base class's newer defaults
+NEWER_ENGINE = '''
+from agent.context_engine import ContextEngine
+
+
+class Trim(ContextEngine):
+    name = "trim"
+    emit_automatic_compaction_status = False
+
+    def update_from_response(self, usage):
+        self.last_prompt_tokens = usage.get("prompt_tokens", 0)
+
+    def should_compress(self, prompt_tokens=None):
+        return False
+
+    def compress(self, messages, current_tokens=None, focus_topic=None, force=False,
+                 memory_context=""):
+        messages, _pruned = self.prune_tool_results_only(messages, current_tokens)
+        note = self.get_automatic_compaction_status_message(phase="compress",
+                                                            default_message="trimmed")
+        self.compression_count += 1
+        head = {"role": "user", "content": f"[earlier turns dropped; status: {note}]"}
+        return [head, {"role": "assistant", "content": "Understood."}] + messages[-2:]
+
+
+def register(ctx):
+    ctx.register_context_engine(Trim())
+'''
+
+
+def test_an_engine_using_newer_hermes_defaults(core_home: Path) -> None:
+    """An engine whose compress calls the newer base class's prune_tool_results_only and
+    get_automatic_compaction_status_message (their defaults: nothing pruned; None when the
+    engine keeps automatic compactions silent) compacts as under newer Hermes."""
+    drop_folder_plugin(core_home, "trim", NEWER_ENGINE)
+    agent = bridge_agent(core_home, "memory:\n  providers: []\ncontext:\n  engine: hermes-trim\n")
+    try:
+        for text in ("u1", "u2", "u3"):
+            agent.run_turn(text)
+        record = agent.compact()
+        assert record is not None and record.messages_after < record.messages_before
+        assert agent.history[0].content == "[earlier turns dropped; status: None]"
+    finally:
+        agent.close()

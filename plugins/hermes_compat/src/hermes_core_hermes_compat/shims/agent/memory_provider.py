@@ -2,10 +2,10 @@
 
 The surface (method names, arguments, defaults) is Hermes Agent's as of 0.19.0, plus what newer
 Hermes versions added that published plugins already import: the helpers ``RecallStatus`` (with
-``INDICATOR_GLYPH``), ``is_trivial_prompt`` (with ``TRIVIAL_PROMPT_RE``) and
-``spawn_context_thread``, the constant ``PRE_COMPRESS_CHECKPOINT_API_VERSION``, and the optional
-methods ``initialize_for_inspection``, ``unavailable_reason`` and ``recall_status``, each with
-newer Hermes' default. hermes-core calls these methods through its bridge; nothing here runs a
+``INDICATOR_GLYPH``), ``is_trivial_prompt`` (with ``TRIVIAL_PROMPT_RE``), ``spawn_context_thread``
+and ``ctx_bound``, the constant ``PRE_COMPRESS_CHECKPOINT_API_VERSION``, and the optional methods
+``initialize_for_inspection``, ``unavailable_reason`` and ``recall_status``, each with newer
+Hermes' default. hermes-core calls these methods through its bridge; nothing here runs a
 provider by itself.
 """
 
@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["INDICATOR_GLYPH", "PRE_COMPRESS_CHECKPOINT_API_VERSION", "TRIVIAL_PROMPT_RE",
-           "MemoryProvider", "RecallStatus", "is_trivial_prompt", "spawn_context_thread"]
+           "MemoryProvider", "RecallStatus", "ctx_bound", "is_trivial_prompt",
+           "spawn_context_thread"]
 
 #: the version of newer Hermes' fail-closed ``on_pre_compress`` checkpoint contract; a provider
 #: opting in sets ``pre_compress_checkpoint_api_version`` to it (the bridge calls
@@ -136,12 +137,21 @@ def is_trivial_prompt(text: str | None) -> bool:
     return not stripped or stripped.startswith("/") or bool(TRIVIAL_PROMPT_RE.match(stripped))
 
 
+def ctx_bound(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` bound to the caller's context variables: called later on any thread, it runs in a
+    copy of them (so it keeps the caller's Hermes home)."""
+    captured = contextvars.copy_context()
+
+    def bound(*args: Any, **kwargs: Any) -> Any:
+        return captured.copy().run(fn, *args, **kwargs)
+    return bound
+
+
 def spawn_context_thread(target: Callable[..., Any], *, name: str | None = None,
                          daemon: bool = True, args: tuple[Any, ...] = (),
                          kwargs: Mapping[str, Any] | None = None) -> threading.Thread:
     """A thread (not started: the caller starts it) running ``target(*args, **kwargs)`` in a
     copy of the caller's context variables, so it keeps the caller's Hermes home (the bridge sets
     each plugin's, and each user's, per call)."""
-    context = contextvars.copy_context()
-    return threading.Thread(target=context.run, args=(target, *args), kwargs=dict(kwargs or {}),
+    return threading.Thread(target=ctx_bound(target), args=args, kwargs=dict(kwargs or {}),
                             name=name, daemon=daemon)

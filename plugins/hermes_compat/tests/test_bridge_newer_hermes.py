@@ -150,3 +150,50 @@ def test_an_engine_using_newer_hermes_defaults(core_home: Path) -> None:
         assert agent.history[0].content == "[earlier turns dropped; status: None]"
     finally:
         agent.close()
+
+
+#: a general plugin whose register(ctx) uses what newer Hermes added to ctx
+NEWER_CTX = '''
+import json
+from hermes_constants import get_hermes_home
+
+
+def register(ctx):
+    home = get_hermes_home()
+    home.mkdir(parents=True, exist_ok=True)
+    seen = {"plugin_id": ctx.plugin_id, "greeting": ctx.get_config("greeting", "hello"),
+            "override": ctx.has_capability("tools.override"), "peer": ctx.has_plugin("other")}
+    try:
+        ctx.set_config("greeting", "hi")
+    except PermissionError:
+        seen["set_config"] = "refused"
+    (home / "registered.json").write_text(json.dumps(seen), encoding="utf-8")
+
+    def on_session_end(turn_id, completed, **kw):
+        with open(home / "ends.txt", "a", encoding="utf-8") as out:
+            out.write(f"{completed}\\n")
+
+    ctx.register_hook("on_session_end", on_session_end)
+    ctx.on_unload(lambda: (home / "unloaded.txt").write_text("bye", encoding="utf-8"))
+    ctx.on_unload(lambda: (home / "withdrawn.txt").write_text("no", encoding="utf-8")).dispose()
+'''
+
+
+def test_a_plugin_using_newer_hermes_ctx(core_home: Path) -> None:
+    """ctx.plugin_id, get_config / set_config, has_capability, has_plugin answer as a Hermes
+    with no settings and no grants does (set_config refused, as in a managed install); the
+    plugin's hooks run; its on_unload callbacks run when it shuts down, a disposed one not."""
+    drop_folder_plugin(core_home, "newctx", NEWER_CTX)
+    agent = bridge_agent(core_home, "memory:\n  providers: [hermes-newctx]\n")
+    own = core_home / "hermes-compat" / "newctx"
+    try:
+        agent.run_turn("hello")
+        assert not (own / "unloaded.txt").exists()
+    finally:
+        agent.close()
+    assert json.loads((own / "registered.json").read_text(encoding="utf-8")) == {
+        "plugin_id": "newctx", "greeting": "hello", "override": False, "peer": False,
+        "set_config": "refused"}
+    assert (own / "ends.txt").read_text(encoding="utf-8") == "True\n"
+    assert (own / "unloaded.txt").read_text(encoding="utf-8") == "bye"
+    assert not (own / "withdrawn.txt").exists()

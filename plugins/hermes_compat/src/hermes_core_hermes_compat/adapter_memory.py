@@ -66,7 +66,7 @@ from .convert import accepts, call_with, to_openai, write_metadata
 from .delegation import delegated_result, start_kwargs, stop_kwargs
 from .discovery import HermesCandidate
 from .general import HooksOnly, fire, injected_context
-from .loading import Loaded
+from .loading import Loaded, unload
 from .settings import HermesSection, check_section
 from .slots import Slot
 
@@ -556,6 +556,8 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         LIVE.discard(self)
         for slot in list(self._slots.values()):
             self._close(slot)
+        with calls.in_home(calls.hermes_home_for(self.context.home, self.candidate.plugin, None)):
+            unload(self._loaded, self._problem)
 
 
 def memory_class(candidate: HermesCandidate) -> type[HermesMemoryProvider]:

@@ -197,3 +197,19 @@ def test_a_plugin_using_newer_hermes_ctx(core_home: Path) -> None:
     assert (own / "ends.txt").read_text(encoding="utf-8") == "True\n"
     assert (own / "unloaded.txt").read_text(encoding="utf-8") == "bye"
     assert not (own / "withdrawn.txt").exists()
+
+
+def test_hooks_of_newer_hermes_are_named_with_why_they_do_not_fire() -> None:
+    """A plugin registering a hook newer Hermes added hears why hermes-core never fires it
+    (``hermes-core hermes plugins`` and the plugin's warnings show it); a name no Hermes
+    defines is still called unknown."""
+    from hermes_core_hermes_compat.general import Registered, unmapped_hooks
+
+    registered = Registered()
+    for hook in ("on_stream_delta", "agent_loop_stopped", "pre_command", "on_made_up"):
+        registered.hooks[hook] = [print]
+    named = dict(line.split(" (", 1) for line in unmapped_hooks(registered))
+    assert named["on_stream_delta"].startswith("a newer Hermes hook: hermes-core streams")
+    assert "on_session_end (interrupted)" in named["agent_loop_stopped"]
+    assert named["pre_command"].startswith("a newer Hermes hook")
+    assert named["on_made_up"] == "not a hook Hermes 0.19.0 defines)"

@@ -165,9 +165,9 @@ def test_a_turn_whose_model_call_fails_gets_no_end(core_home: Path) -> None:
 
 def test_a_resumed_session_s_hooks_see_its_older_messages(core_home: Path) -> None:
     """After a resume, Hermes' hooks get the whole conversation (Hermes loads it from its
-    store). The bridge learns the older messages when the resumed session's first turn is
-    stored; from then on pre_llm_call and post_llm_call carry them, and the ends come before the
-    turn returns."""
+    store). The bridge learns the older messages when the resumed session's first turn reaches
+    the plugin's sync_turn (the kernel gives it the stored history); from then on pre_llm_call
+    and post_llm_call carry them, and the ends come before the turn returns."""
     drop_folder_plugin(core_home, "order", ORDER)
     older = [Message("user", "long ago"), Message("assistant", "noted")]
     first = bridge_agent(core_home, CONFIG)
@@ -176,8 +176,9 @@ def test_a_resumed_session_s_hooks_see_its_older_messages(core_home: Path) -> No
         session = Session("resumed", model=first.session.model)
         agent = Agent.create(host, first.llm, aux_llm=first.llm, session=session,
                              history=list(older))
-        for text in ("again", "and again"):
-            agent.run_turn(text)
+        agent.run_turn("again")
+        assert agent.worker.flush(20)  # its first turn has reached the plugin's sync_turn
+        agent.run_turn("and again")
         assert agent.worker.flush(20)
         agent.close()
     finally:

@@ -142,6 +142,9 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         #: a user message -> it, for a turn whose end fired when its reply came
         self._pending: dict[str, Message] = {}
         self._early: dict[int, Message] = {}
+        #: notified when a session's switch reaches its object (see :meth:`_end_now`)
+        self._switched = threading.Condition(self._lock)
+        self._switch_wait = min(1.0, self._end_wait / 4)
         # a pre_llm_call answer belongs to its one user message: a late one is never served at
         # a later turn (the kernel would reuse a late provider's last answer)
         self.reuse_prefetch = not self._hooks.has("pre_llm_call")
@@ -208,23 +211,30 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         to most of the ``on_message`` deadline; a slower one goes on there, still ahead of every
         later call into the plugin. Left to ``sync_turn`` when the turn's start was not seen, or
         when ``post_llm_call`` would get a history that lacks the session's older messages
-        (after a resume, until its first turn is stored)."""
-        with self._lock:
+        (after a resume, until its first turn is stored; or the session's switch is still held
+        on the lane behind a slow call)."""
+        started = time.monotonic()
+        with self._switched:
             user = self._pending.pop(session.id, None)
             if user is None and session.parent_session_id:  # a compaction during the turn
                 user = self._pending.pop(session.parent_session_id, None)
             if user is None:
                 return
-            if self._hooks.has("post_llm_call") and session.id not in slot.whole:
-                return
+            if self._hooks.has("post_llm_call"):
+                # whether the history is whole is known once the session's switch (queued on the
+                # lane when it began, first there) has reached the object: at most a moment
+                self._switched.wait_for(lambda: session.id in slot.whole,
+                                        timeout=self._switch_wait)
+                if not slot.whole.get(session.id):
+                    return
             history = list(slot.histories.get(session.id, ()))
             self._early[id(user)] = user
-            for old in list(self._early)[:-16]:
+            for old in list(self._early)[:-64]:  # (their sync_turn never came: a closing host)
                 del self._early[old]
         turn = self._ended(user, slot, session)
         future = slot.pinned.submit(self._ends, slot, user.content, reply, history, turn)
         try:
-            future.result(timeout=self._end_wait)
+            future.result(timeout=max(0.0, self._end_wait - (time.monotonic() - started)))
         except FutureTimeout:
             log.info("Hermes plugin %r: its turn-end hooks have not answered in %.1f s; they go "
                      "on on the plugin's thread, and later calls into the plugin wait for them",
@@ -258,10 +268,10 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
             with self._lock:
                 self._turn_ids[id(asked)] = (asked, turn)
                 self._pending[session.id] = asked
-                for old in list(self._turn_ids)[:-16]:  # turns that never ended (they failed)
-                    del self._turn_ids[old]
-                for old in list(self._pending)[:-16]:
-                    del self._pending[old]
+                for gone in list(self._turn_ids)[:-16]:  # turns that never ended (they failed)
+                    del self._turn_ids[gone]
+                for sid in list(self._pending)[:-16]:
+                    del self._pending[sid]
         text = self._recall(query, session, slot)
         if not self._hooks.has("pre_llm_call"):
             return text
@@ -352,6 +362,9 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
                                      sum(m.role == "user" for m in messages))
         # as Hermes: a turn that ended without a reply (a budget spent on tool calls, an
         # interruption before any text) is not stored in the provider
+        with self._lock:
+            slot.caught_up(session.id, messages)
+            ended = self._early.pop(id(user_message), None) is user_message
         complete = bool(user_message.content.strip() and assistant_message.content.strip())
         if complete and callable(getattr(slot.obj, "sync_turn", None)):
             extra: dict[str, Any] = {"session_id": session.id}
@@ -359,10 +372,8 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
                 extra["messages"] = to_openai(messages)
             slot.call(call_with, slot.obj.sync_turn, user_message.content,
                       assistant_message.content, **extra)
-        with self._lock:
-            slot.caught_up(session.id, messages)
-            if self._early.pop(id(user_message), None) is user_message:
-                return  # its end hooks fired when its reply came (on_message)
+        if ended:
+            return  # its end hooks fired when its reply came (on_message)
         if self._hooks.has("post_llm_call") or self._hooks.has("on_session_end"):
             slot.call(self._ends, slot, user_message.content, assistant_message, messages,
                       self._ended(user_message, slot, session))
@@ -408,9 +419,10 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
     def on_session_switch(self, new_session: Session, old_session: Session | None,
                           reason: SwitchReason) -> None:
         slot = self._slot(new_session)
-        if reason in (SwitchReason.NEW, SwitchReason.RESET, SwitchReason.COMPRESSION):
-            with self._lock:  # all its messages will reach on_message (none came before)
-                slot.began_empty(new_session.id)
+        with self._switched:  # a new session's messages all reach on_message (none came before)
+            slot.start_seen(new_session.id, whole=reason in (
+                SwitchReason.NEW, SwitchReason.RESET, SwitchReason.COMPRESSION))
+            self._switched.notify_all()
         with slot.lock:
             compacted = (slot.compacted.pop(old_session.id, None)
                          if reason == SwitchReason.COMPRESSION and old_session is not None

@@ -58,10 +58,11 @@ class Slot:
         #: ``"primary"`` (the user's sessions) or ``"subagent"`` (one delegated child session)
         self.agent_context = agent_context
         #: session id -> its messages as Hermes hooks see them (kept only for ``pre_llm_call`` and
-        #: ``post_llm_call``), see :meth:`remember`; ``whole``: the sessions whose list holds every
-        #: message since the session began (not only this process's, after a resume)
+        #: ``post_llm_call``), see :meth:`remember`; ``whole``: session id -> whether its list
+        #: holds every message since the session began (not only this process's, after a
+        #: resume), for the sessions whose start (their switch) the object has seen
         self.histories: dict[str, list[Message]] = {}
-        self.whole: dict[str, None] = {}
+        self.whole: dict[str, bool] = {}
         self.hermes_home = hermes_home
         self.session_id: str | None = None
         #: session id -> its user turns so far (Hermes' ``turn_number``), see :meth:`turns_of`
@@ -95,15 +96,16 @@ class Slot:
         messages it carries, so it holds them all from its start)."""
         if session_id not in self.histories:
             self.histories[session_id] = []
-            if "carried_over" in message.meta:
-                self.began_empty(session_id)
+            if "carried_over" in message.meta:  # a compaction's child
+                self.start_seen(session_id, whole=True)
             for old in list(self.histories)[:-4]:  # the sessions of long ago
                 del self.histories[old]
         self.histories[session_id].append(message)
 
-    def began_empty(self, session_id: str) -> None:
-        """``session_id`` is a new session: every message of it reaches :meth:`remember`."""
-        self.whole[session_id] = None
+    def start_seen(self, session_id: str, *, whole: bool) -> None:
+        """``session_id`` has begun here; ``whole``: as a new session, every message of which
+        reaches :meth:`remember` (a resumed one has older messages this process never saw)."""
+        self.whole[session_id] = self.whole.get(session_id, False) or whole
         for old in list(self.whole)[:-8]:
             del self.whole[old]
 
@@ -117,7 +119,7 @@ class Slot:
         last = next((i for i in range(len(mine) - 1, -1, -1) if mine[i] is stored[-1]), None)
         if last is not None:
             self.histories[session_id] = [*stored, *mine[last + 1:]]
-            self.began_empty(session_id)
+            self.start_seen(session_id, whole=True)
 
     def call(self, fn: Callable[..., calls.T], /, *args: Any, **kwargs: Any) -> calls.T:
         """``fn(*args, **kwargs)`` on this object's thread, in its Hermes home."""

@@ -21,9 +21,11 @@ The mapping (hermes-core hook -> Hermes method):
   loading is "warming", see :meth:`HermesMemoryProvider.prefetch`); ``queue_prefetch`` ->
   ``queue_prefetch(query, session_id=)``;
 * ``on_message`` (user message) -> ``on_turn_start(turn_number, text)``;
-* ``sync_turn`` -> ``sync_turn(user, assistant, session_id=, messages=)`` (``messages`` only when
-  the plugin's signature takes it), then the hooks ``post_llm_call`` and the per-turn
-  ``on_session_end``; ``on_turn_cancelled`` -> that ``on_session_end`` with ``interrupted=True``;
+* ``on_message`` (the model's last reply of a turn) -> the hooks ``post_llm_call`` and the
+  per-turn ``on_session_end``, before the turn returns (:meth:`HermesMemoryProvider._end_now`);
+  ``sync_turn`` -> ``sync_turn(user, assistant, session_id=, messages=)`` (``messages`` only when
+  the plugin's signature takes it), and those two hooks for a turn whose end did not come from
+  ``on_message``; ``on_turn_cancelled`` -> that ``on_session_end`` with ``interrupted=True``;
 * ``on_session_switch`` -> ``on_session_switch(new_id, parent_session_id=, reset=)`` when the
   plugin overrides it, else ``initialize`` again with the new id;
 * ``on_session_end`` -> ``on_session_end(messages)``; ``on_pre_compress`` ->
@@ -360,11 +362,11 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         # a resumed session goes on from its stored turns, as Hermes counts them
         slot.turns[session.id] = max(slot.turns_of(session.id, session.parent_session_id),
                                      sum(m.role == "user" for m in messages))
-        # as Hermes: a turn that ended without a reply (a budget spent on tool calls, an
-        # interruption before any text) is not stored in the provider
-        with self._lock:
+        with self._lock:  # the stored history (older messages, after a resume) for the hooks
             slot.caught_up(session.id, messages)
             ended = self._early.pop(id(user_message), None) is user_message
+        # as Hermes: a turn that ended without a reply (a budget spent on tool calls, an
+        # interruption before any text) is not stored in the provider
         complete = bool(user_message.content.strip() and assistant_message.content.strip())
         if complete and callable(getattr(slot.obj, "sync_turn", None)):
             extra: dict[str, Any] = {"session_id": session.id}

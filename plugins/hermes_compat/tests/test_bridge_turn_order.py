@@ -13,11 +13,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from conftest import bridge_agent, drop_folder_plugin
+from conftest import bridge_agent, bridge_host, drop_folder_plugin
 
 from hermes_core.agent import Agent
 from hermes_core.llm import LLMError, LLMFailure
-from hermes_core.types import Message, Session
+from hermes_core.types import Message, Session, SwitchReason
 
 #: a plugin with a slow store (its sync_turn takes half a second: a remote backend) and the
 #: three turn hooks, each logging what it was told and on which thread
@@ -190,3 +190,45 @@ def test_a_resumed_session_s_hooks_see_its_older_messages(core_home: Path) -> No
     assert _turn_events(_calls(core_home))[-3:] == [
         ("pre_llm_call", "and again"), ("post_llm_call", "and again"),
         ("on_session_end", "and again")]
+
+
+def test_a_turn_never_ends_before_an_earlier_one(core_home: Path) -> None:
+    """A cancelled turn's end comes from the background lane (the kernel has no hook on the
+    turn's thread when a turn is cancelled). When the lane is behind, the next turn's end must
+    not overtake it: it is left to the lane too, behind it, so the plugin sees the ends in turn
+    order, as Hermes fires them. The hooks are called as the kernel calls them, the lane's two
+    calls last (a lane held up)."""
+    drop_folder_plugin(core_home, "order", ORDER)
+    host = bridge_host(core_home, CONFIG)
+    try:
+        provider: Any = host.activate_memory_providers()[0]
+        session = Session("s1")
+        provider.on_session_switch(session, None, SwitchReason.NEW)
+        history: list[Message] = []
+
+        def turn(text: str, *, reply: bool) -> Message:
+            user = Message("user", text)
+            history.append(user)
+            provider.on_message(user, session)
+            provider.prefetch(text, session)
+            if reply:
+                answer = Message("assistant", "ok", meta={"usage": {"input_tokens": 1}})
+                history.append(answer)
+                provider.on_message(answer, session)
+            return user
+
+        turn("whole", reply=True)
+        assert [e for e in _turn_events(_calls(core_home)) if e[1] == "whole"][-1] == (
+            "on_session_end", "whole")  # ended from its reply, before the turn returned
+        stopped = turn("stopped", reply=False)  # cancelled before its model call
+        after = turn("after", reply=True)
+        provider.on_turn_cancelled(stopped, session)  # the lane catches up only now
+        provider.sync_turn(after, history[-1], session, list(history))
+    finally:
+        host.shutdown()
+    ends = [(e[1], c["interrupted"]) for e, c in zip(_turn_events(_calls(core_home)),
+                                                     [c for c in _calls(core_home) if c["event"]
+                                                      in ("pre_llm_call", "post_llm_call",
+                                                          "on_session_end")], strict=True)
+            if e[0] == "on_session_end"]
+    assert ends == [("whole", False), ("stopped", True), ("after", False)]

@@ -71,6 +71,7 @@ from .general import HooksOnly, fire, injected_context
 from .loading import Loaded, unload
 from .settings import HermesSection, check_section
 from .slots import Slot
+from .turn_ends import TurnBook
 
 __all__ = ["WARM_SHARE", "HermesMemoryProvider", "memory_class"]
 
@@ -136,16 +137,9 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         self._called: set[str] = set()
         #: when each running child session of a delegation began (for ``subagent_stop``)
         self._children: dict[str, float] = {}
-        #: session id -> its user message that has not reached ``prefetch`` yet; then id of that
-        #: message -> (it, what Hermes passes about its turn), for the turn's end (:meth:`_ended`)
-        self._asked: dict[str, Message] = {}
-        self._turn_ids: dict[int, tuple[Message, dict[str, Any]]] = {}
-        #: session id -> the user message of its turn in progress (its end not fired yet); id of
-        #: a user message -> it, for a turn whose end fired when its reply came
-        self._pending: dict[str, Message] = {}
-        self._early: dict[int, Message] = {}
-        #: notified when a session's switch reaches its object (see :meth:`_end_now`)
-        self._switched = threading.Condition(self._lock)
+        #: each turn's identity and where its end comes from (:mod:`.turn_ends`)
+        self._book = TurnBook()
+        #: how long a turn's end waits for its session's switch to reach the object
         self._switch_wait = min(1.0, self._end_wait / 4)
         # a pre_llm_call answer belongs to its one user message: a late one is never served at
         # a later turn (the kernel would reuse a late provider's last answer)
@@ -182,7 +176,7 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
     @hookimpl
     def on_message(self, message: Message, session: Session) -> None:
         if message.role == "user" and "carried_over" not in message.meta:
-            self._asked[session.id] = message  # its turn's identity is taken in prefetch
+            self._book.asked(session.id, message)  # its turn's identity is taken in prefetch
         keep = self._hooks.has("pre_llm_call") or self._hooks.has("post_llm_call")
         ends = self._ends_turn(message, session)
         if message.role != "user" and not (keep or ends):
@@ -191,7 +185,7 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         if slot is None:
             return
         if keep:
-            with self._lock:
+            with self._book.lock:
                 slot.remember(session.id, message)
         if message.role == "user" and slot.agent_context == "subagent" and not slot.began:
             slot.began = True
@@ -211,28 +205,26 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         turn returns, so before anything of the next turn (its ``pre_llm_call``, its tool
         calls) reaches the plugin. They are handed to the plugin's thread now and waited for up
         to most of the ``on_message`` deadline; a slower one goes on there, still ahead of every
-        later call into the plugin. Left to ``sync_turn`` when the turn's start was not seen, or
+        later call into the plugin. Left to ``sync_turn`` when the turn's start was not seen, when
+        an earlier turn's end is still to come from the lane (:class:`.turn_ends.TurnBook`), or
         when ``post_llm_call`` would get a history that lacks the session's older messages
         (after a resume, until its first turn is stored; or the session's switch is still held
         on the lane behind a slow call)."""
         started = time.monotonic()
-        with self._switched:
-            user = self._pending.pop(session.id, None)
-            if user is None and session.parent_session_id:  # a compaction during the turn
-                user = self._pending.pop(session.parent_session_id, None)
+        book = self._book
+        with book.switched:
+            user = book.claim(session)
             if user is None:
                 return
             if self._hooks.has("post_llm_call"):
                 # whether the history is whole is known once the session's switch (queued on the
                 # lane when it began, first there) has reached the object: at most a moment
-                self._switched.wait_for(lambda: session.id in slot.whole,
-                                        timeout=self._switch_wait)
+                book.switched.wait_for(lambda: session.id in slot.whole, timeout=self._switch_wait)
                 if not slot.whole.get(session.id):
+                    book.lag(user, session)
                     return
             history = list(slot.histories.get(session.id, ()))
-            self._early[id(user)] = user
-            for old in list(self._early)[:-64]:  # (their sync_turn never came: a closing host)
-                del self._early[old]
+            book.fired(user)
         turn = self._ended(user, slot, session)
         future = slot.pinned.submit(self._ends, slot, user.content, reply, history, turn)
         try:
@@ -265,19 +257,11 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
             return None
         self._turn_starts(slot, session, query)
         turn = self._turn(slot, session)
-        asked = self._asked.pop(session.id, None)
-        if asked is not None and asked.content == query:
-            with self._lock:
-                self._turn_ids[id(asked)] = (asked, turn)
-                self._pending[session.id] = asked
-                for gone in list(self._turn_ids)[:-16]:  # turns that never ended (they failed)
-                    del self._turn_ids[gone]
-                for sid in list(self._pending)[:-16]:
-                    del self._pending[sid]
+        self._book.started(session, query, turn)
         text = self._recall(query, session, slot)
         if not self._hooks.has("pre_llm_call"):
             return text
-        with self._lock:
+        with self._book.lock:
             history = to_openai(slot.histories.get(session.id, []))
         answers = self._fire(session, "pre_llm_call", move=False, user_message=query,
                              conversation_history=history, is_first_turn=len(history) <= 1,
@@ -362,9 +346,9 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         # a resumed session goes on from its stored turns, as Hermes counts them
         slot.turns[session.id] = max(slot.turns_of(session.id, session.parent_session_id),
                                      sum(m.role == "user" for m in messages))
-        with self._lock:  # the stored history (older messages, after a resume) for the hooks
+        with self._book.lock:  # the stored history (older messages, after a resume) for hooks
             slot.caught_up(session.id, messages)
-            ended = self._early.pop(id(user_message), None) is user_message
+        ended = self._book.fired_early(user_message)
         # as Hermes: a turn that ended without a reply (a budget spent on tool calls, an
         # interruption before any text) is not stored in the provider
         complete = bool(user_message.content.strip() and assistant_message.content.strip())
@@ -379,27 +363,26 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         if self._hooks.has("post_llm_call") or self._hooks.has("on_session_end"):
             slot.call(self._ends, slot, user_message.content, assistant_message, messages,
                       self._ended(user_message, slot, session))
+        self._book.landed(user_message, session)
 
     @hookimpl
     def on_turn_cancelled(self, user_message: Message, session: Session) -> None:
         """Hermes' per-turn ``on_session_end`` of an interrupted turn (no ``post_llm_call``, and
         nothing stored in the provider, as Hermes does for one)."""
-        if not self._hooks.has("on_session_end"):
-            return
-        slot = self._ready(session)
+        slot = self._ready(session) if self._hooks.has("on_session_end") else None
         if slot is not None:
             self._fire(session, "on_session_end", completed=False, interrupted=True,
                        **self._ended(user_message, slot, session))
+        self._book.landed(user_message, session)
 
     def _ended(self, user_message: Message, slot: Slot, session: Session) -> dict[str, Any]:
         """What Hermes passes about the turn of ``user_message`` at its end: its own turn's
         identity, taken when it started (by then the next turn may have begun), in the session
         it ends in (a compaction during the turn moved it on)."""
-        with self._lock:
-            taken = self._turn_ids.pop(id(user_message), None)
-        if taken is None or taken[0] is not user_message:  # its prefetch never came
+        taken = self._book.identity(user_message)
+        if taken is None:  # its prefetch never came
             return self._turn(slot, session)
-        return {**taken[1], "session_id": session.id}
+        return {**taken, "session_id": session.id}
 
     @hookimpl
     def on_pre_compress(self, messages: list[Message], session: Session) -> str | None:
@@ -421,10 +404,10 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
     def on_session_switch(self, new_session: Session, old_session: Session | None,
                           reason: SwitchReason) -> None:
         slot = self._slot(new_session)
-        with self._switched:  # a new session's messages all reach on_message (none came before)
+        with self._book.switched:  # a new session's messages all reach on_message
             slot.start_seen(new_session.id, whole=reason in (
                 SwitchReason.NEW, SwitchReason.RESET, SwitchReason.COMPRESSION))
-            self._switched.notify_all()
+            self._book.switched.notify_all()
         with slot.lock:
             compacted = (slot.compacted.pop(old_session.id, None)
                          if reason == SwitchReason.COMPRESSION and old_session is not None
@@ -455,7 +438,7 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
 
     @hookimpl
     def on_session_end(self, session: Session, messages: list[Message], reason: EndReason) -> None:
-        self._asked.pop(session.id, None)  # a last message whose prefetch never came
+        self._book.forget(session.id)  # a last message whose prefetch never came
         if session.agent_context != "primary":
             self._drop(session)  # a child's turns are not the user's: no on_session_end
             return

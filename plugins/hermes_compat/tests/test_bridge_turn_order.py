@@ -10,6 +10,7 @@ words are scripted.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -232,3 +233,50 @@ def test_a_turn_never_ends_before_an_earlier_one(core_home: Path) -> None:
                                                           "on_session_end")], strict=True)
             if e[0] == "on_session_end"]
     assert ends == [("whole", False), ("stopped", True), ("after", False)]
+
+
+#: a plugin whose per-turn on_session_end hangs (until the test lets it go)
+HUNG = '''
+import time
+from hermes_constants import get_hermes_home
+
+
+def on_session_end(turn_id, **kw):
+    home = get_hermes_home()
+    home.mkdir(parents=True, exist_ok=True)
+    with open(home / "ends.txt", "a", encoding="utf-8") as out:
+        out.write(turn_id + "\\n")
+    bound = time.monotonic() + 60
+    while not (home / "go").exists() and time.monotonic() < bound:
+        time.sleep(0.05)
+
+
+def register(ctx):
+    ctx.register_hook("on_session_end", on_session_end)
+'''
+
+
+def test_a_hung_turn_end_costs_the_turns_one_wait(core_home: Path) -> None:
+    """A plugin whose on_session_end hangs: the first turn waits for it most of the on_message
+    deadline and goes on; while it still hangs, the next turns' ends are handed to the plugin's
+    thread without a wait (they queue there, in order), so a hung plugin does not cost every
+    turn a wait."""
+    drop_folder_plugin(core_home, "hung", HUNG)
+    agent = bridge_agent(core_home, "memory:\n  providers: [hermes-hung]\n"
+                                    "hooks:\n  timeouts:\n    on_message: 2.5\n")
+    own = core_home / "hermes-compat" / "hung"
+    try:
+        seconds = [agent.run_turn(text).seconds for text in ("one", "two", "three")]
+        assert seconds[0] >= 1.5  # waited (80 % of 2.5 s) for the hung end
+        assert max(seconds[1:]) < 1.5, seconds
+    finally:
+        own.mkdir(parents=True, exist_ok=True)
+        (own / "go").write_text("go", encoding="utf-8")
+        agent.close()
+    # let go, the queued ends run in turn order on the plugin's thread
+    bound = time.monotonic() + 20
+    while len((own / "ends.txt").read_text(encoding="utf-8").splitlines()) < 3:
+        assert time.monotonic() < bound, (own / "ends.txt").read_text(encoding="utf-8")
+        time.sleep(0.05)  # poll interval while the plugin's thread catches up
+    ends = (own / "ends.txt").read_text(encoding="utf-8").splitlines()
+    assert [e.rsplit(":", 1)[1] for e in ends] == ["1", "2", "3"]

@@ -204,8 +204,9 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         """The turn's ``post_llm_call`` and ``on_session_end``, as Hermes fires them: before the
         turn returns, so before anything of the next turn (its ``pre_llm_call``, its tool
         calls) reaches the plugin. They are handed to the plugin's thread now and waited for up
-        to most of the ``on_message`` deadline; a slower one goes on there, still ahead of every
-        later call into the plugin. Left to ``sync_turn`` when the turn's start was not seen, when
+        to most of the ``on_message`` deadline (not while an earlier turn's end is still
+        running there); a slower one goes on there, still ahead of every later call into the
+        plugin. Left to ``sync_turn`` when the turn's start was not seen, when
         an earlier turn's end is still to come from the lane (:class:`.turn_ends.TurnBook`), or
         when ``post_llm_call`` would get a history that lacks the session's older messages
         (after a resume, until its first turn is stored; or the session's switch is still held
@@ -226,7 +227,12 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
             history = list(slot.histories.get(session.id, ()))
             book.fired(user)
         turn = self._ended(user, slot, session)
-        future = slot.pinned.submit(self._ends, slot, user.content, reply, history, turn)
+        # a thread still inside an earlier turn's end (a hung plugin) is not waited for again
+        waited = slot.ending is None or slot.ending.done()
+        future = slot.ending = slot.pinned.submit(self._ends, slot, user.content, reply,
+                                                  history, turn)
+        if not waited:
+            return
         try:
             future.result(timeout=max(0.0, self._end_wait - (time.monotonic() - started)))
         except FutureTimeout:

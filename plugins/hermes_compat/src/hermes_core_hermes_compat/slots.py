@@ -47,9 +47,9 @@ class Slot:
     """One Hermes provider object (with the hooks and tools registered beside it), its own
     thread, and the session it is initialised for."""
 
-    __slots__ = ("agent_context", "began", "block", "compacted", "failure", "hermes_home",
-                 "histories", "hooks", "lock", "obj", "pinned", "session_id", "turns", "warm",
-                 "warming", "whole")
+    __slots__ = ("agent_context", "began", "block", "compacted", "ending", "failure",
+                 "hermes_home", "histories", "hooks", "lock", "obj", "pinned", "session_id",
+                 "turns", "warm", "warming", "whole")
 
     def __init__(self, loaded: Loaded, hermes_home: Path, thread_name: str,
                  agent_context: str = "primary") -> None:
@@ -80,6 +80,8 @@ class Slot:
         self.warm = False
         #: the cold first prefetch, still running on the object's thread after the turn left it
         self.warming: Future[Any] | None = None
+        #: the last turn end handed to the object's thread from a turn (see ``_end_now``)
+        self.ending: Future[Any] | None = None
 
     def turns_of(self, session_id: str, parent_session_id: str | None = None) -> int:
         """The user turns of a session so far. Counted per session, so a new session (``/new``)

@@ -29,7 +29,7 @@ from hermes_core.types import CompressionResult, EndReason, Message, Session, To
 from . import calls
 from .convert import call_with, from_openai, hermes_tools, to_openai
 from .discovery import HermesCandidate
-from .loading import HermesLoadError, load
+from .loading import HermesLoadError, load, unload
 from .settings import HermesSection
 
 __all__ = ["HermesContextEngine", "engine_class"]
@@ -54,6 +54,7 @@ class HermesContextEngine(ContextEngine):
             raise PluginError(f"Hermes plugin {self.candidate.plugin!r} registered no context "
                               "engine (it is a memory provider: list it in memory.providers)")
         self.engine = loaded.engines[0]
+        self._loaded = loaded
         self.hermes_home: Path = calls.hermes_home_for(context.home, self.candidate.plugin, None)
         self._session: str | None = None
         #: the sessions whose end the engine was given (each once)
@@ -153,6 +154,11 @@ class HermesContextEngine(ContextEngine):
         extra = {"messages": to_openai(agent.history)} if agent is not None else {}
         with calls.in_home(self.hermes_home):
             return call_with(self.engine.handle_tool_call, tool, args, **extra)
+
+    @hookimpl
+    def shutdown(self) -> None:
+        with calls.in_home(self.hermes_home):
+            unload(self._loaded, self._problem)
 
     def _problem(self, message: str) -> None:
         if message not in self._problems:

@@ -21,9 +21,11 @@ The mapping (hermes-core hook -> Hermes method):
   loading is "warming", see :meth:`HermesMemoryProvider.prefetch`); ``queue_prefetch`` ->
   ``queue_prefetch(query, session_id=)``;
 * ``on_message`` (user message) -> ``on_turn_start(turn_number, text)``;
-* ``sync_turn`` -> ``sync_turn(user, assistant, session_id=, messages=)`` (``messages`` only when
-  the plugin's signature takes it), then the hooks ``post_llm_call`` and the per-turn
-  ``on_session_end``; ``on_turn_cancelled`` -> that ``on_session_end`` with ``interrupted=True``;
+* ``on_message`` (the model's last reply of a turn) -> the hooks ``post_llm_call`` and the
+  per-turn ``on_session_end``, before the turn returns (:meth:`HermesMemoryProvider._end_now`);
+  ``sync_turn`` -> ``sync_turn(user, assistant, session_id=, messages=)`` (``messages`` only when
+  the plugin's signature takes it), and those two hooks for a turn whose end did not come from
+  ``on_message``; ``on_turn_cancelled`` -> that ``on_session_end`` with ``interrupted=True``;
 * ``on_session_switch`` -> ``on_session_switch(new_id, parent_session_id=, reset=)`` when the
   plugin overrides it, else ``initialize`` again with the new id;
 * ``on_session_end`` -> ``on_session_end(messages)``; ``on_pre_compress`` ->
@@ -66,9 +68,10 @@ from .convert import accepts, call_with, to_openai, write_metadata
 from .delegation import delegated_result, start_kwargs, stop_kwargs
 from .discovery import HermesCandidate
 from .general import HooksOnly, fire, injected_context
-from .loading import Loaded
+from .loading import Loaded, unload
 from .settings import HermesSection, check_section
 from .slots import Slot
+from .turn_ends import TurnBook
 
 __all__ = ["WARM_SHARE", "HermesMemoryProvider", "memory_class"]
 
@@ -125,6 +128,8 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         self._boundary_wait = context.config.hooks.timeout("on_session_switch") * WARM_SHARE
         #: how long a tool call waits for the plugin's pre_tool_call before it is blocked
         self._guard_wait = context.config.hooks.timeout("on_pre_tool_call") * WARM_SHARE
+        #: how long a turn's end waits for the plugin's post_llm_call and on_session_end
+        self._end_wait = context.config.hooks.timeout("on_message") * WARM_SHARE
         #: how long the prompt waits for a block before the last one answers
         self._prompt_wait = context.config.hooks.timeout("system_prompt_block") * WARM_SHARE
         #: the Hermes hooks and tools its register(ctx) registered (the same for every slot)
@@ -132,10 +137,10 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         self._called: set[str] = set()
         #: when each running child session of a delegation began (for ``subagent_stop``)
         self._children: dict[str, float] = {}
-        #: session id -> its user message that has not reached ``prefetch`` yet; then id of that
-        #: message -> (it, what Hermes passes about its turn), for the turn's end (:meth:`_ended`)
-        self._asked: dict[str, Message] = {}
-        self._turn_ids: dict[int, tuple[Message, dict[str, Any]]] = {}
+        #: each turn's identity and where its end comes from (:mod:`.turn_ends`)
+        self._book = TurnBook()
+        #: how long a turn's end waits for its session's switch to reach the object
+        self._switch_wait = min(1.0, self._end_wait / 4)
         # a pre_llm_call answer belongs to its one user message: a late one is never served at
         # a later turn (the kernel would reuse a late provider's last answer)
         self.reuse_prefetch = not self._hooks.has("pre_llm_call")
@@ -171,20 +176,85 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
     @hookimpl
     def on_message(self, message: Message, session: Session) -> None:
         if message.role == "user" and "carried_over" not in message.meta:
-            self._asked[session.id] = message  # its turn's identity is taken in prefetch
-        keep = self._hooks.has("pre_llm_call")
-        if message.role != "user" and not keep:
+            self._book.asked(session.id, message)  # its turn's identity is taken in prefetch
+        keep = self._hooks.has("pre_llm_call") or self._hooks.has("post_llm_call")
+        ends = self._ends_turn(message, session)
+        if message.role != "user" and not (keep or ends):
             return
         slot = self._ready(session, move=False)
         if slot is None:
             return
         if keep:
-            if slot.history_of != session.id:
-                slot.history, slot.history_of = [], session.id
-            slot.history.extend(to_openai([message]))
+            with self._book.lock:
+                slot.remember(session.id, message)
         if message.role == "user" and slot.agent_context == "subagent" and not slot.began:
             slot.began = True
             self._subagent_started(session, message.content)
+        if ends:
+            self._end_now(slot, session, message)
+
+    def _ends_turn(self, message: Message, session: Session) -> bool:
+        """Whether ``message`` is the model's last reply of a user turn (one without tool calls:
+        the turn ends with it), whose end Hermes hooks are waiting for."""
+        return (message.role == "assistant" and not message.tool_calls
+                and "usage" in message.meta and session.agent_context == "primary"
+                and (self._hooks.has("post_llm_call") or self._hooks.has("on_session_end")))
+
+    def _end_now(self, slot: Slot, session: Session, reply: Message) -> None:
+        """The turn's ``post_llm_call`` and ``on_session_end``, as Hermes fires them: before the
+        turn returns, so before anything of the next turn (its ``pre_llm_call``, its tool
+        calls) reaches the plugin. They are handed to the plugin's thread now and waited for up
+        to most of the ``on_message`` deadline (not while an earlier turn's end is still
+        running there); a slower one goes on there, still ahead of every later call into the
+        plugin. Left to ``sync_turn`` when the turn's start was not seen, when
+        an earlier turn's end is still to come from the lane (:class:`.turn_ends.TurnBook`), or
+        when ``post_llm_call`` would get a history that lacks the session's older messages
+        (after a resume, until its first turn is stored; or the session's switch is still held
+        on the lane behind a slow call)."""
+        started = time.monotonic()
+        book = self._book
+        with book.switched:
+            user = book.claim(session)
+            if user is None:
+                return
+            if self._hooks.has("post_llm_call"):
+                # whether the history is whole is known once the session's switch (queued on the
+                # lane when it began, first there) has reached the object: at most a moment
+                book.switched.wait_for(lambda: session.id in slot.whole, timeout=self._switch_wait)
+                if not slot.whole.get(session.id):
+                    book.lag(user, session)
+                    return
+            history = list(slot.histories.get(session.id, ()))
+            book.fired(user)
+        turn = self._ended(user, slot, session)
+        # a thread still inside an earlier turn's end (a hung plugin) is not waited for again
+        waited = slot.ending is None or slot.ending.done()
+        future = slot.ending = slot.pinned.submit(self._ends, slot, user.content, reply,
+                                                  history, turn)
+        if not waited:
+            return
+        try:
+            future.result(timeout=max(0.0, self._end_wait - (time.monotonic() - started)))
+        except FutureTimeout:
+            log.info("Hermes plugin %r: its turn-end hooks have not answered in %.1f s; they go "
+                     "on on the plugin's thread, and later calls into the plugin wait for them",
+                     self.candidate.plugin, self._end_wait)
+
+    def _ends(self, slot: Slot, user: str, reply: Message, history: list[Message],
+              turn: dict[str, Any]) -> None:
+        """On the plugin's thread: ``post_llm_call`` (a turn with reply text), then the
+        per-turn ``on_session_end`` (Hermes 0.19.0 fires it at the end of every
+        ``run_conversation``; a turn that spent its budget on tool calls or has no reply did not
+        complete)."""
+        if reply.content and self._hooks.has("post_llm_call"):
+            self._ran("hook post_llm_call")
+            fire(slot.hooks, "post_llm_call", self._problem, user_message=user,
+                 assistant_response=reply.content, conversation_history=to_openai(history),
+                 **turn)
+        if self._hooks.has("on_session_end"):
+            self._ran("hook on_session_end")
+            fire(slot.hooks, "on_session_end", self._problem,
+                 completed=bool(reply.content) and not reply.tool_calls, interrupted=False, **turn)
 
     @hookimpl
     def prefetch(self, query: str, session: Session) -> str | None:
@@ -193,16 +263,12 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
             return None
         self._turn_starts(slot, session, query)
         turn = self._turn(slot, session)
-        asked = self._asked.pop(session.id, None)
-        if asked is not None and asked.content == query:
-            with self._lock:
-                self._turn_ids[id(asked)] = (asked, turn)
-                for old in list(self._turn_ids)[:-16]:  # turns that never ended (they failed)
-                    del self._turn_ids[old]
+        self._book.started(session, query, turn)
         text = self._recall(query, session, slot)
         if not self._hooks.has("pre_llm_call"):
             return text
-        history = list(slot.history) if slot.history_of == session.id else []
+        with self._book.lock:
+            history = to_openai(slot.histories.get(session.id, []))
         answers = self._fire(session, "pre_llm_call", move=False, user_message=query,
                              conversation_history=history, is_first_turn=len(history) <= 1,
                              sender_id=session.user_id or "", **turn)
@@ -286,6 +352,9 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         # a resumed session goes on from its stored turns, as Hermes counts them
         slot.turns[session.id] = max(slot.turns_of(session.id, session.parent_session_id),
                                      sum(m.role == "user" for m in messages))
+        with self._book.lock:  # the stored history (older messages, after a resume) for hooks
+            slot.caught_up(session.id, messages)
+        ended = self._book.fired_early(user_message)
         # as Hermes: a turn that ended without a reply (a budget spent on tool calls, an
         # interruption before any text) is not stored in the provider
         complete = bool(user_message.content.strip() and assistant_message.content.strip())
@@ -295,36 +364,31 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
                 extra["messages"] = to_openai(messages)
             slot.call(call_with, slot.obj.sync_turn, user_message.content,
                       assistant_message.content, **extra)
-        turn = self._ended(user_message, slot, session)
-        if self._hooks.has("post_llm_call") and assistant_message.content:
-            self._fire(session, "post_llm_call", user_message=user_message.content,
-                       assistant_response=assistant_message.content,
-                       conversation_history=to_openai(messages), **turn)
-        # Hermes 0.19.0 fires on_session_end at the end of every turn (run_conversation); a turn
-        # that spent its budget on tool calls or has no reply did not complete
-        completed = bool(assistant_message.content) and not assistant_message.tool_calls
-        self._fire(session, "on_session_end", completed=completed, interrupted=False, **turn)
+        if ended:
+            return  # its end hooks fired when its reply came (on_message)
+        if self._hooks.has("post_llm_call") or self._hooks.has("on_session_end"):
+            slot.call(self._ends, slot, user_message.content, assistant_message, messages,
+                      self._ended(user_message, slot, session))
+        self._book.landed(user_message, session)
 
     @hookimpl
     def on_turn_cancelled(self, user_message: Message, session: Session) -> None:
         """Hermes' per-turn ``on_session_end`` of an interrupted turn (no ``post_llm_call``, and
         nothing stored in the provider, as Hermes does for one)."""
-        if not self._hooks.has("on_session_end"):
-            return
-        slot = self._ready(session)
+        slot = self._ready(session) if self._hooks.has("on_session_end") else None
         if slot is not None:
             self._fire(session, "on_session_end", completed=False, interrupted=True,
                        **self._ended(user_message, slot, session))
+        self._book.landed(user_message, session)
 
     def _ended(self, user_message: Message, slot: Slot, session: Session) -> dict[str, Any]:
         """What Hermes passes about the turn of ``user_message`` at its end: its own turn's
         identity, taken when it started (by then the next turn may have begun), in the session
         it ends in (a compaction during the turn moved it on)."""
-        with self._lock:
-            taken = self._turn_ids.pop(id(user_message), None)
-        if taken is None or taken[0] is not user_message:  # its prefetch never came
+        taken = self._book.identity(user_message)
+        if taken is None:  # its prefetch never came
             return self._turn(slot, session)
-        return {**taken[1], "session_id": session.id}
+        return {**taken, "session_id": session.id}
 
     @hookimpl
     def on_pre_compress(self, messages: list[Message], session: Session) -> str | None:
@@ -346,6 +410,10 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
     def on_session_switch(self, new_session: Session, old_session: Session | None,
                           reason: SwitchReason) -> None:
         slot = self._slot(new_session)
+        with self._book.switched:  # a new session's messages all reach on_message
+            slot.start_seen(new_session.id, whole=reason in (
+                SwitchReason.NEW, SwitchReason.RESET, SwitchReason.COMPRESSION))
+            self._book.switched.notify_all()
         with slot.lock:
             compacted = (slot.compacted.pop(old_session.id, None)
                          if reason == SwitchReason.COMPRESSION and old_session is not None
@@ -376,7 +444,7 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
 
     @hookimpl
     def on_session_end(self, session: Session, messages: list[Message], reason: EndReason) -> None:
-        self._asked.pop(session.id, None)  # a last message whose prefetch never came
+        self._book.forget(session.id)  # a last message whose prefetch never came
         if session.agent_context != "primary":
             self._drop(session)  # a child's turns are not the user's: no on_session_end
             return
@@ -491,6 +559,8 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         LIVE.discard(self)
         for slot in list(self._slots.values()):
             self._close(slot)
+        with calls.in_home(calls.hermes_home_for(self.context.home, self.candidate.plugin, None)):
+            unload(self._loaded, self._problem)
 
 
 def memory_class(candidate: HermesCandidate) -> type[HermesMemoryProvider]:

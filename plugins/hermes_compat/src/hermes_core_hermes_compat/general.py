@@ -98,6 +98,26 @@ UNMAPPED: dict[str, str] = {
     "kanban_task_claimed": "hermes-core has no task board",
     "kanban_task_completed": "hermes-core has no task board",
     "kanban_task_blocked": "hermes-core has no task board",
+    # hooks newer Hermes versions added (none is fired by 0.19.0)
+    "on_stream_start": "a newer Hermes hook: hermes-core streams a reply to its caller only",
+    "on_stream_delta": "a newer Hermes hook: hermes-core streams a reply to its caller only",
+    "on_stream_end": "a newer Hermes hook: hermes-core streams a reply to its caller only",
+    "on_interim_message": "a newer Hermes hook: hermes-core sends no interim messages",
+    "transform_api_error_classification": "a newer Hermes hook: no hermes-core hook may "
+                                          "classify a failed model call",
+    "on_skill_lifecycle": "a newer Hermes hook: no hermes-core hook reports skill changes",
+    "agent_loop_stopped": "a newer Hermes gateway hook: a stopped turn ends with the per-turn "
+                          "on_session_end (interrupted) instead",
+    "on_room_member_activity": "a newer Hermes hook: hermes-core has no group chat rooms",
+    "pre_transcription": "a newer Hermes hook: hermes-core transcribes no audio",
+    "on_kanban_worker_spawned": "a newer Hermes hook: hermes-core has no task board",
+    "on_kanban_worker_exited": "a newer Hermes hook: hermes-core has no task board",
+    "on_kanban_worker_stale_claim": "a newer Hermes hook: hermes-core has no task board",
+    "on_kanban_task_updated": "a newer Hermes hook: hermes-core has no task board",
+    "on_kanban_dispatch_tick": "a newer Hermes hook: hermes-core has no task board",
+    "gateway_platform_event": "a newer Hermes hook: hermes-core's platforms report no such "
+                              "events to plugins",
+    "pre_command": "a newer Hermes hook: no hermes-core hook runs before a command",
 }
 
 #: what Hermes adds to every hook call (its observer payload version)

@@ -19,6 +19,7 @@ import logging
 import re
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -28,7 +29,7 @@ from . import calls, shims
 from .discovery import HermesCandidate
 from .general import Registered, RegisteredCommand, RegisteredSkill, RegisteredTool
 
-__all__ = ["NEEDS_HERMES", "HermesLoadError", "Loaded", "load"]
+__all__ = ["NEEDS_HERMES", "HermesLoadError", "Loaded", "load", "unload"]
 
 #: top-level modules of hermes-agent that the stand-ins do not provide
 HERMES_TOP_LEVEL = frozenset({"agent", "tools", "hermes_cli", "hermes_constants", "run_agent",
@@ -62,6 +63,8 @@ class Loaded:
     unsupported: list[str] = field(default_factory=list)
     #: registrations refused for bad input (``ctx.register_skill('x', ...): why``); the rest runs
     refused: list[str] = field(default_factory=list)
+    #: ``ctx.on_unload(callback)`` callbacks, run (last first) when the plugin's instance shuts down
+    on_unload: list[Any] = field(default_factory=list)
 
 
 class _Manifest:
@@ -72,9 +75,23 @@ class _Manifest:
         self.source = "hermes-core"
 
 
+class _Unload:
+    """What ``ctx.on_unload`` returns: ``dispose()`` withdraws the callback."""
+
+    def __init__(self, callbacks: list[Any], callback: Any) -> None:
+        self._callbacks, self._callback = callbacks, callback
+
+    def dispose(self) -> None:
+        if self._callback in self._callbacks:
+            self._callbacks.remove(self._callback)
+
+
 class _Collector:
     """The ``ctx`` handed to ``register(ctx)``: keeps providers, engines, hooks, tools and the
-    names of commands; notes the rest."""
+    names of commands; notes the rest. Of what newer Hermes versions added to it, the probes and
+    settings answer as a Hermes with no settings and no grants does (``plugin_id``,
+    ``has_plugin``, ``has_capability``, ``get_config``; ``set_config`` refuses, as in a managed
+    Hermes install), and ``on_unload`` callbacks run when the plugin's instance shuts down."""
 
     #: Hermes' profile name for a home that is not one of its profiles
     profile_name = "default"
@@ -82,6 +99,32 @@ class _Collector:
     def __init__(self, loaded: Loaded, plugin: str) -> None:
         self._loaded = loaded
         self.manifest = _Manifest(plugin)
+
+    @property
+    def plugin_id(self) -> str:
+        return self.manifest.key
+
+    def has_plugin(self, plugin_id: str) -> bool:
+        """The bridge loads each Hermes plugin by itself: no other is known to this one."""
+        return False
+
+    def has_capability(self, capability: str) -> bool:
+        """No Hermes capability grant exists in hermes-core (newer Hermes fails closed too)."""
+        return False
+
+    def get_config(self, key: str, default: Any = None) -> Any:
+        """Hermes' ``plugins.entries.<id>.settings``: none in hermes-core, so ``default``."""
+        return default
+
+    def set_config(self, key: str, value: Any) -> None:
+        raise PermissionError(f"Plugin setting {key!r} cannot be changed: hermes-core keeps a "
+                              "Hermes plugin's settings in its own config.yaml section")
+
+    def on_unload(self, callback: Any) -> _Unload:
+        if not callable(callback):
+            raise TypeError("on_unload callback must be callable")
+        self._loaded.on_unload.append(callback)
+        return _Unload(self._loaded.on_unload, callback)
 
     def register_memory_provider(self, provider: Any, *args: Any, **kwargs: Any) -> None:
         self._loaded.providers.append(provider)
@@ -237,6 +280,17 @@ def load(candidate: HermesCandidate, hermes_home: Path | None = None) -> Loaded:
     shims.install()
     with calls.in_home(hermes_home) if hermes_home is not None else contextlib.nullcontext():
         return _register(candidate, _import(candidate))
+
+
+def unload(loaded: Loaded, problem: Callable[[str], None]) -> None:
+    """Run ``loaded``'s ``ctx.on_unload`` callbacks, the last registered first, once; one that
+    raises is reported and the others still run (as Hermes unloads a plugin)."""
+    callbacks, loaded.on_unload[:] = list(loaded.on_unload), []
+    for callback in reversed(callbacks):
+        try:
+            callback()
+        except (Exception, SystemExit) as exc:
+            problem(f"its on_unload callback raised {type(exc).__name__}: {exc}")
 
 
 def _import(candidate: HermesCandidate) -> Any:

@@ -14,6 +14,8 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+from hermes_core.types import Message
+
 from . import calls
 from .loading import Loaded
 
@@ -45,9 +47,9 @@ class Slot:
     """One Hermes provider object (with the hooks and tools registered beside it), its own
     thread, and the session it is initialised for."""
 
-    __slots__ = ("agent_context", "began", "block", "compacted", "failure", "hermes_home",
-                 "history", "history_of", "hooks", "lock", "obj", "pinned", "session_id", "turns",
-                 "warm", "warming")
+    __slots__ = ("agent_context", "began", "block", "compacted", "ending", "failure",
+                 "hermes_home", "histories", "hooks", "lock", "obj", "pinned", "session_id",
+                 "turns", "warm", "warming", "whole")
 
     def __init__(self, loaded: Loaded, hermes_home: Path, thread_name: str,
                  agent_context: str = "primary") -> None:
@@ -55,9 +57,12 @@ class Slot:
         self.hooks = loaded.registered
         #: ``"primary"`` (the user's sessions) or ``"subagent"`` (one delegated child session)
         self.agent_context = agent_context
-        #: the session's messages as Hermes hooks see them (kept only for ``pre_llm_call``)
-        self.history: list[dict[str, Any]] = []
-        self.history_of: str | None = None
+        #: session id -> its messages as Hermes hooks see them (kept only for ``pre_llm_call`` and
+        #: ``post_llm_call``), see :meth:`remember`; ``whole``: session id -> whether its list
+        #: holds every message since the session began (not only this process's, after a
+        #: resume), for the sessions whose start (their switch) the object has seen
+        self.histories: dict[str, list[Message]] = {}
+        self.whole: dict[str, bool] = {}
         self.hermes_home = hermes_home
         self.session_id: str | None = None
         #: session id -> its user turns so far (Hermes' ``turn_number``), see :meth:`turns_of`
@@ -75,6 +80,8 @@ class Slot:
         self.warm = False
         #: the cold first prefetch, still running on the object's thread after the turn left it
         self.warming: Future[Any] | None = None
+        #: the last turn end handed to the object's thread from a turn (see ``_end_now``)
+        self.ending: Future[Any] | None = None
 
     def turns_of(self, session_id: str, parent_session_id: str | None = None) -> int:
         """The user turns of a session so far. Counted per session, so a new session (``/new``)
@@ -85,6 +92,36 @@ class Slot:
             for old in list(self.turns)[:-8]:  # the sessions of long ago
                 self.turns.pop(old, None)
         return self.turns[session_id]
+
+    def remember(self, session_id: str, message: Message) -> None:
+        """Add ``message`` to ``session_id``'s history (a compaction's child begins with the
+        messages it carries, so it holds them all from its start)."""
+        if session_id not in self.histories:
+            self.histories[session_id] = []
+            if "carried_over" in message.meta:  # a compaction's child
+                self.start_seen(session_id, whole=True)
+            for old in list(self.histories)[:-4]:  # the sessions of long ago
+                del self.histories[old]
+        self.histories[session_id].append(message)
+
+    def start_seen(self, session_id: str, *, whole: bool) -> None:
+        """``session_id`` has begun here; ``whole``: as a new session, every message of which
+        reaches :meth:`remember` (a resumed one has older messages this process never saw)."""
+        self.whole[session_id] = self.whole.get(session_id, False) or whole
+        for old in list(self.whole)[:-8]:
+            del self.whole[old]
+
+    def caught_up(self, session_id: str, stored: list[Message]) -> None:
+        """``stored`` is the session's whole history as the kernel stored it at a turn's end
+        (after a resume it holds what this process never saw): the session's list becomes it,
+        and the messages seen since that turn ended."""
+        mine = self.histories.get(session_id)
+        if mine is None or not stored:
+            return
+        last = next((i for i in range(len(mine) - 1, -1, -1) if mine[i] is stored[-1]), None)
+        if last is not None:
+            self.histories[session_id] = [*stored, *mine[last + 1:]]
+            self.start_seen(session_id, whole=True)
 
     def call(self, fn: Callable[..., calls.T], /, *args: Any, **kwargs: Any) -> calls.T:
         """``fn(*args, **kwargs)`` on this object's thread, in its Hermes home."""

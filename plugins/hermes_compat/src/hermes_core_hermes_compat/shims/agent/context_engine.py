@@ -1,7 +1,13 @@
 """Stand-in for ``agent.context_engine``: the base class Hermes context engines subclass.
 
-Same surface as Hermes Agent 0.19.0's. Engines built on Hermes' concrete ``ContextCompressor``
-(``agent.context_compressor``) are not served: they need hermes-agent itself.
+Same surface as Hermes Agent 0.19.0's, plus the optional methods newer Hermes versions added, with
+their defaults (``should_compress_info``, ``prune_tool_results_only``, ``select_context``,
+``on_turn_complete``, ``pending_compression_operation``,
+``get_automatic_compaction_status_message``; ``emit_automatic_compaction_status``), so an engine
+written for a newer Hermes that calls one of them on itself (or through ``super()``) runs; the
+bridge calls none of them (hermes-core has no hook at those points). Engines built on Hermes'
+concrete ``ContextCompressor`` (``agent.context_compressor``) are not served: they need
+hermes-agent itself.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ class ContextEngine(ABC):
     threshold_percent: float = 0.75
     protect_first_n: int = 3
     protect_last_n: int = 6
+    #: newer Hermes: False keeps a successful automatic compaction silent
+    emit_automatic_compaction_status: bool = True
 
     @property
     @abstractmethod
@@ -39,6 +47,31 @@ class ContextEngine(ABC):
     def compress(self, messages: list[dict[str, Any]], current_tokens: int | None = None,
                  focus_topic: str | None = None, force: bool = False,
                  memory_context: str = "") -> list[dict[str, Any]]: ...
+
+    def should_compress_info(self, prompt_tokens: int | None = None) -> tuple[bool, str | None]:
+        return self.should_compress(prompt_tokens), None
+
+    def prune_tool_results_only(self, messages: list[dict[str, Any]],
+                                current_tokens: int | None = None
+                                ) -> tuple[list[dict[str, Any]], int]:
+        return messages, 0
+
+    def select_context(self, request_messages: list[dict[str, Any]], *,
+                       conversation_messages: list[dict[str, Any]] | None = None,
+                       incoming_message: dict[str, Any] | None = None,
+                       budget_tokens: int = 0) -> list[dict[str, Any]] | None:
+        return None
+
+    def on_turn_complete(self, messages: list[dict[str, Any]],
+                         usage: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        return None
+
+    def pending_compression_operation(self, messages: list[dict[str, Any]]) -> str | None:
+        return None
+
+    def get_automatic_compaction_status_message(self, *, phase: str, default_message: str,
+                                                **context: Any) -> str | None:
+        return default_message if self.emit_automatic_compaction_status else None
 
     def should_compress_preflight(self, messages: list[dict[str, Any]]) -> bool:
         return False

@@ -271,7 +271,7 @@ def test_failures_are_named_and_the_turn_goes_on(core_home: Path,
               "assistant": "It did not answer."},
              {"user": "And now?", "assistant": "Still here."}]
     report = run(core_home, turns, providers=["file_memory", "hermes-stuck", "hermes-policy"],
-                 config="memory:\n  prefetch_timeout: 0.3\nhooks:\n  tool_timeout: 1\n"
+                 config="memory:\n  prefetch_timeout: 0.3\nhooks:\n  tool_timeout: 5\n"
                         "  timeouts:\n    on_pre_tool_call: 0.5\n",
                  monkeypatch=monkeypatch)
     assert [t["reply"] for t in report.turns] == ["It did not answer.", "Still here."]

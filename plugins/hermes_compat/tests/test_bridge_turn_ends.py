@@ -138,15 +138,19 @@ def _slow_agent(core_home: Path, seconds: float, timeout: float) -> tuple[Any, P
     return bridge_agent(core_home, CONFIG + f"  prefetch_timeout: {timeout}\n", llm), llm
 
 
-def _answered(core_home: Path, count: int) -> None:
-    """Wait (bounded) until ``count`` pre_llm_call calls have finished on the plugin's thread."""
+def _answered(core_home: Path, count: int, agent: Any) -> None:
+    """Wait (bounded) until ``count`` pre_llm_call calls have finished on the plugin's thread and
+    the kernel's turn lanes are idle again: the plugin logs its call before returning, and a lane
+    still returning a late call when the next turn starts gives that turn no prefetch."""
+    lanes = agent.host.hooks.engine.lanes
     bound = time.monotonic() + 20
     while time.monotonic() < bound:
         path = core_home / "hermes-compat" / "turns" / "calls.jsonl"
-        if path.exists() and len(_of(_calls(core_home), "pre_llm_call")) >= count:
+        if (path.exists() and len(_of(_calls(core_home), "pre_llm_call")) >= count
+                and not [lane for lane in lanes.busy() if "-turn-" in lane]):
             return
         time.sleep(0.02)  # poll interval while the late call finishes
-    raise AssertionError(f"pre_llm_call did not answer {count} times")
+    raise AssertionError(f"pre_llm_call did not answer {count} times (busy: {lanes.busy()})")
 
 
 def test_a_late_pre_llm_call_answer_never_reaches_another_turn(core_home: Path) -> None:
@@ -157,9 +161,9 @@ def test_a_late_pre_llm_call_answer_never_reaches_another_turn(core_home: Path) 
     agent, llm = _slow_agent(core_home, seconds=0.6, timeout=0.2)
     try:
         agent.run_turn("one")
-        _answered(core_home, 1)  # the late call has ended: its answer came after the deadline
+        _answered(core_home, 1, agent)  # the late call has ended: its answer came after the deadline
         agent.run_turn("two")  # late again
-        _answered(core_home, 2)
+        _answered(core_home, 2, agent)
     finally:
         agent.close()
     assert len(llm.sent) == 2

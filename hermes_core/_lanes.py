@@ -301,20 +301,16 @@ class Lane:
             return self._idle.wait_for(lambda: self._backlog == 0, timeout)
 
     def discard(self) -> tuple[str | None, int]:
-        """Close the lane without waiting: the calls not started are dropped, a running one is left
-        to finish on the daemon thread. Returns the running call's label and how many were dropped."""
+        """Close the lane without waiting: the calls not started are dropped (its thread skips
+        them), a running one finishes (or hangs) on the daemon thread. Returns the running call's
+        label and how many were dropped. For lanes nobody claims or waits on (submit only)."""
         with self._lock:
-            running = self._running or self._claim
-            dropped = self._backlog - (1 if running else 0)
-            self.discarded = True
-            self._backlog -= dropped  # the thread skips them; a running call still counts
+            running, self.discarded = self._running, True
+            dropped = self._backlog - (running is not None)
+            self._backlog -= dropped
             if self._thread is not None and not self._stopped:
                 self._jobs.put(None)
             self._stopped = True
-            held, self._held = self._held, []
-        for job in held:
-            if job.reply is not None:
-                job.reply.put(CallResult("error", error=RuntimeError(f"{self.name} is closed")))
         return running, dropped
 
     def stop(self) -> None:
@@ -361,14 +357,10 @@ class LaneSet:
         seconds in all for every other lane to finish; return what did not."""
         deadline = time.monotonic() + timeout
         lanes = list(self._lanes.values())
-        abandoned: list[str] = []
-        dropped = 0
-        for lane in lanes:
-            if lane.disposable and not lane.discarded:
-                running, skipped = lane.discard()
-                dropped += skipped
-                if running is not None:
-                    abandoned.append(f"{lane.name} ({running})")
+        discarded = [(lane.name, *lane.discard()) for lane in lanes
+                     if lane.disposable and not lane.discarded]
+        abandoned = [f"{name} ({running})" for name, running, _ in discarded if running]
+        dropped = sum(n for _, _, n in discarded)
         if abandoned or dropped:
             log.info("shutdown does not wait for disposable work: %d queued call(s) dropped, "
                      "%d running call(s) abandoned%s", dropped, len(abandoned),

@@ -27,14 +27,10 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from hermes_core.types import Session
 
 from .client import HindsightUnavailable, Memory, has_words
-
-if TYPE_CHECKING:
-    from hermes_core.kinds import RunLater
 
 __all__ = ["Prefetcher", "Prepared", "render"]
 
@@ -57,7 +53,7 @@ class Prefetcher:
     """Background recalls keyed by session; see the module docstring."""
 
     def __init__(self, fetch: Callable[[str, Session], list[Memory]], *,
-                 logger: logging.Logger, run_later: RunLater) -> None:
+                 logger: logging.Logger, run_later: Callable[..., bool]) -> None:
         self._fetch = fetch
         self._log = logger
         self._run_later = run_later
@@ -91,8 +87,6 @@ class Prefetcher:
 
     def _run(self, future: cf.Future[list[Memory]], query: str, session: Session) -> None:
         """One recall, on the disposable lane; its outcome goes to ``future``."""
-        if self._closed:
-            future.cancel()
         if not future.set_running_or_notify_cancel():
             return  # cancelled by close() before it started
         try:

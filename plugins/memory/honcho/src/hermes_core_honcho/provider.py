@@ -497,6 +497,7 @@ class HonchoProvider(MemoryProvider):
             if self._stopped:
                 return
             self._stopped = True
+            self._refreshing.clear()  # the jobs the kernel's shutdown dropped never report back
             self._refresh_cond.notify_all()
         self.outbox.close()  # unsent jobs wait in the outbox for the next start
         self.client.close()  # a refresh stuck in a request is the kernel's to abandon

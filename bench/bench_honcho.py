@@ -10,12 +10,12 @@ asserts: the machine is shared and noisy, so read the figures. Needs hermes-core
   recall; the call makes no request. Target: well under the kernel's 0.3 s deadline (we ask for
   1 ms). Hermes joins its Honcho prefetch thread on the turn for up to 8 s.
 * **turn overhead**: ``Agent.run_turn`` with ``[file_memory, honcho]`` minus the same turn with
-  ``[file_memory]`` alone, a stub LLM answering at once; the background work (the kernel worker's
-  ``sync_turn``/``queue_prefetch`` and the provider's writer and refresher) is settled between turns,
-  outside the timing. Target: under 1 ms per turn.
+  ``[file_memory]`` alone, a stub LLM answering at once; the background work on the kernel's lanes
+  (``sync_turn``/``queue_prefetch``, the outbox's sends and the recall refreshes on the provider's
+  disposable lane) is settled between turns, outside the timing. Target: under 1 ms per turn.
 * the same two with the server **slowed** by ``--slow`` seconds per request, and the first prefetch
   of a new session, which waits (bounded) for its first recall: target under the 0.3 s deadline.
-* **write throughput**: turns stored per second by the background writer (informative).
+* **write throughput**: turns stored per second on the provider's background lane (informative).
 """
 
 from __future__ import annotations

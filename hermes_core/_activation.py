@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 from ._checks import HookCheck, check_hooks
+from ._hookcall import conversation_of
 from ._hostbase import HostBase, create_plugin_manager
+from ._lanes import DISPOSABLE, Lane, shard_of
 from ._preflight import dry_activation, shutdown_quietly
 from .errors import ConfigError, PluginError, UnknownNameError
 from .hooks import BACKGROUND, ENGINE, MEMORY, PLATFORM
@@ -25,7 +27,8 @@ from .registry import KINDS
 
 if TYPE_CHECKING:
     from .config import LoadedConfig
-    from .types import MemoryWrite
+    from .kinds import RunKind
+    from .types import MemoryWrite, Session
 
 __all__ = ["Activation"]
 
@@ -111,7 +114,7 @@ class Activation(HostBase):
             notify_memory_write=functools.partial(self.notify_memory_write, source=name),
             embedder=self.embedder,
             report_problem=functools.partial(self._report_problem, reg.plugin),
-            run_later=functools.partial(self._run_later, f"{kind}:{name}"),
+            run_later=functools.partial(self._run_later, f"{kind}:{name}", reg.plugin),
             llm=self.llm,
         )
         try:
@@ -125,11 +128,20 @@ class Activation(HostBase):
             ) from exc
         return instance, f"{kind}:{name}", reg.plugin
 
-    def _run_later(self, key: str, fn: Callable[[], None], label: str) -> bool:
-        """``PluginContext.run_later``: ``fn`` on the instance's background lane, shard 0."""
+    def _run_later(self, key: str, plugin: str, fn: Callable[[], None], label: str, *,
+                   kind: RunKind = "write", session: Session | None = None) -> bool:
+        """``PluginContext.run_later``: ``fn`` on the instance's background lane (``write``) or
+        its disposable lane (``disposable``), the shard of ``session``'s conversation (else 0)."""
+        if kind not in ("write", "disposable"):
+            raise ValueError(f"run_later: kind must be 'write' or 'disposable', not {kind!r}")
         if self._lanes_closed:
             return False
-        return self.hooks.engine.lanes.get(key, BACKGROUND, 0).submit(fn, label)
+        lanes = self.hooks.engine.lanes
+        shard = shard_of(conversation_of({"session": session}), lanes.shards)
+        if kind == "write":
+            return lanes.get(key, BACKGROUND, shard).submit(fn, label)
+        lane = lanes.get(key, DISPOSABLE, shard)
+        return lane.submit(functools.partial(_disposable, plugin, lane, fn, label), label)
 
     def check_registered(self) -> None:
         """Run the instance checks on every registered class without building it (``plugins
@@ -205,3 +217,14 @@ class Activation(HostBase):
     def notify_memory_write(self, write: MemoryWrite, source: str | None = None) -> None:
         """Mirror a write to every active memory provider except the one that made it."""
         self.hooks.on_memory_write(write=write, exclude=f"{MEMORY}:{source or write.provider}")
+
+
+def _disposable(plugin: str, lane: Lane, fn: Callable[[], None], label: str) -> None:
+    """Run one disposable job: what it raises is logged once, with its plugin, and goes no
+    further (after a shutdown abandoned it, only at DEBUG level: its resources are closing)."""
+    try:
+        fn()
+    except Exception as exc:
+        log.log(logging.DEBUG if lane.discarded else logging.ERROR,
+                "plugin %r: %s raised %s: %s", plugin, label, type(exc).__name__, exc,
+                exc_info=exc)

@@ -31,6 +31,11 @@ name no conversation share shard 0.
 Late results are discarded (their errors are logged). :meth:`LaneSet.drain` waits for every lane's
 backlog within a bound at shutdown and reports what did not finish.
 
+Lanes of the purpose :data:`DISPOSABLE` hold work a plugin prepares for later and may lose (a
+recall for the next turn): :meth:`LaneSet.drain` waits for none of it. It drops what is queued
+there and leaves a call still running to finish (or hang) on its daemon thread, logging both as
+abandoned, not as failures.
+
 A call nobody waits for (``host.hooks.later``) is :meth:`Lane.submit`-ted and counted on its
 conversation's :class:`~._backlog.Backlog`.
 """
@@ -46,7 +51,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["SHARDS", "CallResult", "Lane", "LaneSet", "Runners", "Status",
+__all__ = ["DISPOSABLE", "SHARDS", "CallResult", "Lane", "LaneSet", "Runners", "Status",
            "run_bounded", "run_here", "shard_of"]
 
 log = logging.getLogger("hermes_core.lanes")
@@ -68,6 +73,9 @@ PROBE_SECONDS = 0.05
 
 #: lanes per plugin and purpose; a conversation's calls all go to one of them
 SHARDS = 8
+
+#: the purpose of lanes whose work a drain drops when queued and does not wait for when running
+DISPOSABLE = "disposable"
 
 
 def shard_of(key: str | None, shards: int = SHARDS) -> int:
@@ -99,8 +107,12 @@ class _Trust:
 class Lane:
     """A FIFO of calls served by one daemon thread, started on first use."""
 
-    def __init__(self, name: str, trust: _Trust | None = None) -> None:
+    def __init__(self, name: str, trust: _Trust | None = None, *, disposable: bool = False) -> None:
         self.name = name
+        #: a :data:`DISPOSABLE` lane: :meth:`LaneSet.drain` discards it instead of waiting
+        self.disposable = disposable
+        #: :meth:`discard` was called: the calls not started yet are dropped
+        self.discarded = False
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
@@ -256,7 +268,10 @@ class Lane:
             job = self._jobs.get()
             if job is None:
                 return
-            self._running = job.label
+            with self._lock:
+                if self.discarded:  # dropped (and uncounted) by discard(): it never runs
+                    continue
+                self._running = job.label
             start = time.perf_counter()
             try:
                 result = CallResult("ok", job.fn(), seconds=time.perf_counter() - start)
@@ -284,6 +299,19 @@ class Lane:
         """Wait until nothing is queued or running; False if ``timeout`` passed first."""
         with self._lock:
             return self._idle.wait_for(lambda: self._backlog == 0, timeout)
+
+    def discard(self) -> tuple[str | None, int]:
+        """Close the lane without waiting: the calls not started are dropped (its thread skips
+        them), a running one finishes (or hangs) on the daemon thread. Returns the running call's
+        label and how many were dropped. For lanes nobody claims or waits on (submit only)."""
+        with self._lock:
+            running, self.discarded = self._running, True
+            dropped = self._backlog - (running is not None)
+            self._backlog -= dropped
+            if self._thread is not None and not self._stopped:
+                self._jobs.put(None)
+            self._stopped = True
+        return running, dropped
 
     def stop(self) -> None:
         """Let the thread end after the calls queued so far (a hung call keeps it, as a daemon)."""
@@ -316,19 +344,30 @@ class LaneSet:
                 if lane is None:
                     name = f"{self._prefix}-{purpose}-{plugin}" + (f"-{shard}" if shard else "")
                     trust = self._trust.setdefault((plugin, purpose), _Trust())
-                    lane = self._lanes[key] = Lane(name, trust)
+                    lane = self._lanes[key] = Lane(name, trust, disposable=purpose == DISPOSABLE)
         return lane
 
     def busy(self) -> list[str]:
-        """Labels of lanes with calls queued or running."""
+        """Labels of lanes with calls queued or running (:data:`DISPOSABLE` lanes left out)."""
         return [f"{lane.name} ({lane.running() or 'queued'}, {lane.backlog} call(s))"
-                for lane in list(self._lanes.values()) if lane.backlog]
+                for lane in list(self._lanes.values()) if lane.backlog and not lane.disposable]
 
     def drain(self, timeout: float) -> list[str]:
-        """Wait up to ``timeout`` seconds in all for every lane to finish; return what did not."""
+        """Discard the :data:`DISPOSABLE` lanes (see the module doc), then wait up to ``timeout``
+        seconds in all for every other lane to finish; return what did not."""
         deadline = time.monotonic() + timeout
-        for lane in list(self._lanes.values()):
-            lane.wait_idle(max(0.0, deadline - time.monotonic()))
+        lanes = list(self._lanes.values())
+        discarded = [(lane.name, *lane.discard()) for lane in lanes
+                     if lane.disposable and not lane.discarded]
+        abandoned = [f"{name} ({running})" for name, running, _ in discarded if running]
+        dropped = sum(n for _, _, n in discarded)
+        if abandoned or dropped:
+            log.info("shutdown does not wait for disposable work: %d queued call(s) dropped, "
+                     "%d running call(s) abandoned%s", dropped, len(abandoned),
+                     "".join(f"; {label}" for label in abandoned))
+        for lane in lanes:
+            if not lane.disposable:
+                lane.wait_idle(max(0.0, deadline - time.monotonic()))
         return self.busy()
 
     def close(self) -> None:

@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 from .errors import ToolError
 from .types import MemoryWrite, ToolContext
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from .config import CoreConfig
     from .embeddings import GuardedEmbedder
     from .llm import LLMResponse
-    from .types import Message
+    from .types import Message, Session
 
 __all__ = [
     "CURATION_ROLES",
@@ -106,6 +106,17 @@ class DeferredConfig:
         return f"DeferredConfig({self.module!r}, {self.attribute!r})"
 
 
+#: what ``PluginContext.run_later`` queues: work the host drains, or work it may drop
+RunKind = Literal["write", "disposable"]
+
+
+class RunLater(Protocol):
+    """The signature of :attr:`PluginContext.run_later`."""
+
+    def __call__(self, fn: Callable[[], None], label: str, *, kind: RunKind = "write",
+                 session: Session | None = None) -> bool: ...
+
+
 @dataclass(slots=True)
 class PluginContext:
     """What the kernel hands an instance besides its own config."""
@@ -125,12 +136,16 @@ class PluginContext:
     #: tell the kernel about a problem that does not stop the instance (an MCP server that
     #: failed to start, say): logged, and shown as a warning of the plugin by ``doctor``
     report_problem: Callable[[str], None] = field(default=lambda message: None)
-    #: ``run_later(fn, label)``: queue ``fn`` on this instance's background lane (the lane of its
-    #: later hooks for calls that name no conversation) and return at once; False (``fn`` not
-    #: queued) once the host is closing. The host drains the lane, within
-    #: ``memory.worker_drain_timeout``, before it calls ``shutdown``; what ``fn`` raises is logged.
-    #: Without a host (a context built by hand) ``fn`` runs at once.
-    run_later: Callable[[Callable[[], None], str], bool] = field(default=lambda fn, label: _now(fn))
+    #: ``run_later(fn, label, *, kind="write", session=None)``: queue ``fn`` on one of this
+    #: instance's lanes and return at once; False (``fn`` not queued) once the host is closing.
+    #: ``session`` picks the lane of that conversation, as for its hooks (without it: the lane of
+    #: calls that name no conversation). ``kind="write"``: the background lane of its later
+    #: hooks; the host drains it, within ``memory.worker_drain_timeout``, before it calls
+    #: ``shutdown``. ``kind="disposable"``: work it may lose (a recall prepared for the next
+    #: turn), on a lane of its own, never behind the writes nor they behind it; no deadline, and
+    #: the drain drops it when queued and does not wait for it when running. What ``fn`` raises
+    #: is logged. Without a host (a context built by hand) ``fn`` runs at once.
+    run_later: RunLater = field(default=lambda fn, label, **_: _now(fn))
     #: ``llm(role)``: the model client of ``"main"`` (``llm.client``) or ``"auxiliary"``
     #: (``llm.auxiliary_client``: summaries, memory reviews), built once by the host; it raises
     #: :class:`hermes_core.llm.LLMError` (or an unknown-name error) when none can be built.

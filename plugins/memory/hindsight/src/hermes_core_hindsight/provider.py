@@ -13,7 +13,8 @@ Data path of a turn (see docs in README.md):
   then the job waits in the spool: while the server is failing, turns are only kept and one
   background attempt at a time (``run_later``) sends the spool; the next start sends what is left.
   A job the server refuses (4xx) goes to ``rejected-<bank>.jsonl`` with the reason;
-* ``queue_prefetch`` starts a recall in the background; ``prefetch`` serves it (see :mod:`.recall`);
+* ``queue_prefetch`` starts a recall on the provider's disposable lane (``run_later``); ``prefetch``
+  serves it (see :mod:`.recall`); the provider starts no thread of its own;
 * ``on_session_end`` waits (bounded) for a background send; ``shutdown`` leaves what is unsent in
   the spool.
 
@@ -129,7 +130,8 @@ class HindsightMemory(MemoryProvider):
             label="hindsight: send the spool")
         if self.retains.spool.has_pending():  # a previous run left turns: they go first
             self.retains.later()
-        self.prefetcher = Prefetcher(self._recall_for_prefetch, logger=self.log)
+        self.prefetcher = Prefetcher(self._recall_for_prefetch, logger=self.log,
+                                     run_later=context.run_later)
         self._tools = build_tools(self)
         self._closed = False
 

@@ -1,8 +1,10 @@
 """Recall for prefetch: prepared in the background, served from memory within the deadline.
 
 The kernel gives ``prefetch`` 0.3 s (``memory.prefetch_timeout``) and calls ``queue_prefetch`` after
-each turn with that turn's user text. :class:`Prefetcher` runs recalls on a small thread pool and
-keeps, per session, the last finished one (:class:`Prepared`). ``prefetch`` then:
+each turn with that turn's user text. :class:`Prefetcher` runs recalls on the provider's
+disposable lane for the conversation (``PluginContext.run_later(..., kind="disposable")``: the
+kernel's shutdown drops the queued ones and does not wait for a running one) and keeps, per
+session, the last finished one (:class:`Prepared`). ``prefetch`` then:
 
 1. serves the prepared recall at once when it answered this very query;
 2. otherwise (a new topic, or the first turn of a session, when nothing was prepared) starts a
@@ -51,10 +53,10 @@ class Prefetcher:
     """Background recalls keyed by session; see the module docstring."""
 
     def __init__(self, fetch: Callable[[str, Session], list[Memory]], *,
-                 logger: logging.Logger, workers: int = 2) -> None:
+                 logger: logging.Logger, run_later: Callable[..., bool]) -> None:
         self._fetch = fetch
         self._log = logger
-        self._pool = cf.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="hindsight-recall")
+        self._run_later = run_later
         self._lock = threading.Lock()
         self._prepared: dict[str, Prepared] = {}
         self._in_flight: dict[tuple[str, str], cf.Future[list[Memory]]] = {}
@@ -74,10 +76,23 @@ class Prefetcher:
                 return running
             if len(self._in_flight) >= MAX_IN_FLIGHT:
                 return None
-            future = self._pool.submit(self._fetch, query, session)
+            future: cf.Future[list[Memory]] = cf.Future()
             self._in_flight[key] = future
         future.add_done_callback(lambda f: self._finished(key, f))
+        if not self._run_later(lambda: self._run(future, query, session), "hindsight: recall",
+                               kind="disposable", session=session):
+            future.cancel()  # the host is closing
+            return None
         return future
+
+    def _run(self, future: cf.Future[list[Memory]], query: str, session: Session) -> None:
+        """One recall, on the disposable lane; its outcome goes to ``future``."""
+        if not future.set_running_or_notify_cancel():
+            return  # cancelled by close() before it started
+        try:
+            future.set_result(self._fetch(query, session))
+        except Exception as exc:  # reported by _finished
+            future.set_exception(exc)
 
     def _finished(self, key: tuple[str, str], future: cf.Future[list[Memory]]) -> None:
         session_id, query = key
@@ -136,9 +151,12 @@ class Prefetcher:
             cf.wait(running, timeout=left)
 
     def close(self) -> None:
+        """Cancel the recalls not started; one still running is the kernel's to abandon."""
         with self._lock:
             self._closed = True
-        self._pool.shutdown(wait=False, cancel_futures=True)
+            waiting = list(self._in_flight.values())
+        for future in waiting:
+            future.cancel()
 
 
 def merge(first: Iterable[Memory], second: Iterable[Memory]) -> list[Memory]:

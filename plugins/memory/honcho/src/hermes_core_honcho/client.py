@@ -1,7 +1,7 @@
 """A small synchronous client of the Honcho v3 API (httpx), for the calls this provider makes.
 
 Why not the ``honcho-ai`` SDK at run time: the provider needs exact control of timeouts and retries
-(a write is retried once, on the provider's own thread; a read is never retried, the next turn
+(a write is retried once, on the provider's own lane; a read is never retried, the next turn
 refreshes anyway; a tool gets one attempt under its own timeout), and the SDK retries twice with
 its own back-off and issues a get-or-create request whenever a peer or session object is built.
 The wire format is the SDK's: the tests run the SDK against the same loopback server and replay

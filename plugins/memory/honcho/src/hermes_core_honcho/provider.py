@@ -23,10 +23,12 @@ Nothing here touches the network on the turn's thread except the tools the model
   outbox: while Honcho is failing, writes are only kept, and one background attempt at a time
   sends the outbox; the next start sends what is left. A job the server *rejects* (a 4xx other
   than 429) is logged and kept in ``honcho/rejected.jsonl`` for a person to look at;
-* ``queue_prefetch`` asks the refresher thread for new recall (:mod:`.recall`), and ``prefetch``
-  returns what it prepared. Only the first prefetch of a session, which has nothing prepared yet,
-  waits for it, at most ``first_turn_wait`` seconds and always less than the kernel's
-  ``memory.prefetch_timeout``.
+* ``queue_prefetch`` asks for new recall (:mod:`.recall`), prepared on the provider's disposable
+  lane for the conversation (``run_later(kind="disposable")``: the kernel's shutdown does not wait
+  for it), and ``prefetch`` returns what it prepared. Requests for a session coalesce: one
+  refresh at a time per session, for the newest query. Only the first prefetch of a session,
+  which has nothing prepared yet, waits for it, at most ``first_turn_wait`` seconds and always
+  less than the kernel's ``memory.prefetch_timeout``. The provider starts no thread of its own.
 """
 
 from __future__ import annotations
@@ -97,13 +99,12 @@ class HonchoProvider(MemoryProvider):
                               label="honcho: send the outbox")
         self._down_since: float | None = None
         self._refresh_cond = threading.Condition()
-        self._pending: dict[str, Any] | None = None
-        self._refreshing: str | None = None  # the Honcho session being refreshed
+        #: per Honcho session: the newest refresh asked for and not started yet
+        self._pending: dict[str, dict[str, Any]] = {}
+        #: Honcho sessions with a refresh job queued or running on the disposable lane
+        self._refreshing: set[str] = set()
         self._stopped = False
         self._reads_down_since: float | None = None
-        self._refresher = threading.Thread(target=self._refresh_loop, name="honcho-refresher",
-                                           daemon=True)
-        self._refresher.start()
         if self.outbox.spool.has_pending():
             log.info("honcho: sending %d job(s) kept in %s", len(self.outbox.spool),
                      self.outbox.spool.path)
@@ -251,37 +252,45 @@ class HonchoProvider(MemoryProvider):
         return [c.id for c in self.client.all_conclusions(observer=self.ai, observed=peer)
                 if c.content.strip() == content.strip()]
 
-    # ------------------------------------------------------------------------- the refresher
+    # ---------------------------------------------------------------------------- the refresh
 
-    def _request_refresh(self, sid: str, query: str, turn: int, base: bool, dialectic: bool) -> None:
+    def _request_refresh(self, session: Session, sid: str, query: str, turn: int, base: bool,
+                         dialectic: bool) -> None:
         with self._refresh_cond:
-            pending = self._pending
-            if pending is not None and pending["sid"] == sid:  # coalesce: one refresh, newest query
+            pending = self._pending.get(sid)
+            if pending is not None:  # coalesce: one refresh, newest query
                 base, dialectic = base or pending["base"], dialectic or pending["dialectic"]
-            self._pending = {"sid": sid, "query": query, "turn": turn, "base": base,
-                             "dialectic": dialectic}
-            self._refresh_cond.notify_all()
+            self._pending[sid] = {"sid": sid, "query": query, "turn": turn, "base": base,
+                                  "dialectic": dialectic}
+            if sid in self._refreshing:
+                return  # the session's job takes it when the refresh it runs is over
+            self._refreshing.add(sid)
+        # This turn's messages were sent by sync_turn, before queue_prefetch on the same lane:
+        # the dialectic sees them.
+        if not self.context.run_later(lambda: self._refresh_session(sid),
+                                      f"honcho: refresh the recall of {sid}",
+                                      kind="disposable", session=session):
+            self._refreshed(sid)  # the host is closing
 
-    def _refresh_loop(self) -> None:
-        while True:
-            with self._refresh_cond:
-                while self._pending is None and not self._stopped:
-                    self._refresh_cond.wait()
-                if self._stopped:
-                    return
-                job, self._pending = self._pending, None
-                assert job is not None
-                self._refreshing = job["sid"]
-            try:
-                # This turn's messages were sent by sync_turn, before queue_prefetch on the same
-                # lane: the dialectic sees them.
-                self._refresh(job)
-            except Exception:  # never let the thread die: recall just stays as it was
-                log.exception("honcho: recall refresh failed unexpectedly")
-            finally:
+    def _refresh_session(self, sid: str) -> None:
+        """A job on the disposable lane: the session's newest refresh, until none is asked for."""
+        try:
+            while True:
                 with self._refresh_cond:
-                    self._refreshing = None
-                    self._refresh_cond.notify_all()
+                    job = None if self._stopped else self._pending.pop(sid, None)
+                    if job is None:  # done, under the lock that a new request takes first
+                        self._refreshed(sid)
+                        return
+                self._refresh(job)
+        except BaseException:
+            self._refreshed(sid)  # the kernel logs it; recall just stays as it was
+            raise
+
+    def _refreshed(self, sid: str) -> None:
+        with self._refresh_cond:  # re-entrant: a Condition's lock is an RLock
+            self._refreshing.discard(sid)
+            self._pending.pop(sid, None)
+            self._refresh_cond.notify_all()
 
     def _refresh(self, job: dict[str, Any]) -> None:
         sid, query, turn = job["sid"], job["query"], job["turn"]
@@ -320,9 +329,8 @@ class HonchoProvider(MemoryProvider):
         if not self.outbox.wait_idle(timeout):
             return False
         with self._refresh_cond:
-            return self._refresh_cond.wait_for(
-                lambda: self._pending is None and self._refreshing is None,
-                max(0.0, deadline - time.monotonic()))
+            return self._refresh_cond.wait_for(lambda: not self._refreshing,
+                                               max(0.0, deadline - time.monotonic()))
 
     # -------------------------------------------------------------------------------- hooks
 
@@ -350,9 +358,10 @@ class HonchoProvider(MemoryProvider):
             if is_trivial(query):
                 return None
             with self._refresh_cond:
-                underway = self._refreshing == sid or (self._pending or {}).get("sid") == sid
+                underway = sid in self._refreshing
             if not underway:
-                self._request_refresh(sid, query, state.turn, True, state.dialectic.cadence > 0)
+                self._request_refresh(session, sid, query, state.turn, True,
+                                      state.dialectic.cadence > 0)
             state.ready.wait(self.first_turn_wait)
         return render(state, user=self.peer_of_session(sid) or self.user, ai=self.ai,
                       limit=self.config.context_chars) or None
@@ -368,7 +377,7 @@ class HonchoProvider(MemoryProvider):
             turn = state.turn
             base, dialectic = state.base.due(turn), state.dialectic.due(turn)
         if base or dialectic:
-            self._request_refresh(sid, query, turn, base, dialectic)
+            self._request_refresh(session, sid, query, turn, base, dialectic)
 
     @hookimpl
     def sync_turn(self, user_message: Message, assistant_message: Message, session: Session) -> None:
@@ -488,10 +497,10 @@ class HonchoProvider(MemoryProvider):
             if self._stopped:
                 return
             self._stopped = True
+            self._refreshing.clear()  # the jobs the kernel's shutdown dropped never report back
             self._refresh_cond.notify_all()
         self.outbox.close()  # unsent jobs wait in the outbox for the next start
-        self._refresher.join(0.2)  # a refresh stuck in a request is a daemon thread
-        self.client.close()
+        self.client.close()  # a refresh stuck in a request is the kernel's to abandon
 
 
 def _refused(exc: BaseException) -> bool:

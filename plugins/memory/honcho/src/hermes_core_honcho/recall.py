@@ -1,6 +1,6 @@
 """What ``prefetch`` serves: the recall prepared in the background, per session, with its cadence.
 
-Two layers are prepared by the refresher thread after a turn (``queue_prefetch``):
+Two layers are prepared after a turn (``queue_prefetch``), on the provider's disposable lane:
 
 * the **base context**: the session summary, Honcho's representation of the user (its conclusions,
   ranked by the turn's message) and the user's peer card, in one ``GET .../context`` request;

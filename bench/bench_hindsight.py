@@ -9,7 +9,7 @@ What it measures (medians; nothing asserts, the machine is shared and noisy):
   share of the 300 ms deadline prefetch may spend on a live recall (``prefetch_live_wait``).
 * **sync_turn**: what the kernel's worker pays per turn (building the job, queueing it). Target
   < 1 ms.
-* **retain throughput**: turns handed to the writer until the server acknowledged them all
+* **retain throughput**: turns handed to the provider until the server acknowledged them all
   (async retains) — target >= 20 turns/s, far above a conversation's pace — and until the server
   finished processing them (fact extraction with the ``mock`` LLM, embeddings, consolidation),
   reported without a target.
@@ -91,7 +91,7 @@ def run(base_url: str, api_key: str | None, turns: int, reps: int) -> None:
             t = time.perf_counter()
             provider.sync_turn(user, assistant, session, list(history))
             costs.append(time.perf_counter() - t)
-        flushed = provider.writer.flush(300)
+        flushed = provider.retains.wait_idle(300) and not provider.retains.spool.has_pending()
         acked = time.perf_counter() - start
         settled = provider.settle(600)
         processed = time.perf_counter() - start

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
-from ._markers import create_plugin_manager
 from .errors import UnknownNameError
 from .hooks import ENGINE, MEMORY, MODULE, PLATFORM, Hooks
+from .hookspecs import create_plugin_manager
 from .kinds import PluginContext
 from .registry import Registries
 

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from .curation import CurationReport
     from .hooks import HookProblem
     from .prefetch import PrefetchResult
-    from .toolrun import ToolOutcome
+    from .types import ToolOutcome
 
 __all__ = ["CompactionRecord", "TurnResult", "estimate_tokens", "reported_prompt_tokens",
            "retried_turn"]

@@ -73,8 +73,8 @@ def commands_of(plugin: str, obj: object, group: str | None = None) -> CommandTa
     or its ``register_commands`` fails (loading it into a host then records why)."""
     import pluggy
 
-    from ._markers import create_plugin_manager
     from .hooks import MODULE, Hooks
+    from .hookspecs import create_plugin_manager
 
     pm = create_plugin_manager()
     try:

@@ -21,9 +21,9 @@ from .fence import provider_text
 from .models import context_window
 
 if TYPE_CHECKING:
-    from .curation import CurationReport
     from .host import PluginHost
     from .llm import ChatLLM
+    from .results import CurationReport
     from .types import Message, Session
 
 __all__ = ["HYGIENE_RATIO", "EnginePass", "engine_pass", "engine_report", "over_hygiene_line",

@@ -18,15 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
-from ._markers import create_plugin_manager
 from .errors import UnknownNameError
 from .hooks import ENGINE, MEMORY, MODULE, PLATFORM, Hooks
+from .hookspecs import create_plugin_manager
 from .kinds import PluginContext
 from .registry import Registries
 
 if TYPE_CHECKING:
     from .config import LoadedConfig
-    from .host import PluginHost
     from .kinds import LLMClient
     from .loader import PluginRecord
     from .storage.erasures import ErasureLedger
@@ -72,14 +71,9 @@ class HostBase:
         self._erasures: ErasureLedger | None = None
         self._erasures_read_at = 0.0
         self._erasures_lock = threading.Lock()
-        #: the host this one was made from by :meth:`child_host` (None for a loaded host)
-        self.parent: PluginHost | None = None
-        #: closed child hosts kept for the next delegation (building one registers every plugin
-        #: again), with the registrations they were built from
-        self._spare_children: list[tuple[tuple[tuple[str, int], ...], PluginHost]] = []
-        self._spare_lock = threading.Lock()
-        self._spare_signature: tuple[tuple[str, int], ...] = ()
-        self._closed = False
+        #: the host this one was made from by ``child_host`` (None for a loaded host): a child asks
+        #: it for the embedder and the model clients
+        self.parent: HostBase | None = None
 
     def heed_erasures(self) -> int | None:
         """Read the stores' erasure generation (:mod:`hermes_core.storage.erasures`); when it

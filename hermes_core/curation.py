@@ -47,10 +47,11 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from .fence import provider_text
+from .results import CurationReport
 from .toolrun import ToolOutcome, ToolRouter
 from .types import Message, Session, ToolCall
 
@@ -124,26 +125,6 @@ class CurationJob:
     messages: list[Message]
     system: str
     memory_tool: tuple[Tool, str]  #: the session's own memory tool and its plugin
-
-
-@dataclass(slots=True)
-class CurationReport:
-    """What one review or flush did."""
-
-    kind: Literal["review", "flush"]
-    session_id: str
-    calls: int = 0  #: model calls made
-    writes: list[str] = field(default_factory=list)  #: the successful changes, described
-    tools: list[ToolOutcome] = field(default_factory=list)
-    error: str | None = None  #: why the model could not be used, if it could not
-    timed_out: bool = False  #: the bound passed; a late answer was discarded unapplied
-    omitted_messages: int = 0  #: messages left out to fit ``memory.review_input_tokens``
-    seconds: float = 0.0
-
-    @property
-    def notice(self) -> str | None:
-        """``memory updated: ...`` when something was written."""
-        return "memory updated: " + "; ".join(self.writes) if self.writes else None
 
 
 def make_job(host: PluginHost, router: ToolRouter, session: Session, messages: list[Message],

@@ -38,8 +38,7 @@ if TYPE_CHECKING:
     from .config import LoadedConfig
     from .kinds import Tool
     from .storage.transfer import CopyProgress, StorageSide
-    from .toolrun import ToolOutcome
-    from .types import Dispatcher, EndReason, MemoryWrite, SwitchReason, ToolCall, Usage
+    from .types import Dispatcher, EndReason, MemoryWrite, SwitchReason, ToolCall, ToolOutcome, Usage
 
 __all__ = [
     "CONTEXT_PLAN_KEYS",

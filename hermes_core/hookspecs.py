@@ -22,10 +22,13 @@ The reference for plugin authors, one section per hook with a runnable example, 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ._markers import hookspec
+import pluggy
+
+from ._markers import PROJECT_NAME, hookspec
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -34,7 +37,6 @@ if TYPE_CHECKING:
     from .doctor import DoctorCheck
     from .kinds import Tool
     from .storage.transfer import CopyProgress, CopyReport, StorageSide
-    from .toolrun import ToolOutcome
     from .types import (
         CompressionResult,
         Dispatcher,
@@ -45,36 +47,20 @@ if TYPE_CHECKING:
         Session,
         SwitchReason,
         ToolCall,
+        ToolOutcome,
         Usage,
     )
 
 
 #: The hook names of each family; used by the kernel and by the docs meta-test.
 REGISTRY_HOOKS = (
-    "register_memory_providers",
-    "register_context_engines",
-    "register_tools",
-    "register_platforms",
-    "register_commands",
-    "register_embedders",
-    "register_llm_clients",
+    "register_memory_providers", "register_context_engines", "register_tools", "register_platforms",
+    "register_commands", "register_embedders", "register_llm_clients",
 )
 MEMORY_HOOKS = (
-    "on_message",
-    "system_prompt_block",
-    "prefetch",
-    "queue_prefetch",
-    "sync_turn",
-    "on_turn_cancelled",
-    "on_pre_compress",
-    "on_session_switch",
-    "on_session_end",
-    "on_memory_write",
-    "shutdown",
-    "load_session",
-    "forget",
-    "on_erasure",
-    "on_delegation",
+    "on_message", "system_prompt_block", "prefetch", "queue_prefetch", "sync_turn",
+    "on_turn_cancelled", "on_pre_compress", "on_session_switch", "on_session_end",
+    "on_memory_write", "shutdown", "load_session", "forget", "on_erasure", "on_delegation",
 )
 CONTEXT_ENGINE_HOOKS = (
     "should_compress", "compress", "update_from_response", "on_turn_start", "on_prompt_assembled",
@@ -87,6 +73,13 @@ MODULE_HOOKS = ("doctor_checks", "copy_storage", "import_sessions")
 
 __all__ = sorted({*REGISTRY_HOOKS, *MEMORY_HOOKS, *CONTEXT_ENGINE_HOOKS, *TOOL_HOOKS,
                   *PLATFORM_HOOKS, *MODULE_HOOKS})
+
+
+def create_plugin_manager() -> pluggy.PluginManager:
+    """A new PluginManager with every hermes-core hookspec added and nothing registered."""
+    pm = pluggy.PluginManager(PROJECT_NAME)
+    pm.add_hookspecs(sys.modules[__name__])
+    return pm
 
 
 # ---- Registry hooks: implemented by plugin modules -----------------------------------------------

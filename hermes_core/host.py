@@ -14,20 +14,23 @@ delegation, the tool table and shutdown.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ._activation import Activation
 from ._command_table import COMMAND_GROUPS, RESERVED_COMMANDS, RESERVED_SUBCOMMANDS
-from ._hostbase import create_plugin_manager
 from ._loading import Loading
 from .errors import ConfigError, RegistryError
 from .hooks import ENGINE, PLATFORM, HookOutcome
+from .hookspecs import create_plugin_manager
 from .loader import PluginRecord, allowed_names, blocked_names, discover
 from .paths import home_dir, plugins_dir
 
 if TYPE_CHECKING:
+    import pluggy
+
     from .config import LoadedConfig
     from .kinds import Tool
 
@@ -42,6 +45,17 @@ _SPARE_CHILDREN = 4
 
 class PluginHost(Loading, Activation):
     """Plugins loaded into a PluginManager, their registries, and the instances in use."""
+
+    def __init__(self, pm: pluggy.PluginManager, home: Path, config: LoadedConfig) -> None:
+        super().__init__(pm, home, config)
+        #: the host this one was made from by :meth:`child_host` (None for a loaded host)
+        self.parent: PluginHost | None = None
+        #: closed child hosts kept for the next delegation (building one registers every plugin
+        #: again), with the registrations they were built from
+        self._spare_children: list[tuple[tuple[tuple[str, int], ...], PluginHost]] = []
+        self._spare_lock = threading.Lock()
+        self._spare_signature: tuple[tuple[str, int], ...] = ()
+        self._closed = False
 
     @classmethod
     def load(

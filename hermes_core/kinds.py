@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
-from .errors import ToolError
+from .errors import LLMError, LLMFailure, ToolError
 from .types import MemoryWrite, ToolContext
 
 if TYPE_CHECKING:
@@ -29,8 +29,7 @@ if TYPE_CHECKING:
     from ._noconfig import NoConfig
     from .config import CoreConfig
     from .embeddings import GuardedEmbedder
-    from .llm import LLMResponse
-    from .types import Message, Session
+    from .types import LLMResponse, Message, Session
 
 __all__ = [
     "CURATION_ROLES",
@@ -154,8 +153,6 @@ class PluginContext:
 
 
 def _no_client(role: str) -> LLMClient:
-    from .llm import LLMError, LLMFailure
-
     raise LLMError(f"no {role} model client: this plugin context was built without a host",
                    failure=LLMFailure.NOT_CONFIGURED)
 
@@ -423,8 +420,6 @@ class LLMClient(_Instantiable):
         timeout: float | None = None,
     ) -> str:
         """The text of one response; an empty answer is an ``EMPTY`` failure."""
-        from .llm import LLMError, LLMFailure
-
         response = self.respond(system=system, messages=messages, max_tokens=max_tokens,
                                 model=model, timeout=timeout)
         if not response.text.strip():

@@ -16,7 +16,6 @@ transient ones, and an ``AUTH`` failure (a wrong key) is never retried.
 
 from __future__ import annotations
 
-import enum
 import functools
 import importlib
 import logging
@@ -25,7 +24,6 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
 
@@ -35,12 +33,12 @@ from .anthropic_request import (
     cache_marker,
     to_anthropic_messages,
 )
-from .errors import HermesCoreError
-from .types import Message, ToolCall, Usage
+from .errors import HermesCoreError, LLMError, LLMFailure
+from .kinds import LLMClient, PluginContext
+from .types import LLMResponse, Message
 
 if TYPE_CHECKING:
     from .config import CoreConfig, LoadedConfig
-    from .kinds import LLMClient, PluginContext
     from .registry import Registries
 
 __all__ = [
@@ -66,73 +64,6 @@ __all__ = [
 #: who asks: the main model (the agent loop) or the auxiliary one (summaries, memory reviews)
 Role = Literal["main", "auxiliary"]
 ROLES: tuple[Role, ...] = ("main", "auxiliary")
-
-
-class LLMFailure(enum.StrEnum):
-    """Why an LLM call failed; decided from exception types and status codes."""
-
-    RATE_LIMITED = "rate_limited"  #: HTTP 429
-    OVERLOADED = "overloaded"  #: HTTP 529
-    SERVER_ERROR = "server_error"  #: other HTTP 5xx
-    TIMEOUT = "timeout"  #: the client's deadline passed, or HTTP 408
-    CONNECTION = "connection"  #: the endpoint could not be reached
-    AUTH = "auth"  #: HTTP 401/403: a missing, wrong or unauthorised key
-    BILLING = "billing"  #: HTTP 402
-    BAD_REQUEST = "bad_request"  #: HTTP 400/404/413/422: the request itself is wrong
-    EMPTY = "empty"  #: HTTP 200 with no text where text was required
-    NOT_CONFIGURED = "not_configured"  #: no API key, so no call was made
-    WINDOW_TOO_SMALL = "window_too_small"  #: the input cannot fit the model's window
-    OTHER = "other"
-
-    @property
-    def transient(self) -> bool:
-        """Whether the same call may succeed a little later."""
-        return self in _TRANSIENT
-
-
-_TRANSIENT = frozenset(
-    {
-        LLMFailure.RATE_LIMITED,
-        LLMFailure.OVERLOADED,
-        LLMFailure.SERVER_ERROR,
-        LLMFailure.TIMEOUT,
-        LLMFailure.CONNECTION,
-        LLMFailure.EMPTY,
-    }
-)
-
-
-class LLMError(HermesCoreError):
-    """An LLM call failed; ``failure`` says how, ``status`` is the HTTP status if there was one."""
-
-    def __init__(self, message: str, *, failure: LLMFailure, status: int | None = None) -> None:
-        super().__init__(message)
-        self.failure = failure
-        self.status = status
-
-    @property
-    def transient(self) -> bool:
-        return self.failure.transient
-
-
-@dataclass(slots=True)
-class LLMResponse:
-    """One model response, provider-neutral."""
-
-    text: str
-    tool_calls: list[ToolCall] = field(default_factory=list)
-    usage: Usage = field(default_factory=Usage)
-    stop_reason: str | None = None
-    model: str | None = None
-    #: the vendor's server-side compaction block this response opened with (sent back verbatim
-    #: with the assistant message: ``Message.meta["compaction"]``), or None
-    compaction: dict[str, Any] | None = None
-
-    def as_message(self) -> Message:
-        """The response as the assistant message to append to a history."""
-        meta = {"compaction": dict(self.compaction)} if self.compaction is not None else {}
-        return Message(role="assistant", content=self.text, tool_calls=list(self.tool_calls),
-                       meta=meta)
 
 
 @runtime_checkable
@@ -318,8 +249,8 @@ def build_llm(
     section, and :class:`LLMError` when the client cannot start (a missing extra: its message
     names the install command).
     """
+    from ._noconfig import NoConfig  # pydantic comes with the first config model, not the import
     from .config import validate_section
-    from .kinds import NoConfig, PluginContext
 
     if role not in ROLES:
         raise ValueError(f"role must be one of {', '.join(ROLES)}, not {role!r}")

@@ -1,6 +1,7 @@
-"""What a turn and a compaction did: :class:`TurnResult` and :class:`CompactionRecord`, the
-records :class:`~hermes_core.agent.Agent` returns, and :func:`estimate_tokens`, the request-size
-estimate both report."""
+"""What a turn, a compaction and a memory review did: :class:`TurnResult`,
+:class:`CompactionRecord` and :class:`CurationReport`, the records
+:class:`~hermes_core.agent.Agent` returns, and :func:`estimate_tokens`, the request-size estimate
+the first two report."""
 
 from __future__ import annotations
 
@@ -11,13 +12,12 @@ from typing import TYPE_CHECKING, Any, Literal
 from .types import Message, Usage
 
 if TYPE_CHECKING:
-    from .curation import CurationReport
     from .hooks import HookProblem
     from .prefetch import PrefetchResult
-    from .toolrun import ToolOutcome
+    from .types import ToolOutcome
 
-__all__ = ["CompactionRecord", "TurnResult", "estimate_tokens", "reported_prompt_tokens",
-           "retried_turn"]
+__all__ = ["CompactionRecord", "CurationReport", "TurnResult", "estimate_tokens",
+           "reported_prompt_tokens", "retried_turn"]
 
 
 def _rough_tokens(text_chars: int) -> int:
@@ -37,6 +37,26 @@ def estimate_tokens(
         for call in m.tool_calls:
             chars += len(call.name) + len(json.dumps(call.arguments, ensure_ascii=False)) + 48
     return _rough_tokens(chars)
+
+
+@dataclass(slots=True)
+class CurationReport:
+    """What one review or flush did."""
+
+    kind: Literal["review", "flush"]
+    session_id: str
+    calls: int = 0  #: model calls made
+    writes: list[str] = field(default_factory=list)  #: the successful changes, described
+    tools: list[ToolOutcome] = field(default_factory=list)
+    error: str | None = None  #: why the model could not be used, if it could not
+    timed_out: bool = False  #: the bound passed; a late answer was discarded unapplied
+    omitted_messages: int = 0  #: messages left out to fit ``memory.review_input_tokens``
+    seconds: float = 0.0
+
+    @property
+    def notice(self) -> str | None:
+        """``memory updated: ...`` when something was written."""
+        return "memory updated: " + "; ".join(self.writes) if self.writes else None
 
 
 @dataclass(slots=True)

@@ -28,17 +28,16 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import threading
 import time
 from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ._lanes import run_bounded, run_here
 from .errors import RegistryError, ToolError
 from .fence import MAX_TOOL_RESULT_CHARS, shorten_result
-from .types import ToolCall, ToolContext
+from .turn import IterationBudget
+from .types import ToolCall, ToolContext, ToolOutcome
 
 if TYPE_CHECKING:
     from .hooks import Hooks
@@ -53,20 +52,6 @@ log = logging.getLogger("hermes_core.tools")
 
 #: the most tool calls of one response that run at the same time
 MAX_PARALLEL = 8
-
-
-@dataclass(slots=True)
-class ToolOutcome:
-    """The result of one tool call, as the model will read it."""
-
-    call: ToolCall
-    plugin: str | None  #: the plugin that owns the tool; ``None`` for an unknown tool
-    content: str
-    is_error: bool = False
-    seconds: float = 0.0
-    parallel: bool = False  #: whether it ran in a parallel batch
-    #: the plugin whose ``on_pre_tool_call`` blocked the call (it did not run), else ``None``
-    blocked_by: str | None = None
 
 
 def _norm(path: str) -> str:
@@ -228,79 +213,3 @@ class ToolRouter:
         # one answer (a huge file, a runaway error text) must not fill the model's context
         content = shorten_result(content, limit=self.result_chars, source=f"{call.name!r} tool")
         return ToolOutcome(call, plugin, content, is_error, time.perf_counter() - start, parallel)
-
-
-class IterationBudget:
-    """LLM calls allowed in one turn, and the notes that tell the model the budget is running out.
-
-    One budget is shared by a turn and the children it delegates to: a child's budget
-    (:meth:`child`) has its own limit and also takes each call from its parent, which always keeps
-    one call back for its own answer. :meth:`take` is atomic, so children running in parallel
-    never overdraw it.
-    """
-
-    WRAP_UP = 0.7
-    RESPOND_NOW = 0.9
-
-    def __init__(self, limit: int = 90, *, parent: IterationBudget | None = None) -> None:
-        if limit < 1:
-            raise ValueError(f"the iteration budget must be at least 1, got {limit}")
-        self.limit = limit
-        self.used = 0
-        self.parent = parent
-        self._lock = threading.Lock()
-
-    def child(self, limit: int) -> IterationBudget:
-        """A budget for a delegated child: at most ``limit`` calls, each also spent here."""
-        return IterationBudget(limit, parent=self)
-
-    def take(self, reserve: int = 0) -> bool:
-        """Count one LLM call before it is made; False (nothing counted) when no call is left
-        beyond ``reserve`` here or in a parent."""
-        with self._lock:
-            if self.used + 1 + reserve > self.limit:
-                return False
-            if self.parent is not None and not self.parent.take(reserve=1):
-                return False
-            self.used += 1
-            return True
-
-    def spend(self) -> None:
-        """Count one LLM call (whatever is left)."""
-        with self._lock:
-            self.used += 1
-
-    @property
-    def remaining(self) -> int:
-        return max(0, self.limit - self.used)
-
-    @property
-    def exhausted(self) -> bool:
-        return self.used >= self.limit or (self.parent is not None and self.parent.remaining <= 1)
-
-    def note(self) -> str | None:
-        """The note for the tool results that follow the current call, or ``None``."""
-        if self.exhausted:
-            spent = (f"all {self.limit} model calls of this turn are used" if self.parent is None
-                     else f"this task's share of the delegating agent's budget is used "
-                          f"({self.used} model calls here)")
-            return f"[Budget: {spent}. No more tools will run; the turn ends here.]"
-        # the fuller of this budget and the shared one above it decides
-        used, limit = self.used, self.limit
-        level = used / limit
-        budget = self.parent
-        while budget is not None:
-            if budget.used / budget.limit > level:
-                used, limit, level = budget.used, budget.limit, budget.used / budget.limit
-            budget = budget.parent
-        if used >= round(limit * self.RESPOND_NOW):
-            return (
-                f"[Budget: {used} of {limit} model calls of this turn used. Respond now: "
-                "stop calling tools and give the user your answer with what you have.]"
-            )
-        if used >= round(limit * self.WRAP_UP):
-            return (
-                f"[Budget: {used} of {limit} model calls of this turn used. Wrap up: "
-                "finish the current step and answer soon; avoid starting new work.]"
-            )
-        return None

@@ -22,6 +22,7 @@ __all__ = [
     "EndReason",
     "ForgetReport",
     "IncomingMessage",
+    "LLMResponse",
     "MemoryWrite",
     "Message",
     "Role",
@@ -29,6 +30,7 @@ __all__ = [
     "SwitchReason",
     "ToolCall",
     "ToolContext",
+    "ToolOutcome",
     "Usage",
 ]
 
@@ -203,6 +205,26 @@ class IncomingMessage:
 
 
 @dataclass(slots=True)
+class LLMResponse:
+    """One model response, provider-neutral."""
+
+    text: str
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    stop_reason: str | None = None
+    model: str | None = None
+    #: the vendor's server-side compaction block this response opened with (sent back verbatim
+    #: with the assistant message: ``Message.meta["compaction"]``), or None
+    compaction: dict[str, Any] | None = None
+
+    def as_message(self) -> Message:
+        """The response as the assistant message to append to a history."""
+        meta = {"compaction": dict(self.compaction)} if self.compaction is not None else {}
+        return Message(role="assistant", content=self.text, tool_calls=list(self.tool_calls),
+                       meta=meta)
+
+
+@dataclass(slots=True)
 class ToolContext:
     """What a tool handler knows about the call it serves."""
 
@@ -214,6 +236,20 @@ class ToolContext:
     #: the running turn (a :class:`hermes_core.turn.TurnContext`: its agent, shared budget and
     #: cancellation), set by the agent loop; ``None`` when a tool is called outside a turn
     turn: Any = None
+
+
+@dataclass(slots=True)
+class ToolOutcome:
+    """The result of one tool call, as the model will read it."""
+
+    call: ToolCall
+    plugin: str | None  #: the plugin that owns the tool; ``None`` for an unknown tool
+    content: str
+    is_error: bool = False
+    seconds: float = 0.0
+    parallel: bool = False  #: whether it ran in a parallel batch
+    #: the plugin whose ``on_pre_tool_call`` blocked the call (it did not run), else ``None``
+    blocked_by: str | None = None
 
 
 @dataclass(slots=True)

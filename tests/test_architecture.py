@@ -213,3 +213,81 @@ def test_a_deferred_config_is_imported_when_read_and_a_wrong_one_is_named():
     assert config_model(Good) is Good.Config is FileMemoryConfig
     with pytest.raises(RegistryError, match=r"Bad\.Config = DeferredConfig\(.*NoSuchModel"):
         config_model(Bad)
+
+
+def _runtime_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+    """Every import that runs: at module level or inside a function, not under ``TYPE_CHECKING``."""
+    found: list[ast.Import | ast.ImportFrom] = []
+    todo: list[ast.AST] = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            todo.extend(node.orelse)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append(node)
+        else:
+            todo.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def _kernel_module_graph() -> dict[str, set[str]]:
+    """kernel module -> the kernel modules it imports when it runs, lazy imports included (a
+    package's imports of its own submodules excluded, as Python resolves those first)."""
+    paths = {_module_of(p): p for p in _sources() if p.relative_to(ROOT).parts[0] == "hermes_core"}
+    edges: dict[str, set[str]] = {}
+    for module, path in paths.items():
+        package = path.name == "__init__.py"
+        found = edges.setdefault(module, set())
+        for node in _runtime_imports(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found.update(a.name for a in node.names if a.name in paths)
+                continue
+            base = module.split(".") if package else module.split(".")[:-1]
+            target = (".".join(base[:len(base) - node.level + 1] + ([node.module] if node.module
+                                                                    else []))
+                      if node.level else node.module or "")
+            for alias in node.names:
+                if f"{target}.{alias.name}" in paths:
+                    found.add(f"{target}.{alias.name}")
+                elif target in paths:
+                    found.add(target)
+        found.discard(module)
+        if package:
+            found -= {m for m in found if m.startswith(module + ".")}
+    return edges
+
+
+def test_no_kernel_module_imports_itself_back_at_run_time():
+    """No import cycle in the kernel, lazy imports included: a value type lives below what uses
+    it (``errors``, ``types``, ``results``, ``turn``), so no import hides in a function to dodge a
+    loop (issue 36). Loops through annotations alone are listed in docs/architecture.md."""
+    edges = _kernel_module_graph()
+
+    def reach(start: str) -> set[str]:
+        seen: set[str] = set()
+        todo = list(edges[start])
+        while todo:
+            module = todo.pop()
+            if module not in seen:
+                seen.add(module)
+                todo.extend(edges.get(module, ()))
+        return seen
+
+    loops = sorted(m for m in edges if m in reach(m))
+    assert not loops, f"these kernel modules import themselves back at run time: {loops}"
+
+
+def test_the_moved_value_types_stay_importable_where_they_were_documented():
+    """The same objects under their documented names and where they are defined now."""
+    import importlib
+
+    moved = [("llm", "LLMError", "errors"), ("llm", "LLMFailure", "errors"),
+             ("llm", "LLMResponse", "types"), ("toolrun", "ToolOutcome", "types"),
+             ("toolrun", "IterationBudget", "turn"), ("curation", "CurationReport", "results"),
+             ("host", "create_plugin_manager", "hookspecs"),
+             ("storage.erasures", "COMPONENT", "storage.erasure_log")]
+    for documented, name, home in moved:
+        there = getattr(importlib.import_module(f"hermes_core.{documented}"), name)
+        assert there is getattr(importlib.import_module(f"hermes_core.{home}"), name), name
+        assert name in importlib.import_module(f"hermes_core.{documented}").__all__, name
+    assert hermes_core.create_plugin_manager is hermes_core.hookspecs.create_plugin_manager

@@ -30,8 +30,8 @@ from typing import Any
 from ..private import private_sqlite
 from .url import StorageURL
 
-__all__ = ["LOG_MIGRATION", "RETAIN_SECONDS", "ErasureLog", "ErasureNote", "squash",
-           "subject_digest"]
+__all__ = ["COMPONENT", "LOG_MIGRATION", "MIGRATIONS", "RETAIN_SECONDS", "ErasureLog", "ErasureNote",
+           "squash", "subject_digest"]
 
 #: seconds a note is kept (a turn in flight ends well within it)
 RETAIN_SECONDS = 3600.0
@@ -45,9 +45,24 @@ _PG_TABLE = """CREATE TABLE erasure_log (
     what TEXT NOT NULL, scope TEXT NOT NULL, digest TEXT NOT NULL, length INTEGER NOT NULL,
     recorded_at DOUBLE PRECISION NOT NULL, done INTEGER NOT NULL DEFAULT 0
 )"""
+#: the component holding the erasure generation (:mod:`.erasures`) and this log: its schema is
+#: here, below both, since either may be the first to open it
+COMPONENT = "erasures"
+GENERATION_TABLE = """CREATE TABLE IF NOT EXISTS erasure_generation (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    generation BIGINT NOT NULL,
+    recorded_at DOUBLE PRECISION NOT NULL,
+    what TEXT NOT NULL
+)"""
+GENERATION_SEED = ("INSERT INTO erasure_generation (id, generation, recorded_at, what) "
+                   "VALUES (1, 0, 0, '') ON CONFLICT (id) DO NOTHING")
+MIGRATIONS: list[Any] = [
+    (1, "erasure_generation: a counter that every forget, rollback and session deletion raises",
+     [GENERATION_TABLE.replace("IF NOT EXISTS ", ""), GENERATION_SEED]),
+    (2, "erasure_log: the forgets turns in flight must re-apply (digests, not text)", [_PG_TABLE]),
+]
 #: the PostgreSQL migration of component ``erasures`` that adds the log
-LOG_MIGRATION = (2, "erasure_log: the forgets turns in flight must re-apply (digests, not text)",
-                 [_PG_TABLE])
+LOG_MIGRATION = MIGRATIONS[1]
 _SETTLED = ("SELECT coalesce((SELECT min(id) - 1 FROM erasure_log WHERE done = 0), "
             "(SELECT max(id) FROM erasure_log), 0)")
 _SINCE = "SELECT id, what, scope, digest, length FROM erasure_log WHERE id > {p} ORDER BY id"
@@ -182,7 +197,6 @@ class ErasureLog:
 
     def _pg(self, fn: Any, *, retry: bool) -> Any:
         from .component import open_component, run_on
-        from .erasures import COMPONENT, MIGRATIONS
 
         assert self.url is not None
         return run_on(open_component(self.url, COMPONENT, MIGRATIONS), fn, retry=retry)

@@ -31,7 +31,7 @@ from typing import Any
 
 from ..errors import HermesCoreError
 from ..private import private_sqlite
-from .erasure_log import LOG_MIGRATION, ErasureLog
+from .erasure_log import COMPONENT, GENERATION_SEED, GENERATION_TABLE, MIGRATIONS, ErasureLog
 from .url import StorageURL, redact_url
 
 __all__ = ["COMPONENT", "SQLITE_FILE", "ErasureLedger", "ErasureRecordError", "forget_noted",
@@ -39,26 +39,11 @@ __all__ = ["COMPONENT", "SQLITE_FILE", "ErasureLedger", "ErasureRecordError", "f
 
 #: the SQLite file in the home (without ``storage.url``)
 SQLITE_FILE = "erasures.db"
-#: the component name of the PostgreSQL table
-COMPONENT = "erasures"
 #: the PostgreSQL notification channel raised with the generation
 CHANNEL = "hermes_core_erasures"
 #: seconds after which a PostgreSQL reader reads the row even without a notification
 RECHECK_SECONDS = 2.0
-_TABLE = """CREATE TABLE IF NOT EXISTS erasure_generation (
-    id INTEGER PRIMARY KEY CHECK (id = 1),
-    generation BIGINT NOT NULL,
-    recorded_at DOUBLE PRECISION NOT NULL,
-    what TEXT NOT NULL
-)"""
-_SEED = ("INSERT INTO erasure_generation (id, generation, recorded_at, what) "
-         "VALUES (1, 0, 0, '') ON CONFLICT (id) DO NOTHING")
 _READ = "SELECT generation FROM erasure_generation WHERE id = 1"
-MIGRATIONS: list[Any] = [
-    (1, "erasure_generation: a counter that every forget, rollback and session deletion raises",
-     [_TABLE.replace("IF NOT EXISTS ", ""), _SEED]),
-    LOG_MIGRATION,
-]
 
 
 class ErasureRecordError(HermesCoreError):
@@ -190,8 +175,8 @@ class ErasureLedger:
             con = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
             try:
                 con.execute("BEGIN IMMEDIATE")
-                con.execute(_TABLE)
-                con.execute(_SEED)
+                con.execute(GENERATION_TABLE)
+                con.execute(GENERATION_SEED)
                 con.execute("UPDATE erasure_generation SET generation = generation + 1, "
                             "recorded_at = ?, what = ? WHERE id = 1", (now, what))
                 row = con.execute("SELECT generation FROM erasure_generation").fetchone()

@@ -7,8 +7,12 @@ What it measures (medians; nothing asserts, the machine is shared and noisy):
 * **recall round trip**: ``HindsightClient.recall`` (HTTP, the server embeds the query with MiniLM
   through the TEI server, searches pgvector + BM25 + graph, fuses with rrf). Target < 180 ms: the
   share of the 300 ms deadline prefetch may spend on a live recall (``prefetch_live_wait``).
-* **sync_turn**: what the kernel's worker pays per turn (building the job, queueing it). Target
-  < 1 ms.
+* **sync_turn**: what one call costs the provider's own background lane, where the kernel runs it
+  off the turn: the turn is kept in the spool, then its retain is sent (an HTTP round trip). No
+  target: the turn does not wait for it (the kernel's hand-off is in bench_agent.py's turn
+  overhead); it bounds how fast one conversation's retains go out, which the throughput below
+  measures against its target. (Before the retains went through the kernel's spool, sync_turn
+  only queued a job for a writer thread, and this figure had a 1 ms target.)
 * **retain throughput**: turns handed to the provider until the server acknowledged them all
   (async retains) — target >= 20 turns/s, far above a conversation's pace — and until the server
   finished processing them (fact extraction with the ``mock`` LLM, embeddings, consolidation),
@@ -42,7 +46,6 @@ from hermes_core.types import Message, Session, SwitchReason
 
 TARGET_PREFETCH_MS = 1.0
 TARGET_RECALL_MS = 180.0
-TARGET_SYNC_TURN_MS = 1.0
 TARGET_ACK_TURNS_PER_S = 20.0
 
 TOPICS = [
@@ -97,7 +100,7 @@ def run(base_url: str, api_key: str | None, turns: int, reps: int) -> None:
         processed = time.perf_counter() - start
         if not (flushed and settled):
             print("warning: the server did not finish within the bound; figures are partial")
-        report("sync_turn on the kernel's worker (median)", ms(costs), "ms", TARGET_SYNC_TURN_MS)
+        report("sync_turn on the provider's lane (median)", ms(costs), "ms")
         report(f"retain: {turns} turns acknowledged", turns / acked, "turns/s",
                TARGET_ACK_TURNS_PER_S, higher_is_better=True)
         report(f"retain: {turns} turns processed by the server", turns / processed, "turns/s")

@@ -16,11 +16,12 @@ import pluggy
 
 from ._checks import HookCheck, check_hooks
 from ._hookcall import conversation_of
-from ._hostbase import HostBase, create_plugin_manager
+from ._hostbase import HostBase
 from ._lanes import DISPOSABLE, Lane, shard_of
 from ._preflight import dry_activation, shutdown_quietly
 from .errors import ConfigError, PluginError, UnknownNameError
 from .hooks import BACKGROUND, ENGINE, MEMORY, PLATFORM
+from .hookspecs import create_plugin_manager
 from .kinds import PluginContext
 from .loader import allowed_names, blocked_names, strict_mode
 from .registry import KINDS

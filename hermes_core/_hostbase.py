@@ -20,7 +20,6 @@ import pluggy
 
 from .errors import UnknownNameError
 from .hooks import ENGINE, MEMORY, MODULE, PLATFORM, Hooks
-from .hookspecs import create_plugin_manager
 from .kinds import PluginContext
 from .registry import Registries
 
@@ -30,7 +29,7 @@ if TYPE_CHECKING:
     from .loader import PluginRecord
     from .storage.erasures import ErasureLedger
 
-__all__ = ["HostBase", "create_plugin_manager"]
+__all__ = ["HostBase"]
 
 log = logging.getLogger("hermes_core")
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
+from ._markers import PROJECT_NAME
 from .errors import LLMError, LLMFailure, ToolError
 from .types import MemoryWrite, ToolContext
 
@@ -222,8 +223,6 @@ def _near(a: str, b: str) -> bool:
 
 
 def _is_hookimpl(value: object) -> bool:
-    from ._markers import PROJECT_NAME
-
     try:
         marker = vars(value).get(f"{PROJECT_NAME}_impl")
     except TypeError:  # no __dict__: a plain value, not a marked function

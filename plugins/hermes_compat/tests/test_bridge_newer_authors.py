@@ -25,21 +25,20 @@ PROVIDER = '''
 import json
 from pathlib import Path
 from agent.memory_provider import MemoryProvider
-from hermes_constants import get_hermes_home
 
 
 class Logged(MemoryProvider):
     name = "{name}"
 
     def _log(self, event, **data):
-        with open(get_hermes_home() / "calls.jsonl", "a", encoding="utf-8") as f:
+        with open(Path(self.home) / "calls.jsonl", "a", encoding="utf-8") as f:
             f.write(json.dumps({{"event": event, **data}}) + "\\n")
 
     def is_available(self):
         return True
 
     def initialize(self, session_id, **kwargs):
-        pass
+        self.home = kwargs["hermes_home"]
 
     def get_tool_schemas(self):
         return []

@@ -20,11 +20,13 @@ The mapping (hermes-core hook -> Hermes method):
   session_id=)`` (the object's first one waited for only part of the deadline: a provider still
   loading is "warming", see :meth:`HermesMemoryProvider.prefetch`); ``queue_prefetch`` ->
   ``queue_prefetch(query, session_id=)``;
-* ``on_message`` (user message) -> ``on_turn_start(turn_number, text)``;
+* ``on_message`` (user message) -> ``on_turn_start(turn_number, text)`` (plus newer Hermes'
+  ``author_id=``, ``author_name=``, ``author_is_bot=`` to one naming them);
 * ``on_message`` (the model's last reply of a turn) -> the hooks ``post_llm_call`` and the
   per-turn ``on_session_end``, before the turn returns (:meth:`HermesMemoryProvider._end_now`);
   ``sync_turn`` -> ``sync_turn(user, assistant, session_id=, messages=)`` (``messages`` only when
-  the plugin's signature takes it), and those two hooks for a turn whose end did not come from
+  the plugin's signature takes it; newer Hermes' ``turn_author=`` when it names it and the
+  session has a user key), and those two hooks for a turn whose end did not come from
   ``on_message``; ``on_turn_cancelled`` -> that ``on_session_end`` with ``interrupted=True``;
 * ``on_session_switch`` -> ``on_session_switch(new_id, parent_session_id=, reset=)`` when the
   plugin overrides it, else ``initialize`` again with the new id;
@@ -64,7 +66,7 @@ from hermes_core.types import EndReason, MemoryWrite, Message, Session, SwitchRe
 from . import calls
 from .adapter_objects import overrides, unavailable_reason
 from .adapter_tools import LIVE, ProviderTools
-from .convert import accepts, call_with, to_openai, write_metadata
+from .convert import accepts, author_keywords, call_with, names, to_openai, turn_author, write_metadata
 from .delegation import delegated_result, start_kwargs, stop_kwargs
 from .discovery import HermesCandidate
 from .general import HooksOnly, fire, injected_context
@@ -285,12 +287,13 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
                                                        session.parent_session_id) + 1
         if not overrides(slot.obj, "on_turn_start"):
             return
+        author = author_keywords(slot.obj.on_turn_start, session)  # newer Hermes' keywords
         if slot.warming is not None:
-            future = slot.pinned.submit(slot.obj.on_turn_start, number, query)
+            future = slot.pinned.submit(slot.obj.on_turn_start, number, query, **author)
             future.add_done_callback(lambda done: self._turn_start_failed(done.exception()))
             return
         try:
-            slot.call(slot.obj.on_turn_start, number, query)
+            slot.call(slot.obj.on_turn_start, number, query, **author)
         except Exception as exc:
             self._turn_start_failed(exc)
 
@@ -362,6 +365,9 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
             extra: dict[str, Any] = {"session_id": session.id}
             if accepts(slot.obj.sync_turn, "messages"):
                 extra["messages"] = to_openai(messages)
+            author = turn_author(session)
+            if author is not None and names(slot.obj.sync_turn, "turn_author"):
+                extra["turn_author"] = author  # newer Hermes': only to a sync_turn taking it
             slot.call(call_with, slot.obj.sync_turn, user_message.content,
                       assistant_message.content, **extra)
         if ended:

@@ -18,8 +18,8 @@ from hermes_core.errors import ToolError
 from hermes_core.kinds import TOOL_NAME_RE, Tool
 from hermes_core.types import MemoryWrite, Message, Session, ToolCall, ToolContext
 
-__all__ = ["accepts", "call_with", "from_openai", "hermes_tools", "to_openai", "tool_result",
-           "tool_spec", "write_metadata"]
+__all__ = ["accepts", "author_keywords", "call_with", "from_openai", "hermes_tools", "names",
+           "to_openai", "tool_result", "tool_spec", "turn_author", "write_metadata"]
 
 
 def to_openai(messages: Sequence[Message]) -> list[dict[str, Any]]:
@@ -119,6 +119,34 @@ def accepts(fn: Callable[..., Any], name: str) -> bool:
     except TypeError:  # an unhashable callable
         return True
     return open_kw or name in names
+
+
+def names(fn: Callable[..., Any], name: str) -> bool:
+    """Whether ``fn`` names a parameter ``name`` itself (``**kwargs`` does not count: a keyword
+    newer Hermes added reaches only a method written for it, never a 0.19.0 one)."""
+    try:
+        return name in _parameters(getattr(fn, "__func__", fn))[0]
+    except TypeError:  # an unhashable callable
+        return False
+
+
+def turn_author(session: Session) -> dict[str, Any] | None:
+    """Newer Hermes' ``turn_author`` (``{"id", "name", "is_bot"}``) of a turn in ``session``:
+    its user key, when it has one (the dispatcher then refuses any other sender, so every turn
+    of it is that user's), with the platform's ``user_name``; None otherwise."""
+    if not session.user_id:
+        return None
+    name = session.attributes.get("user_name")
+    return {"id": session.user_id, "name": name if isinstance(name, str) and name else None,
+            "is_bot": False}
+
+
+def author_keywords(fn: Callable[..., Any], session: Session) -> dict[str, Any]:
+    """The author keywords newer Hermes passes ``on_turn_start``, those ``fn`` names."""
+    author = turn_author(session) or {}
+    offered = {"author_id": author.get("id"), "author_name": author.get("name"),
+               "author_is_bot": bool(author.get("is_bot"))}
+    return {k: v for k, v in offered.items() if names(fn, k)}
 
 
 def call_with(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

@@ -1,9 +1,11 @@
 """Importing a Hermes plugin and collecting what its ``register(ctx)`` registers.
 
 An entry point or folder may hold a module with ``register(ctx)`` (the usual case), a
-``register`` function itself, or a provider/engine class. :func:`load` imports it (with the
-stand-ins of :mod:`.shims` serving the Hermes modules it imports when hermes-agent is absent),
-calls its registration with a collecting context, and returns the provider or engine objects.
+``register`` function itself, or a provider/engine class; an entry point may also name a
+provider instance, an object with ``register``, or a provider factory (as newer Hermes reads
+them). :func:`load` imports it (with the stand-ins of :mod:`.shims` serving the Hermes modules
+it imports when hermes-agent is absent), calls its registration with a collecting context, and
+returns the provider or engine objects.
 Registrations hermes-core does not support (tools, hooks, commands, skills, ...) are recorded by
 name and skipped; the rest is kept.
 """
@@ -267,7 +269,8 @@ def _explain_missing(candidate: HermesCandidate, exc: ModuleNotFoundError) -> He
 
 
 def load(candidate: HermesCandidate, hermes_home: Path | None = None) -> Loaded:
-    """Import ``candidate`` and run its registration; a fresh provider/engine each call.
+    """Import ``candidate`` and run its registration; a fresh provider/engine each call (but for
+    an entry point naming a provider instance: that one object each time, as in newer Hermes).
 
     ``hermes_home`` is what the stand-in ``get_hermes_home()`` answers meanwhile (a plugin that
     reads its settings at registration reads them there).
@@ -337,11 +340,47 @@ def _folder_provider(candidate: HermesCandidate, target: Any, loaded: Loaded) ->
     return False
 
 
+def _zero_argument_call(target: Any) -> bool:
+    try:
+        inspect.signature(target).bind()
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _entry_point_object(candidate: HermesCandidate, target: Any, loaded: Loaded) -> bool:
+    """Newer Hermes' reading of an entry point naming an object rather than a module, a class
+    or a ``register(ctx)`` function: a ``MemoryProvider`` instance is the provider; an object
+    with a ``register`` attribute registers through it; a callable taking no argument is a
+    factory whose ``MemoryProvider`` result is the provider (otherwise it is called as
+    ``register(ctx)``, as before). True when ``loaded`` got its registration here."""
+    if candidate.source != "entry-point" or isinstance(target, ModuleType) \
+            or inspect.isclass(target):
+        return False
+    from agent.memory_provider import MemoryProvider  # the real one, or the bridge's stand-in
+
+    if isinstance(target, MemoryProvider):
+        loaded.providers.append(target)
+        return True
+    register = getattr(target, "register", None)
+    if not inspect.isroutine(target) and callable(register):
+        register(_Collector(loaded, candidate.plugin))
+        return True
+    if callable(target) and _zero_argument_call(target):
+        made = target()
+        if isinstance(made, MemoryProvider):
+            loaded.providers.append(made)
+            return True
+    return False
+
+
 def _register(candidate: HermesCandidate, target: Any) -> Loaded:
     loaded = Loaded()
     register = getattr(target, "register", None) if isinstance(target, ModuleType) else target
     try:
-        if inspect.isclass(register):
+        if _entry_point_object(candidate, target, loaded):
+            pass
+        elif inspect.isclass(register):
             obj = register()
             (loaded.engines if hasattr(obj, "compress") else loaded.providers).append(obj)
         elif callable(register):

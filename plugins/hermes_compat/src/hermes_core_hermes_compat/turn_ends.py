@@ -67,7 +67,9 @@ class TurnBook:
             self._ids[id(asked)] = (asked, turn)
             _trim(self._ids, 16)
             for sid in (session.id, session.parent_session_id):
-                prior = self._pending.pop(sid, None) if sid else None
+                if not sid:
+                    continue
+                prior = self._pending.pop(sid, None)
                 if prior is not None and prior is not asked:
                     self._lag(prior, sid, session.parent_session_id if sid == session.id else None)
             self._pending[session.id] = asked

@@ -213,3 +213,29 @@ def test_storage_migrate_into_a_file_builds_them(tmp_path: Path, pg_url: str,
         assert {"alpha", "bravo", "kilo", "delta"} <= {
             r[0] for r in b.db.read("SELECT term FROM term_bounds")}
         assert _compare(b, monkeypatch) > 0
+
+
+def test_sessions_reindex_words_rebuilds_them(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from hermes_core.cli import cli
+
+    with SessionArchive(tmp_path / "state.db") as a:
+        _fill(a, random.Random(6), sessions=5, per=50)
+    monkeypatch.setattr(impacts, "MIN_DF", 20)
+    env = {"HERMES_CORE_HOME": str(tmp_path), "HERMES_CORE_STORAGE_URL": ""}
+    result = CliRunner().invoke(cli, ["sessions", "reindex", "--words", "--json"], env=env,
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    import json
+
+    out = json.loads(result.output)
+    with SessionArchive(tmp_path / "state.db") as a:
+        assert out == {"words": len(a.db.read("SELECT term FROM term_bounds")),
+                       "covered_up_to": a.db.read("SELECT max(id) FROM messages")[0][0]}
+        assert out["words"] >= len(COMMON)
+        assert _compare(a, monkeypatch) > 0
+    plain = CliRunner().invoke(cli, ["sessions", "reindex", "--words"], env=env,
+                               catch_exceptions=False)
+    assert plain.exit_code == 0 and "common words kept" in plain.output, plain.output

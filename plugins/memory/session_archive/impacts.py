@@ -168,10 +168,23 @@ def top_k(con: sqlite3.Connection, expr: str, score: str, prefix: str, where: It
     stems = _TOKENIZER.stems(m.group(1))
     if len(stems) != 1:
         return None
+    own = not con.in_transaction  # one read snapshot, as FTS5's single statement has
+    if own:
+        con.execute("BEGIN")
+    try:
+        return _top_k(con, expr, stems[0], score, prefix, where, params, limit)
+    finally:
+        if own and con.in_transaction:
+            con.execute("COMMIT")
+
+
+def _top_k(con: sqlite3.Connection, expr: str, stem: str, score: str, prefix: str,
+           where: Iterable[str], params: dict[str, Any], limit: int,
+           ) -> list[tuple[int, float]] | None:
     try:
         row = con.execute(
             "SELECT b.num, b.bound, b.avgdl, CAST(m.value AS INTEGER) FROM term_bounds AS b, "
-            "meta AS m WHERE b.term = ? AND m.key = ?", (stems[0], UPTO)).fetchone()
+            "meta AS m WHERE b.term = ? AND m.key = ?", (stem, UPTO)).fetchone()
     except sqlite3.OperationalError:  # an archive older than schema 6, opened read-only
         return None
     if row is None:

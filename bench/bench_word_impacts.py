@@ -44,7 +44,7 @@ _TABLES = ("term_impacts", "term_bounds", "term_impacts_doc", "sqlite_autoindex_
 
 def build(archive: SessionArchive) -> None:
     t = time.perf_counter()
-    words = archive.db.write(impacts.rebuild)
+    words = impacts.rebuild(archive)
     seconds = time.perf_counter() - t
     rows = archive.db.read("SELECT count(*) FROM term_impacts")[0][0]
     size = archive.db.read(f"SELECT sum(pgsize) FROM dbstat WHERE name IN "

@@ -4,6 +4,7 @@ messages are appended, forgotten and stored under reused ids, and after a torn w
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import sqlite3
@@ -94,7 +95,7 @@ def _rows(archive: SessionArchive) -> int:
 
 def test_one_word_ranking_is_bm25_over_every_match(archive: SessionArchive,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    built = archive.db.write(lambda con: impacts.rebuild(con, keep=60, min_df=50))
+    built = impacts.rebuild(archive, keep=60, min_df=50)
     bounds = dict(archive.db.read("SELECT term, bound FROM term_bounds"))
     assert built == len(bounds) >= len(COMMON)
     assert _rows(archive) <= 60 * built
@@ -113,7 +114,7 @@ def test_never_built_archive_ranks_every_match(archive: SessionArchive,
 
 def test_appends_forget_and_reused_ids_keep_it_exact(archive: SessionArchive,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    archive.db.write(lambda con: impacts.rebuild(con, keep=60, min_df=50))
+    impacts.rebuild(archive, keep=60, min_df=50)
     upto = int(archive.db.read("SELECT value FROM meta WHERE key = ?", (impacts.UPTO,))[0][0])
     rng = random.Random(9)
     # newer messages (ranked by FTS5 above the covered id), longer ones moving the average
@@ -150,30 +151,66 @@ def test_appends_forget_and_reused_ids_keep_it_exact(archive: SessionArchive,
     _compare(archive, monkeypatch)
 
 
-def test_a_torn_rebuild_leaves_the_last_one(archive: SessionArchive, tmp_path: Path,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    archive.db.write(lambda con: impacts.rebuild(con, keep=60, min_df=50))
+def test_a_build_cut_short_is_never_read(archive: SessionArchive, tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    impacts.rebuild(archive, keep=60, min_df=50)
     before = archive.db.read("SELECT * FROM term_impacts ORDER BY term, key, doc")
-    upto = archive.db.read("SELECT value FROM meta WHERE key = ?", (impacts.UPTO,))
     archive.close()
-    # another process rebuilds with other settings and dies before its commit
+    # another process builds again and is killed after writing some words' rows
     script = textwrap.dedent(f"""
-        import os, sqlite3
-        from hermes_core.plugins.memory.session_archive import impacts, schema
-        con = sqlite3.connect({str(tmp_path / 'state.db')!r}, isolation_level=None)
-        schema.register_functions(con)
-        con.execute("BEGIN IMMEDIATE")
-        con.execute("INSERT INTO messages(session, role, content, timestamp) "
-                    "VALUES (1, 'user', 'alpha', 0)")
-        impacts.rebuild(con, keep=5, min_df=10)
-        os._exit(3)
+        import os
+        from hermes_core.plugins.memory.session_archive import SessionArchive, impacts
+        real, done = impacts._keep_word, []
+        def keep_word(*args, **kwargs):
+            real(*args, **kwargs)
+            done.append(1)
+            if len(done) == 2:
+                os._exit(3)
+        impacts._keep_word = keep_word
+        impacts.rebuild(SessionArchive({str(tmp_path / 'state.db')!r}), keep=60, min_df=50)
     """)
     done = subprocess.run([sys.executable, "-c", script], env=dict(os.environ), check=False)
     assert done.returncode == 3
     with SessionArchive(tmp_path / "state.db") as again:
+        # the covered id is set last: without it every match is scored, never a partial build
+        assert again.db.read("SELECT value FROM meta WHERE key = ?", (impacts.UPTO,)) == []
+        assert 0 < int(again.db.read("SELECT count(*) FROM term_impacts")[0][0]) < len(before)
+        assert _compare(again, monkeypatch) == 0
+        impacts.rebuild(again, keep=60, min_df=50)
         assert again.db.read("SELECT * FROM term_impacts ORDER BY term, key, doc") == before
-        assert again.db.read("SELECT value FROM meta WHERE key = ?", (impacts.UPTO,)) == upto
         assert _compare(again, monkeypatch) > 0
+
+
+def test_a_message_forgotten_during_a_build_is_never_kept(
+        archive: SessionArchive, monkeypatch: pytest.MonkeyPatch) -> None:
+    impacts.rebuild(archive, keep=60, min_df=50)
+    # a message kept for several words after the first: a build from the snapshot would keep it
+    victim = int(archive.db.read(
+        "SELECT doc FROM term_impacts WHERE term >= 2 GROUP BY doc ORDER BY count(*) DESC "
+        "LIMIT 1")[0][0])
+    real, calls = impacts._scored, []
+
+    def scored(*args: object) -> object:
+        calls.append(1)
+        if len(calls) == 2:  # the snapshot is taken: the message goes meanwhile
+            archive.db.write(lambda con: con.execute("DELETE FROM messages WHERE id = ?",
+                                                     (victim,)))
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(impacts, "_scored", scored)
+    kept = impacts.rebuild(archive, keep=60, min_df=50)
+    monkeypatch.setattr(impacts, "_scored", real)
+    assert kept >= len(COMMON) and len(calls) > kept  # started again after the deletion
+    assert archive.db.read("SELECT count(*) FROM term_impacts WHERE doc = ?", (victim,)) == [
+        (0,)]
+    assert _compare(archive, monkeypatch) > 0
+    # changes during every attempt: it gives up, and every match is scored
+    ticks = itertools.count()
+    monkeypatch.setattr(impacts, "_changes", lambda con: next(ticks))
+    assert impacts.rebuild(archive, keep=60, min_df=50, attempts=2) == 0
+    monkeypatch.undo()
+    assert archive.db.read("SELECT value FROM meta WHERE key = ?", (impacts.UPTO,)) == []
+    assert _rows(archive) == 0
 
 
 def test_an_archive_without_the_tables_ranks_every_match(tmp_path: Path,
@@ -181,7 +218,7 @@ def test_an_archive_without_the_tables_ranks_every_match(tmp_path: Path,
     path = tmp_path / "state.db"
     with SessionArchive(path) as a:
         _fill(a, random.Random(3), sessions=4, per=60)
-        a.db.write(lambda con: impacts.rebuild(con, keep=20, min_df=20))
+        impacts.rebuild(a, keep=20, min_df=20)
     con = sqlite3.connect(path)
     con.execute("DROP TABLE term_bounds")
     con.commit()

@@ -341,7 +341,7 @@ def _reindex_words(as_json: bool) -> None:
         if archive.backend != "sqlite":
             raise click.ClickException("nothing to do: --words is for a SQLite archive "
                                        "(PostgreSQL ranks with its own index)")
-        kept = archive.db.write(rebuild)
+        kept = rebuild(archive)
         upto = int(archive.db.read("SELECT value FROM meta WHERE key = ?", (UPTO,))[0][0])
     if as_json:
         echo_json({"words": kept, "covered_up_to": upto})

@@ -25,21 +25,27 @@ scores and order as FTS5's ranking of every match:
 Kept in step by triggers (schema.py): deleting a message deletes its rows (forget, erase);
 storing a message with an id at or below ``impacts_upto`` (an id reused after the newest
 messages were deleted), or changing an indexed message, lowers ``impacts_upto`` below it, so
-those messages are ranked by FTS5 until the next :func:`rebuild`. ``storage migrate`` builds
-it for the archive it writes. An archive that was never built (``impacts_upto`` absent) ranks
-every match with FTS5, as before.
+those messages are ranked by FTS5 until the next :func:`rebuild`; deletions and changes are
+counted (``meta.message_changes``) so that a build notices them. ``storage migrate`` builds it
+for the archive it writes, ``sessions reindex --words`` in place. An archive that was never
+built (``impacts_upto`` absent) ranks every match with FTS5, as before.
 """
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 import re
 import sqlite3
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .db import _connect_ro
 from .query import _TOKENIZER
+
+if TYPE_CHECKING:
+    from .store import SessionArchive
 
 __all__ = ["KEEP", "MIN_DF", "UPTO", "WEIGHTS", "rebuild", "top_k"]
 
@@ -103,33 +109,76 @@ def _idf(n_row: int, n_hit: int) -> float:
     return idf if idf > 0.0 else 1e-6
 
 
-def rebuild(con: sqlite3.Connection, *, keep: int = KEEP, min_df: int | None = None) -> int:
-    """Build the kept rows afresh (inside the caller's write transaction); the words kept
-    (those in ``min_df`` messages, default :data:`MIN_DF`, and in 1 % of them)."""
+class _Raced(Exception):
+    """Messages were deleted or changed while the rows were being built."""
+
+
+def rebuild(archive: SessionArchive, *, keep: int = KEEP, min_df: int | None = None,
+            attempts: int = 3) -> int:
+    """Build the kept rows afresh; the number of words kept (those in ``min_df`` messages,
+    default :data:`MIN_DF`, and in 1 % of them).
+
+    Searches rank every match until it is done: the covered id is removed first and set last.
+    The messages are read in one snapshot on a read connection of their own, and each word's
+    rows are written in a short transaction of their own (a turn's append never waits for the
+    whole build); each checks that no message was deleted or changed since the snapshot
+    (``meta.message_changes``, counted by triggers), else the build starts again, up to
+    ``attempts`` times, then gives up with nothing kept (0)."""
+    for _ in range(attempts):
+        archive.db.write(_clear)
+        reader = _connect_ro(archive.db.path, archive.db.busy_timeout, immutable=False)
+        try:
+            reader.execute("BEGIN")
+            return _build(archive, reader, keep, min_df)
+        except _Raced:
+            continue
+        finally:
+            reader.close()
+    archive.db.write(_clear)
+    return 0
+
+
+def _clear(con: sqlite3.Connection) -> None:
+    con.execute("DELETE FROM meta WHERE key = ?", (UPTO,))
     con.execute("DELETE FROM term_impacts")
     con.execute("DELETE FROM term_bounds")
-    n_row, n_tok = _totals(con)
-    newest = con.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
-    con.execute("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE "
-                "SET value = excluded.value", (UPTO, str(newest)))
-    if n_row == 0:
-        return 0
-    avgdl = n_tok / n_row
-    con.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.hc_vocab_rows "
-                "USING fts5vocab(main, messages_fts, row)")
-    con.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.hc_vocab_hits "
-                "USING fts5vocab(main, messages_fts, instance)")
-    try:
-        words = [r[0] for r in con.execute(
+
+
+def _changes(con: sqlite3.Connection) -> int:
+    row = con.execute("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'message_changes'"
+                      ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _build(archive: SessionArchive, reader: sqlite3.Connection, keep: int,
+           min_df: int | None) -> int:
+    changes = _changes(reader)
+    n_row, n_tok = _totals(reader)
+    newest = reader.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
+    words: list[str] = []
+    if n_row:
+        avgdl = n_tok / n_row
+        reader.execute("CREATE VIRTUAL TABLE temp.hc_vocab_rows "
+                       "USING fts5vocab(main, messages_fts, row)")
+        reader.execute("CREATE VIRTUAL TABLE temp.hc_vocab_hits "
+                       "USING fts5vocab(main, messages_fts, instance)")
+        words = [r[0] for r in reader.execute(
             "SELECT term FROM temp.hc_vocab_rows WHERE doc >= ?",
             (max(MIN_DF if min_df is None else min_df, -(-n_row // 100)),))]
         lengths = {rid: sum(_varints(sz)) for rid, sz in
-                   con.execute("SELECT id, sz FROM messages_fts_docsize")}
+                   reader.execute("SELECT id, sz FROM messages_fts_docsize")}
         for num, word in enumerate(words, 1):
-            _keep_word(con, num, word, _hits(con, word), lengths, avgdl, keep)
-    finally:
-        con.execute("DROP TABLE IF EXISTS temp.hc_vocab_rows")
-        con.execute("DROP TABLE IF EXISTS temp.hc_vocab_hits")
+            rows, bound = _scored(_hits(reader, word), lengths, avgdl, keep)
+            archive.db.write(functools.partial(_keep_word, changes=changes, num=num, word=word,
+                                               rows=rows, bound=bound, avgdl=avgdl))
+
+    def finish(con: sqlite3.Connection) -> None:
+        if _changes(con) != changes:
+            raise _Raced
+        con.execute("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE "
+                    "SET value = excluded.value", (UPTO, str(newest)))
+
+    archive.db.write(finish)
     return len(words)
 
 
@@ -143,15 +192,24 @@ def _hits(con: sqlite3.Connection, word: str) -> dict[int, int]:
     return out
 
 
-def _keep_word(con: sqlite3.Connection, num: int, word: str, hits: dict[int, int],
-               lengths: dict[int, int], avgdl: float, keep: int) -> None:
-    scored = [(_weight(_freq(tf), lengths[doc], avgdl), doc, tf) for doc, tf in hits.items()]
+def _scored(hits: dict[int, int], lengths: dict[int, int], avgdl: float, keep: int,
+            ) -> tuple[list[tuple[float, int, int, int]], float]:
+    """The best ``keep`` (key, id, tf, length) of a word, and the best key of the others."""
+    scored = [(_weight(_freq(tf), lengths[doc], avgdl), doc, tf, lengths[doc])
+              for doc, tf in hits.items()]
     bound = 0.0
     if len(scored) > keep:
         scored = heapq.nlargest(keep + 1, scored)
         bound = scored.pop()[0]
+    return scored, bound
+
+
+def _keep_word(con: sqlite3.Connection, *, changes: int, num: int, word: str,
+               rows: list[tuple[float, int, int, int]], bound: float, avgdl: float) -> None:
+    if _changes(con) != changes:
+        raise _Raced
     con.executemany("INSERT INTO term_impacts(term, key, doc, tf, dl) VALUES (?, ?, ?, ?, ?)",
-                    [(num, key, doc, tf, lengths[doc]) for key, doc, tf in scored])
+                    [(num, key, doc, tf, dl) for key, doc, tf, dl in rows])
     con.execute("INSERT INTO term_bounds(term, num, bound, avgdl) VALUES (?, ?, ?, ?)",
                 (word, num, bound, avgdl))
 

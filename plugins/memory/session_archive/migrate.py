@@ -62,7 +62,7 @@ def copy_archive(source: StorageSide, target: StorageSide, progress: CopyProgres
         facts = copy_facts(source_archive, target_archive,
                            progress=lambda done, total: progress("facts", done, total))
         if target_archive.backend == "sqlite":  # the best messages of the commonest words
-            target_archive.db.write(rebuild)
+            rebuild(target_archive)
     return _report(out, vectors, facts=facts)
 
 

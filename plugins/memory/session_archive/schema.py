@@ -241,6 +241,10 @@ _V5 = [
 ]
 
 _UPTO = "(SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'impacts_upto')"
+# messages deleted or changed in place, counted: a build of the kept rows checks that none was
+# while it read them
+_CHANGED = ("UPDATE meta SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT) "
+            "WHERE key = 'message_changes';")
 _V6 = [
     # impacts.py: the best messages of the commonest words, in BM25 order, built by
     # impacts.rebuild (storage migrate); empty, and unused, until then
@@ -251,18 +255,21 @@ _V6 = [
         PRIMARY KEY (term, key DESC, doc)) WITHOUT ROWID""",
     "CREATE INDEX IF NOT EXISTS term_impacts_doc ON term_impacts(doc)",
     # a deleted message leaves no row; a message stored or changed at or below the covered
-    # id is ranked by FTS5 itself until the next rebuild
-    """CREATE TRIGGER IF NOT EXISTS term_impacts_ad AFTER DELETE ON messages BEGIN
+    # id is ranked by FTS5 itself until the next rebuild; deletions and changes are counted
+    "INSERT OR IGNORE INTO meta(key, value) VALUES ('message_changes', '0')",
+    f"""CREATE TRIGGER IF NOT EXISTS term_impacts_ad AFTER DELETE ON messages BEGIN
         DELETE FROM term_impacts WHERE doc = old.id;
+        {_CHANGED}
     END""",
     f"""CREATE TRIGGER IF NOT EXISTS term_impacts_ai AFTER INSERT ON messages
         WHEN new.id <= {_UPTO} BEGIN
         UPDATE meta SET value = CAST(new.id - 1 AS TEXT) WHERE key = 'impacts_upto';
     END""",
     f"""CREATE TRIGGER IF NOT EXISTS term_impacts_au
-        AFTER UPDATE OF content, tool_name, tool_calls, meta ON messages
-        WHEN old.id <= {_UPTO} BEGIN
-        UPDATE meta SET value = CAST(old.id - 1 AS TEXT) WHERE key = 'impacts_upto';
+        AFTER UPDATE OF content, tool_name, tool_calls, meta ON messages BEGIN
+        UPDATE meta SET value = CAST(old.id - 1 AS TEXT)
+            WHERE key = 'impacts_upto' AND CAST(value AS INTEGER) >= old.id;
+        {_CHANGED}
     END""",
 ]
 

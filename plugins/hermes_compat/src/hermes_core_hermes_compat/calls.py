@@ -112,7 +112,7 @@ class Pinned:
         if calls is None:
             done.exception()
             return
-        wake, others = _Wake(), []
+        wake, others = _Wake(), list[Any]()
         done.add_done_callback(lambda _f: calls.put(wake))
         while (item := calls.get()) is not wake:
             if item is None:  # closed meanwhile: the thread's own loop ends after this call

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import importlib
 import json
 import re
 import threading
@@ -99,9 +100,8 @@ def dispatch_tool(tool_name: str, args: Any, **kwargs: Any) -> str:
 
 
 def _plugin_llm_module() -> Any:
-    import agent.plugin_llm as shapes  # hermes-agent's, or the bridge's stand-in
-
-    return shapes
+    """``agent.plugin_llm``: hermes-agent's, or the bridge's stand-in."""
+    return importlib.import_module("agent.plugin_llm")
 
 
 def _text_of(content: Any) -> str:

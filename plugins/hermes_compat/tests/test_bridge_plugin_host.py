@@ -314,3 +314,61 @@ def test_an_engine_importing_newer_context_engine_helpers(core_home: Path,
     assert long.endswith("Z" * 1500)
     assert logged["quiet"] is None
     assert logged["loud"] == "preflight: compacted"
+
+
+#: a plugin of a newer Hermes keeping a counter in ctx.state and probing ctx.call_mcp
+STATEFUL = LOG + '''
+CTX = {}
+
+
+def pre_llm_call(user_message, **kw):
+    state = CTX["ctx"].state
+    seen = state.get("turns", 0) + 1
+    state.set("turns", seen)
+    state.set("last", {"text": user_message})
+    out = {"seen": seen, "path": str(state.path), "default": state.get("absent", "none")}
+    for bad_key in ("../escape", "", "a..b"):
+        try:
+            state.get(bad_key)
+            out.setdefault("keys", []).append("accepted")
+        except ValueError:
+            out.setdefault("keys", []).append("refused")
+    try:
+        state.set("handle", object())
+        out["value"] = "accepted"
+    except ValueError:
+        out["value"] = "refused"
+    try:
+        CTX["ctx"].call_mcp("github", "list_issues", {"repo": "x"})
+        out["mcp"] = "allowed"
+    except PermissionError as exc:
+        out["mcp"] = str(exc)
+    _log("state", **out)
+
+
+def register(ctx):
+    CTX["ctx"] = ctx
+    ctx.register_hook("pre_llm_call", pre_llm_call)
+'''
+
+
+def test_ctx_state_and_call_mcp_of_newer_hermes(core_home: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """ctx.state keeps JSON values across turns in the plugin's own folder (bad keys and values
+    refused as newer Hermes refuses them); ctx.call_mcp is refused with PermissionError, as newer
+    Hermes refuses a server not on the plugin's allow-list."""
+    drop_folder_plugin(core_home, "stateful", STATEFUL)
+    report = run(core_home, [{"user": "One.", "assistant": "1"}, {"user": "Two.", "assistant": "2"}],
+                 providers=["hermes-stateful"], monkeypatch=monkeypatch)
+    assert [t["reply"] for t in report.turns] == ["1", "2"]
+    logged = [c for c in _calls(core_home, "stateful") if c["event"] == "state"]
+    assert [c["seen"] for c in logged] == [1, 2]
+    assert logged[0]["default"] == "none"
+    assert logged[0]["keys"] == ["refused", "refused", "refused"]
+    assert logged[0]["value"] == "refused"
+    assert "not allowed to call MCP server 'github'" in logged[0]["mcp"]
+    path = Path(logged[1]["path"])
+    assert path.name == "state.json" and path.parent.parent.name == "plugin-data"
+    assert (core_home / "hermes-compat") in path.parents
+    assert json.loads(path.read_text(encoding="utf-8")) == {"turns": 2,
+                                                            "last": {"text": "Two."}}

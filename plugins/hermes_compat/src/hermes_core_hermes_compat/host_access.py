@@ -14,12 +14,17 @@ runs the tool through the kernel's tool runner of the conversation whose tool ca
 the plugin's thread (its router, session and turn), so the kernel's deadline, guards and result
 limit apply; it answers the tool's text, or ``{"error": ...}`` JSON (0.19.0's registry never raises
 either). Outside a tool call there is no conversation's tool runner to reach: an error JSON says so.
+
+Of newer Hermes' ``ctx``: ``ctx.state`` (:class:`PluginState`, a plugin's durable JSON key/value
+store in its Hermes home) and ``ctx.call_mcp`` (:func:`call_mcp`: refused, as newer Hermes refuses
+a server missing from the plugin's MCP allow-list, which hermes-core has no setting for).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import hashlib
 import importlib
 import json
 import re
@@ -27,8 +32,10 @@ import threading
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from pathlib import Path
 from typing import Any, TypeVar
 
+from hermes_core.atomic import atomic_write, locked
 from hermes_core.errors import LLMError, LLMFailure
 from hermes_core.kinds import PluginContext
 from hermes_core.toolrun import ToolOutcome
@@ -36,7 +43,7 @@ from hermes_core.types import Message, ToolCall, ToolContext
 
 from .calls import Pinned
 
-__all__ = ["HostAccess", "PluginLlm", "dispatch_tool", "in_tool_call"]
+__all__ = ["HostAccess", "PluginLlm", "PluginState", "call_mcp", "dispatch_tool", "in_tool_call"]
 
 T = TypeVar("T")
 
@@ -284,3 +291,80 @@ def _parsed(text: str, wants_json: bool, schema: Any | None) -> tuple[Any | None
             raise ValueError(f"Plugin LLM structured output did not match schema: "
                              f"{exc.message}") from exc
     return parsed, "json"
+
+
+#: newer Hermes' limits of ``ctx.state``
+_STATE_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
+_STATE_QUOTA = 10 * 1024 * 1024
+
+
+class PluginState:
+    """Newer Hermes' ``ctx.state``: JSON values by key in ``state.json`` of the plugin's own
+    folder under ``plugin-data/`` of its Hermes home (the one its call runs with: under
+    ``memory.scope: user``, the user's). Writes are locked and atomic; the file stays within
+    10 MiB."""
+
+    def __init__(self, plugin_id: str) -> None:
+        safe = re.sub(r"[^A-Za-z0-9_-]+", "-", plugin_id).strip("-")[:64] or "plugin"
+        digest = hashlib.sha256(plugin_id.encode("utf-8")).hexdigest()[:8]
+        self._namespace = f"plugin-{safe}-{digest}"
+
+    @property
+    def data_dir(self) -> Path:
+        home = importlib.import_module("hermes_constants").get_hermes_home()
+        return Path(home) / "plugin-data" / self._namespace
+
+    @property
+    def path(self) -> Path:
+        return self.data_dir / "state.json"
+
+    @property
+    def quota_bytes(self) -> int:
+        return _STATE_QUOTA
+
+    @staticmethod
+    def _check(key: Any) -> None:
+        if not isinstance(key, str) or not _STATE_KEY.fullmatch(key) or ".." in key:
+            raise ValueError("Plugin state keys must be 1-128 characters using letters, numbers, "
+                             "'_', '-', '.', or ':' (without '..')")
+
+    def _read(self, path: Path) -> dict[str, Any]:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8-sig"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            raise RuntimeError(f"Cannot parse plugin state {path}: {exc}") from exc
+        if not isinstance(data, dict):
+            raise RuntimeError(f"Cannot parse plugin state {path}: root must be an object")
+        return data
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self._check(key)
+        return self._read(self.path).get(key, default)
+
+    def set(self, key: str, value: Any) -> None:
+        self._check(key)
+        path = self.path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with locked(path):
+            data = self._read(path)
+            data[key] = value
+            try:
+                encoded = json.dumps(data, ensure_ascii=False, indent=2).encode("utf-8")
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"Plugin state value for {key!r} is not JSON-serializable") \
+                    from exc
+            if len(encoded) > _STATE_QUOTA:
+                raise ValueError(f"Plugin state quota exceeded: {len(encoded)} bytes is greater "
+                                 f"than the {_STATE_QUOTA}-byte per-plugin quota")
+            atomic_write(path, encoded)
+
+
+def call_mcp(plugin: str, server: str) -> dict[str, Any]:
+    """Newer Hermes' ``ctx.call_mcp``: a server is callable only when the plugin's MCP allow-list
+    names it; hermes-core has no such list, so every call is refused as newer Hermes refuses one
+    (its MCP servers are hermes-core's tools, which ``ctx.dispatch_tool`` reaches in a tool call)."""
+    raise PermissionError(f"Plugin {plugin!r} is not allowed to call MCP server {server!r}: "
+                          "hermes-core grants no Hermes plugin MCP access (its MCP tools are "
+                          "reached with ctx.dispatch_tool inside a tool call)")

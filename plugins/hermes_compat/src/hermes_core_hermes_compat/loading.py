@@ -107,6 +107,7 @@ class _Collector:
         self._loaded = loaded
         self.manifest = _Manifest(plugin)
         self._llm: host_access.PluginLlm | None = None
+        self._state: host_access.PluginState | None = None
 
     @property
     def llm(self) -> host_access.PluginLlm:
@@ -118,6 +119,18 @@ class _Collector:
     def dispatch_tool(self, tool_name: str, args: dict[str, Any], **kwargs: Any) -> str:
         """Hermes' ``ctx.dispatch_tool``: through the running conversation's tool runner."""
         return host_access.dispatch_tool(tool_name, args, **kwargs)
+
+    @property
+    def state(self) -> host_access.PluginState:
+        """Newer Hermes' ``ctx.state``: the plugin's durable JSON values."""
+        if self._state is None:
+            self._state = host_access.PluginState(self.manifest.key)
+        return self._state
+
+    def call_mcp(self, server: str, tool: str, arguments: dict[str, Any] | None = None,
+                 timeout: float = 30) -> dict[str, Any]:
+        """Newer Hermes' ``ctx.call_mcp``: refused (no MCP allow-list in hermes-core)."""
+        return host_access.call_mcp(self.manifest.name, server)
 
     @property
     def plugin_id(self) -> str:

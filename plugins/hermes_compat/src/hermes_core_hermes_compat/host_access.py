@@ -2,12 +2,13 @@
 
 ``ctx.llm`` (Hermes Agent 0.19.0's ``agent.plugin_llm.PluginLlm``): chat and structured completions
 on the user's model. Here they run on hermes-core's main model client (the kernel's
-``PluginContext.llm("main")``), bounded by the plugin's ``timeout=`` or else ``llm.timeout`` (the
-client's own bound, retries included). As a Hermes with no ``plugins.entries.<id>.llm`` trust block
-(hermes-core has no such setting), a ``provider=``, ``model=``, ``agent_id=`` or ``profile=`` of the
-plugin's own raises ``PluginLlmTrustError``. Errors as 0.19.0's ``call_llm`` lets them out: the
-model SDK's own exception when the client's failure came from one, else ``RuntimeError`` (``No LLM
-provider configured`` when there is no model client).
+``PluginContext.llm("main")``), bounded by the plugin's ``timeout=`` or else Hermes' default of
+30 s (at most ``llm.timeout``): the client's own bound, retries included. As a Hermes with no
+``plugins.entries.<id>.llm`` trust block (hermes-core has no such setting), a ``provider=``,
+``model=``, ``agent_id=`` or ``profile=`` of the plugin's own raises ``PluginLlmTrustError``.
+Errors as 0.19.0's ``call_llm`` lets them out: the model SDK's own exception when the client's
+failure came from one, else ``RuntimeError`` (``No LLM provider configured`` when there is no
+model client).
 
 ``ctx.dispatch_tool(name, args)`` (0.19.0: the tool registry's ``dispatch`` with the parent agent):
 runs the tool through the kernel's tool runner of the conversation whose tool call is running on
@@ -51,6 +52,9 @@ T = TypeVar("T")
 _CALL: contextvars.ContextVar[tuple[ToolContext, Pinned] | None] = contextvars.ContextVar(
     "hermes_compat_tool_call", default=None)
 _FENCE = re.compile(r"```(?:json)?\s*(.+?)```", re.DOTALL | re.IGNORECASE)
+#: the bound of a call that names none: Hermes' default for a plugin's call (never more than
+#: ``llm.timeout``)
+HERMES_TIMEOUT = 30.0
 _JSON_ONLY = ("Respond with a single JSON object that matches the requested shape. "
               "Do not include prose or markdown fences.")
 
@@ -231,10 +235,13 @@ class PluginLlm:
                 raise LLMError("no hermes-core host", failure=LLMFailure.NOT_CONFIGURED)
             client = context.llm("main")
             llm = context.config.llm
-            response = client.respond(
-                system=system, messages=history, max_tokens=int(max_tokens or llm.max_tokens),
-                timeout=float(timeout if timeout is not None else llm.timeout))
+            bound = float(timeout) if timeout is not None else min(HERMES_TIMEOUT, llm.timeout)
+            response = client.respond(system=system, messages=history,
+                                      max_tokens=int(max_tokens or llm.max_tokens), timeout=bound)
         except LLMError as exc:
+            sdk = None if exc.failure is LLMFailure.NOT_CONFIGURED else _sdk_error(exc)
+            if sdk is not None:  # what Hermes' call_llm lets out; its chain already holds it
+                raise sdk from None
             raise _hermes_error(exc) from exc
         usage = response.usage
         shapes = _plugin_llm_module()
@@ -242,16 +249,15 @@ class PluginLlm:
             input_tokens=usage.prompt_tokens, output_tokens=usage.output_tokens,
             total_tokens=usage.prompt_tokens + usage.output_tokens,
             cache_read_tokens=usage.cache_read_tokens, cache_write_tokens=usage.cache_write_tokens)
-        chosen = response.model or usage.model or client.model or "default"
+        chosen = response.model or usage.model or getattr(client, "model", "") or "default"
         return response.text, context.config.llm.client, chosen, counted
 
 
-def _hermes_error(exc: LLMError) -> BaseException:
-    """What Hermes 0.19.0's ``call_llm`` would have let out for the kernel's failure."""
+def _hermes_error(exc: LLMError) -> RuntimeError:
+    """The ``RuntimeError`` Hermes 0.19.0's ``call_llm`` raises where no SDK error came out."""
     if exc.failure is LLMFailure.NOT_CONFIGURED:
         return RuntimeError(f"No LLM provider configured for task=None provider=auto: {exc}")
-    sdk = _sdk_error(exc)
-    return sdk if sdk is not None else RuntimeError(f"{exc} (failure: {exc.failure.value})")
+    return RuntimeError(f"{exc} (failure: {exc.failure.value})")
 
 
 def _block(block: Any) -> dict[str, Any]:

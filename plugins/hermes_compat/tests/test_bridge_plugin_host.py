@@ -17,21 +17,10 @@ import hermes_core_hermes_compat.plugin as bridge
 import pytest
 from conftest import drop_folder_plugin, run
 from hermes_core_hermes_compat import shims
+from test_bridge_general import LOG_SOURCE as LOG
 
 from hermes_core.agent import Agent
 from hermes_core.testing import MessagesAPIServer, Reply, make_host
-
-LOG = '''
-import json
-from hermes_constants import get_hermes_home
-
-
-def _log(event, **fields):
-    home = get_hermes_home()
-    home.mkdir(parents=True, exist_ok=True)
-    with open(home / "calls.jsonl", "a", encoding="utf-8") as out:
-        out.write(json.dumps({"event": event, **fields}, default=str) + "\\n")
-'''
 
 #: a plugin whose tool asks the user's model through ctx.llm, as 0.19.0's plugin_llm documents
 LLM_USER = LOG + '''

@@ -361,3 +361,49 @@ def test_ctx_state_and_call_mcp_of_newer_hermes(core_home: Path,
     assert (core_home / "hermes-compat") in path.parents
     assert json.loads(path.read_text(encoding="utf-8")) == {"turns": 2,
                                                             "last": {"text": "Two."}}
+
+
+#: a slash command summarising its argument with the user's model (0.19.0's plugin_llm use case)
+TLDR = '''
+def _tldr(raw_args):
+    answer = CTX["ctx"].llm.complete([{"role": "system", "content": "TLDR-SYSTEM"},
+                                      {"role": "user", "content": raw_args}], max_tokens=32)
+    return f"{answer.text} ({answer.provider}, {answer.model})"
+
+
+CTX = {}
+
+
+def register(ctx):
+    CTX["ctx"] = ctx
+    ctx.register_command("tldr", handler=_tldr, description="summarise a paste")
+'''
+
+
+def test_ctx_llm_in_a_slash_command_asks_the_configured_model(core_home: Path) -> None:
+    """``hermes-core hermes slash tldr ...`` (its own process): the plugin's ctx.llm asks the
+    model config.yaml selects (the real anthropic SDK against the loopback server); with no key
+    configured it raises Hermes' RuntimeError and the command fails naming it."""
+    import subprocess
+    import sys
+
+    drop_folder_plugin(core_home, "tldr", TLDR)
+
+    def slash(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "hermes_core", "hermes", "slash", *args],
+                              capture_output=True, text=True, timeout=120)
+
+    with MessagesAPIServer([Reply(text="Bees, briefly.")]) as api:
+        (core_home / "config.yaml").write_text(
+            f"llm:\n  base_url: {api.base_url}\n  api_key: test-key\n  model: claude-test\n"
+            "  max_retries: 0\n", encoding="utf-8")
+        done = slash("tldr", "A long paste about bees.")
+        bodies = api.bodies
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "Bees, briefly. (anthropic, claude-test)"
+    assert len(bodies) == 1 and "TLDR-SYSTEM" in json.dumps(bodies[0]["system"])
+    assert "A long paste about bees." in json.dumps(bodies[0]["messages"])
+    (core_home / "config.yaml").write_text("llm:\n  model: claude-test\n", encoding="utf-8")
+    failed = slash("tldr", "x")
+    assert failed.returncode != 0
+    assert "No LLM provider configured" in failed.stderr

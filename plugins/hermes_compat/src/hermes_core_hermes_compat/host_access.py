@@ -61,10 +61,27 @@ _JSON_ONLY = ("Respond with a single JSON object that matches the requested shap
 
 class HostAccess:
     """The kernel's context of the bridged plugin's instance, for its ``ctx`` (``None`` where a
-    plugin is loaded without one: listings, commands)."""
+    plugin is loaded without one: listings). ``make`` builds it on first use instead (a
+    command's process loads its host only when the plugin asks for the model); what it raises
+    is an :class:`LLMError` of the call that asked."""
 
-    def __init__(self, context: PluginContext | None = None) -> None:
-        self.context = context
+    def __init__(self, context: PluginContext | None = None, *,
+                 make: Callable[[], PluginContext] | None = None) -> None:
+        self._context = context
+        self._make = make
+        self._lock = threading.Lock()
+
+    @property
+    def context(self) -> PluginContext | None:
+        with self._lock:
+            if self._context is None and self._make is not None:
+                make, self._make = self._make, None
+                try:
+                    self._context = make()
+                except Exception as exc:
+                    raise LLMError(f"hermes-core's host could not be loaded: {exc}",
+                                   failure=LLMFailure.NOT_CONFIGURED) from exc
+            return self._context
 
 
 def in_tool_call(call: ToolContext, pinned: Pinned, fn: Callable[..., T], /, *args: Any,
@@ -228,9 +245,9 @@ class PluginLlm:
 
     def _call(self, messages: list[dict[str, Any]], max_tokens: int | None,
               timeout: float | None) -> tuple[str, str, str, Any]:
-        context = self._host.context
         system, history = to_kernel(messages)
         try:
+            context = self._host.context
             if context is None:
                 raise LLMError("no hermes-core host", failure=LLMFailure.NOT_CONFIGURED)
             client = context.llm("main")

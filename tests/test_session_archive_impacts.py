@@ -112,6 +112,20 @@ def test_never_built_archive_ranks_every_match(archive: SessionArchive,
     assert _compare(archive, monkeypatch) == 0
 
 
+def test_an_empty_archive_builds_nothing_and_then_ranks_its_appends(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a new archive's FTS5 averages record is empty (no sizes at all): the build read it as
+    # a list and raised IndexError (storage migrate of an archive without messages failed)
+    a = SessionArchive(tmp_path / "empty.db")
+    try:
+        assert impacts.rebuild(a, keep=60, min_df=50) == 0
+        assert _rows(a) == 0
+        _fill(a, random.Random(9), sessions=4, per=60)
+        assert _compare(a, monkeypatch) == 0  # nothing kept yet: FTS5 ranks every match
+    finally:
+        a.close()
+
+
 def test_appends_forget_and_reused_ids_keep_it_exact(archive: SessionArchive,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     impacts.rebuild(archive, keep=60, min_df=50)

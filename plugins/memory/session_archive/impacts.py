@@ -87,8 +87,8 @@ def _varints(blob: bytes) -> list[int]:
 def _totals(con: sqlite3.Connection) -> tuple[int, int]:
     """(messages indexed, tokens over all columns): FTS5's own figures (its averages record)."""
     row = con.execute("SELECT block FROM messages_fts_data WHERE id = 1").fetchone()
-    sizes = _varints(row[0]) if row else [0]
-    return sizes[0], sum(sizes[1:])
+    sizes = _varints(row[0]) if row else []  # a table never written to: an empty record
+    return (sizes[0], sum(sizes[1:])) if sizes else (0, 0)
 
 
 def _freq(tf: int) -> float:

@@ -62,7 +62,7 @@ def test_an_archive_from_before_keeps_its_vectors(tmp_path: Path) -> None:
     con.commit()
     con.close()
     with SessionArchive(path) as archive:
-        assert archive.db.read("PRAGMA user_version")[0][0] == 5
+        assert archive.db.read("PRAGMA user_version")[0][0] == 6
         assert [(m, k) for _t, m, k in rows(archive)] == [(None, None)] * 3  # not rewritten
         embedder = GuardedEmbedder(Synonyms(None, None))
         out = session_search(archive, "what pet did we get",

@@ -272,13 +272,20 @@ def _search(archive: SessionArchive, query: str, limit: int,
 @sessions.command("reindex")
 @click.option("--rebuild", is_flag=True,
               help="Drop every stored vector and embed all messages again (after a model change).")
+@click.option("--words", is_flag=True,
+              help="Instead: keep the best messages of the commonest words again (a one-word "
+                   "search then reads them instead of scoring every match; SQLite).")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
-def reindex_cmd(rebuild: bool, as_json: bool) -> None:
+def reindex_cmd(rebuild: bool, words: bool, as_json: bool) -> None:
     """Embed the archived messages that have no vector yet (semantic search), with progress.
 
     Uses the embedder embeddings.embedder selects. Vectors made by another model are dropped
     and rebuilt (they cannot be compared). Safe to interrupt: it resumes where it stopped.
+    With --words, it rebuilds the word ranking's kept rows instead (no embedder needed).
     """
+    if words:
+        _reindex_words(as_json)
+        return
     from hermes_core.commands import load_host
     from hermes_core.embeddings import EmbeddingError, select_embedder
     from hermes_core.kinds import EmbedderUnavailable
@@ -324,6 +331,22 @@ def reindex_cmd(rebuild: bool, as_json: bool) -> None:
         echo_json(outcome)
     else:
         click.echo(f"{done:,} messages embedded; {after.count:,} vectors with {after.model}.")
+
+
+def _reindex_words(as_json: bool) -> None:
+    from .impacts import UPTO, rebuild
+
+    with _archive(create=True) as archive:
+        assert archive is not None
+        if archive.backend != "sqlite":
+            raise click.ClickException("nothing to do: --words is for a SQLite archive "
+                                       "(PostgreSQL ranks with its own index)")
+        kept = rebuild(archive)
+        upto = int(archive.db.read("SELECT value FROM meta WHERE key = ?", (UPTO,))[0][0])
+    if as_json:
+        echo_json({"words": kept, "covered_up_to": upto})
+    else:
+        click.echo(f"{kept:,} common words kept, for the messages up to id {upto:,}.")
 
 
 @sessions.command("export")

@@ -9,7 +9,8 @@ change on the way, so each copied message is paired with its source message by s
 position, and takes the source's vector only when its role and text are the same. A target that
 holds another model's vectors gets none (its indexer or ``sessions reindex`` embeds them).
 Derived facts travel the same way, with their sources and the derivation's cursor
-(fact_copy.py).
+(fact_copy.py). A SQLite target then gets the kept best messages of its commonest words
+(impacts.py), which its one-word searches read instead of scoring every match.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from hermes_core.storage.transfer import CopyProgress, CopyReport, StorageSide
 
 from .config import SessionArchiveConfig
 from .fact_copy import FactCopy, copy_facts, twins
+from .impacts import rebuild
 from .store import SessionArchive
 from .transfer import ImportReport, export_lines, import_jsonl
 from .vector_store import vector_store
@@ -59,6 +61,8 @@ def copy_archive(source: StorageSide, target: StorageSide, progress: CopyProgres
                                progress=lambda done, total: progress("vectors", done, total))
         facts = copy_facts(source_archive, target_archive,
                            progress=lambda done, total: progress("facts", done, total))
+        if target_archive.backend == "sqlite":  # the best messages of the commonest words
+            rebuild(target_archive)
     return _report(out, vectors, facts=facts)
 
 

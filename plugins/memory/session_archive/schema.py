@@ -19,6 +19,8 @@ version 3 ``message_vectors``, the embeddings of semantic search):
 * ``message_vectors`` (version 3): one float16 embedding per user/assistant message, written by
   the background indexer (vectors.py); ``meta`` records the model they are made with, and each
   row (version 5) its ``model`` and ``text_hash`` (hermes_core.storage.vectors' row shape).
+* ``term_impacts`` and ``term_bounds`` (version 6): the best messages of the commonest words in
+  BM25 order, so that a one-word search need not score every match (impacts.py).
 * ``facts`` and ``fact_sources`` (version 4): derived memory (derive.py, facts.py), each fact
   linked to the messages it was read from; triggers delete a fact with any of its messages.
 
@@ -238,6 +240,39 @@ _V5 = [
     "ALTER TABLE message_vectors ADD COLUMN text_hash TEXT",
 ]
 
+_UPTO = "(SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'impacts_upto')"
+# messages deleted or changed in place, counted: a build of the kept rows checks that none was
+# while it read them
+_CHANGED = ("UPDATE meta SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT) "
+            "WHERE key = 'message_changes';")
+_V6 = [
+    # impacts.py: the best messages of the commonest words, in BM25 order, built by
+    # impacts.rebuild (storage migrate); empty, and unused, until then
+    """CREATE TABLE IF NOT EXISTS term_bounds (term TEXT PRIMARY KEY,
+        num INTEGER NOT NULL UNIQUE, bound REAL NOT NULL, avgdl REAL NOT NULL) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS term_impacts (term INTEGER NOT NULL, key REAL NOT NULL,
+        doc INTEGER NOT NULL, tf INTEGER NOT NULL, dl INTEGER NOT NULL,
+        PRIMARY KEY (term, key DESC, doc)) WITHOUT ROWID""",
+    "CREATE INDEX IF NOT EXISTS term_impacts_doc ON term_impacts(doc)",
+    # a deleted message leaves no row; a message stored or changed at or below the covered
+    # id is ranked by FTS5 itself until the next rebuild; deletions and changes are counted
+    "INSERT OR IGNORE INTO meta(key, value) VALUES ('message_changes', '0')",
+    f"""CREATE TRIGGER IF NOT EXISTS term_impacts_ad AFTER DELETE ON messages BEGIN
+        DELETE FROM term_impacts WHERE doc = old.id;
+        {_CHANGED}
+    END""",
+    f"""CREATE TRIGGER IF NOT EXISTS term_impacts_ai AFTER INSERT ON messages
+        WHEN new.id <= {_UPTO} BEGIN
+        UPDATE meta SET value = CAST(new.id - 1 AS TEXT) WHERE key = 'impacts_upto';
+    END""",
+    f"""CREATE TRIGGER IF NOT EXISTS term_impacts_au
+        AFTER UPDATE OF content, tool_name, tool_calls, meta ON messages BEGIN
+        UPDATE meta SET value = CAST(old.id - 1 AS TEXT)
+            WHERE key = 'impacts_upto' AND CAST(value AS INTEGER) >= old.id;
+        {_CHANGED}
+    END""",
+]
+
 MIGRATIONS: list[Migration] = [
     (1, "initial schema: sessions, messages, FTS5 (external content), CJK indexes, meta", _V1),
     (2, "sessions.user_id: the conversation's user key (memory.scope: user)", _V2),
@@ -245,6 +280,8 @@ MIGRATIONS: list[Migration] = [
     (4, "facts and fact_sources: memory derived from settled turns (session_archive.derive)",
      _V4),
     (5, "message_vectors.model and text_hash: each vector names its model and text", _V5),
+    (6, "term_impacts, term_bounds: the best messages of the commonest words (impacts.py)",
+     _V6),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -42,6 +42,7 @@ from typing import Any
 from ._excerpts import Hit, hits_for
 from .echoes import ECHO_CONTENT, ECHO_TOOLS, check_echoes
 from .errors import QueryError
+from .impacts import WEIGHTS, top_k
 from .pg_schema import SPLIT_CHARS
 from .query import MIN_PREFIX, SearchPlan, build_query, quote, word_for_stem
 from .records import Candidate, best_of, clean_text, like_pattern
@@ -62,7 +63,7 @@ __all__ = [
 #: how many of the best matches a search keeps (for grouping by conversation and fusion)
 DEFAULT_CANDIDATES = 2000
 #: column weights for BM25: content, tool name, tool-call argument values
-_WEIGHTS = "1.0, 0.5, 0.6"
+_WEIGHTS = ", ".join(map(str, WEIGHTS))
 #: a prefix is also matched by indexed stems up to this many characters shorter
 _STEM_SLACK = 4
 
@@ -177,7 +178,17 @@ def _rank(
     archive: SessionArchive, plan: SearchPlan, scope: _Scope, table: str, expr: str, score: str,
     filters: list[tuple[str, str]], limit: int,
 ) -> list[Candidate]:
-    """The best ``limit`` matches, every match scored (ties: newest first), in one statement."""
+    """The best ``limit`` matches, every match scored (ties: newest first), in one statement;
+    a common word alone from its best messages kept at write time (impacts.py), the same."""
+    if table == "messages_fts" and not filters and archive.backend == "sqlite":
+        with archive.db.lock:
+            try:
+                kept = top_k(archive.db.con, expr, score, scope.prefix, scope.where,
+                             scope.params, limit)
+            except sqlite3.Error:  # the statement below reports what is wrong
+                kept = None
+        if kept is not None:
+            return [Candidate(i, s) for i, s in kept]
     where = [f"{table} MATCH :expr", *scope.where]
     params: dict[str, Any] = dict(scope.params, expr=expr, k=limit)
     for i, (ftable, fexpr) in enumerate(filters):

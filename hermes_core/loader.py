@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BUILTIN_PLUGINS",
     "ENTRY_POINT_GROUP",
+    "ESSENTIAL_PLUGINS",
     "Candidate",
     "PluginRecord",
     "allowed_names",
@@ -61,6 +62,7 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "skills": "hermes_core.plugins.memory.skills",
     "todo": "hermes_core.plugins.tools.todo",
     "delegate": "hermes_core.plugins.tools.delegate",
+    "memory_review": "hermes_core.plugins.memory_review",
     "cli": "hermes_core.plugins.platforms.cli",
     "webhook": "hermes_core.plugins.platforms.webhook",
     "mcp": "hermes_core.plugins.mcp",
@@ -72,6 +74,11 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "anthropic": "hermes_core.plugins.llm.anthropic",
     "openai": "hermes_core.plugins.llm.openai",
 }
+
+#: first-party plugins that carry what the agent loop always did (the memory review): found even
+#: when a host is loaded without the built-ins, and not left out by ``plugins.enabled_only``;
+#: ``plugins.disabled`` turns them off like any plugin
+ESSENTIAL_PLUGINS = frozenset({"memory_review"})
 
 Source = Literal["builtin", "entry-point", "directory"]
 
@@ -163,7 +170,8 @@ def is_blocked(candidate: Candidate, blocked: set[str], allowed: set[str] | None
     :func:`allowed_names`) is set and does not name it."""
     if _named(candidate, blocked):
         return True
-    return allowed is not None and not _named(candidate, allowed)
+    essential = candidate.source == "builtin" and candidate.name in ESSENTIAL_PLUGINS
+    return allowed is not None and not essential and not _named(candidate, allowed)
 
 
 @functools.cache
@@ -251,8 +259,8 @@ def _directory_candidates(plugins_dir: Path) -> list[Candidate]:
 def discover(plugins_dir: Path | None, *, builtins: bool = True, entry_point: bool = True) -> list[Candidate]:
     """Every plugin candidate, in precedence order, without importing any."""
     found: list[Candidate] = []
-    if builtins:
-        found += [Candidate(name=n, source="builtin", module=m) for n, m in BUILTIN_PLUGINS.items()]
+    found += [Candidate(name=n, source="builtin", module=m) for n, m in BUILTIN_PLUGINS.items()
+              if builtins or n in ESSENTIAL_PLUGINS]
     if entry_point:
         found += _entry_point_candidates()
     if plugins_dir is not None:

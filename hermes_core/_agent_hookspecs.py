@@ -1,0 +1,89 @@
+"""The agent's own points in a conversation, as hooks (part of :mod:`hermes_core.hookspecs`).
+
+Implemented by plugin modules (the built-in ``memory_review`` implements all six: the background
+memory review, the pre-compaction flush and the skill nudge take part in a conversation through
+them). Each is called on the thread that runs the agent (the turn's, or the one calling
+:meth:`~hermes_core.agent.Agent.compact` / ``close``), inline and without a deadline of its own:
+keep an implementation short and queue slow work with :meth:`PluginHost.run_later
+<hermes_core.host.PluginHost.run_later>`. An implementation that raises is recorded as a problem
+of the turn and the agent goes on. ``agent`` is the :class:`~hermes_core.agent.Agent` (its
+``host``, ``session``, ``history``, ``router``, ``system_prompt``, ``aux_llm``, ``on_notice``); a
+plugin may keep its per-conversation state on it under a name of its own.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ._markers import hookspec
+
+if TYPE_CHECKING:
+    from .agent import Agent
+    from .results import CurationReport, TurnResult
+    from .types import Message, ToolCall
+
+__all__ = ["on_agent_close", "on_agent_reset", "on_turn_begin", "on_turn_end",
+           "pre_compaction_flush", "tool_batch_note"]
+
+
+@hookspec
+def on_turn_begin(agent: Agent) -> None:
+    """A user turn starts: called once per :meth:`Agent.run_turn <hermes_core.agent.Agent.run_turn>`
+    (a retried turn whose stored reply is returned excepted), after the pre-turn hygiene
+    compaction and before the user message is stored. Count turns here; the answer is ignored.
+    """
+
+
+@hookspec
+def tool_batch_note(agent: Agent, calls: list[ToolCall]) -> str | None:
+    """A batch of the model's tool ``calls`` has run: return a note for the model, or ``None``.
+
+    Every implementation is called; the notes (after the iteration budget's own) are appended,
+    in call order, to the batch's last tool result, so the model reads them with the results and
+    the system prompt never changes. Something other than text is recorded and ignored.
+    """
+
+
+@hookspec(firstresult=True)
+def pre_compaction_flush(agent: Agent, messages: list[Message]) -> CurationReport | None:
+    """A compaction of ``messages`` (the history as it is) is about to start: the last chance to
+    save what the summary could lose.
+
+    Called before ``on_pre_compress``, on automatic, manual (``/compress``) and hygiene
+    compactions. An implementation may call the session's tools (through a
+    :class:`~hermes_core.toolrun.ToolRouter`) with the auxiliary model (``agent.aux_llm``, else
+    ``agent.host.llm("auxiliary")``); whatever it sends or receives is its own: it never joins the
+    history, the archive or any hook's messages. Return a
+    :class:`~hermes_core.results.CurationReport` (it becomes the compaction record's ``flush``) or
+    ``None``; the first report wins. The compaction goes on whatever happens here.
+    """
+
+
+@hookspec
+def on_turn_end(agent: Agent, result: TurnResult) -> None:
+    """A turn has its reply (``result``, not yet returned to the caller): every implementation
+    may queue background work and add to the result.
+
+    Set ``result.review_started`` when work was queued that the caller may want to know of (the
+    memory review), append to ``result.notices`` what the user should read. Background work goes
+    on the plugin's lanes (:meth:`PluginHost.run_later <hermes_core.host.PluginHost.run_later>`),
+    never delaying the reply; a notice it produces later goes to ``agent.on_notice`` (when set).
+    Called after a cancelled turn and a delegated child's too (``result.cancelled``,
+    ``agent.session.agent_context``).
+    """
+
+
+@hookspec
+def on_agent_reset(agent: Agent) -> None:
+    """The conversation starts over in a new session (``/new``, :meth:`Agent.new_session
+    <hermes_core.agent.Agent.new_session>`), after the old session's end was queued: reset
+    per-conversation counters here. Not called for a compaction's child session.
+    """
+
+
+@hookspec
+def on_agent_close(agent: Agent) -> None:
+    """The agent is closing (:meth:`Agent.close <hermes_core.agent.Agent.close>` or ``discard``),
+    before its queued calls are drained and the plugins shut down: give background work of this
+    conversation a bound of your own, then stop it. Called once per agent.
+    """

@@ -1,0 +1,211 @@
+"""The agent's own hooks (``on_turn_begin``, ``tool_batch_note``, ``pre_compaction_flush``,
+``on_turn_end``, ``on_agent_reset``, ``on_agent_close``), and the built-in ``memory_review`` that
+takes part in a conversation through them.
+
+Real hosts and a real Agent; throwaway plugin modules record what the kernel hands them. The only
+fake is the model's words (ScriptLLM).
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from typing import Any
+
+import pytest
+from agent_support import CallLog, ScriptLLM, engine_class, make_host, note_tool, reply, tool_reply
+
+from hermes_core import PluginHost, hookimpl
+from hermes_core.agent import Agent
+from hermes_core.config import parse_config_text
+from hermes_core.results import CurationReport
+
+
+class Watcher:
+    """A plugin module implementing the agent's hooks; records what it was handed."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, Any]] = []
+
+    @hookimpl
+    def on_turn_begin(self, agent):
+        self.events.append(("begin", len(agent.history)))
+
+    @hookimpl
+    def tool_batch_note(self, agent, calls):
+        self.events.append(("note", [c.name for c in calls]))
+        return "[watcher: keep notes short]"
+
+    @hookimpl
+    def pre_compaction_flush(self, agent, messages):
+        self.events.append(("flush", len(messages)))
+        return CurationReport("flush", agent.session.id, calls=1, writes=["kept one thing"])
+
+    @hookimpl
+    def on_turn_end(self, agent, result):
+        self.events.append(("end", result.reply))
+        result.notices.append(f"watcher saw {result.reply!r}")
+
+    @hookimpl
+    def on_agent_reset(self, agent):
+        self.events.append(("reset", agent.session.id))
+
+    @hookimpl
+    def on_agent_close(self, agent):
+        self.events.append(("close", agent.session.id))
+
+    def names(self) -> list[str]:
+        return [name for name, _ in self.events]
+
+
+def _agent(home, script, *, engine=None, tools=()) -> tuple[Agent, Watcher, ScriptLLM]:
+    watcher = Watcher()
+    host = make_host(home, engine=engine, tools=tools, extra_plugins=[("watcher", watcher)])
+    llm = ScriptLLM(script)
+    return Agent(host, llm), watcher, llm
+
+
+def test_hook_on_turn_begin(home):
+    agent, watcher, _llm = _agent(home, [reply("one"), reply("two")])
+    agent.run_turn("hello")
+    agent.run_turn("again")
+    agent.close()
+    # once per turn, before the turn's user message joins the history
+    assert [e for e in watcher.events if e[0] == "begin"] == [("begin", 0), ("begin", 2)]
+
+
+def test_hook_tool_batch_note(home):
+    saved: list[str] = []
+    agent, watcher, llm = _agent(home, [tool_reply(("note", {"text": "a"})), reply("done")],
+                                 tools=[note_tool(saved)])
+    agent.run_turn("save a")
+    agent.close()
+    assert ("note", ["note"]) in watcher.events
+    result = [m for m in agent.history if m.role == "tool"][-1]
+    assert result.content.endswith("\n\n[watcher: keep notes short]")
+    # the model read it with the result, the system prompt unchanged
+    assert llm.calls[1]["messages"][-1].content == result.content
+    assert llm.calls[0]["system"] == llm.calls[1]["system"]
+
+
+def test_hook_pre_compaction_flush(home):
+    log = CallLog()
+    agent, watcher, _llm = _agent(home, [reply("one"), reply("two")], engine=engine_class(log))
+    agent.run_turn("hello")
+    agent.run_turn("again")
+    record = agent.compact()
+    agent.close()
+    assert record is not None and record.flush is not None
+    assert record.flush.writes == ["kept one thing"] and record.flush.kind == "flush"
+    # with the history as it was before the compaction, and before the engine saw it
+    assert ("flush", 4) in watcher.events
+    assert not [m for m in agent.history if "kept one thing" in m.content]
+
+
+def test_hook_on_turn_end(home):
+    agent, watcher, _llm = _agent(home, [reply("one")])
+    result = agent.run_turn("hello")
+    agent.close()
+    assert ("end", "one") in watcher.events
+    assert result.notices == ["watcher saw 'one'"]
+    assert result.review_started is False  # no plugin queued work that it announced
+
+
+def test_hook_on_agent_reset(home):
+    agent, watcher, _llm = _agent(home, [reply("one")])
+    agent.run_turn("hello")
+    new = agent.new_session()
+    agent.close()
+    assert ("reset", new.id) in watcher.events  # on the new session
+
+
+def test_hook_on_agent_close(home):
+    agent, watcher, _llm = _agent(home, [reply("one")])
+    agent.run_turn("hello")
+    agent.close()
+    agent.close()  # a second close does nothing
+    assert watcher.names().count("close") == 1
+    other, watcher2, _ = _agent(home, [reply("two")])
+    other.run_turn("hi")
+    other.discard()  # an agent dropped without ending its session still bounds its work
+    assert watcher2.names().count("close") == 1
+
+
+# ----------------------------------------------------------------- the built-in memory_review
+
+
+def _loaded(home, plugins_section: str = "", *, builtins: bool = False) -> PluginHost:
+    config = parse_config_text(f"memory:\n  providers: []\ncontext:\n  engine: none\n{plugins_section}",
+                               home / "config.yaml")
+    return PluginHost.load(home, config=config, builtins=builtins, entry_points=False,
+                           directories=False)
+
+
+def test_the_memory_review_is_loaded_by_default_even_without_the_builtins(home):
+    host = _loaded(home)
+    assert host.records["memory_review"].enabled and host.records["memory_review"].source == "builtin"
+    assert "on_turn_end" in host.records["memory_review"].hooks
+    assert [name for name in host.records] == ["memory_review"]  # no other built-in
+    # an allow-list that does not name it keeps it (the review was never a plugin one could drop)
+    host = _loaded(home, "plugins:\n  enabled_only: [file_memory]\n", builtins=True)
+    assert host.records["memory_review"].enabled
+    assert not host.records["skills"].enabled
+
+
+def test_disabling_the_memory_review_turns_off_the_review_flush_and_nudge(home):
+    host = _loaded(home, "plugins:\n  disabled: [memory_review]\n")
+    assert not host.records["memory_review"].enabled
+    assert host.hooks.implemented(host.pm.hook.on_turn_end) == []
+
+
+def test_the_review_runs_on_the_plugins_lane_not_a_thread_of_its_own(home):
+    """A due review is queued with PluginHost.run_later on the plugin's disposable lane."""
+    from hermes_core.plugins.memory.file_memory import FileMemory
+
+    threads: list[str] = []
+    seen = threading.Event()
+
+    class Aux:
+        def respond(self, **kwargs):
+            threads.append(threading.current_thread().name)
+            seen.set()
+            from hermes_core.llm import LLMResponse
+            return LLMResponse("Nothing to save.")
+
+    text = ("memory:\n  providers: [file_memory]\n  nudge_interval: 1\n  flush_min_turns: 0\n"
+            "context:\n  engine: none\n")
+
+    class Registrar:
+        @hookimpl
+        def register_memory_providers(self, register):
+            register(FileMemory)
+
+    host = PluginHost.load(home, config=parse_config_text(text, home / "config.yaml"),
+                           builtins=False, entry_points=False, directories=False,
+                           plugins=[("test_plugins", Registrar())])
+    host.activate_memory_providers()
+    agent = Agent(host, ScriptLLM([reply("one")]), aux_llm=Aux())
+    result = agent.run_turn("hello")
+    assert result.review_started
+    assert agent.curator.wait(10) and seen.is_set()
+    agent.close()
+    assert agent.curator.reports[-1].kind == "review" and agent.curator.reports[-1].calls == 1
+    assert threads and threads[0] != threading.current_thread().name
+    assert threads[0].startswith("hermes-lane-") and "memory_review" in threads[0]
+
+
+def test_the_old_curation_names_warn_and_hand_over_the_plugins():
+    import hermes_core.curation as old
+    from hermes_core import _compacting, results
+    from hermes_core.plugins.memory_review import curator
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert old.Curator is curator.Curator
+        assert old.review_session is curator.review_session
+        assert old.carry_over is _compacting.carry_over
+        assert old.CurationReport is results.CurationReport
+    assert len(caught) == 4 and all(w.category is DeprecationWarning for w in caught)
+    assert "hermes_core.plugins.memory_review.curator.Curator" in str(caught[0].message)
+    with pytest.raises(AttributeError):
+        old.Nothing  # noqa: B018

@@ -76,8 +76,8 @@ BUILTIN_PLUGINS: dict[str, str] = {
 }
 
 #: first-party plugins that carry what the agent loop always did (the memory review): found even
-#: when a host is loaded without the built-ins, and not left out by ``plugins.enabled_only``;
-#: ``plugins.disabled`` turns them off like any plugin
+#: when a host is loaded without the built-ins; ``plugins.disabled`` and ``plugins.enabled_only``
+#: apply to them as to any plugin
 ESSENTIAL_PLUGINS = frozenset({"memory_review"})
 
 Source = Literal["builtin", "entry-point", "directory"]
@@ -170,8 +170,7 @@ def is_blocked(candidate: Candidate, blocked: set[str], allowed: set[str] | None
     :func:`allowed_names`) is set and does not name it."""
     if _named(candidate, blocked):
         return True
-    essential = candidate.source == "builtin" and candidate.name in ESSENTIAL_PLUGINS
-    return allowed is not None and not essential and not _named(candidate, allowed)
+    return allowed is not None and not _named(candidate, allowed)
 
 
 @functools.cache

@@ -146,10 +146,12 @@ def test_the_memory_review_is_loaded_by_default_even_without_the_builtins(home):
     assert host.records["memory_review"].enabled and host.records["memory_review"].source == "builtin"
     assert "on_turn_end" in host.records["memory_review"].hooks
     assert [name for name in host.records] == ["memory_review"]  # no other built-in
-    # an allow-list that does not name it keeps it (the review was never a plugin one could drop)
-    host = _loaded(home, "plugins:\n  enabled_only: [file_memory]\n", builtins=True)
+    # an allow-list applies to it as to any plugin: naming it keeps it
+    host = _loaded(home, "plugins:\n  enabled_only: [file_memory, memory_review]\n", builtins=True)
     assert host.records["memory_review"].enabled
     assert not host.records["skills"].enabled
+    host = _loaded(home, "plugins:\n  enabled_only: [file_memory]\n", builtins=True)
+    assert not host.records["memory_review"].enabled
 
 
 def test_disabling_the_memory_review_turns_off_the_review_flush_and_nudge(home):

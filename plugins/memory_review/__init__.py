@@ -14,8 +14,10 @@ conversation's first hook, so a resumed history keeps its place in the review cy
 * ``on_agent_reset`` (``/new``): the counters start again;
 * ``on_agent_close``: a running review gets its own bound, then writes nothing more.
 
-On by default, as the review always was; ``plugins.disabled: [memory_review]`` turns all three off
-(``memory.nudge_interval: 0`` and ``memory.flush_before_compaction: false`` turn off one each).
+On by default, as the review always was, even in a host loaded without the built-ins;
+``plugins.disabled: [memory_review]`` turns all three off (``memory.nudge_interval: 0`` and
+``memory.flush_before_compaction: false`` turn off one each), and a ``plugins.enabled_only`` list
+must name it to keep it.
 Loading the plugin imports only this module: :mod:`.curator` is imported by a conversation's
 first hook.
 """

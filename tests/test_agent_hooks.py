@@ -9,6 +9,7 @@ fake is the model's words (ScriptLLM).
 from __future__ import annotations
 
 import threading
+import time
 import warnings
 from typing import Any
 
@@ -211,3 +212,53 @@ def test_the_old_curation_names_warn_and_hand_over_the_plugins():
     assert "hermes_core.plugins.memory_review.curator.Curator" in str(caught[0].message)
     with pytest.raises(AttributeError):
         old.Nothing  # noqa: B018
+
+
+def test_a_review_waiting_on_its_lane_past_its_bound_writes_nothing_and_frees_the_next(home):
+    """The review's bound counts from when it was queued, as a thread started then would have:
+    one still waiting on the plugin's lane after it makes no model call, and a review due
+    meanwhile is not held back by it (it runs after, within its own bound)."""
+    from hermes_core.plugins.memory.file_memory import FileMemory
+
+    asked: list[int] = []
+
+    class Aux:
+        def respond(self, **kwargs):
+            asked.append(1)
+            from hermes_core.llm import LLMResponse
+            return LLMResponse("Nothing to save.")
+
+    class Registrar:
+        @hookimpl
+        def register_memory_providers(self, register):
+            register(FileMemory)
+
+    text = ("memory:\n  providers: [file_memory]\n  nudge_interval: 1\n  flush_min_turns: 0\n"
+            "  review_timeout: 1.0\ncontext:\n  engine: none\n")
+    host = PluginHost.load(home, config=parse_config_text(text, home / "config.yaml"),
+                           builtins=False, entry_points=False, directories=False,
+                           plugins=[("test_plugins", Registrar())])
+    host.activate_memory_providers()
+    agent = Agent(host, ScriptLLM([reply("one"), reply("two")]), aux_llm=Aux())
+    agent.start()
+    gate, holding = threading.Event(), threading.Event()
+
+    def hold() -> None:  # something else of the plugin's keeps the conversation's lane busy
+        holding.set()
+        gate.wait(10)
+
+    assert host.run_later(hold, "hold", plugin="memory_review", kind="disposable",
+                          session=agent.session)
+    assert holding.wait(5)
+    assert agent.run_turn("hello").review_started
+    deadline = agent.curator._deadline
+    while time.monotonic() <= deadline:  # the queued review's bound passes while it waits
+        time.sleep(0.01)
+    assert not agent.curator.busy
+    assert agent.run_turn("again").review_started  # the next due review is not held back
+    gate.set()
+    assert agent.curator.wait(10)
+    agent.close()
+    # the first started after its bound: no model call; the second, within its own, ran
+    assert [(r.timed_out, r.calls) for r in agent.curator.reports] == [(True, 0), (False, 1)]
+    assert asked == [1]

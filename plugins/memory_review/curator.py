@@ -244,6 +244,7 @@ class Curator:
         self._notices: list[str] = []
         self._lock = threading.Lock()
         self._done: threading.Event | None = None  #: set once the queued review has ended
+        self._started = threading.Event()  #: set when the queued review began to run
         self._cancel = threading.Event()
         self._deadline = 0.0  #: time.monotonic() at which the running review's bound passes
 
@@ -284,12 +285,13 @@ class Curator:
         if snapshot is None:
             return False  # no memory tool in this session: nothing a review could do
         self._cancel.clear()
-        self._deadline = time.monotonic() + self.timeout
-        done = self._done = threading.Event()
+        deadline = self._deadline = time.monotonic() + self.timeout
+        done, started = self._done, self._started = threading.Event(), threading.Event()
 
         def review() -> None:
-            try:
-                self._background(snapshot)
+            started.set()
+            try:  # its bound counts from now, as a thread of its own started now would have
+                self._background(snapshot, deadline)
             finally:
                 done.set()
 
@@ -332,16 +334,18 @@ class Curator:
 
     # --------------------------------------------------------------------------- reviewing
 
-    def _background(self, job: CurationJob) -> None:
+    def _background(self, job: CurationJob, deadline: float) -> None:
         try:
-            self.run("review", job)
+            self.run("review", job, deadline=deadline)
         except Exception:  # logged here, with the session, rather than by the lane
             log.exception("memory review of session %s failed", job.session.id)
 
-    def run(self, kind: Literal["review", "flush"], job: CurationJob) -> CurationReport:
-        """Run a review or flush to the end, within its bounds; never raises for the model."""
+    def run(self, kind: Literal["review", "flush"], job: CurationJob, *,
+            deadline: float | None = None) -> CurationReport:
+        """Run a review or flush to the end, within its bounds (``deadline``: when the time bound
+        passes, default ``memory.review_timeout`` from now); never raises for the model."""
         started = time.monotonic()
-        deadline = started + self.timeout
+        deadline = started + self.timeout if deadline is None else deadline
         history, omitted = fit_history(job.messages, self.input_tokens)
         report = CurationReport(kind, job.session.id, omitted_messages=omitted)
         tool = job.memory_tool[0]
@@ -429,8 +433,12 @@ class Curator:
 
     @property
     def busy(self) -> bool:
-        """Whether a background review is running."""
-        return self._done is not None and not self._done.is_set()
+        """Whether a background review is running, or queued and still within its bound (one
+        still waiting on the lane after it would have nothing left to run, and is not counted)."""
+        done = self._done
+        if done is None or done.is_set():
+            return False
+        return self._started.is_set() or time.monotonic() <= self._deadline
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for a running review; True when none is running any more."""

@@ -2,13 +2,17 @@
 
 Implemented by plugin modules (the built-in ``memory_review`` implements all six: the background
 memory review, the pre-compaction flush and the skill nudge take part in a conversation through
-them). Each is called on the thread that runs the agent (the turn's, or the one calling
-:meth:`~hermes_core.agent.Agent.compact` / ``close``), inline and without a deadline of its own:
-keep an implementation short and queue slow work with :meth:`PluginHost.run_later
+them). Like every hook on the turn's path, each implementation runs on its plugin's lane for the
+conversation under the hook's deadline (``hooks.timeouts``; see ``DEFAULT_HOOK_TIMEOUTS``): one that
+is late is recorded as a problem of the turn, the agent goes on without it, and its answer, when it
+comes, is dropped; until it answers in time again the plugin is only probed. Keep an
+implementation short and queue slow work with :meth:`PluginHost.run_later
 <hermes_core.host.PluginHost.run_later>`. An implementation that raises is recorded as a problem
 of the turn and the agent goes on. ``agent`` is the :class:`~hermes_core.agent.Agent` (its
-``host``, ``session``, ``history``, ``router``, ``system_prompt``, ``aux_llm``, ``on_notice``); a
-plugin may keep its per-conversation state on it under a name of its own.
+``host``, ``session``, ``history``, ``router``, ``system_prompt``, ``aux_llm``, ``on_notice``):
+do not change what the kernel reads (a late implementation may still be running when the agent
+has moved on); a plugin keeps its per-conversation state itself, e.g. in a
+``weakref.WeakKeyDictionary`` keyed by the agent.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from ._markers import hookspec
 
 if TYPE_CHECKING:
     from .agent import Agent
-    from .results import CurationReport, TurnResult
+    from .results import CurationReport, TurnEndNote, TurnResult
     from .types import Message, ToolCall
 
 __all__ = ["on_agent_close", "on_agent_reset", "on_turn_begin", "on_turn_end",
@@ -60,16 +64,18 @@ def pre_compaction_flush(agent: Agent, messages: list[Message]) -> CurationRepor
 
 
 @hookspec
-def on_turn_end(agent: Agent, result: TurnResult) -> None:
-    """A turn has its reply (``result``, not yet returned to the caller): every implementation
-    may queue background work and add to the result.
+def on_turn_end(agent: Agent, result: TurnResult) -> TurnEndNote | None:
+    """A turn has its reply (``result``, not yet returned to the caller; read it, do not change
+    it): every implementation may queue background work and return what it adds to the result.
 
-    Set ``result.review_started`` when work was queued that the caller may want to know of (the
-    memory review), append to ``result.notices`` what the user should read. Background work goes
-    on the plugin's lanes (:meth:`PluginHost.run_later <hermes_core.host.PluginHost.run_later>`),
-    never delaying the reply; a notice it produces later goes to ``agent.on_notice`` (when set).
-    Called after a cancelled turn and a delegated child's too (``result.cancelled``,
-    ``agent.session.agent_context``).
+    Return a :class:`~hermes_core.results.TurnEndNote` (or ``None``): its ``notices`` (what the
+    user should read) are appended to ``result.notices`` in call order, and ``review_started``
+    (work was queued that the caller may want to know of: the memory review) sets
+    ``result.review_started``. The kernel merges the notes that came within the deadline; a late
+    one's is dropped. Background work goes on the plugin's lanes (:meth:`PluginHost.run_later
+    <hermes_core.host.PluginHost.run_later>`), never delaying the reply; a notice it produces
+    later goes to ``agent.on_notice`` (when set). Called after a cancelled turn and a delegated
+    child's too (``result.cancelled``, ``agent.session.agent_context``).
     """
 
 
@@ -85,5 +91,6 @@ def on_agent_reset(agent: Agent) -> None:
 def on_agent_close(agent: Agent) -> None:
     """The agent is closing (:meth:`Agent.close <hermes_core.agent.Agent.close>` or ``discard``),
     before its queued calls are drained and the plugins shut down: give background work of this
-    conversation a bound of your own, then stop it. Called once per agent.
+    conversation a bound of your own within this hook's deadline
+    (``hooks.timeouts.on_agent_close``), then stop it. Called once per agent.
     """

@@ -126,10 +126,12 @@ class _Prepared:
 
 def conversation_of(kwargs: Mapping[str, Any]) -> str | None:
     """The conversation a hook call is about, which picks the plugin's lane: the session's
-    conversation key (its id when it has none), or the ``conversation_key``/``session_id``
-    argument; None for a call about no conversation."""
-    for name in ("session", "new_session"):
+    conversation key (its id when it has none; the ``agent``'s session for the agent's own hooks),
+    or the ``conversation_key``/``session_id`` argument; None for a call about no conversation."""
+    for name in ("session", "new_session", "agent"):
         session = kwargs.get(name)
+        if name == "agent":  # the agent's own hooks: its session of the moment
+            session = getattr(session, "session", None)
         if session is not None:
             attributes = getattr(session, "attributes", None)
             key = attributes.get("conversation_key") if isinstance(attributes, dict) else None

@@ -19,7 +19,7 @@ from agent_support import CallLog, ScriptLLM, engine_class, make_host, note_tool
 from hermes_core import PluginHost, hookimpl
 from hermes_core.agent import Agent
 from hermes_core.config import parse_config_text
-from hermes_core.results import CurationReport
+from hermes_core.results import CurationReport, TurnEndNote
 
 
 class Watcher:
@@ -45,7 +45,7 @@ class Watcher:
     @hookimpl
     def on_turn_end(self, agent, result):
         self.events.append(("end", result.reply))
-        result.notices.append(f"watcher saw {result.reply!r}")
+        return TurnEndNote([f"watcher saw {result.reply!r}"])
 
     @hookimpl
     def on_agent_reset(self, agent):
@@ -262,3 +262,173 @@ def test_a_review_waiting_on_its_lane_past_its_bound_writes_nothing_and_frees_th
     # the first started after its bound: no model call; the second, within its own, ran
     assert [(r.timed_out, r.calls) for r in agent.curator.reports] == [(True, 0), (False, 1)]
     assert asked == [1]
+
+
+# ------------------------------------------------- a hung implementation under the hooks' deadlines
+
+DEADLINE = 1.0  #: each agent hook's deadline in these tests (hooks.timeouts)
+SLACK = 8.0  #: generous: a loaded machine, never a tight timing (a hung hook would take HANG)
+HANG = 30.0  #: how long a hung implementation waits unless released
+DRAIN = 1.0  #: memory.worker_drain_timeout: close waits this long for late calls, as for any hook
+
+
+class Hanger:
+    """A third-party plugin module whose implementation of one agent hook hangs until released."""
+
+    def __init__(self, hook: str) -> None:
+        self.hook = hook
+        self.release = threading.Event()
+        self.entered = threading.Event()
+        self.finished = threading.Event()
+        self.calls = 0
+
+    def _maybe_hang(self, hook: str, answer: Any = None) -> Any:
+        if hook != self.hook:
+            return None
+        self.calls += 1
+        self.entered.set()
+        try:
+            self.release.wait(HANG)
+            return answer
+        finally:
+            self.finished.set()
+
+    @hookimpl
+    def on_turn_begin(self, agent):
+        return self._maybe_hang("on_turn_begin")
+
+    @hookimpl
+    def tool_batch_note(self, agent, calls):
+        return self._maybe_hang("tool_batch_note", "[hanger: a late note]")
+
+    @hookimpl
+    def pre_compaction_flush(self, agent, messages):
+        return self._maybe_hang("pre_compaction_flush",
+                                CurationReport("flush", agent.session.id, writes=["late"]))
+
+    @hookimpl
+    def on_turn_end(self, agent, result):
+        return self._maybe_hang("on_turn_end", TurnEndNote(["a late notice"], True))
+
+    @hookimpl
+    def on_agent_reset(self, agent):
+        return self._maybe_hang("on_agent_reset")
+
+    @hookimpl
+    def on_agent_close(self, agent):
+        return self._maybe_hang("on_agent_close")
+
+
+def _hung(home, hook: str, script) -> tuple[Agent, Hanger, list[str]]:
+    """An agent beside a plugin hung in ``hook``, with the memory review due every turn."""
+    from hermes_core.llm import LLMResponse
+    from hermes_core.plugins.memory.file_memory import FileMemory
+
+    asked: list[str] = []
+
+    class Aux:
+        def respond(self, **kwargs):
+            asked.append(kwargs["messages"][-1].content)
+            return LLMResponse("Nothing to save.")
+
+    class Registrar:
+        @hookimpl
+        def register_memory_providers(self, register):
+            register(FileMemory)
+
+        @hookimpl
+        def register_context_engines(self, register):
+            register(engine_class(CallLog()))
+
+        @hookimpl
+        def register_tools(self, register):
+            register(note_tool([]))
+
+    hanger = Hanger(hook)
+    timeouts = "".join(f"    {name}: {DEADLINE}\n" for name in (
+        "on_turn_begin", "tool_batch_note", "pre_compaction_flush", "on_turn_end",
+        "on_agent_reset", "on_agent_close"))
+    text = ("memory:\n  providers: [file_memory]\n  nudge_interval: 1\n  flush_min_turns: 0\n"
+            f"  worker_drain_timeout: {DRAIN}\ncontext:\n  engine: test_engine\n"
+            f"hooks:\n  timeouts:\n{timeouts}")
+    host = PluginHost.load(home, config=parse_config_text(text, home / "config.yaml"),
+                           builtins=False, entry_points=False, directories=False,
+                           plugins=[("test_plugins", Registrar()), ("hanger", hanger)])
+    host.activate_memory_providers()
+    host.activate("context-engine", "test_engine", config_key="context.engine")
+    return Agent(host, ScriptLLM(script), aux_llm=Aux()), hanger, asked
+
+
+def _late(problems, hook: str) -> list[str]:
+    return [p.status for p in problems if p.hook == hook and p.plugin == "hanger"]
+
+
+@pytest.mark.parametrize("hook", ["on_turn_begin", "tool_batch_note", "on_turn_end"])
+def test_a_hung_turn_hook_costs_one_deadline_and_the_review_still_works(home, hook):
+    script = [tool_reply(("note", {"text": "a"})), reply("one"),
+              tool_reply(("note", {"text": "b"})), reply("two")]
+    agent, hanger, asked = _hung(home, hook, script)
+    try:
+        started = time.perf_counter()
+        first = agent.run_turn("hello")
+        first_seconds = time.perf_counter() - started
+        assert hanger.entered.is_set()
+        assert first_seconds < DEADLINE + SLACK  # about the deadline, not the hang
+        assert _late(first.problems, hook) == ["timed_out"]
+        problem = next(p for p in first.problems if p.hook == hook)
+        assert "hanger" in problem.message and hook in problem.message
+        # memory_review, beside it, still counts, nudges and reviews
+        assert first.reply == "one" and first.review_started
+        assert agent.curator.wait(10) and agent.curator.reports[-1].calls == 1
+
+        started = time.perf_counter()
+        second = agent.run_turn("again")
+        second_seconds = time.perf_counter() - started
+        # still hung: the plugin is not waited for again (its call queues behind the late one)
+        assert not hanger.finished.is_set()
+        assert second_seconds < DEADLINE
+        assert _late(second.problems, hook) == ["queued"]
+        assert second.reply == "two" and second.review_started
+        assert agent.curator.wait(10) and len(asked) == 2
+    finally:
+        hanger.release.set()
+    assert hanger.finished.wait(10)
+    agent.close()
+    # the late answers were dropped: no note, no notice, nothing merged afterwards
+    assert "a late notice" not in first.notices + second.notices
+    assert not [m for m in agent.history if "[hanger: a late note]" in m.content]
+
+
+def test_a_hung_flush_does_not_hold_the_compaction(home):
+    agent, hanger, _asked = _hung(home, "pre_compaction_flush", [reply("one"), reply("two")])
+    try:
+        agent.run_turn("hello")
+        agent.run_turn("again")
+        started = time.perf_counter()
+        record = agent.compact()
+        assert time.perf_counter() - started < DEADLINE + SLACK
+        assert record is not None
+        assert record.flush is None or record.flush.writes != ["late"]
+        assert _late(agent.host.hooks.problems, "pre_compaction_flush") == ["timed_out"]
+    finally:
+        hanger.release.set()
+    assert hanger.finished.wait(10)
+    agent.close()
+
+
+@pytest.mark.parametrize("hook", ["on_agent_reset", "on_agent_close"])
+def test_a_hung_reset_or_close_hook_costs_one_deadline(home, hook):
+    agent, hanger, _asked = _hung(home, hook, [reply("one")])
+    try:
+        agent.run_turn("hello")
+        started = time.perf_counter()
+        if hook == "on_agent_reset":
+            agent.new_session()
+        agent.close()
+        # one deadline, then close's usual bound for late calls still on their lanes
+        assert time.perf_counter() - started < DEADLINE + DRAIN + SLACK
+        assert hanger.entered.is_set()
+        assert _late(agent.host.hooks.problems, hook) == ["timed_out"]
+    finally:
+        hanger.release.set()
+    assert hanger.finished.wait(10)

@@ -2,17 +2,20 @@
 conversation, the pre-compaction memory flush and the skill nudge.
 
 It takes part in each conversation through the agent's hooks, one :class:`~.curator.Curator` per
-:class:`~hermes_core.agent.Agent` (kept on the agent as ``agent.curator``, made at the
-conversation's first hook, so a resumed history keeps its place in the review cycle):
+:class:`~hermes_core.agent.Agent` (kept by this module, keyed weakly by the agent, and shown as
+``agent.curator`` for callers and tests; made at the conversation's first hook, so a resumed
+history keeps its place in the review cycle). Each hook runs on the plugin's lane for the
+conversation under its deadline (``hooks.timeouts``), as any plugin's:
 
 * ``on_turn_begin``: a user turn is counted;
 * ``tool_batch_note``: the skill nudge rides on a tool batch's last result;
 * ``pre_compaction_flush``: the model saves what a summary could lose, with the session's memory
   tool and the auxiliary model; the exchange is dropped, its report goes on the compaction record;
-* ``on_turn_end``: a review that is due is queued on the plugin's lane for the conversation
-  (``TurnResult.review_started``); notices join the turn's result;
+* ``on_turn_end``: a review that is due is queued on the plugin's lane for the conversation;
+  the returned ``TurnEndNote`` sets ``TurnResult.review_started`` and brings the notices;
 * ``on_agent_reset`` (``/new``): the counters start again;
-* ``on_agent_close``: a running review gets its own bound, then writes nothing more.
+* ``on_agent_close``: a running review gets its own bound (cut to fit the hook's deadline), then
+  writes nothing more.
 
 On by default, as the review always was, even in a host loaded without the built-ins;
 ``plugins.disabled: [memory_review]`` turns all three off (``memory.nudge_interval: 0`` and
@@ -24,9 +27,12 @@ first hook.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import threading
+import weakref
+from typing import TYPE_CHECKING
 
 from hermes_core import hookimpl
+from hermes_core.results import TurnEndNote
 
 if TYPE_CHECKING:
     from hermes_core.agent import Agent
@@ -39,20 +45,32 @@ __all__ = ["on_agent_close", "on_agent_reset", "on_turn_begin", "on_turn_end",
            "pre_compaction_flush", "tool_batch_note"]
 
 
+#: each agent's curator: the plugin's own state, gone with the agent
+_CURATORS: weakref.WeakKeyDictionary[Agent, Curator] = weakref.WeakKeyDictionary()
+_MAKING = threading.Lock()
+
+
 def _curator(agent: Agent) -> Curator:
     """The agent's curator, made at its first hook (from the history it started with)."""
-    curator: Curator | None = agent.__dict__.get("curator")
-    if curator is None:
-        from .curator import Curator
+    curator = _CURATORS.get(agent)
+    if curator is not None:
+        return curator
+    with _MAKING:  # a late hook may still run on another lane: one curator per agent
+        curator = _CURATORS.get(agent)
+        if curator is None:
+            from .curator import Curator
 
-        def tell(text: str) -> None:  # the agent's callback of the moment (a front end sets it)
-            callback = agent.on_notice
-            if callback is not None:
-                callback(text)
+            owner = weakref.ref(agent)  # the curator must not keep its key alive
 
-        curator = Curator(agent.host, agent.aux_llm, on_notice=tell,
-                          prior_user_turns=sum(1 for m in agent.history if m.role == "user"))
-        agent.curator = curator  # type: ignore[attr-defined]
+            def tell(text: str) -> None:  # the agent's callback of the moment (a front end sets it)
+                callback = getattr(owner(), "on_notice", None)
+                if callback is not None:
+                    callback(text)
+
+            curator = Curator(agent.host, agent.aux_llm, on_notice=tell,
+                              prior_user_turns=sum(1 for m in agent.history if m.role == "user"))
+            _CURATORS[agent] = curator
+            agent.curator = curator  # type: ignore[attr-defined]  # for callers and tests
     return curator
 
 
@@ -80,26 +98,29 @@ def pre_compaction_flush(agent: Agent, messages: list[Message]) -> CurationRepor
 
 
 @hookimpl
-def on_turn_end(agent: Agent, result: TurnResult) -> None:
+def on_turn_end(agent: Agent, result: TurnResult) -> TurnEndNote | None:
     from .curator import curation_tools
 
     curator = _curator(agent)
     snapshot = list(agent.history)
     memory_tools = {t.name for t, _ in curation_tools(agent.router.tools, "memory")}
-    if curator.end_turn(result.tools, lambda: _job(agent, snapshot), memory_tools=memory_tools):
-        result.review_started = True
-    result.notices += curator.take_notices()
+    started = curator.end_turn(result.tools, lambda: _job(agent, snapshot),
+                               memory_tools=memory_tools)
+    notices = curator.take_notices()
+    return TurnEndNote(notices, started) if started or notices else None
 
 
 @hookimpl
 def on_agent_reset(agent: Agent) -> None:
-    curator: Any = agent.__dict__.get("curator")
+    curator = _CURATORS.get(agent)
     if curator is not None:
         curator.reset()
 
 
 @hookimpl
 def on_agent_close(agent: Agent) -> None:
-    curator: Any = agent.__dict__.get("curator")
+    curator = _CURATORS.get(agent)
     if curator is not None:
-        curator.close()  # a running review gets its own bound, then writes nothing more
+        # a running review gets its own bound, cut to end before this hook's deadline does
+        deadline = agent.host.config.core.hooks.timeout("on_agent_close")
+        curator.close(limit=max(0.0, deadline - 1.0))  # then it writes nothing more

@@ -447,12 +447,14 @@ class Curator:
             done.wait(timeout)
         return not self.busy
 
-    def close(self, timeout: float | None = None) -> bool:
+    def close(self, timeout: float | None = None, *, limit: float | None = None) -> bool:
         """Give a running review up to ``timeout`` (default: what is left of its own bound, plus
-        a second to apply an answer that came in time), then cancel it: a cancelled review
-        applies nothing more. True when it finished in time."""
+        a second to apply an answer that came in time; at most ``limit``), then cancel it: a
+        cancelled review applies nothing more. True when it finished in time."""
         if timeout is None:
             timeout = max(0.0, self._deadline - time.monotonic()) + 1.0
+        if limit is not None:
+            timeout = min(timeout, limit)
         finished = self.wait(timeout)
         if not finished:
             self._cancel.set()

@@ -266,7 +266,7 @@ def test_a_review_waiting_on_its_lane_past_its_bound_writes_nothing_and_frees_th
 
 # ------------------------------------------------- a hung implementation under the hooks' deadlines
 
-DEADLINE = 1.0  #: each agent hook's deadline in these tests (hooks.timeouts)
+DEADLINE = 2.0  #: each agent hook's deadline in these tests (hooks.timeouts)
 SLACK = 8.0  #: generous: a loaded machine, never a tight timing (a hung hook would take HANG)
 HANG = 30.0  #: how long a hung implementation waits unless released
 DRAIN = 1.0  #: memory.worker_drain_timeout: close waits this long for late calls, as for any hook

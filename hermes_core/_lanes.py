@@ -34,7 +34,9 @@ backlog within a bound at shutdown and reports what did not finish.
 Lanes of the purpose :data:`DISPOSABLE` hold work a plugin prepares for later and may lose (a
 recall for the next turn): :meth:`LaneSet.drain` waits for none of it. It drops what is queued
 there and leaves a call still running to finish (or hang) on its daemon thread, logging both as
-abandoned, not as failures.
+abandoned, not as failures. Such a lane keeps at most :data:`DISPOSABLE_QUEUE` calls waiting:
+behind a call that hangs, a newer one drops the oldest waiting (a recall prepared for a turn long
+gone), so a plugin that keeps queueing behind its own hung call holds a bounded amount of memory.
 
 A call nobody waits for (``host.hooks.later``) is :meth:`Lane.submit`-ted and counted on its
 conversation's :class:`~._backlog.Backlog`.
@@ -47,11 +49,12 @@ import queue
 import threading
 import time
 import zlib
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["DISPOSABLE", "SHARDS", "CallResult", "Lane", "LaneSet", "Runners", "Status",
+__all__ = ["DISPOSABLE", "DISPOSABLE_QUEUE", "SHARDS", "CallResult", "Lane", "LaneSet", "Runners", "Status",
            "run_bounded", "run_here", "shard_of"]
 
 log = logging.getLogger("hermes_core.lanes")
@@ -77,6 +80,9 @@ SHARDS = 8
 #: the purpose of lanes whose work a drain drops when queued and does not wait for when running
 DISPOSABLE = "disposable"
 
+#: calls a :data:`DISPOSABLE` lane keeps waiting (not started); a newer call drops the oldest
+DISPOSABLE_QUEUE = 32
+
 
 def shard_of(key: str | None, shards: int = SHARDS) -> int:
     """The lane shard of a conversation key (stable across processes; 0 for no key)."""
@@ -86,11 +92,12 @@ def shard_of(key: str | None, shards: int = SHARDS) -> int:
 
 
 class _Job:
-    __slots__ = ("abandoned", "fn", "label", "reply")
+    __slots__ = ("abandoned", "dropped", "fn", "label", "reply")
 
     def __init__(self, fn: Callable[[], Any], label: str, wait: bool) -> None:
         self.fn = fn
         self.label = label
+        self.dropped = False  # a DISPOSABLE lane's newer call took its place: it never runs
         self.reply: queue.SimpleQueue[CallResult] | None = queue.SimpleQueue() if wait else None
         self.abandoned = not wait  # nobody reads the result
 
@@ -127,6 +134,8 @@ class Lane:
         #: the label of the call a claim runs elsewhere; jobs submitted meanwhile wait in _held
         self._claim: str | None = None
         self._held: list[_Job] = []
+        #: a disposable lane's calls not started yet, oldest first (see DISPOSABLE_QUEUE)
+        self._waiting: deque[_Job] = deque()
 
     @property
     def backlog(self) -> int:
@@ -239,6 +248,8 @@ class Lane:
             self._backlog += 1
             job = _Job(fn, label, wait=False)
             job.abandoned = False  # not late: nobody was waiting
+            if self.disposable:
+                self._bound_waiting(job)
             if self._claim is not None:
                 self._held.append(job)
             else:
@@ -246,6 +257,18 @@ class Lane:
                     self._start()
                 self._jobs.put(job)
         return True
+
+    def _bound_waiting(self, job: _Job) -> None:
+        """Keep ``job`` among a disposable lane's waiting calls, dropping the oldest beyond
+        :data:`DISPOSABLE_QUEUE` (called under the lock)."""
+        self._waiting.append(job)
+        if len(self._waiting) <= DISPOSABLE_QUEUE:
+            return
+        oldest = self._waiting.popleft()
+        oldest.dropped = True
+        self._backlog -= 1
+        log.info("%s: %s dropped before it ran: %d newer call(s) wait behind %s", self.name,
+                 oldest.label, DISPOSABLE_QUEUE, self._running or "a running call")
 
     def behind_late(self) -> bool:
         """Whether a call queued now would wait behind a call its caller stopped waiting for."""
@@ -269,8 +292,10 @@ class Lane:
             if job is None:
                 return
             with self._lock:
-                if self.discarded:  # dropped (and uncounted) by discard(): it never runs
+                if self.discarded or job.dropped:  # dropped (and uncounted) already: never runs
                     continue
+                if self._waiting:
+                    self._waiting.popleft()  # this job: the dropped ones left from the front
                 self._running = job.label
             start = time.perf_counter()
             try:

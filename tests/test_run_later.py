@@ -203,3 +203,35 @@ def test_a_context_built_by_hand_runs_disposable_work_at_once(hermes_home: Path)
     assert context.run_later(lambda: ran.append(1), "now", kind="disposable",
                              session=Session(id="s")) is True
     assert ran == [1]
+
+
+def test_behind_a_hung_disposable_job_only_the_newest_waiting_jobs_are_kept(
+        hermes_home: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A plugin that keeps queueing recalls behind its own hung one holds a bounded queue: each
+    job beyond DISPOSABLE_QUEUE drops the oldest waiting one (logged), and once the hung job ends
+    the newest run, in order."""
+    from hermes_core._lanes import DISPOSABLE_QUEUE
+
+    host, keeper = keeper_host(hermes_home)
+    hold, started = threading.Event(), threading.Event()
+    ran: list[int] = []
+    caplog.set_level(logging.INFO, logger="hermes_core")
+    try:
+        assert keeper.context.run_later(lambda: (started.set(), hold.wait(30)), "hung recall",
+                                        kind="disposable")
+        assert started.wait(10)
+        extra = 3 * DISPOSABLE_QUEUE
+        for i in range(extra):
+            assert keeper.context.run_later(lambda i=i: ran.append(i), f"recall {i}",
+                                            kind="disposable")
+        lane = host.hooks.engine.lanes.get("memory-provider:keeper", "disposable", 0)
+        assert lane.backlog == DISPOSABLE_QUEUE + 1  # the hung job and the newest waiting
+        hold.set()
+        assert lane.wait_idle(10)
+        assert ran == list(range(extra - DISPOSABLE_QUEUE, extra))
+        drops = [r.getMessage() for r in caplog.records if "dropped before it ran" in r.getMessage()]
+        assert len(drops) == extra - DISPOSABLE_QUEUE
+        assert "recall 0 dropped before it ran" in drops[0] and "hung recall" in drops[0]
+    finally:
+        hold.set()
+        host.shutdown()

@@ -385,6 +385,23 @@ def test_the_overall_timeout_bounds_the_batch(archive: SessionArchive, api: Fake
     assert all("window" in r for r in results)
 
 
+def test_a_call_timing_out_before_the_batch_is_reported_as_timed_out(
+        archive: SessionArchive, api: FakeMessagesAPI) -> None:
+    """Under load a call's own deadline (the same bound) can fire before the batch's: the note
+    says "timed out" either way (it named the client's error before)."""
+    api.delay = 3.0
+    client = llm(api.url)
+
+    class CallDeadlineFirst:  # the real client, each call's own deadline shorter than the batch's
+        def complete(self, **kwargs: Any) -> str:
+            return client.complete(**{**kwargs, "timeout": 0.2})
+
+    results = results_for(archive)
+    note = summarise_results(results, "gateway", CallDeadlineFirst(), timeout=2.5)  # type: ignore[arg-type]
+    assert note and "timed out" in note and f"{len(results)} of {len(results)}" in note
+    assert all("window" in r for r in results)
+
+
 def test_no_key_means_no_request_and_raw_excerpts(
     archive: SessionArchive, api: FakeMessagesAPI
 ) -> None:

@@ -76,18 +76,23 @@ def summarise_results(
     pool.shutdown(wait=False, cancel_futures=True)
     errors: list[str] = []
     unconfigured: list[str] = []
+    # a call's own deadline (the same bound) and the batch's are one event, whichever came first
+    timed_out = len(pending)
     for future in done:
         result = futures[future]
         try:
             result["summary"] = future.result()
             result.pop("window", None)
         except LLMError as exc:  # this session keeps its excerpt
-            (unconfigured if exc.failure is LLMFailure.NOT_CONFIGURED else errors).append(
-                str(exc)[:200])
+            if exc.failure is LLMFailure.TIMEOUT:
+                timed_out += 1
+            else:
+                (unconfigured if exc.failure is LLMFailure.NOT_CONFIGURED else errors).append(
+                    str(exc)[:200])
         except Exception as exc:  # any failure: this session keeps its excerpt
             errors.append(f"{type(exc).__name__}: {exc}"[:200])
-    if pending:
-        errors.append(f"{len(pending)} timed out after {time.monotonic() - started:.1f}s")
+    if timed_out:
+        errors.insert(0, f"{timed_out} timed out after {time.monotonic() - started:.1f}s")
     if unconfigured and not errors:
         return f"summaries are off: {unconfigured[0]}; so excerpts are shown"
     errors += unconfigured

@@ -29,6 +29,7 @@ from hermes_core.types import CompressionResult, EndReason, Message, Session, To
 from . import calls
 from .convert import call_with, from_openai, hermes_tools, to_openai
 from .discovery import HermesCandidate
+from .host_access import HostAccess
 from .loading import HermesLoadError, load, unload
 from .settings import HermesSection
 
@@ -47,7 +48,7 @@ class HermesContextEngine(ContextEngine):
         calls.point_env(context.home)
         try:
             loaded = load(self.candidate, calls.hermes_home_for(
-                context.home, self.candidate.plugin, None))
+                context.home, self.candidate.plugin, None), HostAccess(context))
         except HermesLoadError as exc:
             raise PluginError(f"{exc} (fix: {exc.fix})" if exc.fix else str(exc)) from exc
         if not loaded.engines:

@@ -24,6 +24,7 @@ from . import calls, status
 from .convert import call_with
 from .discovery import HermesCandidate
 from .general import HooksOnly, Registered, fire, unmapped_hooks
+from .host_access import HostAccess
 from .loading import HermesLoadError, Loaded, load
 from .slots import Failure, Slot
 
@@ -84,7 +85,7 @@ class ProviderObjects:
         calls.point_env(self.context.home)
         try:
             loaded = load(self.candidate, calls.hermes_home_for(
-                self.context.home, self.candidate.plugin, None))
+                self.context.home, self.candidate.plugin, None), HostAccess(self.context))
         except HermesLoadError as exc:
             raise PluginError(f"{exc} (fix: {exc.fix})" if exc.fix else str(exc)) from exc
         for name in loaded.unsupported:

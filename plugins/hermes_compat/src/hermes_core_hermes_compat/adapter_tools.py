@@ -40,6 +40,7 @@ from .general import (
     tool_schema,
     transformed,
 )
+from .host_access import in_tool_call
 from .slots import Slot
 
 __all__ = ["LIVE", "ProviderTools"]
@@ -124,7 +125,8 @@ class ProviderTools(ProviderObjects):
     def _call_tool(self, tool: str, args: dict[str, Any], ctx: ToolContext) -> str:
         slot, session = self._tool_slot(tool, ctx)
         return self._guarded(slot, session, tool, args, ctx, lambda: tool_result(
-            self.name, tool, slot.call(slot.obj.handle_tool_call, tool, args), self._problem))
+            self.name, tool, slot.call(in_tool_call, ctx, slot.pinned,
+                                       slot.obj.handle_tool_call, tool, args), self._problem))
 
     def _call_registered(self, tool: str, args: dict[str, Any], ctx: ToolContext) -> str:
         slot, session = self._tool_slot(tool, ctx)
@@ -133,7 +135,8 @@ class ProviderTools(ProviderObjects):
             raise ToolError(f"{self.name} has no tool {tool!r} in this session")
         self._ran(f"tool {tool}")
         return self._guarded(slot, session, tool, args, ctx, lambda: result_text(slot.call(
-            run_handler, entry, args, task_id=session.id, session_id=session.id)))
+            in_tool_call, ctx, slot.pinned, run_handler, entry, args, task_id=session.id,
+            session_id=session.id)))
 
     def _tool_base(self, session: Session, tool: str, args: dict[str, Any], call_id: str
                    ) -> dict[str, Any] | None:

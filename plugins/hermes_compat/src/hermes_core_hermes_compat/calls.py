@@ -79,6 +79,10 @@ def in_home(path: Path) -> Iterator[None]:
 _Call = tuple[Callable[[], Any], "Future[Any]"]
 
 
+class _Wake:
+    """Put on an object's queue when the call its thread waits for is done."""
+
+
 class Pinned:
     """One daemon thread running, in order, every call into one Hermes object, each with
     ``home`` as its Hermes home. The caller waits for the result without a bound of its own:
@@ -91,12 +95,36 @@ class Pinned:
         self._queue: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        #: on this object's thread: the queue it serves
+        self._local = threading.local()
 
     def run(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         if threading.current_thread() is self._thread:  # a call made from inside a call
             with in_home(self.home):
                 return fn(*args, **kwargs)
         return self.submit(fn, *args, **kwargs).result()
+
+    def serve_until(self, done: Future[Any]) -> None:
+        """Wait for ``done``; on this object's thread, run the calls handed to it meanwhile (a
+        plugin waiting in ``ctx.dispatch_tool`` for a tool whose guard hooks, or which itself,
+        call into the plugin), so the wait never deadlocks on the thread it holds."""
+        calls: queue.SimpleQueue[Any] | None = getattr(self._local, "calls", None)
+        if calls is None:
+            done.exception()
+            return
+        wake, others = _Wake(), list[Any]()
+        done.add_done_callback(lambda _f: calls.put(wake))
+        while (item := calls.get()) is not wake:
+            if item is None:  # closed meanwhile: the thread's own loop ends after this call
+                others.append(item)
+                done.exception()
+                break
+            if isinstance(item, _Wake):  # an outer wait's: its turn comes once this one returns
+                others.append(item)
+                continue
+            self._one(item)
+        for item in others:
+            calls.put(item)
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
         """Hand ``fn(*args, **kwargs)`` to the thread; its future, not waited for."""
@@ -110,17 +138,21 @@ class Pinned:
         return future
 
     def _serve(self, calls: queue.SimpleQueue[_Call | None]) -> None:
+        self._local.calls = calls
         while (item := calls.get()) is not None:
-            call, future = item
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                with in_home(self.home):
-                    value = call()
-            except BaseException as exc:  # a plugin's SystemExit is its call's error too
-                future.set_exception(exc)
-            else:
-                future.set_result(value)
+            self._one(item)
+
+    def _one(self, item: _Call) -> None:
+        call, future = item
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            with in_home(self.home):
+                value = call()
+        except BaseException as exc:  # a plugin's SystemExit is its call's error too
+            future.set_exception(exc)
+        else:
+            future.set_result(value)
 
     def close(self) -> None:
         """Let the thread end once the calls already handed to it are done."""

@@ -12,18 +12,24 @@ both run from the command line, inside the bridge's ``hermes`` group:
 A name is looked up among the Hermes plugins found (each imported to read what it registers: only
 when such a command is run or listed). A name that is one of the ``hermes`` group's own commands,
 or that two Hermes plugins register, is refused with a message naming both. Each command runs with
-the plugin's ``hermes_home`` (``$HERMES_CORE_HOME/hermes-compat/<plugin>/``) as Hermes' home.
+the plugin's ``hermes_home`` (``$HERMES_CORE_HOME/hermes-compat/<plugin>/``) as Hermes' home; its
+``ctx.llm`` asks hermes-core's main model (the host is loaded on the first such call).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from hermes_core.kinds import PluginContext
 
 from . import calls
 from .discovery import HermesCandidate, discover
 from .general import RegisteredCommand, awaited
+from .host_access import HostAccess
 from .loading import HermesLoadError, load
 
 __all__ = ["CommandClash", "FoundCommand", "find", "refusal", "run_cli", "run_slash"]
@@ -46,11 +52,23 @@ class CommandClash:
     owners: list[str] = field(default_factory=list)
 
 
+def _command_context(home: Path) -> PluginContext:
+    """The kernel's context of a command's process: its host is loaded (not activated) the first
+    time the plugin asks for the model (``ctx.llm``)."""
+    from hermes_core.host import PluginHost
+
+    host = PluginHost.load(home)
+    return PluginContext(plugin_name="hermes_compat", home=home, config=host.config.core,
+                         logger=logging.getLogger("hermes_core.plugins.hermes_compat"),
+                         llm=host.llm)
+
+
 def commands_of(candidate: HermesCandidate, home: Path) -> list[RegisteredCommand]:
     """The commands ``candidate``'s ``register(ctx)`` registers ([] when it does not load)."""
     calls.point_env(home)
     try:
-        return load(candidate, calls.hermes_home_for(home, candidate.plugin, None)
+        return load(candidate, calls.hermes_home_for(home, candidate.plugin, None),
+                    HostAccess(make=functools.partial(_command_context, home))
                     ).registered.commands
     except HermesLoadError:
         return []

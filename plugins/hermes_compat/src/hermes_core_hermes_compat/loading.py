@@ -27,9 +27,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from . import calls, shims
+from . import calls, host_access, shims
 from .discovery import HermesCandidate
 from .general import Registered, RegisteredCommand, RegisteredSkill, RegisteredTool
+from .host_access import HostAccess
 
 __all__ = ["NEEDS_HERMES", "HermesLoadError", "Loaded", "load", "unload"]
 
@@ -67,6 +68,8 @@ class Loaded:
     refused: list[str] = field(default_factory=list)
     #: ``ctx.on_unload(callback)`` callbacks, run (last first) when the plugin's instance shuts down
     on_unload: list[Any] = field(default_factory=list)
+    #: what ``ctx.llm`` and ``ctx.dispatch_tool`` reach (the instance's kernel context)
+    host: HostAccess = field(default_factory=HostAccess)
 
 
 class _Manifest:
@@ -93,7 +96,9 @@ class _Collector:
     names of commands; notes the rest. Of what newer Hermes versions added to it, the probes and
     settings answer as a Hermes with no settings and no grants does (``plugin_id``,
     ``has_plugin``, ``has_capability``, ``get_config``; ``set_config`` refuses, as in a managed
-    Hermes install), and ``on_unload`` callbacks run when the plugin's instance shuts down."""
+    Hermes install), and ``on_unload`` callbacks run when the plugin's instance shuts down.
+    ``llm`` and ``dispatch_tool`` (Hermes 0.19.0's) run on hermes-core's model client and tool
+    runner (:mod:`.host_access`)."""
 
     #: Hermes' profile name for a home that is not one of its profiles
     profile_name = "default"
@@ -101,6 +106,31 @@ class _Collector:
     def __init__(self, loaded: Loaded, plugin: str) -> None:
         self._loaded = loaded
         self.manifest = _Manifest(plugin)
+        self._llm: host_access.PluginLlm | None = None
+        self._state: host_access.PluginState | None = None
+
+    @property
+    def llm(self) -> host_access.PluginLlm:
+        """Hermes' ``ctx.llm``: completions on hermes-core's main model client."""
+        if self._llm is None:
+            self._llm = host_access.PluginLlm(self.manifest.key, self._loaded.host)
+        return self._llm
+
+    def dispatch_tool(self, tool_name: str, args: dict[str, Any], **kwargs: Any) -> str:
+        """Hermes' ``ctx.dispatch_tool``: through the running conversation's tool runner."""
+        return host_access.dispatch_tool(tool_name, args, **kwargs)
+
+    @property
+    def state(self) -> host_access.PluginState:
+        """Newer Hermes' ``ctx.state``: the plugin's durable JSON values."""
+        if self._state is None:
+            self._state = host_access.PluginState(self.manifest.key)
+        return self._state
+
+    def call_mcp(self, server: str, tool: str, arguments: dict[str, Any] | None = None,
+                 timeout: float = 30) -> dict[str, Any]:
+        """Newer Hermes' ``ctx.call_mcp``: refused (no MCP allow-list in hermes-core)."""
+        return host_access.call_mcp(self.manifest.name, server)
 
     @property
     def plugin_id(self) -> str:
@@ -268,12 +298,14 @@ def _explain_missing(candidate: HermesCandidate, exc: ModuleNotFoundError) -> He
             f"{candidate.distribution or 'the plugin'} with its dependencies")
 
 
-def load(candidate: HermesCandidate, hermes_home: Path | None = None) -> Loaded:
+def load(candidate: HermesCandidate, hermes_home: Path | None = None,
+         host: HostAccess | None = None) -> Loaded:
     """Import ``candidate`` and run its registration; a fresh provider/engine each call (but for
     an entry point naming a provider instance: that one object each time, as in newer Hermes).
 
     ``hermes_home`` is what the stand-in ``get_hermes_home()`` answers meanwhile (a plugin that
-    reads its settings at registration reads them there).
+    reads its settings at registration reads them there). ``host`` is what its ``ctx.llm`` and
+    ``ctx.dispatch_tool`` reach (none: ``ctx.llm`` raises as a Hermes with no model does).
 
     Raises :class:`HermesLoadError` saying what failed and the fix; never lets the plugin's own
     exception (or ``SystemExit``) through.
@@ -282,7 +314,7 @@ def load(candidate: HermesCandidate, hermes_home: Path | None = None) -> Loaded:
         raise HermesLoadError(candidate.clash, fix="remove or rename one of the two plugins")
     shims.install()
     with calls.in_home(hermes_home) if hermes_home is not None else contextlib.nullcontext():
-        return _register(candidate, _import(candidate))
+        return _register(candidate, _import(candidate), host or HostAccess())
 
 
 def unload(loaded: Loaded, problem: Callable[[str], None]) -> None:
@@ -374,8 +406,8 @@ def _entry_point_object(candidate: HermesCandidate, target: Any, loaded: Loaded)
     return False
 
 
-def _register(candidate: HermesCandidate, target: Any) -> Loaded:
-    loaded = Loaded()
+def _register(candidate: HermesCandidate, target: Any, host: HostAccess) -> Loaded:
+    loaded = Loaded(host=host)
     register = getattr(target, "register", None) if isinstance(target, ModuleType) else target
     try:
         if _entry_point_object(candidate, target, loaded):

@@ -37,6 +37,7 @@ SHIMMED: dict[str, str] = {
     "agent.memory_provider": "agent/memory_provider.py",
     "agent.context_engine": "agent/context_engine.py",
     "agent.secret_scope": "agent/secret_scope.py",
+    "agent.plugin_llm": "agent/plugin_llm.py",
     "tools": "tools/__init__.py",
     "tools.registry": "tools/registry.py",
     "hermes_constants": "hermes_constants.py",

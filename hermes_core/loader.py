@@ -35,6 +35,7 @@ __all__ = [
     "BUILTIN_PLUGINS",
     "ENTRY_POINT_GROUP",
     "ESSENTIAL_PLUGINS",
+    "INLINE_HOOKS",
     "Candidate",
     "PluginRecord",
     "allowed_names",
@@ -44,6 +45,7 @@ __all__ = [
     "import_candidate",
     "install_problems",
     "installed_distributions",
+    "runs_inline",
     "strict_mode",
 ]
 
@@ -79,6 +81,26 @@ BUILTIN_PLUGINS: dict[str, str] = {
 #: when a host is loaded without the built-ins; ``plugins.disabled`` and ``plugins.enabled_only``
 #: apply to them as to any plugin
 ESSENTIAL_PLUGINS = frozenset({"memory_review"})
+
+#: hooks of first-party plugin modules that the kernel runs on the calling thread (no lane, no
+#: deadline), as the agent loop ran this work before it was a plugin: each is a few microseconds
+#: of in-memory bookkeeping that does no I/O and waits for nothing (the memory review counts a
+#: turn, picks the skill nudge, queues a due review on its own lane without waiting, resets its
+#: counters), where a lane hand-off would cost every turn more than the work itself. Only the
+#: built-in module itself runs so (:func:`runs_inline`); every other implementation of these
+#: hooks, and the review's flush and close, still run on their plugin's lane under a deadline.
+INLINE_HOOKS: dict[str, frozenset[str]] = {
+    "memory_review": frozenset({"on_turn_begin", "tool_batch_note", "on_turn_end", "on_agent_reset"}),
+}
+
+
+def runs_inline(plugin_name: str, plugin: object, hook: str) -> bool:
+    """Whether the kernel runs ``plugin``'s implementation of ``hook`` on the calling thread:
+    ``hook`` is in :data:`INLINE_HOOKS` for ``plugin_name`` and ``plugin`` is that built-in's
+    own module (not another object registered under its name)."""
+    hooks = INLINE_HOOKS.get(plugin_name)
+    return (hooks is not None and hook in hooks
+            and plugin is sys.modules.get(BUILTIN_PLUGINS[plugin_name]))
 
 Source = Literal["builtin", "entry-point", "directory"]
 

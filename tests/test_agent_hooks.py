@@ -319,7 +319,7 @@ class Hanger:
         return self._maybe_hang("on_agent_close")
 
 
-def _hung(home, hook: str, script) -> tuple[Agent, Hanger, list[str]]:
+def _hung(home, hook: str, script, extra=()) -> tuple[Agent, Hanger, list[str]]:
     """An agent beside a plugin hung in ``hook``, with the memory review due every turn."""
     from hermes_core.llm import LLMResponse
     from hermes_core.plugins.memory.file_memory import FileMemory
@@ -353,7 +353,7 @@ def _hung(home, hook: str, script) -> tuple[Agent, Hanger, list[str]]:
             f"hooks:\n  timeouts:\n{timeouts}")
     host = PluginHost.load(home, config=parse_config_text(text, home / "config.yaml"),
                            builtins=False, entry_points=False, directories=False,
-                           plugins=[("test_plugins", Registrar()), ("hanger", hanger)])
+                           plugins=[("test_plugins", Registrar()), ("hanger", hanger), *extra])
     host.activate_memory_providers()
     host.activate("context-engine", "test_engine", config_key="context.engine")
     return Agent(host, ScriptLLM(script), aux_llm=Aux()), hanger, asked
@@ -432,3 +432,84 @@ def test_a_hung_reset_or_close_hook_costs_one_deadline(home, hook):
     finally:
         hanger.release.set()
     assert hanger.finished.wait(10)
+
+
+# ------------------------------------------ memory_review's quick hooks run on the turn's thread
+
+
+def test_memory_reviews_quick_hooks_run_on_the_turns_thread_its_flush_and_close_on_its_lane(
+        home, monkeypatch):
+    """The built-in's bookkeeping (count, nudge, queue a due review, reset) costs a turn no lane
+    hand-off (loader.INLINE_HOOKS); its flush and close, which wait on the model or a review,
+    still run on its lane under their deadlines."""
+    from hermes_core.plugins.memory_review.curator import Curator
+
+    where: dict[str, str] = {}
+
+    def spy(name):
+        original = getattr(Curator, name)
+
+        def record(self, *args, **kwargs):
+            where.setdefault(name, threading.current_thread().name)
+            return original(self, *args, **kwargs)
+
+        monkeypatch.setattr(Curator, name, record)
+
+    for name in ("begin_turn", "skill_nudge", "end_turn", "reset", "flush", "close"):
+        spy(name)
+    agent, hanger, _asked = _hung(home, "none", [tool_reply(("note", {"text": "a"})), reply("one"),
+                                                 reply("two")])
+    here = threading.current_thread().name
+    first = agent.run_turn("hello")
+    assert first.review_started and agent.curator.wait(10)
+    agent.run_turn("again")
+    agent.compact()
+    agent.new_session()
+    agent.close()
+    assert {where[n] for n in ("begin_turn", "skill_nudge", "end_turn", "reset")} == {here}
+    for name in ("flush", "close"):  # its lane, or a runner holding its lane (beside hanger's)
+        assert where[name] != here and where[name].startswith("hermes-lane-"), (name, where[name])
+    assert hanger.calls == 0
+
+
+def test_only_the_built_in_module_itself_runs_inline():
+    import types
+
+    import hermes_core.plugins.memory_review as memory_review
+    from hermes_core.loader import runs_inline
+
+    assert runs_inline("memory_review", memory_review, "on_turn_end")
+    assert runs_inline("memory_review", memory_review, "on_turn_begin")
+    # its flush and close wait on the model or a review: on the lane, under their deadlines
+    assert not runs_inline("memory_review", memory_review, "pre_compaction_flush")
+    assert not runs_inline("memory_review", memory_review, "on_agent_close")
+    # another object under its name, or another plugin: on its lane
+    impostor = types.ModuleType("hermes_core.plugins.memory_review")
+    impostor.on_turn_end = memory_review.on_turn_end  # type: ignore[attr-defined]
+    assert not runs_inline("memory_review", impostor, "on_turn_end")
+    assert not runs_inline("watcher", memory_review, "on_turn_end")
+
+
+def test_a_hung_turn_end_beside_another_plugins_still_costs_one_deadline(home):
+    """Two third-party implementations go to one runner, memory_review's runs inline among
+    them: the hung one costs the turn one deadline, the others' notes are merged."""
+    watcher = Watcher()
+    agent, hanger, asked = _hung(home, "on_turn_end", [reply("one"), reply("two")],
+                                 extra=[("watcher", watcher)])
+    try:
+        started = time.perf_counter()
+        first = agent.run_turn("hello")
+        assert time.perf_counter() - started < DEADLINE + SLACK
+        assert _late(first.problems, "on_turn_end") == ["timed_out"]
+        assert "watcher saw 'one'" in first.notices and first.review_started
+        started = time.perf_counter()
+        second = agent.run_turn("again")
+        assert time.perf_counter() - started < DEADLINE
+        assert _late(second.problems, "on_turn_end") == ["queued"]
+        assert "watcher saw 'two'" in second.notices and second.review_started
+        assert agent.curator.wait(10) and len(asked) == 2
+    finally:
+        hanger.release.set()
+    assert hanger.finished.wait(10)
+    agent.close()
+    assert "a late notice" not in first.notices + second.notices

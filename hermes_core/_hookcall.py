@@ -115,6 +115,11 @@ class _Batch:
         self.result: Any = None
         self.error: BaseException | None = None
 
+    def mark_late(self, plugin: str) -> None:
+        lane = self.lanes.get(plugin)  # None: an implementation that runs inline
+        if lane is not None:
+            lane.mark_late()
+
 
 @dataclass(slots=True)
 class _Prepared:
@@ -274,8 +279,8 @@ class HookCallEngine(ProblemLog):
         lanes = [None if lane is None or (not (i.wrapper or i.hookwrapper)
                                           and self.inline_of(i.plugin_name, i.plugin, hook))
                  else lane for i in chosen]
-        guarded = [self._guard(hook, impl, own, check) for impl, own in zip(chosen, lanes)]
-        bounded = [i.plugin_name for i, own in zip(chosen, lanes) if own is not None]
+        guarded = [self._guard(hook, impl, own, check) for impl, own in zip(chosen, lanes, strict=True)]
+        bounded = [i.plugin_name for i, own in zip(chosen, lanes, strict=True) if own is not None]
         # one implementation gains nothing from a runner: its lane is already one hand-off
         batchable = (len(bounded) > 1 and not any(i.wrapper or i.hookwrapper for i in chosen))
         batch = tuple(bounded) if batchable else None
@@ -332,8 +337,7 @@ class HookCallEngine(ProblemLog):
             return batch.result
         # take over: the late implementation keeps running where it is; the runner skips the
         # rest, which run here through their lanes, in the same order
-        if late in batch.lanes:
-            batch.lanes[late].mark_late()
+        batch.mark_late(late)
         for outcome in batch.outcomes:
             self._settle(hook, outcome, kwargs, record)
         self._settle(hook, HookOutcome(late, seconds=timeout, status="timed_out"), kwargs, record)

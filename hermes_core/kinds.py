@@ -291,7 +291,7 @@ class Platform(_Instantiable):
         return False
 
 
-#: what a tool can be for the kernel's curation (see :class:`Curation`)
+#: what a tool can be for the memory review, flush and nudge (see :class:`Curation`)
 CURATION_ROLES = ("memory", "procedures")
 
 

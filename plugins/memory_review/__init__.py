@@ -5,7 +5,10 @@ It takes part in each conversation through the agent's hooks, one :class:`~.cura
 :class:`~hermes_core.agent.Agent` (kept by this module, keyed weakly by the agent, and shown as
 ``agent.curator`` for callers and tests; made at the conversation's first hook, so a resumed
 history keeps its place in the review cycle). Each hook runs on the plugin's lane for the
-conversation under its deadline (``hooks.timeouts``), as any plugin's:
+conversation under its deadline (``hooks.timeouts``), as any plugin's, except the four quick ones
+(``on_turn_begin``, ``tool_batch_note``, ``on_turn_end``, ``on_agent_reset``: bookkeeping that does
+no I/O and waits for nothing), which the kernel runs on the agent's thread (``INLINE_HOOKS`` in
+:mod:`hermes_core.loader`): keep them so.
 
 * ``on_turn_begin``: a user turn is counted;
 * ``tool_batch_note``: the skill nudge rides on a tool batch's last result;

@@ -155,6 +155,20 @@ def test_the_memory_review_is_loaded_by_default_even_without_the_builtins(home):
     assert not host.records["memory_review"].enabled
 
 
+def test_an_allow_list_leaving_out_the_memory_review_says_so(home):
+    """An enabled_only list written before the review was a plugin turns it off: its record
+    (plugins list, doctor) warns, unless plugins.disabled names it too."""
+    host = _loaded(home, "plugins:\n  enabled_only: [file_memory]\n", builtins=True)
+    record = host.records["memory_review"]
+    assert not record.enabled
+    assert len(record.warnings) == 1 and "plugins.enabled_only" in record.warnings[0]
+    assert "add memory_review to plugins.enabled_only" in record.warnings[0]
+    assert not host.records["skills"].warnings  # not an essential plugin: left out quietly
+    for section in ("plugins:\n  enabled_only: [file_memory]\n  disabled: [memory_review]\n",
+                    "plugins:\n  enabled_only: [file_memory, memory_review]\n"):
+        assert not _loaded(home, section, builtins=True).records["memory_review"].warnings
+
+
 def test_disabling_the_memory_review_turns_off_the_review_flush_and_nudge(home):
     host = _loaded(home, "plugins:\n  disabled: [memory_review]\n")
     assert not host.records["memory_review"].enabled

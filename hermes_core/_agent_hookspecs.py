@@ -4,7 +4,7 @@ Implemented by plugin modules (the built-in ``memory_review`` implements all six
 memory review, the pre-compaction flush and the skill nudge take part in a conversation through
 them). Like every hook on the turn's path, each implementation runs on its plugin's lane for the
 conversation under the hook's deadline (``hooks.timeouts``; see ``DEFAULT_HOOK_TIMEOUTS``; the
-built-in ``memory_review``'s own quick bookkeeping excepted, which runs on the agent's thread, see
+built-in ``memory_review``'s own bookkeeping and close excepted, which run on the agent's thread, see
 ``loader.INLINE_HOOKS``): one that is late is recorded as a problem of the turn, the agent goes
 on without it, and its answer, when it comes, is dropped; until it answers in time again the
 plugin is only probed. Keep an implementation short and queue slow work with :meth:`PluginHost.run_later

@@ -83,14 +83,17 @@ BUILTIN_PLUGINS: dict[str, str] = {
 ESSENTIAL_PLUGINS = frozenset({"memory_review"})
 
 #: hooks of first-party plugin modules that the kernel runs on the calling thread (no lane, no
-#: deadline), as the agent loop ran this work before it was a plugin: each is a few microseconds
-#: of in-memory bookkeeping that does no I/O and waits for nothing (the memory review counts a
-#: turn, picks the skill nudge, queues a due review on its own lane without waiting, resets its
-#: counters), where a lane hand-off would cost every turn more than the work itself. Only the
-#: built-in module itself runs so (:func:`runs_inline`); every other implementation of these
-#: hooks, and the review's flush and close, still run on their plugin's lane under a deadline.
+#: deadline), as the agent loop ran this work before it was a plugin: a few microseconds of
+#: in-memory bookkeeping that does no I/O and waits for nothing (the memory review counts a turn,
+#: picks the skill nudge, queues a due review on its own lane without waiting, resets its
+#: counters), where a lane hand-off would cost every turn more than the work itself; and the
+#: review's close, which only waits on a running review within a bound of its own that ends
+#: before the hook's deadline. Only the built-in module itself runs so (:func:`runs_inline`);
+#: every other implementation of these hooks, and the review's flush (a model call), still run
+#: on their plugin's lane under a deadline.
 INLINE_HOOKS: dict[str, frozenset[str]] = {
-    "memory_review": frozenset({"on_turn_begin", "tool_batch_note", "on_turn_end", "on_agent_reset"}),
+    "memory_review": frozenset({"on_turn_begin", "tool_batch_note", "on_turn_end", "on_agent_reset",
+                                "on_agent_close"}),
 }
 
 

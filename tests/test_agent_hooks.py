@@ -451,11 +451,12 @@ def test_a_hung_reset_or_close_hook_costs_one_deadline(home, hook):
 # ------------------------------------------ memory_review's quick hooks run on the turn's thread
 
 
-def test_memory_reviews_quick_hooks_run_on_the_turns_thread_its_flush_and_close_on_its_lane(
+def test_memory_reviews_quick_hooks_run_on_the_agents_thread_its_flush_on_its_lane(
         home, monkeypatch):
     """The built-in's bookkeeping (count, nudge, queue a due review, reset) costs a turn no lane
-    hand-off (loader.INLINE_HOOKS); its flush and close, which wait on the model or a review,
-    still run on its lane under their deadlines."""
+    hand-off (loader.INLINE_HOOKS), and its close (bounded by itself) runs where the agent's
+    close runs, as before it was a plugin; its flush, a model call, still runs on its lane under
+    its deadline."""
     from hermes_core.plugins.memory_review.curator import Curator
 
     where: dict[str, str] = {}
@@ -480,9 +481,9 @@ def test_memory_reviews_quick_hooks_run_on_the_turns_thread_its_flush_and_close_
     agent.compact()
     agent.new_session()
     agent.close()
-    assert {where[n] for n in ("begin_turn", "skill_nudge", "end_turn", "reset")} == {here}
-    for name in ("flush", "close"):  # its lane, or a runner holding its lane (beside hanger's)
-        assert where[name] != here and where[name].startswith("hermes-lane-"), (name, where[name])
+    assert {where[n] for n in ("begin_turn", "skill_nudge", "end_turn", "reset", "close")} == {here}
+    # its lane, or a runner holding its lane (beside hanger's)
+    assert where["flush"] != here and where["flush"].startswith("hermes-lane-"), where["flush"]
     assert hanger.calls == 0
 
 
@@ -494,9 +495,9 @@ def test_only_the_built_in_module_itself_runs_inline():
 
     assert runs_inline("memory_review", memory_review, "on_turn_end")
     assert runs_inline("memory_review", memory_review, "on_turn_begin")
-    # its flush and close wait on the model or a review: on the lane, under their deadlines
+    assert runs_inline("memory_review", memory_review, "on_agent_close")  # bounded by itself
+    # its flush makes a model call: on the lane, under its deadline
     assert not runs_inline("memory_review", memory_review, "pre_compaction_flush")
-    assert not runs_inline("memory_review", memory_review, "on_agent_close")
     # another object under its name, or another plugin: on its lane
     impostor = types.ModuleType("hermes_core.plugins.memory_review")
     impostor.on_turn_end = memory_review.on_turn_end  # type: ignore[attr-defined]

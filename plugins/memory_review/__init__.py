@@ -7,7 +7,8 @@ It takes part in each conversation through the agent's hooks, one :class:`~.cura
 history keeps its place in the review cycle). Each hook runs on the plugin's lane for the
 conversation under its deadline (``hooks.timeouts``), as any plugin's, except the four quick ones
 (``on_turn_begin``, ``tool_batch_note``, ``on_turn_end``, ``on_agent_reset``: bookkeeping that does
-no I/O and waits for nothing), which the kernel runs on the agent's thread (``INLINE_HOOKS`` in
+no I/O and waits for nothing) and ``on_agent_close`` (its wait is bounded here, within the hook's
+deadline), which the kernel runs on the agent's thread (``INLINE_HOOKS`` in
 :mod:`hermes_core.loader`): keep them so.
 
 * ``on_turn_begin``: a user turn is counted;

@@ -144,6 +144,12 @@ class Activation(HostBase):
         lane = lanes.get(key, DISPOSABLE, shard)
         return lane.submit(functools.partial(_disposable, plugin, lane, fn, label), label)
 
+    def run_later(self, fn: Callable[[], None], label: str, *, plugin: str,
+                  kind: RunKind = "write", session: Session | None = None) -> bool:
+        """``PluginContext.run_later`` for a plugin module (a plugin with no instance, such as
+        one implementing the agent's hooks): ``fn`` on ``plugin``'s lanes, the same two kinds."""
+        return self._run_later(plugin, plugin, fn, label, kind=kind, session=session)
+
     def check_registered(self) -> None:
         """Run the instance checks on every registered class without building it (``plugins
         list``, ``doctor``): a misspelled ``@hookimpl`` makes its plugin's record an error now,

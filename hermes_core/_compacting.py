@@ -9,6 +9,7 @@ the session change stays with the agent, which owns the session.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from dataclasses import dataclass, field
@@ -16,18 +17,18 @@ from typing import TYPE_CHECKING, Any
 
 from . import deprecations
 from .compaction.repair import merge_adjacent_roles, repair_tool_pairs
-from .curation import carry_over
 from .fence import provider_text
 from .models import context_window
+from .types import Message
 
 if TYPE_CHECKING:
     from .host import PluginHost
     from .llm import ChatLLM
     from .results import CurationReport
-    from .types import Message, Session
+    from .types import Session
 
-__all__ = ["HYGIENE_RATIO", "EnginePass", "engine_pass", "engine_report", "over_hygiene_line",
-           "server_pass"]
+__all__ = ["HYGIENE_RATIO", "EnginePass", "carry_over", "engine_pass", "engine_report",
+           "over_hygiene_line", "place_note", "server_pass"]
 
 log = logging.getLogger("hermes_core.agent")
 #: a resumed history above this share of the model's window is compacted before the first turn
@@ -88,6 +89,39 @@ def engine_pass(host: PluginHost, session: Session, before: list[Message],
               else deprecations.engine_last_report(engine))
     return EnginePass(after, name, compressed.summary, notices, memory_context, carried_note,
                       report, flush)
+
+
+def place_note(messages: list[Message], note: str) -> list[Message]:
+    """``messages`` with ``note`` merged into a user-side message, so roles still alternate.
+
+    A history ending with a tool result gets the note on that result (like the iteration
+    budget's notes); otherwise the note opens the last user message (the real request stays
+    last). Only the copy in the returned list changes. With no user message at all, the note
+    becomes the first message."""
+    out = list(messages)
+    if out and out[-1].role == "tool":
+        last = out[-1]
+        out[-1] = dataclasses.replace(last, content=f"{last.content}\n\n{note}",
+                                      meta={**last.meta, "carry_over_note": True})
+        return out
+    for index in range(len(out) - 1, -1, -1):
+        if out[index].role == "user":
+            original = out[index]
+            out[index] = dataclasses.replace(original, content=f"{note}\n\n{original.content}",
+                                             meta={**original.meta, "carry_over_note": True})
+            return out
+    return [Message("user", note, meta={"carry_over_note": True}), *out]
+
+
+def carry_over(host: PluginHost, messages: list[Message],
+               session: Session) -> tuple[list[Message], str | None]:
+    """Ask every ``on_post_compress`` implementation for its note; return the compacted history
+    with the joined notes merged in (:func:`place_note`), and the notes (``None`` if none)."""
+    texts = [provider_text(o.value, plugin=o.plugin, hook="on_post_compress")
+             for o in host.hooks.on_post_compress(messages=messages, session=session)
+             if o.ok and o.value is not None]
+    note = "\n\n".join(t for t in texts if t) or None
+    return (place_note(messages, note) if note else messages), note
 
 
 def engine_report(report: object, engine: str | None) -> dict[str, Any] | None:

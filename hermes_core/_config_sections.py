@@ -114,6 +114,16 @@ DEFAULT_HOOK_TIMEOUTS: dict[str, float] = {
     "on_pre_tool_call": 5.0,  # around each tool call (a guard may block it)
     "on_post_tool_call": 5.0,
     "load_session": 10.0,
+    # the agent's own points (plugin modules; memory_review implements all six)
+    "on_turn_begin": 1.0,
+    "tool_batch_note": 1.0,
+    "on_turn_end": 2.0,
+    "on_agent_reset": 2.0,
+    # the flush's one model call is bounded by memory.review_timeout (60 s by default), then its
+    # memory tool calls run: raise this with review_timeout
+    "pre_compaction_flush": 90.0,
+    # memory_review gives a running review what is left of its bound plus 1 s, within this
+    "on_agent_close": 65.0,
     # on the background worker (a late provider delays only its own later calls)
     "sync_turn": 5.0,
     "on_turn_cancelled": 5.0,

@@ -14,6 +14,9 @@ that adds what pluggy does not do:
 * **a deadline**: a bounded implementation runs on its plugin's lane (:mod:`._lanes`); when it is
   late the call goes on without it, recorded as ``timed_out`` (``queued`` while an earlier late call
   still runs), and its side effects land later, in order;
+* **inline**: the few quick implementations of built-in plugin modules the host names
+  (``loader.INLINE_HOOKS``) run on the calling thread, with no lane and no deadline; every other
+  implementation of the same hook still runs on its lane (or its runner, see below);
 * **one hand-off per call**: when two or more bounded implementations and no wrapper take part,
   the caller hands the whole of pluggy's call to one runner thread instead of one lane hand-off per
   implementation (a hand-off costs tens of microseconds on a busy machine). The runner claims each
@@ -59,7 +62,7 @@ from typing import Any
 import pluggy
 
 from ._backlog import Backlog, TaskKind, _Ticket
-from ._lanes import CallResult, Lane, LaneSet, shard_of
+from ._lanes import CallResult, Lane, LaneSet, run_here, shard_of
 from ._problems import HookOutcome, HookProblem, OutcomeStatus, ProblemLog
 
 __all__ = ["HookCallEngine", "HookOutcome", "HookProblem", "OutcomeStatus"]
@@ -112,6 +115,11 @@ class _Batch:
         self.result: Any = None
         self.error: BaseException | None = None
 
+    def mark_late(self, plugin: str) -> None:
+        lane = self.lanes.get(plugin)  # None: an implementation that runs inline
+        if lane is not None:
+            lane.mark_late()
+
 
 @dataclass(slots=True)
 class _Prepared:
@@ -126,10 +134,12 @@ class _Prepared:
 
 def conversation_of(kwargs: Mapping[str, Any]) -> str | None:
     """The conversation a hook call is about, which picks the plugin's lane: the session's
-    conversation key (its id when it has none), or the ``conversation_key``/``session_id``
-    argument; None for a call about no conversation."""
-    for name in ("session", "new_session"):
+    conversation key (its id when it has none; the ``agent``'s session for the agent's own hooks),
+    or the ``conversation_key``/``session_id`` argument; None for a call about no conversation."""
+    for name in ("session", "new_session", "agent"):
         session = kwargs.get(name)
+        if name == "agent":  # the agent's own hooks: its session of the moment
+            session = getattr(session, "session", None)
         if session is not None:
             attributes = getattr(session, "attributes", None)
             key = attributes.get("conversation_key") if isinstance(attributes, dict) else None
@@ -153,6 +163,9 @@ class HookCallEngine(ProblemLog):
         self._kind_of = kind_of
         self._timeout_of = timeout_of
         self.lanes = lanes or LaneSet()
+        #: (plugin name, plugin, hook) -> whether that plain implementation runs on the calling
+        #: thread with no lane (the host sets :func:`~hermes_core.loader.runs_inline`)
+        self.inline_of: Callable[[str, object, str], bool] = _never
         self._guarded: dict[tuple[Any, ...], _Prepared] = {}
         self._local = threading.local()
         ProblemLog.__init__(self)
@@ -263,11 +276,14 @@ class HookCallEngine(ProblemLog):
                   if (only is None or impl.plugin_name == only)
                   and impl.plugin_name != exclude
                   and self._kind_of(impl.plugin_name) in receivers]
-        guarded = [self._guard(hook, impl, lane, check) for impl in chosen]
+        lanes = [None if lane is None or (not (i.wrapper or i.hookwrapper)
+                                          and self.inline_of(i.plugin_name, i.plugin, hook))
+                 else lane for i in chosen]
+        guarded = [self._guard(hook, impl, own, check) for impl, own in zip(chosen, lanes, strict=True)]
+        bounded = [i.plugin_name for i, own in zip(chosen, lanes, strict=True) if own is not None]
         # one implementation gains nothing from a runner: its lane is already one hand-off
-        batchable = (lane is not None and len(chosen) > 1
-                     and not any(i.wrapper or i.hookwrapper for i in chosen))
-        batch = tuple(i.plugin_name for i in chosen) if batchable else None
+        batchable = (len(bounded) > 1 and not any(i.wrapper or i.hookwrapper for i in chosen))
+        batch = tuple(bounded) if batchable else None
         return _Prepared(guarded, batch, lane)
 
     def _lane(self, plugin: str, purpose: str | None, kwargs: Mapping[str, Any],
@@ -321,7 +337,7 @@ class HookCallEngine(ProblemLog):
             return batch.result
         # take over: the late implementation keeps running where it is; the runner skips the
         # rest, which run here through their lanes, in the same order
-        batch.lanes[late].mark_late()
+        batch.mark_late(late)
         for outcome in batch.outcomes:
             self._settle(hook, outcome, kwargs, record)
         self._settle(hook, HookOutcome(late, seconds=timeout, status="timed_out"), kwargs, record)
@@ -351,8 +367,10 @@ class HookCallEngine(ProblemLog):
                 return None  # the caller took over and runs this one itself
             batch.started.add(plugin)
             batch.current, batch.start = plugin, time.perf_counter()
-        lane = batch.lanes[plugin]
-        if lane.try_claim(hook):
+        lane = batch.lanes.get(plugin)
+        if lane is None:  # an implementation that runs inline (see inline_of): here, in order
+            result = run_here(call)
+        elif lane.try_claim(hook):
             self._local.held = lane
             try:
                 result = CallResult("ok", call())
@@ -379,7 +397,8 @@ class HookCallEngine(ProblemLog):
                 import logging
 
                 logging.getLogger("hermes_core.lanes").error(
-                    "%s: %s raised %s after its caller stopped waiting: %s", lane.name, hook,
+                    "%s: %s raised %s after its caller stopped waiting: %s",
+                    lane.name if lane is not None else plugin, hook,
                     type(outcome.error).__name__, outcome.error)
             return None
         return outcome.value if outcome.status == "ok" else None
@@ -563,6 +582,10 @@ class HookCallEngine(ProblemLog):
             return inner
 
         return guarded
+
+
+def _never(plugin_name: str, plugin: object, hook: str) -> bool:
+    return False
 
 
 def _firstresult(caller: pluggy.HookCaller) -> bool:

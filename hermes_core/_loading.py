@@ -18,7 +18,15 @@ from ._hostbase import HostBase
 from .deprecations import old_forms
 from .errors import PluginError, PluginLoadError, RegistryError
 from .hooks import MODULE, HookOutcome
-from .loader import Candidate, ImportFailure, PluginRecord, import_candidate, is_blocked, strict_mode
+from .loader import (
+    ESSENTIAL_PLUGINS,
+    Candidate,
+    ImportFailure,
+    PluginRecord,
+    import_candidate,
+    is_blocked,
+    strict_mode,
+)
 from .registry import KINDS
 
 __all__ = ["Loading"]
@@ -55,6 +63,12 @@ class Loading(HostBase):
         if is_blocked(candidate, blocked, allowed):
             record.enabled = False
             self.pm.set_blocked(candidate.name)
+            if candidate.name in ESSENTIAL_PLUGINS and not is_blocked(candidate, blocked):
+                # what the agent loop always did, gone because an allow-list predates it: say so
+                record.warnings.append(
+                    "off because plugins.enabled_only does not name it (it carries what the "
+                    f"agent loop always did); add {candidate.name} to plugins.enabled_only to keep "
+                    "it, or to plugins.disabled to turn it off without this warning")
             return
         try:
             obj = import_candidate(candidate)

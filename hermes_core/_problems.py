@@ -120,5 +120,6 @@ class ProblemLog:
 
 
 def _session_id(kwargs: Mapping[str, Any]) -> str | None:
-    session = kwargs.get("session") or kwargs.get("new_session")
+    session = (kwargs.get("session") or kwargs.get("new_session")
+               or getattr(kwargs.get("agent"), "session", None))  # the agent's own hooks
     return getattr(session, "id", None)

@@ -3,8 +3,11 @@
 Read :meth:`Agent.run_turn` top to bottom; each step names the hook it calls. The helpers it uses
 live in role-named modules: :mod:`.fence` (recall fencing, the stream scrubber),
 :mod:`.prefetch` (the deadline runner), :mod:`.toolrun` (routing, parallel batches, budget),
-:mod:`.curation` (the background memory review, the pre-compaction flush, the skill nudge),
 :mod:`._prompt` (the system prompt) and :mod:`._compacting` (the engine's pass of a compaction).
+What plugin modules add at the agent's own points (:mod:`._agent_hookspecs`: the built-in
+``memory_review``'s background review, pre-compaction flush and skill nudge) goes through
+``on_turn_begin``, ``tool_batch_note``, ``pre_compaction_flush``, ``on_turn_end``,
+``on_agent_reset`` and ``on_agent_close``.
 
 A conversation is a chain of sessions: a compaction continues it in a child session
 (``parent_session_id`` = the old id), so the :class:`Agent` outlives its sessions. The kernel only
@@ -39,7 +42,6 @@ from . import clock, deprecations
 from ._backlog import Backlog, DrainReport
 from ._compacting import EnginePass, engine_pass, over_hygiene_line, server_pass
 from ._prompt import DEFAULT_IDENTITY, compose_system_prompt
-from .curation import CurationJob, Curator, curation_tools, make_job
 from .embeddings import turn_in_flight
 from .errors import NotStored
 from .fence import StreamScrubber, build_block, scrub
@@ -90,9 +92,10 @@ class Agent:
     agent stores each call's usage there). It makes the pre-turn hygiene check exact (else the
     history is estimated).
     ``on_notice`` receives each notice ("memory updated: ...") as it happens, possibly on a
-    background thread; the same notices are also attached to the next :class:`TurnResult`.
-    ``aux_llm`` serves the memory review and flush (default: built from ``llm.*`` with
-    ``llm.auxiliary_model``, see :class:`~hermes_core.curation.Curator`).
+    background thread; the same notices are also attached to the next :class:`TurnResult`
+    (settable, e.g. by a chat front end). ``aux_llm`` serves the plugins' auxiliary jobs, such as
+    the memory review and flush (default: built from ``llm.*`` with ``llm.auxiliary_model``, see
+    :meth:`PluginHost.llm`).
 
     ``tools`` limits the session's tools to those names; ``identity`` replaces the system
     prompt's first part (SOUL.md); ``depth`` is how many delegations deep this agent runs (see
@@ -141,8 +144,10 @@ class Agent:
         #: this conversation's calls queued on the plugins' lanes (``host.hooks.later``)
         self.worker = Backlog(str(self.session.attributes.get("conversation_key") or self.session.id),
                               drain_timeout=core.memory.worker_drain_timeout)
-        self.curator = Curator(host, aux_llm, on_notice=on_notice,
-                               prior_user_turns=sum(1 for m in self.history if m.role == "user"))
+        #: receives each notice as it happens (see the class doc)
+        self.on_notice = on_notice
+        #: the auxiliary model client given, for the plugins' jobs (None: ``host.llm("auxiliary")``)
+        self.aux_llm = aux_llm
         self._hygiene_due = self.resumed and bool(self.history)
         self._lock = threading.RLock()
         self._started = False
@@ -163,15 +168,6 @@ class Agent:
         if host.engine is None:
             host.activate("context-engine", core.context.engine, config_key="context.engine")
         return cls(host, llm if llm is not None else host.llm("main"), **kwargs)
-
-    @property
-    def on_notice(self) -> Callable[[str], None] | None:
-        """The callback receiving notices as they happen (settable, e.g. by a chat front end)."""
-        return self.curator.on_notice
-
-    @on_notice.setter
-    def on_notice(self, callback: Callable[[str], None] | None) -> None:
-        self.curator.on_notice = callback
 
     @property
     def engine(self) -> object | None:
@@ -248,7 +244,7 @@ class Agent:
             # 0. Hygiene: a resumed history that outgrew the window is compacted before anything.
             hygiene = self._hygiene()
             self.turns += 1
-            self.curator.begin_turn()
+            self.host.hooks.on_turn_begin(agent=self)
             self.host.hooks.on_turn_start(session=self.session)
             deprecations.engine_turn_start(self.engine)
 
@@ -313,8 +309,8 @@ class Agent:
                     later.sync_turn(user_message=user, assistant_message=result.assistant,
                                     session=session, messages=snapshot, backlog=self.worker)
                     later.queue_prefetch(query=text, session=session, backlog=self.worker)
-            # 7. Curation, notices and problems.
-            return self._finish(result, budget, token, snapshot, started)
+            # 7. The plugins' turn end (the memory review), notices and problems.
+            return self._finish(result, budget, token, started)
 
     def _store_user(self, text: str, message_id: str | None) -> Message:
         """Append the user message to the history and archive it (on_message); when a store
@@ -333,12 +329,14 @@ class Agent:
     def _run_tools(self, calls: list[ToolCall], budget: IterationBudget,
                    turn: TurnContext) -> list[ToolOutcome]:
         """Route the model's tool calls to their plugins and append their results; the budget's
-        note and the skill nudge ride on the batch's last result (never in the system prompt)."""
+        note and the plugins' (the skill nudge) ride on the batch's last result (never in the
+        system prompt)."""
         if budget.exhausted:
             outcomes = [self._refused(call) for call in calls]
         else:
             outcomes = self.router.run(calls, self.session, turn)
-        notes = [n for n in (budget.note(), self.curator.skill_nudge(self.router, calls)) if n]
+        note = budget.note()
+        notes = [*([note] if note else []), *self.host.hooks.tool_batch_note(agent=self, calls=calls)]
         if notes:
             outcomes[-1].content = "\n\n".join([outcomes[-1].content, *notes])
         for outcome in outcomes:
@@ -350,9 +348,9 @@ class Agent:
         return outcomes
 
     def _finish(self, result: TurnResult, budget: IterationBudget, token: CancelToken,
-                snapshot: list[Message], started: float) -> TurnResult:
-        """Fill in the turn's result; start a background memory review when one is due (on its
-        own thread, after this result is returned; it touches no hook but the memory tool's)."""
+                started: float) -> TurnResult:
+        """Fill in the turn's result; the plugins' ``on_turn_end`` may queue background work
+        (a memory review that is due) and add notices."""
         result.reply = result.assistant.content if result.assistant is not result.user else ""
         if result.cancelled and not result.reply.strip():
             result.reply = f"(The turn was cancelled: {token.reason or 'cancelled'}.)"
@@ -361,10 +359,7 @@ class Agent:
                             "budget were used before a final answer.)")
         result.session_id = self.session.id
         result.iterations = budget.used
-        result.review_started = self.curator.end_turn(
-            result.tools, lambda: self._curation_job(snapshot),
-            memory_tools={t.name for t, _ in curation_tools(self.router.tools, "memory")})
-        result.notices = self.curator.take_notices()
+        self.host.hooks.on_turn_end(agent=self, result=result)
         result.problems = self.take_problems()
         # A store that could not record a message must be seen, not just logged.
         result.notices += [f"a memory provider could not store this conversation: {p.message}"
@@ -470,12 +465,12 @@ class Agent:
     def _compact(
         self, focus_topic: str | None, trigger: Literal["auto", "manual", "hygiene"]
     ) -> CompactionRecord | None:
-        """flush -> on_pre_compress -> compress -> on_post_compress -> child session ->
-        on_session_switch (queued) -> new prompt."""
+        """pre_compaction_flush -> on_pre_compress -> compress -> on_post_compress -> child
+        session -> on_session_switch (queued) -> new prompt."""
         started = time.perf_counter()
         before = list(self.history)
         # The model saves what the summary could lose; the exchange never joins the history.
-        flush = self.curator.flush(self._curation_job(before))
+        flush = self.host.hooks.pre_compaction_flush(agent=self, messages=before)
         done = engine_pass(self.host, self.session, before, focus_topic, flush)
         return None if done is None else self._continue_in_child(before, done, trigger, started)
 
@@ -529,11 +524,6 @@ class Agent:
             return None
         return self._compact(None, "hygiene")
 
-    def _curation_job(self, messages: list[Message]) -> CurationJob | None:
-        if self.session.agent_context != "primary":
-            return None  # a subagent's work is not the user's conversation: nothing to curate
-        return make_job(self.host, self.router, self.session, messages, self.system_prompt)
-
     # ------------------------------------------------------------------------- session changes
 
     def new_session(self, reason: SwitchReason = SwitchReason.NEW) -> Session:
@@ -549,7 +539,7 @@ class Agent:
             self.history = []
             self.last_prompt_tokens = None
             self._prefetch.forget()
-            self.curator.reset()
+            self.host.hooks.on_agent_reset(agent=self)
             self.host.hooks.later.on_session_switch(new_session=self.session, old_session=old,
                                                     reason=reason, backlog=self.worker)
             self._assemble()
@@ -576,7 +566,7 @@ class Agent:
                 session, snapshot = self.session, list(self.history)
                 self.host.hooks.later.on_session_end(session=session, messages=snapshot,
                                                      reason=reason, backlog=self.worker)
-            self.curator.close()  # a running review gets its own bound, then writes nothing more
+            self.host.hooks.on_agent_close(agent=self)  # background work gets its own bound
             report = self.worker.drain()
             self._prefetch.close()
             if shutdown_host:

@@ -35,8 +35,10 @@ if TYPE_CHECKING:
     from collections import deque
     from pathlib import Path
 
+    from .agent import Agent
     from .config import LoadedConfig
     from .kinds import Tool
+    from .results import CurationReport, TurnResult
     from .storage.transfer import CopyProgress, StorageSide
     from .types import Dispatcher, EndReason, MemoryWrite, SwitchReason, ToolCall, ToolOutcome, Usage
 
@@ -164,6 +166,20 @@ def _context_plan(value: Any) -> str | None:
     return None
 
 
+def _curation_report(value: Any) -> str | None:
+    from .results import CurationReport
+
+    return None if isinstance(value, CurationReport) else (
+        f"return a hermes_core.results.CurationReport or None, not {type(value).__name__}")
+
+
+def _turn_end_note(value: Any) -> str | None:
+    from .results import TurnEndNote
+
+    return None if isinstance(value, TurnEndNote) else (
+        f"return a hermes_core.results.TurnEndNote or None, not {type(value).__name__}")
+
+
 def _copy_report(value: Any) -> str | None:
     from .storage.transfer import CopyReport
 
@@ -220,6 +236,12 @@ RECEIVERS: dict[str, frozenset[str]] = {
     "import_sessions": _MODULE,
     "on_pre_tool_call": _TOOL_CALLS,
     "on_post_tool_call": _TOOL_CALLS,
+    "on_turn_begin": _MODULE,
+    "tool_batch_note": _MODULE,
+    "pre_compaction_flush": _MODULE,
+    "on_turn_end": _MODULE,
+    "on_agent_reset": _MODULE,
+    "on_agent_close": _MODULE,
 }
 
 
@@ -489,6 +511,37 @@ class Hooks:
         ``path`` (the export format), on the caller's thread and without a deadline."""
         return self._all(self._relay.import_sessions, None, _copy_report, target=target,
                          path=path, dry_run=dry_run, progress=progress)
+
+    # ------------------ the agent's own points (plugin modules; on their lanes, under deadlines)
+
+    def on_turn_begin(self, *, agent: Agent) -> list[HookOutcome]:
+        return self._all(self._relay.on_turn_begin, TURN, _nothing, agent=agent)
+
+    def tool_batch_note(self, *, agent: Agent, calls: list[ToolCall]) -> list[str]:
+        """The notes for a tool batch's last result, in call order."""
+        return [o.value for o in self._all(self._relay.tool_batch_note, TURN, _text, agent=agent,
+                                           calls=calls) if o.ok and o.value]
+
+    def pre_compaction_flush(self, *, agent: Agent, messages: list[Message]) -> CurationReport | None:
+        report: CurationReport | None = self._first(
+            self._relay.pre_compaction_flush, TURN, _curation_report, agent=agent, messages=messages)
+        return report
+
+    def on_turn_end(self, *, agent: Agent, result: TurnResult) -> list[HookOutcome]:
+        """Every implementation's :class:`~hermes_core.results.TurnEndNote` that came in time is
+        merged into ``result`` here, in call order (a late one's is dropped)."""
+        outcomes = self._all(self._relay.on_turn_end, TURN, _turn_end_note, agent=agent,
+                             result=result)
+        for note in (o.value for o in outcomes if o.ok and o.value is not None):
+            result.notices += note.notices
+            result.review_started = result.review_started or note.review_started
+        return outcomes
+
+    def on_agent_reset(self, *, agent: Agent) -> list[HookOutcome]:
+        return self._all(self._relay.on_agent_reset, TURN, _nothing, agent=agent)
+
+    def on_agent_close(self, *, agent: Agent) -> list[HookOutcome]:
+        return self._all(self._relay.on_agent_close, TURN, _nothing, agent=agent)
 
 
 class LaterHooks:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
+from ._agent_hookspecs import *  # noqa: F403 (the agent's own points: MODULE_HOOKS)
 from ._markers import PROJECT_NAME, hookspec
 
 if TYPE_CHECKING:
@@ -68,8 +69,11 @@ CONTEXT_ENGINE_HOOKS = (
 )
 TOOL_HOOKS = ("get_tools", "on_post_compress", "on_pre_tool_call", "on_post_tool_call")
 PLATFORM_HOOKS = ("connect", "disconnect", "send")
-#: implemented by plugin modules, called by the kernel's commands about every plugin's stores
-MODULE_HOOKS = ("doctor_checks", "copy_storage", "import_sessions")
+#: implemented by plugin modules: called by the kernel's commands about every plugin's stores, and
+#: at the agent's own points in a conversation (defined in ``_agent_hookspecs``)
+MODULE_HOOKS = ("doctor_checks", "copy_storage", "import_sessions", "on_turn_begin",
+                "tool_batch_note", "pre_compaction_flush", "on_turn_end", "on_agent_reset",
+                "on_agent_close")
 
 __all__ = sorted({*REGISTRY_HOOKS, *MEMORY_HOOKS, *CONTEXT_ENGINE_HOOKS, *TOOL_HOOKS,
                   *PLATFORM_HOOKS, *MODULE_HOOKS})

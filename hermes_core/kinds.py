@@ -291,23 +291,24 @@ class Platform(_Instantiable):
         return False
 
 
-#: what a tool can be for the kernel's curation (see :class:`Curation`)
+#: what a tool can be for the memory review, flush and nudge (see :class:`Curation`)
 CURATION_ROLES = ("memory", "procedures")
 
 
 @dataclass(frozen=True, slots=True)
 class Curation:
-    """How a tool takes part in the kernel's curation (:mod:`hermes_core.curation`).
+    """How a tool takes part in memory curation (the built-in ``memory_review`` plugin: the
+    background review, the pre-compaction flush and the skill nudge).
 
     ``role="memory"``: the tool writes long-term memory. The background review and the
     pre-compaction flush offer the model this tool (and only it); ``instructions`` tell the model
     how to use it there, ``snapshot()`` returns what the store holds now (text for the review's
-    prompt; called on the review's thread) and ``describe(arguments, result)`` turns a successful
+    prompt; called on the review's lane) and ``describe(arguments, result)`` turns a successful
     call into short human descriptions of the changes ("added to MEMORY.md: ..."), which become
     the ``memory updated: ...`` notice.
 
     ``role="procedures"``: the tool saves reusable procedures (skills). After ``nudge_interval``
-    tool-loop iterations without a call of it (0: never), the kernel adds ``nudge`` (default: a
+    tool-loop iterations without a call of it (0: never), the review plugin adds ``nudge`` (default: a
     generic reminder naming the tool) to the batch's last tool result.
     """
 

@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 __all__ = [
     "BUILTIN_PLUGINS",
     "ENTRY_POINT_GROUP",
+    "ESSENTIAL_PLUGINS",
+    "INLINE_HOOKS",
     "Candidate",
     "PluginRecord",
     "allowed_names",
@@ -43,6 +45,7 @@ __all__ = [
     "import_candidate",
     "install_problems",
     "installed_distributions",
+    "runs_inline",
     "strict_mode",
 ]
 
@@ -61,6 +64,7 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "skills": "hermes_core.plugins.memory.skills",
     "todo": "hermes_core.plugins.tools.todo",
     "delegate": "hermes_core.plugins.tools.delegate",
+    "memory_review": "hermes_core.plugins.memory_review",
     "cli": "hermes_core.plugins.platforms.cli",
     "webhook": "hermes_core.plugins.platforms.webhook",
     "mcp": "hermes_core.plugins.mcp",
@@ -72,6 +76,34 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "anthropic": "hermes_core.plugins.llm.anthropic",
     "openai": "hermes_core.plugins.llm.openai",
 }
+
+#: first-party plugins that carry what the agent loop always did (the memory review): found even
+#: when a host is loaded without the built-ins; ``plugins.disabled`` and ``plugins.enabled_only``
+#: apply to them as to any plugin
+ESSENTIAL_PLUGINS = frozenset({"memory_review"})
+
+#: hooks of first-party plugin modules that the kernel runs on the calling thread (no lane, no
+#: deadline), as the agent loop ran this work before it was a plugin: a few microseconds of
+#: in-memory bookkeeping that does no I/O and waits for nothing (the memory review counts a turn,
+#: picks the skill nudge, queues a due review on its own lane without waiting, resets its
+#: counters), where a lane hand-off would cost every turn more than the work itself; and the
+#: review's close, which only waits on a running review within a bound of its own that ends
+#: before the hook's deadline. Only the built-in module itself runs so (:func:`runs_inline`);
+#: every other implementation of these hooks, and the review's flush (a model call), still run
+#: on their plugin's lane under a deadline.
+INLINE_HOOKS: dict[str, frozenset[str]] = {
+    "memory_review": frozenset({"on_turn_begin", "tool_batch_note", "on_turn_end", "on_agent_reset",
+                                "on_agent_close"}),
+}
+
+
+def runs_inline(plugin_name: str, plugin: object, hook: str) -> bool:
+    """Whether the kernel runs ``plugin``'s implementation of ``hook`` on the calling thread:
+    ``hook`` is in :data:`INLINE_HOOKS` for ``plugin_name`` and ``plugin`` is that built-in's
+    own module (not another object registered under its name)."""
+    hooks = INLINE_HOOKS.get(plugin_name)
+    return (hooks is not None and hook in hooks
+            and plugin is sys.modules.get(BUILTIN_PLUGINS[plugin_name]))
 
 Source = Literal["builtin", "entry-point", "directory"]
 
@@ -251,8 +283,8 @@ def _directory_candidates(plugins_dir: Path) -> list[Candidate]:
 def discover(plugins_dir: Path | None, *, builtins: bool = True, entry_point: bool = True) -> list[Candidate]:
     """Every plugin candidate, in precedence order, without importing any."""
     found: list[Candidate] = []
-    if builtins:
-        found += [Candidate(name=n, source="builtin", module=m) for n, m in BUILTIN_PLUGINS.items()]
+    found += [Candidate(name=n, source="builtin", module=m) for n, m in BUILTIN_PLUGINS.items()
+              if builtins or n in ESSENTIAL_PLUGINS]
     if entry_point:
         found += _entry_point_candidates()
     if plugins_dir is not None:

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from .prefetch import PrefetchResult
     from .types import ToolOutcome
 
-__all__ = ["CompactionRecord", "CurationReport", "TurnResult", "estimate_tokens",
+__all__ = ["CompactionRecord", "CurationReport", "TurnEndNote", "TurnResult", "estimate_tokens",
            "reported_prompt_tokens", "retried_turn"]
 
 
@@ -113,6 +113,18 @@ class TurnResult:
     #: hook implementations that raised, were late or answered the wrong type during this turn,
     #: and background ones (sync_turn, queue_prefetch, ...) of this conversation since the last
     problems: list[HookProblem] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class TurnEndNote:
+    """What one ``on_turn_end`` implementation adds to the turn's result: the kernel merges it
+    (an implementation returns it rather than changing the result, which may be gone by the time
+    a late one answers)."""
+
+    #: appended, in call order, to :attr:`TurnResult.notices`
+    notices: list[str] = field(default_factory=list)
+    #: sets :attr:`TurnResult.review_started`
+    review_started: bool = False
 
 
 def reported_prompt_tokens(history: list[Message]) -> int | None:

@@ -36,6 +36,7 @@ ALLOWED = {
     ("_config_sections.py", "compressor"),  # the default context.engine
     ("cli/serve_cmd.py", "webhook"),  # serve's default --platform
     ("scaffold.py", "*"),  # the scaffold's old home: a deprecation alias for one release
+    ("curation.py", "*"),  # the memory review's old home: a deprecation alias for one release
     ("embeddings.py", "minilm"),  # embeddings.embedder: auto prefers the first-party local one
     ("bearer.py", "mcp"),  # the home's token keeps its public names: mcp-token, 'mcp token'
     ("_config_sections.py", "anthropic"),  # the default llm.client

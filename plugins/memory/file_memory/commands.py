@@ -3,8 +3,8 @@
 A thin layer over the file memory's store (``hermes_core.plugins.memory.file_memory``): the same
 limits (from the ``file_memory`` config section), the same validation and threat scan, the same
 locking as the ``memory`` tool. A refusal exits non-zero with the reason. ``memory review`` runs
-the background memory review (:func:`hermes_core.curation.review_session`) over a session read
-from the session archive.
+the background memory review (the ``memory_review`` plugin's ``review_session``) over a session
+read from the session archive.
 """
 
 from __future__ import annotations

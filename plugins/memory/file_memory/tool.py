@@ -399,7 +399,7 @@ GUIDANCE = (
     "task progress or anything only this conversation needs. What you save appears in this prompt "
     "from the next session on."
 )
-#: what the kernel's review and flush tell the model about the tool's targets
+#: what the memory review and flush (the memory_review plugin) tell the model about the tool's targets
 CURATION_INSTRUCTIONS = (
     "Use the memory tool: target \"user\" for who the user is, \"memory\" for your own notes."
 )
@@ -411,7 +411,7 @@ def _short(text: object, limit: int = 80) -> str:
 
 
 def describe_call(arguments: dict[str, Any], result: str) -> list[str]:
-    """Human descriptions of the changes a successful ``memory`` call made (for the kernel's
+    """Human descriptions of the changes a successful ``memory`` call made (for the memory review's
     ``memory updated: ...`` notice); nothing for a refused call or a duplicate add."""
     try:
         data = json.loads(result)
@@ -438,7 +438,7 @@ def describe_call(arguments: dict[str, Any], result: str) -> list[str]:
 
 
 def describe_store(store: MemoryStore, targets: tuple[str, ...] = TARGETS) -> str:
-    """What both files hold now, for the kernel's review prompt."""
+    """What both files hold now, for the memory review's prompt."""
     parts = []
     for target in targets:
         name = FILENAMES[target]
@@ -449,7 +449,7 @@ def describe_store(store: MemoryStore, targets: tuple[str, ...] = TARGETS) -> st
 
 def build_tool(handler: MemoryToolHandler) -> Tool:
     """The ``memory`` Tool object served by ``get_tools``: its prompt guidance and its part in
-    the kernel's curation (review, flush) travel with it."""
+    the memory review's curation (review, flush; the ``memory_review`` plugin) travel with it."""
     return Tool(
         name="memory",
         description=TOOL_DESCRIPTION,

@@ -5,7 +5,7 @@ memory review, the pre-compaction flush and the skill nudge take part in a conve
 them). Like every hook on the turn's path, each implementation runs on its plugin's lane for the
 conversation under the hook's deadline (``hooks.timeouts``; see ``DEFAULT_HOOK_TIMEOUTS``; the
 built-in ``memory_review``'s own bookkeeping and close excepted, which run on the agent's thread, see
-``loader.INLINE_HOOKS``): one that is late is recorded as a problem of the turn, the agent goes
+``loader.inline``): one that is late is recorded as a problem of the turn, the agent goes
 on without it, and its answer, when it comes, is dropped; until it answers in time again the
 plugin is only probed. Keep an implementation short and queue slow work with :meth:`PluginHost.run_later
 <hermes_core.host.PluginHost.run_later>`. An implementation that raises is recorded as a problem

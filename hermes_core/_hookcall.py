@@ -14,8 +14,8 @@ that adds what pluggy does not do:
 * **a deadline**: a bounded implementation runs on its plugin's lane (:mod:`._lanes`); when it is
   late the call goes on without it, recorded as ``timed_out`` (``queued`` while an earlier late call
   still runs), and its side effects land later, in order;
-* **inline**: the few quick implementations of built-in plugin modules the host names
-  (``loader.INLINE_HOOKS``) run on the calling thread, with no lane and no deadline; every other
+* **inline**: the few quick implementations that built-in plugin modules mark
+  with ``loader.inline`` run on the calling thread, with no lane and no deadline; every other
   implementation of the same hook still runs on its lane (or its runner, see below);
 * **one hand-off per call**: when two or more bounded implementations and no wrapper take part,
   the caller hands the whole of pluggy's call to one runner thread instead of one lane hand-off per

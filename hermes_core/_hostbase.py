@@ -65,7 +65,7 @@ class HostBase:
         self._names: dict[str, str] = {}
         #: every kernel call of a hook goes through this typed facade
         self.hooks = Hooks(pm, kind_of=self.kind_of, timeout_of=config.core.hooks.timeout)
-        from .loader import runs_inline  # the built-ins' quick hooks (loader.INLINE_HOOKS)
+        from .loader import runs_inline  # the built-ins' quick hooks (marked with loader.inline)
 
         self.hooks.engine.inline_of = runs_inline
         #: the stores' erasure generation last read by :meth:`heed_erasures` (None: not yet)

@@ -23,10 +23,11 @@ import importlib.util
 import os
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 if TYPE_CHECKING:
     from importlib import metadata
@@ -35,7 +36,6 @@ __all__ = [
     "BUILTIN_PLUGINS",
     "ENTRY_POINT_GROUP",
     "ESSENTIAL_PLUGINS",
-    "INLINE_HOOKS",
     "Candidate",
     "PluginRecord",
     "allowed_names",
@@ -43,6 +43,7 @@ __all__ = [
     "discover",
     "entry_points",
     "import_candidate",
+    "inline",
     "install_problems",
     "installed_distributions",
     "runs_inline",
@@ -82,28 +83,32 @@ BUILTIN_PLUGINS: dict[str, str] = {
 #: apply to them as to any plugin
 ESSENTIAL_PLUGINS = frozenset({"memory_review"})
 
-#: hooks of first-party plugin modules that the kernel runs on the calling thread (no lane, no
-#: deadline), as the agent loop ran this work before it was a plugin: a few microseconds of
-#: in-memory bookkeeping that does no I/O and waits for nothing (the memory review counts a turn,
-#: picks the skill nudge, queues a due review on its own lane without waiting, resets its
-#: counters), where a lane hand-off would cost every turn more than the work itself; and the
-#: review's close, which only waits on a running review within a bound of its own that ends
-#: before the hook's deadline. Only the built-in module itself runs so (:func:`runs_inline`);
-#: every other implementation of these hooks, and the review's flush (a model call), still run
-#: on their plugin's lane under a deadline.
-INLINE_HOOKS: dict[str, frozenset[str]] = {
-    "memory_review": frozenset({"on_turn_begin", "tool_batch_note", "on_turn_end", "on_agent_reset",
-                                "on_agent_close"}),
-}
+#: the attribute :func:`inline` sets on an implementation
+_INLINE = "_hermes_core_inline"
+
+_F = TypeVar("_F", bound=Callable[..., object])
+
+
+def inline(fn: _F) -> _F:
+    """Mark a built-in plugin module's hook implementation as one the kernel runs on the
+    calling thread (no lane, no deadline): a few microseconds of in-memory bookkeeping that does
+    no I/O and waits for nothing, where a lane hand-off would cost every turn more than the work
+    (the memory review counts a turn, picks the skill nudge, queues a due review on its own lane
+    without waiting), or a wait bounded by itself inside the hook's deadline. Honoured only on
+    the built-in plugins' own modules (:data:`BUILTIN_PLUGINS`, :func:`runs_inline`): anywhere
+    else it is ignored and the implementation runs on its plugin's lane under its deadline."""
+    setattr(fn, _INLINE, True)
+    return fn
 
 
 def runs_inline(plugin_name: str, plugin: object, hook: str) -> bool:
     """Whether the kernel runs ``plugin``'s implementation of ``hook`` on the calling thread:
-    ``hook`` is in :data:`INLINE_HOOKS` for ``plugin_name`` and ``plugin`` is that built-in's
-    own module (not another object registered under its name)."""
-    hooks = INLINE_HOOKS.get(plugin_name)
-    return (hooks is not None and hook in hooks
-            and plugin is sys.modules.get(BUILTIN_PLUGINS[plugin_name]))
+    ``plugin`` is the built-in ``plugin_name``'s own module (not another object registered under
+    its name) and marked that implementation with :func:`inline`."""
+    module = BUILTIN_PLUGINS.get(plugin_name)
+    return (module is not None and plugin is sys.modules.get(module)
+            and getattr(getattr(plugin, hook, None), _INLINE, False) is True)
+
 
 Source = Literal["builtin", "entry-point", "directory"]
 

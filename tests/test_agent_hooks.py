@@ -454,7 +454,7 @@ def test_a_hung_reset_or_close_hook_costs_one_deadline(home, hook):
 def test_memory_reviews_quick_hooks_run_on_the_agents_thread_its_flush_on_its_lane(
         home, monkeypatch):
     """The built-in's bookkeeping (count, nudge, queue a due review, reset) costs a turn no lane
-    hand-off (loader.INLINE_HOOKS), and its close (bounded by itself) runs where the agent's
+    hand-off (marked with loader.inline), and its close (bounded by itself) runs where the agent's
     close runs, as before it was a plugin; its flush, a model call, still runs on its lane under
     its deadline."""
     from hermes_core.plugins.memory_review.curator import Curator
@@ -491,7 +491,7 @@ def test_only_the_built_in_module_itself_runs_inline():
     import types
 
     import hermes_core.plugins.memory_review as memory_review
-    from hermes_core.loader import runs_inline
+    from hermes_core.loader import inline, runs_inline
 
     assert runs_inline("memory_review", memory_review, "on_turn_end")
     assert runs_inline("memory_review", memory_review, "on_turn_begin")
@@ -503,6 +503,20 @@ def test_only_the_built_in_module_itself_runs_inline():
     impostor.on_turn_end = memory_review.on_turn_end  # type: ignore[attr-defined]
     assert not runs_inline("memory_review", impostor, "on_turn_end")
     assert not runs_inline("watcher", memory_review, "on_turn_end")
+    # a third party marking its own implementation: ignored, it runs on its lane
+    third = types.ModuleType("watcher")
+
+    @inline
+    def on_turn_end(agent, result):
+        return None
+
+    third.on_turn_end = on_turn_end  # type: ignore[attr-defined]
+    assert not runs_inline("watcher", third, "on_turn_end")
+    # a built-in module's unmarked implementation: on its lane
+    import hermes_core.plugins.memory.file_memory as file_memory
+
+    assert not any(runs_inline("file_memory", file_memory, h)
+                   for h in ("on_turn_end", "sync_turn", "prefetch"))
 
 
 def test_a_hung_turn_end_beside_another_plugins_still_costs_one_deadline(home):

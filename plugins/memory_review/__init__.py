@@ -8,7 +8,7 @@ history keeps its place in the review cycle). Each hook runs on the plugin's lan
 conversation under its deadline (``hooks.timeouts``), as any plugin's, except the four quick ones
 (``on_turn_begin``, ``tool_batch_note``, ``on_turn_end``, ``on_agent_reset``: bookkeeping that does
 no I/O and waits for nothing) and ``on_agent_close`` (its wait is bounded here, within the hook's
-deadline), which the kernel runs on the agent's thread (``INLINE_HOOKS`` in
+deadline), which the kernel runs on the agent's thread (marked with ``inline`` from
 :mod:`hermes_core.loader`): keep them so.
 
 * ``on_turn_begin``: a user turn is counted;
@@ -36,6 +36,7 @@ import weakref
 from typing import TYPE_CHECKING
 
 from hermes_core import hookimpl
+from hermes_core.loader import inline
 from hermes_core.results import TurnEndNote
 
 if TYPE_CHECKING:
@@ -87,11 +88,13 @@ def _job(agent: Agent, messages: list[Message]) -> CurationJob | None:
 
 
 @hookimpl
+@inline
 def on_turn_begin(agent: Agent) -> None:
     _curator(agent).begin_turn()
 
 
 @hookimpl
+@inline
 def tool_batch_note(agent: Agent, calls: list[ToolCall]) -> str | None:
     return _curator(agent).skill_nudge(agent.router, calls)
 
@@ -102,6 +105,7 @@ def pre_compaction_flush(agent: Agent, messages: list[Message]) -> CurationRepor
 
 
 @hookimpl
+@inline
 def on_turn_end(agent: Agent, result: TurnResult) -> TurnEndNote | None:
     from .curator import curation_tools
 
@@ -115,6 +119,7 @@ def on_turn_end(agent: Agent, result: TurnResult) -> TurnEndNote | None:
 
 
 @hookimpl
+@inline
 def on_agent_reset(agent: Agent) -> None:
     curator = _CURATORS.get(agent)
     if curator is not None:
@@ -122,6 +127,7 @@ def on_agent_reset(agent: Agent) -> None:
 
 
 @hookimpl
+@inline
 def on_agent_close(agent: Agent) -> None:
     curator = _CURATORS.get(agent)
     if curator is not None:

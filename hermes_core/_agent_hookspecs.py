@@ -12,8 +12,11 @@ plugin is only probed. Keep an implementation short and queue slow work with :me
 of the turn and the agent goes on. ``agent`` is the :class:`~hermes_core.agent.Agent` (its
 ``host``, ``session``, ``history``, ``router``, ``system_prompt``, ``aux_llm``, ``on_notice``):
 do not change what the kernel reads (a late implementation may still be running when the agent
-has moved on); a plugin keeps its per-conversation state itself, e.g. in a
-``weakref.WeakKeyDictionary`` keyed by the agent.
+has moved on); a plugin keeps its per-conversation state itself, on the agent under a name of
+its own (``setattr(agent, "my_plugin_state", ...)``) so that it goes with the agent. A
+module-level ``weakref.WeakKeyDictionary`` keyed by the agent whose values hold the host keeps
+the host alive until a garbage collection has removed the agent's entry, and frees it only at the
+next one.
 """
 
 from __future__ import annotations

@@ -211,6 +211,57 @@ def test_the_review_runs_on_the_plugins_lane_not_a_thread_of_its_own(home):
     assert threads[0].startswith("hermes-lane-") and "memory_review" in threads[0]
 
 
+def test_the_review_keeps_no_conversation_alive_from_its_module(home):
+    """The review's state goes with the agent: nothing the plugin module holds reaches a closed
+    conversation's host. (A module-level table keyed weakly by the agent held each host until a
+    garbage collection removed the agent's entry and a second one freed the host: the unit suite
+    ended at twice the memory.)"""
+    import gc
+    import sys
+    import types
+    import weakref
+
+    from hermes_core.plugins.memory.file_memory import FileMemory
+
+    class Aux:
+        def respond(self, **kwargs):
+            from hermes_core.llm import LLMResponse
+            return LLMResponse("Nothing to save.")
+
+    class Registrar:
+        @hookimpl
+        def register_memory_providers(self, register):
+            register(FileMemory)
+
+    def converse() -> weakref.ref[PluginHost]:
+        text = ("memory:\n  providers: [file_memory]\n  nudge_interval: 1\n  flush_min_turns: 0\n"
+                "context:\n  engine: none\n")
+        host = PluginHost.load(home, config=parse_config_text(text, home / "config.yaml"),
+                               builtins=False, entry_points=False, directories=False,
+                               plugins=[("test_plugins", Registrar())])
+        host.activate_memory_providers()
+        agent = Agent(host, ScriptLLM([reply("one")]), aux_llm=Aux())
+        assert agent.run_turn("hello").review_started
+        assert agent.curator.wait(10)
+        agent.close()
+        host.shutdown()
+        return weakref.ref(host)
+
+    host = converse()
+    module = sys.modules["hermes_core.plugins.memory_review"]
+    namespaces = {id(vars(m)) for m in list(sys.modules.values()) if m is not None}
+    seen: set[int] = set()
+    todo: list[object] = [vars(module)]
+    while todo:  # everything the module's namespace reaches, other modules' excepted
+        value = todo.pop()
+        if id(value) in seen or isinstance(value, (types.ModuleType, type)):
+            continue
+        seen.add(id(value))
+        assert value is not host(), "the memory review's module keeps a closed conversation's host"
+        todo.extend(v for v in gc.get_referents(value)
+                    if not (isinstance(v, dict) and id(v) in namespaces))
+
+
 def test_the_old_curation_names_warn_and_hand_over_the_plugins():
     import hermes_core.curation as old
     from hermes_core import _compacting, results

@@ -2,9 +2,11 @@
 conversation, the pre-compaction memory flush and the skill nudge.
 
 It takes part in each conversation through the agent's hooks, one :class:`~.curator.Curator` per
-:class:`~hermes_core.agent.Agent` (kept by this module, keyed weakly by the agent, and shown as
-``agent.curator`` for callers and tests; made at the conversation's first hook, so a resumed
-history keeps its place in the review cycle). Each hook runs on the plugin's lane for the
+:class:`~hermes_core.agent.Agent`, kept on the agent as ``agent.curator`` (so it goes with the
+agent: a module-level table keyed weakly by the agent would keep the curator, and through it the
+host, until the agent's entry is removed by a garbage collection, and the host only freed by a
+second one); made at the conversation's first hook, so a resumed history keeps its place in the
+review cycle. Each hook runs on the plugin's lane for the
 conversation under its deadline (``hooks.timeouts``), as any plugin's, except the four quick ones
 (``on_turn_begin``, ``tool_batch_note``, ``on_turn_end``, ``on_agent_reset``: bookkeeping that does
 no I/O and waits for nothing) and ``on_agent_close`` (its wait is bounded here, within the hook's
@@ -50,22 +52,27 @@ __all__ = ["on_agent_close", "on_agent_reset", "on_turn_begin", "on_turn_end",
            "pre_compaction_flush", "tool_batch_note"]
 
 
-#: each agent's curator: the plugin's own state, gone with the agent
-_CURATORS: weakref.WeakKeyDictionary[Agent, Curator] = weakref.WeakKeyDictionary()
+#: the agent attribute holding its curator (the plugin's state for the conversation)
+_ATTRIBUTE = "curator"
 _MAKING = threading.Lock()
+
+
+def _kept(agent: Agent) -> Curator | None:
+    curator: Curator | None = vars(agent).get(_ATTRIBUTE)
+    return curator
 
 
 def _curator(agent: Agent) -> Curator:
     """The agent's curator, made at its first hook (from the history it started with)."""
-    curator = _CURATORS.get(agent)
+    curator = _kept(agent)
     if curator is not None:
         return curator
     with _MAKING:  # a late hook may still run on another lane: one curator per agent
-        curator = _CURATORS.get(agent)
+        curator = _kept(agent)
         if curator is None:
             from .curator import Curator
 
-            owner = weakref.ref(agent)  # the curator must not keep its key alive
+            owner = weakref.ref(agent)  # a review still running must not keep the agent alive
 
             def tell(text: str) -> None:  # the agent's callback of the moment (a front end sets it)
                 callback = getattr(owner(), "on_notice", None)
@@ -74,8 +81,7 @@ def _curator(agent: Agent) -> Curator:
 
             curator = Curator(agent.host, agent.aux_llm, on_notice=tell,
                               prior_user_turns=sum(1 for m in agent.history if m.role == "user"))
-            _CURATORS[agent] = curator
-            agent.curator = curator  # type: ignore[attr-defined]  # for callers and tests
+            setattr(agent, _ATTRIBUTE, curator)  # also read by callers and tests
     return curator
 
 
@@ -121,7 +127,7 @@ def on_turn_end(agent: Agent, result: TurnResult) -> TurnEndNote | None:
 @hookimpl
 @inline
 def on_agent_reset(agent: Agent) -> None:
-    curator = _CURATORS.get(agent)
+    curator = _kept(agent)
     if curator is not None:
         curator.reset()
 
@@ -129,7 +135,7 @@ def on_agent_reset(agent: Agent) -> None:
 @hookimpl
 @inline
 def on_agent_close(agent: Agent) -> None:
-    curator = _CURATORS.get(agent)
+    curator = _kept(agent)
     if curator is not None:
         # a running review gets its own bound, cut to end before this hook's deadline does
         deadline = agent.host.config.core.hooks.timeout("on_agent_close")

@@ -1,15 +1,18 @@
 """``hermes-core doctor``'s checks of the session archive (the ``doctor_checks`` hook).
 
 The configured archive file (``session_archive.path``, else ``<home>/state.db``): readable,
-sound (``PRAGMA quick_check``), a session archive of a schema this version knows, and the
-messages waiting in its spool. Everything is read-only: a damaged file is never modified.
+sound (``PRAGMA quick_check``), a session archive of a schema this version knows, the
+messages waiting in its spool, and the kept rows of the commonest words (:func:`words_check`).
+Everything is read-only: a damaged file is never modified.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from hermes_core.config import LoadedConfig, validate_section
 from hermes_core.doctor import DoctorCheck
@@ -21,7 +24,7 @@ from .config import SessionArchiveConfig
 from .db import connect_read_only, recovery_advice, spool_path
 from .schema import APPLICATION_ID, LATEST_VERSION
 
-__all__ = ["archive_checks", "archive_location"]
+__all__ = ["STALE_SHARE", "archive_checks", "archive_location", "words_check"]
 
 
 def archive_checks(home: Path, config: LoadedConfig) -> list[DoctorCheck]:
@@ -34,6 +37,10 @@ def archive_checks(home: Path, config: LoadedConfig) -> list[DoctorCheck]:
     checks = [check_archive(path, name), erasure_log_check(home, None)]
     if _derive_on(config) and path.exists():
         checks.append(derivation_check(path))
+    if checks[0].ok and path.exists():
+        words = words_check(path)
+        if words is not None:
+            checks.append(words)
     return checks
 
 
@@ -203,3 +210,79 @@ def _check_identity(path: Path, detail: str) -> tuple[bool, str]:
                        f"(this one knows {LATEST_VERSION}); upgrade hermes-core. It was left "
                        "untouched")
     return True, f"{detail} (empty)"
+
+
+#: share of the messages newer than the kept rows' build from which doctor advises a new one
+STALE_SHARE = 0.25
+_REINDEX = "hermes-core sessions reindex --words"
+
+
+@dataclass(frozen=True, slots=True)
+class _WordsCheck(DoctorCheck):
+    """A check whose ``--json`` form also carries its figures (``kept_words``)."""
+
+    figures: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**DoctorCheck.to_dict(self), "kept_words": dict(self.figures)}
+
+
+def words_check(path: Path) -> DoctorCheck | None:
+    """The kept best messages of the commonest words (impacts.py): built or not, the words kept,
+    the newest id covered and how many messages are newer (ranked by FTS5 itself). Advice (a
+    warning naming ``sessions reindex --words``) when not built while the archive holds at
+    least ``impacts.MIN_DF`` indexed messages (below that no word can be kept), or when
+    :data:`STALE_SHARE` of the messages or more are newer than the build. Cheap: meta, the
+    small ``term_bounds``, FTS5's totals record, the sessions' message counts and a range count
+    of the newer ids; the word index itself is not read. None when the file cannot be read."""
+    from . import impacts
+
+    try:
+        con, _note = connect_read_only(path)
+        try:
+            figures = _words_figures(con)
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return None  # the archive check reports what is wrong with the file
+    figures["min_messages"] = min_df = impacts.MIN_DF
+    figures["stale_share"] = STALE_SHARE
+    name = "common words"
+    messages, indexed = figures["messages"], figures["indexed"]
+    if not figures["built"]:
+        if indexed < min_df:
+            return _WordsCheck(name, True, f"not built; not needed yet: {indexed:,} indexed "
+                               f"messages, a word is kept from {min_df:,} on", figures=figures)
+        return _WordsCheck(name, True, f"not built: {indexed:,} indexed messages, so a one-word "
+                           "search of a common word scores every match", warning=True,
+                           fix=f"run '{_REINDEX}' (seconds at 100k messages, minutes at 1M)",
+                           figures=figures)
+    newer, share = figures["newer"], figures["newer_share"]
+    detail = (f"{figures['words']} word(s) kept, built up to message {figures['upto']}; "
+              f"{newer:,} of {messages:,} messages ({share:.0%}) are newer (ranked by FTS5)")
+    if share >= STALE_SHARE and indexed >= min_df:
+        return _WordsCheck(name, True, f"{detail}: the build is stale", warning=True,
+                           fix=f"run '{_REINDEX}' to rank them from the kept rows too",
+                           figures=figures)
+    return _WordsCheck(name, True, detail, figures=figures)
+
+
+def _words_figures(con: sqlite3.Connection) -> dict[str, Any]:
+    from . import impacts
+
+    messages = int(con.execute("SELECT coalesce(sum(message_count), 0) FROM sessions"
+                               ).fetchone()[0])
+    indexed = impacts._totals(con)[0]
+    has_rows = con.execute("SELECT 1 FROM sqlite_master WHERE name = 'term_bounds'").fetchone()
+    row = con.execute("SELECT CAST(value AS INTEGER) FROM meta WHERE key = ?",
+                      (impacts.UPTO,)).fetchone()
+    out: dict[str, Any] = {"built": bool(has_rows and row), "messages": messages,
+                           "indexed": indexed, "words": None, "upto": None, "newer": None,
+                           "newer_share": None}
+    if out["built"]:
+        upto = int(row[0])
+        newer = int(con.execute("SELECT count(*) FROM messages WHERE id > ?", (upto,)
+                                ).fetchone()[0])
+        out.update(words=int(con.execute("SELECT count(*) FROM term_bounds").fetchone()[0]),
+                   upto=upto, newer=newer, newer_share=newer / messages if messages else 0.0)
+    return out

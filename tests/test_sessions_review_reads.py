@@ -60,3 +60,19 @@ def test_a_home_without_an_archive_gets_none_from_a_review(home):
         result = CliRunner().invoke(cli, ["sessions", "review"])
     assert result.exit_code == 1 and "no session archive" in result.output, result.output
     assert not api.bodies and not (home / "state.db").exists()
+
+
+def test_a_home_with_the_memory_review_turned_off_gets_no_review(home):
+    """plugins.disabled: [memory_review] turns the review off in chats; the command says so
+    instead of running one, and asks no model."""
+    with MessagesAPIServer(_answer) as api:
+        _config(home, api)
+        with (home / "config.yaml").open("a", encoding="utf-8") as config:
+            config.write("plugins:\n  disabled: [memory_review]\n")
+        _archive(home)
+        result = CliRunner().invoke(cli, ["sessions", "review", PARENT])
+    assert result.exit_code == 1, result.output
+    assert "memory review is off" in result.output and "plugins.disabled" in result.output
+    assert not api.bodies
+    with SessionArchive(home / "state.db") as archive:  # what was stored is left as it was
+        assert [m.content for m in archive.messages(PARENT)] == ["parent talk"]

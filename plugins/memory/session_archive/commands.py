@@ -456,6 +456,12 @@ def review(session_id: str | None, as_json: bool) -> None:
 
     host = load_host()
     try:
+        reviewer = host.records.get("memory_review")
+        if reviewer is None or not reviewer.enabled:
+            raise click.ClickException(
+                "the memory review is off in this home (plugins.disabled names memory_review, or "
+                "plugins.enabled_only leaves it out), so nothing is reviewed; turn it back on to "
+                "review a session")
         path, _settings, url = _path()
         # the archive the other commands read: with storage.url set, the PostgreSQL one
         with _archive() as archive:

@@ -175,10 +175,27 @@ def test_disabling_the_memory_review_turns_off_the_review_flush_and_nudge(home):
     assert host.hooks.implemented(host.pm.hook.on_turn_end) == []
 
 
-def test_the_review_runs_on_the_plugins_lane_not_a_thread_of_its_own(home):
-    """A due review is queued with PluginHost.run_later on the plugin's disposable lane."""
+def _review_host(home, memory: str = "") -> PluginHost:
+    """A host whose file memory offers the memory tool and whose review is due every turn
+    (``memory``: more lines of the memory section)."""
     from hermes_core.plugins.memory.file_memory import FileMemory
 
+    class Registrar:
+        @hookimpl
+        def register_memory_providers(self, register):
+            register(FileMemory)
+
+    text = ("memory:\n  providers: [file_memory]\n  nudge_interval: 1\n  flush_min_turns: 0\n"
+            f"{memory}context:\n  engine: none\n")
+    host = PluginHost.load(home, config=parse_config_text(text, home / "config.yaml"),
+                           builtins=False, entry_points=False, directories=False,
+                           plugins=[("test_plugins", Registrar())])
+    host.activate_memory_providers()
+    return host
+
+
+def test_the_review_runs_on_the_plugins_lane_not_a_thread_of_its_own(home):
+    """A due review is queued with PluginHost.run_later on the plugin's disposable lane."""
     threads: list[str] = []
     seen = threading.Event()
 
@@ -189,19 +206,7 @@ def test_the_review_runs_on_the_plugins_lane_not_a_thread_of_its_own(home):
             from hermes_core.llm import LLMResponse
             return LLMResponse("Nothing to save.")
 
-    text = ("memory:\n  providers: [file_memory]\n  nudge_interval: 1\n  flush_min_turns: 0\n"
-            "context:\n  engine: none\n")
-
-    class Registrar:
-        @hookimpl
-        def register_memory_providers(self, register):
-            register(FileMemory)
-
-    host = PluginHost.load(home, config=parse_config_text(text, home / "config.yaml"),
-                           builtins=False, entry_points=False, directories=False,
-                           plugins=[("test_plugins", Registrar())])
-    host.activate_memory_providers()
-    agent = Agent(host, ScriptLLM([reply("one")]), aux_llm=Aux())
+    agent = Agent(_review_host(home), ScriptLLM([reply("one")]), aux_llm=Aux())
     result = agent.run_turn("hello")
     assert result.review_started
     assert agent.curator.wait(10) and seen.is_set()
@@ -221,25 +226,13 @@ def test_the_review_keeps_no_conversation_alive_from_its_module(home):
     import types
     import weakref
 
-    from hermes_core.plugins.memory.file_memory import FileMemory
-
     class Aux:
         def respond(self, **kwargs):
             from hermes_core.llm import LLMResponse
             return LLMResponse("Nothing to save.")
 
-    class Registrar:
-        @hookimpl
-        def register_memory_providers(self, register):
-            register(FileMemory)
-
     def converse() -> weakref.ref[PluginHost]:
-        text = ("memory:\n  providers: [file_memory]\n  nudge_interval: 1\n  flush_min_turns: 0\n"
-                "context:\n  engine: none\n")
-        host = PluginHost.load(home, config=parse_config_text(text, home / "config.yaml"),
-                               builtins=False, entry_points=False, directories=False,
-                               plugins=[("test_plugins", Registrar())])
-        host.activate_memory_providers()
+        host = _review_host(home)
         agent = Agent(host, ScriptLLM([reply("one")]), aux_llm=Aux())
         assert agent.run_turn("hello").review_started
         assert agent.curator.wait(10)
@@ -283,8 +276,6 @@ def test_a_review_waiting_on_its_lane_past_its_bound_writes_nothing_and_frees_th
     """The review's bound counts from when it was queued, as a thread started then would have:
     one still waiting on the plugin's lane after it makes no model call, and a review due
     meanwhile is not held back by it (it runs after, within its own bound)."""
-    from hermes_core.plugins.memory.file_memory import FileMemory
-
     asked: list[int] = []
 
     class Aux:
@@ -293,17 +284,7 @@ def test_a_review_waiting_on_its_lane_past_its_bound_writes_nothing_and_frees_th
             from hermes_core.llm import LLMResponse
             return LLMResponse("Nothing to save.")
 
-    class Registrar:
-        @hookimpl
-        def register_memory_providers(self, register):
-            register(FileMemory)
-
-    text = ("memory:\n  providers: [file_memory]\n  nudge_interval: 1\n  flush_min_turns: 0\n"
-            "  review_timeout: 1.0\ncontext:\n  engine: none\n")
-    host = PluginHost.load(home, config=parse_config_text(text, home / "config.yaml"),
-                           builtins=False, entry_points=False, directories=False,
-                           plugins=[("test_plugins", Registrar())])
-    host.activate_memory_providers()
+    host = _review_host(home, "  review_timeout: 1.0\n")
     agent = Agent(host, ScriptLLM([reply("one"), reply("two")]), aux_llm=Aux())
     agent.start()
     gate, holding = threading.Event(), threading.Event()

@@ -41,9 +41,9 @@ from typing import Any
 from hermes_core import MemoryProvider, PluginHost, Tool, hookimpl
 from hermes_core.agent import Agent
 from hermes_core.config import parse_config_text
-from hermes_core.curation import Curator
 from hermes_core.kinds import PluginContext
 from hermes_core.plugins.memory.skills import SkillsConfig, SkillsProvider
+from hermes_core.plugins.memory_review.curator import Curator
 from hermes_core.testing import CannedLLM
 from hermes_core.toolrun import ToolOutcome, ToolRouter
 from hermes_core.types import Session, ToolCall

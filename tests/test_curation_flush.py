@@ -9,10 +9,10 @@ from test_curation_review import FACT, Recording, _ends_with_tool_result, _text,
 
 from hermes_core import ContextEngine, hookimpl
 from hermes_core.agent import Agent
-from hermes_core.curation import FLUSH_PROMPT
 from hermes_core.plugins.llm.anthropic import AnthropicLLM
 from hermes_core.plugins.memory.file_memory import FileMemory
 from hermes_core.plugins.memory.session_archive import SessionArchiveProvider
+from hermes_core.plugins.memory_review.curator import FLUSH_PROMPT
 from hermes_core.testing import Failure, MessagesAPIServer, Reply, assert_well_formed
 from hermes_core.types import CompressionResult, Message
 

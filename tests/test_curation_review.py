@@ -16,10 +16,10 @@ from typing import Any
 from hermes_core import MemoryProvider, PluginHost, hookimpl
 from hermes_core.agent import Agent
 from hermes_core.config import parse_config_text
-from hermes_core.curation import REVIEW_PROMPT, Curator
 from hermes_core.plugins.llm.anthropic import AnthropicLLM
 from hermes_core.plugins.memory.file_memory import FileMemory
 from hermes_core.plugins.memory.session_archive import SessionArchiveProvider
+from hermes_core.plugins.memory_review.curator import REVIEW_PROMPT, Curator
 from hermes_core.testing import Failure, MessagesAPIServer, Reply
 from hermes_core.toolrun import ToolOutcome
 from hermes_core.types import ToolCall

@@ -1,7 +1,9 @@
 """Plugins stand alone and the kernel knows none of them by name.
 
 * No plugin imports another plugin's modules (first-party plugins and the two third-party
-  distributions in plugins/): what two plugins share lives in a public kernel module.
+  distributions in plugins/), nor the kernel's deprecated aliases of them (the old homes that
+  hand over a plugin's names): what two plugins share lives in a public kernel module, and what
+  one plugin offers another at run time is reached through the plugin manager.
 * The kernel (hermes_core/, the plugins symlink excluded) imports no plugin module, and no string
   in its code (docstrings are prose and are skipped) names a first-party plugin or one of their
   tools, except the places listed in ``ALLOWED`` below (the list of built-ins and the default
@@ -52,6 +54,9 @@ ALLOWED = {
     ("testing/messages_api.py", "anthropic"),  # the same header, read by the loopback server
 }
 _PREFIX = "hermes_core.plugins."
+#: the kernel modules that are deprecated aliases of a plugin's (each hands over its names)
+ALIASES = sorted("hermes_core." + rel.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+                 for rel, name in ALLOWED if name == "*" and rel != "loader.py")
 
 
 def plugin_roots(plugins: Path = PLUGINS) -> dict[str, Path]:
@@ -104,6 +109,8 @@ def plugin_to_plugin_imports(plugins: Path = PLUGINS) -> list[str]:
                           and (module == prefix or module.startswith(prefix + "."))]
                 if module.startswith("plugins."):  # the source tree's package: round the symlink
                     others.append(module)
+                others += [alias for alias in ALIASES
+                           if module == alias or module.startswith(alias + ".")]
                 for other in others:
                     if (line, other) not in seen:
                         seen.add((line, other))
@@ -168,12 +175,14 @@ def test_the_checks_catch_what_they_look_for(tmp_path: Path) -> None:
         "from ...memory.skills import library\n"
         "from hermes_core_honcho import client\n"
         "from hermes_core.plugins.tools.todo import own\n"
+        "from hermes_core.curation import review_session\n"
         "from . import sibling\n", encoding="utf-8")
     problems = plugin_to_plugin_imports(plugins)
-    assert len(problems) == 3, problems  # its own package is fine
+    assert len(problems) == 4, problems  # its own package is fine
     assert any("(plugin 'file_memory')" in p for p in problems)
     assert any("(plugin 'skills')" in p for p in problems)
     assert any("(plugin 'hermes_core_honcho')" in p for p in problems)
+    assert any("(plugin 'hermes_core.curation')" in p for p in problems)
 
     kernel = tmp_path / "hermes_core"
     kernel.mkdir()

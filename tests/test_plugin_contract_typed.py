@@ -19,8 +19,8 @@ from agent_support import ScriptLLM, make_host, reply, tool_reply
 
 from hermes_core import CompressionResult, ContextEngine, MemoryProvider, Tool, hookimpl
 from hermes_core.agent import Agent
-from hermes_core.curation import Curator, make_job
 from hermes_core.kinds import Curation, Platform
+from hermes_core.plugins.memory_review.curator import Curator, make_job
 from hermes_core.toolrun import ToolRouter
 from hermes_core.types import Message, Session, ToolContext, Usage
 

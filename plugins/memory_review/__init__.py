@@ -27,6 +27,10 @@ On by default, as the review always was, even in a host loaded without the built
 ``plugins.disabled: [memory_review]`` turns all three off (``memory.nudge_interval: 0`` and
 ``memory.flush_before_compaction: false`` turn off one each), and a ``plugins.enabled_only`` list
 must name it to keep it.
+
+Other plugins reach the review through the plugin manager, never by importing it (``sessions
+review`` of the session archive: ``host.pm.get_plugin("memory_review").review_session(...)``,
+``None`` when the plugin is off).
 Loading the plugin imports only this module: :mod:`.curator` is imported by a conversation's
 first hook.
 """
@@ -43,13 +47,15 @@ from hermes_core.results import TurnEndNote
 
 if TYPE_CHECKING:
     from hermes_core.agent import Agent
+    from hermes_core.host import PluginHost
+    from hermes_core.llm import ChatLLM
     from hermes_core.results import CurationReport, TurnResult
-    from hermes_core.types import Message, ToolCall
+    from hermes_core.types import Message, Session, ToolCall
 
     from .curator import CurationJob, Curator
 
 __all__ = ["on_agent_close", "on_agent_reset", "on_turn_begin", "on_turn_end",
-           "pre_compaction_flush", "tool_batch_note"]
+           "pre_compaction_flush", "review_session", "tool_batch_note"]
 
 
 #: the agent attribute holding its curator (the plugin's state for the conversation)
@@ -140,3 +146,12 @@ def on_agent_close(agent: Agent) -> None:
         # a running review gets its own bound, cut to end before this hook's deadline does
         deadline = agent.host.config.core.hooks.timeout("on_agent_close")
         curator.close(limit=max(0.0, deadline - 1.0))  # then it writes nothing more
+
+
+def review_session(host: PluginHost, session: Session, messages: list[Message], *,
+                   llm: ChatLLM | None = None) -> CurationReport:
+    """Run a memory review now over a stored conversation (see :func:`.curator.review_session`):
+    what ``hermes-core sessions review`` calls, through the plugin manager."""
+    from .curator import review_session as review
+
+    return review(host, session, messages, llm=llm)

@@ -451,13 +451,13 @@ def review(session_id: str | None, as_json: bool) -> None:
     same limits, threat scan and locking as in a chat.
     """
     from hermes_core.commands import load_host
-    from hermes_core.curation import review_session
     from hermes_core.types import Session
 
     host = load_host()
     try:
-        reviewer = host.records.get("memory_review")
-        if reviewer is None or not reviewer.enabled:
+        # the review is another plugin's: reached through the plugin manager, not imported
+        reviewer = host.pm.get_plugin("memory_review")
+        if reviewer is None:
             raise click.ClickException(
                 "the memory review is off in this home (plugins.disabled names memory_review, or "
                 "plugins.enabled_only leaves it out), so nothing is reviewed; turn it back on to "
@@ -481,7 +481,7 @@ def review(session_id: str | None, as_json: bool) -> None:
         host.activate_memory_providers()
         session = Session(id=record.id, platform=record.platform, model=record.model,
                           title=record.title, attributes=dict(record.attributes))
-        report = review_session(host, session, messages)
+        report = reviewer.review_session(host, session, messages)
     finally:
         host.shutdown()
     if as_json:

@@ -4,6 +4,7 @@ Prints medians and their ratio to the targets of issue 6 (ratio < 1.0 means the 
 Nothing here asserts: the machine is shared and noisy, so read the figures.
 
     python bench/bench_agent.py [--turns 2000] [--runs 5]
+    python bench/bench_agent.py --only-review 24    # the memory review's share, on against off
 
 * **Kernel overhead per turn**: ``Agent.run_turn`` with N memory providers that do no I/O
   (``system_prompt_block``, ``on_message``, ``prefetch``, ``sync_turn``, ``queue_prefetch``), a
@@ -12,6 +13,8 @@ Nothing here asserts: the machine is shared and noisy, so read the figures.
   engine's hooks, queuing the turn's sync on the worker. The worker's own run of ``sync_turn`` /
   ``queue_prefetch`` happens off the turn; it is flushed between turns, outside the timing, and
   reported separately as the sustained figure (turns back to back, worker competing for the GIL).
+  ``--only-review PAIRS`` measures the memory review's share of it: the same agent with the review
+  on and off (``plugins.disabled``), alternated in one process, wall and process CPU time.
 * **Delegation**: one turn that delegates one task (parent call, child's call, parent's answer)
   against the same three scripted model calls run inline (a no-op tool in place of
   ``delegate_task``), alternated A B A B; the difference is the per-child overhead (child host,
@@ -39,6 +42,7 @@ import argparse
 import functools
 import json
 import logging
+import os
 import statistics
 import tempfile
 import time
@@ -95,7 +99,7 @@ class Never(ContextEngine):
         return None
 
 
-def make_agent(home: Path, providers: int) -> Agent:
+def make_agent(home: Path, providers: int, *, review: bool = True) -> Agent:
     classes = [type(f"Q{i}", (Quiet,), {"name": f"q{i}"}) for i in range(providers)]
 
     class Reg:
@@ -109,8 +113,9 @@ def make_agent(home: Path, providers: int) -> Agent:
             register(Never)
 
     names = ", ".join(c.name for c in classes)
-    config = parse_config_text(f"memory:\n  providers: [{names}]\ncontext:\n  engine: bench_engine\n",
-                               home / "config.yaml")
+    off = "" if review else "plugins:\n  disabled: [memory_review]\n"
+    config = parse_config_text(f"memory:\n  providers: [{names}]\ncontext:\n  engine: bench_engine\n"
+                               + off, home / "config.yaml")
     host = PluginHost.load(home, config=config, builtins=False, entry_points=False,
                            directories=False, plugins=[("bench", Reg())])
     return Agent.create(host, CannedLLM())  # answers at once; the only fake
@@ -467,6 +472,59 @@ def editing_tokens(turns: int, editing: bool) -> tuple[list[int], int]:
         return per_turn, len(json.dumps(last.body))
 
 
+def review_cost(providers: int, turns: int, pairs: int) -> list[tuple[str, float, float, float]]:
+    """The memory review's share of a turn: two agents in one process, the review on (B) and off
+    (C, ``plugins.disabled: [memory_review]``), blocks of ``turns`` turns alternated B C / C B
+    ``pairs`` times, sustained (turns back to back) and flushed (the worker drained after each).
+    Per mode: (mode, median wall ms per turn of B / of C, median of the pairs' B/C wall ratios,
+    median of their B/C process-CPU ratios: CPU time is what a busy machine inflates least)."""
+    with tempfile.TemporaryDirectory() as on, tempfile.TemporaryDirectory() as off:
+        agents = {True: make_agent(Path(on), providers), False: make_agent(Path(off), providers,
+                                                                           review=False)}
+        for agent in agents.values():
+            for _ in range(50):
+                agent.run_turn("warm up")
+                agent.worker.flush(5)
+
+        def block(agent: Agent, sustained: bool) -> tuple[float, float]:
+            agent.history.clear()
+            wall, cpu = time.perf_counter(), time.process_time()
+            for i in range(turns):
+                if i % 100 == 0:
+                    agent.history.clear()
+                agent.run_turn("what did we decide about the depot indexes?")
+                if not sustained:
+                    agent.worker.flush(5)
+            agent.worker.flush(30)
+            return ((time.perf_counter() - wall) * 1000 / turns,
+                    (time.process_time() - cpu) * 1000 / turns)
+
+        out = []
+        for mode, sustained in (("sustained", True), ("flushed", False)):
+            b_walls, c_walls, wall_ratios, cpu_ratios = [], [], [], []
+            for k in range(pairs):
+                order = (True, False) if k % 2 == 0 else (False, True)
+                got = {review: block(agents[review], sustained) for review in order}
+                b_walls.append(got[True][0])
+                c_walls.append(got[False][0])
+                wall_ratios.append(got[True][0] / got[False][0])
+                cpu_ratios.append(got[True][1] / got[False][1])
+            out.append((mode, statistics.median(b_walls), statistics.median(c_walls),
+                        statistics.median(wall_ratios), statistics.median(cpu_ratios)))
+        for agent in agents.values():
+            agent.close()
+    return out
+
+
+def report_review(pairs: int) -> None:
+    print(f"memory review on (B) / off (C), 10 providers, {pairs} pairs of 300-turn blocks, "
+          f"load {os.getloadavg()[0]:.1f}")
+    for mode, b, c, wall, cpu in review_cost(10, 300, pairs):
+        report(f"  {mode}: ms per turn, B / C (medians)", b, f"/ {c:.3f} ms")
+        report(f"  {mode}: B/C, wall (median of pair ratios)", wall, "")
+        report(f"  {mode}: B/C, process CPU (median of pair ratios)", cpu, "")
+
+
 def report_editing(turns: int) -> None:
     off, off_bytes = editing_tokens(turns, editing=False)
     on, on_bytes = editing_tokens(turns, editing=True)
@@ -493,7 +551,13 @@ def main() -> None:
     parser.add_argument("--only-editing", action="store_true",
                         help="measure only context editing's tokens per turn")
     parser.add_argument("--editing-turns", type=int, default=100)
+    parser.add_argument("--only-review", type=int, metavar="PAIRS", default=0,
+                        help="measure only the memory review's share of a turn (on against off, "
+                        "alternated in one process, PAIRS pairs)")
     args = parser.parse_args()
+    if args.only_review:
+        report_review(args.only_review)
+        return
     report_editing(args.editing_turns)
     if args.only_editing:
         return

@@ -255,7 +255,6 @@ class Hooks:
 
     def __init__(self, pm: pluggy.PluginManager, *, kind_of: Callable[[str], str],
                  timeout_of: Callable[[str], float]) -> None:
-        self._pm = pm
         self._relay = pm.hook
         self.engine = HookCallEngine(pm, kind_of=kind_of, timeout_of=timeout_of, lanes=LaneSet())
         #: the queued form of the background hooks (see the module doc)

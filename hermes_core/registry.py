@@ -7,7 +7,6 @@ both, and selecting the name in the config fails until one of the plugins is dis
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -238,5 +237,3 @@ class Registries:
                                f"memory.providers (or remove {section}.{key})")
         return out
 
-
-RegisterFn = Callable[[Any], None]

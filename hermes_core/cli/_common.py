@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -66,11 +65,6 @@ def load_host(*, tolerate_bad_config: bool = False, quiet: bool = True,
         logger.setLevel(level)
     remember_commands(host)  # keeps --help's list of plugin commands current
     return host
-
-
-def exit_code(ok: bool) -> None:
-    if not ok:
-        sys.exit(1)
 
 
 @contextmanager

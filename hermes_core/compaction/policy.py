@@ -96,7 +96,6 @@ class CompactionPolicy:
         self.ineffective = 0
         #: while armed, automatic compaction waits until the history reaches this size
         self.backoff_until: int | None = None
-        self.last_usage: Usage | None = None
         #: a compaction happened after the last usage report, so that report is stale
         self.usage_stale = False
 
@@ -175,7 +174,6 @@ class CompactionPolicy:
         )
 
     def record_usage(self, usage: Usage) -> None:
-        self.last_usage = usage
         prompt = usage.prompt_tokens
         if prompt <= 0:
             return  # the provider reported no usage: keep the estimate-based verdict

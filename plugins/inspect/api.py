@@ -68,10 +68,6 @@ def page_html() -> str:
     return resources.files(__package__).joinpath("page.html").read_text(encoding="utf-8")
 
 
-def _error(status: int, exc: Exception) -> HTTPException:
-    return HTTPException(status, detail=getattr(exc, "message", None) or str(exc))
-
-
 def build_app(inspector: Inspector, gate: Gate) -> FastAPI:
     app = FastAPI(title="hermes-core inspect", version="1",
                   description="What the agent remembers: memory, history, sessions, recall.",

@@ -102,7 +102,6 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         self._lock = threading.Lock()
         self._loaded = self._load()
         first = self._loaded.providers[0]
-        self.hermes_name = str(getattr(first, "name", self.candidate.plugin))
         section = self.config_section or self.name
         values = dict(config.model_extra or {})
         schema = self._safe(first, "get_config_schema", default=[])

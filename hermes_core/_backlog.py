@@ -268,9 +268,9 @@ class Backlog:
         for part in rest:
             self._to_lane(part)
 
-    def defer(self, ticket: _Ticket, expand: Callable[[], None], runners: Runners) -> None:
+    def defer(self, expand: Callable[[], None], runners: Runners) -> None:
         """Hand a queued call to this backlog's dispatcher: ``expand`` (run in the caller's
-        context) turns it into its parts (:meth:`put`, :meth:`put_batch`) and seals ``ticket``.
+        context) turns it into its parts (:meth:`put`, :meth:`put_batch`) and seals its ticket.
 
         The caller's thread pays one append, and one hand-off when no dispatcher is active. The
         dispatcher expands the calls one at a time in the order they came, so each plugin still

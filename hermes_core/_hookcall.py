@@ -226,7 +226,7 @@ class HookCallEngine(ProblemLog):
         the caller's thread pays one append; :meth:`_expand` runs on the dispatcher."""
         ticket = later.backlog.open(later.label, later.kind)
         if ticket is not None:
-            later.backlog.defer(ticket, functools.partial(
+            later.backlog.defer(functools.partial(
                 self._expand, caller.name, prepared, kwargs, firstresult, later, ticket),
                 self.lanes.runners)
 

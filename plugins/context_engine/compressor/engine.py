@@ -270,7 +270,7 @@ class Compressor(PolicyEngine):
             # not fit its budget stay verbatim (the middle ends before them).
             plan, kept_turns = self._fit_fallback(history, plan, previous)
             turns = [m for i in plan.middle if (m := history[i]) and not _standalone_summary(m)]
-            summary = self._fallback_summary(turns, failure, previous, focus_topic, plan)
+            summary = self._fallback_summary(turns, failure, previous, focus_topic)
         if failure is not None:
             notices.append(self._failure_notice(failure, len(turns), source,
                                                 user_turns=len(user_turn_starts(turns)),
@@ -427,7 +427,6 @@ class Compressor(PolicyEngine):
         failure: LLMError | None,
         previous: str | None,
         focus_topic: str | None,
-        plan: Plan,
     ) -> str:
         what = failure.failure if failure is not None else "unknown"
         return extractive_summary(

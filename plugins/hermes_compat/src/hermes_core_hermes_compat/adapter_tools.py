@@ -124,7 +124,7 @@ class ProviderTools(ProviderObjects):
 
     def _call_tool(self, tool: str, args: dict[str, Any], ctx: ToolContext) -> str:
         slot, session = self._tool_slot(tool, ctx)
-        return self._guarded(slot, session, tool, args, ctx, lambda: tool_result(
+        return self._guarded(session, tool, args, ctx, lambda: tool_result(
             self.name, tool, slot.call(in_tool_call, ctx, slot.pinned,
                                        slot.obj.handle_tool_call, tool, args), self._problem))
 
@@ -134,7 +134,7 @@ class ProviderTools(ProviderObjects):
         if entry is None:
             raise ToolError(f"{self.name} has no tool {tool!r} in this session")
         self._ran(f"tool {tool}")
-        return self._guarded(slot, session, tool, args, ctx, lambda: result_text(slot.call(
+        return self._guarded(session, tool, args, ctx, lambda: result_text(slot.call(
             in_tool_call, ctx, slot.pinned, run_handler, entry, args, task_id=session.id,
             session_id=session.id)))
 
@@ -149,8 +149,8 @@ class ProviderTools(ProviderObjects):
         base.pop("model"), base.pop("platform")
         return base
 
-    def _guarded(self, slot: Slot, session: Session, tool: str, args: dict[str, Any],
-                 ctx: ToolContext, run: Callable[[], str]) -> str:
+    def _guarded(self, session: Session, tool: str, args: dict[str, Any], ctx: ToolContext,
+                 run: Callable[[], str]) -> str:
         """Run a Hermes tool and hand its result to the ``transform_tool_result`` hooks of every
         live bridged plugin, as Hermes' dispatch does (``pre_tool_call`` and ``post_tool_call``
         come from the kernel's hooks around every call)."""

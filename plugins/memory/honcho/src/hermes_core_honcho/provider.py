@@ -168,7 +168,7 @@ class HonchoProvider(MemoryProvider):
                     Layer(cfg.dialectic_cadence, cfg.max_backoff))
             return state
 
-    def ensure_session(self, sid: str, *, timeout: float | None = None) -> None:
+    def ensure_session(self, sid: str) -> None:
         """Get-or-create the workspace, both peers (once) and the session ``sid`` (once)."""
         if sid in self._ready:
             return

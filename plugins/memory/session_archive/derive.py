@@ -42,7 +42,7 @@ from hermes_core.llm import LLMError, LLMFailure
 from hermes_core.storage import vectors as stored_vectors
 from hermes_core.types import Message
 
-from .facts import Fact, NewFact, Turn, facts_of, pending_turns, record_error, save_turn
+from .facts import Fact, NewFact, Turn, _day, facts_of, pending_turns, record_error, save_turn
 from .store import SessionArchive
 
 __all__ = ["KINDS", "SYSTEM_PROMPT", "Deriver", "build_prompt", "parse_facts"]
@@ -69,10 +69,6 @@ Answer with JSON only, no prose:
 "text": "sentence", "valid_from": "YYYY-MM-DD or null", "sources": [message ids],
 "supersedes": [fact ids]}]}
 Answer {"facts": []} when the turn holds no such fact."""
-
-
-def _day(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d")
 
 
 def build_prompt(turn: Turn, current: list[Fact]) -> str:

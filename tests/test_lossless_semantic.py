@@ -89,8 +89,8 @@ def vector_rows(engine: LosslessEngine) -> list[tuple[int, str, int]]:
             return db.execute("SELECT message_id, model, length(vec) FROM span_vectors").fetchall()
         finally:
             db.close()
-    return [(int(a), str(b), int(c)) for a, b, c in engine.store._fetch(
-        "SELECT message_id, model, length(vec) FROM lossless_span_vectors", ())]
+    return [(int(a), str(b), int(c)) for a, b, c in engine.store.db.fetch(
+        "SELECT message_id, model, length(vec) FROM lossless_span_vectors")]
 
 
 def message_ids(engine: LosslessEngine) -> set[int]:
@@ -100,7 +100,7 @@ def message_ids(engine: LosslessEngine) -> set[int]:
             return {r[0] for r in db.execute("SELECT id FROM span_messages")}
         finally:
             db.close()
-    return {int(r[0]) for r in engine.store._fetch("SELECT id FROM lossless_span_messages", ())}
+    return {int(r[0]) for r in engine.store.db.fetch("SELECT id FROM lossless_span_messages")}
 
 
 def make(home: Path, embedder: Embedder | None, *, timeout: float = 30.0, window: int = 60_000,
@@ -178,7 +178,7 @@ def rewrite_vectors(engine: LosslessEngine, fn: Any) -> None:
             db.close()
         return
     store = engine.store
-    for mid, blob in store._fetch("SELECT message_id, vec FROM lossless_span_vectors", ()):
+    for mid, blob in store.db.fetch("SELECT message_id, vec FROM lossless_span_vectors"):
         store.db.execute("UPDATE lossless_span_vectors SET vec = ? WHERE message_id = ?",
                          (fn(bytes(blob)), mid))
 

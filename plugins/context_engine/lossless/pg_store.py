@@ -86,10 +86,6 @@ class PgSpanStore(Spans):
         self.db = PgDatabase(url, COMPONENT, MIGRATIONS, error=SpanStoreError,
                              what="the lossless archive")
 
-    def _fetch(self, sql: str, params: tuple[object, ...]) -> list[Any]:
-        """Rows of ``sql`` (``%s`` placeholders, as psycopg takes them)."""
-        return self.db.run(lambda con: con.execute(sql, params).fetchall(), retry=True)
-
     def _insert_messages(self, con: Any, span_id: int, messages: Sequence[Message]) -> None:
         insert_span_messages(con, span_id, messages)
 

@@ -106,6 +106,24 @@ def test_one_word_ranking_is_bm25_over_every_match(archive: SessionArchive,
     assert used >= 40
 
 
+def test_words_just_under_the_common_ones_keep_fewer_rows_and_rank_the_same(
+        archive: SessionArchive, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the common words (in most messages) keep 60; the others in 100 messages or more keep 20
+    built = impacts.rebuild(archive, keep=60, min_df=600, keep_low=20, min_df_low=100)
+    counts = dict(archive.db.read("SELECT b.term, count(*) FROM term_bounds AS b JOIN "
+                                  "term_impacts AS t ON t.term = b.num GROUP BY b.term"))
+    bounds = dict(archive.db.read("SELECT term, bound FROM term_bounds"))
+    assert built == len(counts) > len(COMMON)
+    assert all(counts[w] == 60 for w in COMMON)
+    low = [w for w in counts if w not in COMMON]
+    assert "w3" in low and all(counts[w] == 20 and bounds[w] > 0 for w in low)
+    used = _compare(archive, monkeypatch)
+    # without the second tier those words are ranked by FTS5 only
+    impacts.rebuild(archive, keep=60, min_df=600, keep_low=0)
+    assert int(archive.db.read("SELECT count(*) FROM term_bounds")[0][0]) == len(COMMON)
+    assert used > _compare(archive, monkeypatch)
+
+
 def test_never_built_archive_ranks_every_match(archive: SessionArchive,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     assert archive.db.read("SELECT value FROM meta WHERE key = ?", (impacts.UPTO,)) == []

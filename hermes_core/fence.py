@@ -309,6 +309,11 @@ class StreamScrubber:
         #: characters withheld from the user so far (the tags and the blocks' contents)
         self.hidden_chars = 0
 
+    @property
+    def in_block(self) -> bool:
+        """Whether the stream is inside a fenced block (its text is being withheld)."""
+        return self._mode != "text"
+
     def feed(self, chunk: str) -> str:
         data = self._buf + chunk
         self._buf = ""

@@ -106,7 +106,10 @@ def test_scrubber_hides_an_inline_block():
 def test_scrubber_hides_tags_split_across_chunks():
     chunks = ["Sure. <mem", "ory-con", "text>", SECRET[:10], SECRET[10:], "</memory-", "context> done"]
     s = StreamScrubber()
-    shown = [s.feed(c) for c in chunks] + [s.flush()]
+    shown = [s.feed(c) for c in chunks[:4]]
+    assert s.in_block  # inside the block: its text is withheld
+    shown += [s.feed(c) for c in chunks[4:]] + [s.flush()]
+    assert not s.in_block
     assert "".join(shown) == "Sure.  done"
     assert "passport" not in "".join(shown)
     assert s.hidden_chars > len(SECRET)

@@ -234,6 +234,9 @@ def test_the_compaction_policy_counts_only_near_the_threshold() -> None:
     assert policy.should_compress(small, None) is False and asked == []
     assert policy.should_compress(near, None) is True and asked == [1]  # the exact count decides
     assert policy.tokens(near, prompt_tokens=3_000) >= 3_000 and asked == [1]  # fresh usage wins
+    usage = Usage(input_tokens=3_000, output_tokens=5)
+    policy.record_usage(usage)
+    assert policy.last_usage is usage  # what the model reported last
 
 
 @pytest.mark.parametrize("bounded", [False, True])

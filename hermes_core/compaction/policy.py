@@ -96,6 +96,8 @@ class CompactionPolicy:
         self.ineffective = 0
         #: while armed, automatic compaction waits until the history reaches this size
         self.backoff_until: int | None = None
+        #: the last usage the model reported (``record_usage``)
+        self.last_usage: Usage | None = None
         #: a compaction happened after the last usage report, so that report is stale
         self.usage_stale = False
 
@@ -174,6 +176,7 @@ class CompactionPolicy:
         )
 
     def record_usage(self, usage: Usage) -> None:
+        self.last_usage = usage
         prompt = usage.prompt_tokens
         if prompt <= 0:
             return  # the provider reported no usage: keep the estimate-based verdict

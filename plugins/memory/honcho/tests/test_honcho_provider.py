@@ -285,3 +285,10 @@ def test_server_down_fails_open(make_provider, honcho_server) -> None:  # type: 
     turn(provider, Session(id="down"), "kept for later")
     assert provider.wait_idle(10)
     assert len(provider.outbox.spool) == 1
+
+
+def test_ensure_session_timeout_still_accepted_with_a_warning(make_provider, honcho_server) -> None:  # type: ignore[no-untyped-def]
+    provider = make_provider()
+    with pytest.warns(DeprecationWarning, match=r"ensure_session\(timeout=\.\.\.\) has no effect"):
+        provider.ensure_session("20250301_101010_abcdef", timeout=2.0)
+    assert honcho_server.store.session_json(WS, "20250301_101010_abcdef") is not None

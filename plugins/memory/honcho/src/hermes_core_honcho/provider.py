@@ -37,6 +37,7 @@ import logging
 import re
 import threading
 import time
+import warnings
 from datetime import UTC, datetime
 from typing import Any
 
@@ -168,8 +169,15 @@ class HonchoProvider(MemoryProvider):
                     Layer(cfg.dialectic_cadence, cfg.max_backoff))
             return state
 
-    def ensure_session(self, sid: str) -> None:
-        """Get-or-create the workspace, both peers (once) and the session ``sid`` (once)."""
+    def ensure_session(self, sid: str, *, timeout: float | None = None) -> None:
+        """Get-or-create the workspace, both peers (once) and the session ``sid`` (once).
+
+        ``timeout`` never had an effect (the client's own timeouts apply); passing it warns and
+        it goes in 0.3."""
+        if timeout is not None:
+            warnings.warn("HonchoProvider.ensure_session(timeout=...) has no effect and goes in "
+                          "0.3: leave it out (the client's timeouts apply)", DeprecationWarning,
+                          stacklevel=2)
         if sid in self._ready:
             return
         user = self.peer_of_session(sid) or self.user

@@ -20,6 +20,7 @@ for the conversation and returns at once; the conversation's
 
 from __future__ import annotations
 
+import importlib
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -87,9 +88,18 @@ def _bool(value: Any) -> str | None:
     return None if isinstance(value, bool) else f"return True, False or None, not {type(value).__name__}"
 
 
+def _class(module: str, name: str) -> Callable[[], type]:
+    """``name`` of the kernel module ``module``, imported on first use (the kinds, the doctor
+    and the result modules stay out of this module's imports)."""
+    def load() -> type:
+        cls: type = getattr(importlib.import_module(module, __package__), name)
+        return cls
+
+    return load
+
+
 def _list_of(label: str, load: Callable[[], type]) -> Callable[[Any], str | None]:
-    """The check of an answer that must be a list of ``load()`` instances (imported on first
-    use: the kinds and the doctor module stay out of this module's imports)."""
+    """The check of an answer that must be a list of ``load()`` instances."""
     def check(value: Any) -> str | None:
         cls = load()
         if not isinstance(value, list | tuple):
@@ -102,20 +112,23 @@ def _list_of(label: str, load: Callable[[], type]) -> Callable[[Any], str | None
     return check
 
 
-def _tool_class() -> type:
-    from .kinds import Tool
+def _one_of(label: str, load: Callable[[], type]) -> Callable[[Any], str | None]:
+    """The check of an answer that must be a ``load()`` instance (or ``None``, never checked)."""
+    def check(value: Any) -> str | None:
+        return None if isinstance(value, load()) else (
+            f"return a {label} or None, not {type(value).__name__}")
 
-    return Tool
-
-
-def _doctor_check_class() -> type:
-    from .doctor import DoctorCheck
-
-    return DoctorCheck
+    return check
 
 
-_tools = _list_of("hermes_core.Tool", _tool_class)
-_doctor_checks = _list_of("hermes_core.doctor.DoctorCheck", _doctor_check_class)
+_tools = _list_of("hermes_core.Tool", _class(".kinds", "Tool"))
+_doctor_checks = _list_of("hermes_core.doctor.DoctorCheck", _class(".doctor", "DoctorCheck"))
+_forget_report = _one_of("hermes_core.ForgetReport", _class(".types", "ForgetReport"))
+_curation_report = _one_of("hermes_core.results.CurationReport",
+                           _class(".results", "CurationReport"))
+_turn_end_note = _one_of("hermes_core.results.TurnEndNote", _class(".results", "TurnEndNote"))
+_copy_report = _one_of("hermes_core.storage.transfer.CopyReport",
+                       _class(".storage.transfer", "CopyReport"))
 
 
 def _compression(value: Any) -> str | None:
@@ -131,13 +144,6 @@ def _loaded(value: Any) -> str | None:
             and isinstance(value[1], list) and all(isinstance(m, Message) for m in value[1])):
         return None
     return f"return (Session, list[Message]) or None, not {type(value).__name__}"
-
-
-def _forget_report(value: Any) -> str | None:
-    from .types import ForgetReport
-
-    return None if isinstance(value, ForgetReport) else (
-        f"return a hermes_core.ForgetReport or None, not {type(value).__name__}")
 
 
 #: the keys every ``describe_context`` answer carries, and their types
@@ -164,27 +170,6 @@ def _context_plan(value: Any) -> str | None:
     except (TypeError, ValueError) as exc:
         return f"the plan is not JSON-serialisable: {exc}"
     return None
-
-
-def _curation_report(value: Any) -> str | None:
-    from .results import CurationReport
-
-    return None if isinstance(value, CurationReport) else (
-        f"return a hermes_core.results.CurationReport or None, not {type(value).__name__}")
-
-
-def _turn_end_note(value: Any) -> str | None:
-    from .results import TurnEndNote
-
-    return None if isinstance(value, TurnEndNote) else (
-        f"return a hermes_core.results.TurnEndNote or None, not {type(value).__name__}")
-
-
-def _copy_report(value: Any) -> str | None:
-    from .storage.transfer import CopyReport
-
-    return None if isinstance(value, CopyReport) else (
-        f"return a hermes_core.storage.transfer.CopyReport or None, not {type(value).__name__}")
 
 
 def _nothing(value: Any) -> str | None:

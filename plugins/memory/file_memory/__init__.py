@@ -372,7 +372,7 @@ class FileMemory(MemoryProvider):
     def diff(self, store: MemoryStore, version: int, other: int | None = None
              ) -> list[dict[str, Any]]:
         """What ``version`` changed, or how the stores differ between two versions."""
-        from .diffs import version_diff
+        from .versions import version_diff
 
         return [d.to_dict() for d in version_diff(store.history, version, other)]
 

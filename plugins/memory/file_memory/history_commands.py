@@ -1,6 +1,6 @@
 """``hermes-core memory history | diff | rollback | curate | pin | unpin | pins``.
 
-A thin layer over the file memory's library: :mod:`.history` (versions), :mod:`.diffs`,
+A thin layer over the file memory's library: :mod:`.history` (versions), :mod:`.versions` (diff),
 :mod:`.versions` (rollback), :mod:`.curator` (proposals) and :mod:`.pins`. Each works on the
 shared memory, or with ``--user KEY`` on that user's (the store :func:`.cli_store.open_for_command`
 opens, as for ``memory show --user``). Registered on the ``memory`` group by :mod:`.commands`.
@@ -139,7 +139,7 @@ def diff(version: int, other: int | None, target: str | None, as_json: bool,
     With OTHER: how the stores differ between right after VERSION and right after OTHER.
     Read from the history ('hermes-core memory history' lists the versions); nothing changes.
     """
-    from .diffs import version_diff
+    from .versions import version_diff
 
     store, _settings = open_for_command(user)
     with _refused(user):

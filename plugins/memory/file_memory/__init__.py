@@ -85,8 +85,8 @@ class FileMemory(MemoryProvider):
         self._lock = threading.Lock()
         self._snapshot: Snapshot | None = None
         self._snapshots: OrderedDict[str, Snapshot] = OrderedDict()
-        self._stores: dict[str, MemoryStore] = {}
         self._stores_lock = threading.Lock()
+        #: user key -> the tool handler of that user's store (opened once, then kept)
         self._handlers: dict[str, MemoryToolHandler] = {}
         #: ranking of entries by words and meaning (prefetch, the tool's search)
         from .recall import EntryRecall  # the embedder's machinery: with the provider
@@ -115,30 +115,22 @@ class FileMemory(MemoryProvider):
         """The store of the session's user with ``memory.scope: user``; else the shared one.
 
         In user scope a session without a user key gets the shared store."""
-        user = session.user_id if (self.per_user and session is not None) else None
-        if user is None:
-            return self.store
-        return self.user_store(user)
+        return self.handler_for(session).store
 
     def user_store(self, user: str) -> MemoryStore:
         """The store of user key ``user`` (opened once, then kept)."""
-        with self._stores_lock:
-            store = self._stores.get(user)
-            if store is None:
-                store = self._stores[user] = open_store(self.config, self.context.home,
-                                                        self._storage_url, user=user)
-            return store
+        return self._user_handler(user).store
 
     def handler_for(self, session: Session | None) -> MemoryToolHandler:
-        store = self.store_for(session)
-        if store is self.store:
-            return self.handler
-        user = session.user_id if session is not None else None
-        assert user is not None
+        user = session.user_id if (self.per_user and session is not None) else None
+        return self.handler if user is None else self._user_handler(user)
+
+    def _user_handler(self, user: str) -> MemoryToolHandler:
         with self._stores_lock:
             handler = self._handlers.get(user)
             if handler is None:
-                handler = self._handlers[user] = self._new_handler(store)
+                handler = self._handlers[user] = self._new_handler(open_store(
+                    self.config, self.context.home, self._storage_url, user=user))
             return handler
 
     def _dispatch_tool(self, args: Any, context: ToolContext) -> dict[str, Any]:
@@ -302,7 +294,7 @@ class FileMemory(MemoryProvider):
 
     def _forget_vectors(self) -> None:
         """Drop the vectors of entries no longer stored: keep those of every store still open."""
-        stores = [self.store, *self._stores.values()]
+        stores = [self.store, *(h.store for h in self._handlers.values())]
         self.recall.forget([e for st in stores for t in TARGETS for e in st.entries(t)])
 
     def _user_keys(self) -> list[str]:

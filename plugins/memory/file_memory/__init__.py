@@ -22,6 +22,7 @@ from hermes_core import hookimpl
 from hermes_core.kinds import DeferredConfig, MemoryProvider, PluginContext, Tool
 from hermes_core.types import ForgetReport, Message, Session, SwitchReason, ToolContext
 
+from . import pins as _pins
 from .backend import open_store
 from .entries import dedupe
 from .errors import MemoryRefused
@@ -216,10 +217,7 @@ class FileMemory(MemoryProvider):
                 # A branch continues the same conversation under a new id: keep its prompt.
                 old = self._snapshots.get(old_session.id)
                 if old is not None:
-                    self._remember(Snapshot(
-                        old.blocks, old.entries, old.warnings, old.blocked,
-                        new_session.id, old.loaded_at,
-                    ))
+                    self._remember(dataclasses.replace(old, session_id=new_session.id))
                 return
             if old_session is None or reason in _REFREEZE:
                 self._ensure_frozen(new_session)
@@ -320,9 +318,7 @@ class FileMemory(MemoryProvider):
         """Both stores as data: entries (pinned or not), size against the limit, the newest
         version number (0: no version recorded) and any problem reading a file."""
         from .entries import joined_size, usage_label
-        from .pins import read_pins
-
-        pins = read_pins(store)
+        pins = _pins.read_pins(store)
         stores: dict[str, Any] = {}
         for target, state in store.read_many(TARGETS).items():
             size, limit = joined_size(state.entries), store.limit(target)
@@ -340,16 +336,12 @@ class FileMemory(MemoryProvider):
         """``add`` / ``replace`` / ``remove`` one entry of ``store`` as ``memory add`` does,
         recorded with ``origin``; a refusal raises :class:`MemoryRefused` naming the fix."""
         from .history import Provenance
+        from .ops import ACTIONS, Operation
 
-        by = Provenance(origin)
-        if action == "add":
-            result = store.add(target, content, by=by)
-        elif action == "replace":
-            result = store.replace(target, old_text, content, by=by)
-        elif action == "remove":
-            result = store.remove(target, old_text, by=by)
-        else:
+        if action not in ACTIONS:
             raise ValueError(f"unknown memory action {action!r}: add, replace or remove")
+        result = store.apply(target, [Operation(action, content=content, old_text=old_text)],
+                             by=Provenance(origin))
         return {"target": result.target, "written": result.written, "usage": result.usage,
                 "entries": result.entries}
 
@@ -368,20 +360,9 @@ class FileMemory(MemoryProvider):
 
         return [d.to_dict() for d in version_diff(store.history, version, other)]
 
-    def pin(self, store: MemoryStore, target: str, text: str) -> str:
-        from .pins import pin
-
-        return pin(store, target, text)
-
-    def unpin(self, store: MemoryStore, target: str, text: str) -> list[str]:
-        from .pins import unpin
-
-        return unpin(store, target, text)
-
-    def pins(self, store: MemoryStore) -> dict[str, list[str]]:
-        from .pins import read_pins
-
-        return read_pins(store)
+    pin = staticmethod(_pins.pin)
+    unpin = staticmethod(_pins.unpin)
+    pins = staticmethod(_pins.read_pins)
 
     @hookimpl
     def on_session_end(self, session: Session) -> None:

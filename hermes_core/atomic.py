@@ -11,6 +11,8 @@ leaves a half-written file behind:
 * :func:`atomic_write` writes the new bytes to a temporary file in the same directory, ``fsync``\\ s
   it, renames it over the old file and ``fsync``\\ s the directory: after a crash at any instant the
   path holds the old or the new content, never a mix. Readers therefore need no lock.
+
+:func:`fsync_dir` makes a rename done by other means (a folder moved with ``os.rename``) durable.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ try:  # POSIX
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["LockUnavailable", "atomic_write", "locked"]
+__all__ = ["LockUnavailable", "atomic_write", "fsync_dir", "locked"]
 
 _REGISTRY_LOCK = threading.Lock()
 _THREAD_LOCKS: dict[str, threading.Lock] = {}
@@ -70,8 +72,9 @@ def locked(path: Path) -> Iterator[None]:
             os.close(fd)  # closing releases the flock
 
 
-def _fsync_dir(directory: Path) -> None:
-    # Makes the rename itself durable. Not every platform can open a directory.
+def fsync_dir(directory: Path) -> None:
+    """``fsync`` the folder ``directory``, so a rename in it survives a crash (a platform that
+    cannot open a folder, or refuses to sync one, is left as it is)."""
     try:
         fd = os.open(directory, os.O_RDONLY)
     except OSError:  # pragma: no cover
@@ -100,4 +103,4 @@ def atomic_write(path: Path, data: bytes, *, mode: int = 0o600) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)

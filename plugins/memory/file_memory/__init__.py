@@ -22,6 +22,7 @@ from hermes_core import hookimpl
 from hermes_core.kinds import DeferredConfig, MemoryProvider, PluginContext, Tool
 from hermes_core.types import ForgetReport, Message, Session, SwitchReason, ToolContext
 
+from . import pins as _pins
 from .backend import open_store
 from .entries import dedupe
 from .errors import MemoryRefused
@@ -85,8 +86,8 @@ class FileMemory(MemoryProvider):
         self._lock = threading.Lock()
         self._snapshot: Snapshot | None = None
         self._snapshots: OrderedDict[str, Snapshot] = OrderedDict()
-        self._stores: dict[str, MemoryStore] = {}
         self._stores_lock = threading.Lock()
+        #: user key -> the tool handler of that user's store (opened once, then kept)
         self._handlers: dict[str, MemoryToolHandler] = {}
         #: ranking of entries by words and meaning (prefetch, the tool's search)
         from .recall import EntryRecall  # the embedder's machinery: with the provider
@@ -115,30 +116,22 @@ class FileMemory(MemoryProvider):
         """The store of the session's user with ``memory.scope: user``; else the shared one.
 
         In user scope a session without a user key gets the shared store."""
-        user = session.user_id if (self.per_user and session is not None) else None
-        if user is None:
-            return self.store
-        return self.user_store(user)
+        return self.handler_for(session).store
 
     def user_store(self, user: str) -> MemoryStore:
         """The store of user key ``user`` (opened once, then kept)."""
-        with self._stores_lock:
-            store = self._stores.get(user)
-            if store is None:
-                store = self._stores[user] = open_store(self.config, self.context.home,
-                                                        self._storage_url, user=user)
-            return store
+        return self._user_handler(user).store
 
     def handler_for(self, session: Session | None) -> MemoryToolHandler:
-        store = self.store_for(session)
-        if store is self.store:
-            return self.handler
-        user = session.user_id if session is not None else None
-        assert user is not None
+        user = session.user_id if (self.per_user and session is not None) else None
+        return self.handler if user is None else self._user_handler(user)
+
+    def _user_handler(self, user: str) -> MemoryToolHandler:
         with self._stores_lock:
             handler = self._handlers.get(user)
             if handler is None:
-                handler = self._handlers[user] = self._new_handler(store)
+                handler = self._handlers[user] = self._new_handler(open_store(
+                    self.config, self.context.home, self._storage_url, user=user))
             return handler
 
     def _dispatch_tool(self, args: Any, context: ToolContext) -> dict[str, Any]:
@@ -224,10 +217,7 @@ class FileMemory(MemoryProvider):
                 # A branch continues the same conversation under a new id: keep its prompt.
                 old = self._snapshots.get(old_session.id)
                 if old is not None:
-                    self._remember(Snapshot(
-                        old.blocks, old.entries, old.warnings, old.blocked,
-                        new_session.id, old.loaded_at,
-                    ))
+                    self._remember(dataclasses.replace(old, session_id=new_session.id))
                 return
             if old_session is None or reason in _REFREEZE:
                 self._ensure_frozen(new_session)
@@ -302,7 +292,7 @@ class FileMemory(MemoryProvider):
 
     def _forget_vectors(self) -> None:
         """Drop the vectors of entries no longer stored: keep those of every store still open."""
-        stores = [self.store, *self._stores.values()]
+        stores = [self.store, *(h.store for h in self._handlers.values())]
         self.recall.forget([e for st in stores for t in TARGETS for e in st.entries(t)])
 
     def _user_keys(self) -> list[str]:
@@ -328,9 +318,7 @@ class FileMemory(MemoryProvider):
         """Both stores as data: entries (pinned or not), size against the limit, the newest
         version number (0: no version recorded) and any problem reading a file."""
         from .entries import joined_size, usage_label
-        from .pins import read_pins
-
-        pins = read_pins(store)
+        pins = _pins.read_pins(store)
         stores: dict[str, Any] = {}
         for target, state in store.read_many(TARGETS).items():
             size, limit = joined_size(state.entries), store.limit(target)
@@ -348,16 +336,12 @@ class FileMemory(MemoryProvider):
         """``add`` / ``replace`` / ``remove`` one entry of ``store`` as ``memory add`` does,
         recorded with ``origin``; a refusal raises :class:`MemoryRefused` naming the fix."""
         from .history import Provenance
+        from .ops import ACTIONS, Operation
 
-        by = Provenance(origin)
-        if action == "add":
-            result = store.add(target, content, by=by)
-        elif action == "replace":
-            result = store.replace(target, old_text, content, by=by)
-        elif action == "remove":
-            result = store.remove(target, old_text, by=by)
-        else:
+        if action not in ACTIONS:
             raise ValueError(f"unknown memory action {action!r}: add, replace or remove")
+        result = store.apply(target, [Operation(action, content=content, old_text=old_text)],
+                             by=Provenance(origin))
         return {"target": result.target, "written": result.written, "usage": result.usage,
                 "entries": result.entries}
 
@@ -372,24 +356,13 @@ class FileMemory(MemoryProvider):
     def diff(self, store: MemoryStore, version: int, other: int | None = None
              ) -> list[dict[str, Any]]:
         """What ``version`` changed, or how the stores differ between two versions."""
-        from .diffs import version_diff
+        from .versions import version_diff
 
         return [d.to_dict() for d in version_diff(store.history, version, other)]
 
-    def pin(self, store: MemoryStore, target: str, text: str) -> str:
-        from .pins import pin
-
-        return pin(store, target, text)
-
-    def unpin(self, store: MemoryStore, target: str, text: str) -> list[str]:
-        from .pins import unpin
-
-        return unpin(store, target, text)
-
-    def pins(self, store: MemoryStore) -> dict[str, list[str]]:
-        from .pins import read_pins
-
-        return read_pins(store)
+    pin = staticmethod(_pins.pin)
+    unpin = staticmethod(_pins.unpin)
+    pins = staticmethod(_pins.read_pins)
 
     @hookimpl
     def on_session_end(self, session: Session) -> None:

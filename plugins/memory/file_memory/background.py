@@ -46,8 +46,6 @@ def _count_session(store: MemoryStore) -> int:
 
 def due(store: MemoryStore, config: CuratorConfig) -> bool:
     """Whether this session end should run the curator (counts the session)."""
-    if config.every_sessions <= 0 and config.fill_trigger <= 0:
-        return False
     if config.every_sessions > 0 and _count_session(store) % config.every_sessions == 0:
         return True
     if config.fill_trigger > 0:

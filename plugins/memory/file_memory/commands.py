@@ -17,8 +17,8 @@ import click
 from hermes_core.commands import echo_json, warn
 from hermes_core.private import write_private_text
 
-from .cli_store import USER_OPTION as _USER
-from .cli_store import open_for_command
+from .history_commands import COMMANDS, open_for_command
+from .history_commands import USER_OPTION as _USER
 
 if TYPE_CHECKING:
     from . import MemoryStore
@@ -130,7 +130,7 @@ def users(as_json: bool) -> None:
     A user's folder is named by the key with each uppercase letter written as ^ and its
     lowercase (Alice: memories/users/^alice); one still under its old name is marked and is
     renamed when that user's memory is next opened."""
-    from .cli_store import users_for_command
+    from .history_commands import users_for_command
 
     rows = users_for_command()
     if as_json:
@@ -224,12 +224,5 @@ def edit(target: str, user: str | None) -> None:
     )
 
 
-def _register_more() -> None:
-    # history, rollback, curate, pin: in their own module to keep this one small
-    from .history_commands import COMMANDS
-
-    for command in COMMANDS:
-        memory.add_command(command)
-
-
-_register_more()
+for _command in COMMANDS:  # history, rollback, curate, pin: in their own module
+    memory.add_command(_command)

@@ -38,6 +38,8 @@ from hermes_core.semantic import (
     word_scores,
 )
 
+from .store import FILENAMES
+
 __all__ = ["EntryRecall", "Hit", "render_recall"]
 
 log = logging.getLogger("hermes_core.plugins.file_memory.recall")
@@ -249,11 +251,8 @@ class EntryRecall:
         return meaning
 
 
-_FILES = {"memory": "MEMORY.md", "user": "USER.md"}
-
-
 def render_recall(hits: Sequence[Hit]) -> str:
     """The prefetch text: the recalled entries, each with the file it is in."""
     lines = ["Saved memory entries related to this message:"]
-    lines += [f"- ({_FILES.get(h.target, h.target)}) {h.entry}" for h in hits]
+    lines += [f"- ({FILENAMES.get(h.target, h.target)}) {h.entry}" for h in hits]
     return "\n".join(lines)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from hermes_core import threats
 
 from .entries import DELIMITER, dedupe, joined_size, usage_label
-from .store import TARGETS, MemoryStore
+from .store import FILENAMES, TARGETS, MemoryStore
 
 __all__ = ["HEADERS", "Snapshot", "load_snapshot", "render_block"]
 
@@ -68,7 +68,6 @@ def render_block(
 def _sanitise(target: str, entries: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
     clean: list[str] = []
     blocked: list[tuple[str, str]] = []
-    filename = "MEMORY.md" if target == "memory" else "USER.md"
     for entry in entries:
         finding = None if entry.startswith(_BLOCKED_PREFIX) else threats.scan(entry)
         if finding is None:
@@ -76,8 +75,8 @@ def _sanitise(target: str, entries: list[str]) -> tuple[list[str], list[tuple[st
             continue
         blocked.append((target, finding.pattern))
         clean.append(
-            f"{_BLOCKED_PREFIX} a {filename} entry matched threat pattern {finding.pattern} "
-            f"({finding.category}) and was withheld from this prompt. Use "
+            f"{_BLOCKED_PREFIX} a {FILENAMES[target]} entry matched threat pattern "
+            f"{finding.pattern} ({finding.category}) and was withheld from this prompt. Use "
             f"memory(action='remove', target='{target}') to delete it, or ask the user.]"
         )
     return clean, blocked

@@ -169,10 +169,6 @@ class FailureCounter:
         with self._lock:
             self._counts.pop(session_id, None)
 
-    def count(self, session_id: str | None) -> int:
-        with self._lock:
-            return self._counts.get(session_id, 0)
-
 
 _MESSAGES = {
     "add": "Entry added.",
@@ -191,8 +187,8 @@ class MemoryToolHandler:
         enabled: Callable[[str], bool],
         max_failures: int,
         notify: Callable[[MemoryWrite], None],
+        recall: EntryRecall,
         provider: str = "file_memory",
-        recall: EntryRecall | None = None,
     ) -> None:
         self.store = store
         self.recall = recall
@@ -223,8 +219,7 @@ class MemoryToolHandler:
             return self._refusal(exc, args, session_id)
         self.failures.reset(session_id)
         self._mirror(result, origin_session=session_id, origin=by.origin)
-        if self.recall is not None:
-            self.recall.warm(result.entries)  # the new entry's vector, off this call's path
+        self.recall.warm(result.entries)  # the new entry's vector, off this call's path
         return self._success(result)
 
     def _search(self, args: MemoryToolInput) -> dict[str, Any]:
@@ -236,16 +231,8 @@ class MemoryToolHandler:
                                                "\"query\": \"editor\"}"}
         targets = [args.target] if "target" in args.model_fields_set else list(TARGETS)
         entries = [(t, e) for t in targets if self.enabled(t) for e in self.store.entries(t)]
-        if self.recall is None:
-            from hermes_core.semantic import fuse, word_scores
-
-            words, complete = word_scores(query, [e for _t, e in entries])
-            found = [(entries[r.index][0], entries[r.index][1], r.via, r.score)
-                     for r in fuse(words, complete, None)]
-            problem: str | None = "semantic ranking is off"
-        else:
-            hits, problem = self.recall.rank(query, entries)
-            found = [(h.target, h.entry, h.via, h.score) for h in hits]
+        hits, problem = self.recall.rank(query, entries)
+        found = [(h.target, h.entry, h.via, h.score) for h in hits]
         out: dict[str, Any] = {
             "success": True,
             "query": query,

@@ -21,7 +21,7 @@ import logging
 import os
 from pathlib import Path
 
-from hermes_core.atomic import locked
+from hermes_core.atomic import fsync_dir, locked
 from hermes_core.errors import HermesCoreError
 from hermes_core.users import legacy_user_folder, user_folder_name, user_key_of_folder
 
@@ -130,19 +130,7 @@ def _rename(old: Path, new: Path) -> None:
         for filename in [*FILENAMES.values(), HISTORY_FILE]:
             stack.enter_context(locked(old / filename))
         os.rename(old, new)
-    _fsync_dir(old.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # pragma: no cover - a platform that cannot open a directory
-        return
-    try:
-        with contextlib.suppress(OSError):
-            os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_dir(old.parent)
 
 
 def user_owners(memories: Path) -> list[str]:

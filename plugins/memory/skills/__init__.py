@@ -111,20 +111,11 @@ class SkillsProvider(MemoryProvider):
         if scope != "all":
             return ForgetReport(self.name, dry_run=dry_run, cannot_delete=(
                 "skills are shared by every user of this home; forget with scope 'all'"))
-        paths = forget_skills(self.library, subject, dry_run=dry_run)
-        return ForgetReport(self.name, matched=len(paths), deleted=0 if dry_run else len(paths),
-                            dry_run=dry_run, items=[f"skill {p.stem} ({p.name})" for p in paths])
-
-
-def forget_skills(library: SkillLibrary, subject: str, *, dry_run: bool) -> list[Path]:
-    """The skills mentioning ``subject`` (case and whitespace ignored), deleted unless
-    ``dry_run``: all of them or none."""
-    needle = squash(subject)
-
-    def matches(text: str) -> bool:
-        return bool(needle) and needle in squash(text)
-
-    return library.forget_matching(matches, dry_run=dry_run)
+        needle = squash(subject)  # case and runs of whitespace ignored
+        names = self.library.forget_matching(lambda text: bool(needle) and needle in squash(text),
+                                             dry_run=dry_run)
+        return ForgetReport(self.name, matched=len(names), deleted=0 if dry_run else len(names),
+                            dry_run=dry_run, items=[f"skill {n} ({n}.md)" for n in names])
 
 
 def open_library(home: Path, config: SkillsConfig, storage_url: str | None = None

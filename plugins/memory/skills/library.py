@@ -163,7 +163,7 @@ class SkillLibrary:
     This class keeps them as files of a folder: reads take no lock (writes replace files
     atomically), writes take the folder's lock. :class:`~.pg_library.PgSkillLibrary` keeps them
     as rows; a medium supplies :meth:`_rows`, :meth:`_insert`, :meth:`_edit` and
-    :meth:`_delete_where`."""
+    :meth:`forget_matching`."""
 
     def __init__(self, directory: Path, *, max_chars: int = 20_000) -> None:
         self.directory = Path(directory)
@@ -231,7 +231,7 @@ class SkillLibrary:
             yield (rows[0] if rows else None), lambda new: self._write(
                 path, new, "; nothing was changed")
 
-    def _delete_where(self, matches: Callable[[str], bool], dry_run: bool) -> list[str]:
+    def forget_matching(self, matches: Callable[[str], bool], *, dry_run: bool) -> list[str]:
         """Delete every skill whose text ``matches``, all of them or none (each is first
         renamed aside, then unlinked); the names of those found."""
         with self._write_lock():
@@ -302,12 +302,6 @@ class SkillLibrary:
             with self._cache_lock:
                 self._cache[name] = (key, skill)
         return skill
-
-    def load(self, path: Path) -> Skill:
-        """One skill, parsed; an unreadable one becomes a Skill with ``error``."""
-        rows = self._rows(path.stem) if NAME_RE.match(path.stem) else []
-        return self._skill(rows[0]) if rows else Skill(
-            path.stem, path, error=f"cannot read {path.name}: no such skill")
 
     def all(self) -> list[Skill]:
         """Every skill, by name; broken ones carry ``error``."""
@@ -397,11 +391,6 @@ class SkillLibrary:
         """Store ``data`` as skill ``name`` unless it exists; True when stored (no checks
         beyond the name: a copied file is listed as unusable when it breaks a rule)."""
         return self._insert(_check_name(name), data)
-
-    def forget_matching(self, matches: Callable[[str], bool], *, dry_run: bool) -> list[Path]:
-        """Delete every skill whose text ``matches``, all of them or none; the path of each
-        found."""
-        return [self._where(name) for name in self._delete_where(matches, dry_run)]
 
     def _check_size(self, text: str) -> None:
         if len(text) > self.max_chars:

@@ -87,7 +87,7 @@ class PgSkillLibrary(SkillLibrary):
 
             yield ((name, None, _constant(bytes(rows[0][1]))) if rows else None), save
 
-    def _delete_where(self, matches: Callable[[str], bool], dry_run: bool) -> list[str]:
+    def forget_matching(self, matches: Callable[[str], bool], *, dry_run: bool) -> list[str]:
         with self.db.transaction(lock=forget_lock_id) as con:
             rows = self.db.rows(con, "SELECT name, body FROM skills ORDER BY name")
             found = [str(n) for n, b in rows if matches(bytes(b).decode("utf-8", errors="replace"))]

@@ -166,18 +166,31 @@ class MessagesAPIServer(LoopbackServer):
         return f"msg_test_{next(self._ids):06d}"
 
 
-def _problem(body: Any) -> str | None:
-    """What the real API would reject in ``body``, or ``None``."""
+def _envelope(body: Any, required: tuple[str, ...], counts: tuple[str, ...], missing: str
+              ) -> str | None:
+    """What is wrong with the envelope of a chat request: not an object, a ``required`` field
+    absent (``missing`` formatted with its name), one of ``counts`` not a positive integer, or no
+    message."""
     if not isinstance(body, dict):
         return "the request body must be a JSON object"
-    for key in ("model", "max_tokens", "messages"):
+    for key in required:
         if key not in body:
-            return f"{key}: Field required"
-    if not isinstance(body["max_tokens"], int) or body["max_tokens"] < 1:
-        return "max_tokens: must be a positive integer"
-    messages = body["messages"]
-    if not isinstance(messages, list) or not messages:
+            return missing.format(key)
+    for key in counts:
+        if key in body and (not isinstance(body[key], int) or body[key] < 1):
+            return f"{key}: must be a positive integer"
+    if not isinstance(body["messages"], list) or not body["messages"]:
         return "messages: at least one message is required"
+    return None
+
+
+def _problem(body: Any) -> str | None:
+    """What the real API would reject in ``body``, or ``None``."""
+    problem = _envelope(body, ("model", "max_tokens", "messages"), ("max_tokens",),
+                        "{}: Field required")
+    if problem is not None:
+        return problem
+    messages = body["messages"]
     system = body.get("system")
     breakpoints = _breakpoints(system) if isinstance(system, list) else 0
     previous_tool_uses: set[str] = set()

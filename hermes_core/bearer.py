@@ -29,7 +29,8 @@ import threading
 import time
 from pathlib import Path
 
-from hermes_core.private import private_dir, write_private_text
+from hermes_core.atomic import atomic_write
+from hermes_core.private import private_dir
 
 __all__ = ["MIN_LENGTH", "TOKEN_FILE", "Credential", "CredentialError", "resolve", "rotate"]
 
@@ -144,10 +145,7 @@ def resolve(home: Path, token_env: str) -> tuple[Credential, str | None]:
 
 def rotate(home: Path) -> str:
     """Write a new random token to the home's token file (0600, replacing any old one); return it."""
-    private_dir(home)
-    path = home / TOKEN_FILE
     token = secrets.token_urlsafe(32)
-    fresh = path.with_name(f".{TOKEN_FILE}.{os.getpid()}.tmp")
-    write_private_text(fresh, token + "\n")
-    os.replace(fresh, path)  # a running server sees the new file whole, never half written
+    # a running server sees the new file whole, never half written
+    atomic_write(private_dir(home) / TOKEN_FILE, (token + "\n").encode())
     return token

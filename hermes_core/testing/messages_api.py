@@ -166,18 +166,31 @@ class MessagesAPIServer(LoopbackServer):
         return f"msg_test_{next(self._ids):06d}"
 
 
-def _problem(body: Any) -> str | None:
-    """What the real API would reject in ``body``, or ``None``."""
+def _envelope(body: Any, required: tuple[str, ...], counts: tuple[str, ...], missing: str
+              ) -> str | None:
+    """What is wrong with the envelope of a chat request: not an object, a ``required`` field
+    absent (``missing`` formatted with its name), one of ``counts`` not a positive integer, or no
+    message."""
     if not isinstance(body, dict):
         return "the request body must be a JSON object"
-    for key in ("model", "max_tokens", "messages"):
+    for key in required:
         if key not in body:
-            return f"{key}: Field required"
-    if not isinstance(body["max_tokens"], int) or body["max_tokens"] < 1:
-        return "max_tokens: must be a positive integer"
-    messages = body["messages"]
-    if not isinstance(messages, list) or not messages:
+            return missing.format(key)
+    for key in counts:
+        if key in body and (not isinstance(body[key], int) or body[key] < 1):
+            return f"{key}: must be a positive integer"
+    if not isinstance(body["messages"], list) or not body["messages"]:
         return "messages: at least one message is required"
+    return None
+
+
+def _problem(body: Any) -> str | None:
+    """What the real API would reject in ``body``, or ``None``."""
+    problem = _envelope(body, ("model", "max_tokens", "messages"), ("max_tokens",),
+                        "{}: Field required")
+    if problem is not None:
+        return problem
+    messages = body["messages"]
     system = body.get("system")
     breakpoints = _breakpoints(system) if isinstance(system, list) else 0
     previous_tool_uses: set[str] = set()
@@ -406,40 +419,26 @@ class _Handler(LoopbackHandler):
         usage = _usage(body, reply)
         start = self._message(body, reply)
         start.update(content=[], stop_reason=None, usage={**usage, "output_tokens": 1})
-        events: list[tuple[str, dict[str, Any]]] = [
-            ("message_start", {"type": "message_start", "message": start}),
-            ("ping", {"type": "ping"}),
-        ]
+        events = [_event("message_start", message=start), _event("ping")]
         for index, block in enumerate(self._content(reply)):
             if block["type"] == "compaction":
-                events.append(_block_start(index, {"type": "compaction", "content": None}))
-                delta = {"type": "compaction_delta", "content": block["content"],
-                         "encrypted_content": block["encrypted_content"]}
-                events.append(_block_delta(index, delta))
+                opening: dict[str, Any] = {"type": "compaction", "content": None}
+                deltas = [{"type": "compaction_delta", "content": block["content"],
+                           "encrypted_content": block["encrypted_content"]}]
             elif block["type"] == "text":
-                events.append(_block_start(index, {"type": "text", "text": ""}))
-                size = max(1, reply.chunk_size)
-                for pos in range(0, len(block["text"]), size):
-                    delta = {"type": "text_delta", "text": block["text"][pos : pos + size]}
-                    events.append(_block_delta(index, delta))
+                opening, size = {"type": "text", "text": ""}, max(1, reply.chunk_size)
+                deltas = [{"type": "text_delta", "text": block["text"][pos : pos + size]}
+                          for pos in range(0, len(block["text"]), size)]
             else:
-                events.append(_block_start(index, {**block, "input": {}}))
-                delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
-                events.append(_block_delta(index, delta))
-            events.append(
-                ("content_block_stop", {"type": "content_block_stop", "index": index})
-            )
-        events.append(
-            (
-                "message_delta",
-                {
-                    "type": "message_delta",
-                    "delta": {"stop_reason": self._stop_reason(reply), "stop_sequence": None},
-                    "usage": {"output_tokens": usage["output_tokens"]},
-                },
-            )
-        )
-        events.append(("message_stop", {"type": "message_stop"}))
+                opening = {**block, "input": {}}
+                deltas = [{"type": "input_json_delta", "partial_json": json.dumps(block["input"])}]
+            events.append(_event("content_block_start", index=index, content_block=opening))
+            events += [_event("content_block_delta", index=index, delta=d) for d in deltas]
+            events.append(_event("content_block_stop", index=index))
+        events.append(_event("message_delta", delta={"stop_reason": self._stop_reason(reply),
+                                                     "stop_sequence": None},
+                             usage={"output_tokens": usage["output_tokens"]}))
+        events.append(_event("message_stop"))
         for name, data in events:
             self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
         self.wfile.flush()
@@ -448,15 +447,9 @@ class _Handler(LoopbackHandler):
 MessagesAPIServer.handler = _Handler
 
 
-def _block_start(index: int, block: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    return (
-        "content_block_start",
-        {"type": "content_block_start", "index": index, "content_block": block},
-    )
-
-
-def _block_delta(index: int, delta: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    return ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
+def _event(name: str, **fields: Any) -> tuple[str, dict[str, Any]]:
+    """A server-sent event: its name, and its data (whose ``type`` is the name)."""
+    return name, {"type": name, **fields}
 
 
 def _error_body(status: int, message: str, error_type: str | None = None) -> dict[str, Any]:

@@ -37,7 +37,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from .messages_api import MessagesAPIServer, Reply, Responder, ScriptItem, _Handler
+from .messages_api import MessagesAPIServer, Reply, Responder, ScriptItem, _envelope, _Handler
 
 __all__ = ["OpenAIAPIServer"]
 
@@ -79,23 +79,9 @@ class OpenAIAPIServer(MessagesAPIServer):
 
 def _problem(body: Any, api: OpenAIAPIServer) -> str | None:
     """What a strict Chat Completions server would reject in ``body``, or ``None``."""
-    if not isinstance(body, dict):
-        return "the request body must be a JSON object"
-    return _envelope_problem(body) or _messages_problem(body["messages"]) or _tools_problem(body, api)
-
-
-def _envelope_problem(body: dict[str, Any]) -> str | None:
-    """The required fields, the token limits and a non-empty message list."""
-    for key in ("model", "messages"):
-        if key not in body:
-            return f"'{key}' is a required property"
-    for key in ("max_tokens", "max_completion_tokens"):
-        if key in body and (not isinstance(body[key], int) or body[key] < 1):
-            return f"{key}: must be a positive integer"
-    messages = body["messages"]
-    if not isinstance(messages, list) or not messages:
-        return "messages: at least one message is required"
-    return None
+    return (_envelope(body, ("model", "messages"), ("max_tokens", "max_completion_tokens"),
+                      "'{}' is a required property")
+            or _messages_problem(body["messages"]) or _tools_problem(body, api))
 
 
 def _messages_problem(messages: list[Any]) -> str | None:

@@ -15,15 +15,15 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
 import secrets
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from hermes_core.atomic import atomic_write
 from hermes_core.bearer import Credential
-from hermes_core.private import private_dir, write_private_text
+from hermes_core.private import private_dir
 from hermes_core.users import check_user_key
 
 __all__ = ["COOKIE", "Access", "Gate", "issue_user_token", "user_tokens"]
@@ -61,13 +61,10 @@ def user_tokens(home: Path) -> dict[str, str]:
 def issue_user_token(home: Path, user: str) -> str:
     """A new token that sees ``user``'s memory and sessions only; returned (shown) once."""
     user = check_user_key(user)
-    private_dir(home)
     tokens = user_tokens(home)
     token = secrets.token_urlsafe(32)
     tokens[_digest(token)] = user
-    fresh = home / f".{TOKENS_FILE}.{os.getpid()}.tmp"
-    write_private_text(fresh, json.dumps(tokens, indent=1) + "\n")
-    os.replace(fresh, home / TOKENS_FILE)
+    atomic_write(private_dir(home) / TOKENS_FILE, (json.dumps(tokens, indent=1) + "\n").encode())
     return token
 
 

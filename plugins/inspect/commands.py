@@ -83,7 +83,7 @@ def inspect_group(ctx: click.Context, bind_host: str, port: int, user: str | Non
     if not no_browser:
         webbrowser.open(link)
     try:
-        make_server(build_app(inspector, gate)).run(sockets=[sock])
+        make_server(build_app(inspector, gate), sock).run()
     except KeyboardInterrupt:
         pass
     finally:

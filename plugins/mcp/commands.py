@@ -84,7 +84,7 @@ def serve(transport: str, bind: str, port: int, uds: Path | None, log_level: str
     first start. See docs/mcp.md.
     """
     from .credential import CredentialError, resolve
-    from .serve import HttpOptions, ServeError, run_http, run_stdio
+    from .serve import ServeError, run_http, run_stdio
     from .server import StackServer
 
     _need_sdk()
@@ -92,19 +92,12 @@ def serve(transport: str, bind: str, port: int, uds: Path | None, log_level: str
         _log_to_stderr(log_level.upper())
     host = load_host()
     settings = _settings(host)
-    options = None
     fresh: str | None = None
     if transport == "http":
         try:
             credential, fresh = resolve(host.home, settings.token_env)
         except CredentialError as exc:
             raise click.ClickException(str(exc)) from None
-        options = HttpOptions(
-            credential, host=bind, port=port, uds=uds, allowed_origins=settings.allowed_origins,
-            idle_seconds=settings.session_idle_minutes * 60, max_sessions=settings.max_sessions,
-            header_timeout=settings.header_timeout_seconds,
-            max_pending=settings.max_pending_connections,
-            log_level=(log_level or "warning").lower())
     activate_served_providers(host)
     try:
         stack = StackServer(host, transport=transport, max_conversations=settings.max_sessions)
@@ -118,10 +111,11 @@ def serve(transport: str, bind: str, port: int, uds: Path | None, log_level: str
             click.echo(client_snippet(url, fresh, host.home), err=True)
 
     try:
-        if options is None:
-            run_stdio(stack)
+        if transport == "http":
+            run_http(stack, settings, credential, announce, host=bind, port=port, uds=uds,
+                     log_level=(log_level or "warning").lower())
         else:
-            run_http(stack, options, announce)
+            run_stdio(stack)
     except KeyboardInterrupt:
         pass
     except ServeError as exc:

@@ -28,7 +28,6 @@ import socket
 import stat
 import sys
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,10 +38,10 @@ from .server import ServedCall, StackServer, connection_key
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
 
+    from .config import McpConfig
     from .credential import Credential
 
-__all__ = ["HttpOptions", "ServeError", "build_server", "gate", "is_loopback", "run_http",
-           "run_stdio"]
+__all__ = ["ServeError", "build_server", "gate", "is_loopback", "run_http", "run_stdio"]
 
 #: the Host header values a loopback (or Unix socket) server accepts (DNS rebinding protection)
 _LOCAL_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "[::1]"]
@@ -134,41 +133,10 @@ def run_stdio(stack: StackServer) -> None:
     anyio.run(main)
 
 
-@dataclass
-class HttpOptions:
-    """How ``mcp serve --transport http`` listens and whom it lets in."""
+def _answer(status: int, payload: dict[str, Any], **headers: str) -> Any:
+    from starlette.responses import Response
 
-    credential: Credential
-    host: str = "127.0.0.1"
-    port: int = 0
-    #: a Unix domain socket path to serve on instead of ``host:port``
-    uds: Path | None = None
-    allowed_origins: Sequence[str] = field(default_factory=list)
-    idle_seconds: float = 30 * 60.0
-    max_sessions: int = 500
-    header_timeout: float = 10.0
-    max_pending: int = 64
-    log_level: str = "warning"
-
-
-def _answer(status: int, payload: dict[str, Any], *extra: tuple[bytes, bytes]
-            ) -> Callable[[Any], Awaitable[None]]:
-    body = json.dumps(payload).encode()
-
-    async def send_it(send: Any) -> None:
-        await send({"type": "http.response.start", "status": status, "headers": [
-            (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-            *extra]})
-        await send({"type": "http.response.body", "body": body})
-
-    return send_it
-
-
-_HEALTHY = _answer(200, {"status": "ok"})
-_UNAUTHORIZED = _answer(401, {"error": "missing, wrong or revoked bearer token: send "
-                              "'Authorization: Bearer <token>' (the token is in the server's "
-                              "HERMES_CORE_MCP_TOKEN or its home's mcp-token file)"},
-                        (b"www-authenticate", b'Bearer realm="hermes-core"'))
+    return Response(json.dumps(payload), status, headers, media_type="application/json")
 
 
 def gate(app: Any, stack: StackServer, credential: Credential, allowed_origins: Sequence[str]
@@ -178,6 +146,11 @@ def gate(app: Any, stack: StackServer, credential: Credential, allowed_origins: 
     import anyio.to_thread
 
     origins = frozenset(o.encode("latin-1") for o in allowed_origins)
+    healthy = _answer(200, {"status": "ok"})
+    unauthorized = _answer(401, {"error": "missing, wrong or revoked bearer token: send "
+                                 "'Authorization: Bearer <token>' (the token is in the server's "
+                                 "HERMES_CORE_MCP_TOKEN or its home's mcp-token file)"},
+                           **{"www-authenticate": 'Bearer realm="hermes-core"'})
     forbidden = _answer(403, {"error": "this Origin is not allowed: list it in "
                               "mcp.allowed_origins (exact scheme://host[:port]) to let a web "
                               "page call the server"})
@@ -188,14 +161,14 @@ def gate(app: Any, stack: StackServer, credential: Credential, allowed_origins: 
             return
         headers = dict(scope.get("headers") or [])
         if scope.get("path") == "/health" and scope.get("method") in ("GET", "HEAD"):
-            await _HEALTHY(send)
+            await healthy(scope, receive, send)
             return
         if not credential.accepts(headers.get(b"authorization", b"")):
-            await _UNAUTHORIZED(send)
+            await unauthorized(scope, receive, send)
             return
         origin = headers.get(b"origin")
         if origin is not None and origin not in origins:
-            await forbidden(send)
+            await forbidden(scope, receive, send)
             return
         await app(scope, receive, send)
         sid = headers.get(b"mcp-session-id")
@@ -265,38 +238,39 @@ def _server_class() -> type[Any]:
     return Server
 
 
-def run_http(stack: StackServer, options: HttpOptions,
-             announce: Callable[[str], None] | None = None) -> None:
-    """Serve until interrupted; ``announce`` gets the URL once the socket listens."""
+def run_http(stack: StackServer, settings: McpConfig, credential: Credential,
+             announce: Callable[[str], None], *, host: str, port: int, uds: Path | None,
+             log_level: str) -> None:
+    """Serve on ``host:port`` (or the Unix socket ``uds``) until interrupted, as ``settings``
+    say; ``announce`` gets the URL once the socket listens."""
     import anyio
     import anyio.to_thread
-    import uvicorn
     from mcp.server.transport_security import TransportSecuritySettings
 
-    from hermes_core.httpguard import ACCEPT_BATCH, guarded_protocol
+    from hermes_core.httpguard import guarded_config
 
-    local = options.uds is not None or is_loopback(options.host)
+    local = uds is not None or is_loopback(host)
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=local, allowed_hosts=_LOCAL_HOSTS if local else [],
-        allowed_origins=list(options.allowed_origins))
-    server = build_server(stack)
-    app = gate(server.streamable_http_app(
-        host=options.host, transport_security=security, session_idle_timeout=options.idle_seconds,
-        max_sessions=options.max_sessions), stack, options.credential, options.allowed_origins)
-    protocol, _pending = guarded_protocol(options.header_timeout, options.max_pending)
-    sock = _unix_socket(options.uds) if options.uds is not None else None
-    config = uvicorn.Config(app, host=options.host, port=options.port, log_level=options.log_level,
-                            access_log=options.log_level in ("debug", "info"), lifespan="on",
-                            http=protocol, backlog=ACCEPT_BATCH, server_header=False)
+        allowed_origins=list(settings.allowed_origins))
+    idle_seconds = settings.session_idle_minutes * 60
+    app = gate(build_server(stack).streamable_http_app(
+        host=host, transport_security=security, session_idle_timeout=idle_seconds,
+        max_sessions=settings.max_sessions), stack, credential, settings.allowed_origins)
+    sock = _unix_socket(uds) if uds is not None else None
+    config, _pending = guarded_config(
+        app, header_timeout=settings.header_timeout_seconds,
+        max_pending=settings.max_pending_connections, host=host, port=port, log_level=log_level,
+        access_log=log_level in ("debug", "info"), lifespan="on", server_header=False)
     web = _server_class()(config)
 
     async def sweep() -> None:
         """End the archived sessions of connections idle as long as the SDK's own expiry."""
-        interval = min(max(options.idle_seconds / 4, 0.2), 30.0)
+        interval = min(max(idle_seconds / 4, 0.2), 30.0)
         trims = 0
         while True:
             await anyio.sleep(interval)
-            if await anyio.to_thread.run_sync(stack.expire_idle, options.idle_seconds):
+            if await anyio.to_thread.run_sync(stack.expire_idle, idle_seconds):
                 trims = 4  # the SDK frees its side of the sessions about now too: trim a while
             if trims:
                 trims -= 1
@@ -313,22 +287,18 @@ def run_http(stack: StackServer, options: HttpOptions,
                 if web.should_exit:
                     return
                 await anyio.sleep(0.02)
-            if options.uds is not None:
-                url = f"unix:{options.uds}"
+            if uds is not None:
+                url = f"unix:{uds}"
             else:
-                bound = web.servers[0].sockets[0].getsockname()[1] if web.servers else options.port
-                shown = f"[{options.host}]" if ":" in options.host else options.host
+                bound = web.servers[0].sockets[0].getsockname()[1] if web.servers else port
+                shown = f"[{host}]" if ":" in host else host
                 url = f"http://{shown}:{bound}/mcp"
-            (announce or _stderr)(url)
+            announce(url)
             tg.start_soon(sweep)
 
     try:
         anyio.run(main)
     finally:
-        if sock is not None and options.uds is not None:
+        if sock is not None and uds is not None:
             sock.close()
-            options.uds.unlink(missing_ok=True)
-
-
-def _stderr(url: str) -> None:
-    print(f"hermes-core mcp: serving on {url}", file=sys.stderr, flush=True)
+            uds.unlink(missing_ok=True)

@@ -209,3 +209,18 @@ def test_a_burst_of_new_connections_is_answered_not_reset() -> None:
         for t in threads:
             t.join(120)
     assert errors == [] and len(api.requests) == 160
+
+
+@pytest.mark.parametrize(("body", "says"), [
+    (b"[1, 2]", "the body is a JSON list; send a JSON object"),
+    (b'"hello"', "the body is a JSON str; send a JSON object"),
+    (b"{not json", "the body is not valid JSON; send a JSON object"),
+])
+def test_count_tokens_answers_a_body_that_is_not_an_object_with_400(body: bytes, says: str) -> None:
+    with MessagesAPIServer([]) as api:
+        response = httpx.post(f"{api.base_url}/v1/messages/count_tokens", content=body,
+                              headers={"content-type": "application/json"}, timeout=5)
+        good = httpx.post(f"{api.base_url}/v1/messages/count_tokens", timeout=5,
+                          json={"model": MODEL, "messages": USER})
+    assert response.status_code == 400 and says in response.json()["error"]["message"]
+    assert good.status_code == 200 and good.json()["input_tokens"] > 0

@@ -330,11 +330,13 @@ class _Handler(LoopbackHandler):
         """``POST /v1/messages/count_tokens``: the body of a request without ``max_tokens``,
         answered with ``{"input_tokens": N}``, N the same rough deterministic count as a reply's
         usage (plus the tools' size)."""
-        problem = _problem({**body, "max_tokens": 1}) if isinstance(body, dict) else None
-        if problem is None:
-            problem = self._context_problem(body)
-        if body is None or problem is not None:
-            self._send_json(400, _error_body(400, problem or "the body is not valid JSON"))
+        if not isinstance(body, dict):
+            what = "not valid JSON" if body is None else f"a JSON {type(body).__name__}"
+            self._send_json(400, _error_body(400, f"the body is {what}; send a JSON object"))
+            return
+        problem = _problem({**body, "max_tokens": 1}) or self._context_problem(body)
+        if problem is not None:
+            self._send_json(400, _error_body(400, problem))
             return
         tools = len(json.dumps(body.get("tools", []))) // 4 if body.get("tools") else 0
         answer: dict[str, Any] = {"input_tokens": _usage(body, Reply(text=""))["input_tokens"] + tools}

@@ -64,7 +64,7 @@ from hermes_core.kinds import MemoryProvider, PluginContext
 from hermes_core.types import EndReason, MemoryWrite, Message, Session, SwitchReason
 
 from . import calls
-from .adapter_objects import overrides, unavailable_reason
+from .adapter_objects import bridged_class, overrides, unavailable_reason
 from .adapter_tools import LIVE, ProviderTools
 from .convert import accepts, author_keywords, call_with, names, to_openai, turn_author, write_metadata
 from .delegation import delegated_result, start_kwargs, stop_kwargs
@@ -570,12 +570,6 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
 
 def memory_class(candidate: HermesCandidate) -> type[HermesMemoryProvider]:
     """A hermes-core provider class named ``candidate.name`` for one Hermes plugin."""
-    return type(_class_name(candidate), (HermesMemoryProvider,), {
-        "name": candidate.name, "candidate": candidate, "__module__": __name__,
-        "description": f"Hermes memory provider {candidate.plugin!r} ({candidate.where})"})
-
-
-def _class_name(candidate: HermesCandidate) -> str:
-    return "Hermes_" + "".join(ch if ch.isalnum() else "_" for ch in candidate.plugin)
+    return bridged_class(HermesMemoryProvider, "Hermes_", "memory provider", candidate)
 
 

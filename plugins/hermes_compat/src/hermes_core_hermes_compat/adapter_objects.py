@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from hermes_core.errors import PluginError
 from hermes_core.kinds import PluginContext
@@ -28,7 +28,7 @@ from .host_access import HostAccess
 from .loading import HermesLoadError, Loaded, load
 from .slots import Failure, Slot
 
-__all__ = ["ProviderObjects", "overrides", "unavailable_reason"]
+__all__ = ["Bridged", "ProviderObjects", "bridged_class", "overrides", "unavailable_reason"]
 
 log = logging.getLogger(__name__)
 
@@ -57,14 +57,43 @@ def unavailable_reason(obj: Any) -> str:
 #: the chat identity Hermes' gateway passes to ``initialize`` when it knows it
 _CHAT_FIELDS = ("user_id_alt", "user_name", "chat_id", "chat_name", "chat_type", "thread_id")
 
+B = TypeVar("B", bound="Bridged")
 
-class ProviderObjects:
-    """Loading, per-session slots and registered-hook firing of
-    :class:`~.adapter_memory.HermesMemoryProvider` (its base; set up by its ``__init__``)."""
+
+class Bridged:
+    """What the memory and the engine adapter share: loading their Hermes plugin (a failure as
+    the kernel's :class:`PluginError`) and reporting each of its problems once."""
 
     candidate: ClassVar[HermesCandidate]
     context: PluginContext
     _problems: set[str]
+
+    def _load_plugin(self) -> Loaded:
+        # plugins that read HERMES_HOME when registered must see the bridge's folder already
+        calls.point_env(self.context.home)
+        try:
+            return load(self.candidate, calls.hermes_home_for(
+                self.context.home, self.candidate.plugin, None), HostAccess(self.context))
+        except HermesLoadError as exc:
+            raise PluginError(f"{exc} (fix: {exc.fix})" if exc.fix else str(exc)) from exc
+
+    def _problem(self, message: str) -> None:
+        if message not in self._problems:
+            self._problems.add(message)
+            self.context.report_problem(f"Hermes plugin {self.candidate.plugin!r}: {message}")
+
+
+def bridged_class(base: type[B], prefix: str, what: str, candidate: HermesCandidate) -> type[B]:
+    """A subclass of ``base`` named ``candidate.name`` (the hermes-core name) for one plugin."""
+    return type(prefix + "".join(ch if ch.isalnum() else "_" for ch in candidate.plugin), (base,),
+                {"name": candidate.name, "candidate": candidate, "__module__": base.__module__,
+                 "description": f"Hermes {what} {candidate.plugin!r} ({candidate.where})"})
+
+
+class ProviderObjects(Bridged):
+    """Loading, per-session slots and registered-hook firing of
+    :class:`~.adapter_memory.HermesMemoryProvider` (its base; set up by its ``__init__``)."""
+
     _lock: threading.Lock
     _slots: dict[str | None, Slot]
     #: each session seen so far and its slot's key (where its memory writes go)
@@ -81,13 +110,7 @@ class ProviderObjects:
     _called: set[str]
 
     def _load(self) -> Loaded:
-        # plugins that read HERMES_HOME when registered must see the bridge's folder already
-        calls.point_env(self.context.home)
-        try:
-            loaded = load(self.candidate, calls.hermes_home_for(
-                self.context.home, self.candidate.plugin, None), HostAccess(self.context))
-        except HermesLoadError as exc:
-            raise PluginError(f"{exc} (fix: {exc.fix})" if exc.fix else str(exc)) from exc
+        loaded = self._load_plugin()
         for name in loaded.unsupported:
             self._problem(f"its register(ctx) called ctx.{name}(), which hermes-core does not "
                           "support: skipped (the rest still runs)")
@@ -102,11 +125,6 @@ class ProviderObjects:
                                   "context.engine)")
             loaded.providers.append(HooksOnly())
         return loaded
-
-    def _problem(self, message: str) -> None:
-        if message not in self._problems:
-            self._problems.add(message)
-            self.context.report_problem(f"Hermes plugin {self.candidate.plugin!r}: {message}")
 
     def _safe(self, obj: Any, method: str, *, default: Any) -> Any:
         fn = getattr(obj, method, None)

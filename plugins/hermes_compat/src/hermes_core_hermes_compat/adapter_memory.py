@@ -427,13 +427,9 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
                 if compacted is not None and old_session is not None and \
                         old_session.id == slot.session_id:
                     # as Hermes before a compaction moves the conversation on: the old
-                    # session's end, with the history the compaction summarised
-                    end = getattr(slot.obj, "on_session_end", None)
-                    try:
-                        if callable(end):
-                            slot.call(end, compacted)
-                    except Exception as exc:  # the switch still happens
-                        self._problem(f"on_session_end() raised {type(exc).__name__}: {exc}")
+                    # session's end, with the history the compaction summarised (one that
+                    # raises is reported: the switch still happens)
+                    self._call_reported(slot, "on_session_end", compacted)
                 parent = old_session.id if old_session is not None else slot.session_id
                 self._switch(slot, new_session, parent, reason=_HERMES_REASON.get(reason, ""),
                              reset=reason in (SwitchReason.NEW, SwitchReason.RESET))
@@ -494,12 +490,9 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         """``shutdown()`` on the slot's object, then its thread ends. Also on an object whose
         initialize raised: it may have started threads or opened files first, and Hermes shuts
         every provider down. One that raises is reported; the other objects still close."""
-        fn = getattr(slot.obj, "shutdown", None)
         try:
-            if (slot.session_id is not None or slot.failure is not None) and callable(fn):
-                slot.call(fn)
-        except Exception as exc:
-            self._problem(f"shutdown() raised {type(exc).__name__}: {exc}")
+            if slot.session_id is not None or slot.failure is not None:
+                self._call_reported(slot, "shutdown")
         finally:
             slot.pinned.close()
 

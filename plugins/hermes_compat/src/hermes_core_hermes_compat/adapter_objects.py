@@ -250,15 +250,21 @@ class ProviderObjects(Bridged):
 
     def _renew(self, slot: Slot) -> None:
         """Shut the slot's object down and put a newly loaded one in its place."""
-        old, loaded = slot.obj, self._load()
-        fn = getattr(old, "shutdown", None)
-        try:
-            if slot.session_id is not None and callable(fn):
-                slot.call(fn)
-        except Exception as exc:  # its successor is made all the same
-            self._problem(f"shutdown() raised {type(exc).__name__}: {exc}")
+        loaded = self._load()
+        if slot.session_id is not None:  # its successor is made all the same
+            self._call_reported(slot, "shutdown")
         slot.obj, slot.session_id = loaded.providers[0], None
         slot.warm = False
+
+    def _call_reported(self, slot: Slot, method: str, *args: Any) -> None:
+        """``method(*args)`` of the slot's object, when it has one, on its thread; one that
+        raises is reported, and what the caller does next still happens."""
+        fn = getattr(slot.obj, method, None)
+        try:
+            if callable(fn):
+                slot.call(fn, *args)
+        except Exception as exc:
+            self._problem(f"{method}() raised {type(exc).__name__}: {exc}")
 
     def _initialize(self, slot: Slot, session: Session) -> None:
         slot.hermes_home.mkdir(parents=True, exist_ok=True)

@@ -73,7 +73,7 @@ from .general import HooksOnly, fire, injected_context
 from .loading import Loaded, unload
 from .settings import HermesSection, check_section
 from .slots import Slot
-from .turn_ends import TurnBook
+from .turn_ends import TurnBook, trim
 
 __all__ = ["WARM_SHARE", "HermesMemoryProvider", "memory_class"]
 
@@ -404,8 +404,7 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         # by session, since the lane may still be behind an earlier compaction's switch
         history = to_openai(messages)
         slot.compacted[session.id] = history  # (the lane pops it: single dict operations)
-        for stale in list(slot.compacted)[:-4]:  # compactions that made no progress leave theirs
-            slot.compacted.pop(stale, None)
+        trim(slot.compacted, 4)  # compactions that made no progress leave theirs
         fn = getattr(slot.obj, "on_pre_compress", None)
         if not callable(fn):
             return None

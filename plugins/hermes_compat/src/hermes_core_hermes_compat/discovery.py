@@ -21,7 +21,7 @@ import dataclasses
 import functools
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -72,7 +72,6 @@ class HermesCandidate:
     version: str | None = None
     #: set when the name clashes with an earlier candidate (then it is never loaded)
     clash: str | None = None
-    notes: list[str] = field(default_factory=list)
     #: a general plugin (its source registers no provider or engine): it yields its name to a
     #: provider or engine found anywhere else
     general: bool = False
@@ -140,7 +139,7 @@ def _entry_points() -> tuple[tuple[str, metadata.EntryPoint], ...]:
 
 
 def _from_entry_points() -> list[HermesCandidate]:
-    return [dataclasses.replace(c, notes=list(c.notes)) for c in _entry_point_candidates()]
+    return [dataclasses.replace(c) for c in _entry_point_candidates()]
 
 
 @functools.cache

@@ -17,8 +17,9 @@ limit apply; it answers the tool's text, or ``{"error": ...}`` JSON (0.19.0's re
 either). Outside a tool call there is no conversation's tool runner to reach: an error JSON says so.
 
 Of newer Hermes' ``ctx``: ``ctx.state`` (:class:`PluginState`, a plugin's durable JSON key/value
-store in its Hermes home) and ``ctx.call_mcp`` (:func:`call_mcp`: refused, as newer Hermes refuses
-a server missing from the plugin's MCP allow-list, which hermes-core has no setting for).
+store in its Hermes home) and ``ctx.call_mcp`` (refused, as newer Hermes refuses
+a server missing from the plugin's MCP allow-list, which hermes-core has no setting for: see
+:class:`.loading._Collector`).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from hermes_core.types import Message, ToolCall, ToolContext
 
 from .calls import Pinned
 
-__all__ = ["HostAccess", "PluginLlm", "PluginState", "call_mcp", "dispatch_tool", "in_tool_call"]
+__all__ = ["HostAccess", "PluginLlm", "PluginState", "dispatch_tool", "in_tool_call"]
 
 T = TypeVar("T")
 
@@ -383,11 +384,3 @@ class PluginState:
                                  f"than the {_STATE_QUOTA}-byte per-plugin quota")
             atomic_write(path, encoded)
 
-
-def call_mcp(plugin: str, server: str) -> dict[str, Any]:
-    """Newer Hermes' ``ctx.call_mcp``: a server is callable only when the plugin's MCP allow-list
-    names it; hermes-core has no such list, so every call is refused as newer Hermes refuses one
-    (its MCP servers are hermes-core's tools, which ``ctx.dispatch_tool`` reaches in a tool call)."""
-    raise PermissionError(f"Plugin {plugin!r} is not allowed to call MCP server {server!r}: "
-                          "hermes-core grants no Hermes plugin MCP access (its MCP tools are "
-                          "reached with ctx.dispatch_tool inside a tool call)")

@@ -129,8 +129,13 @@ class _Collector:
 
     def call_mcp(self, server: str, tool: str, arguments: dict[str, Any] | None = None,
                  timeout: float = 30) -> dict[str, Any]:
-        """Newer Hermes' ``ctx.call_mcp``: refused (no MCP allow-list in hermes-core)."""
-        return host_access.call_mcp(self.manifest.name, server)
+        """Newer Hermes' ``ctx.call_mcp``: a server is callable only when the plugin's MCP
+        allow-list names it; hermes-core has no such list, so every call is refused as newer
+        Hermes refuses one (its MCP servers are hermes-core's tools, which
+        ``ctx.dispatch_tool`` reaches in a tool call)."""
+        raise PermissionError(f"Plugin {self.manifest.name!r} is not allowed to call MCP server "
+                              f"{server!r}: hermes-core grants no Hermes plugin MCP access (its "
+                              "MCP tools are reached with ctx.dispatch_tool inside a tool call)")
 
     @property
     def plugin_id(self) -> str:

@@ -279,21 +279,18 @@ def _hermes_error(exc: LLMError) -> RuntimeError:
 
 
 def _block(block: Any) -> dict[str, Any]:
-    if isinstance(block, dict):
-        kind = block.get("type")
-        if kind == "text" and isinstance(block.get("text"), str):
-            return {"type": "text", "text": block["text"]}
-        if kind == "text":
-            raise ValueError("text input block requires 'text' string")
-        if kind == "image":
-            return {"type": "image"}
-        raise ValueError(f"Unknown input block type: {kind!r}")
-    kind = getattr(block, "type", None)
-    if kind == "text":
-        return {"type": "text", "text": str(getattr(block, "text", ""))}
+    """An input block of ``complete_structured`` (a dict, or a ``PluginLlm*Input``) as a part."""
+    is_dict = isinstance(block, dict)
+    kind = block.get("type") if is_dict else getattr(block, "type", None)
     if kind == "image":
         return {"type": "image"}
-    raise ValueError(f"Unsupported input block: {type(block).__name__}")
+    if kind == "text":
+        text = block.get("text") if is_dict else str(getattr(block, "text", ""))
+        if not isinstance(text, str):
+            raise ValueError("text input block requires 'text' string")
+        return {"type": "text", "text": text}
+    raise ValueError(f"Unknown input block type: {kind!r}" if is_dict
+                     else f"Unsupported input block: {type(block).__name__}")
 
 
 def _parsed(text: str, wants_json: bool, schema: Any | None) -> tuple[Any | None, str]:

@@ -249,12 +249,12 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         complete)."""
         if reply.content and self._hooks.has("post_llm_call"):
             self._ran("hook post_llm_call")
-            fire(slot.hooks, "post_llm_call", self._problem, user_message=user,
+            fire(self._hooks, "post_llm_call", self._problem, user_message=user,
                  assistant_response=reply.content, conversation_history=to_openai(history),
                  **turn)
         if self._hooks.has("on_session_end"):
             self._ran("hook on_session_end")
-            fire(slot.hooks, "on_session_end", self._problem,
+            fire(self._hooks, "on_session_end", self._problem,
                  completed=bool(reply.content) and not reply.tool_calls, interrupted=False, **turn)
 
     @hookimpl
@@ -506,7 +506,7 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         if parent is None:
             return
         self._ran("hook subagent_start")
-        parent.call(fire, parent.hooks, "subagent_start", self._problem, **start_kwargs(
+        parent.call(fire, self._hooks, "subagent_start", self._problem, **start_kwargs(
             child, goal, f"{child.parent_session_id}:{parent.turns_of(child.parent_session_id or '')}",
             parent.agent_context == "subagent", self.context.config.delegation.max_depth))
 

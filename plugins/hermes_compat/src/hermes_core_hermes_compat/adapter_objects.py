@@ -177,9 +177,8 @@ class ProviderObjects(Bridged):
                 self._spare = None
                 home = calls.hermes_home_for(self.context.home, self.candidate.plugin, key)
                 slot = self._slots[slot_key] = Slot(
-                    loaded, home, f"hermes-{self.candidate.plugin}",
+                    loaded.providers[0], home, f"hermes-{self.candidate.plugin}",
                     session.agent_context if session is not None else "primary")
-                slot.hooks = self._hooks
         return slot
 
     def _ready(self, session: Session, *, move: bool = True) -> Slot | None:
@@ -330,8 +329,8 @@ class ProviderObjects(Bridged):
             return []
         self._ran(f"hook {hook}")
         if not observe:
-            return slot.call(fire, slot.hooks, hook, self._problem, **kwargs)
-        future = slot.pinned.submit(fire, slot.hooks, hook, self._problem, **kwargs)
+            return slot.call(fire, self._hooks, hook, self._problem, **kwargs)
+        future = slot.pinned.submit(fire, self._hooks, hook, self._problem, **kwargs)
         try:
             future.result(timeout=self._boundary_wait)
         except FutureTimeout:

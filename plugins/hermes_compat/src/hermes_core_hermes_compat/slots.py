@@ -17,7 +17,6 @@ from typing import Any
 from hermes_core.types import Message
 
 from . import calls
-from .loading import Loaded
 from .turn_ends import trim
 
 __all__ = ["RETRY_MAX_SECONDS", "RETRY_SECONDS", "Failure", "Slot"]
@@ -45,17 +44,16 @@ class Failure:
 
 
 class Slot:
-    """One Hermes provider object (with the hooks and tools registered beside it), its own
-    thread, and the session it is initialised for."""
+    """One Hermes provider object, its own thread, and the session it is initialised for (the
+    hooks and tools registered beside it are the adapter's, the same for every slot)."""
 
     __slots__ = ("agent_context", "began", "block", "compacted", "ending", "failure",
-                 "hermes_home", "histories", "hooks", "lock", "obj", "pinned", "session_id",
-                 "turns", "warm", "warming", "whole")
+                 "hermes_home", "histories", "lock", "obj", "pinned", "session_id", "turns",
+                 "warm", "warming", "whole")
 
-    def __init__(self, loaded: Loaded, hermes_home: Path, thread_name: str,
+    def __init__(self, obj: Any, hermes_home: Path, thread_name: str,
                  agent_context: str = "primary") -> None:
-        self.obj = loaded.providers[0]
-        self.hooks = loaded.registered
+        self.obj = obj
         #: ``"primary"`` (the user's sessions) or ``"subagent"`` (one delegated child session)
         self.agent_context = agent_context
         #: session id -> its messages as Hermes hooks see them (kept only for ``pre_llm_call`` and

@@ -337,13 +337,12 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         else:
             log.info("Hermes plugin %r is warm", self.candidate.plugin)
 
-    def warming(self) -> bool:
-        """Whether a first prefetch is still running after its turn went on without it."""
-        return any(slot.warming is not None for slot in self._slots.values())
-
     @hookimpl
     def queue_prefetch(self, query: str, session: Session) -> None:
-        self._run(session, "queue_prefetch", query)
+        slot = self._ready(session)
+        fn = getattr(slot.obj, "queue_prefetch", None) if slot is not None else None
+        if slot is not None and callable(fn):
+            slot.call(call_with, fn, query, session_id=session.id)
 
     @hookimpl
     def sync_turn(self, user_message: Message, assistant_message: Message, session: Session,

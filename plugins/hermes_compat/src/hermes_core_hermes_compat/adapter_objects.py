@@ -294,13 +294,6 @@ class ProviderObjects(Bridged):
         slot.call(slot.obj.initialize, session.id, **kwargs)
         slot.session_id = session.id
 
-    def _run(self, session: Session, method: str, *args: Any, **kwargs: Any) -> Any:
-        slot = self._ready(session)
-        fn = getattr(slot.obj, method, None) if slot is not None else None
-        if slot is None or not callable(fn):
-            return None
-        return slot.call(call_with, fn, *args, session_id=session.id, **kwargs)
-
     def _text(self, value: Any, method: str) -> str | None:
         if value is None or value == "":
             return None

@@ -98,11 +98,9 @@ _ENGINE_CALL = re.compile(r"register_context_engine\s*\(|\(\s*ContextEngine\s*\)
 _MEMORY_CALL = re.compile(r"register_memory_provider\s*\(|\(\s*MemoryProvider\s*\)")
 
 
-def _kind_of_text(text: str, default: Kind = "memory-provider") -> Kind:
+def _kind_of_text(text: str) -> Kind:
     engine, memory = bool(_ENGINE_CALL.search(text)), bool(_MEMORY_CALL.search(text))
-    if engine and not memory:
-        return "context-engine"
-    return "memory-provider" if memory else default
+    return "context-engine" if engine and not memory else "memory-provider"
 
 
 def _module_file(dist: metadata.Distribution, module: str) -> Path | None:

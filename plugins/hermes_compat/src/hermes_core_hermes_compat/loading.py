@@ -12,7 +12,6 @@ name and skipped; the rest is kept.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib
 import importlib.util
@@ -303,8 +302,8 @@ def _explain_missing(candidate: HermesCandidate, exc: ModuleNotFoundError) -> He
             f"{candidate.distribution or 'the plugin'} with its dependencies")
 
 
-def load(candidate: HermesCandidate, hermes_home: Path | None = None,
-         host: HostAccess | None = None) -> Loaded:
+def load(candidate: HermesCandidate, hermes_home: Path, host: HostAccess | None = None
+         ) -> Loaded:
     """Import ``candidate`` and run its registration; a fresh provider/engine each call (but for
     an entry point naming a provider instance: that one object each time, as in newer Hermes).
 
@@ -318,7 +317,7 @@ def load(candidate: HermesCandidate, hermes_home: Path | None = None,
     if candidate.clash:
         raise HermesLoadError(candidate.clash, fix="remove or rename one of the two plugins")
     shims.install()
-    with calls.in_home(hermes_home) if hermes_home is not None else contextlib.nullcontext():
+    with calls.in_home(hermes_home):
         return _register(candidate, _import(candidate), host or HostAccess())
 
 

@@ -12,6 +12,7 @@ name and skipped; the rest is kept.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -105,26 +106,20 @@ class _Collector:
     def __init__(self, loaded: Loaded, plugin: str) -> None:
         self._loaded = loaded
         self.manifest = _Manifest(plugin)
-        self._llm: host_access.PluginLlm | None = None
-        self._state: host_access.PluginState | None = None
 
-    @property
+    @functools.cached_property
     def llm(self) -> host_access.PluginLlm:
         """Hermes' ``ctx.llm``: completions on hermes-core's main model client."""
-        if self._llm is None:
-            self._llm = host_access.PluginLlm(self.manifest.key, self._loaded.host)
-        return self._llm
+        return host_access.PluginLlm(self.manifest.key, self._loaded.host)
 
     def dispatch_tool(self, tool_name: str, args: dict[str, Any], **kwargs: Any) -> str:
         """Hermes' ``ctx.dispatch_tool``: through the running conversation's tool runner."""
         return host_access.dispatch_tool(tool_name, args, **kwargs)
 
-    @property
+    @functools.cached_property
     def state(self) -> host_access.PluginState:
         """Newer Hermes' ``ctx.state``: the plugin's durable JSON values."""
-        if self._state is None:
-            self._state = host_access.PluginState(self.manifest.key)
-        return self._state
+        return host_access.PluginState(self.manifest.key)
 
     def call_mcp(self, server: str, tool: str, arguments: dict[str, Any] | None = None,
                  timeout: float = 30) -> dict[str, Any]:

@@ -70,7 +70,7 @@ from .convert import accepts, author_keywords, call_with, names, to_openai, turn
 from .delegation import delegated_result, start_kwargs, stop_kwargs
 from .discovery import HermesCandidate
 from .general import HooksOnly, fire, injected_context
-from .loading import Loaded, unload
+from .loading import unload
 from .settings import HermesSection, check_section
 from .slots import Slot
 from .turn_ends import TurnBook, trim
@@ -121,7 +121,8 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
                               f"{unavailable_reason(first)}")
         self._slots: dict[str | None, Slot] = {}
         self._served: dict[str, tuple[str | None, Session]] = {}
-        self._spare: Loaded | None = self._loaded
+        #: the first load (``_loaded``) is not any slot's yet: the first slot takes it
+        self._spare = True
         self._user_scope = context.config.memory.scope == "user"
         #: how long a turn waits for a provider's cold first prefetch (see :meth:`prefetch`)
         self._warm_wait = context.config.memory.prefetch_timeout * WARM_SHARE

@@ -98,7 +98,7 @@ class ProviderObjects(Bridged):
     _slots: dict[str | None, Slot]
     #: each session seen so far and its slot's key (where its memory writes go)
     _served: dict[str, tuple[str | None, Session]]
-    _spare: Loaded | None
+    _spare: bool
     _loaded: Loaded
     _user_scope: bool
     _values: dict[str, Any]
@@ -168,13 +168,8 @@ class ProviderObjects(Bridged):
                 # provider object is made per agent (its loader runs register(ctx) again for
                 # that object and keeps nothing else of it): every slot fires the first
                 # registration's hooks, and a plugin with no provider shares its one object
-                if self._spare is not None:
-                    loaded = self._spare
-                elif self.general:
-                    loaded = self._loaded
-                else:
-                    loaded = self._load()
-                self._spare = None
+                loaded = self._loaded if self._spare or self.general else self._load()
+                self._spare = False
                 home = calls.hermes_home_for(self.context.home, self.candidate.plugin, key)
                 slot = self._slots[slot_key] = Slot(
                     loaded.providers[0], home, f"hermes-{self.candidate.plugin}",

@@ -61,10 +61,9 @@ class ProviderTools(ProviderObjects):
         # a static description, asked on the caller's thread: the tools are offered even while
         # the object's own thread is held by a hung call
         with self._lock:
-            spare = self._spare
             first = next(iter(self._slots.values()), None)
         # (the first object loaded describes them when no slot is left: every conversation ended)
-        obj = first.obj if first is not None else (spare or self._loaded).providers[0]
+        obj = first.obj if first is not None else self._loaded.providers[0]
         tools = [] if self.general else hermes_tools(obj, self.name, self._problem,
                                                      self._call_tool, check=False)
         # a provider's own tool wins over a ctx.register_tool of the same name (mnemosyne-hermes

@@ -283,9 +283,9 @@ class ProviderObjects(Bridged):
             if isinstance(value, str) and value:
                 kwargs[name] = value
         save = getattr(slot.obj, "save_config", None)
-        if self._values and slot.session_id is None and callable(save):
+        if self._values and callable(save):
             slot.call(save, dict(self._values), str(slot.hermes_home))
-        slot.session_id = None  # a failed initialize leaves the object uninitialised
+        # session_id is None here (both callers), and stays None when initialize raises
         slot.call(slot.obj.initialize, session.id, **kwargs)
         slot.session_id = session.id
 

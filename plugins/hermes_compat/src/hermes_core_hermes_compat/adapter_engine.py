@@ -18,7 +18,7 @@ import copy
 import json
 import threading
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from hermes_core import hookimpl
 from hermes_core.errors import PluginError
@@ -27,30 +27,23 @@ from hermes_core.results import estimate_tokens
 from hermes_core.types import CompressionResult, EndReason, Message, Session, ToolContext, Usage
 
 from . import calls
+from .adapter_objects import Bridged, bridged_class
 from .convert import call_with, from_openai, hermes_tools, to_openai
 from .discovery import HermesCandidate
-from .host_access import HostAccess
-from .loading import HermesLoadError, load, unload
+from .loading import unload
 from .settings import HermesSection
 
 __all__ = ["HermesContextEngine", "engine_class"]
 
 
-class HermesContextEngine(ContextEngine):
+class HermesContextEngine(Bridged, ContextEngine):
     """Runs one Hermes context engine; :func:`engine_class` sets ``candidate``."""
 
-    candidate: ClassVar[HermesCandidate]
     Config = HermesSection
 
     def __init__(self, config: HermesSection, context: PluginContext) -> None:
         super().__init__(config, context)
-        # plugins that read HERMES_HOME when registered must see the bridge's folder already
-        calls.point_env(context.home)
-        try:
-            loaded = load(self.candidate, calls.hermes_home_for(
-                context.home, self.candidate.plugin, None), HostAccess(context))
-        except HermesLoadError as exc:
-            raise PluginError(f"{exc} (fix: {exc.fix})" if exc.fix else str(exc)) from exc
+        loaded = self._load_plugin()
         if not loaded.engines:
             raise PluginError(f"Hermes plugin {self.candidate.plugin!r} registered no context "
                               "engine (it is a memory provider: list it in memory.providers)")
@@ -161,11 +154,6 @@ class HermesContextEngine(ContextEngine):
         with calls.in_home(self.hermes_home):
             unload(self._loaded, self._problem)
 
-    def _problem(self, message: str) -> None:
-        if message not in self._problems:
-            self._problems.add(message)
-            self.context.report_problem(f"Hermes plugin {self.candidate.plugin!r}: {message}")
-
 
 def _kept(messages: list[Message], sent: list[dict[str, Any]], out: list[Any]) -> list[Message]:
     """The engine's answer as messages, each one it returned unchanged being the message it was
@@ -194,7 +182,4 @@ def _key(item: Any) -> str:
 
 
 def engine_class(candidate: HermesCandidate) -> type[HermesContextEngine]:
-    name = "HermesEngine_" + "".join(ch if ch.isalnum() else "_" for ch in candidate.plugin)
-    return type(name, (HermesContextEngine,), {
-        "name": candidate.name, "candidate": candidate, "__module__": __name__,
-        "description": f"Hermes context engine {candidate.plugin!r} ({candidate.where})"})
+    return bridged_class(HermesContextEngine, "HermesEngine_", "context engine", candidate)

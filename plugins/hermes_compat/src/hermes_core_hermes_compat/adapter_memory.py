@@ -64,16 +64,16 @@ from hermes_core.kinds import MemoryProvider, PluginContext
 from hermes_core.types import EndReason, MemoryWrite, Message, Session, SwitchReason
 
 from . import calls
-from .adapter_objects import overrides, unavailable_reason
+from .adapter_objects import bridged_class, overrides, unavailable_reason
 from .adapter_tools import LIVE, ProviderTools
 from .convert import accepts, author_keywords, call_with, names, to_openai, turn_author, write_metadata
 from .delegation import delegated_result, start_kwargs, stop_kwargs
 from .discovery import HermesCandidate
 from .general import HooksOnly, fire, injected_context
-from .loading import Loaded, unload
+from .loading import unload
 from .settings import HermesSection, check_section
 from .slots import Slot
-from .turn_ends import TurnBook
+from .turn_ends import TurnBook, trim
 
 __all__ = ["WARM_SHARE", "HermesMemoryProvider", "memory_class"]
 
@@ -121,7 +121,8 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
                               f"{unavailable_reason(first)}")
         self._slots: dict[str | None, Slot] = {}
         self._served: dict[str, tuple[str | None, Session]] = {}
-        self._spare: Loaded | None = self._loaded
+        #: the first load (``_loaded``) is not any slot's yet: the first slot takes it
+        self._spare = True
         self._user_scope = context.config.memory.scope == "user"
         #: how long a turn waits for a provider's cold first prefetch (see :meth:`prefetch`)
         self._warm_wait = context.config.memory.prefetch_timeout * WARM_SHARE
@@ -249,12 +250,12 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         complete)."""
         if reply.content and self._hooks.has("post_llm_call"):
             self._ran("hook post_llm_call")
-            fire(slot.hooks, "post_llm_call", self._problem, user_message=user,
+            fire(self._hooks, "post_llm_call", self._problem, user_message=user,
                  assistant_response=reply.content, conversation_history=to_openai(history),
                  **turn)
         if self._hooks.has("on_session_end"):
             self._ran("hook on_session_end")
-            fire(slot.hooks, "on_session_end", self._problem,
+            fire(self._hooks, "on_session_end", self._problem,
                  completed=bool(reply.content) and not reply.tool_calls, interrupted=False, **turn)
 
     @hookimpl
@@ -337,13 +338,12 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         else:
             log.info("Hermes plugin %r is warm", self.candidate.plugin)
 
-    def warming(self) -> bool:
-        """Whether a first prefetch is still running after its turn went on without it."""
-        return any(slot.warming is not None for slot in self._slots.values())
-
     @hookimpl
     def queue_prefetch(self, query: str, session: Session) -> None:
-        self._run(session, "queue_prefetch", query)
+        slot = self._ready(session)
+        fn = getattr(slot.obj, "queue_prefetch", None) if slot is not None else None
+        if slot is not None and callable(fn):
+            slot.call(call_with, fn, query, session_id=session.id)
 
     @hookimpl
     def sync_turn(self, user_message: Message, assistant_message: Message, session: Session,
@@ -404,8 +404,7 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         # by session, since the lane may still be behind an earlier compaction's switch
         history = to_openai(messages)
         slot.compacted[session.id] = history  # (the lane pops it: single dict operations)
-        for stale in list(slot.compacted)[:-4]:  # compactions that made no progress leave theirs
-            slot.compacted.pop(stale, None)
+        trim(slot.compacted, 4)  # compactions that made no progress leave theirs
         fn = getattr(slot.obj, "on_pre_compress", None)
         if not callable(fn):
             return None
@@ -427,13 +426,9 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
                 if compacted is not None and old_session is not None and \
                         old_session.id == slot.session_id:
                     # as Hermes before a compaction moves the conversation on: the old
-                    # session's end, with the history the compaction summarised
-                    end = getattr(slot.obj, "on_session_end", None)
-                    try:
-                        if callable(end):
-                            slot.call(end, compacted)
-                    except Exception as exc:  # the switch still happens
-                        self._problem(f"on_session_end() raised {type(exc).__name__}: {exc}")
+                    # session's end, with the history the compaction summarised (one that
+                    # raises is reported: the switch still happens)
+                    self._call_reported(slot, "on_session_end", compacted)
                 parent = old_session.id if old_session is not None else slot.session_id
                 self._switch(slot, new_session, parent, reason=_HERMES_REASON.get(reason, ""),
                              reset=reason in (SwitchReason.NEW, SwitchReason.RESET))
@@ -494,12 +489,9 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         """``shutdown()`` on the slot's object, then its thread ends. Also on an object whose
         initialize raised: it may have started threads or opened files first, and Hermes shuts
         every provider down. One that raises is reported; the other objects still close."""
-        fn = getattr(slot.obj, "shutdown", None)
         try:
-            if (slot.session_id is not None or slot.failure is not None) and callable(fn):
-                slot.call(fn)
-        except Exception as exc:
-            self._problem(f"shutdown() raised {type(exc).__name__}: {exc}")
+            if slot.session_id is not None or slot.failure is not None:
+                self._call_reported(slot, "shutdown")
         finally:
             slot.pinned.close()
 
@@ -514,7 +506,7 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         if parent is None:
             return
         self._ran("hook subagent_start")
-        parent.call(fire, parent.hooks, "subagent_start", self._problem, **start_kwargs(
+        parent.call(fire, self._hooks, "subagent_start", self._problem, **start_kwargs(
             child, goal, f"{child.parent_session_id}:{parent.turns_of(child.parent_session_id or '')}",
             parent.agent_context == "subagent", self.context.config.delegation.max_depth))
 
@@ -570,12 +562,6 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
 
 def memory_class(candidate: HermesCandidate) -> type[HermesMemoryProvider]:
     """A hermes-core provider class named ``candidate.name`` for one Hermes plugin."""
-    return type(_class_name(candidate), (HermesMemoryProvider,), {
-        "name": candidate.name, "candidate": candidate, "__module__": __name__,
-        "description": f"Hermes memory provider {candidate.plugin!r} ({candidate.where})"})
-
-
-def _class_name(candidate: HermesCandidate) -> str:
-    return "Hermes_" + "".join(ch if ch.isalnum() else "_" for ch in candidate.plugin)
+    return bridged_class(HermesMemoryProvider, "Hermes_", "memory provider", candidate)
 
 

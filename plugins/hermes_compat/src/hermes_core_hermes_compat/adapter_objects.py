@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from hermes_core.errors import PluginError
 from hermes_core.kinds import PluginContext
@@ -28,7 +28,7 @@ from .host_access import HostAccess
 from .loading import HermesLoadError, Loaded, load
 from .slots import Failure, Slot
 
-__all__ = ["ProviderObjects", "overrides", "unavailable_reason"]
+__all__ = ["Bridged", "ProviderObjects", "bridged_class", "overrides", "unavailable_reason"]
 
 log = logging.getLogger(__name__)
 
@@ -57,19 +57,48 @@ def unavailable_reason(obj: Any) -> str:
 #: the chat identity Hermes' gateway passes to ``initialize`` when it knows it
 _CHAT_FIELDS = ("user_id_alt", "user_name", "chat_id", "chat_name", "chat_type", "thread_id")
 
+B = TypeVar("B", bound="Bridged")
 
-class ProviderObjects:
-    """Loading, per-session slots and registered-hook firing of
-    :class:`~.adapter_memory.HermesMemoryProvider` (its base; set up by its ``__init__``)."""
+
+class Bridged:
+    """What the memory and the engine adapter share: loading their Hermes plugin (a failure as
+    the kernel's :class:`PluginError`) and reporting each of its problems once."""
 
     candidate: ClassVar[HermesCandidate]
     context: PluginContext
     _problems: set[str]
+
+    def _load_plugin(self) -> Loaded:
+        # plugins that read HERMES_HOME when registered must see the bridge's folder already
+        calls.point_env(self.context.home)
+        try:
+            return load(self.candidate, calls.hermes_home_for(
+                self.context.home, self.candidate.plugin, None), HostAccess(self.context))
+        except HermesLoadError as exc:
+            raise PluginError(f"{exc} (fix: {exc.fix})" if exc.fix else str(exc)) from exc
+
+    def _problem(self, message: str) -> None:
+        if message not in self._problems:
+            self._problems.add(message)
+            self.context.report_problem(f"Hermes plugin {self.candidate.plugin!r}: {message}")
+
+
+def bridged_class(base: type[B], prefix: str, what: str, candidate: HermesCandidate) -> type[B]:
+    """A subclass of ``base`` named ``candidate.name`` (the hermes-core name) for one plugin."""
+    return type(prefix + "".join(ch if ch.isalnum() else "_" for ch in candidate.plugin), (base,),
+                {"name": candidate.name, "candidate": candidate, "__module__": base.__module__,
+                 "description": f"Hermes {what} {candidate.plugin!r} ({candidate.where})"})
+
+
+class ProviderObjects(Bridged):
+    """Loading, per-session slots and registered-hook firing of
+    :class:`~.adapter_memory.HermesMemoryProvider` (its base; set up by its ``__init__``)."""
+
     _lock: threading.Lock
     _slots: dict[str | None, Slot]
     #: each session seen so far and its slot's key (where its memory writes go)
     _served: dict[str, tuple[str | None, Session]]
-    _spare: Loaded | None
+    _spare: bool
     _loaded: Loaded
     _user_scope: bool
     _values: dict[str, Any]
@@ -81,13 +110,7 @@ class ProviderObjects:
     _called: set[str]
 
     def _load(self) -> Loaded:
-        # plugins that read HERMES_HOME when registered must see the bridge's folder already
-        calls.point_env(self.context.home)
-        try:
-            loaded = load(self.candidate, calls.hermes_home_for(
-                self.context.home, self.candidate.plugin, None), HostAccess(self.context))
-        except HermesLoadError as exc:
-            raise PluginError(f"{exc} (fix: {exc.fix})" if exc.fix else str(exc)) from exc
+        loaded = self._load_plugin()
         for name in loaded.unsupported:
             self._problem(f"its register(ctx) called ctx.{name}(), which hermes-core does not "
                           "support: skipped (the rest still runs)")
@@ -102,11 +125,6 @@ class ProviderObjects:
                                   "context.engine)")
             loaded.providers.append(HooksOnly())
         return loaded
-
-    def _problem(self, message: str) -> None:
-        if message not in self._problems:
-            self._problems.add(message)
-            self.context.report_problem(f"Hermes plugin {self.candidate.plugin!r}: {message}")
 
     def _safe(self, obj: Any, method: str, *, default: Any) -> Any:
         fn = getattr(obj, method, None)
@@ -150,18 +168,12 @@ class ProviderObjects:
                 # provider object is made per agent (its loader runs register(ctx) again for
                 # that object and keeps nothing else of it): every slot fires the first
                 # registration's hooks, and a plugin with no provider shares its one object
-                if self._spare is not None:
-                    loaded = self._spare
-                elif self.general:
-                    loaded = self._loaded
-                else:
-                    loaded = self._load()
-                self._spare = None
+                loaded = self._loaded if self._spare or self.general else self._load()
+                self._spare = False
                 home = calls.hermes_home_for(self.context.home, self.candidate.plugin, key)
                 slot = self._slots[slot_key] = Slot(
-                    loaded, home, f"hermes-{self.candidate.plugin}",
+                    loaded.providers[0], home, f"hermes-{self.candidate.plugin}",
                     session.agent_context if session is not None else "primary")
-                slot.hooks = self._hooks
         return slot
 
     def _ready(self, session: Session, *, move: bool = True) -> Slot | None:
@@ -232,15 +244,21 @@ class ProviderObjects:
 
     def _renew(self, slot: Slot) -> None:
         """Shut the slot's object down and put a newly loaded one in its place."""
-        old, loaded = slot.obj, self._load()
-        fn = getattr(old, "shutdown", None)
-        try:
-            if slot.session_id is not None and callable(fn):
-                slot.call(fn)
-        except Exception as exc:  # its successor is made all the same
-            self._problem(f"shutdown() raised {type(exc).__name__}: {exc}")
+        loaded = self._load()
+        if slot.session_id is not None:  # its successor is made all the same
+            self._call_reported(slot, "shutdown")
         slot.obj, slot.session_id = loaded.providers[0], None
         slot.warm = False
+
+    def _call_reported(self, slot: Slot, method: str, *args: Any) -> None:
+        """``method(*args)`` of the slot's object, when it has one, on its thread; one that
+        raises is reported, and what the caller does next still happens."""
+        fn = getattr(slot.obj, method, None)
+        try:
+            if callable(fn):
+                slot.call(fn, *args)
+        except Exception as exc:
+            self._problem(f"{method}() raised {type(exc).__name__}: {exc}")
 
     def _initialize(self, slot: Slot, session: Session) -> None:
         slot.hermes_home.mkdir(parents=True, exist_ok=True)
@@ -265,18 +283,11 @@ class ProviderObjects:
             if isinstance(value, str) and value:
                 kwargs[name] = value
         save = getattr(slot.obj, "save_config", None)
-        if self._values and slot.session_id is None and callable(save):
+        if self._values and callable(save):
             slot.call(save, dict(self._values), str(slot.hermes_home))
-        slot.session_id = None  # a failed initialize leaves the object uninitialised
+        # session_id is None here (both callers), and stays None when initialize raises
         slot.call(slot.obj.initialize, session.id, **kwargs)
         slot.session_id = session.id
-
-    def _run(self, session: Session, method: str, *args: Any, **kwargs: Any) -> Any:
-        slot = self._ready(session)
-        fn = getattr(slot.obj, method, None) if slot is not None else None
-        if slot is None or not callable(fn):
-            return None
-        return slot.call(call_with, fn, *args, session_id=session.id, **kwargs)
 
     def _text(self, value: Any, method: str) -> str | None:
         if value is None or value == "":
@@ -306,8 +317,8 @@ class ProviderObjects:
             return []
         self._ran(f"hook {hook}")
         if not observe:
-            return slot.call(fire, slot.hooks, hook, self._problem, **kwargs)
-        future = slot.pinned.submit(fire, slot.hooks, hook, self._problem, **kwargs)
+            return slot.call(fire, self._hooks, hook, self._problem, **kwargs)
+        future = slot.pinned.submit(fire, self._hooks, hook, self._problem, **kwargs)
         try:
             future.result(timeout=self._boundary_wait)
         except FutureTimeout:

@@ -61,19 +61,16 @@ class ProviderTools(ProviderObjects):
         # a static description, asked on the caller's thread: the tools are offered even while
         # the object's own thread is held by a hung call
         with self._lock:
-            spare = self._spare
             first = next(iter(self._slots.values()), None)
         # (the first object loaded describes them when no slot is left: every conversation ended)
-        obj = first.obj if first is not None else (spare or self._loaded).providers[0]
+        obj = first.obj if first is not None else self._loaded.providers[0]
         tools = [] if self.general else hermes_tools(obj, self.name, self._problem,
                                                      self._call_tool, check=False)
         # a provider's own tool wins over a ctx.register_tool of the same name (mnemosyne-hermes
         # registers each of its provider's tools again): Hermes loads a provider's register(ctx)
         # with a register_tool that does nothing, and offers the provider's tools
         own = {tool.name for tool in tools}
-        return tools + [t for t in self._registered_tools(
-            first.hooks if first is not None else spare.registered if spare else self._hooks)
-            if t.name not in own]
+        return tools + [t for t in self._registered_tools(self._hooks) if t.name not in own]
 
     def _registered_tools(self, registered: Registered) -> list[Tool]:
         """hermes-core tools for the plugin's ``ctx.register_tool`` calls whose ``check_fn``
@@ -130,7 +127,7 @@ class ProviderTools(ProviderObjects):
 
     def _call_registered(self, tool: str, args: dict[str, Any], ctx: ToolContext) -> str:
         slot, session = self._tool_slot(tool, ctx)
-        entry = next((e for e in slot.hooks.tools if e.name == tool), None)
+        entry = next((e for e in self._hooks.tools if e.name == tool), None)
         if entry is None:
             raise ToolError(f"{self.name} has no tool {tool!r} in this session")
         self._ran(f"tool {tool}")
@@ -178,7 +175,7 @@ class ProviderTools(ProviderObjects):
         # the deadline blocks the call (as Hermes' approval gate does when it fails).
         slot = self._slot(session)
         self._ran("hook pre_tool_call")
-        future = slot.pinned.submit(fire, slot.hooks, "pre_tool_call", self._problem, **base)
+        future = slot.pinned.submit(fire, self._hooks, "pre_tool_call", self._problem, **base)
         try:
             answers = future.result(timeout=self._guard_wait)
         except FutureTimeout:

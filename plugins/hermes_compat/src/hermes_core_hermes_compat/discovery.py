@@ -21,7 +21,7 @@ import dataclasses
 import functools
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -72,7 +72,6 @@ class HermesCandidate:
     version: str | None = None
     #: set when the name clashes with an earlier candidate (then it is never loaded)
     clash: str | None = None
-    notes: list[str] = field(default_factory=list)
     #: a general plugin (its source registers no provider or engine): it yields its name to a
     #: provider or engine found anywhere else
     general: bool = False
@@ -99,11 +98,9 @@ _ENGINE_CALL = re.compile(r"register_context_engine\s*\(|\(\s*ContextEngine\s*\)
 _MEMORY_CALL = re.compile(r"register_memory_provider\s*\(|\(\s*MemoryProvider\s*\)")
 
 
-def _kind_of_text(text: str, default: Kind = "memory-provider") -> Kind:
+def _kind_of_text(text: str) -> Kind:
     engine, memory = bool(_ENGINE_CALL.search(text)), bool(_MEMORY_CALL.search(text))
-    if engine and not memory:
-        return "context-engine"
-    return "memory-provider" if memory else default
+    return "context-engine" if engine and not memory else "memory-provider"
 
 
 def _module_file(dist: metadata.Distribution, module: str) -> Path | None:
@@ -140,7 +137,7 @@ def _entry_points() -> tuple[tuple[str, metadata.EntryPoint], ...]:
 
 
 def _from_entry_points() -> list[HermesCandidate]:
-    return [dataclasses.replace(c, notes=list(c.notes)) for c in _entry_point_candidates()]
+    return [dataclasses.replace(c) for c in _entry_point_candidates()]
 
 
 @functools.cache

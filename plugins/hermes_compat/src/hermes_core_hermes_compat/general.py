@@ -86,22 +86,19 @@ PARTIAL: dict[str, str] = {
 UNMAPPED: dict[str, str] = {
     "transform_terminal_output": "hermes-core has no terminal tool",
     "transform_llm_output": "no hermes-core hook may replace the reply text",
-    "pre_api_request": "no hermes-core hook around each model call reaches a plugin other than "
-                       "the context engine",
-    "post_api_request": "no hermes-core hook around each model call reaches a plugin other than "
-                        "the context engine",
+    **dict.fromkeys(("pre_api_request", "post_api_request"),
+                    "no hermes-core hook around each model call reaches a plugin other than the "
+                    "context engine"),
     "api_request_error": "no hermes-core hook for a failed model call",
     "pre_verify": "hermes-core has no verification loop",
     "pre_gateway_dispatch": "hermes-core's platforms dispatch messages without a plugin hook",
-    "pre_approval_request": "hermes-core has no approval gate",
-    "post_approval_response": "hermes-core has no approval gate",
-    "kanban_task_claimed": "hermes-core has no task board",
-    "kanban_task_completed": "hermes-core has no task board",
-    "kanban_task_blocked": "hermes-core has no task board",
+    **dict.fromkeys(("pre_approval_request", "post_approval_response"),
+                    "hermes-core has no approval gate"),
+    **dict.fromkeys(("kanban_task_claimed", "kanban_task_completed", "kanban_task_blocked"),
+                    "hermes-core has no task board"),
     # hooks newer Hermes versions added (none is fired by 0.19.0)
-    "on_stream_start": "a newer Hermes hook: hermes-core streams a reply to its caller only",
-    "on_stream_delta": "a newer Hermes hook: hermes-core streams a reply to its caller only",
-    "on_stream_end": "a newer Hermes hook: hermes-core streams a reply to its caller only",
+    **dict.fromkeys(("on_stream_start", "on_stream_delta", "on_stream_end"),
+                    "a newer Hermes hook: hermes-core streams a reply to its caller only"),
     "on_interim_message": "a newer Hermes hook: hermes-core sends no interim messages",
     "transform_api_error_classification": "a newer Hermes hook: no hermes-core hook may "
                                           "classify a failed model call",
@@ -110,11 +107,9 @@ UNMAPPED: dict[str, str] = {
                           "on_session_end (interrupted) instead",
     "on_room_member_activity": "a newer Hermes hook: hermes-core has no group chat rooms",
     "pre_transcription": "a newer Hermes hook: hermes-core transcribes no audio",
-    "on_kanban_worker_spawned": "a newer Hermes hook: hermes-core has no task board",
-    "on_kanban_worker_exited": "a newer Hermes hook: hermes-core has no task board",
-    "on_kanban_worker_stale_claim": "a newer Hermes hook: hermes-core has no task board",
-    "on_kanban_task_updated": "a newer Hermes hook: hermes-core has no task board",
-    "on_kanban_dispatch_tick": "a newer Hermes hook: hermes-core has no task board",
+    **dict.fromkeys(("on_kanban_worker_spawned", "on_kanban_worker_exited",
+                     "on_kanban_worker_stale_claim", "on_kanban_task_updated",
+                     "on_kanban_dispatch_tick"), "a newer Hermes hook: hermes-core has no task board"),
     "gateway_platform_event": "a newer Hermes hook: hermes-core's platforms report no such "
                               "events to plugins",
     "pre_command": "a newer Hermes hook: no hermes-core hook runs before a command",

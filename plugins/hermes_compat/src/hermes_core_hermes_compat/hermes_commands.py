@@ -32,7 +32,7 @@ from .general import RegisteredCommand, awaited
 from .host_access import HostAccess
 from .loading import HermesLoadError, load
 
-__all__ = ["CommandClash", "FoundCommand", "find", "refusal", "run_cli", "run_slash"]
+__all__ = ["CommandClash", "FoundCommand", "find", "refusal", "run_cli", "run_slash", "spelled"]
 
 
 @dataclass
@@ -87,11 +87,15 @@ def find(home: Path, kind: str, name: str) -> FoundCommand | CommandClash | None
     return found[0] if found else None
 
 
+def spelled(kind: str, name: str) -> str:
+    """How hermes-core runs a Hermes command of ``kind`` (``cli`` or ``slash``)."""
+    return f"hermes-core hermes slash {name}" if kind == "slash" else f"hermes-core hermes {name}"
+
+
 def refusal(clash: CommandClash) -> str:
     """The message refusing a clashing name, naming every owner and the fix."""
-    spelled = f"slash {clash.name}" if clash.kind == "slash" else clash.name
-    return (f"'hermes-core hermes {spelled}' is refused: the name {clash.name!r} is claimed by "
-            f"{' and by '.join(clash.owners)}. Uninstall one of the Hermes plugins.")
+    return (f"'{spelled(clash.kind, clash.name)}' is refused: the name {clash.name!r} is claimed "
+            f"by {' and by '.join(clash.owners)}. Uninstall one of the Hermes plugins.")
 
 
 def run_cli(found: FoundCommand, home: Path, args: list[str]) -> int:

@@ -17,8 +17,9 @@ limit apply; it answers the tool's text, or ``{"error": ...}`` JSON (0.19.0's re
 either). Outside a tool call there is no conversation's tool runner to reach: an error JSON says so.
 
 Of newer Hermes' ``ctx``: ``ctx.state`` (:class:`PluginState`, a plugin's durable JSON key/value
-store in its Hermes home) and ``ctx.call_mcp`` (:func:`call_mcp`: refused, as newer Hermes refuses
-a server missing from the plugin's MCP allow-list, which hermes-core has no setting for).
+store in its Hermes home) and ``ctx.call_mcp`` (refused, as newer Hermes refuses
+a server missing from the plugin's MCP allow-list, which hermes-core has no setting for: see
+:class:`.loading._Collector`).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from hermes_core.types import Message, ToolCall, ToolContext
 
 from .calls import Pinned
 
-__all__ = ["HostAccess", "PluginLlm", "PluginState", "call_mcp", "dispatch_tool", "in_tool_call"]
+__all__ = ["HostAccess", "PluginLlm", "PluginState", "dispatch_tool", "in_tool_call"]
 
 T = TypeVar("T")
 
@@ -278,21 +279,18 @@ def _hermes_error(exc: LLMError) -> RuntimeError:
 
 
 def _block(block: Any) -> dict[str, Any]:
-    if isinstance(block, dict):
-        kind = block.get("type")
-        if kind == "text" and isinstance(block.get("text"), str):
-            return {"type": "text", "text": block["text"]}
-        if kind == "text":
-            raise ValueError("text input block requires 'text' string")
-        if kind == "image":
-            return {"type": "image"}
-        raise ValueError(f"Unknown input block type: {kind!r}")
-    kind = getattr(block, "type", None)
-    if kind == "text":
-        return {"type": "text", "text": str(getattr(block, "text", ""))}
+    """An input block of ``complete_structured`` (a dict, or a ``PluginLlm*Input``) as a part."""
+    is_dict = isinstance(block, dict)
+    kind = block.get("type") if is_dict else getattr(block, "type", None)
     if kind == "image":
         return {"type": "image"}
-    raise ValueError(f"Unsupported input block: {type(block).__name__}")
+    if kind == "text":
+        text = block.get("text") if is_dict else str(getattr(block, "text", ""))
+        if not isinstance(text, str):
+            raise ValueError("text input block requires 'text' string")
+        return {"type": "text", "text": text}
+    raise ValueError(f"Unknown input block type: {kind!r}" if is_dict
+                     else f"Unsupported input block: {type(block).__name__}")
 
 
 def _parsed(text: str, wants_json: bool, schema: Any | None) -> tuple[Any | None, str]:
@@ -383,11 +381,3 @@ class PluginState:
                                  f"than the {_STATE_QUOTA}-byte per-plugin quota")
             atomic_write(path, encoded)
 
-
-def call_mcp(plugin: str, server: str) -> dict[str, Any]:
-    """Newer Hermes' ``ctx.call_mcp``: a server is callable only when the plugin's MCP allow-list
-    names it; hermes-core has no such list, so every call is refused as newer Hermes refuses one
-    (its MCP servers are hermes-core's tools, which ``ctx.dispatch_tool`` reaches in a tool call)."""
-    raise PermissionError(f"Plugin {plugin!r} is not allowed to call MCP server {server!r}: "
-                          "hermes-core grants no Hermes plugin MCP access (its MCP tools are "
-                          "reached with ctx.dispatch_tool inside a tool call)")

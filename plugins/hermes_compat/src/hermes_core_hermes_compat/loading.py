@@ -12,7 +12,7 @@ name and skipped; the rest is kept.
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -106,31 +106,30 @@ class _Collector:
     def __init__(self, loaded: Loaded, plugin: str) -> None:
         self._loaded = loaded
         self.manifest = _Manifest(plugin)
-        self._llm: host_access.PluginLlm | None = None
-        self._state: host_access.PluginState | None = None
 
-    @property
+    @functools.cached_property
     def llm(self) -> host_access.PluginLlm:
         """Hermes' ``ctx.llm``: completions on hermes-core's main model client."""
-        if self._llm is None:
-            self._llm = host_access.PluginLlm(self.manifest.key, self._loaded.host)
-        return self._llm
+        return host_access.PluginLlm(self.manifest.key, self._loaded.host)
 
     def dispatch_tool(self, tool_name: str, args: dict[str, Any], **kwargs: Any) -> str:
         """Hermes' ``ctx.dispatch_tool``: through the running conversation's tool runner."""
         return host_access.dispatch_tool(tool_name, args, **kwargs)
 
-    @property
+    @functools.cached_property
     def state(self) -> host_access.PluginState:
         """Newer Hermes' ``ctx.state``: the plugin's durable JSON values."""
-        if self._state is None:
-            self._state = host_access.PluginState(self.manifest.key)
-        return self._state
+        return host_access.PluginState(self.manifest.key)
 
     def call_mcp(self, server: str, tool: str, arguments: dict[str, Any] | None = None,
                  timeout: float = 30) -> dict[str, Any]:
-        """Newer Hermes' ``ctx.call_mcp``: refused (no MCP allow-list in hermes-core)."""
-        return host_access.call_mcp(self.manifest.name, server)
+        """Newer Hermes' ``ctx.call_mcp``: a server is callable only when the plugin's MCP
+        allow-list names it; hermes-core has no such list, so every call is refused as newer
+        Hermes refuses one (its MCP servers are hermes-core's tools, which
+        ``ctx.dispatch_tool`` reaches in a tool call)."""
+        raise PermissionError(f"Plugin {self.manifest.name!r} is not allowed to call MCP server "
+                              f"{server!r}: hermes-core grants no Hermes plugin MCP access (its "
+                              "MCP tools are reached with ctx.dispatch_tool inside a tool call)")
 
     @property
     def plugin_id(self) -> str:
@@ -298,8 +297,8 @@ def _explain_missing(candidate: HermesCandidate, exc: ModuleNotFoundError) -> He
             f"{candidate.distribution or 'the plugin'} with its dependencies")
 
 
-def load(candidate: HermesCandidate, hermes_home: Path | None = None,
-         host: HostAccess | None = None) -> Loaded:
+def load(candidate: HermesCandidate, hermes_home: Path, host: HostAccess | None = None
+         ) -> Loaded:
     """Import ``candidate`` and run its registration; a fresh provider/engine each call (but for
     an entry point naming a provider instance: that one object each time, as in newer Hermes).
 
@@ -313,7 +312,7 @@ def load(candidate: HermesCandidate, hermes_home: Path | None = None,
     if candidate.clash:
         raise HermesLoadError(candidate.clash, fix="remove or rename one of the two plugins")
     shims.install()
-    with calls.in_home(hermes_home) if hermes_home is not None else contextlib.nullcontext():
+    with calls.in_home(hermes_home):
         return _register(candidate, _import(candidate), host or HostAccess())
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from hermes_core.types import Message
 
 from . import calls
-from .loading import Loaded
+from .turn_ends import trim
 
 __all__ = ["RETRY_MAX_SECONDS", "RETRY_SECONDS", "Failure", "Slot"]
 
@@ -44,17 +44,16 @@ class Failure:
 
 
 class Slot:
-    """One Hermes provider object (with the hooks and tools registered beside it), its own
-    thread, and the session it is initialised for."""
+    """One Hermes provider object, its own thread, and the session it is initialised for (the
+    hooks and tools registered beside it are the adapter's, the same for every slot)."""
 
     __slots__ = ("agent_context", "began", "block", "compacted", "ending", "failure",
-                 "hermes_home", "histories", "hooks", "lock", "obj", "pinned", "session_id",
-                 "turns", "warm", "warming", "whole")
+                 "hermes_home", "histories", "lock", "obj", "pinned", "session_id", "turns",
+                 "warm", "warming", "whole")
 
-    def __init__(self, loaded: Loaded, hermes_home: Path, thread_name: str,
+    def __init__(self, obj: Any, hermes_home: Path, thread_name: str,
                  agent_context: str = "primary") -> None:
-        self.obj = loaded.providers[0]
-        self.hooks = loaded.registered
+        self.obj = obj
         #: ``"primary"`` (the user's sessions) or ``"subagent"`` (one delegated child session)
         self.agent_context = agent_context
         #: session id -> its messages as Hermes hooks see them (kept only for ``pre_llm_call`` and
@@ -89,8 +88,7 @@ class Slot:
         count at once; a compaction's child goes on from its parent's count."""
         if session_id not in self.turns:
             self.turns[session_id] = self.turns.get(parent_session_id or "", 0)
-            for old in list(self.turns)[:-8]:  # the sessions of long ago
-                self.turns.pop(old, None)
+            trim(self.turns, 8)  # the sessions of long ago
         return self.turns[session_id]
 
     def remember(self, session_id: str, message: Message) -> None:
@@ -100,16 +98,14 @@ class Slot:
             self.histories[session_id] = []
             if "carried_over" in message.meta:  # a compaction's child
                 self.start_seen(session_id, whole=True)
-            for old in list(self.histories)[:-4]:  # the sessions of long ago
-                del self.histories[old]
+            trim(self.histories, 4)  # the sessions of long ago
         self.histories[session_id].append(message)
 
     def start_seen(self, session_id: str, *, whole: bool) -> None:
         """``session_id`` has begun here; ``whole``: as a new session, every message of which
         reaches :meth:`remember` (a resumed one has older messages this process never saw)."""
         self.whole[session_id] = self.whole.get(session_id, False) or whole
-        for old in list(self.whole)[:-8]:
-            del self.whole[old]
+        trim(self.whole, 8)
 
     def caught_up(self, session_id: str, stored: list[Message]) -> None:
         """``stored`` is the session's whole history as the kernel stored it at a turn's end

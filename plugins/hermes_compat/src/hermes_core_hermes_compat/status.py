@@ -26,6 +26,7 @@ from . import calls
 from .convert import tool_spec
 from .discovery import HermesCandidate, discover
 from .general import DELIVERED, skill_tool_name, unmapped_hooks
+from .hermes_commands import spelled
 from .loading import NEEDS_HERMES, HermesLoadError, Loaded, load
 from .settings import missing_secrets
 
@@ -161,11 +162,6 @@ def _needs_service(out: PluginStatus, provider: Any, available: bool, unset: lis
         out.fix = f"set {', '.join(unset)} in the environment"
     else:
         out.fix = "configure its service or key (see the plugin's documentation)"
-
-
-def spelled(kind: str, name: str) -> str:
-    """How hermes-core runs a Hermes command (see :mod:`.hermes_commands`)."""
-    return f"hermes-core hermes slash {name}" if kind == "slash" else f"hermes-core hermes {name}"
 
 
 def statuses(home: Path) -> list[PluginStatus]:

@@ -21,7 +21,7 @@ from typing import Any
 
 from hermes_core.types import Message, Session
 
-__all__ = ["TurnBook"]
+__all__ = ["TurnBook", "trim"]
 
 #: turns remembered at most (turns that never ended: their model call failed, or a closing host
 #: dropped their sync_turn)
@@ -65,7 +65,7 @@ class TurnBook:
             return
         with self.lock:
             self._ids[id(asked)] = (asked, turn)
-            _trim(self._ids, 16)
+            trim(self._ids, 16)
             for sid in (session.id, session.parent_session_id):
                 if not sid:
                     continue
@@ -73,7 +73,7 @@ class TurnBook:
                 if prior is not None and prior is not asked:
                     self._lag(prior, sid, session.parent_session_id if sid == session.id else None)
             self._pending[session.id] = asked
-            _trim(self._pending, 16)
+            trim(self._pending, 16)
 
     def claim(self, session: Session) -> Message | None:
         """(locked) The user message of ``session``'s turn, taken for an end fired from its
@@ -95,12 +95,12 @@ class TurnBook:
 
     def _lag(self, user: Message, session_id: str, parent: str | None) -> None:
         self._behind[id(user)] = (session_id, parent, user)
-        _trim(self._behind, _KEEP)
+        trim(self._behind, _KEEP)
 
     def fired(self, user: Message) -> None:
         """(locked) ``user``'s turn ended from its reply."""
         self._early[id(user)] = user
-        _trim(self._early, _KEEP)
+        trim(self._early, _KEEP)
 
     def fired_early(self, user: Message) -> bool:
         """Whether ``user``'s turn ended from its reply (asked once, by its ``sync_turn``)."""
@@ -132,6 +132,7 @@ class TurnBook:
                     break
 
 
-def _trim(table: dict[Any, Any], keep: int) -> None:
+def trim(table: dict[Any, Any], keep: int) -> None:
+    """Forget all but the ``keep`` newest entries of ``table`` (insertion order)."""
     for old in list(table)[:-keep]:
-        del table[old]
+        table.pop(old, None)

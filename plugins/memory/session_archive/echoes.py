@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from .records import Candidate
     from .store import SessionArchive
 
-__all__ = ["ECHO_CHECK", "ECHO_CONTENT", "ECHO_TOOLS", "check_echoes"]
+__all__ = ["ECHO_CHECK", "ECHO_CONTENT", "ECHO_NAMES", "ECHO_TOOLS", "calls_echo", "check_echoes"]
 
 #: tools whose results only repeat archived messages, and whose calls repeat a query
 ECHO_TOOLS = ("session_search", "context_search")
@@ -23,6 +23,13 @@ ECHO_TOOLS = ("session_search", "context_search")
 ECHO_CONTENT = 300
 #: how many of the best candidates are checked for echoes (the rest are never shown)
 ECHO_CHECK = 300
+#: the echo tools' names as an SQL list
+ECHO_NAMES = ", ".join(f"'{t}'" for t in ECHO_TOOLS)
+
+
+def calls_echo(calls: str) -> str:
+    """The SQL condition that the tool calls (JSON text) in column ``calls`` call an echo tool."""
+    return " OR ".join(f"{calls} LIKE '%\"name\":\"{t}\"%'" for t in ECHO_TOOLS)
 
 
 def check_echoes(archive: SessionArchive, found: list[Candidate]) -> list[Candidate]:
@@ -30,12 +37,11 @@ def check_echoes(archive: SessionArchive, found: list[Candidate]) -> list[Candid
     head, tail = found[:ECHO_CHECK], found[ECHO_CHECK:]
     if not head:
         return found
-    names = ", ".join(f"'{t}'" for t in ECHO_TOOLS)
-    likes = " OR ".join(f"tool_calls LIKE '%\"name\":\"{t}\"%'" for t in ECHO_TOOLS)
     echoes = {r[0] for r in archive.db.read(
         f"SELECT id FROM messages WHERE id IN ({','.join('?' * len(head))}) AND "
-        f"(tool_name IN ({names}) OR (tool_calls IS NOT NULL AND "
-        f"length(content) <= {ECHO_CONTENT} AND ({likes})))", tuple(c.id for c in head))}
+        f"(tool_name IN ({ECHO_NAMES}) OR (tool_calls IS NOT NULL AND "
+        f"length(content) <= {ECHO_CONTENT} AND ({calls_echo('tool_calls')})))",
+        tuple(c.id for c in head))}
     if not echoes:
         return found
     return [c for c in head if c.id not in echoes] + tail

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._excerpts import Hit, hits_for
-from .echoes import ECHO_CONTENT, ECHO_TOOLS, check_echoes
+from .echoes import ECHO_CONTENT, ECHO_NAMES, calls_echo, check_echoes
 from .errors import QueryError
 from .impacts import WEIGHTS, top_k
 from .pg_schema import SPLIT_CHARS
@@ -385,11 +385,9 @@ def _not_echo() -> str:
     """Not one of the search tools' own echoes: echoes.py's rule as a test of the row the
     ranking reads anyway; octet_length reads a long content's size without fetching
     it (a character is at most 4 bytes)."""
-    names = ", ".join(f"'{t}'" for t in ECHO_TOOLS)
-    likes = " OR ".join(f"m.tool_calls LIKE '%\"name\":\"{t}\"%'" for t in ECHO_TOOLS)
-    return (f"NOT (coalesce(m.tool_name IN ({names}), false) OR (m.tool_calls IS NOT NULL AND "
-            f"octet_length(m.content) <= {4 * ECHO_CONTENT} AND "
-            f"length(m.content) <= {ECHO_CONTENT} AND ({likes})))")
+    return (f"NOT (coalesce(m.tool_name IN ({ECHO_NAMES}), false) OR (m.tool_calls IS NOT NULL "
+            f"AND octet_length(m.content) <= {4 * ECHO_CONTENT} AND "
+            f"length(m.content) <= {ECHO_CONTENT} AND ({calls_echo('m.tool_calls')})))")
 
 
 def attach_chains(archive: SessionArchive, found: list[Candidate]) -> None:

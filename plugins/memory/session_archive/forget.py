@@ -22,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from hermes_core.storage.erasure_log import squash
+
 from .facts import mentioning
 from .records import like_pattern
 from .store import SessionArchive
@@ -31,11 +33,6 @@ __all__ = ["ArchiveForget", "DeletedSessions", "count_messages", "delete_session
            "forget_messages"]
 
 _CHUNK = 500
-
-
-def _squash(text: str) -> str:
-    return " ".join(text.split()).casefold()
-
 
 @dataclass(slots=True)
 class ArchiveForget:
@@ -71,7 +68,7 @@ def _find(read: Callable[[str, tuple[Any, ...]], list[Any]], subject: str,
           scope: str) -> ArchiveForget:
     """What mentions ``subject`` (messages, titles, derived facts); ``read`` runs a query (in
     SQLite's dialect, which the PostgreSQL archive translates) and returns its rows."""
-    needle = _squash(subject)
+    needle = squash(subject)
     where, params = _scope_sql(scope)
     words = [w for w in needle.split() if w.isascii()]
     sql = ("SELECT m.id, s.id, m.role, m.content, m.tool_calls FROM messages AS m "
@@ -84,12 +81,12 @@ def _find(read: Callable[[str, tuple[Any, ...]], list[Any]], subject: str,
         args = (*params, pattern, pattern)
     found = ArchiveForget()
     for mid, sid, role, content, calls in read(sql, args):
-        if needle in _squash(content) or (calls and needle in _squash(calls)):
+        if needle in squash(content) or (calls and needle in squash(calls)):
             preview = " ".join(content.split())
             found.messages.append((mid, sid, role, preview[:100]))
     for sid, title in read(
             "SELECT s.id, s.title FROM sessions AS s WHERE s.title IS NOT NULL" + where, params):
-        if needle in _squash(title):
+        if needle in squash(title):
             found.titles.append(sid)
     found.facts = mentioning(read, needle, where, params, [m[0] for m in found.messages])
     return found

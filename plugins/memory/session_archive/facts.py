@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from hermes_core.storage.erasure_log import squash
+
 from .schema import INDEXED_SQL
 from .store import SessionArchive
 from .vector_store import vector_store
@@ -141,23 +143,11 @@ class DerivationState:
 
 
 def _meta(archive: SessionArchive, con: Any = None) -> dict[str, str]:
-    read = archive.db.read if con is None else (lambda sql: con.execute(sql).fetchall())
-    return _read_meta(read, vector_store(archive).meta_table)
-
-
-def _read_meta(read: Callable[[str], list[Any]], table: str) -> dict[str, str]:
-    keys = ",".join(f"'{k}'" for k in _META_KEYS)
-    return {str(k): str(v) for k, v in read(f"SELECT key, value FROM {table} WHERE key IN "
-                                             f"({keys})")}
+    return vector_store(archive).meta(con, keys=_META_KEYS)
 
 
 def _set(archive: SessionArchive, con: Any, key: str, value: str | None) -> None:
-    table = vector_store(archive).meta_table
-    if value is None:
-        con.execute(f"DELETE FROM {table} WHERE key = ?", (key,))
-        return
-    con.execute(f"INSERT INTO {table}(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET "
-                "value = excluded.value", (key, value))
+    vector_store(archive).set_meta(con, key, value)
 
 
 def derivation_state(archive: SessionArchive) -> DerivationState:
@@ -167,7 +157,9 @@ def derivation_state(archive: SessionArchive) -> DerivationState:
 def read_state(read: Callable[..., list[Any]], meta_table: str = "meta") -> DerivationState:
     """The derivation's state through ``read(sql, params=())`` (the archive's reads, or a
     read-only connection's: ``doctor``)."""
-    meta = _read_meta(read, meta_table)
+    keys = ",".join(f"'{k}'" for k in _META_KEYS)
+    meta = {str(k): str(v) for k, v in read(f"SELECT key, value FROM {meta_table} WHERE key IN "
+                                             f"({keys})")}
     through = int(meta.get("facts_through") or 0)
     backlog = int(read(
         f"SELECT count(*) FROM messages AS m WHERE m.id > ? AND {_TURN_END}", (through,))[0][0])
@@ -241,16 +233,10 @@ def list_facts(archive: SessionArchive, *, user: str | None = None, all_users: b
 
 
 def _with_sources(archive: SessionArchive, facts: list[Fact]) -> list[Fact]:
-    if not facts:
-        return facts
     by_id = {f.id: f for f in facts}
-    ids = list(by_id)
-    for k in range(0, len(ids), 500):
-        part = ids[k:k + 500]
-        for fid, mid in archive.db.read(
-                f"SELECT fact, message FROM fact_sources WHERE fact IN ({','.join('?' * len(part))})"
-                " ORDER BY message", tuple(part)):
-            by_id[int(fid)].sources.append(int(mid))
+    for fid, mid in archive.read_in("SELECT fact, message FROM fact_sources WHERE fact IN "
+                                    "({marks}) ORDER BY message", list(by_id), chunk=500):
+        by_id[int(fid)].sources.append(int(mid))
     return facts
 
 
@@ -321,7 +307,7 @@ def mentioning(read: Callable[[str, tuple[Any, ...]], list[Any]], needle: str, s
     for fid, sid, text in read(
             "SELECT f.id, s.id, f.text FROM facts AS f JOIN sessions AS s ON s.num = f.session "
             "WHERE 1 = 1" + scope_sql, params):
-        if needle in " ".join(str(text).split()).casefold():
+        if needle in squash(str(text)):
             out[int(fid)] = (int(fid), str(sid), str(text))
     ids = list(messages)
     for k in range(0, len(ids), 500):

@@ -173,7 +173,7 @@ def has_pending(archive: SessionArchive) -> bool:
 
 def pending(archive: SessionArchive) -> int:
     store = vector_store(archive)
-    return store.pending_count(int(store.meta().get("vectors_through") or 0))
+    return store.missing_count(store._after(int(store.meta().get("vectors_through") or 0)))
 
 
 def reindex(archive: SessionArchive, embedder: GuardedEmbedder, *, batch: int = 32,

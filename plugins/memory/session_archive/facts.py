@@ -40,8 +40,8 @@ __all__ = ["DerivationState", "Fact", "NewFact", "Turn", "derivation_state", "fa
 MESSAGE_CHARS = 4000
 _META_KEYS = ("facts_through", "facts_error", "facts_input_tokens", "facts_output_tokens",
               "facts_turns", "facts_skipped")
-_FACT_COLUMNS = ("f.id, f.kind, f.topic, f.text, f.valid_from, f.created_at, f.superseded_by, "
-                 "f.superseded_at, f.user_id, s.id, s.title")
+FACT_COLUMNS = ("f.id, f.kind, f.topic, f.text, f.valid_from, f.created_at, f.superseded_by, "
+                "f.superseded_at, f.user_id, s.id, s.title")
 #: a turn ends with an assistant message that calls no tool
 _TURN_END = (f"m.role = 'assistant' AND m.tool_calls IS NULL AND length(m.content) > 0 "
              f"AND {INDEXED_SQL}")
@@ -204,12 +204,7 @@ def facts_of(archive: SessionArchive, user: str | None, *, current: bool = True,
              limit: int = 30) -> list[Fact]:
     """The newest ``limit`` facts of ``user`` (None: facts of sessions without a user key; the
     same rule as searches), only current ones with ``current``."""
-    where = " AND f.superseded_by IS NULL" if current else ""
-    rows = archive.db.read(
-        f"SELECT {_FACT_COLUMNS} FROM facts AS f JOIN sessions AS s ON s.num = f.session "
-        f"WHERE coalesce(f.user_id, '') = ?{where} ORDER BY f.id DESC LIMIT ?",
-        (user or "", limit))
-    return _with_sources(archive, [Fact.from_row(r) for r in rows])
+    return list_facts(archive, user=user, current_only=current, limit=limit)
 
 
 def list_facts(archive: SessionArchive, *, user: str | None = None, all_users: bool = False,
@@ -227,7 +222,7 @@ def list_facts(archive: SessionArchive, *, user: str | None = None, all_users: b
         where.append("s.id = ?")
         params.append(session_id)
     rows = archive.db.read(
-        f"SELECT {_FACT_COLUMNS} FROM facts AS f JOIN sessions AS s ON s.num = f.session "
+        f"SELECT {FACT_COLUMNS} FROM facts AS f JOIN sessions AS s ON s.num = f.session "
         f"WHERE {' AND '.join(where)} ORDER BY f.id DESC LIMIT ?", (*params, limit))
     return _with_sources(archive, [Fact.from_row(r) for r in rows])
 

@@ -55,20 +55,6 @@ WRITER_CHECKPOINT_PAGES = 2000
 SYNC_CHECK_BYTES = 32 * 1024 * 1024
 
 
-class _NoGate:
-    """The gate of a read-only archive: nothing to queue for."""
-
-    @contextlib.contextmanager
-    def hold(self, timeout: float) -> Iterator[None]:
-        yield
-
-    def close(self) -> None:
-        return
-
-
-_NO_GATE: Any = _NoGate()
-
-
 def _is_busy(exc: BaseException) -> bool:
     text = str(exc).lower()
     return "locked" in text or "busy" in text
@@ -160,7 +146,8 @@ class Database(Spelling):
         #: damage the background integrity check found (large files are checked off the open path)
         self._damage: ArchiveCorruptError | None = None
         self._check_header()
-        self._gate: Any = _NO_GATE
+        #: the write gate (gate.py); None for a read-only archive: nothing to queue for
+        self._gate: WriteGate | None = None
         if read_only:
             self._open_read_only()
             return
@@ -349,7 +336,8 @@ class Database(Spelling):
         long: ``busy(error)``), and counted for the background checkpoints."""
         with self.lock:
             try:
-                with self._gate.hold(self.busy_timeout):
+                with (contextlib.nullcontext() if self._gate is None
+                      else self._gate.hold(self.busy_timeout)):
                     self._ensure_writable()
                     try:
                         yield
@@ -471,4 +459,5 @@ class Database(Spelling):
             except sqlite3.Error as exc:  # another process is reading: its close will do it
                 log.debug("closing checkpoint skipped: %s", exc)
             self.con.close()
-            self._gate.close()
+            if self._gate is not None:
+                self._gate.close()

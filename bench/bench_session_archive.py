@@ -143,7 +143,7 @@ def _writer(path: str, wid: int, count: int, gate: bool, start: Any, out: Any) -
     from hermes_core.plugins.memory.session_archive import db as db_module
 
     if not gate:  # the "before" figure: SQLite's busy handler alone
-        db_module.WriteGate = lambda _path: db_module._NO_GATE  # type: ignore[assignment,misc]
+        db_module.WriteGate = lambda _path: None  # type: ignore[assignment,misc]  # no gate
     corpus = Corpus(seed=1000 + wid)
     messages = [m for _sid, msgs in itertools.islice(corpus.sessions(), 200) for m in msgs]
     latencies: list[float] = []

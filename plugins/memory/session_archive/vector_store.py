@@ -28,8 +28,8 @@ from typing import Any, TypeVar
 from hermes_core.semantic import text_key
 from hermes_core.storage.vectors import upsert_sql
 
-from .echoes import ECHO_CONTENT, calls_echo
 from .schema import INDEXED_SQL
+from .search import ECHO_CONTENT, calls_echo
 from .store import SessionArchive
 
 __all__ = ["BUSY", "LOOKBACK", "META_KEYS", "PgVectorStore", "VectorStore", "vector_store"]

@@ -80,11 +80,8 @@ def search_facts(archive: SessionArchive, query: str, *, user: str | None,
 
 
 def _newer(archive: SessionArchive, ids: list[int]) -> dict[int, dict[str, Any]]:
-    if not ids:
-        return {}
-    rows = archive.db.read(
-        "SELECT f.id, f.text, f.valid_from, s.id FROM facts AS f JOIN sessions AS s "
-        f"ON s.num = f.session WHERE f.id IN ({','.join('?' * len(ids))})", tuple(ids))
+    rows = archive.read_in("SELECT f.id, f.text, f.valid_from, s.id FROM facts AS f JOIN "
+                           "sessions AS s ON s.num = f.session WHERE f.id IN ({marks})", ids)
     return {int(r[0]): {"fact_id": int(r[0]), "fact": r[1], "valid_from": _day(r[2]),
                         "session_id": r[3]} for r in rows}
 

@@ -515,10 +515,7 @@ def _updates(archive: SessionArchive, order: list[int], groups: dict[int, list[C
 
 def _texts(archive: SessionArchive, ids: list[int]) -> dict[int, tuple[str, str]]:
     """The role and text of each of ``ids`` (a few dozen)."""
-    if not ids:
-        return {}
-    rows = archive.db.read(f"SELECT id, role, content FROM messages WHERE id IN "
-                           f"({','.join('?' * len(ids))})", tuple(ids))
+    rows = archive.read_in("SELECT id, role, content FROM messages WHERE id IN ({marks})", ids)
     return {int(i): (str(role), text) for i, role, text in rows if isinstance(text, str)}
 
 

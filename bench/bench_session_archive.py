@@ -28,7 +28,7 @@ as it is, so a 1M archive is loaded once (about 9 minutes with the durable serve
 
 The concurrent-writers run starts 1, then 4 processes appending to one state.db at once and prints
 the append latency percentiles (target: p99.9 <= 250 ms with 4 writers), with and without the
-write gate (gate.py) side by side.
+write gate (session_archive/db.py's WriteGate) side by side.
 
 ``--embedder`` adds the semantic search figures of bench_archive_semantic.py (the local model's
 memory and indexing rate, vectors per message, hybrid query p50/p95, payload); ``--reuse`` keeps

@@ -267,18 +267,14 @@ def save_turn(archive: SessionArchive, turn: Turn, through: int, facts: list[New
                             "AND superseded_by IS NULL AND coalesce(user_id, '') = ? AND id <> ?",
                             (fid, fact.valid_from, old, turn.user_id or "", fid))
         _set(archive, con, "facts_through", str(turn.end))
-        _set(archive, con, "facts_turns", str(int(meta.get("facts_turns") or 0) + 1))
-        _set(archive, con, "facts_input_tokens",
-             str(int(meta.get("facts_input_tokens") or 0) + input_tokens))
-        _set(archive, con, "facts_output_tokens",
-             str(int(meta.get("facts_output_tokens") or 0) + output_tokens))
-        if problem is not None:
-            _set(archive, con, "facts_error", _stamp(f"turn ending at message {turn.end}: "
-                                                     f"{problem}"))
-            _set(archive, con, "facts_skipped", str(int(meta.get("facts_skipped") or 0)
-                                                    + (0 if facts else 1)))
-        else:
-            _set(archive, con, "facts_error", None)
+        counts = {"facts_turns": 1, "facts_input_tokens": input_tokens,
+                  "facts_output_tokens": output_tokens}
+        if problem is not None:  # a turn with a problem and no fact to store is skipped
+            counts["facts_skipped"] = 0 if facts else 1
+        for key, add in counts.items():
+            _set(archive, con, key, str(int(meta.get(key) or 0) + add))
+        _set(archive, con, "facts_error", None if problem is None else
+             _stamp(f"turn ending at message {turn.end}: {problem}"))
         return True
 
     return bool(archive._write(tx))

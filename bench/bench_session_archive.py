@@ -28,7 +28,7 @@ as it is, so a 1M archive is loaded once (about 9 minutes with the durable serve
 
 The concurrent-writers run starts 1, then 4 processes appending to one state.db at once and prints
 the append latency percentiles (target: p99.9 <= 250 ms with 4 writers), with and without the
-write gate (gate.py) side by side.
+write gate (session_archive/db.py's WriteGate) side by side.
 
 ``--embedder`` adds the semantic search figures of bench_archive_semantic.py (the local model's
 memory and indexing rate, vectors per message, hybrid query p50/p95, payload); ``--reuse`` keeps
@@ -143,7 +143,7 @@ def _writer(path: str, wid: int, count: int, gate: bool, start: Any, out: Any) -
     from hermes_core.plugins.memory.session_archive import db as db_module
 
     if not gate:  # the "before" figure: SQLite's busy handler alone
-        db_module.WriteGate = lambda _path: db_module._NO_GATE  # type: ignore[assignment,misc]
+        db_module.WriteGate = lambda _path: None  # type: ignore[assignment,misc]  # no gate
     corpus = Corpus(seed=1000 + wid)
     messages = [m for _sid, msgs in itertools.islice(corpus.sessions(), 200) for m in msgs]
     latencies: list[float] = []

@@ -202,11 +202,11 @@ def attack_vectors(url: str, kills: int) -> None:
     def bulk(con: Any) -> None:
         num = archive._create_from(con, "bulk")
         for step in range(60):
-            con.insert_many("INSERT INTO messages(session, role, content, tool_name, "
-                            "tool_call_id, tool_calls, timestamp, meta) VALUES "
-                            "(?, ?, ?, ?, ?, ?, ?, ?)",
-                            [(num, "user", f"imported {step} {k}", None, None, None,
-                              time.time(), None) for k in range(50)])
+            archive.db.insert_many(con, "INSERT INTO messages(session, role, content, "
+                                   "tool_name, tool_call_id, tool_calls, timestamp, meta) "
+                                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                                   [(num, "user", f"imported {step} {k}", None, None, None,
+                                     time.time(), None) for k in range(50)])
             time.sleep(0.01)  # a long import: the live node appends and indexes meanwhile
 
     t = threading.Thread(target=live, daemon=True)

@@ -132,10 +132,10 @@ class SessionArchiveProvider(MemoryProvider):
         from hermes_core.storage import resolve_storage_url
         from hermes_core.storage.erasure_log import ErasureLog
 
-        from .late_forget import LateForgets
+        from .forget import LateForgets
 
         url = resolve_storage_url(getattr(storage, "url", None))
-        #: forgets landing while a turn is in flight (see :mod:`.late_forget`)
+        #: forgets landing while a turn is in flight (see :class:`.forget.LateForgets`)
         self.late_forgets = LateForgets(ErasureLog(context.home, url))
         from .tool import make_tool
 
@@ -368,7 +368,7 @@ class SessionArchiveProvider(MemoryProvider):
     ) -> tuple[Session, list[Message]] | None:
         if self._archive is None:
             return None
-        mark = self.late_forgets.mark()  # read before the history: see .late_forget
+        mark = self.late_forgets.mark()  # read before the history: see .forget.LateForgets
         found = self.archive.resumable(platform, conversation_key, session_id)
         if found is None:
             return None

@@ -11,12 +11,32 @@ cannot finish the job alone: SQLite restarts the WAL only when a writer finds ev
 copied, and a busy writer keeps adding frames. So the writer keeps a (raised) auto-checkpoint
 threshold; when it fires, the background thread has already copied almost everything and the
 writer only copies the remainder, which keeps that stall short and the WAL bounded.
+
+The write gate (:class:`WriteGate`): writers of one state.db queue on an OS lock instead of
+polling SQLite's.
+
+Why: SQLite's busy handler makes a writer that finds the file locked *sleep and poll* (1, 2, 5,
+... then 100 ms between tries). With several processes appending at once, a writer that has
+waited a while polls rarely, and whoever is awake when the lock is released takes it: measured
+with 4 writer processes, an append waited over a second at p99.9 and 4 s at worst, while one
+writer alone took 8 ms at p99.9.
+
+The gate is an exclusive ``flock`` on ``<state.db>.lock`` held for the length of one write
+transaction. A waiting writer sleeps in the kernel and is woken the moment the lock is free, so the
+wait is the time the writers ahead of it take, not a polling interval. After releasing, a writer
+yields the processor, so a woken waiter gets the lock before the writer that just left can come
+back for it. SQLite's own locking stays underneath, unchanged: processes that do not use the gate
+(an older hermes-core, the sqlite3 shell) are still safe, they only do not queue.
+
+The wait is bounded by ``busy_timeout``: the blocking ``flock`` runs on a helper thread that the
+writer stops waiting for at the deadline (if it gets the lock later, it releases it at once).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import random
 import sqlite3
 import threading
@@ -37,10 +57,15 @@ from .errors import (
     ArchiveReadOnlyError,
     ArchiveVersionError,
 )
-from .gate import GateTimeout, WriteGate
 from .schema import APPLICATION_ID, LATEST_VERSION, migrate, register_functions
 
-__all__ = ["Database", "connect_read_only", "recovery_advice", "spool_path"]
+try:  # POSIX
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no gate, SQLite's busy handling alone
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["Database", "GateTimeout", "WriteGate", "connect_read_only", "recovery_advice",
+           "spool_path"]
 
 log = logging.getLogger("hermes_core.plugins.session_archive")
 
@@ -53,20 +78,6 @@ WRITER_CHECKPOINT_PAGES = 2000
 #: files up to this size are integrity-checked before open returns (about 0.15 s at 32 MB, some
 #: 50,000 messages); larger ones are checked on a background thread
 SYNC_CHECK_BYTES = 32 * 1024 * 1024
-
-
-class _NoGate:
-    """The gate of a read-only archive: nothing to queue for."""
-
-    @contextlib.contextmanager
-    def hold(self, timeout: float) -> Iterator[None]:
-        yield
-
-    def close(self) -> None:
-        return
-
-
-_NO_GATE: Any = _NoGate()
 
 
 def _is_busy(exc: BaseException) -> bool:
@@ -160,7 +171,8 @@ class Database(Spelling):
         #: damage the background integrity check found (large files are checked off the open path)
         self._damage: ArchiveCorruptError | None = None
         self._check_header()
-        self._gate: Any = _NO_GATE
+        #: the write gate (WriteGate); None for a read-only archive: nothing to queue for
+        self._gate: WriteGate | None = None
         if read_only:
             self._open_read_only()
             return
@@ -344,12 +356,13 @@ class Database(Spelling):
 
     @contextlib.contextmanager
     def _writing(self, busy: Callable[[Exception], Exception]) -> Iterator[None]:
-        """One write: queued on the write gate (see gate.py), refused when the archive cannot be
+        """One write: queued on the write gate (:class:`WriteGate`), refused when the archive cannot be
         written, its SQLite errors made the archive's (another process holding the lock too
         long: ``busy(error)``), and counted for the background checkpoints."""
         with self.lock:
             try:
-                with self._gate.hold(self.busy_timeout):
+                with (contextlib.nullcontext() if self._gate is None
+                      else self._gate.hold(self.busy_timeout)):
                     self._ensure_writable()
                     try:
                         yield
@@ -471,4 +484,74 @@ class Database(Spelling):
             except sqlite3.Error as exc:  # another process is reading: its close will do it
                 log.debug("closing checkpoint skipped: %s", exc)
             self.con.close()
-            self._gate.close()
+            if self._gate is not None:
+                self._gate.close()
+
+
+class GateTimeout(Exception):
+    """The gate stayed held by another writer for the whole timeout."""
+
+
+class WriteGate:
+    """An exclusive cross-process lock around each write transaction of one database."""
+
+    def __init__(self, db_path: Path) -> None:
+        self.path = Path(f"{db_path}.lock")
+        self._fd: int | None = None
+        if fcntl is None:
+            return
+        try:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError:
+            self._fd = None  # a read-only folder: no gate, SQLite's locking alone
+
+    @property
+    def active(self) -> bool:
+        return self._fd is not None
+
+    @contextlib.contextmanager
+    def hold(self, timeout: float) -> Iterator[None]:
+        """Hold the gate for the body; :class:`GateTimeout` after ``timeout`` seconds of waiting."""
+        fd = self._fd
+        if fd is None:
+            yield
+            return
+        self._acquire(fd, timeout)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.sched_yield()  # let a woken waiter take it before this writer comes back
+
+    def _acquire(self, fd: int, timeout: float) -> None:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            pass
+        got = threading.Event()
+        abandoned = threading.Event()
+        lock = threading.Lock()
+
+        def wait_in_kernel() -> None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            with lock:
+                if abandoned.is_set():
+                    fcntl.flock(fd, fcntl.LOCK_UN)  # nobody wants it any more
+                else:
+                    got.set()
+
+        threading.Thread(target=wait_in_kernel, name="archive-write-gate", daemon=True).start()
+        if got.wait(timeout):
+            return
+        with lock:
+            if got.is_set():
+                return
+            abandoned.set()
+        raise GateTimeout(f"{self.path} was held by another writer for {timeout:.0f}s")
+
+    def close(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None

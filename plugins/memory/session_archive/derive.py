@@ -309,9 +309,8 @@ class Deriver:
         if embedder is None:
             return
         try:
-            blobs = stored_vectors.encode(
-                embedder.embed([f.text for f in facts], background=True), embedder.dimension)
-        except Exception as exc:  # a failing embedder, or NaN / a wrong size (ValueError)
+            blobs = stored_vectors.embed_encoded(embedder, [f.text for f in facts])
+        except Exception as exc:  # a failing embedder, or NaN / a wrong size
             log.info("derived memory: facts stored without vectors (%s)", exc)
             return
         for fact, blob in zip(facts, blobs, strict=True):

@@ -17,7 +17,7 @@ from typing import Any
 
 from hermes_core.storage import vectors as stored_vectors
 
-from .facts import Fact, _with_sources
+from .facts import FACT_COLUMNS, Fact, _day, _with_sources
 from .store import LINEAGE_CTE, SessionArchive
 
 __all__ = ["MIN_COSINE", "search_facts"]
@@ -52,10 +52,8 @@ def search_facts(archive: SessionArchive, query: str, *, user: str | None,
         prefix = LINEAGE_CTE
         where += " AND f.session NOT IN (SELECT num FROM lineage)"
         params["sid"] = current_session_id
-    rows = archive.db.read(
-        f"{prefix} SELECT f.id, f.kind, f.topic, f.text, f.valid_from, f.created_at, "
-        "f.superseded_by, f.superseded_at, f.user_id, s.id, s.title, f.vec FROM facts AS f "
-        f"JOIN sessions AS s ON s.num = f.session WHERE 1 = 1{where}", params)
+    rows = archive.db.read(f"{prefix} SELECT {FACT_COLUMNS}, f.vec FROM facts AS f JOIN sessions "
+                           f"AS s ON s.num = f.session WHERE 1 = 1{where}", params)
     if not rows:
         return []
     cosines: dict[int, float] = {}
@@ -82,13 +80,8 @@ def search_facts(archive: SessionArchive, query: str, *, user: str | None,
 
 
 def _newer(archive: SessionArchive, ids: list[int]) -> dict[int, dict[str, Any]]:
-    if not ids:
-        return {}
-    rows = archive.db.read(
-        "SELECT f.id, f.text, f.valid_from, s.id FROM facts AS f JOIN sessions AS s "
-        f"ON s.num = f.session WHERE f.id IN ({','.join('?' * len(ids))})", tuple(ids))
-    from .facts import _day
-
+    rows = archive.read_in("SELECT f.id, f.text, f.valid_from, s.id FROM facts AS f JOIN "
+                           "sessions AS s ON s.num = f.session WHERE f.id IN ({marks})", ids)
     return {int(r[0]): {"fact_id": int(r[0]), "fact": r[1], "valid_from": _day(r[2]),
                         "session_id": r[3]} for r in rows}
 

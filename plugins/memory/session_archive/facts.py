@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from hermes_core.storage.erasure_log import squash
+
 from .schema import INDEXED_SQL
 from .store import SessionArchive
 from .vector_store import vector_store
@@ -38,8 +40,8 @@ __all__ = ["DerivationState", "Fact", "NewFact", "Turn", "derivation_state", "fa
 MESSAGE_CHARS = 4000
 _META_KEYS = ("facts_through", "facts_error", "facts_input_tokens", "facts_output_tokens",
               "facts_turns", "facts_skipped")
-_FACT_COLUMNS = ("f.id, f.kind, f.topic, f.text, f.valid_from, f.created_at, f.superseded_by, "
-                 "f.superseded_at, f.user_id, s.id, s.title")
+FACT_COLUMNS = ("f.id, f.kind, f.topic, f.text, f.valid_from, f.created_at, f.superseded_by, "
+                "f.superseded_at, f.user_id, s.id, s.title")
 #: a turn ends with an assistant message that calls no tool
 _TURN_END = (f"m.role = 'assistant' AND m.tool_calls IS NULL AND length(m.content) > 0 "
              f"AND {INDEXED_SQL}")
@@ -141,23 +143,11 @@ class DerivationState:
 
 
 def _meta(archive: SessionArchive, con: Any = None) -> dict[str, str]:
-    read = archive.db.read if con is None else (lambda sql: con.execute(sql).fetchall())
-    return _read_meta(read, vector_store(archive).meta_table)
-
-
-def _read_meta(read: Callable[[str], list[Any]], table: str) -> dict[str, str]:
-    keys = ",".join(f"'{k}'" for k in _META_KEYS)
-    return {str(k): str(v) for k, v in read(f"SELECT key, value FROM {table} WHERE key IN "
-                                             f"({keys})")}
+    return vector_store(archive).meta(con, keys=_META_KEYS)
 
 
 def _set(archive: SessionArchive, con: Any, key: str, value: str | None) -> None:
-    table = vector_store(archive).meta_table
-    if value is None:
-        con.execute(f"DELETE FROM {table} WHERE key = ?", (key,))
-        return
-    con.execute(f"INSERT INTO {table}(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET "
-                "value = excluded.value", (key, value))
+    vector_store(archive).set_meta(con, key, value)
 
 
 def derivation_state(archive: SessionArchive) -> DerivationState:
@@ -167,7 +157,9 @@ def derivation_state(archive: SessionArchive) -> DerivationState:
 def read_state(read: Callable[..., list[Any]], meta_table: str = "meta") -> DerivationState:
     """The derivation's state through ``read(sql, params=())`` (the archive's reads, or a
     read-only connection's: ``doctor``)."""
-    meta = _read_meta(read, meta_table)
+    keys = ",".join(f"'{k}'" for k in _META_KEYS)
+    meta = {str(k): str(v) for k, v in read(f"SELECT key, value FROM {meta_table} WHERE key IN "
+                                             f"({keys})")}
     through = int(meta.get("facts_through") or 0)
     backlog = int(read(
         f"SELECT count(*) FROM messages AS m WHERE m.id > ? AND {_TURN_END}", (through,))[0][0])
@@ -212,12 +204,7 @@ def facts_of(archive: SessionArchive, user: str | None, *, current: bool = True,
              limit: int = 30) -> list[Fact]:
     """The newest ``limit`` facts of ``user`` (None: facts of sessions without a user key; the
     same rule as searches), only current ones with ``current``."""
-    where = " AND f.superseded_by IS NULL" if current else ""
-    rows = archive.db.read(
-        f"SELECT {_FACT_COLUMNS} FROM facts AS f JOIN sessions AS s ON s.num = f.session "
-        f"WHERE coalesce(f.user_id, '') = ?{where} ORDER BY f.id DESC LIMIT ?",
-        (user or "", limit))
-    return _with_sources(archive, [Fact.from_row(r) for r in rows])
+    return list_facts(archive, user=user, current_only=current, limit=limit)
 
 
 def list_facts(archive: SessionArchive, *, user: str | None = None, all_users: bool = False,
@@ -235,22 +222,16 @@ def list_facts(archive: SessionArchive, *, user: str | None = None, all_users: b
         where.append("s.id = ?")
         params.append(session_id)
     rows = archive.db.read(
-        f"SELECT {_FACT_COLUMNS} FROM facts AS f JOIN sessions AS s ON s.num = f.session "
+        f"SELECT {FACT_COLUMNS} FROM facts AS f JOIN sessions AS s ON s.num = f.session "
         f"WHERE {' AND '.join(where)} ORDER BY f.id DESC LIMIT ?", (*params, limit))
     return _with_sources(archive, [Fact.from_row(r) for r in rows])
 
 
 def _with_sources(archive: SessionArchive, facts: list[Fact]) -> list[Fact]:
-    if not facts:
-        return facts
     by_id = {f.id: f for f in facts}
-    ids = list(by_id)
-    for k in range(0, len(ids), 500):
-        part = ids[k:k + 500]
-        for fid, mid in archive.db.read(
-                f"SELECT fact, message FROM fact_sources WHERE fact IN ({','.join('?' * len(part))})"
-                " ORDER BY message", tuple(part)):
-            by_id[int(fid)].sources.append(int(mid))
+    for fid, mid in archive.read_in("SELECT fact, message FROM fact_sources WHERE fact IN "
+                                    "({marks}) ORDER BY message", list(by_id), chunk=500):
+        by_id[int(fid)].sources.append(int(mid))
     return facts
 
 
@@ -286,18 +267,14 @@ def save_turn(archive: SessionArchive, turn: Turn, through: int, facts: list[New
                             "AND superseded_by IS NULL AND coalesce(user_id, '') = ? AND id <> ?",
                             (fid, fact.valid_from, old, turn.user_id or "", fid))
         _set(archive, con, "facts_through", str(turn.end))
-        _set(archive, con, "facts_turns", str(int(meta.get("facts_turns") or 0) + 1))
-        _set(archive, con, "facts_input_tokens",
-             str(int(meta.get("facts_input_tokens") or 0) + input_tokens))
-        _set(archive, con, "facts_output_tokens",
-             str(int(meta.get("facts_output_tokens") or 0) + output_tokens))
-        if problem is not None:
-            _set(archive, con, "facts_error", _stamp(f"turn ending at message {turn.end}: "
-                                                     f"{problem}"))
-            _set(archive, con, "facts_skipped", str(int(meta.get("facts_skipped") or 0)
-                                                    + (0 if facts else 1)))
-        else:
-            _set(archive, con, "facts_error", None)
+        counts = {"facts_turns": 1, "facts_input_tokens": input_tokens,
+                  "facts_output_tokens": output_tokens}
+        if problem is not None:  # a turn with a problem and no fact to store is skipped
+            counts["facts_skipped"] = 0 if facts else 1
+        for key, add in counts.items():
+            _set(archive, con, key, str(int(meta.get(key) or 0) + add))
+        _set(archive, con, "facts_error", None if problem is None else
+             _stamp(f"turn ending at message {turn.end}: {problem}"))
         return True
 
     return bool(archive._write(tx))
@@ -321,7 +298,7 @@ def mentioning(read: Callable[[str, tuple[Any, ...]], list[Any]], needle: str, s
     for fid, sid, text in read(
             "SELECT f.id, s.id, f.text FROM facts AS f JOIN sessions AS s ON s.num = f.session "
             "WHERE 1 = 1" + scope_sql, params):
-        if needle in " ".join(str(text).split()).casefold():
+        if needle in squash(str(text)):
             out[int(fid)] = (int(fid), str(sid), str(text))
     ids = list(messages)
     for k in range(0, len(ids), 500):

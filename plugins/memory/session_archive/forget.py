@@ -13,29 +13,44 @@ and checks each candidate exactly in Python, so it stays well under a second at 
 
 Kept small and apart from the store on purpose: the functions take a
 :class:`~.store.SessionArchive` and use its one write path.
+
+A forget that lands while a turn is in flight (:class:`LateForgets`): its archived copy is removed
+when it is written.
+
+A conversation's history is loaded from the archive at one point; its later writes (the answer,
+tool results) derive from that history and may mention a subject forgotten since. Each
+conversation (session id) keeps the erasure log's *settled* mark read just before its history was
+loaded (:meth:`hermes_core.storage.erasure_log.ErasureLog.settled`); after each message is stored,
+the forgets noted since that mark are checked against the message, and one it mentions is
+forgotten again in the archive (the same matching and scope as ``forget``). The mark does not move
+while the conversation lives: a rebuilt conversation (the dispatcher does that after an erasure)
+is loaded again and takes a new mark.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import sqlite3
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from hermes_core.storage.erasure_log import ErasureLog, squash
+from hermes_core.types import Message, Session
 
 from .facts import mentioning
 from .records import like_pattern
 from .store import SessionArchive
 from .vector_store import vector_store
 
-__all__ = ["ArchiveForget", "DeletedSessions", "count_messages", "delete_sessions",
-           "forget_messages"]
+__all__ = ["ArchiveForget", "DeletedSessions", "LateForgets", "count_messages",
+           "delete_sessions", "forget_messages"]
+
+log = logging.getLogger("hermes_core.session_archive")
 
 _CHUNK = 500
-
-
-def _squash(text: str) -> str:
-    return " ".join(text.split()).casefold()
-
 
 @dataclass(slots=True)
 class ArchiveForget:
@@ -71,7 +86,7 @@ def _find(read: Callable[[str, tuple[Any, ...]], list[Any]], subject: str,
           scope: str) -> ArchiveForget:
     """What mentions ``subject`` (messages, titles, derived facts); ``read`` runs a query (in
     SQLite's dialect, which the PostgreSQL archive translates) and returns its rows."""
-    needle = _squash(subject)
+    needle = squash(subject)
     where, params = _scope_sql(scope)
     words = [w for w in needle.split() if w.isascii()]
     sql = ("SELECT m.id, s.id, m.role, m.content, m.tool_calls FROM messages AS m "
@@ -84,12 +99,12 @@ def _find(read: Callable[[str, tuple[Any, ...]], list[Any]], subject: str,
         args = (*params, pattern, pattern)
     found = ArchiveForget()
     for mid, sid, role, content, calls in read(sql, args):
-        if needle in _squash(content) or (calls and needle in _squash(calls)):
+        if needle in squash(content) or (calls and needle in squash(calls)):
             preview = " ".join(content.split())
             found.messages.append((mid, sid, role, preview[:100]))
     for sid, title in read(
             "SELECT s.id, s.title FROM sessions AS s WHERE s.title IS NOT NULL" + where, params):
-        if needle in _squash(title):
+        if needle in squash(title):
             found.titles.append(sid)
     found.facts = mentioning(read, needle, where, params, [m[0] for m in found.messages])
     return found
@@ -174,3 +189,71 @@ def delete_sessions(archive: SessionArchive, session_id: str, *,
         return DeletedSessions([v[1] for v in victims], int(count))
 
     return archive._write(tx)
+
+
+class LateForgets:
+    """The marks of the conversations of one archive, and the check after each write."""
+
+    def __init__(self, erasures: ErasureLog) -> None:
+        self.erasures = erasures
+        self._marks: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def mark(self) -> int | None:
+        """The settled mark now (read before a history is loaded); None when unreadable."""
+        try:
+            return self.erasures.settled()
+        except Exception as exc:
+            log.error("cannot read the erasure log (%s): a forget landing during this "
+                      "conversation's turns may leave an archived copy", exc)
+            return None
+
+    def loaded(self, session_id: str, mark: int | None) -> None:
+        """The session's history was loaded after ``mark`` was read (or it starts empty)."""
+        if mark is None:
+            return
+        with self._lock:
+            self._marks[session_id] = mark
+
+    def inherit(self, new_id: str, old_id: str | None) -> None:
+        """A session continuing another (a compaction's child) keeps the older mark."""
+        with self._lock:
+            if new_id in self._marks:
+                return
+            old = self._marks.get(old_id) if old_id is not None else None
+        self.loaded(new_id, old if old is not None else self.mark())
+
+    def ended(self, session_id: str) -> None:
+        with self._lock:
+            self._marks.pop(session_id, None)
+
+    def __len__(self) -> int:
+        return len(self._marks)
+
+    def after_write(self, archive: SessionArchive, session: Session, message: Message) -> int:
+        """Re-apply to ``message`` (stored just now) the forgets noted after its session's mark;
+        returns how many archived items were deleted again."""
+        with self._lock:
+            mark = self._marks.get(session.id)
+        if mark is None:
+            return 0
+        notes = self.erasures.since(mark)
+        if not notes:
+            return 0
+        texts = [message.content if isinstance(message.content, str) else str(message.content)]
+        texts += [f"{c.name} {json.dumps(c.arguments, ensure_ascii=False)}"
+                  for c in message.tool_calls or ()]
+        deleted = 0
+        for note in notes:
+            if note.what != "forget":
+                continue
+            if note.scope.startswith("user:") and note.scope[5:] != (session.user_id or ""):
+                continue
+            subject = note.find_in(*texts)
+            if subject is None:
+                continue
+            found = forget_messages(archive, subject, scope=note.scope)
+            deleted += found.deleted
+            log.info("session %s: a message written after a forget mentioned its subject; "
+                     "forgotten again (%d item(s))", session.id, found.deleted)
+        return deleted

@@ -515,10 +515,7 @@ def _updates(archive: SessionArchive, order: list[int], groups: dict[int, list[C
 
 def _texts(archive: SessionArchive, ids: list[int]) -> dict[int, tuple[str, str]]:
     """The role and text of each of ``ids`` (a few dozen)."""
-    if not ids:
-        return {}
-    rows = archive.db.read(f"SELECT id, role, content FROM messages WHERE id IN "
-                           f"({','.join('?' * len(ids))})", tuple(ids))
+    rows = archive.read_in("SELECT id, role, content FROM messages WHERE id IN ({marks})", ids)
     return {int(i): (str(role), text) for i, role, text in rows if isinstance(text, str)}
 
 
@@ -558,10 +555,8 @@ def _times_and_chains(archive: SessionArchive, ids: list[int],
     """Each message's timestamp and compaction chain (one query per 900 ids)."""
     stamps: dict[int, float] = {}
     chains: dict[int, int] = {}
-    for k in range(0, len(ids), 900):
-        part = ids[k:k + 900]
-        for i, ts, chain in archive.db.read(
-                "SELECT m.id, m.timestamp, s.chain FROM messages AS m JOIN sessions AS s ON "
-                f"s.num = m.session WHERE m.id IN ({','.join('?' * len(part))})", tuple(part)):
-            stamps[i], chains[i] = float(ts), int(chain)
+    for i, ts, chain in archive.read_in(
+            "SELECT m.id, m.timestamp, s.chain FROM messages AS m JOIN sessions AS s ON "
+            "s.num = m.session WHERE m.id IN ({marks})", ids):
+        stamps[i], chains[i] = float(ts), int(chain)
     return stamps, chains

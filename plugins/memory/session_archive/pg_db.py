@@ -101,23 +101,6 @@ class _Con:
         with self.raw.cursor() as cur:
             cur.executemany(to_pg(sql).replace(" RETURNING id", ""), [_params(r) for r in rows])
 
-    def insert_many(self, sql: str, rows: Sequence[Any]) -> list[int]:
-        """Run one INSERT per row, pipelined (psycopg sends them all before reading any answer:
-        one round trip, not one per row); return the new rows' ids in order."""
-        pg = to_pg(sql)
-        if not pg.endswith(" RETURNING id"):
-            raise ValueError("insert_many takes an INSERT INTO messages statement")
-        ids: list[int] = []
-        with self.raw.cursor() as cur:
-            cur.executemany(pg, [_params(r) for r in rows], returning=True)
-            while True:
-                row = cur.fetchone()
-                if row is not None:
-                    ids.append(int(row[0]))
-                if not cur.nextset():
-                    break
-        return ids
-
 
 class PgDatabase(dialect.PgDatabase):
     """The archive's tables in one PostgreSQL database (migrated on open)."""
@@ -151,7 +134,23 @@ class PgDatabase(dialect.PgDatabase):
         return self.run(run)
 
     def insert_many(self, con: _Con, sql: str, rows: Sequence[Any]) -> list[int]:
-        return con.insert_many(sql, rows) if rows else []
+        """Run one INSERT per row on ``con``, pipelined (psycopg sends them all before reading
+        any answer: one round trip, not one per row); return the new rows' ids in order."""
+        if not rows:
+            return []
+        pg = to_pg(sql)
+        if not pg.endswith(" RETURNING id"):
+            raise ValueError("insert_many takes an INSERT INTO messages statement")
+        ids: list[int] = []
+        with con.raw.cursor() as cur:
+            cur.executemany(pg, [_params(r) for r in rows], returning=True)
+            while True:
+                row = cur.fetchone()
+                if row is not None:
+                    ids.append(int(row[0]))
+                if not cur.nextset():
+                    break
+        return ids
 
     def write_one(self, sql: str, params: Any = ()) -> int:
         """One statement, committed on its own (autocommit: one round trip); the new row's id

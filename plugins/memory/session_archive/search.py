@@ -24,9 +24,12 @@ case-insensitive substring of every message (so it is never silently empty), new
 Exclusions (the current session's lineage, roles, ``-word`` exclusions and the per-user scope:
 :class:`_Scope`, in each backend's terms) are applied inside the same SQL statement, so they
 never eat into the candidates. The search tools' own echoes are left out too: a search tool's
-result is a copy of earlier messages, and the call that asked for it holds the query's own
-words: both would outrank the conversation they echo. SQLite checks them after ranking, on the
-best candidates (:func:`drop_echoes`); PostgreSQL tests the row its ranking reads anyway.
+result (``session_search``, or the lossless engine's ``context_search``) is a copy of earlier
+messages, and the call that asked for it holds the query's own words: both would outrank the
+conversation they echo. Both backends leave them out by the same rule: a message of an echo tool
+(:data:`ECHO_TOOLS`), or a message calling one with at most :data:`ECHO_CONTENT` characters of
+its own. SQLite checks them after ranking, on the best candidates (:func:`drop_echoes`);
+PostgreSQL tests the row its ranking reads anyway.
 What a hit shows (snippets, neighbours) is _excerpts.py's.
 """
 
@@ -40,7 +43,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._excerpts import Hit, hits_for
-from .echoes import ECHO_CONTENT, ECHO_TOOLS, check_echoes
 from .errors import QueryError
 from .impacts import WEIGHTS, top_k
 from .pg_schema import SPLIT_CHARS
@@ -49,11 +51,17 @@ from .records import Candidate, best_of, clean_text, like_pattern
 from .store import LINEAGE_CTE, SessionArchive
 
 __all__ = [
+    "ECHO_CHECK",
+    "ECHO_CONTENT",
+    "ECHO_NAMES",
+    "ECHO_TOOLS",
     "Candidate",
     "SearchResult",
     "allowed_ids",
     "attach_chains",
+    "calls_echo",
     "candidates",
+    "check_echoes",
     "matching_ids",
     "plan_query",
     "search_messages",
@@ -66,6 +74,35 @@ DEFAULT_CANDIDATES = 2000
 _WEIGHTS = ", ".join(map(str, WEIGHTS))
 #: a prefix is also matched by indexed stems up to this many characters shorter
 _STEM_SLACK = 4
+
+#: tools whose results only repeat archived messages, and whose calls repeat a query
+ECHO_TOOLS = ("session_search", "context_search")
+#: a message calling an echo tool with at most this much text of its own is a pure echo
+ECHO_CONTENT = 300
+#: how many of the best candidates are checked for echoes (the rest are never shown)
+ECHO_CHECK = 300
+#: the echo tools' names as an SQL list
+ECHO_NAMES = ", ".join(f"'{t}'" for t in ECHO_TOOLS)
+
+
+def calls_echo(calls: str) -> str:
+    """The SQL condition that the tool calls (JSON text) in column ``calls`` call an echo tool."""
+    return " OR ".join(f"{calls} LIKE '%\"name\":\"{t}\"%'" for t in ECHO_TOOLS)
+
+
+def check_echoes(archive: SessionArchive, found: list[Candidate]) -> list[Candidate]:
+    """``found`` without the echoes among its best :data:`ECHO_CHECK` (one query)."""
+    head, tail = found[:ECHO_CHECK], found[ECHO_CHECK:]
+    if not head:
+        return found
+    echoes = {r[0] for r in archive.db.read(
+        f"SELECT id FROM messages WHERE id IN ({','.join('?' * len(head))}) AND "
+        f"(tool_name IN ({ECHO_NAMES}) OR (tool_calls IS NOT NULL AND "
+        f"length(content) <= {ECHO_CONTENT} AND ({calls_echo('tool_calls')})))",
+        tuple(c.id for c in head))}
+    if not echoes:
+        return found
+    return [c for c in head if c.id not in echoes] + tail
 
 
 @dataclass(slots=True)
@@ -385,11 +422,9 @@ def _not_echo() -> str:
     """Not one of the search tools' own echoes: echoes.py's rule as a test of the row the
     ranking reads anyway; octet_length reads a long content's size without fetching
     it (a character is at most 4 bytes)."""
-    names = ", ".join(f"'{t}'" for t in ECHO_TOOLS)
-    likes = " OR ".join(f"m.tool_calls LIKE '%\"name\":\"{t}\"%'" for t in ECHO_TOOLS)
-    return (f"NOT (coalesce(m.tool_name IN ({names}), false) OR (m.tool_calls IS NOT NULL AND "
-            f"octet_length(m.content) <= {4 * ECHO_CONTENT} AND "
-            f"length(m.content) <= {ECHO_CONTENT} AND ({likes})))")
+    return (f"NOT (coalesce(m.tool_name IN ({ECHO_NAMES}), false) OR (m.tool_calls IS NOT NULL "
+            f"AND octet_length(m.content) <= {4 * ECHO_CONTENT} AND "
+            f"length(m.content) <= {ECHO_CONTENT} AND ({calls_echo('m.tool_calls')})))")
 
 
 def attach_chains(archive: SessionArchive, found: list[Candidate]) -> None:

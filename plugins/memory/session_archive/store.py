@@ -487,13 +487,8 @@ class SessionArchive(Listings):
         return [StoredMessage.from_row(r) for r in rows]
 
     def messages_by_id(self, ids: Sequence[int]) -> dict[int, StoredMessage]:
-        if not ids:
-            return {}
-        marks = ",".join("?" * len(ids))
-        rows = self.db.read(
-            f"SELECT {StoredMessage.COLUMNS} FROM messages AS m JOIN sessions AS s "
-            f"ON s.num = m.session WHERE m.id IN ({marks})", tuple(ids),
-        )
+        rows = self.read_in(f"SELECT {StoredMessage.COLUMNS} FROM messages AS m JOIN sessions "
+                            "AS s ON s.num = m.session WHERE m.id IN ({marks})", ids)
         return {r[0]: StoredMessage.from_row(r) for r in rows}
 
     def count_messages(self) -> int:

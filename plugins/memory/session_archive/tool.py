@@ -337,13 +337,11 @@ def _choose(archive: SessionArchive, chains: list[int], titled: list[int], demot
 
 
 def _heads(archive: SessionArchive, chains: list[int]) -> dict[int, tuple[Any, ...]]:
-    if not chains:
-        return {}
-    return {r[0]: r for r in archive.db.read(
+    return {r[0]: r for r in archive.read_in(
         "SELECT c.chain, c.id, c.title, c.platform, c.model, c.updated_at, "
         "(SELECT min(started_at) FROM sessions WHERE chain = c.chain) "
-        f"FROM sessions AS c WHERE c.chain IN ({','.join('?' * len(chains))}) "
-        "AND c.superseded = 0 ORDER BY c.num", tuple(chains))}
+        "FROM sessions AS c WHERE c.chain IN ({marks}) AND c.superseded = 0 ORDER BY c.num",
+        chains)}
 
 
 def _newer(archive: SessionArchive, chain: int, message_id: int) -> dict[str, Any]:

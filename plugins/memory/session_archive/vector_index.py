@@ -31,16 +31,6 @@ RESCORE = 400
 _POPCOUNT8 = None
 
 
-def _popcount(x: NDArray[np.uint64]) -> NDArray[np.uint8]:
-    """Set bits per 64-bit word (numpy >= 2: one instruction per word; else a byte table)."""
-    if hasattr(np, "bitwise_count"):
-        return np.bitwise_count(x)  # type: ignore[no-any-return]
-    global _POPCOUNT8
-    if _POPCOUNT8 is None:
-        _POPCOUNT8 = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
-    return _POPCOUNT8[x.view(np.uint8)].reshape(*x.shape, 8).sum(-1, dtype=np.uint8)  # type: ignore[no-any-return]
-
-
 def sign_bits(vectors: NDArray[np.floating], words: int) -> NDArray[np.uint64]:
     """One bit per dimension (1: positive), packed into ``words`` 64-bit words per row, laid out
     word-major ``(words, rows)`` so the scan reads each word of every row contiguously."""
@@ -335,10 +325,15 @@ class VectorIndex:
 
 
 def _popcount_into(x: NDArray[np.uint64], out: NDArray[np.uint8]) -> None:
+    """Set bits per 64-bit word of ``x``, into ``out`` (numpy >= 2: one instruction per word;
+    else a byte table)."""
     if hasattr(np, "bitwise_count"):
         np.bitwise_count(x, out=out)
-    else:
-        np.copyto(out, _popcount(x))
+        return
+    global _POPCOUNT8
+    if _POPCOUNT8 is None:
+        _POPCOUNT8 = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
+    np.copyto(out, _POPCOUNT8[x.view(np.uint8)].reshape(*x.shape, 8).sum(-1, dtype=np.uint8))
 
 
 def _cut(dist: NDArray[np.uint16], count: int, bits: int) -> NDArray[np.intp]:

@@ -22,13 +22,14 @@ What differs on PostgreSQL:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from hermes_core.semantic import text_key
 from hermes_core.storage.vectors import upsert_sql
 
 from .schema import INDEXED_SQL
+from .search import ECHO_CONTENT, calls_echo
 from .store import SessionArchive
 
 __all__ = ["BUSY", "LOOKBACK", "META_KEYS", "PgVectorStore", "VectorStore", "vector_store"]
@@ -42,11 +43,10 @@ LOOKBACK = 2000
 #: the advisory lock of the archive's indexer (PostgreSQL): "hc-vecs" as a number
 INDEXER_LOCK = 0x68632D76656373
 META_KEYS = ("vectors_model", "vectors_dimension", "vectors_through", "vectors_epoch")
-_ECHO = ("session_search", "context_search")
 _EMBEDDABLE = (
-    "m.role IN ('user', 'assistant') AND length(m.content) > 0 AND " + INDEXED_SQL + " "
-    "AND NOT (m.tool_calls IS NOT NULL AND length(m.content) <= 300 AND ("
-    + " OR ".join(f"m.tool_calls LIKE '%\"name\":\"{t}\"%'" for t in _ECHO) + "))"
+    f"m.role IN ('user', 'assistant') AND length(m.content) > 0 AND {INDEXED_SQL} "
+    f"AND NOT (m.tool_calls IS NOT NULL AND length(m.content) <= {ECHO_CONTENT} AND ("
+    f"{calls_echo('m.tool_calls')}))"
 )
 
 # a message may have its vector already: copied by storage migrate, or stored by reindex
@@ -86,17 +86,22 @@ class VectorStore:
 
     # ------------------------------------------------------------------ meta
 
-    def meta(self, con: Any = None, *, exists: bool = False) -> dict[str, str]:
-        """The vectors' keys of the meta table (and with ``exists``, ``"exists"``: "1" when any
-        vector is stored), in one query."""
-        keys = ",".join(f"'{k}'" for k in META_KEYS)
-        sql = f"SELECT key, value FROM {self.meta_table} WHERE key IN ({keys})"
+    def meta(self, con: Any = None, *, exists: bool = False,
+             keys: Sequence[str] = META_KEYS) -> dict[str, str]:
+        """The ``keys`` of the meta table (default: the vectors'; and with ``exists``,
+        ``"exists"``: "1" when any vector is stored), in one query."""
+        names = ",".join(f"'{k}'" for k in keys)
+        sql = f"SELECT key, value FROM {self.meta_table} WHERE key IN ({names})"
         if exists:
             sql += (" UNION ALL SELECT 'exists', CASE WHEN EXISTS (SELECT 1 FROM message_vectors)"
                     " THEN '1' ELSE '0' END")
         return {str(k): str(v) for k, v in self._read(con, sql)}
 
-    def set_meta(self, con: Any, key: str, value: str) -> None:
+    def set_meta(self, con: Any, key: str, value: str | None) -> None:
+        """Set ``key`` of the meta table (None: remove it), on ``con``."""
+        if value is None:
+            con.execute(f"DELETE FROM {self.meta_table} WHERE key = ?", (key,))
+            return
         con.execute(f"INSERT INTO {self.meta_table}(key, value) VALUES (?, ?) ON CONFLICT(key) "
                     "DO UPDATE SET value = excluded.value", (key, value))
 
@@ -112,7 +117,7 @@ class VectorStore:
         epoch = self.meta(con).get("vectors_epoch", "0")
         con.execute("DELETE FROM message_vectors")
         for key in ("vectors_model", "vectors_dimension", "vectors_through"):
-            con.execute(f"DELETE FROM {self.meta_table} WHERE key = ?", (key,))
+            self.set_meta(con, key, None)
         self.set_meta(con, "vectors_epoch", str(int(epoch) + 1))
 
     # ------------------------------------------------------------------ the indexer's queries
@@ -161,9 +166,6 @@ class VectorStore:
                     "FROM messages) AS TEXT) WHERE key IN ('vectors_through', 'facts_through') AND "
                     "CAST(value AS INTEGER) > (SELECT coalesce(max(id), 0) FROM messages)")
 
-    def pending_count(self, through: int) -> int:
-        return self.missing_count(self._after(through))
-
     def put(self, con: Any, blobs: list[tuple[int, bytes, str]], chars: int, model: str) -> None:
         """Store each (id, vector, the text it was made from) of ``model``, with the text's hash:
         only where the message still holds that text, so a message deleted meanwhile gets no
@@ -182,13 +184,8 @@ class VectorStore:
             f"ORDER BY {self.order} LIMIT ?", (after, limit))
 
     def by_ids(self, ids: list[int]) -> list[Any]:
-        out: list[Any] = []
-        for k in range(0, len(ids), 900):
-            part = ids[k:k + 900]
-            out += self.archive.db.read(
-                f"SELECT id, vec FROM message_vectors WHERE id IN ({','.join('?' * len(part))})",
-                tuple(part))
-        return out
+        return self.archive.read_in("SELECT id, vec FROM message_vectors WHERE id IN ({marks})",
+                                    ids)
 
 
 class PgVectorStore(VectorStore):

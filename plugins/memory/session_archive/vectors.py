@@ -42,7 +42,7 @@ from typing import Any
 from hermes_core.embeddings import EmbeddingError, GuardedEmbedder, wait_until_paused
 from hermes_core.storage import vectors as stored_vectors
 
-from .store import SessionArchive
+from .store import LINEAGE_CTE, SessionArchive
 from .vector_store import BUSY, VectorStore, vector_store
 
 __all__ = ["TEXT_CHARS", "VectorIndexer", "VectorState", "reindex"]
@@ -173,7 +173,7 @@ def has_pending(archive: SessionArchive) -> bool:
 
 def pending(archive: SessionArchive) -> int:
     store = vector_store(archive)
-    return store.pending_count(int(store.meta().get("vectors_through") or 0))
+    return store.missing_count(store._after(int(store.meta().get("vectors_through") or 0)))
 
 
 def reindex(archive: SessionArchive, embedder: GuardedEmbedder, *, batch: int = 32,
@@ -301,8 +301,6 @@ class VectorIndexer(stored_vectors.Indexer):
 
 
 def lineage_ids(archive: SessionArchive, session_id: str) -> set[int]:
-    from .store import LINEAGE_CTE
-
     return {r[0] for r in archive.db.read(
         LINEAGE_CTE + "SELECT id FROM messages WHERE session IN (SELECT num FROM lineage)",
         {"sid": session_id})}

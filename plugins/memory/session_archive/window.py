@@ -38,7 +38,6 @@ def place_window(
     end = 0
     used = 0
     count = 0
-    top = len(hits)  # best rank inside [start, end), recomputed lazily
     for start in range(n):
         if end < start:
             end, used, count = start, 0, 0
@@ -47,11 +46,9 @@ def place_window(
             count += is_hit[end]
             end += 1
         if end > start:
-            top = min(rank[start:end])
-            key = (count, -top, -start)
+            key = (count, -min(rank[start:end]), -start)  # the best rank inside [start, end)
             if key > best_key:
                 best, best_key = (start, end), key
-        if end > start:
             used -= lengths[start]
             count -= is_hit[start]
     start, end = best

@@ -68,18 +68,13 @@ def _sqlite_counts(archive: SessionArchive, words: list[str], ids: list[int],
     of ``ids`` do (one statement per word and 900 ids)."""
     out: dict[str, tuple[int, set[int]]] = {}
     for word in words:
-        df = 0
-        holders: set[int] = set()
-        for start in range(0, len(ids), 900):
-            part = ids[start:start + 900]
-            # one pass over the term's rowids, each tested against the candidates: "+rowid"
-            # keeps FTS5 from seeking once per candidate instead, and the rows stay in SQLite
-            # (at 1M messages, a word in 46,592 of them: 14 ms, against 46 ms for reading
-            # every rowid and 16 ms for the seeks)
-            (df, found), = archive.db.read(
-                _SQLITE_HOLDERS.format(marks=",".join("?" * len(part))), (*part, quote(word)))
-            holders.update(int(i) for i in (found or "").split(",") if i)
-        out[word] = df, holders
+        # one pass over the term's rowids, each tested against the candidates: "+rowid" keeps
+        # FTS5 from seeking once per candidate instead, and the rows stay in SQLite (at 1M
+        # messages, a word in 46,592 of them: 14 ms, against 46 ms for reading every rowid and
+        # 16 ms for the seeks)
+        rows = archive.read_in(_SQLITE_HOLDERS, ids, (quote(word),))
+        out[word] = (rows[-1][0] if rows else 0,
+                     {int(i) for _df, found in rows for i in (found or "").split(",") if i})
     return _sqlite_size(archive), out
 
 

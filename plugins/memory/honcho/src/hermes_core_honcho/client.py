@@ -287,15 +287,12 @@ class HonchoClient:
     # ------------------------------------------------------------------------------ peers
 
     def chat(self, observer: str, query: str, *, target: str | None = None,
-             session_id: str | None = None, reasoning_level: str = "low",
-             timeout: float | None = None) -> str | None:
+             reasoning_level: str = "low", timeout: float | None = None) -> str | None:
         """The dialectic: ``observer``'s answer about ``target`` (``None``: nothing to say)."""
         body: dict[str, Any] = {"query": query[:10_000], "stream": False,
                                 "reasoning_level": reasoning_level}
         if target:
             body["target"] = target
-        if session_id:
-            body["session_id"] = session_id
         out: _ChatOut = self._call(_ChatOut, "POST", self._w(f"/peers/{observer}/chat"), json=body,
                                    timeout=timeout)
         return out.content

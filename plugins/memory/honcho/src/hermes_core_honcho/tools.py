@@ -15,7 +15,6 @@ is about.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -26,14 +25,13 @@ from hermes_core.kinds import Tool
 from hermes_core.types import ToolContext
 
 from .client import HonchoError
-from .config import ReasoningLevel, check_id
+from .config import ID_RE, ReasoningLevel, check_id
 
 if TYPE_CHECKING:
     from .provider import HonchoProvider
 
 __all__ = ["build_tools"]
 
-_CONCLUSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
 _PEER = Field(default="user", description="whose: 'user' (default), 'ai' (yourself) or a peer id",
               max_length=100)
 
@@ -118,11 +116,6 @@ class _Handlers:
             return None  # the last switched-to session may be another user's
         return sid or self.p.current_session
 
-    def owns(self, conclusion_id: str, peer: str) -> bool:
-        """Whether ``conclusion_id`` is one of the agent's conclusions about ``peer``."""
-        return any(c.id == conclusion_id for c in self.p.client.all_conclusions(
-            observer=self.p.ai, observed=peer, timeout=self.timeout))
-
     # ----------------------------------------------------------------------------- handlers
 
     def profile(self, args: ProfileArgs, context: ToolContext) -> dict[str, Any]:
@@ -202,10 +195,11 @@ class _Handlers:
                   **({"session_id": sid} if sid else {})}], timeout=self.timeout)
             return {"stored": made[0].id if made else None, "content": args.conclusion.strip()}
         if args.delete_id is not None:
-            if not _CONCLUSION_ID.match(args.delete_id):
+            if not ID_RE.match(args.delete_id):
                 raise ToolError(f"delete_id {args.delete_id!r} is not a conclusion id; take "
                                 "one from honcho_conclude(list=true)")
-            if self.p.per_user and not self.owns(args.delete_id, peer):
+            if self.p.per_user and not any(c.id == args.delete_id for c in client.all_conclusions(
+                    observer=ai, observed=peer, timeout=self.timeout)):  # not about this peer
                 raise ToolError(f"conclusion {args.delete_id!r} is not one about {peer!r}; "
                                 "take an id from honcho_conclude(list=true)")
             client.delete_conclusion(args.delete_id, timeout=self.timeout)

@@ -226,7 +226,6 @@ class Postgres:
         if user is not None:
             os.chown(home, *user)
         port = free_port()
-        self._args = (binary, user, home)
         result = self._run([str(binary), "start", "--name", self.name, "--port", str(port),
                             "--data-dir", str(home / "data"),
                             # small: a test database, not a production one

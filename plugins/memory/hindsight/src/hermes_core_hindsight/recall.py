@@ -46,7 +46,6 @@ class Prepared:
 
     query: str
     memories: tuple[Memory, ...]
-    finished_at: float
 
 
 class Prefetcher:
@@ -102,7 +101,7 @@ class Prefetcher:
                 return
             error = future.exception()
             if error is None:
-                self._prepared[session_id] = Prepared(query, tuple(future.result()), time.monotonic())
+                self._prepared[session_id] = Prepared(query, tuple(future.result()))
                 return
             if isinstance(error, HindsightUnavailable):
                 self._outage_until = time.monotonic() + OUTAGE_COOLDOWN

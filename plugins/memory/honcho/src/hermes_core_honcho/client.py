@@ -14,7 +14,7 @@ answer that is not Honcho's raises :class:`HonchoProtocolError` naming the endpo
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import httpx
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
@@ -59,6 +59,9 @@ class HonchoProtocolError(HonchoError):
     """The answer is not what a Honcho server sends (wrong shape, not JSON)."""
 
 
+_Item = TypeVar("_Item")
+
+
 class _Wire(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
@@ -94,24 +97,20 @@ class ConclusionOut(_Wire):
     created_at: str
 
 
-class PageOut(_Wire):
-    items: list[ConclusionOut]
-    total: int
-    page: int
-    size: int
-    pages: int
-
-
-class _PeerOut(_Wire):
+class _IdOut(_Wire):
     id: str
 
 
-class PeerPageOut(_Wire):
-    items: list[_PeerOut]
+class _Page(_Wire, Generic[_Item]):
+    items: list[_Item]
     total: int
     page: int
     size: int
     pages: int
+
+
+PageOut = _Page[ConclusionOut]
+PeerPageOut = _Page[_IdOut]
 
 
 class CardOut(_Wire):
@@ -124,10 +123,6 @@ class _ChatOut(_Wire):
 
 class _RepresentationOut(_Wire):
     representation: str
-
-
-class _IdOut(_Wire):
-    id: str
 
 
 _ADAPTERS: dict[Any, TypeAdapter[Any]] = {}
@@ -182,13 +177,12 @@ class HonchoClient:
         """Send one request (no retry); return the decoded JSON body (``None`` for 204)."""
         where = f"{method} {path}"
         clean = {k: v for k, v in (params or {}).items() if v is not None} or None
+        timeout = self.timeout if timeout is None else timeout
         try:
-            response = self._http.request(method, path, json=json, params=clean,
-                                          timeout=timeout if timeout is not None else self.timeout)
+            response = self._http.request(method, path, json=json, params=clean, timeout=timeout)
         except httpx.TimeoutException:
             raise HonchoUnavailable(
-                f"Honcho at {self.base_url} did not answer {where} within "
-                f"{timeout if timeout is not None else self.timeout:g} s") from None
+                f"Honcho at {self.base_url} did not answer {where} within {timeout:g} s") from None
         except httpx.TransportError as exc:
             raise HonchoUnavailable(
                 f"cannot reach Honcho at {self.base_url} ({where}): {type(exc).__name__}: {exc}"
@@ -242,20 +236,14 @@ class HonchoClient:
             body["metadata"] = metadata
         self._call(_IdOut, "POST", self._w("/peers"), json=body)
 
-    def list_peers(self, *, page: int = 1, size: int = 100,
-                   timeout: float | None = None) -> PeerPageOut:
-        """One page of the workspace's peers (``POST W/peers/list``)."""
-        out: PeerPageOut = self._call(PeerPageOut, "POST", self._w("/peers/list"),
-                                      params={"page": page, "size": size}, json={},
-                                      timeout=timeout)
-        return out
-
     def peer_ids(self, *, size: int = 100, max_pages: int = 1000) -> list[str]:
-        """Every peer id of the workspace, page by page (at most ``max_pages`` pages)."""
+        """Every peer id of the workspace, page by page (``POST W/peers/list``; at most
+        ``max_pages`` pages)."""
         ids: list[str] = []
         page = 1
         while page <= max_pages:
-            out = self.list_peers(page=page, size=size)
+            out: PeerPageOut = self._call(PeerPageOut, "POST", self._w("/peers/list"),
+                                          params={"page": page, "size": size}, json={})
             ids.extend(p.id for p in out.items)
             if page >= out.pages or not out.items:
                 break
@@ -299,15 +287,12 @@ class HonchoClient:
     # ------------------------------------------------------------------------------ peers
 
     def chat(self, observer: str, query: str, *, target: str | None = None,
-             session_id: str | None = None, reasoning_level: str = "low",
-             timeout: float | None = None) -> str | None:
+             reasoning_level: str = "low", timeout: float | None = None) -> str | None:
         """The dialectic: ``observer``'s answer about ``target`` (``None``: nothing to say)."""
         body: dict[str, Any] = {"query": query[:10_000], "stream": False,
                                 "reasoning_level": reasoning_level}
         if target:
             body["target"] = target
-        if session_id:
-            body["session_id"] = session_id
         out: _ChatOut = self._call(_ChatOut, "POST", self._w(f"/peers/{observer}/chat"), json=body,
                                    timeout=timeout)
         return out.content

@@ -140,19 +140,13 @@ class HonchoConfig(BaseModel):
     def _ids(cls, value: str, info: ValidationInfo) -> str:
         return check_id(value, f"honcho.{info.field_name}")
 
-    @field_validator("session_prefix")
+    @field_validator("session_prefix", "user_peer_prefix")
     @classmethod
-    def _prefix(cls, value: str) -> str:
-        if value and not re.fullmatch(r"[A-Za-z0-9_-]{1,40}", value):
-            raise ValueError(f"{value!r} may only hold 1-40 letters, digits, '_' or '-'")
-        return value
-
-    @field_validator("user_peer_prefix")
-    @classmethod
-    def _peer_prefix(cls, value: str) -> str:
-        if value and not re.fullmatch(r"[A-Za-z0-9_-]{1,20}", value):
-            raise ValueError(f"honcho.user_peer_prefix {value!r} may only hold 1-20 letters, "
-                             "digits, '_' or '-'")
+    def _prefix(cls, value: str, info: ValidationInfo) -> str:
+        session = info.field_name == "session_prefix"
+        longest, where = (40, "") if session else (20, f"honcho.{info.field_name} ")
+        if value and not re.fullmatch(f"[A-Za-z0-9_-]{{1,{longest}}}", value):
+            raise ValueError(f"{where}{value!r} may only hold 1-{longest} letters, digits, '_' or '-'")
         return value
 
     @model_validator(mode="after")

@@ -15,7 +15,6 @@ is about.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -26,14 +25,13 @@ from hermes_core.kinds import Tool
 from hermes_core.types import ToolContext
 
 from .client import HonchoError
-from .config import ReasoningLevel, check_id
+from .config import ID_RE, ReasoningLevel, check_id
 
 if TYPE_CHECKING:
     from .provider import HonchoProvider
 
 __all__ = ["build_tools"]
 
-_CONCLUSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
 _PEER = Field(default="user", description="whose: 'user' (default), 'ai' (yourself) or a peer id",
               max_length=100)
 
@@ -112,152 +110,120 @@ class _Handlers:
         """The card/representation target: the agent reads its own without one."""
         return None if peer == self.p.ai else peer
 
-    def run(self, what: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-        try:
-            return fn()
-        except HonchoError as exc:
-            raise ToolError(f"{what} failed: {exc}. Nothing was changed; you may try again "
-                            "later or go on without it.") from None
-
     def session(self, context: ToolContext) -> str | None:
         sid = self.p.session_id(context.session) if context.session is not None else None
         if sid is None and self.p.per_user:
             return None  # the last switched-to session may be another user's
         return sid or self.p.current_session
 
-    def owns(self, conclusion_id: str, peer: str) -> bool:
-        """Whether ``conclusion_id`` is one of the agent's conclusions about ``peer``."""
-        return any(c.id == conclusion_id for c in self.p.client.all_conclusions(
-            observer=self.p.ai, observed=peer, timeout=self.timeout))
-
     # ----------------------------------------------------------------------------- handlers
 
     def profile(self, args: ProfileArgs, context: ToolContext) -> dict[str, Any]:
         peer = self.peer(args.peer, context)
-
-        def go() -> dict[str, Any]:
-            self.p.ensure_peers(self.p.peer_for(context.session))
-            if args.card is not None:
-                facts = [f.strip() for f in args.card if f.strip()]
-                saved = self.p.client.set_card(self.p.ai, facts, target=self.target(peer),
-                                               timeout=self.timeout)
-                return {"peer": peer, "card": saved or [], "result": "profile replaced"}
-            card = self.p.client.get_card(self.p.ai, target=self.target(peer), timeout=self.timeout)
-            if not card:
-                return {"peer": peer, "result": "No profile facts available yet.",
-                        "hint": "record facts with honcho_conclude, or set them with card=[...]"}
-            return {"peer": peer, "card": card}
-
-        return self.run("reading the Honcho profile" if args.card is None
-                        else "replacing the Honcho profile", go)
+        self.p.ensure_peers(self.p.peer_for(context.session))
+        if args.card is not None:
+            facts = [f.strip() for f in args.card if f.strip()]
+            saved = self.p.client.set_card(self.p.ai, facts, target=self.target(peer),
+                                           timeout=self.timeout)
+            return {"peer": peer, "card": saved or [], "result": "profile replaced"}
+        card = self.p.client.get_card(self.p.ai, target=self.target(peer), timeout=self.timeout)
+        if not card:
+            return {"peer": peer, "result": "No profile facts available yet.",
+                    "hint": "record facts with honcho_conclude, or set them with card=[...]"}
+        return {"peer": peer, "card": card}
 
     def search(self, args: SearchArgs, context: ToolContext) -> dict[str, Any]:
         peer = self.peer(args.peer, context) if args.peer else None
         budget = args.max_tokens * 4
         limit = max(3, min(20, budget // 300))
         user = self.p.peer_for(context.session)
-
-        def go() -> dict[str, Any]:
-            self.p.ensure_peers(user)
-            if self.p.per_user:  # only the sessions this user is in (and, given, one author)
-                filters: dict[str, Any] = {"peer_perspective": user}
-                if peer is not None:
-                    filters["peer_id"] = peer
-                found = self.p.client.search(args.query, limit=limit, filters=filters,
-                                             timeout=self.timeout)
-            else:
-                found = self.p.client.search(args.query, limit=limit, peer=peer,
-                                             timeout=self.timeout)
-            lines: list[str] = []
-            used = 0
-            for m in found:
-                snippet = " ".join(m.content.split())
-                line = f"[{m.peer_id} · {m.session_id}] {snippet[:400]}"
-                if used + len(line) > budget:
-                    break
-                lines.append(line)
-                used += len(line)
-            if not lines:
-                return {"result": "No matching messages.", "query": args.query}
-            return {"query": args.query, "results": lines}
-
-        return self.run("searching Honcho", go)
+        self.p.ensure_peers(user)
+        if self.p.per_user:  # only the sessions this user is in (and, given, one author)
+            filters: dict[str, Any] = {"peer_perspective": user}
+            if peer is not None:
+                filters["peer_id"] = peer
+            found = self.p.client.search(args.query, limit=limit, filters=filters,
+                                         timeout=self.timeout)
+        else:
+            found = self.p.client.search(args.query, limit=limit, peer=peer,
+                                         timeout=self.timeout)
+        lines: list[str] = []
+        used = 0
+        for m in found:
+            snippet = " ".join(m.content.split())
+            line = f"[{m.peer_id} · {m.session_id}] {snippet[:400]}"
+            if used + len(line) > budget:
+                break
+            lines.append(line)
+            used += len(line)
+        if not lines:
+            return {"result": "No matching messages.", "query": args.query}
+        return {"query": args.query, "results": lines}
 
     def context(self, args: ContextArgs, context: ToolContext) -> dict[str, Any]:
         peer = self.peer(args.peer, context)
         sid = self.session(context)
-
-        def go() -> dict[str, Any]:
-            if sid is None:
-                self.p.ensure_peers(self.p.peer_for(context.session))
-                rep = self.p.client.representation(self.p.ai, target=self.target(peer),
-                                                   timeout=self.timeout)
-                card = self.p.client.get_card(self.p.ai, target=self.target(peer),
-                                              timeout=self.timeout)
-                return {"peer": peer, "representation": rep or None, "card": card or []}
-            self.p.ensure_session(sid)
-            ctx = self.p.client.session_context(sid, peer_target=peer, peer_perspective=self.p.ai,
-                                                tokens=2000, timeout=self.timeout)
-            return {
-                "peer": peer,
-                "summary": ctx.summary.content if ctx.summary else None,
-                "representation": ctx.peer_representation or None,
-                "card": ctx.peer_card or [],
-                "recent_messages": [{"peer": m.peer_id, "content": m.content[:500]}
-                                    for m in ctx.messages[-5:]],
-            }
-
-        return self.run("reading the Honcho context", go)
+        if sid is None:
+            self.p.ensure_peers(self.p.peer_for(context.session))
+            rep = self.p.client.representation(self.p.ai, target=self.target(peer),
+                                               timeout=self.timeout)
+            card = self.p.client.get_card(self.p.ai, target=self.target(peer),
+                                          timeout=self.timeout)
+            return {"peer": peer, "representation": rep or None, "card": card or []}
+        self.p.ensure_session(sid)
+        ctx = self.p.client.session_context(sid, peer_target=peer, peer_perspective=self.p.ai,
+                                            tokens=2000, timeout=self.timeout)
+        return {
+            "peer": peer,
+            "summary": ctx.summary.content if ctx.summary else None,
+            "representation": ctx.peer_representation or None,
+            "card": ctx.peer_card or [],
+            "recent_messages": [{"peer": m.peer_id, "content": m.content[:500]}
+                                for m in ctx.messages[-5:]],
+        }
 
     def conclude(self, args: ConcludeArgs, context: ToolContext) -> dict[str, Any]:
         peer = self.peer(args.peer, context)
         sid = self.session(context)
-
-        def go() -> dict[str, Any]:
-            self.p.ensure_peers(self.p.peer_for(context.session))
-            client, ai = self.p.client, self.p.ai
-            if args.conclusion is not None:
-                if sid is not None:
-                    self.p.ensure_session(sid)
-                made = client.create_conclusions(
-                    [{"content": args.conclusion.strip(), "observer_id": ai, "observed_id": peer,
-                      **({"session_id": sid} if sid else {})}], timeout=self.timeout)
-                return {"stored": made[0].id if made else None, "content": args.conclusion.strip()}
-            if args.delete_id is not None:
-                if not _CONCLUSION_ID.match(args.delete_id):
-                    raise ToolError(f"delete_id {args.delete_id!r} is not a conclusion id; take "
-                                    "one from honcho_conclude(list=true)")
-                if self.p.per_user and not self.owns(args.delete_id, peer):
-                    raise ToolError(f"conclusion {args.delete_id!r} is not one about {peer!r}; "
-                                    "take an id from honcho_conclude(list=true)")
-                client.delete_conclusion(args.delete_id, timeout=self.timeout)
-                return {"deleted": args.delete_id}
-            if args.query:
-                items = client.query_conclusions(args.query, observer=ai, observed=peer, top_k=20,
-                                                 timeout=self.timeout)
-            else:
-                items = client.list_conclusions(observer=ai, observed=peer, size=20,
-                                                timeout=self.timeout).items
-            return {"peer": peer, "conclusions": [
-                {"id": c.id, "content": c.content, "created_at": c.created_at} for c in items]}
-
-        return self.run("the Honcho conclusion request", go)
+        self.p.ensure_peers(self.p.peer_for(context.session))
+        client, ai = self.p.client, self.p.ai
+        if args.conclusion is not None:
+            if sid is not None:
+                self.p.ensure_session(sid)
+            made = client.create_conclusions(
+                [{"content": args.conclusion.strip(), "observer_id": ai, "observed_id": peer,
+                  **({"session_id": sid} if sid else {})}], timeout=self.timeout)
+            return {"stored": made[0].id if made else None, "content": args.conclusion.strip()}
+        if args.delete_id is not None:
+            if not ID_RE.match(args.delete_id):
+                raise ToolError(f"delete_id {args.delete_id!r} is not a conclusion id; take "
+                                "one from honcho_conclude(list=true)")
+            if self.p.per_user and not any(c.id == args.delete_id for c in client.all_conclusions(
+                    observer=ai, observed=peer, timeout=self.timeout)):  # not about this peer
+                raise ToolError(f"conclusion {args.delete_id!r} is not one about {peer!r}; "
+                                "take an id from honcho_conclude(list=true)")
+            client.delete_conclusion(args.delete_id, timeout=self.timeout)
+            return {"deleted": args.delete_id}
+        if args.query:
+            items = client.query_conclusions(args.query, observer=ai, observed=peer, top_k=20,
+                                             timeout=self.timeout)
+        else:
+            items = client.list_conclusions(observer=ai, observed=peer, size=20,
+                                            timeout=self.timeout).items
+        return {"peer": peer, "conclusions": [
+            {"id": c.id, "content": c.content, "created_at": c.created_at} for c in items]}
 
     def reasoning(self, args: ReasoningArgs, context: ToolContext) -> dict[str, Any]:
         peer = self.peer(args.peer, context)
-
-        def go() -> dict[str, Any]:
-            self.p.ensure_peers(self.p.peer_for(context.session))
-            answer = self.p.client.chat(self.p.ai, args.query, target=self.target(peer),
-                                        reasoning_level=args.reasoning_level
-                                        or self.p.config.reasoning_level,
-                                        timeout=self.timeout)
-            if not answer:
-                return {"peer": peer, "answer": None,
-                        "result": "Honcho has nothing to say about that yet."}
-            return {"peer": peer, "answer": answer}
-
-        return self.run("asking Honcho", go)
+        self.p.ensure_peers(self.p.peer_for(context.session))
+        answer = self.p.client.chat(self.p.ai, args.query, target=self.target(peer),
+                                    reasoning_level=args.reasoning_level
+                                    or self.p.config.reasoning_level,
+                                    timeout=self.timeout)
+        if not answer:
+            return {"peer": peer, "answer": None,
+                    "result": "Honcho has nothing to say about that yet."}
+        return {"peer": peer, "answer": answer}
 
 
 def build_tools(provider: HonchoProvider) -> list[Tool]:
@@ -279,6 +245,28 @@ def build_tools(provider: HonchoProvider) -> list[Tool]:
          "circumstances); it reasons over everything it has stored and answers in prose.",
          ReasoningArgs, h.reasoning, True),
     ]
-    return [Tool(name=name, description=desc, input_model=model, handler=handler,
+    return [Tool(name=name, description=desc, input_model=model, handler=_guarded(name, handler),
                  parallel_safe=safe) for name, desc, model, handler, safe in tools]
+
+
+#: what a tool was doing, for the message of its failure (honcho_profile given a card replaces it)
+_DOING = {"honcho_profile": "reading the Honcho profile", "honcho_search": "searching Honcho",
+          "honcho_context": "reading the Honcho context",
+          "honcho_conclude": "the Honcho conclusion request", "honcho_reasoning": "asking Honcho"}
+
+
+def _guarded(name: str, handler: Callable[[Any, ToolContext], dict[str, Any]]
+             ) -> Callable[[Any, ToolContext], dict[str, Any]]:
+    """``handler`` with a failed Honcho request turned into a tool error saying what failed."""
+
+    def run(args: Any, context: ToolContext) -> dict[str, Any]:
+        try:
+            return handler(args, context)
+        except HonchoError as exc:
+            doing = ("replacing the Honcho profile" if getattr(args, "card", None) is not None
+                     else _DOING[name])
+            raise ToolError(f"{doing} failed: {exc}. Nothing was changed; you may try again "
+                            "later or go on without it.") from None
+
+    return run
 

@@ -106,3 +106,17 @@ def test_api_key_is_sent_and_refusal_explained(tmp_path: Any) -> None:
         HonchoClient(server.url, workspace="ws", api_key="sekret").ensure_workspace()
         with pytest.raises(HonchoRejected, match=r"refused the API key .*HONCHO_API_KEY"):
             HonchoClient(server.url, workspace="ws", api_key="wrong").ensure_workspace()
+
+
+@pytest.mark.parametrize(("response", "says"), [
+    (httpx.Response(503, json={"detail": "overloaded"}), "overloaded"),
+    (httpx.Response(422, json={"detail": [{"loc": ["body", "content"], "msg": "too long"}]}),
+     "body.content: too long"),
+    # a proxy or another server in front of Honcho: its own JSON error, shown as it came
+    (httpx.Response(502, json={"error": "upstream timed out"}), '{"error":"upstream timed out"}'),
+    (httpx.Response(500, text="<html>oops</html>"), "<html>oops</html>"),
+])
+def test_error_detail_shows_what_the_server_said(response: httpx.Response, says: str) -> None:
+    from hermes_core_honcho.client import _detail
+
+    assert _detail(response) == says

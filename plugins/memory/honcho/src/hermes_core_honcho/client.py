@@ -133,7 +133,9 @@ def _detail(response: httpx.Response) -> str:
         body = response.json()
     except ValueError:
         return response.text[:200] or response.reason_phrase
-    detail = body.get("detail") if isinstance(body, dict) else body
+    if not (isinstance(body, dict) and "detail" in body):  # not FastAPI's: shown as it came
+        return response.text[:500]
+    detail = body["detail"]
     if isinstance(detail, list):  # FastAPI validation errors
         return "; ".join(
             f"{'.'.join(str(p) for p in d.get('loc', []))}: {d.get('msg')}" if isinstance(d, dict)

@@ -20,6 +20,7 @@ for the conversation and returns at once; the conversation's
 
 from __future__ import annotations
 
+import functools
 import importlib
 import time
 from collections.abc import Callable, Sequence
@@ -91,6 +92,7 @@ def _bool(value: Any) -> str | None:
 def _class(module: str, name: str) -> Callable[[], type]:
     """``name`` of the kernel module ``module``, imported on first use (the kinds, the doctor
     and the result modules stay out of this module's imports)."""
+    @functools.cache
     def load() -> type:
         cls: type = getattr(importlib.import_module(module, __package__), name)
         return cls

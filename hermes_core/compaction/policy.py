@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +31,9 @@ from hermes_core.kinds import ContextEngine, PluginContext
 from hermes_core.models import context_window
 from hermes_core.types import CompressionResult, Message, Session, SwitchReason, Usage
 
-from .tokens import estimate_messages
+from .boundaries import Plan, plan_compaction
+from .errors import check_history
+from .tokens import estimate_messages, message_token_list
 
 __all__ = ["CompactionPolicy", "CompactionReport", "MemoryContext", "PolicyEngine"]
 
@@ -213,6 +215,9 @@ class PolicyEngine(ContextEngine):
             counter=self._count if self.client is not None else None,
         )
         self.max_passes = int(getattr(settings, "max_passes", 3))
+        #: the protected tail's token budget (``threshold x target_ratio`` of the window)
+        ratio = float(getattr(settings, "target_ratio", 0.2))
+        self.tail_budget = max(1, int(self.threshold_tokens * ratio))
         self.last_report: CompactionReport | None = None
 
     def _count(self, messages: list[Message]) -> int | None:
@@ -271,6 +276,70 @@ class PolicyEngine(ContextEngine):
         if self.last_report is None:
             return result
         return dataclasses.replace(result, report=dataclasses.asdict(self.last_report))
+
+    # ----------------------------------------------------------------- compaction helpers
+
+    def plan(self, messages: Sequence[Message]) -> Plan:
+        """Where a compaction of ``messages`` would cut (no side effects); the settings need
+        the protection keys of :class:`~.settings.CompactionSettings`."""
+        history = check_history(messages)
+        settings: Any = self.config
+        return plan_compaction(history, message_token_list(history),
+                               protect_first_n=settings.protect_first_n,
+                               protect_last_n=settings.protect_last_n, tail_budget=self.tail_budget)
+
+    @staticmethod
+    def _nothing_to_compact(history: list[Message]) -> str | None:
+        """The notice for a history that is empty or only system messages, else ``None``."""
+        if any(m.role != "system" for m in history):
+            return None
+        return f"nothing to compact, the history is {'only the system prompt' if history else 'empty'}"
+
+    def _finish(
+        self,
+        before: list[Message],
+        after: list[Message],
+        source: str,
+        notices: list[str],
+        *,
+        summary: str | None,
+        record: bool,
+        always_warn: bool = False,
+        hint: str = "",
+        raw_before: int | None = None,
+        started: float | None = None,
+        summarised: int = 0,
+        pinned: int = 0,
+        cleared: int = 0,
+    ) -> CompressionResult:
+        """The result of one compaction, and :attr:`last_report` for it.
+
+        ``record`` hands the size after it to the loop guards; their notice (the history is
+        still over the threshold, followed by ``hint``) is added when the history was over the
+        threshold before too, or ``always_warn``. ``raw_before`` is the history's token count
+        when the caller has it; every notice gets the ``Context compaction:`` prefix.
+        """
+        raw = estimate_messages(before) if raw_before is None else raw_before
+        tokens_before = raw + self.policy.overhead_tokens
+        tokens_after = estimate_messages(after) + self.policy.overhead_tokens
+        extra = self.policy.record_result(tokens_after) if record else None
+        if extra is not None and (always_warn or tokens_before >= self.threshold_tokens):
+            notices.append(extra + hint)
+        notices = [n if n.startswith("Context compaction") else f"Context compaction: {n}."
+                   for n in notices]
+        self.last_report = CompactionReport(
+            tokens_before=tokens_before,
+            tokens_after=tokens_after,
+            messages_before=len(before),
+            messages_after=len(after),
+            source=source,
+            summarised=summarised,
+            pinned=pinned,
+            cleared_tool_outputs=cleared,
+            seconds=0.0 if started is None else time.perf_counter() - started,
+            notices=list(notices),
+        )
+        return CompressionResult(messages=list(after), summary=summary, notices=notices)
 
     # -------------------------------------------------------------------- the loop's methods
 

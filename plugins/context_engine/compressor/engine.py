@@ -18,27 +18,18 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
 from typing import Any
 
 from hermes_core import hookimpl
 from hermes_core.compaction.assemble import assemble
-from hermes_core.compaction.boundaries import Plan, plan_compaction
+from hermes_core.compaction.boundaries import Plan
 from hermes_core.compaction.errors import ContextOverflowError, check_history
 from hermes_core.compaction.fallback import extractive_summary, turn_capacity, user_turn_starts
-from hermes_core.compaction.markers import (
-    is_summary_message,
-    original_content,
-    summary_body,
-)
-from hermes_core.compaction.policy import CompactionReport, PolicyEngine
+from hermes_core.compaction.markers import is_summary_message, original_content, summary_body
+from hermes_core.compaction.policy import PolicyEngine
 from hermes_core.compaction.redact import redact
 from hermes_core.compaction.repair import merge_adjacent_roles, repair_tool_pairs
-from hermes_core.compaction.tokens import (
-    estimate_messages,
-    estimate_text,
-    message_token_list,
-)
+from hermes_core.compaction.tokens import estimate_text
 from hermes_core.errors import ConfigError, HermesCoreError
 from hermes_core.kinds import PluginContext
 from hermes_core.llm import LLM, LLMError, LLMFailure, run_with_deadline
@@ -106,7 +97,6 @@ class Compressor(PolicyEngine):
                 llm, self._no_model = None, str(exc)
         self.llm = llm
         self.summary_window = context_window(core, model=self.summary_model, client=llm)
-        self.tail_budget = max(1, int(self.threshold_tokens * config.target_ratio))
         self._failures = 0
         self._fallback_chars = 8_000
         self._cooldown_until = 0.0
@@ -165,18 +155,6 @@ class Compressor(PolicyEngine):
 
     # ---------------------------------------------------------------------------- planning
 
-    def plan(self, messages: Sequence[Message]) -> Plan:
-        """Where a compaction of ``messages`` would cut (no side effects)."""
-        history = check_history(messages)
-        s = self.settings
-        return plan_compaction(
-            history,
-            message_token_list(history),
-            protect_first_n=s.protect_first_n,
-            protect_last_n=s.protect_last_n,
-            tail_budget=self.tail_budget,
-        )
-
     def _fit_oversized(self, messages: list[Message], plan: Plan) -> list[str]:
         """Cut kept tool outputs larger than the window; refuse other oversized messages."""
         notices = []
@@ -224,10 +202,10 @@ class Compressor(PolicyEngine):
         started = time.perf_counter()
         history = check_history(messages)
         self.policy.record_attempt()
-        if not history or all(m.role == "system" for m in history):
-            what = "empty" if not history else "only the system prompt"
-            notice = f"Context compaction: nothing to compact, the history is {what}."
-            return self._finish(history, history, "none", started, [notice], summary=None)
+        nothing = self._nothing_to_compact(history)
+        if nothing is not None:
+            return self._finish(history, history, "none", [nothing], summary=None,
+                                record=bool(history), started=started)
 
         plan = self.plan(history)
         notices = self._fit_oversized(history, plan)
@@ -238,7 +216,8 @@ class Compressor(PolicyEngine):
         elif not self._prune_is_enough(plan, cleared):
             outcome = self._summary_pass(history, plan, notices, focus_topic, memory_context)
             if outcome.summary is None:  # on_summary_failure: abort
-                return self._finish(history, history, "aborted", started, notices, summary=None)
+                return self._finish(history, history, "aborted", notices, summary=None,
+                                    record=False, started=started)
             # the middle is summarised from its original text: only kept messages need clearing
             keep = set(range(outcome.plan.head_end)) | set(outcome.plan.pinned)
             cleared = [i for i in cleared if i in keep]
@@ -299,8 +278,14 @@ class Compressor(PolicyEngine):
         notices.extend(report.notices())
         if cleared:
             notices.append(f"cleared {len(cleared)} old tool output(s) (pass 1)")
+        hint = (f" (the protected tail alone holds {plan.tail_tokens} tokens in "
+                f"{plan.n - plan.tail_start} messages; lower compression.protect_last_n or "
+                "compression.target_ratio to let compaction reach further)")
+        made = summary is not None
         result = self._finish(
-            history, out, source, started, notices, summary=summary, plan=plan, cleared=len(cleared)
+            history, out, source, notices, summary=summary, record=bool(out), hint=hint,
+            raw_before=sum(plan.tokens), started=started, summarised=len(plan.middle) if made else 0,
+            pinned=len(plan.pinned) if made else 0, cleared=len(cleared),
         )
         if failure is not None and self.last_report is not None:
             self.last_report.failure = f"{failure.failure}: {failure}"
@@ -318,46 +303,6 @@ class Compressor(PolicyEngine):
         texts = [b for b in bodies if b]
         return "\n\n".join(texts) if texts else None
 
-    def _finish(
-        self,
-        before: list[Message],
-        after: list[Message],
-        source: str,
-        started: float,
-        notices: list[str],
-        *,
-        summary: str | None,
-        plan: Plan | None = None,
-        cleared: int = 0,
-    ) -> CompressionResult:
-        raw_before = sum(plan.tokens) if plan is not None else estimate_messages(before)
-        tokens_before = raw_before + self.policy.overhead_tokens
-        tokens_after = estimate_messages(after) + self.policy.overhead_tokens
-        if source != "aborted" and after:
-            extra = self.policy.record_result(tokens_after)
-            if extra is not None and tokens_before >= self.threshold_tokens:
-                if plan is not None:
-                    extra += (
-                        f" (the protected tail alone holds {plan.tail_tokens} tokens in "
-                        f"{plan.n - plan.tail_start} messages; lower compression.protect_last_n or "
-                        "compression.target_ratio to let compaction reach further)"
-                    )
-                notices.append(extra)
-        notices = [n if n.startswith("Context compaction") else f"Context compaction: {n}." for n in notices]
-        self.last_report = CompactionReport(
-            tokens_before=tokens_before,
-            tokens_after=tokens_after,
-            messages_before=len(before),
-            messages_after=len(after),
-            source=source,
-            summarised=len(plan.middle) if plan is not None and summary is not None else 0,
-            pinned=len(plan.pinned) if plan is not None and summary is not None else 0,
-            cleared_tool_outputs=cleared,
-            seconds=time.perf_counter() - started,
-            notices=list(notices),
-        )
-        return CompressionResult(messages=list(after), summary=summary, notices=notices)
-
     # ----------------------------------------------------------------------------- summary
 
     def _summarise(
@@ -372,14 +317,7 @@ class Compressor(PolicyEngine):
     ) -> tuple[str | None, str, LLMError | None]:
         """``(summary, source, failure)``; summary is ``None`` only when configured to abort."""
         s = self.settings
-        budget = summary_budget(
-            middle_tokens,
-            self.window,
-            ratio=s.summary_ratio,
-            minimum=s.summary_min_tokens,
-            maximum=s.summary_max_tokens,
-            window_fraction=s.summary_window_fraction,
-        )
+        budget = self._summary_budget(middle_tokens)
         failure = self._precheck()
         if failure is None:
             text, failure = self._call_model(
@@ -420,6 +358,14 @@ class Compressor(PolicyEngine):
             summaries=tuple(i for i in plan.summaries if i < new_tail),
         )
         return fitted, len(starts) - capacity
+
+    def _summary_budget(self, middle_tokens: int) -> int:
+        """The summary's target size for ``middle_tokens`` of compacted content (the settings'
+        ``summary_*`` bounds; see :func:`.summary.summary_budget`)."""
+        s = self.settings
+        return summary_budget(middle_tokens, self.window, ratio=s.summary_ratio,
+                              minimum=s.summary_min_tokens, maximum=s.summary_max_tokens,
+                              window_fraction=s.summary_window_fraction)
 
     def _fallback_summary(
         self,

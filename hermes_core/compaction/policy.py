@@ -105,31 +105,23 @@ class CompactionPolicy:
 
     def tokens(self, messages: list[Message], prompt_tokens: int | None = None) -> int:
         """The best available size of the next prompt: the model's last reported usage when it is
-        fresh, else the local estimate; near the threshold (``COUNT_BAND`` of it and above) the
-        model client's exact count replaces the estimate when the client has one (a network
-        call, so only where the verdict may change; the client caches counts by prompt)."""
-        estimate = estimate_messages(messages) + self.overhead_tokens
-        if self.platform is not None:
-            return self._server_tokens(messages, prompt_tokens, estimate)
-        if prompt_tokens and not self.usage_stale:
-            return max(int(prompt_tokens), estimate)
-        if self.counter is not None and estimate >= COUNT_BAND * self.threshold_tokens:
-            counted = self.counter(messages)
-            if counted:
-                return int(counted) + self.overhead_tokens
-        return estimate
+        fresh (at least the local estimate), else the local estimate; near the threshold
+        (``COUNT_BAND`` of it and above) the model client's exact count replaces the estimate
+        when the client has one (a network call, so only where the verdict may change; the
+        client caches counts by prompt).
 
-    def _server_tokens(self, messages: list[Message], prompt_tokens: int | None,
-                       estimate: int) -> int:
-        """The size the server will see after its edits: its count near the threshold, else its
-        last usage report, else (nothing from the server yet) the local estimate."""
+        With the platform's context management (:attr:`platform`) the size is the one the server
+        will see after its edits: its count near the threshold, else its last usage report as
+        it is, else (nothing from the server yet) the local estimate."""
+        estimate = estimate_messages(messages) + self.overhead_tokens
+        reported = int(prompt_tokens) if prompt_tokens and not self.usage_stale else None
+        if reported is not None and self.platform is None:
+            return max(reported, estimate)
         if self.counter is not None and estimate >= COUNT_BAND * self.threshold_tokens:
             counted = self.counter(messages)
             if counted:
                 return int(counted) + self.overhead_tokens
-        if prompt_tokens and not self.usage_stale:
-            return int(prompt_tokens)
-        return estimate
+        return estimate if reported is None else reported
 
     def blocked_reason(self, tokens: int) -> str | None:
         """Why an automatic compaction must not run now, or ``None``."""
@@ -359,19 +351,6 @@ class PolicyEngine(ContextEngine):
     def reset(self) -> None:
         """Forget the previous session's counters and back-off (``/new``, ``/reset``)."""
         self.policy.reset()
-
-    def status(self, messages: list[Message]) -> dict[str, Any]:
-        tokens = self.policy.tokens(messages)
-        return {
-            "engine": self.name,
-            "tokens": tokens,
-            "threshold_tokens": self.threshold_tokens,
-            "context_window": self.window,
-            "usage_percent": round(min(100.0, 100.0 * tokens / self.window), 1),
-            "compactions_total": self.policy.compactions_total,
-            "compactions_this_turn": self.policy.compactions_this_turn,
-            "backoff_until": self.policy.backoff_until,
-        }
 
     def preflight(
         self,

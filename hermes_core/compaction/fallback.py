@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from hermes_core.types import Message
 
-from .markers import is_summary_message, original_content
+from .markers import is_standalone_summary, original_content
 from .redact import redact
 
 __all__ = [
@@ -93,9 +93,7 @@ class Facts:
 
 
 def _text_of(message: Message) -> str:
-    if is_summary_message(message):
-        return original_content(message) or ""
-    return message.content
+    return original_content(message) or ""
 
 
 def _error_line(text: str) -> str | None:
@@ -300,7 +298,7 @@ _SECTIONS_RESERVE = 1_600
 def user_turn_starts(messages: Sequence[Message]) -> list[int]:
     """Indices of the user messages that start a turn (not stand-alone earlier summaries)."""
     return [i for i, m in enumerate(messages)
-            if m.role == "user" and not (is_summary_message(m) and original_content(m) is None)]
+            if m.role == "user" and not is_standalone_summary(m)]
 
 
 def _carried(previous_summary: str | None, max_chars: int) -> str:

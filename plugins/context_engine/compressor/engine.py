@@ -25,7 +25,7 @@ from hermes_core.compaction.assemble import assemble
 from hermes_core.compaction.boundaries import Plan
 from hermes_core.compaction.errors import ContextOverflowError, check_history
 from hermes_core.compaction.fallback import extractive_summary, turn_capacity, user_turn_starts
-from hermes_core.compaction.markers import is_summary_message, original_content, summary_body
+from hermes_core.compaction.markers import is_standalone_summary, summary_body
 from hermes_core.compaction.policy import PolicyEngine
 from hermes_core.compaction.redact import redact
 from hermes_core.compaction.repair import merge_adjacent_roles, repair_tool_pairs
@@ -234,7 +234,7 @@ class Compressor(PolicyEngine):
         """Pass 2: summarise the middle (by the model, else extractively); a failure adds its
         notice. The summary is ``None`` only when configured to abort."""
         previous = self._previous_summary(history, plan)
-        turns = [m for i in plan.middle if (m := history[i]) and not _standalone_summary(m)]
+        turns = [m for i in plan.middle if (m := history[i]) and not is_standalone_summary(m)]
         summary, source, failure = self._summarise(
             turns,
             previous=previous,
@@ -248,7 +248,7 @@ class Compressor(PolicyEngine):
             # Every compacted user turn gets a line in the fallback; the newer turns that do
             # not fit its budget stay verbatim (the middle ends before them).
             plan, kept_turns = self._fit_fallback(history, plan, previous)
-            turns = [m for i in plan.middle if (m := history[i]) and not _standalone_summary(m)]
+            turns = [m for i in plan.middle if (m := history[i]) and not is_standalone_summary(m)]
             summary = self._fallback_summary(turns, failure, previous, focus_topic)
         if failure is not None:
             notices.append(self._failure_notice(failure, len(turns), source,
@@ -346,7 +346,7 @@ class Compressor(PolicyEngine):
         """``plan`` with the middle ending before the user turns the fallback cannot carry, and
         how many user turns that keeps verbatim (0: it carries them all)."""
         starts = [i for i in plan.middle if history[i].role == "user"
-                  and not _standalone_summary(history[i])]
+                  and not is_standalone_summary(history[i])]
         capacity = max(1, turn_capacity(self._fallback_chars, previous))
         if len(starts) <= capacity:
             return plan, 0
@@ -474,8 +474,4 @@ class Compressor(PolicyEngine):
             f"of their {user_turns} user turn(s) (who asked what, decisions, files, errors) and "
             f"the commands, errors and values found{kept}. Nothing was dropped without a summary"
         )
-
-
-def _standalone_summary(message: Message) -> bool:
-    return is_summary_message(message) and original_content(message) is None
 

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hermes_core.compaction.fallback import extract_facts, render_facts
-from hermes_core.compaction.markers import is_summary_message, original_content
+from hermes_core.compaction.markers import original_content
 from hermes_core.compaction.redact import redact
 from hermes_core.compaction.tokens import estimate_text
 from hermes_core.types import Message
@@ -110,7 +110,7 @@ def _arguments(arguments: object, limit: int = 400) -> str:
 
 def render_turn(message: Message, max_chars: int) -> str:
     """One message as the summariser sees it."""
-    text = original_content(message) if is_summary_message(message) else message.content
+    text = original_content(message)
     text = _clip_middle(text or "", max_chars)
     if message.role == "tool":
         return f"[TOOL RESULT {message.tool_name or message.tool_call_id or ''}]: {text}"

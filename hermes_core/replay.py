@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from .agent import Agent, TurnResult, estimate_tokens
 from .errors import HermesCoreError
+from .history import read_text
 from .host import PluginHost
 from .kinds import TOOL_NAME_RE
 from .llm import LLMError, LLMFailure, LLMResponse
@@ -101,14 +102,7 @@ class Transcript:
 def load_transcript(path: str | Path) -> Transcript:
     """Read and check a transcript file; :class:`ReplayError` names the line of any problem."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ReplayError(f"{p}: no such file; give the path of a .jsonl transcript") from None
-    except UnicodeDecodeError as exc:
-        raise ReplayError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except OSError as exc:
-        raise ReplayError(f"{p}: cannot read it: {exc}") from None
+    text = read_text(p, ReplayError, "give the path of a .jsonl transcript")
     return parse_transcript(text.splitlines(), name=str(p))
 
 

@@ -320,15 +320,12 @@ class Compressor(PolicyEngine):
         budget = self._summary_budget(middle_tokens)
         failure = self._precheck()
         if failure is None:
-            text, failure = self._call_model(
-                turns, budget, previous, focus_topic, memory_context, pinned
-            )
-            if text is not None:
+            answer = self._call_model(turns, budget, previous, focus_topic, memory_context, pinned)
+            if isinstance(answer, str):
                 self._failures = 0
                 self._cooldown_until = 0.0
-                return text, "llm", None
-            if failure is None:  # pragma: no cover - _call_model returns text or a failure
-                failure = LLMError("the summary model returned nothing", failure=LLMFailure.OTHER)
+                return answer, "llm", None
+            failure = answer
             if failure.failure not in (LLMFailure.WINDOW_TOO_SMALL, LLMFailure.NOT_CONFIGURED):
                 # a real call failed: do not hammer the endpoint on the next compaction
                 self._failures += 1
@@ -407,14 +404,15 @@ class Compressor(PolicyEngine):
         focus_topic: str | None,
         memory_context: str,
         pinned: bool,
-    ) -> tuple[str | None, LLMError | None]:
+    ) -> str | LLMError:
+        """The model's summary, or why there is none."""
         s = self.settings
         assert self.llm is not None
         out_tokens = int(budget * 1.25) + 200
         room = min(s.summary_input_max_tokens, self.summary_window - out_tokens - _PROMPT_OVERHEAD)
         room -= estimate_text(previous or "") + min(estimate_text(memory_context), 2_000)
         if room < _MIN_TURNS_INPUT:
-            return None, LLMError(
+            return LLMError(
                 f"the summary model's window ({self.summary_window} tokens) is too small for a "
                 f"{budget}-token summary plus its input",
                 failure=LLMFailure.WINDOW_TOO_SMALL,
@@ -446,14 +444,14 @@ class Compressor(PolicyEngine):
                 s.summary_timeout + _DEADLINE_GRACE,
             )
         except LLMError as exc:
-            return None, exc
+            return exc
         except Exception as exc:  # an injected LLM may raise anything; never lose the middle
-            return None, LLMError(
+            return LLMError(
                 f"the summary model raised {type(exc).__name__}: {exc}", failure=LLMFailure.OTHER
             )
         if not isinstance(text, str) or not text.strip():
-            return None, LLMError("the summary model answered with no text", failure=LLMFailure.EMPTY)
-        return redact(text.strip()), None
+            return LLMError("the summary model answered with no text", failure=LLMFailure.EMPTY)
+        return redact(text.strip())
 
     def _failure_notice(
         self, failure: LLMError, count: int, source: str, *, user_turns: int = 0,

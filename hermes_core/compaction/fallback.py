@@ -271,16 +271,14 @@ def render_facts(facts: Facts) -> str:
         if len(facts.requests) > 6:
             parts.append(f"First user request: {facts.requests[0]}")
         parts.append("Latest user requests: " + " | ".join(facts.requests[-6:]))
-    if facts.written:
-        parts.append("Files changed: " + ", ".join(facts.written[-20:]))
-    if facts.files:
-        parts.append("Files read or mentioned: " + ", ".join(facts.files[-20:]))
-    if facts.commands:
-        parts.append("Commands: " + " | ".join(facts.commands[-6:]))
-    if facts.errors:
-        parts.append("Errors: " + " | ".join(facts.errors[-4:]))
-    if facts.decisions:
-        parts.append("Decisions: " + " | ".join(facts.decisions[-4:]))
+    # each list: its label, how many of its newest items are given, and how they are joined
+    for label, items, newest, sep in (
+        ("Files changed", facts.written, 20, ", "), ("Files read or mentioned", facts.files, 20, ", "),
+        ("Commands", facts.commands, 6, " | "), ("Errors", facts.errors, 4, " | "),
+        ("Decisions", facts.decisions, 4, " | "),
+    ):
+        if items:
+            parts.append(f"{label}: " + sep.join(items[-newest:]))
     if facts.tools:
         parts.append("Tools used: " + ", ".join(f"{k} x{v}" for k, v in sorted(facts.tools.items())))
     return redact("\n".join(parts))

@@ -127,12 +127,9 @@ class SerializedTurns:
     """The compacted turns as summariser input."""
 
     text: str
-    #: how many turns are given in full (clipped per message)
-    included: int
     #: how many older turns are described only by the digest
     omitted: int
     digest: str
-    tokens: int
 
 
 def serialize_turns(
@@ -159,14 +156,7 @@ def serialize_turns(
         digest = render_facts(extract_facts(messages[:cut], scan_chars=30_000))
         room = max(0, (max_input_tokens - used) * 4)
         digest = digest if len(digest) <= room else digest[: max(0, room - 30)] + "\n[... digest cut ...]"
-    text = "\n\n".join(blocks)
-    return SerializedTurns(
-        text=text,
-        included=len(blocks),
-        omitted=cut,
-        digest=digest,
-        tokens=used + estimate_text(digest),
-    )
+    return SerializedTurns(text="\n\n".join(blocks), omitted=cut, digest=digest)
 
 
 def fence_memory_context(text: str) -> str:

@@ -552,8 +552,9 @@ def _hook_summary(hooks: Hooks) -> dict[str, int]:
 
 
 def build_host(config: LoadedConfig, home: Path, *, providers: list[str] | None = None,
-               keep_key: bool = False) -> RecordingHost:
-    """A :class:`RecordingHost` for ``home`` with the config's plugins (entry points, home plugins).
+               keep_key: bool = False, **load: Any) -> RecordingHost:
+    """A :class:`RecordingHost` for ``home`` with the config's plugins (entry points, home plugins;
+    ``load``: more keywords of :meth:`PluginHost.load <hermes_core.host.PluginHost.load>`).
 
     ``providers`` replaces ``memory.providers``. Unless ``keep_key``, the API key is removed from
     the config, so plugins that call the LLM themselves (the compressor's summariser) fall back to
@@ -564,6 +565,6 @@ def build_host(config: LoadedConfig, home: Path, *, providers: list[str] | None 
         core.memory.providers = list(providers)
     if not keep_key:
         core.llm.api_key = None
-    host = RecordingHost.load(home, config=config)
+    host = RecordingHost.load(home, config=config, **load)
     assert isinstance(host, RecordingHost)  # load() builds an instance of the class it is called on
     return host

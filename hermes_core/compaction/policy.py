@@ -33,7 +33,7 @@ from hermes_core.types import CompressionResult, Message, Session, SwitchReason,
 
 from .boundaries import Plan, plan_compaction
 from .errors import check_history
-from .tokens import estimate_messages, message_token_list
+from .tokens import estimate_message, estimate_messages
 
 __all__ = ["CompactionPolicy", "CompactionReport", "MemoryContext", "PolicyEngine"]
 
@@ -276,7 +276,7 @@ class PolicyEngine(ContextEngine):
         the protection keys of :class:`~.settings.CompactionSettings`."""
         history = check_history(messages)
         settings: Any = self.config
-        return plan_compaction(history, message_token_list(history),
+        return plan_compaction(history, [estimate_message(m) for m in history],
                                protect_first_n=settings.protect_first_n,
                                protect_last_n=settings.protect_last_n, tail_budget=self.tail_budget)
 

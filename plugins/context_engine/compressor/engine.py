@@ -249,7 +249,10 @@ class Compressor(PolicyEngine):
             # not fit its budget stay verbatim (the middle ends before them).
             plan, kept_turns = self._fit_fallback(history, plan, previous)
             turns = [m for i in plan.middle if (m := history[i]) and not is_standalone_summary(m)]
-            summary = self._fallback_summary(turns, failure, previous, focus_topic)
+            assert failure is not None  # the extractive summary stands in for a failed model
+            summary = extractive_summary(
+                turns, reason=f"the summary model was unavailable ({failure.failure})",
+                previous_summary=previous, focus_topic=focus_topic, max_chars=self._fallback_chars)
         if failure is not None:
             notices.append(self._failure_notice(failure, len(turns), source,
                                                 user_turns=len(user_turn_starts(turns)),
@@ -363,22 +366,6 @@ class Compressor(PolicyEngine):
         return summary_budget(middle_tokens, self.window, ratio=s.summary_ratio,
                               minimum=s.summary_min_tokens, maximum=s.summary_max_tokens,
                               window_fraction=s.summary_window_fraction)
-
-    def _fallback_summary(
-        self,
-        turns: list[Message],
-        failure: LLMError | None,
-        previous: str | None,
-        focus_topic: str | None,
-    ) -> str:
-        what = failure.failure if failure is not None else "unknown"
-        return extractive_summary(
-            turns,
-            reason=f"the summary model was unavailable ({what})",
-            previous_summary=previous,
-            focus_topic=focus_topic,
-            max_chars=self._fallback_chars,
-        )
 
     def _precheck(self) -> LLMError | None:
         """Why no summary call should be made now (no model, cooling down), or ``None``."""

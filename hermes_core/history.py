@@ -18,6 +18,7 @@ and what is wrong.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from typing import Any
 from .errors import HermesCoreError
 from .types import Message, ToolCall
 
-__all__ = ["HistoryFile", "HistoryFormatError", "message_from_dict", "read_history"]
+__all__ = ["HistoryFile", "HistoryFormatError", "message_from_dict", "read_history", "read_text"]
 
 _ROLES = ("system", "user", "assistant", "tool")
 
@@ -95,6 +96,19 @@ def message_from_dict(raw: Any, where: str = "message") -> Message:
         timestamp=float(timestamp) if isinstance(timestamp, (int, float)) else 0.0,
         meta=dict(meta) if isinstance(meta, dict) else {},
     )
+
+
+def read_text(path: Path, error: Callable[[str], Exception], missing: str) -> str:
+    """The UTF-8 text of ``path``, else ``error`` of a message naming the file and the problem
+    (``missing`` says what to give instead of a file that does not exist)."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise error(f"{path}: no such file; {missing}") from None
+    except UnicodeDecodeError as exc:
+        raise error(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise error(f"{path}: cannot read it: {exc}") from None
 
 
 def read_history(path: Path) -> HistoryFile:

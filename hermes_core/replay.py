@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from .agent import Agent, TurnResult, estimate_tokens
 from .errors import HermesCoreError
+from .history import read_text
 from .host import PluginHost
 from .kinds import TOOL_NAME_RE
 from .llm import LLMError, LLMFailure, LLMResponse
@@ -101,14 +102,7 @@ class Transcript:
 def load_transcript(path: str | Path) -> Transcript:
     """Read and check a transcript file; :class:`ReplayError` names the line of any problem."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ReplayError(f"{p}: no such file; give the path of a .jsonl transcript") from None
-    except UnicodeDecodeError as exc:
-        raise ReplayError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except OSError as exc:
-        raise ReplayError(f"{p}: cannot read it: {exc}") from None
+    text = read_text(p, ReplayError, "give the path of a .jsonl transcript")
     return parse_transcript(text.splitlines(), name=str(p))
 
 
@@ -558,8 +552,9 @@ def _hook_summary(hooks: Hooks) -> dict[str, int]:
 
 
 def build_host(config: LoadedConfig, home: Path, *, providers: list[str] | None = None,
-               keep_key: bool = False) -> RecordingHost:
-    """A :class:`RecordingHost` for ``home`` with the config's plugins (entry points, home plugins).
+               keep_key: bool = False, **load: Any) -> RecordingHost:
+    """A :class:`RecordingHost` for ``home`` with the config's plugins (entry points, home plugins;
+    ``load``: more keywords of :meth:`PluginHost.load <hermes_core.host.PluginHost.load>`).
 
     ``providers`` replaces ``memory.providers``. Unless ``keep_key``, the API key is removed from
     the config, so plugins that call the LLM themselves (the compressor's summariser) fall back to
@@ -570,6 +565,6 @@ def build_host(config: LoadedConfig, home: Path, *, providers: list[str] | None 
         core.memory.providers = list(providers)
     if not keep_key:
         core.llm.api_key = None
-    host = RecordingHost.load(home, config=config)
+    host = RecordingHost.load(home, config=config, **load)
     assert isinstance(host, RecordingHost)  # load() builds an instance of the class it is called on
     return host

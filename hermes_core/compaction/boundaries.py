@@ -96,7 +96,7 @@ def _latest(messages: Sequence[Message], role: str, lo: int, hi: int) -> int | N
         message = messages[i]
         if message.role != role:
             continue
-        own = original_content(message) if is_summary_message(message) else message.content
+        own = original_content(message)
         if own is not None and own.strip():
             return i
     return None

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from hermes_core.types import Message
 
-from .markers import is_summary_message, original_content
+from .markers import is_standalone_summary, original_content
 from .redact import redact
 
 __all__ = [
@@ -93,9 +93,7 @@ class Facts:
 
 
 def _text_of(message: Message) -> str:
-    if is_summary_message(message):
-        return original_content(message) or ""
-    return message.content
+    return original_content(message) or ""
 
 
 def _error_line(text: str) -> str | None:
@@ -273,16 +271,14 @@ def render_facts(facts: Facts) -> str:
         if len(facts.requests) > 6:
             parts.append(f"First user request: {facts.requests[0]}")
         parts.append("Latest user requests: " + " | ".join(facts.requests[-6:]))
-    if facts.written:
-        parts.append("Files changed: " + ", ".join(facts.written[-20:]))
-    if facts.files:
-        parts.append("Files read or mentioned: " + ", ".join(facts.files[-20:]))
-    if facts.commands:
-        parts.append("Commands: " + " | ".join(facts.commands[-6:]))
-    if facts.errors:
-        parts.append("Errors: " + " | ".join(facts.errors[-4:]))
-    if facts.decisions:
-        parts.append("Decisions: " + " | ".join(facts.decisions[-4:]))
+    # each list: its label, how many of its newest items are given, and how they are joined
+    for label, items, newest, sep in (
+        ("Files changed", facts.written, 20, ", "), ("Files read or mentioned", facts.files, 20, ", "),
+        ("Commands", facts.commands, 6, " | "), ("Errors", facts.errors, 4, " | "),
+        ("Decisions", facts.decisions, 4, " | "),
+    ):
+        if items:
+            parts.append(f"{label}: " + sep.join(items[-newest:]))
     if facts.tools:
         parts.append("Tools used: " + ", ".join(f"{k} x{v}" for k, v in sorted(facts.tools.items())))
     return redact("\n".join(parts))
@@ -300,7 +296,7 @@ _SECTIONS_RESERVE = 1_600
 def user_turn_starts(messages: Sequence[Message]) -> list[int]:
     """Indices of the user messages that start a turn (not stand-alone earlier summaries)."""
     return [i for i, m in enumerate(messages)
-            if m.role == "user" and not (is_summary_message(m) and original_content(m) is None)]
+            if m.role == "user" and not is_standalone_summary(m)]
 
 
 def _carried(previous_summary: str | None, max_chars: int) -> str:

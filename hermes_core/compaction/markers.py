@@ -21,6 +21,7 @@ __all__ = [
     "PINNED_NOTE",
     "SUMMARY_HEADER",
     "SUMMARY_PREFIX",
+    "is_standalone_summary",
     "is_summary_message",
     "original_content",
     "render_summary",
@@ -83,6 +84,11 @@ def _meta(message: Message) -> dict[str, Any] | None:
 def is_summary_message(message: Message) -> bool:
     """Whether ``message`` holds a compaction summary (stand-alone or merged)."""
     return _meta(message) is not None or message.content.startswith(SUMMARY_HEADER)
+
+
+def is_standalone_summary(message: Message) -> bool:
+    """Whether ``message`` is a summary of its own (not merged in front of a kept message)."""
+    return original_content(message) is None
 
 
 def summary_body(message: Message) -> str | None:

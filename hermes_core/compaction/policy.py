@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +31,9 @@ from hermes_core.kinds import ContextEngine, PluginContext
 from hermes_core.models import context_window
 from hermes_core.types import CompressionResult, Message, Session, SwitchReason, Usage
 
-from .tokens import estimate_messages
+from .boundaries import Plan, plan_compaction
+from .errors import check_history
+from .tokens import estimate_message, estimate_messages
 
 __all__ = ["CompactionPolicy", "CompactionReport", "MemoryContext", "PolicyEngine"]
 
@@ -103,31 +105,23 @@ class CompactionPolicy:
 
     def tokens(self, messages: list[Message], prompt_tokens: int | None = None) -> int:
         """The best available size of the next prompt: the model's last reported usage when it is
-        fresh, else the local estimate; near the threshold (``COUNT_BAND`` of it and above) the
-        model client's exact count replaces the estimate when the client has one (a network
-        call, so only where the verdict may change; the client caches counts by prompt)."""
-        estimate = estimate_messages(messages) + self.overhead_tokens
-        if self.platform is not None:
-            return self._server_tokens(messages, prompt_tokens, estimate)
-        if prompt_tokens and not self.usage_stale:
-            return max(int(prompt_tokens), estimate)
-        if self.counter is not None and estimate >= COUNT_BAND * self.threshold_tokens:
-            counted = self.counter(messages)
-            if counted:
-                return int(counted) + self.overhead_tokens
-        return estimate
+        fresh (at least the local estimate), else the local estimate; near the threshold
+        (``COUNT_BAND`` of it and above) the model client's exact count replaces the estimate
+        when the client has one (a network call, so only where the verdict may change; the
+        client caches counts by prompt).
 
-    def _server_tokens(self, messages: list[Message], prompt_tokens: int | None,
-                       estimate: int) -> int:
-        """The size the server will see after its edits: its count near the threshold, else its
-        last usage report, else (nothing from the server yet) the local estimate."""
+        With the platform's context management (:attr:`platform`) the size is the one the server
+        will see after its edits: its count near the threshold, else its last usage report as
+        it is, else (nothing from the server yet) the local estimate."""
+        estimate = estimate_messages(messages) + self.overhead_tokens
+        reported = int(prompt_tokens) if prompt_tokens and not self.usage_stale else None
+        if reported is not None and self.platform is None:
+            return max(reported, estimate)
         if self.counter is not None and estimate >= COUNT_BAND * self.threshold_tokens:
             counted = self.counter(messages)
             if counted:
                 return int(counted) + self.overhead_tokens
-        if prompt_tokens and not self.usage_stale:
-            return int(prompt_tokens)
-        return estimate
+        return estimate if reported is None else reported
 
     def blocked_reason(self, tokens: int) -> str | None:
         """Why an automatic compaction must not run now, or ``None``."""
@@ -213,6 +207,9 @@ class PolicyEngine(ContextEngine):
             counter=self._count if self.client is not None else None,
         )
         self.max_passes = int(getattr(settings, "max_passes", 3))
+        #: the protected tail's token budget (``threshold x target_ratio`` of the window)
+        ratio = float(getattr(settings, "target_ratio", 0.2))
+        self.tail_budget = max(1, int(self.threshold_tokens * ratio))
         self.last_report: CompactionReport | None = None
 
     def _count(self, messages: list[Message]) -> int | None:
@@ -272,6 +269,70 @@ class PolicyEngine(ContextEngine):
             return result
         return dataclasses.replace(result, report=dataclasses.asdict(self.last_report))
 
+    # ----------------------------------------------------------------- compaction helpers
+
+    def plan(self, messages: Sequence[Message]) -> Plan:
+        """Where a compaction of ``messages`` would cut (no side effects); the settings need
+        the protection keys of :class:`~.settings.CompactionSettings`."""
+        history = check_history(messages)
+        settings: Any = self.config
+        return plan_compaction(history, [estimate_message(m) for m in history],
+                               protect_first_n=settings.protect_first_n,
+                               protect_last_n=settings.protect_last_n, tail_budget=self.tail_budget)
+
+    @staticmethod
+    def _nothing_to_compact(history: list[Message]) -> str | None:
+        """The notice for a history that is empty or only system messages, else ``None``."""
+        if any(m.role != "system" for m in history):
+            return None
+        return f"nothing to compact, the history is {'only the system prompt' if history else 'empty'}"
+
+    def _finish(
+        self,
+        before: list[Message],
+        after: list[Message],
+        source: str,
+        notices: list[str],
+        *,
+        summary: str | None,
+        record: bool,
+        always_warn: bool = False,
+        hint: str = "",
+        raw_before: int | None = None,
+        started: float | None = None,
+        summarised: int = 0,
+        pinned: int = 0,
+        cleared: int = 0,
+    ) -> CompressionResult:
+        """The result of one compaction, and :attr:`last_report` for it.
+
+        ``record`` hands the size after it to the loop guards; their notice (the history is
+        still over the threshold, followed by ``hint``) is added when the history was over the
+        threshold before too, or ``always_warn``. ``raw_before`` is the history's token count
+        when the caller has it; every notice gets the ``Context compaction:`` prefix.
+        """
+        raw = estimate_messages(before) if raw_before is None else raw_before
+        tokens_before = raw + self.policy.overhead_tokens
+        tokens_after = estimate_messages(after) + self.policy.overhead_tokens
+        extra = self.policy.record_result(tokens_after) if record else None
+        if extra is not None and (always_warn or tokens_before >= self.threshold_tokens):
+            notices.append(extra + hint)
+        notices = [n if n.startswith("Context compaction") else f"Context compaction: {n}."
+                   for n in notices]
+        self.last_report = CompactionReport(
+            tokens_before=tokens_before,
+            tokens_after=tokens_after,
+            messages_before=len(before),
+            messages_after=len(after),
+            source=source,
+            summarised=summarised,
+            pinned=pinned,
+            cleared_tool_outputs=cleared,
+            seconds=0.0 if started is None else time.perf_counter() - started,
+            notices=list(notices),
+        )
+        return CompressionResult(messages=list(after), summary=summary, notices=notices)
+
     # -------------------------------------------------------------------- the loop's methods
 
     def compact(
@@ -290,19 +351,6 @@ class PolicyEngine(ContextEngine):
     def reset(self) -> None:
         """Forget the previous session's counters and back-off (``/new``, ``/reset``)."""
         self.policy.reset()
-
-    def status(self, messages: list[Message]) -> dict[str, Any]:
-        tokens = self.policy.tokens(messages)
-        return {
-            "engine": self.name,
-            "tokens": tokens,
-            "threshold_tokens": self.threshold_tokens,
-            "context_window": self.window,
-            "usage_percent": round(min(100.0, 100.0 * tokens / self.window), 1),
-            "compactions_total": self.policy.compactions_total,
-            "compactions_this_turn": self.policy.compactions_this_turn,
-            "backoff_until": self.policy.backoff_until,
-        }
 
     def preflight(
         self,

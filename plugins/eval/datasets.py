@@ -31,12 +31,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from hermes_core.errors import HermesCoreError
+from hermes_core.history import read_text
 
 __all__ = [
     "LOCOMO_CATEGORIES",
@@ -68,6 +70,7 @@ LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single
 
 _LME_DATE = re.compile(r"^\s*(\d{4})/(\d{1,2})/(\d{1,2})\s*(?:\([A-Za-z]{3}\))?\s*(\d{1,2}):(\d{2})\s*$")
 _LOCOMO_DATE_FORMATS = ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %B %Y", "%I:%M %p on %B %d, %Y")
+_LME_EXAMPLE = "2023/05/20 (Sat) 02:21"
 _DIA_ID = re.compile(r"D(\d+):(\d+)")
 
 
@@ -154,15 +157,8 @@ class _Bad(Exception):
 def load_dataset(path: str | Path, fmt: Format | Literal["auto"] = "auto") -> Dataset:
     """Read ``path`` (LongMemEval or LoCoMo JSON); :class:`DatasetError` when it is unusable."""
     p = Path(path)
-    try:
-        raw = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DatasetError(f"{p}: no such file; give the path of a LongMemEval or LoCoMo .json "
-                           "file (docs/eval.md says where to get them)") from None
-    except UnicodeDecodeError as exc:
-        raise DatasetError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except OSError as exc:
-        raise DatasetError(f"{p}: cannot read it: {exc}") from None
+    raw = read_text(p, DatasetError, "give the path of a LongMemEval or LoCoMo .json file "
+                    "(docs/eval.md says where to get them)")
     try:
         data = json.loads(raw)
     except json.JSONDecodeError as exc:
@@ -230,6 +226,25 @@ def _str(value: Any, where: str, *, allow_number: bool = False) -> str:
     raise _Bad(f"{where}: expected a string, got {type(value).__name__}")
 
 
+def _date(value: Any, where: str, parse: Callable[[str], datetime], example: str
+          ) -> tuple[str, datetime]:
+    """``(text, date)`` of the date string at ``where``, read by ``parse``."""
+    text = _str(value, where)
+    try:
+        return text, parse(text)
+    except ValueError:
+        raise _Bad(f"{where}: {text!r} is not a date like {example!r}") from None
+
+
+def _session_ids(item: dict[str, Any], key: str, seen: set[str]) -> list[str]:
+    """The session ids listed under ``key`` (absent: none), each one of ``seen``."""
+    ids = [_str(e, f"{key}[{k}]") for k, e in enumerate(_list(item.get(key, []), key))]
+    for k, e in enumerate(ids):
+        if e not in seen:
+            raise _Bad(f"{key}[{k}]: {e!r} is not one of haystack_session_ids")
+    return ids
+
+
 def _variant(item: dict[str, Any], where: str) -> str | None:
     variant = item.get("variant")
     if variant is not None and not isinstance(variant, str):
@@ -283,11 +298,8 @@ def _lme_case(item: Any, index: int) -> Case:
     qtype = _str(item["question_type"], "question_type")
     question = _str(item["question"], "question")
     answer = _str(item["answer"], "answer", allow_number=True)
-    qdate_text = _str(item["question_date"], "question_date")
-    try:
-        qdate = parse_longmemeval_date(qdate_text)
-    except ValueError:
-        raise _Bad(f"question_date: {qdate_text!r} is not a date like '2023/05/20 (Sat) 02:21'") from None
+    qdate_text, qdate = _date(item["question_date"], "question_date", parse_longmemeval_date,
+                              _LME_EXAMPLE)
     ids = _list(item["haystack_session_ids"], "haystack_session_ids")
     dates = _list(item["haystack_dates"], "haystack_dates")
     sessions_raw = _list(item["haystack_sessions"], "haystack_sessions")
@@ -301,12 +313,7 @@ def _lme_case(item: Any, index: int) -> Case:
         if sid in seen:
             raise _Bad(f"haystack_session_ids[{i}]: {sid!r} appears twice")
         seen.add(sid)
-        dtext = _str(dtext, f"haystack_dates[{i}]")
-        try:
-            date = parse_longmemeval_date(dtext)
-        except ValueError:
-            raise _Bad(f"haystack_dates[{i}]: {dtext!r} is not a date like "
-                       "'2023/05/20 (Sat) 02:21'") from None
+        dtext, date = _date(dtext, f"haystack_dates[{i}]", parse_longmemeval_date, _LME_EXAMPLE)
         turns = []
         for j, t in enumerate(_list(turns_raw, f"haystack_sessions[{i}]")):
             where = f"haystack_sessions[{i}][{j}]"
@@ -321,18 +328,9 @@ def _lme_case(item: Any, index: int) -> Case:
                 raise _Bad(f"{where}.has_answer: expected true or false, got {has_answer!r}")
             turns.append(Turn(role, content, has_answer))
         sessions.append(HaystackSession(sid, date, dtext, turns))
-    evidence = [_str(e, f"answer_session_ids[{k}]")
-                for k, e in enumerate(_list(item["answer_session_ids"], "answer_session_ids"))]
-    for k, e in enumerate(evidence):
-        if e not in seen:
-            raise _Bad(f"answer_session_ids[{k}]: {e!r} is not one of haystack_session_ids")
+    evidence = _session_ids(item, "answer_session_ids", seen)
     variant = _variant(item, "")
-    outdated = [_str(e, f"outdated_session_ids[{k}]")
-                for k, e in enumerate(_list(item.get("outdated_session_ids", []),
-                                            "outdated_session_ids"))]
-    for k, e in enumerate(outdated):
-        if e not in seen:
-            raise _Bad(f"outdated_session_ids[{k}]: {e!r} is not one of haystack_session_ids")
+    outdated = _session_ids(item, "outdated_session_ids", seen)
     q = Question(id=qid, type=qtype, question=question, answer=answer, date=qdate,
                  date_text=qdate_text, evidence_sessions=evidence, abstention=qid.endswith("_abs"),
                  variant=variant, outdated_sessions=outdated)
@@ -403,13 +401,8 @@ def _locomo_session(conv: dict[str, Any], key: str, speakers: list[Any],
                     turn_session: dict[str, str]) -> HaystackSession:
     """Session ``key`` of a LoCoMo conversation; its turns' ids are mapped to ``key`` in
     ``turn_session``."""
-    dkey = f"{key}_date_time"
-    dtext = _str(conv.get(dkey), f"conversation.{dkey}")
-    try:
-        date = parse_locomo_date(dtext)
-    except ValueError:
-        raise _Bad(f"conversation.{dkey}: {dtext!r} is not a date like "
-                   "'1:56 pm on 8 May, 2023'") from None
+    dtext, date = _date(conv.get(f"{key}_date_time"), f"conversation.{key}_date_time",
+                        parse_locomo_date, "1:56 pm on 8 May, 2023")
     turns = []
     opener: str | None = None  # the session's first speaker plays the user in it
     for j, t in enumerate(_list(conv[key], f"conversation.{key}")):

@@ -23,7 +23,7 @@ from pathlib import Path
 from hermes_core.config import load_config, load_copied_config
 from hermes_core.config_edit import edit_config_text, parse_cli_value
 from hermes_core.errors import ConfigError
-from hermes_core.replay import RecordingHost
+from hermes_core.replay import RecordingHost, build_host
 
 __all__ = ["StackSpec", "case_slug"]
 
@@ -79,10 +79,7 @@ class StackSpec:
         self.prepare(home, case_id)
         config = load_config(home) if self.real_home is None else load_copied_config(
             home, self.real_home)
-        config.core.llm.api_key = None
-        host = RecordingHost.load(home, config=config, builtins=self.builtins,
-                                  entry_points=self.entry_points, directories=self.directories,
-                                  plugins=self.plugins)
-        assert isinstance(host, RecordingHost)
+        host = build_host(config, home, builtins=self.builtins, entry_points=self.entry_points,
+                          directories=self.directories, plugins=self.plugins)
         host.validate_config()
         return host

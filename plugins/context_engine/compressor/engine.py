@@ -18,27 +18,18 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
 from typing import Any
 
 from hermes_core import hookimpl
 from hermes_core.compaction.assemble import assemble
-from hermes_core.compaction.boundaries import Plan, plan_compaction
+from hermes_core.compaction.boundaries import Plan
 from hermes_core.compaction.errors import ContextOverflowError, check_history
 from hermes_core.compaction.fallback import extractive_summary, turn_capacity, user_turn_starts
-from hermes_core.compaction.markers import (
-    is_summary_message,
-    original_content,
-    summary_body,
-)
-from hermes_core.compaction.policy import CompactionReport, PolicyEngine
+from hermes_core.compaction.markers import is_standalone_summary, summary_body
+from hermes_core.compaction.policy import PolicyEngine
 from hermes_core.compaction.redact import redact
 from hermes_core.compaction.repair import merge_adjacent_roles, repair_tool_pairs
-from hermes_core.compaction.tokens import (
-    estimate_messages,
-    estimate_text,
-    message_token_list,
-)
+from hermes_core.compaction.tokens import estimate_text
 from hermes_core.errors import ConfigError, HermesCoreError
 from hermes_core.kinds import PluginContext
 from hermes_core.llm import LLM, LLMError, LLMFailure, run_with_deadline
@@ -106,7 +97,6 @@ class Compressor(PolicyEngine):
                 llm, self._no_model = None, str(exc)
         self.llm = llm
         self.summary_window = context_window(core, model=self.summary_model, client=llm)
-        self.tail_budget = max(1, int(self.threshold_tokens * config.target_ratio))
         self._failures = 0
         self._fallback_chars = 8_000
         self._cooldown_until = 0.0
@@ -165,18 +155,6 @@ class Compressor(PolicyEngine):
 
     # ---------------------------------------------------------------------------- planning
 
-    def plan(self, messages: Sequence[Message]) -> Plan:
-        """Where a compaction of ``messages`` would cut (no side effects)."""
-        history = check_history(messages)
-        s = self.settings
-        return plan_compaction(
-            history,
-            message_token_list(history),
-            protect_first_n=s.protect_first_n,
-            protect_last_n=s.protect_last_n,
-            tail_budget=self.tail_budget,
-        )
-
     def _fit_oversized(self, messages: list[Message], plan: Plan) -> list[str]:
         """Cut kept tool outputs larger than the window; refuse other oversized messages."""
         notices = []
@@ -224,10 +202,10 @@ class Compressor(PolicyEngine):
         started = time.perf_counter()
         history = check_history(messages)
         self.policy.record_attempt()
-        if not history or all(m.role == "system" for m in history):
-            what = "empty" if not history else "only the system prompt"
-            notice = f"Context compaction: nothing to compact, the history is {what}."
-            return self._finish(history, history, "none", started, [notice], summary=None)
+        nothing = self._nothing_to_compact(history)
+        if nothing is not None:
+            return self._finish(history, history, "none", [nothing], summary=None,
+                                record=bool(history), started=started)
 
         plan = self.plan(history)
         notices = self._fit_oversized(history, plan)
@@ -238,7 +216,8 @@ class Compressor(PolicyEngine):
         elif not self._prune_is_enough(plan, cleared):
             outcome = self._summary_pass(history, plan, notices, focus_topic, memory_context)
             if outcome.summary is None:  # on_summary_failure: abort
-                return self._finish(history, history, "aborted", started, notices, summary=None)
+                return self._finish(history, history, "aborted", notices, summary=None,
+                                    record=False, started=started)
             # the middle is summarised from its original text: only kept messages need clearing
             keep = set(range(outcome.plan.head_end)) | set(outcome.plan.pinned)
             cleared = [i for i in cleared if i in keep]
@@ -255,7 +234,7 @@ class Compressor(PolicyEngine):
         """Pass 2: summarise the middle (by the model, else extractively); a failure adds its
         notice. The summary is ``None`` only when configured to abort."""
         previous = self._previous_summary(history, plan)
-        turns = [m for i in plan.middle if (m := history[i]) and not _standalone_summary(m)]
+        turns = [m for i in plan.middle if (m := history[i]) and not is_standalone_summary(m)]
         summary, source, failure = self._summarise(
             turns,
             previous=previous,
@@ -269,8 +248,11 @@ class Compressor(PolicyEngine):
             # Every compacted user turn gets a line in the fallback; the newer turns that do
             # not fit its budget stay verbatim (the middle ends before them).
             plan, kept_turns = self._fit_fallback(history, plan, previous)
-            turns = [m for i in plan.middle if (m := history[i]) and not _standalone_summary(m)]
-            summary = self._fallback_summary(turns, failure, previous, focus_topic)
+            turns = [m for i in plan.middle if (m := history[i]) and not is_standalone_summary(m)]
+            assert failure is not None  # the extractive summary stands in for a failed model
+            summary = extractive_summary(
+                turns, reason=f"the summary model was unavailable ({failure.failure})",
+                previous_summary=previous, focus_topic=focus_topic, max_chars=self._fallback_chars)
         if failure is not None:
             notices.append(self._failure_notice(failure, len(turns), source,
                                                 user_turns=len(user_turn_starts(turns)),
@@ -299,8 +281,14 @@ class Compressor(PolicyEngine):
         notices.extend(report.notices())
         if cleared:
             notices.append(f"cleared {len(cleared)} old tool output(s) (pass 1)")
+        hint = (f" (the protected tail alone holds {plan.tail_tokens} tokens in "
+                f"{plan.n - plan.tail_start} messages; lower compression.protect_last_n or "
+                "compression.target_ratio to let compaction reach further)")
+        made = summary is not None
         result = self._finish(
-            history, out, source, started, notices, summary=summary, plan=plan, cleared=len(cleared)
+            history, out, source, notices, summary=summary, record=bool(out), hint=hint,
+            raw_before=sum(plan.tokens), started=started, summarised=len(plan.middle) if made else 0,
+            pinned=len(plan.pinned) if made else 0, cleared=len(cleared),
         )
         if failure is not None and self.last_report is not None:
             self.last_report.failure = f"{failure.failure}: {failure}"
@@ -318,46 +306,6 @@ class Compressor(PolicyEngine):
         texts = [b for b in bodies if b]
         return "\n\n".join(texts) if texts else None
 
-    def _finish(
-        self,
-        before: list[Message],
-        after: list[Message],
-        source: str,
-        started: float,
-        notices: list[str],
-        *,
-        summary: str | None,
-        plan: Plan | None = None,
-        cleared: int = 0,
-    ) -> CompressionResult:
-        raw_before = sum(plan.tokens) if plan is not None else estimate_messages(before)
-        tokens_before = raw_before + self.policy.overhead_tokens
-        tokens_after = estimate_messages(after) + self.policy.overhead_tokens
-        if source != "aborted" and after:
-            extra = self.policy.record_result(tokens_after)
-            if extra is not None and tokens_before >= self.threshold_tokens:
-                if plan is not None:
-                    extra += (
-                        f" (the protected tail alone holds {plan.tail_tokens} tokens in "
-                        f"{plan.n - plan.tail_start} messages; lower compression.protect_last_n or "
-                        "compression.target_ratio to let compaction reach further)"
-                    )
-                notices.append(extra)
-        notices = [n if n.startswith("Context compaction") else f"Context compaction: {n}." for n in notices]
-        self.last_report = CompactionReport(
-            tokens_before=tokens_before,
-            tokens_after=tokens_after,
-            messages_before=len(before),
-            messages_after=len(after),
-            source=source,
-            summarised=len(plan.middle) if plan is not None and summary is not None else 0,
-            pinned=len(plan.pinned) if plan is not None and summary is not None else 0,
-            cleared_tool_outputs=cleared,
-            seconds=time.perf_counter() - started,
-            notices=list(notices),
-        )
-        return CompressionResult(messages=list(after), summary=summary, notices=notices)
-
     # ----------------------------------------------------------------------------- summary
 
     def _summarise(
@@ -372,25 +320,15 @@ class Compressor(PolicyEngine):
     ) -> tuple[str | None, str, LLMError | None]:
         """``(summary, source, failure)``; summary is ``None`` only when configured to abort."""
         s = self.settings
-        budget = summary_budget(
-            middle_tokens,
-            self.window,
-            ratio=s.summary_ratio,
-            minimum=s.summary_min_tokens,
-            maximum=s.summary_max_tokens,
-            window_fraction=s.summary_window_fraction,
-        )
+        budget = self._summary_budget(middle_tokens)
         failure = self._precheck()
         if failure is None:
-            text, failure = self._call_model(
-                turns, budget, previous, focus_topic, memory_context, pinned
-            )
-            if text is not None:
+            answer = self._call_model(turns, budget, previous, focus_topic, memory_context, pinned)
+            if isinstance(answer, str):
                 self._failures = 0
                 self._cooldown_until = 0.0
-                return text, "llm", None
-            if failure is None:  # pragma: no cover - _call_model returns text or a failure
-                failure = LLMError("the summary model returned nothing", failure=LLMFailure.OTHER)
+                return answer, "llm", None
+            failure = answer
             if failure.failure not in (LLMFailure.WINDOW_TOO_SMALL, LLMFailure.NOT_CONFIGURED):
                 # a real call failed: do not hammer the endpoint on the next compaction
                 self._failures += 1
@@ -408,7 +346,7 @@ class Compressor(PolicyEngine):
         """``plan`` with the middle ending before the user turns the fallback cannot carry, and
         how many user turns that keeps verbatim (0: it carries them all)."""
         starts = [i for i in plan.middle if history[i].role == "user"
-                  and not _standalone_summary(history[i])]
+                  and not is_standalone_summary(history[i])]
         capacity = max(1, turn_capacity(self._fallback_chars, previous))
         if len(starts) <= capacity:
             return plan, 0
@@ -421,21 +359,13 @@ class Compressor(PolicyEngine):
         )
         return fitted, len(starts) - capacity
 
-    def _fallback_summary(
-        self,
-        turns: list[Message],
-        failure: LLMError | None,
-        previous: str | None,
-        focus_topic: str | None,
-    ) -> str:
-        what = failure.failure if failure is not None else "unknown"
-        return extractive_summary(
-            turns,
-            reason=f"the summary model was unavailable ({what})",
-            previous_summary=previous,
-            focus_topic=focus_topic,
-            max_chars=self._fallback_chars,
-        )
+    def _summary_budget(self, middle_tokens: int) -> int:
+        """The summary's target size for ``middle_tokens`` of compacted content (the settings'
+        ``summary_*`` bounds; see :func:`.summary.summary_budget`)."""
+        s = self.settings
+        return summary_budget(middle_tokens, self.window, ratio=s.summary_ratio,
+                              minimum=s.summary_min_tokens, maximum=s.summary_max_tokens,
+                              window_fraction=s.summary_window_fraction)
 
     def _precheck(self) -> LLMError | None:
         """Why no summary call should be made now (no model, cooling down), or ``None``."""
@@ -461,14 +391,15 @@ class Compressor(PolicyEngine):
         focus_topic: str | None,
         memory_context: str,
         pinned: bool,
-    ) -> tuple[str | None, LLMError | None]:
+    ) -> str | LLMError:
+        """The model's summary, or why there is none."""
         s = self.settings
         assert self.llm is not None
         out_tokens = int(budget * 1.25) + 200
         room = min(s.summary_input_max_tokens, self.summary_window - out_tokens - _PROMPT_OVERHEAD)
         room -= estimate_text(previous or "") + min(estimate_text(memory_context), 2_000)
         if room < _MIN_TURNS_INPUT:
-            return None, LLMError(
+            return LLMError(
                 f"the summary model's window ({self.summary_window} tokens) is too small for a "
                 f"{budget}-token summary plus its input",
                 failure=LLMFailure.WINDOW_TOO_SMALL,
@@ -500,14 +431,14 @@ class Compressor(PolicyEngine):
                 s.summary_timeout + _DEADLINE_GRACE,
             )
         except LLMError as exc:
-            return None, exc
+            return exc
         except Exception as exc:  # an injected LLM may raise anything; never lose the middle
-            return None, LLMError(
+            return LLMError(
                 f"the summary model raised {type(exc).__name__}: {exc}", failure=LLMFailure.OTHER
             )
         if not isinstance(text, str) or not text.strip():
-            return None, LLMError("the summary model answered with no text", failure=LLMFailure.EMPTY)
-        return redact(text.strip()), None
+            return LLMError("the summary model answered with no text", failure=LLMFailure.EMPTY)
+        return redact(text.strip())
 
     def _failure_notice(
         self, failure: LLMError, count: int, source: str, *, user_turns: int = 0,
@@ -528,8 +459,4 @@ class Compressor(PolicyEngine):
             f"of their {user_turns} user turn(s) (who asked what, decisions, files, errors) and "
             f"the commands, errors and values found{kept}. Nothing was dropped without a summary"
         )
-
-
-def _standalone_summary(message: Message) -> bool:
-    return is_summary_message(message) and original_content(message) is None
 

@@ -9,7 +9,6 @@ from hermes_core.models import window_source
 from hermes_core.types import Message
 
 from .prune import prunable, tokens_freed
-from .summary import summary_budget
 
 if TYPE_CHECKING:
     from .engine import Compressor
@@ -30,10 +29,7 @@ def describe_compaction(engine: Compressor, messages: list[Message]) -> dict[str
     kept_tokens = plan.tokens_of(sorted(kept)) - tokens_freed(plan.tokens, kept.intersection(cleared))
     middle_tokens = plan.tokens_of(plan.middle)
     s = engine.settings
-    budget = summary_budget(
-        middle_tokens, engine.window, ratio=s.summary_ratio, minimum=s.summary_min_tokens,
-        maximum=s.summary_max_tokens, window_fraction=s.summary_window_fraction,
-    ) if plan.middle and plan.reason is None else 0
+    budget = engine._summary_budget(middle_tokens) if plan.middle and plan.reason is None else 0
     report: dict[str, Any] = {
         "engine": engine.name,
         "messages": len(messages),

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hermes_core.compaction.fallback import extract_facts, render_facts
-from hermes_core.compaction.markers import is_summary_message, original_content
+from hermes_core.compaction.markers import original_content
 from hermes_core.compaction.redact import redact
 from hermes_core.compaction.tokens import estimate_text
 from hermes_core.types import Message
@@ -110,7 +110,7 @@ def _arguments(arguments: object, limit: int = 400) -> str:
 
 def render_turn(message: Message, max_chars: int) -> str:
     """One message as the summariser sees it."""
-    text = original_content(message) if is_summary_message(message) else message.content
+    text = original_content(message)
     text = _clip_middle(text or "", max_chars)
     if message.role == "tool":
         return f"[TOOL RESULT {message.tool_name or message.tool_call_id or ''}]: {text}"
@@ -127,12 +127,9 @@ class SerializedTurns:
     """The compacted turns as summariser input."""
 
     text: str
-    #: how many turns are given in full (clipped per message)
-    included: int
     #: how many older turns are described only by the digest
     omitted: int
     digest: str
-    tokens: int
 
 
 def serialize_turns(
@@ -159,14 +156,7 @@ def serialize_turns(
         digest = render_facts(extract_facts(messages[:cut], scan_chars=30_000))
         room = max(0, (max_input_tokens - used) * 4)
         digest = digest if len(digest) <= room else digest[: max(0, room - 30)] + "\n[... digest cut ...]"
-    text = "\n\n".join(blocks)
-    return SerializedTurns(
-        text=text,
-        included=len(blocks),
-        omitted=cut,
-        digest=digest,
-        tokens=used + estimate_text(digest),
-    )
+    return SerializedTurns(text="\n\n".join(blocks), omitted=cut, digest=digest)
 
 
 def fence_memory_context(text: str) -> str:

@@ -24,19 +24,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from hermes_core import hookimpl
 from hermes_core.compaction.assemble import assemble, without_summary
-from hermes_core.compaction.boundaries import Plan, plan_compaction
 from hermes_core.compaction.errors import check_history
 from hermes_core.compaction.fallback import extract_facts, render_facts
-from hermes_core.compaction.policy import CompactionReport, PolicyEngine
-from hermes_core.compaction.repair import (
-    merge_adjacent_roles,
-    repair_tool_pairs,
-)
+from hermes_core.compaction.policy import PolicyEngine
+from hermes_core.compaction.repair import merge_adjacent_roles, repair_tool_pairs
 from hermes_core.compaction.settings import CompactionSettings
-from hermes_core.compaction.tokens import (
-    estimate_messages,
-    message_token_list,
-)
 from hermes_core.errors import ToolError
 from hermes_core.kinds import PluginContext, Tool
 from hermes_core.types import (
@@ -132,7 +124,6 @@ class LosslessEngine(PolicyEngine):
         self.store = store if store is not None else open_span_store(context, path)
         self._vectors: SpanVectors | None = None
         self._vectors_lock = threading.Lock()
-        self.tail_budget = max(1, int(self.threshold_tokens * config.target_ratio))
         #: the conversation served when no session was given (one per engine instance)
         self.conversation = f"instance-{id(self):x}"
 
@@ -312,13 +303,6 @@ class LosslessEngine(PolicyEngine):
 
     # ---------------------------------------------------------------------------- compaction
 
-    def plan(self, history: list[Message]) -> Plan:
-        """Where a compaction of ``history`` would cut (no side effects)."""
-        s = self.settings
-        return plan_compaction(history, message_token_list(history),
-                               protect_first_n=s.protect_first_n, protect_last_n=s.protect_last_n,
-                               tail_budget=self.tail_budget)
-
     def compact(
         self,
         messages: list[Message],
@@ -331,9 +315,9 @@ class LosslessEngine(PolicyEngine):
         history = check_history(messages)
         self.policy.record_attempt()
         conversation = self.conversation_of(session) if session is not None else self.conversation
-        if not history or all(m.role == "system" for m in history):
-            what = "empty" if not history else "only the system prompt"
-            return self._result(history, history, None, [f"nothing to compact, the history is {what}"])
+        nothing = self._nothing_to_compact(history)
+        if nothing is not None:
+            return self._finish(history, history, "none", [nothing], summary=None, record=False)
         plan = self.plan(history)
         if plan.reason is not None:
             # Nothing to archive, but the history handed in may still be broken (a crash
@@ -341,20 +325,15 @@ class LosslessEngine(PolicyEngine):
             repaired, report = repair_tool_pairs(history)
             repaired, report.turns_merged = merge_adjacent_roles(repaired)
             notices = [f"nothing old enough to archive: {plan.reason}", *report.notices()]
-            return self._result(history, repaired, None, notices)
+            return self._finish(history, repaired, "none", notices, summary=None, record=False)
         archived = [kept for i in plan.middle if (kept := without_summary(history[i])) is not None]
         try:
             span = self.store.add_span(conversation, archived, render_facts(extract_facts(archived)))
         except Exception as exc:  # never drop turns that could not be archived
             self.log.error("lossless: archiving %d messages failed: %s", len(archived), exc)
-            return self._result(
-                history,
-                history,
-                None,
-                [f"archiving the compacted turns failed ({type(exc).__name__}: {exc}); the history "
-                 "was left unchanged"],
-                aborted=True,
-            )
+            notice = (f"archiving the compacted turns failed ({type(exc).__name__}: {exc}); the "
+                      "history was left unchanged")
+            return self._finish(history, history, "aborted", [notice], summary=None, record=False)
         vec = self.vectors()
         if vec is not None:
             vec.wake()  # the span's vectors are computed on the indexer's thread, not here
@@ -368,7 +347,8 @@ class LosslessEngine(PolicyEngine):
             "context_search and readable with context_expand",
             *report.notices(),
         ]
-        return self._result(history, out, index, notices)
+        return self._finish(history, out, "archived", notices, summary=index, record=True,
+                            always_warn=True, summarised=len(history) - len(out))
 
     def _index(self, conversation: str) -> str:
         spans = self.store.spans(conversation, limit=self.settings.index_spans)
@@ -386,33 +366,6 @@ class LosslessEngine(PolicyEngine):
             f"- span {span.id}: {span.n_messages} message(s), {_day(span.first_ts)} to "
             f"{_day(span.last_ts)} UTC\n  {digest}"
         )
-
-    def _result(
-        self,
-        before: list[Message],
-        after: list[Message],
-        index: str | None,
-        notices: list[str],
-        *,
-        aborted: bool = False,
-    ) -> CompressionResult:
-        tokens_before = estimate_messages(before) + self.policy.overhead_tokens
-        tokens_after = estimate_messages(after) + self.policy.overhead_tokens
-        if not aborted and index is not None:
-            extra = self.policy.record_result(tokens_after)
-            if extra is not None:
-                notices.append(extra)
-        notices = [f"Context compaction: {n}." for n in notices]
-        self.last_report = CompactionReport(
-            tokens_before=tokens_before,
-            tokens_after=tokens_after,
-            messages_before=len(before),
-            messages_after=len(after),
-            source="aborted" if aborted else ("archived" if index is not None else "none"),
-            summarised=len(before) - len(after) if index is not None else 0,
-            notices=list(notices),
-        )
-        return CompressionResult(messages=list(after), summary=index, notices=notices)
 
     # --------------------------------------------------------------------------------- tools
 

@@ -33,9 +33,10 @@ CREATE TABLE IF NOT EXISTS span_vectors (
 
 
 class SpanVectorStorage:
-    """The vectors of one archive (``store``: a :class:`~.store.Spans`); safe to share between
-    threads. A SQLite archive's indexer has a connection of its own, so it never waits for the
-    engine's."""
+    """The vectors of one archive (``store``: a :class:`~.store.Spans`), next to its messages;
+    safe to share between threads. A SQLite archive's indexer has a connection of its own, so it
+    never waits for the engine's. Vectors are :mod:`hermes_core.storage.vectors` bytes; an empty
+    one marks a message with no text (never compared, never retried)."""
 
     def __init__(self, store: Any) -> None:
         self.path = store.path
@@ -49,6 +50,7 @@ class SpanVectorStorage:
             self.db.close()
 
     def unembedded(self, model: str, limit: int) -> list[tuple[int, str, str | None]]:
+        """Up to ``limit`` messages without a vector of ``model``: (id, content, tool calls)."""
         rows = self.db.fetch(
             f"SELECT m.id, m.content, m.tool_calls FROM {self.p}span_messages m "
             f"LEFT JOIN {self.p}span_vectors v ON v.message_id = m.id "
@@ -57,6 +59,8 @@ class SpanVectorStorage:
         return [(int(i), out(c), out(t) if t is not None else None) for i, c, t in rows]
 
     def put(self, model: str, rows: list[tuple[int, str, bytes]]) -> None:
+        """Write (message id, text hash, vector) rows, replacing any older vector; rows of
+        messages no longer archived are skipped; writing one twice is not an error."""
         if not rows:
             return
         with self.db.transaction() as con:
@@ -96,12 +100,15 @@ class SpanVectorStorage:
             f"{self.p}span_messages m WHERE m.id = {self.p}span_vectors.message_id)", retry=True)
 
     def pending(self, model: str) -> int:
+        """Archived messages without a vector of ``model``."""
         (row,) = self.db.fetch(
             f"SELECT count(*) FROM {self.p}span_messages m LEFT JOIN {self.p}span_vectors v "
             "ON v.message_id = m.id WHERE v.message_id IS NULL OR v.model <> ?", (model,))
         return int(row[0])
 
     def vectors(self, conversation: str, model: str) -> tuple[list[tuple[int, bytes]], int]:
+        """(message id, vector) of every non-empty ``model`` vector of the conversation, and
+        how many of its messages have no ``model`` vector yet (one query)."""
         rows = self.db.fetch(
             f"SELECT m.id, v.vec FROM {self.p}span_messages m JOIN {self.p}spans s "
             f"ON s.id = m.span_id LEFT JOIN {self.p}span_vectors v ON v.message_id = m.id "
@@ -122,6 +129,7 @@ class SpanVectorStorage:
         return {int(i): float(score) for i, score in rows}, how
 
     def hits(self, ids: list[int], terms: list[str]) -> dict[int, SearchHit]:
+        """message id -> its hit (span, seq, role, snippet around ``terms``, time)."""
         if not ids:
             return {}
         where, params = self.db.any_of("id", ids)

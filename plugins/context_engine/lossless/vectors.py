@@ -28,15 +28,19 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from hermes_core.embeddings import off_reason
 from hermes_core.semantic import Weights, fuse, text_key
 from hermes_core.storage import vectors as stored_vectors
 
 from .records import SearchHit, fts_terms
+from .vector_storage import SpanVectorStorage
 
 __all__ = ["HybridHit", "SpanVectors", "VectorStorage"]
+
+#: where one archive's vectors live (one class over the storage dialect, every backend)
+VectorStorage = SpanVectorStorage
 
 log = logging.getLogger("hermes_core.plugins.lossless.vectors")
 #: characters of a message embedded (the start of a long tool output says what it is)
@@ -56,48 +60,6 @@ class HybridHit:
     score: float
 
 
-class VectorStorage(Protocol):
-    """Where one archive's vectors live, next to its messages (:mod:`.vector_storage`);
-    everything else of hybrid search is shared. Vectors are :mod:`hermes_core.storage.vectors`
-    bytes; an empty one marks a message with no text (never compared, never retried)."""
-
-    path: Any
-
-    def unembedded(self, model: str, limit: int) -> list[tuple[int, str, str | None]]:
-        """Up to ``limit`` messages without a vector of ``model``: (id, content, tool calls)."""
-        ...
-
-    def put(self, model: str, rows: list[tuple[int, str, bytes]]) -> None:
-        """Write (message id, text hash, vector) rows, replacing any older vector; rows of
-        messages no longer archived are skipped; writing one twice is not an error."""
-        ...
-
-    def prune(self) -> int:
-        """Delete vectors of messages no longer archived; how many."""
-        ...
-
-    def pending(self, model: str) -> int:
-        """Archived messages without a vector of ``model``."""
-        ...
-
-    def vectors(self, conversation: str, model: str) -> tuple[list[tuple[int, bytes]], int]:
-        """(message id, vector) of every non-empty ``model`` vector of the conversation, and
-        how many of its messages have no ``model`` vector yet (one query)."""
-        ...
-
-    def lexical(self, conversation: str, terms: list[str], limit: int
-                ) -> tuple[dict[int, float], str]:
-        """message id -> word score (higher is better), and how the words matched (all, any,
-        none): every word first, any word when no message holds them all."""
-        ...
-
-    def hits(self, ids: list[int], terms: list[str]) -> dict[int, SearchHit]:
-        """message id -> its hit (span, seq, role, snippet around ``terms``, time)."""
-        ...
-
-    def close(self) -> None: ...
-
-
 def _message_text(content: str, calls: str | None) -> str:
     text = content if content.strip() else (calls or "")
     return text[:_TEXT_CHARS]
@@ -106,7 +68,7 @@ def _message_text(content: str, calls: str | None) -> str:
 class SpanVectors(stored_vectors.Indexer):
     """The vectors of one archive file and the thread that fills them."""
 
-    def __init__(self, storage: VectorStorage, embedder: Callable[[], Any], *, batch: int = 32,
+    def __init__(self, storage: SpanVectorStorage, embedder: Callable[[], Any], *, batch: int = 32,
                  weights: Weights | None = None, core: Any = None) -> None:
         super().__init__("lossless-vectors")
         self.storage = storage

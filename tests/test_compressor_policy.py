@@ -203,3 +203,31 @@ def test_bad_compression_section_is_reported_with_file_and_hint(home: Path) -> N
     unknown = host_for(home, "context:\n  engine: nope\n")
     with pytest.raises(UnknownNameError, match="Available: compressor, lossless"):
         unknown.activate("context-engine", "nope", config_key="context.engine")
+
+
+def test_kit_helpers_third_party_engines_may_use(tmp_path: Path) -> None:
+    """Public kit names a third-party engine may call, though the built-ins no longer do:
+    ``PolicyEngine.status``, ``tokens.message_token_list``, ``assemble(timestamp=)``."""
+    from hermes_core.compaction.assemble import assemble
+    from hermes_core.compaction.markers import is_standalone_summary, is_summary_message
+    from hermes_core.compaction.tokens import estimate_message, message_token_list
+
+    engine = make(tmp_path, threshold=0.5)
+    history = [Message(role="system", content="sys")]
+    for i in range(60):
+        history += [Message(role="user", content=f"question {i} " + "word " * 300, timestamp=i),
+                    Message(role="assistant", content=f"answer {i} " + "word " * 300,
+                            timestamp=i + 0.5)]
+    status = engine.status(history)
+    assert status["engine"] == "compressor" and status["threshold_tokens"] == 30_000
+    assert status["tokens"] == estimate_messages(history) and status["compactions_total"] == 0
+    assert message_token_list(history) == [estimate_message(m) for m in history]
+    plan = engine.plan(history)
+
+    def summary_of(messages: list[Message]) -> Message:
+        (summary,) = [m for m in messages if is_summary_message(m)]
+        assert is_standalone_summary(summary)
+        return summary
+
+    assert summary_of(assemble(plan, history, "S", timestamp=99.0)).timestamp == 99.0
+    assert summary_of(assemble(plan, history, "S")).timestamp == history[plan.tail_start].timestamp

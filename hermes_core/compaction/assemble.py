@@ -40,6 +40,7 @@ def assemble(
     summary: str | None,
     *,
     summary_meta: dict[str, Any] | None = None,
+    timestamp: float | None = None,
 ) -> list[Message]:
     """The compacted history for ``plan``; ``pruned`` is the input after pass 1.
 
@@ -63,10 +64,11 @@ def assemble(
     meta = {"summary": summary, **(summary_meta or {})}
     pinned = bool(plan.pinned)
     if role is not None:
+        when = timestamp if timestamp is not None else (after[0].timestamp if after else 0.0)
         message = Message(
             role=role,  # type: ignore[arg-type]
             content=render_summary(summary, pinned=pinned),
-            timestamp=after[0].timestamp if after else 0.0,
+            timestamp=when,
             meta={META_KEY: {**meta, "original": None}},
         )
         return [*head, message, *after]

@@ -269,6 +269,20 @@ class PolicyEngine(ContextEngine):
             return result
         return dataclasses.replace(result, report=dataclasses.asdict(self.last_report))
 
+    def status(self, messages: list[Message]) -> dict[str, Any]:
+        """The engine's figures for ``messages`` (``describe_context`` reports them too)."""
+        tokens = self.policy.tokens(messages)
+        return {
+            "engine": self.name,
+            "tokens": tokens,
+            "threshold_tokens": self.threshold_tokens,
+            "context_window": self.window,
+            "usage_percent": round(min(100.0, 100.0 * tokens / self.window), 1),
+            "compactions_total": self.policy.compactions_total,
+            "compactions_this_turn": self.policy.compactions_this_turn,
+            "backoff_until": self.policy.backoff_until,
+        }
+
     # ----------------------------------------------------------------- compaction helpers
 
     def plan(self, messages: Sequence[Message]) -> Plan:

@@ -28,6 +28,7 @@ __all__ = [
     "estimate_message",
     "estimate_messages",
     "estimate_text",
+    "message_token_list",
 ]
 
 #: role marker and turn framing of one message
@@ -88,6 +89,11 @@ def estimate_message(message: Message) -> int:
     for call in message.tool_calls:
         tokens += TOOL_CALL_OVERHEAD + estimate_text(call.name) + _arguments_tokens(call.arguments)
     return tokens
+
+
+def message_token_list(messages: Iterable[Message]) -> list[int]:
+    """:func:`estimate_message` of each message, in order."""
+    return [estimate_message(m) for m in messages]
 
 
 def estimate_messages(messages: Iterable[Message]) -> int:

@@ -84,17 +84,18 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def rss_mb(pid: int) -> float:
-    """Resident memory of ``pid`` and its child processes in MB, from /proc."""
+def rss_mb(pid: int, *, children: bool = True) -> float:
+    """Resident memory of ``pid`` (and its child processes) in MB, from /proc."""
     pids = [pid]
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                pids.append(int(entry.name))
+    if children:
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    stat = (entry / "stat").read_text()
+                except OSError:
+                    continue
+                if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                    pids.append(int(entry.name))
     total = 0
     for p in pids:
         try:
@@ -135,7 +136,7 @@ def _stop_pid(pid: int, sig: int, timeout: float) -> None:
 # --------------------------------------------------------------------------------- the venv
 
 
-def ensure_venv(path: Path, *, quiet: bool = True) -> Path:
+def ensure_venv(path: Path, *, python: str | None = None, quiet: bool = True) -> Path:
     """The server virtual environment at ``path``, built when missing or outdated.
 
     Returns the path. Reuses an existing one whose marker lists the same requirements, so a second
@@ -147,7 +148,7 @@ def ensure_venv(path: Path, *, quiet: bool = True) -> Path:
         return path
     if path.exists():
         shutil.rmtree(path)
-    base = getattr(sys, "_base_executable", None) or sys.executable
+    base = python or getattr(sys, "_base_executable", None) or sys.executable
     started = time.perf_counter()
     flags = ["--quiet"] if quiet else []
     steps = [
@@ -226,6 +227,7 @@ class Postgres:
         if user is not None:
             os.chown(home, *user)
         port = free_port()
+        self._args = (binary, user, home)
         result = self._run([str(binary), "start", "--name", self.name, "--port", str(port),
                             "--data-dir", str(home / "data"),
                             # small: a test database, not a production one

@@ -238,14 +238,20 @@ class HonchoClient:
             body["metadata"] = metadata
         self._call(_IdOut, "POST", self._w("/peers"), json=body)
 
+    def list_peers(self, *, page: int = 1, size: int = 100,
+                   timeout: float | None = None) -> PeerPageOut:
+        """One page of the workspace's peers (``POST W/peers/list``)."""
+        out: PeerPageOut = self._call(PeerPageOut, "POST", self._w("/peers/list"),
+                                      params={"page": page, "size": size}, json={},
+                                      timeout=timeout)
+        return out
+
     def peer_ids(self, *, size: int = 100, max_pages: int = 1000) -> list[str]:
-        """Every peer id of the workspace, page by page (``POST W/peers/list``; at most
-        ``max_pages`` pages)."""
+        """Every peer id of the workspace, page by page (at most ``max_pages`` pages)."""
         ids: list[str] = []
         page = 1
         while page <= max_pages:
-            out: PeerPageOut = self._call(PeerPageOut, "POST", self._w("/peers/list"),
-                                          params={"page": page, "size": size}, json={})
+            out = self.list_peers(page=page, size=size)
             ids.extend(p.id for p in out.items)
             if page >= out.pages or not out.items:
                 break
@@ -289,12 +295,15 @@ class HonchoClient:
     # ------------------------------------------------------------------------------ peers
 
     def chat(self, observer: str, query: str, *, target: str | None = None,
-             reasoning_level: str = "low", timeout: float | None = None) -> str | None:
+             session_id: str | None = None, reasoning_level: str = "low",
+             timeout: float | None = None) -> str | None:
         """The dialectic: ``observer``'s answer about ``target`` (``None``: nothing to say)."""
         body: dict[str, Any] = {"query": query[:10_000], "stream": False,
                                 "reasoning_level": reasoning_level}
         if target:
             body["target"] = target
+        if session_id:
+            body["session_id"] = session_id
         out: _ChatOut = self._call(_ChatOut, "POST", self._w(f"/peers/{observer}/chat"), json=body,
                                    timeout=timeout)
         return out.content

@@ -155,5 +155,8 @@ def test_bad_input_and_config(tmp_path: Path) -> None:
     assert "only the system prompt" in engine.compact([Message("system", "s")]).notices[0]
     with pytest.raises(ValueError, match=r"Did you mean 0\.8"):
         LosslessConfig(threshold=80)
+    # an empty path would be the home folder itself (and the copy tool's context.db)
+    with pytest.raises(ValueError, match=r"db_path\n.*at least 1 character"):
+        LosslessConfig(db_path="")
     with pytest.raises(ToolError, match="invalid arguments"):
         tools(engine)["context_expand"].invoke({"span_id": 0}, ToolContext())

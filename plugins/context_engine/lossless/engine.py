@@ -61,8 +61,8 @@ class LosslessConfig(CompactionSettings):
 
     section: ClassVar[str] = "lossless"
 
-    #: the archive file; default $HERMES_CORE_HOME/context.db
-    db_path: str | None = None
+    #: the archive file, relative to $HERMES_CORE_HOME; default context.db
+    db_path: str | None = Field(default=None, min_length=1)
     #: spans listed in the index message (all stay searchable)
     index_spans: int = Field(default=12, ge=1, le=200)
     #: the most characters one context_expand call returns

@@ -135,7 +135,9 @@ def score_stack(rankings: Sequence[Sequence[Item]], evidence: Sequence[Evidence]
     recall@k and hit@k count the units covered by the first k items of any source. NDCG@k grades
     each rank by the new units found there (possibly several, from several sources) against the
     ideal for as many sources: every rank holding as many new units as there are sources, until
-    all are found. With one source this is :func:`score_ranking` exactly.
+    all are found. With one source, recall@k and hit@k are :func:`score_ranking`'s; NDCG@k is too
+    unless one item covers several new units (a session-level item holding two evidence turns):
+    here each new unit is a gain, there the rank counts once.
     """
     units = [ev.unit for ev in evidence]
     width = max(1, sum(1 for r in rankings if r))

@@ -43,11 +43,12 @@ def test_not_built_small_archive_says_so_without_advice(home: Path) -> None:
     check = checks()[NAME]
     assert check["ok"] and not check["warning"] and "fix" not in check, check
     assert "not built" in check["detail"] and "not needed yet" in check["detail"]
-    assert f"{impacts.MIN_DF:,}" in check["detail"]
+    assert "a word is kept from 4,000 on" in check["detail"]
     figures = check["kept_words"]
     assert figures["built"] is False and figures["messages"] == 30 and figures["indexed"] == 30
     assert figures["words"] is None and figures["upto"] is None and figures["newer"] is None
-    assert figures["min_messages"] == impacts.MIN_DF == 10_000
+    # the second tier keeps words from 4,000 messages (and 0.4 %), not only the first's 10,000
+    assert figures["min_messages"] == impacts.MIN_DF_LOW == 4_000 < impacts.MIN_DF
 
 
 def test_not_built_large_archive_advises_reindex(home: Path,
@@ -62,6 +63,10 @@ def test_not_built_large_archive_advises_reindex(home: Path,
     monkeypatch.setattr(impacts, "MIN_DF", 31)  # one message short: no word can be kept
     check = checks()[NAME]
     assert not check["warning"] and "fix" not in check and "not needed yet" in check["detail"]
+    # too few for the first tier, enough for the second: the build keeps words, so advise it
+    monkeypatch.setattr(impacts, "MIN_DF_LOW", 30)
+    check = checks()[NAME]
+    assert check["warning"] and REINDEX in check["fix"] and check["kept_words"]["min_messages"] == 30
 
 
 def test_built_reports_words_covered_id_and_newer_share(home: Path,

@@ -231,7 +231,7 @@ def words_check(path: Path) -> DoctorCheck | None:
     """The kept best messages of the commonest words (impacts.py): built or not, the words kept,
     the newest id covered and how many messages are newer (ranked by FTS5 itself). Advice (a
     warning naming ``sessions reindex --words``) when not built while the archive holds at
-    least ``impacts.MIN_DF`` indexed messages (below that no word can be kept), or when
+    least ``impacts.MIN_DF_LOW`` indexed messages (below that no word can be kept), or when
     :data:`STALE_SHARE` of the messages or more are newer than the build. Cheap: meta, the
     small ``term_bounds``, FTS5's totals record, the sessions' message counts and a range count
     of the newer ids; the word index itself is not read. None when the file cannot be read."""
@@ -245,7 +245,8 @@ def words_check(path: Path) -> DoctorCheck | None:
             con.close()
     except sqlite3.Error:
         return None  # the archive check reports what is wrong with the file
-    figures["min_messages"] = min_df = impacts.MIN_DF
+    # the fewest messages from which a word can be kept: the second tier starts lower
+    figures["min_messages"] = min_df = min(impacts.MIN_DF, impacts.MIN_DF_LOW)
     figures["stale_share"] = STALE_SHARE
     name = "common words"
     messages, indexed = figures["messages"], figures["indexed"]

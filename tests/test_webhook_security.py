@@ -171,6 +171,24 @@ def test_deeply_nested_json_is_a_400_not_a_500(home, api):
         running.stop()
 
 
+def test_a_number_too_long_to_convert_is_a_400_not_a_500(home, api):
+    """json.loads raises a plain ValueError (not a JSONDecodeError) for an integer of more than
+    4300 digits; it escaped as a 500."""
+    running = Running(home, api)
+    try:
+        body = (b'{"conversation_key": "long", "text": "x", "attributes": {"n": '
+                + b"7" * 5000 + b"}}")
+        ts = int(time.time())
+        headers = {"X-Hermes-Timestamp": str(ts), "X-Hermes-Signature": sign(SECRET, ts, body)}
+        response = running.post(body, headers)
+        assert response.status_code == 400, response.text[:300]
+        error = response.json()["error"]
+        assert "4300 digits" in error and "as a string" in error, error
+        assert stored_user_messages(home) == []
+    finally:
+        running.stop()
+
+
 # ------------------------------------------------------------------------------- secret rule
 
 

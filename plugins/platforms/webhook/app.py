@@ -198,6 +198,9 @@ def build_app(dispatcher: ConversationDispatcher, config: WebhookConfig, secret:
             data = json.loads(body)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise _Refused(400, f"the body is not valid JSON: {exc}") from None
+        except ValueError as exc:  # an integer past the conversion limit: not a JSONDecodeError
+            raise _Refused(400, f"the body's JSON cannot be read: {str(exc).split(';')[0]}; "
+                           "send such a number as a string") from None
         except RecursionError:
             raise _Refused(400, "the body's JSON is nested too deeply; send a flat object "
                            '{"conversation_key": ..., "text": ...}') from None

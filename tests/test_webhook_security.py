@@ -318,3 +318,24 @@ def test_a_body_trickling_to_a_route_that_never_reads_it_is_closed(home, api):
     finally:
         sock.close()
         running.stop()
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_nan_and_infinity_are_not_json_and_are_refused(home, api, constant):
+    """json.loads accepts NaN and Infinity (not JSON, RFC 8259). A session attribute holding one
+    was stored as attributes that are not JSON: on SQLite the conversation's key could no longer
+    be read, so after a restart the conversation started over in a new session (its history gone
+    from the agent's view); PostgreSQL's jsonb cast refuses such text outright."""
+    running = Running(home, api)
+    try:
+        body = ('{"conversation_key": "nan", "text": "x", "attributes": {"score": '
+                + constant + "}}").encode()
+        ts = int(time.time())
+        headers = {"X-Hermes-Timestamp": str(ts), "X-Hermes-Signature": sign(SECRET, ts, body)}
+        response = running.post(body, headers)
+        assert response.status_code == 400, response.text[:300]
+        error = response.json()["error"]
+        assert constant in error and "not valid JSON" in error, error
+        assert stored_user_messages(home) == []
+    finally:
+        running.stop()

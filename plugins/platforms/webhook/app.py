@@ -86,6 +86,16 @@ class _Refused(Exception):
                             headers=headers or None)
 
 
+class _NotJSON(ValueError):
+    pass
+
+
+def _no_constant(name: str) -> Any:
+    """``NaN``, ``Infinity`` and ``-Infinity``, which Python's parser takes and JSON has not:
+    kept in a session's attributes they are stored as text that is not JSON."""
+    raise _NotJSON(f"{name} is not a JSON number (RFC 8259); send null or a string instead")
+
+
 def _user_key(turn: TurnRequest) -> str | None:
     """The request's user key (``user``, or ``user_id``), checked; 400 when it is not usable."""
     from hermes_core.users import UserKeyError, check_user_key
@@ -195,8 +205,8 @@ def build_app(dispatcher: ConversationDispatcher, config: WebhookConfig, secret:
             log.error("%s", exc)
             raise _Refused(503, str(exc), failure="store", transient=True) from None
         try:
-            data = json.loads(body)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            data = json.loads(body, parse_constant=_no_constant)
+        except (UnicodeDecodeError, json.JSONDecodeError, _NotJSON) as exc:
             raise _Refused(400, f"the body is not valid JSON: {exc}") from None
         except ValueError as exc:  # an integer past the conversion limit: not a JSONDecodeError
             raise _Refused(400, f"the body's JSON cannot be read: {str(exc).split(';')[0]}; "

@@ -378,3 +378,70 @@ def test_eval_reports_listed_and_charted_and_bad_names_refused(sqlite_client):
     assert bad.status_code == 400 and "not a report name" in bad.json()["detail"]
     not_report = client.get("/api/eval/notes.json", headers=stack.auth())
     assert not_report.status_code == 400 and "--out FILE" in not_report.json()["detail"]
+
+
+def _raw_answer(url: str, head: str, body: bytes = b"") -> bytes:
+    """What the server sends back to a request written by hand (up to the connection's close)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    where = urlsplit(url)
+    with socket.create_connection((where.hostname, where.port), timeout=20) as sock:
+        sock.sendall(head.replace("\n", "\r\n").encode() + b"\r\n" + body)
+        answer = b""
+        try:
+            while True:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                answer += chunk
+        except TimeoutError:
+            pass
+        return answer
+
+
+def test_a_body_is_not_read_before_the_credential_and_its_size_is_capped(sqlite_client):
+    """FastAPI reads a request's body before any dependency runs: a caller without a
+    credential could make the inspector wait for (and hold in memory) a body of any size before
+    it answered 401. The credential is now checked first, and a body is capped in size."""
+    _client, stack = sqlite_client
+    from hermes_core.plugins.inspect.api import MAX_BODY_BYTES
+    from hermes_core.plugins.inspect.serve import start_thread
+
+    running = start_thread(stack.app)
+    try:
+        port = running.url.rsplit(":", 1)[1]
+        # 50 MB declared, none sent: answered at once, the body never waited for
+        head = (f"POST /api/memory/memory/add HTTP/1.1\nHost: 127.0.0.1:{port}\n"
+                "Content-Type: application/json\nContent-Length: 50000000\n")
+        refused = _raw_answer(running.url, head)
+        assert refused.startswith(b"HTTP/1.1 401 "), refused[:200]
+        assert b"credential is required" in refused
+        foreign = _raw_answer(running.url, head.replace(
+            "Content-Type", f"Authorization: Bearer {stack.token}\nOrigin: http://evil.example\n"
+            "Content-Type"))
+        assert foreign.startswith(b"HTTP/1.1 403 "), foreign[:200]
+        # with the credential, a declared size over the cap is 413, also unread
+        too_big = _raw_answer(running.url, head.replace(
+            "Content-Type", f"Authorization: Bearer {stack.token}\nContent-Type"))
+        assert too_big.startswith(b"HTTP/1.1 413 "), too_big[:200]
+        assert str(MAX_BODY_BYTES).encode() in too_big
+        with httpx.Client(base_url=running.url, timeout=30) as http:
+            # a chunked body (no length up front) is counted as it arrives
+            def chunks():
+                yield b'{"content": "'
+                for _ in range(MAX_BODY_BYTES // 65536 + 1):
+                    yield b"x" * 65536
+                yield b'"}'
+            streamed = http.post("/api/memory/memory/add", content=chunks(),
+                                 headers={**stack.auth(), "Content-Type": "application/json"})
+            assert streamed.status_code == 413, streamed.text[:200]
+            assert str(MAX_BODY_BYTES) in streamed.json()["detail"]
+            # requests within the cap and the public routes are as before
+            ok = http.post("/api/memory/memory/add", json={"content": "Keeps a ladder"},
+                           headers=stack.auth())
+            assert ok.status_code == 200, ok.text
+            assert http.get("/api/openapi.json").status_code == 200
+            assert http.get("/health").status_code == 200
+    finally:
+        running.stop()

@@ -5,9 +5,14 @@ the session cookie a one-time link set; without one the answer is 401. A user-sc
 names another user gets 403. A request carrying an ``Origin`` other than the server's own is
 refused (403): another web page cannot drive the API with the cookie. The OpenAPI document is
 ``/api/openapi.json``; ``/`` is the page (which uses this API only).
+
+FastAPI reads a request's body before any dependency runs, so :class:`_BodyGate` answers a
+request that carries a body to ``/api/*`` (401, 403) before its body is read, and refuses a body
+over :data:`MAX_BODY_BYTES` (413: declared, unread; or counted as it arrives).
 """
 
 
+from collections.abc import Awaitable, Callable, MutableMapping
 from importlib import resources
 from typing import Annotated, Any, Literal
 
@@ -21,9 +26,19 @@ from hermes_core.users import UserKeyError, check_user_key
 from .auth import COOKIE, SESSION_SECONDS, Access, Gate
 from .service import Conflict, Inspector, NotFound, Unavailable
 
-__all__ = ["build_app", "page_html"]
+__all__ = ["MAX_BODY_BYTES", "build_app", "page_html"]
 
 Target = Literal["memory", "user"]
+#: the largest request body read (the longest valid one, a 100,000-character recall query, is
+#: at most 600,000 bytes even with every character escaped); a larger one is answered 413
+MAX_BODY_BYTES = 1024 * 1024
+#: methods whose requests may carry a body: checked for a credential before it is read
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
 
 
 class EntryAdd(BaseModel):
@@ -63,6 +78,49 @@ class Forget(BaseModel):
     force: bool = False
 
 
+def _too_large(size: str) -> HTTPException:
+    return HTTPException(413, detail=f"the request body is {size}; the inspector reads at most "
+                         f"{MAX_BODY_BYTES} bytes (a memory entry or a query is far smaller)",
+                         headers={"Connection": "close"})
+
+
+class _BodyGate:
+    """ASGI middleware: credential and origin before a body is read, and the body's size cap."""
+
+    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]],
+                 check: Callable[[Request], Access]) -> None:
+        self.app = app
+        self.check = check
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        try:
+            if scope["method"] in _BODY_METHODS and scope["path"].startswith("/api/"):
+                self.check(request)
+            declared = request.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+                raise _too_large(f"{declared} bytes")
+        except HTTPException as refused:
+            headers = {**(refused.headers or {}), "Connection": "close"}
+            answer = JSONResponse({"detail": refused.detail}, refused.status_code, headers)
+            await answer(scope, receive, send)
+            return
+        received = 0
+
+        async def counted() -> Message:
+            nonlocal received
+            message = await receive()
+            received += len(message.get("body", b""))
+            if received > MAX_BODY_BYTES:  # FastAPI answers an HTTPException raised here
+                raise _too_large(f"over {MAX_BODY_BYTES} bytes")
+            return message
+
+        await self.app(scope, counted, send)
+
+
 def page_html() -> str:
     """The page: one self-contained file (HTML, CSS, JS) shipped beside this module."""
     return resources.files(__package__).joinpath("page.html").read_text(encoding="utf-8")
@@ -85,6 +143,7 @@ def build_app(inspector: Inspector, gate: Gate) -> FastAPI:
         return JSONResponse({"detail": getattr(exc, "message", None) or str(exc)}, status)
 
     def caller(request: Request) -> Access:
+        """The caller's scope; raises HTTPException 403 (a foreign Origin) or 401."""
         origin = request.headers.get("origin")
         if origin is not None and origin != f"{request.url.scheme}://{request.headers.get('host')}":
             raise HTTPException(403, detail=f"requests from origin {origin!r} are refused: the "
@@ -114,6 +173,7 @@ def build_app(inspector: Inspector, gate: Gate) -> FastAPI:
         return user
 
     User = Annotated[str | None, Depends(user_of)]
+    app.add_middleware(_BodyGate, check=caller)
 
     @app.get("/health", include_in_schema=False)
     def health() -> dict[str, str]:

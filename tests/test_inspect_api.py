@@ -445,3 +445,41 @@ def test_a_body_is_not_read_before_the_credential_and_its_size_is_capped(sqlite_
             assert http.get("/health").status_code == 200
     finally:
         running.stop()
+
+
+def test_a_user_token_cannot_search_every_users_sessions_when_memory_is_shared(home: Path):
+    """With memory.scope: global (the default) the session archive's search and recall are not
+    per user, so a token scoped to alice found bob's messages through /api/search (while
+    /api/sessions/s-bob was 404 to her). Such a token now gets 403 there, naming the fix."""
+    from hermes_core.commands import load_host
+    from hermes_core.types import EndReason, Message, Session, SwitchReason
+
+    (home / "config.yaml").write_text("memory:\n  providers: [file_memory, session_archive]\n",
+                                      encoding="utf-8")
+    host = load_host()
+    try:
+        host.activate_memory_providers()
+        for user in ("alice", "bob"):
+            session = Session(id=f"s-{user}", platform="t", attributes={"user_id": user})
+            host.hooks.on_session_switch(new_session=session, old_session=None,
+                                         reason=SwitchReason.NEW)
+            host.hooks.on_message(message=Message(
+                "user", f"my locker code is {user}-4711, next to the marmalade"), session=session)
+            host.hooks.on_session_end(session=session, messages=[], reason=EndReason.USER_EXIT)
+    finally:
+        host.shutdown()
+    with open_stack(home) as stack:
+        client = TestClient(stack.app)
+        for request in (lambda h: client.get("/api/search?q=marmalade locker", headers=h),
+                        lambda h: client.post("/api/recall", json={"query": "marmalade locker"},
+                                              headers=h)):
+            refused = request(stack.auth("alice"))
+            assert refused.status_code == 403, refused.text[:300]
+            assert "bob-4711" not in refused.text
+            assert "memory.scope: user" in refused.json()["detail"]
+            assert request(stack.auth()).status_code == 200  # the home's token sees everything
+        found = client.get("/api/search?q=marmalade locker", headers=stack.auth()).text
+        assert "bob-4711" in found and "alice-4711" in found
+        # what is filtered per user stays open to her
+        listed = client.get("/api/sessions", headers=stack.auth("alice")).json()
+        assert [s["id"] for s in listed] == ["s-alice"]

@@ -173,6 +173,17 @@ def build_app(inspector: Inspector, gate: Gate) -> FastAPI:
         return user
 
     User = Annotated[str | None, Depends(user_of)]
+
+    def searcher_of(access: Annotated[Access, Depends(caller)], user: User) -> str | None:
+        if access.user is not None and not inspector.per_user:
+            raise HTTPException(403, detail="this home's memory is shared by every user "
+                                "(memory.scope: global), so search and recall reach every "
+                                "user's sessions: a user-scoped credential may use them with "
+                                "memory.scope: user in config.yaml; else use the home's token")
+        return user
+
+    #: search and recall: not per user unless memory.scope is user
+    Searcher = Annotated[str | None, Depends(searcher_of)]
     app.add_middleware(_BodyGate, check=caller)
 
     @app.get("/health", include_in_schema=False)
@@ -274,13 +285,13 @@ def build_app(inspector: Inspector, gate: Gate) -> FastAPI:
         return inspector.show_session(user, session_id, offset, limit)
 
     @app.get("/api/search", tags=["sessions"])
-    def search(q: Annotated[str, Query(max_length=100_000)], user: User) -> dict[str, Any]:
+    def search(q: Annotated[str, Query(max_length=100_000)], user: Searcher) -> dict[str, Any]:
         """The session_search tool's hybrid search; each hit says found_by (words, meaning,
         both) when meaning took part."""
         return inspector.search(user, q)
 
     @app.post("/api/recall", tags=["recall"])
-    def recall(body: Recall, user: User) -> dict[str, Any]:
+    def recall(body: Recall, user: Searcher) -> dict[str, Any]:
         """What each active provider's prefetch returns for a message, timed, and the fenced
         block the model would see."""
         return inspector.recall(user, body.query)

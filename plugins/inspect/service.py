@@ -71,6 +71,8 @@ class Inspector:
         self.tools = host.tools()
         self.router = ToolRouter(self.tools, timeout=host.config.core.hooks.tool_timeout)
         self.recall_timeout = host.config.core.memory.prefetch_timeout
+        #: memory.scope: user, under which search and recall see one user's sessions only
+        self.per_user = host.config.core.memory.scope == "user"
         self.prefetch = PrefetchRunner(host, timeout=self.recall_timeout)
         self.started = time.time()
         self._write_lock = threading.Lock()

@@ -26,7 +26,7 @@ from hermes_core.plugins.memory.session_archive import (
 )
 from hermes_core.plugins.memory.session_archive.records import spool_record
 from hermes_core.testing import make_instance
-from hermes_core.types import Message, Session
+from hermes_core.types import Message, Session, ToolCall
 
 PAGE = 4096
 
@@ -222,3 +222,40 @@ def test_a_large_damaged_file_is_checked_in_the_background_and_refuses_writes(
         archive.append_message("s", Message("user", "after the check"))
     assert [e.record["row"][1] for e in archive.spool.pending()] == ["after the check"]
     archive.close()
+
+
+def test_nan_and_infinities_in_a_message_are_stored_as_text_and_block_nothing(
+        tmp_path: Path, storage_url: str | None) -> None:
+    """Before: the row failed the archive's JSON check; spooled, it then failed every later
+    append too (the spool replays in order), so the archive stored nothing more."""
+    from archive_support import make_archive
+
+    archive = make_archive(tmp_path, storage_url)
+    try:
+        odd = {"x": float("nan"), "y": [float("inf"), -float("inf")], 1.5: "kept"}
+        archive.append_message(Session(id="s", attributes={"score": float("nan")}),
+                               Message("user", "before"))
+        archive.append_message("s", Message("assistant", "", tool_calls=[
+            ToolCall("t1", "calc", odd)], meta={"w": float("-inf")}))
+        archive.append_message("s", Message("assistant", "after"))
+        stored = archive.messages("s")
+        assert not archive.spool.has_pending()
+        assert [m.content for m in stored] == ["before", "", "after"]
+        assert stored[1].tool_calls[0]["arguments"] == {
+            "x": "NaN", "y": ["Infinity", "-Infinity"], "1.5": "kept"}
+        assert archive.get_session("s").attributes["score"] == "NaN"
+    finally:
+        archive.close()
+
+
+def test_a_spool_holding_bare_nan_from_an_earlier_release_is_stored(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    with SessionArchive(path) as archive:
+        archive.spool.append(spool_record("s", (
+            "assistant", "", None, None, '[{"id":"t1","name":"calc","arguments":{"x":NaN}}]',
+            1.0, '{"w":-Infinity}')))
+        assert archive.replay_spool() == 1
+        archive.append_message("s", Message("user", "after"))
+        stored = archive.messages("s")
+    assert [m.content for m in stored] == ["", "after"]
+    assert stored[0].tool_calls[0]["arguments"] == {"x": "NaN"}

@@ -10,6 +10,7 @@ objects JSON cannot express).
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import time
@@ -30,6 +31,7 @@ __all__ = [
     "like_pattern",
     "session_from_spool",
     "spool_record",
+    "valid_json",
 ]
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -45,8 +47,35 @@ def clean_text(text: str) -> tuple[str, int]:
     return fixed, len(_SURROGATE.findall(text)) if fixed != text else 0
 
 
+def _finite(value: Any) -> Any:
+    """``value`` with NaN and the infinities as the strings Python spells them with (they are not
+    JSON numbers: a column holding them fails the archive's JSON checks, on either backend)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {_finite(k) if isinstance(k, float) else k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
 def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"),
+                          allow_nan=False)
+    except ValueError as exc:  # NaN or an infinity somewhere (else a circular value: raised)
+        if "Out of range float" not in str(exc):
+            raise
+        return json.dumps(_finite(value), ensure_ascii=False, default=str, separators=(",", ":"),
+                          allow_nan=False)
+
+
+def valid_json(text: str | None) -> str | None:
+    """A JSON column of a spooled row as the archive stores it: a spool written before NaN and
+    the infinities were stored as strings holds them bare, which the JSON checks refuse."""
+    if text is None or ("NaN" not in text and "Infinity" not in text):
+        return text
+    return _json(json.loads(text))
 
 
 def _call_dict(call: Any) -> dict[str, Any]:

@@ -39,6 +39,7 @@ from .records import (
     encode_message,
     session_from_spool,
     spool_record,
+    valid_json,
 )
 
 if TYPE_CHECKING:
@@ -409,8 +410,9 @@ class SessionArchive(Listings):
                 if con.execute("SELECT 1 FROM meta WHERE key = ?", (mark,)).fetchone():
                     continue
                 num = self._session_num(con, session_from_spool(dict(entry.record["session"])))
-                rowid = int(con.execute(_INSERT_MESSAGE, (num, *entry.record["row"])).lastrowid
-                            or 0)
+                row = list(entry.record["row"])
+                row[4], row[6] = valid_json(row[4]), valid_json(row[6])  # tool_calls, meta
+                rowid = int(con.execute(_INSERT_MESSAGE, (num, *row)).lastrowid or 0)
                 con.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
                             (mark, str(rowid)))
                 stored += 1

@@ -9,6 +9,10 @@ every request through :func:`gate` before the SDK sees it:
 3. an ``Origin`` header not listed in ``mcp.allowed_origins`` gets 403 (a web page cannot drive
    the server);
 
+a listed origin's CORS preflight (``OPTIONS``, which a browser sends without the token) is
+answered before the gate, and every answer to that origin says a browser may read it (Starlette's
+``CORSMiddleware``), so a page on a listed origin can call the server with its token;
+
 and the connections are bounded as the webhook's are (:mod:`hermes_core.httpguard`: a header
 deadline, a cap on connections still sending headers), client sessions by ``mcp.max_sessions``,
 and a session idle for ``mcp.session_idle_minutes`` is closed with its archived session.
@@ -45,6 +49,11 @@ __all__ = ["ServeError", "build_server", "gate", "is_loopback", "run_http", "run
 
 #: the Host header values a loopback (or Unix socket) server accepts (DNS rebinding protection)
 _LOCAL_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "[::1]"]
+
+#: what a page on a listed origin may send (streamable HTTP: POST calls, GET stream, DELETE end)
+_CORS_METHODS = ["GET", "POST", "DELETE"]
+_CORS_HEADERS = ["authorization", "content-type", "mcp-protocol-version", "mcp-session-id",
+                 "last-event-id"]
 
 log = logging.getLogger("hermes_core.plugins.mcp")
 
@@ -142,7 +151,8 @@ def _answer(status: int, payload: dict[str, Any], **headers: str) -> Any:
 def gate(app: Any, stack: StackServer, credential: Credential, allowed_origins: Sequence[str]
          ) -> Callable[..., Awaitable[None]]:
     """The ASGI application in front of the SDK's: health, token, origin (see the module doc);
-    a client's ``DELETE`` of its session also ends its archived session."""
+    a client's ``DELETE`` of its session also ends its archived session. With origins listed, a
+    listed origin's requests pass through CORS first (its preflight needs no token)."""
     import anyio.to_thread
 
     origins = frozenset(o.encode("latin-1") for o in allowed_origins)
@@ -175,7 +185,21 @@ def gate(app: Any, stack: StackServer, credential: Credential, allowed_origins: 
         if scope.get("method") == "DELETE" and sid:
             await anyio.to_thread.run_sync(stack.end, f"http-session:{sid.decode('latin-1')}")
 
-    return gated
+    if not origins:
+        return gated
+    from starlette.middleware.cors import CORSMiddleware
+
+    inner: Any = gated  # an ASGI app (Starlette's types are narrower than this module's)
+    cors = CORSMiddleware(inner, allow_origins=list(allowed_origins), allow_methods=_CORS_METHODS,
+                          allow_headers=_CORS_HEADERS, expose_headers=["mcp-session-id"])
+
+    async def pages(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """A listed origin's requests through CORS (its preflight answered, no token needed;
+        the rest gated as ever); any other request straight to the gate."""
+        listed = scope["type"] == "http" and dict(scope.get("headers") or []).get(b"origin") in origins
+        await (cors if listed else gated)(scope, receive, send)
+
+    return pages
 
 
 def _release_memory() -> None:

@@ -325,6 +325,12 @@ class SpanStore(Spans):
             con.execute("INSERT INTO span_fts(span_fts, rowid, text) VALUES ('delete', ?, ?)",
                         (rowid, indexed_text(Message("user", content,
                                                      tool_calls=_tool_calls(calls)))))
+        # and their vectors, whichever process deletes them (the forget command's engine never
+        # started semantic search); the database's go with their message (ON DELETE CASCADE).
+        # SQLite gives the largest id again: a vector left behind would describe the next message
+        if con.execute("SELECT 1 FROM sqlite_master WHERE name = 'span_vectors'").fetchone():
+            con.executemany("DELETE FROM span_vectors WHERE message_id = ?",
+                            [(rowid,) for rowid, _c, _t in rows])
 
 
 def _tool_calls(calls: str | None) -> list[ToolCall]:

@@ -1,5 +1,5 @@
-"""``forget`` in the file memory leaves the subject nowhere: not in the reason a model gave for
-a change kept in the history.
+"""``forget`` in the file memory leaves the subject nowhere: not in the background curator's
+saved proposal, not in the reason a model gave for a change kept in the history.
 
 Both backends (the ``storage_url`` fixture: the memory folder, then a real PostgreSQL
 database); the curator's model is the loopback Messages API through the real anthropic client
@@ -9,7 +9,9 @@ database); the curator's model is the loopback Messages API through the real ant
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -17,6 +19,8 @@ from click.testing import CliRunner
 from hermes_core.cli import cli
 from hermes_core.plugins.memory.file_memory import FileMemoryConfig
 from hermes_core.plugins.memory.file_memory.backend import open_store
+from hermes_core.plugins.memory.file_memory.background import PROPOSAL_FILE, maybe_curate
+from hermes_core.plugins.memory.file_memory.config import CuratorConfig
 from hermes_core.plugins.memory.file_memory.versions import forget_entries
 from hermes_core.testing import MessagesAPIServer
 
@@ -28,6 +32,31 @@ def backend(home: Path, storage_url: str | None, monkeypatch: pytest.MonkeyPatch
     else:
         monkeypatch.delenv("HERMES_CORE_STORAGE_URL", raising=False)
     return storage_url
+
+
+class _Context:
+    def __init__(self) -> None:
+        self.logger = logging.getLogger("test.curator")
+        self.config = None
+
+
+def saved_proposal(home: Path, store: Any) -> str:
+    own = getattr(store, "saved_proposal", None)
+    if own is not None:
+        return own() or ""
+    path = home / "memories" / PROPOSAL_FILE
+    return path.read_text(encoding="utf-8") if path.exists() else ""
+
+
+def test_the_saved_curation_proposal_does_not_keep_a_forgotten_entry(home, backend):
+    store = open_store(FileMemoryConfig(), home, backend)
+    for entry in ("User lives in Berlin", "Works at Acme", "User moved to Lisbon"):
+        store.add("user", entry)
+    config = CuratorConfig(every_sessions=1)
+    assert maybe_curate(store, config, _Context())[0]["applied"] is False
+    assert "lisbon" in saved_proposal(home, store).lower()  # it lists the store's entries
+    assert forget_entries(store, "Lisbon").deleted == 1
+    assert "lisbon" not in saved_proposal(home, store).lower()
 
 
 def test_a_model_reason_naming_the_subject_is_forgotten_with_its_entries(home, backend):

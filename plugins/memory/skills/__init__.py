@@ -102,6 +102,14 @@ class SkillsProvider(MemoryProvider):
             return self._frozen[1]
 
     @hookimpl
+    def on_erasure(self, generation: int) -> None:
+        """Something was erased (maybe by another process's ``forget``): the frozen listing may
+        name a deleted skill, and a rebuilt conversation keeps its session id; it is read
+        afresh at the next prompt."""
+        with self._lock:
+            self._frozen = None
+
+    @hookimpl
     def get_tools(self) -> list[Tool]:
         return list(self._tools)
 

@@ -88,3 +88,26 @@ def test_a_newer_sqlite_file_is_refused_and_left_alone(tmp_path: Path) -> None:
     con = sqlite3.connect(path)
     assert con.execute("PRAGMA user_version").fetchone()[0] == 7
     con.close()
+
+
+@pytest.mark.parametrize(("reply", "subject"), [
+    # a backslash, doubled in JSON
+    ("Your share is C:\\Users\\maria\\payroll.xlsx, as asked.", "users\\maria\\payroll"),
+    # the subject across a line break (whitespace, as forget matches)
+    ("Sent to:\nMaria Costa", "to: maria costa"),
+    # quotes, escaped in JSON
+    ('The "Maria" plan is on hold.', '"Maria" plan'),
+])
+def test_forget_matches_a_kept_answer_as_the_reader_sees_it(tmp_path: Path,
+                                                          storage_url: str | None,
+                                                          reply: str, subject: str) -> None:
+    """The kept answer is JSON; forget matches its text as written, not its JSON escapes (the
+    archive's copy of the same reply is matched that way, and deleted)."""
+    records = _open(tmp_path, storage_url)
+    assert records.claim("m1", sha("a")).outcome == "new"
+    records.answer("m1", 200, {"reply": reply})
+    assert records.erase_mentions(subject, dry_run=False) == ["m1"]
+    erased = records.claim("m1", sha("a"))
+    assert erased.status == 410 and "maria" not in str(erased.body).lower()
+    records.close()
+    close_pools()

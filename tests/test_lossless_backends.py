@@ -234,3 +234,22 @@ def test_migrating_two_homes_renumbers_a_taken_span_id_and_keeps_everything(
     monkeypatch.setenv("HERMES_CORE_STORAGE_URL", pg_url)
     engine = make(tmp_path / "c")
     assert engine.store.add_span("c-1", [Message("user", "x")], "d").id == 3
+
+
+@pytest.mark.parametrize(("argument", "subject"), [
+    ("C:\\Users\\maria\\payroll.xlsx", "users\\maria\\payroll"),  # doubled in the JSON
+    ("To:\nMaria Costa", "to: maria costa"),  # a line break: whitespace, as forget matches
+    ('the "Maria" file', '"maria" file'),  # quotes, escaped in the JSON
+])
+def test_forget_matches_archived_tool_call_arguments_as_written(
+    tmp_path: Path, backend: str | None, argument: str, subject: str
+) -> None:
+    """Archived tool calls are JSON; forget matches their arguments as the model wrote them
+    (what the word index holds), not their JSON escapes."""
+    store = make(tmp_path).store
+    store.link("c1", "c1")
+    store.add_span("c1", [Message("user", "open it"), Message("assistant", "", tool_calls=[
+        ToolCall("t1", "read_file", {"path": argument})])], "a digest")
+    hits, _digests = store.forget(subject, dry_run=False)
+    assert len(hits) == 1
+    assert [m.message.content for m in store.messages(1, 0, 10)] == ["open it"]

@@ -51,6 +51,8 @@ __all__ = ["ArchiveForget", "DeletedSessions", "LateForgets", "count_messages",
 log = logging.getLogger("hermes_core.session_archive")
 
 _CHUNK = 500
+#: what the derivation's last problem becomes when its text mentioned a forgotten subject
+_FORGOTTEN_PROBLEM = "(the text of this problem mentioned a forgotten subject)"
 
 @dataclass(slots=True)
 class ArchiveForget:
@@ -154,10 +156,15 @@ def forget_messages(archive: SessionArchive, subject: str, *, scope: str = "all"
                 chunk = rows[start:start + _CHUNK]
                 con.execute(f"DELETE FROM {table} WHERE id IN ({','.join('?' * len(chunk))})",
                             chunk)
+        store = vector_store(archive)
         if ids:
-            vector_store(archive).forgot(con)
+            store.forgot(con)
         for sid in found.titles:
             con.execute("UPDATE sessions SET title = NULL WHERE id = ?", (sid,))
+        # the derivation's last problem may quote the model's answer (doctor shows it)
+        problem = store.meta(con, keys=("facts_error",)).get("facts_error")
+        if problem and squash(subject) in squash(problem):
+            store.set_meta(con, "facts_error", f"{problem[:24]}{_FORGOTTEN_PROBLEM}")
         found.deleted = found.matched
         return found
 

@@ -80,3 +80,41 @@ def test_a_model_reason_naming_the_subject_is_forgotten_with_its_entries(home, b
     shown = CliRunner().invoke(cli, ["memory", "history", "--target", "user"],
                                catch_exceptions=False)
     assert shown.exit_code == 0 and "lisbon" not in shown.output.casefold()
+
+
+def test_a_memory_write_of_a_turn_in_flight_does_not_bring_the_subject_back(home, backend):
+    """A turn in flight when ``forget`` lands still holds the subject in its context; when its
+    model then saves it with the ``memory`` tool, the entry is forgotten again (as the session
+    archive does with what such a turn writes). A conversation loaded after the forget may save
+    it anew."""
+    from agent_support import make_host
+
+    from hermes_core.plugins.memory.file_memory import FileMemory
+    from hermes_core.storage.erasures import forget_noted, note_forget
+    from hermes_core.types import Session, ToolContext
+
+    host = make_host(home, providers=[FileMemory])
+    provider = host.instances["memory-provider:file_memory"]
+    tool, _plugin = host.tools()["memory"]
+    old = Session(id="s-old")
+    provider.system_prompt_block(old)  # its prompt was built (its history loaded) before
+    note = note_forget("Lisbon", "all", home=home, storage_url=backend)
+    assert provider.forget("Lisbon", "all", False).deleted == 0  # nothing saved yet
+    forget_noted(note, home=home, storage_url=backend)
+    tool.invoke({"action": "add", "target": "user", "content": "Lives in Lisbon"},
+                ToolContext(session=old))
+    store = provider.store_for(old)
+    assert not [e for e in store.entries("user") if "lisbon" in e.lower()]
+    dumped = json.dumps([v.to_dict() for v in store.history.read()])  # type: ignore[union-attr]
+    assert "lisbon" not in dumped.casefold()
+    new = Session(id="s-new")
+    provider.system_prompt_block(new)  # loaded after the forget: the user says it again
+    tool.invoke({"action": "add", "target": "user", "content": "Moved back to Lisbon"},
+                ToolContext(session=new))
+    assert "Moved back to Lisbon" in store.entries("user")
+    provider.on_erasure(1)  # a server rebuilds the old conversation: it is loaded afresh
+    provider.system_prompt_block(old)
+    tool.invoke({"action": "add", "target": "user", "content": "Works in Lisbon"},
+                ToolContext(session=old))
+    assert "Works in Lisbon" in store.entries("user")
+    host.shutdown()

@@ -96,9 +96,16 @@ class FileMemory(MemoryProvider):
         self.handler = self._new_handler(self.store)
         from .tool import build_tool
 
-        self._tool = build_tool(self.handler)
-        if self.per_user:  # the same tool, answered by the calling session's user's handler
-            self._tool = dataclasses.replace(self._tool, handler=self._dispatch_tool)
+        # the calling session's handler (its user's, with memory.scope: user), and the check of
+        # forgets noted since the session's snapshot (see _forget_late)
+        self._tool = dataclasses.replace(build_tool(self.handler), handler=self._dispatch_tool)
+        from hermes_core.storage import resolve_storage_url
+        from hermes_core.storage.erasure_log import ErasureLog
+
+        #: forgets noted while a session's turns are in flight
+        self._erasures = ErasureLog(context.home, resolve_storage_url(self._storage_url))
+        #: session id -> the erasure log's settled mark when its snapshot was taken
+        self._marks: OrderedDict[str, int] = OrderedDict()
 
     def _new_handler(self, store: MemoryStore) -> MemoryToolHandler:
         from .tool import MemoryToolHandler
@@ -135,7 +142,39 @@ class FileMemory(MemoryProvider):
             return handler
 
     def _dispatch_tool(self, args: Any, context: ToolContext) -> dict[str, Any]:
-        return self.handler_for(context.session)(args, context)
+        out = self.handler_for(context.session)(args, context)
+        if getattr(args, "action", "search") != "search":
+            try:
+                self._forget_late(context.session, args)
+            except Exception as exc:  # the write stands: say so, never fail the tool call
+                self.context.logger.error("file_memory: re-applying forgets to a write "
+                                          "failed: %s", exc)
+        return out
+
+    def _forget_late(self, session: Session | None, args: Any) -> None:
+        """A forget noted after ``session``'s snapshot was taken may not have reached what its
+        turns still hold: a write of this session that mentions its subject is forgotten again
+        (as the session archive does with what such a turn writes)."""
+        mark = self._marks.get(session.id) if session is not None else None
+        if session is None or mark is None:
+            return
+        notes = [n for n in self._erasures.since(mark) if n.what == "forget"]
+        if not notes:
+            return
+        texts = _strings(args.model_dump() if hasattr(args, "model_dump") else args)
+        from .versions import forget_entries
+
+        for note in notes:
+            if note.scope.startswith("user:") and (not self.per_user
+                                                   or note.scope[5:] != (session.user_id or "")):
+                continue
+            subject = note.find_in(*texts)
+            if subject is not None:
+                done = forget_entries(self.store_for(session), subject)
+                self._forget_vectors()
+                self.context.logger.info("file_memory: a write of session %s mentioned a subject "
+                                         "forgotten meanwhile; forgotten again (%d entr(ies))",
+                                         session.id, done.deleted)
 
     # ------------------------------------------------------------------------------ helpers
 
@@ -190,6 +229,15 @@ class FileMemory(MemoryProvider):
 
     def _remember(self, snap: Snapshot) -> None:
         self._snapshot = snap
+        if snap.session_id is not None and snap.session_id not in self._marks:
+            try:  # the snapshot is the session's view of the stores: forgets after it count
+                self._marks[snap.session_id] = self._erasures.settled()
+            except Exception as exc:
+                self.context.logger.error("file_memory: cannot read the erasure log (%s): a "
+                                          "forget landing during this session's turns may be "
+                                          "written again", exc)
+            while len(self._marks) > _SNAPSHOTS:
+                self._marks.popitem(last=False)
         if snap.session_id is not None:
             self._snapshots[snap.session_id] = snap
             self._snapshots.move_to_end(snap.session_id)
@@ -263,6 +311,7 @@ class FileMemory(MemoryProvider):
     @hookimpl
     def shutdown(self) -> None:
         self.recall.close()
+        self._erasures.close()
 
     @hookimpl
     def get_tools(self) -> list[Tool]:
@@ -309,6 +358,7 @@ class FileMemory(MemoryProvider):
         with self._lock:
             self._snapshots.clear()
             self._snapshot = None
+            self._marks.clear()  # a rebuilt conversation takes its mark afresh
         self._forget_vectors()
 
     # ------------------------------------------- the history and pins, for other plugins' use
@@ -403,3 +453,18 @@ def copy_storage(source: StorageSide, target: StorageSide, progress: CopyProgres
     from .transfer import copy_memory
 
     return copy_memory(source, target, progress)
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string in ``value`` (a tool call's arguments: dicts and lists of them)."""
+    out: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            out.append(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return out

@@ -103,8 +103,13 @@ def test_a_memory_write_of_a_turn_in_flight_does_not_bring_the_subject_back(home
     forget_noted(note, home=home, storage_url=backend)
     tool.invoke({"action": "add", "target": "user", "content": "Lives in Lisbon"},
                 ToolContext(session=old))
+    review = Session(id="s-old:review", parent_session_id="s-old", attributes={
+        "origin": "memory_review", "origin_session_id": "s-old"})  # the memory review's
+    tool.invoke({"action": "add", "target": "memory", "content": "Trip to Lisbon booked"},
+                ToolContext(session=review))
     store = provider.store_for(old)
     assert not [e for e in store.entries("user") if "lisbon" in e.lower()]
+    assert not [e for e in store.entries("memory") if "lisbon" in e.lower()]
     dumped = json.dumps([v.to_dict() for v in store.history.read()])  # type: ignore[union-attr]
     assert "lisbon" not in dumped.casefold()
     new = Session(id="s-new")

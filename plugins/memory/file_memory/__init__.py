@@ -155,8 +155,13 @@ class FileMemory(MemoryProvider):
         """A forget noted after ``session``'s snapshot was taken may not have reached what its
         turns still hold: a write of this session that mentions its subject is forgotten again
         (as the session archive does with what such a turn writes)."""
-        mark = self._marks.get(session.id) if session is not None else None
-        if session is None or mark is None:
+        if session is None:
+            return
+        mark = self._marks.get(session.id)
+        if mark is None:  # a review's or flush's session: the conversation it works for
+            owner = session.attributes.get("origin_session_id") or session.parent_session_id
+            mark = self._marks.get(str(owner)) if owner else None
+        if mark is None:
             return
         notes = [n for n in self._erasures.since(mark) if n.what == "forget"]
         if not notes:

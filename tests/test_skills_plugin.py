@@ -355,3 +355,29 @@ def test_a_forgotten_skill_leaves_a_running_servers_prompt(home, library, backen
     block = provider.system_prompt_block(Session(id="s1"))  # the rebuilt conversation's prompt
     assert "lisbon" not in block.lower() and "- tea: Make tea" in block
     host.shutdown()
+
+
+def test_a_skill_saved_by_a_turn_in_flight_does_not_bring_a_forgotten_subject_back(
+        home, library, backend):
+    """A turn in flight when ``forget`` lands still holds the subject; a skill it saves then is
+    forgotten again (as the session archive does with what such a turn writes). A session that
+    starts after the forget may save it anew."""
+    from hermes_core.storage.erasures import forget_noted, note_forget
+
+    host = make_host(home, providers=[SkillsProvider])
+    provider = host.instances["memory-provider:skills"]
+    manage, _plugin = host.tools()["skill_manage"]
+    old = Session(id="s-old")
+    provider.system_prompt_block(old)  # its prompt (and history) were loaded before the forget
+    note = note_forget("Lisbon", "all", home=home, storage_url=backend)
+    provider.forget("Lisbon", "all", False)
+    forget_noted(note, home=home, storage_url=backend)
+    manage.invoke({"action": "create", "name": "trip", "description": "Book the Lisbon trip",
+                   "body": "1. Find flights."}, ToolContext(session=old))
+    assert [n for n, _ in library.raw()] == []
+    new = Session(id="s-new")
+    provider.system_prompt_block(new)
+    manage.invoke({"action": "create", "name": "trip", "description": "Book the Lisbon trip",
+                   "body": "1. Find flights."}, ToolContext(session=new))
+    assert [n for n, _ in library.raw()] == ["trip"]
+    host.shutdown()

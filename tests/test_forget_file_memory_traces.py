@@ -101,6 +101,7 @@ def test_a_memory_write_of_a_turn_in_flight_does_not_bring_the_subject_back(home
     note = note_forget("Lisbon", "all", home=home, storage_url=backend)
     assert provider.forget("Lisbon", "all", False).deleted == 0  # nothing saved yet
     forget_noted(note, home=home, storage_url=backend)
+    provider.on_erasure(1)  # another conversation's next turn heeded the erasure first
     tool.invoke({"action": "add", "target": "user", "content": "Lives in Lisbon"},
                 ToolContext(session=old))
     review = Session(id="s-old:review", parent_session_id="s-old", attributes={

@@ -372,6 +372,7 @@ def test_a_skill_saved_by_a_turn_in_flight_does_not_bring_a_forgotten_subject_ba
     note = note_forget("Lisbon", "all", home=home, storage_url=backend)
     provider.forget("Lisbon", "all", False)
     forget_noted(note, home=home, storage_url=backend)
+    provider.on_erasure(1)  # another conversation's next turn heeded the erasure first
     manage.invoke({"action": "create", "name": "trip", "description": "Book the Lisbon trip",
                    "body": "1. Find flights."}, ToolContext(session=old))
     assert [n for n, _ in library.raw()] == []

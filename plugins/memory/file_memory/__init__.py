@@ -219,6 +219,8 @@ class FileMemory(MemoryProvider):
 
     def freeze(self, session_id: str | None, session: Session | None = None) -> Snapshot:
         """Read both files now and make the result the session's snapshot."""
+        if session_id is not None:  # the session's view of the stores is (re)loaded now
+            self._mark(session_id)
         snap = load_snapshot(self.store_for(session), targets=self.enabled_targets(),
                              session_id=session_id)
         for warning in snap.warnings:
@@ -232,17 +234,24 @@ class FileMemory(MemoryProvider):
         self._remember(snap)
         return snap
 
-    def _remember(self, snap: Snapshot) -> None:
-        self._snapshot = snap
-        if snap.session_id is not None and snap.session_id not in self._marks:
-            try:  # the snapshot is the session's view of the stores: forgets after it count
-                self._marks[snap.session_id] = self._erasures.settled()
+    def _mark(self, session_id: str, mark: int | None = None) -> None:
+        """Note the erasure log's settled mark for ``session_id`` (now, or ``mark``): a forget
+        noted after it may not have reached what the session's turns hold."""
+        if mark is None:
+            try:
+                mark = self._erasures.settled()
             except Exception as exc:
                 self.context.logger.error("file_memory: cannot read the erasure log (%s): a "
                                           "forget landing during this session's turns may be "
                                           "written again", exc)
-            while len(self._marks) > _SNAPSHOTS:
-                self._marks.popitem(last=False)
+                return
+        self._marks[session_id] = mark
+        self._marks.move_to_end(session_id)
+        while len(self._marks) > _SNAPSHOTS:
+            self._marks.popitem(last=False)
+
+    def _remember(self, snap: Snapshot) -> None:
+        self._snapshot = snap
         if snap.session_id is not None:
             self._snapshots[snap.session_id] = snap
             self._snapshots.move_to_end(snap.session_id)
@@ -271,9 +280,14 @@ class FileMemory(MemoryProvider):
                 old = self._snapshots.get(old_session.id)
                 if old is not None:
                     self._remember(dataclasses.replace(old, session_id=new_session.id))
+                if old_session.id in self._marks:  # and its history, so its mark
+                    self._mark(new_session.id, self._marks[old_session.id])
                 return
             if old_session is None or reason in _REFREEZE:
                 self._ensure_frozen(new_session)
+            if (reason == SwitchReason.COMPRESSION and old_session is not None
+                    and old_session.id in self._marks):  # the child continues its history
+                self._mark(new_session.id, self._marks[old_session.id])
         self._warm(new_session)
 
     def _warm(self, session: Session | None) -> None:
@@ -358,12 +372,12 @@ class FileMemory(MemoryProvider):
     @hookimpl
     def on_erasure(self, generation: int) -> None:
         """Something was erased (maybe by another process): forget every frozen snapshot (each
-        session freezes afresh from the stores at its next prompt) and the vectors of entries
-        no longer stored."""
+        session freezes afresh from the stores at its next prompt, and takes a new erasure-log
+        mark then: a turn still in flight keeps its own) and the vectors of entries no longer
+        stored."""
         with self._lock:
             self._snapshots.clear()
             self._snapshot = None
-            self._marks.clear()  # a rebuilt conversation takes its mark afresh
         self._forget_vectors()
 
     # ------------------------------------------- the history and pins, for other plugins' use

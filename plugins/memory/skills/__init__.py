@@ -105,6 +105,8 @@ class SkillsProvider(MemoryProvider):
                                     resolve_storage_url(getattr(storage, "url", None)))
         #: session id -> the erasure log's settled mark when its listing was frozen
         self._marks: OrderedDict[str, int] = OrderedDict()
+        #: sessions whose mark is renewed at their next listing (an erasure came since)
+        self._reload: set[str] = set()
 
     def _checked(self, handler: Callable[[Any, ToolContext], Any]
                  ) -> Callable[[Any, ToolContext], Any]:
@@ -157,7 +159,8 @@ class SkillsProvider(MemoryProvider):
                         self.context.logger.warning("skills: %s left out of the prompt: %s",
                                                     skill.path.name, skill.error)
                 self._frozen = (session.id, render_block(skills))
-                if session.id not in self._marks:
+                if session.id not in self._marks or session.id in self._reload:
+                    self._reload.discard(session.id)
                     self._mark(session.id)
             return self._frozen[1]
 
@@ -178,7 +181,9 @@ class SkillsProvider(MemoryProvider):
         afresh at the next prompt."""
         with self._lock:
             self._frozen = None
-            self._marks.clear()  # a rebuilt conversation takes its mark afresh
+            # a conversation rebuilt after it takes a new mark at its next listing; a turn still
+            # in flight keeps its own until then
+            self._reload = set(self._marks)
 
     @hookimpl
     def get_tools(self) -> list[Tool]:

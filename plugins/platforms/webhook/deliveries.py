@@ -293,7 +293,9 @@ class Deliveries:
         # a forget that ran during the turn (noted after the claim) is applied to the answer
         # kept just now, the way the forget itself treats kept answers
         for note in self._erasures.since(mark):
-            subject = note.find_in(*_texts(text)) if note.what == "forget" else None
+            # a user-scoped forget deletes no kept answer (they are not kept per user)
+            subject = (note.find_in(*_texts(text))
+                       if note.what == "forget" and note.scope == "all" else None)
             if subject is not None:
                 self.erase_mentions(subject, dry_run=False)
 

@@ -23,6 +23,10 @@ and a problem on ``host.hooks.problems`` (``timed_out``, or ``queued`` while sti
 A late answer is not lost: it becomes that provider's "last answer" for the next turn, unless the
 provider says its answers belong to their one message (``reuse_prefetch = False``): then it has no
 last answer, and a turn it is late for gets nothing from it.
+
+An erasure of the stores (``forget``, ``memory rollback``, ``sessions delete``, from any process)
+drops every last answer, as :meth:`PrefetchRunner.forget` does: each was made from the stores as
+they were. An answer to a call made before either lands afterwards is not kept as a last answer.
 """
 
 from __future__ import annotations
@@ -66,9 +70,10 @@ SOLO_SECONDS = 0.02
 class _Batch:
     """The answers of one turn's prefetch, filled in by the lanes."""
 
-    __slots__ = ("current", "done", "lock", "pending", "results", "since", "taken")
+    __slots__ = ("current", "done", "epoch", "lock", "pending", "results", "since", "taken")
 
-    def __init__(self, pending: int) -> None:
+    def __init__(self, pending: int, epoch: int = 0) -> None:
+        self.epoch = epoch  #: the runner's epoch when the turn started (see PrefetchRunner.forget)
         self.lock = threading.Lock()
         self.pending = pending
         self.done = threading.Event()
@@ -122,7 +127,9 @@ class _Lane:
                 text = provider_text(outcome.value, plugin=self.plugin, hook="prefetch")
         provider = self._runner.host.pm.get_plugin(self.plugin)
         with self._runner.lock:
-            if error is None and getattr(provider, "reuse_prefetch", True):
+            # an answer to a call made before an erasure (or a new conversation) is not kept
+            if (error is None and getattr(provider, "reuse_prefetch", True)
+                    and batch.epoch == self._runner.epoch):
                 self.last = text
             self.busy = False
         batch.deliver(self.plugin, text, seconds, error)
@@ -138,6 +145,10 @@ class PrefetchRunner:
         self.timeout = timeout
         self.lock = threading.Lock()
         self._lanes: dict[str, _Lane] = {}
+        #: moves on at every :meth:`forget`: answers to calls made before are not kept
+        self.epoch = 0
+        #: the erasure generation the last answers were made under (None: not read yet)
+        self._generation: int | None = None
 
     def run(self, query: str, session: Session) -> list[PrefetchResult]:
         """One turn's prefetch; returns one result per implementing provider, in activation order.
@@ -146,7 +157,11 @@ class PrefetchRunner:
         An erasure committed since the last turn (``forget`` beside a running server) reaches the
         providers first (``on_erasure``), so no recall prepared before it is served after it.
         """
-        self.host.heed_erasures()
+        generation = self.host.heed_erasures()
+        if generation is not None:
+            if self._generation is not None and generation != self._generation:
+                self.forget()  # the last answers were made from what was erased
+            self._generation = generation
         plugins = self.host.hooks.implemented(self.host.pm.hook.prefetch)
         if not plugins:
             return []
@@ -159,7 +174,7 @@ class PrefetchRunner:
                         self, plugin, Lane(f"hermes-prefetch-{provider_label(plugin)}"))
                 if not lane.busy:
                     idle.append(lane)
-        batch = _Batch(len(idle))
+        batch = _Batch(len(idle), self.epoch)
         deadline = time.perf_counter() + self.timeout
         if len(idle) > 1:
             self._run_together(idle, query, session, batch, deadline)
@@ -230,8 +245,10 @@ class PrefetchRunner:
             lane.submit(query, session, batch)
 
     def forget(self) -> None:
-        """Drop every provider's last answer (a new conversation must not see the old recall)."""
+        """Drop every provider's last answer (a new conversation must not see the old recall,
+        nor anyone what an erasure removed); an answer to a call made before lands unkept."""
         with self.lock:
+            self.epoch += 1
             for lane in self._lanes.values():
                 lane.last = ""
 

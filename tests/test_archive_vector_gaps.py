@@ -196,3 +196,30 @@ def test_postgresql_the_indexer_survives_a_sweep_that_fails(pg_archive, monkeypa
         assert vectors_by_text(pg_archive) == {"one message": True}  # the batch stood
     finally:
         indexer.close()
+
+
+def test_sqlite_a_loaded_index_drops_the_vectors_of_forgotten_messages(tmp_path):
+    """An index loaded before a forget (a running server's) holds the forgotten messages'
+    vectors. SQLite gives their ids to the next messages: the index must not keep describing
+    them by the forgotten text (found by the forgotten meaning, never by their own)."""
+    from hermes_core.plugins.memory.session_archive.vector_index import VectorIndex
+
+    archive = sqlite_archive(tmp_path)
+    g = GuardedEmbedder(Hashed())
+    add(archive, "s", "plain one", "plain two", "secret plan alpha")
+    while index_batch(archive, g) > 0:
+        pass
+    index = VectorIndex(archive)
+    index.refresh(8)
+    assert len(index) == 3
+    forget_messages(archive, "secret plan")  # another process: the index is not told
+    add(archive, "s", "later one")  # it takes the forgotten message's id
+    while index_batch(archive, g) > 0:
+        pass
+    index.refresh(8)  # what a search does first
+    later = archive.db.read("SELECT id FROM messages WHERE content = 'later one'")[0][0]
+    best_for_forgotten = index.nearest(np.asarray(vector("secret plan alpha"), np.float32), 1)
+    assert best_for_forgotten[0][1] < 0.99  # nothing stored is that text any more
+    found = index.nearest(np.asarray(vector("later one"), np.float32), 1)
+    assert found == [(later, pytest.approx(1.0, abs=0.01))]
+    archive.close()

@@ -309,3 +309,24 @@ def test_a_raising_notice_callback_is_logged_and_the_notice_kept(home, caplog):
     curator._notify("memory updated: x")
     assert curator.take_notices() == ["memory updated: x"] and curator.take_notices() == []
     assert "on_notice callback raised RuntimeError" in caplog.text
+
+
+def test_with_per_user_memory_the_review_writes_to_the_users_memory(home):
+    """memory.scope: user: alice's conversation is reviewed into alice's memory, never into the
+    shared memory every user's prompt shows."""
+    from hermes_core.types import Session
+
+    with MessagesAPIServer(responder()) as api:
+        host = make_host(home, providers=[FileMemory, SessionArchiveProvider],
+                         config_text=_config(api),
+                         memory="  scope: user\n  nudge_interval: 2\n  flush_min_turns: 0\n")
+        provider = host.instances["memory-provider:file_memory"]
+        agent = Agent(host, AnthropicLLM.from_config(host.config.core),
+                      session=Session(id="alice-1", attributes={"user_id": "alice"}))
+        agent.run_turn("I like metric units")
+        assert agent.run_turn("and km, not miles").review_started
+        assert agent.curator.wait(10)
+        alice, shared = provider.user_store("alice"), provider.store
+        assert shared.entries("user") == []  # the shared memory every user's prompt shows
+        assert alice.entries("user") == [FACT]
+        agent.close()

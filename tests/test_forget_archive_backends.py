@@ -96,3 +96,31 @@ def test_forget_for_one_user_in_the_archive(home: Path, backend: str,
         assert "I moved to   LISBON last spring" in [m.content for m in archive.messages("a1")]
     finally:
         archive.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+@pytest.mark.parametrize(("argument", "subject"), [
+    ("C:\\Users\\maria\\payroll.xlsx", "users\\maria\\payroll"),  # doubled in the JSON
+    ("To:\nMaria Costa", "to: maria costa"),  # a line break: whitespace, as forget matches
+    ('the "Maria" file', '"maria" file'),  # quotes, escaped in the JSON
+])
+def test_forget_matches_tool_call_arguments_as_written(home: Path, backend: str, argument: str,
+                                                       subject: str,
+                                                       request: pytest.FixtureRequest) -> None:
+    """Tool calls are stored as JSON; forget matches their arguments as the model wrote them
+    (what the word index holds and a search shows), not their JSON escapes."""
+    from hermes_core.plugins.memory.session_archive.forget import forget_messages
+
+    url = request.getfixturevalue("pg_url") if backend == "postgresql" else None
+    archive = open_archive(SessionArchiveConfig(), home, url)
+    try:
+        archive.open_session(Session(id="a1"))
+        archive.append_messages("a1", [
+            Message("user", "open it"),
+            Message("assistant", "", tool_calls=[ToolCall("t1", "read_file", {"path": argument})]),
+        ])
+        assert len(forget_messages(archive, subject, dry_run=True).messages) == 1
+        assert forget_messages(archive, subject).deleted == 1
+        assert [m.content for m in archive.messages("a1")] == ["open it"]
+    finally:
+        archive.close()

@@ -234,3 +234,47 @@ def test_migrating_two_homes_renumbers_a_taken_span_id_and_keeps_everything(
     monkeypatch.setenv("HERMES_CORE_STORAGE_URL", pg_url)
     engine = make(tmp_path / "c")
     assert engine.store.add_span("c-1", [Message("user", "x")], "d").id == 3
+
+
+@pytest.mark.parametrize(("argument", "subject"), [
+    ("C:\\Users\\maria\\payroll.xlsx", "users\\maria\\payroll"),  # doubled in the JSON
+    ("To:\nMaria Costa", "to: maria costa"),  # a line break: whitespace, as forget matches
+    ('the "Maria" file', '"maria" file'),  # quotes, escaped in the JSON
+])
+def test_forget_matches_archived_tool_call_arguments_as_written(
+    tmp_path: Path, backend: str | None, argument: str, subject: str
+) -> None:
+    """Archived tool calls are JSON; forget matches their arguments as the model wrote them
+    (what the word index holds), not their JSON escapes."""
+    store = make(tmp_path).store
+    store.link("c1", "c1")
+    store.add_span("c1", [Message("user", "open it"), Message("assistant", "", tool_calls=[
+        ToolCall("t1", "read_file", {"path": argument})])], "a digest")
+    hits, _digests = store.forget(subject, dry_run=False)
+    assert len(hits) == 1
+    assert [m.message.content for m in store.messages(1, 0, 10)] == ["open it"]
+
+
+def test_a_compaction_after_a_forget_of_a_history_loaded_before_it_archives_none_of_it(
+    tmp_path: Path, backend: str | None
+) -> None:
+    """A turn in flight when ``hermes-core forget`` lands still holds the subject in its live
+    history; when that turn compacts (mid-turn, or before the server rebuilt the conversation),
+    the engine archives the history after the forget. What it archives is forgotten again, as
+    the session archive does with what such a turn writes (see storage.md)."""
+    from hermes_core.storage.erasures import forget_noted, note_forget
+
+    engine = make(tmp_path)
+    session = Session("s-1")
+    engine.on_session_switch(session, None, SwitchReason.NEW)  # the history is loaded
+    note = note_forget("quokka-archive-7", "all", home=tmp_path, storage_url=backend)
+    other = make(tmp_path)  # the forget command's engine: nothing archived yet
+    other.forget("quokka-archive-7", "all", False)
+    forget_noted(note, home=tmp_path, storage_url=backend)
+    other.shutdown()
+    engine.compact(planted_history(), session=session)  # the turn in flight compacts
+    assert not [t for _r, t in stored(engine, "s-1") if "quokka-archive-7" in t]
+    search = tools(engine)["context_search"]
+    assert json.loads(search.invoke({"query": "quokka"}, ToolContext(session=session)))[
+        "hits"] == []
+    engine.shutdown()

@@ -474,3 +474,16 @@ def test_a_lone_surrogate_in_the_query_is_searched_not_refused(tmp_path: Path) -
     for query in ("whippet\ud800", "\udfffwhippet shelter"):
         found = search(engine, query)
         assert texts(engine, found)[0] == PLANTED[0].content
+
+
+def test_a_forget_from_another_process_removes_the_vectors_too(tmp_path: Path) -> None:
+    """``hermes-core forget`` starts the engine afresh: its semantic search never started, yet
+    no vector of a forgotten message may stay behind (nor be handed to a message that takes its
+    id: SQLite gives the largest id again)."""
+    engine = compacted(tmp_path, Synonyms())
+    fresh = make(tmp_path, Synonyms())  # the forget command's engine
+    report = fresh.forget(subject="whippet", scope="all", dry_run=False)
+    assert report.deleted >= 1
+    assert {r[0] for r in vector_rows(engine)} == message_ids(engine)  # none left behind
+    fresh.shutdown()
+    engine.shutdown()

@@ -330,3 +330,55 @@ def test_a_newer_skills_schema_is_refused_and_left_alone(pg_url):
         PgSkillLibrary(url)
     with psycopg.connect(pg_url) as con:
         assert con.execute("SELECT count(*) FROM skills").fetchone() == (1,)
+
+
+def test_a_forgotten_skill_leaves_a_running_servers_prompt(home, library, backend):
+    """A server keeps each session's listing frozen; a conversation it rebuilds after a forget
+    (another process's: the erasure generation moved) keeps its session id, and must not get
+    the forgotten skill's name and description back from the frozen listing."""
+    from hermes_core.storage.erasures import record_erasure
+
+    library.create("lisbon-trip", "Book the Lisbon trip", "1. Find flights.")
+    library.create("tea", "Make tea", "1. Boil water.")
+    host = make_host(home, providers=[SkillsProvider])
+    provider = host.instances["memory-provider:skills"]
+    host.heed_erasures()  # the server's first turn reads the generation
+    assert "Lisbon" in provider.system_prompt_block(Session(id="s1"))
+    forget = open_library(home, SkillsConfig(), backend)  # the forget command's own library
+    assert forget.forget_matching(lambda text: "lisbon" in text.lower(), dry_run=False)
+    generation = record_erasure("forget", home=home, config_url=False)
+    import time
+
+    bound = time.monotonic() + 10  # a read made in the last few milliseconds is reused
+    while host.heed_erasures() != generation and time.monotonic() < bound:
+        time.sleep(0.001)  # poll interval while the server reads the new generation
+    block = provider.system_prompt_block(Session(id="s1"))  # the rebuilt conversation's prompt
+    assert "lisbon" not in block.lower() and "- tea: Make tea" in block
+    host.shutdown()
+
+
+def test_a_skill_saved_by_a_turn_in_flight_does_not_bring_a_forgotten_subject_back(
+        home, library, backend):
+    """A turn in flight when ``forget`` lands still holds the subject; a skill it saves then is
+    forgotten again (as the session archive does with what such a turn writes). A session that
+    starts after the forget may save it anew."""
+    from hermes_core.storage.erasures import forget_noted, note_forget
+
+    host = make_host(home, providers=[SkillsProvider])
+    provider = host.instances["memory-provider:skills"]
+    manage, _plugin = host.tools()["skill_manage"]
+    old = Session(id="s-old")
+    provider.system_prompt_block(old)  # its prompt (and history) were loaded before the forget
+    note = note_forget("Lisbon", "all", home=home, storage_url=backend)
+    provider.forget("Lisbon", "all", False)
+    forget_noted(note, home=home, storage_url=backend)
+    provider.on_erasure(1)  # another conversation's next turn heeded the erasure first
+    manage.invoke({"action": "create", "name": "trip", "description": "Book the Lisbon trip",
+                   "body": "1. Find flights."}, ToolContext(session=old))
+    assert [n for n, _ in library.raw()] == []
+    new = Session(id="s-new")
+    provider.system_prompt_block(new)
+    manage.invoke({"action": "create", "name": "trip", "description": "Book the Lisbon trip",
+                   "body": "1. Find flights."}, ToolContext(session=new))
+    assert [n for n, _ in library.raw()] == ["trip"]
+    host.shutdown()

@@ -88,3 +88,49 @@ def test_a_newer_sqlite_file_is_refused_and_left_alone(tmp_path: Path) -> None:
     con = sqlite3.connect(path)
     assert con.execute("PRAGMA user_version").fetchone()[0] == 7
     con.close()
+
+
+@pytest.mark.parametrize(("reply", "subject"), [
+    # a backslash, doubled in JSON
+    ("Your share is C:\\Users\\maria\\payroll.xlsx, as asked.", "users\\maria\\payroll"),
+    # the subject across a line break (whitespace, as forget matches)
+    ("Sent to:\nMaria Costa", "to: maria costa"),
+    # quotes, escaped in JSON
+    ('The "Maria" plan is on hold.', '"Maria" plan'),
+])
+def test_forget_matches_a_kept_answer_as_the_reader_sees_it(tmp_path: Path,
+                                                          storage_url: str | None,
+                                                          reply: str, subject: str) -> None:
+    """The kept answer is JSON; forget matches its text as written, not its JSON escapes (the
+    archive's copy of the same reply is matched that way, and deleted)."""
+    records = _open(tmp_path, storage_url)
+    assert records.claim("m1", sha("a")).outcome == "new"
+    records.answer("m1", 200, {"reply": reply})
+    assert records.erase_mentions(subject, dry_run=False) == ["m1"]
+    erased = records.claim("m1", sha("a"))
+    assert erased.status == 410 and "maria" not in str(erased.body).lower()
+    records.close()
+    close_pools()
+
+
+def test_a_forget_for_one_user_leaves_the_kept_answers_and_says_why(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kept answers are not kept per user, so a user-scoped forget (a front end's, or an inspect
+    user token's) deletes none of them and says so, as the hook's contract asks: it must not
+    erase other users' answers, nor tell by its counts whether theirs mention a subject."""
+    import hermes_core.plugins.platforms.webhook as webhook
+
+    monkeypatch.setenv("HERMES_CORE_HOME", str(tmp_path))
+    monkeypatch.delenv("HERMES_CORE_STORAGE_URL", raising=False)
+    records = _open(tmp_path, None)
+    assert records.claim("m1", sha("a")).outcome == "new"
+    records.answer("m1", 200, {"reply": "alice's salary is 120k"})
+    records.close()
+    for dry_run in (True, False):
+        report = webhook.forget(subject="salary is 120k", scope="user:bob", dry_run=dry_run)
+        assert report is not None and (report.matched, report.deleted) == (0, 0)
+        assert report.cannot_delete and "scope 'all'" in report.cannot_delete
+    records = _open(tmp_path, None)
+    assert records.claim("m1", sha("a")).body == {"reply": "alice's salary is 120k"}
+    records.close()
+    assert webhook.forget(subject="salary is 120k", scope="all", dry_run=False).deleted == 1

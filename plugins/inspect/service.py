@@ -73,14 +73,36 @@ class Inspector:
         self.recall_timeout = host.config.core.memory.prefetch_timeout
         #: memory.scope: user, under which search and recall see one user's sessions only
         self.per_user = host.config.core.memory.scope == "user"
+        #: the recall of the whole home (``user`` None); each user key has a runner of its own
+        #: (:meth:`runner`): a late provider's last answer is never another user's
         self.prefetch = PrefetchRunner(host, timeout=self.recall_timeout)
+        self._runners: dict[str, PrefetchRunner] = {}
+        self._runners_lock = threading.Lock()
         self.started = time.time()
         self._write_lock = threading.Lock()
         #: per provider, the recalls run from the inspector since it started
         self._timings: dict[str, dict[str, float]] = {}
 
     def close(self) -> None:
-        self.prefetch.close()
+        for runner in self._all_runners():
+            runner.close()
+
+    def runner(self, user: str | None) -> PrefetchRunner:
+        """The prefetch runner of ``user``'s recalls (None: the whole home's). A runner serves a
+        late provider's last answer (``stale``), as in a conversation: one per user key, so
+        that answer is always one made for the same caller's scope."""
+        if user is None:
+            return self.prefetch
+        with self._runners_lock:
+            runner = self._runners.get(user)
+            if runner is None:
+                runner = self._runners[user] = PrefetchRunner(self.host,
+                                                              timeout=self.recall_timeout)
+            return runner
+
+    def _all_runners(self) -> list[PrefetchRunner]:
+        with self._runners_lock:
+            return [self.prefetch, *self._runners.values()]
 
     # -------------------------------------------------------------------------------- eval
 
@@ -233,7 +255,7 @@ class Inspector:
         and the block the model would see (fenced as the agent fences it)."""
         _check_query(query)
         started = time.perf_counter()
-        results = self.prefetch.run(query, self._session(user))
+        results = self.runner(user).run(query, self._session(user))
         with self._write_lock:
             for r in results:
                 row = self._timings.setdefault(r.provider, {"calls": 0, "late": 0, "errors": 0,
@@ -297,7 +319,8 @@ class Inspector:
                                   "then send confirm: true to delete")
         scope = "all" if user is None else f"user:{user}"
         out: dict[str, Any] = run_forget(subject, dry_run=dry_run, scope=scope, force=force)
-        self.prefetch.forget()  # no recall prepared before the erasure is shown after it
+        for runner in self._all_runners():  # no recall made before the erasure is shown after
+            runner.forget()
         return out
 
 

@@ -352,11 +352,15 @@ class Curator:
         messages = [*history, Message("user", self._prompt(kind, job, omitted))]
         router = ToolRouter({tool.name: job.memory_tool}, hooks=self.host.hooks)
         # The memory tool keys its per-turn retry allowance by session id: a session id of its
-        # own keeps the review's refusals away from the foreground turn's count.
+        # own keeps the review's refusals away from the foreground turn's count. It carries the
+        # conversation's user key: with memory.scope: user the tool writes that user's memory.
+        attributes: dict[str, object] = {"origin": f"memory_{kind}",
+                                         "origin_session_id": job.session.id}
+        if job.session.user_id is not None:
+            attributes["user_id"] = job.session.user_id
         tool_session = Session(id=f"{job.session.id}:{kind}", platform=job.session.platform,
                                model=self.model, parent_session_id=job.session.id,
-                               attributes={"origin": f"memory_{kind}",
-                                           "origin_session_id": job.session.id})
+                               attributes=attributes)
         for _ in range(self.max_calls if kind == "review" else 1):
             remaining = deadline - time.monotonic()
             if remaining <= 0 or self._cancel.is_set():

@@ -41,7 +41,7 @@ from hermes_core.types import (
 )
 
 from .records import Span
-from .store import SpanStore, open_span_store
+from .store import SpanStore, indexed_text, open_span_store
 
 if TYPE_CHECKING:
     from .vectors import SpanVectors
@@ -126,6 +126,15 @@ class LosslessEngine(PolicyEngine):
         self._vectors_lock = threading.Lock()
         #: the conversation served when no session was given (one per engine instance)
         self.conversation = f"instance-{id(self):x}"
+        from hermes_core.storage import resolve_storage_url
+        from hermes_core.storage.erasure_log import ErasureLog
+
+        storage = getattr(getattr(context, "config", None), "storage", None)
+        #: forgets noted while a conversation's turns are in flight (see :meth:`_forget_late`)
+        self._erasures = ErasureLog(context.home, resolve_storage_url(getattr(storage, "url",
+                                                                               None)))
+        #: session id -> the erasure log's settled mark when its history was loaded
+        self._marks: dict[str, int] = {}
 
     # ------------------------------------------------------------------------------ sessions
 
@@ -143,6 +152,41 @@ class LosslessEngine(PolicyEngine):
         root = self.conversation_of(session)
         self.store.link(session.id, root)
         self.conversation = root
+        self._mark(session.id, None)
+
+    def _mark(self, session_id: str, inherit: str | None) -> None:
+        """Note the erasure log's settled mark for ``session_id`` (its history is loaded now),
+        or the mark of the session it continues (``inherit``: a compaction's child)."""
+        mark = self._marks.get(inherit) if inherit is not None else None
+        if mark is None:
+            try:
+                mark = self._erasures.settled()
+            except Exception as exc:
+                self.log.error("lossless: cannot read the erasure log (%s): a forget landing "
+                               "during this conversation's turns may be archived again", exc)
+                return
+        self._marks[session_id] = mark
+
+    def _forget_late(self, session: Session | None, archived: list[Message],
+                     digest: str) -> None:
+        """A forget noted after ``session``'s history was loaded may not have reached what the
+        turns in flight still held: what was just archived from them is forgotten again."""
+        mark = self._marks.get(session.id) if session is not None else None
+        if mark is None:
+            return
+        notes = [n for n in self._erasures.since(mark) if n.what == "forget" and n.scope == "all"]
+        if not notes:
+            return
+        texts = [digest, *(indexed_text(m) for m in archived), *(m.content for m in archived)]
+        texts += [str(v) for m in archived for c in m.tool_calls or () for v in c.arguments.values()]
+        for note in notes:
+            subject = note.find_in(*texts)
+            if subject is not None:
+                hits, _digests = self.store.forget(subject)
+                if hits and self._vectors is not None:
+                    self._vectors.prune()
+                self.log.info("lossless: archived messages mentioned a subject forgotten while "
+                              "their turn ran; forgotten again (%d message(s))", len(hits))
 
     @hookimpl
     def on_session_switch(
@@ -155,6 +199,7 @@ class LosslessEngine(PolicyEngine):
             self.store.link(anchor.id, root)
             self.store.link(new_session.id, root)
             self.conversation = root
+            self._mark(new_session.id, anchor.id)
             return
         self.reset()
         self.bind_session(new_session)
@@ -164,6 +209,7 @@ class LosslessEngine(PolicyEngine):
         if self._vectors is not None:
             self._vectors.close()
         self.store.close()
+        self._erasures.close()
 
     # ------------------------------------------------------------------------------ vectors
 
@@ -327,13 +373,18 @@ class LosslessEngine(PolicyEngine):
             notices = [f"nothing old enough to archive: {plan.reason}", *report.notices()]
             return self._finish(history, repaired, "none", notices, summary=None, record=False)
         archived = [kept for i in plan.middle if (kept := without_summary(history[i])) is not None]
+        digest = render_facts(extract_facts(archived))
         try:
-            span = self.store.add_span(conversation, archived, render_facts(extract_facts(archived)))
+            span = self.store.add_span(conversation, archived, digest)
         except Exception as exc:  # never drop turns that could not be archived
             self.log.error("lossless: archiving %d messages failed: %s", len(archived), exc)
             notice = (f"archiving the compacted turns failed ({type(exc).__name__}: {exc}); the "
                       "history was left unchanged")
             return self._finish(history, history, "aborted", [notice], summary=None, record=False)
+        try:
+            self._forget_late(session, archived, digest)
+        except Exception as exc:  # the archive keeps them: say so, never fail the compaction
+            self.log.error("lossless: re-applying forgets to the archived turns failed: %s", exc)
         vec = self.vectors()
         if vec is not None:
             vec.wake()  # the span's vectors are computed on the indexer's thread, not here

@@ -265,7 +265,9 @@ class Spans:
                            f"{p}span_messages{db.for_update}")
             hits = [(int(r[0]), int(r[1]), int(r[2]), out(r[3]), out(r[4]) if r[4] else None)
                     for r in rows]
-            hits = [h for h in hits if mentions(h[3] + " " + (h[4] or ""))]
+            # tool calls also as written (their strings), not only as JSON (escaped)
+            hits = [h for h in hits if mentions(h[3] + " " + (h[4] or "")) or (h[4] and any(
+                mentions(t) for t in _strings(h[4])))]
             digests = [int(r[0]) for r in db.rows(con, f"SELECT id, digest FROM {p}spans"
                                                   f"{db.for_update}") if mentions(out(r[1]))]
             if not dry_run:
@@ -325,6 +327,31 @@ class SpanStore(Spans):
             con.execute("INSERT INTO span_fts(span_fts, rowid, text) VALUES ('delete', ?, ?)",
                         (rowid, indexed_text(Message("user", content,
                                                      tool_calls=_tool_calls(calls)))))
+        # and their vectors, whichever process deletes them (the forget command's engine never
+        # started semantic search); the database's go with their message (ON DELETE CASCADE).
+        # SQLite gives the largest id again: a vector left behind would describe the next message
+        if con.execute("SELECT 1 FROM sqlite_master WHERE name = 'span_vectors'").fetchone():
+            con.executemany("DELETE FROM span_vectors WHERE message_id = ?",
+                            [(rowid,) for rowid, _c, _t in rows])
+
+
+def _strings(calls: str) -> list[str]:
+    """The strings of a stored tool-call JSON as they were written (a line break is whitespace
+    to forget, a backslash or a quote is itself)."""
+    try:
+        stack: list[Any] = [json.loads(calls)]
+    except ValueError:
+        return []
+    out: list[str] = []
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            out.append(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return out
 
 
 def _tool_calls(calls: str | None) -> list[ToolCall]:

@@ -96,9 +96,16 @@ class FileMemory(MemoryProvider):
         self.handler = self._new_handler(self.store)
         from .tool import build_tool
 
-        self._tool = build_tool(self.handler)
-        if self.per_user:  # the same tool, answered by the calling session's user's handler
-            self._tool = dataclasses.replace(self._tool, handler=self._dispatch_tool)
+        # the calling session's handler (its user's, with memory.scope: user), and the check of
+        # forgets noted since the session's snapshot (see _forget_late)
+        self._tool = dataclasses.replace(build_tool(self.handler), handler=self._dispatch_tool)
+        from hermes_core.storage import resolve_storage_url
+        from hermes_core.storage.erasure_log import ErasureLog
+
+        #: forgets noted while a session's turns are in flight
+        self._erasures = ErasureLog(context.home, resolve_storage_url(self._storage_url))
+        #: session id -> the erasure log's settled mark when its snapshot was taken
+        self._marks: OrderedDict[str, int] = OrderedDict()
 
     def _new_handler(self, store: MemoryStore) -> MemoryToolHandler:
         from .tool import MemoryToolHandler
@@ -135,7 +142,44 @@ class FileMemory(MemoryProvider):
             return handler
 
     def _dispatch_tool(self, args: Any, context: ToolContext) -> dict[str, Any]:
-        return self.handler_for(context.session)(args, context)
+        out = self.handler_for(context.session)(args, context)
+        if getattr(args, "action", "search") != "search":
+            try:
+                self._forget_late(context.session, args)
+            except Exception as exc:  # the write stands: say so, never fail the tool call
+                self.context.logger.error("file_memory: re-applying forgets to a write "
+                                          "failed: %s", exc)
+        return out
+
+    def _forget_late(self, session: Session | None, args: Any) -> None:
+        """A forget noted after ``session``'s snapshot was taken may not have reached what its
+        turns still hold: a write of this session that mentions its subject is forgotten again
+        (as the session archive does with what such a turn writes)."""
+        if session is None:
+            return
+        mark = self._marks.get(session.id)
+        if mark is None:  # a review's or flush's session: the conversation it works for
+            owner = session.attributes.get("origin_session_id") or session.parent_session_id
+            mark = self._marks.get(str(owner)) if owner else None
+        if mark is None:
+            return
+        notes = [n for n in self._erasures.since(mark) if n.what == "forget"]
+        if not notes:
+            return
+        texts = _strings(args.model_dump() if hasattr(args, "model_dump") else args)
+        from .versions import forget_entries
+
+        for note in notes:
+            if note.scope.startswith("user:") and (not self.per_user
+                                                   or note.scope[5:] != (session.user_id or "")):
+                continue
+            subject = note.find_in(*texts)
+            if subject is not None:
+                done = forget_entries(self.store_for(session), subject)
+                self._forget_vectors()
+                self.context.logger.info("file_memory: a write of session %s mentioned a subject "
+                                         "forgotten meanwhile; forgotten again (%d entr(ies))",
+                                         session.id, done.deleted)
 
     # ------------------------------------------------------------------------------ helpers
 
@@ -175,6 +219,8 @@ class FileMemory(MemoryProvider):
 
     def freeze(self, session_id: str | None, session: Session | None = None) -> Snapshot:
         """Read both files now and make the result the session's snapshot."""
+        if session_id is not None:  # the session's view of the stores is (re)loaded now
+            self._mark(session_id)
         snap = load_snapshot(self.store_for(session), targets=self.enabled_targets(),
                              session_id=session_id)
         for warning in snap.warnings:
@@ -187,6 +233,22 @@ class FileMemory(MemoryProvider):
             )
         self._remember(snap)
         return snap
+
+    def _mark(self, session_id: str, mark: int | None = None) -> None:
+        """Note the erasure log's settled mark for ``session_id`` (now, or ``mark``): a forget
+        noted after it may not have reached what the session's turns hold."""
+        if mark is None:
+            try:
+                mark = self._erasures.settled()
+            except Exception as exc:
+                self.context.logger.error("file_memory: cannot read the erasure log (%s): a "
+                                          "forget landing during this session's turns may be "
+                                          "written again", exc)
+                return
+        self._marks[session_id] = mark
+        self._marks.move_to_end(session_id)
+        while len(self._marks) > _SNAPSHOTS:
+            self._marks.popitem(last=False)
 
     def _remember(self, snap: Snapshot) -> None:
         self._snapshot = snap
@@ -218,9 +280,14 @@ class FileMemory(MemoryProvider):
                 old = self._snapshots.get(old_session.id)
                 if old is not None:
                     self._remember(dataclasses.replace(old, session_id=new_session.id))
+                if old_session.id in self._marks:  # and its history, so its mark
+                    self._mark(new_session.id, self._marks[old_session.id])
                 return
             if old_session is None or reason in _REFREEZE:
                 self._ensure_frozen(new_session)
+            if (reason == SwitchReason.COMPRESSION and old_session is not None
+                    and old_session.id in self._marks):  # the child continues its history
+                self._mark(new_session.id, self._marks[old_session.id])
         self._warm(new_session)
 
     def _warm(self, session: Session | None) -> None:
@@ -263,6 +330,7 @@ class FileMemory(MemoryProvider):
     @hookimpl
     def shutdown(self) -> None:
         self.recall.close()
+        self._erasures.close()
 
     @hookimpl
     def get_tools(self) -> list[Tool]:
@@ -304,8 +372,9 @@ class FileMemory(MemoryProvider):
     @hookimpl
     def on_erasure(self, generation: int) -> None:
         """Something was erased (maybe by another process): forget every frozen snapshot (each
-        session freezes afresh from the stores at its next prompt) and the vectors of entries
-        no longer stored."""
+        session freezes afresh from the stores at its next prompt, and takes a new erasure-log
+        mark then: a turn still in flight keeps its own) and the vectors of entries no longer
+        stored."""
         with self._lock:
             self._snapshots.clear()
             self._snapshot = None
@@ -403,3 +472,18 @@ def copy_storage(source: StorageSide, target: StorageSide, progress: CopyProgres
     from .transfer import copy_memory
 
     return copy_memory(source, target, progress)
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string in ``value`` (a tool call's arguments: dicts and lists of them)."""
+    out: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            out.append(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return out

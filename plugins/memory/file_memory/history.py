@@ -265,7 +265,8 @@ class History:
         """Remove every entry mentioning ``subject`` from every version; return versions changed.
 
         Call with :meth:`locked` held. The store texts lose the matching entries; a change whose
-        old or new text matched keeps its place with the text replaced by ``[forgotten]``.
+        old or new text (or reason) matched keeps its place with that text replaced by
+        ``[forgotten]``.
         """
         with self._held():
             versions = self.read()
@@ -309,7 +310,7 @@ def _redact(item: Version, subject: str) -> bool:
                 store[key] = body + "\n" if body else ""
                 touched = True
     for change in item.changes:
-        for key in ("old", "new"):
+        for key in ("old", "new", "reason"):  # the reason: a model's words about the entries
             value = change.get(key)
             if isinstance(value, str) and matches_subject(value, subject):
                 change[key] = FORGOTTEN

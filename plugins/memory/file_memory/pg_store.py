@@ -257,6 +257,11 @@ class PgMemoryStore(MemoryStore):
                                "key = 'curation_proposal'", (self.owner,))
         return str(row[0]) if row else None
 
+    def drop_proposal(self) -> None:
+        """Delete the saved proposal (``forget``: it lists the entries as they were)."""
+        self.db.execute("DELETE FROM memory_state WHERE owner = ? AND key = 'curation_proposal'",
+                        (self.owner,))
+
 
 
 class _Where:

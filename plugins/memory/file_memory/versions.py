@@ -182,8 +182,21 @@ def forget_entries(store: MemoryStore, subject: str, *, dry_run: bool = False,
         from .pins import drop_pins
 
         drop_pins(store, result.matched)
+        _drop_proposal(store)
     result.version = version.version if version else None
     return result
+
+
+def _drop_proposal(store: MemoryStore) -> None:
+    """Delete the background curator's saved proposal: it lists the store's entries as they
+    were (the forgotten ones too), and no longer applies to the store once they are gone."""
+    drop = getattr(store, "drop_proposal", None)  # the database store: a memory_state row
+    if drop is not None:
+        drop()
+        return
+    from .background import PROPOSAL_FILE
+
+    (store.directory / PROPOSAL_FILE).unlink(missing_ok=True)
 
 
 def _item(owner: str, target: str, entry: str) -> str:

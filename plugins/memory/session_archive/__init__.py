@@ -166,7 +166,8 @@ class SessionArchiveProvider(MemoryProvider):
         return Deriver(lambda: self.archive, client, self.context.run_later,
                        embedder=lambda: self.semantic(block=True).embedder,
                        timeout=c.derive_timeout, max_tokens=c.derive_max_tokens,
-                       context_facts=c.derive_context_facts)
+                       context_facts=c.derive_context_facts,
+                       erasures=self.late_forgets.erasures)
 
     def semantic(self, *, block: bool = False) -> Semantic:
         """Semantic search's parts, set up on first use: the kernel's embedder (``None`` when

@@ -173,8 +173,11 @@ class Deriver:
     def __init__(self, archive: Callable[[], SessionArchive], client: Any,
                  run_later: Callable[[Callable[[], None], str], bool], *,
                  embedder: Callable[[], Any] = lambda: None, timeout: float = 60.0,
-                 max_tokens: int = 1024, context_facts: int = 30) -> None:
+                 max_tokens: int = 1024, context_facts: int = 30, erasures: Any = None) -> None:
         self._archive = archive
+        #: the erasure log (hermes_core.storage.erasure_log): a forget noted while a turn is
+        #: derived is applied to the facts stored for it (the model read what it erased)
+        self._erasures = erasures
         self.client = client
         self._run_later = run_later
         self._embedder = embedder
@@ -236,13 +239,14 @@ class Deriver:
         done = 0
         while not self._stop.is_set():
             archive = self._archive()
+            mark = self._mark()  # before the turns and the facts shown with them are read
             through, turns = pending_turns(archive)
             if not turns:
                 return done
             for turn in turns:
                 if self._stop.is_set():
                     return done
-                outcome = self._one(archive, turn, through)
+                outcome = self._one(archive, turn, through, mark)
                 if outcome is None:
                     return done
                 if not outcome:
@@ -251,7 +255,44 @@ class Deriver:
                 done += 1
         return done
 
-    def _one(self, archive: SessionArchive, turn: Turn, through: int) -> bool | None:
+    def _mark(self) -> int | None:
+        """The erasure log's settled mark now (None: no log, or it cannot be read)."""
+        if self._erasures is None:
+            return None
+        try:
+            return int(self._erasures.settled())
+        except Exception as exc:
+            log.error("derived memory: cannot read the erasure log (%s): a forget landing while "
+                      "a turn is derived may leave a fact mentioning its subject", exc)
+            return None
+
+    def _forget_late(self, archive: SessionArchive, turn: Turn, mark: int | None,
+                     facts: list[NewFact]) -> None:
+        """Forgets noted after ``mark`` (while the model read the turn and the user's facts,
+        which they may have erased): applied again to what was just stored for the turn."""
+        if mark is None or not facts:
+            return
+        try:
+            notes = self._erasures.since(mark)
+        except Exception as exc:
+            log.error("derived memory: cannot read the erasure log (%s)", exc)
+            return
+        texts = [f.text for f in facts] + [f.topic for f in facts]
+        for note in notes:
+            if note.what != "forget" or (note.scope.startswith("user:")
+                                         and note.scope[5:] != (turn.user_id or "")):
+                continue
+            subject = note.find_in(*texts)
+            if subject is not None:
+                from .forget import forget_messages
+
+                found = forget_messages(archive, subject, scope=note.scope)
+                log.info("derived memory: a fact of the turn ending at message %s mentioned a "
+                         "subject forgotten meanwhile; forgotten again (%d item(s))", turn.end,
+                         found.deleted)
+
+    def _one(self, archive: SessionArchive, turn: Turn, through: int,
+             mark: int | None = None) -> bool | None:
         """Derive one turn: True once stored, False when another process did it first, None
         when the model failed (nothing written but the error)."""
         wait_for_pause()  # turns first: a derivation never shares the CPU with one for long
@@ -287,6 +328,8 @@ class Deriver:
             self.error = f"facts could not be stored: {type(exc).__name__}: {exc}"
             log.warning("derived memory paused: %s", self.error)
             return None
+        if stored:
+            self._forget_late(archive, turn, mark, facts)
         self.error = problem
         if problem:
             log.warning("derived memory: turn ending at message %s: %s", turn.end, problem)

@@ -291,14 +291,15 @@ def record_error(archive: SessionArchive, problem: str) -> None:
 
 def mentioning(read: Callable[[str, tuple[Any, ...]], list[Any]], needle: str, scope_sql: str,
                params: tuple[Any, ...], messages: Sequence[int]) -> list[tuple[int, str, str]]:
-    """(id, session id, text) of the facts a forget removes: those whose text mentions
-    ``needle`` (squashed, casefolded) in scope, and those read from one of ``messages``.
-    ``read(sql, params)`` runs a query (a transaction's connection, or the archive's reads)."""
+    """(id, session id, text) of the facts a forget removes: those whose text or topic (shown
+    beside it) mentions ``needle`` (squashed, casefolded) in scope, and those read from one of
+    ``messages``. ``read(sql, params)`` runs a query (a transaction's connection, or the
+    archive's reads)."""
     out: dict[int, tuple[int, str, str]] = {}
-    for fid, sid, text in read(
-            "SELECT f.id, s.id, f.text FROM facts AS f JOIN sessions AS s ON s.num = f.session "
-            "WHERE 1 = 1" + scope_sql, params):
-        if needle in squash(str(text)):
+    for fid, sid, text, topic in read(
+            "SELECT f.id, s.id, f.text, f.topic FROM facts AS f JOIN sessions AS s "
+            "ON s.num = f.session WHERE 1 = 1" + scope_sql, params):
+        if needle in squash(str(text)) or needle in squash(str(topic)):
             out[int(fid)] = (int(fid), str(sid), str(text))
     ids = list(messages)
     for k in range(0, len(ids), 500):

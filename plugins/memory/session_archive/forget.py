@@ -51,6 +51,8 @@ __all__ = ["ArchiveForget", "DeletedSessions", "LateForgets", "count_messages",
 log = logging.getLogger("hermes_core.session_archive")
 
 _CHUNK = 500
+#: what the derivation's last problem becomes when its text mentioned a forgotten subject
+_FORGOTTEN_PROBLEM = "(the text of this problem mentioned a forgotten subject)"
 
 @dataclass(slots=True)
 class ArchiveForget:
@@ -93,13 +95,16 @@ def _find(read: Callable[[str, tuple[Any, ...]], list[Any]], subject: str,
            "JOIN sessions AS s ON s.num = m.session WHERE 1 = 1" + where)
     args: tuple[Any, ...] = params
     if words:  # a cheap SQL prefilter on the longest ASCII word; the exact check follows
-        pattern = f"%{like_pattern(max(words, key=len))}%"
+        word = max(words, key=len)
+        pattern = f"%{like_pattern(word)}%"
+        escaped = f"%{like_pattern(json.dumps(word)[1:-1])}%"  # as the calls' JSON holds it
         sql += (" AND (lower(m.content) LIKE ? ESCAPE '\\' OR "
-                "lower(m.tool_calls) LIKE ? ESCAPE '\\')")
-        args = (*params, pattern, pattern)
+                "lower(m.tool_calls) LIKE ? ESCAPE '\\' OR lower(m.tool_calls) LIKE ? ESCAPE '\\')")
+        args = (*params, pattern, pattern, escaped)
     found = ArchiveForget()
     for mid, sid, role, content, calls in read(sql, args):
-        if needle in squash(content) or (calls and needle in squash(calls)):
+        if needle in squash(content) or (calls and (needle in squash(calls) or any(
+                needle in squash(text) for text in json_strings(calls)))):
             preview = " ".join(content.split())
             found.messages.append((mid, sid, role, preview[:100]))
     for sid, title in read(
@@ -108,6 +113,25 @@ def _find(read: Callable[[str, tuple[Any, ...]], list[Any]], subject: str,
             found.titles.append(sid)
     found.facts = mentioning(read, needle, where, params, [m[0] for m in found.messages])
     return found
+
+
+def json_strings(text: str) -> list[str]:
+    """The strings of a JSON text (tool calls) as they were written, not their JSON escapes: a
+    line break is whitespace to forget, a backslash or a quote is itself."""
+    try:
+        stack: list[Any] = [json.loads(text)]
+    except ValueError:
+        return []
+    out: list[str] = []
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            out.append(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return out
 
 
 def count_messages(archive: SessionArchive, scope: str = "all") -> int:
@@ -132,10 +156,15 @@ def forget_messages(archive: SessionArchive, subject: str, *, scope: str = "all"
                 chunk = rows[start:start + _CHUNK]
                 con.execute(f"DELETE FROM {table} WHERE id IN ({','.join('?' * len(chunk))})",
                             chunk)
+        store = vector_store(archive)
         if ids:
-            vector_store(archive).forgot(con)
+            store.forgot(con)
         for sid in found.titles:
             con.execute("UPDATE sessions SET title = NULL WHERE id = ?", (sid,))
+        # the derivation's last problem may quote the model's answer (doctor shows it)
+        problem = store.meta(con, keys=("facts_error",)).get("facts_error")
+        if problem and squash(subject) in squash(problem):
+            store.set_meta(con, "facts_error", f"{problem[:24]}{_FORGOTTEN_PROBLEM}")
         found.deleted = found.matched
         return found
 
@@ -241,8 +270,9 @@ class LateForgets:
         if not notes:
             return 0
         texts = [message.content if isinstance(message.content, str) else str(message.content)]
-        texts += [f"{c.name} {json.dumps(c.arguments, ensure_ascii=False)}"
-                  for c in message.tool_calls or ()]
+        for c in message.tool_calls or ():
+            arguments = json.dumps(c.arguments, ensure_ascii=False)
+            texts += [f"{c.name} {arguments}", *json_strings(arguments)]
         deleted = 0
         for note in notes:
             if note.what != "forget":

@@ -17,7 +17,7 @@ from numpy.typing import NDArray
 from hermes_core.storage import vectors as stored_vectors
 
 from .store import SessionArchive
-from .vector_store import vector_store
+from .vector_store import META_KEYS, vector_store
 
 __all__ = ["RESCORE", "VectorIndex", "sign_bits"]
 
@@ -27,6 +27,8 @@ LOAD_CHUNK = 20_000
 SCAN_BLOCK = 1 << 17
 #: nearest candidates by sign bits that are rescored with their stored float16 vectors
 RESCORE = 400
+#: the meta key state.db's delete triggers count deleted messages in (schema.py)
+CHANGES = "message_changes"
 
 _POPCOUNT8 = None
 
@@ -74,6 +76,9 @@ class VectorIndex:
         self._loaded_through = 0
         #: (model, epoch) of the loaded vectors: a change (reindex) reloads them
         self._model: tuple[str | None, str | None] = (None, None)
+        #: the archive's count of deleted messages (state.db) when the vectors were read: a
+        #: deletion since reloads them (PostgreSQL has none: its ids are never given twice)
+        self._changes: str | None = None
         self._dimension = 0
         #: True once a refresh reached the end of the table
         self.complete = False
@@ -95,10 +100,16 @@ class VectorIndex:
             return False
         try:
             store = vector_store(self.archive)
-            meta = store.meta()
+            meta = store.meta(keys=(*META_KEYS, CHANGES))
             model = (meta.get("vectors_model"), meta.get("vectors_epoch"))
-            if model != self._model or dimension != self._dimension:
+            changes = meta.get(CHANGES)
+            if model != self._model or dimension != self._dimension or (
+                    changes != self._changes and self._changes is not None):
+                # messages were deleted since the load (forget, sessions delete; maybe by
+                # another process): their vectors go, and SQLite gives their ids to the next
+                # messages, whose vectors sit below what was read: everything is read again
                 self._reset(model, dimension)
+            self._changes = changes
             while True:  # in commit order: a late vector of an older message is read too
                 rows = store.since(self._loaded_through, LOAD_CHUNK)
                 if not rows:

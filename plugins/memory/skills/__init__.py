@@ -16,7 +16,9 @@ User documentation: ``docs/skills.md``.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,10 +29,19 @@ from hermes_core import hookimpl
 from hermes_core.kinds import MemoryProvider, PluginContext, Tool
 from hermes_core.storage import resolve_storage_url
 from hermes_core.storage.erasure_log import squash
-from hermes_core.types import ForgetReport, Session
+from hermes_core.types import ForgetReport, Session, ToolContext
 
 from .library import Skill, SkillError, SkillLibrary
 from .tools import build_tools
+
+#: sessions whose erasure-log mark is kept (the oldest is dropped past this)
+_MARKS = 512
+
+
+def _mentions(subject: str) -> Callable[[str], bool]:
+    """Whether a text mentions ``subject`` as forget matches (case, runs of whitespace)."""
+    needle = squash(subject)
+    return lambda text: bool(needle) and needle in squash(text)
 
 if TYPE_CHECKING:
     from hermes_core.storage.transfer import CopyProgress, CopyReport, StorageSide
@@ -81,9 +92,58 @@ class SkillsProvider(MemoryProvider):
         super().__init__(config, context)
         storage = getattr(context.config, "storage", None)
         self.library = open_library(context.home, config, getattr(storage, "url", None))
-        self._tools = build_tools(self.library, nudge_interval=config.creation_nudge_interval)
+        self._tools = [dataclasses.replace(t, handler=self._checked(t.handler))
+                       if t.name == "skill_manage" else t
+                       for t in build_tools(self.library,
+                                            nudge_interval=config.creation_nudge_interval)]
         self._lock = threading.Lock()
         self._frozen: tuple[str, str | None] | None = None  # (session id, block)
+        from hermes_core.storage.erasure_log import ErasureLog
+
+        #: forgets noted while a session's turns are in flight (see _forget_late)
+        self._erasures = ErasureLog(context.home,
+                                    resolve_storage_url(getattr(storage, "url", None)))
+        #: session id -> the erasure log's settled mark when its listing was frozen
+        self._marks: OrderedDict[str, int] = OrderedDict()
+        #: sessions whose mark is renewed at their next listing (an erasure came since)
+        self._reload: set[str] = set()
+
+    def _checked(self, handler: Callable[[Any, ToolContext], Any]
+                 ) -> Callable[[Any, ToolContext], Any]:
+        """``skill_manage``, then the check of forgets noted since the session started."""
+        def manage(args: Any, context: ToolContext) -> Any:
+            out = handler(args, context)
+            try:
+                self._forget_late(context.session, args)
+            except Exception as exc:  # the write stands: say so, never fail the tool call
+                self.context.logger.error("skills: re-applying forgets to a write failed: %s",
+                                          exc)
+            return out
+        return manage
+
+    def _forget_late(self, session: Session | None, args: Any) -> None:
+        """A forget noted after ``session``'s listing was frozen (its turns loaded before it)
+        may not have reached what they still hold: a skill this session saves that mentions the
+        subject is forgotten again (as the session archive does with what such a turn writes)."""
+        if session is None:
+            return
+        with self._lock:
+            mark = self._marks.get(session.id)
+            if mark is None:  # a review's session: the conversation it works for
+                owner = session.attributes.get("origin_session_id") or session.parent_session_id
+                mark = self._marks.get(str(owner)) if owner else None
+        if mark is None:
+            return
+        notes = [n for n in self._erasures.since(mark) if n.what == "forget" and n.scope == "all"]
+        texts = [str(v) for v in (args.model_dump() if hasattr(args, "model_dump")
+                                  else dict(args)).values() if isinstance(v, str)]
+        for note in notes:
+            subject = note.find_in(*texts)
+            if subject is not None:
+                names = self.library.forget_matching(_mentions(subject), dry_run=False)
+                self.context.logger.info("skills: a skill saved by session %s mentioned a subject "
+                                         "forgotten meanwhile; forgotten again (%s)", session.id,
+                                         ", ".join(names))
 
     @hookimpl
     def system_prompt_block(self, session: Session) -> str | None:
@@ -99,11 +159,39 @@ class SkillsProvider(MemoryProvider):
                         self.context.logger.warning("skills: %s left out of the prompt: %s",
                                                     skill.path.name, skill.error)
                 self._frozen = (session.id, render_block(skills))
+                if session.id not in self._marks or session.id in self._reload:
+                    self._reload.discard(session.id)
+                    self._mark(session.id)
             return self._frozen[1]
+
+    def _mark(self, session_id: str) -> None:
+        """Note the erasure log's settled mark for ``session_id`` (called with the lock held)."""
+        try:
+            self._marks[session_id] = self._erasures.settled()
+        except Exception as exc:
+            self.context.logger.error("skills: cannot read the erasure log (%s): a forget landing "
+                                      "during this session's turns may be saved again", exc)
+        while len(self._marks) > _MARKS:
+            self._marks.popitem(last=False)
+
+    @hookimpl
+    def on_erasure(self, generation: int) -> None:
+        """Something was erased (maybe by another process's ``forget``): the frozen listing may
+        name a deleted skill, and a rebuilt conversation keeps its session id; it is read
+        afresh at the next prompt."""
+        with self._lock:
+            self._frozen = None
+            # a conversation rebuilt after it takes a new mark at its next listing; a turn still
+            # in flight keeps its own until then
+            self._reload = set(self._marks)
 
     @hookimpl
     def get_tools(self) -> list[Tool]:
         return list(self._tools)
+
+    @hookimpl
+    def shutdown(self) -> None:
+        self._erasures.close()
 
     @hookimpl
     def forget(self, subject: str, scope: str, dry_run: bool) -> ForgetReport:

@@ -237,7 +237,9 @@ def register_platforms(register: Callable[[type], None]) -> None:
 @hookimpl
 def forget(subject: str, scope: str, dry_run: bool) -> ForgetReport | None:
     """The answers kept for retried messages (see :mod:`.deliveries`) that mention ``subject``
-    are erased, whatever the scope (they are not kept per user)."""
+    are erased. They are not kept per user: a user-scoped forget (``user:<key>``) deletes none
+    and says so (it must neither erase nor reveal other users' answers), as the hook's contract
+    asks of what cannot tell users apart."""
     from hermes_core.config import load_config
     from hermes_core.paths import home_dir
     from hermes_core.storage import resolve_storage_url
@@ -248,6 +250,10 @@ def forget(subject: str, scope: str, dry_run: bool) -> ForgetReport | None:
     deliveries = Deliveries(url=url) if url is not None else Deliveries(home=home_dir())
     if not deliveries.exists():
         return None
+    if scope != "all":
+        return ForgetReport("webhook", dry_run=dry_run, cannot_delete=(
+            "the answers kept for retried messages are not kept per user; forget with scope "
+            "'all' to erase them (they are deleted anyway after webhook.idempotency_hours)"))
     deliveries.open()
     try:
         hits = deliveries.erase_mentions(subject, dry_run=dry_run)

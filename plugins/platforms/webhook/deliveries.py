@@ -82,6 +82,27 @@ def _squash(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
+def _texts(answer: str) -> list[str]:
+    """The strings of a kept answer (JSON) as a reader sees them, not their JSON escapes (a line
+    break is whitespace to forget, a backslash or a quote is itself); the raw text when it is
+    not JSON."""
+    try:
+        value: Any = json.loads(answer)
+    except ValueError:
+        return [answer]
+    out: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            out.append(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return out
+
+
 class DeliveryConflict(HermesCoreError):
     """The id was already used for another body (409)."""
 
@@ -272,7 +293,9 @@ class Deliveries:
         # a forget that ran during the turn (noted after the claim) is applied to the answer
         # kept just now, the way the forget itself treats kept answers
         for note in self._erasures.since(mark):
-            subject = note.find_in(text) if note.what == "forget" else None
+            # a user-scoped forget deletes no kept answer (they are not kept per user)
+            subject = (note.find_in(*_texts(text))
+                       if note.what == "forget" and note.scope == "all" else None)
             if subject is not None:
                 self.erase_mentions(subject, dry_run=False)
 
@@ -285,7 +308,8 @@ class Deliveries:
         def run(con: Any) -> list[str]:
             rows = con.execute("SELECT id, answer FROM webhook_deliveries "
                                "WHERE answer IS NOT NULL").fetchall()
-            hits = [str(r[0]) for r in rows if needle in _squash(str(r[1]))]
+            hits = [str(r[0]) for r in rows
+                    if any(needle in _squash(t) for t in _texts(str(r[1])))]
             if hits and not dry_run:
                 for msg_id in hits:
                     con.execute(self._sql("UPDATE webhook_deliveries SET status = 410, "

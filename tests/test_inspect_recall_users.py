@@ -37,6 +37,8 @@ def test_a_late_provider_never_shows_another_users_recall(home, monkeypatch):
     host = make_host(home, providers=[Lockers])
     # room for alice's answer on a loaded machine (the deadline the inspector reads)
     monkeypatch.setattr(host.config.core.memory, "prefetch_timeout", 2.0)
+    # a user-scoped token may recall only when memory is per user (else 403: test_inspect_api)
+    monkeypatch.setattr(host.config.core.memory, "scope", "user")
     credential, token = resolve(home, "HERMES_CORE_MCP_TOKEN")
     bob = issue_user_token(home, "bob")
     inspector = Inspector(host)

@@ -8,7 +8,8 @@ lives in one place:
 * :func:`private_dir` creates a folder (and any missing parents) ``0700``; folders that already
   existed are left as they are (the home may sit inside a folder the user chose).
 * :func:`private_file` creates an empty file ``0600`` if it is missing, and takes group and other
-  permissions away from one that exists (files left ``0644`` by older versions are tightened).
+  permissions away from one that exists (files left ``0644`` by older versions are tightened); a
+  folder at the path is refused (``IsADirectoryError``), its permissions left as they are.
 * :func:`private_sqlite` prepares a SQLite database before it is opened: the folder, the file
   ``0600`` (SQLite creates ``-wal``, ``-shm`` and ``-journal`` with the database's permissions),
   and tightens such side files that already exist.
@@ -72,6 +73,8 @@ def private_file(path: Path) -> Path:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
     except FileExistsError:
+        if path.is_dir():  # never loosen or tighten a folder the caller took for a file
+            raise IsADirectoryError(f"{path} is a folder, not a file: name a file there") from None
         _tighten(path)
     else:
         os.close(fd)

@@ -79,3 +79,18 @@ def test_files_left_open_by_older_versions_are_tightened(tmp_path, loose_umask):
     assert oct(stat.S_IMODE((tmp_path / "new").stat().st_mode)) == "0o700"
     file = private_file(tmp_path / "new" / "f")
     assert oct(stat.S_IMODE(file.stat().st_mode)) == "0o600" and file.read_bytes() == b""
+
+
+def test_a_folder_where_a_file_is_expected_keeps_its_permissions(tmp_path):
+    """Before: a store pointed at a folder (``lossless.db_path: /tmp``, say) had that folder
+    chmod'ed 0700: a shared folder such as /tmp was closed to every other user."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    for prepare in (private_file, private_sqlite):
+        with pytest.raises(IsADirectoryError, match="is a folder, not a file"):
+            prepare(shared)
+        assert oct(stat.S_IMODE(shared.stat().st_mode)) == "0o1777"
+    with pytest.raises(Exception, match="is a folder"):
+        SpanStore(shared)
+    assert oct(stat.S_IMODE(shared.stat().st_mode)) == "0o1777"

@@ -172,3 +172,25 @@ def test_provider_mapped_to_memory_providers(core: Path, tmp_path: Path) -> None
     assert shown[-1] == "hermes-fake" and "file_memory" in shown
     again = json.loads(run(core, "import", "hermes", str(home), "--json").stdout)
     assert again["provider"]["status"] == "already selected"
+
+
+def test_files_saved_with_a_bom_and_crlf_are_imported_as_text(core: Path, tmp_path: Path) -> None:
+    """Windows editors save UTF-8 with a byte-order mark and CRLF line ends: the mark is no part
+    of the first entry (the store's threat scan refuses U+FEFF, which took the whole file) nor of
+    a skill's front matter."""
+    home = hermes_home(tmp_path / "win", sessions=0)
+    (home / "memories").mkdir()
+    (home / "memories" / "USER.md").write_bytes(
+        b"\xef\xbb\xbfprefers metric units\r\n\xc2\xa7\r\nlives in Lyon\r\n")
+    skill = home / "skills" / "deploy"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_bytes(b"\xef\xbb\xbf---\r\nname: ship-it\r\ndescription: Deploy "
+                                     b"the site\r\n---\r\nRun make deploy.\r\n")
+    result = run(core, "import", "hermes", str(home), "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["memory"][0]["added"] == 2 and report["skills"]["created"] == ["ship-it"]
+    stored = json.loads(run(core, "memory", "show", "--json").stdout)["user"]["entries"]
+    assert stored == ["prefers metric units", "lives in Lyon"]
+    listed = run(core, "skills", "list").output
+    assert "ship-it" in listed and "Deploy the site" in listed

@@ -54,7 +54,7 @@ def read_entries(path: Path) -> list[str]:
     """The entries of a Hermes memory file (split on the ``§`` line, stripped, no empties,
     first occurrence of a repeat kept)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark is no part of the text
     except UnicodeDecodeError as exc:
         raise HermesImportError(f"{path} is not UTF-8 text ({exc}); re-save it as UTF-8 and run "
                                 "the import again; nothing was imported") from None

@@ -75,7 +75,7 @@ def read_skills(root: Path, out: SkillsImport) -> list[HermesSkill]:
         if any(part.startswith(".") for part in rel.parts):
             continue  # hub caches, quarantine, archives
         try:
-            text = path.read_text(encoding="utf-8")
+            text = path.read_text(encoding="utf-8-sig")  # without a byte-order mark
         except (OSError, UnicodeDecodeError) as exc:
             out.left.append({"skill": str(rel), "reason": f"{path} cannot be read: {exc}"})
             continue

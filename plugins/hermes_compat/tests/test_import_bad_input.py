@@ -139,6 +139,9 @@ def test_provider_not_installed_is_reported(core: Path, tmp_path: Path) -> None:
     assert report["provider"] == {"hermes": "holographic", "provider": "hermes-holographic",
                                   "status": "not installed"}
     assert "hermes-core hermes plugins" in report["problems"][0]
+    # a Hermes folder plugin goes into hermes-plugins/ (plugins/ holds hermes-core plugins)
+    assert "$HERMES_CORE_HOME/hermes-plugins/" in report["problems"][0]
+    assert "$HERMES_CORE_HOME/plugins/" not in report["problems"][0]
     config = core / "config.yaml"
     assert not config.exists() or "hermes-holographic" not in config.read_text()
 

@@ -140,8 +140,8 @@ def _provider(host: PluginHost, home: HermesHome, dry_run: bool,
         report.problems.append(
             f"Hermes used the memory provider {name!r}; no Hermes plugin of that name is installed "
             f"here, so {mapped!r} was not added to memory.providers. Install the plugin "
-            f"(pip install it, or put its folder in $HERMES_CORE_HOME/plugins/), check it with "
-            f"'hermes-core hermes plugins', then run the import again")
+            "(pip install it, or copy its folder into $HERMES_CORE_HOME/hermes-plugins/), check "
+            "it with 'hermes-core hermes plugins', then run the import again")
         return
     if dry_run:
         report.provider["status"] = "would be added"

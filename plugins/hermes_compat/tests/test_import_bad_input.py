@@ -197,3 +197,24 @@ def test_files_saved_with_a_bom_and_crlf_are_imported_as_text(core: Path, tmp_pa
     assert stored == ["prefers metric units", "lives in Lyon"]
     listed = run(core, "skills", "list").output
     assert "ship-it" in listed and "Deploy the site" in listed
+
+
+def test_state_db_locked_by_a_writer_is_not_called_corrupt(core: Path, tmp_path: Path) -> None:
+    """Hermes on a filesystem without WAL writes state.db with a rollback journal: while it holds
+    its write lock the import cannot read. That is said (stop Hermes, or import a copy), not that
+    the file may be corrupt; nothing is imported."""
+    home = hermes_home(tmp_path / "busy", memory=["new entry"])
+    writer = sqlite3.connect(home / "state.db", isolation_level=None)
+    writer.execute("PRAGMA journal_mode=DELETE")
+    writer.execute("BEGIN EXCLUSIVE")
+    try:
+        before = snapshot(core)
+        result = run(core, "import", "hermes", str(home))
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+    assert result.exit_code == 1
+    assert f"{home / 'state.db'} is locked" in result.output
+    assert "Hermes Agent" in result.output and "nothing was imported" in result.output
+    assert "corrupt" not in result.output and "integrity_check" not in result.output
+    assert snapshot(core) == before

@@ -54,14 +54,25 @@ class StateDbSummary:
         self.left[reason] = self.left.get(reason, 0) + n
 
 
+def _locked(path: Path, exc: sqlite3.DatabaseError) -> HermesImportError | None:
+    """The error for a database another program holds locked (not a corrupt one), else None."""
+    if getattr(exc, "sqlite_errorcode", None) not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+        return None
+    return HermesImportError(
+        f"{path} is locked by another program ({exc}): Hermes Agent is probably running and "
+        "writing it. Stop Hermes and run the import again, or import a copy of the Hermes home; "
+        "nothing was imported")
+
+
 def _connect(path: Path) -> sqlite3.Connection:
     try:
         con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
         con.row_factory = sqlite3.Row
         con.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.DatabaseError as exc:
-        raise HermesImportError(f"{path} is not a readable SQLite database ({exc}): it may be "
-                                f"corrupt or not a state.db; {_FIX}") from None
+        raise _locked(path, exc) or HermesImportError(
+            f"{path} is not a readable SQLite database ({exc}): it may be corrupt or not a "
+            f"state.db; {_FIX}") from None
     return con
 
 
@@ -72,7 +83,8 @@ def _check_schema(con: sqlite3.Connection, path: Path) -> set[str]:
         for table in _NEEDED:
             columns[table] = {r[1] for r in con.execute(f"PRAGMA table_info({table})")}
     except sqlite3.DatabaseError as exc:
-        raise HermesImportError(f"{path} cannot be read ({exc}); {_FIX}") from None
+        raise _locked(path, exc) or HermesImportError(
+            f"{path} cannot be read ({exc}); {_FIX}") from None
     for table, needed in _NEEDED.items():
         missing = needed - columns[table]
         if missing:
@@ -258,7 +270,8 @@ def convert(path: Path, out: IO[str], *, progress: Callable[[int], None] = lambd
         for line in _lines(con, has, summary, progress):
             out.write(json.dumps(line, ensure_ascii=False) + "\n")
     except sqlite3.DatabaseError as exc:
-        raise HermesImportError(f"{path} could not be read to the end ({exc}); {_FIX}") from None
+        raise _locked(path, exc) or HermesImportError(
+            f"{path} could not be read to the end ({exc}); {_FIX}") from None
     finally:
         con.close()
     return summary

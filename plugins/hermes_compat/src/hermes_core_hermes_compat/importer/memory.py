@@ -9,7 +9,8 @@ no-op, and the history records one version with origin ``import``.
 
 When the whole file does not fit the store's limit, the longest leading run of entries that fits
 is stored and every entry left out is reported with the store's reason; nothing is dropped
-silently.
+silently. An entry the store refuses for what it says (its threat scan) is left out first, with
+its own reason, so that it does not take the entries after it.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ class MemoryImport:
     already: list[str] = field(default_factory=list)
     #: entries not stored, each with the store's reason
     left: list[dict[str, str]] = field(default_factory=list)
+    #: those of ``left`` the store refused for what they say (a threat pattern), not for room
+    refused: list[dict[str, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"target": self.target, "file": self.file, "entries": self.entries,
@@ -107,7 +110,8 @@ def import_memory(memory_tool: tuple[Tool, str] | None, path: Path, target: str
     name = memory_tool[0].name
     router = ToolRouter({name: memory_tool})
     before, listed = _count(router, name, target)
-    reason = ""
+    # the store's first answer over the limit is the reason (later ones add the model's cap)
+    entries, reason = _refuse_one_by_one(router, name, target, entries, result)
     kept = 0
     for keep in range(len(entries), 0, -1):
         ops = [{"action": "add", "content": e} for e in entries[:keep]]
@@ -124,4 +128,31 @@ def import_memory(memory_tool: tuple[Tool, str] | None, path: Path, target: str
     # listed in full by the store, so surely there (a long entry is listed shortened)
     result.already += [e for e in entries[kept:] if e in listed]
     result.left = [{"entry": e, "reason": reason} for e in entries[kept:] if e not in listed]
+    result.left += result.refused
     return result
+
+
+def _refuse_one_by_one(router: ToolRouter, name: str, target: str, entries: list[str],
+                       result: MemoryImport) -> tuple[list[str], str]:
+    """``entries`` without those the store refuses for themselves (each put in
+    ``result.refused`` with its reason), so that they do not take the entries after them, and
+    the store's error when the rest is over its limit ("" when it was stored); what is left can
+    still be refused for room (the caller stores the longest run that fits)."""
+    entries = list(entries)
+    while entries:
+        # a lone entry is sent twice (the second add is a no-op): a batch names the refused one
+        batch = entries * 2 if len(entries) == 1 else entries
+        answer = call_tool(router, name, {"target": target, "operations": [
+            {"action": "add", "content": e} for e in batch]}, "hermes-import-check")
+        if answer.get("success"):
+            return entries, ""  # stored: the caller's first try is a no-op
+        error = str(answer.get("error") or answer)
+        if "attempts_left" in answer or answer.get("done"):
+            return entries, error  # over the limit
+        number = answer.get("operation")
+        if not isinstance(number, int) or not 1 <= number <= len(entries):
+            return entries, ""  # not about one entry (the store cannot be written): the caller says
+        error = re.sub(r"^Operation \d+ \(add\): | No operation was applied \(a batch is "
+                       r"all-or-nothing\)\.$", "", error)
+        result.refused.append({"entry": entries.pop(number - 1), "reason": error})
+    return entries, ""

@@ -115,11 +115,17 @@ def _memory(host: PluginHost, home: HermesHome, dry_run: bool,
             continue
         part = import_memory(tool, path, target)
         report.memory.append(part)
-        if part.left:
+        if part.refused:
+            report.problems.append(
+                f"{path}: the memory store refused {len(part.refused)} of its entries for what "
+                f"they say ({part.refused[0]['reason']}). Edit or remove them in {path}, then "
+                "run the import again: entries already stored are skipped")
+        room = [left for left in part.left if left not in part.refused]
+        if room:
             key = "memory_char_limit" if target == "memory" else "user_char_limit"
             report.problems.append(
-                f"{path}: {len(part.left)} of its {part.entries} entries were not stored "
-                f"({part.left[0]['reason']}). Raise file_memory.{key} in config.yaml or make "
+                f"{path}: {len(room)} of its {part.entries} entries were not stored "
+                f"({room[0]['reason']}). Raise file_memory.{key} in config.yaml or make "
                 "room ('hermes-core memory curate'), then run the import again: entries already "
                 "stored are skipped")
 

@@ -248,3 +248,28 @@ def test_an_entry_the_store_refuses_does_not_take_the_ones_after_it(core: Path,
     assert [x["entry"] for x in report["memory"][0]["left"]] == [bad]
     assert "memory_char_limit" not in report["problems"][0]
 
+
+
+def test_provider_name_mapped_as_the_bridge_names_it(core: Path, tmp_path: Path) -> None:
+    """Hermes' config names a provider as its plugin is named (``local_memory``, ``Fake``); the
+    bridge offers it as ``hermes-`` plus that name lower-cased with ``_`` and other signs turned
+    into ``-`` (docs/hermes.md). The import looked for ``hermes-local_memory`` and reported an
+    installed plugin as not installed."""
+    plugin = core / "hermes-plugins" / "local_memory"
+    plugin.mkdir(parents=True)
+    (plugin / "__init__.py").write_text(
+        "from agent.memory_provider import MemoryProvider\n\n\n"
+        "class Local(MemoryProvider):\n    name = 'local_memory'\n\n"
+        "    def is_available(self):\n        return True\n\n"
+        "    def initialize(self, session_id, **kwargs):\n        pass\n\n\n"
+        "def register(ctx):\n    ctx.register_memory_provider(Local())\n", encoding="utf-8")
+    listed = json.loads(run(core, "hermes", "plugins", "--json").stdout)["plugins"]
+    assert [p["name"] for p in listed] == ["hermes-local-memory"]
+    home = hermes_home(tmp_path / "prov", sessions=0,
+                       config="memory:\n  provider: local_memory\n")
+    result = run(core, "import", "hermes", str(home), "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["provider"] == {
+        "hermes": "local_memory", "provider": "hermes-local-memory", "status": "added"}
+    shown = json.loads(run(core, "config", "get", "memory.providers", "--json").stdout)
+    assert shown[-1] == "hermes-local-memory"

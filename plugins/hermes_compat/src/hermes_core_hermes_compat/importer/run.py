@@ -135,7 +135,9 @@ def _provider(host: PluginHost, home: HermesHome, dry_run: bool,
     name = home.memory_provider()
     if name is None:
         return
-    mapped = f"hermes-{name}"
+    from ..discovery import kind_name
+
+    mapped = kind_name(name)  # the name the bridge gives that Hermes plugin
     selected = list(host.config.core.memory.providers)
     report.provider = {"hermes": name, "provider": mapped}
     if mapped in selected:

@@ -273,3 +273,33 @@ def test_provider_name_mapped_as_the_bridge_names_it(core: Path, tmp_path: Path)
         "hermes": "local_memory", "provider": "hermes-local-memory", "status": "added"}
     shown = json.loads(run(core, "config", "get", "memory.providers", "--json").stdout)
     assert shown[-1] == "hermes-local-memory"
+
+
+def test_links_out_of_the_hermes_home_are_not_followed(core: Path, tmp_path: Path) -> None:
+    """A Hermes home copied from elsewhere may hold links to files outside it (to this user's own
+    files): a memory file or SKILL.md that is such a link is not read into the memory (which every
+    prompt carries) nor the skills; each is named with the fix, the rest is imported. A link
+    inside the home is followed."""
+    outside = tmp_path / "elsewhere" / "notes.txt"
+    outside.parent.mkdir()
+    outside.write_text("the vault code is 4711\n§\nmy bank pin is 9876\n", encoding="utf-8")
+    home = hermes_home(tmp_path / "linked", sessions=0, memory=["plain fact"])
+    (home / "memories" / "USER.md").symlink_to(outside)
+    for name, target in (("leaky", outside), ("inside", home / "memories" / "real.md")):
+        (home / "skills" / name).mkdir(parents=True)
+        (home / "skills" / name / "SKILL.md").symlink_to(target)
+    (home / "memories" / "real.md").write_text("---\nname: inside\ndescription: kept\n---\n"
+                                               "Step one.\n", encoding="utf-8")
+    dry = json.loads(run(core, "import", "hermes", str(home), "--dry-run", "--json").stdout)
+    assert [m["file"] for m in dry["memory"]] == ["MEMORY.md"]
+    result = run(core, "import", "hermes", str(home), "--json")
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert [m["file"] for m in report["memory"]] == ["MEMORY.md"]
+    assert report["skills"]["created"] == ["inside"]
+    assert [s["skill"] for s in report["skills"]["left"]] == ["leaky"]
+    problems = "\n".join(report["problems"])
+    assert f"{home / 'memories' / 'USER.md'} is a link to {outside}" in problems
+    assert "outside the Hermes home" in problems and "copy" in problems
+    shown = run(core, "memory", "show", "--json").stdout
+    assert "plain fact" in shown and "4711" not in shown and "9876" not in shown

@@ -14,7 +14,7 @@ from typing import Any
 
 from hermes_core.errors import HermesCoreError
 
-__all__ = ["HermesHome", "HermesImportError", "default_home", "open_home"]
+__all__ = ["HermesHome", "HermesImportError", "default_home", "link_out", "open_home"]
 
 
 class HermesImportError(HermesCoreError):
@@ -51,6 +51,18 @@ class HermesHome:
         memory = self.config.get("memory")
         name = memory.get("provider") if isinstance(memory, dict) else None
         return name.strip() if isinstance(name, str) and name.strip() else None
+
+
+def link_out(path: Path, root: Path) -> str | None:
+    """Why ``path`` is not read when it is a link to a file outside the Hermes home ``root`` (a
+    home copied from elsewhere may link to this user's own files, which the import would put in
+    the memory every prompt carries), else None."""
+    target = path.resolve()
+    if target.is_relative_to(root.resolve()):
+        return None
+    return (f"{path} is a link to {target}, outside the Hermes home, so it was not imported; if it "
+            f"is meant for hermes-core, copy the file itself into {path.parent} and run the "
+            "import again")
 
 
 def open_home(path: Path, *, core_home: Path) -> HermesHome:

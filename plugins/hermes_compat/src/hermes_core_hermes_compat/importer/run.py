@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from hermes_core.storage import resolve_storage_url
 from hermes_core.storage.transfer import CopyProgress, StorageSide, merge_reports
 
-from .home import HermesHome, HermesImportError, open_home
+from .home import HermesHome, HermesImportError, link_out, open_home
 from .memory import FILES, MemoryImport, import_memory, read_entries
 from .skills import SkillsImport, import_skills
 from .statedb import StateDbSummary, convert, count_messages
@@ -109,6 +109,9 @@ def _memory(host: PluginHost, home: HermesHome, dry_run: bool,
         path = home.memories / name
         if not path.exists():
             continue
+        if (why := link_out(path, home.root)) is not None:
+            report.problems.append(why)
+            continue
         if dry_run:
             entries = read_entries(path)
             report.memory.append(MemoryImport(target, name, len(entries), added=entries))
@@ -174,8 +177,9 @@ def import_hermes(host: PluginHost, source: Path, *, dry_run: bool = False,
     home = open_home(source, core_home=host.home)
     report = HermesImportReport(str(home.root), dry_run)
     for name in FILES:  # read and check before anything is written
-        if (home.memories / name).exists():
-            read_entries(home.memories / name)
+        path = home.memories / name
+        if path.exists() and link_out(path, home.root) is None:
+            read_entries(path)
     with tempfile.TemporaryDirectory(prefix="hermes-import-") as tmp:
         sessions_file = _read_sessions(home, progress, Path(tmp), report)
         if not dry_run:

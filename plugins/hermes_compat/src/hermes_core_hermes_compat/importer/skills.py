@@ -18,6 +18,7 @@ from typing import Any
 from hermes_core.kinds import Tool
 from hermes_core.toolrun import ToolRouter
 
+from .home import link_out
 from .memory import call_tool
 
 __all__ = ["HermesSkill", "SkillsImport", "import_skills", "read_skills"]
@@ -74,6 +75,9 @@ def read_skills(root: Path, out: SkillsImport) -> list[HermesSkill]:
         rel = path.parent.relative_to(root)
         if any(part.startswith(".") for part in rel.parts):
             continue  # hub caches, quarantine, archives
+        if (why := link_out(path, root.parent)) is not None:  # root: <Hermes home>/skills
+            out.left.append({"skill": str(rel), "reason": why})
+            continue
         try:
             text = path.read_text(encoding="utf-8-sig")  # without a byte-order mark
         except (OSError, UnicodeDecodeError) as exc:

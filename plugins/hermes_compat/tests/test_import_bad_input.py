@@ -303,3 +303,18 @@ def test_links_out_of_the_hermes_home_are_not_followed(core: Path, tmp_path: Pat
     assert "outside the Hermes home" in problems and "copy" in problems
     shown = run(core, "memory", "show", "--json").stdout
     assert "plain fact" in shown and "4711" not in shown and "9876" not in shown
+
+
+def test_malformed_config_yaml_is_named_without_its_text(core: Path, tmp_path: Path) -> None:
+    """Hermes' config.yaml holds API keys (``model.api_key``, ``auxiliary.*.api_key``): a syntax
+    error is named by file, line and column, as hermes-core's own config errors are, without
+    quoting the line (the YAML parser's message printed the key)."""
+    home = hermes_home(tmp_path / "badcfg", sessions=0, memory=["a fact"], config=(
+        "model:\n  provider: anthropic\n  api_key: 'sk-ant-api03-zzSECRETzz\n"))
+    before = snapshot(core)
+    result = run(core, "import", "hermes", str(home))
+    assert result.exit_code == 1
+    assert "SECRET" not in result.output
+    assert f"{home / 'config.yaml'}, line 4, column 1" in result.output  # where it ends
+    assert "nothing was imported" in result.output
+    assert snapshot(core) == before

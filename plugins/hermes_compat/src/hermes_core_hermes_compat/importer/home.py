@@ -98,9 +98,13 @@ def _read_config(path: Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        # where and what, never the parser's quote of the line: Hermes keeps API keys here
+        mark = getattr(exc, "problem_mark", None)
+        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or exc
         raise HermesImportError(
-            f"{path} cannot be read as YAML ({exc}); fix it or move it aside (only its "
-            "memory.provider and memory limits are used); nothing was imported") from None
+            f"{path}{where} cannot be read as YAML ({problem}); fix it or move it aside (only "
+            "its memory.provider and memory limits are used); nothing was imported") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -132,6 +132,8 @@ class HermesCoreMemory(MemoryProvider):  # type: ignore[misc]
         reason = str(kwargs.get("reason") or "")
         if reason == "compression":
             why = SwitchReason.COMPRESSION
+        elif reason == "branch":  # Hermes' /branch: a copy of the conversation, its parent kept
+            why = SwitchReason.BRANCH
         elif reset:
             why = SwitchReason.NEW
         else:

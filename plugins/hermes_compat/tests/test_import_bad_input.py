@@ -318,3 +318,46 @@ def test_malformed_config_yaml_is_named_without_its_text(core: Path, tmp_path: P
     assert f"{home / 'config.yaml'}, line 4, column 1" in result.output  # where it ends
     assert "nothing was imported" in result.output
     assert snapshot(core) == before
+
+
+def test_a_long_memory_file_is_fitted_in_few_store_calls(core: Path, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A MEMORY.md far over the limit (a Hermes user who raised Hermes' limit): the run that
+    fits is found from the store's own usage figures in a few calls, still written in one
+    version. It took one call per entry left out, each checking up to all of them (1,600
+    entries: 90 s)."""
+    import dataclasses
+
+    from hermes_core_hermes_compat.importer.memory import import_memory
+    from hermes_core_hermes_compat.importer.run import _curated
+
+    from hermes_core.commands import load_host
+
+    entries = [f"fact number {n}: " + "y" * 40 for n in range(600)]
+    home = hermes_home(tmp_path / "long", sessions=0, memory=entries)
+    monkeypatch.setenv("HERMES_CORE_HOME", str(core))
+    host = load_host()
+    try:
+        host.activate_memory_providers()
+        found = _curated(host, "memory")
+        assert found is not None
+        calls: list[int] = []
+
+        def counting(args: Any, ctx: Any) -> Any:
+            calls.append(len(args.operations or []))
+            return found[0].handler(args, ctx)
+
+        tool = dataclasses.replace(found[0], handler=counting)
+        part = import_memory((tool, found[1]), home / "memories" / "MEMORY.md", "memory")
+    finally:
+        host.shutdown()
+    assert len(calls) <= 6, len(calls)
+    kept = len(part.added)
+    stored = json.loads(run(core, "memory", "show", "--json").stdout)["memory"]["entries"]
+    assert stored == ["kept entry", *entries[:kept]] and kept > 30
+    assert [x["entry"] for x in part.left] == entries[kept:]
+    # nothing more fits: the next entry would pass the limit
+    usage = json.loads(run(core, "memory", "show", "--json").stdout)["memory"]
+    assert usage["chars"] + 3 + len(entries[kept]) > usage["limit"], usage
+    history = json.loads(run(core, "memory", "history", "--json").stdout)
+    assert len(history) == 2  # the fixture's import and this one

@@ -361,3 +361,33 @@ def test_a_long_memory_file_is_fitted_in_few_store_calls(core: Path, tmp_path: P
     assert usage["chars"] + 3 + len(entries[kept]) > usage["limit"], usage
     history = json.loads(run(core, "memory", "history", "--json").stdout)
     assert len(history) == 2  # the fixture's import and this one
+
+
+def test_text_times_in_state_db(core: Path, tmp_path: Path) -> None:
+    """SQLite keeps any value in a REAL column: a state.db written or edited by another tool may
+    hold ISO 8601 times. Those are read as the times they are; a time that is neither is refused
+    naming the row, before anything is written. It raised a bare ValueError (a traceback)."""
+    home = hermes_home(tmp_path / "iso")
+    con = sqlite3.connect(home / "state.db")
+    con.execute("INSERT INTO sessions (id, source, started_at) VALUES "
+                "('iso', 'cli', '2024-05-01T09:00:00+00:00')")
+    con.execute("INSERT INTO messages (session_id, role, content, timestamp) VALUES "
+                "('iso', 'user', 'when zqiso', '2024-05-01T09:00:30Z')")
+    con.commit()
+    result = run(core, "import", "hermes", str(home), "--json")
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in
+             run(core, "sessions", "export", "iso").stdout.splitlines()]
+    assert lines[0]["started_at"] == 1714554000.0
+    assert [m["timestamp"] for m in lines[1:]] == [1714554030.0]
+
+    bad = hermes_home(tmp_path / "bad", memory=["new entry"])
+    con = sqlite3.connect(bad / "state.db")
+    con.execute("UPDATE messages SET timestamp = 'yesterday' WHERE role = 'assistant'")
+    con.commit()
+    before = snapshot(core)
+    result = run(core, "import", "hermes", str(bad))
+    assert result.exit_code == 1
+    assert str(bad / "state.db") in result.output and "'yesterday'" in result.output
+    assert "session 's0'" in result.output and "nothing was imported" in result.output
+    assert snapshot(core) == before

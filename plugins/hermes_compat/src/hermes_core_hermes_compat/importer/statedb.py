@@ -24,6 +24,7 @@ import json
 import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -107,6 +108,26 @@ def count_messages(path: Path) -> int:
         con.close()
 
 
+class _BadTime(ValueError):
+    """A time in state.db that is neither seconds nor an ISO 8601 date (the message names it)."""
+
+
+def _seconds(value: Any, where: str) -> float | None:
+    """A time of state.db as seconds since the epoch: Hermes writes numbers; SQLite keeps any
+    value in a REAL column, so an ISO 8601 text (another tool's) is read as the time it is."""
+    if value is None or value == "":
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        pass
+    try:
+        return datetime.fromisoformat(str(value).strip().replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        raise _BadTime(f"{where} has the time {value!r}, neither seconds since 1970 nor an ISO "
+                       "8601 date") from None
+
+
 def _ordered_sessions(con: sqlite3.Connection) -> list[dict[str, Any]]:
     """Every session, parents before their children, otherwise by start time."""
     rows = [dict(r) for r in con.execute("SELECT * FROM sessions ORDER BY started_at, id")]
@@ -159,8 +180,10 @@ def _session_line(row: dict[str, Any], by_id: dict[str, dict[str, Any]]) -> dict
     return {
         "type": "session", "format": FORMAT, "id": row["id"],
         "platform": str(row["source"] or "cli"), "model": row.get("model"),
-        "title": row.get("title"), "started_at": row["started_at"],
-        "ended_at": row.get("ended_at"), "end_reason": row.get("end_reason"),
+        "title": row.get("title"),
+        "started_at": _seconds(row["started_at"], f"session {row['id']!r} (started_at)"),
+        "ended_at": _seconds(row.get("ended_at"), f"session {row['id']!r} (ended_at)"),
+        "end_reason": row.get("end_reason"),
         "parent_session_id": parent_id, "origin": origin,
         "input_tokens": row.get("input_tokens") or 0,
         "output_tokens": row.get("output_tokens") or 0,
@@ -230,7 +253,9 @@ def _message_line(row: sqlite3.Row, has: set[str]) -> dict[str, Any]:
         "tool_name": row["tool_name"] if "tool_name" in has else None,
         "tool_call_id": row["tool_call_id"] if "tool_call_id" in has else None,
         "tool_calls": _tool_calls(row["tool_calls"]) if "tool_calls" in has else [],
-        "timestamp": float(row["timestamp"] or 0.0), "meta": {"hermes": hermes},
+        "timestamp": _seconds(row["timestamp"], f"message {row['id']} of session "
+                              f"{row['session_id']!r}") or 0.0,
+        "meta": {"hermes": hermes},
     }
 
 
@@ -272,6 +297,9 @@ def convert(path: Path, out: IO[str], *, progress: Callable[[int], None] = lambd
     except sqlite3.DatabaseError as exc:
         raise _locked(path, exc) or HermesImportError(
             f"{path} could not be read to the end ({exc}); {_FIX}") from None
+    except _BadTime as exc:
+        raise HermesImportError(f"{path}: {exc}. Correct that row (sqlite3 state.db), or import "
+                                "a backup copy of the Hermes home; nothing was imported") from None
     finally:
         con.close()
     return summary

@@ -391,3 +391,19 @@ def test_text_times_in_state_db(core: Path, tmp_path: Path) -> None:
     assert str(bad / "state.db") in result.output and "'yesterday'" in result.output
     assert "session 's0'" in result.output and "nothing was imported" in result.output
     assert snapshot(core) == before
+
+
+
+def test_a_blob_where_hermes_writes_text(core: Path, tmp_path: Path) -> None:
+    """A state.db edited by another tool may hold a blob where Hermes writes text: it is read as
+    text. It raised TypeError (bytes are not JSON serializable), a traceback."""
+    home = hermes_home(tmp_path / "odd", sessions=3)  # s0 is already there (the fixture's)
+    con = sqlite3.connect(home / "state.db")
+    con.execute("UPDATE sessions SET model = CAST('model-zq' AS BLOB) WHERE id = 's1'")
+    con.execute("UPDATE messages SET tool_name = x'6869fe' WHERE id = 3")
+    con.commit()
+    result = run(core, "import", "hermes", str(home), "--json")
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in run(core, "sessions", "export", "s1").stdout.splitlines()]
+    assert lines[0]["model"] == "model-zq" and lines[1]["content"] == "question zqq1"
+    assert "zqa2" in run(core, "sessions", "export", "s2").stdout

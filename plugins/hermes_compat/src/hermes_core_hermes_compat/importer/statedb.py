@@ -285,6 +285,13 @@ def _lines(con: sqlite3.Connection, has: set[str], summary: StateDbSummary,
         summary.leave("messages of no session", int(orphans))
 
 
+def _as_text(value: Any) -> str:
+    """A value JSON has no form for as text: a blob where Hermes writes text (another tool's)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
 def convert(path: Path, out: IO[str], *, progress: Callable[[int], None] = lambda n: None
             ) -> StateDbSummary:
     """Write ``path``'s sessions and messages to ``out`` in the export format; read-only."""
@@ -293,7 +300,7 @@ def convert(path: Path, out: IO[str], *, progress: Callable[[int], None] = lambd
     try:
         has = _check_schema(con, path)
         for line in _lines(con, has, summary, progress):
-            out.write(json.dumps(line, ensure_ascii=False) + "\n")
+            out.write(json.dumps(line, ensure_ascii=False, default=_as_text) + "\n")
     except sqlite3.DatabaseError as exc:
         raise _locked(path, exc) or HermesImportError(
             f"{path} could not be read to the end ({exc}); {_FIX}") from None

@@ -407,3 +407,20 @@ def test_a_blob_where_hermes_writes_text(core: Path, tmp_path: Path) -> None:
     lines = [json.loads(line) for line in run(core, "sessions", "export", "s1").stdout.splitlines()]
     assert lines[0]["model"] == "model-zq" and lines[1]["content"] == "question zqq1"
     assert "zqa2" in run(core, "sessions", "export", "s2").stdout
+
+
+def test_a_session_without_an_id_is_left_out_and_counted(core: Path, tmp_path: Path) -> None:
+    """SQLite lets a TEXT PRIMARY KEY be NULL: a session row without an id (another tool's) is
+    left out and counted, the others imported. The archive refused the converted file from that
+    line on, naming a temporary file (already deleted) as the one to fix."""
+    home = hermes_home(tmp_path / "noid", sessions=3)  # s0 is already there (the fixture's)
+    con = sqlite3.connect(home / "state.db")
+    con.execute("INSERT INTO sessions (id, source, started_at) VALUES (NULL, 'cli', 999.0)")
+    con.execute("INSERT INTO sessions (id, source, started_at) VALUES ('', 'cli', 999.5)")
+    con.commit()
+    result = run(core, "import", "hermes", str(home), "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["sessions"]["left"] == {"sessions without an id": 2}
+    assert report["sessions"]["imported"] == {"sessions": 2, "messages": 4}
+    assert "zqa2" in run(core, "sessions", "export", "s2").stdout

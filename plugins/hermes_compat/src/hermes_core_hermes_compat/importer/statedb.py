@@ -265,6 +265,9 @@ def _lines(con: sqlite3.Connection, has: set[str], summary: StateDbSummary,
     by_id = {r["id"]: r for r in sessions}
     rewound = ("active" in has and "compacted" in has)
     for row in sessions:
+        if row["id"] is None or str(row["id"]).strip() == "":
+            summary.leave("sessions without an id")  # (another tool's row: Hermes sets one)
+            continue
         summary.sessions += 1
         yield _session_line(row, by_id)
         for msg in con.execute("SELECT * FROM messages WHERE session_id = ? ORDER BY id",

@@ -424,3 +424,24 @@ def test_a_session_without_an_id_is_left_out_and_counted(core: Path, tmp_path: P
     assert report["sessions"]["left"] == {"sessions without an id": 2}
     assert report["sessions"]["imported"] == {"sessions": 2, "messages": 4}
     assert "zqa2" in run(core, "sessions", "export", "s2").stdout
+
+
+def test_a_state_db_of_a_newer_hermes_schema_is_named_as_such(core: Path, tmp_path: Path) -> None:
+    """Hermes numbers its state.db schema (``schema_version``; 22 in 0.19.0). One of a newer
+    Hermes that changed the columns the import reads is refused as newer, with the upgrade; it
+    was called 'not a Hermes Agent state.db'."""
+    home = tmp_path / "newer"
+    home.mkdir()
+    con = sqlite3.connect(home / "state.db")
+    con.executescript(SCHEMA.replace("timestamp REAL NOT NULL", "created_at REAL NOT NULL")
+                      + "CREATE TABLE schema_version (version INTEGER NOT NULL);"
+                        "INSERT INTO schema_version VALUES (31);")
+    con.close()
+    before = snapshot(core)
+    result = run(core, "import", "hermes", str(home))
+    assert result.exit_code == 1
+    assert f"{home / 'state.db'} was written by a newer Hermes Agent" in result.output
+    assert "schema version 31" in result.output and "timestamp" in result.output
+    assert "pip install -U hermes-core-hermes-compat" in result.output
+    assert "is not a Hermes Agent state.db" not in result.output
+    assert snapshot(core) == before

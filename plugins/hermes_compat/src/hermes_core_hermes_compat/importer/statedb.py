@@ -40,6 +40,8 @@ _NEEDED = {
     "sessions": {"id", "source", "parent_session_id", "started_at"},
     "messages": {"id", "session_id", "role", "content", "timestamp"},
 }
+#: the newest state.db schema version the import knows (Hermes Agent 0.19.0's)
+_KNOWN_SCHEMA = 22
 _FIX = ("check it with: sqlite3 state.db 'PRAGMA integrity_check', or import a backup copy of "
         "the Hermes home; nothing was imported")
 
@@ -88,6 +90,14 @@ def _check_schema(con: sqlite3.Connection, path: Path) -> set[str]:
             f"{path} cannot be read ({exc}); {_FIX}") from None
     for table, needed in _NEEDED.items():
         missing = needed - columns[table]
+        version = _schema_version(con) if missing else None
+        if version is not None and version > _KNOWN_SCHEMA:
+            raise HermesImportError(
+                f"{path} was written by a newer Hermes Agent (state.db schema version {version}; "
+                f"this import reads Hermes' schema up to version {_KNOWN_SCHEMA}): its table "
+                f"{table!r} lacks the columns {', '.join(sorted(missing))}. Upgrade the bridge "
+                "(pip install -U hermes-core-hermes-compat) and run the import again; nothing "
+                "was imported")
         if missing:
             what = "has no table" if not columns[table] else "has a table"
             raise HermesImportError(
@@ -96,6 +106,15 @@ def _check_schema(con: sqlite3.Connection, path: Path) -> set[str]:
                 + ". Point the import at a Hermes home (the folder Hermes Agent keeps state.db, "
                 "memories/ and skills/ in, ~/.hermes by default); nothing was imported")
     return columns["messages"]
+
+
+def _schema_version(con: sqlite3.Connection) -> int | None:
+    """Hermes' own number for its state.db schema (``schema_version``), or None."""
+    try:
+        row = con.execute("SELECT version FROM schema_version LIMIT 1").fetchone()
+        return int(row[0]) if row is not None else None
+    except (sqlite3.DatabaseError, TypeError, ValueError):
+        return None
 
 
 def count_messages(path: Path) -> int:

@@ -445,3 +445,21 @@ def test_a_state_db_of_a_newer_hermes_schema_is_named_as_such(core: Path, tmp_pa
     assert "pip install -U hermes-core-hermes-compat" in result.output
     assert "is not a Hermes Agent state.db" not in result.output
     assert snapshot(core) == before
+
+
+def test_a_hermes_served_by_hermes_core_needs_no_provider(core: Path, tmp_path: Path) -> None:
+    """docs/hermes.md: after the import, Hermes may take hermes-core's stack as its provider
+    (``memory.provider: hermes_core``), and the import may run again. That provider is hermes-core
+    itself: nothing to add. The import exited 1 saying no Hermes plugin 'hermes_core' is installed
+    and to install one."""
+    home = hermes_home(tmp_path / "served", sessions=0, config="memory:\n  provider: hermes_core\n")
+    result = run(core, "import", "hermes", str(home), "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["problems"] == []
+    assert report["provider"] == {"hermes": "hermes_core", "provider": None,
+                                  "status": "hermes-core itself"}
+    config = core / "config.yaml"
+    assert not config.exists() or "hermes-core" not in config.read_text()
+    text = run(core, "import", "hermes", str(home))
+    assert "memory provider: Hermes' 'hermes_core' is hermes-core itself" in text.output

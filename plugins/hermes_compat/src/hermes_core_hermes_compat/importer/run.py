@@ -139,7 +139,11 @@ def _provider(host: PluginHost, home: HermesHome, dry_run: bool,
     if name is None:
         return
     from ..discovery import kind_name
+    from ..hermes_side import PROVIDER_NAME
 
+    if name == PROVIDER_NAME:  # Hermes was served by hermes-core's own stack: nothing to add
+        report.provider = {"hermes": name, "provider": None, "status": "hermes-core itself"}
+        return
     mapped = kind_name(name)  # the name the bridge gives that Hermes plugin
     selected = list(host.config.core.memory.providers)
     report.provider = {"hermes": name, "provider": mapped}

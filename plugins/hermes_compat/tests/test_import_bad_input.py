@@ -277,27 +277,21 @@ def test_provider_name_mapped_as_the_bridge_names_it(core: Path, tmp_path: Path)
 
 def test_links_out_of_the_hermes_home_are_not_followed(core: Path, tmp_path: Path) -> None:
     """A Hermes home copied from elsewhere may hold links to files outside it (to this user's own
-    files): a memory file or SKILL.md that is such a link is not read into the memory (which every
-    prompt carries) nor the skills; each is named with the fix, the rest is imported. A link
-    inside the home is followed."""
+    files): a memory file that is such a link is not read into the memory (which every prompt
+    carries); it is named with the fix, the rest is imported. (Hermes rewrites its memory files
+    in place of such a link on its first write; skills it follows links for, and so does the
+    import: test_skills_are_found_as_hermes_finds_them.)"""
     outside = tmp_path / "elsewhere" / "notes.txt"
     outside.parent.mkdir()
     outside.write_text("the vault code is 4711\n§\nmy bank pin is 9876\n", encoding="utf-8")
     home = hermes_home(tmp_path / "linked", sessions=0, memory=["plain fact"])
     (home / "memories" / "USER.md").symlink_to(outside)
-    for name, target in (("leaky", outside), ("inside", home / "memories" / "real.md")):
-        (home / "skills" / name).mkdir(parents=True)
-        (home / "skills" / name / "SKILL.md").symlink_to(target)
-    (home / "memories" / "real.md").write_text("---\nname: inside\ndescription: kept\n---\n"
-                                               "Step one.\n", encoding="utf-8")
     dry = json.loads(run(core, "import", "hermes", str(home), "--dry-run", "--json").stdout)
     assert [m["file"] for m in dry["memory"]] == ["MEMORY.md"]
     result = run(core, "import", "hermes", str(home), "--json")
     assert result.exit_code == 1
     report = json.loads(result.stdout)
     assert [m["file"] for m in report["memory"]] == ["MEMORY.md"]
-    assert report["skills"]["created"] == ["inside"]
-    assert [s["skill"] for s in report["skills"]["left"]] == ["leaky"]
     problems = "\n".join(report["problems"])
     assert f"{home / 'memories' / 'USER.md'} is a link to {outside}" in problems
     assert "outside the Hermes home" in problems and "copy" in problems
@@ -463,3 +457,30 @@ def test_a_hermes_served_by_hermes_core_needs_no_provider(core: Path, tmp_path: 
     assert not config.exists() or "hermes-core" not in config.read_text()
     text = run(core, "import", "hermes", str(home))
     assert "memory provider: Hermes' 'hermes_core' is hermes-core itself" in text.output
+
+
+
+def skill(folder: Path, name: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "SKILL.md").write_text(f"---\nname: {name}\ndescription: {name} steps\n---\n"
+                                     f"Do {name}.\n", encoding="utf-8")
+
+
+def test_skills_are_found_as_hermes_finds_them(core: Path, tmp_path: Path) -> None:
+    """Hermes walks skills/ following links (a skill folder may be a link to a checkout
+    elsewhere) and skips a skill's support folders (references/, scripts/, ...) and dependency
+    folders (node_modules/, ...): agent/skill_utils.iter_skill_index_files. The import skipped
+    linked skill folders silently and took an old package kept under references/ for a skill."""
+    home = hermes_home(tmp_path / "skills", sessions=0)
+    skills = home / "skills"
+    skill(skills / "devops" / "deploy", "deploy")
+    skill(skills / "devops" / "deploy" / "references" / "old-deploy", "old-deploy")
+    skill(skills / "devops" / "deploy" / "node_modules" / "dep", "dep")
+    skill(tmp_path / "checkout" / "linted", "linted")
+    (skills / "linted").symlink_to(tmp_path / "checkout" / "linted")
+    (skills / "again").symlink_to(skills)  # a loop: walked once
+    result = run(core, "import", "hermes", str(home), "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)["skills"]
+    assert sorted(report["created"]) == ["deploy", "linted"]
+    assert report["notes"] == [] or all("old-deploy" not in n for n in report["notes"])

@@ -484,3 +484,17 @@ def test_skills_are_found_as_hermes_finds_them(core: Path, tmp_path: Path) -> No
     report = json.loads(result.stdout)["skills"]
     assert sorted(report["created"]) == ["deploy", "linted"]
     assert report["notes"] == [] or all("old-deploy" not in n for n in report["notes"])
+
+
+def test_a_memory_file_that_cannot_be_read_is_named(core: Path, tmp_path: Path) -> None:
+    """A MEMORY.md that cannot be read (here a folder of that name; a file of another owner
+    fails the same way) is refused naming it, before anything is written. It raised
+    IsADirectoryError / PermissionError out of the command (a traceback)."""
+    home = hermes_home(tmp_path / "unreadable")
+    (home / "memories" / "MEMORY.md").mkdir(parents=True)
+    before = snapshot(core)
+    result = run(core, "import", "hermes", str(home))
+    assert result.exit_code == 1
+    assert f"{home / 'memories' / 'MEMORY.md'} cannot be read" in result.output
+    assert "nothing was imported" in result.output
+    assert snapshot(core) == before

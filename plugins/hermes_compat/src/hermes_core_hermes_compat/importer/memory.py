@@ -61,6 +61,10 @@ def read_entries(path: Path) -> list[str]:
     except UnicodeDecodeError as exc:
         raise HermesImportError(f"{path} is not UTF-8 text ({exc}); re-save it as UTF-8 and run "
                                 "the import again; nothing was imported") from None
+    except OSError as exc:
+        raise HermesImportError(f"{path} cannot be read ({exc.strerror or exc}): make it a file "
+                                "you can read, or move it aside, and run the import again; "
+                                "nothing was imported") from None
     out: list[str] = []
     for part in text.split(DELIMITER):
         entry = part.strip()

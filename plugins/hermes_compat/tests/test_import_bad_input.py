@@ -242,6 +242,12 @@ def test_an_entry_the_store_refuses_does_not_take_the_ones_after_it(core: Path,
     problem = next(p for p in report["problems"] if "MEMORY.md" in p)
     assert str(home / "memories" / "MEMORY.md") in problem and "prompt_injection" in problem
     assert "memory_char_limit" not in problem
+    # an entry longer than the whole store is refused on its own too: the others are stored
+    long = hermes_home(tmp_path / "long", sessions=0, memory=["fact e", "z" * 3000, "fact f"])
+    report = json.loads(run(core, "import", "hermes", str(long), "--json").stdout)
+    assert report["memory"][0]["added"] == 2
+    assert [x["entry"] for x in report["memory"][0]["left"]] == ["z" * 3000]
+    assert "on their own" in report["problems"][0]
     # alone in its file, the refused entry gets the same advice
     alone = hermes_home(tmp_path / "alone", sessions=0, memory=[bad])
     report = json.loads(run(core, "import", "hermes", str(alone), "--json").stdout)

@@ -9,8 +9,8 @@ no-op, and the history records one version with origin ``import``.
 
 When the whole file does not fit the store's limit, the longest leading run of entries that fits
 is stored and every entry left out is reported with the store's reason; nothing is dropped
-silently. An entry the store refuses for what it says (its threat scan) is left out first, with
-its own reason, so that it does not take the entries after it.
+silently. An entry the store refuses on its own (its threat scan, or longer than the whole
+store) is left out first, with its own reason, so that it does not take the entries after it.
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ class MemoryImport:
     already: list[str] = field(default_factory=list)
     #: entries not stored, each with the store's reason
     left: list[dict[str, str]] = field(default_factory=list)
-    #: those of ``left`` the store refused for what they say (a threat pattern), not for room
+    #: those of ``left`` the store refused on their own (a threat pattern, longer than the whole
+    #: store), not for want of room beside the others
     refused: list[dict[str, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:

@@ -120,9 +120,9 @@ def _memory(host: PluginHost, home: HermesHome, dry_run: bool,
         report.memory.append(part)
         if part.refused:
             report.problems.append(
-                f"{path}: the memory store refused {len(part.refused)} of its entries for what "
-                f"they say ({part.refused[0]['reason']}). Edit or remove them in {path}, then "
-                "run the import again: entries already stored are skipped")
+                f"{path}: the memory store refused {len(part.refused)} of its entries on their "
+                f"own ({part.refused[0]['reason']}). Edit or remove them in {path}, then run the "
+                "import again: entries already stored are skipped")
         room = [left for left in part.left if left not in part.refused]
         if room:
             key = "memory_char_limit" if target == "memory" else "user_char_limit"

@@ -131,3 +131,80 @@ def test_the_provider_refuses_to_serve_the_stack_it_is_part_of(tmp_path: Path) -
         assert "hermes_core_session_search" in {s["name"] for s in provider.get_tool_schemas()}
     finally:
         provider.shutdown()
+
+
+BRANCH = r'''
+from agent.memory_manager import MemoryManager
+from plugins.memory import load_memory_provider
+
+mm = MemoryManager()
+mm.add_provider(load_memory_provider("hermes_core"))
+mm.initialize_all(session_id="hs-trunk", platform="cli")
+mm.sync_all("the trunk turn zqtrunk", "noted", session_id="hs-trunk")
+mm.flush_pending(timeout=30)
+# what Hermes' /branch sends (hermes_cli/cli_commands_mixin.py)
+mm.on_session_switch("hs-twig", parent_session_id="hs-trunk", reset=False, reason="branch")
+mm.sync_all("the branch turn zqtwig", "noted", session_id="hs-twig")
+mm.flush_pending(timeout=30)
+mm.shutdown_all()
+'''
+
+
+def test_a_hermes_branch_is_a_branch_in_the_archive(tmp_path: Path) -> None:
+    """Hermes' /branch (``reason="branch"``, ``reset=False``) reaches the stack as a branch: the
+    archive keeps the new session as ``origin: branch`` of its parent, as ``import hermes`` does
+    for a branch of state.db. It was announced as a resume, so the archive filed it as one."""
+    hermes, core = tmp_path / "hermes", tmp_path / "core"
+    hermes.mkdir()
+    (hermes / "config.yaml").write_text("memory:\n  provider: hermes_core\n")
+    assert install(["install", str(hermes)]) == 0
+    env = {**os.environ, "HERMES_HOME": str(hermes), "HERMES_CORE_HOME": str(core)}
+    done = subprocess.run([sys.executable, "-c", BRANCH], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    shown = CliRunner().invoke(cli, ["sessions", "show", "hs-twig", "--json"],
+                               env={"HERMES_CORE_HOME": str(core)}, catch_exceptions=False)
+    session = json.loads(shown.stdout)
+    session = session.get("session", session)
+    assert session["parent_session_id"] == "hs-trunk"
+    assert session["origin"] == "branch", session
+
+
+LATE_SYNC = r'''
+from agent.memory_manager import MemoryManager
+from plugins.memory import load_memory_provider
+
+mm = MemoryManager()
+mm.add_provider(load_memory_provider("hermes_core"))
+mm.initialize_all(session_id="hs-first", platform="cli")
+mm.sync_all("the first turn zqfirst", "noted", session_id="hs-first")
+mm.flush_pending(timeout=30)
+# Hermes runs sync_all on its background worker and /resume's on_session_switch on the CLI
+# thread: the last turn's sync can run after the switch. It names its session.
+mm.on_session_switch("hs-other", parent_session_id="", reset=False, reason="resume")
+mm.sync_all("the late turn zqlate", "noted", session_id="hs-first")
+mm.sync_all("the next turn zqnext", "noted", session_id="hs-other")
+mm.flush_pending(timeout=30)
+mm.shutdown_all()
+'''
+
+
+def test_a_turn_synced_after_a_switch_lands_in_its_own_session(tmp_path: Path) -> None:
+    """sync_turn names the session of its turn (session_id=): a turn Hermes syncs after a switch
+    is stored in that session, not the one switched to (it was filed under the new one)."""
+    hermes, core = tmp_path / "hermes", tmp_path / "core"
+    hermes.mkdir()
+    (hermes / "config.yaml").write_text("memory:\n  provider: hermes_core\n")
+    assert install(["install", str(hermes)]) == 0
+    env = {**os.environ, "HERMES_HOME": str(hermes), "HERMES_CORE_HOME": str(core)}
+    done = subprocess.run([sys.executable, "-c", LATE_SYNC], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+
+    def texts(session: str) -> str:
+        return CliRunner().invoke(cli, ["sessions", "export", session],
+                                  env={"HERMES_CORE_HOME": str(core)},
+                                  catch_exceptions=False).stdout
+
+    assert "zqfirst" in texts("hs-first") and "zqlate" in texts("hs-first")
+    assert "zqlate" not in texts("hs-other") and "zqnext" in texts("hs-other")

@@ -132,6 +132,8 @@ class HermesCoreMemory(MemoryProvider):  # type: ignore[misc]
         reason = str(kwargs.get("reason") or "")
         if reason == "compression":
             why = SwitchReason.COMPRESSION
+        elif reason == "branch":  # Hermes' /branch: a copy of the conversation, its parent kept
+            why = SwitchReason.BRANCH
         elif reset:
             why = SwitchReason.NEW
         else:
@@ -178,6 +180,11 @@ class HermesCoreMemory(MemoryProvider):  # type: ignore[misc]
         if self._host is None or self._session is None:
             return
         session = self._session
+        if session_id and session_id != session.id:
+            # Hermes syncs on its background worker, and switches (/resume, /branch) on its own
+            # thread: a turn synced after a switch names the session it belongs to
+            session = self._session_for(session_id, {
+                "platform": session.platform, "user_id": session.attributes.get("user_id")})
         user = Message("user", user_content or "")
         assistant = Message("assistant", assistant_content or "")
         for message in (user, assistant):

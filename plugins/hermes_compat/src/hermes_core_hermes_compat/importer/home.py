@@ -14,7 +14,7 @@ from typing import Any
 
 from hermes_core.errors import HermesCoreError
 
-__all__ = ["HermesHome", "HermesImportError", "default_home", "open_home"]
+__all__ = ["HermesHome", "HermesImportError", "default_home", "link_out", "open_home"]
 
 
 class HermesImportError(HermesCoreError):
@@ -53,6 +53,18 @@ class HermesHome:
         return name.strip() if isinstance(name, str) and name.strip() else None
 
 
+def link_out(path: Path, root: Path) -> str | None:
+    """Why ``path`` is not read when it is a link to a file outside the Hermes home ``root`` (a
+    home copied from elsewhere may link to this user's own files, which the import would put in
+    the memory every prompt carries), else None."""
+    target = path.resolve()
+    if target.is_relative_to(root.resolve()):
+        return None
+    return (f"{path} is a link to {target}, outside the Hermes home, so it was not imported; if it "
+            f"is meant for hermes-core, copy the file itself into {path.parent} and run the "
+            "import again")
+
+
 def open_home(path: Path, *, core_home: Path) -> HermesHome:
     """The Hermes home at ``path``, or :class:`HermesImportError` saying why it is not one."""
     root = path.expanduser()
@@ -86,9 +98,13 @@ def _read_config(path: Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        # where and what, never the parser's quote of the line: Hermes keeps API keys here
+        mark = getattr(exc, "problem_mark", None)
+        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or exc
         raise HermesImportError(
-            f"{path} cannot be read as YAML ({exc}); fix it or move it aside (only its "
-            "memory.provider and memory limits are used); nothing was imported") from None
+            f"{path}{where} cannot be read as YAML ({problem}); fix it or move it aside (only "
+            "its memory.provider and memory limits are used); nothing was imported") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -72,7 +72,9 @@ def _print(data: dict[str, Any]) -> None:
     for note in skills["notes"]:
         click.echo(f"    {note}")
     provider = data["provider"]
-    if provider:
+    if provider and provider["provider"] is None:
+        click.echo(f"  memory provider: Hermes' {provider['hermes']!r} is {provider['status']}")
+    elif provider:
         click.echo(f"  memory provider: Hermes' {provider['hermes']!r} -> {provider['provider']!r}:"
                    f" {provider['status']}")
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from hermes_core.storage import resolve_storage_url
 from hermes_core.storage.transfer import CopyProgress, StorageSide, merge_reports
 
-from .home import HermesHome, HermesImportError, open_home
+from .home import HermesHome, HermesImportError, link_out, open_home
 from .memory import FILES, MemoryImport, import_memory, read_entries
 from .skills import SkillsImport, import_skills
 from .statedb import StateDbSummary, convert, count_messages
@@ -109,17 +109,26 @@ def _memory(host: PluginHost, home: HermesHome, dry_run: bool,
         path = home.memories / name
         if not path.exists():
             continue
+        if (why := link_out(path, home.root)) is not None:
+            report.problems.append(why)
+            continue
         if dry_run:
             entries = read_entries(path)
             report.memory.append(MemoryImport(target, name, len(entries), added=entries))
             continue
         part = import_memory(tool, path, target)
         report.memory.append(part)
-        if part.left:
+        if part.refused:
+            report.problems.append(
+                f"{path}: the memory store refused {len(part.refused)} of its entries on their "
+                f"own ({part.refused[0]['reason']}). Edit or remove them in {path}, then run the "
+                "import again: entries already stored are skipped")
+        room = [left for left in part.left if left not in part.refused]
+        if room:
             key = "memory_char_limit" if target == "memory" else "user_char_limit"
             report.problems.append(
-                f"{path}: {len(part.left)} of its {part.entries} entries were not stored "
-                f"({part.left[0]['reason']}). Raise file_memory.{key} in config.yaml or make "
+                f"{path}: {len(room)} of its {part.entries} entries were not stored "
+                f"({room[0]['reason']}). Raise file_memory.{key} in config.yaml or make "
                 "room ('hermes-core memory curate'), then run the import again: entries already "
                 "stored are skipped")
 
@@ -129,7 +138,13 @@ def _provider(host: PluginHost, home: HermesHome, dry_run: bool,
     name = home.memory_provider()
     if name is None:
         return
-    mapped = f"hermes-{name}"
+    from ..discovery import kind_name
+    from ..hermes_side import PROVIDER_NAME
+
+    if name == PROVIDER_NAME:  # Hermes was served by hermes-core's own stack: nothing to add
+        report.provider = {"hermes": name, "provider": None, "status": "hermes-core itself"}
+        return
+    mapped = kind_name(name)  # the name the bridge gives that Hermes plugin
     selected = list(host.config.core.memory.providers)
     report.provider = {"hermes": name, "provider": mapped}
     if mapped in selected:
@@ -140,8 +155,8 @@ def _provider(host: PluginHost, home: HermesHome, dry_run: bool,
         report.problems.append(
             f"Hermes used the memory provider {name!r}; no Hermes plugin of that name is installed "
             f"here, so {mapped!r} was not added to memory.providers. Install the plugin "
-            f"(pip install it, or put its folder in $HERMES_CORE_HOME/plugins/), check it with "
-            f"'hermes-core hermes plugins', then run the import again")
+            "(pip install it, or copy its folder into $HERMES_CORE_HOME/hermes-plugins/), check "
+            "it with 'hermes-core hermes plugins', then run the import again")
         return
     if dry_run:
         report.provider["status"] = "would be added"
@@ -166,8 +181,9 @@ def import_hermes(host: PluginHost, source: Path, *, dry_run: bool = False,
     home = open_home(source, core_home=host.home)
     report = HermesImportReport(str(home.root), dry_run)
     for name in FILES:  # read and check before anything is written
-        if (home.memories / name).exists():
-            read_entries(home.memories / name)
+        path = home.memories / name
+        if path.exists() and link_out(path, home.root) is None:
+            read_entries(path)
     with tempfile.TemporaryDirectory(prefix="hermes-import-") as tmp:
         sessions_file = _read_sessions(home, progress, Path(tmp), report)
         if not dry_run:

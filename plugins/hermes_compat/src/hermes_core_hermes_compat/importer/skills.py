@@ -10,6 +10,7 @@ Hermes ships and seeds itself (listed in ``skills/.bundled_manifest``), supporti
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,10 @@ from .memory import call_tool
 
 __all__ = ["HermesSkill", "SkillsImport", "import_skills", "read_skills"]
 
+#: folders Hermes' skill scan never enters (agent/skill_utils.EXCLUDED_SKILL_DIRS), and a
+#: skill's support folders, which hold its files, not skills (SKILL_SUPPORT_DIRS)
+_EXCLUDED = frozenset(("venv", "node_modules", "site-packages", "__pycache__"))
+_SUPPORT = frozenset(("references", "templates", "assets", "scripts"))
 _FRONT = re.compile(r"\A---\s*\n(.*?)\n---\s*\n?(.*)\Z", re.DOTALL)
 
 
@@ -70,12 +75,10 @@ def read_skills(root: Path, out: SkillsImport) -> list[HermesSkill]:
 
     bundled = _bundled(root)
     skills: list[HermesSkill] = []
-    for path in sorted(root.rglob("SKILL.md")):
+    for path in _skill_files(root):
         rel = path.parent.relative_to(root)
-        if any(part.startswith(".") for part in rel.parts):
-            continue  # hub caches, quarantine, archives
         try:
-            text = path.read_text(encoding="utf-8")
+            text = path.read_text(encoding="utf-8-sig")  # without a byte-order mark
         except (OSError, UnicodeDecodeError) as exc:
             out.left.append({"skill": str(rel), "reason": f"{path} cannot be read: {exc}"})
             continue
@@ -98,6 +101,24 @@ def read_skills(root: Path, out: SkillsImport) -> list[HermesSkill]:
         extra = sum(1 for p in path.parent.rglob("*") if p.is_file() and p != path)
         skills.append(HermesSkill(_slug(raw_name), description, body.strip(), path, extra))
     return skills
+
+
+def _skill_files(root: Path) -> list[Path]:
+    """The ``SKILL.md`` files under ``root`` as Hermes finds them: links followed (a skill folder
+    may link to a checkout elsewhere; each real folder walked once), hidden and dependency
+    folders and a skill's support folders skipped."""
+    found: list[Path] = []
+    seen: set[str] = set()
+    for folder, dirs, files in os.walk(root, followlinks=True):
+        real = os.path.realpath(folder)
+        has_skill = "SKILL.md" in files and real not in seen
+        dirs[:] = [] if real in seen else [
+            d for d in dirs if not d.startswith(".")  # hub caches, quarantine, archives
+            and d not in _EXCLUDED and not (has_skill and d in _SUPPORT)]
+        seen.add(real)
+        if has_skill:
+            found.append(Path(folder) / "SKILL.md")
+    return sorted(found)
 
 
 def import_skills(tool: tuple[Tool, str] | None, root: Path, *, dry_run: bool) -> SkillsImport:

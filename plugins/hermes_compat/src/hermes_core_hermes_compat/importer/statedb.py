@@ -24,6 +24,7 @@ import json
 import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -39,6 +40,8 @@ _NEEDED = {
     "sessions": {"id", "source", "parent_session_id", "started_at"},
     "messages": {"id", "session_id", "role", "content", "timestamp"},
 }
+#: the newest state.db schema version the import knows (Hermes Agent 0.19.0's)
+_KNOWN_SCHEMA = 22
 _FIX = ("check it with: sqlite3 state.db 'PRAGMA integrity_check', or import a backup copy of "
         "the Hermes home; nothing was imported")
 
@@ -54,14 +57,25 @@ class StateDbSummary:
         self.left[reason] = self.left.get(reason, 0) + n
 
 
+def _locked(path: Path, exc: sqlite3.DatabaseError) -> HermesImportError | None:
+    """The error for a database another program holds locked (not a corrupt one), else None."""
+    if getattr(exc, "sqlite_errorcode", None) not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+        return None
+    return HermesImportError(
+        f"{path} is locked by another program ({exc}): Hermes Agent is probably running and "
+        "writing it. Stop Hermes and run the import again, or import a copy of the Hermes home; "
+        "nothing was imported")
+
+
 def _connect(path: Path) -> sqlite3.Connection:
     try:
         con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
         con.row_factory = sqlite3.Row
         con.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.DatabaseError as exc:
-        raise HermesImportError(f"{path} is not a readable SQLite database ({exc}): it may be "
-                                f"corrupt or not a state.db; {_FIX}") from None
+        raise _locked(path, exc) or HermesImportError(
+            f"{path} is not a readable SQLite database ({exc}): it may be corrupt or not a "
+            f"state.db; {_FIX}") from None
     return con
 
 
@@ -72,9 +86,18 @@ def _check_schema(con: sqlite3.Connection, path: Path) -> set[str]:
         for table in _NEEDED:
             columns[table] = {r[1] for r in con.execute(f"PRAGMA table_info({table})")}
     except sqlite3.DatabaseError as exc:
-        raise HermesImportError(f"{path} cannot be read ({exc}); {_FIX}") from None
+        raise _locked(path, exc) or HermesImportError(
+            f"{path} cannot be read ({exc}); {_FIX}") from None
     for table, needed in _NEEDED.items():
         missing = needed - columns[table]
+        version = _schema_version(con) if missing else None
+        if version is not None and version > _KNOWN_SCHEMA:
+            raise HermesImportError(
+                f"{path} was written by a newer Hermes Agent (state.db schema version {version}; "
+                f"this import reads Hermes' schema up to version {_KNOWN_SCHEMA}): its table "
+                f"{table!r} lacks the columns {', '.join(sorted(missing))}. Upgrade the bridge "
+                "(pip install -U hermes-core-hermes-compat) and run the import again; nothing "
+                "was imported")
         if missing:
             what = "has no table" if not columns[table] else "has a table"
             raise HermesImportError(
@@ -85,6 +108,15 @@ def _check_schema(con: sqlite3.Connection, path: Path) -> set[str]:
     return columns["messages"]
 
 
+def _schema_version(con: sqlite3.Connection) -> int | None:
+    """Hermes' own number for its state.db schema (``schema_version``), or None."""
+    try:
+        row = con.execute("SELECT version FROM schema_version LIMIT 1").fetchone()
+        return int(row[0]) if row is not None else None
+    except (sqlite3.DatabaseError, TypeError, ValueError):
+        return None
+
+
 def count_messages(path: Path) -> int:
     """How many message rows the database holds (for the progress bar)."""
     con = _connect(path)
@@ -93,6 +125,26 @@ def count_messages(path: Path) -> int:
         return int(con.execute("SELECT count(*) FROM messages").fetchone()[0])
     finally:
         con.close()
+
+
+class _BadTime(ValueError):
+    """A time in state.db that is neither seconds nor an ISO 8601 date (the message names it)."""
+
+
+def _seconds(value: Any, where: str) -> float | None:
+    """A time of state.db as seconds since the epoch: Hermes writes numbers; SQLite keeps any
+    value in a REAL column, so an ISO 8601 text (another tool's) is read as the time it is."""
+    if value is None or value == "":
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        pass
+    try:
+        return datetime.fromisoformat(str(value).strip().replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        raise _BadTime(f"{where} has the time {value!r}, neither seconds since 1970 nor an ISO "
+                       "8601 date") from None
 
 
 def _ordered_sessions(con: sqlite3.Connection) -> list[dict[str, Any]]:
@@ -147,8 +199,10 @@ def _session_line(row: dict[str, Any], by_id: dict[str, dict[str, Any]]) -> dict
     return {
         "type": "session", "format": FORMAT, "id": row["id"],
         "platform": str(row["source"] or "cli"), "model": row.get("model"),
-        "title": row.get("title"), "started_at": row["started_at"],
-        "ended_at": row.get("ended_at"), "end_reason": row.get("end_reason"),
+        "title": row.get("title"),
+        "started_at": _seconds(row["started_at"], f"session {row['id']!r} (started_at)"),
+        "ended_at": _seconds(row.get("ended_at"), f"session {row['id']!r} (ended_at)"),
+        "end_reason": row.get("end_reason"),
         "parent_session_id": parent_id, "origin": origin,
         "input_tokens": row.get("input_tokens") or 0,
         "output_tokens": row.get("output_tokens") or 0,
@@ -218,7 +272,9 @@ def _message_line(row: sqlite3.Row, has: set[str]) -> dict[str, Any]:
         "tool_name": row["tool_name"] if "tool_name" in has else None,
         "tool_call_id": row["tool_call_id"] if "tool_call_id" in has else None,
         "tool_calls": _tool_calls(row["tool_calls"]) if "tool_calls" in has else [],
-        "timestamp": float(row["timestamp"] or 0.0), "meta": {"hermes": hermes},
+        "timestamp": _seconds(row["timestamp"], f"message {row['id']} of session "
+                              f"{row['session_id']!r}") or 0.0,
+        "meta": {"hermes": hermes},
     }
 
 
@@ -228,6 +284,9 @@ def _lines(con: sqlite3.Connection, has: set[str], summary: StateDbSummary,
     by_id = {r["id"]: r for r in sessions}
     rewound = ("active" in has and "compacted" in has)
     for row in sessions:
+        if row["id"] is None or str(row["id"]).strip() == "":
+            summary.leave("sessions without an id")  # (another tool's row: Hermes sets one)
+            continue
         summary.sessions += 1
         yield _session_line(row, by_id)
         for msg in con.execute("SELECT * FROM messages WHERE session_id = ? ORDER BY id",
@@ -248,6 +307,13 @@ def _lines(con: sqlite3.Connection, has: set[str], summary: StateDbSummary,
         summary.leave("messages of no session", int(orphans))
 
 
+def _as_text(value: Any) -> str:
+    """A value JSON has no form for as text: a blob where Hermes writes text (another tool's)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
 def convert(path: Path, out: IO[str], *, progress: Callable[[int], None] = lambda n: None
             ) -> StateDbSummary:
     """Write ``path``'s sessions and messages to ``out`` in the export format; read-only."""
@@ -256,9 +322,13 @@ def convert(path: Path, out: IO[str], *, progress: Callable[[int], None] = lambd
     try:
         has = _check_schema(con, path)
         for line in _lines(con, has, summary, progress):
-            out.write(json.dumps(line, ensure_ascii=False) + "\n")
+            out.write(json.dumps(line, ensure_ascii=False, default=_as_text) + "\n")
     except sqlite3.DatabaseError as exc:
-        raise HermesImportError(f"{path} could not be read to the end ({exc}); {_FIX}") from None
+        raise _locked(path, exc) or HermesImportError(
+            f"{path} could not be read to the end ({exc}); {_FIX}") from None
+    except _BadTime as exc:
+        raise HermesImportError(f"{path}: {exc}. Correct that row (sqlite3 state.db), or import "
+                                "a backup copy of the Hermes home; nothing was imported") from None
     finally:
         con.close()
     return summary

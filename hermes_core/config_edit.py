@@ -14,7 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .config import LoadedConfig, check_config_text, file_values_only, parse_config_text
+from .config import (
+    LoadedConfig,
+    _duplicate_key_problem,
+    _yaml_document,
+    check_config_text,
+    file_values_only,
+    parse_config_text,
+)
 from .errors import ConfigError
 from .private import private_dir
 
@@ -51,7 +58,14 @@ def edit_config_text(text: str, path: Path, key: str, value: Any, *, unset: bool
     try:
         doc = rt.load(text) if text.strip() else CommentedMap()
     except YAMLError as exc:
-        raise ConfigError(f"{path}: malformed YAML, fix it before editing: {exc}") from None
+        # The round-trip parser's message quotes the lines (a secret among them): name the
+        # problem the way loading the config does, by line, without the values.
+        twice = _duplicate_key_problem(_yaml_document(text, path)[0], path)  # or malformed YAML
+        if twice:
+            raise ConfigError(twice) from None
+        mark = getattr(exc, "problem_mark", None)
+        line = f", line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}{line}: malformed YAML, fix it before editing") from None
     if doc is None:
         doc = CommentedMap()
     if not isinstance(doc, dict):

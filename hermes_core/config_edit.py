@@ -74,14 +74,20 @@ def edit_config_text(text: str, path: Path, key: str, value: Any, *, unset: bool
     if any(not p for p in parts):
         raise ConfigError(f"invalid key {key!r}: use dotted names like 'context.engine'")
     node = doc
-    for part in parts[:-1]:
+    for depth, part in enumerate(parts[:-1], 1):
         child = node.get(part)
         if child is None:
             if unset:
                 return text
             child = node[part] = CommentedMap()
         if not isinstance(child, dict):
-            raise ConfigError(f"{path}: {part!r} is not a section, so {key!r} cannot be set")
+            holder = ".".join(parts[:depth])
+            kind = ("a list" if isinstance(child, list) else "text" if isinstance(child, str)
+                    else "a value")
+            raise ConfigError(
+                f"{path}: {holder!r} holds {kind}, not a section of keys, so {key!r} cannot be "
+                f"set; set {holder!r} itself (hermes-core config set {holder} VALUE), or remove "
+                f"it first (hermes-core config unset {holder})")
         node = child
     if unset:
         node.pop(parts[-1], None)

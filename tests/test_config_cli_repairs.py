@@ -59,3 +59,50 @@ def test_the_editor_names_a_yaml_problem_without_the_values(home: Path):
     with pytest.raises(ConfigError) as caught:
         edit_config_text(f"llm:\n  api_key: [{SECRET_1}\n", path, "llm.model", "x")
     assert "FIRST" not in str(caught.value) and "malformed YAML" in str(caught.value)
+
+
+def test_set_and_unset_can_repair_an_invalid_core_value(run, home: Path):
+    """The error names llm.max_tokens; the commands that change it must not refuse the fix."""
+    path = home / "config.yaml"
+    path.write_text("# my settings\nllm:\n  max_tokens: abc\n  model: m1\n", encoding="utf-8")
+    before = path.read_bytes()
+    unrelated = run("config", "set", "llm.model", "m2")
+    assert unrelated.exit_code == 1 and "llm.max_tokens" in unrelated.output
+    assert "config.yaml was not changed" in unrelated.output, unrelated.output
+    assert "hermes-core config unset KEY" in unrelated.output, unrelated.output
+    still_bad = run("config", "set", "llm.max_tokens", "--", "-1")
+    assert still_bad.exit_code == 1 and "greater than 0" in still_bad.output, still_bad.output
+    assert path.read_bytes() == before
+    fixed = run("config", "set", "llm.max_tokens", "2048")
+    assert fixed.exit_code == 0, fixed.output
+    text = path.read_text(encoding="utf-8")
+    assert "max_tokens: 2048" in text and "# my settings" in text and "model: m1" in text
+    assert run("config", "get", "llm.max_tokens").output.strip() == "2048"
+
+    path.write_text("llm:\n  timeout: never\n", encoding="utf-8")
+    unset = run("config", "unset", "llm.timeout")
+    assert unset.exit_code == 0, unset.output
+    assert run("config", "validate").exit_code == 0
+
+
+def test_a_plugin_problem_already_there_does_not_block_the_repair(run, home: Path):
+    path = home / "config.yaml"
+    path.write_text("llm:\n  max_tokens: abc\nsession_archive:\n  busy_timeout: -1\n",
+                    encoding="utf-8")
+    fixed = run("config", "set", "llm.max_tokens", "10")
+    assert fixed.exit_code == 0, fixed.output
+    assert "max_tokens: 10" in path.read_text(encoding="utf-8")
+    report = run("config", "validate")
+    assert report.exit_code == 1 and "session_archive.busy_timeout" in report.output
+    assert "llm.max_tokens" not in report.output
+
+
+def test_a_section_that_is_not_a_mapping_is_repaired_by_the_command_it_names(run, home: Path):
+    path = home / "config.yaml"
+    path.write_text("memory: 3\n", encoding="utf-8")
+    refused = run("config", "set", "memory.providers", "[file_memory]")
+    assert refused.exit_code == 1 and "hermes-core config unset memory" in refused.output
+    assert path.read_text(encoding="utf-8") == "memory: 3\n"
+    assert run("config", "unset", "memory").exit_code == 0
+    assert run("config", "set", "memory.providers", "[file_memory]").exit_code == 0
+    assert run("config", "get", "memory.providers").output.split() == ["[", '"file_memory"', "]"]

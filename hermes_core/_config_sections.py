@@ -97,6 +97,18 @@ class LLMSection(StrictModel):
     #: LLM calls one user turn may make (tool-loop iterations included)
     max_iterations: int = Field(default=90, ge=1, le=1000)
 
+    @field_validator("base_url")
+    @classmethod
+    def _endpoint(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None  # '' = the client's default endpoint
+        from .netaddr import http_url_problem
+
+        problem = http_url_problem(value)
+        if problem:
+            raise ValueError(f"the endpoint (llm.base_url, or env ANTHROPIC_BASE_URL) {problem}")
+        return value.strip()
+
 
 #: default deadline of each bounded hook, in seconds (``hooks.timeouts`` overrides per hook)
 DEFAULT_HOOK_TIMEOUTS: dict[str, float] = {

@@ -467,6 +467,26 @@ def _holds_credential(value: str) -> bool:
 _ONLY_REFERENCES = re.compile(r"(?:\$\{[A-Za-z_][A-Za-z0-9_]*\}\s*)+")
 
 
+#: a command-line flag (``--api-key``), and an assignment (``--token=VALUE``, ``DB_PASSWORD=VALUE``)
+_FLAG = re.compile(r"-{1,2}([A-Za-z][\w-]*)")
+_ASSIGNMENT = re.compile(r"(-{0,2}([A-Za-z][\w-]*)\s*=)(.+)", re.DOTALL)
+
+
+def _redacted_list(items: list[Any], key: str) -> list[Any]:
+    """A list's items redacted; in a command line (``args``), the value after a flag naming a
+    secret (``--api-key VALUE``) too."""
+    out: list[Any] = []
+    after_secret_flag = False
+    for item in items:
+        if after_secret_flag and isinstance(item, str) and not _FLAG.fullmatch(item):
+            out.append(REDACTED)
+        else:
+            out.append(redacted(item, key))
+        flag = _FLAG.fullmatch(item) if isinstance(item, str) else None
+        after_secret_flag = flag is not None and _looks_secret(flag.group(1))
+    return out
+
+
 def redacted(data: Any, key: str = "") -> Any:
     """A copy of ``data`` with secret-looking values replaced, for printing."""
     if isinstance(data, SecretStr):
@@ -474,9 +494,13 @@ def redacted(data: Any, key: str = "") -> Any:
     if isinstance(data, dict):
         return {k: redacted(v, str(k)) for k, v in data.items()}
     if isinstance(data, list):
-        return [redacted(v, key) for v in data]
+        return _redacted_list(data, key)
     if data not in (None, "") and _looks_secret(key):
         return REDACTED
+    assigned = _ASSIGNMENT.fullmatch(data) if isinstance(data, str) else None
+    if (assigned and _looks_secret(assigned.group(2))
+            and not _ONLY_REFERENCES.fullmatch(assigned.group(3).strip())):
+        return assigned.group(1) + REDACTED  # --token=VALUE, DB_PASSWORD=VALUE: the name stays
     if isinstance(data, str) and _holds_credential(data):
         return REDACTED  # a bearer token or a known key format, under any key (a header, env)
     if isinstance(data, str) and ("://" in data or "@" in data or "password" in data.lower()):

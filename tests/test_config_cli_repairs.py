@@ -31,7 +31,7 @@ def test_a_key_given_twice_is_named_with_both_lines_and_no_value(run, home: Path
     path.write_text(f"llm:\n  api_key: {SECRET_1}\n  api_key: {SECRET_2}\n", encoding="utf-8")
     before = path.read_bytes()
     for args in (("config", "validate"), ("config", "set", "llm.model", "x"),
-                 ("config", "unset", "llm.model")):
+                 ("config", "unset", "llm.api_key")):
         result = run(*args)
         assert result.exit_code == 1, (args, result.output)
         assert "FIRST" not in result.output and "SECOND" not in result.output, result.output
@@ -106,3 +106,19 @@ def test_a_section_that_is_not_a_mapping_is_repaired_by_the_command_it_names(run
     assert run("config", "unset", "memory").exit_code == 0
     assert run("config", "set", "memory.providers", "[file_memory]").exit_code == 0
     assert run("config", "get", "memory.providers").output.split() == ["[", '"file_memory"', "]"]
+
+
+def test_unsetting_a_key_that_is_not_set_says_so_and_writes_nothing(run, home: Path):
+    path = home / "config.yaml"
+    missing = run("config", "unset", "llm.model")
+    assert missing.exit_code == 0 and "not set" in missing.output, missing.output
+    assert not path.exists()
+    path.write_text("", encoding="utf-8")
+    assert "not set" in run("config", "unset", "llm.model").output
+    path.write_text("# mine\nllm:\n  model: m1\n", encoding="utf-8")
+    for key in ("llm.modle", "nosuch.key", "llm.model.deeper"):
+        result = run("config", "unset", key)
+        assert "Unset" not in result.output and "not set" in result.output, (key, result.output)
+    assert path.read_text(encoding="utf-8") == "# mine\nllm:\n  model: m1\n"
+    done = run("config", "unset", "llm.model")
+    assert done.exit_code == 0 and done.output.startswith("Unset llm.model")

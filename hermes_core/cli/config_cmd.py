@@ -153,6 +153,24 @@ def set_(key: str, value: str) -> None:
 @click.argument("key")
 def unset(key: str) -> None:
     """Remove KEY from config.yaml so its default applies again."""
+    from ..config import get_dotted
+    from ..paths import config_path
+
+    path = config_path()
+    data: Any = None  # unreadable, malformed: the edit names what is wrong with the file
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = {} if data is None else data
+    except FileNotFoundError:
+        data = {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        pass
+    if isinstance(data, dict):
+        try:
+            get_dotted(data, key)
+        except KeyError:
+            click.echo(f"{key} is not set in {path}; nothing changed (its default applies).")
+            return
     path = _edit(key, None, unset=True)
     click.echo(f"Unset {key} in {path}.")
 

@@ -53,3 +53,26 @@ def test_eval_out_under_a_file_is_refused_before_the_run(home: Path, tmp_path: P
                                   "--out", str(tmp_path / "new" / "report.json")])
     assert ok.exit_code == 0, ok.output
     assert json.loads((tmp_path / "new" / "report.json").read_text())["summary"]
+
+
+def test_eval_scratch_dir_under_a_file_is_refused(home: Path, tmp_path: Path) -> None:
+    blocker = tmp_path / "notes.txt"
+    blocker.write_text("mine", encoding="utf-8")
+    result = CliRunner().invoke(cli, ["eval", str(DATASET), "--limit", "1",
+                                      "--scratch-dir", str(blocker / "scratch")])
+    _no_traceback(result)
+    assert result.exit_code == 2 and "--scratch-dir" in result.output, result.output
+    assert str(blocker) in result.output and "not a folder" in result.output, result.output
+
+
+def test_plugins_new_into_a_path_under_a_file_or_onto_a_file(home: Path, tmp_path: Path) -> None:
+    blocker = tmp_path / "notes.txt"
+    blocker.write_text("mine", encoding="utf-8")
+    (tmp_path / "taken").write_text("mine too", encoding="utf-8")
+    for directory, name in ((blocker / "sub", "myplug"), (tmp_path, "taken")):
+        result = CliRunner().invoke(cli, ["plugins", "new", name, "--kind", "tool",
+                                          "--dir", str(directory)])
+        _no_traceback(result)
+        assert result.exit_code == 1 and "not a folder" in result.output, result.output
+    assert blocker.read_text(encoding="utf-8") == "mine"
+    assert (tmp_path / "taken").read_text(encoding="utf-8") == "mine too"

@@ -100,7 +100,14 @@ def eval_command(dataset: Path, fmt: str, providers: tuple[str, ...], engine: st
     real = home_dir()
     spec = StackSpec(real, providers=providers or None, engine=engine, settings=settings)
     if scratch_dir is not None:
-        scratch_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            scratch_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            blocker = next((p for p in scratch_dir.parents if p.exists()), None)
+            why = (f"{blocker} exists and is not a folder" if blocker and not blocker.is_dir()
+                   else str(exc.strerror or exc))
+            raise click.BadParameter(f"cannot create {scratch_dir}: {why}",
+                                     param_hint="'--scratch-dir'") from None
     check = Path(tempfile.mkdtemp(prefix="hermes-core-eval-check-", dir=scratch_dir))
     try:  # a bad config or an unknown provider fails here, once, not in every case
         host = spec(check, "check")

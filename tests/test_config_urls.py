@@ -61,3 +61,12 @@ def test_config_set_refuses_a_bad_endpoint_and_keeps_the_file(run, home: Path):
 def test_a_password_in_a_refused_endpoint_is_not_printed(run, home: Path):
     result = run("config", "set", "llm.base_url", "ftp://me:hunter2secret@gw.example")
     assert result.exit_code == 1 and "hunter2secret" not in result.output, result.output
+
+
+def test_webhook_outbound_url_must_be_an_http_url(run, home: Path):
+    result = run("config", "set", "webhook.outbound_url", "hooks.example/in")
+    assert result.exit_code == 1 and "webhook.outbound_url" in result.output, result.output
+    assert "http" in result.output
+    assert not (home / "config.yaml").exists()
+    assert run("config", "set", "webhook.outbound_url", "https://hooks.example/in").exit_code == 0
+    assert run("config", "set", "webhook.outbound_url", "''").exit_code == 0

@@ -99,7 +99,11 @@ def edit_config_text(text: str, path: Path, key: str, value: Any, *, unset: bool
 
 
 def write_config_text(path: Path, text: str) -> None:
-    """Replace ``path`` atomically: a reader sees the old or the new file, never a partial one."""
+    """Replace ``path`` atomically: a reader sees the old or the new file, never a partial one.
+
+    A ``path`` that is a symbolic link stays one: the file it points to is replaced."""
+    if path.is_symlink():
+        path = path.resolve()
     try:
         private_dir(path.parent)  # mkstemp creates the file 0600
         fd, tmp = tempfile.mkstemp(prefix=".config.", suffix=".tmp", dir=path.parent)

@@ -122,3 +122,18 @@ def test_unsetting_a_key_that_is_not_set_says_so_and_writes_nothing(run, home: P
     assert path.read_text(encoding="utf-8") == "# mine\nllm:\n  model: m1\n"
     done = run("config", "unset", "llm.model")
     assert done.exit_code == 0 and done.output.startswith("Unset llm.model")
+
+
+def test_set_writes_through_a_symlinked_config(run, home: Path, tmp_path: Path):
+    """A config.yaml that is a link (to a dotfiles repository, say) stays a link: the edit goes to
+    the file it points to (it used to replace the link with a copy, the real file unchanged)."""
+    real = tmp_path / "dotfiles" / "hermes.yaml"
+    real.parent.mkdir()
+    real.write_text("# managed\nllm:\n  model: m1\n", encoding="utf-8")
+    link = home / "config.yaml"
+    link.symlink_to(real)
+    assert run("config", "set", "llm.model", "m2").exit_code == 0
+    assert link.is_symlink() and link.resolve() == real.resolve()
+    assert real.read_text(encoding="utf-8") == "# managed\nllm:\n  model: m2\n"
+    assert run("config", "unset", "llm.model").exit_code == 0
+    assert link.is_symlink() and "model" not in real.read_text(encoding="utf-8")

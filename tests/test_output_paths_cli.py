@@ -76,3 +76,12 @@ def test_plugins_new_into_a_path_under_a_file_or_onto_a_file(home: Path, tmp_pat
         assert result.exit_code == 1 and "not a folder" in result.output, result.output
     assert blocker.read_text(encoding="utf-8") == "mine"
     assert (tmp_path / "taken").read_text(encoding="utf-8") == "mine too"
+
+
+def test_sessions_list_for_a_user_without_sessions_says_whose(home: Path) -> None:
+    """'No sessions yet.' for '--user nosuch' read as if the archive were empty."""
+    runner = CliRunner()
+    assert runner.invoke(cli, ["replay", "--in-place", str(TRANSCRIPT)]).exit_code == 0
+    result = runner.invoke(cli, ["sessions", "list", "--user", "nosuch"])
+    assert result.exit_code == 0 and "No sessions yet" not in result.output, result.output
+    assert "'nosuch'" in result.output and "without --user" in result.output, result.output

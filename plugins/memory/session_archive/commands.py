@@ -119,6 +119,10 @@ def list_cmd(limit: int, every: bool, user: str | None, as_json: bool) -> None:
     if as_json:
         echo_json([r.to_dict() for r in records])
         return
+    if not records and user is not None:
+        click.echo(f"No sessions of user key {user!r} ('sessions list' without --user lists "
+                   "every session).")
+        return
     if not records:
         click.echo("No sessions yet.")
         return

@@ -91,7 +91,9 @@ class LLMSection(StrictModel):
     max_tokens: int = Field(default=4096, gt=0)
     #: the model's context window in tokens; ``None`` means the kernel's table for known models
     context_window: int | None = Field(default=None, gt=0)
-    timeout: float = Field(default=600.0, gt=0)
+    #: seconds one model call may take (at most a day: a socket cannot wait longer than the
+    #: clock counts)
+    timeout: float = Field(default=600.0, gt=0, le=86_400)
     max_retries: int = Field(default=2, ge=0, le=10)
     cache_ttl: Literal["5m", "1h"] = "5m"
     #: LLM calls one user turn may make (tool-loop iterations included)

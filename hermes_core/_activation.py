@@ -65,8 +65,9 @@ class Activation(HostBase):
         would, and report (errors, warnings); see :func:`hermes_core._preflight.dry_activation`.
         Nothing is registered on this host and nothing is written to the real home."""
         core = self.config.core
+        skipped = {i for i, _name in self.registries.skipped_providers(self.config)}
         wanted = [(MEMORY, name, f"memory.providers[{i}]")
-                  for i, name in enumerate(core.memory.providers)]
+                  for i, name in enumerate(core.memory.providers) if i not in skipped]
         wanted.append((ENGINE, core.context.engine, "context.engine"))
         return dry_activation(wanted, build=self._build, scratch_pm=create_plugin_manager(),
                               registries=self.registries, records=self.records,

@@ -91,11 +91,25 @@ class LLMSection(StrictModel):
     max_tokens: int = Field(default=4096, gt=0)
     #: the model's context window in tokens; ``None`` means the kernel's table for known models
     context_window: int | None = Field(default=None, gt=0)
-    timeout: float = Field(default=600.0, gt=0)
+    #: seconds one model call may take (at most a day: a socket cannot wait longer than the
+    #: clock counts)
+    timeout: float = Field(default=600.0, gt=0, le=86_400)
     max_retries: int = Field(default=2, ge=0, le=10)
     cache_ttl: Literal["5m", "1h"] = "5m"
     #: LLM calls one user turn may make (tool-loop iterations included)
     max_iterations: int = Field(default=90, ge=1, le=1000)
+
+    @field_validator("base_url")
+    @classmethod
+    def _endpoint(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None  # '' = the client's default endpoint
+        from .netaddr import http_url_problem
+
+        problem = http_url_problem(value)
+        if problem:
+            raise ValueError(f"the endpoint (llm.base_url, or env ANTHROPIC_BASE_URL) {problem}")
+        return value.strip()
 
 
 #: default deadline of each bounded hook, in seconds (``hooks.timeouts`` overrides per hook)

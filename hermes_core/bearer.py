@@ -144,8 +144,21 @@ def resolve(home: Path, token_env: str) -> tuple[Credential, str | None]:
 
 
 def rotate(home: Path) -> str:
-    """Write a new random token to the home's token file (0600, replacing any old one); return it."""
+    """Write a new random token to the home's token file (0600, replacing any old one); return it.
+
+    Raises :class:`CredentialError` when the file cannot be written (nothing is changed)."""
     token = secrets.token_urlsafe(32)
-    # a running server sees the new file whole, never half written
-    atomic_write(private_dir(home) / TOKEN_FILE, (token + "\n").encode())
+    path = home / TOKEN_FILE
+    if path.is_dir() and not path.is_symlink():
+        raise CredentialError(
+            f"{path} is a folder, not the token file, so no token can be written there; move it "
+            "aside (or delete it if it is not yours) and run the command again")
+    try:
+        # a running server sees the new file whole, never half written
+        atomic_write(private_dir(home) / TOKEN_FILE, (token + "\n").encode())
+    except OSError as exc:
+        raise CredentialError(
+            f"cannot write the token file {path}: {exc.strerror or exc}; nothing was changed. "
+            "Make the home writable (or set the token's environment variable) and run the "
+            "command again") from None
     return token

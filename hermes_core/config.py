@@ -102,6 +102,33 @@ class LoadedConfig:
         return str(self.path)
 
 
+def _duplicate_key(node: yaml.Node | None, prefix: str = "") -> tuple[str, int, int] | None:
+    """The first key given twice in one mapping: ``(dotted key, first line, second line)``.
+
+    PyYAML keeps the last value silently (and the round-trip editor refuses the file), so the
+    config would not be what it reads like."""
+    import yaml
+
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.value == "<<":
+                continue
+            key, line = f"{prefix}{key_node.value}", key_node.start_mark.line + 1
+            if key in seen:
+                return key, seen[key], line
+            seen[key] = line
+            found = _duplicate_key(value_node, key + ".")
+            if found:
+                return found
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            found = _duplicate_key(item, prefix)
+            if found:
+                return found
+    return None
+
+
 def _key_lines(node: yaml.Node | None, prefix: str = "") -> dict[str, int]:
     """Map each mapping key's dotted path to its 1-based line."""
     import yaml
@@ -236,8 +263,9 @@ def _looks_secret(dotted: str) -> bool:
     return not _SECRET_WORDS.isdisjoint(re.split(r"[_\-\s]+", last))
 
 
-def parse_config_text(text: str, path: Path) -> LoadedConfig:
-    """Parse and validate the core sections of config text; raise :class:`ConfigError`."""
+def _yaml_document(text: str, path: Path) -> tuple[yaml.Node | None, Any]:
+    """The YAML node tree and data of config text; :class:`ConfigError` for malformed YAML,
+    naming the line but never a value (it may be a secret)."""
     import yaml
 
     try:
@@ -251,6 +279,27 @@ def parse_config_text(text: str, path: Path) -> LoadedConfig:
             f"{path}{line}: malformed YAML: {problem}. Fix the syntax "
             f"(or run 'hermes-core config validate' to recheck)."
         ) from None
+    return node, data
+
+
+def _duplicate_key_problem(node: yaml.Node | None, path: Path) -> str | None:
+    """The error for a key given twice in one mapping of config text, or None.
+
+    Loading keeps the last value (YAML's rule), but the file does not say what it seems to, and
+    ``config set`` cannot edit it: ``config validate`` reports it, and the editor refuses with it.
+    """
+    twice = _duplicate_key(node)
+    if twice is None:
+        return None
+    key, first, second = twice
+    return (f"{path}, line {second}: key {key!r} is given twice (first on line {first}); only "
+            "the last counts, and 'config set' cannot edit the file until one of the two lines "
+            "is deleted")
+
+
+def parse_config_text(text: str, path: Path) -> LoadedConfig:
+    """Parse and validate the core sections of config text; raise :class:`ConfigError`."""
+    node, data = _yaml_document(text, path)
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -288,9 +337,12 @@ def check_config_text(text: str, path: Path) -> tuple[LoadedConfig | None, list[
     [error])`` when the file cannot be parsed at all (malformed YAML, not a mapping).
     """
     try:
-        return parse_config_text(text, path), []
+        loaded = parse_config_text(text, path)
     except ConfigError as exc:
         first = str(exc).splitlines()
+    else:
+        twice = _duplicate_key_problem(_yaml_document(text, path)[0], path)
+        return loaded, [twice] if twice else []
     import yaml
 
     try:
@@ -299,7 +351,8 @@ def check_config_text(text: str, path: Path) -> tuple[LoadedConfig | None, list[
         return None, first
     if not isinstance(data, dict) or any(not isinstance(k, str) for k in data):
         return None, first
-    errors: list[str] = []
+    twice = _duplicate_key_problem(yaml.compose(text, Loader=yaml.SafeLoader), path)
+    errors: list[str] = [twice] if twice else []
     cleaned = dict(data)
     probe = LoadedConfig(path=path, core=CoreConfig(), raw=data,
                          lines=_key_lines(yaml.compose(text, Loader=yaml.SafeLoader)))
@@ -414,6 +467,26 @@ def _holds_credential(value: str) -> bool:
 _ONLY_REFERENCES = re.compile(r"(?:\$\{[A-Za-z_][A-Za-z0-9_]*\}\s*)+")
 
 
+#: a command-line flag (``--api-key``), and an assignment (``--token=VALUE``, ``DB_PASSWORD=VALUE``)
+_FLAG = re.compile(r"-{1,2}([A-Za-z][\w-]*)")
+_ASSIGNMENT = re.compile(r"(-{0,2}([A-Za-z][\w-]*)\s*=)(.+)", re.DOTALL)
+
+
+def _redacted_list(items: list[Any], key: str) -> list[Any]:
+    """A list's items redacted; in a command line (``args``), the value after a flag naming a
+    secret (``--api-key VALUE``) too."""
+    out: list[Any] = []
+    after_secret_flag = False
+    for item in items:
+        if after_secret_flag and isinstance(item, str) and not _FLAG.fullmatch(item):
+            out.append(REDACTED)
+        else:
+            out.append(redacted(item, key))
+        flag = _FLAG.fullmatch(item) if isinstance(item, str) else None
+        after_secret_flag = flag is not None and _looks_secret(flag.group(1))
+    return out
+
+
 def redacted(data: Any, key: str = "") -> Any:
     """A copy of ``data`` with secret-looking values replaced, for printing."""
     if isinstance(data, SecretStr):
@@ -421,9 +494,13 @@ def redacted(data: Any, key: str = "") -> Any:
     if isinstance(data, dict):
         return {k: redacted(v, str(k)) for k, v in data.items()}
     if isinstance(data, list):
-        return [redacted(v, key) for v in data]
+        return _redacted_list(data, key)
     if data not in (None, "") and _looks_secret(key):
         return REDACTED
+    assigned = _ASSIGNMENT.fullmatch(data) if isinstance(data, str) else None
+    if (assigned and _looks_secret(assigned.group(2))
+            and not _ONLY_REFERENCES.fullmatch(assigned.group(3).strip())):
+        return assigned.group(1) + REDACTED  # --token=VALUE, DB_PASSWORD=VALUE: the name stays
     if isinstance(data, str) and _holds_credential(data):
         return REDACTED  # a bearer token or a known key format, under any key (a header, env)
     if isinstance(data, str) and ("://" in data or "@" in data or "password" in data.lower()):

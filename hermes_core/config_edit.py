@@ -14,7 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .config import LoadedConfig, check_config_text, file_values_only, parse_config_text
+from .config import (
+    LoadedConfig,
+    _duplicate_key_problem,
+    _yaml_document,
+    check_config_text,
+    file_values_only,
+    parse_config_text,
+)
 from .errors import ConfigError
 from .private import private_dir
 
@@ -51,7 +58,14 @@ def edit_config_text(text: str, path: Path, key: str, value: Any, *, unset: bool
     try:
         doc = rt.load(text) if text.strip() else CommentedMap()
     except YAMLError as exc:
-        raise ConfigError(f"{path}: malformed YAML, fix it before editing: {exc}") from None
+        # The round-trip parser's message quotes the lines (a secret among them): name the
+        # problem the way loading the config does, by line, without the values.
+        twice = _duplicate_key_problem(_yaml_document(text, path)[0], path)  # or malformed YAML
+        if twice:
+            raise ConfigError(twice) from None
+        mark = getattr(exc, "problem_mark", None)
+        line = f", line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}{line}: malformed YAML, fix it before editing") from None
     if doc is None:
         doc = CommentedMap()
     if not isinstance(doc, dict):
@@ -60,14 +74,20 @@ def edit_config_text(text: str, path: Path, key: str, value: Any, *, unset: bool
     if any(not p for p in parts):
         raise ConfigError(f"invalid key {key!r}: use dotted names like 'context.engine'")
     node = doc
-    for part in parts[:-1]:
+    for depth, part in enumerate(parts[:-1], 1):
         child = node.get(part)
         if child is None:
             if unset:
                 return text
             child = node[part] = CommentedMap()
         if not isinstance(child, dict):
-            raise ConfigError(f"{path}: {part!r} is not a section, so {key!r} cannot be set")
+            holder = ".".join(parts[:depth])
+            kind = ("a list" if isinstance(child, list) else "text" if isinstance(child, str)
+                    else "a value")
+            raise ConfigError(
+                f"{path}: {holder!r} holds {kind}, not a section of keys, so {key!r} cannot be "
+                f"set; set {holder!r} itself (hermes-core config set {holder} VALUE), or remove "
+                f"it first (hermes-core config unset {holder})")
         node = child
     if unset:
         node.pop(parts[-1], None)
@@ -79,7 +99,11 @@ def edit_config_text(text: str, path: Path, key: str, value: Any, *, unset: bool
 
 
 def write_config_text(path: Path, text: str) -> None:
-    """Replace ``path`` atomically: a reader sees the old or the new file, never a partial one."""
+    """Replace ``path`` atomically: a reader sees the old or the new file, never a partial one.
+
+    A ``path`` that is a symbolic link stays one: the file it points to is replaced."""
+    if path.is_symlink():
+        path = path.resolve()
     try:
         private_dir(path.parent)  # mkstemp creates the file 0600
         fd, tmp = tempfile.mkstemp(prefix=".config.", suffix=".tmp", dir=path.parent)

@@ -113,6 +113,11 @@ class PluginHost(Loading, Activation):
         """
         known = {key for key, _msg in self.config_problems(before)}
         new = [msg for key, msg in self.config_problems(after) if key not in known]
+        # a session skips a provider whose plugin is disabled; selecting one anew is a mistake
+        skipped = {name for _i, name in self.registries.skipped_providers(before)}
+        new += [f"{after.where('memory.providers')}: memory.providers[{i}] selects {name!r}, "
+                f"whose plugin is disabled: enable it first (hermes-core plugins enable {name})"
+                for i, name in self.registries.skipped_providers(after) if name not in skipped]
         if new:
             raise ConfigError("\n".join(new) + "\nconfig.yaml was not changed.")
 

@@ -197,10 +197,15 @@ class Registries:
         if core.embeddings.embedder not in ("auto", "none"):  # the two choices of no name
             selections.append(("embeddings.embedder", self.embedders, core.embeddings.embedder))
         checked = set(config.plugin_sections)
+        skipped = {name for _i, name in self.skipped_providers(config)}
         for key, registry, name in selections:
             try:
                 reg = registry.resolve(name, config_key=f"{config.where(key.split('[')[0])}: {key}")
-            except HermesCoreError as exc:  # unknown or conflicting name
+            except UnknownNameError as exc:
+                if not (registry is self.memory_providers and name in skipped):
+                    problems.append((f"{key}={name}", str(exc)))
+                continue  # a disabled plugin's provider is skipped: a warning (unused_settings)
+            except HermesCoreError as exc:  # conflicting name
                 problems.append((f"{key}={name}", str(exc)))
                 continue
             # a selected plugin whose section is absent runs on its defaults: they must do
@@ -217,12 +222,37 @@ class Registries:
                     f"(hermes-core config set {section}.FIELD VALUE), then select it")))
         return problems
 
+    def skipped_providers(self, config: LoadedConfig) -> list[tuple[int, str]]:
+        """``(index, name)`` of the ``memory.providers`` no loaded plugin provides because their
+        plugin is disabled (``plugins.disabled``, ``HERMES_CORE_DISABLE_PLUGINS``) or left out by
+        ``plugins.enabled_only``: a session skips them with a warning (not in strict mode)."""
+        import re
+
+        from .loader import allowed_names, blocked_names, strict_mode
+
+        if strict_mode():
+            return []
+        blocked = blocked_names(config.core.plugins.disabled)
+        allowed = allowed_names(config.core.plugins.enabled_only)
+        out = []
+        for i, name in enumerate(config.core.memory.providers):
+            normal = re.sub(r"[-_.]+", "-", name).lower()
+            if name not in self.memory_providers.entries and (
+                    normal in blocked or (allowed is not None and normal not in allowed)):
+                out.append((i, name))
+        return out
+
     def unused_settings(self, config: LoadedConfig) -> list[str]:
-        """Warnings for settings that take effect only through a memory provider that is not in
-        ``memory.providers``: fields its Config marks ``json_schema_extra={"needs_provider":
-        True}`` (``mcp.servers``), set in config.yaml while the provider is not selected."""
+        """Warnings for settings that have no effect as the config stands: a memory provider
+        listed in ``memory.providers`` whose plugin is disabled (:meth:`skipped_providers`), and
+        fields a provider's Config marks ``json_schema_extra={"needs_provider": True}``
+        (``mcp.servers``), set in config.yaml while the provider is not selected."""
         selected = set(config.core.memory.providers)
-        out: list[str] = []
+        out: list[str] = [
+            f"{config.where('memory.providers')}: memory.providers[{i}] selects {name!r}, whose "
+            f"plugin is disabled, so sessions skip it: enable the plugin (hermes-core plugins "
+            f"enable {name}) or remove {name} from memory.providers"
+            for i, name in self.skipped_providers(config)]
         for name, reg in sorted(self.memory_providers.entries.items()):
             section = getattr(reg.obj, "config_section", None) or name
             raw = config.raw.get(section)

@@ -199,3 +199,27 @@ def test_selecting_a_provider_whose_required_config_is_absent_is_refused(home):
     set_config_value(path, "memory.providers", ["keyed"],
                      validate=lambda new: host.validate_change(load_config(home), new))
     assert load_config(home).core.memory.providers == ["keyed"]
+
+
+@pytest.mark.parametrize("seconds", ["1e308", ".inf"])
+def test_an_llm_timeout_no_clock_can_wait_is_refused(home, seconds):
+    """llm.timeout had no upper bound: 1e308 or .inf passed, and every model call then failed
+    as 'the LLM endpoint could not be reached' (the socket's timeout overflows)."""
+    with pytest.raises(ConfigError, match=r"llm\.timeout"):
+        parse_config_text(f"llm:\n  timeout: {seconds}\n", home / "config.yaml")
+    assert parse_config_text("llm:\n  timeout: 3600\n", home / "config.yaml").core.llm.timeout == 3600
+
+
+def test_a_summary_timeout_no_clock_can_wait_is_refused(home):
+    """compression.summary_timeout had no upper bound: 1e308 passed, and every summary call then
+    failed (its deadline overflows), each compaction silently falling back."""
+    from click.testing import CliRunner
+
+    from hermes_core.cli import cli
+
+    runner = CliRunner()
+    refused = runner.invoke(cli, ["config", "set", "compression.summary_timeout", "1e308"])
+    assert refused.exit_code == 1 and "compression.summary_timeout" in refused.output
+    assert not (home / "config.yaml").exists()
+    kept = runner.invoke(cli, ["config", "set", "compression.summary_timeout", "600"])
+    assert kept.exit_code == 0, kept.output

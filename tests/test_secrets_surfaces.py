@@ -80,6 +80,28 @@ def test_header_names_that_carry_credentials(value: str = "opaque-but-secret-123
     assert redacted({"Accept": value}) == {"Accept": value}
 
 
+ARG_SECRETS = ("plainsecret999", "mysecretvalue123", "hunter2hunter2", "s3cr3tvalue77")
+
+
+def test_credentials_in_a_stdio_servers_args_are_redacted(run, home: Path) -> None:
+    """An MCP server's key passed on its command line (``--api-key VALUE``, ``--token=VALUE``)
+    was printed by config show and config get, under a key ('args') that names no secret."""
+    (home / "config.yaml").write_text(
+        "mcp:\n  servers:\n    notes:\n      command: /bin/true\n      args: [--api-key, "
+        "plainsecret999, --token=mysecretvalue123, --password, hunter2hunter2, "
+        "DB_PASSWORD=s3cr3tvalue77, --max-tokens, '100', --verbose, /srv/notes]\n",
+        encoding="utf-8")
+    for args in (("config", "show"), ("config", "show", "--json"), ("config", "get", "mcp"),
+                 ("config", "get", "mcp.servers.notes.args")):
+        result = run(*args)
+        assert result.exit_code == 0, result.output
+        for secret in ARG_SECRETS:
+            assert secret not in result.output, (args, secret)
+    shown = json.loads(run("config", "get", "mcp.servers.notes.args").output)
+    assert shown == ["--api-key", "**********", "--token=**********", "--password", "**********",
+                     "DB_PASSWORD=**********", "--max-tokens", "100", "--verbose", "/srv/notes"]
+
+
 def _mode(path: Path) -> int:
     return stat.S_IMODE(os.stat(path).st_mode)
 

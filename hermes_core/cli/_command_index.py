@@ -163,8 +163,26 @@ def asked_of(data: dict[str, Any]) -> set[str]:
 
 
 def read_index() -> dict[str, Any]:
+    """The index as written, or {} (rebuilt by the next command that loads the plugins) when it
+    is missing, unreadable, or not of this version's shape: a list of entries with exactly
+    :class:`CommandEntry`'s fields, of their types."""
     try:
         data = json.loads(_cache_file().read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    return data if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        return {}
+    commands = data.get("commands", [])
+    if not isinstance(commands, list) or not all(_entry_shape(e) for e in commands):
+        return {}
+    return data
+
+
+def _entry_shape(entry: object) -> bool:
+    if not isinstance(entry, dict) or not {"name", "plugin", "help", "enabled"} <= entry.keys():
+        return False
+    if not entry.keys() <= {"name", "plugin", "help", "enabled", "group"}:
+        return False
+    return (all(isinstance(entry[k], str) for k in ("name", "plugin", "help"))
+            and isinstance(entry["enabled"], bool)
+            and (entry.get("group") is None or isinstance(entry["group"], str)))

@@ -44,12 +44,16 @@ def load_config_or_defaults() -> tuple[LoadedConfig, str | None]:
 
 
 def load_host(*, tolerate_bad_config: bool = False, quiet: bool = True,
-              warn_config: bool = True) -> PluginHost:
-    """Load every plugin; plugin failures are kept in the records, not logged to the terminal."""
+              warn_config: bool = True, config: LoadedConfig | None = None) -> PluginHost:
+    """Load every plugin; plugin failures are kept in the records, not logged to the terminal.
+
+    ``config``: load with this config instead of reading config.yaml."""
     from ..config import load_config
     from ..host import PluginHost
 
-    if tolerate_bad_config:
+    if config is not None:
+        pass
+    elif tolerate_bad_config:
         config, error = load_config_or_defaults()
         if error and warn_config:
             warn(f"config ignored: {error}")

@@ -101,28 +101,78 @@ def _validator(host: Any, key: str | None = None) -> Any:
     return validate
 
 
+def _edit(key: str, value: Any, *, unset: bool) -> Any:
+    """Set or unset ``key``, judged by the loaded plugins; returns config.yaml's path.
+
+    When config.yaml already fails the core checks (a bad value, say ``llm.max_tokens: abc``),
+    the edit may be its repair: the plugins are loaded with the file's other values, and the
+    edit is written only if the file it gives passes every check."""
+    from ..config import check_config_text, file_values_only, parse_config_text
+    from ..config_edit import edit_config_text, set_config_value
+    from ..errors import ConfigError
+    from ..paths import config_path
+
+    try:
+        host = load_host()
+    except ConfigError as problem:
+        path = config_path()
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            raise problem from None
+        before, _errors = check_config_text(text, path)
+        if before is None:  # malformed YAML, not a mapping: only an edit by hand can fix it
+            raise problem from None
+        new = edit_config_text(text, path, key, value, unset=unset)
+        try:
+            with file_values_only():
+                parse_config_text(new, path)
+        except ConfigError as exc:
+            raise ConfigError(
+                f"{exc}\nconfig.yaml was not changed: a change is written only once the file "
+                "passes this check. Repair that key first: hermes-core config set KEY VALUE (a "
+                "valid value), or hermes-core config unset KEY (its default).") from None
+        host = load_host(config=before)
+    set_config_value(host.config.path, key, value, unset=unset,
+                     validate=_validator(host, None if unset else key))
+    return host.config.path
+
+
 @config.command("set")
 @click.argument("key")
 @click.argument("value")
 def set_(key: str, value: str) -> None:
     """Set KEY to VALUE (parsed as YAML: 3, true, [a, b]); refused changes leave the file as is."""
-    from ..config_edit import parse_cli_value, set_config_value
+    from ..config_edit import parse_cli_value
 
-    host = load_host()
-    set_config_value(host.config.path, key, parse_cli_value(value),
-                     validate=_validator(host, key))
-    click.echo(f"Set {key} in {host.config.path}.")
+    path = _edit(key, parse_cli_value(value), unset=False)
+    click.echo(f"Set {key} in {path}.")
 
 
 @config.command("unset")
 @click.argument("key")
 def unset(key: str) -> None:
     """Remove KEY from config.yaml so its default applies again."""
-    from ..config_edit import set_config_value
+    from ..config import get_dotted
+    from ..paths import config_path
 
-    host = load_host()
-    set_config_value(host.config.path, key, None, unset=True, validate=_validator(host))
-    click.echo(f"Unset {key} in {host.config.path}.")
+    path = config_path()
+    data: Any = None  # unreadable, malformed: the edit names what is wrong with the file
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = {} if data is None else data
+    except FileNotFoundError:
+        data = {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        pass
+    if isinstance(data, dict):
+        try:
+            get_dotted(data, key)
+        except KeyError:
+            click.echo(f"{key} is not set in {path}; nothing changed (its default applies).")
+            return
+    path = _edit(key, None, unset=True)
+    click.echo(f"Unset {key} in {path}.")
 
 
 @config.command("validate")

@@ -4,6 +4,7 @@ add to the group (``plugins new`` comes from the built-in plugin ``scaffold``)."
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -136,14 +137,20 @@ def uninstall(names: tuple[str, ...], yes: bool) -> None:
                 f"disable it instead: hermes-core plugins disable {name}"
             )
         dist = by_plugin.get(name, name)
+        known = sorted({*by_plugin, *by_plugin.values()})
         try:
             metadata.distribution(dist)
         except metadata.PackageNotFoundError:
-            known = sorted({*by_plugin, *by_plugin.values()})
             raise click.ClickException(
                 f"no installed plugin or distribution named {name!r}; nothing was uninstalled. "
                 f"Installed plugins: {', '.join(known) or 'none'} ('hermes-core plugins list')"
             ) from None
+        plugin_dists = {_pep503(d) for d in by_plugin.values()}
+        if _pep503(dist) not in plugin_dists:  # a library, or the kernel itself: not ours to remove
+            raise click.ClickException(
+                f"{name!r} is installed but is not a hermes-core plugin distribution (it registers "
+                f"no plugin); nothing was uninstalled. Installed plugins: "
+                f"{', '.join(known) or 'none'} ('hermes-core plugins list')")
         dists.append(dist)
     hint = _installer_hint(tuple(dists), "uninstall")
     if hint:
@@ -158,6 +165,10 @@ def uninstall(names: tuple[str, ...], yes: bool) -> None:
     code = _pip(["uninstall", "-y", *dists])
     if code != 0:
         raise click.ClickException(f"pip uninstall failed (exit {code})")
+
+
+def _pep503(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _known_names() -> set[str]:

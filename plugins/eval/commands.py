@@ -17,6 +17,17 @@ from hermes_core.private import write_private_text
 __all__ = ["eval_command"]
 
 
+def _check_out(out: Path) -> None:
+    """Refuse ``--out`` when its folder cannot be had: an existing part of the path is a file."""
+    folder = out.parent
+    while not folder.exists() and folder.parent != folder:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise click.BadParameter(
+            f"{folder} exists and is not a folder, so {out} cannot be written; give a path in a "
+            "folder", param_hint="'--out'")
+
+
 def _ks(text: str) -> list[int]:
     try:
         ks = sorted({int(part) for part in text.split(",") if part.strip()})
@@ -83,11 +94,20 @@ def eval_command(dataset: Path, fmt: str, providers: tuple[str, ...], engine: st
     from .stack import StackSpec
 
     ks = _ks(k_text)
+    if out is not None:  # before the run, which may take hours: not after it
+        _check_out(out)
     data = load_dataset(dataset, fmt)  # type: ignore[arg-type]
     real = home_dir()
     spec = StackSpec(real, providers=providers or None, engine=engine, settings=settings)
     if scratch_dir is not None:
-        scratch_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            scratch_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            blocker = next((p for p in scratch_dir.parents if p.exists()), None)
+            why = (f"{blocker} exists and is not a folder" if blocker and not blocker.is_dir()
+                   else str(exc.strerror or exc))
+            raise click.BadParameter(f"cannot create {scratch_dir}: {why}",
+                                     param_hint="'--scratch-dir'") from None
     check = Path(tempfile.mkdtemp(prefix="hermes-core-eval-check-", dir=scratch_dir))
     try:  # a bad config or an unknown provider fails here, once, not in every case
         host = spec(check, "check")
@@ -139,12 +159,19 @@ def eval_command(dataset: Path, fmt: str, providers: tuple[str, ...], engine: st
                           engine=chosen_engine, ks=ks, answered=answer)
     if keep_homes:
         report["homes"] = options.homes
+    unwritten = None
     if out is not None:
-        # the report quotes the questions, answers and recalled text: private (0600)
-        write_private_text(out, json.dumps(report, indent=2, ensure_ascii=False, default=str)
-                           + "\n")
+        try:
+            # the report quotes the questions, answers and recalled text: private (0600)
+            write_private_text(out, json.dumps(report, indent=2, ensure_ascii=False, default=str)
+                               + "\n")
+        except OSError as exc:  # the report is still printed below: the run is not lost
+            unwritten = (f"cannot write the report to {out}: {exc.strerror or exc} (it is "
+                         "printed above)")
     if as_json:
         echo_json(report)
+        if unwritten is not None:
+            raise click.ClickException(unwritten)
         return
     from .report import tables
 
@@ -163,5 +190,7 @@ def eval_command(dataset: Path, fmt: str, providers: tuple[str, ...], engine: st
                    "were credited by text (items without a session id; see docs/eval.md)")
     for failure in report["failures"][:5]:
         click.echo(click.style(f"  failed {failure['id']}: {failure['reason']}", fg="yellow"))
+    if unwritten is not None:
+        raise click.ClickException(unwritten)
     if out is not None:
         click.echo(f"report written to {out}")

@@ -159,7 +159,10 @@ def token(rotate: bool, as_json: bool) -> None:
     from_env = bool(os.environ.get(settings.token_env, "").strip())
     shown: str | None = None
     if rotate:
-        shown = rotate_token(host.home)
+        try:
+            shown = rotate_token(host.home)
+        except CredentialError as exc:
+            raise click.ClickException(str(exc)) from None
     problem = None
     if path.exists() or from_env:
         try:

@@ -471,6 +471,12 @@ def scaffold(name: str, kind: str, directory: Path) -> Path:
     values["kind_label"] = label
     values["select_line"] = string.Template(select).substitute(values)
     root = directory / name
+    existing = root
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ScaffoldError(f"{existing} exists and is not a folder, so {root} cannot be "
+                            "created; pick another --dir or name")
     if root.exists() and any(root.iterdir()):
         raise ScaffoldError(f"{root} already exists and is not empty; pick another --dir or name")
     values["year"] = str(datetime.date.today().year)
@@ -484,6 +490,10 @@ def scaffold(name: str, kind: str, directory: Path) -> Path:
     }
     for rel, template in files.items():
         path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(string.Template(template).substitute(values), encoding="utf-8")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(string.Template(template).substitute(values), encoding="utf-8")
+        except OSError as exc:
+            raise ScaffoldError(f"cannot write {path}: {exc.strerror or exc}; pick a --dir you "
+                                "can write to") from None
     return root

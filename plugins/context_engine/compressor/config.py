@@ -35,7 +35,7 @@ class CompressorConfig(CompactionSettings):
     #: the summary model; default llm.auxiliary_model, else llm.model
     summary_model: str | None = None
     #: seconds before a summary call is abandoned (then the extractive summary is used)
-    summary_timeout: float = Field(default=120.0, gt=0)
+    summary_timeout: float = Field(default=120.0, gt=0, le=3600)
     #: what a failed summary call does: ``fallback`` (extractive summary, the default) or
     #: ``abort`` (leave the history unchanged and say so)
     on_summary_failure: Literal["fallback", "abort"] = "fallback"

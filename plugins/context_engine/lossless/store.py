@@ -301,6 +301,12 @@ class SpanStore(Spans):
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        if path.is_dir():  # SQLite would say only "unable to open database file"
+            from hermes_core.errors import ConfigError
+
+            raise ConfigError(
+                f"the lossless archive {path} is a folder, not a database file: set "
+                "lossless.db_path to a file name (relative to the home; unset, context.db)")
         private_sqlite(path)  # 0600, and so its -wal/-shm
         self.db = SqliteDatabase(path, schema=_SCHEMA)
 

@@ -24,11 +24,12 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from hermes_core import hookimpl
 from hermes_core.kinds import LLMClient, PluginContext
 from hermes_core.llm import LLMError, LLMFailure, LLMResponse, call_within, failure_for_status
+from hermes_core.netaddr import http_url_problem
 from hermes_core.types import Message
 
 from .convert import StreamAssembler, from_completion, to_chat_messages, to_chat_tools
@@ -70,6 +71,16 @@ class OpenAIConfig(BaseModel):
     stream_usage: bool = True
     #: models asked without tools (they reject them); the agent then runs without tools
     models_without_tools: list[str] = Field(default_factory=list)
+
+    @field_validator("base_url")
+    @classmethod
+    def _endpoint(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None  # '' = OpenAI's API (or OPENAI_BASE_URL)
+        problem = http_url_problem(value)
+        if problem:
+            raise ValueError(f"the endpoint (openai.base_url) {problem}")
+        return value.strip()
 
 
 def sdk_missing() -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -118,6 +118,10 @@ def list_cmd(limit: int, every: bool, user: str | None, as_json: bool) -> None:
             limit=limit, chains=not every, user=_user_key(user))
     if as_json:
         echo_json([r.to_dict() for r in records])
+        return
+    if not records and user is not None:
+        click.echo(f"No sessions of user key {user!r} ('sessions list' without --user lists "
+                   "every session).")
         return
     if not records:
         click.echo("No sessions yet.")
@@ -381,11 +385,18 @@ def export_cmd(session_ids: tuple[str, ...], chain: bool, every: bool, user: str
             archive.get_session(sid)  # a clear error before anything is written
         if output:
             tmp = f"{output}.part"
-            # the export holds whole conversations: private (0600) like state.db
-            private_file(Path(tmp))
-            with open(tmp, "w", encoding="utf-8", errors="surrogatepass") as fh:
-                n = export_session(archive, ids, fh)
-            os.replace(tmp, output)
+            try:
+                # the export holds whole conversations: private (0600) like state.db
+                private_file(Path(tmp))
+                with open(tmp, "w", encoding="utf-8", errors="surrogatepass") as fh:
+                    n = export_session(archive, ids, fh)
+                os.replace(tmp, output)
+            except OSError as exc:
+                with suppress(OSError):  # under a file, unlink fails too (ENOTDIR)
+                    Path(tmp).unlink(missing_ok=True)
+                raise click.ClickException(
+                    f"cannot write {output}: {exc.strerror or exc}; nothing was written. Give "
+                    "-o a file in a folder you can write to") from None
             click.echo(f"wrote {n} lines ({len(ids)} session(s)) to {output}", err=True)
         else:
             export_session(archive, ids, sys.stdout)

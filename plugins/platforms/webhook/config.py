@@ -70,6 +70,18 @@ class WebhookConfig(BaseModel):
     #: where ``send`` (messages the agent starts itself) POSTs, signed like incoming requests
     outbound_url: str | None = None
 
+    @field_validator("outbound_url")
+    @classmethod
+    def _outbound_endpoint(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None  # '' = no outbound messages
+        from hermes_core.netaddr import http_url_problem
+
+        problem = http_url_problem(value)
+        if problem:
+            raise ValueError(f"the receiver (webhook.outbound_url) {problem}")
+        return value.strip()
+
     @field_validator("secret")
     @classmethod
     def _secret_rule(cls, value: SecretStr | None) -> SecretStr | None:

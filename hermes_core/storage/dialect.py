@@ -11,7 +11,9 @@ What differs, and how a :class:`Database` answers it:
 * placeholders: the SQL is written with ``?`` (or ``:name`` with a dict of parameters);
   :class:`PgDatabase` sends ``%s`` (``%(name)s``);
 * connections: :class:`SqliteDatabase` is one connection under a lock (``check_same_thread``
-  off); :class:`PgDatabase` borrows from the process's pool of the URL, its component migrated
+  off), with ``PRAGMA secure_delete`` on (what a store deletes is overwritten, whatever the
+  build's default; :func:`purge_wal` truncates the ``-wal`` file after a forget);
+  :class:`PgDatabase` borrows from the process's pool of the URL, its component migrated
   on open (:func:`.component.open_component`), reads retried once after a dropped connection,
   psycopg's errors turned into the store's own error with a message naming the database
   (password hidden) and saying nothing was changed;
@@ -48,7 +50,8 @@ from typing import Any, TypeVar
 from .text import decode_text, encode_text
 from .url import StorageURL, redact_url
 
-__all__ = ["Database", "PgDatabase", "PgSpelling", "Spelling", "SqliteDatabase", "WordMatch"]
+__all__ = ["Database", "PgDatabase", "PgSpelling", "Spelling", "SqliteDatabase", "WordMatch",
+           "purge_wal"]
 
 T = TypeVar("T")
 Params = Sequence[object]
@@ -201,6 +204,25 @@ class Database(Spelling):
 
 
 
+def purge_wal(con: sqlite3.Connection, *, busy_ms: int) -> bool:
+    """Copy the ``-wal`` file into the database and truncate it, so that the pages written before
+    a forget (which still hold the forgotten text) leave the disk's files; without waiting.
+
+    Best effort: it does not complete while another connection reads an older snapshot or
+    writes (the next checkpoint, or closing the store, truncates it then); True if it did.
+    ``busy_ms`` is the connection's busy timeout, set back after.
+    """
+    try:
+        con.execute("PRAGMA busy_timeout = 0")
+        try:
+            busy = con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        finally:
+            con.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
+    except sqlite3.Error:
+        return False
+    return busy is not None and int(busy[0]) == 0
+
+
 class SqliteDatabase(Database):
     """One SQLite file: one connection shared by threads under a lock, WAL journal."""
 
@@ -209,6 +231,7 @@ class SqliteDatabase(Database):
         self.where = str(path)
         self.lock = threading.Lock()
         self.con = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        self.con.execute("PRAGMA secure_delete = ON")  # a forgotten row leaves no bytes behind
         if wal:
             self.con.execute("PRAGMA journal_mode=WAL")
             self.con.execute("PRAGMA synchronous=NORMAL")
@@ -219,6 +242,11 @@ class SqliteDatabase(Database):
     def close(self) -> None:
         with self.lock:
             self.con.close()
+
+    def purge_wal(self) -> bool:
+        """:func:`purge_wal` on this file's connection (after a forget; best effort)."""
+        with self.lock:
+            return purge_wal(self.con, busy_ms=5000)
 
     def run(self, fn: Callable[[Any], T], *, retry: bool = False) -> T:
         with self.lock:

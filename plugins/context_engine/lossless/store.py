@@ -279,7 +279,18 @@ class Spans:
                     where, params = db.any_of("id", digests)
                     con.execute(db.sql(f"UPDATE {p}spans SET digest = ? WHERE {where}"),
                                 (_FORGOTTEN_DIGEST, *params))
+                if hits:
+                    self._purge_index(con)
+        if hits and not dry_run:
+            self._purge_files()
         return [(h[1], h[2]) for h in hits], len(digests)
+
+    def _purge_index(self, con: Any) -> None:
+        """In the forget's transaction, after its deletes: no copy of the text stays in the
+        word index (SQLite: its FTS5 segments are merged)."""
+
+    def _purge_files(self) -> None:
+        """After a forget's commit: the pages written before it leave the files (best effort)."""
 
     # --------------------------------------------------------------------------- transfer
 
@@ -326,6 +337,16 @@ class SpanStore(Spans):
                  message.tool_call_id, message.tool_name, message.timestamp))
             con.execute("INSERT INTO span_fts(rowid, text) VALUES (?, ?)",
                         (cur.lastrowid, indexed_text(message)))
+
+    def _purge_index(self, con: Any) -> None:
+        # a deleted row's terms stay in the older segment (next to a delete marker) until the
+        # segments are merged; 'optimize' merges them all into one, without them
+        con.execute("INSERT INTO span_fts(span_fts) VALUES ('optimize')")
+
+    def _purge_files(self) -> None:
+        # not while another connection reads: its next checkpoint (or closing) truncates it
+        if isinstance(self.db, SqliteDatabase):
+            self.db.purge_wal()
 
     def _unindex(self, con: Any, rows: list[tuple[int, str, str | None]]) -> None:
         # a contentless index forgets a row only when given back exactly the text it indexed

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from hermes_core.private import private_sqlite
-from hermes_core.storage.dialect import Spelling
+from hermes_core.storage.dialect import Spelling, purge_wal
 
 from .errors import (
     ArchiveBusyError,
@@ -289,6 +289,7 @@ class Database(Spelling):
             self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
         )
         register_functions(con)
+        con.execute("PRAGMA secure_delete = ON")  # a forgotten row leaves no bytes behind
         return con
 
     def _configure(self, synchronous: str, background_checkpoints: bool) -> None:
@@ -468,6 +469,14 @@ class Database(Spelling):
         finally:
             if con is not None:
                 con.close()
+
+    def purge_wal(self) -> bool:
+        """After a forget: the WAL copied in and truncated, without waiting (see
+        :func:`hermes_core.storage.dialect.purge_wal`); True if it was."""
+        if not self.wal or self.read_only or self._closed:
+            return False
+        with self.lock:
+            return purge_wal(self.con, busy_ms=int(self.busy_timeout * 1000))
 
     def close(self) -> None:
         """Checkpoint and truncate the WAL (best effort) and close; idempotent."""

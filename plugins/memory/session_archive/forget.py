@@ -46,11 +46,13 @@ from .store import SessionArchive
 from .vector_store import vector_store
 
 __all__ = ["ArchiveForget", "DeletedSessions", "LateForgets", "count_messages",
-           "delete_sessions", "forget_messages"]
+           "delete_sessions", "forget_messages", "purge_index", "purge_wal"]
 
 log = logging.getLogger("hermes_core.session_archive")
 
 _CHUNK = 500
+#: the FTS5 tables indexing messages (schema.py)
+_WORD_INDEXES = ("messages_fts", "messages_cjk", "messages_cjk_grams")
 #: what the derivation's last problem becomes when its text mentioned a forgotten subject
 _FORGOTTEN_PROBLEM = "(the text of this problem mentioned a forgotten subject)"
 
@@ -159,6 +161,7 @@ def forget_messages(archive: SessionArchive, subject: str, *, scope: str = "all"
         store = vector_store(archive)
         if ids:
             store.forgot(con)
+            purge_index(archive, con)
         for sid in found.titles:
             con.execute("UPDATE sessions SET title = NULL WHERE id = ?", (sid,))
         # the derivation's last problem may quote the model's answer (doctor shows it)
@@ -172,7 +175,28 @@ def forget_messages(archive: SessionArchive, subject: str, *, scope: str = "all"
         found = _find(archive.db.read, subject, scope)
         found.dry_run = True
         return found
-    return archive._write(tx)
+    done = archive._write(tx)
+    if done.deleted:
+        purge_wal(archive)
+    return done
+
+
+def purge_index(archive: SessionArchive, con: Any) -> None:
+    """In a transaction that deleted messages (SQLite): merge the word indexes' segments, so the
+    deleted rows' terms leave them (FTS5 keeps a deleted row's terms in its older segment, next
+    to a delete marker, until the segments are merged). ``PRAGMA secure_delete`` (db.py)
+    overwrites the freed pages."""
+    if archive.backend == "sqlite":
+        for table in _WORD_INDEXES:
+            con.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
+
+
+def purge_wal(archive: SessionArchive) -> None:
+    """After such a transaction's commit (SQLite): the WAL, whose older pages still hold the
+    deleted text, copied in and truncated; best effort, without waiting for readers."""
+    if archive.backend == "sqlite" and not archive.db.purge_wal():
+        log.debug("%s: the WAL was not truncated after the deletion (another connection reads "
+                  "or writes); a later checkpoint or closing the archive does it", archive.path)
 
 
 def delete_sessions(archive: SessionArchive, session_id: str, *,
@@ -201,6 +225,8 @@ def delete_sessions(archive: SessionArchive, session_id: str, *,
                             nums).fetchone()[0]
         con.execute(f"DELETE FROM messages WHERE session IN ({marks})", nums)
         vector_store(archive).forgot(con)
+        if count:
+            purge_index(archive, con)
         con.execute(f"DELETE FROM sessions WHERE num IN ({marks})", nums)
         if not chain:
             rest = con.execute("SELECT num FROM sessions WHERE chain = ? ORDER BY num",
@@ -217,7 +243,9 @@ def delete_sessions(archive: SessionArchive, session_id: str, *,
             archive._nums.pop(sid, None)
         return DeletedSessions([v[1] for v in victims], int(count))
 
-    return archive._write(tx)
+    deleted = archive._write(tx)
+    purge_wal(archive)
+    return deleted
 
 
 class LateForgets:

@@ -3,13 +3,18 @@
 Edits keep the file's comments and key order (a round-trip YAML parser), are validated before
 anything is written (:func:`set_config_value` changes nothing when the result is refused), and
 replace the file atomically, so a reader sees the old file or the new one, never a partial one.
+Every read-modify-write of the file holds :func:`config_lock` (an ``flock`` on ``config.yaml.lock``
+beside it), so two commands editing it at once both keep their change.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import tempfile
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,8 +30,43 @@ from .config import (
 from .errors import ConfigError
 from .private import private_dir
 
-__all__ = ["ConfigReport", "check_config_file_text", "edit_config_text", "parse_cli_value",
-           "set_config_value", "write_config_text"]
+__all__ = ["ConfigReport", "check_config_file_text", "config_lock", "edit_config_text",
+           "parse_cli_value", "set_config_value", "write_config_text"]
+
+_HELD = threading.local()  # the config files this thread holds the lock of (so nesting is free)
+
+
+@contextlib.contextmanager
+def config_lock(path: Path) -> Iterator[None]:
+    """Hold config.yaml's lock for a read-modify-write of ``path``.
+
+    The lock is an exclusive ``flock`` on ``<file>.lock`` beside the file (beside the file a
+    symbolic link points to, since that is the file replaced), taken through
+    :func:`hermes_core.atomic.locked`: another process editing the file waits; the OS releases it
+    when its holder exits or is killed. Within the block the same thread may take it again.
+    """
+    from .atomic import LockUnavailable, locked
+
+    target = path.resolve() if path.is_symlink() else path
+    key = os.path.abspath(target)
+    held: set[str] = getattr(_HELD, "paths", None) or set()
+    _HELD.paths = held
+    if key in held:
+        yield
+        return
+    with contextlib.ExitStack() as stack:
+        try:
+            private_dir(target.parent)
+            stack.enter_context(locked(target))
+        except (LockUnavailable, OSError) as exc:
+            raise ConfigError(
+                f"cannot lock {target} for editing: {exc.strerror or exc}. Nothing was changed; "
+                f"check that {target.parent} is writable, then run the command again") from None
+        held.add(key)
+        try:
+            yield
+        finally:
+            held.discard(key)
 
 
 def parse_cli_value(text: str) -> Any:
@@ -143,17 +183,19 @@ def set_config_value(
     ``validate`` receives the would-be :class:`LoadedConfig`, read without the environment's
     overrides (a value must be valid in the file by itself: ``HERMES_CORE_WEBHOOK_SECRET`` set
     today must not let a short ``webhook.secret`` in), and raises :class:`ConfigError` to
-    refuse; only then is the file replaced (atomically).
+    refuse; only then is the file replaced (atomically). The read, the check and the write hold
+    :func:`config_lock`, so an edit made meanwhile by another command is not lost.
     """
-    try:
-        old = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        old = ""
-    new = edit_config_text(old, path, key, value, unset=unset)
-    with file_values_only():  # the file's values are judged by themselves, not the environment's
-        validate(parse_config_text(new, path))
-    loaded = parse_config_text(new, path)
-    write_config_text(path, new)
+    with config_lock(path):
+        try:
+            old = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            old = ""
+        new = edit_config_text(old, path, key, value, unset=unset)
+        with file_values_only():  # the file's values are judged by themselves, not the environment's
+            validate(parse_config_text(new, path))
+        loaded = parse_config_text(new, path)
+        write_config_text(path, new)
     return loaded
 
 

@@ -26,7 +26,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .config import LLMSection
-from .config_edit import check_config_file_text, edit_config_text, write_config_text
+from .config_edit import (
+    check_config_file_text,
+    config_lock,
+    edit_config_text,
+    write_config_text,
+)
 from .errors import ConfigError
 
 if TYPE_CHECKING:
@@ -244,18 +249,33 @@ def new_problems(path: Path, old: str | None, new: str) -> list[str]:
 
 def write_config(path: Path, old: str | None, new: str) -> Path | None:
     """Keep ``old`` (when there is a file) as a backup (mode 0600), then replace the file
-    atomically (mode 0600). Returns the backup's path."""
+    atomically (mode 0600). Returns the backup's path.
+
+    Holds config.yaml's lock (:func:`~hermes_core.config_edit.config_lock`) and writes nothing
+    when the file is no longer ``old`` (another command changed it since it was read): the
+    change shown would drop that edit."""
     from .atomic import atomic_write
 
-    backup = None
-    if old is not None:
-        backup = backup_path(path, old)
+    with config_lock(path):
         try:
-            atomic_write(backup, old.encode("utf-8"))
-        except OSError as exc:
-            raise ConfigError(f"cannot keep the old config as {backup}: {exc.strerror or exc}; "
-                              f"{path} was not changed") from None
-    write_config_text(path, new)
+            now: str | None = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            now = None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"cannot read {path}: {exc}; nothing was written") from None
+        if now != old:
+            raise ConfigError(
+                f"{path} changed while setup was running (another command edited it); nothing "
+                "was written, so that change is kept: run setup again to see the new diff")
+        backup = None
+        if old is not None:
+            backup = backup_path(path, old)
+            try:
+                atomic_write(backup, old.encode("utf-8"))
+            except OSError as exc:
+                raise ConfigError(f"cannot keep the old config as {backup}: "
+                                  f"{exc.strerror or exc}; {path} was not changed") from None
+        write_config_text(path, new)
     return backup
 
 

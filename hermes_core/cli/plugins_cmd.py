@@ -199,25 +199,27 @@ def _require_known(name: str) -> None:
 
 def _set_disabled(name: str, disabled: bool) -> None:
     from ..config import load_config
-    from ..config_edit import set_config_value
+    from ..config_edit import config_lock, set_config_value
     from ..loader import DISABLE_ENV, blocked_names
+    from ..paths import config_path
 
-    loaded = load_config()
-    current = list(loaded.core.plugins.disabled)
-    if disabled:
-        if name in current:
-            click.echo(f"{name} is already disabled.")
-            return
-        new = [*current, name]
-    else:
-        if name not in current:
-            if name.lower() in blocked_names([]):
-                warn(f"{name} is blocked by ${DISABLE_ENV}; unset it there to enable it")
-            else:
-                click.echo(f"{name} is not disabled.")
-            return
-        new = [n for n in current if n != name]
-    set_config_value(loaded.path, "plugins.disabled", new, validate=lambda _loaded: None)
+    with config_lock(config_path()):  # the list is read and written back as one edit
+        loaded = load_config()
+        current = list(loaded.core.plugins.disabled)
+        if disabled:
+            if name in current:
+                click.echo(f"{name} is already disabled.")
+                return
+            new = [*current, name]
+        else:
+            if name not in current:
+                if name.lower() in blocked_names([]):
+                    warn(f"{name} is blocked by ${DISABLE_ENV}; unset it there to enable it")
+                else:
+                    click.echo(f"{name} is not disabled.")
+                return
+            new = [n for n in current if n != name]
+        set_config_value(loaded.path, "plugins.disabled", new, validate=lambda _loaded: None)
     click.echo(f"{'Disabled' if disabled else 'Enabled'} {name} (in {loaded.path}).")
 
 

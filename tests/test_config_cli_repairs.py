@@ -137,3 +137,44 @@ def test_set_writes_through_a_symlinked_config(run, home: Path, tmp_path: Path):
     assert real.read_text(encoding="utf-8") == "# managed\nllm:\n  model: m2\n"
     assert run("config", "unset", "llm.model").exit_code == 0
     assert link.is_symlink() and "model" not in real.read_text(encoding="utf-8")
+
+
+def test_a_plugin_is_disabled_and_enabled_whatever_else_is_wrong(run, home: Path, dir_plugin):
+    """plugins disable parsed the whole config: with an unrelated bad core value the user could
+    not disable a crashing plugin before repairing that value. It edits plugins.disabled only,
+    so it works, writes nothing else, and names what is still wrong."""
+    dir_plugin("crashy", "raise RuntimeError('boom at import')\n")
+    path = home / "config.yaml"
+    path.write_text("# mine\nllm:\n  max_tokens: abc\nmemory: 3\n", encoding="utf-8")
+    off = run("plugins", "disable", "crashy")
+    assert off.exit_code == 0, off.output
+    assert "Disabled crashy" in off.output, off.output
+    assert "llm.max_tokens" in off.output and "'memory'" in off.output, off.output
+    assert "Traceback" not in off.output
+    text = path.read_text(encoding="utf-8")
+    assert text == "# mine\nllm:\n  max_tokens: abc\nmemory: 3\nplugins:\n  disabled:\n    - crashy\n"
+    assert "already disabled" in run("plugins", "disable", "crashy").output
+    on = run("plugins", "enable", "crashy")
+    assert on.exit_code == 0 and "Enabled crashy" in on.output, on.output
+    assert "llm.max_tokens" in on.output, on.output
+    assert "max_tokens: abc" in path.read_text(encoding="utf-8")
+    assert run("config", "validate").exit_code == 1  # loading is as strict as it was
+
+
+def test_a_bad_plugins_disabled_value_is_replaced_by_disable(run, home: Path):
+    path = home / "config.yaml"
+    path.write_text("plugins:\n  disabled: 3\n", encoding="utf-8")
+    off = run("plugins", "disable", "todo")
+    assert off.exit_code == 0, off.output
+    assert "plugins.disabled" not in off.output.split("Disabled", 1)[1], off.output
+    assert run("config", "get", "plugins.disabled").output.split() == ["[", '"todo"', "]"]
+    assert run("config", "validate").exit_code == 0
+
+
+def test_a_malformed_config_is_not_touched_by_disable(run, home: Path):
+    path = home / "config.yaml"
+    path.write_text("llm: [unclosed\n", encoding="utf-8")
+    off = run("plugins", "disable", "todo")
+    assert off.exit_code == 1 and "malformed YAML" in off.output, off.output
+    assert "Traceback" not in off.output
+    assert path.read_text(encoding="utf-8") == "llm: [unclosed\n"

@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -197,15 +198,40 @@ def _require_known(name: str) -> None:
         f"no plugin named {name!r}.{hint} Known: {', '.join(sorted(known)) or 'none'}")
 
 
+def _file_selection(path: Path) -> tuple[str, Any, list[str]]:
+    """config.yaml's text, its ``plugins`` section as the file gives it (a bad value reads as its
+    default) and every problem of the file's core sections. Only a file that cannot be edited
+    (unreadable, malformed YAML, not a mapping) is refused: a problem elsewhere in the file must
+    not keep a crashing plugin from being disabled."""
+    from ..config import check_config_text, file_values_only
+    from ..errors import ConfigError
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        text = ""
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read the config file: {exc}") from None
+    with file_values_only():  # the file's own values: the list is written back to the file
+        loaded, problems = check_config_text(text, path)
+    if loaded is None:
+        raise ConfigError("\n".join(problems) + f"\n{path} was not changed: fix it by hand")
+    return text, loaded.core.plugins, problems
+
+
 def _set_disabled(name: str, disabled: bool) -> None:
-    from ..config import load_config
-    from ..config_edit import config_lock, set_config_value
+    """Add ``name`` to (or drop it from) ``plugins.disabled``, whatever else the file has wrong:
+    that key alone is edited (a list of names, valid by construction); what is still wrong is
+    named after the write."""
+    from ..config import check_config_text, file_values_only
+    from ..config_edit import config_lock, edit_config_text, write_config_text
     from ..loader import DISABLE_ENV, blocked_names
     from ..paths import config_path
 
-    with config_lock(config_path()):  # the list is read and written back as one edit
-        loaded = load_config()
-        current = list(loaded.core.plugins.disabled)
+    path = config_path()
+    with config_lock(path):  # the list is read and written back as one edit
+        text, section, _problems = _file_selection(path)
+        current = list(section.disabled)
         if disabled:
             if name in current:
                 click.echo(f"{name} is already disabled.")
@@ -219,8 +245,15 @@ def _set_disabled(name: str, disabled: bool) -> None:
                     click.echo(f"{name} is not disabled.")
                 return
             new = [n for n in current if n != name]
-        set_config_value(loaded.path, "plugins.disabled", new, validate=lambda _loaded: None)
-    click.echo(f"{'Disabled' if disabled else 'Enabled'} {name} (in {loaded.path}).")
+        new_text = edit_config_text(text, path, "plugins.disabled", new)
+        with file_values_only():
+            _after, problems = check_config_text(new_text, path)
+        write_config_text(path, new_text)
+    click.echo(f"{'Disabled' if disabled else 'Enabled'} {name} (in {path}).")
+    if problems:
+        warn(f"{path} still has other problems; commands that load the config refuse or ignore "
+             "it until they are repaired (hermes-core config set KEY VALUE, or hermes-core "
+             "config unset KEY for the default):\n  " + "\n  ".join(problems))
 
 
 @plugins.command("disable")
@@ -235,13 +268,13 @@ def disable(name: str) -> None:
 @click.argument("name")
 def enable(name: str) -> None:
     """Load a disabled plugin again."""
-    from ..config import load_config
     from ..loader import Candidate, allowed_names, is_blocked
+    from ..paths import config_path
 
-    if name not in load_config().core.plugins.disabled:  # a disabled, since removed one is fine
-        _require_known(name)
+    if name not in _file_selection(config_path())[1].disabled:
+        _require_known(name)  # a disabled, since removed one is fine
     _set_disabled(name, False)
-    only = load_config().core.plugins.enabled_only
+    only = _file_selection(config_path())[1].enabled_only
     if is_blocked(Candidate(name=name, source="builtin"), set(), allowed_names(only)):
         warn(f"{name} is not in plugins.enabled_only ({', '.join(only or [])}), so it is still "
              f"not loaded; add it there: hermes-core config set plugins.enabled_only "

@@ -97,6 +97,20 @@ def test_cli_errors_are_clear(home: Path, tmp_path: Path):
     assert result.exit_code == 2 and "--answer needs a model" in result.output
 
 
+def test_an_unknown_tool_is_refused_before_the_run(home: Path, tmp_path: Path):
+    """--tool ghost ran the whole evaluation, each question recording the unknown tool as an
+    error, and exited 0; it is refused up front, naming the tool and the ones that exist."""
+    out = tmp_path / "report.json"
+    for tools in (["ghost"], ["session_search", "ghost"]):
+        args = [a for t in tools for a in ("--tool", t)]
+        result = run_cli(home, str(MINI), *args, "--limit", "1", "--json", "--out", str(out))
+        assert result.exit_code == 1, result.output
+        assert "'ghost'" in result.output and "session_search" in result.output, result.output
+        assert "'session_search'" not in result.output.split("Tools", 1)[0], result.output
+        assert "nothing was run" in result.output and "Traceback" not in result.output
+        assert not out.exists()
+
+
 def test_the_generator_reproduces_the_shipped_file():
     path = ROOT / "examples" / "eval" / "make_dataset.py"
     spec = importlib.util.spec_from_file_location("make_dataset", path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import shutil
 import sys
@@ -90,6 +91,7 @@ def eval_command(dataset: Path, fmt: str, providers: tuple[str, ...], engine: st
 
     from .datasets import load_dataset
     from .report import build_report
+    from .retrieve import search_tools
     from .run import EvalOptions, run_eval
     from .stack import StackSpec
 
@@ -109,13 +111,29 @@ def eval_command(dataset: Path, fmt: str, providers: tuple[str, ...], engine: st
             raise click.BadParameter(f"cannot create {scratch_dir}: {why}",
                                      param_hint="'--scratch-dir'") from None
     check = Path(tempfile.mkdtemp(prefix="hermes-core-eval-check-", dir=scratch_dir))
-    try:  # a bad config or an unknown provider fails here, once, not in every case
+    try:  # a bad config, an unknown provider or tool fails here, once, not in every case
         host = spec(check, "check")
         chosen = list(host.config.core.memory.providers)
         chosen_engine = host.config.core.context.engine
-        host.shutdown()
+        offered: list[str] = []
+        searched: list[str] = []
+        try:
+            if tools:  # a provider's tools exist once it is started: start the stack once here
+                host.activate_memory_providers()
+                offered, searched = sorted(host.tools()), sorted(search_tools(host))
+        finally:
+            host.shutdown()
     finally:
         shutil.rmtree(check, ignore_errors=True)
+    unknown = [name for name in dict.fromkeys(tools) if name not in offered]
+    if unknown:
+        close = [m for name in unknown for m in difflib.get_close_matches(name, offered, n=1)]
+        raise click.ClickException(
+            f"--tool {', '.join(map(repr, unknown))}: no active plugin of this stack offers "
+            f"{'it' if len(unknown) == 1 else 'them'}; nothing was run."
+            + (f" Did you mean {', '.join(map(repr, close))}?" if close else "")
+            + f" Tools of this stack: {', '.join(offered) or 'none'} (searched when no --tool is "
+            f"given: {', '.join(searched) or 'none'})")
     llm = judge = None
     if answer:
         from hermes_core.host import PluginHost

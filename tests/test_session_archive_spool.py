@@ -259,3 +259,39 @@ def test_a_spool_holding_bare_nan_from_an_earlier_release_is_stored(tmp_path: Pa
         stored = archive.messages("s")
     assert [m.content for m in stored] == ["", "after"]
     assert stored[0].tool_calls[0]["arguments"] == {"x": "NaN"}
+
+
+def test_forget_scrubs_spooled_messages_so_a_replay_brings_nothing_back(tmp_path: Path) -> None:
+    from hermes_core.plugins.memory.session_archive.forget import forget_messages
+
+    archive = SessionArchive(tmp_path / "state.db")
+    alice = Session(id="s-alice", title="About LISBON", attributes={"user_id": "alice"})
+    bob = Session(id="s-bob", attributes={"user_id": "bob"})
+    archive.append_message(alice, Message("user", "turn before"))
+    con = archive.db.con
+    con.execute(f"PRAGMA max_page_count = {con.execute('PRAGMA page_count').fetchone()[0]}")
+    for i in range(100):  # fill the free pages: the database is full
+        try:
+            archive.append_message(Session(id="filler"), Message("user", f"filler {i} " + "f" * 3000))
+        except ArchiveWriteError:
+            break
+    waiting = len(archive.spool.pending())
+    assert waiting == 1
+    spooled = [(alice, "I moved to  Lisbon " + "x" * 3000), (alice, "three beehives " + "y" * 3000),
+               (bob, "Lisbon for bob " + "z" * 3000), ("s-alice", "lisbon again " + "w" * 3000)]
+    for session, text in spooled:
+        with pytest.raises(ArchiveWriteError):
+            archive.append_message(session, Message("user", text))
+    assert len(archive.spool.pending()) == waiting + 4
+    con.execute("PRAGMA max_page_count = 1073741823")  # space again; the spool is not replayed yet
+
+    dry = forget_messages(archive, "LISBON", scope="user:alice", dry_run=True)
+    assert [sid for sid, _role, _text in dry.pending] == ["s-alice", "s-alice"]
+    assert len(archive.spool.pending()) == waiting + 4  # a preview changes nothing
+    done = forget_messages(archive, "LISBON", scope="user:alice")
+    assert len(done.pending) == 2 and done.deleted == done.matched
+    archive.replay_spool()
+    assert [c.split(" ")[0] for c in contents(archive, "s-alice")] == ["turn", "three"]
+    assert [c.split(" ")[0] for c in contents(archive, "s-bob")] == ["Lisbon"]  # not alice's
+    assert "lisbon" not in json.dumps([r.record for r in archive.spool.pending()]).casefold()
+    archive.close()

@@ -18,6 +18,9 @@ is full) appends the write to a :class:`Spool` and delivers it later. The guaran
 * **bounded**: a spool holds at most ``max_bytes`` (64 MiB unless said otherwise); an append past
   it raises :class:`SpoolFullError` (an ``OSError``) naming the file and what to do, and nothing
   already in the spool is touched;
+* **scrubbable**: :meth:`Spool.scrub` removes or rewrites the pending records a function picks
+  (a ``forget``), under the spool's lock; a delivery under way sends none of them afterwards, and
+  a record it was sending at that moment is reported (:class:`Scrub`), never silently sent;
 * **private and portable**: files are created ``0600``; the locks are the kernel's
   :func:`hermes_core.atomic.locked`, an ``flock`` where the OS has one and a thread lock elsewhere.
 
@@ -41,7 +44,7 @@ import logging
 import os
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,7 +53,8 @@ from typing import Any
 from ..atomic import atomic_write, locked
 from ..private import private_dir
 
-__all__ = ["DEFAULT_MAX_BYTES", "Courier", "Delivery", "Spool", "SpoolEntry", "SpoolFullError"]
+__all__ = ["DEFAULT_MAX_BYTES", "Courier", "Delivery", "Scrub", "Spool", "SpoolEntry",
+           "SpoolFullError"]
 
 log = logging.getLogger("hermes_core.storage.spool")
 
@@ -91,6 +95,29 @@ class Delivery:
     refusals: list[tuple[Record, BaseException]] = field(default_factory=list)
 
 
+@dataclass(slots=True)
+class Scrub:
+    """What one :meth:`Spool.scrub` did."""
+
+    #: the pending records it dropped or rewrote (as they were), oldest first
+    removed: list[Record] = field(default_factory=list)
+    #: records it would have changed that a delivery of this process had already sent (or
+    #: refused) and not yet acknowledged, or was sending: they reached the receiver (or are
+    #: reaching it), so the caller deletes them there or says it could not
+    in_flight: list[Record] = field(default_factory=list)
+    #: False when a record in ``in_flight`` was still being sent when the wait ran out
+    settled: bool = True
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """The file at ``path`` (device, inode): a rewrite makes a new one, an append does not."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 def _key(line: bytes) -> str:
     import hashlib  # loads OpenSSL: paid when a spool is read, not by an import
 
@@ -114,6 +141,10 @@ class Spool:
         self.path = Path(path)
         self.max_bytes = max_bytes
         self._consumer = self.path.with_name(self.path.name + ".consumer")
+        #: what a delivery of this process is sending (a key) and has sent and not acknowledged
+        self._cond = threading.Condition()
+        self._sending: str | None = None
+        self._out: Counter[str] = Counter()
 
     # ------------------------------------------------------------------------------ writing
 
@@ -183,32 +214,40 @@ class Spool:
 
     def ack(self, entries: Iterable[SpoolEntry]) -> None:
         """Remove delivered records (one line per entry), and move unreadable lines aside."""
+        self._ack(entries)
+
+    def _ack(self, entries: Iterable[SpoolEntry]) -> tuple[int, int] | None:
+        """:meth:`ack`; return the file's identity as the lock is released."""
         done = Counter(e.key for e in entries)
         with locked(self.path):
-            lines = self._lines()
-            keep, bad = [], []
-            for line in lines:
-                key = _key(line)
-                if _parse(line) is None:
-                    bad.append(line if line.endswith(b"\n") else line + b"\n")
-                elif done[key] > 0:
-                    done[key] -= 1
-                else:
-                    keep.append(line)
-            if len(keep) == len(lines):
-                return  # nothing to remove
-            if bad:
-                aside = self.path.with_name(self.path.name + ".unreadable")
-                with open(aside, "ab") as fh:
-                    fh.writelines(bad)
-                    fh.flush()
-                    os.fsync(fh.fileno())
-                log.error("%d unreadable line(s) of %s (cut short by a crash?) were moved to %s",
-                          len(bad), self.path, aside)
-            if keep:
-                atomic_write(self.path, b"".join(keep))
+            self._remove(done)
+            return _identity(self.path)
+
+    def _remove(self, done: Counter[str]) -> None:
+        lines = self._lines()
+        keep, bad = [], []
+        for line in lines:
+            key = _key(line)
+            if _parse(line) is None:
+                bad.append(line if line.endswith(b"\n") else line + b"\n")
+            elif done[key] > 0:
+                done[key] -= 1
             else:
-                self.path.unlink(missing_ok=True)
+                keep.append(line)
+        if len(keep) == len(lines):
+            return  # nothing to remove
+        if bad:
+            aside = self.path.with_name(self.path.name + ".unreadable")
+            with open(aside, "ab") as fh:
+                fh.writelines(bad)
+                fh.flush()
+                os.fsync(fh.fileno())
+            log.error("%d unreadable line(s) of %s (cut short by a crash?) were moved to %s",
+                      len(bad), self.path, aside)
+        if keep:
+            atomic_write(self.path, b"".join(keep))
+        else:
+            self.path.unlink(missing_ok=True)
 
     def deliver(
         self,
@@ -229,13 +268,34 @@ class Spool:
         the later ones wait, and :attr:`Delivery.error` says why.
         """
         report = Delivery()
-        with self.consuming() as entries:
+        private_dir(self.path.parent)
+        with locked(self._consumer):
+            seen = _identity(self.path)
+            queue = deque(self.pending())
             done: list[SpoolEntry] = []
             try:
-                for index, entry in enumerate(entries):
-                    error = self._send_one(entry.record, send, refused, attempts, pause, stop)
-                    if error is not None and not refused(error):
-                        report.error, report.left = error, len(entries) - index
+                while True:
+                    with self._cond:
+                        now = _identity(self.path)
+                        if now != seen:  # rewritten by a scrub: send what it left, in order
+                            seen, held = now, Counter(e.key for e in done)
+                            queue = deque(e for e in self.pending() if not _take(held, e.key))
+                        if not queue:
+                            break
+                        entry = queue.popleft()
+                        self._sending = entry.key
+                    kept = False
+                    try:
+                        error = self._send_one(entry.record, send, refused, attempts, pause, stop)
+                        kept = error is None or refused(error)
+                    finally:
+                        with self._cond:
+                            self._sending = None
+                            if kept:
+                                self._out[entry.key] += 1
+                            self._cond.notify_all()
+                    if not kept:
+                        report.error, report.left = error, len(queue) + 1
                         break
                     if error is not None:
                         (rejected if rejected is not None else self._rejected()).append(
@@ -246,11 +306,80 @@ class Spool:
                         report.sent += 1
                     done.append(entry)
                     if len(done) >= ACK_BATCH:
-                        self.ack(done)
+                        seen = self._acked(done)
                         done = []
             finally:
-                self.ack(done)
+                self._acked(done)
         return report
+
+    def _acked(self, done: list[SpoolEntry]) -> tuple[int, int] | None:
+        try:
+            return self._ack(done)
+        finally:
+            with self._cond:
+                self._out -= Counter(e.key for e in done)
+                self._cond.notify_all()
+
+    def scrub(self, edit: Callable[[Record], Record | None], *, wait: float = 10.0) -> Scrub:
+        """Drop or rewrite pending records (a ``forget``): ``edit`` gets each record (a copy of
+        its own) and returns it unchanged to keep it, ``None`` to drop it, or another record to
+        take its place (same position: the order holds).
+
+        Done under the spool's lock: an append waits for it, and a delivery under way, in any
+        process, sends none of the records it changed afterwards (it reads the spool again). A
+        record that a delivery of this process is sending cannot be recalled: ``scrub`` waits up
+        to ``wait`` seconds for that send to end, then lists it in :attr:`Scrub.in_flight`,
+        untouched (with the records that delivery sent and has not acknowledged yet); a send that
+        failed leaves its record pending, and it is scrubbed. The one record a delivery in
+        *another* process is sending at that moment is not known here: it reaches the receiver.
+        """
+        result = Scrub()
+        deadline = time.monotonic() + max(0.0, wait)
+        if not self.path.parent.is_dir():
+            return result
+        waited: Record | None = None  # the record whose send it waited for
+        while True:
+            with locked(self.path), self._cond:
+                out, busy, busy_key = Counter(self._out), None, self._sending
+                removed: list[Record] = []
+                landed: list[Record] = []
+                keep: list[bytes] = []
+                for line in self._lines():
+                    record = _parse(line)
+                    new = edit(json.loads(line)) if record is not None else record
+                    if record is None or new == record:
+                        keep.append(line)
+                        continue
+                    key = _key(line)
+                    if out[key] > 0 or (key == busy_key and busy is None):
+                        keep.append(line)  # sent, or being sent: the caller is told
+                        if out[key] > 0:
+                            out[key] -= 1
+                            landed.append(record)
+                        else:
+                            busy = record
+                        continue
+                    removed.append(record)
+                    if new is not None:
+                        keep.append(json.dumps(new, ensure_ascii=False).encode("utf-8") + b"\n")
+                if waited is not None and waited not in removed and waited not in landed:
+                    landed.append(waited)  # sent and acknowledged while it waited
+                if busy is None or time.monotonic() >= deadline:
+                    if removed and keep:
+                        atomic_write(self.path, b"".join(keep))
+                    elif removed:
+                        self.path.unlink(missing_ok=True)
+                    result.removed, result.in_flight = removed, landed
+                    if busy is not None:
+                        result.in_flight.append(busy)
+                        result.settled = False
+                    return result
+            waited = busy
+            self._wait_sent(busy_key, deadline)  # the spool is free meanwhile: appends go on
+
+    def _wait_sent(self, key: str | None, deadline: float) -> None:
+        with self._cond:
+            self._cond.wait_for(lambda: self._sending != key, max(0.0, deadline - time.monotonic()))
 
     @staticmethod
     def _send_one(record: Record, send: Callable[[Record], None],
@@ -369,6 +498,14 @@ class Courier:
     def close(self) -> None:
         """Stop: a retry pause ends now and no background delivery starts."""
         self.stop.set()
+
+
+def _take(held: Counter[str], key: str) -> bool:
+    """Take one ``key`` from ``held``; whether there was one."""
+    if held[key] > 0:
+        held[key] -= 1
+        return True
+    return False
 
 
 def _last_byte(fd: int, size: int) -> bytes:

@@ -426,6 +426,8 @@ class SessionArchiveProvider(MemoryProvider):
         if len(found.messages) > 50:
             items.append(f"... and {len(found.messages) - 50} more messages")
         items += [f"title of session {sid}" for sid in found.titles]
+        items += [f"message not stored yet ({role}) of session {sid}: {preview}"
+                  for sid, role, preview in found.pending]
         items += [f"derived fact {fid} of session {sid}: {text[:100]}"
                   for fid, sid, text in found.facts[:50]]
         return ForgetReport(self.name, matched=found.matched, deleted=found.deleted,

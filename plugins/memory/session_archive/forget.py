@@ -14,6 +14,10 @@ and checks each candidate exactly in Python, so it stays well under a second at 
 Kept small and apart from the store on purpose: the functions take a
 :class:`~.store.SessionArchive` and use its one write path.
 
+Messages still waiting in the archive's spool (the archive could not store them yet) are
+scrubbed first, with the same matching and scope: they are never stored, and the spooled
+sessions' titles that mention the subject are cleared.
+
 A forget that lands while a turn is in flight (:class:`LateForgets`): its archived copy is removed
 when it is written.
 
@@ -66,10 +70,12 @@ class ArchiveForget:
     facts: list[tuple[int, str, str]] = field(default_factory=list)
     deleted: int = 0
     dry_run: bool = False
+    #: (session id, role, a short preview) of each matching message still waiting in the spool
+    pending: list[tuple[str, str, str]] = field(default_factory=list)
 
     @property
     def matched(self) -> int:
-        return len(self.messages) + len(self.titles) + len(self.facts)
+        return len(self.messages) + len(self.titles) + len(self.facts) + len(self.pending)
 
 
 @dataclass(slots=True)
@@ -105,8 +111,7 @@ def _find(read: Callable[[str, tuple[Any, ...]], list[Any]], subject: str,
         args = (*params, pattern, pattern, escaped)
     found = ArchiveForget()
     for mid, sid, role, content, calls in read(sql, args):
-        if needle in squash(content) or (calls and (needle in squash(calls) or any(
-                needle in squash(text) for text in json_strings(calls)))):
+        if _mentions(needle, content, calls):
             preview = " ".join(content.split())
             found.messages.append((mid, sid, role, preview[:100]))
     for sid, title in read(
@@ -115,6 +120,58 @@ def _find(read: Callable[[str, tuple[Any, ...]], list[Any]], subject: str,
             found.titles.append(sid)
     found.facts = mentioning(read, needle, where, params, [m[0] for m in found.messages])
     return found
+
+
+def _mentions(needle: str, content: str, calls: str | None) -> bool:
+    return needle in squash(content) or bool(calls and (needle in squash(calls) or any(
+        needle in squash(text) for text in json_strings(calls))))
+
+
+def _scrub_spool(archive: SessionArchive, subject: str, scope: str,
+                 dry_run: bool) -> list[tuple[str, str, str]]:
+    """Drop (unless ``dry_run``) the spooled messages in ``scope`` mentioning ``subject`` (and
+    clear such titles of spooled sessions); return (session id, role, preview) of each message."""
+    spool = archive.spool
+    if not spool.has_pending():
+        return []
+    needle, user = squash(subject), scope[5:] if scope.startswith("user:") else None
+    owners: dict[str, str | None] = {}
+    if user is not None:  # a record naming only its session: the archive knows its user
+        ids = {str(e.record["session"].get("id")) for e in spool.pending()
+               if isinstance(e.record.get("session"), dict)
+               and "attributes" not in e.record["session"]}
+        for sid in ids:
+            rows = archive.db.read("SELECT user_id FROM sessions WHERE id = ?", (sid,))
+            owners[sid] = rows[0][0] if rows else None
+    gone: list[tuple[str, str, str]] = []
+
+    def edit(record: dict[str, Any]) -> dict[str, Any] | None:
+        fields, row = record.get("session"), record.get("row")
+        if not isinstance(fields, dict) or not isinstance(row, list) or len(row) < 5:
+            return record
+        sid = str(fields.get("id"))
+        attributes = fields.get("attributes")
+        owner = (attributes or {}).get("user_id") if isinstance(attributes, dict) else owners.get(sid)
+        if user is not None and owner != user:
+            return record
+        content = row[1] if isinstance(row[1], str) else ""
+        if _mentions(needle, content, row[4] if isinstance(row[4], str) else None):
+            gone.append((sid, str(row[0]), " ".join(content.split())[:100]))
+            return None
+        title = fields.get("title")
+        if isinstance(title, str) and needle in squash(title):
+            return {**record, "session": {**fields, "title": None}}
+        return record
+
+    if dry_run:
+        for entry in spool.pending():
+            edit(entry.record)
+        return gone
+    # as the spool's consumer: a replay under way stores its messages first (the deletion below
+    # then takes them), a later one finds them gone
+    with spool.consuming():
+        spool.scrub(edit, wait=0)
+    return gone
 
 
 def json_strings(text: str) -> list[str]:
@@ -173,9 +230,12 @@ def forget_messages(archive: SessionArchive, subject: str, *, scope: str = "all"
 
     if dry_run:  # only read: on either backend, through the archive's read path
         found = _find(archive.db.read, subject, scope)
-        found.dry_run = True
+        found.dry_run, found.pending = True, _scrub_spool(archive, subject, scope, True)
         return found
+    pending = _scrub_spool(archive, subject, scope, False)
     done = archive._write(tx)
+    done.pending = pending
+    done.deleted += len(pending)
     if done.deleted:
         purge_wal(archive)
     return done

@@ -37,3 +37,43 @@ def test_forget_deletes_conclusions_and_card_lines_and_says_messages_stay(make_p
     # a scope for another user is refused, nothing read or deleted
     other = provider.forget(subject="Helix", scope="user:someone-else", dry_run=False)
     assert other.deleted == 0 and "one user peer" in (other.cannot_delete or "")
+
+
+def test_forget_scrubs_the_outbox_so_a_late_delivery_brings_nothing_back(
+        make_provider: Any, honcho_server: Any, hermes_home: Any) -> None:
+    from hermes_core_honcho.testing import Fault
+
+    from hermes_core.types import MemoryWrite
+
+    provider = make_provider()
+    session = Session(id="s-down")
+    honcho_server.faults.append(Fault("status", status=503))  # Honcho is down
+    for user, assistant in (("Good morning.", "Morning!"),
+                            ("I moved to  LISBON last spring.", "Noted: you live in lisbon."),
+                            ("I keep three beehives.", "Lovely.")):
+        provider.sync_turn(user_message=Message("user", user),
+                           assistant_message=Message("assistant", assistant), session=session)
+    provider.on_memory_write(MemoryWrite(action="add", target="user", content="Lives in Lisbon",
+                                         session_id="s-down"))
+    provider.on_memory_write(MemoryWrite(action="add", target="user", content="Keeps bees",
+                                         session_id="s-down"))
+    assert provider.wait_idle(5)
+    outbox = hermes_home / "honcho" / "outbox.jsonl"
+    assert "LISBON" in outbox.read_text()  # waiting for Honcho
+    honcho_server.faults.clear()  # Honcho answers again; the outbox has not been sent yet
+
+    dry = provider.forget(subject="lisbon", scope="all", dry_run=True)
+    assert dry.matched == 3 and dry.deleted == 0  # two messages and a note, all still pending
+    assert sum("pending" in item for item in dry.items) == 3
+    assert "LISBON" in outbox.read_text()  # a preview changes nothing
+
+    done = provider.forget(subject="lisbon", scope="all", dry_run=False)
+    assert done.deleted == 3
+    assert "lisbon" not in outbox.read_text().casefold()
+
+    provider.outbox.deliver()  # the outbox is delivered
+    assert provider.wait_idle(5) and not outbox.exists()
+    held = [m["content"] for m in honcho_server.store.messages("test-ws", "s-down")]
+    assert held == ["Good morning.", "Morning!", "I keep three beehives.", "Lovely."]
+    left = call(provider, "honcho_conclude", list=True)["conclusions"]
+    assert [c["content"] for c in left] == ["Keeps bees"]

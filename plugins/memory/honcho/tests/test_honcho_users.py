@@ -160,3 +160,22 @@ def test_keys_that_clean_up_alike_get_different_peers() -> None:
     assert len({user_peer_id(k) for k in keys}) == len(keys)
     crafted = user_peer_id("a.b")[len("user-"):]
     assert user_peer_id(crafted) != user_peer_id("a.b")
+
+
+def test_forget_for_one_user_scrubs_only_that_users_waiting_writes(per_user, honcho_server,  # type: ignore[no-untyped-def]
+                                                                    hermes_home) -> None:
+    from hermes_core_honcho.testing import Fault
+
+    honcho_server.faults.append(Fault("status", status=503))  # down: the turns wait
+    alice, bob = session_of("s-alice", "alice"), session_of("s-bob", "bob")
+    turn(per_user, alice, "I live in Lisbon")
+    turn(per_user, bob, "I live in Lisbon too")
+    assert per_user.wait_idle(5)
+    honcho_server.faults.clear()
+    report = per_user.forget(subject="lisbon", scope="user:alice", dry_run=False)
+    assert report.deleted == 1 and report.items == ["pending message (not sent yet): I live in Lisbon"]
+    per_user.outbox.deliver()
+    assert per_user.wait_idle(5) and not (hermes_home / "honcho" / "outbox.jsonl").exists()
+    held = {sid: [m["content"] for m in honcho_server.store.messages(WS, sid)]
+            for sid in ("s-alice", "s-bob")}
+    assert held == {"s-alice": ["Noted."], "s-bob": ["I live in Lisbon too", "Noted."]}

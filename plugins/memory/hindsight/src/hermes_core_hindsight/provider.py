@@ -385,6 +385,8 @@ class HindsightMemory(MemoryProvider):
     @hookimpl
     def forget(self, subject: str, scope: str, dry_run: bool) -> ForgetReport:
         """List the bank's memories that mention ``subject``; delete none (see ``cannot_delete``).
+        First drop the turns and notes still waiting in the spool that mention it (they are never
+        sent; the whole turn goes, as it is one text), so none lands on the server afterwards.
 
         Hindsight's API deletes a whole *document* (here: a whole retained session, with every
         memory drawn from it) or a whole bank, not one memory; deleting documents to forget one
@@ -396,9 +398,14 @@ class HindsightMemory(MemoryProvider):
         every scope looks in the one bank.
         """
         needle = " ".join(subject.split()).casefold()
-        self.retains.wait_idle(10.0)  # notes being sent first: they may mention it too
-        if scope.startswith("user:") and self.per_user:
-            banks = [self.bank_of_user(scope[len("user:"):])]
+        own = self.bank_of_user(scope[len("user:"):]) if (
+            scope.startswith("user:") and self.per_user) else None
+        # what waits in the spool first (its turns and notes mentioning it are never sent), then
+        # what is being sent: nothing mentioning it reaches the server after the search below
+        pending, note = self._scrub_spool(needle, own, dry_run)
+        self.retains.wait_idle(10.0)
+        if own is not None:
+            banks = [own]
         else:  # global scope: the one bank, whatever the scope (as it always was)
             with self._lock:
                 banks = sorted(self._banks)
@@ -419,8 +426,39 @@ class HindsightMemory(MemoryProvider):
                 f"{', '.join(repr(b) for b in banks)}; to remove them, delete those documents on the server "
                 "(DELETE /v1/default/banks/<bank>/documents/<id>), accepting that the rest of "
                 "those sessions is forgotten too.")
-        return ForgetReport(self.name, matched=len(hits), deleted=0, dry_run=dry_run,
-                            items=items, cannot_delete=reason)
+        return ForgetReport(self.name, matched=len(hits) + len(pending),
+                            deleted=0 if dry_run else len(pending), dry_run=dry_run,
+                            items=items + pending, cannot_delete=reason,
+                            notes=[note] if note else [])
+
+    def _scrub_spool(self, needle: str, bank: str | None,
+                     dry_run: bool) -> tuple[list[str], str | None]:
+        """Drop (unless ``dry_run``) the spooled jobs (of ``bank``, or of every bank) whose text
+        mentions ``needle``: a turn is retained as one text, so the whole turn goes. One line per
+        job, and a note when one was being sent and could not be held back."""
+
+        def text(job: dict[str, Any]) -> str:
+            items = job.get("items")
+            if not isinstance(items, list):
+                return ""
+            return "".join(i["content"] for i in items
+                           if isinstance(i, dict) and isinstance(i.get("content"), str))
+
+        def edit(job: dict[str, Any]) -> dict[str, Any] | None:
+            mine = bank is None or job.get("bank", self.config.bank) == bank
+            return None if mine and needle in " ".join(text(job).split()).casefold() else job
+
+        spool = self.retains.spool
+        if dry_run:
+            jobs = [e.record for e in spool.pending() if edit(e.record) is None]
+            note = None
+        else:
+            done = spool.scrub(edit)
+            jobs, note = done.removed, None if done.settled else (
+                "a retain that mentions it was being sent when forget ran and could not be held "
+                "back; run forget again once the server has answered")
+        return [f"pending {job.get('label', 'retain')} (not sent yet): {text(job)[:80]}"
+                for job in jobs], note
 
     @hookimpl
     def shutdown(self) -> None:

@@ -22,3 +22,39 @@ def test_forget_lists_matches_and_explains_why_it_cannot_delete(provider: Hindsi
     assert not any(method == "DELETE" for method, *_ in fake.requests)
     nothing = provider.forget(subject="Atlantis", scope="all", dry_run=True)
     assert nothing.matched == 0 and nothing.cannot_delete is None
+
+
+def test_forget_scrubs_the_spool_so_a_late_send_brings_nothing_back(hermes_home, fake) -> None:  # type: ignore[no-untyped-def]
+    from hermes_core.types import MemoryWrite
+
+    from .conftest import build_provider
+
+    provider = build_provider(hermes_home, fake)
+    fake.retain_status = 503  # the server cannot take retains: the turns wait in the spool
+    session = Session(id="s-down")
+    for text in ("Good morning", "I moved to  LISBON last spring", "I keep three beehives"):
+        user, assistant = Message("user", text), Message("assistant", "Noted.")
+        provider.sync_turn(user_message=user, assistant_message=assistant, session=session,
+                           messages=[user, assistant])
+    for note in ("Lives in Lisbon", "Keeps bees"):
+        provider.on_memory_write(MemoryWrite(action="add", target="user", content=note))
+    assert provider.retains.wait_idle(5)
+    spool = hermes_home / "hindsight" / "spool-unit.jsonl"
+    assert "LISBON" in spool.read_text()
+    fake.retain_status = None  # the server answers again; the spool has not been sent yet
+
+    dry = provider.forget(subject="lisbon", scope="all", dry_run=True)
+    assert dry.matched == 2 and dry.deleted == 0  # a turn and a note, still waiting
+    assert sum("pending" in item for item in dry.items) == 2
+    assert "LISBON" in spool.read_text()  # a preview changes nothing
+
+    done = provider.forget(subject="lisbon", scope="all", dry_run=False)
+    assert done.deleted == 2 and "lisbon" not in spool.read_text().casefold()
+
+    fake.requests.clear()
+    assert provider.retains.deliver().error is None  # the spool is sent
+    sent = [item["content"] for body in fake.calls("/memories") for item in body["items"]]
+    assert sent == ["User: Good morning\nAssistant: Noted.",
+                    "User: I keep three beehives\nAssistant: Noted.", "Keeps bees"]
+    assert not spool.exists()
+    provider.shutdown()

@@ -469,11 +469,13 @@ class HonchoProvider(MemoryProvider):
     @hookimpl
     def forget(self, subject: str, scope: str, dry_run: bool) -> ForgetReport:
         """Delete the conclusions and card lines about the user that mention ``subject``;
-        messages cannot be deleted through Honcho's API (said in ``cannot_delete``)."""
-        from .forget import MESSAGES_NOTE, HonchoForget, find_and_delete
+        messages cannot be deleted through Honcho's API (said in ``cannot_delete``). What still
+        waits in the outbox mentioning it is dropped first, so none of it is sent afterwards."""
+        from .forget import MESSAGES_NOTE, HonchoForget, find_and_delete, scrub_outbox
 
+        everyone = True  # the outbox's jobs of every peer
         if scope.startswith("user:") and self.per_user:
-            peers = [self.peer_of_user(scope[len("user:"):])]
+            peers, everyone = [self.peer_of_user(scope[len("user:"):])], False
         elif scope == "all" or scope == f"user:{self.user}":
             with self._lock:  # every user peer this provider wrote for, and the shared one
                 peers = sorted({self.user, *(p for p in self._peers if p != self.ai)})
@@ -482,7 +484,12 @@ class HonchoProvider(MemoryProvider):
         else:
             return ForgetReport(self.name, dry_run=dry_run, cannot_delete=(
                 f"this provider keeps one user peer ({self.user!r}); forget with scope 'all'"))
-        self.wait_idle(10.0)  # queued writes first, so nothing mentioning it lands afterwards
+        # What still waits in the outbox is scrubbed before anything more is sent, then queued
+        # writes go first, so nothing mentioning it lands after the deletion below
+        pending, note = scrub_outbox(self.outbox.spool, subject,
+                                     lambda job: everyone or self._job_peer(job) in peers,
+                                     dry_run=dry_run)
+        self.wait_idle(10.0)
         found = HonchoForget()
         for peer in peers:
             self.ensure_peers(peer)
@@ -496,8 +503,17 @@ class HonchoProvider(MemoryProvider):
                 self._states.clear()
         items = [f"conclusion {cid}: {text[:80]}" for cid, text in found.conclusions]
         items += [f"peer card line: {line[:80]}" for line in found.card_lines]
-        return ForgetReport(self.name, matched=len(items), deleted=found.deleted,
-                            dry_run=dry_run, items=items, cannot_delete=MESSAGES_NOTE)
+        items += pending
+        return ForgetReport(self.name, matched=len(items),
+                            deleted=found.deleted + (0 if dry_run else len(pending)),
+                            dry_run=dry_run, items=items, cannot_delete=MESSAGES_NOTE,
+                            notes=[note] if note else [])
+
+    def _job_peer(self, job: Job) -> str:
+        """The user peer an outbox job is about."""
+        peer = job.get("peer") if job.get("kind") in ("conclude", "forget") else (
+            (job.get("meta") or {}).get("user_peer"))
+        return peer if isinstance(peer, str) and peer else self.user
 
     @hookimpl
     def shutdown(self) -> None:

@@ -116,7 +116,7 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
             self._loaded = self._load()
             first = self._loaded.providers[0]
         self.general = isinstance(first, HooksOnly)
-        if not self._safe(first, "is_available", default=False):
+        if not self._safe(first, "is_available", default=False, limit=True):
             raise PluginError(f"Hermes plugin {self.candidate.plugin!r}: needs its service or key: "
                               f"{unavailable_reason(first)}")
         self._slots: dict[str | None, Slot] = {}

@@ -25,7 +25,7 @@ from .convert import call_with
 from .discovery import HermesCandidate
 from .general import HooksOnly, Registered, fire, unmapped_hooks
 from .host_access import HostAccess
-from .loading import HermesLoadError, Loaded, load
+from .loading import HermesLoadError, Loaded, bounded, deadline, load
 from .slots import Failure, Slot
 
 __all__ = ["Bridged", "ProviderObjects", "bridged_class", "overrides", "unavailable_reason"]
@@ -73,7 +73,8 @@ class Bridged:
         calls.point_env(self.context.home)
         try:
             return load(self.candidate, calls.hermes_home_for(
-                self.context.home, self.candidate.plugin, None), HostAccess(self.context))
+                self.context.home, self.candidate.plugin, None), HostAccess(self.context),
+                timeout=deadline(self.context.config))
         except HermesLoadError as exc:
             raise PluginError(f"{exc} (fix: {exc.fix})" if exc.fix else str(exc)) from exc
 
@@ -126,12 +127,20 @@ class ProviderObjects(Bridged):
             loaded.providers.append(HooksOnly())
         return loaded
 
-    def _safe(self, obj: Any, method: str, *, default: Any) -> Any:
+    def _safe(self, obj: Any, method: str, *, default: Any, limit: bool = False) -> Any:
+        """``obj.method()``; one that raises is reported and ``default`` answers. ``limit``:
+        bounded (:func:`.loading.bounded`), a hung one raising :class:`PluginError`."""
         fn = getattr(obj, method, None)
         if not callable(fn):  # providers that do not subclass Hermes' base class omit some
             return default
         try:
+            if limit:
+                return bounded(self.candidate, f"{method}()", deadline(self.context.config),
+                               calls.hermes_home_for(self.context.home, self.candidate.plugin,
+                                                     None), fn)
             return fn()
+        except HermesLoadError as exc:
+            raise PluginError(f"{exc} (fix: {exc.fix})") from exc
         except Exception as exc:
             self._problem(f"{method}() raised {type(exc).__name__}: {exc}")
             return default

@@ -30,7 +30,7 @@ from . import calls
 from .discovery import HermesCandidate, discover
 from .general import RegisteredCommand, awaited
 from .host_access import HostAccess
-from .loading import HermesLoadError, load
+from .loading import HermesLoadError, deadline, load
 
 __all__ = ["CommandClash", "FoundCommand", "find", "refusal", "run_cli", "run_slash", "spelled"]
 
@@ -68,8 +68,8 @@ def commands_of(candidate: HermesCandidate, home: Path) -> list[RegisteredComman
     calls.point_env(home)
     try:
         return load(candidate, calls.hermes_home_for(home, candidate.plugin, None),
-                    HostAccess(make=functools.partial(_command_context, home))
-                    ).registered.commands
+                    HostAccess(make=functools.partial(_command_context, home)),
+                    timeout=deadline(home)).registered.commands
     except HermesLoadError:
         return []
 

@@ -6,6 +6,9 @@ provider instance, an object with ``register``, or a provider factory (as newer 
 them). :func:`load` imports it (with the stand-ins of :mod:`.shims` serving the Hermes modules
 it imports when hermes-agent is absent), calls its registration with a collecting context, and
 returns the provider or engine objects.
+Where the bridge loads a plugin (``hermes-core hermes plugins``, ``doctor``, ``config
+validate``, a host building a provider or engine) the import and registration are bounded by
+:func:`bounded`: a plugin that hangs in them is reported, and the command goes on without it.
 Registrations hermes-core does not support (tools, hooks, commands, skills, ...) are recorded by
 name and skipped; the rest is kept.
 """
@@ -22,17 +25,18 @@ import re
 import sys
 import threading
 from collections.abc import Callable
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 from . import calls, host_access, shims
 from .discovery import HermesCandidate
 from .general import Registered, RegisteredCommand, RegisteredSkill, RegisteredTool
 from .host_access import HostAccess
 
-__all__ = ["NEEDS_HERMES", "HermesLoadError", "Loaded", "load", "unload"]
+__all__ = ["NEEDS_HERMES", "HermesLoadError", "Loaded", "bounded", "deadline", "load", "unload"]
 
 #: top-level modules of hermes-agent that the stand-ins do not provide
 HERMES_TOP_LEVEL = frozenset({"agent", "tools", "hermes_cli", "hermes_constants", "run_agent",
@@ -40,8 +44,15 @@ HERMES_TOP_LEVEL = frozenset({"agent", "tools", "hermes_cli", "hermes_constants"
                               "hermes_logging", "hermes_time", "utils", "providers"})
 NEEDS_HERMES = "needs hermes-agent"
 _PACKAGE = "hermes_core_hermes_folder_plugins"
+#: guards :data:`_locks` and the folder plugins' parent package; each plugin is imported under a
+#: lock of its own, so one whose import hangs (its thread holding its lock) never blocks another's
 _lock = threading.RLock()
+_locks: dict[str, threading.RLock] = {}
+#: the plugins (by ``where``) with a call still running past its deadline, and that call: a
+#: later one is refused at once instead of waiting a deadline again behind it
+_hung: dict[str, str] = {}
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class HermesLoadError(Exception):
@@ -237,10 +248,11 @@ class _Collector:
 
 def _import_folder(candidate: HermesCandidate) -> ModuleType:
     assert candidate.path is not None
-    if _PACKAGE not in sys.modules:
-        parent = ModuleType(_PACKAGE)
-        parent.__path__ = []
-        sys.modules[_PACKAGE] = parent
+    with _lock:
+        if _PACKAGE not in sys.modules:
+            parent = ModuleType(_PACKAGE)
+            parent.__path__ = []
+            sys.modules[_PACKAGE] = parent
     # the folder's path is part of the name: two homes (or two tests) never share a module
     digest = hashlib.sha256(str(candidate.path.resolve()).encode("utf-8")).hexdigest()[:12]
     name = f"{_PACKAGE}.{re.sub(r'[^0-9a-zA-Z_]', '_', candidate.plugin)}_{digest}"
@@ -297,14 +309,16 @@ def _explain_missing(candidate: HermesCandidate, exc: ModuleNotFoundError) -> He
             f"{candidate.distribution or 'the plugin'} with its dependencies")
 
 
-def load(candidate: HermesCandidate, hermes_home: Path, host: HostAccess | None = None
-         ) -> Loaded:
+def load(candidate: HermesCandidate, hermes_home: Path, host: HostAccess | None = None,
+         *, timeout: float | None = None) -> Loaded:
     """Import ``candidate`` and run its registration; a fresh provider/engine each call (but for
     an entry point naming a provider instance: that one object each time, as in newer Hermes).
 
     ``hermes_home`` is what the stand-in ``get_hermes_home()`` answers meanwhile (a plugin that
     reads its settings at registration reads them there). ``host`` is what its ``ctx.llm`` and
     ``ctx.dispatch_tool`` reach (none: ``ctx.llm`` raises as a Hermes with no model does).
+    ``timeout``: the import and registration run under :func:`bounded` (none: on the caller's
+    thread, unbounded).
 
     Raises :class:`HermesLoadError` saying what failed and the fix; never lets the plugin's own
     exception (or ``SystemExit``) through.
@@ -312,8 +326,67 @@ def load(candidate: HermesCandidate, hermes_home: Path, host: HostAccess | None 
     if candidate.clash:
         raise HermesLoadError(candidate.clash, fix="remove or rename one of the two plugins")
     shims.install()
+    if timeout is not None:
+        step = ["import"]
+
+        def steps() -> Loaded:  # on the bounded call's thread, in ``hermes_home``
+            target = _import(candidate)
+            step[0] = "register(ctx)"
+            return _register(candidate, target, host or HostAccess())
+        return bounded(candidate, step, timeout, hermes_home, steps)
     with calls.in_home(hermes_home):
         return _register(candidate, _import(candidate), host or HostAccess())
+
+
+def deadline(config: Any) -> float:
+    """The deadline of :func:`bounded` calls under ``config`` (a core config, or a home whose
+    ``config.yaml`` is read; an unreadable one gives the default): the kernel's deadline of
+    the inspection commands' plugin checks, ``hooks.timeouts.doctor_checks``."""
+    from hermes_core.config import DEFAULT_HOOK_TIMEOUTS, load_config
+    from hermes_core.errors import HermesCoreError
+
+    if isinstance(config, Path):
+        try:
+            config = load_config(config).core
+        except HermesCoreError:
+            return DEFAULT_HOOK_TIMEOUTS["doctor_checks"]
+    return float(config.hooks.timeout("doctor_checks"))
+
+
+def bounded(candidate: HermesCandidate, what: str | list[str], timeout: float,
+            hermes_home: Path, fn: Callable[[], T]) -> T:
+    """``fn()`` (``what`` of ``candidate``: its ``is_available()``; a list's one item is read
+    when the deadline passes: ``import``, then ``register(ctx)``) on a daemon
+    thread of its own (:class:`.calls.Pinned`, as the bridge runs a provider's hooks), waited
+    for up to ``timeout`` seconds. Past it, :class:`HermesLoadError` says the plugin hangs, in
+    what, and the fix; the call goes on on its thread (a hung import cannot be stopped; a daemon
+    thread never holds the process at exit), and until it returns every later bounded call of
+    the plugin is refused at once."""
+    with _lock:
+        running = _hung.get(candidate.where)
+    if running is not None:
+        raise HermesLoadError(
+            f"{candidate.where}: hung: its {running}, begun earlier, has still not returned "
+            f"(past its deadline of {timeout:g} s)", fix=_hung_fix(candidate))
+    worker = calls.Pinned(f"hermes-{candidate.plugin}-bounded", hermes_home)
+    future = worker.submit(fn)
+    worker.close()  # its thread ends after this call
+    try:
+        return future.result(timeout=timeout)
+    except FutureTimeout:
+        late = what if isinstance(what, str) else what[0]
+        with _lock:
+            _hung[candidate.where] = late
+        future.add_done_callback(lambda _done: _hung.pop(candidate.where, None))
+        raise HermesLoadError(
+            f"{candidate.where}: hung: its {late} did not return within {timeout:g} s (left "
+            "running in the background; skipped)", fix=_hung_fix(candidate)) from None
+
+
+def _hung_fix(candidate: HermesCandidate) -> str:
+    return (f"find out why it hangs (a service it waits for; report it to the plugin's author), "
+            f"or leave {candidate.name} unselected or uninstall it; if it is only slow, raise "
+            "hooks.timeouts.doctor_checks")
 
 
 def unload(loaded: Loaded, problem: Callable[[str], None]) -> None:
@@ -330,6 +403,8 @@ def unload(loaded: Loaded, problem: Callable[[str], None]) -> None:
 def _import(candidate: HermesCandidate) -> Any:
     with _lock:
         shims.install()
+        lock = _locks.setdefault(candidate.where, threading.RLock())
+    with lock:
         try:
             target = _target(candidate)
         except ModuleNotFoundError as exc:

@@ -4,7 +4,10 @@ the bridge's ``doctor`` checks.
 Statuses: ``ready``; ``needs service or key`` (its ``is_available()`` is False, or a required
 secret is unset); ``needs hermes-agent`` (it imports a part of Hermes the bridge does not
 provide); ``failed`` (it does not import or register: the error and the fix are given).
-Finding out imports the plugin, so only commands that ask for it do this.
+Finding out imports the plugin, so only commands that ask for it do this; its import,
+``register(ctx)`` and provider's ``is_available()`` are each bounded by
+``hooks.timeouts.doctor_checks`` (:func:`.loading.bounded`): one that hangs is ``failed``, its
+detail saying it hangs and in what.
 
 A provider whose ``initialize`` raised in a session leaves a note in the home
 (:func:`note_failure`), removed by its next successful ``initialize``; ``doctor`` shows it, so a
@@ -27,7 +30,7 @@ from .convert import tool_spec
 from .discovery import HermesCandidate, discover
 from .general import DELIVERED, skill_tool_name, unmapped_hooks
 from .hermes_commands import spelled
-from .loading import NEEDS_HERMES, HermesLoadError, Loaded, load
+from .loading import NEEDS_HERMES, HermesLoadError, Loaded, bounded, deadline, load
 from .settings import missing_secrets
 
 __all__ = ["FAILED", "NEEDS_HERMES", "NEEDS_SERVICE", "READY", "PluginStatus", "clear_failure",
@@ -68,15 +71,24 @@ class PluginStatus:
         return asdict(self)
 
 
-def status_of(candidate: HermesCandidate, home: Path) -> PluginStatus:
+def status_of(candidate: HermesCandidate, home: Path, timeout: float | None = None
+              ) -> PluginStatus:
+    """``candidate``'s status; each call into it bounded by ``timeout`` (by default
+    ``hooks.timeouts.doctor_checks`` of ``home``'s config)."""
     out = PluginStatus(name=candidate.name, plugin=candidate.plugin, kind=candidate.kind,
                        source=candidate.source, where=candidate.where, status=READY,
                        distribution=candidate.distribution, version=candidate.version,
                        path=str(candidate.path) if candidate.path else None)
     calls.point_env(home)
     plugin_home = calls.hermes_home_for(home, candidate.plugin, None)
+    timeout = deadline(home) if timeout is None else timeout
     try:
-        loaded = load(candidate, plugin_home)
+        loaded = load(candidate, plugin_home, timeout=timeout)
+        own = bounded(candidate, "get_tool_schemas()", timeout, plugin_home,
+                      lambda: _provider_tool_names(loaded.providers[:1], plugin_home))
+        answers = (bounded(candidate, "is_available()", timeout, plugin_home,
+                           lambda: _ask_provider(loaded.providers[0], plugin_home))
+                   if loaded.providers else None)
     except HermesLoadError as exc:
         out.status = NEEDS_HERMES if exc.status == NEEDS_HERMES else FAILED
         out.detail, out.fix = str(exc), exc.fix
@@ -94,10 +106,10 @@ def status_of(candidate: HermesCandidate, home: Path) -> PluginStatus:
         return out
     provider = loaded.providers[0]
     # a register_tool of a name its provider offers is the provider's tool (see get_tools)
-    own = _provider_tool_names(provider, plugin_home)
     out.tools = [tool for tool in out.tools if tool not in own]
-    answers = _ask_provider(out, provider, plugin_home)
-    if answers is None:
+    if isinstance(answers, str) or answers is None:
+        out.status, out.detail = FAILED, answers or ""
+        out.fix = "report the error to the plugin's author"
         return out
     available, schema = answers
     unset = missing_secrets(schema, plugin=candidate.plugin)
@@ -121,12 +133,13 @@ def _note_registrations(out: PluginStatus, loaded: Loaded, plugin: str) -> None:
         out.skills = [skill.name for skill in registered.skills]
 
 
-def _provider_tool_names(provider: Any, plugin_home: Path) -> set[str]:
-    """The names of the tools ``provider`` offers itself (empty when asking it fails)."""
+def _provider_tool_names(providers: list[Any], plugin_home: Path) -> set[str]:
+    """The names of the tools the provider (``providers``' one, if any) offers itself (empty
+    when asking it fails)."""
     own: set[str] = set()
     try:
         with calls.in_home(plugin_home):
-            for schema in provider.get_tool_schemas() or []:
+            for schema in [s for p in providers for s in p.get_tool_schemas() or []]:
                 with contextlib.suppress(ValueError, TypeError):
                     own.add(tool_spec(schema)[0])
     except Exception:
@@ -134,9 +147,9 @@ def _provider_tool_names(provider: Any, plugin_home: Path) -> set[str]:
     return own
 
 
-def _ask_provider(out: PluginStatus, provider: Any, plugin_home: Path) -> tuple[bool, Any] | None:
-    """``(is_available(), config schema)`` of ``provider``; None (``out`` marked failed) when
-    either call raised."""
+def _ask_provider(provider: Any, plugin_home: Path) -> tuple[bool, Any] | str:
+    """``(is_available(), config schema)`` of ``provider``; what failed when either call
+    raised."""
     method = "is_available"
     try:
         with calls.in_home(plugin_home):
@@ -145,9 +158,7 @@ def _ask_provider(out: PluginStatus, provider: Any, plugin_home: Path) -> tuple[
             schema_of = getattr(provider, "get_config_schema", None)  # optional
             schema = schema_of() if callable(schema_of) else []
     except Exception as exc:
-        out.status, out.detail = FAILED, f"{method}() raised {type(exc).__name__}: {exc}"
-        out.fix = "report the error to the plugin's author"
-        return None
+        return f"{method}() raised {type(exc).__name__}: {exc}"
     return available, schema
 
 
@@ -169,7 +180,8 @@ def statuses(home: Path) -> list[PluginStatus]:
     plugin's is moved from ``commands`` to ``unmapped``, refused, naming both."""
     from .commands import hermes_group
 
-    found = [status_of(c, home) for c in discover(home)]
+    timeout = deadline(home)
+    found = [status_of(c, home, timeout) for c in discover(home)]
     owners: dict[str, list[str]] = {
         spelled("cli", name): ["hermes-core itself"] for name in hermes_group.commands}
     for s in found:

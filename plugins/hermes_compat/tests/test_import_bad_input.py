@@ -504,3 +504,44 @@ def test_a_memory_file_that_cannot_be_read_is_named(core: Path, tmp_path: Path) 
     assert f"{home / 'memories' / 'MEMORY.md'} cannot be read" in result.output
     assert "nothing was imported" in result.output
     assert snapshot(core) == before
+
+
+OTHER_PLUGIN = PROVIDER_PLUGIN.replace("hermes-fake", "other-mem").replace("Fake", "Other")
+
+
+def test_a_config_edit_made_during_the_import_is_kept(core: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The import works out memory.providers as the file has it when it writes, under config.yaml's
+    lock: a ``config set`` made while it ran (after its config was loaded) is kept. The list was
+    the one loaded when the import began plus the new provider, which wrote the edit away."""
+    from hermes_core_hermes_compat.importer.run import import_hermes
+
+    from hermes_core.commands import load_host
+
+    for name, text in (("fakeprov", PROVIDER_PLUGIN), ("othermem", OTHER_PLUGIN)):
+        (core / "plugins" / name).mkdir(parents=True)
+        (core / "plugins" / name / "__init__.py").write_text(text)
+    home = hermes_home(tmp_path / "prov", sessions=0, config="memory:\n  provider: fake\n")
+    monkeypatch.setenv("HERMES_CORE_HOME", str(core))
+    host = load_host()
+    try:
+        before = json.loads(run(core, "config", "get", "memory.providers", "--json").stdout)
+        edited = run(core, "config", "set", "memory.providers", json.dumps([*before, "other-mem"]))
+        assert edited.exit_code == 0, edited.output
+        report = import_hermes(host, home)
+    finally:
+        host.shutdown()
+    assert report.provider is not None and report.provider["status"] == "added"
+    shown = json.loads(run(core, "config", "get", "memory.providers", "--json").stdout)
+    assert shown == [*before, "other-mem", "hermes-fake"]
+    # the provider added meanwhile by hand is found selected, not added twice
+    assert run(core, "config", "set", "memory.providers", json.dumps(before)).exit_code == 0
+    host = load_host()
+    try:
+        run(core, "config", "set", "memory.providers", json.dumps([*before, "hermes-fake"]))
+        again = import_hermes(host, home)
+    finally:
+        host.shutdown()
+    assert again.provider is not None and again.provider["status"] == "already selected"
+    assert json.loads(run(core, "config", "get", "memory.providers", "--json").stdout) == [
+        *before, "hermes-fake"]

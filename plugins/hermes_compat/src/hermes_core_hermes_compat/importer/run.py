@@ -161,13 +161,24 @@ def _provider(host: PluginHost, home: HermesHome, dry_run: bool,
     if dry_run:
         report.provider["status"] = "would be added"
         return
-    from hermes_core.config_edit import set_config_value
+    from hermes_core.config import file_values_only, parse_config_text
+    from hermes_core.config_edit import config_lock, set_config_value
     from hermes_core.errors import ConfigError
     from hermes_core.paths import config_path
 
+    path = config_path(host.home)
     try:
-        set_config_value(config_path(host.home), "memory.providers", [*selected, mapped],
-                         validate=host.validate_config)
+        # the list as the file has it now (a `config set` made since the import began is kept),
+        # read and written back under config.yaml's lock as one edit
+        with config_lock(path):
+            text = path.read_text(encoding="utf-8") if path.exists() else ""
+            with file_values_only():
+                selected = list(parse_config_text(text, path).core.memory.providers)
+            if mapped in selected:
+                report.provider["status"] = "already selected"
+                return
+            set_config_value(path, "memory.providers", [*selected, mapped],
+                             validate=host.validate_config)
     except ConfigError as exc:
         report.provider["status"] = "not added"
         report.problems.append(f"{mapped!r} was not added to memory.providers: {exc}")

@@ -104,21 +104,25 @@ class HermesMemoryProvider(ProviderTools, MemoryProvider):
         first = self._loaded.providers[0]
         section = self.config_section or self.name
         values = dict(config.model_extra or {})
-        schema = self._safe(first, "get_config_schema", default=[])
+        schema = self._safe(first, "get_config_schema", default=[], limit=True)
         self._values = check_section(values, schema, plugin=self.candidate.plugin, section=section)
         if self._values and callable(getattr(first, "save_config", None)):
             # as Hermes' `memory setup` does before the agent starts: the settings are saved,
             # then the provider is built anew, so one reading them when built sees them
             home = calls.hermes_home_for(context.home, self.candidate.plugin, None)
             home.mkdir(parents=True, exist_ok=True)
-            with calls.in_home(home):
-                first.save_config(dict(self._values), str(home))
+            saving = first
+            self._bounded("save_config()",
+                          lambda: saving.save_config(dict(self._values), str(home)))
             self._loaded = self._load()
             first = self._loaded.providers[0]
         self.general = isinstance(first, HooksOnly)
         if not self._safe(first, "is_available", default=False, limit=True):
+            unavailable = first
+            reason = self._bounded("unavailable_reason()",
+                                   lambda: unavailable_reason(unavailable))
             raise PluginError(f"Hermes plugin {self.candidate.plugin!r}: needs its service or key: "
-                              f"{unavailable_reason(first)}")
+                              f"{reason}")
         self._slots: dict[str | None, Slot] = {}
         self._served: dict[str, tuple[str | None, Session]] = {}
         #: the first load (``_loaded``) is not any slot's yet: the first slot takes it

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, ClassVar, TypeVar
 
@@ -58,6 +59,7 @@ def unavailable_reason(obj: Any) -> str:
 _CHAT_FIELDS = ("user_id_alt", "user_name", "chat_id", "chat_name", "chat_type", "thread_id")
 
 B = TypeVar("B", bound="Bridged")
+T = TypeVar("T")
 
 
 class Bridged:
@@ -144,6 +146,17 @@ class ProviderObjects(Bridged):
         except Exception as exc:
             self._problem(f"{method}() raised {type(exc).__name__}: {exc}")
             return default
+
+    def _bounded(self, what: str, fn: Callable[[], T]) -> T:
+        """``fn()`` (``what`` of the plugin) under :func:`.loading.bounded` in the plugin's
+        folder, by ``hooks.timeouts.doctor_checks``; a hung one raises :class:`PluginError`
+        naming it, what it raises goes through."""
+        try:
+            return bounded(self.candidate, what, deadline(self.context.config),
+                           calls.hermes_home_for(self.context.home, self.candidate.plugin, None),
+                           fn)
+        except HermesLoadError as exc:
+            raise PluginError(f"{exc} (fix: {exc.fix})") from exc
 
     def _key(self, session: Session | None) -> str | None:
         return session.user_id if (self._user_scope and session is not None) else None

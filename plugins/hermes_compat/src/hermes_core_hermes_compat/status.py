@@ -5,7 +5,8 @@ Statuses: ``ready``; ``needs service or key`` (its ``is_available()`` is False, 
 secret is unset); ``needs hermes-agent`` (it imports a part of Hermes the bridge does not
 provide); ``failed`` (it does not import or register: the error and the fix are given).
 Finding out imports the plugin, so only commands that ask for it do this; its import,
-``register(ctx)`` and provider's ``is_available()`` are each bounded by
+``register(ctx)`` and provider's ``is_available()``, ``get_config_schema()`` and
+``unavailable_reason()`` are each bounded by
 ``hooks.timeouts.doctor_checks`` (:func:`.loading.bounded`): one that hangs is ``failed``, its
 detail saying it hangs and in what.
 
@@ -86,9 +87,17 @@ def status_of(candidate: HermesCandidate, home: Path, timeout: float | None = No
         loaded = load(candidate, plugin_home, timeout=timeout)
         own = bounded(candidate, "get_tool_schemas()", timeout, plugin_home,
                       lambda: _provider_tool_names(loaded.providers[:1], plugin_home))
-        answers = (bounded(candidate, "is_available()", timeout, plugin_home,
-                           lambda: _ask_provider(loaded.providers[0], plugin_home))
+        asking = ["is_available()"]  # then get_config_schema(): the one hung is named
+        answers = (bounded(candidate, asking, timeout, plugin_home,
+                           lambda: _ask_provider(loaded.providers[0], plugin_home, asking))
                    if loaded.providers else None)
+        reason = ""
+        if isinstance(answers, tuple) and not answers[0]:
+            from .adapter_objects import unavailable_reason
+
+            provider = loaded.providers[0]
+            reason = bounded(candidate, "unavailable_reason()", timeout, plugin_home,
+                             lambda: unavailable_reason(provider))
     except HermesLoadError as exc:
         out.status = NEEDS_HERMES if exc.status == NEEDS_HERMES else FAILED
         out.detail, out.fix = str(exc), exc.fix
@@ -104,7 +113,6 @@ def status_of(candidate: HermesCandidate, home: Path, timeout: float | None = No
         out.detail = (f"general plugin (hooks, tools): add {candidate.name} to memory.providers "
                       "to run them")
         return out
-    provider = loaded.providers[0]
     # a register_tool of a name its provider offers is the provider's tool (see get_tools)
     out.tools = [tool for tool in out.tools if tool not in own]
     if isinstance(answers, str) or answers is None:
@@ -114,7 +122,7 @@ def status_of(candidate: HermesCandidate, home: Path, timeout: float | None = No
     available, schema = answers
     unset = missing_secrets(schema, plugin=candidate.plugin)
     if not available or unset:
-        _needs_service(out, provider, available, unset)
+        _needs_service(out, reason, available, unset)
         return out
     out.detail = f"memory provider: add {candidate.name} to memory.providers"
     return out
@@ -147,14 +155,15 @@ def _provider_tool_names(providers: list[Any], plugin_home: Path) -> set[str]:
     return own
 
 
-def _ask_provider(provider: Any, plugin_home: Path) -> tuple[bool, Any] | str:
+def _ask_provider(provider: Any, plugin_home: Path, asking: list[str]) -> tuple[bool, Any] | str:
     """``(is_available(), config schema)`` of ``provider``; what failed when either call
-    raised."""
+    raised. ``asking[0]`` is set to the call under way."""
     method = "is_available"
     try:
         with calls.in_home(plugin_home):
             available = bool(provider.is_available())
             method = "get_config_schema"
+            asking[0] = "get_config_schema()"
             schema_of = getattr(provider, "get_config_schema", None)  # optional
             schema = schema_of() if callable(schema_of) else []
     except Exception as exc:
@@ -162,12 +171,11 @@ def _ask_provider(provider: Any, plugin_home: Path) -> tuple[bool, Any] | str:
     return available, schema
 
 
-def _needs_service(out: PluginStatus, provider: Any, available: bool, unset: list[str]) -> None:
-    """Mark ``out`` as waiting for its service (not available) or for the ``unset`` secrets."""
-    from .adapter_objects import unavailable_reason
-
+def _needs_service(out: PluginStatus, reason: str, available: bool, unset: list[str]) -> None:
+    """Mark ``out`` as waiting for its service (not available: ``reason``, its
+    ``unavailable_reason()``) or for the ``unset`` secrets."""
     out.status = NEEDS_SERVICE
-    out.detail = unavailable_reason(provider) if not available else ""
+    out.detail = reason if not available else ""
     if unset:
         out.detail = (out.detail + "; " if out.detail else "") + f"unset: {', '.join(unset)}"
         out.fix = f"set {', '.join(unset)} in the environment"

@@ -136,8 +136,8 @@ class HermesCoreMemory(MemoryProvider):  # type: ignore[misc]
             why = SwitchReason.BRANCH
         elif reset:
             why = SwitchReason.NEW
-        else:
-            why = SwitchReason.RESUME
+        else:  # a resume; also Hermes' /undo (rewound=True): the kernel cannot take turns back
+            why = SwitchReason.RESUME  # out of a session (docs/hermes.md)
         extra = {"platform": old.platform if old else "cli",
                  "user_id": old.attributes.get("user_id") if old else None}
         self._session = self._session_for(new_session_id, extra, parent=parent_session_id or None)

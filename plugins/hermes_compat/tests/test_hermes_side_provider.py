@@ -208,3 +208,72 @@ def test_a_turn_synced_after_a_switch_lands_in_its_own_session(tmp_path: Path) -
 
     assert "zqfirst" in texts("hs-first") and "zqlate" in texts("hs-first")
     assert "zqlate" not in texts("hs-other") and "zqnext" in texts("hs-other")
+
+
+SLOW_RECALL = '''
+import threading
+
+from hermes_core import hookimpl
+from hermes_core.kinds import MemoryProvider
+
+RELEASE = threading.Event()
+
+
+class SlowRecall(MemoryProvider):
+    name = "slow-recall"
+
+    @hookimpl
+    def prefetch(self, query, session):
+        if "zqnext" in query:  # late for this turn: its last answer is what the turn could get
+            RELEASE.wait(60)
+        return f"recall made for: {query}"
+
+    @hookimpl
+    def shutdown(self):
+        RELEASE.set()
+
+
+@hookimpl
+def register_memory_providers(register):
+    register(SlowRecall)
+'''
+
+UNDO = r'''
+import json
+from agent.memory_manager import MemoryManager
+from plugins.memory import load_memory_provider
+
+mm = MemoryManager()
+mm.add_provider(load_memory_provider("hermes_core"))
+mm.initialize_all(session_id="hs-one", platform="cli")
+first = mm.prefetch_all("the question zqundone", session_id="hs-one")
+mm.sync_all("the question zqundone", "the answer", session_id="hs-one")
+mm.flush_pending(timeout=30)
+# Hermes' /undo of that turn (cli.py): the same session, rewound=True
+mm.on_session_switch("hs-one", parent_session_id="", reset=False, rewound=True)
+after = mm.prefetch_all("another question zqnext", session_id="hs-one")
+print(json.dumps({"first": first, "after": after}))
+mm.shutdown_all()
+'''
+
+
+def test_hermes_undo_drops_the_recall_prepared_for_the_undone_turn(tmp_path: Path) -> None:
+    """Hermes' /undo (``rewound=True``: the transcript cut, "providers caching per-turn state
+    should invalidate") drops every provider's last prefetch answer, as /new does: a provider
+    late at the next turn contributes nothing, not its recall for the undone message. It was
+    passed as a plain resume, and that recall was served."""
+    hermes, core = tmp_path / "hermes", tmp_path / "core"
+    hermes.mkdir()
+    (hermes / "config.yaml").write_text("memory:\n  provider: hermes_core\n")
+    assert install(["install", str(hermes)]) == 0
+    (core / "plugins" / "slowrecall").mkdir(parents=True)
+    (core / "plugins" / "slowrecall" / "__init__.py").write_text(SLOW_RECALL)
+    (core / "config.yaml").write_text(
+        "memory:\n  providers: [file_memory, slow-recall]\n  prefetch_timeout: 1\n")
+    env = {**os.environ, "HERMES_HOME": str(hermes), "HERMES_CORE_HOME": str(core)}
+    done = subprocess.run([sys.executable, "-c", UNDO], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "recall made for: the question zqundone" in out["first"]
+    assert "zqundone" not in out["after"], out["after"]

@@ -141,7 +141,7 @@ class HermesCoreMemory(MemoryProvider):  # type: ignore[misc]
         extra = {"platform": old.platform if old else "cli",
                  "user_id": old.attributes.get("user_id") if old else None}
         self._session = self._session_for(new_session_id, extra, parent=parent_session_id or None)
-        if why is not SwitchReason.RESUME:
+        if why is not SwitchReason.RESUME or rewound:  # /undo: no recall made for an undone turn
             self._prefetch.forget()
         self._host.hooks.on_session_switch(new_session=self._session, old_session=old,
                                            reason=why)

@@ -141,3 +141,34 @@ def test_a_failed_send_leaves_its_record_to_be_scrubbed(tmp_path: Path) -> None:
     worker.join(10)
     assert done.settled and done.in_flight == [] and [r["n"] for r in done.removed] == [1]
     assert ns(spool) == [2]
+
+
+def test_scrub_covers_refused_records_and_unreadable_lines(tmp_path: Path) -> None:
+    """What a delivery set aside (the rejected spool) and lines nobody can read (cut short in the
+    spool, or moved to ``.unreadable``) held a scrubbed subject's text after the scrub."""
+    spool = Spool(tmp_path / "s.jsonl")
+    spool.append({"n": 1, "text": "a secret"}, {"n": 2, "text": "fine"})
+    assert spool.deliver(lambda r: (_ for _ in ()).throw(ValueError("no")),
+                         refused=lambda exc: True).rejected == 2
+    aside = tmp_path / "s.rejected.jsonl"
+    unreadable = tmp_path / "s.jsonl.unreadable"
+    unreadable.write_bytes(b'{"n": 3, "text": "the SE\\u0043RET\n{"n": 4, "text": "plain\n')
+    spool.append({"n": 5, "text": "secret too"}, {"n": 6, "text": "kept"})
+    with open(spool.path, "ab") as fh:
+        fh.write(b'{"n": 7, "text": "Secret, cut')  # a crash cut this append short
+
+    def mentions(text: str) -> bool:
+        return "secret" in text.casefold()
+
+    before = {p: p.read_bytes() for p in (spool.path, aside, unreadable)}
+    dry = spool.scrub(drop_secret, mentions=mentions, dry_run=True)
+    assert [r["n"] for r in dry.removed] == [5] and [r["n"] for r in dry.rejected] == [1]
+    assert len(dry.unreadable) == 2
+    assert {p: p.read_bytes() for p in before} == before  # a dry run changes nothing
+
+    done = spool.scrub(drop_secret, mentions=mentions)
+    assert [r["n"] for r in done.removed] == [5] and [r["n"] for r in done.rejected] == [1]
+    assert [t[:8] for t in done.unreadable] == ['{"n": 3,', '{"n": 7,']
+    assert ns(spool) == [6] and unreadable.read_bytes() == b'{"n": 4, "text": "plain\n'
+    assert ns(Spool(aside)) == [2]
+    assert "secret" not in b"".join(p.read_bytes() for p in before).decode().casefold()

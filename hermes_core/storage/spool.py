@@ -42,6 +42,7 @@ import errno
 import json
 import logging
 import os
+import re
 import threading
 import time
 from collections import Counter, deque
@@ -131,8 +132,6 @@ def _key(line: bytes) -> str:
 def _mentioned(line: bytes, mentions: Callable[[str], bool]) -> str | None:
     """An unreadable line's text when ``mentions`` holds for it, as written or with its JSON
     string escapes (``\\n``, ``\\u00e9``) decoded (a subject split by a line break is found)."""
-    import re
-
     raw = line.decode("utf-8", "replace").strip()
     simple = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
     decoded = re.sub(r'\\(u[0-9a-fA-F]{4}|["\\/bfnrt])', lambda m: chr(int(m[1][1:], 16))
@@ -254,7 +253,9 @@ class Spool:
             return  # nothing to remove
         if bad:
             aside = _unreadable(self.path)
-            with open(aside, "ab") as fh:
+            fd = os.open(aside, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _BINARY, 0o600)
+            with os.fdopen(fd, "ab") as fh:  # private as the spool (one an older release made too)
+                os.chmod(aside, 0o600)
                 fh.writelines(bad)
                 fh.flush()
                 os.fsync(fh.fileno())

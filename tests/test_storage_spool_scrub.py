@@ -172,3 +172,25 @@ def test_scrub_covers_refused_records_and_unreadable_lines(tmp_path: Path) -> No
     assert ns(spool) == [6] and unreadable.read_bytes() == b'{"n": 4, "text": "plain\n'
     assert ns(Spool(aside)) == [2]
     assert "secret" not in b"".join(p.read_bytes() for p in before).decode().casefold()
+
+
+def test_a_refusal_reason_quoting_the_subject_is_blanked(tmp_path: Path) -> None:
+    """A receiver's refusal often echoes what it refused (a validation error quoting the input):
+    a refused record rewritten by the scrub kept that reason, subject included."""
+    spool = Spool(tmp_path / "s.jsonl")
+    spool.append({"n": 1, "parts": ["hello", "a secret"]}, {"n": 2, "parts": ["fine"]})
+
+    def send(record: dict[str, Any]) -> None:
+        raise ValueError(f"422: input {record['parts']!r} is invalid")
+
+    assert spool.deliver(send, refused=lambda exc: True).rejected == 2
+
+    def edit(record: dict[str, Any]) -> dict[str, Any] | None:
+        return {**record, "parts": [p for p in record["parts"] if "secret" not in p]}
+
+    done = spool.scrub(edit, mentions=lambda text: "secret" in text.casefold())
+    assert [r["n"] for r in done.rejected] == [1]
+    kept = [e.record for e in Spool(tmp_path / "s.rejected.jsonl").pending()]
+    assert [r["parts"] for r in kept] == [["hello"], ["fine"]]
+    assert "secret" not in (tmp_path / "s.rejected.jsonl").read_text()
+    assert kept[1]["rejected"] == "422: input ['fine'] is invalid"  # the others keep theirs

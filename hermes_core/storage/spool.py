@@ -344,12 +344,10 @@ class Spool:
         its own) and returns it unchanged to keep it, ``None`` to drop it, or another record to
         take its place (same position: the order holds).
 
-        The records set aside as refused (``rejected``, by default the spool :meth:`deliver`
-        uses) are edited the same way (:attr:`Scrub.rejected`). With ``mentions``, lines nobody
-        can read (cut short by a crash: in the spool, the rejected spool and their
-        ``.unreadable`` files) whose text it holds for are dropped (:attr:`Scrub.unreadable`);
-        it gets the raw line, then the line with its JSON escapes decoded. ``dry_run``: only say
-        what it would change (nothing is written and nothing waited for).
+        Refused records (``rejected``, by default :meth:`rejected_spool`) are edited the same way
+        (:attr:`Scrub.rejected`; a reason ``mentions`` holds for is blanked). With ``mentions``,
+        unreadable lines (in the spool, the rejected spool, their ``.unreadable`` files) whose
+        raw or JSON-unescaped text it holds for go (:attr:`Scrub.unreadable`). ``dry_run``: report.
 
         Done under the spool's lock: an append waits for it, and a delivery under way, in any
         process, sends none of the records it changed afterwards (it reads the spool again). A
@@ -572,6 +570,8 @@ def _scrub_file(path: Path, edit: Callable[[Record], Record | None] | None,
             dropped += [] if text is None else [text]
             continue
         new = edit(json.loads(line)) if edit is not None else record
+        if new is not None and mentions is not None and mentions(str(new.get("rejected", ""))):
+            new = {**new, "rejected": "(the reason quoted a forgotten subject)"}  # a server's echo
         if new == record:
             keep.append(line)
             continue

@@ -295,3 +295,58 @@ def test_forget_scrubs_spooled_messages_so_a_replay_brings_nothing_back(tmp_path
     assert [c.split(" ")[0] for c in contents(archive, "s-bob")] == ["Lisbon"]  # not alice's
     assert "lisbon" not in json.dumps([r.record for r in archive.spool.pending()]).casefold()
     archive.close()
+
+
+def test_forget_scrubs_the_refused_and_unreadable_spool_files_too(tmp_path: Path) -> None:
+    """Records the archive refused (``state.db.spool.rejected.jsonl``) and lines nobody could
+    read (``.unreadable``) are never stored again, but they held the forgotten subject's text on
+    disk after forget, and the dry run did not count them."""
+    from hermes_core.plugins.memory.session_archive.forget import forget_messages
+
+    archive = SessionArchive(tmp_path / "state.db")
+    archive.append_message("s", Message("user", "hello"))
+    rejected = tmp_path / "state.db.spool.rejected.jsonl"
+    unreadable = tmp_path / "state.db.spool.jsonl.unreadable"
+    rejected.write_text(
+        json.dumps({**spool_record("s", ("user", "I moved to  LISBON in May", None, None, None, 1.0,
+                                         None)), "rejected": "NOT NULL", "rejected_at": 1.0})
+        + "\n" + json.dumps({**spool_record("s", ("user", "bees", None, None, None, 2.0, None)),
+                             "rejected": "NOT NULL", "rejected_at": 2.0}) + "\n")
+    unreadable.write_text('{"v": 1, "row": ["user", "Lisbon\\n in\n'
+                          '{"v": 1, "row": ["user", "nothing to see\n')
+
+    dry = forget_messages(archive, "lisbon  IN", dry_run=True)  # split by an escaped line break
+    assert len(dry.aside) == 2 and dry.matched == 2
+    assert "lisbon" in rejected.read_text().casefold()  # a preview changes nothing
+
+    done = forget_messages(archive, "lisbon in")
+    assert done.deleted == 2
+    assert "lisbon" not in rejected.read_text().casefold() and "bees" in rejected.read_text()
+    assert unreadable.read_text() == '{"v": 1, "row": ["user", "nothing to see\n'
+    archive.close()
+
+
+def test_a_spooled_row_the_database_refuses_is_set_aside_and_the_rest_are_stored(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Before: one row failing a constraint failed every replay, and since each append replays
+    the spool first, the archive stored nothing more, ever."""
+    path = tmp_path / "state.db"
+    with SessionArchive(path) as archive:
+        archive.append_message("s", Message("user", "stored"))
+        archive.spool.append(spool_record("s", ("user", "one", None, None, None, 1.0, None)))
+        archive.spool.append(spool_record("s", ("user", None, None, None, None, 2.0, None)))
+        archive.spool.append(spool_record("s", ("user", "three", None, None, "{not json", 3.0,
+                                                None)))
+        archive.spool.append({"v": 1, "id": "broken", "row": ["user", "x"]})  # no session
+        archive.spool.append(spool_record("s", ("user", "five", None, None, None, 5.0, None)))
+        with caplog.at_level("ERROR"):
+            assert archive.replay_spool() == 2
+        assert contents(archive, "s") == ["stored", "one", "five"]
+        archive.append_message("s", Message("user", "after"))
+        assert contents(archive, "s")[-1] == "after"
+        assert not archive.spool.has_pending()
+        aside = tmp_path / "state.db.spool.rejected.jsonl"
+        kept = [json.loads(line) for line in aside.read_text().splitlines()]
+        assert [r["row"][1] for r in kept] == [None, "three", "x"]
+        assert all(r["rejected"] for r in kept)
+        assert str(aside) in caplog.text and "NOT NULL" in caplog.text

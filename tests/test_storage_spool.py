@@ -119,6 +119,23 @@ def test_a_torn_last_line_is_never_read_and_never_swallows_the_next(
     assert "unreadable" in caplog.text
 
 
+def test_the_unreadable_file_is_private_like_the_spool(tmp_path: Path) -> None:
+    """Before: ``<spool>.unreadable`` (conversation text cut short by a crash) was created with
+    the umask's mode (0644 under the usual 022), readable by every local user, while the spool
+    and everything else it writes are 0600."""
+    old = os.umask(0o022)
+    try:
+        spool = Spool(tmp_path / "s.jsonl")
+        spool.append({"n": 1})
+        with open(spool.path, "ab") as fh:
+            fh.write(b'{"n": 2, "a private tr')
+        spool.append({"n": 3})
+        spool.ack(spool.pending())
+    finally:
+        os.umask(old)
+    assert (spool.path.with_name("s.jsonl.unreadable").stat().st_mode & 0o777) == 0o600
+
+
 def test_the_bound_is_a_clear_error_and_keeps_what_is_there(tmp_path: Path) -> None:
     spool = Spool(tmp_path / "s.jsonl", max_bytes=200)
     spool.append({"n": 1, "text": "x" * 50})

@@ -141,3 +141,56 @@ def test_a_failed_send_leaves_its_record_to_be_scrubbed(tmp_path: Path) -> None:
     worker.join(10)
     assert done.settled and done.in_flight == [] and [r["n"] for r in done.removed] == [1]
     assert ns(spool) == [2]
+
+
+def test_scrub_covers_refused_records_and_unreadable_lines(tmp_path: Path) -> None:
+    """What a delivery set aside (the rejected spool) and lines nobody can read (cut short in the
+    spool, or moved to ``.unreadable``) held a scrubbed subject's text after the scrub."""
+    spool = Spool(tmp_path / "s.jsonl")
+    spool.append({"n": 1, "text": "a secret"}, {"n": 2, "text": "fine"})
+    assert spool.deliver(lambda r: (_ for _ in ()).throw(ValueError("no")),
+                         refused=lambda exc: True).rejected == 2
+    aside = tmp_path / "s.rejected.jsonl"
+    unreadable = tmp_path / "s.jsonl.unreadable"
+    unreadable.write_bytes(b'{"n": 3, "text": "the SE\\u0043RET\n{"n": 4, "text": "plain\n')
+    spool.append({"n": 5, "text": "secret too"}, {"n": 6, "text": "kept"})
+    with open(spool.path, "ab") as fh:
+        fh.write(b'{"n": 7, "text": "Secret, cut')  # a crash cut this append short
+
+    def mentions(text: str) -> bool:
+        return "secret" in text.casefold()
+
+    before = {p: p.read_bytes() for p in (spool.path, aside, unreadable)}
+    dry = spool.scrub(drop_secret, mentions=mentions, dry_run=True)
+    assert [r["n"] for r in dry.removed] == [5] and [r["n"] for r in dry.rejected] == [1]
+    assert len(dry.unreadable) == 2
+    assert {p: p.read_bytes() for p in before} == before  # a dry run changes nothing
+
+    done = spool.scrub(drop_secret, mentions=mentions)
+    assert [r["n"] for r in done.removed] == [5] and [r["n"] for r in done.rejected] == [1]
+    assert [t[:8] for t in done.unreadable] == ['{"n": 3,', '{"n": 7,']
+    assert ns(spool) == [6] and unreadable.read_bytes() == b'{"n": 4, "text": "plain\n'
+    assert ns(Spool(aside)) == [2]
+    assert "secret" not in b"".join(p.read_bytes() for p in before).decode().casefold()
+
+
+def test_a_refusal_reason_quoting_the_subject_is_blanked(tmp_path: Path) -> None:
+    """A receiver's refusal often echoes what it refused (a validation error quoting the input):
+    a refused record rewritten by the scrub kept that reason, subject included."""
+    spool = Spool(tmp_path / "s.jsonl")
+    spool.append({"n": 1, "parts": ["hello", "a secret"]}, {"n": 2, "parts": ["fine"]})
+
+    def send(record: dict[str, Any]) -> None:
+        raise ValueError(f"422: input {record['parts']!r} is invalid")
+
+    assert spool.deliver(send, refused=lambda exc: True).rejected == 2
+
+    def edit(record: dict[str, Any]) -> dict[str, Any] | None:
+        return {**record, "parts": [p for p in record["parts"] if "secret" not in p]}
+
+    done = spool.scrub(edit, mentions=lambda text: "secret" in text.casefold())
+    assert [r["n"] for r in done.rejected] == [1]
+    kept = [e.record for e in Spool(tmp_path / "s.rejected.jsonl").pending()]
+    assert [r["parts"] for r in kept] == [["hello"], ["fine"]]
+    assert "secret" not in (tmp_path / "s.rejected.jsonl").read_text()
+    assert kept[1]["rejected"] == "422: input ['fine'] is invalid"  # the others keep theirs

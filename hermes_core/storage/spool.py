@@ -42,6 +42,7 @@ import errno
 import json
 import logging
 import os
+import re
 import threading
 import time
 from collections import Counter, deque
@@ -107,6 +108,10 @@ class Scrub:
     in_flight: list[Record] = field(default_factory=list)
     #: False when a record in ``in_flight`` was still being sent when the wait ran out
     settled: bool = True
+    #: records of the ``rejected`` spool it dropped or rewrote (as they were), oldest first
+    rejected: list[Record] = field(default_factory=list)
+    #: unreadable lines it dropped (``mentions`` held), ``.unreadable`` files included
+    unreadable: list[str] = field(default_factory=list)
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
@@ -122,6 +127,16 @@ def _key(line: bytes) -> str:
     import hashlib  # loads OpenSSL: paid when a spool is read, not by an import
 
     return hashlib.blake2b(line.strip(), digest_size=12).hexdigest()
+
+
+def _mentioned(line: bytes, mentions: Callable[[str], bool]) -> str | None:
+    """An unreadable line's text when ``mentions`` holds for it, as written or with its JSON
+    string escapes (``\\n``, ``\\u00e9``) decoded (a subject split by a line break is found)."""
+    raw = line.decode("utf-8", "replace").strip()
+    simple = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+    decoded = re.sub(r'\\(u[0-9a-fA-F]{4}|["\\/bfnrt])', lambda m: chr(int(m[1][1:], 16))
+                     if m[1][0] == "u" else simple.get(m[1], m[1]), raw)
+    return raw if mentions(raw) or (decoded != raw and mentions(decoded)) else None
 
 
 def _parse(line: bytes) -> Record | None:
@@ -237,8 +252,10 @@ class Spool:
         if len(keep) == len(lines):
             return  # nothing to remove
         if bad:
-            aside = self.path.with_name(self.path.name + ".unreadable")
-            with open(aside, "ab") as fh:
+            aside = _unreadable(self.path)
+            fd = os.open(aside, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _BINARY, 0o600)
+            with os.fdopen(fd, "ab") as fh:  # private as the spool (one an older release made too)
+                os.chmod(aside, 0o600)
                 fh.writelines(bad)
                 fh.flush()
                 os.fsync(fh.fileno())
@@ -298,7 +315,7 @@ class Spool:
                         report.error, report.left = error, len(queue) + 1
                         break
                     if error is not None:
-                        (rejected if rejected is not None else self._rejected()).append(
+                        (rejected if rejected is not None else self.rejected_spool()).append(
                             {**entry.record, "rejected": str(error), "rejected_at": time.time()})
                         report.rejected += 1
                         report.refusals.append((entry.record, error))
@@ -320,10 +337,17 @@ class Spool:
                 self._out -= Counter(e.key for e in done)
                 self._cond.notify_all()
 
-    def scrub(self, edit: Callable[[Record], Record | None], *, wait: float = 10.0) -> Scrub:
+    def scrub(self, edit: Callable[[Record], Record | None], *, wait: float = 10.0,
+              rejected: Spool | None = None, mentions: Callable[[str], bool] | None = None,
+              dry_run: bool = False) -> Scrub:
         """Drop or rewrite pending records (a ``forget``): ``edit`` gets each record (a copy of
         its own) and returns it unchanged to keep it, ``None`` to drop it, or another record to
         take its place (same position: the order holds).
+
+        Refused records (``rejected``, by default :meth:`rejected_spool`) are edited the same way
+        (:attr:`Scrub.rejected`; a reason ``mentions`` holds for is blanked). With ``mentions``,
+        unreadable lines (in the spool, the rejected spool, their ``.unreadable`` files) whose
+        raw or JSON-unescaped text it holds for go (:attr:`Scrub.unreadable`). ``dry_run``: report.
 
         Done under the spool's lock: an append waits for it, and a delivery under way, in any
         process, sends none of the records it changed afterwards (it reads the spool again). A
@@ -335,22 +359,42 @@ class Spool:
         """
         result = Scrub()
         deadline = time.monotonic() + max(0.0, wait)
-        if not self.path.parent.is_dir():
+        aside = rejected if rejected is not None else self.rejected_spool()
+        hold = (lambda path: contextlib.nullcontext()) if dry_run else locked  # a look locks nothing
+        if aside.path.exists() or _unreadable(aside.path).exists():
+            with hold(aside.path):  # appends of refused records wait
+                result.rejected, lines = _scrub_file(aside.path, edit, mentions, dry_run)
+                result.unreadable += lines + _scrub_file(_unreadable(aside.path), None,
+                                                         mentions, dry_run)[1]
+        if mentions is not None and _unreadable(self.path).exists():
+            with hold(self.path):  # the lines an acknowledgement set aside
+                result.unreadable += _scrub_file(_unreadable(self.path), None, mentions,
+                                                 dry_run)[1]
+        if not self.path.exists():
             return result
         waited: Record | None = None  # the record whose send it waited for
         while True:
-            with locked(self.path), self._cond:
+            with hold(self.path), self._cond:
                 out, busy, busy_key = Counter(self._out), None, self._sending
                 removed: list[Record] = []
                 landed: list[Record] = []
                 keep: list[bytes] = []
+                unread: list[str] = []
                 for line in self._lines():
                     record = _parse(line)
                     new = edit(json.loads(line)) if record is not None else record
+                    if record is None and mentions is not None:
+                        text = _mentioned(line, mentions)
+                        if text is not None:
+                            unread.append(text)
+                            continue
                     if record is None or new == record:
                         keep.append(line)
                         continue
                     key = _key(line)
+                    if dry_run:
+                        removed.append(record)
+                        continue
                     if out[key] > 0 or (key == busy_key and busy is None):
                         keep.append(line)  # sent, or being sent: the caller is told
                         if out[key] > 0:
@@ -365,11 +409,13 @@ class Spool:
                 if waited is not None and waited not in removed and waited not in landed:
                     landed.append(waited)  # sent and acknowledged while it waited
                 if busy is None or time.monotonic() >= deadline:
-                    if removed and keep:
+                    changed = not dry_run and bool(removed or unread)
+                    if changed and keep:
                         atomic_write(self.path, b"".join(keep))
-                    elif removed:
+                    elif changed:
                         self.path.unlink(missing_ok=True)
                     result.removed, result.in_flight = removed, landed
+                    result.unreadable += unread
                     if busy is not None:
                         result.in_flight.append(busy)
                         result.settled = False
@@ -400,7 +446,8 @@ class Spool:
                     time.sleep(seconds)
         return None  # pragma: no cover - the loop always returns
 
-    def _rejected(self) -> Spool:
+    def rejected_spool(self) -> Spool:
+        """Where refused records go unless told otherwise: ``<stem>.rejected.jsonl`` beside it."""
         return Spool(self.path.with_name(self.path.stem + ".rejected.jsonl"))
 
 
@@ -498,6 +545,45 @@ class Courier:
     def close(self) -> None:
         """Stop: a retry pause ends now and no background delivery starts."""
         self.stop.set()
+
+
+def _unreadable(path: Path) -> Path:  # where an ack moves the spool's unreadable lines
+    return path.with_name(path.name + ".unreadable")
+
+
+def _scrub_file(path: Path, edit: Callable[[Record], Record | None] | None,
+                mentions: Callable[[str], bool] | None, dry_run: bool) -> tuple[list[Record], list[str]]:
+    """Edit the records of the file at ``path`` (no delivery reads it; its lock is held) and drop
+    its unreadable lines ``mentions`` holds for; the records changed and the lines dropped."""
+    try:
+        lines = [line for line in path.read_bytes().splitlines(keepends=True) if line.strip()]
+    except FileNotFoundError:
+        return [], []
+    changed: list[Record] = []
+    dropped: list[str] = []
+    keep: list[bytes] = []
+    for line in lines:  # a .unreadable file (no ``edit``): every line is text
+        record = _parse(line) if edit is not None else None
+        if record is None:
+            text = _mentioned(line, mentions) if mentions is not None else None
+            keep += [line] if text is None else []
+            dropped += [] if text is None else [text]
+            continue
+        new = edit(json.loads(line)) if edit is not None else record
+        if new is not None and mentions is not None and mentions(str(new.get("rejected", ""))):
+            new = {**new, "rejected": "(the reason quoted a forgotten subject)"}  # a server's echo
+        if new == record:
+            keep.append(line)
+            continue
+        changed.append(record)
+        if new is not None:
+            keep.append(json.dumps(new, ensure_ascii=False).encode("utf-8") + b"\n")
+    if (changed or dropped) and not dry_run:
+        if keep:
+            atomic_write(path, b"".join(keep))
+        else:
+            path.unlink(missing_ok=True)
+    return changed, dropped
 
 
 def _take(held: Counter[str], key: str) -> bool:

@@ -428,6 +428,7 @@ class SessionArchiveProvider(MemoryProvider):
         items += [f"title of session {sid}" for sid in found.titles]
         items += [f"message not stored yet ({role}) of session {sid}: {preview}"
                   for sid, role, preview in found.pending]
+        items += found.aside
         items += [f"derived fact {fid} of session {sid}: {text[:100]}"
                   for fid, sid, text in found.facts[:50]]
         return ForgetReport(self.name, matched=found.matched, deleted=found.deleted,

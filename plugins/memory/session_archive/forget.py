@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hermes_core.storage.erasure_log import ErasureLog, squash
+from hermes_core.storage.spool import Scrub
 from hermes_core.types import Message, Session
 
 from .facts import mentioning
@@ -72,10 +73,14 @@ class ArchiveForget:
     dry_run: bool = False
     #: (session id, role, a short preview) of each matching message still waiting in the spool
     pending: list[tuple[str, str, str]] = field(default_factory=list)
+    #: a line for each message the archive refused (set aside beside the spool) and each
+    #: unreadable spool line that mention it
+    aside: list[str] = field(default_factory=list)
 
     @property
     def matched(self) -> int:
-        return len(self.messages) + len(self.titles) + len(self.facts) + len(self.pending)
+        return (len(self.messages) + len(self.titles) + len(self.facts) + len(self.pending)
+                + len(self.aside))
 
 
 @dataclass(slots=True)
@@ -128,22 +133,22 @@ def _mentions(needle: str, content: str, calls: str | None) -> bool:
 
 
 def _scrub_spool(archive: SessionArchive, subject: str, scope: str,
-                 dry_run: bool) -> list[tuple[str, str, str]]:
+                 dry_run: bool) -> tuple[list[tuple[str, str, str]], list[str]]:
     """Drop (unless ``dry_run``) the spooled messages in ``scope`` mentioning ``subject`` (and
-    clear such titles of spooled sessions); return (session id, role, preview) of each message."""
+    clear such titles of spooled sessions), those the archive refused too, and the spool's
+    unreadable lines mentioning it; return (session id, role, preview) of each waiting message,
+    and a line for each refused message or unreadable line."""
+    if archive.backend != "sqlite":  # a PostgreSQL archive keeps no spool
+        return [], []
     spool = archive.spool
-    if not spool.has_pending():
-        return []
     needle, user = squash(subject), scope[5:] if scope.startswith("user:") else None
     owners: dict[str, str | None] = {}
-    if user is not None:  # a record naming only its session: the archive knows its user
-        ids = {str(e.record["session"].get("id")) for e in spool.pending()
-               if isinstance(e.record.get("session"), dict)
-               and "attributes" not in e.record["session"]}
-        for sid in ids:
+
+    def owner(sid: str) -> str | None:  # a record naming only its session: the archive knows
+        if sid not in owners:
             rows = archive.db.read("SELECT user_id FROM sessions WHERE id = ?", (sid,))
             owners[sid] = rows[0][0] if rows else None
-    gone: list[tuple[str, str, str]] = []
+        return owners[sid]
 
     def edit(record: dict[str, Any]) -> dict[str, Any] | None:
         fields, row = record.get("session"), record.get("row")
@@ -151,27 +156,39 @@ def _scrub_spool(archive: SessionArchive, subject: str, scope: str,
             return record
         sid = str(fields.get("id"))
         attributes = fields.get("attributes")
-        owner = (attributes or {}).get("user_id") if isinstance(attributes, dict) else owners.get(sid)
-        if user is not None and owner != user:
-            return record
+        if user is not None:
+            who = attributes.get("user_id") if isinstance(attributes, dict) else (
+                None if "attributes" in fields else owner(sid))
+            if who != user:
+                return record
         content = row[1] if isinstance(row[1], str) else ""
         if _mentions(needle, content, row[4] if isinstance(row[4], str) else None):
-            gone.append((sid, str(row[0]), " ".join(content.split())[:100]))
             return None
         title = fields.get("title")
         if isinstance(title, str) and needle in squash(title):
             return {**record, "session": {**fields, "title": None}}
         return record
 
-    if dry_run:
-        for entry in spool.pending():
-            edit(entry.record)
-        return gone
-    # as the spool's consumer: a replay under way stores its messages first (the deletion below
-    # then takes them), a later one finds them gone
-    with spool.consuming():
-        spool.scrub(edit, wait=0)
-    return gone
+    def preview(record: dict[str, Any]) -> tuple[str, str, str]:
+        row = record["row"]
+        text = row[1] if isinstance(row[1], str) else ""
+        return str(record["session"].get("id")), str(row[0]), " ".join(text.split())[:100]
+
+    def scrub() -> Scrub:  # an unreadable line is matched on its text, whatever its user
+        return spool.scrub(edit, wait=0, mentions=lambda text: needle in squash(text),
+                           dry_run=dry_run)
+
+    if dry_run or not spool.has_pending():
+        done = scrub()
+    else:
+        # as the spool's consumer: a replay under way stores its messages first (the deletion
+        # below then takes them), a later one finds them gone
+        with spool.consuming():
+            done = scrub()
+    aside = [f"message the archive refused ({role}) of session {sid}: {text}"
+             for sid, role, text in (preview(r) for r in done.rejected if edit(r) is None)]
+    aside += [f"unreadable line of the spool: {' '.join(t.split())[:100]}" for t in done.unreadable]
+    return [preview(r) for r in done.removed if edit(r) is None], aside
 
 
 def json_strings(text: str) -> list[str]:
@@ -230,12 +247,13 @@ def forget_messages(archive: SessionArchive, subject: str, *, scope: str = "all"
 
     if dry_run:  # only read: on either backend, through the archive's read path
         found = _find(archive.db.read, subject, scope)
-        found.dry_run, found.pending = True, _scrub_spool(archive, subject, scope, True)
+        found.dry_run = True
+        found.pending, found.aside = _scrub_spool(archive, subject, scope, True)
         return found
-    pending = _scrub_spool(archive, subject, scope, False)
+    pending, aside = _scrub_spool(archive, subject, scope, False)
     done = archive._write(tx)
-    done.pending = pending
-    done.deleted += len(pending)
+    done.pending, done.aside = pending, aside
+    done.deleted += len(pending) + len(aside)
     if done.deleted:
         purge_wal(archive)
     return done

@@ -55,6 +55,9 @@ _INSERT_MESSAGE = (
     "timestamp, meta) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _TITLE_NUMBER = re.compile(r"\s+#\d+$")
+#: a spooled record refused for its content (never a full disk, a lock, I/O: OperationalError)
+_REFUSED = (sqlite3.IntegrityError, sqlite3.DataError, sqlite3.InterfaceError,
+            sqlite3.ProgrammingError, KeyError, IndexError, TypeError, ValueError, AttributeError)
 #: one API call added to a session's counters (:meth:`SessionArchive.record_usage`)
 _USAGE_UPDATE = (
     "input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, "
@@ -399,26 +402,49 @@ class SessionArchive(Listings):
         return count
 
     def _store_spooled(self, entries: list[SpoolEntry]) -> int:
+        """Store ``entries`` in order in one transaction; one refused for what it holds (see
+        ``_REFUSED``) is moved to the spool's rejected file after the commit, with an error."""
+        refused: list[tuple[dict[str, Any], BaseException]] = []
+
         def tx(con: sqlite3.Connection) -> int:
             stored = 0
+            refused.clear()  # a retried transaction starts again
             for entry in entries:
-                if "id" not in entry.record or not isinstance(entry.record.get("row"), list):
-                    log.error("%s: a record of %s is not a message and was skipped: %.200r",
-                              self.path, self.spool.path.name, entry.record)
-                    continue
-                mark = "spooled:" + str(entry.record["id"])
+                mark = "spooled:" + str(entry.record.get("id"))
                 if con.execute("SELECT 1 FROM meta WHERE key = ?", (mark,)).fetchone():
                     continue
-                num = self._session_num(con, session_from_spool(dict(entry.record["session"])))
-                row = list(entry.record["row"])
-                row[4], row[6] = valid_json(row[4]), valid_json(row[6])  # tool_calls, meta
-                rowid = int(con.execute(_INSERT_MESSAGE, (num, *row)).lastrowid or 0)
-                con.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
-                            (mark, str(rowid)))
-                stored += 1
+                created = len(self._created)
+                con.execute("SAVEPOINT spooled")
+                try:
+                    if "id" not in entry.record or not isinstance(entry.record.get("row"), list):
+                        raise ValueError("not a message record (no id or row)")
+                    num = self._session_num(con, session_from_spool(dict(entry.record["session"])))
+                    row = list(entry.record["row"])
+                    row[4], row[6] = valid_json(row[4]), valid_json(row[6])  # tool_calls, meta
+                    rowid = int(con.execute(_INSERT_MESSAGE, (num, *row)).lastrowid or 0)
+                    con.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                                (mark, str(rowid)))
+                except _REFUSED as exc:  # this record's content: the others are stored
+                    con.execute("ROLLBACK TO spooled")
+                    del self._created[created:]  # a session it created is gone again
+                    refused.append((entry.record, exc))
+                else:
+                    stored += 1
+                con.execute("RELEASE spooled")  # (any other error ends the transaction)
             return stored
 
-        return self._write(tx)
+        stored, aside = self._write(tx), self.spool.rejected_spool()
+        try:  # the spool is acknowledged after this: a failure leaves it all (stored ones marked)
+            aside.append(*({**record, "rejected": f"{type(why).__name__}: {why}",
+                            "rejected_at": time.time()} for record, why in refused))
+        except OSError as exc:
+            raise ArchiveWriteError(f"spooled messages the archive refused could not be moved "
+                                    f"to {aside.path} ({exc}); they wait in the spool") from exc
+        for record, why in refused:
+            log.error("%s: a message of %s was refused by the archive (%s: %s) and moved to %s "
+                      "for a person to look at; the others were stored: %.200r", self.path,
+                      self.spool.path.name, type(why).__name__, why, aside.path, record)
+        return stored
 
     def _append(self, session: Session | str, rows: list[tuple[Any, ...]],
                 usage: tuple[Any, ...] | None = None) -> list[int]:

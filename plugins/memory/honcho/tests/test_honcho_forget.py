@@ -77,3 +77,32 @@ def test_forget_scrubs_the_outbox_so_a_late_delivery_brings_nothing_back(
     assert held == ["Good morning.", "Morning!", "I keep three beehives.", "Lovely."]
     left = call(provider, "honcho_conclude", list=True)["conclusions"]
     assert [c["content"] for c in left] == ["Keeps bees"]
+
+
+def test_forget_scrubs_refused_jobs_and_unreadable_outbox_lines(
+        make_provider: Any, honcho_server: Any, hermes_home: Any) -> None:
+    """Jobs Honcho refused (``honcho/rejected.jsonl``) and outbox lines nobody could read are
+    never sent again, but they kept the forgotten subject's text on disk after forget."""
+    from hermes_core_honcho.testing import Fault
+
+    provider = make_provider()
+    honcho_server.faults.append(Fault("status", status=422, path="messages"))  # refused for good
+    provider.sync_turn(user_message=Message("user", "I moved to  LISBON."),
+                       assistant_message=Message("assistant", "Noted."),
+                       session=Session(id="s-refused"))
+    assert provider.wait_idle(5)
+    honcho_server.faults.clear()
+    rejected = hermes_home / "honcho" / "rejected.jsonl"
+    assert "LISBON" in rejected.read_text()
+    unreadable = hermes_home / "honcho" / "outbox.jsonl.unreadable"
+    unreadable.write_text('{"kind": "conclude", "content": "Lives in Lis\\u0062on\n'
+                          '{"kind": "conclude", "content": "Keeps bees\n')
+
+    dry = provider.forget(subject="lisbon", scope="all", dry_run=True)
+    assert dry.matched == 2 and dry.deleted == 0
+    assert "LISBON" in rejected.read_text()  # a preview changes nothing
+    done = provider.forget(subject="lisbon", scope="all", dry_run=False)
+    assert done.deleted == 2
+    assert "lisbon" not in rejected.read_text().casefold()
+    assert "Noted." in rejected.read_text()  # the rest of the refused job is kept
+    assert unreadable.read_text() == '{"kind": "conclude", "content": "Keeps bees\n'

@@ -448,17 +448,22 @@ class HindsightMemory(MemoryProvider):
             mine = bank is None or job.get("bank", self.config.bank) == bank
             return None if mine and needle in " ".join(text(job).split()).casefold() else job
 
-        spool = self.retains.spool
-        if dry_run:
-            jobs = [e.record for e in spool.pending() if edit(e.record) is None]
-            note = None
-        else:
-            done = spool.scrub(edit)
-            jobs, note = done.removed, None if done.settled else (
-                "a retain that mentions it was being sent when forget ran and could not be held "
-                "back; run forget again once the server has answered")
-        return [f"pending {job.get('label', 'retain')} (not sent yet): {text(job)[:80]}"
-                for job in jobs], note
+        def mentions(line: str) -> bool:
+            return needle in " ".join(line.split()).casefold()
+
+        # the retains the server refused and the spool's unreadable lines too (any mentioning it)
+        done = self.retains.spool.scrub(edit, rejected=self.rejected, dry_run=dry_run,
+                                        mentions=mentions)
+        note = None if done.settled else (
+            "a retain that mentions it was being sent when forget ran and could not be held "
+            "back; run forget again once the server has answered")
+        items = [f"pending {job.get('label', 'retain')} (not sent yet): {text(job)[:80]}"
+                 for job in done.removed]
+        items += [f"refused {job.get('label', 'retain')} (kept aside): {text(job)[:80]}"
+                  for job in done.rejected]
+        items += [f"unreadable spool line: {' '.join(line.split())[:80]}"
+                  for line in done.unreadable]
+        return items, note
 
     @hookimpl
     def shutdown(self) -> None:

@@ -58,3 +58,31 @@ def test_forget_scrubs_the_spool_so_a_late_send_brings_nothing_back(hermes_home,
                     "User: I keep three beehives\nAssistant: Noted.", "Keeps bees"]
     assert not spool.exists()
     provider.shutdown()
+
+
+def test_forget_scrubs_refused_retains_and_unreadable_spool_lines(hermes_home, fake) -> None:  # type: ignore[no-untyped-def]
+    """Retains the server refused (``rejected-<bank>.jsonl``) and spool lines nobody could read
+    are never sent again, but they kept the forgotten subject's text on disk after forget."""
+    from .conftest import build_provider
+
+    provider = build_provider(hermes_home, fake)
+    fake.retain_status = 422  # refused for good: the turns go to the rejected file
+    for text in ("I moved to  LISBON last spring", "I keep three beehives"):
+        user, assistant = Message("user", text), Message("assistant", "Noted.")
+        provider.sync_turn(user_message=user, assistant_message=assistant,
+                           session=Session(id="s-refused"), messages=[user, assistant])
+    assert provider.retains.wait_idle(5)
+    fake.retain_status = None
+    rejected = hermes_home / "hindsight" / "rejected-unit.jsonl"
+    assert "LISBON" in rejected.read_text() and "beehives" in rejected.read_text()
+    unreadable = hermes_home / "hindsight" / "spool-unit.jsonl.unreadable"
+    unreadable.write_text('{"items": [{"content": "User: lisbon\n{"items": [{"content": "bees\n')
+
+    dry = provider.forget(subject="lisbon", scope="all", dry_run=True)
+    assert sum("refused" in i or "unreadable" in i for i in dry.items) == 2 and dry.deleted == 0
+    assert "LISBON" in rejected.read_text()  # a preview changes nothing
+    done = provider.forget(subject="lisbon", scope="all", dry_run=False)
+    assert done.deleted == 2
+    assert "lisbon" not in rejected.read_text().casefold() and "beehives" in rejected.read_text()
+    assert unreadable.read_text() == '{"items": [{"content": "bees\n'
+    provider.shutdown()

@@ -116,14 +116,19 @@ def _describe(jobs: list[Job], needle: str) -> list[str]:
 
 
 def scrub_outbox(spool: Spool, subject: str, mine: Callable[[Job], bool], *,
-                 dry_run: bool) -> tuple[list[str], str | None]:
+                 dry_run: bool, rejected: Spool | None = None) -> tuple[list[str], str | None]:
     """Remove (unless ``dry_run``) what the outbox's jobs for which ``mine`` holds say about
-    ``subject``, matched as the server's items are; return one line per item removed (or that
-    would be), and a note when a job mentioning it was being sent and could not be held back."""
+    ``subject``, matched as the server's items are, and the same in the jobs Honcho refused
+    (``rejected``) and the outbox's unreadable lines (any that mention it); return one line per
+    item removed (or that would be), and a note when a job mentioning it was being sent and could
+    not be held back."""
     needle = _squash(subject)
     edit = _outbox_edit(needle, mine)
-    if dry_run:
-        return _describe([e.record for e in spool.pending() if edit(e.record) != e.record],
-                         needle), None
-    done = spool.scrub(edit)
-    return _describe(done.removed, needle), (None if done.settled else IN_FLIGHT_NOTE)
+    done = spool.scrub(edit, rejected=rejected, dry_run=dry_run,
+                       mentions=lambda text: needle in _squash(text))
+    items = _describe(done.removed, needle)
+    items += [item.replace("pending", "refused", 1).replace("not sent yet", "kept aside")
+              for item in _describe(done.rejected, needle)]
+    items += [f"unreadable outbox line: {' '.join(text.split())[:80]}"
+              for text in done.unreadable]
+    return items, (None if done.settled else IN_FLIGHT_NOTE)

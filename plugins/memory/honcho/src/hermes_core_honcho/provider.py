@@ -488,7 +488,7 @@ class HonchoProvider(MemoryProvider):
         # writes go first, so nothing mentioning it lands after the deletion below
         pending, note = scrub_outbox(self.outbox.spool, subject,
                                      lambda job: everyone or self._job_peer(job) in peers,
-                                     dry_run=dry_run)
+                                     dry_run=dry_run, rejected=self.rejected)
         self.wait_idle(10.0)
         found = HonchoForget()
         for peer in peers:

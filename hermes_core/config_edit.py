@@ -60,7 +60,8 @@ def config_lock(path: Path) -> Iterator[None]:
             stack.enter_context(locked(target))
         except (LockUnavailable, OSError) as exc:
             raise ConfigError(
-                f"cannot lock {target} for editing: {exc.strerror or exc}. Nothing was changed; "
+                f"cannot write {target}: its edit lock cannot be taken ({exc.strerror or exc}). "
+                "Nothing was changed; "
                 f"check that {target.parent} is writable, then run the command again") from None
         held.add(key)
         try:

@@ -31,7 +31,7 @@ from ..private import private_sqlite
 from .url import StorageURL
 
 __all__ = ["COMPONENT", "LOG_MIGRATION", "MIGRATIONS", "RETAIN_SECONDS", "ErasureLog", "ErasureNote",
-           "squash", "subject_digest"]
+           "squash", "strings", "subject_digest"]
 
 #: seconds a note is kept (a turn in flight ends well within it)
 RETAIN_SECONDS = 3600.0
@@ -71,6 +71,23 @@ _SINCE = "SELECT id, what, scope, digest, length FROM erasure_log WHERE id > {p}
 def squash(text: str) -> str:
     """Text as forget matches it: runs of whitespace as one space, case folded."""
     return " ".join(text.split()).casefold()
+
+
+def strings(value: Any) -> list[str]:
+    """Every string in ``value`` (dicts and lists of them: a tool call's arguments, a parsed JSON
+    text): what forget matches in structured data, the text as written, not its JSON escapes (a
+    line break is whitespace to forget, a backslash or a quote is itself)."""
+    out: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            out.append(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return out
 
 
 def subject_digest(subject: str) -> tuple[str, int]:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from hermes_core.private import private_sqlite
 from hermes_core.storage import resolve_storage_url
 from hermes_core.storage.dialect import Database, SqliteDatabase
-from hermes_core.storage.erasure_log import squash
+from hermes_core.storage.erasure_log import squash, strings
 from hermes_core.types import Message, ToolCall
 
 from .records import SearchHit, Span, StoredMessage, calls_json, fts_terms, snippet
@@ -366,19 +366,9 @@ def _strings(calls: str) -> list[str]:
     """The strings of a stored tool-call JSON as they were written (a line break is whitespace
     to forget, a backslash or a quote is itself)."""
     try:
-        stack: list[Any] = [json.loads(calls)]
+        return strings(json.loads(calls))
     except ValueError:
         return []
-    out: list[str] = []
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            out.append(item)
-        elif isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return out
 
 
 def _tool_calls(calls: str | None) -> list[ToolCall]:

@@ -166,8 +166,11 @@ class FileMemory(MemoryProvider):
         notes = [n for n in self._erasures.since(mark) if n.what == "forget"]
         if not notes:
             return
-        texts = _strings(args.model_dump() if hasattr(args, "model_dump") else args)
+        from hermes_core.storage.erasure_log import strings
+
         from .versions import forget_entries
+
+        texts = strings(args.model_dump() if hasattr(args, "model_dump") else args)
 
         for note in notes:
             if note.scope.startswith("user:") and (not self.per_user
@@ -472,18 +475,3 @@ def copy_storage(source: StorageSide, target: StorageSide, progress: CopyProgres
     from .transfer import copy_memory
 
     return copy_memory(source, target, progress)
-
-
-def _strings(value: Any) -> list[str]:
-    """Every string in ``value`` (a tool call's arguments: dicts and lists of them)."""
-    out: list[str] = []
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            out.append(item)
-        elif isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list | tuple):
-            stack.extend(item)
-    return out

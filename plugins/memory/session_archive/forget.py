@@ -41,7 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hermes_core.storage.erasure_log import ErasureLog, squash
+from hermes_core.storage.erasure_log import ErasureLog, squash, strings
 from hermes_core.storage.spool import Scrub
 from hermes_core.types import Message, Session
 
@@ -195,19 +195,9 @@ def json_strings(text: str) -> list[str]:
     """The strings of a JSON text (tool calls) as they were written, not their JSON escapes: a
     line break is whitespace to forget, a backslash or a quote is itself."""
     try:
-        stack: list[Any] = [json.loads(text)]
+        return strings(json.loads(text))
     except ValueError:
         return []
-    out: list[str] = []
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            out.append(item)
-        elif isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return out
 
 
 def count_messages(archive: SessionArchive, scope: str = "all") -> int:

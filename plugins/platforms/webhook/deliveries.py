@@ -38,6 +38,7 @@ from hermes_core.errors import HermesCoreError
 from hermes_core.private import private_sqlite
 from hermes_core.storage import StorageURL, redact_url
 from hermes_core.storage.component import open_component, run_on
+from hermes_core.storage.erasure_log import strings
 from hermes_core.storage.errors import StorageError
 from hermes_core.storage.pool import import_psycopg
 
@@ -87,20 +88,9 @@ def _texts(answer: str) -> list[str]:
     break is whitespace to forget, a backslash or a quote is itself); the raw text when it is
     not JSON."""
     try:
-        value: Any = json.loads(answer)
+        return strings(json.loads(answer))
     except ValueError:
         return [answer]
-    out: list[str] = []
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            out.append(item)
-        elif isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return out
 
 
 class DeliveryConflict(HermesCoreError):

@@ -145,17 +145,28 @@ def resolve(home: Path, token_env: str) -> tuple[Credential, str | None]:
 
 def rotate(home: Path) -> str:
     """Write a new random token to the home's token file (0600, replacing any old one); return it.
+    A token file that is a symbolic link stays one: the file it points to is replaced.
 
     Raises :class:`CredentialError` when the file cannot be written (nothing is changed)."""
     token = secrets.token_urlsafe(32)
     path = home / TOKEN_FILE
-    if path.is_dir() and not path.is_symlink():
+    # a symbolic link stays one: the file it points to is replaced (as config.yaml's)
+    try:
+        target = path.resolve() if path.is_symlink() else path
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a loop of links (Python < 3.13)
+        raise CredentialError(f"cannot follow the link {path} to the token file ({exc}); "
+                              "nothing was changed. Point it at a file, or delete it, and run "
+                              "the command again") from None
+    if target.is_dir():
+        shown = path if target == path else f"{path} (a link to {target})"
         raise CredentialError(
-            f"{path} is a folder, not the token file, so no token can be written there; move it "
+            f"{shown} is a folder, not the token file, so no token can be written there; move it "
             "aside (or delete it if it is not yours) and run the command again")
     try:
+        if target == path:
+            private_dir(home)
         # a running server sees the new file whole, never half written
-        atomic_write(private_dir(home) / TOKEN_FILE, (token + "\n").encode())
+        atomic_write(target, (token + "\n").encode())
     except OSError as exc:
         raise CredentialError(
             f"cannot write the token file {path}: {exc.strerror or exc}; nothing was changed. "

@@ -57,6 +57,20 @@ def test_doctor_checks_the_memory_files(home: Path) -> None:
     assert not user["ok"] and "not UTF-8" in user["detail"] and "left untouched" in user["detail"]
 
 
+
+def test_doctor_advice_for_a_memories_file_moves_the_file(home: Path) -> None:
+    (home / "memories").write_text("not a folder\n", encoding="utf-8")
+    found = checks()
+    for name in ("MEMORY.md", "USER.md"):
+        check = found[name]
+        assert not check["ok"], check
+        # the advice must be one that works: memories/MEMORY.md cannot be moved, memories can
+        assert f"mv {home / 'memories' / name}" not in check["detail"], check["detail"]
+        assert f"mv {home / 'memories'} {home / 'memories'}." in check["detail"], check["detail"]
+        assert "is a file, not a folder" in check["detail"]
+    assert (home / "memories").read_text(encoding="utf-8") == "not a folder\n"
+
+
 EMBEDDER = """
 import math, os
 from hermes_core import hookimpl

@@ -342,6 +342,43 @@ def test_slow_connections_under_a_low_fd_limit_do_not_lock_clients_out(home: Pat
                 s.close()
 
 
+def test_a_token_holder_cannot_send_an_unbounded_body(home: Path) -> None:
+    """The SDK's cap (4 MiB, docs/mcp.md): a larger declared body is refused before it is read,
+    a chunked one as soon as it passes the cap."""
+    import socket
+    from urllib.parse import urlsplit
+
+    def post(url: str, framing: str) -> socket.socket:
+        parts = urlsplit(url)
+        sock = socket.create_connection((parts.hostname, parts.port), timeout=WAIT)
+        sock.sendall((f"POST {parts.path} HTTP/1.1\r\nHost: {parts.netloc}\r\n"
+                      f"Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"
+                      f"Accept: application/json, text/event-stream\r\n{framing}\r\n").encode())
+        return sock
+
+    def answer(sock: socket.socket) -> bytes:
+        """The status line (the body never ends, so the answer cannot wait for it)."""
+        got = b""
+        while b"\r\n" not in got and (chunk := sock.recv(65536)):
+            got += chunk
+        return got
+
+    with http_server(home) as url:
+        with post(url, "Content-Length: 100000000\r\n") as sock:  # no byte of it is sent
+            declared = answer(sock)
+        with post(url, "Transfer-Encoding: chunked\r\n") as sock:
+            chunk, sent = b"x" * 65536, 0
+            try:  # 64 MiB unless the server answers and closes first
+                while sent < 64 << 20:
+                    sock.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                    sent += len(chunk)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            chunked = answer(sock)
+    assert declared.startswith(b"HTTP/1.1 413"), declared[:200]
+    assert chunked.startswith(b"HTTP/1.1 413"), chunked[:200]
+
+
 def test_stdio_still_needs_no_token(home: Path) -> None:
     from mcp import Client, StdioServerParameters
     from mcp_support.serving import cli_env

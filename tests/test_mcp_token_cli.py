@@ -37,3 +37,35 @@ def test_rotate_raises_the_credential_error_it_documents(home: Path) -> None:
     (home / "mcp-token").mkdir(parents=True)
     with pytest.raises(CredentialError, match="folder"):
         rotate(home)
+
+
+def test_rotate_writes_through_a_symlinked_token_file(home: Path, tmp_path: Path) -> None:
+    secrets = tmp_path / "secrets"
+    secrets.mkdir(mode=0o700)
+    target = secrets / "hermes-token"
+    target.write_text("old-token-0123456789abcdef\n", encoding="utf-8")
+    target.chmod(0o600)
+    home.mkdir(parents=True, exist_ok=True)
+    link = home / "mcp-token"
+    link.symlink_to(target)
+    result = CliRunner().invoke(cli, ["mcp", "token", "--rotate", "--json"])
+    assert result.exit_code == 0, result.output
+    token = json.loads(result.output)["token"]
+    assert link.is_symlink() and link.resolve() == target  # the link stays a link ...
+    assert target.read_text(encoding="utf-8") == token + "\n"  # ... to the new token
+    assert target.stat().st_mode & 0o777 == 0o600
+    assert [p.name for p in secrets.iterdir()] == ["hermes-token"]
+
+
+def test_rotate_over_a_link_to_a_folder_is_a_clear_error(home: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "elsewhere"
+    folder.mkdir()
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "mcp-token").symlink_to(folder)
+    with pytest.raises(CredentialError, match="folder"):
+        rotate(home)
+    assert (home / "mcp-token").is_symlink() and list(folder.iterdir()) == []
+    (home / "mcp-token").unlink()
+    (home / "mcp-token").symlink_to(home / "mcp-token")  # a loop
+    with pytest.raises(CredentialError, match="cannot follow the link"):
+        rotate(home)

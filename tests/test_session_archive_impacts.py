@@ -308,3 +308,21 @@ def test_sessions_reindex_words_rebuilds_them(tmp_path: Path,
     plain = CliRunner().invoke(cli, ["sessions", "reindex", "--words"], env=env,
                                catch_exceptions=False)
     assert plain.exit_code == 0 and "common words kept" in plain.output, plain.output
+
+
+def test_forgetting_a_common_word_leaves_it_nowhere_in_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    with SessionArchive(path) as a:
+        a.open_session(Session(id="s", attributes={}))
+        a.append_messages("s", [Message("user", f"note {i} about the Quillmarsh project")
+                                for i in range(30)] +
+                          [Message("user", f"plain note {i}") for i in range(30)])
+        assert impacts.rebuild(a, keep=5, min_df=10) > 0
+        stem = "quillmarsh"
+        assert a.db.read("SELECT 1 FROM term_bounds WHERE term = ?", (stem,))
+        assert forget_messages(a, "quillmarsh").deleted == 30
+        assert not a.db.read("SELECT 1 FROM term_bounds WHERE term = ?", (stem,))
+        # the other common words still answer from their kept rows
+        assert a.db.read("SELECT 1 FROM term_bounds WHERE term = 'note'")
+    leftover = [p.name for p in tmp_path.iterdir() if stem.encode() in p.read_bytes().lower()]
+    assert leftover == []

@@ -42,6 +42,13 @@ def memory_file_checks(home: Path, config: LoadedConfig) -> list[DoctorCheck]:
         return [DoctorCheck(filename, True, f"not used: the memory is in the database {url} "
                             "(storage.url; the activation check connects to it)")
                 for filename in FILENAMES.values()]
+    folder = Path(home) / "memories"
+    if folder.exists() and not folder.is_dir():  # the files' own advice could not work
+        return [DoctorCheck(filename, False, f"{folder} is a file, not a folder, so "
+                            f"{filename} cannot be kept in it. It was left untouched: look at "
+                            f"it, then move it aside (mv {folder} {folder}.aside); the memory "
+                            "folder is created afresh on the next change")
+                for filename in FILENAMES.values()]
     for target, filename in FILENAMES.items():
         path = store.path(target)
         state = store.read(target)

@@ -46,6 +46,7 @@ from hermes_core.storage.spool import Scrub
 from hermes_core.types import Message, Session
 
 from .facts import mentioning
+from .impacts import forget_words
 from .records import like_pattern
 from .store import SessionArchive
 from .vector_store import vector_store
@@ -223,6 +224,8 @@ def forget_messages(archive: SessionArchive, subject: str, *, scope: str = "all"
                 con.execute(f"DELETE FROM {table} WHERE id IN ({','.join('?' * len(chunk))})",
                             chunk)
         store = vector_store(archive)
+        if archive.backend == "sqlite":  # the kept common words store their text
+            forget_words(con, subject)
         if ids:
             store.forgot(con)
             purge_index(archive, con)

@@ -50,7 +50,8 @@ from .query import _TOKENIZER
 if TYPE_CHECKING:
     from .store import SessionArchive
 
-__all__ = ["KEEP", "KEEP_LOW", "MIN_DF", "MIN_DF_LOW", "UPTO", "WEIGHTS", "rebuild", "top_k"]
+__all__ = ["KEEP", "KEEP_LOW", "MIN_DF", "MIN_DF_LOW", "UPTO", "WEIGHTS", "forget_words",
+           "rebuild", "top_k"]
 
 #: BM25 constants of FTS5's bm25()
 _K1, _B = 1.2, 0.75
@@ -151,6 +152,21 @@ def _clear(con: sqlite3.Connection) -> None:
     con.execute("DELETE FROM meta WHERE key = ?", (UPTO,))
     con.execute("DELETE FROM term_impacts")
     con.execute("DELETE FROM term_bounds")
+
+
+def forget_words(con: sqlite3.Connection, subject: str) -> int:
+    """In ``forget``'s transaction: drop the kept words (and their rows) that hold a token of
+    ``subject``, so the word's text leaves ``term_bounds``; those words are ranked by FTS5 until
+    the next :func:`rebuild`. The number of words dropped."""
+    if not con.execute("SELECT 1 FROM sqlite_master WHERE name = 'term_bounds'").fetchone():
+        return 0
+    stems = _TOKENIZER.stems(subject)
+    nums = [r[0] for stem in stems for r in con.execute(
+        "SELECT num FROM term_bounds WHERE instr(term, ?) > 0", (stem,))]
+    for num in set(nums):
+        con.execute("DELETE FROM term_impacts WHERE term = ?", (num,))
+        con.execute("DELETE FROM term_bounds WHERE num = ?", (num,))
+    return len(set(nums))
 
 
 def _changes(con: sqlite3.Connection) -> int:

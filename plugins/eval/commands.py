@@ -91,7 +91,6 @@ def eval_command(dataset: Path, fmt: str, providers: tuple[str, ...], engine: st
 
     from .datasets import load_dataset
     from .report import build_report
-    from .retrieve import search_tools
     from .run import EvalOptions, run_eval
     from .stack import StackSpec
 
@@ -102,56 +101,9 @@ def eval_command(dataset: Path, fmt: str, providers: tuple[str, ...], engine: st
     real = home_dir()
     spec = StackSpec(real, providers=providers or None, engine=engine, settings=settings)
     if scratch_dir is not None:
-        try:
-            scratch_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            blocker = next((p for p in scratch_dir.parents if p.exists()), None)
-            why = (f"{blocker} exists and is not a folder" if blocker and not blocker.is_dir()
-                   else str(exc.strerror or exc))
-            raise click.BadParameter(f"cannot create {scratch_dir}: {why}",
-                                     param_hint="'--scratch-dir'") from None
-    check = Path(tempfile.mkdtemp(prefix="hermes-core-eval-check-", dir=scratch_dir))
-    try:  # a bad config, an unknown provider or tool fails here, once, not in every case
-        host = spec(check, "check")
-        chosen = list(host.config.core.memory.providers)
-        chosen_engine = host.config.core.context.engine
-        offered: list[str] = []
-        searched: list[str] = []
-        try:
-            if tools:  # a provider's tools exist once it is started: start the stack once here
-                host.activate_memory_providers()
-                offered, searched = sorted(host.tools()), sorted(search_tools(host))
-        finally:
-            host.shutdown()
-    finally:
-        shutil.rmtree(check, ignore_errors=True)
-    unknown = [name for name in dict.fromkeys(tools) if name not in offered]
-    if unknown:
-        close = [m for name in unknown for m in difflib.get_close_matches(name, offered, n=1)]
-        raise click.ClickException(
-            f"--tool {', '.join(map(repr, unknown))}: no active plugin of this stack offers "
-            f"{'it' if len(unknown) == 1 else 'them'}; nothing was run."
-            + (f" Did you mean {', '.join(map(repr, close))}?" if close else "")
-            + f" Tools of this stack: {', '.join(offered) or 'none'} (searched when no --tool is "
-            f"given: {', '.join(searched) or 'none'})")
-    llm = judge = None
-    if answer:
-        from hermes_core.host import PluginHost
-        from hermes_core.llm import build_llm
-
-        loaded = PluginHost.load(real)
-        try:
-            core = loaded.config.core
-            llm = build_llm(loaded.registries, core, "main", config=loaded.config, home=real)
-            if getattr(llm, "api_key", "") is None and not core.llm.base_url:
-                raise click.UsageError("--answer needs a model: set llm.api_key (ANTHROPIC_API_KEY) "
-                                       "or llm.base_url, or choose another llm.client")
-            judge = llm
-            if judge_model:
-                judge = build_llm(loaded.registries, core, "main", config=loaded.config, home=real)
-                judge.model = judge_model
-        finally:
-            loaded.shutdown()
+        _make_scratch_dir(scratch_dir)
+    chosen, chosen_engine = _check_stack(spec, tools, scratch_dir)
+    llm, judge = _answer_models(real, judge_model) if answer else (None, None)
     total = len(data.questions) if limit is None else min(limit, len(data.questions))
     console = Console(file=sys.stderr)
     progress = Progress(TextColumn("eval"), BarColumn(), MofNCompleteColumn(),
@@ -177,15 +129,7 @@ def eval_command(dataset: Path, fmt: str, providers: tuple[str, ...], engine: st
                           engine=chosen_engine, ks=ks, answered=answer)
     if keep_homes:
         report["homes"] = options.homes
-    unwritten = None
-    if out is not None:
-        try:
-            # the report quotes the questions, answers and recalled text: private (0600)
-            write_private_text(out, json.dumps(report, indent=2, ensure_ascii=False, default=str)
-                               + "\n")
-        except OSError as exc:  # the report is still printed below: the run is not lost
-            unwritten = (f"cannot write the report to {out}: {exc.strerror or exc} (it is "
-                         "printed above)")
+    unwritten = _write_report(out, report) if out is not None else None
     if as_json:
         echo_json(report)
         if unwritten is not None:
@@ -212,3 +156,80 @@ def eval_command(dataset: Path, fmt: str, providers: tuple[str, ...], engine: st
         raise click.ClickException(unwritten)
     if out is not None:
         click.echo(f"report written to {out}")
+
+
+def _make_scratch_dir(scratch_dir: Path) -> None:
+    """``--scratch-dir`` made (with its parents); a clear error when something is in the way."""
+    try:
+        scratch_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        blocker = next((p for p in scratch_dir.parents if p.exists()), None)
+        why = (f"{blocker} exists and is not a folder" if blocker and not blocker.is_dir()
+               else str(exc.strerror or exc))
+        raise click.BadParameter(f"cannot create {scratch_dir}: {why}",
+                                 param_hint="'--scratch-dir'") from None
+
+
+def _check_stack(spec: Any, tools: tuple[str, ...], scratch_dir: Path | None
+                 ) -> tuple[list[str], str | None]:
+    """The stack built once in a scratch home (a bad config, an unknown provider or ``--tool``
+    fails here, once, not in every case): its memory providers and context engine."""
+    from .retrieve import search_tools
+
+    check = Path(tempfile.mkdtemp(prefix="hermes-core-eval-check-", dir=scratch_dir))
+    try:
+        host = spec(check, "check")
+        chosen = list(host.config.core.memory.providers)
+        chosen_engine = host.config.core.context.engine
+        offered: list[str] = []
+        searched: list[str] = []
+        try:
+            if tools:  # a provider's tools exist once it is started: start the stack once here
+                host.activate_memory_providers()
+                offered, searched = sorted(host.tools()), sorted(search_tools(host))
+        finally:
+            host.shutdown()
+    finally:
+        shutil.rmtree(check, ignore_errors=True)
+    unknown = [name for name in dict.fromkeys(tools) if name not in offered]
+    if unknown:
+        close = [m for name in unknown for m in difflib.get_close_matches(name, offered, n=1)]
+        raise click.ClickException(
+            f"--tool {', '.join(map(repr, unknown))}: no active plugin of this stack offers "
+            f"{'it' if len(unknown) == 1 else 'them'}; nothing was run."
+            + (f" Did you mean {', '.join(map(repr, close))}?" if close else "")
+            + f" Tools of this stack: {', '.join(offered) or 'none'} (searched when no --tool is "
+            f"given: {', '.join(searched) or 'none'})")
+    return chosen, chosen_engine
+
+
+def _answer_models(real: Path, judge_model: str | None) -> tuple[Any, Any]:
+    """``--answer``'s model and judge, from the real home's config; a usage error without one."""
+    from hermes_core.host import PluginHost
+    from hermes_core.llm import build_llm
+
+    loaded = PluginHost.load(real)
+    try:
+        core = loaded.config.core
+        llm = build_llm(loaded.registries, core, "main", config=loaded.config, home=real)
+        if getattr(llm, "api_key", "") is None and not core.llm.base_url:
+            raise click.UsageError("--answer needs a model: set llm.api_key (ANTHROPIC_API_KEY) "
+                                   "or llm.base_url, or choose another llm.client")
+        judge = llm
+        if judge_model:
+            judge = build_llm(loaded.registries, core, "main", config=loaded.config, home=real)
+            judge.model = judge_model
+        return llm, judge
+    finally:
+        loaded.shutdown()
+
+
+def _write_report(out: Path, report: dict[str, Any]) -> str | None:
+    """Write the JSON report to ``out``, private (it quotes the questions, answers and recalled
+    text); what went wrong, or None. The report is printed anyway: the run is not lost."""
+    try:
+        write_private_text(out, json.dumps(report, indent=2, ensure_ascii=False, default=str)
+                           + "\n")
+    except OSError as exc:
+        return f"cannot write the report to {out}: {exc.strerror or exc} (it is printed above)"
+    return None

@@ -33,6 +33,22 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
+def run(home: Path) -> Callable[..., Any]:
+    """``run("config", "get", "x")``: the ``hermes-core`` command in ``home``, through click's
+    runner (exceptions not caught: a traceback fails the test)."""
+    from click.testing import CliRunner
+
+    from hermes_core.cli import cli
+
+    runner = CliRunner()
+
+    def invoke(*args: str, **kwargs: Any) -> Any:
+        return runner.invoke(cli, list(args), catch_exceptions=False, **kwargs)
+
+    return invoke
+
+
+@pytest.fixture
 def dir_plugin(home: Path) -> Callable[[str, str], Path]:
     """Write ``$HERMES_CORE_HOME/plugins/<name>/__init__.py`` with the given source."""
 

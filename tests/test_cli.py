@@ -8,7 +8,6 @@ import subprocess
 import sys
 
 import pytest
-from click.testing import CliRunner
 
 from hermes_core.cli import cli
 
@@ -22,16 +21,6 @@ class Engine(ContextEngine):
 def register_context_engines(register):
     register(Engine)
 """
-
-
-@pytest.fixture
-def run(home):
-    runner = CliRunner()
-
-    def invoke(*args: str):
-        return runner.invoke(cli, list(args), catch_exceptions=False)
-
-    return invoke
 
 
 def test_plugins_list_json_fields(run, fake_dist, dir_plugin):

@@ -6,22 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-
-from hermes_core.cli import cli
 
 SECRET_1 = "sk-ant-api03-FIRSTFIRSTFIRSTFIRST1"
 SECRET_2 = "sk-ant-api03-SECONDSECONDSECONDSE2"
-
-
-@pytest.fixture
-def run(home):
-    runner = CliRunner()
-
-    def invoke(*args: str):
-        return runner.invoke(cli, list(args), catch_exceptions=False)
-
-    return invoke
 
 
 def test_a_key_given_twice_is_named_with_both_lines_and_no_value(run, home: Path):

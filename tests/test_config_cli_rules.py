@@ -5,22 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-from click.testing import CliRunner
-
-from hermes_core.cli import cli
 from hermes_core.host import PluginHost
 from hermes_core.loader import Candidate, allowed_names, blocked_names, is_blocked
-
-
-@pytest.fixture
-def run(home):
-    runner = CliRunner()
-
-    def invoke(*args: str, **kwargs):
-        return runner.invoke(cli, list(args), catch_exceptions=False, **kwargs)
-
-    return invoke
 
 
 def config_text(home: Path) -> str:

@@ -7,21 +7,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-from click.testing import CliRunner
-
-from hermes_core.cli import cli
-
-
-@pytest.fixture
-def run(home):
-    runner = CliRunner()
-
-    def invoke(*args: str):
-        return runner.invoke(cli, list(args), catch_exceptions=False)
-
-    return invoke
-
 
 def test_disabling_a_selected_provider_is_a_warning_of_validate_and_doctor(run, home: Path):
     assert run("plugins", "disable", "skills").exit_code == 0

@@ -6,21 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from hermes_core import ConfigError
-from hermes_core.cli import cli
 from hermes_core.config import parse_config_text
-
-
-@pytest.fixture
-def run(home):
-    runner = CliRunner()
-
-    def invoke(*args: str):
-        return runner.invoke(cli, list(args), catch_exceptions=False)
-
-    return invoke
 
 
 @pytest.mark.parametrize("bad", ["not a url", "localhost:8080", "ftp://example.com",

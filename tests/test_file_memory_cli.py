@@ -13,16 +13,6 @@ from click.testing import CliRunner
 from hermes_core.cli import cli
 
 
-@pytest.fixture
-def run(home):
-    runner = CliRunner()
-
-    def invoke(*args: str):
-        return runner.invoke(cli, list(args), catch_exceptions=False)
-
-    return invoke
-
-
 def memory_file(home: Path, name: str = "MEMORY.md") -> Path:
     return home / "memories" / name
 

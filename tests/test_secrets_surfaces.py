@@ -9,9 +9,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from hermes_core.cli import cli
 from hermes_core.config import redacted
 
 TOKEN = "HDR9f3c1e7a5b2d4068"
@@ -34,16 +32,6 @@ mcp:
         SERVICE_URL_SECRETLESS: "{PAT}"
         LOG_LEVEL: warn
 """
-
-
-@pytest.fixture
-def run(home: Path):
-    runner = CliRunner()
-
-    def invoke(*args: str):
-        return runner.invoke(cli, list(args), catch_exceptions=False)
-
-    return invoke
 
 
 def test_mcp_server_headers_and_env_credentials_are_redacted_everywhere(run, home: Path) -> None:
